@@ -1,0 +1,70 @@
+// fleetjit tensor kernel parameter: the one layout shared by the host runtime
+// and the device copy layer.
+//
+// A kernel declares a tensor parameter as `FJ_TENSOR(float, 2) name` (see
+// <fleetjit/copy.cuh>). Whatever copy implementation the module was built
+// with, the parameter has this layout, so the kernel source never changes
+// between implementations. The host fills it from a caller's DLPack-style
+// tensor and tile description:
+//   - `tmap` holds an encoded CUtensorMap when `flags & FJ_TP_HAS_TMAP`; the
+//     device then uses TMA tensor copies. Otherwise the device walks
+//     `data`/`shape`/`stride` itself (cp.async or ld/st). A TMA build can
+//     therefore fall back per launch when TMA cannot describe a tensor.
+//   - Dimension 0 is the innermost (fastest-varying) one, as in PTX tensor
+//     coordinates and CUtensorMap; DLPack's order is reversed by the host.
+//
+// This header uses builtin types only: it is compiled by the host compiler
+// and, embedded, by NVRTC (which has no <cstdint>).
+#ifndef FLEETJIT_COPY_TENSOR_PARAM_H_
+#define FLEETJIT_COPY_TENSOR_PARAM_H_
+
+#define FJ_TP_MAX_RANK 5
+#define FJ_TP_HAS_TMAP 0x1u
+
+namespace fj {
+
+// Element types a tensor parameter can carry. Values are ABI: append only.
+enum dtype_code : int {
+  dtype_f32 = 0,
+  dtype_f16 = 1,
+  dtype_bf16 = 2,
+  dtype_f8e4m3 = 3,
+  dtype_f8e5m2 = 4,
+  dtype_i8 = 5,
+  dtype_u8 = 6,
+  dtype_i32 = 7,
+  dtype_u32 = 8,
+  dtype_f64 = 9,
+  dtype_i64 = 10,
+  dtype_i16 = 11,
+  dtype_u16 = 12,
+  dtype_count = 13,
+};
+
+// What a tile read outside the tensor's shape produces. Values are ABI.
+enum oob_mode : int {
+  // The caller guarantees the tile lies inside the tensor; nothing checks.
+  oob_promise_in_bounds = 0,
+  // Out-of-bounds elements read as zero.
+  oob_zeros = 1,
+  // Out-of-bounds elements read as NaN (floating-point dtypes only).
+  oob_nan = 2,
+};
+
+struct alignas(64) tensor_param {
+  unsigned char tmap[128];           // CUtensorMap, valid if FJ_TP_HAS_TMAP
+  void* data;                        // address of element (0, ..., 0)
+  long long shape[FJ_TP_MAX_RANK];   // elements per dim, dim 0 innermost
+  long long stride[FJ_TP_MAX_RANK];  // elements between neighbours per dim
+  int box[FJ_TP_MAX_RANK];           // tile extent per dim, dim 0 innermost
+  int rank;                          // 1..FJ_TP_MAX_RANK
+  int dtype;                         // dtype_code
+  int elem_bytes;                    // 1, 2, 4 or 8
+  int oob;                           // oob_mode
+  unsigned int flags;                // FJ_TP_* bits
+  int reserved[4];                   // zero; room to grow without a resize
+};
+
+}  // namespace fj
+
+#endif  // FLEETJIT_COPY_TENSOR_PARAM_H_
