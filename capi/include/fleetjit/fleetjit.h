@@ -1,0 +1,493 @@
+/* fleetjit: one CUDA kernel source, built at run time for the GPU it lands on.
+ *
+ * fleetjit JIT-builds CUDA C++ kernels with NVRTC for the live device (or for
+ * a named target), against the portable copy layer <fleetjit/copy.cuh>,
+ * caches the result so no process compiles what it or a sibling already
+ * built, and launches kernels with checked arguments.
+ *
+ * Conventions of this header (the ABI promise):
+ *  1. C99 and C++; it includes only <stddef.h> and <stdint.h>. No CUDA type
+ *     appears: devices are ordinals, streams are fj_stream handles, device
+ *     memory is a uint64_t address.
+ *  2. Every fallible call returns `fj_status*`. NULL means success. A non-NULL
+ *     status is owned by the caller, who frees it with fj_status_free(); its
+ *     message lives as long as it does. Codes are the closed enum fj_code.
+ *     There is no thread-local "last error": calls are safe from any thread,
+ *     including Go's goroutines that move between OS threads.
+ *  3. Outputs come last, named out_*, and are left untouched on error.
+ *  4. Handles are opaque and checked: a destroyed, foreign or forged handle
+ *     is an FJ_INVALID_ARGUMENT status, never a crash. Destroy calls accept
+ *     NULL. Destroying a handle while another thread uses it is the caller's
+ *     race.
+ *  5. Every argument struct begins with `size_t struct_size` (set it to
+ *     sizeof(the struct) as you compiled it) and `const void* ext` (NULL).
+ *     Older, shorter structs get defaults for the missing tail; newer, longer
+ *     ones have their unknown tail ignored. A struct_size smaller than the
+ *     first version of the struct is FJ_INVALID_ARGUMENT.
+ *  6. Strings are UTF-8 fj_str values with explicit lengths; none need a
+ *     terminating NUL. Strings returned by the library are also
+ *     NUL-terminated for convenience.
+ *  7. Nothing happens at load time. libcuda.so.1 is loaded by
+ *     fj_runtime_create(); NVRTC only when a build needs a compiler. With no
+ *     driver or no GPU the runtime still works for builds to named targets;
+ *     device calls return FJ_UNAVAILABLE. After fork(), a child's calls on a
+ *     runtime created by the parent return FJ_FAILED_PRECONDITION.
+ *  8. Versioning: FJ_VERSION_MAJOR changes on removal, retyping or
+ *     reordering; FJ_VERSION_MINOR on addition. Compare fj_version() with
+ *     the macros to check the library you loaded.
+ *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
+ *     this boundary.
+ */
+#ifndef FLEETJIT_FLEETJIT_H_
+#define FLEETJIT_FLEETJIT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define FJ_API __attribute__((visibility("default")))
+#else
+#define FJ_API
+#endif
+
+#define FJ_VERSION_MAJOR 1
+#define FJ_VERSION_MINOR 0
+/* (major << 16) | minor of the library actually loaded. */
+FJ_API uint32_t fj_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Strings                                                                   */
+
+typedef struct fj_str {
+  const char* data; /* UTF-8, need not be NUL-terminated; may be NULL if size 0 */
+  size_t size;      /* bytes */
+} fj_str;
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+
+typedef enum fj_code {
+  FJ_OK = 0,
+  /* A caller error: NULL pointer, bad struct_size, stale handle, enum value
+   * out of range, malformed target name, argument mismatch. */
+  FJ_INVALID_ARGUMENT = 1,
+  /* A named thing does not exist: kernel name, device ordinal. */
+  FJ_NOT_FOUND = 2,
+  /* A dependency is missing: no driver, no GPU, no NVRTC. Say what to
+   * install; retrying without a change will fail again. */
+  FJ_UNAVAILABLE = 3,
+  /* The call is valid but the state forbids it: forcing a copy
+   * implementation the hardware lacks, a context poisoned by a faulting
+   * kernel, use after fork. */
+  FJ_FAILED_PRECONDITION = 4,
+  /* NVRTC rejected the source. The status carries the build log, options,
+   * target and copy implementation as payloads. */
+  FJ_BUILD_ERROR = 5,
+  /* The CUDA driver returned an error; the message names the call and
+   * carries the driver's own text. */
+  FJ_CUDA_ERROR = 6,
+  /* Out of memory or another bounded resource. */
+  FJ_RESOURCE_EXHAUSTED = 7,
+  /* A value outside what the device supports: grid, block, shared memory or
+   * cluster limits. */
+  FJ_OUT_OF_RANGE = 8,
+  /* A bug in fleetjit. Please report it with the message. */
+  FJ_INTERNAL = 9
+} fj_code;
+#define FJ_CODE_LAST FJ_INTERNAL
+
+typedef struct fj_status fj_status;
+
+/* The status's code; FJ_OK for NULL. */
+FJ_API fj_code fj_status_code(const fj_status* status);
+/* The message, NUL-terminated, valid until fj_status_free(). "" for NULL.
+ * If out_size is not NULL it receives the length without the NUL. */
+FJ_API const char* fj_status_message(const fj_status* status, size_t* out_size);
+/* A named detail of the status, or NULL if absent. Build errors carry
+ * "build_log", "options", "target" and "copy_impl"; CUDA errors carry
+ * "cuda_call" and "cuda_error". Valid until fj_status_free(). */
+FJ_API const char* fj_status_detail(const fj_status* status, fj_str key,
+                                    size_t* out_size);
+/* Frees a status. NULL is accepted. */
+FJ_API void fj_status_free(fj_status* status);
+/* The name of a code ("INVALID_ARGUMENT"); "UNKNOWN" out of range. */
+FJ_API const char* fj_code_name(fj_code code);
+
+/* ------------------------------------------------------------------------ */
+/* Copy implementations and the copy plan                                   */
+
+/* How <fleetjit/copy.cuh> moves data on a device. */
+typedef enum fj_copy_impl {
+  FJ_COPY_IMPL_AUTO = 0,     /* choose from the target's compute capability */
+  FJ_COPY_IMPL_SYNC = 1,     /* ld/st + block barrier: any GPU */
+  FJ_COPY_IMPL_CP_ASYNC = 2, /* cp.async: sm_80+ */
+  FJ_COPY_IMPL_TMA = 3       /* bulk/tensor copies on mbarriers: sm_90+ */
+} fj_copy_impl;
+#define FJ_COPY_IMPL_LAST FJ_COPY_IMPL_TMA
+
+/* Effects the copy layer offers on every device, natively or emulated. */
+typedef enum fj_feature {
+  FJ_FEATURE_BARRIER = 0,        /* copies complete on an fj::barrier */
+  FJ_FEATURE_GROUP_WAIT = 1,     /* commit / wait for <= N groups */
+  FJ_FEATURE_COPY_G2S = 2,       /* contiguous GMEM -> SMEM */
+  FJ_FEATURE_COPY_S2G = 3,       /* contiguous SMEM -> GMEM */
+  FJ_FEATURE_PREDICATE = 4,      /* per-copy user predicate */
+  FJ_FEATURE_TILE_COPY = 5,      /* 1-5-D strided tile copies */
+  FJ_FEATURE_OOB_ZEROS = 6,      /* out-of-bounds reads as zero */
+  FJ_FEATURE_OOB_NAN = 7,        /* out-of-bounds reads as NaN */
+  FJ_FEATURE_MULTICAST = 8,      /* cluster collective copies */
+  FJ_FEATURE_L2_PREFETCH = 9,    /* L2 prefetch of spans and tiles */
+  FJ_FEATURE_COUNT = 10
+} fj_feature;
+
+typedef enum fj_support {
+  FJ_SUPPORT_NATIVE = 1,   /* the hardware does it */
+  FJ_SUPPORT_EMULATED = 2  /* the copy layer builds it from other parts */
+} fj_support;
+
+/* The stable lower-case name of an implementation ("tma"), feature
+ * ("group_wait") or support level ("native"). "unknown" out of range. */
+FJ_API const char* fj_copy_impl_name(fj_copy_impl impl);
+FJ_API const char* fj_feature_name(fj_feature feature);
+FJ_API const char* fj_support_name(fj_support support);
+
+typedef struct fj_copy_plan {
+  size_t struct_size;
+  const void* ext;
+  char target[32];        /* canonical target, e.g. "sm_90a", "compute_80" */
+  fj_copy_impl impl;      /* the implementation chosen (never AUTO) */
+  fj_support support[FJ_FEATURE_COUNT]; /* indexed by fj_feature */
+} fj_copy_plan;
+
+/* The copy plan for a target name ("sm_90", "sm_90a", "compute_80") and an
+ * optional forced implementation. Needs no GPU and no runtime. Forcing an
+ * implementation the target lacks is FJ_FAILED_PRECONDITION. */
+FJ_API fj_status* fj_copy_plan_for_target(fj_str target, fj_copy_impl impl,
+                                          fj_copy_plan* out_plan);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime                                                                   */
+
+typedef struct fj_runtime fj_runtime;
+
+typedef enum fj_runtime_flags {
+  FJ_RUNTIME_DISABLE_DISK_CACHE = 1u << 0,
+  /* Launch through the generic path only (no JIT-built launch thunks). */
+  FJ_RUNTIME_DISABLE_THUNKS = 1u << 1
+} fj_runtime_flags;
+
+typedef struct fj_runtime_options {
+  size_t struct_size;
+  const void* ext;
+  /* Library files to load instead of the loader's search ("" = default:
+   * libcuda.so.1; libnvrtc.so.13, then .12, then /usr/local/cuda). */
+  fj_str libcuda_path;
+  fj_str libnvrtc_path;
+  /* Build every module for this target instead of the live device's
+   * ("sm_80", "compute_80"). Empty = live device. */
+  fj_str target_override;
+  /* Force a copy implementation for every build. AUTO = choose. */
+  fj_copy_impl copy_impl_override;
+  uint32_t flags; /* fj_runtime_flags */
+  /* Disk cache directory. Empty = $FLEETJIT_CACHE_DIR, else
+   * $XDG_CACHE_HOME/fleetjit, else ~/.cache/fleetjit. */
+  fj_str cache_dir;
+  /* Byte cap of the disk cache, LRU-evicted. 0 = default (1 GiB). */
+  uint64_t cache_max_bytes;
+} fj_runtime_options;
+
+/* Environment variables override the options (fleetjit info lists those in
+ * effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
+ * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
+ * FLEETJIT_THUNKS=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC. */
+
+/* Creates a runtime. options may be NULL for defaults. A missing driver or
+ * GPU is not an error here: the runtime reports 0 devices. */
+FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options,
+                                    fj_runtime** out_runtime);
+/* Releases the runtime's contexts, modules, streams and memory. NULL is
+ * accepted. Handles created from it become invalid. */
+FJ_API fj_status* fj_runtime_destroy(fj_runtime* runtime);
+
+/* Why the driver is unavailable ("" if it loaded), NUL-terminated, valid
+ * for the runtime's life. */
+FJ_API const char* fj_runtime_driver_error(const fj_runtime* runtime);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+
+/* Number of visible CUDA devices: 0 when there is no driver or no GPU. */
+FJ_API fj_status* fj_device_count(const fj_runtime* runtime, int32_t* out_count);
+
+typedef struct fj_device_info {
+  size_t struct_size;
+  const void* ext;
+  char name[256];
+  int32_t ordinal;
+  int32_t cc_major;
+  int32_t cc_minor;
+  int32_t sm_count;
+  uint64_t total_memory_bytes;
+  int32_t shared_memory_per_block;        /* default limit, bytes */
+  int32_t shared_memory_per_block_optin;  /* opt-in maximum, bytes */
+  int32_t shared_memory_per_sm;
+  int32_t l2_cache_bytes;
+  int32_t max_threads_per_block;
+  int32_t cluster_launch;                 /* 1 if clusters can be launched */
+  int32_t driver_version;                 /* e.g. 13000 */
+  fj_copy_plan plan;                      /* target and copy plan chosen */
+} fj_device_info;
+
+/* Facts about device `ordinal` and the copy plan fleetjit will use on it. */
+FJ_API fj_status* fj_device_info_get(fj_runtime* runtime, int32_t ordinal,
+                                     fj_device_info* out_info);
+
+/* ------------------------------------------------------------------------ */
+/* Memory and streams (enough to drive kernels end to end)                  */
+
+typedef struct fj_stream fj_stream;
+
+/* Allocates device memory on device `ordinal`. The address is returned in
+ * *out_address and must be freed with fj_mem_free on the same runtime. */
+FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal,
+                               uint64_t bytes, uint64_t* out_address);
+/* Frees an address returned by fj_mem_alloc. 0 is accepted. An address not
+ * allocated by this runtime is FJ_INVALID_ARGUMENT. */
+FJ_API fj_status* fj_mem_free(fj_runtime* runtime, uint64_t address);
+/* Copies host -> device, device -> host, device -> device. With a NULL
+ * stream the copy is complete on return; with a stream it is ordered on it
+ * and host memory must stay live until the stream is synchronised. The
+ * device ranges must lie inside allocations of this runtime. */
+FJ_API fj_status* fj_memcpy_htod(fj_runtime* runtime, uint64_t dst,
+                                 const void* src, uint64_t bytes,
+                                 fj_stream* stream);
+FJ_API fj_status* fj_memcpy_dtoh(fj_runtime* runtime, void* dst, uint64_t src,
+                                 uint64_t bytes, fj_stream* stream);
+FJ_API fj_status* fj_memcpy_dtod(fj_runtime* runtime, uint64_t dst,
+                                 uint64_t src, uint64_t bytes,
+                                 fj_stream* stream);
+/* Sets `bytes` bytes at dst to `value` (e.g. to poison an output). */
+FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst,
+                               uint8_t value, uint64_t bytes, fj_stream* stream);
+
+/* Creates a non-blocking stream on device `ordinal`. */
+FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
+                                   fj_stream** out_stream);
+/* Waits for all work on the stream; reports a kernel fault as a status. */
+FJ_API fj_status* fj_stream_synchronize(fj_stream* stream);
+/* Destroys a stream after its work completes. NULL is accepted. */
+FJ_API fj_status* fj_stream_destroy(fj_stream* stream);
+
+/* ------------------------------------------------------------------------ */
+/* Modules and kernels                                                       */
+
+typedef struct fj_module fj_module;
+typedef struct fj_kernel fj_kernel;
+
+typedef enum fj_output {
+  FJ_OUTPUT_AUTO = 0,  /* cubin for sm_XX targets, PTX for compute_XX */
+  FJ_OUTPUT_CUBIN = 1,
+  FJ_OUTPUT_PTX = 2
+} fj_output;
+
+typedef enum fj_build_flags {
+  FJ_BUILD_NO_CACHE = 1u << 0 /* neither read nor write any cache tier */
+} fj_build_flags;
+
+typedef struct fj_build_options {
+  size_t struct_size;
+  const void* ext;
+  fj_str source;            /* CUDA C++; <fleetjit/copy.cuh> is available */
+  fj_str name;              /* a name for logs and file stems, e.g. "saxpy.cu" */
+  const fj_str* nvrtc_options;   /* extra NVRTC options, e.g. "-DTILE=64" */
+  size_t num_nvrtc_options;
+  /* Kernels to instantiate and look up by their C++ name, e.g.
+   * "scale<float>". extern "C" kernels need no entry. */
+  const fj_str* name_expressions;
+  size_t num_name_expressions;
+  /* "sm_XX[a]" (cubin) or "compute_XX[a]" (PTX). Empty = the runtime's
+   * target override, else the live device `device`. */
+  fj_str target;
+  int32_t device;            /* ordinal used when target is empty */
+  fj_copy_impl copy_impl;    /* AUTO = the runtime's override, else chosen */
+  fj_output output;
+  uint32_t flags;            /* fj_build_flags */
+} fj_build_options;
+
+/* Where a module came from. */
+typedef enum fj_cache_result {
+  FJ_CACHE_COMPILED = 0,    /* NVRTC ran */
+  FJ_CACHE_MEMORY_HIT = 1,
+  FJ_CACHE_DISK_HIT = 2
+} fj_cache_result;
+
+typedef struct fj_module_info {
+  size_t struct_size;
+  const void* ext;
+  char target[32];
+  fj_copy_impl copy_impl;
+  fj_output output;          /* CUBIN or PTX, never AUTO */
+  fj_cache_result cache_result;
+  double build_ms;           /* wall time of fj_module_build */
+  double compile_ms;         /* NVRTC time when compiled, else the original */
+  uint64_t image_bytes;
+} fj_module_info;
+
+/* Builds (or fetches from the cache) a module. A compile error is
+ * FJ_BUILD_ERROR with the log in the "build_log" detail. */
+FJ_API fj_status* fj_module_build(fj_runtime* runtime,
+                                  const fj_build_options* options,
+                                  fj_module** out_module);
+FJ_API fj_status* fj_module_info_get(const fj_module* module,
+                                     fj_module_info* out_info);
+/* The built image (cubin or PTX text), valid while the module lives. */
+FJ_API fj_status* fj_module_image(const fj_module* module,
+                                  const void** out_data, size_t* out_size);
+/* Destroys a module; its kernels become invalid. NULL is accepted. */
+FJ_API fj_status* fj_module_destroy(fj_module* module);
+
+/* Looks a kernel up by its extern "C" name or one of the module's name
+ * expressions, loading the module on `device` (its context) if needed. The
+ * kernel belongs to the module. */
+FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
+                                       int32_t device, fj_kernel** out_kernel);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors (DLPack-compatible)                                               */
+
+/* Layout-identical to DLPack's DLTensor (dlpack.h >= 0.6): a caller can pass
+ * a DLTensor* cast to fj_tensor*. Shape and strides are outermost-first, in
+ * elements; NULL strides mean compact row-major. */
+typedef struct fj_dl_device {
+  int32_t device_type; /* kDLCUDA = 2 */
+  int32_t device_id;
+} fj_dl_device;
+typedef struct fj_dl_dtype {
+  uint8_t code;  /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLFloat8... */
+  uint8_t bits;
+  uint16_t lanes;
+} fj_dl_dtype;
+typedef struct fj_tensor {
+  void* data;
+  fj_dl_device device;
+  int32_t ndim;
+  fj_dl_dtype dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} fj_tensor;
+
+typedef enum fj_oob {
+  FJ_OOB_PROMISE_IN_BOUNDS = 0, /* the kernel never reads outside */
+  FJ_OOB_ZEROS = 1,             /* out-of-bounds elements read as 0 */
+  FJ_OOB_NAN = 2                /* as NaN (floating-point types only) */
+} fj_oob;
+
+/* FP8 has no DLPack code in 0.6: use these with bits = 8. */
+#define FJ_DL_FLOAT8_E4M3 0x80
+#define FJ_DL_FLOAT8_E5M2 0x81
+
+/* A tensor argument: the borrowed tensor plus how kernels tile it. */
+typedef struct fj_tensor_arg {
+  size_t struct_size;
+  const void* ext;
+  const fj_tensor* tensor; /* borrowed for the duration of the launch call */
+  /* Tile extents, outermost-first like shape; box[i] = 0 means shape[i]. */
+  uint32_t box[5];
+  fj_oob oob;
+} fj_tensor_arg;
+
+/* ------------------------------------------------------------------------ */
+/* Launch                                                                    */
+
+typedef enum fj_arg_kind {
+  FJ_ARG_I8 = 1, FJ_ARG_I16 = 2, FJ_ARG_I32 = 3, FJ_ARG_I64 = 4,
+  FJ_ARG_U8 = 5, FJ_ARG_U16 = 6, FJ_ARG_U32 = 7, FJ_ARG_U64 = 8,
+  FJ_ARG_F16 = 9,  /* IEEE half bits in v.u16 */
+  FJ_ARG_BF16 = 10, /* bfloat16 bits in v.u16 */
+  FJ_ARG_F32 = 11, FJ_ARG_F64 = 12,
+  FJ_ARG_POINTER = 13, /* device address in v.pointer */
+  FJ_ARG_BYTES = 14,   /* a struct by value: v.bytes, `size` bytes */
+  FJ_ARG_TENSOR = 15   /* v.tensor */
+} fj_arg_kind;
+#define FJ_ARG_KIND_LAST FJ_ARG_TENSOR
+
+/* One kernel argument. An array of these is read with the stride
+ * args[0].struct_size; every element must carry the same struct_size. */
+typedef struct fj_arg {
+  size_t struct_size;
+  fj_arg_kind kind;
+  uint32_t size; /* bytes, for FJ_ARG_BYTES only */
+  union {
+    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+    float f32; double f64;
+    uint64_t pointer;
+    const void* bytes;
+    const fj_tensor_arg* tensor;
+  } v;
+} fj_arg;
+
+typedef struct fj_launch_config {
+  size_t struct_size;
+  const void* ext;
+  uint32_t grid[3];     /* 0 entries count as 1 */
+  uint32_t block[3];
+  uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB is opted in */
+  uint32_t cluster[3];  /* all 0 = no cluster */
+  fj_stream* stream;    /* NULL = the device's legacy default stream */
+} fj_launch_config;
+
+/* Launches `kernel` asynchronously. Arguments are checked against the
+ * kernel's parameters (count, size, kind, tensor rank and dtype where the
+ * kernel declares them) and the configuration against the device's limits
+ * before the driver is called. */
+FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
+                            const fj_arg* args, size_t num_args);
+
+typedef struct fj_kernel_info {
+  size_t struct_size;
+  const void* ext;
+  char lowered_name[512];
+  int32_t num_params;
+  uint32_t param_bytes;
+  int32_t max_threads_per_block;
+  int32_t static_shared_bytes;
+  int32_t num_regs;
+  int32_t uses_thunk; /* 1 if launches go through a JIT-built host thunk */
+} fj_kernel_info;
+
+FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
+                                     fj_kernel_info* out_info);
+
+/* ------------------------------------------------------------------------ */
+/* Module cache                                                              */
+
+typedef struct fj_cache_stats {
+  size_t struct_size;
+  const void* ext;
+  uint64_t memory_hits;
+  uint64_t disk_hits;
+  uint64_t misses;
+  uint64_t compiles;
+  double compile_ms_total;
+  uint64_t evictions;
+  uint64_t rejected_entries; /* corrupt, foreign-owned or unsafe, rebuilt */
+  uint64_t disk_entries;
+  uint64_t disk_bytes;
+} fj_cache_stats;
+
+FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime,
+                                     fj_cache_stats* out_stats);
+/* Empties the memory tier and deletes this cache's disk entries. */
+FJ_API fj_status* fj_cache_clear(fj_runtime* runtime);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FLEETJIT_FLEETJIT_H_ */

@@ -1,0 +1,73 @@
+// A CUDA device as fleetjit sees it: its facts, its copy plan and its
+// primary context (retained lazily, released by the runtime).
+#ifndef FLEETJIT_RUNTIME_DEVICE_H_
+#define FLEETJIT_RUNTIME_DEVICE_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "jit/copy_plan.h"
+#include "runtime/driver_api.h"
+
+namespace fleetjit {
+
+struct DeviceFacts {
+  std::string name;
+  int ordinal = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int sm_count = 0;
+  uint64_t total_memory = 0;
+  int shared_per_block = 0;
+  int shared_per_block_optin = 0;
+  int shared_per_sm = 0;
+  int l2_bytes = 0;
+  int max_threads_per_block = 0;
+  int max_block_dim[3] = {0, 0, 0};
+  int max_grid_dim[3] = {0, 0, 0};
+  bool cluster_launch = false;
+  int arch() const { return cc_major * 10 + cc_minor; }
+};
+
+class Device {
+ public:
+  // Reads the facts of device `ordinal`.
+  static absl::StatusOr<std::unique_ptr<Device>> Open(const DriverApi& api,
+                                                      int ordinal);
+  ~Device();  // releases the primary context if it was retained
+
+  const DeviceFacts& facts() const { return facts_; }
+  CUdevice handle() const { return device_; }
+
+  // The primary context, retained on first use, made current on this thread.
+  absl::StatusOr<CUcontext> MakeCurrent();
+
+  // Set when a kernel faulted: the context is unusable from then on (CUDA
+  // errors are sticky) and every later call on it fails with this status.
+  void MarkPoisoned(const absl::Status& why);
+  absl::Status poisoned() const;
+  bool is_poisoned() const { return poisoned_flag_.load(std::memory_order_acquire); }
+
+ private:
+  Device(const DriverApi& api, CUdevice device) : api_(api), device_(device) {}
+
+  const DriverApi& api_;
+  CUdevice device_;
+  DeviceFacts facts_;
+  absl::Mutex mu_;
+  CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::atomic<CUcontext> context_fast_{nullptr};
+  std::atomic<bool> poisoned_flag_{false};
+  mutable absl::Mutex poison_mu_;
+  absl::Status poison_ ABSL_GUARDED_BY(poison_mu_);
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_DEVICE_H_
