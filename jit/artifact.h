@@ -8,7 +8,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -58,13 +58,13 @@ struct Artifact {
   std::vector<KernelEntry> kernels;
   std::string thunk_object;  // ELF object of the launch thunks, or ""
 
-  const KernelEntry* FindKernel(std::string_view name) const;
+  const KernelEntry* FindKernel(absl::string_view name) const;
 };
 
 // Self-describing binary encoding (versioned); Deserialize rejects anything
 // malformed with DATA_LOSS rather than trusting it.
 std::string SerializeArtifact(const Artifact& artifact);
-absl::StatusOr<Artifact> DeserializeArtifact(std::string_view bytes);
+absl::StatusOr<Artifact> DeserializeArtifact(absl::string_view bytes);
 
 }  // namespace fleetjit::jit
 

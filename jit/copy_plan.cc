@@ -50,7 +50,7 @@ Support SupportOf(CopyImpl impl, Feature f, const Target& target) {
 
 }  // namespace
 
-std::string_view CopyImplName(CopyImpl impl) {
+absl::string_view CopyImplName(CopyImpl impl) {
   switch (impl) {
     case CopyImpl::kSync: return "sync";
     case CopyImpl::kCpAsync: return "cp_async";
@@ -59,19 +59,19 @@ std::string_view CopyImplName(CopyImpl impl) {
   return "unknown";
 }
 
-std::string_view FeatureName(Feature feature) {
-  static constexpr std::string_view kNames[kFeatureCount] = {
+absl::string_view FeatureName(Feature feature) {
+  static constexpr absl::string_view kNames[kFeatureCount] = {
       "barrier", "group_wait", "copy_g2s", "copy_s2g", "predicate",
       "tile_copy", "oob_zeros", "oob_nan", "multicast", "l2_prefetch"};
   int i = static_cast<int>(feature);
   return i >= 0 && i < kFeatureCount ? kNames[i] : "unknown";
 }
 
-std::string_view SupportName(Support support) {
+absl::string_view SupportName(Support support) {
   return support == Support::kNative ? "native" : "emulated";
 }
 
-std::optional<CopyImpl> ParseCopyImpl(std::string_view name) {
+std::optional<CopyImpl> ParseCopyImpl(absl::string_view name) {
   if (name == "sync") return CopyImpl::kSync;
   if (name == "cp_async" || name == "cp.async") return CopyImpl::kCpAsync;
   if (name == "tma") return CopyImpl::kTma;

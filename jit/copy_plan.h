@@ -9,7 +9,7 @@
 
 #include <array>
 #include <optional>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "jit/target.h"
@@ -34,11 +34,11 @@ struct CopyPlan {
   std::array<Support, kFeatureCount> support{};
 };
 
-std::string_view CopyImplName(CopyImpl impl);    // "sync", "cp_async", "tma"
-std::string_view FeatureName(Feature feature);   // "group_wait"
-std::string_view SupportName(Support support);   // "native", "emulated"
+absl::string_view CopyImplName(CopyImpl impl);    // "sync", "cp_async", "tma"
+absl::string_view FeatureName(Feature feature);   // "group_wait"
+absl::string_view SupportName(Support support);   // "native", "emulated"
 // Parses "sync" | "cp_async" | "tma" (also "cp.async"); nullopt otherwise.
-std::optional<CopyImpl> ParseCopyImpl(std::string_view name);
+std::optional<CopyImpl> ParseCopyImpl(absl::string_view name);
 
 // The fastest implementation the target's hardware has.
 CopyImpl ChooseCopyImplementation(const Target& target);

@@ -6,13 +6,13 @@
 #define FLEETJIT_JIT_EMBEDDED_H_
 
 #include <cstddef>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 namespace fleetjit::jit {
 
 struct EmbeddedFile {
-  std::string_view path;     // relative, e.g. "fleetjit/copy.cuh"
-  std::string_view content;
+  absl::string_view path;     // relative, e.g. "fleetjit/copy.cuh"
+  absl::string_view content;
 };
 
 extern const EmbeddedFile kEmbeddedHeaders[];
@@ -21,7 +21,7 @@ extern const EmbeddedFile kEmbeddedKernels[];
 extern const size_t kEmbeddedKernelsCount;
 
 // The embedded kernel at `path` ("examples/tiled_copy.cu"), or nullptr.
-const EmbeddedFile* FindEmbeddedKernel(std::string_view path);
+const EmbeddedFile* FindEmbeddedKernel(absl::string_view path);
 
 }  // namespace fleetjit::jit
 

@@ -23,7 +23,7 @@ bool IsKnownArch(int arch) {
 
 }  // namespace
 
-std::string_view KnownArchitectures() {
+absl::string_view KnownArchitectures() {
   return "50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, "
          "103, 110, 120, 121";
 }
@@ -38,9 +38,9 @@ std::string Target::NvrtcArchOption() const {
   return absl::StrCat("-arch=", Name());
 }
 
-absl::StatusOr<Target> ParseTarget(std::string_view name) {
+absl::StatusOr<Target> ParseTarget(absl::string_view name) {
   Target t;
-  std::string_view rest = name;
+  absl::string_view rest = name;
   if (absl::StartsWith(rest, "sm_")) {
     rest.remove_prefix(3);
   } else if (absl::StartsWith(rest, "compute_")) {

@@ -7,7 +7,7 @@
 #define FLEETJIT_JIT_TARGET_H_
 
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -28,7 +28,7 @@ struct Target {
 
 // Parses "sm_XX[a|f]" / "compute_XX[a|f]" (also "XX" as sm_XX). Unknown
 // architectures are INVALID_ARGUMENT with the list of known ones.
-absl::StatusOr<Target> ParseTarget(std::string_view name);
+absl::StatusOr<Target> ParseTarget(absl::string_view name);
 
 // The cubin target for a live device of compute capability major.minor.
 Target TargetForDevice(int cc_major, int cc_minor);
@@ -40,7 +40,7 @@ Target TargetForDevice(int cc_major, int cc_minor);
 bool TargetRunsOn(const Target& target, int device_arch);
 
 // The comma-separated list of architectures fleetjit knows.
-std::string_view KnownArchitectures();
+absl::string_view KnownArchitectures();
 
 }  // namespace fleetjit::jit
 

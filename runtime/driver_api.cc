@@ -14,7 +14,7 @@ namespace {
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
                                       CUdriverProcAddressQueryResult*);
 
-constexpr std::string_view kInstallHint =
+constexpr absl::string_view kInstallHint =
     "install the NVIDIA driver (libcuda.so.1) or set FLEETJIT_LIBCUDA; "
     "builds for a named target still work without it";
 
@@ -27,7 +27,7 @@ void DriverApiDeleter::operator()(DriverApi* api) const {
   delete api;
 }
 
-absl::StatusOr<DriverApiPtr> LoadDriverApi(std::string_view path) {
+absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
   std::string lib = path.empty() ? "libcuda.so.1" : std::string(path);
   void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -87,7 +87,7 @@ bool IsForkedChild(const DriverApi& api) {
 }
 
 absl::Status CheckCu(const DriverApi& api, CUresult result,
-                     std::string_view call) {
+                     absl::string_view call) {
   if (IsForkedChild(api)) {
     return absl::FailedPreconditionError(absl::StrCat(
         call, ": called in a fork() child of the process that initialised "
@@ -110,7 +110,7 @@ absl::Status CheckCu(const DriverApi& api, CUresult result,
   switch (result) {
     case CUDA_ERROR_OUT_OF_MEMORY: code = absl::StatusCode::kResourceExhausted; break;
     case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_INSUFFICIENT_DRIVER:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
     case CUDA_ERROR_NOT_INITIALIZED: code = absl::StatusCode::kUnavailable; break;
     case CUDA_ERROR_INVALID_VALUE: code = absl::StatusCode::kInvalidArgument; break;
     default: code = absl::StatusCode::kAborted; break;  // FJ_CUDA_ERROR

@@ -15,7 +15,7 @@
 
 #include <memory>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,13 +40,13 @@ using DriverApiPtr = std::unique_ptr<DriverApi, DriverApiDeleter>;
 // Loads libcuda (`path`, or "libcuda.so.1" when empty), resolves every entry
 // point and calls cuInit(0). UNAVAILABLE, with what to install, when the
 // library or a required entry point is missing or cuInit fails.
-absl::StatusOr<DriverApiPtr> LoadDriverApi(std::string_view path);
+absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path);
 
 // OK for CUDA_SUCCESS; otherwise a status naming `call`, with the driver's
 // error name and text (and details "cuda_call", "cuda_error"). Fails with
 // FAILED_PRECONDITION in a forked child: CUDA is not fork-safe.
 absl::Status CheckCu(const DriverApi& api, CUresult result,
-                     std::string_view call);
+                     absl::string_view call);
 
 // True when this process is a fork() child of the one that loaded CUDA.
 bool IsForkedChild(const DriverApi& api);

@@ -7,18 +7,18 @@
 
 namespace fleetjit {
 
-absl::Status Annotate(const absl::Status& status, std::string_view context) {
+absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok() || context.empty()) return status;
   absl::Status out(status.code(), absl::StrCat(context, ": ", status.message()));
   status.ForEachPayload(
-      [&out](std::string_view url, const absl::Cord& payload) {
+      [&out](absl::string_view url, const absl::Cord& payload) {
         out.SetPayload(url, payload);
       });
   return out;
 }
 
-void SetDetail(absl::Status& status, std::string_view key,
-               std::string_view value) {
+void SetDetail(absl::Status& status, absl::string_view key,
+               absl::string_view value) {
   status.SetPayload(absl::StrCat(kPayloadPrefix, key), absl::Cord(value));
 }
 

@@ -16,7 +16,7 @@
 #ifndef FLEETJIT_RUNTIME_STATUS_MACROS_H_
 #define FLEETJIT_RUNTIME_STATUS_MACROS_H_
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <utility>
 
 #include "absl/status/status.h"
@@ -26,14 +26,14 @@ namespace fleetjit {
 
 // Returns `status` with "context: " in front of its message; code and
 // payloads unchanged. An OK status stays OK.
-absl::Status Annotate(const absl::Status& status, std::string_view context);
+absl::Status Annotate(const absl::Status& status, absl::string_view context);
 
 // Payload keys (type URLs) used for structured details. The C ABI exposes
 // them by their short name through fj_status_detail.
-inline constexpr std::string_view kPayloadPrefix = "fleetjit/";
+inline constexpr absl::string_view kPayloadPrefix = "fleetjit/";
 // Attaches a named detail ("build_log", "cuda_error", ...).
-void SetDetail(absl::Status& status, std::string_view key,
-               std::string_view value);
+void SetDetail(absl::Status& status, absl::string_view key,
+               absl::string_view value);
 
 }  // namespace fleetjit
 

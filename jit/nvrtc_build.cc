@@ -1,0 +1,170 @@
+#include "jit/nvrtc_build.h"
+
+#include <chrono>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "jit/embedded.h"
+#include "jit/param_layout.h"
+#include "runtime/nvrtc_library.h"
+#include "runtime/status_macros.h"
+
+namespace fleetjit::jit {
+namespace {
+
+// Destroys the program however the build ends.
+struct ProgramGuard {
+  const NvrtcApi* api;
+  nvrtcProgram program = nullptr;
+  ~ProgramGuard() {
+    if (program != nullptr) api->nvrtcDestroyProgram(&program);
+  }
+};
+
+std::string ProgramLog(const NvrtcApi& api, nvrtcProgram program) {
+  size_t size = 0;
+  if (api.nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) {
+    return "";
+  }
+  std::string log(size, '\0');
+  if (api.nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) return "";
+  log.resize(size - 1);  // drop the NUL
+  return log;
+}
+
+absl::Status BuildError(const BuildRequest& request,
+                        const std::vector<std::string>& options,
+                        absl::string_view log) {
+  absl::Status status = absl::InvalidArgumentError(absl::StrCat(
+      "NVRTC could not compile '", request.name, "' for ",
+      request.target.Name(), " with copy implementation ",
+      CopyImplName(request.copy_impl), ":\n", log));
+  SetDetail(status, "build_log", log);
+  SetDetail(status, "options", absl::StrJoin(options, " "));
+  SetDetail(status, "target", request.target.Name());
+  SetDetail(status, "copy_impl", CopyImplName(request.copy_impl));
+  return status;
+}
+
+}  // namespace
+
+std::vector<std::string> BuildOptions(const BuildRequest& request) {
+  std::vector<std::string> options = {
+      request.target.NvrtcArchOption(),
+      absl::StrCat("-DFJ_COPY_IMPL=", static_cast<int>(request.copy_impl)),
+      "-std=c++17",
+  };
+  options.insert(options.end(), request.options.begin(), request.options.end());
+  return options;
+}
+
+absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
+                                     const BuildRequest& request) {
+  FJ_ASSIGN_OR_RETURN(const NvrtcApi* api, nvrtc.Get(),
+                      absl::StrCat("building '", request.name, "'"));
+  auto start = std::chrono::steady_clock::now();
+
+  std::vector<const char*> header_names, header_sources;
+  for (size_t i = 0; i < kEmbeddedHeadersCount; ++i) {
+    header_names.push_back(kEmbeddedHeaders[i].path.data());
+    header_sources.push_back(kEmbeddedHeaders[i].content.data());
+  }
+  ProgramGuard guard{api};
+  FJ_RETURN_IF_ERROR(
+      CheckNvrtc(*api,
+                 api->nvrtcCreateProgram(
+                     &guard.program, request.source.c_str(),
+                     request.name.c_str(), static_cast<int>(header_names.size()),
+                     header_sources.data(), header_names.data()),
+                 "nvrtcCreateProgram"),
+      absl::StrCat("building '", request.name, "'"));
+  for (const std::string& expr : request.name_expressions) {
+    FJ_RETURN_IF_ERROR(
+        CheckNvrtc(*api, api->nvrtcAddNameExpression(guard.program, expr.c_str()),
+                   "nvrtcAddNameExpression"),
+        absl::StrCat("adding name expression '", expr, "'"));
+  }
+  std::vector<std::string> options = BuildOptions(request);
+  std::vector<const char*> option_ptrs;
+  for (const std::string& o : options) option_ptrs.push_back(o.c_str());
+  nvrtcResult compiled = api->nvrtcCompileProgram(
+      guard.program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  std::string log = ProgramLog(*api, guard.program);
+  if (compiled != NVRTC_SUCCESS) {
+    if (log.empty()) log = api->nvrtcGetErrorString(compiled);
+    return BuildError(request, options, log);
+  }
+
+  Artifact artifact;
+  artifact.target = request.target;
+  artifact.copy_impl = request.copy_impl;
+  artifact.log = std::move(log);
+  artifact.compiler = absl::StrCat("nvrtc ", api->major, ".", api->minor);
+  size_t ptx_size = 0;
+  FJ_RETURN_IF_ERROR(CheckNvrtc(*api, api->nvrtcGetPTXSize(guard.program, &ptx_size),
+                                "nvrtcGetPTXSize"),
+                     "reading PTX");
+  artifact.ptx.resize(ptx_size);
+  FJ_RETURN_IF_ERROR(
+      CheckNvrtc(*api, api->nvrtcGetPTX(guard.program, artifact.ptx.data()),
+                 "nvrtcGetPTX"),
+      "reading PTX");
+  while (!artifact.ptx.empty() && artifact.ptx.back() == '\0') artifact.ptx.pop_back();
+  artifact.is_ptx = request.target.ptx || request.emit_ptx;
+  if (artifact.is_ptx) {
+    artifact.image = artifact.ptx;
+  } else {
+    size_t cubin_size = 0;
+    FJ_RETURN_IF_ERROR(
+        CheckNvrtc(*api, api->nvrtcGetCUBINSize(guard.program, &cubin_size),
+                   "nvrtcGetCUBINSize"),
+        "reading the cubin");
+    artifact.image.resize(cubin_size);
+    FJ_RETURN_IF_ERROR(
+        CheckNvrtc(*api, api->nvrtcGetCUBIN(guard.program, artifact.image.data()),
+                   "nvrtcGetCUBIN"),
+        "reading the cubin");
+  }
+
+  // Kernels: every name expression, then every extern "C" entry.
+  for (const std::string& expr : request.name_expressions) {
+    const char* lowered = nullptr;
+    FJ_RETURN_IF_ERROR(
+        CheckNvrtc(*api, api->nvrtcGetLoweredName(guard.program, expr.c_str(), &lowered),
+                   "nvrtcGetLoweredName"),
+        absl::StrCat("looking up '", expr, "'"));
+    KernelEntry entry;
+    entry.name = expr;
+    entry.lowered_name = lowered;
+    artifact.kernels.push_back(std::move(entry));
+  }
+  for (const std::string& entry_name : PtxEntryNames(artifact.ptx)) {
+    bool known = false;
+    for (const KernelEntry& k : artifact.kernels) {
+      known = known || k.lowered_name == entry_name;
+    }
+    if (known) continue;
+    KernelEntry entry;
+    entry.name = entry_name;
+    entry.lowered_name = entry_name;
+    artifact.kernels.push_back(std::move(entry));
+  }
+  for (KernelEntry& entry : artifact.kernels) {
+    FJ_ASSIGN_OR_RETURN(entry.params, ParsePtxParams(artifact.ptx, entry.lowered_name),
+                        absl::StrCat("reading the parameters of ", entry.name));
+    FJ_RETURN_IF_ERROR(ApplyCxxSignature(entry.lowered_name, entry.params),
+                       absl::StrCat("reading the signature of ", entry.name));
+    entry.param_bytes = ParamBufferBytes(entry.params);
+  }
+  artifact.compile_ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+  return artifact;
+}
+
+absl::StatusOr<Artifact> BuildModule(const BuildRequest& request) {
+  return BuildModule(NvrtcLibrary::Default(), request);
+}
+
+}  // namespace fleetjit::jit

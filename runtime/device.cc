@@ -1,0 +1,108 @@
+#include "runtime/device.h"
+
+#include "absl/strings/str_cat.h"
+#include "runtime/status_macros.h"
+
+namespace fleetjit {
+
+absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
+                                                     int ordinal) {
+  CUdevice handle = 0;
+  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
+                     absl::StrCat("opening device ", ordinal));
+  std::unique_ptr<Device> device(new Device(api, handle));
+  DeviceFacts& f = device->facts_;
+  f.ordinal = ordinal;
+  char name[256] = {};
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api, api.cuDeviceGetName(name, sizeof(name) - 1, handle), "cuDeviceGetName"),
+      absl::StrCat("reading device ", ordinal));
+  f.name = name;
+  size_t total = 0;
+  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceTotalMem(&total, handle), "cuDeviceTotalMem"),
+                     absl::StrCat("reading device ", ordinal));
+  f.total_memory = total;
+  struct AttributeSlot {
+    CUdevice_attribute attribute;
+    int* out;
+  };
+  int cluster = 0;
+  const AttributeSlot slots[] = {
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &f.cc_major},
+      {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &f.cc_minor},
+      {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &f.sm_count},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &f.shared_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &f.shared_per_block_optin},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &f.shared_per_sm},
+      {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &f.l2_bytes},
+      {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &f.max_threads_per_block},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, &f.max_block_dim[0]},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, &f.max_block_dim[1]},
+      {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, &f.max_block_dim[2]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, &f.max_grid_dim[0]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &f.max_grid_dim[1]},
+      {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &f.max_grid_dim[2]},
+      {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, &cluster},
+  };
+  for (const AttributeSlot& slot : slots) {
+    FJ_RETURN_IF_ERROR(
+        CheckCu(api, api.cuDeviceGetAttribute(slot.out, slot.attribute, handle),
+                "cuDeviceGetAttribute"),
+        absl::StrCat("reading attribute ", static_cast<int>(slot.attribute),
+                     " of device ", ordinal));
+  }
+  f.cluster_launch = cluster != 0;
+  return device;
+}
+
+Device::~Device() {
+  // At process exit the driver may already be torn down; the runtime only
+  // destroys devices from fj_runtime_destroy, never from a static destructor.
+  absl::MutexLock lock(&mu_);
+  if (context_ != nullptr && !IsForkedChild(api_)) {
+    api_.cuDevicePrimaryCtxRelease(device_);
+  }
+}
+
+absl::StatusOr<CUcontext> Device::MakeCurrent() {
+  if (is_poisoned()) return poisoned();
+  CUcontext ctx = context_fast_.load(std::memory_order_acquire);
+  if (ctx == nullptr) {
+    absl::MutexLock lock(&mu_);
+    if (context_ == nullptr) {
+      FJ_RETURN_IF_ERROR(
+          CheckCu(api_, api_.cuDevicePrimaryCtxRetain(&context_, device_),
+                  "cuDevicePrimaryCtxRetain"),
+          absl::StrCat("retaining the primary context of device ", facts_.ordinal));
+      context_fast_.store(context_, std::memory_order_release);
+    }
+    ctx = context_;
+  }
+  CUcontext current = nullptr;
+  FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxGetCurrent(&current), "cuCtxGetCurrent"),
+                     "reading the current context");
+  if (current != ctx) {
+    FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
+                       absl::StrCat("entering device ", facts_.ordinal));
+  }
+  return ctx;
+}
+
+void Device::MarkPoisoned(const absl::Status& why) {
+  absl::MutexLock lock(&poison_mu_);
+  if (poison_.ok()) {
+    poison_ = absl::FailedPreconditionError(absl::StrCat(
+        "device ", facts_.ordinal,
+        "'s context is unusable after an earlier fault (CUDA errors are "
+        "sticky; create a new runtime or process): ",
+        why.message()));
+  }
+  poisoned_flag_.store(true, std::memory_order_release);
+}
+
+absl::Status Device::poisoned() const {
+  absl::MutexLock lock(&poison_mu_);
+  return poison_;
+}
+
+}  // namespace fleetjit
