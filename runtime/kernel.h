@@ -24,7 +24,7 @@ struct LoadedKernel {
   Device* device = nullptr;
   CUcontext context = nullptr;
   CUfunction function = nullptr;
-  const KernelEntry* entry = nullptr;  // owned by the module's Artifact
+  const jit::KernelEntry* entry = nullptr;  // owned by the module's Artifact
   jit::CopyImpl copy_impl = jit::CopyImpl::kSync;
   // Function attributes read at load.
   int max_threads_per_block = 0;
@@ -36,6 +36,18 @@ struct LoadedKernel {
   // Set once the launch thunk is ready; the generic path is used until then.
   std::atomic<const LaunchThunk*> thunk{nullptr};
   std::string display_name;  // "module.cu:kernel" for messages
+
+  // --- Launch path state (runtime/launch.cc) -------------------------------
+  // Set once the dynamic shared memory limit was raised to the device's
+  // opt-in maximum (minus static shared memory).
+  std::atomic<bool> dynamic_shared_raised{false};
+  // Set once CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED is on.
+  std::atomic<bool> non_portable_cluster_allowed{false};
+  // Tensor arguments of a tma build that TMA could not describe and that
+  // took cp.async instead (counted per launch and argument).
+  std::atomic<uint64_t> tma_fallbacks{0};
+  // Bit min(i, 63): argument i's fallback was reported on stderr.
+  std::atomic<uint64_t> tma_fallback_reported{0};
 };
 
 }  // namespace fleetjit

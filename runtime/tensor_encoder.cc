@@ -1,0 +1,473 @@
+#include "runtime/tensor_encoder.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fleetjit {
+namespace {
+
+static_assert(sizeof(fj::tensor_param) == 320, "tensor_param layout is ABI");
+static_assert(alignof(fj::tensor_param) == 64, "tensor_param layout is ABI");
+static_assert(sizeof(CUtensorMap) == sizeof(fj::tensor_param{}.tmap),
+              "CUtensorMap must fit tensor_param::tmap");
+
+// DLPack codes this file needs (dlpack.h >= 0.6; kDLBool is 0.8's).
+constexpr uint8_t kDLInt = 0;
+constexpr uint8_t kDLUInt = 1;
+constexpr uint8_t kDLFloat = 2;
+constexpr uint8_t kDLBfloat = 4;
+constexpr uint8_t kDLBool = 6;
+constexpr int32_t kDLCUDA = 2;
+constexpr int32_t kDLCUDAHost = 3;
+constexpr int32_t kDLCUDAManaged = 13;
+
+constexpr int64_t kMaxExtent = int64_t{1} << 48;  // sane upper bound
+constexpr int64_t kMaxStride = int64_t{1} << 56;  // |stride| * 8 fits int64
+
+struct DtypeInfo {
+  const char* name;
+  int bytes;
+  bool is_float;
+  CUtensorMapDataType tma;
+  bool tma_float;  // TMA sees it as floating point (NaN fill allowed)
+};
+
+// Indexed by fj::dtype_code. fp8 has no TMA type: its bytes move as uint8.
+constexpr DtypeInfo kDtypes[fj::dtype_count] = {
+    {"f32", 4, true, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, true},
+    {"f16", 2, true, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, true},
+    {"bf16", 2, true, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, true},
+    {"f8e4m3", 1, true, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
+    {"f8e5m2", 1, true, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
+    {"i8", 1, false, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
+    {"u8", 1, false, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
+    {"i32", 4, false, CU_TENSOR_MAP_DATA_TYPE_INT32, false},
+    {"u32", 4, false, CU_TENSOR_MAP_DATA_TYPE_UINT32, false},
+    {"f64", 8, true, CU_TENSOR_MAP_DATA_TYPE_FLOAT64, true},
+    {"i64", 8, false, CU_TENSOR_MAP_DATA_TYPE_INT64, false},
+    {"i16", 2, false, CU_TENSOR_MAP_DATA_TYPE_UINT16, false},
+    {"u16", 2, false, CU_TENSOR_MAP_DATA_TYPE_UINT16, false},
+};
+
+bool KnownDtype(int dtype) { return dtype >= 0 && dtype < fj::dtype_count; }
+
+absl::Status ArgError(size_t arg_index, absl::string_view message) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("argument ", arg_index, " (tensor): ", message));
+}
+
+// ---------------------------------------------------------------------------
+// The per-thread cache of encoded parameters.
+
+// Everything the encoded parameter depends on, read straight from the
+// caller's structs. No padding, zeroed beyond ndim: compared with memcmp.
+struct TensorKey {
+  const void* encode_fn;  // the driver entry point (tests swap it)
+  uint64_t data;
+  uint64_t byte_offset;
+  int64_t shape[FJ_TP_MAX_RANK];
+  int64_t strides[FJ_TP_MAX_RANK];
+  uint32_t box[FJ_TP_MAX_RANK];
+  int32_t ndim;
+  int32_t device_type;
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+  int32_t oob;
+  int32_t flags;  // bit 0: strides given; bit 1: TMA wanted
+};
+static_assert(sizeof(TensorKey) == 144, "TensorKey must have no padding");
+
+struct alignas(64) CacheEntry {
+  fj::tensor_param param;
+  TensorKey key;
+  bool valid;
+  bool fallback;
+  char reason[110];
+};
+
+constexpr size_t kCacheEntries = 16;  // per thread: about 10 KiB
+thread_local CacheEntry t_cache[kCacheEntries];
+
+size_t CacheIndex(const void* owner, size_t arg_index) {
+  uint64_t h = reinterpret_cast<uintptr_t>(owner) >> 3;
+  h *= 0x9E3779B97F4A7C15ull;
+  // Consecutive slots of one kernel never collide with each other.
+  return static_cast<size_t>((h >> 56) + arg_index) % kCacheEntries;
+}
+
+// False when the tensor is too malformed to key (the slow path reports it).
+bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
+              TensorKey* key) {
+  if (arg == nullptr || arg->struct_size < sizeof(fj_tensor_arg)) return false;
+  const fj_tensor* t = arg->tensor;
+  if (t == nullptr || t->ndim < 1 || t->ndim > FJ_TP_MAX_RANK ||
+      t->shape == nullptr) {
+    return false;
+  }
+  *key = TensorKey{};
+  key->encode_fn = encode_fn;
+  key->data = reinterpret_cast<uintptr_t>(t->data);
+  key->byte_offset = t->byte_offset;
+  key->ndim = t->ndim;
+  key->device_type = t->device.device_type;
+  key->code = t->dtype.code;
+  key->bits = t->dtype.bits;
+  key->lanes = t->dtype.lanes;
+  key->oob = static_cast<int32_t>(arg->oob);
+  key->flags = (t->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0);
+  for (int i = 0; i < t->ndim; ++i) {
+    key->shape[i] = t->shape[i];
+    key->box[i] = arg->box[i];
+    if (t->strides != nullptr) key->strides[i] = t->strides[i];
+  }
+  return true;
+}
+
+absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
+                           int32_t declared_rank, int32_t declared_dtype) {
+  if (declared_rank > 0 && rank != declared_rank) {
+    return ArgError(arg_index,
+                    absl::StrCat("the kernel declares a rank-", declared_rank,
+                                 " tensor but the caller passed rank ", rank));
+  }
+  if (declared_dtype >= 0 && dtype != declared_dtype) {
+    return ArgError(arg_index, absl::StrCat("the kernel declares dtype ",
+                                            DtypeName(declared_dtype),
+                                            " but the caller passed ",
+                                            DtypeName(dtype)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+int DtypeBytes(int dtype) { return KnownDtype(dtype) ? kDtypes[dtype].bytes : 0; }
+
+std::string DtypeName(int dtype) {
+  return KnownDtype(dtype) ? kDtypes[dtype].name : absl::StrCat("dtype#", dtype);
+}
+
+bool DtypeIsFloat(int dtype) { return KnownDtype(dtype) && kDtypes[dtype].is_float; }
+
+absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
+  if (dtype.lanes != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "vector dtypes (lanes=", dtype.lanes, ") are not supported; lanes must be 1"));
+  }
+  switch (dtype.code) {
+    case kDLInt:
+      switch (dtype.bits) {
+        case 8: return fj::dtype_i8;
+        case 16: return fj::dtype_i16;
+        case 32: return fj::dtype_i32;
+        case 64: return fj::dtype_i64;
+      }
+      break;
+    case kDLUInt:
+      switch (dtype.bits) {
+        case 8: return fj::dtype_u8;
+        case 16: return fj::dtype_u16;
+        case 32: return fj::dtype_u32;
+      }
+      break;
+    case kDLFloat:
+      switch (dtype.bits) {
+        case 16: return fj::dtype_f16;
+        case 32: return fj::dtype_f32;
+        case 64: return fj::dtype_f64;
+      }
+      break;
+    case kDLBfloat:
+      if (dtype.bits == 16) return fj::dtype_bf16;
+      break;
+    case kDLBool:
+      if (dtype.bits == 8) return fj::dtype_u8;
+      break;
+    case FJ_DL_FLOAT8_E4M3:
+      if (dtype.bits == 8) return fj::dtype_f8e4m3;
+      break;
+    case FJ_DL_FLOAT8_E5M2:
+      if (dtype.bits == 8) return fj::dtype_f8e5m2;
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unsupported dtype (DLPack code ", dtype.code, ", ", dtype.bits,
+      " bits); supported: int 8/16/32/64, uint 8/16/32, float 16/32/64, "
+      "bfloat 16, bool 8, FJ_DL_FLOAT8_E4M3/E5M2 8"));
+}
+
+absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
+                                          size_t arg_index) {
+  if (arg == nullptr) {
+    return ArgError(arg_index, "fj_arg.v.tensor is NULL");
+  }
+  if (arg->struct_size < sizeof(fj_tensor_arg)) {
+    return ArgError(arg_index,
+                    absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
+                                 ", smaller than the first version (",
+                                 sizeof(fj_tensor_arg), ")"));
+  }
+  const fj_tensor* t = arg->tensor;
+  if (t == nullptr) return ArgError(arg_index, "fj_tensor_arg.tensor is NULL");
+  if (t->ndim < 1 || t->ndim > FJ_TP_MAX_RANK) {
+    return ArgError(arg_index, absl::StrCat("ndim is ", t->ndim, "; tensors have 1..",
+                                            FJ_TP_MAX_RANK, " dimensions"));
+  }
+  int32_t dt = t->device.device_type;
+  if (dt != kDLCUDA && dt != kDLCUDAHost && dt != kDLCUDAManaged) {
+    return ArgError(arg_index,
+                    absl::StrCat("device_type is ", dt,
+                                 "; pass CUDA memory (kDLCUDA 2, kDLCUDAHost 3 or "
+                                 "kDLCUDAManaged 13)"));
+  }
+  auto dtype_or = DtypeFromDlpack(t->dtype);
+  if (!dtype_or.ok()) return ArgError(arg_index, dtype_or.status().message());
+  if (t->shape == nullptr) return ArgError(arg_index, "shape is NULL");
+  if (t->data == nullptr) return ArgError(arg_index, "data is NULL");
+
+  TensorDesc d;
+  d.rank = t->ndim;
+  d.dtype = *dtype_or;
+  d.elem_bytes = kDtypes[d.dtype].bytes;
+  uint64_t base = reinterpret_cast<uintptr_t>(t->data);
+  if (__builtin_add_overflow(base, t->byte_offset, &d.address)) {
+    return ArgError(arg_index, absl::StrCat("data + byte_offset (", t->byte_offset,
+                                            ") overflows"));
+  }
+  if (d.address % d.elem_bytes != 0) {
+    return ArgError(arg_index,
+                    absl::StrFormat("address 0x%x (data + byte_offset) is not "
+                                    "aligned to the %d-byte element",
+                                    d.address, d.elem_bytes));
+  }
+  const int n = d.rank;
+  for (int i = 0; i < n; ++i) {
+    if (t->shape[i] < 0 || t->shape[i] > kMaxExtent) {
+      return ArgError(arg_index, absl::StrCat("shape[", i, "] is ", t->shape[i]));
+    }
+  }
+  // DLPack index i is parameter dimension n-1-i.
+  int64_t compact = 1;
+  for (int i = n - 1; i >= 0; --i) {
+    const int dim = n - 1 - i;
+    d.shape[dim] = t->shape[i];
+    if (t->strides != nullptr) {
+      int64_t s = t->strides[i];
+      if (s <= -kMaxStride || s >= kMaxStride) {
+        return ArgError(arg_index, absl::StrCat("strides[", i, "] is ", s));
+      }
+      d.stride[dim] = s;
+    } else {
+      d.stride[dim] = compact;
+      if (__builtin_mul_overflow(compact, std::max<int64_t>(t->shape[i], 1),
+                                 &compact) ||
+          compact >= kMaxStride) {
+        return ArgError(arg_index, "the tensor's element count overflows");
+      }
+    }
+    uint32_t b = arg->box[i];
+    if (b == 0) {
+      int64_t whole = std::max<int64_t>(t->shape[i], 1);
+      if (whole > INT32_MAX) {
+        return ArgError(arg_index,
+                        absl::StrCat("box[", i, "] is 0 (whole extent) but shape[",
+                                     i, "] = ", t->shape[i],
+                                     " exceeds the 2^31-1 tile limit; give a box"));
+      }
+      b = static_cast<uint32_t>(whole);
+    } else if (b > static_cast<uint32_t>(INT32_MAX)) {
+      return ArgError(arg_index, absl::StrCat("box[", i, "] is ", b,
+                                              ", over 2^31-1"));
+    }
+    d.box[dim] = static_cast<int32_t>(b);
+  }
+  switch (arg->oob) {
+    case FJ_OOB_PROMISE_IN_BOUNDS: d.oob = fj::oob_promise_in_bounds; break;
+    case FJ_OOB_ZEROS: d.oob = fj::oob_zeros; break;
+    case FJ_OOB_NAN:
+      if (!kDtypes[d.dtype].is_float) {
+        return ArgError(arg_index,
+                        absl::StrCat("oob FJ_OOB_NAN needs a floating-point dtype, "
+                                     "not ", DtypeName(d.dtype)));
+      }
+      d.oob = fj::oob_nan;
+      break;
+    default:
+      return ArgError(arg_index, absl::StrCat("oob is ", static_cast<int>(arg->oob),
+                                              ", not an fj_oob value"));
+  }
+  return d;
+}
+
+std::string TmaRejection(const TensorDesc& d) {
+  const int n = d.rank;
+  auto caller_dim = [n](int dim) { return n - 1 - dim; };  // DLPack index
+  if (n < 1 || n > FJ_TP_MAX_RANK) return absl::StrCat("rank ", n, " is outside 1..5");
+  if (!KnownDtype(d.dtype)) return absl::StrCat("unknown dtype ", d.dtype);
+  if (d.address % 16 != 0) {
+    return absl::StrFormat("address 0x%x is not 16-byte aligned", d.address);
+  }
+  if (d.stride[0] != 1) {
+    return absl::StrCat("innermost stride (strides[", caller_dim(0), "]) is ",
+                        d.stride[0], " elements; TMA needs 1");
+  }
+  for (int dim = 0; dim < n; ++dim) {
+    if (d.shape[dim] == 0) {
+      return absl::StrCat("shape[", caller_dim(dim), "] is 0");
+    }
+    if (static_cast<uint64_t>(d.shape[dim]) > (uint64_t{1} << 32)) {
+      return absl::StrCat("shape[", caller_dim(dim), "] = ", d.shape[dim],
+                          " exceeds 2^32");
+    }
+  }
+  for (int dim = 1; dim < n; ++dim) {
+    int64_t bytes = d.stride[dim] * d.elem_bytes;
+    if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t{1} << 40)) {
+      return absl::StrCat("strides[", caller_dim(dim), "] is ", bytes,
+                          " bytes; TMA needs a positive multiple of 16 below 2^40");
+    }
+  }
+  for (int dim = 0; dim < n; ++dim) {
+    if (d.box[dim] < 1 || d.box[dim] > 256) {
+      return absl::StrCat("box[", caller_dim(dim), "] is ", d.box[dim],
+                          "; TMA boxes are 1..256");
+    }
+  }
+  if ((static_cast<int64_t>(d.box[0]) * d.elem_bytes) % 16 != 0) {
+    return absl::StrCat("the inner box (box[", caller_dim(0), "] = ", d.box[0],
+                        " x ", d.elem_bytes, " bytes) is not a multiple of 16 bytes");
+  }
+  if (d.oob == fj::oob_nan && !kDtypes[d.dtype].tma_float) {
+    return absl::StrCat("NaN fill needs a TMA floating-point type; ",
+                        DtypeName(d.dtype), " moves as uint8");
+  }
+  return "";
+}
+
+void FillTensorParam(const TensorDesc& d, fj::tensor_param* out) {
+  std::memset(static_cast<void*>(out), 0, sizeof(*out));
+  out->data = reinterpret_cast<void*>(static_cast<uintptr_t>(d.address));
+  for (int dim = 0; dim < d.rank; ++dim) {
+    out->shape[dim] = d.shape[dim];
+    out->stride[dim] = d.stride[dim];
+    out->box[dim] = d.box[dim];
+  }
+  out->rank = d.rank;
+  out->dtype = d.dtype;
+  out->elem_bytes = d.elem_bytes;
+  out->oob = d.oob;
+  out->flags = 0;
+}
+
+absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
+                             fj::tensor_param* out) {
+  if (api.cuTensorMapEncodeTiled == nullptr) {
+    return absl::UnavailableError("the driver has no cuTensorMapEncodeTiled");
+  }
+  cuuint64_t dims[FJ_TP_MAX_RANK] = {};
+  cuuint64_t strides[FJ_TP_MAX_RANK] = {};
+  cuuint32_t box[FJ_TP_MAX_RANK] = {};
+  cuuint32_t element_strides[FJ_TP_MAX_RANK] = {1, 1, 1, 1, 1};
+  for (int dim = 0; dim < d.rank; ++dim) {
+    dims[dim] = static_cast<cuuint64_t>(d.shape[dim]);
+    box[dim] = static_cast<cuuint32_t>(d.box[dim]);
+    if (dim > 0) {
+      strides[dim - 1] = static_cast<cuuint64_t>(d.stride[dim] * d.elem_bytes);
+    }
+  }
+  CUresult r = api.cuTensorMapEncodeTiled(
+      reinterpret_cast<CUtensorMap*>(out->tmap), kDtypes[d.dtype].tma,
+      static_cast<cuuint32_t>(d.rank),
+      reinterpret_cast<void*>(static_cast<uintptr_t>(d.address)), dims, strides,
+      box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      d.oob == fj::oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                           : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return CheckCu(api, r, "cuTensorMapEncodeTiled");
+}
+
+// ---------------------------------------------------------------------------
+
+void TensorEncoder::ReportFallback(size_t arg_index, const char* reason) const {
+  if (fallbacks_ != nullptr) fallbacks_->fetch_add(1, std::memory_order_relaxed);
+  if (reported_ == nullptr) return;
+  const uint64_t bit = uint64_t{1} << (arg_index < 63 ? arg_index : 63);
+  if ((reported_->load(std::memory_order_relaxed) & bit) != 0) return;
+  if ((reported_->fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return;
+  std::fprintf(stderr,
+               "fleetjit: launch: %.*s: tensor arg %zu: TMA cannot describe it "
+               "(%s); using cp_async\n",
+               static_cast<int>(kernel_name_.size()), kernel_name_.data(),
+               arg_index, reason);
+}
+
+absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
+                                   int32_t declared_rank, int32_t declared_dtype,
+                                   jit::CopyImpl impl, void* out) const {
+  const bool want_tma = impl == jit::CopyImpl::kTma;
+  const void* encode_fn =
+      api_ != nullptr ? reinterpret_cast<const void*>(api_->cuTensorMapEncodeTiled)
+                      : nullptr;
+  TensorKey key;
+  CacheEntry* entry = nullptr;
+  if (cache_enabled_ && BuildKey(arg, encode_fn, want_tma, &key)) {
+    const void* owner = fallbacks_ != nullptr ? static_cast<const void*>(fallbacks_)
+                                              : kernel_name_.data();
+    entry = &t_cache[CacheIndex(owner, arg_index)];
+    if (entry->valid && std::memcmp(&entry->key, &key, sizeof(key)) == 0) {
+      absl::Status declared = CheckDeclared(arg_index, entry->param.rank,
+                                            entry->param.dtype, declared_rank,
+                                            declared_dtype);
+      if (!declared.ok()) return declared;
+      std::memcpy(out, &entry->param, sizeof(entry->param));
+      if (entry->fallback) ReportFallback(arg_index, entry->reason);
+      return absl::OkStatus();
+    }
+  }
+
+  absl::StatusOr<TensorDesc> desc = DescribeTensor(arg, arg_index);
+  if (!desc.ok()) return desc.status();
+  absl::Status declared = CheckDeclared(arg_index, desc->rank, desc->dtype,
+                                        declared_rank, declared_dtype);
+  if (!declared.ok()) return declared;
+
+  fj::tensor_param param;  // 64-byte aligned, as cuTensorMapEncodeTiled needs
+  FillTensorParam(*desc, &param);
+  std::string reason;
+  if (want_tma) {
+    reason = TmaRejection(*desc);
+    if (reason.empty()) {
+      if (api_ == nullptr) {
+        reason = "no CUDA driver to encode a tensor map";
+      } else {
+        absl::Status encoded = EncodeTensorMap(*api_, *desc, &param);
+        if (encoded.ok()) {
+          param.flags |= FJ_TP_HAS_TMAP;
+        } else {
+          reason = std::string(encoded.message());
+          std::memset(param.tmap, 0, sizeof(param.tmap));
+        }
+      }
+    }
+  }
+  std::memcpy(out, &param, sizeof(param));
+  if (entry != nullptr) {
+    entry->valid = true;
+    entry->key = key;
+    std::memcpy(static_cast<void*>(&entry->param), &param, sizeof(param));
+    entry->fallback = !reason.empty();
+    std::snprintf(entry->reason, sizeof(entry->reason), "%s", reason.c_str());
+  }
+  if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,127 @@
+// Tensor arguments: from a caller's DLPack-style fj_tensor_arg to the
+// 320-byte fj::tensor_param a kernel receives (jit/include/fleetjit/copy/
+// tensor_param.h).
+//
+// Encoding checks the tensor (NULLs, struct_size, rank 1..5, dtype, tile box,
+// out-of-bounds mode, address alignment), reverses DLPack's outermost-first
+// dimension order to the parameter's dim-0-innermost order, and fills in
+// compact row-major strides when the caller passes none. On a `tma` build it
+// also encodes a CUtensorMap (cuTensorMapEncodeTiled) when TMA can describe
+// the tensor; when it cannot (alignment, strides, box limits, ...), the flag
+// FJ_TP_HAS_TMAP stays clear, the kernel falls back to cp.async for that
+// tensor, and the switch is counted on the kernel and reported once on
+// stderr. Nothing here faults: every bad input is an INVALID_ARGUMENT status
+// naming the argument.
+//
+// Encoded parameters are reused while the tensor's pointer, shape, strides,
+// box, dtype and oob mode are unchanged. The cache is per thread (keyed by
+// kernel and argument slot, checked against the full tensor description),
+// so the launch path takes no lock and shares no cache line between threads.
+//
+//   TensorEncoder encoder(&api, "saxpy.cu:k", &k.tma_fallbacks,
+//                         &k.tma_fallback_reported);
+//   FJ_RETURN_IF_ERROR(encoder.Encode(arg_index, arg.v.tensor, spec_rank,
+//                                     spec_dtype, jit::CopyImpl::kTma,
+//                                     buffer + spec.offset),
+//                      "packing arguments");
+#ifndef FLEETJIT_RUNTIME_TENSOR_ENCODER_H_
+#define FLEETJIT_RUNTIME_TENSOR_ENCODER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "fleetjit/copy/tensor_param.h"
+#include "fleetjit/fleetjit.h"
+#include "jit/copy_plan.h"
+#include "runtime/driver_api.h"
+
+namespace fleetjit {
+
+// A validated tensor in the parameter's order (dimension 0 innermost).
+struct TensorDesc {
+  uint64_t address = 0;  // data + byte_offset
+  int rank = 0;
+  fj::dtype_code dtype = fj::dtype_f32;
+  int elem_bytes = 0;
+  int64_t shape[FJ_TP_MAX_RANK] = {};
+  int64_t stride[FJ_TP_MAX_RANK] = {};  // elements
+  int32_t box[FJ_TP_MAX_RANK] = {};     // resolved: never 0
+  fj::oob_mode oob = fj::oob_promise_in_bounds;
+};
+
+// The fj::dtype_code of a DLPack dtype (lanes must be 1). Accepts kDLInt
+// 8/16/32/64, kDLUInt 8/16/32, kDLFloat 16/32/64, kDLBfloat 16, kDLBool 8
+// (as u8) and FJ_DL_FLOAT8_E4M3/E5M2 with 8 bits. INVALID_ARGUMENT
+// otherwise, naming the dtype.
+absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype);
+// Bytes per element of `dtype`; 0 for an unknown code.
+int DtypeBytes(int dtype);
+// "f32", "bf16", ... ("dtype#N" for an unknown code).
+std::string DtypeName(int dtype);
+bool DtypeIsFloat(int dtype);
+
+// Checks a caller's tensor argument and puts it in the parameter's order.
+// `arg_index` only names the argument in messages.
+absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
+                                          size_t arg_index);
+
+// Why TMA cannot describe `desc` ("" when it can), per the rules of
+// cuTensorMapEncodeTiled: 16-byte-aligned address, inner stride 1, outer
+// strides in bytes positive multiples of 16 below 2^40, extents 1..2^32,
+// box extents 1..256 with the inner box a multiple of 16 bytes, and NaN
+// fill only for dtypes TMA treats as floating point (not fp8).
+std::string TmaRejection(const TensorDesc& desc);
+
+// Writes the parameter for `desc` without a tensor map (flags clear).
+void FillTensorParam(const TensorDesc& desc, fj::tensor_param* out);
+
+// Encodes desc's CUtensorMap into out->tmap (128 bytes) with
+// api.cuTensorMapEncodeTiled: no interleave, no swizzle, L2 promotion 128B,
+// NaN fill for oob_nan. `out` must be 64-byte aligned. On a driver refusal
+// the status carries the driver's error; the caller falls back.
+absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& desc,
+                             fj::tensor_param* out);
+
+class TensorEncoder {
+ public:
+  // `api` may be null (no tensor maps: every tma tensor falls back).
+  // `fallbacks` counts tensor arguments that fell back from TMA;
+  // `reported` has bit min(i, 63) set once argument i's fallback was
+  // printed. Both belong to the kernel and may be null.
+  TensorEncoder(const DriverApi* api, absl::string_view kernel_name,
+                std::atomic<uint64_t>* fallbacks,
+                std::atomic<uint64_t>* reported)
+      : api_(api),
+        kernel_name_(kernel_name),
+        fallbacks_(fallbacks),
+        reported_(reported) {}
+
+  // Writes all 320 bytes of the parameter to `out` (any alignment) for
+  // argument `arg_index`. `declared_rank` (0 = any) and `declared_dtype`
+  // (-1 = any) come from the kernel's signature; a mismatch is
+  // INVALID_ARGUMENT. A tensor TMA cannot describe is not an error.
+  absl::Status Encode(size_t arg_index, const fj_tensor_arg* arg,
+                      int32_t declared_rank, int32_t declared_dtype,
+                      jit::CopyImpl impl, void* out) const;
+
+  // Turns the per-thread cache off for this encoder (tests).
+  void set_cache_enabled(bool enabled) { cache_enabled_ = enabled; }
+
+ private:
+  void ReportFallback(size_t arg_index, const char* reason) const;
+
+  const DriverApi* api_;
+  absl::string_view kernel_name_;
+  std::atomic<uint64_t>* fallbacks_;
+  std::atomic<uint64_t>* reported_;
+  bool cache_enabled_ = true;
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_TENSOR_ENCODER_H_
