@@ -1,0 +1,87 @@
+#include "capi/handles.h"
+
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+namespace fleetjit::capi {
+namespace {
+
+// Layout of a handle value: | generation:32 | type:8 | index+1:24 |.
+constexpr int kIndexBits = 24;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+constexpr uint32_t kChunkSize = 4096;
+constexpr uint32_t kMaxChunks = 4096;  // 16M handles
+
+struct Slot {
+  // generation << 8 | type while live; the generation is bumped on release.
+  std::atomic<uint64_t> tag{0};
+  std::atomic<void*> object{nullptr};
+};
+
+// Constant-initialised: nothing runs at library load.
+std::atomic<Slot*> g_chunks[kMaxChunks];
+std::mutex g_mu;
+uint32_t g_next_index = 0;            // guarded by g_mu
+std::vector<uint32_t>* g_free_list;   // guarded by g_mu; leaked on purpose
+
+Slot* SlotAt(uint32_t index) {
+  Slot* chunk = g_chunks[index / kChunkSize].load(std::memory_order_acquire);
+  return chunk == nullptr ? nullptr : &chunk[index % kChunkSize];
+}
+
+}  // namespace
+
+uint64_t RegisterHandle(HandleType type, void* object) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_free_list == nullptr) g_free_list = new std::vector<uint32_t>();
+  uint32_t index;
+  if (!g_free_list->empty()) {
+    index = g_free_list->back();
+    g_free_list->pop_back();
+  } else {
+    if (g_next_index >= kChunkSize * kMaxChunks) return 0;
+    index = g_next_index++;
+    if (index % kChunkSize == 0) {
+      g_chunks[index / kChunkSize].store(new Slot[kChunkSize],
+                                         std::memory_order_release);
+    }
+  }
+  Slot* slot = SlotAt(index);
+  uint64_t generation = (slot->tag.load(std::memory_order_relaxed) >> 8) + 1;
+  generation &= 0xffffffffu;
+  if (generation == 0) generation = 1;
+  slot->object.store(object, std::memory_order_relaxed);
+  slot->tag.store(generation << 8 | static_cast<uint8_t>(type),
+                  std::memory_order_release);
+  return generation << 32 | uint64_t{static_cast<uint8_t>(type)} << kIndexBits |
+         (index + 1);
+}
+
+void* LookupHandle(uint64_t handle, HandleType type) {
+  uint64_t index_plus_one = handle & kIndexMask;
+  if (index_plus_one == 0) return nullptr;
+  if (((handle >> kIndexBits) & 0xff) != static_cast<uint8_t>(type)) return nullptr;
+  uint32_t index = static_cast<uint32_t>(index_plus_one - 1);
+  if (index >= kChunkSize * kMaxChunks) return nullptr;
+  Slot* slot = SlotAt(index);
+  if (slot == nullptr) return nullptr;
+  uint64_t expected = (handle >> 32) << 8 | static_cast<uint8_t>(type);
+  if (slot->tag.load(std::memory_order_acquire) != expected) return nullptr;
+  return slot->object.load(std::memory_order_acquire);
+}
+
+void* ReleaseHandle(uint64_t handle, HandleType type) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  void* object = LookupHandle(handle, type);
+  if (object == nullptr) return nullptr;
+  uint32_t index = static_cast<uint32_t>((handle & kIndexMask) - 1);
+  Slot* slot = SlotAt(index);
+  // Keep the generation, clear the type: the handle no longer matches.
+  slot->tag.store((handle >> 32) << 8, std::memory_order_release);
+  slot->object.store(nullptr, std::memory_order_release);
+  g_free_list->push_back(index);
+  return object;
+}
+
+}  // namespace fleetjit::capi

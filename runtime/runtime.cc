@@ -1,0 +1,376 @@
+#include "runtime/runtime.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "jit/embedded.h"
+#include "jit/nvrtc_build.h"
+#include "runtime/cache_sha256.h"
+#include "runtime/cache_key.h"
+#include "runtime/status_macros.h"
+
+namespace fleetjit {
+
+struct Runtime::LoadedImage {
+  CUmodule module = nullptr;
+  Device* device = nullptr;
+  absl::Mutex mu;
+  // Stable addresses: LoadedKernel* are handed out to callers.
+  std::map<std::string, std::unique_ptr<LoadedKernel>, std::less<>> kernels
+      ABSL_GUARDED_BY(mu);
+};
+
+namespace {
+
+const char* Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : nullptr;
+}
+
+}  // namespace
+
+absl::Status ApplyEnvironment(RuntimeOptions& options) {
+  if (const char* v = Env("FLEETJIT_TARGET")) {
+    FJ_ASSIGN_OR_RETURN(options.target_override, jit::ParseTarget(v),
+                        "FLEETJIT_TARGET");
+    options.env_overrides.push_back("FLEETJIT_TARGET");
+  }
+  if (const char* v = Env("FLEETJIT_COPY_IMPL")) {
+    if (absl::string_view(v) == "auto") {
+      options.copy_impl_override.reset();
+    } else if (auto impl = jit::ParseCopyImpl(v)) {
+      options.copy_impl_override = *impl;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FLEETJIT_COPY_IMPL='", v, "': expected auto, sync, cp_async or tma"));
+    }
+    options.env_overrides.push_back("FLEETJIT_COPY_IMPL");
+  }
+  if (const char* v = Env("FLEETJIT_CACHE_DIR")) {
+    options.cache.dir = v;
+    options.env_overrides.push_back("FLEETJIT_CACHE_DIR");
+  }
+  if (const char* v = Env("FLEETJIT_CACHE_MAX_BYTES")) {
+    if (!absl::SimpleAtoi(v, &options.cache.max_bytes) ||
+        options.cache.max_bytes == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FLEETJIT_CACHE_MAX_BYTES='", v, "': expected a positive byte count"));
+    }
+    options.env_overrides.push_back("FLEETJIT_CACHE_MAX_BYTES");
+  }
+  if (const char* v = Env("FLEETJIT_CACHE")) {
+    options.cache.disk = absl::string_view(v) != "0";
+    options.env_overrides.push_back("FLEETJIT_CACHE");
+  }
+  if (const char* v = Env("FLEETJIT_THUNKS")) {
+    options.thunks = absl::string_view(v) != "0";
+    options.env_overrides.push_back("FLEETJIT_THUNKS");
+  }
+  if (const char* v = Env("FLEETJIT_LIBCUDA")) {
+    options.libcuda_path = v;
+    options.env_overrides.push_back("FLEETJIT_LIBCUDA");
+  }
+  if (const char* v = Env("FLEETJIT_LIBNVRTC")) {
+    options.libnvrtc_path = v;
+    options.env_overrides.push_back("FLEETJIT_LIBNVRTC");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
+  std::unique_ptr<Runtime> rt(new Runtime());
+  rt->options_ = std::move(options);
+  auto driver = LoadDriverApi(rt->options_.libcuda_path);
+  if (driver.ok()) {
+    rt->driver_ = std::move(driver).value();
+    int count = 0;
+    absl::Status counted =
+        CheckCu(*rt->driver_, rt->driver_->cuDeviceGetCount(&count), "cuDeviceGetCount");
+    if (!counted.ok()) {
+      rt->driver_status_ = counted;
+      count = 0;
+    }
+    for (int i = 0; i < count; ++i) {
+      FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, Device::Open(*rt->driver_, i),
+                          "creating the runtime");
+      rt->devices_.push_back(std::move(d));
+    }
+    if (count == 0 && rt->driver_status_.ok()) {
+      rt->driver_status_ = absl::UnavailableError("the CUDA driver reports no GPU");
+    }
+  } else {
+    rt->driver_status_ = driver.status();
+  }
+  // The embedded headers never change within a build of the library: hash
+  // them once so a cache key costs one hash of the user's source.
+  Sha256 headers;
+  for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
+    const jit::EmbeddedFile& f = jit::kEmbeddedHeaders[i];
+    headers.Update(f.path.data(), f.path.size() + 1);  // with the NUL
+    headers.Update(f.content.data(), f.content.size() + 1);
+  }
+  rt->headers_digest_ = Sha256::Hex(headers.Finish());
+  rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
+  return rt;
+}
+
+Runtime::~Runtime() {
+  absl::MutexLock lock(&images_mu_);
+  if (driver_ != nullptr && !IsForkedChild(*driver_)) {
+    for (auto& [key, image] : images_) {
+      if (image->module != nullptr && image->device->MakeCurrent().ok()) {
+        driver_->cuModuleUnload(image->module);
+      }
+    }
+    absl::MutexLock alloc_lock(&alloc_mu_);
+    for (auto& [address, alloc] : allocations_) {
+      if (devices_[alloc.ordinal]->MakeCurrent().ok()) {
+        driver_->cuMemFree(static_cast<CUdeviceptr>(address));
+      }
+    }
+  }
+  images_.clear();
+}
+
+absl::StatusOr<Device*> Runtime::device(int ordinal) const {
+  if (driver_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "no CUDA device: ", driver_status_.message()));
+  }
+  if (ordinal < 0 || ordinal >= device_count()) {
+    if (device_count() == 0) {
+      return absl::UnavailableError(absl::StrCat("no CUDA device: ",
+                                                 driver_status_.message()));
+    }
+    return absl::NotFoundError(absl::StrCat("device ", ordinal,
+                                            " does not exist; there are ",
+                                            device_count()));
+  }
+  return devices_[ordinal].get();
+}
+
+absl::StatusOr<jit::CopyPlan> Runtime::PlanForDevice(int ordinal) const {
+  FJ_ASSIGN_OR_RETURN(Device * d, device(ordinal), "planning copies");
+  jit::Target target = options_.target_override.value_or(
+      jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor));
+  return jit::MakeCopyPlan(target, options_.copy_impl_override);
+}
+
+absl::StatusOr<std::string> Runtime::compiler_identity() {
+  absl::MutexLock lock(&identity_mu_);
+  if (!identity_.has_value()) {
+    auto path = ResolveNvrtcLibrary(options_.libnvrtc_path);
+    if (path.ok()) {
+      nvrtc_path_ = *path;
+      identity_ = CompilerIdentity(*path);
+      nvrtc_ = std::make_unique<NvrtcLibrary>(std::vector<std::string>{*path});
+    } else {
+      identity_ = path.status();
+    }
+  }
+  return *identity_;
+}
+
+CacheStats Runtime::cache_stats() const { return cache_->stats(); }
+
+absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
+  auto start = std::chrono::steady_clock::now();
+  // 1. The target: explicit, else the runtime's override, else the device.
+  jit::Target target;
+  if (spec.target.has_value()) {
+    target = *spec.target;
+  } else if (options_.target_override.has_value()) {
+    target = *options_.target_override;
+  } else {
+    FJ_ASSIGN_OR_RETURN(Device * d, device(spec.device),
+                        "building for the live device (name a target to build "
+                        "without a GPU)");
+    target = jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor);
+  }
+  if (spec.output == BuildSpec::Output::kPtx && !target.ptx) {
+    // PTX for an sm target keeps the arch: compute_XX.
+  }
+  // 2. The copy implementation, checked against the target's hardware.
+  std::optional<jit::CopyImpl> forced =
+      spec.copy_impl.has_value() ? spec.copy_impl : options_.copy_impl_override;
+  FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, jit::MakeCopyPlan(target, forced),
+                      absl::StrCat("building '", spec.name, "'"));
+
+  jit::BuildRequest request;
+  request.source = spec.source;
+  request.name = spec.name;
+  request.target = target;
+  request.copy_impl = plan.impl;
+  request.emit_ptx = spec.output == BuildSpec::Output::kPtx;
+  request.options = spec.options;
+  request.name_expressions = spec.name_expressions;
+  if (spec.output == BuildSpec::Output::kCubin && target.ptx) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a cubin needs an sm_XX target, not ", target.Name()));
+  }
+
+  // 3. Fetch or compile.
+  FJ_ASSIGN_OR_RETURN(std::string compiler, compiler_identity(),
+                      absl::StrCat("building '", spec.name, "'"));
+  ModuleRecord record;
+  record.name = spec.name;
+  auto compile = [&]() -> absl::StatusOr<jit::Artifact> {
+    return jit::BuildModule(*nvrtc_, request);
+  };
+  if (spec.use_cache) {
+    CacheKeyInputs inputs;
+    inputs.source = spec.source;
+    inputs.headers = {{"fleetjit embedded headers (sha256)", headers_digest_}};
+    inputs.options = jit::BuildOptions(request);
+    inputs.target = target.Name();
+    inputs.copy_impl = std::string(jit::CopyImplName(plan.impl));
+    inputs.compiler = compiler;
+    inputs.name_expressions = spec.name_expressions;
+    inputs.emit_ptx = request.emit_ptx;
+    CacheKey key = MakeCacheKey(inputs);
+    FJ_ASSIGN_OR_RETURN(ModuleCache::Result result, cache_->GetOrBuild(key, compile),
+                        "");
+    record.artifact = std::move(result.artifact);
+    record.source = result.source;
+    record.key = key.digest;
+  } else {
+    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile(), "");
+    record.artifact = std::make_shared<const jit::Artifact>(std::move(artifact));
+    absl::MutexLock lock(&uncached_mu_);
+    record.key = absl::StrCat("uncached-", ++uncached_counter_);
+  }
+  record.build_ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  return record;
+}
+
+absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
+                                                 absl::string_view name,
+                                                 int ordinal) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal),
+                      absl::StrCat("loading '", module.name, "'"));
+  const jit::Artifact& artifact = *module.artifact;
+  const jit::KernelEntry* entry = artifact.FindKernel(name);
+  if (entry == nullptr) {
+    std::string known;
+    for (const jit::KernelEntry& k : artifact.kernels) {
+      absl::StrAppend(&known, known.empty() ? "" : ", ", k.name);
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "no kernel '", name, "' in module '", module.name,
+        "' (it has: ", known.empty() ? "none" : known,
+        "; templated kernels need a name expression at build time)"));
+  }
+  if (!jit::TargetRunsOn(artifact.target, dev->facts().arch())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "module '", module.name, "' was built for ", artifact.target.Name(),
+        ", which cannot run on device ", ordinal, " (sm_", dev->facts().arch(),
+        "); build for compute_XX PTX or for the live device"));
+  }
+  FJ_ASSIGN_OR_RETURN(CUcontext ctx, dev->MakeCurrent(),
+                      absl::StrCat("loading '", module.name, "'"));
+  LoadedImage* image = nullptr;
+  {
+    absl::MutexLock lock(&images_mu_);
+    auto& slot = images_[{module.key, ordinal}];
+    if (slot == nullptr) {
+      auto loaded = std::make_unique<LoadedImage>();
+      loaded->device = dev;
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*driver_, driver_->cuModuleLoadData(&loaded->module, artifact.image.data()),
+                  "cuModuleLoadData"),
+          absl::StrCat("loading '", module.name, "' (", artifact.target.Name(),
+                       ") on device ", ordinal));
+      slot = std::move(loaded);
+    }
+    image = slot.get();
+  }
+  absl::MutexLock lock(&image->mu);
+  auto it = image->kernels.find(name);
+  if (it != image->kernels.end()) return it->second.get();
+  auto kernel = std::make_unique<LoadedKernel>();
+  kernel->api = driver_.get();
+  kernel->device = dev;
+  kernel->context = ctx;
+  kernel->entry = entry;
+  kernel->copy_impl = artifact.copy_impl;
+  kernel->display_name = absl::StrCat(module.name, ":", entry->name);
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*driver_,
+              driver_->cuModuleGetFunction(&kernel->function, image->module,
+                                           entry->lowered_name.c_str()),
+              "cuModuleGetFunction"),
+      absl::StrCat("looking up kernel '", name, "'"));
+  struct {
+    CUfunction_attribute attribute;
+    int* out;
+  } attributes[] = {
+      {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &kernel->max_threads_per_block},
+      {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &kernel->static_shared_bytes},
+      {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->num_regs},
+  };
+  for (auto& a : attributes) {
+    FJ_RETURN_IF_ERROR(
+        CheckCu(*driver_, driver_->cuFuncGetAttribute(a.out, a.attribute, kernel->function),
+                "cuFuncGetAttribute"),
+        absl::StrCat("reading attributes of '", name, "'"));
+  }
+  LoadedKernel* out = kernel.get();
+  image->kernels.emplace(std::string(name), std::move(kernel));
+  return out;
+}
+
+absl::StatusOr<uint64_t> Runtime::Allocate(int ordinal, uint64_t bytes) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "allocating device memory");
+  if (bytes == 0) return absl::InvalidArgumentError("cannot allocate 0 bytes");
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "allocating device memory");
+  CUdeviceptr ptr = 0;
+  FJ_RETURN_IF_ERROR(CheckCu(*driver_, driver_->cuMemAlloc(&ptr, bytes), "cuMemAlloc"),
+                     absl::StrCat("allocating ", bytes, " bytes on device ", ordinal));
+  absl::MutexLock lock(&alloc_mu_);
+  allocations_[ptr] = Allocation{bytes, ordinal};
+  return static_cast<uint64_t>(ptr);
+}
+
+absl::Status Runtime::Free(uint64_t address) {
+  if (address == 0) return absl::OkStatus();
+  int ordinal = 0;
+  {
+    absl::MutexLock lock(&alloc_mu_);
+    auto it = allocations_.find(address);
+    if (it == allocations_.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "0x%x was not allocated by this runtime (or was freed already)", address));
+    }
+    ordinal = it->second.ordinal;
+    allocations_.erase(it);
+  }
+  Device* dev = devices_[ordinal].get();
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "freeing device memory");
+  return CheckCu(*driver_, driver_->cuMemFree(static_cast<CUdeviceptr>(address)),
+                 "cuMemFree");
+}
+
+absl::StatusOr<Device*> Runtime::DeviceOfRange(uint64_t address,
+                                               uint64_t bytes) const {
+  absl::MutexLock lock(&alloc_mu_);
+  auto it = allocations_.upper_bound(address);
+  if (it == allocations_.begin()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device address 0x%x is not inside an allocation of this runtime", address));
+  }
+  --it;
+  uint64_t offset = address - it->first;
+  if (offset >= it->second.bytes || bytes > it->second.bytes - offset) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "device range [0x%x, +%u) runs outside its allocation (0x%x, %u bytes)",
+        address, bytes, it->first, it->second.bytes));
+  }
+  return devices_[it->second.ordinal].get();
+}
+
+}  // namespace fleetjit

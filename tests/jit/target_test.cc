@@ -1,0 +1,46 @@
+#include "jit/target.h"
+
+#include "gtest/gtest.h"
+
+namespace fleetjit::jit {
+namespace {
+
+TEST(TargetTest, ParsesCubinAndPtxTargetsWithSuffixes) {
+  auto t = ParseTarget("sm_90a");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->arch, 90);
+  EXPECT_EQ(t->suffix, 'a');
+  EXPECT_FALSE(t->ptx);
+  EXPECT_EQ(t->Name(), "sm_90a");
+  EXPECT_EQ(t->NvrtcArchOption(), "-arch=sm_90a");
+  auto p = ParseTarget("compute_80");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->ptx);
+  EXPECT_EQ(p->Name(), "compute_80");
+  EXPECT_EQ(ParseTarget("sm_100f")->Name(), "sm_100f");
+  EXPECT_EQ(ParseTarget("89")->Name(), "sm_89");
+}
+
+TEST(TargetTest, RejectsUnknownAndMalformedTargets) {
+  for (const char* bad : {"", "sm_", "sm_91", "sm_999", "compute_", "sm_80a",
+                          "sm_90f", "gfx90a", "sm_9x", "sm_-90", "sm_0090"}) {
+    auto t = ParseTarget(bad);
+    EXPECT_FALSE(t.ok()) << bad;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(TargetTest, KnowsWhichImagesRunOnWhichDevice) {
+  EXPECT_TRUE(TargetRunsOn(*ParseTarget("sm_90"), 90));
+  EXPECT_FALSE(TargetRunsOn(*ParseTarget("sm_80"), 90));  // no SASS across majors
+  EXPECT_TRUE(TargetRunsOn(*ParseTarget("sm_80"), 86));
+  EXPECT_FALSE(TargetRunsOn(*ParseTarget("sm_86"), 80));
+  EXPECT_TRUE(TargetRunsOn(*ParseTarget("compute_80"), 90));
+  EXPECT_TRUE(TargetRunsOn(*ParseTarget("compute_75"), 90));
+  EXPECT_FALSE(TargetRunsOn(*ParseTarget("compute_90"), 80));
+  EXPECT_TRUE(TargetRunsOn(*ParseTarget("sm_90a"), 90));
+  EXPECT_FALSE(TargetRunsOn(*ParseTarget("sm_100a"), 103));
+}
+
+}  // namespace
+}  // namespace fleetjit::jit

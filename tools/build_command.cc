@@ -1,0 +1,150 @@
+// fleetjit build [--target sm_80,sm_90,...] FILE.cu [--emit ptx|cubin]
+//                [-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...
+// Builds FILE for the live device or for each target (filling the module
+// cache: run it on a CPU-only machine to warm a fleet's cache) and writes
+// DIR/<stem>.<target>.<ptx|cubin> when -o is given.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "jit/embedded.h"
+#include "tools/cli_util.h"
+#include "tools/commands.h"
+
+namespace fleetjit::cli {
+namespace {
+
+const char* CacheResultName(fj_cache_result r) {
+  switch (r) {
+    case FJ_CACHE_COMPILED: return "compiled";
+    case FJ_CACHE_MEMORY_HIT: return "memory hit";
+    case FJ_CACHE_DISK_HIT: return "disk hit";
+  }
+  return "?";
+}
+
+std::string Stem(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  size_t dot = base.find_last_of('.');
+  return dot == std::string::npos ? base : base.substr(0, dot);
+}
+
+}  // namespace
+
+// Reads FILE from disk, or the bundled copy of that path (examples/...).
+bool LoadKernelSource(const std::string& file, std::string* source) {
+  if (ReadFile(file, source)) return true;
+  if (const jit::EmbeddedFile* f = jit::FindEmbeddedKernel(file)) {
+    source->assign(f->content.data(), f->content.size());
+    return true;
+  }
+  return false;
+}
+
+int RunBuild(std::vector<std::string> args) {
+  std::string targets = TakeFlag(args, "--target");
+  std::string emit = TakeFlag(args, "--emit");
+  std::string out_dir = TakeFlag(args, "-o");
+  std::string impl_name = TakeFlag(args, "--impl");
+  std::vector<std::string> name_exprs;
+  for (bool present = true; present;) {
+    std::string e = TakeFlag(args, "--name-expr", &present);
+    if (present) name_exprs.push_back(e);
+  }
+  if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
+    std::fprintf(stderr,
+                 "usage: fleetjit build [--target sm_80,sm_90,...] FILE.cu [--emit ptx|cubin] "
+                 "[-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...\n");
+    return kExitUsage;
+  }
+  const std::string file = args[0];
+  fj_output output = FJ_OUTPUT_AUTO;
+  if (emit == "ptx") {
+    output = FJ_OUTPUT_PTX;
+  } else if (emit == "cubin") {
+    output = FJ_OUTPUT_CUBIN;
+  } else if (!emit.empty()) {
+    std::fprintf(stderr, "fleetjit build: --emit must be ptx or cubin\n");
+    return kExitUsage;
+  }
+  fj_copy_impl impl = FJ_COPY_IMPL_AUTO;
+  if (!impl_name.empty()) {
+    for (int i = FJ_COPY_IMPL_SYNC; i <= FJ_COPY_IMPL_LAST; ++i) {
+      if (impl_name == fj_copy_impl_name(static_cast<fj_copy_impl>(i))) {
+        impl = static_cast<fj_copy_impl>(i);
+      }
+    }
+    if (impl == FJ_COPY_IMPL_AUTO) {
+      std::fprintf(stderr, "fleetjit build: --impl must be sync, cp_async or tma\n");
+      return kExitUsage;
+    }
+  }
+  std::string source;
+  if (!LoadKernelSource(file, &source)) {
+    std::fprintf(stderr, "fleetjit build: cannot read '%s': %s\n", file.c_str(),
+                 std::strerror(errno));
+    return kExitFailure;
+  }
+  if (!out_dir.empty() && mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::fprintf(stderr, "fleetjit build: cannot create '%s': %s\n", out_dir.c_str(),
+                 std::strerror(errno));
+    return kExitFailure;
+  }
+  fj_runtime* rt = CreateRuntime();
+  if (rt == nullptr) return kExitFailure;
+  std::vector<std::string> target_list = SplitComma(targets);
+  if (target_list.empty()) target_list.push_back("");  // the live device
+  std::vector<fj_str> exprs;
+  for (const std::string& e : name_exprs) exprs.push_back(Str(e));
+  int rc = kExitOk;
+  for (size_t i = 0; i < target_list.size(); ++i) {
+    const std::string& t = target_list[i];
+    fj_build_options o{};
+    o.struct_size = sizeof(o);
+    o.source = Str(source);
+    o.name = Str(file);
+    o.target = Str(t);
+    o.copy_impl = impl;
+    o.output = output;
+    o.name_expressions = exprs.data();
+    o.num_name_expressions = exprs.size();
+    fj_module* module = nullptr;
+    std::string what = "building " + file + (t.empty() ? "" : " for " + t);
+    if (Failed(fj_module_build(rt, &o, &module), what.c_str())) {
+      rc = kExitFailure;
+      continue;
+    }
+    fj_module_info info{};
+    info.struct_size = sizeof(info);
+    fj_module_info_get(module, &info);
+    std::string written;
+    if (!out_dir.empty()) {
+      const void* data = nullptr;
+      size_t size = 0;
+      fj_module_image(module, &data, &size);
+      std::string path = out_dir + "/" + Stem(file) + "." + info.target +
+                         (info.output == FJ_OUTPUT_PTX ? ".ptx" : ".cubin");
+      std::ofstream out(path, std::ios::binary);
+      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+      if (!out) {
+        std::fprintf(stderr, "fleetjit build: cannot write '%s'\n", path.c_str());
+        rc = kExitFailure;
+      }
+      written = " -> " + path;
+    }
+    std::printf("[%zu/%zu] %-12s impl %-9s %8.1f ms  %-10s %7llu B%s\n", i + 1,
+                target_list.size(), info.target, fj_copy_impl_name(info.copy_impl),
+                info.build_ms, CacheResultName(info.cache_result),
+                static_cast<unsigned long long>(info.image_bytes), written.c_str());
+    std::fflush(stdout);
+    fj_module_destroy(module);
+  }
+  Failed(fj_runtime_destroy(rt), "destroying the runtime");
+  return rc;
+}
+
+}  // namespace fleetjit::cli

@@ -1,0 +1,23 @@
+// The fleetjit CLI's subcommands; each returns the process exit code.
+#ifndef FLEETJIT_TOOLS_COMMANDS_H_
+#define FLEETJIT_TOOLS_COMMANDS_H_
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace fleetjit::cli {
+
+int RunInfo(std::vector<std::string> args);
+int RunBuild(std::vector<std::string> args);
+int RunDemo(std::vector<std::string> args);
+int RunSelftest(std::vector<std::string> args);
+
+}  // namespace fleetjit::cli
+
+// Owned by tools/cache_command.cc.
+namespace fleetjit {
+int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out);
+}
+
+#endif  // FLEETJIT_TOOLS_COMMANDS_H_
