@@ -1,0 +1,276 @@
+// <fleetjit/copy.cuh>: one kernel source, every GPU generation.
+//
+// Portable GMEM<->SMEM copies, barriers, group waits, tile copies with
+// out-of-bounds fill, cluster multicast and L2 prefetch. fleetjit offers this
+// header to every NVRTC build (no include path needed) and compiles it with
+// -DFJ_COPY_IMPL=0|1|2, choosing one of three implementations:
+//
+//   0 sync      ld/st by the block's threads; any GPU      copy/sync.cuh
+//   1 cp_async  cp.async + mbarrier; sm_80+                 copy/cp_async.cuh
+//   2 tma       bulk/tensor copies + mbarrier; sm_90+       copy/tma.cuh
+//
+// Without FJ_COPY_IMPL the best one for __CUDA_ARCH__ is used. Every feature
+// below has the same semantics under every implementation; a kernel written
+// against this header never changes between them. It needs no system
+// headers and no libcu++.
+//
+// Example: scale a 2-D tensor tile by tile, ragged edges included.
+//
+//   #include <fleetjit/copy.cuh>
+//   // in, out: f32 tensors whose box (tile) is {64, 32}; in.oob = zeros.
+//   extern "C" __global__ void scale(FJ_TENSOR(float, 2) in,
+//                                    FJ_TENSOR(float, 2) out, float k) {
+//     __shared__ __align__(128) float tile[32 * 64];
+//     __shared__ fj::barrier bar;
+//     if (threadIdx.x == 0) bar.init(fj::block_threads());
+//     __syncthreads();
+//     const fj::coords at = fj::at(blockIdx.x * 64, blockIdx.y * 32);
+//     fj::load_tile(tile, in, at, bar);  // every thread calls it
+//     bar.arrive();                      // every thread arrives...
+//     bar.wait(0);                       // ...and waits for phase 0
+//     for (int i = threadIdx.x; i < 64 * 32; i += blockDim.x) tile[i] *= k;
+//     fj::store_tile(out, at, tile);     // clipped at out's bounds
+//     fj::commit_group();
+//     fj::wait_group<0>();               // stores done before the block exits
+//   }
+//
+// Conventions (the cooperation contract; the conformance tests check it):
+//  1. Copy, store and prefetch calls are block-collective: every thread of
+//     the block calls them, in the same order, with the same arguments
+//     (predicates included). Under tma thread rank 0 issues the copy engine;
+//     under cp_async and sync the threads split the work.
+//  2. Every load and store call starts with a block barrier (and, under tma,
+//     a proxy fence): SMEM that threads wrote or read before the call may be
+//     overwritten (loads) or is what gets stored (stores). No other
+//     synchronisation is needed around a call within one block.
+//  3. fj::barrier lives in shared memory. One thread calls init(count),
+//     then the block synchronises (__syncthreads(), or fj::cluster_sync()
+//     when other CTAs multicast into this one). A phase completes when
+//     `count` arrive() calls have been made and every copy attached to the
+//     phase has landed. A load attaches to the phase current when it is
+//     called: every thread that calls a load on `bar` must arrive() on
+//     `bar` afterwards in that phase. So a barrier that copies complete on
+//     has count = fj::block_threads(), and each thread calls arrive() once
+//     per phase after its copy calls.
+//  4. wait(parity) returns once the phase with that parity has completed;
+//     phase k has parity k & 1. As with mbarriers, wait(1) on a fresh
+//     barrier returns at once (the phase before phase 0 counts as done).
+//     After wait(), the phase's copies are visible to the waiting thread.
+//  5. Groups: a load given fj::in_group, and every store, joins the open
+//     group. commit_group() closes it; wait_group<N>() (block-collective)
+//     returns when at most the N most recent committed groups are still
+//     in flight: their loads are visible to every thread and their stores
+//     have written GMEM. wait_group_read<N>() only guarantees that stores
+//     have read their SMEM source. A block must wait_group<0>() after its
+//     last store before it exits.
+//  6. Predicates: a copy with pred == false does nothing under pred_skip
+//     (SMEM keeps its old contents) and zero-fills the whole destination
+//     (box or span) under pred_zero; a false store writes nothing. The
+//     barrier protocol is unchanged: threads still arrive, nothing hangs.
+//  7. Tiles: a tile is the tensor's box (tensor_param::box) starting at
+//     signed coordinates (fj::coords, dimension 0 innermost); it lands in
+//     SMEM dense and row-major (dimension 0 fastest). Elements outside the
+//     tensor read per the tensor's oob mode: oob_zeros gives 0, oob_nan a
+//     quiet NaN (f32 7FC00000, f64 7FF8..., f16 7E00, bf16 7FC0, e4m3 7F,
+//     e5m2 7E; integer dtypes read 0), oob_promise_in_bounds is unchecked.
+//     Tile stores write only in-bounds elements. SMEM tiles must be
+//     128-byte aligned for TMA (others still work, without TMA).
+//  8. Multicast: load(_tile)_multicast is cluster-collective: every CTA in
+//     `cta_mask` (bit i = cluster rank i; it must include the caller) calls
+//     it with the same tile, predicate and the same SMEM/barrier offsets.
+//     Before the call every such CTA must have initialised `bar` and be done
+//     with the destination and with bar's previous phase: fj::cluster_sync()
+//     after the previous wait() does it. End the kernel with
+//     fj::cluster_sync() so no CTA exits while a peer still writes into it.
+//     Without a cluster, or where multicast is not native, each CTA loads
+//     the tile itself: the result is the same.
+//  9. Tensor parameters are declared FJ_TENSOR(T, R) and passed to these
+//     functions as they are (by reference): TMA needs the address of the
+//     __grid_constant__ parameter, never a copy. sizeof(T) must equal the
+//     tensor's elem_bytes; element addresses must be aligned to it.
+// 10. Limits: one phase may expect at most 2^20 - 1 bytes (all SMEM fits).
+//     Spans are split into bulk/cp.async bodies and bytewise ends, so any
+//     size and alignment works; matching 16-byte alignment is fastest.
+//
+// What each implementation does natively (N) and emulates (E):
+//
+//   feature          sync  cp_async  tma
+//   barrier           E    N         N   sm_75: counter in SMEM + atomics
+//   group_wait        E    N         N*  *loads in groups use cp.async
+//   copy_g2s          E    N         N   ends of unaligned spans bytewise
+//   copy_s2g          N    N         N   tma: cp.async.bulk bulk_group
+//   predicate         E    N         N   pred_zero under tma: thread stores
+//   tile_copy         E    E         N*  *when the tensor has a tensor map
+//   oob_zeros         E    N         N*  cp_async: src-size clamping
+//   oob_nan           E    E         N*  NaN by thread stores; fp8 on tma: E
+//   multicast         E    E         N*  *sm_90 and sm_100a/103a/110a/f
+//   l2_prefetch       N    N         N   prefetch.global.L2 / bulk prefetch
+#ifndef FLEETJIT_COPY_CUH_
+#define FLEETJIT_COPY_CUH_
+
+// ------------------------------------------------ implementation choice
+#ifndef FJ_COPY_IMPL
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define FJ_COPY_IMPL 2
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define FJ_COPY_IMPL 1
+#else
+#define FJ_COPY_IMPL 0
+#endif
+#endif
+
+#if FJ_COPY_IMPL != 0 && FJ_COPY_IMPL != 1 && FJ_COPY_IMPL != 2
+#error "fleetjit copy: FJ_COPY_IMPL must be 0 (sync), 1 (cp_async) or 2 (tma)"
+#endif
+#if defined(__CUDA_ARCH__) && FJ_COPY_IMPL == 2 && __CUDA_ARCH__ < 900
+#error "fleetjit copy: FJ_COPY_IMPL=2 (tma) needs sm_90 or newer: this target has no cp.async.bulk, TMA or mbarrier expect_tx. Build with FJ_COPY_IMPL=1 (cp_async, sm_80+) or 0 (sync)."
+#endif
+#if defined(__CUDA_ARCH__) && FJ_COPY_IMPL == 1 && __CUDA_ARCH__ < 800
+#error "fleetjit copy: FJ_COPY_IMPL=1 (cp_async) needs sm_80 or newer: this target has no cp.async or mbarrier. Build with FJ_COPY_IMPL=0 (sync)."
+#endif
+
+#include <fleetjit/copy/common.cuh>
+#if FJ_COPY_IMPL == 2
+#include <fleetjit/copy/tma.cuh>
+#elif FJ_COPY_IMPL == 1
+#include <fleetjit/copy/cp_async.cuh>
+#else
+#include <fleetjit/copy/sync.cuh>
+#endif
+
+namespace fj {
+
+#if FJ_COPY_IMPL == 2
+namespace impl = tma_impl;
+#elif FJ_COPY_IMPL == 1
+namespace impl = cp_async_impl;
+#else
+namespace impl = sync_impl;
+#endif
+
+// The implementation this build uses (FJ_COPY_IMPL).
+constexpr int copy_impl = FJ_COPY_IMPL;
+
+// ---------------------------------------------------------------- tensors
+// A tensor kernel parameter: a typed view of the runtime-filled
+// tensor_param (its only member, so the layout is the ABI's).
+template <class T, int R>
+struct tensor {
+  static_assert(R >= 1 && R <= FJ_TP_MAX_RANK, "tensor rank must be 1..5");
+  tensor_param p;
+
+  FJ_DEV T* data() const { return (T*)p.data; }
+  FJ_DEV long long shape(int d) const { return p.shape[d]; }
+  FJ_DEV long long stride(int d) const { return p.stride[d]; }
+  FJ_DEV int box(int d) const { return p.box[d]; }
+  FJ_DEV unsigned box_elems() const {
+    unsigned n = 1;
+    for (int d = 0; d < R; ++d) n *= (unsigned)p.box[d];
+    return n;
+  }
+  FJ_DEV unsigned box_bytes() const { return box_elems() * sizeof(T); }
+  FJ_DEV bool has_tmap() const { return (p.flags & FJ_TP_HAS_TMAP) != 0; }
+};
+static_assert(sizeof(tensor<float, 2>) == 320 && alignof(tensor<float, 2>) == 64,
+              "fj::tensor must have tensor_param's layout");
+
+#define FJ_TENSOR(T, R) const __grid_constant__ fj::tensor<T, R>
+
+// ---------------------------------------------------------------- threads
+FJ_DEV unsigned block_threads() { return detail::block_threads(); }
+FJ_DEV unsigned cluster_rank() { return detail::cluster_rank(); }
+FJ_DEV unsigned cluster_size() { return detail::cluster_size(); }
+// Barrier for every thread of every CTA in the cluster (sm_90+), else
+// __syncthreads(). Orders earlier SMEM writes before peers' multicasts.
+FJ_DEV void cluster_sync() { detail::cluster_sync(); }
+
+// --------------------------------------------------------------- barriers
+FJ_DEV void barrier::init(unsigned count) { impl::barrier_init(*this, count); }
+FJ_DEV void barrier::arrive() { impl::arrive(*this); }
+FJ_DEV bool barrier::test(unsigned parity) { return impl::test(*this, parity); }
+FJ_DEV void barrier::wait(unsigned parity) { impl::wait(*this, parity); }
+
+// ----------------------------------------------------------------- groups
+FJ_DEV void commit_group() { impl::commit_group(); }
+template <int N>
+FJ_DEV void wait_group() {
+  impl::wait_group<N>();
+}
+template <int N>
+FJ_DEV void wait_group_read() {
+  impl::wait_group_read<N>();
+}
+
+// ------------------------------------------------------------ contiguous
+// Copies `bytes` bytes GMEM -> SMEM, completing on `bar` (or in the open
+// group with fj::in_group). Any size and alignment.
+FJ_DEV void load(void* smem_dst, const void* gmem_src, unsigned bytes,
+                 barrier& bar, bool pred = true, pred_mode mode = pred_skip) {
+  impl::load(smem_dst, gmem_src, bytes, bar, pred, mode);
+}
+FJ_DEV void load(void* smem_dst, const void* gmem_src, unsigned bytes,
+                 in_group_t g, bool pred = true, pred_mode mode = pred_skip) {
+  impl::load(smem_dst, gmem_src, bytes, g, pred, mode);
+}
+// The same span into the same SMEM offset of every CTA in `cta_mask`.
+FJ_DEV void load_multicast(void* smem_dst, const void* gmem_src,
+                           unsigned bytes, barrier& bar,
+                           unsigned short cta_mask, bool pred = true,
+                           pred_mode mode = pred_skip) {
+  impl::load_multicast(smem_dst, gmem_src, bytes, bar, cta_mask, pred, mode);
+}
+// Copies `bytes` bytes SMEM -> GMEM in the open group.
+FJ_DEV void store(void* gmem_dst, const void* smem_src, unsigned bytes,
+                  bool pred = true) {
+  impl::store(gmem_dst, smem_src, bytes, pred);
+}
+
+// ------------------------------------------------------------------ tiles
+// Loads the tile of `t` at `c` into `smem_dst` (box elements, dense).
+template <class T, int R>
+FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
+                      barrier& bar, bool pred = true,
+                      pred_mode mode = pred_skip) {
+  impl::load_tile<R>(smem_dst, t.p, c, bar, pred, mode);
+}
+template <class T, int R>
+FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
+                      in_group_t g, bool pred = true,
+                      pred_mode mode = pred_skip) {
+  impl::load_tile<R>(smem_dst, t.p, c, g, pred, mode);
+}
+// The same tile into every CTA in `cta_mask` (hardware multicast on tma).
+template <class T, int R>
+FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t,
+                                coords c, barrier& bar,
+                                unsigned short cta_mask, bool pred = true,
+                                pred_mode mode = pred_skip) {
+  impl::load_tile_multicast<R>(smem_dst, t.p, c, bar, cta_mask, pred,
+                                        mode);
+}
+// Stores the box at `smem_src` to the tile of `t` at `c`, in the open
+// group; elements outside the tensor are not written.
+template <class T, int R>
+FJ_DEV void store_tile(const tensor<T, R>& t, coords c, const T* smem_src,
+                       bool pred = true) {
+  impl::store_tile<R>(t.p, c, smem_src, pred);
+}
+
+// --------------------------------------------------------------- prefetch
+// Hints that GMEM will be read soon: warms L2. Block-collective, no wait.
+FJ_DEV void prefetch_l2(const void* gmem, unsigned long long bytes) {
+  impl::prefetch_l2(gmem, bytes);
+}
+template <class T, int R>
+FJ_DEV void prefetch_tile(const tensor<T, R>& t, coords c) {
+  impl::prefetch_tile<R>(t.p, c);
+}
+// Brings the tensor map itself into the cache (tma only; else nothing).
+template <class T, int R>
+FJ_DEV void prefetch_tensormap(const tensor<T, R>& t) {
+  impl::prefetch_tensormap(t.p);
+}
+
+}  // namespace fj
+
+#endif  // FLEETJIT_COPY_CUH_

@@ -1,0 +1,379 @@
+// fleetjit copy layer, shared part: the types every implementation uses, the
+// thread and address helpers, OOB fill values, cluster queries, and the tile
+// walker that the software (sync and cp_async) tile paths are built on.
+//
+// Internal to <fleetjit/copy.cuh>: include that instead. Builtin types and
+// inline PTX only, so it compiles under NVRTC with no system headers.
+#ifndef FLEETJIT_COPY_COMMON_CUH_
+#define FLEETJIT_COPY_COMMON_CUH_
+
+#include <fleetjit/copy/tensor_param.h>
+
+#define FJ_DEV __device__ __forceinline__
+
+namespace fj {
+
+// A barrier in shared memory (8 bytes, the size of an mbarrier). Declare it
+// `__shared__`; see <fleetjit/copy.cuh> for the contract. The methods are
+// defined by the implementation the build selected.
+struct __align__(8) barrier {
+  unsigned long long state_;
+
+  FJ_DEV void init(unsigned count);
+  FJ_DEV void arrive();
+  FJ_DEV bool test(unsigned parity);
+  FJ_DEV void wait(unsigned parity);
+  FJ_DEV void arrive_and_wait(unsigned parity) {
+    arrive();
+    wait(parity);
+  }
+};
+
+// What a copy whose predicate is false does to its destination.
+enum pred_mode : int {
+  pred_skip = 0,  // nothing: SMEM keeps its old contents
+  pred_zero = 1,  // the whole destination is zero-filled
+};
+
+// Tag: "this copy belongs to the open group" (completed by wait_group).
+struct in_group_t {};
+constexpr in_group_t in_group{};
+
+// Signed tile start coordinates, dimension 0 innermost (tensor_param order).
+struct coords {
+  int v[FJ_TP_MAX_RANK];
+};
+FJ_DEV coords at(int c0, int c1 = 0, int c2 = 0, int c3 = 0, int c4 = 0) {
+  coords c;
+  c.v[0] = c0;
+  c.v[1] = c1;
+  c.v[2] = c2;
+  c.v[3] = c3;
+  c.v[4] = c4;
+  return c;
+}
+
+namespace detail {
+
+typedef unsigned long long u64;
+typedef long long i64;
+
+FJ_DEV unsigned thread_rank() {
+  return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+FJ_DEV unsigned block_threads() {
+  return blockDim.x * blockDim.y * blockDim.z;
+}
+FJ_DEV unsigned smem_u32(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+FJ_DEV u64 addr(const void* p) { return (u64)p; }
+
+// ---------------------------------------------------------------- clusters
+// Thread-block clusters exist from sm_90 on; below, every block is a
+// cluster of one. These depend on the architecture, not on the copy impl.
+FJ_DEV unsigned cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+#else
+  return 0;
+#endif
+}
+FJ_DEV unsigned cluster_size() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+#else
+  return 1;
+#endif
+}
+
+// Block-wide barrier across the cluster (every thread of every CTA); a
+// plain __syncthreads() below sm_90. The proxy fence first makes this
+// thread's earlier SMEM writes ordered before copy-engine writes that other
+// CTAs issue after the barrier (a multicast into this CTA).
+FJ_DEV void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "fence.proxy.async.shared::cta;\n\t"
+      "barrier.cluster.arrive.release;\n\t"
+      "barrier.cluster.wait.acquire;" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
+// --------------------------------------------------------------- OOB fill
+FJ_DEV bool dtype_is_float(int dtype) {
+  return dtype == dtype_f32 || dtype == dtype_f16 || dtype == dtype_bf16 ||
+         dtype == dtype_f8e4m3 || dtype == dtype_f8e5m2 || dtype == dtype_f64;
+}
+
+// The 8-byte pattern (one element repeated) that fills out-of-bounds
+// elements of a tile. NaN for float dtypes under oob_nan, zero otherwise
+// (integer dtypes have no NaN; oob_nan reads as zeros for them).
+FJ_DEV u64 oob_fill_pattern(const tensor_param& p) {
+  if (p.oob != oob_nan) return 0;
+  switch (p.dtype) {
+    case dtype_f32: return 0x7FC000007FC00000ull;
+    case dtype_f64: return 0x7FF8000000000000ull;
+    case dtype_f16: return 0x7E007E007E007E00ull;
+    case dtype_bf16: return 0x7FC07FC07FC07FC0ull;
+    case dtype_f8e4m3: return 0x7F7F7F7F7F7F7F7Full;
+    case dtype_f8e5m2: return 0x7E7E7E7E7E7E7E7Eull;
+    default: return 0;
+  }
+}
+
+// ------------------------------------------------- plain (generic) moves
+// Copies `w` bytes (1, 2, 4, 8 or 16; both addresses aligned to w).
+FJ_DEV void move(void* dst, const void* src, unsigned w) {
+  switch (w) {
+    case 16: *(uint4*)dst = *(const uint4*)src; break;
+    case 8: *(u64*)dst = *(const u64*)src; break;
+    case 4: *(unsigned*)dst = *(const unsigned*)src; break;
+    case 2: *(unsigned short*)dst = *(const unsigned short*)src; break;
+    default: *(unsigned char*)dst = *(const unsigned char*)src; break;
+  }
+}
+// Stores the first `w` bytes of the repeated 8-byte `pattern` (dst aligned).
+FJ_DEV void put(void* dst, u64 pattern, unsigned w) {
+  switch (w) {
+    case 16: {
+      uint4 v;
+      v.x = v.z = (unsigned)pattern;
+      v.y = v.w = (unsigned)(pattern >> 32);
+      *(uint4*)dst = v;
+      break;
+    }
+    case 8: *(u64*)dst = pattern; break;
+    case 4: *(unsigned*)dst = (unsigned)pattern; break;
+    case 2: *(unsigned short*)dst = (unsigned short)pattern; break;
+    default: *(unsigned char*)dst = (unsigned char)pattern; break;
+  }
+}
+
+// The widest power of two <= 16 dividing `bits` (an OR of offsets).
+FJ_DEV unsigned widest(u64 bits) {
+  unsigned w = 16;
+  while (w > 1 && (bits & (w - 1))) w >>= 1;
+  return w;
+}
+
+// Block-cooperative fill of `bytes` bytes of SMEM with the repeated 8-byte
+// `pattern`, byte i of dst getting byte (i % 8) of the pattern.
+FJ_DEV void fill_block(void* dst, unsigned bytes, u64 pattern) {
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned w = widest(addr(d) | bytes);
+  for (unsigned i = thread_rank() * w; i < bytes; i += block_threads() * w)
+    put(d + i, pattern >> ((i & 7) * 8), w);
+}
+
+// Block-cooperative generic copy of `bytes` bytes (any alignment).
+FJ_DEV void move_block(void* dst, const void* src, unsigned bytes) {
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  const unsigned w = widest(addr(d) - addr(s));
+  unsigned head = (unsigned)(-addr(d) & (w - 1));
+  if (head > bytes) head = bytes;
+  const unsigned body = (bytes - head) & ~(w - 1);
+  const unsigned t = thread_rank(), n = block_threads();
+  for (unsigned i = t; i < head; i += n) d[i] = s[i];
+  for (unsigned i = head + t * w; i < head + body; i += n * w)
+    move(d + i, s + i, w);
+  for (unsigned i = head + body + t; i < bytes; i += n) d[i] = s[i];
+}
+
+// Block-cooperative bytewise copy and fill, for the ends of a span.
+FJ_DEV void move_bytes(void* dst, const void* src, unsigned n) {
+  for (unsigned i = thread_rank(); i < n; i += block_threads())
+    ((unsigned char*)dst)[i] = ((const unsigned char*)src)[i];
+}
+FJ_DEV void zero_bytes(void* dst, unsigned n) {
+  for (unsigned i = thread_rank(); i < n; i += block_threads())
+    ((unsigned char*)dst)[i] = 0;
+}
+
+// How a contiguous copy splits: `head` bytes to reach `w` alignment (w is
+// the widest chunk both addresses agree on), a `body` of whole chunks, and
+// the `tail`. Bulk and vector paths take the body; the ends go bytewise.
+struct span_split {
+  unsigned w, head, body, tail;
+};
+FJ_DEV span_split split_span(const void* dst, const void* src,
+                             unsigned bytes) {
+  span_split s;
+  s.w = widest(addr(dst) - addr(src));
+  s.head = (unsigned)(-addr(dst) & (s.w - 1));
+  if (s.head > bytes) s.head = bytes;
+  s.body = (bytes - s.head) & ~(s.w - 1);
+  s.tail = bytes - s.head - s.body;
+  return s;
+}
+
+// ------------------------------------------------------------ tile walker
+// Walks a tile of `p` starting at `c` in chunks that threads of the block
+// share. A chunk is `w` bytes of one box row (dimension-0 line): w is the
+// widest of 16/8/4/2/1 that keeps every chunk aligned in SMEM and GMEM
+// (one element when dimension 0 is strided). For each chunk the walker
+// calls exactly one of
+//   op.full(s, g, w)             every element in bounds
+//   op.oob(s, w)                 every element out of bounds
+//   op.part(s, g, w, lo, hi, k)  elements [lo, hi) of the chunk's k in bounds
+// where `s` is the chunk in SMEM (dense box, row-major, dim 0 innermost)
+// and `g` the matching GMEM address (computed even when out of bounds; an
+// op must not dereference the out-of-bounds part). With `check` false
+// (oob_promise_in_bounds) every chunk is `full`.
+template <int R, class Op>
+FJ_DEV void walk_tile(const tensor_param& p, const coords& c,
+                      unsigned char* smem, bool check, Op& op) {
+  const unsigned eb = (unsigned)p.elem_bytes;
+  const unsigned box0 = (unsigned)p.box[0];
+  const i64 s0 = p.stride[0];
+  unsigned w = eb;
+  if (s0 == 1) {
+    u64 bits = addr(smem) | addr(p.data) | (u64)(box0 * eb) |
+               (u64)((i64)c.v[0] * eb);
+#pragma unroll
+    for (int d = 1; d < R; ++d) bits |= (u64)(p.stride[d] * eb);
+    w = widest(bits);
+    if (w < eb) w = eb;  // misaligned tensor: still element-wise
+  }
+  const unsigned k = w / eb;  // elements per chunk
+  const unsigned cpr = box0 / k;  // chunks per row
+  unsigned rows = 1;
+#pragma unroll
+  for (int d = 1; d < R; ++d) rows *= (unsigned)p.box[d];
+  const unsigned total = rows * cpr;
+  const unsigned char* base = (const unsigned char*)p.data;
+  for (unsigned i = thread_rank(); i < total; i += block_threads()) {
+    const unsigned row = i / cpr;
+    const unsigned ch = i - row * cpr;
+    // Outer coordinates of this row, and whether they are in bounds.
+    i64 goff = 0;
+    bool ok = true;
+    unsigned rest = row;
+#pragma unroll
+    for (int d = 1; d < R; ++d) {
+      unsigned id = rest;
+      if (d < R - 1) {
+        id = rest % (unsigned)p.box[d];
+        rest /= (unsigned)p.box[d];
+      }
+      const i64 g = (i64)c.v[d] + id;
+      ok = ok && g >= 0 && g < p.shape[d];
+      goff += g * p.stride[d];
+    }
+    const i64 x0 = (i64)c.v[0] + (i64)ch * k;  // first element's coordinate
+    unsigned char* s = smem + ((u64)row * box0 + (u64)ch * k) * eb;
+    const unsigned char* g = base + (goff + x0 * s0) * (i64)eb;
+    if (!check) {
+      op.full(s, g, w);
+      continue;
+    }
+    const i64 lo_ll = x0 < 0 ? -x0 : 0;
+    const i64 hi_ll = p.shape[0] - x0;
+    const unsigned lo = lo_ll >= k ? k : (unsigned)lo_ll;
+    const unsigned hi = hi_ll <= 0 ? 0 : (hi_ll >= k ? k : (unsigned)hi_ll);
+    if (!ok || hi <= lo) {
+      op.oob(s, w);
+    } else if (lo == 0 && hi == k) {
+      op.full(s, g, w);
+    } else {
+      op.part(s, g, w, lo, hi, k);
+    }
+  }
+}
+
+// Bytes of one tile (the box) of `p`.
+FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
+  unsigned n = (unsigned)p.elem_bytes;
+  for (int d = 0; d < rank; ++d) n *= (unsigned)p.box[d];
+  return n;
+}
+
+// --------------------------------------------------- software tile ops
+// Tile store, generic path (every impl without a tensor map): in-bounds
+// elements are written to GMEM, the rest is clipped.
+struct store_op {
+  unsigned eb;
+  FJ_DEV void full(unsigned char* s, const unsigned char* g, unsigned w) {
+    move((void*)g, s, w);
+  }
+  FJ_DEV void oob(unsigned char*, unsigned) {}
+  FJ_DEV void part(unsigned char* s, const unsigned char* g, unsigned w,
+                   unsigned lo, unsigned hi, unsigned) {
+    for (unsigned e = lo; e < hi; ++e)
+      move((void*)(g + e * eb), s + e * eb, eb);
+  }
+};
+
+template <int R>
+FJ_DEV void store_tile_generic(const tensor_param& p, const coords& c,
+                               const void* smem, bool pred) {
+  if (!pred) return;
+  store_op op{(unsigned)p.elem_bytes};
+  walk_tile<R>(p, c, (unsigned char*)smem, true, op);
+}
+
+// Per-line L2 prefetch of the in-bounds part of a tile (no tensor map).
+template <int R>
+FJ_DEV void prefetch_tile_lines(const tensor_param& p, const coords& c) {
+  const unsigned eb = (unsigned)p.elem_bytes;
+  unsigned rows = 1;
+#pragma unroll
+  for (int d = 1; d < R; ++d) rows *= (unsigned)p.box[d];
+  i64 xlo = c.v[0] < 0 ? 0 : c.v[0];
+  i64 xhi = (i64)c.v[0] + p.box[0];
+  if (xhi > p.shape[0]) xhi = p.shape[0];
+  if (xlo >= xhi) return;
+  const unsigned char* base = (const unsigned char*)p.data;
+  for (unsigned row = thread_rank(); row < rows; row += block_threads()) {
+    i64 goff = 0;
+    bool ok = true;
+    unsigned rest = row;
+#pragma unroll
+    for (int d = 1; d < R; ++d) {
+      unsigned id = rest;
+      if (d < R - 1) {
+        id = rest % (unsigned)p.box[d];
+        rest /= (unsigned)p.box[d];
+      }
+      const i64 g = (i64)c.v[d] + id;
+      ok = ok && g >= 0 && g < p.shape[d];
+      goff += g * p.stride[d];
+    }
+    if (!ok) continue;
+    if (p.stride[0] == 1) {
+      const u64 a0 = addr(base + (goff + xlo) * (i64)eb);
+      const u64 a1 = addr(base + (goff + xhi) * (i64)eb);  // exclusive
+      for (u64 a = a0; a < a1; a = (a | 127) + 1)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+    } else {
+      for (i64 x = xlo; x < xhi; ++x)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(
+            base + (goff + x * p.stride[0]) * (i64)eb));
+    }
+  }
+}
+
+// Per-line L2 prefetch of a span, block-cooperative.
+FJ_DEV void prefetch_span_lines(const void* gmem, unsigned long long bytes) {
+  if (bytes == 0) return;
+  const u64 a0 = addr(gmem), a1 = a0 + bytes;
+  const u64 first = a0 & ~127ull;
+  const u64 lines = (a1 - first + 127) / 128;
+  for (u64 l = thread_rank(); l < lines; l += block_threads()) {
+    u64 a = first + l * 128;
+    if (a < a0) a = a0;  // stay inside the span
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+}
+
+}  // namespace detail
+}  // namespace fj
+
+#endif  // FLEETJIT_COPY_COMMON_CUH_

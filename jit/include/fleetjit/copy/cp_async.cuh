@@ -1,0 +1,235 @@
+// fleetjit copy layer, implementation `cp_async` (FJ_COPY_IMPL=1): sm_80+.
+//
+// GMEM->SMEM copies are cp.async (4, 8 or 16 bytes per thread per
+// instruction), split across the block's threads. They complete
+//   - on an fj::barrier (an mbarrier) through cp.async.mbarrier.arrive, or
+//   - in the open group, through cp.async.commit_group / wait_group.
+// Native: barriers, groups, predicates (skip = no issue, zero = src-size 0),
+// OOB zero fill (src-size clamped to the in-bounds bytes of a chunk).
+// Emulated: tiles are walked in software; NaN fill is stored by threads;
+// SMEM->GMEM is ld.shared + st.global (cp.async only goes GMEM->SMEM);
+// multicast loads the tile in each block.
+// The tma implementation reuses the issue functions here for the copies
+// TMA cannot do (barrier-less loads, tensors without a tensor map).
+// Internal to <fleetjit/copy.cuh>.
+#ifndef FLEETJIT_COPY_CP_ASYNC_CUH_
+#define FLEETJIT_COPY_CP_ASYNC_CUH_
+
+#include <fleetjit/copy/common.cuh>
+
+namespace fj {
+namespace cp_async_impl {
+
+// ---------------------------------------------------------------- barrier
+FJ_DEV void barrier_init(barrier& b, unsigned count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(
+                   detail::smem_u32(&b)),
+               "r"(count)
+               : "memory");
+#if __CUDA_ARCH__ >= 900
+  // Make the initialised barrier visible to the async proxy and the cluster.
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+FJ_DEV void arrive(barrier& b) {
+  asm volatile(
+      "{\n\t.reg .b64 st;\n\t"
+      "mbarrier.arrive.shared.b64 st, [%0];\n\t}" ::"r"(detail::smem_u32(&b))
+      : "memory");
+}
+FJ_DEV bool test(barrier& b, unsigned parity) {
+  unsigned done;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n\t"
+      "selp.u32 %0, 1, 0, p;\n\t}"
+      : "=r"(done)
+      : "r"(detail::smem_u32(&b)), "r"(parity & 1)
+      : "memory");
+  return done != 0;
+}
+FJ_DEV void wait(barrier& b, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+  // try_wait suspends in hardware for a while before returning false.
+  unsigned done;
+  do {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(detail::smem_u32(&b)), "r"(parity & 1)
+        : "memory");
+  } while (!done);
+#else
+  // mbarrier.try_wait is sm_90+; sm_80 polls test_wait.
+  while (!test(b, parity)) __nanosleep(20);
+#endif
+}
+
+// Makes this thread's earlier cp.asyncs complete on `b`'s current phase.
+// Without .noinc the pending count is raised by one first, so this is not
+// an arrival of its own: the thread still arrives with barrier::arrive().
+FJ_DEV void attach(barrier& b) {
+  asm volatile("cp.async.mbarrier.arrive.shared.b64 [%0];" ::"r"(
+                   detail::smem_u32(&b))
+               : "memory");
+}
+FJ_DEV void attach(in_group_t) {}
+
+// ----------------------------------------------------------------- groups
+// cp.async groups are per thread; every thread commits and waits, and the
+// block barrier then publishes each thread's part to the others.
+FJ_DEV void commit_group() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+FJ_DEV void wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  __syncthreads();
+}
+template <int N>
+FJ_DEV void wait_group_read() {
+  wait_group<N>();
+}
+
+// One cp.async of `w` bytes (4, 8 or 16): the first `src_bytes` come from
+// GMEM, the rest of the chunk is zero-filled (src_bytes = 0 reads nothing).
+FJ_DEV void cp_async(void* s, const void* g, unsigned w, unsigned src_bytes) {
+  const unsigned sa = detail::smem_u32(s);
+  if (w == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa),
+                 "l"(g), "r"(src_bytes)
+                 : "memory");
+  } else if (w == 8) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(sa),
+                 "l"(g), "r"(src_bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sa),
+                 "l"(g), "r"(src_bytes)
+                 : "memory");
+  }
+}
+
+// ------------------------------------------------------------ contiguous
+// Issues this thread's share of a span copy (no block barrier, no attach).
+FJ_DEV void issue_span(void* dst, const void* src, unsigned bytes, bool pred,
+                       pred_mode mode) {
+  if (!pred && mode == pred_skip) return;
+  const detail::span_split sp = detail::split_span(dst, src, bytes);
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  if (sp.w < 4) {  // no common 4-byte alignment: cp.async cannot help
+    if (pred) {
+      detail::move_block(d, s, bytes);
+    } else {
+      detail::zero_bytes(d, bytes);
+    }
+    return;
+  }
+  const unsigned t = detail::thread_rank(), n = detail::block_threads();
+  for (unsigned i = sp.head + t * sp.w; i < sp.head + sp.body; i += n * sp.w)
+    cp_async(d + i, s + i, sp.w, pred ? sp.w : 0);
+  const unsigned tail = sp.head + sp.body;
+  if (pred) {
+    detail::move_bytes(d, s, sp.head);
+    detail::move_bytes(d + tail, s + tail, sp.tail);
+  } else {
+    detail::zero_bytes(d, sp.head);
+    detail::zero_bytes(d + tail, sp.tail);
+  }
+}
+template <class Done>
+FJ_DEV void load(void* dst, const void* src, unsigned bytes, Done& done,
+                 bool pred, pred_mode mode) {
+  __syncthreads();  // every thread is done with dst's old contents
+  issue_span(dst, src, bytes, pred, mode);
+  attach(done);
+}
+template <class Done>
+FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
+                           Done& done, unsigned short, bool pred,
+                           pred_mode mode) {
+  load(dst, src, bytes, done, pred, mode);
+}
+// cp.async has no SMEM->GMEM direction: threads store directly.
+FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
+  __syncthreads();
+  if (pred) detail::move_block(dst, src, bytes);
+}
+
+// ------------------------------------------------------------------ tiles
+// In-bounds chunks are cp.async; a chunk cut by the tensor's end keeps its
+// in-bounds prefix and zero-fills the rest through src-size; other partial
+// chunks and NaN fill are stored by the thread (cp.async only fills zeros).
+struct load_op {
+  detail::u64 fill;
+  unsigned eb;
+  FJ_DEV void full(unsigned char* s, const unsigned char* g, unsigned w) {
+    if (w >= 4) {
+      cp_async(s, g, w, w);
+    } else {
+      detail::move(s, g, w);
+    }
+  }
+  FJ_DEV void oob(unsigned char* s, unsigned w) { detail::put(s, fill, w); }
+  FJ_DEV void part(unsigned char* s, const unsigned char* g, unsigned w,
+                   unsigned lo, unsigned hi, unsigned k) {
+    if (lo == 0 && fill == 0 && w >= 4) {
+      cp_async(s, g, w, hi * eb);
+      return;
+    }
+    for (unsigned e = 0; e < k; ++e) {
+      if (e >= lo && e < hi) {
+        detail::move(s + e * eb, g + e * eb, eb);
+      } else {
+        detail::put(s + e * eb, fill, eb);
+      }
+    }
+  }
+};
+
+template <int R>
+FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
+                       bool pred, pred_mode mode) {
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
+    return;
+  }
+  load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
+  detail::walk_tile<R>(p, c, (unsigned char*)dst,
+                       p.oob != oob_promise_in_bounds, op);
+}
+template <int R, class Done>
+FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
+                      Done& done, bool pred, pred_mode mode) {
+  __syncthreads();
+  issue_tile<R>(dst, p, c, pred, mode);
+  attach(done);
+}
+template <int R, class Done>
+FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
+                                const coords& c, Done& done, unsigned short,
+                                bool pred, pred_mode mode) {
+  load_tile<R>(dst, p, c, done, pred, mode);
+}
+template <int R>
+FJ_DEV void store_tile(const tensor_param& p, const coords& c,
+                       const void* src, bool pred) {
+  __syncthreads();
+  detail::store_tile_generic<R>(p, c, src, pred);
+}
+
+// --------------------------------------------------------------- prefetch
+FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
+  detail::prefetch_span_lines(src, bytes);
+}
+template <int R>
+FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
+  detail::prefetch_tile_lines<R>(p, c);
+}
+FJ_DEV void prefetch_tensormap(const tensor_param&) {}
+
+}  // namespace cp_async_impl
+}  // namespace fj
+
+#endif  // FLEETJIT_COPY_CP_ASYNC_CUH_

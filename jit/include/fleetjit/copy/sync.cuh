@@ -1,0 +1,152 @@
+// fleetjit copy layer, implementation `sync` (FJ_COPY_IMPL=0): any GPU.
+//
+// Every copy is done by the block's threads with ordinary loads and stores,
+// so it has completed (for the issuing thread) when the call returns. What
+// the asynchronous implementations do in hardware is emulated here:
+//   - barriers: a counter in shared memory (sm_75 has no mbarrier);
+//   - groups: nothing is ever in flight, so a wait is a block barrier;
+//   - predicates, OOB zero/NaN fill, ragged tiles: done by the walker;
+//   - multicast: each block loads the tile itself (no clusters below sm_90).
+// Internal to <fleetjit/copy.cuh>: the interface is the one cp_async.cuh
+// and tma.cuh implement; compare the three files side by side.
+#ifndef FLEETJIT_COPY_SYNC_CUH_
+#define FLEETJIT_COPY_SYNC_CUH_
+
+#include <fleetjit/copy/common.cuh>
+
+namespace fj {
+namespace sync_impl {
+
+// ---------------------------------------------------------------- barrier
+// Emulates an mbarrier because sm_75 has none: word 0 counts arrivals
+// modulo 2*count (atomicInc wraps), word 1 holds count. The current phase's
+// parity is (arrivals >= count); a phase with parity P is complete once the
+// current parity differs from P, as with mbarrier.test_wait.parity.
+FJ_DEV unsigned* words(barrier& b) { return (unsigned*)&b.state_; }
+
+FJ_DEV void barrier_init(barrier& b, unsigned count) {
+  words(b)[0] = 0;
+  words(b)[1] = count;
+  __threadfence_block();
+}
+FJ_DEV void arrive(barrier& b) {
+  __threadfence_block();  // release this thread's earlier writes
+  atomicInc(&words(b)[0], 2 * words(b)[1] - 1);
+}
+FJ_DEV bool test(barrier& b, unsigned parity) {
+  const volatile unsigned* w = words(b);
+  const unsigned current = w[0] >= w[1] ? 1u : 0u;
+  if (current == (parity & 1)) return false;
+  __threadfence_block();  // acquire the arrivers' writes
+  return true;
+}
+FJ_DEV void wait(barrier& b, unsigned parity) {
+  while (!test(b, parity)) __nanosleep(32);
+}
+
+// ----------------------------------------------------------------- groups
+// Copies are synchronous, so no group is ever in flight; the block barrier
+// makes every thread's part visible to the others.
+FJ_DEV void commit_group() {}
+template <int N>
+FJ_DEV void wait_group() {
+  __syncthreads();
+}
+template <int N>
+FJ_DEV void wait_group_read() {
+  __syncthreads();
+}
+
+// ------------------------------------------------------------ contiguous
+FJ_DEV void load_span(void* dst, const void* src, unsigned bytes, bool pred,
+                      pred_mode mode) {
+  __syncthreads();  // every thread is done with dst's old contents
+  if (pred) {
+    detail::move_block(dst, src, bytes);
+  } else if (mode == pred_zero) {
+    detail::fill_block(dst, bytes, 0);
+  }
+}
+FJ_DEV void load(void* dst, const void* src, unsigned bytes, barrier&,
+                 bool pred, pred_mode mode) {
+  load_span(dst, src, bytes, pred, mode);
+}
+FJ_DEV void load(void* dst, const void* src, unsigned bytes, in_group_t,
+                 bool pred, pred_mode mode) {
+  load_span(dst, src, bytes, pred, mode);
+}
+template <class Done>
+FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
+                           Done& done, unsigned short, bool pred,
+                           pred_mode mode) {
+  load_span(dst, src, bytes, pred, mode);
+}
+FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
+  __syncthreads();  // every thread's writes to src are in
+  if (pred) detail::move_block(dst, src, bytes);
+}
+
+// ------------------------------------------------------------------ tiles
+struct load_op {
+  detail::u64 fill;
+  unsigned eb;
+  FJ_DEV void full(unsigned char* s, const unsigned char* g, unsigned w) {
+    detail::move(s, g, w);
+  }
+  FJ_DEV void oob(unsigned char* s, unsigned w) { detail::put(s, fill, w); }
+  FJ_DEV void part(unsigned char* s, const unsigned char* g, unsigned,
+                   unsigned lo, unsigned hi, unsigned k) {
+    for (unsigned e = 0; e < k; ++e) {
+      if (e >= lo && e < hi) {
+        detail::move(s + e * eb, g + e * eb, eb);
+      } else {
+        detail::put(s + e * eb, fill, eb);
+      }
+    }
+  }
+};
+
+template <int R>
+FJ_DEV void load_tile_span(void* dst, const tensor_param& p, const coords& c,
+                           bool pred, pred_mode mode) {
+  __syncthreads();
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
+    return;
+  }
+  load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
+  detail::walk_tile<R>(p, c, (unsigned char*)dst,
+                       p.oob != oob_promise_in_bounds, op);
+}
+template <int R, class Done>
+FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
+                      Done&, bool pred, pred_mode mode) {
+  load_tile_span<R>(dst, p, c, pred, mode);
+}
+template <int R, class Done>
+FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
+                                const coords& c, Done&, unsigned short,
+                                bool pred, pred_mode mode) {
+  load_tile_span<R>(dst, p, c, pred, mode);
+}
+template <int R>
+FJ_DEV void store_tile(const tensor_param& p, const coords& c,
+                       const void* src, bool pred) {
+  __syncthreads();
+  detail::store_tile_generic<R>(p, c, src, pred);
+}
+
+// --------------------------------------------------------------- prefetch
+FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
+  detail::prefetch_span_lines(src, bytes);
+}
+template <int R>
+FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
+  detail::prefetch_tile_lines<R>(p, c);
+}
+FJ_DEV void prefetch_tensormap(const tensor_param&) {}
+
+}  // namespace sync_impl
+}  // namespace fj
+
+#endif  // FLEETJIT_COPY_SYNC_CUH_

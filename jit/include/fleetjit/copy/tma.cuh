@@ -1,0 +1,434 @@
+// fleetjit copy layer, implementation `tma` (FJ_COPY_IMPL=2): sm_90+.
+//
+// One thread of the block (thread rank 0) issues the copy engine's bulk and
+// tensor copies; loads complete on an mbarrier through expect_tx +
+// complete_tx, stores in bulk groups. Native: barriers, contiguous copies
+// (cp.async.bulk), tile loads and stores through the tensor map (hardware
+// OOB zero/NaN fill), cluster multicast, L2 prefetch of spans and tiles.
+// Where TMA cannot do a copy, the cp_async issue path (sm_90 keeps cp.async)
+// does it with the same semantics:
+//   - loads without a barrier: TMA loads complete only on an mbarrier, and
+//     emulating groups with a ring of mbarriers would need hidden shared
+//     state and an init call, so barrier-less loads are cp.async and the
+//     group wait is cp.async.wait_group (+ cp.async.bulk.wait_group for the
+//     bulk stores of the same group);
+//   - tensors without a tensor map (FJ_TP_HAS_TMAP clear: the host could
+//     not encode one), SMEM tiles not 128-byte aligned, and fp8 under
+//     oob_nan (a CUtensorMap has no fp8 type, so no NaN fill for it);
+//   - spans whose SMEM and GMEM addresses differ modulo 16 (bulk copies
+//     need 16-byte alignment), and the unaligned ends of the others;
+//   - a false predicate under pred_zero: threads store the zeros.
+// Internal to <fleetjit/copy.cuh>.
+#ifndef FLEETJIT_COPY_TMA_CUH_
+#define FLEETJIT_COPY_TMA_CUH_
+
+#include <fleetjit/copy/common.cuh>
+#include <fleetjit/copy/cp_async.cuh>
+
+// Hardware multicast where it is fast: sm_90 (H100/H200) and the
+// arch/family-specific datacenter Blackwell targets. ptxas accepts
+// .multicast::cluster on any sm_90+ target but warns that it may be slow on
+// other architectures (sm_100/sm_120 generic code may run on consumer
+// Blackwell), so there each block loads the tile itself. Override with
+// -DFJ_COPY_MULTICAST=0|1.
+#ifndef FJ_COPY_MULTICAST
+#if defined(__CUDA_ARCH__) &&                                  \
+    (__CUDA_ARCH__ == 900 ||                                   \
+     (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) &&                \
+      (__CUDA_ARCH_FAMILY_SPECIFIC__ == 1000 ||                \
+       __CUDA_ARCH_FAMILY_SPECIFIC__ == 1030 ||                \
+       __CUDA_ARCH_FAMILY_SPECIFIC__ == 1100)))
+#define FJ_COPY_MULTICAST 1
+#else
+#define FJ_COPY_MULTICAST 0
+#endif
+#endif
+
+namespace fj {
+namespace tma_impl {
+
+namespace cpa = cp_async_impl;
+
+// ---------------------------------------------------------------- barrier
+// The same mbarrier as cp_async (try_wait on sm_90+), plus expect_tx.
+using cpa::arrive;
+using cpa::barrier_init;
+using cpa::test;
+using cpa::wait;
+
+FJ_DEV bool leader() { return detail::thread_rank() == 0; }
+
+// Raises the current phase's transaction count by `bytes`. Called by the
+// issuing thread before it arrives, so the phase cannot complete before the
+// copy's complete_tx (which may land before this: the count goes negative).
+FJ_DEV void expect_tx(barrier& b, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(
+                   detail::smem_u32(&b)),
+               "r"(bytes)
+               : "memory");
+}
+
+// Every load and store starts here: SMEM written by ordinary stores (any
+// thread) is ordered before the copy engine's accesses, which the leader
+// issues after the barrier.
+FJ_DEV void enter() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+}
+
+// ----------------------------------------------------------------- groups
+// Loads in a group are cp.async (see the top); stores are bulk copies in
+// the leader's bulk groups. Every commit closes one of each, so the two
+// counts stay equal and "at most N in flight" means the same for both.
+FJ_DEV void commit_group() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  if (leader()) asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+FJ_DEV void wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  if (leader()) asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+  __syncthreads();
+}
+// Like wait_group, but a store only needs to have read its SMEM source.
+template <int N>
+FJ_DEV void wait_group_read() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  if (leader())
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+  __syncthreads();
+}
+
+// ------------------------------------------------------------ contiguous
+FJ_DEV void bulk_load(void* dst, const void* src, unsigned bytes,
+                      barrier& b) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+      "[%0], [%1], %2, [%3];" ::"r"(detail::smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(detail::smem_u32(&b))
+      : "memory");
+}
+FJ_DEV void bulk_load_multicast(void* dst, const void* src, unsigned bytes,
+                                barrier& b, unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(
+          detail::smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(detail::smem_u32(&b)), "h"(mask)
+      : "memory");
+}
+
+// The CTAs of `mask` (limited to the cluster) that a multicast reaches, or
+// 0 when this block should load for itself: no multicast on this target,
+// no cluster, or this block not in the mask.
+FJ_DEV unsigned short multicast_peers(unsigned short mask) {
+#if FJ_COPY_MULTICAST
+  const unsigned n = detail::cluster_size(), r = detail::cluster_rank();
+  const unsigned m = mask & (n >= 16 ? 0xFFFFu : (1u << n) - 1);
+  if (((m >> r) & 1) == 0 || (m & ~(1u << r)) == 0) return 0;
+  return (unsigned short)m;
+#else
+  return 0;
+#endif
+}
+FJ_DEV bool is_multicast_issuer(unsigned short m) {
+  return detail::cluster_rank() == (unsigned)(__ffs(m) - 1);
+}
+
+// Span load on a barrier. The 16-byte-aligned body is one bulk copy with
+// its bytes expected on `b`; the ends go through threads' stores.
+// `mask` != 0 multicasts the body to those CTAs (each expects it itself).
+FJ_DEV void load_span_bar(void* dst, const void* src, unsigned bytes,
+                          barrier& b, unsigned short mask, bool pred,
+                          pred_mode mode) {
+  enter();
+  const detail::span_split sp = detail::split_span(dst, src, bytes);
+  if (sp.w < 16 || sp.body == 0) {
+    cpa::issue_span(dst, src, bytes, pred, mode);
+    cpa::attach(b);
+    return;
+  }
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, bytes, 0);
+    return;
+  }
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  if (leader()) {
+    expect_tx(b, sp.body);
+    if (mask == 0) {
+      bulk_load(d + sp.head, s + sp.head, sp.body, b);
+    } else if (is_multicast_issuer(mask)) {
+      bulk_load_multicast(d + sp.head, s + sp.head, sp.body, b, mask);
+    }
+  }
+  const unsigned tail = sp.head + sp.body;
+  detail::move_bytes(d, s, sp.head);
+  detail::move_bytes(d + tail, s + tail, sp.tail);
+}
+FJ_DEV void load(void* dst, const void* src, unsigned bytes, barrier& b,
+                 bool pred, pred_mode mode) {
+  load_span_bar(dst, src, bytes, b, 0, pred, mode);
+}
+FJ_DEV void load(void* dst, const void* src, unsigned bytes, in_group_t,
+                 bool pred, pred_mode mode) {
+  enter();
+  cpa::issue_span(dst, src, bytes, pred, mode);
+}
+FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
+                           barrier& b, unsigned short mask, bool pred,
+                           pred_mode mode) {
+  load_span_bar(dst, src, bytes, b, multicast_peers(mask), pred, mode);
+}
+FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
+                           in_group_t g, unsigned short, bool pred,
+                           pred_mode mode) {
+  load(dst, src, bytes, g, pred, mode);
+}
+
+FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
+  enter();
+  if (!pred) return;
+  const detail::span_split sp = detail::split_span(dst, src, bytes);
+  if (sp.w < 16 || sp.body == 0) {
+    detail::move_block(dst, src, bytes);
+    return;
+  }
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  if (leader()) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+                     d + sp.head),
+                 "r"(detail::smem_u32(s + sp.head)), "r"(sp.body)
+                 : "memory");
+  }
+  const unsigned tail = sp.head + sp.body;
+  detail::move_bytes(d, s, sp.head);
+  detail::move_bytes(d + tail, s + tail, sp.tail);
+}
+
+// ------------------------------------------------------------------ tiles
+// Whether this tile copy can go through the tensor map.
+FJ_DEV bool use_tmap(const tensor_param& p, const void* smem) {
+  return (p.flags & FJ_TP_HAS_TMAP) != 0 && (detail::addr(smem) & 127) == 0 &&
+         !(p.oob == oob_nan &&
+           (p.dtype == dtype_f8e4m3 || p.dtype == dtype_f8e5m2));
+}
+
+// The tensor instructions, one per rank. `m` (a generic address of the
+// __grid_constant__ parameter's tmap field) names the CUtensorMap.
+template <int R>
+FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
+                        unsigned b) {
+#define FJ_TL(D) \
+  "cp.async.bulk.tensor." D ".shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+  const int* v = c.v;
+  if (R == 1) {
+    asm volatile(FJ_TL("1d") "[%0], [%1, {%2}], [%3];" ::"r"(s), "l"(m),
+                 "r"(v[0]), "r"(b) : "memory");
+  } else if (R == 2) {
+    asm volatile(FJ_TL("2d") "[%0], [%1, {%2, %3}], [%4];" ::"r"(s), "l"(m),
+                 "r"(v[0]), "r"(v[1]), "r"(b) : "memory");
+  } else if (R == 3) {
+    asm volatile(FJ_TL("3d") "[%0], [%1, {%2, %3, %4}], [%5];" ::"r"(s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b) : "memory");
+  } else if (R == 4) {
+    asm volatile(FJ_TL("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b)
+                 : "memory");
+  } else {
+    asm volatile(FJ_TL("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(
+                     s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]),
+                 "r"(v[4]), "r"(b) : "memory");
+  }
+#undef FJ_TL
+}
+
+template <int R>
+FJ_DEV void tensor_load_multicast(unsigned s, const void* m, const coords& c,
+                                  unsigned b, unsigned short k) {
+#define FJ_TM(D)                                                    \
+  "cp.async.bulk.tensor." D ".shared::cluster.global.tile"          \
+  ".mbarrier::complete_tx::bytes.multicast::cluster "
+  const int* v = c.v;
+  if (R == 1) {
+    asm volatile(FJ_TM("1d") "[%0], [%1, {%2}], [%3], %4;" ::"r"(s), "l"(m),
+                 "r"(v[0]), "r"(b), "h"(k) : "memory");
+  } else if (R == 2) {
+    asm volatile(FJ_TM("2d") "[%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(b), "h"(k) : "memory");
+  } else if (R == 3) {
+    asm volatile(FJ_TM("3d") "[%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b), "h"(k)
+                 : "memory");
+  } else if (R == 4) {
+    asm volatile(FJ_TM("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(
+                     s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b),
+                 "h"(k) : "memory");
+  } else {
+    asm volatile(FJ_TM("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::
+                     "r"(s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]),
+                 "r"(v[4]), "r"(b), "h"(k) : "memory");
+  }
+#undef FJ_TM
+}
+
+template <int R>
+FJ_DEV void tensor_store(const void* m, const coords& c, unsigned s) {
+#define FJ_TS(D) "cp.async.bulk.tensor." D ".global.shared::cta.tile.bulk_group "
+  const int* v = c.v;
+  if (R == 1) {
+    asm volatile(FJ_TS("1d") "[%0, {%2}], [%1];" ::"l"(m), "r"(s), "r"(v[0])
+                 : "memory");
+  } else if (R == 2) {
+    asm volatile(FJ_TS("2d") "[%0, {%2, %3}], [%1];" ::"l"(m), "r"(s),
+                 "r"(v[0]), "r"(v[1]) : "memory");
+  } else if (R == 3) {
+    asm volatile(FJ_TS("3d") "[%0, {%2, %3, %4}], [%1];" ::"l"(m), "r"(s),
+                 "r"(v[0]), "r"(v[1]), "r"(v[2]) : "memory");
+  } else if (R == 4) {
+    asm volatile(FJ_TS("4d") "[%0, {%2, %3, %4, %5}], [%1];" ::"l"(m),
+                 "r"(s), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+                 : "memory");
+  } else {
+    asm volatile(FJ_TS("5d") "[%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(m),
+                 "r"(s), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]),
+                 "r"(v[4]) : "memory");
+  }
+#undef FJ_TS
+}
+
+template <int R>
+FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
+#define FJ_TP(D) "cp.async.bulk.prefetch.tensor." D ".L2.global.tile "
+  const int* v = c.v;
+  if (R == 1) {
+    asm volatile(FJ_TP("1d") "[%0, {%1}];" ::"l"(m), "r"(v[0]) : "memory");
+  } else if (R == 2) {
+    asm volatile(FJ_TP("2d") "[%0, {%1, %2}];" ::"l"(m), "r"(v[0]), "r"(v[1])
+                 : "memory");
+  } else if (R == 3) {
+    asm volatile(FJ_TP("3d") "[%0, {%1, %2, %3}];" ::"l"(m), "r"(v[0]),
+                 "r"(v[1]), "r"(v[2]) : "memory");
+  } else if (R == 4) {
+    asm volatile(FJ_TP("4d") "[%0, {%1, %2, %3, %4}];" ::"l"(m), "r"(v[0]),
+                 "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+  } else {
+    asm volatile(FJ_TP("5d") "[%0, {%1, %2, %3, %4, %5}];" ::"l"(m),
+                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4])
+                 : "memory");
+  }
+#undef FJ_TP
+}
+
+// Tile load on a barrier; `mask` != 0 multicasts (see multicast_peers).
+// The predicate gates the issue and the expect_tx together, so a false
+// predicate leaves the phase to the arrivals alone and nothing hangs.
+template <int R>
+FJ_DEV void load_tile_bar(void* dst, const tensor_param& p, const coords& c,
+                          barrier& b, unsigned short mask, bool pred,
+                          pred_mode mode) {
+  enter();
+  if (!use_tmap(p, dst)) {
+    cpa::issue_tile<R>(dst, p, c, pred, mode);
+    cpa::attach(b);
+    return;
+  }
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
+    return;
+  }
+  if (leader()) {
+    // The full box is counted, in-bounds or not: TMA writes all of it.
+    expect_tx(b, detail::box_bytes(p, R));
+    const unsigned s = detail::smem_u32(dst), bb = detail::smem_u32(&b);
+    if (mask == 0) {
+      tensor_load<R>(s, p.tmap, c, bb);
+    } else if (is_multicast_issuer(mask)) {
+      tensor_load_multicast<R>(s, p.tmap, c, bb, mask);
+    }
+  }
+}
+template <int R>
+FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
+                      barrier& b, bool pred, pred_mode mode) {
+  load_tile_bar<R>(dst, p, c, b, 0, pred, mode);
+}
+template <int R>
+FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
+                      in_group_t, bool pred, pred_mode mode) {
+  enter();
+  cpa::issue_tile<R>(dst, p, c, pred, mode);
+}
+template <int R>
+FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
+                                const coords& c, barrier& b,
+                                unsigned short mask, bool pred,
+                                pred_mode mode) {
+  load_tile_bar<R>(dst, p, c, b, multicast_peers(mask), pred, mode);
+}
+template <int R>
+FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
+                                const coords& c, in_group_t g, unsigned short,
+                                bool pred, pred_mode mode) {
+  load_tile<R>(dst, p, c, g, pred, mode);
+}
+
+// Tile store: the tensor map clips at the tensor's bounds in hardware.
+template <int R>
+FJ_DEV void store_tile(const tensor_param& p, const coords& c,
+                       const void* src, bool pred) {
+  enter();
+  if ((p.flags & FJ_TP_HAS_TMAP) == 0 || (detail::addr(src) & 127) != 0) {
+    detail::store_tile_generic<R>(p, c, src, pred);
+    return;
+  }
+  if (pred && leader()) tensor_store<R>(p.tmap, c, detail::smem_u32(src));
+}
+
+// --------------------------------------------------------------- prefetch
+// Bulk prefetch covers the 16-byte-aligned interior in 64 KiB pieces shared
+// by the threads; the unaligned ends get a line prefetch (an address inside
+// the span, so nothing outside it is touched).
+FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
+  if (bytes == 0) return;
+  const detail::u64 a0 = detail::addr(src), a1 = a0 + bytes;
+  const detail::u64 b0 = (a0 + 15) & ~15ull, b1 = a1 & ~15ull;
+  if (b1 <= b0) {
+    detail::prefetch_span_lines(src, bytes);
+    return;
+  }
+  const detail::u64 piece = 65536;
+  const detail::u64 pieces = (b1 - b0 + piece - 1) / piece;
+  for (detail::u64 i = detail::thread_rank(); i < pieces;
+       i += detail::block_threads()) {
+    const detail::u64 a = b0 + i * piece;
+    const unsigned n = (unsigned)(b1 - a < piece ? b1 - a : piece);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a), "r"(n)
+                 : "memory");
+  }
+  if (leader()) {
+    if (a0 < b0) asm volatile("prefetch.global.L2 [%0];" ::"l"(a0));
+    if (b1 < a1) asm volatile("prefetch.global.L2 [%0];" ::"l"(b1));
+  }
+}
+template <int R>
+FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
+  if ((p.flags & FJ_TP_HAS_TMAP) == 0) {
+    detail::prefetch_tile_lines<R>(p, c);
+  } else if (leader()) {
+    tensor_prefetch<R>(p.tmap, c);
+  }
+}
+FJ_DEV void prefetch_tensormap(const tensor_param& p) {
+  if ((p.flags & FJ_TP_HAS_TMAP) != 0 && leader())
+    asm volatile("prefetch.tensormap [%0];" ::"l"(p.tmap) : "memory");
+}
+
+}  // namespace tma_impl
+}  // namespace fj
+
+#endif  // FLEETJIT_COPY_TMA_CUH_
