@@ -1,0 +1,245 @@
+// The C ABI under bad input: every entry answers with a status, never a
+// crash. Runs on a machine with no GPU (named targets only).
+#include <dlpack/dlpack.h>
+
+#include <cstddef>
+#include <random>
+#include <string>
+
+#include "fleetjit/fleetjit.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+
+// Takes ownership of a status and returns its code.
+fj_code Code(fj_status* st) {
+  fj_code c = fj_status_code(st);
+  fj_status_free(st);
+  return c;
+}
+
+class CapiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(Code(fj_runtime_create(nullptr, &rt_)), FJ_OK); }
+  void TearDown() override { EXPECT_EQ(Code(fj_runtime_destroy(rt_)), FJ_OK); }
+  fj_build_options Options(const std::string& source, const std::string& target) {
+    source_ = source;
+    target_ = target;
+    fj_build_options o{};
+    o.struct_size = sizeof(o);
+    o.source = S(source_);
+    o.target = S(target_);
+    return o;
+  }
+  fj_runtime* rt_ = nullptr;
+  std::string source_, target_;
+};
+
+constexpr const char* kKernel =
+    "extern \"C\" __global__ void k(int* p, int v) { p[threadIdx.x] = v; }";
+
+TEST(CapiLayoutTest, TensorIsLayoutIdenticalToDLPack) {
+  static_assert(sizeof(fj_tensor) == sizeof(DLTensor));
+  static_assert(offsetof(fj_tensor, data) == offsetof(DLTensor, data));
+  static_assert(offsetof(fj_tensor, device) == offsetof(DLTensor, device));
+  static_assert(offsetof(fj_tensor, ndim) == offsetof(DLTensor, ndim));
+  static_assert(offsetof(fj_tensor, dtype) == offsetof(DLTensor, dtype));
+  static_assert(offsetof(fj_tensor, shape) == offsetof(DLTensor, shape));
+  static_assert(offsetof(fj_tensor, strides) == offsetof(DLTensor, strides));
+  static_assert(offsetof(fj_tensor, byte_offset) == offsetof(DLTensor, byte_offset));
+  static_assert(sizeof(fj_dl_dtype) == sizeof(DLDataType));
+  static_assert(sizeof(fj_dl_device) == sizeof(DLDevice));
+  EXPECT_EQ(kDLCUDA, 2);
+}
+
+TEST(CapiStatusTest, NullStatusIsOk) {
+  EXPECT_EQ(fj_status_code(nullptr), FJ_OK);
+  EXPECT_STREQ(fj_status_message(nullptr, nullptr), "");
+  EXPECT_EQ(fj_status_detail(nullptr, S("build_log"), nullptr), nullptr);
+  fj_status_free(nullptr);
+  EXPECT_STREQ(fj_code_name(static_cast<fj_code>(77)), "UNKNOWN");
+  EXPECT_STREQ(fj_copy_impl_name(static_cast<fj_copy_impl>(9)), "unknown");
+  EXPECT_STREQ(fj_feature_name(static_cast<fj_feature>(-1)), "unknown");
+}
+
+TEST_F(CapiTest, NullArgumentsAreStatuses) {
+  int32_t n = 0;
+  EXPECT_EQ(Code(fj_runtime_create(nullptr, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_device_count(nullptr, &n)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_device_count(rt_, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_device_info_get(rt_, 0, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_module_build(rt_, nullptr, nullptr)), FJ_INVALID_ARGUMENT);
+  fj_module* m = nullptr;
+  EXPECT_EQ(Code(fj_module_build(rt_, nullptr, &m)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);  // outputs untouched on error
+  EXPECT_EQ(Code(fj_module_info_get(nullptr, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_module_get_kernel(nullptr, S("k"), 0, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_launch(nullptr, nullptr, nullptr, 0)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_kernel_info_get(nullptr, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_mem_alloc(nullptr, 0, 16, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_memcpy_htod(rt_, 0, nullptr, 16, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_stream_synchronize(nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_stream_destroy(nullptr)), FJ_OK);
+  EXPECT_EQ(Code(fj_cache_stats_get(rt_, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_copy_plan_for_target(S("sm_80"), FJ_COPY_IMPL_AUTO, nullptr)),
+            FJ_INVALID_ARGUMENT);
+  fj_copy_plan plan{};
+  plan.struct_size = sizeof(plan);
+  EXPECT_EQ(Code(fj_copy_plan_for_target(fj_str{nullptr, 5}, FJ_COPY_IMPL_AUTO, &plan)),
+            FJ_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiTest, ShortAndZeroStructSizesAreRefused) {
+  for (size_t size : {size_t{0}, size_t{8}, sizeof(fj_build_options) - 1}) {
+    fj_build_options o = Options(kKernel, "sm_80");
+    o.struct_size = size;
+    fj_module* m = nullptr;
+    EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_INVALID_ARGUMENT) << size;
+  }
+  fj_runtime_options ro{};
+  ro.struct_size = 0;
+  fj_runtime* rt = nullptr;
+  EXPECT_EQ(Code(fj_runtime_create(&ro, &rt)), FJ_INVALID_ARGUMENT);
+  fj_copy_plan plan{};
+  plan.struct_size = 3;
+  EXPECT_EQ(Code(fj_copy_plan_for_target(S("sm_80"), FJ_COPY_IMPL_AUTO, &plan)),
+            FJ_INVALID_ARGUMENT);
+  fj_cache_stats stats{};
+  EXPECT_EQ(Code(fj_cache_stats_get(rt_, &stats)), FJ_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiTest, LongerStructsFromNewerCallersAreAccepted) {
+  struct Longer {
+    fj_build_options o;
+    uint64_t future_field;
+  } longer{};
+  longer.o = Options(kKernel, "sm_80");
+  longer.o.struct_size = sizeof(Longer);
+  longer.future_field = 0xdeadbeef;
+  fj_module* m = nullptr;
+  ASSERT_EQ(Code(fj_module_build(rt_, &longer.o, &m)), FJ_OK);
+  EXPECT_EQ(Code(fj_module_destroy(m)), FJ_OK);
+}
+
+TEST_F(CapiTest, DestroyedAndForgedHandlesAreRefused) {
+  fj_build_options o = Options(kKernel, "sm_80");
+  fj_module* m = nullptr;
+  ASSERT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_OK);
+  ASSERT_EQ(Code(fj_module_destroy(m)), FJ_OK);
+  fj_module_info info{};
+  info.struct_size = sizeof(info);
+  EXPECT_EQ(Code(fj_module_info_get(m, &info)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_module_destroy(m)), FJ_INVALID_ARGUMENT);
+  // A runtime handle passed as a module, and random forged values.
+  EXPECT_EQ(Code(fj_module_info_get(reinterpret_cast<fj_module*>(rt_), &info)),
+            FJ_INVALID_ARGUMENT);
+  std::mt19937_64 rng(std::random_device{}());
+  for (int i = 0; i < 1000; ++i) {
+    auto forged = reinterpret_cast<fj_runtime*>(static_cast<uintptr_t>(rng() | 1));
+    int32_t n = 0;
+    EXPECT_EQ(Code(fj_device_count(forged, &n)), FJ_INVALID_ARGUMENT);
+    EXPECT_EQ(Code(fj_stream_synchronize(reinterpret_cast<fj_stream*>(forged))),
+              FJ_INVALID_ARGUMENT);
+  }
+  fj_runtime* other = nullptr;
+  ASSERT_EQ(Code(fj_runtime_create(nullptr, &other)), FJ_OK);
+  ASSERT_EQ(Code(fj_runtime_destroy(other)), FJ_OK);
+  int32_t n = 0;
+  EXPECT_EQ(Code(fj_device_count(other, &n)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_runtime_destroy(other)), FJ_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiTest, EnumValuesOutOfRangeAreRefused) {
+  fj_build_options o = Options(kKernel, "sm_80");
+  fj_module* m = nullptr;
+  o.copy_impl = static_cast<fj_copy_impl>(7);
+  EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_INVALID_ARGUMENT);
+  o.copy_impl = FJ_COPY_IMPL_AUTO;
+  o.output = static_cast<fj_output>(-1);
+  EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_INVALID_ARGUMENT);
+  o.output = FJ_OUTPUT_AUTO;
+  o.flags = 0x80;
+  EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_INVALID_ARGUMENT);
+  fj_copy_plan plan{};
+  plan.struct_size = sizeof(plan);
+  EXPECT_EQ(Code(fj_copy_plan_for_target(S("sm_80"), static_cast<fj_copy_impl>(4), &plan)),
+            FJ_INVALID_ARGUMENT);
+  fj_runtime_options ro{};
+  ro.struct_size = sizeof(ro);
+  ro.flags = 1u << 30;
+  fj_runtime* rt = nullptr;
+  EXPECT_EQ(Code(fj_runtime_create(&ro, &rt)), FJ_INVALID_ARGUMENT);
+}
+
+TEST_F(CapiTest, UnknownTargetsAndForcedImplementationsAreClear) {
+  fj_build_options o = Options(kKernel, "sm_33");
+  fj_module* m = nullptr;
+  fj_status* st = fj_module_build(rt_, &o, &m);
+  EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("sm_33"), std::string::npos);
+  fj_status_free(st);
+  o = Options(kKernel, "sm_80");
+  o.copy_impl = FJ_COPY_IMPL_TMA;
+  EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_FAILED_PRECONDITION);
+}
+
+TEST_F(CapiTest, CompileErrorsCarryTheBuildLog) {
+  fj_build_options o = Options("__global__ void k() { no_such_thing(); }", "sm_80");
+  fj_module* m = nullptr;
+  fj_status* st = fj_module_build(rt_, &o, &m);
+  ASSERT_EQ(fj_status_code(st), FJ_BUILD_ERROR);
+  size_t n = 0;
+  const char* log = fj_status_detail(st, S("build_log"), &n);
+  ASSERT_NE(log, nullptr);
+  EXPECT_NE(std::string(log, n).find("no_such_thing"), std::string::npos);
+  EXPECT_STREQ(fj_status_detail(st, S("target"), nullptr), "sm_80");
+  EXPECT_STREQ(fj_status_detail(st, S("copy_impl"), nullptr), "cp_async");
+  EXPECT_EQ(fj_status_detail(st, S("no_such_detail"), nullptr), nullptr);
+  fj_status_free(st);
+}
+
+TEST_F(CapiTest, AMissingKernelNameIsNotFound) {
+  fj_build_options o = Options(kKernel, "sm_80");
+  fj_module* m = nullptr;
+  ASSERT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_OK);
+  fj_kernel* k = nullptr;
+  fj_status* st = fj_module_get_kernel(m, S("not_there"), 0, &k);
+  EXPECT_EQ(fj_status_code(st), FJ_NOT_FOUND);
+  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("it has: k"), std::string::npos);
+  fj_status_free(st);
+  EXPECT_EQ(k, nullptr);
+  EXPECT_EQ(Code(fj_module_destroy(m)), FJ_OK);
+}
+
+TEST_F(CapiTest, DeviceCallsWithoutAGpuAreUnavailable) {
+  int32_t n = -1;
+  ASSERT_EQ(Code(fj_device_count(rt_, &n)), FJ_OK);
+  if (n > 0) GTEST_SKIP() << "a GPU is present; this checks the no-GPU answers";
+  fj_device_info info{};
+  info.struct_size = sizeof(info);
+  EXPECT_EQ(Code(fj_device_info_get(rt_, 0, &info)), FJ_UNAVAILABLE);
+  uint64_t p = 0;
+  EXPECT_EQ(Code(fj_mem_alloc(rt_, 0, 64, &p)), FJ_UNAVAILABLE);
+  fj_stream* s = nullptr;
+  EXPECT_EQ(Code(fj_stream_create(rt_, 0, &s)), FJ_UNAVAILABLE);
+  EXPECT_NE(std::string(fj_runtime_driver_error(rt_)), "");
+  // Building for the live device needs one, and says to name a target.
+  fj_build_options o = Options(kKernel, "");
+  fj_module* m = nullptr;
+  fj_status* st = fj_module_build(rt_, &o, &m);
+  EXPECT_EQ(fj_status_code(st), FJ_UNAVAILABLE);
+  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("name a target"), std::string::npos);
+  fj_status_free(st);
+}
+
+TEST_F(CapiTest, UnknownAddressesAreRefused) {
+  EXPECT_EQ(Code(fj_mem_free(rt_, 0)), FJ_OK);
+  EXPECT_EQ(Code(fj_mem_free(rt_, 0x7f0000001000ull)), FJ_INVALID_ARGUMENT);
+  int v = 5;
+  EXPECT_EQ(Code(fj_memcpy_htod(rt_, 0x7f0000001000ull, &v, sizeof(v), nullptr)),
+            FJ_INVALID_ARGUMENT);
+}
+
+}  // namespace
