@@ -39,8 +39,16 @@ Support SupportOf(CopyImpl impl, Feature f, const Target& target) {
       }
     case CopyImpl::kTma:
       switch (f) {
-        case kGroupWait:    // TMA loads complete only on mbarriers
-          return E;
+        case kGroupWait:    // TMA loads complete only on mbarriers: grouped
+          return E;         // loads go through cp.async instead
+        case kMulticast:    // .multicast::cluster: sm_90, and the
+                            // arch/family-specific Blackwell datacenter targets
+          return target.arch == 90 ||
+                         ((target.arch == 100 || target.arch == 103 ||
+                           target.arch == 110) &&
+                          target.suffix != '\0')
+                     ? N
+                     : E;
         default:
           return N;
       }

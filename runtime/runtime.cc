@@ -10,6 +10,7 @@
 #include "jit/nvrtc_build.h"
 #include "runtime/cache_sha256.h"
 #include "runtime/cache_key.h"
+#include "runtime/nvrtc_locate.h"
 #include "runtime/status_macros.h"
 
 namespace fleetjit {
@@ -251,8 +252,6 @@ absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
 absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
                                                  absl::string_view name,
                                                  int ordinal) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal),
-                      absl::StrCat("loading '", module.name, "'"));
   const jit::Artifact& artifact = *module.artifact;
   const jit::KernelEntry* entry = artifact.FindKernel(name);
   if (entry == nullptr) {
@@ -265,6 +264,8 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
         "' (it has: ", known.empty() ? "none" : known,
         "; templated kernels need a name expression at build time)"));
   }
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal),
+                      absl::StrCat("loading '", module.name, "'"));
   if (!jit::TargetRunsOn(artifact.target, dev->facts().arch())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "module '", module.name, "' was built for ", artifact.target.Name(),

@@ -50,6 +50,8 @@ TEST(CopyPlanTest, EveryFeatureIsOfferedUnderEveryImplementation) {
   EXPECT_EQ(Plan("sm_80").support[static_cast<int>(Feature::kGroupWait)], Support::kNative);
   EXPECT_EQ(Plan("sm_90").support[static_cast<int>(Feature::kMulticast)], Support::kNative);
   EXPECT_EQ(Plan("sm_80").support[static_cast<int>(Feature::kMulticast)], Support::kEmulated);
+  EXPECT_EQ(Plan("sm_100a").support[static_cast<int>(Feature::kMulticast)], Support::kNative);
+  EXPECT_EQ(Plan("sm_120").support[static_cast<int>(Feature::kMulticast)], Support::kEmulated);
   EXPECT_EQ(Plan("sm_75").support[static_cast<int>(Feature::kBarrier)], Support::kEmulated);
 }
 
