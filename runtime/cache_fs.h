@@ -1,0 +1,67 @@
+// Small POSIX file helpers for the disk cache: an owning descriptor,
+// directory listing relative to a descriptor, and the ownership checks.
+// Everything works on descriptors (openat family) so a path component can
+// not be swapped between a check and its use.
+#ifndef FLEETJIT_RUNTIME_CACHE_FS_H_
+#define FLEETJIT_RUNTIME_CACHE_FS_H_
+
+#include <sys/stat.h>
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace fleetjit::cache_fs {
+
+// Owns a file descriptor; -1 when empty.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd& operator=(Fd&& other) noexcept {
+    Reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  bool ok() const { return fd_ >= 0; }
+  void Reset(int fd = -1);
+  int Release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_ = -1;
+};
+
+// strerror text for `err`.
+std::string ErrnoText(int err);
+
+// "" if a file or directory may be trusted with cached code: owned by the
+// effective user and neither group- nor world-writable. Else the reason,
+// e.g. "owned by uid 65534, not 1000" or "group-writable (mode 0664)".
+std::string OwnershipProblem(const struct stat& st);
+
+// Names in the directory open at `dir_fd` (not "." or ".."), sorted.
+std::vector<std::string> ListNames(int dir_fd);
+
+// Creates `path` and any missing parents with mode 0700.
+absl::Status MakeDirs(const std::string& path);
+
+// Reads `size` bytes from offset 0. DATA_LOSS on a short file, UNAVAILABLE
+// on an I/O error.
+absl::StatusOr<std::string> ReadFully(int fd, uint64_t size);
+// Writes all of `data`; the errno text on failure.
+absl::Status WriteFully(int fd, absl::string_view data);
+
+// Deletes `name` under `dir_fd`: a file or link, or a directory tree (two
+// levels at most, which is all the cache creates). Best effort; returns
+// whether the name is gone.
+bool RemoveTree(int dir_fd, const std::string& name);
+
+}  // namespace fleetjit::cache_fs
+
+#endif  // FLEETJIT_RUNTIME_CACHE_FS_H_
