@@ -1,0 +1,33 @@
+#include "bench/bench_util.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+namespace fleetjit::bench {
+
+void Check(fj_status* status, const char* what) {
+  if (status == nullptr) return;
+  std::fprintf(stderr, "bench: %s: %s: %s\n", what, fj_code_name(fj_status_code(status)),
+               fj_status_message(status, nullptr));
+  fj_status_free(status);
+  std::exit(1);
+}
+
+fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+double NowMs() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace fleetjit::bench

@@ -1,0 +1,20 @@
+// Helpers shared by the benchmarks: checked C ABI calls and medians.
+#ifndef FLEETJIT_BENCH_BENCH_UTIL_H_
+#define FLEETJIT_BENCH_BENCH_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "fleetjit/fleetjit.h"
+
+namespace fleetjit::bench {
+
+// Exits the process with the status's message if `status` is an error.
+void Check(fj_status* status, const char* what);
+fj_str Str(const std::string& s);
+double Median(std::vector<double> v);
+double NowMs();
+
+}  // namespace fleetjit::bench
+
+#endif  // FLEETJIT_BENCH_BENCH_UTIL_H_

@@ -1,0 +1,177 @@
+// Build time: what the copy layer and fleetjit add to an NVRTC compile.
+//  1. bare NVRTC, a plain copy kernel with no includes        (anchor)
+//  2. fleetjit cold build of that kernel (cache miss + publish)  goal <= 1.05x
+//  3. the same kernel written with <fleetjit/copy.cuh>, bare NVRTC + the
+//     embedded headers                                          goal <= 1.25x
+//  4. fleetjit cold build of the copy.cuh kernel
+//  5. a libcu++ <cuda/barrier> + memcpy_async kernel (what users would
+//     include instead; anchors.md: 1.05-1.57 s)
+// Medians of 7 compiles for sm_90 (no GPU needed). Every compiled source is
+// unique (a counter in a comment) so no cache can answer.
+#include <nvrtc.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/bench_util.h"
+#include "jit/embedded.h"
+#include "runtime/nvrtc_library.h"
+
+namespace fleetjit::bench {
+namespace {
+
+constexpr const char* kPlain = R"(
+extern "C" __global__ void copy(const float4* in, float4* out, int n) {
+  __shared__ float4 tile[256];
+  for (int i = blockIdx.x * 256 + threadIdx.x; i < n; i += gridDim.x * 256) {
+    tile[threadIdx.x] = in[i];
+    __syncthreads();
+    out[i] = tile[threadIdx.x];
+    __syncthreads();
+  }
+}
+)";
+
+constexpr const char* kWithLayer = R"(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out, int tiles_x) {
+  __shared__ __align__(128) float tile[64 * 32];
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(fj::block_threads());
+  __syncthreads();
+  fj::coords at = fj::at((blockIdx.x % tiles_x) * 64, (blockIdx.x / tiles_x) * 32);
+  fj::load_tile(tile, in, at, bar);
+  bar.arrive();
+  bar.wait(0);
+  fj::store_tile(out, at, tile);
+  fj::commit_group();
+  fj::wait_group<0>();
+}
+)";
+
+constexpr const char* kLibcuxx = R"(
+#include <cuda/barrier>
+#include <cooperative_groups.h>
+extern "C" __global__ void copy(const float* in, float* out, int n) {
+  __shared__ float tile[1024];
+  __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+  auto block = cooperative_groups::this_thread_block();
+  if (block.thread_rank() == 0) init(&bar, block.size());
+  block.sync();
+  cuda::memcpy_async(block, tile, in + blockIdx.x * 1024, sizeof(tile), bar);
+  bar.arrive_and_wait();
+  for (int i = threadIdx.x; i < 1024; i += blockDim.x) out[blockIdx.x * 1024 + i] = tile[i];
+}
+)";
+
+int g_counter = 0;
+
+std::string Unique(const char* source) {
+  return std::string(source) + "\n// build " + std::to_string(++g_counter) + " " +
+         std::to_string(NowMs()) + "\n";
+}
+
+// One bare NVRTC compile to a cubin; returns ms, or -1 on failure.
+double BareNvrtc(const NvrtcApi& api, const std::string& source, bool headers,
+                 const std::vector<std::string>& extra = {}) {
+  std::vector<const char*> names, contents;
+  if (headers) {
+    for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
+      names.push_back(jit::kEmbeddedHeaders[i].path.data());
+      contents.push_back(jit::kEmbeddedHeaders[i].content.data());
+    }
+  }
+  std::vector<std::string> opts = {"-arch=sm_90", "-std=c++17", "-DFJ_COPY_IMPL=2"};
+  opts.insert(opts.end(), extra.begin(), extra.end());
+  std::vector<const char*> opt_ptrs;
+  for (const auto& o : opts) opt_ptrs.push_back(o.c_str());
+  double t0 = NowMs();
+  nvrtcProgram p = nullptr;
+  if (api.nvrtcCreateProgram(&p, source.c_str(), "bench.cu", static_cast<int>(names.size()),
+                             contents.data(), names.data()) != NVRTC_SUCCESS) {
+    return -1;
+  }
+  nvrtcResult r = api.nvrtcCompileProgram(p, static_cast<int>(opt_ptrs.size()), opt_ptrs.data());
+  size_t n = 0;
+  if (r == NVRTC_SUCCESS) api.nvrtcGetCUBINSize(p, &n);
+  std::string cubin(n, '\0');
+  if (r == NVRTC_SUCCESS) api.nvrtcGetCUBIN(p, cubin.data());
+  double ms = NowMs() - t0;
+  if (r != NVRTC_SUCCESS) {
+    size_t log_size = 0;
+    api.nvrtcGetProgramLogSize(p, &log_size);
+    std::string log(log_size, '\0');
+    api.nvrtcGetProgramLog(p, log.data());
+    std::fprintf(stderr, "bare NVRTC failed: %s\n", log.c_str());
+  }
+  api.nvrtcDestroyProgram(&p);
+  return r == NVRTC_SUCCESS ? ms : -1;
+}
+
+double FleetjitCold(fj_runtime* rt, const std::string& source) {
+  fj_build_options o{};
+  o.struct_size = sizeof(o);
+  o.source = Str(source);
+  o.name = Str("bench.cu");
+  std::string target = "sm_90";
+  o.target = Str(target);
+  fj_module* m = nullptr;
+  double t0 = NowMs();
+  Check(fj_module_build(rt, &o, &m), "fleetjit build");
+  double ms = NowMs() - t0;
+  fj_module_info info{};
+  info.struct_size = sizeof(info);
+  Check(fj_module_info_get(m, &info), "module info");
+  if (info.cache_result != FJ_CACHE_COMPILED) {
+    std::fprintf(stderr, "build_bench: expected a cold build, got a cache hit\n");
+    std::exit(1);
+  }
+  fj_module_destroy(m);
+  return ms;
+}
+
+}  // namespace
+}  // namespace fleetjit::bench
+
+int main() {
+  using namespace fleetjit::bench;  // NOLINT
+  auto api_or = fleetjit::NvrtcLibrary::Default().Get();
+  if (!api_or.ok()) {
+    std::printf("build_bench: no NVRTC: %s\n", std::string(api_or.status().message()).c_str());
+    return 0;
+  }
+  const fleetjit::NvrtcApi& api = **api_or;
+  fj_runtime* rt = nullptr;
+  Check(fj_runtime_create(nullptr, &rt), "runtime");
+  const int reps = 7;
+  // Warm NVRTC itself (its first compile pays its own start-up).
+  BareNvrtc(api, Unique(kPlain), false);
+  FleetjitCold(rt, Unique(kPlain));
+  std::vector<double> bare, cold, layer_bare, layer_cold;
+  for (int i = 0; i < reps; ++i) {
+    bare.push_back(BareNvrtc(api, Unique(kPlain), false));
+    cold.push_back(FleetjitCold(rt, Unique(kPlain)));
+    layer_bare.push_back(BareNvrtc(api, Unique(kWithLayer), true));
+    layer_cold.push_back(FleetjitCold(rt, Unique(kWithLayer)));
+  }
+  double b = Median(bare);
+  std::printf("build_bench: NVRTC %d.%d, target sm_90, median of %d\n", api.major, api.minor, reps);
+  std::printf("%-52s %9.2f ms  1.00x\n", "bare NVRTC, plain kernel, no includes (anchor)", b);
+  std::printf("%-52s %9.2f ms  %.3fx  (goal <= 1.05x)\n", "fleetjit cold build, plain kernel",
+              Median(cold), Median(cold) / b);
+  std::printf("%-52s %9.2f ms  %.3fx  (goal <= 1.25x)\n", "bare NVRTC, kernel using <fleetjit/copy.cuh>",
+              Median(layer_bare), Median(layer_bare) / b);
+  std::printf("%-52s %9.2f ms  %.3fx\n", "fleetjit cold build, kernel using copy.cuh",
+              Median(layer_cold), Median(layer_cold) / b);
+  std::vector<std::string> cccl = {"-I/usr/local/cuda/include/cccl", "-I/usr/local/cuda/include"};
+  double libcuxx = BareNvrtc(api, Unique(kLibcuxx), false, cccl);
+  if (libcuxx > 0) {
+    std::printf("%-52s %9.2f ms  %.3fx  (one compile)\n", "bare NVRTC, libcu++ <cuda/barrier> kernel",
+                libcuxx, libcuxx / b);
+  } else {
+    std::printf("libcu++ kernel: not measured (CCCL headers not found)\n");
+  }
+  fj_runtime_destroy(rt);
+  return 0;
+}
