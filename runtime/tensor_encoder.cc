@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,15 @@ constexpr DtypeInfo kDtypes[fj::dtype_count] = {
 };
 
 bool KnownDtype(int dtype) { return dtype >= 0 && dtype < fj::dtype_count; }
+
+// The oob field as the int it is in memory: a caller may store any value,
+// and loading an out-of-range enum is undefined in C++.
+int32_t RawOob(const fj_tensor_arg* arg) {
+  int32_t oob;
+  std::memcpy(&oob, reinterpret_cast<const char*>(arg) + offsetof(fj_tensor_arg, oob),
+              sizeof(oob));
+  return oob;
+}
 
 absl::Status ArgError(size_t arg_index, absl::string_view message) {
   return absl::InvalidArgumentError(
@@ -119,7 +129,7 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
   key->code = t->dtype.code;
   key->bits = t->dtype.bits;
   key->lanes = t->dtype.lanes;
-  key->oob = static_cast<int32_t>(arg->oob);
+  key->oob = RawOob(arg);
   key->flags = (t->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0);
   for (int i = 0; i < t->ndim; ++i) {
     key->shape[i] = t->shape[i];
@@ -289,7 +299,8 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     }
     d.box[dim] = static_cast<int32_t>(b);
   }
-  switch (arg->oob) {
+  const int32_t oob = RawOob(arg);
+  switch (oob) {
     case FJ_OOB_PROMISE_IN_BOUNDS: d.oob = fj::oob_promise_in_bounds; break;
     case FJ_OOB_ZEROS: d.oob = fj::oob_zeros; break;
     case FJ_OOB_NAN:
@@ -301,7 +312,7 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
       d.oob = fj::oob_nan;
       break;
     default:
-      return ArgError(arg_index, absl::StrCat("oob is ", static_cast<int>(arg->oob),
+      return ArgError(arg_index, absl::StrCat("oob is ", oob,
                                               ", not an fj_oob value"));
   }
   return d;

@@ -1,0 +1,366 @@
+#include "runtime/launch.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "jit/thunk/arg_rules.h"
+#include "jit/thunk/thunk_abi.h"
+#include "runtime/status_macros.h"
+
+namespace fleetjit {
+namespace {
+
+// Reads an enum field as the int it is in memory: a caller may put any
+// value there, and loading an out-of-range enum is undefined in C++.
+int32_t RawKind(const fj_arg* a) {
+  int32_t kind;
+  std::memcpy(&kind, reinterpret_cast<const char*>(a) + offsetof(fj_arg, kind),
+              sizeof(kind));
+  return kind;
+}
+
+const fj_arg* ArgAt(const fj_arg* args, size_t i, size_t stride) {
+  return reinterpret_cast<const fj_arg*>(reinterpret_cast<const char*>(args) +
+                                         i * stride);
+}
+
+// The thunk's way back into the encoder (thunk_abi.h).
+int32_t EncodeTensorForThunk(void* encoder, uint32_t arg_index,
+                             const fj_tensor_arg* arg, int32_t declared_rank,
+                             int32_t declared_dtype, int32_t copy_impl,
+                             uint8_t* dst) noexcept {
+  const auto* e = static_cast<const TensorEncoder*>(encoder);
+  return e->Encode(arg_index, arg, declared_rank, declared_dtype,
+                   static_cast<jit::CopyImpl>(copy_impl), dst)
+                 .ok()
+             ? 0
+             : 1;
+}
+
+std::string DeviceLabel(const DeviceFacts& f) {
+  return absl::StrCat("device ", f.ordinal, " (", f.name.empty() ? "?" : f.name,
+                      ", sm_", f.arch(), ")");
+}
+
+absl::Status RaiseDynamicSharedLimit(LoadedKernel& k, const DeviceFacts& f) {
+  // Raise straight to the most the kernel can ever use: every later launch
+  // then fits, and concurrent raisers all set the same value.
+  const int target = f.shared_per_block_optin - k.static_shared_bytes;
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*k.api,
+              k.api->cuFuncSetAttribute(
+                  k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, target),
+              "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"),
+      absl::StrCat("raising the dynamic shared memory limit of '", k.display_name,
+                   "' to ", target, " bytes"));
+  k.dynamic_shared_limit.store(target, std::memory_order_relaxed);
+  k.dynamic_shared_raised.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status AllowNonPortableClusters(LoadedKernel& k) {
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*k.api,
+              k.api->cuFuncSetAttribute(
+                  k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+              "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)"),
+      absl::StrCat("allowing clusters of more than 8 blocks for '", k.display_name,
+                   "'"));
+  k.non_portable_cluster_allowed.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
+                               int static_shared, const fj_launch_config& cfg,
+                               LaunchShape* out) {
+  static constexpr const char* kAxis[3] = {"x", "y", "z"};
+  LaunchShape s;
+  for (int i = 0; i < 3; ++i) {
+    s.grid[i] = cfg.grid[i] == 0 ? 1 : cfg.grid[i];
+    s.block[i] = cfg.block[i] == 0 ? 1 : cfg.block[i];
+    if (f.max_grid_dim[i] > 0 && s.grid[i] > static_cast<uint32_t>(f.max_grid_dim[i])) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "grid.", kAxis[i], " = ", s.grid[i], " exceeds the limit ",
+          f.max_grid_dim[i], " of ", DeviceLabel(f)));
+    }
+    if (f.max_block_dim[i] > 0 &&
+        s.block[i] > static_cast<uint32_t>(f.max_block_dim[i])) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "block.", kAxis[i], " = ", s.block[i], " exceeds the limit ",
+          f.max_block_dim[i], " of ", DeviceLabel(f)));
+    }
+  }
+  const uint64_t threads = uint64_t{s.block[0]} * s.block[1] * s.block[2];
+  if (f.max_threads_per_block > 0 &&
+      threads > static_cast<uint64_t>(f.max_threads_per_block)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "a block of ", s.block[0], "x", s.block[1], "x", s.block[2], " = ", threads,
+        " threads exceeds the limit ", f.max_threads_per_block, " of ",
+        DeviceLabel(f)));
+  }
+  if (kernel_max_threads > 0 && threads > static_cast<uint64_t>(kernel_max_threads)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "a block of ", threads, " threads exceeds the ", kernel_max_threads,
+        " this kernel can run per block (its register use or __launch_bounds__)"));
+  }
+  s.dynamic_shared = cfg.shared_bytes;
+  const uint64_t shared = uint64_t{cfg.shared_bytes} + std::max(static_shared, 0);
+  if (f.shared_per_block_optin > 0 &&
+      shared > static_cast<uint64_t>(f.shared_per_block_optin)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "shared memory of ", shared, " bytes (", static_shared, " static + ",
+        cfg.shared_bytes, " dynamic) exceeds the opt-in limit ",
+        f.shared_per_block_optin, " of ", DeviceLabel(f)));
+  }
+  s.has_cluster = cfg.cluster[0] != 0 || cfg.cluster[1] != 0 || cfg.cluster[2] != 0;
+  if (s.has_cluster) {
+    if (!f.cluster_launch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          DeviceLabel(f), " cannot launch thread-block clusters (sm_90 and newer can)"));
+    }
+    uint64_t blocks = 1;
+    for (int i = 0; i < 3; ++i) {
+      s.cluster[i] = cfg.cluster[i] == 0 ? 1 : cfg.cluster[i];
+      blocks *= s.cluster[i];
+    }
+    if (blocks > 16) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "a cluster of ", s.cluster[0], "x", s.cluster[1], "x", s.cluster[2], " = ",
+          blocks, " blocks exceeds 16 (8 portable, 16 non-portable)"));
+    }
+    s.non_portable_cluster = blocks > 8;
+    for (int i = 0; i < 3; ++i) {
+      if (s.grid[i] % s.cluster[i] != 0) {
+        return absl::OutOfRangeError(absl::StrCat(
+            "grid.", kAxis[i], " = ", s.grid[i], " is not a multiple of cluster.",
+            kAxis[i], " = ", s.cluster[i]));
+      }
+    }
+  }
+  *out = s;
+  return absl::OkStatus();
+}
+
+absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride) {
+  if (n == 0) return absl::OkStatus();
+  if (args == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("args is NULL but num_args is ", n));
+  }
+  if (stride < kMinArgStructSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "args[0].struct_size is ", stride, ", smaller than the first version of "
+        "fj_arg (", kMinArgStructSize, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
+                        const fj_arg* args, size_t n, size_t stride,
+                        const TensorEncoder* encoder, uint8_t* buffer,
+                        size_t buffer_size) {
+  if (entry.param_bytes > buffer_size) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the kernel takes ", entry.param_bytes, " bytes of parameters; at most ",
+        buffer_size, " are supported"));
+  }
+  absl::Status array = CheckArgArray(args, n, stride);
+  if (!array.ok()) return array;
+  if (n != entry.params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the kernel takes ", entry.params.size(), " argument",
+        entry.params.size() == 1 ? "" : "s", ", the call passed ", n));
+  }
+  std::memset(buffer, 0, entry.param_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const fj_arg* a = ArgAt(args, i, stride);
+    const jit::ParamSpec& spec = entry.params[i];
+    if (a->struct_size != stride) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "argument ", i, ": struct_size is ", a->struct_size,
+          " but args[0].struct_size is ", stride,
+          "; every element of the array must carry the same struct_size"));
+    }
+    if (uint64_t{spec.offset} + spec.size > entry.param_bytes) {
+      return absl::InternalError(absl::StrCat(
+          "argument ", i, ": the kernel's parameter layout is malformed (",
+          spec.offset, "+", spec.size, " > ", entry.param_bytes, ")"));
+    }
+    const int32_t kind = RawKind(a);
+    if (kind < 1 || kind > FJ_ARG_KIND_LAST) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "argument ", i, ": kind ", kind, " is not an fj_arg_kind value"));
+    }
+    const jit::AcceptedArgs accepted = jit::AcceptedArgsFor(spec);
+    uint8_t* dst = buffer + spec.offset;
+    if ((accepted.scalar_kinds & (uint32_t{1} << kind)) != 0) {
+      std::memcpy(dst, &a->v, spec.size);  // every accepted kind has this size
+      continue;
+    }
+    if (kind == FJ_ARG_BYTES && accepted.bytes) {
+      if (a->size != spec.size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "argument ", i, ": FJ_ARG_BYTES of ", a->size,
+            " bytes, but the kernel's parameter is ", jit::DescribeParam(spec)));
+      }
+      if (a->v.bytes == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument ", i, ": FJ_ARG_BYTES with a NULL v.bytes"));
+      }
+      std::memcpy(dst, a->v.bytes, spec.size);
+      continue;
+    }
+    if (kind == FJ_ARG_TENSOR && accepted.tensor) {
+      if (encoder == nullptr) {
+        return absl::InternalError(
+            absl::StrCat("argument ", i, ": no tensor encoder for a tensor argument"));
+      }
+      absl::Status encoded = encoder->Encode(i, a->v.tensor, spec.tensor_rank,
+                                             spec.tensor_dtype, impl, dst);
+      if (!encoded.ok()) return encoded;
+      continue;
+    }
+    const uint32_t given = jit::ScalarKindBytes(kind);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "argument ", i, ": the kernel expects ", jit::DescribeParam(spec), ", got ",
+        jit::ArgKindName(kind),
+        given != 0 && given != spec.size ? absl::StrCat(" (", given, " bytes)") : ""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
+                           size_t stride, const TensorEncoder& encoder,
+                           bool use_thunk, uint8_t* buffer, size_t buffer_size) {
+  const jit::KernelEntry& entry = *k.entry;
+  const LaunchThunk* thunk =
+      use_thunk ? k.thunk.load(std::memory_order_acquire) : nullptr;
+  if (thunk != nullptr && thunk->fn != nullptr && entry.param_bytes <= buffer_size) {
+    absl::Status array = CheckArgArray(args, n, stride);
+    if (!array.ok()) return array;
+    FjThunkContext ctx{&EncodeTensorForThunk,
+                       const_cast<void*>(static_cast<const void*>(&encoder))};
+    const int32_t r = thunk->fn(args, n, stride, buffer, &ctx);
+    if (r == 0) return absl::OkStatus();
+    // The thunk only says which argument; the generic packer says why.
+    absl::Status detailed =
+        PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer, buffer_size);
+    if (!detailed.ok()) return detailed;
+    return absl::InternalError(absl::StrCat(
+        "launch thunk ", thunk->symbol, " rejected ",
+        r == kThunkBadCount ? std::string("the argument count")
+                            : absl::StrCat("argument ", r - 1),
+        " that the generic path accepts; please report this (FLEETJIT_THUNKS=0 "
+        "avoids it)"));
+  }
+  return PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer, buffer_size);
+}
+
+absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg, CUstream stream,
+                    const fj_arg* args, size_t num_args, size_t arg_stride) {
+  if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
+      k.function == nullptr) {
+    return absl::FailedPreconditionError("launch: the kernel is not loaded");
+  }
+  const DriverApi& api = *k.api;
+  Device& device = *k.device;
+  if (device.is_poisoned()) return device.poisoned();
+  const DeviceFacts& facts = device.facts();
+
+  LaunchShape shape;
+  absl::Status status = CheckLaunchConfig(facts, k.max_threads_per_block,
+                                          k.static_shared_bytes, cfg, &shape);
+  if (!status.ok()) {
+    return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
+  }
+
+  // The parameter buffer lives on the stack: nothing is allocated per launch.
+  alignas(64) uint8_t buffer[jit::kMaxParamBytes];
+  TensorEncoder encoder(&api, k.display_name, &k.tma_fallbacks,
+                        &k.tma_fallback_reported);
+  status = PackForLaunch(k, args, num_args, arg_stride, encoder, /*use_thunk=*/true,
+                         buffer, sizeof(buffer));
+  if (!status.ok()) {
+    return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
+  }
+
+  CUcontext current = nullptr;
+  if (api.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != k.context) {
+    FJ_RETURN_IF_ERROR(CheckCu(api, api.cuCtxSetCurrent(k.context), "cuCtxSetCurrent"),
+                       absl::StrCat("launching '", k.display_name, "'"));
+  }
+  if (shape.dynamic_shared > 0 && !k.dynamic_shared_raised.load(std::memory_order_acquire)) {
+    // A fresh function allows 48 KiB minus its static shared memory.
+    const int limit = std::min(k.dynamic_shared_limit.load(std::memory_order_relaxed),
+                               facts.shared_per_block - k.static_shared_bytes);
+    if (static_cast<int64_t>(shape.dynamic_shared) > limit) {
+      FJ_RETURN_IF_ERROR(RaiseDynamicSharedLimit(k, facts), "launching");
+    }
+  }
+  if (shape.non_portable_cluster &&
+      !k.non_portable_cluster_allowed.load(std::memory_order_acquire)) {
+    FJ_RETURN_IF_ERROR(AllowNonPortableClusters(k), "launching");
+  }
+
+  CUlaunchConfig config = {};
+  config.gridDimX = shape.grid[0];
+  config.gridDimY = shape.grid[1];
+  config.gridDimZ = shape.grid[2];
+  config.blockDimX = shape.block[0];
+  config.blockDimY = shape.block[1];
+  config.blockDimZ = shape.block[2];
+  config.sharedMemBytes = shape.dynamic_shared;
+  config.hStream = stream;
+  CUlaunchAttribute attribute = {};
+  if (shape.has_cluster) {
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = shape.cluster[0];
+    attribute.value.clusterDim.y = shape.cluster[1];
+    attribute.value.clusterDim.z = shape.cluster[2];
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  size_t param_bytes = k.entry->param_bytes;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer,
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &param_bytes, CU_LAUNCH_PARAM_END};
+  const CUresult r = api.cuLaunchKernelEx(&config, k.function, nullptr,
+                                          param_bytes != 0 ? extra : nullptr);
+  if (r != CUDA_SUCCESS) {
+    return CheckStickyError(device, api, r,
+                            absl::StrCat("kernel '", k.display_name, "': cuLaunchKernelEx"));
+  }
+  return absl::OkStatus();
+}
+
+bool IsStickyError(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+absl::Status CheckStickyError(Device& device, const DriverApi& api, CUresult result,
+                              absl::string_view what) {
+  if (result == CUDA_SUCCESS) return absl::OkStatus();
+  // The call name goes last in `what`; CheckCu puts it first in the message.
+  absl::Status status = CheckCu(api, result, what);
+  if (IsStickyError(result)) device.MarkPoisoned(status);
+  return status;
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,106 @@
+// Launching a kernel: checks, parameter packing and the driver call.
+//
+// Launch() is the one path every fj_launch takes. Before the driver is
+// called it checks the configuration against the device and the kernel
+// (grid and block limits, threads per block, shared memory, clusters) and
+// the arguments against the kernel's parameters (count, kinds, sizes, tensor
+// rank and dtype); each mismatch is a status that says what was wrong. It
+// then packs the parameter buffer, on the stack, at the kernel's real
+// offsets: through the kernel's JIT-built thunk when one is attached
+// (jit/thunk/), else through the generic packer PackParams, with identical
+// results. Finally it calls cuLaunchKernelEx with the buffer passed as
+// CU_LAUNCH_PARAM_BUFFER_POINTER.
+//
+// A launch allocates nothing and takes no lock: it is safe from many
+// threads on different streams, and inside stream capture (it never
+// synchronises). The only locks are on rare first-time paths: raising a
+// kernel's dynamic shared memory limit, allowing non-portable clusters.
+//
+// A sticky CUDA error (a faulting kernel) poisons the kernel's device: the
+// status names the kernel, and every later launch on that device fails
+// with it, while other devices keep working.
+#ifndef FLEETJIT_RUNTIME_LAUNCH_H_
+#define FLEETJIT_RUNTIME_LAUNCH_H_
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "fleetjit/fleetjit.h"
+#include "jit/artifact.h"
+#include "jit/copy_plan.h"
+#include "runtime/device.h"
+#include "runtime/driver_api.h"
+#include "runtime/kernel.h"
+#include "runtime/tensor_encoder.h"
+
+namespace fleetjit {
+
+// The first version of fj_arg; a smaller struct_size is INVALID_ARGUMENT.
+inline constexpr size_t kMinArgStructSize = sizeof(fj_arg);
+
+// A launch configuration after its checks: zero entries became 1.
+struct LaunchShape {
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t cluster[3] = {1, 1, 1};
+  bool has_cluster = false;
+  bool non_portable_cluster = false;  // more than 8 blocks per cluster
+  uint32_t dynamic_shared = 0;
+};
+
+// Checks `cfg` against the device's facts and the kernel's limits
+// (`kernel_max_threads` 0 = unknown). OUT_OF_RANGE for a value over a
+// limit, FAILED_PRECONDITION for clusters on a device without them. Pure:
+// needs no GPU.
+absl::Status CheckLaunchConfig(const DeviceFacts& facts, int kernel_max_threads,
+                               int static_shared, const fj_launch_config& cfg,
+                               LaunchShape* out);
+
+// Checks the argument array itself: args non-NULL when n > 0, and
+// stride >= kMinArgStructSize. Both launch paths call it first.
+absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride);
+
+// The generic packer: checks every argument against `entry` (count,
+// struct_size == stride, kind and size per jit/thunk/arg_rules.h, tensors
+// through `encoder`) and writes the parameter buffer: every byte of
+// [0, entry.param_bytes), parameters at their offsets and zeros between.
+// `buffer` must hold entry.param_bytes. Needs no GPU. `encoder` may be null
+// when the kernel has no tensor parameter.
+absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
+                        const fj_arg* args, size_t n, size_t stride,
+                        const TensorEncoder* encoder, uint8_t* buffer,
+                        size_t buffer_size);
+
+// Packs with `k`'s thunk when one is attached (and `use_thunk`), else with
+// PackParams; on a thunk rejection PackParams produces the status. What
+// Launch runs before the driver call; exposed for tests and benchmarks.
+absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
+                           size_t stride, const TensorEncoder& encoder,
+                           bool use_thunk, uint8_t* buffer, size_t buffer_size);
+
+// Launches `k` on `stream` (a CUstream of k's context, or nullptr for the
+// legacy default stream). `cfg` is already struct_size-normalised by the C
+// shim, which also resolved cfg.stream (an fj_stream handle) into `stream`;
+// cfg.stream itself is not read. `arg_stride` is args[0].struct_size.
+absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg, CUstream stream,
+                    const fj_arg* args, size_t num_args, size_t arg_stride);
+
+// True for the driver errors that leave a context unusable (a kernel
+// fault: illegal address, illegal instruction, misaligned address, trap,
+// hardware stack error, launch failure, ...).
+bool IsStickyError(CUresult result);
+
+// OK for CUDA_SUCCESS. Otherwise the CheckCu status of `result`, prefixed
+// with `what` (e.g. "kernel 'saxpy.cu:k': cuStreamSynchronize"); for a
+// sticky error it also marks `device` poisoned with that status, so it
+// names the kernel. For use after launches and synchronisations.
+absl::Status CheckStickyError(Device& device, const DriverApi& api,
+                              CUresult result, absl::string_view what);
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_LAUNCH_H_

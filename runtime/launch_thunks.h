@@ -1,0 +1,69 @@
+// Giving loaded kernels their JIT-built launch thunks.
+//
+// The runtime owns one LaunchThunks. Two hooks connect it to the module
+// path:
+//   1. After NVRTC compiles a module and before it is cached, AddThunkObject
+//      puts the thunk object into the Artifact, so the module cache stores
+//      it and a cache hit never runs LLVM code generation.
+//   2. When a kernel is loaded on a device, Attach links the artifact's
+//      object (once per distinct object) and publishes the kernel's thunk in
+//      LoadedKernel::thunk. An artifact without an object (built with thunks
+//      off) gets one generated on the spot, once.
+// Until Attach succeeds, and always when thunks are disabled
+// (FLEETJIT_THUNKS=0 or FJ_RUNTIME_DISABLE_THUNKS), launches take the
+// generic path, which behaves identically. A failure here is never fatal:
+// the kernel keeps the generic path and the status says why.
+#ifndef FLEETJIT_RUNTIME_LAUNCH_THUNKS_H_
+#define FLEETJIT_RUNTIME_LAUNCH_THUNKS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "jit/artifact.h"
+#include "jit/thunk/thunk_codegen.h"
+#include "jit/thunk/thunk_jit.h"
+#include "runtime/kernel.h"
+
+namespace fleetjit {
+
+struct LaunchThunkStats {
+  uint64_t objects_generated = 0;  // EmitThunkObject runs
+  double codegen_ms_total = 0;     // IR + object emission
+  uint64_t objects_loaded = 0;
+  double load_ms_total = 0;
+  uint64_t kernels_attached = 0;
+};
+
+class LaunchThunks {
+ public:
+  // `enabled` false: Attach does nothing and every launch is generic.
+  explicit LaunchThunks(bool enabled) : enabled_(enabled) {}
+  bool enabled() const { return enabled_; }
+
+  // Hook 1: fills artifact.thunk_object if it is empty. `stats` may be null.
+  absl::Status AddThunkObject(jit::Artifact& artifact,
+                              jit::ThunkCodegenStats* stats = nullptr);
+
+  // Hook 2: sets k.thunk for `k` (whose entry belongs to `artifact`).
+  absl::Status Attach(const jit::Artifact& artifact, LoadedKernel& k);
+
+  LaunchThunkStats stats() const;
+
+ private:
+  absl::Status EnsureJit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const bool enabled_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<jit::ThunkJit> jit_ ABSL_GUARDED_BY(mu_);
+  // Objects generated for artifacts that came without one, by artifact.
+  std::map<const jit::Artifact*, std::string> generated_ ABSL_GUARDED_BY(mu_);
+  LaunchThunkStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_LAUNCH_THUNKS_H_
