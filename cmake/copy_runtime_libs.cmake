@@ -2,10 +2,17 @@
 # build tree runs on a host with no abseil installed.
 file(GET_RUNTIME_DEPENDENCIES LIBRARIES ${LIB}
   RESOLVED_DEPENDENCIES_VAR deps UNRESOLVED_DEPENDENCIES_VAR missing
-  PRE_INCLUDE_REGEXES "libabsl_" PRE_EXCLUDE_REGEXES ".*")
+  CONFLICTING_DEPENDENCIES_PREFIX conflict
+  PRE_INCLUDE_REGEXES "libabsl_" PRE_EXCLUDE_REGEXES ".*"
+  POST_EXCLUDE_REGEXES "^${DIR}/")
+# Merged-/usr systems see each library under /lib and /usr/lib: same file.
+foreach(name IN LISTS conflict_FILENAMES)
+  list(GET conflict_${name} 0 first)
+  list(APPEND deps ${first})
+endforeach()
 foreach(dep IN LISTS deps)
   get_filename_component(name ${dep} NAME)
-  if(NOT EXISTS ${DIR}/${name})
+  if(NOT EXISTS ${DIR}/${name} AND NOT dep MATCHES "^${DIR}/")
     file(COPY ${dep} DESTINATION ${DIR} FOLLOW_SYMLINK_CHAIN)
   endif()
 endforeach()

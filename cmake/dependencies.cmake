@@ -48,7 +48,9 @@ find_package(Threads REQUIRED)
 function(fj_private_library_link_options target)
   target_link_options(${target} PRIVATE
     -Wl,--exclude-libs,ALL -Wl,--no-undefined -Wl,--as-needed
-    -Wl,--disable-new-dtags,-rpath,$ORIGIN)
+    -Wl,--disable-new-dtags)
+  set_target_properties(${target} PROPERTIES
+    BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "$ORIGIN")
 endfunction()
 
 # Copies the shared abseil libraries a target needs next to it after link.
