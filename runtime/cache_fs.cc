@@ -61,7 +61,7 @@ absl::Status MakeDirs(const std::string& path) {
       ::chmod(prefix.c_str(), 0700);  // exactly 0700, whatever the umask
     } else if (errno != EEXIST) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "cannot create directory '", prefix, "': ", ErrnoText(errno)));
+          "cannot create directory ", prefix, ": ", ErrnoText(errno)));
     }
   }
   return absl::OkStatus();

@@ -74,22 +74,22 @@ Fd OpenRoot(const DiskCache& cache, bool create,
   if (!root.ok() && errno == ENOENT && create) {
     absl::Status made = cache_fs::MakeDirs(dir);
     if (!made.ok()) {
-      refuse(made.message());
+      refuse(absl::StrCat(made.message(), "; not saving to disk"));
       return Fd();
     }
     root = Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
   if (!root.ok()) {
     if (errno != ENOENT) {
-      refuse(absl::StrCat("cannot open cache directory '", dir,
-                          "': ", ErrnoText(errno)));
+      refuse(absl::StrCat("cannot open cache directory ", dir, ": ",
+                          ErrnoText(errno), "; the disk cache is off"));
     }
     return Fd();
   }
   struct stat st;
   if (::fstat(root.get(), &st) != 0) return Fd();
   if (std::string problem = cache_fs::OwnershipProblem(st); !problem.empty()) {
-    refuse(absl::StrCat("refusing cache directory '", dir, "': ", problem,
+    refuse(absl::StrCat("refusing cache directory ", dir, ": ", problem,
                         "; the disk cache is off"));
     return Fd();
   }
@@ -307,9 +307,9 @@ absl::Status DiskCache::Store(const CacheKey& key,
     if (!dir_refusal_logged_.exchange(true)) Log(m);
   });
   if (!root.ok()) {
-    return absl::FailedPreconditionError(
-        refusal.empty() ? absl::StrCat("cannot open cache directory ", dir_)
-                        : refusal);
+    if (!refusal.empty()) return absl::FailedPreconditionError(refusal);
+    return absl::UnavailableError(
+        absl::StrCat("cannot open cache directory ", dir_));
   }
   auto log = [this](absl::string_view m) { Log(m); };
   const std::string shard_name = key.digest.substr(0, 2);
@@ -324,8 +324,9 @@ absl::Status DiskCache::Store(const CacheKey& key,
     if (!shard.ok() || err == ENOENT) {
       shard = OpenShard(root.get(), shard_name, true, dir_, log);
       if (!shard.ok()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot use shard directory ", dir_, "/", shard_name));
+        return absl::UnavailableError(absl::StrCat(
+            "cannot use shard directory ", dir_, "/", shard_name, ": ",
+            ErrnoText(errno)));
       }
     }
     temp = TempName(key.digest);

@@ -93,6 +93,9 @@ class DiskCache {
 
   // Publishes `artifact` under `key` (replacing any entry), creating the
   // directory (0700) if needed, then evicts if over the cap.
+  // FAILED_PRECONDITION: the directory was refused (and that was logged);
+  // RESOURCE_EXHAUSTED: the entry alone exceeds the cap; UNAVAILABLE: an
+  // I/O error.
   absl::Status Store(const CacheKey& key, const jit::Artifact& artifact);
 
   struct Usage {

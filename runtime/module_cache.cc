@@ -113,8 +113,11 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
   if (use_disk_) {
     absl::Status stored = disk_->Store(key, *artifact);
     // A cache that cannot be written still serves this process (memory
-    // tier); say so once rather than on every build.
-    if (!stored.ok() && !write_failure_logged_.exchange(true)) {
+    // tier); say so once rather than on every build. FAILED_PRECONDITION
+    // means the disk tier refused its directory and already said why.
+    if (!stored.ok() &&
+        stored.code() != absl::StatusCode::kFailedPrecondition &&
+        !write_failure_logged_.exchange(true)) {
       CacheLog(config_.log,
                absl::StrCat("not saving to the disk cache: ", stored.message(),
                             " (further write failures are not logged)"));
