@@ -1,0 +1,31 @@
+// `fleetjit cache stats|ls|clear|verify [--json] [--dir DIR]`: inspect and
+// manage the module cache's disk directory.
+//
+//   stats   entries and bytes on disk, the cap, and this process's counters
+//           (a fresh process has served nothing: a runtime's own counters
+//           come from fj_cache_stats_get)
+//   ls      every entry: digest, target, copy implementation, size, last
+//           use, compiler, and any problem the cheap checks find
+//   verify  ls with full checks (checksum, payload, key hash); exit 1 if
+//           any entry is bad (the runtime deletes and rebuilds such entries
+//           when it meets them)
+//   clear   delete every entry
+//
+// The directory is --dir, else the runtime's default (FLEETJIT_CACHE_DIR,
+// XDG_CACHE_HOME/fleetjit, ~/.cache/fleetjit).
+#ifndef FLEETJIT_TOOLS_CACHE_COMMAND_H_
+#define FLEETJIT_TOOLS_CACHE_COMMAND_H_
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace fleetjit {
+
+// `args` are the words after "cache". Writes to `out` (errors to stderr)
+// and returns the exit code: 0 ok, 1 failure or bad entries, 2 usage.
+int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out);
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_TOOLS_CACHE_COMMAND_H_
