@@ -1,0 +1,250 @@
+// Launch thunks: LLVM IR -> ELF object -> ORC JIT -> call. Also: two JITs
+// in one process, an object loaded into a fresh JIT (what a module cache
+// hit does), malformed objects, and concurrent code generation.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "jit/thunk/arg_rules.h"
+#include "jit/thunk/thunk_abi.h"
+#include "jit/thunk/thunk_codegen.h"
+#include "jit/thunk/thunk_jit.h"
+#include "runtime/launch_test_util.h"
+
+namespace fleetjit::jit {
+namespace {
+
+using fleetjit::testing::F;
+using fleetjit::testing::I;
+using fleetjit::testing::MakeEntry;
+using fleetjit::testing::Ptr;
+using fleetjit::testing::Struct;
+using fleetjit::testing::Tensor;
+using fleetjit::testing::U;
+
+KernelEntry Saxpy() { return MakeEntry("saxpy", {Ptr(), Ptr(), F(4), I(4)}); }
+
+// Calls `thunk` with saxpy-shaped arguments and checks the buffer.
+void CheckSaxpy(const LaunchThunk* thunk) {
+  ASSERT_NE(thunk, nullptr);
+  fj_arg args[4] = {};
+  for (fj_arg& a : args) a.struct_size = sizeof(fj_arg);
+  args[0].kind = FJ_ARG_POINTER;
+  args[0].v.pointer = 0x1111222233334444ull;
+  args[1].kind = FJ_ARG_POINTER;
+  args[1].v.pointer = 0x5555666677778888ull;
+  args[2].kind = FJ_ARG_F32;
+  args[2].v.f32 = 2.5f;
+  args[3].kind = FJ_ARG_U32;  // signedness-agnostic
+  args[3].v.u64 = 0xdeadbeef00000007ull;
+  uint8_t buffer[32];
+  std::memset(buffer, 0xEE, sizeof(buffer));
+  ASSERT_EQ(thunk->fn(args, 4, sizeof(fj_arg), buffer, nullptr), 0);
+  uint64_t p0, p1;
+  float f;
+  int32_t n;
+  std::memcpy(&p0, buffer, 8);
+  std::memcpy(&p1, buffer + 8, 8);
+  std::memcpy(&f, buffer + 16, 4);
+  std::memcpy(&n, buffer + 20, 4);
+  EXPECT_EQ(p0, 0x1111222233334444ull);
+  EXPECT_EQ(p1, 0x5555666677778888ull);
+  EXPECT_EQ(f, 2.5f);
+  EXPECT_EQ(n, 7);
+  EXPECT_EQ(buffer[24], 0xEE) << "wrote past param_bytes";
+}
+
+TEST(ThunkCodegen, IrIsStraightLineForSmallSignatures) {
+  auto ir = ThunkModuleIR({Saxpy()}, CopyImpl::kSync);
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  EXPECT_TRUE(absl::StrContains(*ir, "@" + ThunkSymbol(Saxpy(), CopyImpl::kSync) + "("))
+      << *ir;
+  EXPECT_FALSE(absl::StrContains(*ir, "phi")) << "no loops in a small thunk:\n" << *ir;
+  EXPECT_FALSE(absl::StrContains(*ir, "call")) << "no calls without tensors:\n" << *ir;
+  auto with_tensor = ThunkModuleIR({MakeEntry("t", {Tensor(2, 0), I(4)})}, CopyImpl::kTma);
+  ASSERT_TRUE(with_tensor.ok());
+  // The declared rank (2), dtype (0) and implementation (2 = tma) are
+  // constants of the call.
+  EXPECT_TRUE(absl::StrContains(*with_tensor, "i32 0, i8* %tensor_arg, i32 2, i32 0, i32 2"))
+      << *with_tensor;
+}
+
+TEST(ThunkCodegen, EmitsAnObjectLoadsAndRuns) {
+  ThunkCodegenStats stats;
+  auto object = EmitThunkObject({Saxpy()}, CopyImpl::kSync, &stats);
+  ASSERT_TRUE(object.ok()) << object.status();
+  ASSERT_GE(object->size(), 4u);
+  EXPECT_EQ(object->substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(stats.thunks, 1);
+  EXPECT_EQ(stats.object_bytes, object->size());
+  std::printf("[ info     ] one thunk: IR %.3f ms, codegen %.3f ms, %zu-byte object\n",
+              stats.ir_ms, stats.codegen_ms, stats.object_bytes);
+  auto jit = ThunkJit::Create();
+  ASSERT_TRUE(jit.ok()) << jit.status();
+  auto library = (*jit)->Load(*object);
+  ASSERT_TRUE(library.ok()) << library.status();
+  auto thunk = (*jit)->Find(*library, Saxpy(), CopyImpl::kSync);
+  ASSERT_TRUE(thunk.ok()) << thunk.status();
+  CheckSaxpy(*thunk);
+  std::printf("[ info     ] object load %.3f ms\n", (*jit)->stats().last_load_ms);
+
+  // Loading the same bytes again is answered from the first load.
+  auto again = (*jit)->Load(std::string(*object));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *library);
+  EXPECT_EQ((*jit)->stats().load_hits, 1u);
+  EXPECT_EQ((*jit)->stats().objects_loaded, 1u);
+
+  // Not in the object: another implementation, another signature.
+  EXPECT_EQ((*jit)->Find(*library, Saxpy(), CopyImpl::kTma).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ((*jit)->Find(*library, MakeEntry("x", {U(2)}), CopyImpl::kSync).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(ThunkJit, TwoJitsInOneProcess) {
+  auto object = EmitThunkObject({Saxpy()}, CopyImpl::kSync);
+  ASSERT_TRUE(object.ok());
+  auto first = ThunkJit::Create();
+  auto second = ThunkJit::Create();
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto lib1 = (*first)->Load(*object);
+  auto lib2 = (*second)->Load(*object);
+  ASSERT_TRUE(lib1.ok() && lib2.ok());
+  auto t1 = (*first)->Find(*lib1, Saxpy(), CopyImpl::kSync);
+  auto t2 = (*second)->Find(*lib2, Saxpy(), CopyImpl::kSync);
+  ASSERT_TRUE(t1.ok() && t2.ok());
+  EXPECT_NE((*t1)->fn, (*t2)->fn) << "each JIT has its own copy";
+  CheckSaxpy(*t1);
+  CheckSaxpy(*t2);
+  first->reset();  // destroying one JIT leaves the other working
+  CheckSaxpy(*t2);
+  // A third JIT started after one was destroyed works too.
+  auto third = ThunkJit::Create();
+  ASSERT_TRUE(third.ok());
+  auto lib3 = (*third)->Load(*object);
+  ASSERT_TRUE(lib3.ok());
+  CheckSaxpy(*(*third)->Find(*lib3, Saxpy(), CopyImpl::kSync));
+}
+
+TEST(ThunkJit, ObjectRoundTripIntoAFreshJit) {
+  // Compile once, keep only the bytes (what the module cache stores), and
+  // load them into a JIT that never generated code.
+  std::string stored;
+  {
+    auto object = EmitThunkObject({Saxpy(), MakeEntry("other", {U(1), Struct(24, 8)})},
+                                  CopyImpl::kCpAsync);
+    ASSERT_TRUE(object.ok());
+    stored.assign(object->data(), object->size());
+  }
+  auto jit = ThunkJit::Create();
+  ASSERT_TRUE(jit.ok());
+  const auto start = std::chrono::steady_clock::now();
+  auto library = (*jit)->Load(stored);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+          .count();
+  ASSERT_TRUE(library.ok()) << library.status();
+  std::printf("[ info     ] cached object load into a fresh JIT: %.3f ms\n", ms);
+  CheckSaxpy(*(*jit)->Find(*library, Saxpy(), CopyImpl::kCpAsync));
+  EXPECT_TRUE((*jit)->Find(*library, MakeEntry("other", {U(1), Struct(24, 8)}),
+                           CopyImpl::kCpAsync)
+                  .ok());
+  // Two libraries with the same thunk names do not clash.
+  auto object2 = EmitThunkObject({Saxpy()}, CopyImpl::kCpAsync);
+  ASSERT_TRUE(object2.ok());
+  auto library2 = (*jit)->Load(*object2);
+  ASSERT_TRUE(library2.ok()) << library2.status();
+  CheckSaxpy(*(*jit)->Find(*library2, Saxpy(), CopyImpl::kCpAsync));
+  EXPECT_TRUE((*jit)->Unload(*library).ok());
+  CheckSaxpy(*(*jit)->Find(*library2, Saxpy(), CopyImpl::kCpAsync));
+}
+
+TEST(ThunkJit, MalformedObjectsAreStatuses) {
+  auto jit = ThunkJit::Create();
+  ASSERT_TRUE(jit.ok());
+  auto object = EmitThunkObject({Saxpy()}, CopyImpl::kSync);
+  ASSERT_TRUE(object.ok());
+  std::string bad_arch = *object;
+  bad_arch[18] = 0x28;  // e_machine = ARM
+  bad_arch[19] = 0;
+  for (const std::string& bytes :
+       {std::string(), std::string("not an object"), object->substr(0, object->size() / 2),
+        std::string("\x7f" "ELF\x02\x01\x01", 7), bad_arch}) {
+    auto library = (*jit)->Load(bytes);
+    EXPECT_FALSE(library.ok()) << "accepted " << bytes.size() << " bytes";
+  }
+  // The JIT still works afterwards.
+  auto library = (*jit)->Load(*object);
+  ASSERT_TRUE(library.ok()) << library.status();
+  CheckSaxpy(*(*jit)->Find(*library, Saxpy(), CopyImpl::kSync));
+}
+
+TEST(ThunkJit, ConcurrentCodegenAndLoads) {
+  auto jit = ThunkJit::Create();
+  ASSERT_TRUE(jit.ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 4; ++i) {
+        // Distinct signatures per thread and round, plus saxpy everywhere.
+        KernelEntry mine = MakeEntry("k", {Ptr(), I(4)}, /*trailing=*/8 * (t * 4 + i));
+        auto object = EmitThunkObject({Saxpy(), mine}, CopyImpl::kSync);
+        if (!object.ok()) {
+          ++failures;
+          continue;
+        }
+        auto library = (*jit)->Load(*object);
+        if (!library.ok() || !(*jit)->Find(*library, mine, CopyImpl::kSync).ok()) {
+          ++failures;
+          continue;
+        }
+        auto saxpy = (*jit)->Find(*library, Saxpy(), CopyImpl::kSync);
+        if (!saxpy.ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ThunkJit, CodegenTimeForManyKernels) {
+  std::vector<KernelEntry> kernels;
+  for (int k = 0; k < 32; ++k) {
+    std::vector<fleetjit::testing::Param> params;
+    for (int p = 0; p <= k % 12; ++p) params.push_back(p % 3 ? I(4) : Ptr());
+    if (k % 4 == 0) params.push_back(Tensor(2));
+    kernels.push_back(MakeEntry("k" + std::to_string(k), params, 0));
+  }
+  ThunkCodegenStats stats;
+  auto object = EmitThunkObject(kernels, CopyImpl::kTma, &stats);
+  ASSERT_TRUE(object.ok()) << object.status();
+  std::printf("[ info     ] %d thunks: IR %.3f ms, codegen %.3f ms, %zu bytes\n",
+              stats.thunks, stats.ir_ms, stats.codegen_ms, stats.object_bytes);
+  auto jit = ThunkJit::Create();
+  ASSERT_TRUE(jit.ok());
+  auto library = (*jit)->Load(*object);
+  ASSERT_TRUE(library.ok()) << library.status();
+  for (const KernelEntry& k : kernels) {
+    EXPECT_TRUE((*jit)->Find(*library, k, CopyImpl::kTma).ok()) << k.name;
+  }
+  std::printf("[ info     ] load %.3f ms\n", (*jit)->stats().last_load_ms);
+}
+
+TEST(ThunkJit, EnvironmentSwitch) {
+  unsetenv("FLEETJIT_THUNKS");
+  EXPECT_TRUE(ThunksEnabledByEnvironment());
+  setenv("FLEETJIT_THUNKS", "0", 1);
+  EXPECT_FALSE(ThunksEnabledByEnvironment());
+  setenv("FLEETJIT_THUNKS", "1", 1);
+  EXPECT_TRUE(ThunksEnabledByEnvironment());
+  unsetenv("FLEETJIT_THUNKS");
+}
+
+}  // namespace
+}  // namespace fleetjit::jit

@@ -1,0 +1,468 @@
+// Tensor arguments: validation, dimension order, strides, TMA decisions,
+// tensor map encoding (with a fake cuTensorMapEncodeTiled) and reuse.
+#include "runtime/tensor_encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "runtime/launch_test_util.h"
+
+namespace fleetjit {
+namespace {
+
+using testing::FakeDriver;
+using testing::TestTensor;
+
+constexpr uint64_t kBase = 0x7f0000000000ull;  // 16-byte aligned
+
+fj::tensor_param EncodeOrDie(const TensorEncoder& e, const fj_tensor_arg& arg,
+                             jit::CopyImpl impl, size_t index = 0) {
+  alignas(64) fj::tensor_param p;
+  absl::Status s = e.Encode(index, &arg, 0, -1, impl, &p);
+  EXPECT_TRUE(s.ok()) << s;
+  return p;
+}
+
+TEST(DtypeFromDlpack, MapsEverySupportedDtype) {
+  struct Case {
+    uint8_t code, bits;
+    fj::dtype_code want;
+  } cases[] = {
+      {0, 8, fj::dtype_i8},        {0, 16, fj::dtype_i16},
+      {0, 32, fj::dtype_i32},      {0, 64, fj::dtype_i64},
+      {1, 8, fj::dtype_u8},        {1, 16, fj::dtype_u16},
+      {1, 32, fj::dtype_u32},      {2, 16, fj::dtype_f16},
+      {2, 32, fj::dtype_f32},      {2, 64, fj::dtype_f64},
+      {4, 16, fj::dtype_bf16},     {6, 8, fj::dtype_u8},
+      {FJ_DL_FLOAT8_E4M3, 8, fj::dtype_f8e4m3},
+      {FJ_DL_FLOAT8_E5M2, 8, fj::dtype_f8e5m2},
+  };
+  for (const Case& c : cases) {
+    auto d = DtypeFromDlpack({c.code, c.bits, 1});
+    ASSERT_TRUE(d.ok()) << int(c.code) << "/" << int(c.bits) << ": " << d.status();
+    EXPECT_EQ(*d, c.want);
+    EXPECT_EQ(DtypeBytes(*d), c.bits / 8);
+  }
+}
+
+TEST(DtypeFromDlpack, RejectsUnsupported) {
+  for (fj_dl_dtype d : {fj_dl_dtype{2, 32, 4}, fj_dl_dtype{1, 64, 1},
+                        fj_dl_dtype{2, 8, 1}, fj_dl_dtype{3, 64, 1},
+                        fj_dl_dtype{5, 64, 1}, fj_dl_dtype{4, 32, 1},
+                        fj_dl_dtype{FJ_DL_FLOAT8_E4M3, 16, 1}, fj_dl_dtype{99, 8, 1}}) {
+    auto r = DtypeFromDlpack(d);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << int(d.code) << "/" << int(d.bits) << "x" << d.lanes;
+  }
+}
+
+TEST(DescribeTensor, ReversesDimensionsAndFillsCompactStrides) {
+  TestTensor t;
+  t.Set(kBase, 3, 2, 32, {4, 5, 6}, /*explicit_strides=*/false);
+  t.tensor.byte_offset = 64;
+  t.arg.box[0] = 2;
+  t.arg.box[1] = 0;  // whole extent
+  t.arg.box[2] = 3;
+  auto d = DescribeTensor(&t.arg, 0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->rank, 3);
+  EXPECT_EQ(d->address, kBase + 64);
+  EXPECT_EQ(d->dtype, fj::dtype_f32);
+  EXPECT_EQ(d->elem_bytes, 4);
+  EXPECT_EQ(d->shape[0], 6);
+  EXPECT_EQ(d->shape[1], 5);
+  EXPECT_EQ(d->shape[2], 4);
+  EXPECT_EQ(d->stride[0], 1);
+  EXPECT_EQ(d->stride[1], 6);
+  EXPECT_EQ(d->stride[2], 30);
+  EXPECT_EQ(d->box[0], 3);
+  EXPECT_EQ(d->box[1], 5);
+  EXPECT_EQ(d->box[2], 2);
+  EXPECT_EQ(d->oob, fj::oob_zeros);
+
+  // Explicit strides are taken as given (here: a transposed view).
+  int64_t strides[3] = {1, 4, 20};
+  t.tensor.strides = strides;
+  d = DescribeTensor(&t.arg, 0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->stride[0], 20);
+  EXPECT_EQ(d->stride[1], 4);
+  EXPECT_EQ(d->stride[2], 1);
+}
+
+TEST(DescribeTensor, FillsTheWholeParameter) {
+  TestTensor t;
+  t.Set(kBase, 2, 2, 16, {7, 9}, true);
+  t.arg.oob = FJ_OOB_NAN;
+  auto d = DescribeTensor(&t.arg, 0);
+  ASSERT_TRUE(d.ok());
+  alignas(64) fj::tensor_param p;
+  std::memset(&p, 0xA5, sizeof(p));
+  FillTensorParam(*d, &p);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p.data), kBase);
+  EXPECT_EQ(p.rank, 2);
+  EXPECT_EQ(p.dtype, fj::dtype_f16);
+  EXPECT_EQ(p.elem_bytes, 2);
+  EXPECT_EQ(p.oob, fj::oob_nan);
+  EXPECT_EQ(p.flags, 0u);
+  EXPECT_EQ(p.shape[0], 9);
+  EXPECT_EQ(p.shape[2], 0);
+  for (int r : p.reserved) EXPECT_EQ(r, 0);
+  for (unsigned char c : p.tmap) EXPECT_EQ(c, 0);
+  // The tail padding of the 64-aligned struct is zeroed too.
+  const auto* raw = reinterpret_cast<const unsigned char*>(&p);
+  for (size_t i = offsetof(fj::tensor_param, reserved) + sizeof(p.reserved);
+       i < sizeof(p); ++i) {
+    EXPECT_EQ(raw[i], 0) << i;
+  }
+}
+
+struct BadCase {
+  const char* name;
+  void (*mutate)(TestTensor&);
+  const char* message;
+};
+
+TEST(DescribeTensor, RejectsBadTensorsWithTheArgumentIndex) {
+  static int64_t negative_shape[2] = {-1, 4};
+  const BadCase cases[] = {
+      {"short struct_size", [](TestTensor& t) { t.arg.struct_size = 8; }, "struct_size"},
+      {"null tensor", [](TestTensor& t) { t.arg.tensor = nullptr; }, "tensor is NULL"},
+      {"ndim 0", [](TestTensor& t) { t.tensor.ndim = 0; }, "ndim is 0"},
+      {"ndim 6", [](TestTensor& t) { t.tensor.ndim = 6; }, "ndim is 6"},
+      {"cpu memory", [](TestTensor& t) { t.tensor.device.device_type = 1; },
+       "device_type"},
+      {"lanes", [](TestTensor& t) { t.tensor.dtype.lanes = 2; }, "lanes"},
+      {"opaque dtype", [](TestTensor& t) { t.tensor.dtype = {3, 64, 1}; }, "dtype"},
+      {"null shape", [](TestTensor& t) { t.tensor.shape = nullptr; }, "shape is NULL"},
+      {"null data", [](TestTensor& t) { t.tensor.data = nullptr; }, "data is NULL"},
+      {"misaligned", [](TestTensor& t) { t.tensor.byte_offset = 2; }, "aligned"},
+      {"negative shape", [](TestTensor& t) { t.tensor.shape = negative_shape; },
+       "shape[0]"},
+      {"oob value", [](TestTensor& t) { t.arg.oob = static_cast<fj_oob>(7); },
+       "oob is 7"},
+      {"nan on int",
+       [](TestTensor& t) {
+         t.tensor.dtype = {0, 32, 1};
+         t.arg.oob = FJ_OOB_NAN;
+       },
+       "FJ_OOB_NAN"},
+      {"huge box", [](TestTensor& t) { t.arg.box[0] = 0x80000000u; }, "box[0]"},
+      {"overflowing offset",
+       [](TestTensor& t) { t.tensor.byte_offset = ~uint64_t{0} - 8; }, "overflows"},
+  };
+  for (const BadCase& c : cases) {
+    TestTensor t;
+    t.Set(kBase, 2, 2, 32, {8, 8}, true);
+    c.mutate(t);
+    auto d = DescribeTensor(&t.arg, 3);
+    ASSERT_FALSE(d.ok()) << c.name;
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_TRUE(absl::StrContains(d.status().message(), "argument 3"))
+        << c.name << ": " << d.status();
+    EXPECT_TRUE(absl::StrContains(d.status().message(), c.message))
+        << c.name << ": " << d.status();
+  }
+  EXPECT_FALSE(DescribeTensor(nullptr, 0).ok());
+}
+
+TEST(TmaRejection, AcceptsWhatTmaCanDescribe) {
+  TestTensor t;
+  t.Set(kBase, 2, 2, 32, {100, 64}, true);
+  t.arg.box[0] = 16;
+  t.arg.box[1] = 32;
+  auto d = DescribeTensor(&t.arg, 0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(TmaRejection(*d), "");
+  // Five dimensions, bf16, NaN fill, padded rows.
+  TestTensor u;
+  u.Set(kBase + 256, 5, 4, 16, {2, 3, 4, 5, 40}, true, /*pad=*/8);
+  u.arg.oob = FJ_OOB_NAN;
+  u.arg.box[4] = 8;
+  d = DescribeTensor(&u.arg, 0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(TmaRejection(*d), "");
+}
+
+TEST(TmaRejection, NamesWhyTmaCannot) {
+  struct Case {
+    const char* name;
+    void (*mutate)(TestTensor&);
+    const char* reason;
+  } cases[] = {
+      {"address", [](TestTensor& t) { t.tensor.byte_offset = 4; }, "16-byte aligned"},
+      {"inner stride",
+       [](TestTensor& t) {
+         t.strides[1] = 2;
+         t.strides[0] = 128;
+       },
+       "innermost stride"},
+      {"row stride 20 bytes",
+       [](TestTensor& t) {
+         t.shape[1] = 5;
+         t.strides[0] = 5;
+       },
+       "multiple of 16"},
+      {"negative stride", [](TestTensor& t) { t.strides[0] = -64; }, "positive"},
+      {"stride over 2^40",
+       [](TestTensor& t) { t.strides[0] = int64_t{1} << 38; }, "below 2^40"},
+      {"box over 256", [](TestTensor& t) { t.arg.box[0] = 300; }, "1..256"},
+      {"whole extent over 256",
+       [](TestTensor& t) {
+         t.shape[0] = 1000;
+         t.arg.box[0] = 0;
+       },
+       "1..256"},
+      {"inner box 12 bytes", [](TestTensor& t) { t.arg.box[1] = 3; }, "16 bytes"},
+      {"fp8 nan",
+       [](TestTensor& t) {
+         t.tensor.dtype = {FJ_DL_FLOAT8_E4M3, 8, 1};
+         t.arg.oob = FJ_OOB_NAN;
+       },
+       "NaN"},
+      {"zero extent", [](TestTensor& t) { t.shape[0] = 0; }, "is 0"},
+      {"extent over 2^32",
+       [](TestTensor& t) {
+         t.shape[0] = (int64_t{1} << 32) + 1;
+         t.arg.box[0] = 16;
+       },
+       "2^32"},
+  };
+  for (const auto& c : cases) {
+    TestTensor t;
+    t.Set(kBase, 2, 2, 32, {64, 64}, true);
+    t.arg.box[0] = 16;
+    t.arg.box[1] = 16;
+    c.mutate(t);
+    auto d = DescribeTensor(&t.arg, 0);
+    ASSERT_TRUE(d.ok()) << c.name << ": " << d.status();
+    std::string why = TmaRejection(*d);
+    EXPECT_TRUE(absl::StrContains(why, c.reason)) << c.name << ": '" << why << "'";
+  }
+}
+
+TEST(TensorEncoder, EncodesATensorMapOnTmaOnly) {
+  DriverApi api = FakeDriver();
+  TensorEncoder e(&api, "test.cu:k", nullptr, nullptr);
+  e.set_cache_enabled(false);
+  TestTensor t;
+  t.Set(kBase, 3, 2, 16, {3, 50, 64}, false);
+  t.arg.box[0] = 1;
+  t.arg.box[1] = 16;
+  t.arg.box[2] = 32;
+  t.arg.oob = FJ_OOB_NAN;
+  fj::tensor_param p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma);
+  EXPECT_EQ(p.flags & FJ_TP_HAS_TMAP, FJ_TP_HAS_TMAP);
+  const testing::FakeEncodeCall& c = testing::t_last_encode;
+  EXPECT_EQ(c.dtype, CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
+  EXPECT_EQ(c.rank, 3u);
+  EXPECT_EQ(c.address, kBase);
+  EXPECT_EQ(c.dims[0], 64u);
+  EXPECT_EQ(c.dims[1], 50u);
+  EXPECT_EQ(c.dims[2], 3u);
+  EXPECT_EQ(c.strides[0], 64u * 2);
+  EXPECT_EQ(c.strides[1], 64u * 50 * 2);
+  EXPECT_EQ(c.box[0], 32u);
+  EXPECT_EQ(c.box[1], 16u);
+  EXPECT_EQ(c.box[2], 1u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.element_strides[i], 1u);
+  EXPECT_EQ(c.interleave, CU_TENSOR_MAP_INTERLEAVE_NONE);
+  EXPECT_EQ(c.swizzle, CU_TENSOR_MAP_SWIZZLE_NONE);
+  EXPECT_EQ(c.l2, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+  EXPECT_EQ(c.fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA);
+
+  t.arg.oob = FJ_OOB_ZEROS;
+  p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma);
+  EXPECT_EQ(testing::t_last_encode.fill, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+
+  for (jit::CopyImpl impl : {jit::CopyImpl::kSync, jit::CopyImpl::kCpAsync}) {
+    const uint64_t calls = testing::g_fake_encode_calls.load();
+    p = EncodeOrDie(e, t.arg, impl);
+    EXPECT_EQ(p.flags, 0u);
+    for (unsigned char b : p.tmap) EXPECT_EQ(b, 0);
+    EXPECT_EQ(testing::g_fake_encode_calls.load(), calls) << "no map off tma";
+  }
+}
+
+TEST(TensorEncoder, FallsBackCountsAndReportsOnce) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> fallbacks{0};
+  std::atomic<uint64_t> reported{0};
+  TensorEncoder e(&api, "ragged.cu:k", &fallbacks, &reported);
+  TestTensor t;
+  t.Set(kBase, 2, 2, 32, {33, 33}, true);  // 132-byte rows: not a multiple of 16
+  t.arg.box[0] = 8;
+  t.arg.box[1] = 8;
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 5; ++i) {
+    fj::tensor_param p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma, 2);
+    EXPECT_EQ(p.flags, 0u);
+    EXPECT_EQ(p.stride[1], 33);
+  }
+  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(fallbacks.load(), 5u);
+  EXPECT_EQ(reported.load(), 1u << 2);
+  EXPECT_TRUE(absl::StrContains(err, "fleetjit: launch: ragged.cu:k: tensor arg 2: "
+                                     "TMA cannot describe it ("))
+      << err;
+  EXPECT_TRUE(absl::StrContains(err, "); using cp_async\n")) << err;
+  EXPECT_EQ(err.find("fleetjit:"), err.rfind("fleetjit:")) << "reported once: " << err;
+}
+
+TEST(TensorEncoder, DriverRefusalOrNoDriverFallsBack) {
+  DriverApi refusing;
+  refusing.cuTensorMapEncodeTiled = &testing::RefusingEncodeTiled;
+  std::atomic<uint64_t> fallbacks{0};
+  TestTensor t;
+  t.Set(kBase, 1, 2, 32, {64}, false);
+  for (const DriverApi* api : {static_cast<const DriverApi*>(&refusing),
+                               static_cast<const DriverApi*>(nullptr)}) {
+    TensorEncoder e(api, "k", &fallbacks, nullptr);
+    fj::tensor_param p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma);
+    EXPECT_EQ(p.flags, 0u);
+    for (unsigned char b : p.tmap) EXPECT_EQ(b, 0);
+  }
+  EXPECT_EQ(fallbacks.load(), 2u);
+  DriverApi old_driver;  // no cuTensorMapEncodeTiled entry point
+  TensorEncoder e(&old_driver, "k", &fallbacks, nullptr);
+  EXPECT_EQ(EncodeOrDie(e, t.arg, jit::CopyImpl::kTma).flags, 0u);
+  EXPECT_EQ(fallbacks.load(), 3u);
+}
+
+TEST(TensorEncoder, ChecksTheDeclaredRankAndDtype) {
+  DriverApi api = FakeDriver();
+  TensorEncoder e(&api, "k", nullptr, nullptr);
+  TestTensor t;
+  t.Set(kBase, 2, 2, 32, {16, 16}, true);
+  alignas(64) fj::tensor_param p;
+  for (bool cached : {false, true}) {
+    e.set_cache_enabled(cached);
+    EXPECT_TRUE(e.Encode(4, &t.arg, 2, fj::dtype_f32, jit::CopyImpl::kTma, &p).ok());
+    absl::Status s = e.Encode(4, &t.arg, 3, fj::dtype_f32, jit::CopyImpl::kTma, &p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(s.message(), "argument 4")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "rank-3")) << s;
+    s = e.Encode(4, &t.arg, 2, fj::dtype_bf16, jit::CopyImpl::kTma, &p);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(s.message(), "bf16")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "f32")) << s;
+  }
+}
+
+TEST(TensorEncoder, ReusesMapsWhileTheTensorIsUnchanged) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> owner{0};
+  TensorEncoder e(&api, "k", &owner, nullptr);
+  TestTensor t;
+  t.Set(kBase, 2, 2, 32, {64, 64}, true);
+  t.arg.box[0] = 16;
+  t.arg.box[1] = 16;
+  auto encode = [&] {
+    const uint64_t before = testing::g_fake_encode_calls.load();
+    fj::tensor_param p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma, 1);
+    EXPECT_EQ(p.flags, FJ_TP_HAS_TMAP);
+    return testing::g_fake_encode_calls.load() - before;
+  };
+  EXPECT_EQ(encode(), 1u);
+  EXPECT_EQ(encode(), 0u) << "reused";
+  t.tensor.data = reinterpret_cast<void*>(kBase + 4096);
+  EXPECT_EQ(encode(), 1u) << "new pointer";
+  EXPECT_EQ(encode(), 0u);
+  t.shape[0] = 32;
+  EXPECT_EQ(encode(), 1u) << "new shape";
+  t.strides[0] = 128;
+  EXPECT_EQ(encode(), 1u) << "new stride";
+  t.arg.box[0] = 8;
+  EXPECT_EQ(encode(), 1u) << "new box";
+  t.arg.oob = FJ_OOB_NAN;
+  EXPECT_EQ(encode(), 1u) << "new oob";
+  t.tensor.dtype = {1, 32, 1};
+  t.arg.oob = FJ_OOB_ZEROS;
+  EXPECT_EQ(encode(), 1u) << "new dtype";
+  EXPECT_EQ(encode(), 0u);
+  e.set_cache_enabled(false);
+  EXPECT_EQ(encode(), 1u) << "cache off";
+}
+
+// Many threads encode random tensors through cached encoders of a few
+// "kernels" and compare every result with an uncached encoding.
+TEST(TensorEncoder, ConcurrentCachedEncodingMatchesUncached) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> kernels[3];
+  for (auto& k : kernels) k = 0;
+  std::atomic<int> mismatches{0};
+  std::atomic<int> failures{0};
+  std::mt19937_64 seed_rng = testing::SeededRng("ConcurrentCachedEncoding");
+  std::vector<std::thread> threads;
+  for (int th = 0; th < 16; ++th) {
+    const uint64_t seed = seed_rng();
+    threads.emplace_back([&, seed] {
+      std::mt19937_64 rng(seed);
+      TensorEncoder uncached(&api, "k", nullptr, nullptr);
+      uncached.set_cache_enabled(false);
+      TestTensor pool[4];
+      for (TestTensor& t : pool) {
+        t.Set(kBase + 256 * (rng() % 64), 2, 2, 32, {int64_t(rng() % 64 + 1), 64}, true);
+      }
+      for (int i = 0; i < 2000; ++i) {
+        TestTensor& t = pool[rng() % 4];
+        if (rng() % 8 == 0) t.tensor.data = reinterpret_cast<void*>(kBase + 16 * (rng() % 1024));
+        if (rng() % 8 == 0) t.arg.box[1] = static_cast<uint32_t>(rng() % 40);
+        TensorEncoder cached(&api, "k", &kernels[rng() % 3], nullptr);
+        const size_t slot = rng() % 4;
+        alignas(64) fj::tensor_param a, b;
+        std::memset(&a, 0x11, sizeof(a));
+        std::memset(&b, 0x22, sizeof(b));
+        if (!cached.Encode(slot, &t.arg, 2, -1, jit::CopyImpl::kTma, &a).ok() ||
+            !uncached.Encode(slot, &t.arg, 2, -1, jit::CopyImpl::kTma, &b).ok()) {
+          ++failures;
+        } else if (std::memcmp(&a, &b, sizeof(a)) != 0) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(TensorEncoder, NeverBreaksTheDriverRules) {
+  // Random tensors, half of them not TMA-describable: whatever the encoder
+  // sends to the driver must satisfy cuTensorMapEncodeTiled's rules.
+  DriverApi api = FakeDriver();
+  TensorEncoder e(&api, "k", nullptr, nullptr);
+  e.set_cache_enabled(false);
+  std::mt19937_64 rng = testing::SeededRng("NeverBreaksTheDriverRules");
+  const uint64_t violations = testing::g_fake_encode_rule_violations.load();
+  const uint8_t codes[][2] = {{2, 32}, {2, 16}, {4, 16}, {0, 8}, {1, 8}, {0, 32},
+                              {2, 64}, {0, 64}, {0, 16}, {FJ_DL_FLOAT8_E5M2, 8}};
+  int encoded = 0;
+  for (int i = 0; i < 5000; ++i) {
+    TestTensor t;
+    const int ndim = 1 + rng() % 5;
+    std::vector<int64_t> dims;
+    for (int d = 0; d < ndim; ++d) dims.push_back(1 + rng() % 300);
+    const auto& c = codes[rng() % 10];
+    t.Set(kBase + 4 * (rng() % 16) * (c[1] / 8), ndim, c[0], c[1], dims, rng() % 2,
+          rng() % 3 == 0 ? rng() % 9 : 0);
+    for (int d = 0; d < ndim; ++d) t.arg.box[d] = rng() % 3 == 0 ? 0 : rng() % 300;
+    t.arg.oob = static_cast<fj_oob>(rng() % 3);
+    if (t.arg.oob == FJ_OOB_NAN && !DtypeIsFloat(*DtypeFromDlpack(t.tensor.dtype))) {
+      t.arg.oob = FJ_OOB_ZEROS;
+    }
+    alignas(64) fj::tensor_param p;
+    absl::Status s = e.Encode(0, &t.arg, 0, -1, jit::CopyImpl::kTma, &p);
+    ASSERT_TRUE(s.ok()) << s;
+    encoded += (p.flags & FJ_TP_HAS_TMAP) != 0;
+  }
+  EXPECT_EQ(testing::g_fake_encode_rule_violations.load(), violations);
+  EXPECT_GT(encoded, 0);
+  std::printf("[ info     ] %d of 5000 random tensors were TMA-describable\n", encoded);
+}
+
+}  // namespace
+}  // namespace fleetjit
