@@ -1,0 +1,291 @@
+// <fleetjit/copy.cuh> on the CPU: for every target CI cares about and every
+// copy implementation the target has, NVRTC builds a kernel that uses every
+// feature of the layer (to a cubin, so ptxas checks the PTX too) and the
+// PTX holds the instructions that implementation promises. No GPU needed.
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "jit/embedded.h"
+#include "jit/nvrtc_build.h"
+#include "runtime/nvrtc_library.h"
+
+namespace fleetjit::jit {
+namespace {
+
+// Every feature: barriers (init/arrive/wait/test), group waits, spans both
+// ways (aligned, unaligned), predicates (skip/zero), tiles of rank 1..5
+// (load on a barrier and in a group, store), multicast, L2 prefetch.
+constexpr const char* kEveryFeature = R"(
+#include <fleetjit/copy.cuh>
+
+extern "C" __global__ void every_feature(
+    FJ_TENSOR(float, 2) t2, FJ_TENSOR(unsigned short, 3) t3,
+    FJ_TENSOR(float, 2) o2, const unsigned char* g, unsigned char* go,
+    int n, int p) {
+  __shared__ __align__(128) unsigned char sm[4 * 8192];
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(fj::block_threads());
+  fj::cluster_sync();
+  float* tile = (float*)sm;
+  fj::prefetch_l2(g, n);
+  fj::prefetch_tile(t2, fj::at(-3, 5));
+  fj::prefetch_tensormap(t2);
+  fj::load_tile(tile, t2, fj::at(-3, blockIdx.x), bar, p & 1, fj::pred_zero);
+  fj::load_tile((unsigned short*)(sm + 8192), t3, fj::at(1, 2, -1), bar, p & 2);
+  fj::load(sm + 16384, g + 16, n, bar, p & 4, fj::pred_zero);
+  bar.arrive();
+  bar.wait(0);
+  fj::load_tile_multicast(tile, t2, fj::at(0, 0), bar, 0x3, p & 8);
+  fj::load_multicast(sm + 16384, g, 256, bar, 0x3, true);
+  bar.arrive();
+  bar.wait(1);
+  if (bar.test(1)) go[threadIdx.x] = 1;
+  fj::load(sm + 24576, g + 3, n, fj::in_group, p & 16);
+  fj::load_tile(tile, t2, fj::at(7, 7), fj::in_group, true, fj::pred_skip);
+  fj::commit_group();
+  fj::wait_group<1>();
+  fj::store_tile(o2, fj::at(-1, 3), tile, p & 32);
+  fj::store(go + 32, sm + 16, n, p & 64);
+  fj::commit_group();
+  fj::wait_group_read<0>();
+  fj::wait_group<0>();
+  fj::cluster_sync();
+}
+
+template <int R>
+__device__ void rank_tile(const fj::tensor<float, R>& in,
+                          const fj::tensor<float, R>& out) {
+  __shared__ __align__(128) float tile[2048];
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(fj::block_threads());
+  __syncthreads();
+  const fj::coords c = fj::at(-1, 1, -1, 1, -1);
+  fj::load_tile(tile, in, c, bar);
+  bar.arrive_and_wait(0);
+  fj::store_tile(out, c, tile);
+  fj::commit_group();
+  fj::wait_group<0>();
+}
+extern "C" __global__ void rank1(FJ_TENSOR(float, 1) a, FJ_TENSOR(float, 1) b) { rank_tile(a, b); }
+extern "C" __global__ void rank3(FJ_TENSOR(float, 3) a, FJ_TENSOR(float, 3) b) { rank_tile(a, b); }
+extern "C" __global__ void rank4(FJ_TENSOR(float, 4) a, FJ_TENSOR(float, 4) b) { rank_tile(a, b); }
+extern "C" __global__ void rank5(FJ_TENSOR(float, 5) a, FJ_TENSOR(float, 5) b) { rank_tile(a, b); }
+)";
+
+struct Combo {
+  const char* target;
+  CopyImpl impl;
+};
+
+std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
+  return absl::StrCat(info.param.target, "_",
+                      CopyImplName(info.param.impl));
+}
+
+// The targets of the CPU matrix, each with every implementation it has.
+std::vector<Combo> AllCombos() {
+  std::vector<Combo> combos;
+  for (const char* target : {"sm_75", "sm_80", "sm_86", "sm_89", "sm_90",
+                             "sm_90a", "sm_100", "sm_120"}) {
+    const int arch = ParseTarget(target)->arch;
+    combos.push_back({target, CopyImpl::kSync});
+    if (arch >= 80) combos.push_back({target, CopyImpl::kCpAsync});
+    if (arch >= 90) combos.push_back({target, CopyImpl::kTma});
+  }
+  return combos;
+}
+
+bool Has(const std::string& ptx, const std::string& needle) {
+  return ptx.find(needle) != std::string::npos;
+}
+
+absl::StatusOr<Artifact> Build(const std::string& source, const char* target,
+                               CopyImpl impl,
+                               std::vector<std::string> options = {}) {
+  BuildRequest r;
+  r.source = source;
+  r.name = "copy_test.cu";
+  r.target = *ParseTarget(target);
+  r.copy_impl = impl;
+  r.options = std::move(options);
+  return BuildModule(r);
+}
+
+void SkipWithoutNvrtc() {
+  auto api = NvrtcLibrary::Default().Get();
+  if (!api.ok()) GTEST_SKIP() << "NVRTC is not installed: " << api.status();
+}
+
+class CopyPtxTest : public ::testing::TestWithParam<Combo> {
+ protected:
+  void SetUp() override { SkipWithoutNvrtc(); }
+};
+
+TEST_P(CopyPtxTest, EveryFeatureBuildsWithTheExpectedInstructions) {
+  const Combo c = GetParam();
+  auto a = Build(kEveryFeature, c.target, c.impl);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(a->is_ptx);  // a cubin: ptxas accepted the PTX
+  const std::string& ptx = a->ptx;
+  const int arch = ParseTarget(c.target)->arch;
+  for (const char* k : {"every_feature", "rank1", "rank3", "rank4", "rank5"}) {
+    EXPECT_NE(a->FindKernel(k), nullptr) << k;
+  }
+  // Every implementation prefetches into L2 somewhere.
+  EXPECT_TRUE(Has(ptx, "prefetch.global.L2")) << "line prefetch";
+
+  switch (c.impl) {
+    case CopyImpl::kSync:
+      EXPECT_FALSE(Has(ptx, "cp.async")) << "sync issues no async copies";
+      EXPECT_FALSE(Has(ptx, "mbarrier")) << "sync emulates barriers";
+      EXPECT_FALSE(Has(ptx, "multicast::cluster"));
+      EXPECT_TRUE(Has(ptx, "atom.shared.inc") || Has(ptx, "atom.inc"))
+          << "the emulated barrier counts arrivals with atomicInc";
+      break;
+    case CopyImpl::kCpAsync:
+      // Zero fill comes from the src-size operand (a register).
+      EXPECT_TRUE(std::regex_search(
+          ptx, std::regex(R"(cp\.async\.cg\.shared\.global\s+\[%r\d+\],\s*\[%rd\d+\],\s*16,\s*%r\d+;)")))
+          << "cp.async with a src-size operand";
+      EXPECT_TRUE(Has(ptx, "cp.async.ca.shared.global"));
+      EXPECT_TRUE(Has(ptx, "cp.async.mbarrier.arrive.shared.b64"));
+      EXPECT_TRUE(Has(ptx, "cp.async.commit_group"));
+      EXPECT_TRUE(Has(ptx, "cp.async.wait_group 1"));
+      EXPECT_TRUE(Has(ptx, "mbarrier.init.shared.b64"));
+      EXPECT_FALSE(Has(ptx, "cp.async.bulk"));
+      EXPECT_FALSE(Has(ptx, "multicast::cluster"));
+      break;
+    case CopyImpl::kTma:
+      for (const char* d : {"1d", "2d", "3d", "4d", "5d"}) {
+        EXPECT_TRUE(Has(ptx, absl::StrCat("cp.async.bulk.tensor.", d,
+                                          ".shared::cluster.global.tile."
+                                          "mbarrier::complete_tx::bytes")))
+            << d << " tensor load";
+        EXPECT_TRUE(Has(ptx, absl::StrCat("cp.async.bulk.tensor.", d,
+                                          ".global.shared::cta.tile."
+                                          "bulk_group")))
+            << d << " tensor store";
+      }
+      EXPECT_TRUE(Has(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::"
+                           "complete_tx::bytes"));
+      EXPECT_TRUE(Has(ptx, "cp.async.bulk.global.shared::cta.bulk_group"));
+      EXPECT_TRUE(Has(ptx, "mbarrier.expect_tx"));
+      EXPECT_TRUE(Has(ptx, "fence.proxy.async.shared::cta"));
+      EXPECT_TRUE(Has(ptx, "fence.mbarrier_init.release.cluster"));
+      EXPECT_TRUE(Has(ptx, "cp.async.bulk.commit_group"));
+      EXPECT_TRUE(Has(ptx, "cp.async.bulk.wait_group 0"));
+      EXPECT_TRUE(Has(ptx, "cp.async.bulk.wait_group.read 0"));
+      EXPECT_TRUE(Has(ptx, "cp.async.bulk.prefetch.L2.global"));
+      EXPECT_TRUE(Has(ptx, "cp.async.bulk.prefetch.tensor.2d.L2.global"));
+      EXPECT_TRUE(Has(ptx, "prefetch.tensormap"));
+      // Group waits on Hopper: barrier-less loads are cp.async.
+      EXPECT_TRUE(Has(ptx, "cp.async.wait_group 1"));
+      // Hardware multicast where it is native (see tma.cuh).
+      EXPECT_EQ(Has(ptx, "multicast::cluster"), arch == 90)
+          << "multicast only on sm_90/sm_90a among these targets";
+      break;
+  }
+  // mbarrier.try_wait is sm_90+; sm_80 polls test_wait.
+  if (c.impl != CopyImpl::kSync) {
+    EXPECT_EQ(Has(ptx, "mbarrier.try_wait.parity"), arch >= 90);
+    if (arch < 90) EXPECT_TRUE(Has(ptx, "mbarrier.test_wait.parity"));
+  }
+  // Clusters exist from sm_90 on.
+  EXPECT_EQ(Has(ptx, "barrier.cluster.arrive"), arch >= 90);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTargets, CopyPtxTest,
+                         ::testing::ValuesIn(AllCombos()), ComboName);
+
+class CopyBuildTest : public ::testing::Test {
+ protected:
+  void SetUp() override { SkipWithoutNvrtc(); }
+};
+
+TEST_F(CopyBuildTest, ForcingAnImplementationTheTargetLacksFailsClearly) {
+  auto tma = Build(kEveryFeature, "sm_80", CopyImpl::kTma);
+  ASSERT_FALSE(tma.ok());
+  EXPECT_NE(std::string(tma.status().message())
+                .find("FJ_COPY_IMPL=2 (tma) needs sm_90 or newer"),
+            std::string::npos)
+      << tma.status();
+  auto cpa = Build(kEveryFeature, "sm_75", CopyImpl::kCpAsync);
+  ASSERT_FALSE(cpa.ok());
+  EXPECT_NE(std::string(cpa.status().message())
+                .find("FJ_COPY_IMPL=1 (cp_async) needs sm_80 or newer"),
+            std::string::npos)
+      << cpa.status();
+}
+
+TEST_F(CopyBuildTest, WithoutFjCopyImplTheArchitectureChooses) {
+  // BuildModule always passes -DFJ_COPY_IMPL; an explicit -U shows what a
+  // plain nvcc/NVRTC build of the header picks.
+  const std::string probe = R"(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void probe(int* o) { *o = fj::copy_impl; }
+)";
+  for (auto [target, want] : std::vector<std::pair<const char*, int>>{
+           {"sm_75", 0}, {"sm_86", 1}, {"sm_90", 2}, {"sm_120", 2}}) {
+    auto a = Build(probe, target, CopyImpl::kSync, {"-UFJ_COPY_IMPL"});
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_TRUE(std::regex_search(
+        a->ptx, std::regex(absl::StrCat(R"(mov\.(u32|b32)\s+%r\d+,\s*)", want, ";"))))
+        << target << " should choose impl " << want;
+  }
+}
+
+TEST_F(CopyBuildTest, Sm70NeedsNvrtc12) {
+  auto api = NvrtcLibrary::Default().Get();
+  ASSERT_TRUE(api.ok());
+  if ((*api)->major >= 13) {
+    GTEST_SKIP() << "sm_70 needs NVRTC 12; the NVRTC here is "
+                 << (*api)->major << "." << (*api)->minor
+                 << ", which cannot target it";
+  }
+  auto a = Build(kEveryFeature, "sm_70", CopyImpl::kSync);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_FALSE(Has(a->ptx, "cp.async"));
+}
+
+TEST_F(CopyBuildTest, HeadersAreEmbeddedUnderTheirIncludeNames) {
+  for (const char* name :
+       {"fleetjit/copy.cuh", "fleetjit/copy/common.cuh",
+        "fleetjit/copy/sync.cuh", "fleetjit/copy/cp_async.cuh",
+        "fleetjit/copy/tma.cuh", "fleetjit/copy/tensor_param.h"}) {
+    bool found = false;
+    for (size_t i = 0; i < kEmbeddedHeadersCount; ++i) {
+      found = found || kEmbeddedHeaders[i].path == name;
+    }
+    EXPECT_TRUE(found) << name;
+  }
+}
+
+// The bundled examples and conformance kernels build under every
+// implementation (on the oldest target that has it, and on sm_90).
+TEST_F(CopyBuildTest, ExamplesAndConformanceKernelsBuild) {
+  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
+                                     {"sm_80", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kSync},
+                                     {"sm_90", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kTma}};
+  for (const char* path :
+       {"examples/tiled_copy.cu", "examples/pipelined_tiles.cu",
+        "jit/selftest/conformance_kernels.cu"}) {
+    const EmbeddedFile* file = FindEmbeddedKernel(path);
+    ASSERT_NE(file, nullptr) << path;
+    for (const Combo& c : combos) {
+      // One element size and rank keeps this test quick; the selftest
+      // builds them all.
+      auto a = Build(std::string(file->content), c.target, c.impl,
+                     {"-DFJ_CT_ELEM=4", "-DFJ_CT_RANK=2"});
+      ASSERT_TRUE(a.ok()) << path << " " << c.target << " "
+                          << CopyImplName(c.impl) << ": " << a.status();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fleetjit::jit
