@@ -189,6 +189,10 @@ FJ_DEV void barrier::init(unsigned count) { impl::barrier_init(*this, count); }
 FJ_DEV void barrier::arrive() { impl::arrive(*this); }
 FJ_DEV bool barrier::test(unsigned parity) { return impl::test(*this, parity); }
 FJ_DEV void barrier::wait(unsigned parity) { impl::wait(*this, parity); }
+FJ_DEV void barrier::arrive_and_wait(unsigned parity) {
+  impl::arrive(*this);
+  impl::wait(*this, parity);
+}
 
 // ----------------------------------------------------------------- groups
 FJ_DEV void commit_group() { impl::commit_group(); }

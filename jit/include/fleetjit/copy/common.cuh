@@ -23,10 +23,7 @@ struct __align__(8) barrier {
   FJ_DEV void arrive();
   FJ_DEV bool test(unsigned parity);
   FJ_DEV void wait(unsigned parity);
-  FJ_DEV void arrive_and_wait(unsigned parity) {
-    arrive();
-    wait(parity);
-  }
+  FJ_DEV void arrive_and_wait(unsigned parity);
 };
 
 // What a copy whose predicate is false does to its destination.

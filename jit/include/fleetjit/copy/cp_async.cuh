@@ -94,6 +94,12 @@ FJ_DEV void wait_group_read() {
 // One cp.async of `w` bytes (4, 8 or 16): the first `src_bytes` come from
 // GMEM, the rest of the chunk is zero-filled (src_bytes = 0 reads nothing).
 FJ_DEV void cp_async(void* s, const void* g, unsigned w, unsigned src_bytes) {
+#ifdef FJ_COPY_HOST_EMULATION
+  // Test seam: tests/jit/copy_emulation_test.cc runs the software copy
+  // paths on the CPU and checks each cp.async it would issue.
+  fj_host_cp_async(s, g, w, src_bytes);
+  return;
+#endif
   const unsigned sa = detail::smem_u32(s);
   if (w == 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa),
