@@ -115,8 +115,8 @@ class Reader {
   bool Count(uint32_t& n, size_t min_element_bytes, absl::string_view what) {
     if (!U32(n, what)) return false;
     if (n > remaining() / min_element_bytes) {
-      return Fail(what, absl::StrCat("count ", n, " exceeds the ",
-                                     remaining(), " bytes left"));
+      return Fail(what, absl::StrCat("count ", n, " exceeds the ", remaining(),
+                                     " bytes left"));
     }
     return true;
   }
@@ -180,9 +180,9 @@ bool ReadArtifact(Reader& r, Artifact& a) {
   uint32_t version;
   if (!r.U32(version, "version")) return false;
   if (version != kVersion) {
-    return r.Fail("version", absl::StrCat("unsupported version ", version,
-                                          " (this build reads ", kVersion,
-                                          ")"));
+    return r.Fail("version",
+                  absl::StrCat("unsupported version ", version,
+                               " (this build reads ", kVersion, ")"));
   }
 
   uint32_t arch;

@@ -27,7 +27,8 @@ uint64_t GetLe(const char* p, int bytes) {
 
 }  // namespace
 
-std::string EncodeCacheEntry(absl::string_view key, absl::string_view payload) {
+std::string EncodeCacheEntryHeader(absl::string_view key,
+                                   absl::string_view payload) {
   std::string out(kCacheEntryHeaderBytes, '\0');
   std::memcpy(out.data(), kMagic, sizeof(kMagic));
   PutLe(out.data() + 8, kCacheFormatVersion, 4);
@@ -36,6 +37,11 @@ std::string EncodeCacheEntry(absl::string_view key, absl::string_view payload) {
   PutLe(out.data() + 24, payload.size(), 8);
   Sha256::Digest sum = Sha256::Hash(payload);
   std::memcpy(out.data() + kChecksumOffset, sum.data(), sum.size());
+  return out;
+}
+
+std::string EncodeCacheEntry(absl::string_view key, absl::string_view payload) {
+  std::string out = EncodeCacheEntryHeader(key, payload);
   out.reserve(out.size() + key.size() + payload.size());
   out.append(key.data(), key.size());
   out.append(payload.data(), payload.size());
@@ -46,8 +52,8 @@ absl::StatusOr<CacheEntryHeader> DecodeCacheEntryHeader(
     absl::string_view header, uint64_t file_bytes) {
   if (header.size() < kCacheEntryHeaderBytes ||
       file_bytes < kCacheEntryHeaderBytes) {
-    return absl::DataLossError(absl::StrCat(
-        "truncated: ", file_bytes, " bytes, shorter than the header"));
+    return absl::DataLossError(absl::StrCat("truncated: ", file_bytes,
+                                            " bytes, shorter than the header"));
   }
   if (std::memcmp(header.data(), kMagic, sizeof(kMagic)) != 0) {
     return absl::DataLossError("not a fleetjit cache entry (bad magic)");
@@ -65,10 +71,10 @@ absl::StatusOr<CacheEntryHeader> DecodeCacheEntryHeader(
   h.payload_bytes = GetLe(header.data() + 24, 8);
   const uint64_t body = file_bytes - kCacheEntryHeaderBytes;
   if (h.key_bytes > body || h.payload_bytes != body - h.key_bytes) {
-    return absl::DataLossError(absl::StrCat(
-        "length mismatch: header says ", h.key_bytes, " key + ",
-        h.payload_bytes, " payload bytes, file holds ", body,
-        " (truncated or damaged)"));
+    return absl::DataLossError(
+        absl::StrCat("length mismatch: header says ", h.key_bytes, " key + ",
+                     h.payload_bytes, " payload bytes, file holds ", body,
+                     " (truncated or damaged)"));
   }
   return h;
 }

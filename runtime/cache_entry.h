@@ -22,9 +22,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fleetjit {
 
@@ -32,6 +32,10 @@ inline constexpr size_t kCacheEntryHeaderBytes = 64;
 
 std::string EncodeCacheEntry(absl::string_view canonical_key,
                              absl::string_view payload);
+// The first kCacheEntryHeaderBytes of EncodeCacheEntry, for writers that
+// write the key and payload from where they already are.
+std::string EncodeCacheEntryHeader(absl::string_view canonical_key,
+                                   absl::string_view payload);
 
 struct CacheEntryHeader {
   uint64_t key_bytes = 0;

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,8 +31,10 @@ std::string OwnershipProblem(const struct stat& st) {
     return absl::StrCat("owned by uid ", st.st_uid, ", not ", ::geteuid());
   }
   const unsigned mode = st.st_mode & 07777;
-  if (st.st_mode & S_IWOTH) return absl::StrFormat("world-writable (mode %04o)", mode);
-  if (st.st_mode & S_IWGRP) return absl::StrFormat("group-writable (mode %04o)", mode);
+  if (st.st_mode & S_IWOTH)
+    return absl::StrFormat("world-writable (mode %04o)", mode);
+  if (st.st_mode & S_IWGRP)
+    return absl::StrFormat("group-writable (mode %04o)", mode);
   return "";
 }
 
@@ -78,12 +82,69 @@ absl::StatusOr<std::string> ReadFully(int fd, uint64_t size) {
           absl::StrCat("read failed: ", ErrnoText(errno)));
     }
     if (n == 0) {
-      return absl::DataLossError(
-          absl::StrCat("truncated: ended after ", done, " of ", size, " bytes"));
+      return absl::DataLossError(absl::StrCat("truncated: ended after ", done,
+                                              " of ", size, " bytes"));
     }
     done += static_cast<uint64_t>(n);
   }
   return data;
+}
+
+namespace {
+
+// Network and user-space file systems, whose files are read, not mapped
+// (statfs f_type values from linux/magic.h and the file systems' sources).
+bool IsNetworkFileSystem(int fd) {
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0) return true;  // unknown: the safe choice
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case 0x6969:      // NFS
+    case 0x0BD00BD0:  // Lustre
+    case 0xFF534D42:  // CIFS
+    case 0xFE534D42:  // SMB2
+    case 0x517B:      // SMB
+    case 0x65735546:  // FUSE
+    case 0x01021997:  // 9p
+    case 0x00C36400:  // Ceph
+    case 0x47504653:  // GPFS
+    case 0x013111A8:  // IBRIX
+    case 0x5346414F:  // AFS
+    case 0x6B414653:  // kAFS
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+FileContents::FileContents(FileContents&& other) noexcept
+    : mapping_(std::exchange(other.mapping_, nullptr)),
+      mapping_size_(other.mapping_size_),
+      read_(std::move(other.read_)),
+      data_(mapping_ != nullptr ? other.data_ : absl::string_view(read_)) {}
+
+FileContents::~FileContents() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_size_);
+}
+
+absl::StatusOr<FileContents> FileContents::Load(int fd, uint64_t size) {
+  FileContents contents;
+  if (size > 0 && !IsNetworkFileSystem(fd)) {
+    void* p =
+        ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+      contents.mapping_ = p;
+      contents.mapping_size_ = size;
+      contents.data_ = absl::string_view(static_cast<const char*>(p), size);
+      return contents;
+    }
+  }
+  absl::StatusOr<std::string> bytes = ReadFully(fd, size);
+  if (!bytes.ok()) return bytes.status();
+  contents.read_ = std::move(*bytes);
+  contents.data_ = contents.read_;
+  return contents;
 }
 
 absl::Status WriteFully(int fd, absl::string_view data) {

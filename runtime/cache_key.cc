@@ -65,8 +65,8 @@ ParseCanonicalKey(absl::string_view c) {
     uint64_t length = 0;
     if (colon == absl::string_view::npos || eq == pos || colon - eq > 20 ||
         !absl::SimpleAtoi(c.substr(eq + 1, colon - eq - 1), &length) ||
-        length > c.size() - colon - 1 ||
-        c.size() - colon - 1 - length < 1 || c[colon + 1 + length] != '\n') {
+        length > c.size() - colon - 1 || c.size() - colon - 1 - length < 1 ||
+        c[colon + 1 + length] != '\n') {
       return absl::DataLossError(
           absl::StrCat("malformed cache key at byte ", pos));
     }

@@ -24,11 +24,11 @@
 #define FLEETJIT_RUNTIME_CACHE_KEY_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fleetjit {
 

@@ -81,8 +81,8 @@ void CompressPortable(uint32_t state[8], const uint8_t* blocks, size_t count) {
 // ABEF and CDGH; sha256rnds2 does two rounds, so each group of four
 // message words takes two calls, swapping which vector is updated.
 __attribute__((target("sha,sse4.1"))) void CompressShaNi(uint32_t state[8],
-                                                        const uint8_t* blocks,
-                                                        size_t count) {
+                                                         const uint8_t* blocks,
+                                                         size_t count) {
   const __m128i kByteSwap =
       _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
   __m128i dcba = _mm_loadu_si128(reinterpret_cast<const __m128i*>(state));

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
 #include "absl/strings/string_view.h"
 
 namespace fleetjit {

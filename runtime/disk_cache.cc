@@ -67,7 +67,7 @@ std::string TempName(absl::string_view digest) {
 
 // Opens the cache directory, refusing one that is not ours.
 Fd OpenRoot(const DiskCache& cache, bool create,
-                   const std::function<void(absl::string_view)>& refuse) {
+            const std::function<void(absl::string_view)>& refuse) {
   const std::string& dir = cache.dir();
   if (dir.empty()) return Fd();
   Fd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -100,9 +100,10 @@ Fd OpenRoot(const DiskCache& cache, bool create,
 // that is a symlink, not a directory, or not ours is logged and moved aside
 // (then recreated when creating).
 Fd OpenShard(int root, const std::string& name, bool create,
-                    const std::string& dir,
-                    const std::function<void(absl::string_view)>& log) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
+             const std::string& dir,
+             const std::function<void(absl::string_view)>& log) {
+  // At most: refuse and move aside, create, open.
+  for (int attempt = 0; attempt < 3; ++attempt) {
     Fd shard(::openat(root, name.c_str(),
                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     std::string problem;
@@ -194,7 +195,9 @@ void CacheLog(const CacheLogger& log, absl::string_view message) {
   }
 }
 
-void DiskCache::Log(absl::string_view message) const { CacheLog(log_, message); }
+void DiskCache::Log(absl::string_view message) const {
+  CacheLog(log_, message);
+}
 
 void DiskCache::Reject(int shard_fd, const std::string& name,
                        const std::string& path, absl::string_view reason,
@@ -203,9 +206,9 @@ void DiskCache::Reject(int shard_fd, const std::string& name,
   // Delete only the file that was judged: another process may have just
   // published a good entry under the same name.
   struct stat now;
-  bool same = ::fstatat(shard_fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) ==
-                  0 &&
-              (opened == nullptr || SameFile(now, *opened));
+  bool same =
+      ::fstatat(shard_fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+      (opened == nullptr || SameFile(now, *opened));
   std::string outcome = "already replaced";
   if (same) {
     outcome = cache_fs::RemoveTree(shard_fd, name)
@@ -245,19 +248,22 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
 
   struct stat st;
   if (::fstat(file.get(), &st) != 0) return std::nullopt;
-  std::string problem;
-  if (!S_ISREG(st.st_mode)) {
-    problem = "not a regular file";
-  } else if (problem = cache_fs::OwnershipProblem(st); !problem.empty()) {
-  } else if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) {
-    problem = absl::StrCat("implausibly large (", st.st_size, " bytes)");
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  std::string problem = S_ISREG(st.st_mode) ? cache_fs::OwnershipProblem(st)
+                                            : "not a regular file";
+  if (problem.empty() && size > kMaxEntryBytes) {
+    problem = absl::StrCat("implausibly large (", size, " bytes)");
+  }
+  if (problem.empty() && size < kCacheEntryHeaderBytes) {
+    problem = absl::StrCat("truncated: ", size, " bytes, shorter than the header");
   }
   if (!problem.empty()) {
     Reject(shard.get(), name, path, problem, &st);
     return std::nullopt;
   }
 
-  absl::StatusOr<std::string> bytes = cache_fs::ReadFully(file.get(), st.st_size);
+  absl::StatusOr<cache_fs::FileContents> bytes =
+      cache_fs::FileContents::Load(file.get(), size);
   if (!bytes.ok()) {
     // An I/O error (e.g. a stale NFS handle) is a miss, not a verdict.
     if (bytes.status().code() == absl::StatusCode::kDataLoss) {
@@ -265,7 +271,7 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
     }
     return std::nullopt;
   }
-  absl::StatusOr<CacheEntryView> entry = DecodeCacheEntry(*bytes);
+  absl::StatusOr<CacheEntryView> entry = DecodeCacheEntry(bytes->data());
   if (!entry.ok()) {
     Reject(shard.get(), name, path, entry.status().message(), &st);
     return std::nullopt;
@@ -294,11 +300,13 @@ absl::Status DiskCache::Store(const CacheKey& key,
   if (!IsCacheDigest(key.digest)) {
     return absl::InvalidArgumentError("cache key digest is not 64 hex digits");
   }
-  const std::string entry =
-      EncodeCacheEntry(key.canonical, jit::SerializeArtifact(artifact));
-  if (entry.size() > max_bytes_) {
+  const std::string payload = jit::SerializeArtifact(artifact);
+  const std::string header = EncodeCacheEntryHeader(key.canonical, payload);
+  const uint64_t entry_bytes =
+      header.size() + key.canonical.size() + payload.size();
+  if (entry_bytes > max_bytes_) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("entry of ", entry.size(),
+        absl::StrCat("entry of ", entry_bytes,
                      " bytes is larger than the cache cap of ", max_bytes_));
   }
   std::string refusal;
@@ -324,9 +332,9 @@ absl::Status DiskCache::Store(const CacheKey& key,
     if (!shard.ok() || err == ENOENT) {
       shard = OpenShard(root.get(), shard_name, true, dir_, log);
       if (!shard.ok()) {
-        return absl::UnavailableError(absl::StrCat(
-            "cannot use shard directory ", dir_, "/", shard_name, ": ",
-            ErrnoText(errno)));
+        return absl::UnavailableError(
+            absl::StrCat("cannot use shard directory ", dir_, "/", shard_name,
+                         ": ", ErrnoText(errno)));
       }
     }
     temp = TempName(key.digest);
@@ -336,11 +344,14 @@ absl::Status DiskCache::Store(const CacheKey& key,
     err = file.ok() ? 0 : errno;
   }
   if (!file.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot create a file in ", dir_, "/", shard_name, ": ", ErrnoText(err)));
+    return absl::UnavailableError(absl::StrCat("cannot create a file in ", dir_,
+                                               "/", shard_name, ": ",
+                                               ErrnoText(err)));
   }
 
-  absl::Status status = cache_fs::WriteFully(file.get(), entry);
+  absl::Status status = cache_fs::WriteFully(file.get(), header);
+  if (status.ok()) status = cache_fs::WriteFully(file.get(), key.canonical);
+  if (status.ok()) status = cache_fs::WriteFully(file.get(), payload);
   if (status.ok() && ::fsync(file.get()) != 0) {
     status = absl::UnavailableError(absl::StrCat("fsync: ", ErrnoText(errno)));
   }
@@ -354,9 +365,9 @@ absl::Status DiskCache::Store(const CacheKey& key,
   if (!status.ok()) {
     file.Reset();
     ::unlinkat(shard.get(), temp.c_str(), 0);
-    return absl::UnavailableError(absl::StrCat(
-        "cannot write cache entry ", EntryPath(key.digest), ": ",
-        status.message()));
+    return absl::UnavailableError(absl::StrCat("cannot write cache entry ",
+                                               EntryPath(key.digest), ": ",
+                                               status.message()));
   }
   // Make the rename durable; the entry is already visible and complete.
   ::fsync(shard.get());
@@ -378,7 +389,8 @@ void DiskCache::AfterStore(int shard, int shard_fd) {
       ::unlinkat(shard_fd, name.c_str(), 0);  // left by a crashed writer
       continue;
     }
-    if (IsEntryName(name) || absl::StartsWith(name, kTempPrefix)) bytes += st.st_size;
+    if (IsEntryName(name) || absl::StartsWith(name, kTempPrefix))
+      bytes += st.st_size;
   }
   uint64_t estimate;
   {
@@ -439,23 +451,24 @@ void DiskCache::Evict() {
   int64_t per_shard[256] = {};
   uint64_t total = 0;
   const int64_t now = NowUnix();
-  ForEachShardFile(root.get(), [&](const std::string& shard_name, int shard_fd,
-                                   const std::string& name,
-                                   const struct stat& st) {
-    if (!S_ISREG(st.st_mode)) return;
-    const bool temp = absl::StartsWith(name, kTempPrefix);
-    if (temp && now - static_cast<int64_t>(st.st_mtim.tv_sec) > kStaleTempSeconds) {
-      ::unlinkat(shard_fd, name.c_str(), 0);
-      return;
-    }
-    if (!temp && !IsEntryName(name)) return;
-    total += st.st_size;
-    per_shard[ShardIndex(shard_name)] += st.st_size;
-    if (!temp) {
-      entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name,
-                         name, static_cast<uint64_t>(st.st_size)});
-    }
-  });
+  ForEachShardFile(
+      root.get(), [&](const std::string& shard_name, int shard_fd,
+                      const std::string& name, const struct stat& st) {
+        if (!S_ISREG(st.st_mode)) return;
+        const bool temp = absl::StartsWith(name, kTempPrefix);
+        if (temp &&
+            now - static_cast<int64_t>(st.st_mtim.tv_sec) > kStaleTempSeconds) {
+          ::unlinkat(shard_fd, name.c_str(), 0);
+          return;
+        }
+        if (!temp && !IsEntryName(name)) return;
+        total += st.st_size;
+        per_shard[ShardIndex(shard_name)] += st.st_size;
+        if (!temp) {
+          entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name,
+                             name, static_cast<uint64_t>(st.st_size)});
+        }
+      });
 
   if (total > max_bytes_) {
     const uint64_t target = max_bytes_ - max_bytes_ / 10;
@@ -468,7 +481,8 @@ void DiskCache::Evict() {
                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!shard.ok()) continue;
       struct stat st;
-      if (::fstatat(shard.get(), e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      if (::fstatat(shard.get(), e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) ==
+              0 &&
           (st.st_mtim.tv_sec != e.mtime_sec ||
            st.st_mtim.tv_nsec != e.mtime_nsec)) {
         continue;  // used or replaced since the scan: no longer the oldest
@@ -497,14 +511,14 @@ DiskCache::Usage DiskCache::Scan() const {
   Usage usage;
   Fd root = OpenRoot(*this, false, [](absl::string_view) {});
   if (!root.ok()) return usage;
-  ForEachShardFile(root.get(), [&](const std::string&, int,
-                                   const std::string& name,
-                                   const struct stat& st) {
-    if (S_ISREG(st.st_mode) && IsEntryName(name)) {
-      ++usage.entries;
-      usage.bytes += st.st_size;
-    }
-  });
+  ForEachShardFile(root.get(),
+                   [&](const std::string&, int, const std::string& name,
+                       const struct stat& st) {
+                     if (S_ISREG(st.st_mode) && IsEntryName(name)) {
+                       ++usage.entries;
+                       usage.bytes += st.st_size;
+                     }
+                   });
   return usage;
 }
 
@@ -527,7 +541,8 @@ absl::Status DiskCache::Clear() {
                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!shard.ok()) {
       // A symlink or file where a shard belongs: remove the name only.
-      if (errno == ELOOP || errno == ENOTDIR) ::unlinkat(root.get(), name.c_str(), 0);
+      if (errno == ELOOP || errno == ENOTDIR)
+        ::unlinkat(root.get(), name.c_str(), 0);
       continue;
     }
     for (const std::string& file : cache_fs::ListNames(shard.get())) {
@@ -563,8 +578,8 @@ std::string InspectEntry(int fd, const struct stat& st, bool verify,
   absl::StatusOr<std::string> bytes = cache_fs::ReadFully(
       fd, verify ? size : kCacheEntryHeaderBytes + header->key_bytes);
   if (!bytes.ok()) return std::string(bytes.status().message());
-  absl::string_view key =
-      absl::string_view(*bytes).substr(kCacheEntryHeaderBytes, header->key_bytes);
+  absl::string_view key = absl::string_view(*bytes).substr(
+      kCacheEntryHeaderBytes, header->key_bytes);
   info.target = CanonicalKeyField(key, "target");
   info.copy_impl = CanonicalKeyField(key, "copy_impl");
   info.compiler = CanonicalKeyField(key, "compiler");
@@ -583,8 +598,7 @@ std::string InspectEntry(int fd, const struct stat& st, bool verify,
 
 }  // namespace
 
-absl::StatusOr<std::vector<CacheEntryInfo>> DiskCache::List(
-    bool verify) const {
+absl::StatusOr<std::vector<CacheEntryInfo>> DiskCache::List(bool verify) const {
   std::vector<CacheEntryInfo> infos;
   std::string refusal;
   Fd root = OpenRoot(*this, false,

@@ -75,7 +75,8 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
         }
       }
       if (outcome == nullptr) {
-        slot->result = absl::InternalError("the module build threw an exception");
+        slot->result =
+            absl::InternalError("the module build threw an exception");
       } else if (outcome->ok()) {
         slot->result = (*outcome)->artifact;
       } else {

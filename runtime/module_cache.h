@@ -59,10 +59,10 @@ enum class CacheSource { kCompiled, kMemory, kDisk };
 // Counters of one ModuleCache, plus the disk directory's size now. Every
 // successful GetOrBuild counts once in memory_hits, disk_hits or misses.
 struct CacheStats {
-  uint64_t memory_hits = 0;  // served from memory (incl. waiters of a build)
-  uint64_t disk_hits = 0;    // loaded from a disk entry
-  uint64_t misses = 0;       // found in no tier: build() was called
-  uint64_t compiles = 0;     // build() calls that succeeded
+  uint64_t memory_hits = 0;     // served from memory (incl. waiters of a build)
+  uint64_t disk_hits = 0;       // loaded from a disk entry
+  uint64_t misses = 0;          // found in no tier: build() was called
+  uint64_t compiles = 0;        // build() calls that succeeded
   double compile_ms_total = 0;  // wall time of those builds
   uint64_t evictions = 0;       // disk entries evicted by this process
   uint64_t rejected_entries = 0;  // disk entries refused and deleted
@@ -106,11 +106,12 @@ class ModuleCache {
  private:
   struct Slot;
   // Loads from disk or builds; the leader of a key's single flight.
-  absl::StatusOr<Result> Fill(const CacheKey& key,
-                              absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build);
+  absl::StatusOr<Result> Fill(
+      const CacheKey& key,
+      absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build);
 
   const CacheConfig config_;
-  const bool use_disk_;  // the disk tier is on and has a directory
+  const bool use_disk_;              // the disk tier is on and has a directory
   std::unique_ptr<DiskCache> disk_;  // also kept when off, for listings
 
   mutable absl::Mutex mu_;

@@ -116,7 +116,8 @@ std::vector<int> ParseVersion(absl::string_view s) {
 }
 
 // The version after `prefix` in a file name ("libnvrtc.so." + "13.0.88").
-std::vector<int> VersionAfter(absl::string_view name, absl::string_view prefix) {
+std::vector<int> VersionAfter(absl::string_view name,
+                              absl::string_view prefix) {
   if (!absl::StartsWith(name, prefix)) return {};
   return ParseVersion(name.substr(prefix.size()));
 }
@@ -168,7 +169,8 @@ absl::StatusOr<std::string> CompilerIdentity(
   // 2. Else libnvrtc-builtins.so.MAJOR.MINOR beside it (same major).
   if (version.size() == 1) {
     std::vector<int> best;
-    for (const std::string& dir : {Dirname(real), Dirname(resolved_nvrtc_path)}) {
+    for (const std::string& dir :
+         {Dirname(real), Dirname(resolved_nvrtc_path)}) {
       for (const std::string& name : ListDirectory(dir)) {
         std::vector<int> v = VersionAfter(name, "libnvrtc-builtins.so.");
         if (v.size() >= 2 && v[0] == version[0] && v > best) best = v;
@@ -179,9 +181,8 @@ absl::StatusOr<std::string> CompilerIdentity(
 
   std::string version_text =
       version.empty() ? "unknown" : absl::StrJoin(version, ".");
-  std::string soname = version.empty()
-                           ? real_name
-                           : absl::StrCat("libnvrtc.so.", version[0]);
+  std::string soname =
+      version.empty() ? real_name : absl::StrCat("libnvrtc.so.", version[0]);
   return absl::StrCat("nvrtc ", version_text, " ", soname,
                       " size=", static_cast<uint64_t>(st.st_size));
 }

@@ -24,10 +24,18 @@ std::string Json(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -44,7 +52,8 @@ std::string HumanBytes(uint64_t bytes) {
   double v = static_cast<double>(bytes);
   int u = 0;
   while (v >= 1024 && u < 4) v /= 1024, ++u;
-  return u == 0 ? absl::StrCat(bytes, " B") : absl::StrFormat("%.1f %s", v, units[u]);
+  return u == 0 ? absl::StrCat(bytes, " B")
+                : absl::StrFormat("%.1f %s", v, units[u]);
 }
 
 std::string LocalTime(int64_t unix_seconds) {
@@ -78,7 +87,8 @@ bool ParseArgs(std::vector<std::string> args, Options& o) {
     } else if (o.verb.empty() && !a.empty() && a[0] != '-') {
       o.verb = a;
     } else {
-      std::fprintf(stderr, "fleetjit cache: unexpected argument '%s'\n", a.c_str());
+      std::fprintf(stderr, "fleetjit cache: unexpected argument '%s'\n",
+                   a.c_str());
       return false;
     }
   }
@@ -114,7 +124,8 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
                  static_cast<unsigned long long>(s.memory_hits),
                  static_cast<unsigned long long>(s.disk_hits),
                  static_cast<unsigned long long>(s.misses),
-                 static_cast<unsigned long long>(s.compiles), s.compile_ms_total,
+                 static_cast<unsigned long long>(s.compiles),
+                 s.compile_ms_total,
                  static_cast<unsigned long long>(s.evictions),
                  static_cast<unsigned long long>(s.rejected_entries));
     return kExitOk;
@@ -161,16 +172,15 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
                  Json(cache.dir()).c_str(), verify ? "true" : "false");
     for (size_t i = 0; i < entries.size(); ++i) {
       const CacheEntryInfo& e = entries[i];
-      std::fprintf(out,
-                   "%s{\"digest\":%s,\"path\":%s,\"target\":%s,\"copy_impl\":%s,"
-                   "\"compiler\":%s,\"bytes\":%llu,\"last_used_unix\":%lld,"
-                   "\"problem\":%s}",
-                   i ? "," : "", Json(e.digest).c_str(), Json(e.path).c_str(),
-                   Json(e.target).c_str(), Json(e.copy_impl).c_str(),
-                   Json(e.compiler).c_str(),
-                   static_cast<unsigned long long>(e.bytes),
-                   static_cast<long long>(e.last_used_unix),
-                   Json(e.problem).c_str());
+      std::fprintf(
+          out,
+          "%s{\"digest\":%s,\"path\":%s,\"target\":%s,\"copy_impl\":%s,"
+          "\"compiler\":%s,\"bytes\":%llu,\"last_used_unix\":%lld,"
+          "\"problem\":%s}",
+          i ? "," : "", Json(e.digest).c_str(), Json(e.path).c_str(),
+          Json(e.target).c_str(), Json(e.copy_impl).c_str(),
+          Json(e.compiler).c_str(), static_cast<unsigned long long>(e.bytes),
+          static_cast<long long>(e.last_used_unix), Json(e.problem).c_str());
     }
     std::fprintf(out, "],\"bad\":%zu}\n", bad);
     return verify && bad > 0 ? kExitFailure : kExitOk;
@@ -203,16 +213,19 @@ int Clear(ModuleCache& cache, bool json, std::FILE* out) {
     return kExitFailure;
   }
   CacheStats after = cache.stats();
-  const uint64_t entries = before.disk_entries - std::min(before.disk_entries, after.disk_entries);
-  const uint64_t bytes = before.disk_bytes - std::min(before.disk_bytes, after.disk_bytes);
+  const uint64_t entries =
+      before.disk_entries - std::min(before.disk_entries, after.disk_entries);
+  const uint64_t bytes =
+      before.disk_bytes - std::min(before.disk_bytes, after.disk_bytes);
   if (json) {
-    std::fprintf(out, "{\"dir\":%s,\"deleted_entries\":%llu,\"deleted_bytes\":%llu}\n",
-                 Json(cache.dir()).c_str(), static_cast<unsigned long long>(entries),
-                 static_cast<unsigned long long>(bytes));
+    std::fprintf(
+        out, "{\"dir\":%s,\"deleted_entries\":%llu,\"deleted_bytes\":%llu}\n",
+        Json(cache.dir()).c_str(), static_cast<unsigned long long>(entries),
+        static_cast<unsigned long long>(bytes));
   } else {
     std::fprintf(out, "deleted %llu entries (%s) from %s\n",
-                 static_cast<unsigned long long>(entries), HumanBytes(bytes).c_str(),
-                 cache.dir().c_str());
+                 static_cast<unsigned long long>(entries),
+                 HumanBytes(bytes).c_str(), cache.dir().c_str());
   }
   return kExitOk;
 }
@@ -235,7 +248,8 @@ int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out) {
   }
   if (options.verb == "stats") return Stats(cache, config, options.json, out);
   if (options.verb == "ls") return ListEntries(cache, false, options.json, out);
-  if (options.verb == "verify") return ListEntries(cache, true, options.json, out);
+  if (options.verb == "verify")
+    return ListEntries(cache, true, options.json, out);
   return Clear(cache, options.json, out);
 }
 

@@ -17,8 +17,8 @@ TEST(ArtifactTest, RoundTripsRandomArtifacts) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   Rng rng(seed);
-  for (size_t image_bytes : {size_t{0}, size_t{1}, size_t{777}, size_t{65536},
-                             size_t{1} << 20}) {
+  for (size_t image_bytes :
+       {size_t{0}, size_t{1}, size_t{777}, size_t{65536}, size_t{1} << 20}) {
     Artifact a = RandomArtifact(rng, image_bytes);
     std::string bytes = SerializeArtifact(a);
     absl::StatusOr<Artifact> b = DeserializeArtifact(bytes);

@@ -28,9 +28,12 @@ class CacheCommandTest : public ::testing::Test {
     config.dir = cache_dir_;
     ModuleCache cache(config);
     for (int i = 0; i < count; ++i) {
-      ASSERT_TRUE(cache.GetOrBuild(KeyFor(seed_, i), [&]() -> absl::StatusOr<jit::Artifact> {
-        return ArtifactFor(seed_, i, 2048);
-      }).ok());
+      ASSERT_TRUE(cache
+                      .GetOrBuild(KeyFor(seed_, i),
+                                  [&]() -> absl::StatusOr<jit::Artifact> {
+                                    return ArtifactFor(seed_, i, 2048);
+                                  })
+                      .ok());
     }
   }
   // Runs the command; returns (exit code, output).
@@ -42,7 +45,8 @@ class CacheCommandTest : public ::testing::Test {
     std::string text;
     char buffer[4096];
     size_t n;
-    while ((n = std::fread(buffer, 1, sizeof(buffer), out)) > 0) text.append(buffer, n);
+    while ((n = std::fread(buffer, 1, sizeof(buffer), out)) > 0)
+      text.append(buffer, n);
     std::fclose(out);
     return {code, text};
   }
@@ -71,12 +75,14 @@ TEST_F(CacheCommandTest, LsListsEntriesWithTheirTarget) {
   Fill(2);
   auto [code, text] = Run({"ls", "--dir", cache_dir_});
   EXPECT_EQ(code, 0);
-  EXPECT_TRUE(absl::StrContains(text, KeyFor(seed_, 0).digest.substr(0, 16))) << text;
+  EXPECT_TRUE(absl::StrContains(text, KeyFor(seed_, 0).digest.substr(0, 16)))
+      << text;
   EXPECT_TRUE(absl::StrContains(text, "sm_90a")) << text;
   EXPECT_TRUE(absl::StrContains(text, "2 entries")) << text;
   std::tie(code, text) = Run({"ls", "--json", "--dir", cache_dir_});
   EXPECT_EQ(code, 0);
-  EXPECT_TRUE(absl::StrContains(text, "\"digest\":\"" + KeyFor(seed_, 1).digest + "\""))
+  EXPECT_TRUE(
+      absl::StrContains(text, "\"digest\":\"" + KeyFor(seed_, 1).digest + "\""))
       << text;
   EXPECT_TRUE(absl::StrContains(text, "\"bad\":0}")) << text;
 }
@@ -120,7 +126,8 @@ TEST_F(CacheCommandTest, MissingDirectoryIsEmptyNotAnError) {
   EXPECT_EQ(code, 0);
   EXPECT_TRUE(absl::StrContains(text, "0 entries")) << text;
   struct stat st;
-  EXPECT_NE(::stat(dir_.Sub("nothing-here").c_str(), &st), 0) << "ls created it";
+  EXPECT_NE(::stat(dir_.Sub("nothing-here").c_str(), &st), 0)
+      << "ls created it";
 }
 
 }  // namespace

@@ -116,20 +116,26 @@ TEST(CacheKeyTest, EveryFieldChangesTheKey) {
   std::vector<std::pair<std::string, std::function<void(CacheKeyInputs&)>>>
       mutations = {
           {"source", [&](auto& in) { in.source += " "; }},
-          {"source byte", [&](auto& in) { in.source[rng() % in.source.size()] ^= 1; }},
-          {"one header's content", [&](auto& in) { in.headers[1].second += "x"; }},
+          {"source byte",
+           [&](auto& in) { in.source[rng() % in.source.size()] ^= 1; }},
+          {"one header's content",
+           [&](auto& in) { in.headers[1].second += "x"; }},
           {"one header's name", [&](auto& in) { in.headers[2].first += "x"; }},
-          {"an added header", [&](auto& in) { in.headers.emplace_back("n.h", ""); }},
+          {"an added header",
+           [&](auto& in) { in.headers.emplace_back("n.h", ""); }},
           {"a removed header", [&](auto& in) { in.headers.pop_back(); }},
           {"an option", [&](auto& in) { in.options[1] += "1"; }},
           {"an added option", [&](auto& in) { in.options.push_back("-G"); }},
-          {"option order", [&](auto& in) { std::swap(in.options[0], in.options[1]); }},
+          {"option order",
+           [&](auto& in) { std::swap(in.options[0], in.options[1]); }},
           {"target", [&](auto& in) { in.target = "sm_90"; }},
           {"target kind", [&](auto& in) { in.target = "compute_90a"; }},
           {"copy_impl", [&](auto& in) { in.copy_impl = "cp_async"; }},
-          {"compiler", [&](auto& in) { in.compiler = "nvrtc 13.1 libnvrtc.so.13 size=1"; }},
+          {"compiler",
+           [&](auto& in) { in.compiler = "nvrtc 13.1 libnvrtc.so.13 size=1"; }},
           {"driver_version", [&](auto& in) { in.driver_version = 13010; }},
-          {"name_expressions", [&](auto& in) { in.name_expressions.push_back("k<int>"); }},
+          {"name_expressions",
+           [&](auto& in) { in.name_expressions.push_back("k<int>"); }},
           {"emit_ptx", [&](auto& in) { in.emit_ptx = !in.emit_ptx; }},
       };
   std::set<std::string> digests = {MakeCacheKey(base).digest};
@@ -137,7 +143,8 @@ TEST(CacheKeyTest, EveryFieldChangesTheKey) {
     CacheKeyInputs in = base;
     mutate(in);
     CacheKey key = MakeCacheKey(in);
-    EXPECT_TRUE(digests.insert(key.digest).second) << what << " did not change the key";
+    EXPECT_TRUE(digests.insert(key.digest).second)
+        << what << " did not change the key";
   }
 }
 
@@ -198,10 +205,12 @@ TEST(NvrtcLocateTest, IdentityFromTheVersionedRealFile) {
   Rng rng(FreshSeed());
   std::string content = RandomBytes(rng, 1000 + rng() % 1000);
   WriteFile(dir.Sub("libnvrtc.so.13.0.88"), content);
-  ASSERT_EQ(::symlink("libnvrtc.so.13.0.88", dir.Sub("libnvrtc.so.13").c_str()), 0);
+  ASSERT_EQ(::symlink("libnvrtc.so.13.0.88", dir.Sub("libnvrtc.so.13").c_str()),
+            0);
   absl::StatusOr<std::string> id = CompilerIdentity(dir.Sub("libnvrtc.so.13"));
   ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_EQ(*id, absl::StrCat("nvrtc 13.0.88 libnvrtc.so.13 size=", content.size()));
+  EXPECT_EQ(*id,
+            absl::StrCat("nvrtc 13.0.88 libnvrtc.so.13 size=", content.size()));
   // An explicit path to the versioned file names the same compiler.
   EXPECT_EQ(*CompilerIdentity(dir.Sub("libnvrtc.so.13.0.88")), *id);
 }
@@ -215,7 +224,8 @@ TEST(NvrtcLocateTest, IdentityFromTheBuiltinsBesideIt) {
   WriteFile(dir.Sub("libnvrtc-builtins.so.12.9"), "b");  // other major: ignored
   absl::StatusOr<std::string> id = CompilerIdentity(dir.Sub("libnvrtc.so.13"));
   ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_EQ(*id, absl::StrCat("nvrtc 13.0 libnvrtc.so.13 size=", content.size()));
+  EXPECT_EQ(*id,
+            absl::StrCat("nvrtc 13.0 libnvrtc.so.13 size=", content.size()));
   // A rebuilt library of another size is another compiler.
   WriteFile(dir.Sub("libnvrtc.so.13"), content + "x");
   EXPECT_NE(*CompilerIdentity(dir.Sub("libnvrtc.so.13")), *id);
@@ -253,7 +263,8 @@ TEST(NvrtcLocateTest, ResolvesExplicitPathThenLdLibraryPath) {
   WriteFile(dir.Sub("libnvrtc.so.13"), "not really a library");
   EXPECT_EQ(*ResolveNvrtcLibrary(dir.Sub("libnvrtc.so.13")),
             dir.Sub("libnvrtc.so.13"));
-  ScopedEnv env("LD_LIBRARY_PATH", absl::StrCat("/nonexistent::", dir.path(), "/"));
+  ScopedEnv env("LD_LIBRARY_PATH",
+                absl::StrCat("/nonexistent::", dir.path(), "/"));
   EXPECT_EQ(*ResolveNvrtcLibrary(""), dir.Sub("libnvrtc.so.13"));
 }
 

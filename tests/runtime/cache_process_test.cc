@@ -30,7 +30,11 @@ const std::string kHelper = FJ_CACHE_STRESS_HELPER;
 std::vector<std::string> HelperArgs(const std::string& mode,
                                     const std::string& dir, uint64_t seed,
                                     int n, size_t image) {
-  return {kHelper, mode, dir, std::to_string(seed), std::to_string(n),
+  return {kHelper,
+          mode,
+          dir,
+          std::to_string(seed),
+          std::to_string(n),
           std::to_string(image)};
 }
 
@@ -48,13 +52,15 @@ void ExpectAllValid(const std::string& dir, uint64_t seed, int count,
   CacheConfig config;
   config.dir = dir;
   ModuleCache cache(config);
-  absl::StatusOr<std::vector<CacheEntryInfo>> list = cache.List(/*verify=*/true);
+  absl::StatusOr<std::vector<CacheEntryInfo>> list =
+      cache.List(/*verify=*/true);
   ASSERT_TRUE(list.ok()) << list.status();
-  if (expected_entries >= 0) EXPECT_EQ(static_cast<int>(list->size()), expected_entries);
+  if (expected_entries >= 0)
+    EXPECT_EQ(static_cast<int>(list->size()), expected_entries);
   for (const CacheEntryInfo& e : *list) EXPECT_EQ(e.problem, "") << e.path;
   for (int i = 0; i < count; ++i) {
-    absl::StatusOr<ModuleCache::Result> r =
-        cache.GetOrBuild(KeyFor(seed, i), [&]() -> absl::StatusOr<jit::Artifact> {
+    absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+        KeyFor(seed, i), [&]() -> absl::StatusOr<jit::Artifact> {
           return ArtifactFor(seed, i, image);
         });
     ASSERT_TRUE(r.ok()) << r.status();
@@ -109,7 +115,8 @@ TEST(CacheProcessTest, KillDashNineDuringWritesNeverServesACorruptEntry) {
 
   Rng rng(seed);
   for (int k = 0; k < kKills; ++k) {
-    pid_t writer = Spawn(HelperArgs("write-loop", cache_dir, seed, kItems, kImage));
+    pid_t writer =
+        Spawn(HelperArgs("write-loop", cache_dir, seed, kItems, kImage));
     ASSERT_GT(writer, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 80));
     ASSERT_EQ(::kill(writer, SIGKILL), 0);
@@ -117,7 +124,8 @@ TEST(CacheProcessTest, KillDashNineDuringWritesNeverServesACorruptEntry) {
   }
   ::fleetjit::testing::WriteFile(stop_file, "stop");
   EXPECT_EQ(Wait(reader), 0) << "the reader saw a bad entry";
-  std::printf("temp files left by killed writers: %d\n", CountTempFiles(cache_dir));
+  std::printf("temp files left by killed writers: %d\n",
+              CountTempFiles(cache_dir));
   ExpectAllValid(cache_dir, seed, kItems, kImage, -1);
 }
 
@@ -133,9 +141,12 @@ TEST(CacheProcessTest, HitInAProcessWithoutNvrtc) {
     CacheConfig config;
     config.dir = cache_dir;
     ModuleCache cache(config);
-    ASSERT_TRUE(cache.GetOrBuild(KeyFor(seed, 0), [&]() -> absl::StatusOr<jit::Artifact> {
-      return ArtifactFor(seed, 0, kImage);
-    }).ok());
+    ASSERT_TRUE(cache
+                    .GetOrBuild(KeyFor(seed, 0),
+                                [&]() -> absl::StatusOr<jit::Artifact> {
+                                  return ArtifactFor(seed, 0, kImage);
+                                })
+                    .ok());
   }
   pid_t child = Spawn(HelperArgs("hit", cache_dir, seed, 0, kImage),
                       {"LD_LIBRARY_PATH=/nonexistent",

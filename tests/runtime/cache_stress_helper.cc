@@ -45,8 +45,8 @@ int Build(const std::string& dir, uint64_t seed, int count, size_t image) {
   const int offset = static_cast<int>(order() % count);
   for (int n = 0; n < count; ++n) {
     const int i = (n + offset) % count;
-    absl::StatusOr<ModuleCache::Result> r =
-        cache.GetOrBuild(KeyFor(seed, i), [&]() -> absl::StatusOr<jit::Artifact> {
+    absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+        KeyFor(seed, i), [&]() -> absl::StatusOr<jit::Artifact> {
           return ArtifactFor(seed, i, image);
         });
     if (!r.ok()) return Fail(r.status().ToString());
@@ -88,8 +88,8 @@ int ReadLoop(const std::string& dir, uint64_t seed, int count, size_t image,
     expected.push_back(jit::SerializeArtifact(ArtifactFor(seed, i, image)));
   }
   Rng rng(static_cast<uint64_t>(::getpid()));
-  const auto end = std::chrono::steady_clock::now() +
-                   std::chrono::duration<double>(seconds);
+  const auto end =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   uint64_t loads = 0, hits = 0;
   while (std::chrono::steady_clock::now() < end) {
     if (!stop_file.empty() && loads % 16 == 0 &&
@@ -132,8 +132,8 @@ int Hit(const std::string& dir, uint64_t seed, int index, size_t image) {
   CacheConfig config;
   config.dir = dir;
   ModuleCache cache(config);
-  absl::StatusOr<ModuleCache::Result> r =
-      cache.GetOrBuild(KeyFor(seed, index), []() -> absl::StatusOr<jit::Artifact> {
+  absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+      KeyFor(seed, index), []() -> absl::StatusOr<jit::Artifact> {
         std::fprintf(stderr, "cache_stress_helper: the build ran on a hit\n");
         std::_Exit(3);
       });
@@ -155,7 +155,9 @@ int Hit(const std::string& dir, uint64_t seed, int index, size_t image) {
 int main(int argc, char** argv) {
   using namespace fleetjit::testing;
   if (argc < 6) {
-    std::fprintf(stderr, "usage: %s build|write-loop|read-loop|hit DIR SEED N IMAGE_BYTES [SECONDS]\n",
+    std::fprintf(stderr,
+                 "usage: %s build|write-loop|read-loop|hit DIR SEED N "
+                 "IMAGE_BYTES [SECONDS]\n",
                  argv[0]);
     return 2;
   }

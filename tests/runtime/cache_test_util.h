@@ -115,8 +115,7 @@ inline CacheKey KeyFor(uint64_t seed, int index) {
 }
 
 // The artifact item `index` of a seeded set builds to.
-inline jit::Artifact ArtifactFor(uint64_t seed, int index,
-                                 size_t image_bytes) {
+inline jit::Artifact ArtifactFor(uint64_t seed, int index, size_t image_bytes) {
   Rng rng(seed * 104729 + static_cast<uint64_t>(index));
   return RandomArtifact(rng, image_bytes);
 }
@@ -126,8 +125,8 @@ class TempDir {
  public:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string pattern =
-        absl::StrCat(base != nullptr && *base ? base : "/tmp", "/fjcache.XXXXXX");
+    std::string pattern = absl::StrCat(base != nullptr && *base ? base : "/tmp",
+                                       "/fjcache.XXXXXX");
     std::vector<char> buffer(pattern.begin(), pattern.end());
     buffer.push_back('\0');
     path_ = ::mkdtemp(buffer.data());
@@ -173,7 +172,8 @@ inline pid_t Spawn(const std::vector<std::string>& argv,
   }
   environment.insert(environment.end(), env.begin(), env.end());
   std::vector<char*> args, envp;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   for (const std::string& e : environment) {
     envp.push_back(const_cast<char*>(e.c_str()));

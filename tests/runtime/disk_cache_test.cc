@@ -46,20 +46,23 @@ class DiskCacheTest : public ::testing::Test {
     return c;
   }
   std::string Path(int index) {
-    return DiskCache(dir_.Sub("cache"), 0, nullptr).EntryPath(KeyFor(seed_, index).digest);
+    return DiskCache(dir_.Sub("cache"), 0, nullptr)
+        .EntryPath(KeyFor(seed_, index).digest);
   }
   absl::StatusOr<ModuleCache::Result> Get(ModuleCache& cache, int index) {
-    return cache.GetOrBuild(KeyFor(seed_, index), [&]() -> absl::StatusOr<jit::Artifact> {
-      ++builds_;
-      return ArtifactFor(seed_, index, kImageBytes);
-    });
+    return cache.GetOrBuild(KeyFor(seed_, index),
+                            [&]() -> absl::StatusOr<jit::Artifact> {
+                              ++builds_;
+                              return ArtifactFor(seed_, index, kImageBytes);
+                            });
   }
   // Asserts that `index` is served, correctly, from `expected`.
   void ExpectServed(ModuleCache& cache, int index, CacheSource expected) {
     absl::StatusOr<ModuleCache::Result> r = Get(cache, index);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->source, expected);
-    EXPECT_TRUE(SameArtifact(*r->artifact, ArtifactFor(seed_, index, kImageBytes)));
+    EXPECT_TRUE(
+        SameArtifact(*r->artifact, ArtifactFor(seed_, index, kImageBytes)));
   }
   bool Logged(absl::string_view text) {
     std::lock_guard<std::mutex> lock(log_mu_);
@@ -104,11 +107,15 @@ TEST_F(DiskCacheTest, EntryIsOneSelfCheckingPrivateFile) {
   EXPECT_EQ(st.st_mode & 07777, 0700u);
 
   const std::string bytes = ReadFile(path);
-  const std::string payload = jit::SerializeArtifact(ArtifactFor(seed_, 0, kImageBytes));
+  const std::string payload =
+      jit::SerializeArtifact(ArtifactFor(seed_, 0, kImageBytes));
   EXPECT_EQ(bytes.substr(0, 8), std::string("FJCACHE\0", 8));
-  EXPECT_EQ(bytes.size(), kCacheEntryHeaderBytes + key.canonical.size() + payload.size());
-  EXPECT_EQ(bytes.substr(kCacheEntryHeaderBytes, key.canonical.size()), key.canonical);
-  EXPECT_EQ(bytes.substr(kCacheEntryHeaderBytes + key.canonical.size()), payload);
+  EXPECT_EQ(bytes.size(),
+            kCacheEntryHeaderBytes + key.canonical.size() + payload.size());
+  EXPECT_EQ(bytes.substr(kCacheEntryHeaderBytes, key.canonical.size()),
+            key.canonical);
+  EXPECT_EQ(bytes.substr(kCacheEntryHeaderBytes + key.canonical.size()),
+            payload);
   // Nothing but the entry in its shard: no temp file left behind.
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(shard),
                           std::filesystem::directory_iterator()),
@@ -122,10 +129,24 @@ TEST_F(DiskCacheTest, TruncatedEntriesAreDeletedAndRebuilt) {
   ModuleCache cache(Config());
   ExpectServed(cache, 1, CacheSource::kCompiled);
   const std::string good = ReadFile(Path(1));
-  const size_t key_end = kCacheEntryHeaderBytes + KeyFor(seed_, 1).canonical.size();
+  const size_t key_end =
+      kCacheEntryHeaderBytes + KeyFor(seed_, 1).canonical.size();
   Rng rng(seed_);
-  std::vector<size_t> cuts = {0, 1, 7, 8, 12, 16, 24, 32, 63, 64, key_end / 2,
-                              key_end - 1, key_end, key_end + 1, good.size() / 2,
+  std::vector<size_t> cuts = {0,
+                              1,
+                              7,
+                              8,
+                              12,
+                              16,
+                              24,
+                              32,
+                              63,
+                              64,
+                              key_end / 2,
+                              key_end - 1,
+                              key_end,
+                              key_end + 1,
+                              good.size() / 2,
                               good.size() - 1};
   for (int i = 0; i < 10; ++i) cuts.push_back(rng() % good.size());
   uint64_t rejected = cache.stats().rejected_entries;
@@ -195,20 +216,25 @@ TEST_F(DiskCacheTest, EvictionKeepsTheDirectoryUnderItsCap) {
 TEST_F(DiskCacheTest, EvictionIsLeastRecentlyUsedFirst) {
   {
     ModuleCache fill(Config());
-    for (int i = 0; i < 8; ++i) ExpectServed(fill, 200 + i, CacheSource::kCompiled);
+    for (int i = 0; i < 8; ++i)
+      ExpectServed(fill, 200 + i, CacheSource::kCompiled);
   }
   // Age the entries: 200 is the oldest, 207 the newest.
   for (int i = 0; i < 8; ++i) {
-    struct timespec times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 86400 + i * 60, 0}};
+    struct timespec times[2] = {{0, UTIME_OMIT},
+                                {::time(nullptr) - 86400 + i * 60, 0}};
     ASSERT_EQ(::utimensat(AT_FDCWD, Path(200 + i).c_str(), times, 0), 0);
   }
   const uint64_t per_entry = ModuleCache(Config()).stats().disk_bytes / 8;
   ModuleCache cache(Config(per_entry * 21 / 2));  // room for 10.5 entries
   ExpectServed(cache, 200, CacheSource::kDisk);   // a hit makes 200 recent
-  for (int i = 8; i < 11; ++i) ExpectServed(cache, 200 + i, CacheSource::kCompiled);
+  for (int i = 8; i < 11; ++i)
+    ExpectServed(cache, 200 + i, CacheSource::kCompiled);
   struct stat st;
-  EXPECT_EQ(::stat(Path(200).c_str(), &st), 0) << "the recently used entry was evicted";
-  EXPECT_NE(::stat(Path(201).c_str(), &st), 0) << "the least recently used entry survived";
+  EXPECT_EQ(::stat(Path(200).c_str(), &st), 0)
+      << "the recently used entry was evicted";
+  EXPECT_NE(::stat(Path(201).c_str(), &st), 0)
+      << "the least recently used entry survived";
   EXPECT_EQ(::stat(Path(207).c_str(), &st), 0);
   EXPECT_EQ(::stat(Path(210).c_str(), &st), 0);
   EXPECT_LE(cache.stats().disk_bytes, per_entry * 21 / 2);
@@ -250,7 +276,8 @@ TEST_F(DiskCacheTest, SymlinkedEntryIsRefused) {
   struct stat st;
   ASSERT_EQ(::lstat(Path(7).c_str(), &st), 0);
   EXPECT_TRUE(S_ISREG(st.st_mode));
-  EXPECT_EQ(::lstat(elsewhere.c_str(), &st), 0) << "the link's target was touched";
+  EXPECT_EQ(::lstat(elsewhere.c_str(), &st), 0)
+      << "the link's target was touched";
 }
 
 TEST_F(DiskCacheTest, FifoEntryIsRefusedWithoutBlocking) {
@@ -312,10 +339,12 @@ TEST_F(DiskCacheTest, CacheDirectoryOwnedByAnotherUserTurnsTheDiskTierOff) {
   ModuleCache cache(Config());
   ExpectServed(cache, 12, CacheSource::kCompiled);  // its entry is not trusted
   ExpectServed(cache, 13, CacheSource::kCompiled);
-  EXPECT_TRUE(Logged("refusing cache directory " + dir_.Sub("cache"))) << LogText();
+  EXPECT_TRUE(Logged("refusing cache directory " + dir_.Sub("cache")))
+      << LogText();
   EXPECT_EQ(log_.size(), 1u) << LogText();
   struct stat st;
-  EXPECT_NE(::stat(Path(13).c_str(), &st), 0) << "wrote into a foreign directory";
+  EXPECT_NE(::stat(Path(13).c_str(), &st), 0)
+      << "wrote into a foreign directory";
 }
 
 TEST_F(DiskCacheTest, GroupWritableCacheDirectoryIsRefused) {
@@ -344,13 +373,16 @@ TEST_F(DiskCacheTest, StaleTempFilesFromCrashedWritersAreRemoved) {
   ExpectServed(cache, 15, CacheSource::kCompiled);  // stores into that shard
   struct stat st;
   EXPECT_NE(::stat(stale.c_str(), &st), 0);
-  EXPECT_EQ(::stat(fresh.c_str(), &st), 0) << "a live writer's file was removed";
+  EXPECT_EQ(::stat(fresh.c_str(), &st), 0)
+      << "a live writer's file was removed";
 }
 
 TEST_F(DiskCacheTest, ListAndVerifyReportDamage) {
   ModuleCache cache(Config());
-  for (int i = 0; i < 3; ++i) ExpectServed(cache, 20 + i, CacheSource::kCompiled);
-  absl::StatusOr<std::vector<CacheEntryInfo>> list = cache.List(/*verify=*/true);
+  for (int i = 0; i < 3; ++i)
+    ExpectServed(cache, 20 + i, CacheSource::kCompiled);
+  absl::StatusOr<std::vector<CacheEntryInfo>> list =
+      cache.List(/*verify=*/true);
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->size(), 3u);
   for (const CacheEntryInfo& e : *list) {
@@ -377,8 +409,10 @@ TEST_F(DiskCacheTest, ListAndVerifyReportDamage) {
     return std::string("missing");
   };
   EXPECT_EQ(problem(false, 20), "");
-  EXPECT_NE(problem(true, 20).find("checksum"), std::string::npos) << problem(true, 20);
-  EXPECT_NE(problem(true, 22).find("does not hash"), std::string::npos) << problem(true, 22);
+  EXPECT_NE(problem(true, 20).find("checksum"), std::string::npos)
+      << problem(true, 20);
+  EXPECT_NE(problem(true, 22).find("does not hash"), std::string::npos)
+      << problem(true, 22);
   EXPECT_EQ(problem(true, 21), "");
   ASSERT_EQ(::chmod(Path(21).c_str(), 0666), 0);
   EXPECT_NE(problem(false, 21).find("world-writable"), std::string::npos);
@@ -392,7 +426,8 @@ TEST_F(DiskCacheTest, ReaderWithTheEntryOpenSurvivesItsDeletion) {
   ASSERT_GE(fd, 0);
   ASSERT_TRUE(cache.Clear().ok());  // another process evicting or clearing
   std::string read(good.size(), '\0');
-  EXPECT_EQ(::pread(fd, read.data(), read.size(), 0), static_cast<ssize_t>(good.size()));
+  EXPECT_EQ(::pread(fd, read.data(), read.size(), 0),
+            static_cast<ssize_t>(good.size()));
   EXPECT_EQ(read, good);
   ::close(fd);
 }

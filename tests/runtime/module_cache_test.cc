@@ -56,7 +56,8 @@ TEST_F(ModuleCacheTest, CompilesThenHitsMemoryThenDisk) {
   const jit::Artifact expected = ArtifactFor(seed_, 0, 4096);
   {
     ModuleCache cache(Config());
-    absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(key, Builder(0, calls));
+    absl::StatusOr<ModuleCache::Result> r =
+        cache.GetOrBuild(key, Builder(0, calls));
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->source, CacheSource::kCompiled);
     EXPECT_TRUE(SameArtifact(*r->artifact, expected));
@@ -73,7 +74,8 @@ TEST_F(ModuleCacheTest, CompilesThenHitsMemoryThenDisk) {
     EXPECT_GT(s.disk_bytes, 4096u);
   }
   ModuleCache fresh(Config());
-  absl::StatusOr<ModuleCache::Result> r = fresh.GetOrBuild(key, Builder(0, calls));
+  absl::StatusOr<ModuleCache::Result> r =
+      fresh.GetOrBuild(key, Builder(0, calls));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->source, CacheSource::kDisk);
   EXPECT_TRUE(SameArtifact(*r->artifact, expected));
@@ -87,13 +89,15 @@ TEST_F(ModuleCacheTest, EachKeyFieldMissesAndUnchangedInputHits) {
   const CacheKeyInputs base = KeyInputsFor(seed_, 1);
   std::vector<std::pair<const char*, void (*)(CacheKeyInputs&)>> mutations = {
       {"source", [](CacheKeyInputs& in) { in.source += "\n"; }},
-      {"header content", [](CacheKeyInputs& in) { in.headers[0].second.back() ^= 1; }},
+      {"header content",
+       [](CacheKeyInputs& in) { in.headers[0].second.back() ^= 1; }},
       {"options", [](CacheKeyInputs& in) { in.options.push_back("-DX"); }},
       {"target", [](CacheKeyInputs& in) { in.target = "sm_90"; }},
       {"copy_impl", [](CacheKeyInputs& in) { in.copy_impl = "sync"; }},
       {"compiler", [](CacheKeyInputs& in) { in.compiler += "1"; }},
       {"driver_version", [](CacheKeyInputs& in) { in.driver_version += 10; }},
-      {"name_expressions", [](CacheKeyInputs& in) { in.name_expressions = {}; }},
+      {"name_expressions",
+       [](CacheKeyInputs& in) { in.name_expressions = {}; }},
       {"emit_ptx", [](CacheKeyInputs& in) { in.emit_ptx = true; }},
   };
   std::atomic<int> calls{0};
@@ -127,11 +131,12 @@ TEST_F(ModuleCacheTest, SixtyFourThreadsOneKeyOneBuild) {
   for (int t = 0; t < 64; ++t) {
     threads.emplace_back([&, t] {
       if (start->Block()) delete start;
-      absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> {
-        builds.fetch_add(1);
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        return ArtifactFor(seed_, 2, 1000);
-      });
+      absl::StatusOr<ModuleCache::Result> r =
+          cache.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> {
+            builds.fetch_add(1);
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            return ArtifactFor(seed_, 2, 1000);
+          });
       ASSERT_TRUE(r.ok()) << r.status();
       got[t] = r->artifact;
     });
@@ -158,8 +163,8 @@ TEST_F(ModuleCacheTest, DistinctKeysBuildInParallel) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kKeys; ++i) {
     threads.emplace_back([&, i] {
-      absl::StatusOr<ModuleCache::Result> r =
-          cache.GetOrBuild(KeyFor(seed_, 100 + i), [&]() -> absl::StatusOr<jit::Artifact> {
+      absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+          KeyFor(seed_, 100 + i), [&]() -> absl::StatusOr<jit::Artifact> {
             std::unique_lock<std::mutex> lock(mu);
             ++inside;
             cv.notify_all();
@@ -205,7 +210,8 @@ TEST_F(ModuleCacheTest, FailedBuildReachesEveryWaiterAndIsNotCached) {
   EXPECT_EQ(cache.stats().disk_entries, 0u);
   // Not cached: the next call builds again, and may succeed.
   std::atomic<int> calls{0};
-  absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(key, Builder(3, calls));
+  absl::StatusOr<ModuleCache::Result> r =
+      cache.GetOrBuild(key, Builder(3, calls));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->source, CacheSource::kCompiled);
   EXPECT_EQ(calls.load(), 1);
@@ -217,8 +223,10 @@ TEST_F(ModuleCacheTest, WithoutMemoryTierEveryCallReadsDisk) {
   ModuleCache cache(config);
   std::atomic<int> calls{0};
   const CacheKey key = KeyFor(seed_, 4);
-  EXPECT_EQ(cache.GetOrBuild(key, Builder(4, calls))->source, CacheSource::kCompiled);
-  EXPECT_EQ(cache.GetOrBuild(key, Builder(4, calls))->source, CacheSource::kDisk);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(4, calls))->source,
+            CacheSource::kCompiled);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(4, calls))->source,
+            CacheSource::kDisk);
   EXPECT_EQ(calls.load(), 1);
 }
 
@@ -228,8 +236,10 @@ TEST_F(ModuleCacheTest, WithoutDiskTierNothingIsWritten) {
   ModuleCache cache(config);
   std::atomic<int> calls{0};
   const CacheKey key = KeyFor(seed_, 5);
-  EXPECT_EQ(cache.GetOrBuild(key, Builder(5, calls))->source, CacheSource::kCompiled);
-  EXPECT_EQ(cache.GetOrBuild(key, Builder(5, calls))->source, CacheSource::kMemory);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(5, calls))->source,
+            CacheSource::kCompiled);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(5, calls))->source,
+            CacheSource::kMemory);
   struct stat st;
   EXPECT_NE(::stat(config.dir.c_str(), &st), 0);
   EXPECT_EQ(cache.stats().disk_entries, 0u);
@@ -254,7 +264,8 @@ TEST_F(ModuleCacheTest, ClearEmptiesBothTiers) {
   ModuleCache cache(Config());
   std::atomic<int> calls{0};
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(cache.GetOrBuild(KeyFor(seed_, 10 + i), Builder(10 + i, calls)).ok());
+    ASSERT_TRUE(
+        cache.GetOrBuild(KeyFor(seed_, 10 + i), Builder(10 + i, calls)).ok());
   }
   testing::WriteFile(cache.dir() + "/README", "not ours");
   EXPECT_EQ(cache.stats().disk_entries, 5u);
@@ -288,12 +299,14 @@ TEST_F(ModuleCacheTest, UnwritableDirectoryStillBuildsAndLogsOnce) {
 TEST_F(ModuleCacheTest, ABuildThatThrowsReleasesWaiters) {
   ModuleCache cache(Config());
   const CacheKey key = KeyFor(seed_, 7);
-  EXPECT_THROW(cache.GetOrBuild(key, []() -> absl::StatusOr<jit::Artifact> {
-    throw std::runtime_error("boom");
-  }),
+  EXPECT_THROW(cache.GetOrBuild(key,
+                                []() -> absl::StatusOr<jit::Artifact> {
+                                  throw std::runtime_error("boom");
+                                }),
                std::runtime_error);
   std::atomic<int> calls{0};
-  EXPECT_EQ(cache.GetOrBuild(key, Builder(7, calls))->source, CacheSource::kCompiled);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(7, calls))->source,
+            CacheSource::kCompiled);
 }
 
 class EnvGuard {
