@@ -1,0 +1,413 @@
+// Launch overhead: host time per launch of an empty kernel through
+// fleetjit's launch path, next to raw cuLaunchKernel of the same CUfunction
+// measured in the same run (interleaved batches, so drift hits both).
+//
+//   (a) 4 scalar/pointer arguments, JIT-built thunk    goal <= 1.05x raw
+//   (b) 4 TMA tensor arguments, pointers reused        goal <= 1.20x raw
+//   (c) the generic (interpreted) path, for comparison
+//   (d) the public C ABI fj_launch, for comparison
+//
+// Also: the thunk JIT time (IR + ELF emission, and loading the object into
+// a fresh JIT) and its share of a cold module build, and, on the CPU alone,
+// the cost of packing the parameter buffer through each path. Without a
+// GPU only the CPU part runs; the program says so and exits 0.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "bench/bench_util.h"
+#include "jit/thunk/arg_rules.h"
+#include "jit/thunk/thunk_codegen.h"
+#include "jit/thunk/thunk_jit.h"
+#include "runtime/launch.h"
+#include "runtime/launch_thunks.h"
+#include "runtime/runtime.h"
+#include "runtime/tensor_encoder.h"
+
+namespace fleetjit::bench {
+namespace {
+
+constexpr char kSource[] = R"CUDA(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void empty_args(float* a, const float* b, float c, int n) {}
+extern "C" __global__ void empty_tensors(FJ_TENSOR(float, 2) a, FJ_TENSOR(float, 2) b,
+                                         FJ_TENSOR(float, 2) c, FJ_TENSOR(float, 2) d) {}
+)CUDA";
+
+constexpr int kBatch = 64;      // launches per timed batch
+constexpr int kWarmup = 50;     // batches
+constexpr int kRounds = 400;    // batches per case, interleaved
+
+using Clock = std::chrono::steady_clock;
+
+double UsPer(Clock::time_point start, int n) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / n;
+}
+
+fj_arg Arg(fj_arg_kind kind) {
+  fj_arg a{};
+  a.struct_size = sizeof(fj_arg);
+  a.kind = kind;
+  return a;
+}
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "launch_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void DieIf(const absl::Status& s, const char* what) {
+  if (!s.ok()) Die(absl::StrCat(what, ": ", s.ToString()));
+}
+
+// A tensor the bench owns: [256, 256] f32, compact, box {32, 32}.
+struct BenchTensor {
+  int64_t shape[2] = {256, 256};
+  fj_tensor tensor{};
+  fj_tensor_arg arg{};
+  void Set(uint64_t address) {
+    tensor.data = reinterpret_cast<void*>(static_cast<uintptr_t>(address));
+    tensor.device = {2, 0};
+    tensor.ndim = 2;
+    tensor.dtype = {2, 32, 1};
+    tensor.shape = shape;
+    arg.struct_size = sizeof(arg);
+    arg.tensor = &tensor;
+    arg.box[0] = 32;
+    arg.box[1] = 32;
+    arg.oob = FJ_OOB_ZEROS;
+  }
+};
+
+// --- CPU: packing alone -------------------------------------------------------
+
+CUresult StubEncode(CUtensorMap* map, CUtensorMapDataType, cuuint32_t, void*,
+                    const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+  std::memset(map, 0x42, sizeof(*map));
+  return CUDA_SUCCESS;
+}
+
+jit::KernelEntry Entry(const std::string& name, std::vector<jit::ParamKind> kinds) {
+  jit::KernelEntry e;
+  e.name = name;
+  uint32_t offset = 0;
+  for (jit::ParamKind kind : kinds) {
+    jit::ParamSpec p;
+    p.kind = kind;
+    p.size = kind == jit::ParamKind::kTensor ? 320 : kind == jit::ParamKind::kPointer ? 8 : 4;
+    p.align = kind == jit::ParamKind::kTensor ? 64 : p.size;
+    offset = (offset + p.align - 1) / p.align * p.align;
+    p.offset = offset;
+    offset += p.size;
+    e.params.push_back(p);
+  }
+  e.param_bytes = offset;
+  return e;
+}
+
+// ns per PackForLaunch call, median of batches.
+double PackNs(const LoadedKernel& k, const std::vector<fj_arg>& args, const DriverApi& api,
+              bool use_thunk) {
+  TensorEncoder encoder(&api, k.display_name, nullptr, nullptr);
+  alignas(64) static uint8_t buffer[jit::kMaxParamBytes];
+  std::vector<double> ns;
+  for (int round = 0; round < 200; ++round) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 1000; ++i) {
+      DieIf(PackForLaunch(k, args.data(), args.size(), sizeof(fj_arg), encoder, use_thunk,
+                          buffer, sizeof(buffer)),
+            "packing");
+    }
+    ns.push_back(UsPer(start, 1000) * 1000);
+  }
+  return Median(ns);
+}
+
+void PackingOnTheCpu(const DriverApi* real_api) {
+  DriverApi stub;
+  stub.cuTensorMapEncodeTiled = &StubEncode;
+  const DriverApi& api = real_api != nullptr ? *real_api : stub;
+  auto jit = jit::ThunkJit::Create();
+  DieIf(jit.status(), "starting the thunk JIT");
+  std::printf("\nPacking the parameter buffer (CPU only, ns per launch, median):\n");
+  std::printf("  %-34s %10s %10s\n", "signature", "thunk", "generic");
+  static BenchTensor tensors[4];
+  for (int i = 0; i < 4; ++i) tensors[i].Set(0x7f0000000000ull + (uint64_t{1} << 20) * i);
+  struct Case {
+    const char* name;
+    jit::KernelEntry entry;
+    jit::CopyImpl impl;
+    std::vector<fj_arg> args;
+  };
+  std::vector<fj_arg> scalars = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_F32),
+                                 Arg(FJ_ARG_I32)};
+  std::vector<fj_arg> four(4, Arg(FJ_ARG_TENSOR));
+  for (int i = 0; i < 4; ++i) four[i].v.tensor = &tensors[i].arg;
+  std::vector<fj_arg> many;
+  std::vector<jit::ParamKind> many_kinds;
+  for (int i = 0; i < 16; ++i) {
+    many.push_back(Arg(i % 2 ? FJ_ARG_I32 : FJ_ARG_POINTER));
+    many_kinds.push_back(i % 2 ? jit::ParamKind::kSigned : jit::ParamKind::kPointer);
+  }
+  using K = jit::ParamKind;
+  std::vector<Case> cases = {
+      {"4 scalar/pointer args", Entry("s", {K::kPointer, K::kPointer, K::kFloat, K::kSigned}),
+       jit::CopyImpl::kTma, scalars},
+      {"16 scalar/pointer args", Entry("m", many_kinds), jit::CopyImpl::kTma, many},
+      {"4 TMA tensors (maps reused)",
+       Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}), jit::CopyImpl::kTma, four},
+      {"4 tensors, cp_async build",
+       Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}), jit::CopyImpl::kCpAsync,
+       four},
+  };
+  for (Case& c : cases) {
+    auto object = jit::EmitThunkObject({c.entry}, c.impl);
+    DieIf(object.status(), "thunk codegen");
+    auto lib = (*jit)->Load(*object);
+    DieIf(lib.status(), "thunk load");
+    auto thunk = (*jit)->Find(*lib, c.entry, c.impl);
+    DieIf(thunk.status(), "thunk lookup");
+    LoadedKernel k;
+    k.entry = &c.entry;
+    k.copy_impl = c.impl;
+    k.display_name = c.name;
+    k.thunk.store(*thunk);
+    const double thunk_ns = PackNs(k, c.args, api, true);
+    const double generic_ns = PackNs(k, c.args, api, false);
+    std::printf("  %-34s %10.1f %10.1f\n", c.name, thunk_ns, generic_ns);
+  }
+}
+
+// --- GPU ------------------------------------------------------------------------
+
+struct Row {
+  std::string name;
+  double raw_us;
+  double ours_us;
+  double goal;  // 0 = none
+};
+
+void PrintRows(const std::vector<Row>& rows) {
+  std::printf("  %-40s %12s %12s %8s %8s\n", "case", "raw us", "fleetjit us", "ratio", "goal");
+  for (const Row& r : rows) {
+    const double ratio = r.ours_us / r.raw_us;
+    std::printf("  %-40s %12.3f %12.3f %7.3fx %8s%s\n", r.name.c_str(), r.raw_us, r.ours_us,
+                ratio, r.goal > 0 ? absl::StrCat("<=", r.goal, "x").c_str() : "-",
+                r.goal > 0 ? (ratio <= r.goal ? "  met" : "  MISSED") : "");
+  }
+}
+
+int RunGpu(Runtime& rt) {
+  const DriverApi& api = *rt.driver();
+  Device* dev = *rt.device(0);
+  DieIf(dev->MakeCurrent().status(), "entering device 0");
+  std::printf("device 0: %s (sm_%d), driver %d\n", dev->facts().name.c_str(),
+              dev->facts().arch(), api.driver_version);
+
+  // 1. A cold build: NVRTC, then the thunks for its kernels.
+  BuildSpec build;
+  build.source = kSource;
+  build.name = "launch_bench.cu";
+  build.use_cache = false;
+  auto record = rt.Build(build);
+  DieIf(record.status(), "building the bench kernels");
+  const jit::Artifact& artifact = *record->artifact;
+  jit::ThunkCodegenStats codegen;
+  auto object = jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &codegen);
+  DieIf(object.status(), "thunk codegen");
+  auto fresh = jit::ThunkJit::Create();
+  DieIf(fresh.status(), "thunk JIT");
+  const auto load_start = Clock::now();
+  DieIf((*fresh)->Load(*object).status(), "loading the thunk object");
+  const double load_ms = UsPer(load_start, 1) / 1000;
+  const double thunk_ms = codegen.ir_ms + codegen.codegen_ms;
+  std::printf("\nThunk JIT (%d thunks, copy impl %s):\n", codegen.thunks,
+              std::string(jit::CopyImplName(artifact.copy_impl)).c_str());
+  std::printf("  IR build %.3f ms + ELF emission %.3f ms = %.3f ms; object load (cache hit "
+              "path, fresh JIT) %.3f ms; %zu-byte object\n",
+              codegen.ir_ms, codegen.codegen_ms, thunk_ms, load_ms, codegen.object_bytes);
+  std::printf("  cold build: NVRTC %.1f ms + thunks %.3f ms -> thunks are %.2f%% of it\n",
+              artifact.compile_ms, thunk_ms, 100 * thunk_ms / (artifact.compile_ms + thunk_ms));
+
+  // 2. The kernels, with thunks attached.
+  LaunchThunks thunks(true);
+  auto args_kernel = rt.GetKernel(*record, "empty_args", 0);
+  auto tensor_kernel = rt.GetKernel(*record, "empty_tensors", 0);
+  DieIf(args_kernel.status(), "loading empty_args");
+  DieIf(tensor_kernel.status(), "loading empty_tensors");
+  LoadedKernel& ka = **args_kernel;
+  LoadedKernel& kt = **tensor_kernel;
+  DieIf(thunks.Attach(artifact, ka), "attaching a thunk");
+  DieIf(thunks.Attach(artifact, kt), "attaching a thunk");
+  const LaunchThunk* ka_thunk = ka.thunk.load();
+  const LaunchThunk* kt_thunk = kt.thunk.load();
+
+  CUstream stream = nullptr;
+  DieIf(CheckCu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"),
+        "stream");
+  auto a = rt.Allocate(0, 4 << 20);
+  DieIf(a.status(), "allocating");
+  BenchTensor tensors[4];
+  for (int i = 0; i < 4; ++i) tensors[i].Set(*a + (uint64_t{1} << 20) * i);
+
+  fj_launch_config cfg{};
+  cfg.struct_size = sizeof(cfg);
+  cfg.grid[0] = 1;
+  cfg.block[0] = 32;
+  std::vector<fj_arg> scalar_args = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_F32),
+                                     Arg(FJ_ARG_I32)};
+  scalar_args[0].v.pointer = *a;
+  scalar_args[1].v.pointer = *a + 4096;
+  scalar_args[2].v.f32 = 2.0f;
+  scalar_args[3].v.i32 = 1024;
+  std::vector<fj_arg> tensor_args(4, Arg(FJ_ARG_TENSOR));
+  for (int i = 0; i < 4; ++i) tensor_args[i].v.tensor = &tensors[i].arg;
+
+  // Raw cuLaunchKernel arguments: the same values, tensor maps pre-encoded.
+  CUdeviceptr p0 = *a, p1 = *a + 4096;
+  float c = 2.0f;
+  int n = 1024;
+  void* raw_scalar[] = {&p0, &p1, &c, &n};
+  TensorEncoder encoder(&api, "raw", nullptr, nullptr);
+  encoder.set_cache_enabled(false);
+  alignas(64) static fj::tensor_param raw_params[4];
+  for (int i = 0; i < 4; ++i) {
+    DieIf(encoder.Encode(i, &tensors[i].arg, 0, -1, kt.copy_impl, &raw_params[i]), "encoding");
+  }
+  void* raw_tensor[] = {&raw_params[0], &raw_params[1], &raw_params[2], &raw_params[3]};
+  const bool tma = kt.copy_impl == jit::CopyImpl::kTma;
+  if (tma && (raw_params[0].flags & FJ_TP_HAS_TMAP) == 0) Die("the bench tensors got no TMA map");
+
+  // The C ABI: its own runtime, module and kernel.
+  fj_runtime* crt = nullptr;
+  Check(fj_runtime_create(nullptr, &crt), "fj_runtime_create");
+  fj_build_options bo{};
+  bo.struct_size = sizeof(bo);
+  bo.source = Str(kSource);
+  bo.name = Str("launch_bench.cu");
+  fj_module* cmod = nullptr;
+  Check(fj_module_build(crt, &bo, &cmod), "fj_module_build");
+  fj_kernel* ckernel = nullptr;
+  Check(fj_module_get_kernel(cmod, Str("empty_args"), 0, &ckernel), "fj_module_get_kernel");
+  fj_kernel_info info{};
+  info.struct_size = sizeof(info);
+  Check(fj_kernel_info_get(ckernel, &info), "fj_kernel_info_get");
+  fj_stream* cstream = nullptr;
+  Check(fj_stream_create(crt, 0, &cstream), "fj_stream_create");
+  fj_launch_config ccfg = cfg;
+  ccfg.stream = cstream;
+  CUstream c_cu_stream = nullptr;  // the C ABI's stream is its own; raw uses `stream`
+
+  // 3. Interleaved timed batches. Each batch is followed by an untimed
+  // synchronize, so the launch queue never fills and blocks.
+  using LaunchFn = std::function<void()>;
+  struct Case {
+    std::string name;
+    LaunchFn launch;
+    LaunchFn before;  // untimed, before each batch
+    std::vector<double> us;
+  };
+  auto raw = [&](CUfunction f, void** params) {
+    return [&api, f, params, &stream] {
+      if (api.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, params, nullptr) != CUDA_SUCCESS) {
+        Die("cuLaunchKernel failed");
+      }
+    };
+  };
+  auto ours = [&](LoadedKernel& k, const std::vector<fj_arg>& args) {
+    return [&k, &args, &cfg, &stream] {
+      absl::Status s = Launch(k, cfg, stream, args.data(), args.size(), sizeof(fj_arg));
+      if (!s.ok()) Die(s.ToString());
+    };
+  };
+  // The same LoadedKernel serves both paths: the thunk pointer is set
+  // before each batch (the generic path is what a kernel without a thunk,
+  // or FLEETJIT_THUNKS=0, runs).
+  auto with = [](LoadedKernel& k, const LaunchThunk* thunk) {
+    return [&k, thunk] { k.thunk.store(thunk); };
+  };
+  auto nothing = [] {};
+  (void)c_cu_stream;
+  std::vector<Case> cases;
+  cases.push_back({"raw scalar", raw(ka.function, raw_scalar), nothing, {}});
+  cases.push_back({"thunk scalar", ours(ka, scalar_args), with(ka, ka_thunk), {}});
+  cases.push_back({"generic scalar", ours(ka, scalar_args), with(ka, nullptr), {}});
+  cases.push_back({"raw tensors", raw(kt.function, raw_tensor), nothing, {}});
+  cases.push_back({"thunk tensors", ours(kt, tensor_args), with(kt, kt_thunk), {}});
+  cases.push_back({"generic tensors", ours(kt, tensor_args), with(kt, nullptr), {}});
+  cases.push_back({"c abi scalar",
+                   [&] { Check(fj_launch(ckernel, &ccfg, scalar_args.data(), 4), "fj_launch"); },
+                   nothing, {}});
+  for (int round = 0; round < kWarmup + kRounds; ++round) {
+    for (Case& c : cases) {
+      c.before();
+      const auto start = Clock::now();
+      for (int i = 0; i < kBatch; ++i) c.launch();
+      const double us = UsPer(start, kBatch);
+      if (round >= kWarmup) c.us.push_back(us);
+      if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS) Die("sync failed");
+    }
+    Check(fj_stream_synchronize(cstream), "fj_stream_synchronize");
+  }
+  ka.thunk.store(ka_thunk);
+  kt.thunk.store(kt_thunk);
+  auto med = [&](const char* name) {
+    for (Case& c : cases) {
+      if (c.name == name) return Median(c.us);
+    }
+    return 0.0;
+  };
+  std::printf("\nHost time per launch of an empty kernel (median of %d batches of %d, "
+              "interleaved with raw):\n",
+              kRounds, kBatch);
+  PrintRows({
+      {"(a) 4 scalar/pointer args, thunk", med("raw scalar"), med("thunk scalar"), 1.05},
+      {absl::StrCat("(b) 4 ", tma ? "TMA" : "(non-TMA)", " tensors reused, thunk"),
+       med("raw tensors"), med("thunk tensors"), 1.2},
+      {"(c) 4 scalar/pointer args, generic", med("raw scalar"), med("generic scalar"), 0},
+      {"(c) 4 tensors, generic", med("raw tensors"), med("generic tensors"), 0},
+      {absl::StrCat("(d) C ABI fj_launch, 4 args (uses_thunk=", info.uses_thunk, ")"),
+       med("raw scalar"), med("c abi scalar"), 0},
+  });
+  std::printf("  thunk vs generic: scalar %.3f us vs %.3f us, tensors %.3f us vs %.3f us\n",
+              med("thunk scalar"), med("generic scalar"), med("thunk tensors"),
+              med("generic tensors"));
+  std::printf("  TMA fallbacks during the run: %llu (expected 0)\n",
+              static_cast<unsigned long long>(kt.tma_fallbacks.load()));
+  DieIf(CheckStickyError(*dev, api, api.cuCtxSynchronize(), "launch_bench"), "final sync");
+
+  Check(fj_stream_destroy(cstream), "fj_stream_destroy");
+  Check(fj_module_destroy(cmod), "fj_module_destroy");
+  Check(fj_runtime_destroy(crt), "fj_runtime_destroy");
+  api.cuStreamDestroy(stream);
+  (void)rt.Free(*a);
+  PackingOnTheCpu(&api);
+  return 0;
+}
+
+}  // namespace
+}  // namespace fleetjit::bench
+
+int main() {
+  using namespace fleetjit;
+  std::printf("fleetjit launch_bench\n");
+  RuntimeOptions options;
+  auto rt = Runtime::Create(options);
+  if (!rt.ok() || (*rt)->device_count() == 0) {
+    std::printf("no GPU: %s\nthe launch overhead figures need a CUDA device; "
+                "measuring the CPU part only.\n",
+                rt.ok() ? (*rt)->driver_status().ToString().c_str()
+                        : rt.status().ToString().c_str());
+    bench::PackingOnTheCpu(nullptr);
+    return 0;
+  }
+  return bench::RunGpu(**rt);
+}
