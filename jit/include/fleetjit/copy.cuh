@@ -61,8 +61,10 @@
 //     returns when at most the N most recent committed groups are still
 //     in flight: their loads are visible to every thread and their stores
 //     have written GMEM. wait_group_read<N>() only guarantees that stores
-//     have read their SMEM source. A block must wait_group<0>() after its
-//     last store before it exits.
+//     have read their SMEM source. SMEM that a store reads must not be
+//     overwritten (by threads or loads) before a wait that covers the
+//     store, and a block must wait_group<0>() after its last store before
+//     it exits (under tma the copy engine reads SMEM after the call).
 //  6. Predicates: a copy with pred == false does nothing under pred_skip
 //     (SMEM keeps its old contents) and zero-fills the whole destination
 //     (box or span) under pred_zero; a false store writes nothing. The
@@ -96,7 +98,8 @@
 //
 //   feature          sync  cp_async  tma
 //   barrier           E    N         N   sm_75: counter in SMEM + atomics
-//   group_wait        E    N         N*  *loads in groups use cp.async
+//   group_wait        E    N         E   TMA loads need an mbarrier: loads
+//                                        in a group are cp.async there
 //   copy_g2s          E    N         N   ends of unaligned spans bytewise
 //   copy_s2g          N    N         N   tma: cp.async.bulk bulk_group
 //   predicate         E    N         N   pred_zero under tma: thread stores
