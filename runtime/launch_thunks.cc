@@ -25,38 +25,61 @@ absl::Status LaunchThunks::EnsureJit() {
   return absl::OkStatus();
 }
 
-absl::Status LaunchThunks::Attach(const jit::Artifact& artifact, LoadedKernel& k) {
-  if (!enabled_ || k.entry == nullptr) return absl::OkStatus();
-  if (k.thunk.load(std::memory_order_acquire) != nullptr) return absl::OkStatus();
-  const std::string context = absl::StrCat("attaching the launch thunk of '",
-                                           k.display_name, "'");
-  absl::MutexLock lock(&mu_);
-  FJ_RETURN_IF_ERROR(EnsureJit(), context);
+absl::StatusOr<const std::string*> LaunchThunks::GeneratedObject(
+    const jit::Artifact& artifact) {
+  auto it = generated_.find(&artifact);
+  if (it == generated_.end()) {
+    jit::ThunkCodegenStats local;
+    FJ_ASSIGN_OR_RETURN(std::string fresh,
+                        jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &local),
+                        "generating launch thunks");
+    ++stats_.objects_generated;
+    stats_.codegen_ms_total += local.ir_ms + local.codegen_ms;
+    it = generated_.emplace(&artifact, std::move(fresh)).first;
+  }
+  return &it->second;
+}
+
+absl::Status LaunchThunks::AttachLocked(const jit::Artifact& artifact, LoadedKernel& k) {
+  FJ_RETURN_IF_ERROR(EnsureJit(), "");
+  const bool stored = !artifact.thunk_object.empty();
   const std::string* object = &artifact.thunk_object;
-  if (object->empty()) {
-    auto it = generated_.find(&artifact);
-    if (it == generated_.end()) {
-      jit::ThunkCodegenStats local;
-      FJ_ASSIGN_OR_RETURN(std::string fresh,
-                          jit::EmitThunkObject(artifact.kernels, artifact.copy_impl,
-                                               &local),
-                          context);
-      ++stats_.objects_generated;
-      stats_.codegen_ms_total += local.ir_ms + local.codegen_ms;
-      it = generated_.emplace(&artifact, std::move(fresh)).first;
-    }
-    object = &it->second;
+  if (!stored) {
+    FJ_ASSIGN_OR_RETURN(object, GeneratedObject(artifact), "");
   }
   const jit::ThunkJitStats before = jit_->stats();
-  FJ_ASSIGN_OR_RETURN(jit::ThunkLibrary * library, jit_->Load(*object), context);
+  absl::StatusOr<jit::ThunkLibrary*> library = jit_->Load(*object);
+  absl::StatusOr<const LaunchThunk*> thunk =
+      library.ok() ? jit_->Find(*library, *k.entry, k.copy_impl)
+                   : absl::StatusOr<const LaunchThunk*>(library.status());
+  if (!thunk.ok() && stored) {
+    // A stored object from another generator version (or damaged): make
+    // this process's own.
+    FJ_ASSIGN_OR_RETURN(object, GeneratedObject(artifact), "");
+    FJ_ASSIGN_OR_RETURN(jit::ThunkLibrary * fresh, jit_->Load(*object), "");
+    thunk = jit_->Find(fresh, *k.entry, k.copy_impl);
+  }
   const jit::ThunkJitStats after = jit_->stats();
   stats_.objects_loaded += after.objects_loaded - before.objects_loaded;
   stats_.load_ms_total += after.load_ms_total - before.load_ms_total;
-  FJ_ASSIGN_OR_RETURN(const LaunchThunk* thunk,
-                      jit_->Find(library, *k.entry, k.copy_impl), context);
-  k.thunk.store(thunk, std::memory_order_release);
+  if (!thunk.ok()) return thunk.status();
+  k.thunk.store(*thunk, std::memory_order_release);
   ++stats_.kernels_attached;
   return absl::OkStatus();
+}
+
+absl::Status LaunchThunks::Attach(const jit::Artifact& artifact, LoadedKernel& k) {
+  if (!enabled_ || k.entry == nullptr) return absl::OkStatus();
+  if (k.thunk.load(std::memory_order_acquire) != nullptr) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  absl::Status status = AttachLocked(artifact, k);
+  if (!status.ok()) {
+    status = Annotate(status, absl::StrCat("attaching the launch thunk of '",
+                                           k.display_name, "'"));
+    ++stats_.attach_failures;
+    stats_.last_failure = status.ToString();
+  }
+  return status;
 }
 
 LaunchThunkStats LaunchThunks::stats() const {

@@ -36,6 +36,8 @@ struct LaunchThunkStats {
   uint64_t objects_loaded = 0;
   double load_ms_total = 0;
   uint64_t kernels_attached = 0;
+  uint64_t attach_failures = 0;  // kernels left on the generic path
+  std::string last_failure;      // the last such status, as text
 };
 
 class LaunchThunks {
@@ -48,13 +50,19 @@ class LaunchThunks {
   absl::Status AddThunkObject(jit::Artifact& artifact,
                               jit::ThunkCodegenStats* stats = nullptr);
 
-  // Hook 2: sets k.thunk for `k` (whose entry belongs to `artifact`).
+  // Hook 2: sets k.thunk for `k` (whose entry belongs to `artifact`). A
+  // stored object that lacks the kernel's thunk (made by an older
+  // generator) is replaced by a fresh one for this process.
   absl::Status Attach(const jit::Artifact& artifact, LoadedKernel& k);
 
   LaunchThunkStats stats() const;
 
  private:
   absl::Status EnsureJit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AttachLocked(const jit::Artifact& artifact, LoadedKernel& k)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const std::string*> GeneratedObject(const jit::Artifact& artifact)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const bool enabled_;
   mutable absl::Mutex mu_;

@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   }
   rt->headers_digest_ = Sha256::Hex(headers.Finish());
   rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
+  rt->thunks_ = std::make_unique<LaunchThunks>(rt->options_.thunks);
   return rt;
 }
 
@@ -219,7 +220,11 @@ absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
   ModuleRecord record;
   record.name = spec.name;
   auto compile = [&]() -> absl::StatusOr<jit::Artifact> {
-    return jit::BuildModule(*nvrtc_, request);
+    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, jit::BuildModule(*nvrtc_, request), "");
+    // The launch thunks travel in the artifact, so the cache stores them and
+    // a hit runs no LLVM. A failure only leaves launches on the generic path.
+    (void)thunks_->AddThunkObject(artifact);
+    return artifact;
   };
   if (spec.use_cache) {
     CacheKeyInputs inputs;
@@ -320,6 +325,8 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
                 "cuFuncGetAttribute"),
         absl::StrCat("reading attributes of '", name, "'"));
   }
+  // Without a thunk (disabled, or it failed) launches take the generic path.
+  (void)thunks_->Attach(artifact, *kernel);
   LoadedKernel* out = kernel.get();
   image->kernels.emplace(std::string(name), std::move(kernel));
   return out;

@@ -26,6 +26,7 @@
 #include "runtime/device.h"
 #include "runtime/driver_api.h"
 #include "runtime/kernel.h"
+#include "runtime/launch_thunks.h"
 #include "runtime/module_cache.h"
 #include "runtime/nvrtc_library.h"
 
@@ -94,6 +95,8 @@ class Runtime {
   ModuleCache& cache() { return *cache_; }
   CacheStats cache_stats() const;
   NvrtcLibrary& nvrtc() { return *nvrtc_; }
+  // Launch thunks: generated with each build, attached at kernel load.
+  LaunchThunks& thunks() { return *thunks_; }
   // "nvrtc 13.0 ..." identity used in cache keys; loads nothing.
   absl::StatusOr<std::string> compiler_identity();
 
@@ -117,6 +120,7 @@ class Runtime {
   std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<NvrtcLibrary> nvrtc_;
   std::unique_ptr<ModuleCache> cache_;
+  std::unique_ptr<LaunchThunks> thunks_;
   std::string headers_digest_;  // SHA-256 of every embedded header
 
   absl::Mutex identity_mu_;
