@@ -60,6 +60,21 @@
 //    source; destinations of one block's cases do not overlap; tiles of
 //    fj_ct_tile_store blocks do not overlap in bounds; oob_promise_in_bounds
 //    only with in-bounds tiles; pred uniform per case (it is, by layout).
+//
+// The refusals of copy-matrix.md (JAX Mosaic GPU), as runs of these kernels:
+//  - wait_gmem_to_smem on Hopper (seed 002): fj_ct_groups, or any kernel
+//    with flags & 1, under tma;
+//  - copy_gmem_to_smem without a barrier on Hopper: fj_ct_span_load /
+//    fj_ct_tile_load_* with flags & 1 under tma;
+//  - copy_gmem_to_smem with a barrier before Hopper: fj_ct_span_load /
+//    fj_ct_tile_load_* / fj_ct_pipeline_* without flags & 1 under cp_async
+//    and sync;
+//  - user predicates on cp.async (seed 004): any kernel with random preds,
+//    both pred modes, under cp_async;
+//  - oob_mode zeros/nan on cp.async: fj_ct_tile_load_* on ragged tiles
+//    with oob_zeros / oob_nan tensors under cp_async;
+//  - collective copies on cp.async: fj_ct_tile_load_* / fj_ct_span_load
+//    with flags & 4 (launched with clusters on sm_90) under cp_async/sync.
 #include <fleetjit/copy.cuh>
 
 #define FJ_CT_SPAN_CAP 8192

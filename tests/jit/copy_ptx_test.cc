@@ -250,6 +250,17 @@ TEST_F(CopyBuildTest, Sm70NeedsNvrtc12) {
   EXPECT_FALSE(Has(a->ptx, "cp.async"));
 }
 
+// Multicast is emitted where it is native (tma.cuh's FJ_COPY_MULTICAST):
+// arch/family-specific datacenter Blackwell yes, consumer Blackwell no.
+TEST_F(CopyBuildTest, MulticastFollowsTheTarget) {
+  for (auto [target, want] : std::vector<std::pair<const char*, bool>>{
+           {"sm_100a", true}, {"sm_100f", true}, {"sm_120a", false}}) {
+    auto a = Build(kEveryFeature, target, CopyImpl::kTma);
+    ASSERT_TRUE(a.ok()) << target << ": " << a.status();
+    EXPECT_EQ(Has(a->ptx, "multicast::cluster"), want) << target;
+  }
+}
+
 TEST_F(CopyBuildTest, HeadersAreEmbeddedUnderTheirIncludeNames) {
   for (const char* name :
        {"fleetjit/copy.cuh", "fleetjit/copy/common.cuh",
