@@ -104,11 +104,6 @@ FJ_DEV void cluster_sync() {
 }
 
 // --------------------------------------------------------------- OOB fill
-FJ_DEV bool dtype_is_float(int dtype) {
-  return dtype == dtype_f32 || dtype == dtype_f16 || dtype == dtype_bf16 ||
-         dtype == dtype_f8e4m3 || dtype == dtype_f8e5m2 || dtype == dtype_f64;
-}
-
 // The 8-byte pattern (one element repeated) that fills out-of-bounds
 // elements of a tile. NaN for float dtypes under oob_nan, zero otherwise
 // (integer dtypes have no NaN; oob_nan reads as zeros for them).

@@ -8,7 +8,8 @@
 // OOB zero fill (src-size clamped to the in-bounds bytes of a chunk).
 // Emulated: tiles are walked in software; NaN fill is stored by threads;
 // SMEM->GMEM is ld.shared + st.global (cp.async only goes GMEM->SMEM);
-// multicast loads the tile in each block.
+// multicast loads the tile in each block (cp.async cannot write another
+// CTA's shared memory).
 // The tma implementation reuses the issue functions here for the copies
 // TMA cannot do (barrier-less loads, tensors without a tensor map).
 // Internal to <fleetjit/copy.cuh>.
