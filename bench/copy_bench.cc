@@ -26,11 +26,12 @@ constexpr const char* kKernel = R"(
 #endif
 extern "C" __global__ void tile_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out,
                                      int tiles_x, int tiles) {
-  extern __shared__ __align__(128) unsigned char smem[];
+  extern __shared__ unsigned char smem_raw[];
   __shared__ fj::barrier bars[STAGES];
   const int bx = in.box(0), by = in.box(1);
   const unsigned tile_elems = (unsigned)bx * by;
-  float* buf = (float*)smem;
+  // Tiles 128-byte aligned (TMA wants it); the host adds 128 bytes.
+  float* buf = (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) bars[s].init(fj::block_threads());
   }
@@ -132,7 +133,7 @@ std::unique_ptr<TileCopy> Prepare(fj_runtime* rt, fj_stream* stream, int sms, ui
   t->cfg.struct_size = sizeof(t->cfg);
   t->cfg.grid[0] = static_cast<uint32_t>(c.ctas_per_sm * sms);
   t->cfg.block[0] = static_cast<uint32_t>(c.threads);
-  t->cfg.shared_bytes = static_cast<uint32_t>(c.stages * c.box_x * c.box_y * 4);
+  t->cfg.shared_bytes = static_cast<uint32_t>(c.stages * c.box_x * c.box_y * 4 + 128);
   t->cfg.stream = stream;
   return t;
 }
