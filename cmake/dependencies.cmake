@@ -60,3 +60,11 @@ function(fj_copy_runtime_libs target dir)
             -P ${CMAKE_SOURCE_DIR}/cmake/copy_runtime_libs.cmake
     VERBATIM)
 endfunction()
+
+# Executables (CLI, tests, benchmarks) live in build/{bin,tests,bench} and
+# find the libraries in ../lib, in the build tree and staged on the GPU host.
+function(fj_executable_rpath target)
+  set_target_properties(${target} PROPERTIES
+    BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "$ORIGIN/../lib"
+    LINK_OPTIONS "-Wl,--disable-new-dtags")
+endfunction()
