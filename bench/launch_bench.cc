@@ -40,14 +40,16 @@ extern "C" __global__ void empty_tensors(FJ_TENSOR(float, 2) a, FJ_TENSOR(float,
                                          FJ_TENSOR(float, 2) c, FJ_TENSOR(float, 2) d) {}
 )CUDA";
 
-constexpr int kBatch = 64;      // launches per timed batch
-constexpr int kWarmup = 50;     // batches
-constexpr int kRounds = 400;    // batches per case, interleaved
+constexpr int kBatch = 64;    // launches per timed batch
+constexpr int kWarmup = 50;   // batches
+constexpr int kRounds = 400;  // batches per case, interleaved
 
 using Clock = std::chrono::steady_clock;
 
 double UsPer(Clock::time_point start, int n) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / n;
+  return std::chrono::duration<double, std::micro>(Clock::now() - start)
+             .count() /
+         n;
 }
 
 fj_arg Arg(fj_arg_kind kind) {
@@ -85,24 +87,29 @@ struct BenchTensor {
   }
 };
 
-// --- CPU: packing alone -------------------------------------------------------
+// --- CPU: packing alone
+// -------------------------------------------------------
 
 CUresult StubEncode(CUtensorMap* map, CUtensorMapDataType, cuuint32_t, void*,
                     const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
-                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
-                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+                    const cuuint32_t*, CUtensorMapInterleave,
+                    CUtensorMapSwizzle, CUtensorMapL2promotion,
+                    CUtensorMapFloatOOBfill) {
   std::memset(map, 0x42, sizeof(*map));
   return CUDA_SUCCESS;
 }
 
-jit::KernelEntry Entry(const std::string& name, std::vector<jit::ParamKind> kinds) {
+jit::KernelEntry Entry(const std::string& name,
+                       std::vector<jit::ParamKind> kinds) {
   jit::KernelEntry e;
   e.name = name;
   uint32_t offset = 0;
   for (jit::ParamKind kind : kinds) {
     jit::ParamSpec p;
     p.kind = kind;
-    p.size = kind == jit::ParamKind::kTensor ? 320 : kind == jit::ParamKind::kPointer ? 8 : 4;
+    p.size = kind == jit::ParamKind::kTensor    ? 320
+             : kind == jit::ParamKind::kPointer ? 8
+                                                : 4;
     p.align = kind == jit::ParamKind::kTensor ? 64 : p.size;
     offset = (offset + p.align - 1) / p.align * p.align;
     p.offset = offset;
@@ -114,16 +121,16 @@ jit::KernelEntry Entry(const std::string& name, std::vector<jit::ParamKind> kind
 }
 
 // ns per PackForLaunch call, median of batches.
-double PackNs(const LoadedKernel& k, const std::vector<fj_arg>& args, const DriverApi& api,
-              bool use_thunk) {
+double PackNs(const LoadedKernel& k, const std::vector<fj_arg>& args,
+              const DriverApi& api, bool use_thunk) {
   TensorEncoder encoder(&api, k.display_name, nullptr, nullptr);
   alignas(64) static uint8_t buffer[jit::kMaxParamBytes];
   std::vector<double> ns;
   for (int round = 0; round < 200; ++round) {
     const auto start = Clock::now();
     for (int i = 0; i < 1000; ++i) {
-      DieIf(PackForLaunch(k, args.data(), args.size(), sizeof(fj_arg), encoder, use_thunk,
-                          buffer, sizeof(buffer)),
+      DieIf(PackForLaunch(k, args.data(), args.size(), sizeof(fj_arg), encoder,
+                          use_thunk, buffer, sizeof(buffer)),
             "packing");
     }
     ns.push_back(UsPer(start, 1000) * 1000);
@@ -137,36 +144,42 @@ void PackingOnTheCpu(const DriverApi* real_api) {
   const DriverApi& api = real_api != nullptr ? *real_api : stub;
   auto jit = jit::ThunkJit::Create();
   DieIf(jit.status(), "starting the thunk JIT");
-  std::printf("\nPacking the parameter buffer (CPU only, ns per launch, median):\n");
+  std::printf(
+      "\nPacking the parameter buffer (CPU only, ns per launch, median):\n");
   std::printf("  %-34s %10s %10s\n", "signature", "thunk", "generic");
   static BenchTensor tensors[4];
-  for (int i = 0; i < 4; ++i) tensors[i].Set(0x7f0000000000ull + (uint64_t{1} << 20) * i);
+  for (int i = 0; i < 4; ++i)
+    tensors[i].Set(0x7f0000000000ull + (uint64_t{1} << 20) * i);
   struct Case {
     const char* name;
     jit::KernelEntry entry;
     jit::CopyImpl impl;
     std::vector<fj_arg> args;
   };
-  std::vector<fj_arg> scalars = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_F32),
-                                 Arg(FJ_ARG_I32)};
+  std::vector<fj_arg> scalars = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
+                                 Arg(FJ_ARG_F32), Arg(FJ_ARG_I32)};
   std::vector<fj_arg> four(4, Arg(FJ_ARG_TENSOR));
   for (int i = 0; i < 4; ++i) four[i].v.tensor = &tensors[i].arg;
   std::vector<fj_arg> many;
   std::vector<jit::ParamKind> many_kinds;
   for (int i = 0; i < 16; ++i) {
     many.push_back(Arg(i % 2 ? FJ_ARG_I32 : FJ_ARG_POINTER));
-    many_kinds.push_back(i % 2 ? jit::ParamKind::kSigned : jit::ParamKind::kPointer);
+    many_kinds.push_back(i % 2 ? jit::ParamKind::kSigned
+                               : jit::ParamKind::kPointer);
   }
   using K = jit::ParamKind;
   std::vector<Case> cases = {
-      {"4 scalar/pointer args", Entry("s", {K::kPointer, K::kPointer, K::kFloat, K::kSigned}),
+      {"4 scalar/pointer args",
+       Entry("s", {K::kPointer, K::kPointer, K::kFloat, K::kSigned}),
        jit::CopyImpl::kTma, scalars},
-      {"16 scalar/pointer args", Entry("m", many_kinds), jit::CopyImpl::kTma, many},
+      {"16 scalar/pointer args", Entry("m", many_kinds), jit::CopyImpl::kTma,
+       many},
       {"4 TMA tensors (maps reused)",
-       Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}), jit::CopyImpl::kTma, four},
+       Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}),
+       jit::CopyImpl::kTma, four},
       {"4 tensors, cp_async build",
-       Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}), jit::CopyImpl::kCpAsync,
-       four},
+       Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}),
+       jit::CopyImpl::kCpAsync, four},
   };
   for (Case& c : cases) {
     auto object = jit::EmitThunkObject({c.entry}, c.impl);
@@ -186,7 +199,8 @@ void PackingOnTheCpu(const DriverApi* real_api) {
   }
 }
 
-// --- GPU ------------------------------------------------------------------------
+// --- GPU
+// ------------------------------------------------------------------------
 
 struct Row {
   std::string name;
@@ -196,11 +210,13 @@ struct Row {
 };
 
 void PrintRows(const std::vector<Row>& rows) {
-  std::printf("  %-40s %12s %12s %8s %8s\n", "case", "raw us", "fleetjit us", "ratio", "goal");
+  std::printf("  %-40s %12s %12s %8s %8s\n", "case", "raw us", "fleetjit us",
+              "ratio", "goal");
   for (const Row& r : rows) {
     const double ratio = r.ours_us / r.raw_us;
-    std::printf("  %-40s %12.3f %12.3f %7.3fx %8s%s\n", r.name.c_str(), r.raw_us, r.ours_us,
-                ratio, r.goal > 0 ? absl::StrCat("<=", r.goal, "x").c_str() : "-",
+    std::printf("  %-40s %12.3f %12.3f %7.3fx %8s%s\n", r.name.c_str(),
+                r.raw_us, r.ours_us, ratio,
+                r.goal > 0 ? absl::StrCat("<=", r.goal, "x").c_str() : "-",
                 r.goal > 0 ? (ratio <= r.goal ? "  met" : "  MISSED") : "");
   }
 }
@@ -221,7 +237,8 @@ int RunGpu(Runtime& rt) {
   DieIf(record.status(), "building the bench kernels");
   const jit::Artifact& artifact = *record->artifact;
   jit::ThunkCodegenStats codegen;
-  auto object = jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &codegen);
+  auto object =
+      jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &codegen);
   DieIf(object.status(), "thunk codegen");
   auto fresh = jit::ThunkJit::Create();
   DieIf(fresh.status(), "thunk JIT");
@@ -231,11 +248,17 @@ int RunGpu(Runtime& rt) {
   const double thunk_ms = codegen.ir_ms + codegen.codegen_ms;
   std::printf("\nThunk JIT (%d thunks, copy impl %s):\n", codegen.thunks,
               std::string(jit::CopyImplName(artifact.copy_impl)).c_str());
-  std::printf("  IR build %.3f ms + ELF emission %.3f ms = %.3f ms; object load (cache hit "
-              "path, fresh JIT) %.3f ms; %zu-byte object\n",
-              codegen.ir_ms, codegen.codegen_ms, thunk_ms, load_ms, codegen.object_bytes);
-  std::printf("  cold build: NVRTC %.1f ms + thunks %.3f ms -> thunks are %.2f%% of it\n",
-              artifact.compile_ms, thunk_ms, 100 * thunk_ms / (artifact.compile_ms + thunk_ms));
+  std::printf(
+      "  IR build %.3f ms + ELF emission %.3f ms = %.3f ms; object load (cache "
+      "hit "
+      "path, fresh JIT) %.3f ms; %zu-byte object\n",
+      codegen.ir_ms, codegen.codegen_ms, thunk_ms, load_ms,
+      codegen.object_bytes);
+  std::printf(
+      "  cold build: NVRTC %.1f ms + thunks %.3f ms -> thunks are %.2f%% of "
+      "it\n",
+      artifact.compile_ms, thunk_ms,
+      100 * thunk_ms / (artifact.compile_ms + thunk_ms));
 
   // 2. The kernels, with thunks attached.
   LaunchThunks thunks(true);
@@ -251,7 +274,8 @@ int RunGpu(Runtime& rt) {
   const LaunchThunk* kt_thunk = kt.thunk.load();
 
   CUstream stream = nullptr;
-  DieIf(CheckCu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"),
+  DieIf(CheckCu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                "cuStreamCreate"),
         "stream");
   auto a = rt.Allocate(0, 4 << 20);
   DieIf(a.status(), "allocating");
@@ -262,8 +286,8 @@ int RunGpu(Runtime& rt) {
   cfg.struct_size = sizeof(cfg);
   cfg.grid[0] = 1;
   cfg.block[0] = 32;
-  std::vector<fj_arg> scalar_args = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_F32),
-                                     Arg(FJ_ARG_I32)};
+  std::vector<fj_arg> scalar_args = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
+                                     Arg(FJ_ARG_F32), Arg(FJ_ARG_I32)};
   scalar_args[0].v.pointer = *a;
   scalar_args[1].v.pointer = *a + 4096;
   scalar_args[2].v.f32 = 2.0f;
@@ -280,11 +304,15 @@ int RunGpu(Runtime& rt) {
   encoder.set_cache_enabled(false);
   alignas(64) static fj::tensor_param raw_params[4];
   for (int i = 0; i < 4; ++i) {
-    DieIf(encoder.Encode(i, &tensors[i].arg, 0, -1, kt.copy_impl, &raw_params[i]), "encoding");
+    DieIf(
+        encoder.Encode(i, &tensors[i].arg, 0, -1, kt.copy_impl, &raw_params[i]),
+        "encoding");
   }
-  void* raw_tensor[] = {&raw_params[0], &raw_params[1], &raw_params[2], &raw_params[3]};
+  void* raw_tensor[] = {&raw_params[0], &raw_params[1], &raw_params[2],
+                        &raw_params[3]};
   const bool tma = kt.copy_impl == jit::CopyImpl::kTma;
-  if (tma && (raw_params[0].flags & FJ_TP_HAS_TMAP) == 0) Die("the bench tensors got no TMA map");
+  if (tma && (raw_params[0].flags & FJ_TP_HAS_TMAP) == 0)
+    Die("the bench tensors got no TMA map");
 
   // The C ABI: its own runtime, module and kernel.
   fj_runtime* crt = nullptr;
@@ -296,7 +324,8 @@ int RunGpu(Runtime& rt) {
   fj_module* cmod = nullptr;
   Check(fj_module_build(crt, &bo, &cmod), "fj_module_build");
   fj_kernel* ckernel = nullptr;
-  Check(fj_module_get_kernel(cmod, Str("empty_args"), 0, &ckernel), "fj_module_get_kernel");
+  Check(fj_module_get_kernel(cmod, Str("empty_args"), 0, &ckernel),
+        "fj_module_get_kernel");
   fj_kernel_info info{};
   info.struct_size = sizeof(info);
   Check(fj_kernel_info_get(ckernel, &info), "fj_kernel_info_get");
@@ -304,7 +333,8 @@ int RunGpu(Runtime& rt) {
   Check(fj_stream_create(crt, 0, &cstream), "fj_stream_create");
   fj_launch_config ccfg = cfg;
   ccfg.stream = cstream;
-  CUstream c_cu_stream = nullptr;  // the C ABI's stream is its own; raw uses `stream`
+  CUstream c_cu_stream =
+      nullptr;  // the C ABI's stream is its own; raw uses `stream`
 
   // 3. Interleaved timed batches. Each batch is followed by an untimed
   // synchronize, so the launch queue never fills and blocks.
@@ -317,14 +347,16 @@ int RunGpu(Runtime& rt) {
   };
   auto raw = [&](CUfunction f, void** params) {
     return [&api, f, params, &stream] {
-      if (api.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, params, nullptr) != CUDA_SUCCESS) {
+      if (api.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, stream, params,
+                             nullptr) != CUDA_SUCCESS) {
         Die("cuLaunchKernel failed");
       }
     };
   };
   auto ours = [&](LoadedKernel& k, const std::vector<fj_arg>& args) {
     return [&k, &args, &cfg, &stream] {
-      absl::Status s = Launch(k, cfg, stream, args.data(), args.size(), sizeof(fj_arg));
+      absl::Status s =
+          Launch(k, cfg, stream, args.data(), args.size(), sizeof(fj_arg));
       if (!s.ok()) Die(s.ToString());
     };
   };
@@ -338,14 +370,22 @@ int RunGpu(Runtime& rt) {
   (void)c_cu_stream;
   std::vector<Case> cases;
   cases.push_back({"raw scalar", raw(ka.function, raw_scalar), nothing, {}});
-  cases.push_back({"thunk scalar", ours(ka, scalar_args), with(ka, ka_thunk), {}});
-  cases.push_back({"generic scalar", ours(ka, scalar_args), with(ka, nullptr), {}});
+  cases.push_back(
+      {"thunk scalar", ours(ka, scalar_args), with(ka, ka_thunk), {}});
+  cases.push_back(
+      {"generic scalar", ours(ka, scalar_args), with(ka, nullptr), {}});
   cases.push_back({"raw tensors", raw(kt.function, raw_tensor), nothing, {}});
-  cases.push_back({"thunk tensors", ours(kt, tensor_args), with(kt, kt_thunk), {}});
-  cases.push_back({"generic tensors", ours(kt, tensor_args), with(kt, nullptr), {}});
+  cases.push_back(
+      {"thunk tensors", ours(kt, tensor_args), with(kt, kt_thunk), {}});
+  cases.push_back(
+      {"generic tensors", ours(kt, tensor_args), with(kt, nullptr), {}});
   cases.push_back({"c abi scalar",
-                   [&] { Check(fj_launch(ckernel, &ccfg, scalar_args.data(), 4), "fj_launch"); },
-                   nothing, {}});
+                   [&] {
+                     Check(fj_launch(ckernel, &ccfg, scalar_args.data(), 4),
+                           "fj_launch");
+                   },
+                   nothing,
+                   {}});
   for (int round = 0; round < kWarmup + kRounds; ++round) {
     for (Case& c : cases) {
       c.before();
@@ -365,24 +405,32 @@ int RunGpu(Runtime& rt) {
     }
     return 0.0;
   };
-  std::printf("\nHost time per launch of an empty kernel (median of %d batches of %d, "
-              "interleaved with raw):\n",
-              kRounds, kBatch);
+  std::printf(
+      "\nHost time per launch of an empty kernel (median of %d batches of %d, "
+      "interleaved with raw):\n",
+      kRounds, kBatch);
   PrintRows({
-      {"(a) 4 scalar/pointer args, thunk", med("raw scalar"), med("thunk scalar"), 1.05},
-      {absl::StrCat("(b) 4 ", tma ? "TMA" : "(non-TMA)", " tensors reused, thunk"),
+      {"(a) 4 scalar/pointer args, thunk", med("raw scalar"),
+       med("thunk scalar"), 1.05},
+      {absl::StrCat("(b) 4 ", tma ? "TMA" : "(non-TMA)",
+                    " tensors reused, thunk"),
        med("raw tensors"), med("thunk tensors"), 1.2},
-      {"(c) 4 scalar/pointer args, generic", med("raw scalar"), med("generic scalar"), 0},
+      {"(c) 4 scalar/pointer args, generic", med("raw scalar"),
+       med("generic scalar"), 0},
       {"(c) 4 tensors, generic", med("raw tensors"), med("generic tensors"), 0},
-      {absl::StrCat("(d) C ABI fj_launch, 4 args (uses_thunk=", info.uses_thunk, ")"),
+      {absl::StrCat("(d) C ABI fj_launch, 4 args (uses_thunk=", info.uses_thunk,
+                    ")"),
        med("raw scalar"), med("c abi scalar"), 0},
   });
-  std::printf("  thunk vs generic: scalar %.3f us vs %.3f us, tensors %.3f us vs %.3f us\n",
-              med("thunk scalar"), med("generic scalar"), med("thunk tensors"),
-              med("generic tensors"));
+  std::printf(
+      "  thunk vs generic: scalar %.3f us vs %.3f us, tensors %.3f us vs %.3f "
+      "us\n",
+      med("thunk scalar"), med("generic scalar"), med("thunk tensors"),
+      med("generic tensors"));
   std::printf("  TMA fallbacks during the run: %llu (expected 0)\n",
               static_cast<unsigned long long>(kt.tma_fallbacks.load()));
-  DieIf(CheckStickyError(*dev, api, api.cuCtxSynchronize(), "launch_bench"), "final sync");
+  DieIf(CheckStickyError(*dev, api, api.cuCtxSynchronize(), "launch_bench"),
+        "final sync");
 
   Check(fj_stream_destroy(cstream), "fj_stream_destroy");
   Check(fj_module_destroy(cmod), "fj_module_destroy");
@@ -402,10 +450,11 @@ int main() {
   RuntimeOptions options;
   auto rt = Runtime::Create(options);
   if (!rt.ok() || (*rt)->device_count() == 0) {
-    std::printf("no GPU: %s\nthe launch overhead figures need a CUDA device; "
-                "measuring the CPU part only.\n",
-                rt.ok() ? (*rt)->driver_status().ToString().c_str()
-                        : rt.status().ToString().c_str());
+    std::printf(
+        "no GPU: %s\nthe launch overhead figures need a CUDA device; "
+        "measuring the CPU part only.\n",
+        rt.ok() ? (*rt)->driver_status().ToString().c_str()
+                : rt.status().ToString().c_str());
     bench::PackingOnTheCpu(nullptr);
     return 0;
   }

@@ -50,10 +50,11 @@ absl::Status RaiseDynamicSharedLimit(LoadedKernel& k, const DeviceFacts& f) {
   FJ_RETURN_IF_ERROR(
       CheckCu(*k.api,
               k.api->cuFuncSetAttribute(
-                  k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, target),
+                  k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                  target),
               "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)"),
-      absl::StrCat("raising the dynamic shared memory limit of '", k.display_name,
-                   "' to ", target, " bytes"));
+      absl::StrCat("raising the dynamic shared memory limit of '",
+                   k.display_name, "' to ", target, " bytes"));
   k.dynamic_shared_limit.store(target, std::memory_order_relaxed);
   k.dynamic_shared_raised.store(true, std::memory_order_release);
   return absl::OkStatus();
@@ -63,10 +64,11 @@ absl::Status AllowNonPortableClusters(LoadedKernel& k) {
   FJ_RETURN_IF_ERROR(
       CheckCu(*k.api,
               k.api->cuFuncSetAttribute(
-                  k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                  k.function,
+                  CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
               "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)"),
-      absl::StrCat("allowing clusters of more than 8 blocks for '", k.display_name,
-                   "'"));
+      absl::StrCat("allowing clusters of more than 8 blocks for '",
+                   k.display_name, "'"));
   k.non_portable_cluster_allowed.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -81,7 +83,8 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
   for (int i = 0; i < 3; ++i) {
     s.grid[i] = cfg.grid[i] == 0 ? 1 : cfg.grid[i];
     s.block[i] = cfg.block[i] == 0 ? 1 : cfg.block[i];
-    if (f.max_grid_dim[i] > 0 && s.grid[i] > static_cast<uint32_t>(f.max_grid_dim[i])) {
+    if (f.max_grid_dim[i] > 0 &&
+        s.grid[i] > static_cast<uint32_t>(f.max_grid_dim[i])) {
       return absl::OutOfRangeError(absl::StrCat(
           "grid.", kAxis[i], " = ", s.grid[i], " exceeds the limit ",
           f.max_grid_dim[i], " of ", DeviceLabel(f)));
@@ -96,18 +99,21 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
   const uint64_t threads = uint64_t{s.block[0]} * s.block[1] * s.block[2];
   if (f.max_threads_per_block > 0 &&
       threads > static_cast<uint64_t>(f.max_threads_per_block)) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "a block of ", s.block[0], "x", s.block[1], "x", s.block[2], " = ", threads,
-        " threads exceeds the limit ", f.max_threads_per_block, " of ",
-        DeviceLabel(f)));
+    return absl::OutOfRangeError(
+        absl::StrCat("a block of ", s.block[0], "x", s.block[1], "x",
+                     s.block[2], " = ", threads, " threads exceeds the limit ",
+                     f.max_threads_per_block, " of ", DeviceLabel(f)));
   }
-  if (kernel_max_threads > 0 && threads > static_cast<uint64_t>(kernel_max_threads)) {
+  if (kernel_max_threads > 0 &&
+      threads > static_cast<uint64_t>(kernel_max_threads)) {
     return absl::OutOfRangeError(absl::StrCat(
         "a block of ", threads, " threads exceeds the ", kernel_max_threads,
-        " this kernel can run per block (its register use or __launch_bounds__)"));
+        " this kernel can run per block (its register use or "
+        "__launch_bounds__)"));
   }
   s.dynamic_shared = cfg.shared_bytes;
-  const uint64_t shared = uint64_t{cfg.shared_bytes} + std::max(static_shared, 0);
+  const uint64_t shared =
+      uint64_t{cfg.shared_bytes} + std::max(static_shared, 0);
   if (f.shared_per_block_optin > 0 &&
       shared > static_cast<uint64_t>(f.shared_per_block_optin)) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -115,11 +121,13 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
         cfg.shared_bytes, " dynamic) exceeds the opt-in limit ",
         f.shared_per_block_optin, " of ", DeviceLabel(f)));
   }
-  s.has_cluster = cfg.cluster[0] != 0 || cfg.cluster[1] != 0 || cfg.cluster[2] != 0;
+  s.has_cluster =
+      cfg.cluster[0] != 0 || cfg.cluster[1] != 0 || cfg.cluster[2] != 0;
   if (s.has_cluster) {
     if (!f.cluster_launch) {
       return absl::FailedPreconditionError(absl::StrCat(
-          DeviceLabel(f), " cannot launch thread-block clusters (sm_90 and newer can)"));
+          DeviceLabel(f),
+          " cannot launch thread-block clusters (sm_90 and newer can)"));
     }
     uint64_t blocks = 1;
     for (int i = 0; i < 3; ++i) {
@@ -128,15 +136,15 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
     }
     if (blocks > 16) {
       return absl::OutOfRangeError(absl::StrCat(
-          "a cluster of ", s.cluster[0], "x", s.cluster[1], "x", s.cluster[2], " = ",
-          blocks, " blocks exceeds 16 (8 portable, 16 non-portable)"));
+          "a cluster of ", s.cluster[0], "x", s.cluster[1], "x", s.cluster[2],
+          " = ", blocks, " blocks exceeds 16 (8 portable, 16 non-portable)"));
     }
     s.non_portable_cluster = blocks > 8;
     for (int i = 0; i < 3; ++i) {
       if (s.grid[i] % s.cluster[i] != 0) {
         return absl::OutOfRangeError(absl::StrCat(
-            "grid.", kAxis[i], " = ", s.grid[i], " is not a multiple of cluster.",
-            kAxis[i], " = ", s.cluster[i]));
+            "grid.", kAxis[i], " = ", s.grid[i],
+            " is not a multiple of cluster.", kAxis[i], " = ", s.cluster[i]));
       }
     }
   }
@@ -151,9 +159,11 @@ absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride) {
         absl::StrCat("args is NULL but num_args is ", n));
   }
   if (stride < kMinArgStructSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "args[0].struct_size is ", stride, ", smaller than the first version of "
-        "fj_arg (", kMinArgStructSize, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("args[0].struct_size is ", stride,
+                     ", smaller than the first version of "
+                     "fj_arg (",
+                     kMinArgStructSize, ")"));
   }
   return absl::OkStatus();
 }
@@ -164,8 +174,8 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
                         size_t buffer_size) {
   if (entry.param_bytes > buffer_size) {
     return absl::OutOfRangeError(absl::StrCat(
-        "the kernel takes ", entry.param_bytes, " bytes of parameters; at most ",
-        buffer_size, " are supported"));
+        "the kernel takes ", entry.param_bytes,
+        " bytes of parameters; at most ", buffer_size, " are supported"));
   }
   absl::Status array = CheckArgArray(args, n, stride);
   if (!array.ok()) return array;
@@ -202,9 +212,10 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
     }
     if (kind == FJ_ARG_BYTES && accepted.bytes) {
       if (a->size != spec.size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "argument ", i, ": FJ_ARG_BYTES of ", a->size,
-            " bytes, but the kernel's parameter is ", jit::DescribeParam(spec)));
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument ", i, ": FJ_ARG_BYTES of ", a->size,
+                         " bytes, but the kernel's parameter is ",
+                         jit::DescribeParam(spec)));
       }
       if (a->v.bytes == nullptr) {
         return absl::InvalidArgumentError(
@@ -215,8 +226,8 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
     }
     if (kind == FJ_ARG_TENSOR && accepted.tensor) {
       if (encoder == nullptr) {
-        return absl::InternalError(
-            absl::StrCat("argument ", i, ": no tensor encoder for a tensor argument"));
+        return absl::InternalError(absl::StrCat(
+            "argument ", i, ": no tensor encoder for a tensor argument"));
       }
       absl::Status encoded = encoder->Encode(i, a->v.tensor, spec.tensor_rank,
                                              spec.tensor_dtype, impl, dst);
@@ -225,20 +236,23 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
     }
     const uint32_t given = jit::ScalarKindBytes(kind);
     return absl::InvalidArgumentError(absl::StrCat(
-        "argument ", i, ": the kernel expects ", jit::DescribeParam(spec), ", got ",
-        jit::ArgKindName(kind),
-        given != 0 && given != spec.size ? absl::StrCat(" (", given, " bytes)") : ""));
+        "argument ", i, ": the kernel expects ", jit::DescribeParam(spec),
+        ", got ", jit::ArgKindName(kind),
+        given != 0 && given != spec.size ? absl::StrCat(" (", given, " bytes)")
+                                         : ""));
   }
   return absl::OkStatus();
 }
 
 absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
                            size_t stride, const TensorEncoder& encoder,
-                           bool use_thunk, uint8_t* buffer, size_t buffer_size) {
+                           bool use_thunk, uint8_t* buffer,
+                           size_t buffer_size) {
   const jit::KernelEntry& entry = *k.entry;
   const LaunchThunk* thunk =
       use_thunk ? k.thunk.load(std::memory_order_acquire) : nullptr;
-  if (thunk != nullptr && thunk->fn != nullptr && entry.param_bytes <= buffer_size) {
+  if (thunk != nullptr && thunk->fn != nullptr &&
+      entry.param_bytes <= buffer_size) {
     absl::Status array = CheckArgArray(args, n, stride);
     if (!array.ok()) return array;
     FjThunkContext ctx{&EncodeTensorForThunk,
@@ -246,8 +260,8 @@ absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
     const int32_t r = thunk->fn(args, n, stride, buffer, &ctx);
     if (r == 0) return absl::OkStatus();
     // The thunk only says which argument; the generic packer says why.
-    absl::Status detailed =
-        PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer, buffer_size);
+    absl::Status detailed = PackParams(entry, k.copy_impl, args, n, stride,
+                                       &encoder, buffer, buffer_size);
     if (!detailed.ok()) return detailed;
     return absl::InternalError(absl::StrCat(
         "launch thunk ", thunk->symbol, " rejected ",
@@ -256,11 +270,13 @@ absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
         " that the generic path accepts; please report this (FLEETJIT_THUNKS=0 "
         "avoids it)"));
   }
-  return PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer, buffer_size);
+  return PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer,
+                    buffer_size);
 }
 
-absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg, CUstream stream,
-                    const fj_arg* args, size_t num_args, size_t arg_stride) {
+absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
+                    CUstream stream, const fj_arg* args, size_t num_args,
+                    size_t arg_stride) {
   if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
       k.function == nullptr) {
     return absl::FailedPreconditionError("launch: the kernel is not loaded");
@@ -281,21 +297,24 @@ absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg, CUstream strea
   alignas(64) uint8_t buffer[jit::kMaxParamBytes];
   TensorEncoder encoder(&api, k.display_name, &k.tma_fallbacks,
                         &k.tma_fallback_reported);
-  status = PackForLaunch(k, args, num_args, arg_stride, encoder, /*use_thunk=*/true,
-                         buffer, sizeof(buffer));
+  status = PackForLaunch(k, args, num_args, arg_stride, encoder,
+                         /*use_thunk=*/true, buffer, sizeof(buffer));
   if (!status.ok()) {
     return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
   }
 
   CUcontext current = nullptr;
   if (api.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != k.context) {
-    FJ_RETURN_IF_ERROR(CheckCu(api, api.cuCtxSetCurrent(k.context), "cuCtxSetCurrent"),
-                       absl::StrCat("launching '", k.display_name, "'"));
+    FJ_RETURN_IF_ERROR(
+        CheckCu(api, api.cuCtxSetCurrent(k.context), "cuCtxSetCurrent"),
+        absl::StrCat("launching '", k.display_name, "'"));
   }
-  if (shape.dynamic_shared > 0 && !k.dynamic_shared_raised.load(std::memory_order_acquire)) {
+  if (shape.dynamic_shared > 0 &&
+      !k.dynamic_shared_raised.load(std::memory_order_acquire)) {
     // A fresh function allows 48 KiB minus its static shared memory.
-    const int limit = std::min(k.dynamic_shared_limit.load(std::memory_order_relaxed),
-                               facts.shared_per_block - k.static_shared_bytes);
+    const int limit =
+        std::min(k.dynamic_shared_limit.load(std::memory_order_relaxed),
+                 facts.shared_per_block - k.static_shared_bytes);
     if (static_cast<int64_t>(shape.dynamic_shared) > limit) {
       FJ_RETURN_IF_ERROR(RaiseDynamicSharedLimit(k, facts), "launching");
     }
@@ -325,12 +344,14 @@ absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg, CUstream strea
   }
   size_t param_bytes = k.entry->param_bytes;
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer,
-                   CU_LAUNCH_PARAM_BUFFER_SIZE, &param_bytes, CU_LAUNCH_PARAM_END};
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &param_bytes,
+                   CU_LAUNCH_PARAM_END};
   const CUresult r = api.cuLaunchKernelEx(&config, k.function, nullptr,
                                           param_bytes != 0 ? extra : nullptr);
   if (r != CUDA_SUCCESS) {
-    return CheckStickyError(device, api, r,
-                            absl::StrCat("kernel '", k.display_name, "': cuLaunchKernelEx"));
+    return CheckStickyError(
+        device, api, r,
+        absl::StrCat("kernel '", k.display_name, "': cuLaunchKernelEx"));
   }
   return absl::OkStatus();
 }
@@ -354,8 +375,8 @@ bool IsStickyError(CUresult result) {
   }
 }
 
-absl::Status CheckStickyError(Device& device, const DriverApi& api, CUresult result,
-                              absl::string_view what) {
+absl::Status CheckStickyError(Device& device, const DriverApi& api,
+                              CUresult result, absl::string_view what) {
   if (result == CUDA_SUCCESS) return absl::OkStatus();
   // The call name goes last in `what`; CheckCu puts it first in the message.
   absl::Status status = CheckCu(api, result, what);

@@ -86,8 +86,9 @@ absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
 // legacy default stream). `cfg` is already struct_size-normalised by the C
 // shim, which also resolved cfg.stream (an fj_stream handle) into `stream`;
 // cfg.stream itself is not read. `arg_stride` is args[0].struct_size.
-absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg, CUstream stream,
-                    const fj_arg* args, size_t num_args, size_t arg_stride);
+absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
+                    CUstream stream, const fj_arg* args, size_t num_args,
+                    size_t arg_stride);
 
 // True for the driver errors that leave a context unusable (a kernel
 // fault: illegal address, illegal instruction, misaligned address, trap,

@@ -9,9 +9,10 @@ absl::Status LaunchThunks::AddThunkObject(jit::Artifact& artifact,
                                           jit::ThunkCodegenStats* stats) {
   if (!enabled_ || !artifact.thunk_object.empty()) return absl::OkStatus();
   jit::ThunkCodegenStats local;
-  FJ_ASSIGN_OR_RETURN(artifact.thunk_object,
-                      jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &local),
-                      "generating launch thunks");
+  FJ_ASSIGN_OR_RETURN(
+      artifact.thunk_object,
+      jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &local),
+      "generating launch thunks");
   if (stats != nullptr) *stats = local;
   absl::MutexLock lock(&mu_);
   ++stats_.objects_generated;
@@ -21,7 +22,8 @@ absl::Status LaunchThunks::AddThunkObject(jit::Artifact& artifact,
 
 absl::Status LaunchThunks::EnsureJit() {
   if (jit_ != nullptr) return absl::OkStatus();
-  FJ_ASSIGN_OR_RETURN(jit_, jit::ThunkJit::Create(), "starting the launch thunk JIT");
+  FJ_ASSIGN_OR_RETURN(jit_, jit::ThunkJit::Create(),
+                      "starting the launch thunk JIT");
   return absl::OkStatus();
 }
 
@@ -30,9 +32,10 @@ absl::StatusOr<const std::string*> LaunchThunks::GeneratedObject(
   auto it = generated_.find(&artifact);
   if (it == generated_.end()) {
     jit::ThunkCodegenStats local;
-    FJ_ASSIGN_OR_RETURN(std::string fresh,
-                        jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &local),
-                        "generating launch thunks");
+    FJ_ASSIGN_OR_RETURN(
+        std::string fresh,
+        jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &local),
+        "generating launch thunks");
     ++stats_.objects_generated;
     stats_.codegen_ms_total += local.ir_ms + local.codegen_ms;
     it = generated_.emplace(&artifact, std::move(fresh)).first;
@@ -40,7 +43,8 @@ absl::StatusOr<const std::string*> LaunchThunks::GeneratedObject(
   return &it->second;
 }
 
-absl::Status LaunchThunks::AttachLocked(const jit::Artifact& artifact, LoadedKernel& k) {
+absl::Status LaunchThunks::AttachLocked(const jit::Artifact& artifact,
+                                        LoadedKernel& k) {
   FJ_RETURN_IF_ERROR(EnsureJit(), "");
   const bool stored = !artifact.thunk_object.empty();
   const std::string* object = &artifact.thunk_object;
@@ -68,9 +72,11 @@ absl::Status LaunchThunks::AttachLocked(const jit::Artifact& artifact, LoadedKer
   return absl::OkStatus();
 }
 
-absl::Status LaunchThunks::Attach(const jit::Artifact& artifact, LoadedKernel& k) {
+absl::Status LaunchThunks::Attach(const jit::Artifact& artifact,
+                                  LoadedKernel& k) {
   if (!enabled_ || k.entry == nullptr) return absl::OkStatus();
-  if (k.thunk.load(std::memory_order_acquire) != nullptr) return absl::OkStatus();
+  if (k.thunk.load(std::memory_order_acquire) != nullptr)
+    return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   absl::Status status = AttachLocked(artifact, k);
   if (!status.ok()) {

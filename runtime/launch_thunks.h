@@ -61,8 +61,8 @@ class LaunchThunks {
   absl::Status EnsureJit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AttachLocked(const jit::Artifact& artifact, LoadedKernel& k)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<const std::string*> GeneratedObject(const jit::Artifact& artifact)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<const std::string*> GeneratedObject(
+      const jit::Artifact& artifact) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const bool enabled_;
   mutable absl::Mutex mu_;

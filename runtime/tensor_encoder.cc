@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cinttypes>
-#include <cstdio>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -61,7 +61,8 @@ bool KnownDtype(int dtype) { return dtype >= 0 && dtype < fj::dtype_count; }
 // and loading an out-of-range enum is undefined in C++.
 int32_t RawOob(const fj_tensor_arg* arg) {
   int32_t oob;
-  std::memcpy(&oob, reinterpret_cast<const char*>(arg) + offsetof(fj_tensor_arg, oob),
+  std::memcpy(&oob,
+              reinterpret_cast<const char*>(arg) + offsetof(fj_tensor_arg, oob),
               sizeof(oob));
   return oob;
 }
@@ -147,10 +148,10 @@ absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
                                  " tensor but the caller passed rank ", rank));
   }
   if (declared_dtype >= 0 && dtype != declared_dtype) {
-    return ArgError(arg_index, absl::StrCat("the kernel declares dtype ",
-                                            DtypeName(declared_dtype),
-                                            " but the caller passed ",
-                                            DtypeName(dtype)));
+    return ArgError(
+        arg_index,
+        absl::StrCat("the kernel declares dtype ", DtypeName(declared_dtype),
+                     " but the caller passed ", DtypeName(dtype)));
   }
   return absl::OkStatus();
 }
@@ -159,40 +160,56 @@ absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
 
 // ---------------------------------------------------------------------------
 
-int DtypeBytes(int dtype) { return KnownDtype(dtype) ? kDtypes[dtype].bytes : 0; }
-
-std::string DtypeName(int dtype) {
-  return KnownDtype(dtype) ? kDtypes[dtype].name : absl::StrCat("dtype#", dtype);
+int DtypeBytes(int dtype) {
+  return KnownDtype(dtype) ? kDtypes[dtype].bytes : 0;
 }
 
-bool DtypeIsFloat(int dtype) { return KnownDtype(dtype) && kDtypes[dtype].is_float; }
+std::string DtypeName(int dtype) {
+  return KnownDtype(dtype) ? kDtypes[dtype].name
+                           : absl::StrCat("dtype#", dtype);
+}
+
+bool DtypeIsFloat(int dtype) {
+  return KnownDtype(dtype) && kDtypes[dtype].is_float;
+}
 
 absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
   if (dtype.lanes != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "vector dtypes (lanes=", dtype.lanes, ") are not supported; lanes must be 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("vector dtypes (lanes=", dtype.lanes,
+                     ") are not supported; lanes must be 1"));
   }
   switch (dtype.code) {
     case kDLInt:
       switch (dtype.bits) {
-        case 8: return fj::dtype_i8;
-        case 16: return fj::dtype_i16;
-        case 32: return fj::dtype_i32;
-        case 64: return fj::dtype_i64;
+        case 8:
+          return fj::dtype_i8;
+        case 16:
+          return fj::dtype_i16;
+        case 32:
+          return fj::dtype_i32;
+        case 64:
+          return fj::dtype_i64;
       }
       break;
     case kDLUInt:
       switch (dtype.bits) {
-        case 8: return fj::dtype_u8;
-        case 16: return fj::dtype_u16;
-        case 32: return fj::dtype_u32;
+        case 8:
+          return fj::dtype_u8;
+        case 16:
+          return fj::dtype_u16;
+        case 32:
+          return fj::dtype_u32;
       }
       break;
     case kDLFloat:
       switch (dtype.bits) {
-        case 16: return fj::dtype_f16;
-        case 32: return fj::dtype_f32;
-        case 64: return fj::dtype_f64;
+        case 16:
+          return fj::dtype_f16;
+        case 32:
+          return fj::dtype_f32;
+        case 64:
+          return fj::dtype_f64;
       }
       break;
     case kDLBfloat:
@@ -220,23 +237,26 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     return ArgError(arg_index, "fj_arg.v.tensor is NULL");
   }
   if (arg->struct_size < sizeof(fj_tensor_arg)) {
-    return ArgError(arg_index,
-                    absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
-                                 ", smaller than the first version (",
-                                 sizeof(fj_tensor_arg), ")"));
+    return ArgError(
+        arg_index,
+        absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
+                     ", smaller than the first version (",
+                     sizeof(fj_tensor_arg), ")"));
   }
   const fj_tensor* t = arg->tensor;
   if (t == nullptr) return ArgError(arg_index, "fj_tensor_arg.tensor is NULL");
   if (t->ndim < 1 || t->ndim > FJ_TP_MAX_RANK) {
-    return ArgError(arg_index, absl::StrCat("ndim is ", t->ndim, "; tensors have 1..",
-                                            FJ_TP_MAX_RANK, " dimensions"));
+    return ArgError(arg_index,
+                    absl::StrCat("ndim is ", t->ndim, "; tensors have 1..",
+                                 FJ_TP_MAX_RANK, " dimensions"));
   }
   int32_t dt = t->device.device_type;
   if (dt != kDLCUDA && dt != kDLCUDAHost && dt != kDLCUDAManaged) {
-    return ArgError(arg_index,
-                    absl::StrCat("device_type is ", dt,
-                                 "; pass CUDA memory (kDLCUDA 2, kDLCUDAHost 3 or "
-                                 "kDLCUDAManaged 13)"));
+    return ArgError(
+        arg_index,
+        absl::StrCat("device_type is ", dt,
+                     "; pass CUDA memory (kDLCUDA 2, kDLCUDAHost 3 or "
+                     "kDLCUDAManaged 13)"));
   }
   auto dtype_or = DtypeFromDlpack(t->dtype);
   if (!dtype_or.ok()) return ArgError(arg_index, dtype_or.status().message());
@@ -249,8 +269,8 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   d.elem_bytes = kDtypes[d.dtype].bytes;
   uint64_t base = reinterpret_cast<uintptr_t>(t->data);
   if (__builtin_add_overflow(base, t->byte_offset, &d.address)) {
-    return ArgError(arg_index, absl::StrCat("data + byte_offset (", t->byte_offset,
-                                            ") overflows"));
+    return ArgError(arg_index, absl::StrCat("data + byte_offset (",
+                                            t->byte_offset, ") overflows"));
   }
   if (d.address % d.elem_bytes != 0) {
     return ArgError(arg_index,
@@ -261,7 +281,8 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   const int n = d.rank;
   for (int i = 0; i < n; ++i) {
     if (t->shape[i] < 0 || t->shape[i] > kMaxExtent) {
-      return ArgError(arg_index, absl::StrCat("shape[", i, "] is ", t->shape[i]));
+      return ArgError(arg_index,
+                      absl::StrCat("shape[", i, "] is ", t->shape[i]));
     }
   }
   // DLPack index i is parameter dimension n-1-i.
@@ -287,33 +308,40 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     if (b == 0) {
       int64_t whole = std::max<int64_t>(t->shape[i], 1);
       if (whole > INT32_MAX) {
-        return ArgError(arg_index,
-                        absl::StrCat("box[", i, "] is 0 (whole extent) but shape[",
-                                     i, "] = ", t->shape[i],
-                                     " exceeds the 2^31-1 tile limit; give a box"));
+        return ArgError(
+            arg_index,
+            absl::StrCat("box[", i, "] is 0 (whole extent) but shape[", i,
+                         "] = ", t->shape[i],
+                         " exceeds the 2^31-1 tile limit; give a box"));
       }
       b = static_cast<uint32_t>(whole);
     } else if (b > static_cast<uint32_t>(INT32_MAX)) {
-      return ArgError(arg_index, absl::StrCat("box[", i, "] is ", b,
-                                              ", over 2^31-1"));
+      return ArgError(arg_index,
+                      absl::StrCat("box[", i, "] is ", b, ", over 2^31-1"));
     }
     d.box[dim] = static_cast<int32_t>(b);
   }
   const int32_t oob = RawOob(arg);
   switch (oob) {
-    case FJ_OOB_PROMISE_IN_BOUNDS: d.oob = fj::oob_promise_in_bounds; break;
-    case FJ_OOB_ZEROS: d.oob = fj::oob_zeros; break;
+    case FJ_OOB_PROMISE_IN_BOUNDS:
+      d.oob = fj::oob_promise_in_bounds;
+      break;
+    case FJ_OOB_ZEROS:
+      d.oob = fj::oob_zeros;
+      break;
     case FJ_OOB_NAN:
       if (!kDtypes[d.dtype].is_float) {
-        return ArgError(arg_index,
-                        absl::StrCat("oob FJ_OOB_NAN needs a floating-point dtype, "
-                                     "not ", DtypeName(d.dtype)));
+        return ArgError(
+            arg_index,
+            absl::StrCat("oob FJ_OOB_NAN needs a floating-point dtype, "
+                         "not ",
+                         DtypeName(d.dtype)));
       }
       d.oob = fj::oob_nan;
       break;
     default:
-      return ArgError(arg_index, absl::StrCat("oob is ", oob,
-                                              ", not an fj_oob value"));
+      return ArgError(arg_index,
+                      absl::StrCat("oob is ", oob, ", not an fj_oob value"));
   }
   return d;
 }
@@ -321,7 +349,8 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
 std::string TmaRejection(const TensorDesc& d) {
   const int n = d.rank;
   auto caller_dim = [n](int dim) { return n - 1 - dim; };  // DLPack index
-  if (n < 1 || n > FJ_TP_MAX_RANK) return absl::StrCat("rank ", n, " is outside 1..5");
+  if (n < 1 || n > FJ_TP_MAX_RANK)
+    return absl::StrCat("rank ", n, " is outside 1..5");
   if (!KnownDtype(d.dtype)) return absl::StrCat("unknown dtype ", d.dtype);
   if (d.address % 16 != 0) {
     return absl::StrFormat("address 0x%x is not 16-byte aligned", d.address);
@@ -342,8 +371,9 @@ std::string TmaRejection(const TensorDesc& d) {
   for (int dim = 1; dim < n; ++dim) {
     int64_t bytes = d.stride[dim] * d.elem_bytes;
     if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t{1} << 40)) {
-      return absl::StrCat("strides[", caller_dim(dim), "] is ", bytes,
-                          " bytes; TMA needs a positive multiple of 16 below 2^40");
+      return absl::StrCat(
+          "strides[", caller_dim(dim), "] is ", bytes,
+          " bytes; TMA needs a positive multiple of 16 below 2^40");
     }
   }
   for (int dim = 0; dim < n; ++dim) {
@@ -354,7 +384,8 @@ std::string TmaRejection(const TensorDesc& d) {
   }
   if ((static_cast<int64_t>(d.box[0]) * d.elem_bytes) % 16 != 0) {
     return absl::StrCat("the inner box (box[", caller_dim(0), "] = ", d.box[0],
-                        " x ", d.elem_bytes, " bytes) is not a multiple of 16 bytes");
+                        " x ", d.elem_bytes,
+                        " bytes) is not a multiple of 16 bytes");
   }
   if (d.oob == fj::oob_nan && !kDtypes[d.dtype].tma_float) {
     return absl::StrCat("NaN fill needs a TMA floating-point type; ",
@@ -408,7 +439,8 @@ absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
 // ---------------------------------------------------------------------------
 
 void TensorEncoder::ReportFallback(size_t arg_index, const char* reason) const {
-  if (fallbacks_ != nullptr) fallbacks_->fetch_add(1, std::memory_order_relaxed);
+  if (fallbacks_ != nullptr)
+    fallbacks_->fetch_add(1, std::memory_order_relaxed);
   if (reported_ == nullptr) return;
   const uint64_t bit = uint64_t{1} << (arg_index < 63 ? arg_index : 63);
   if ((reported_->load(std::memory_order_relaxed) & bit) != 0) return;
@@ -421,22 +453,25 @@ void TensorEncoder::ReportFallback(size_t arg_index, const char* reason) const {
 }
 
 absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
-                                   int32_t declared_rank, int32_t declared_dtype,
-                                   jit::CopyImpl impl, void* out) const {
+                                   int32_t declared_rank,
+                                   int32_t declared_dtype, jit::CopyImpl impl,
+                                   void* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
   const void* encode_fn =
-      api_ != nullptr ? reinterpret_cast<const void*>(api_->cuTensorMapEncodeTiled)
-                      : nullptr;
+      api_ != nullptr
+          ? reinterpret_cast<const void*>(api_->cuTensorMapEncodeTiled)
+          : nullptr;
   TensorKey key;
   CacheEntry* entry = nullptr;
   if (cache_enabled_ && BuildKey(arg, encode_fn, want_tma, &key)) {
-    const void* owner = fallbacks_ != nullptr ? static_cast<const void*>(fallbacks_)
-                                              : kernel_name_.data();
+    const void* owner = fallbacks_ != nullptr
+                            ? static_cast<const void*>(fallbacks_)
+                            : kernel_name_.data();
     entry = &t_cache[CacheIndex(owner, arg_index)];
     if (entry->valid && std::memcmp(&entry->key, &key, sizeof(key)) == 0) {
-      absl::Status declared = CheckDeclared(arg_index, entry->param.rank,
-                                            entry->param.dtype, declared_rank,
-                                            declared_dtype);
+      absl::Status declared =
+          CheckDeclared(arg_index, entry->param.rank, entry->param.dtype,
+                        declared_rank, declared_dtype);
       if (!declared.ok()) return declared;
       std::memcpy(out, &entry->param, sizeof(entry->param));
       if (entry->fallback) ReportFallback(arg_index, entry->reason);

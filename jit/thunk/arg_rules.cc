@@ -15,10 +15,13 @@ constexpr uint32_t Bit(int kind) { return uint32_t{1} << kind; }
 // Scalar kinds by value size.
 uint32_t ScalarKindsOfSize(uint32_t size) {
   switch (size) {
-    case 1: return Bit(FJ_ARG_I8) | Bit(FJ_ARG_U8);
+    case 1:
+      return Bit(FJ_ARG_I8) | Bit(FJ_ARG_U8);
     case 2:
-      return Bit(FJ_ARG_I16) | Bit(FJ_ARG_U16) | Bit(FJ_ARG_F16) | Bit(FJ_ARG_BF16);
-    case 4: return Bit(FJ_ARG_I32) | Bit(FJ_ARG_U32) | Bit(FJ_ARG_F32);
+      return Bit(FJ_ARG_I16) | Bit(FJ_ARG_U16) | Bit(FJ_ARG_F16) |
+             Bit(FJ_ARG_BF16);
+    case 4:
+      return Bit(FJ_ARG_I32) | Bit(FJ_ARG_U32) | Bit(FJ_ARG_F32);
     case 8:
       return Bit(FJ_ARG_I64) | Bit(FJ_ARG_U64) | Bit(FJ_ARG_F64) |
              Bit(FJ_ARG_POINTER);
@@ -28,10 +31,14 @@ uint32_t ScalarKindsOfSize(uint32_t size) {
 
 uint32_t IntegerKindsOfSize(uint32_t size) {
   switch (size) {
-    case 1: return Bit(FJ_ARG_I8) | Bit(FJ_ARG_U8);
-    case 2: return Bit(FJ_ARG_I16) | Bit(FJ_ARG_U16);
-    case 4: return Bit(FJ_ARG_I32) | Bit(FJ_ARG_U32);
-    case 8: return Bit(FJ_ARG_I64) | Bit(FJ_ARG_U64);
+    case 1:
+      return Bit(FJ_ARG_I8) | Bit(FJ_ARG_U8);
+    case 2:
+      return Bit(FJ_ARG_I16) | Bit(FJ_ARG_U16);
+    case 4:
+      return Bit(FJ_ARG_I32) | Bit(FJ_ARG_U32);
+    case 8:
+      return Bit(FJ_ARG_I64) | Bit(FJ_ARG_U64);
   }
   return 0;
 }
@@ -75,20 +82,33 @@ AcceptedArgs AcceptedArgsFor(const ParamSpec& spec) {
 
 uint32_t ScalarKindBytes(int kind) {
   switch (kind) {
-    case FJ_ARG_I8: case FJ_ARG_U8: return 1;
-    case FJ_ARG_I16: case FJ_ARG_U16: case FJ_ARG_F16: case FJ_ARG_BF16: return 2;
-    case FJ_ARG_I32: case FJ_ARG_U32: case FJ_ARG_F32: return 4;
-    case FJ_ARG_I64: case FJ_ARG_U64: case FJ_ARG_F64: case FJ_ARG_POINTER: return 8;
+    case FJ_ARG_I8:
+    case FJ_ARG_U8:
+      return 1;
+    case FJ_ARG_I16:
+    case FJ_ARG_U16:
+    case FJ_ARG_F16:
+    case FJ_ARG_BF16:
+      return 2;
+    case FJ_ARG_I32:
+    case FJ_ARG_U32:
+    case FJ_ARG_F32:
+      return 4;
+    case FJ_ARG_I64:
+    case FJ_ARG_U64:
+    case FJ_ARG_F64:
+    case FJ_ARG_POINTER:
+      return 8;
   }
   return 0;
 }
 
 std::string ArgKindName(int kind) {
   static constexpr const char* kNames[] = {
-      nullptr,        "FJ_ARG_I8",   "FJ_ARG_I16",     "FJ_ARG_I32",
-      "FJ_ARG_I64",   "FJ_ARG_U8",   "FJ_ARG_U16",     "FJ_ARG_U32",
-      "FJ_ARG_U64",   "FJ_ARG_F16",  "FJ_ARG_BF16",    "FJ_ARG_F32",
-      "FJ_ARG_F64",   "FJ_ARG_POINTER", "FJ_ARG_BYTES", "FJ_ARG_TENSOR"};
+      nullptr,      "FJ_ARG_I8",      "FJ_ARG_I16",   "FJ_ARG_I32",
+      "FJ_ARG_I64", "FJ_ARG_U8",      "FJ_ARG_U16",   "FJ_ARG_U32",
+      "FJ_ARG_U64", "FJ_ARG_F16",     "FJ_ARG_BF16",  "FJ_ARG_F32",
+      "FJ_ARG_F64", "FJ_ARG_POINTER", "FJ_ARG_BYTES", "FJ_ARG_TENSOR"};
   if (kind >= 1 && kind <= FJ_ARG_KIND_LAST) return kNames[kind];
   return absl::StrCat("kind ", kind);
 }
@@ -96,20 +116,33 @@ std::string ArgKindName(int kind) {
 std::string DescribeParam(const ParamSpec& spec) {
   std::string what;
   switch (spec.kind) {
-    case ParamKind::kSigned: what = absl::StrCat(spec.size, "-byte integer"); break;
+    case ParamKind::kSigned:
+      what = absl::StrCat(spec.size, "-byte integer");
+      break;
     case ParamKind::kUnsigned:
       what = absl::StrCat(spec.size, "-byte unsigned integer");
       break;
-    case ParamKind::kFloat: what = absl::StrCat(spec.size, "-byte float"); break;
-    case ParamKind::kBFloat: what = "bfloat16"; break;
-    case ParamKind::kPointer: what = "pointer"; break;
+    case ParamKind::kFloat:
+      what = absl::StrCat(spec.size, "-byte float");
+      break;
+    case ParamKind::kBFloat:
+      what = "bfloat16";
+      break;
+    case ParamKind::kPointer:
+      what = "pointer";
+      break;
     case ParamKind::kTensor: {
       what = "tensor";
-      if (spec.tensor_rank > 0) absl::StrAppend(&what, " of rank ", spec.tensor_rank);
+      if (spec.tensor_rank > 0)
+        absl::StrAppend(&what, " of rank ", spec.tensor_rank);
       break;
     }
-    case ParamKind::kStruct: what = absl::StrCat(spec.size, "-byte struct"); break;
-    default: what = absl::StrCat(spec.size, "-byte value"); break;
+    case ParamKind::kStruct:
+      what = absl::StrCat(spec.size, "-byte struct");
+      break;
+    default:
+      what = absl::StrCat(spec.size, "-byte value");
+      break;
   }
   if (spec.type_name.empty()) return what;
   return absl::StrCat(spec.type_name, " (", what, ")");
@@ -117,9 +150,8 @@ std::string DescribeParam(const ParamSpec& spec) {
 
 absl::Status ValidateKernelLayout(const KernelEntry& entry) {
   auto bad = [&entry](absl::string_view why) {
-    return absl::InternalError(absl::StrCat("kernel '", entry.name,
-                                            "' has a malformed parameter layout: ",
-                                            why));
+    return absl::InternalError(absl::StrCat(
+        "kernel '", entry.name, "' has a malformed parameter layout: ", why));
   };
   if (entry.param_bytes > kMaxParamBytes) {
     return absl::OutOfRangeError(absl::StrCat(
@@ -134,7 +166,8 @@ absl::Status ValidateKernelLayout(const KernelEntry& entry) {
     if (p.size == 0) return bad(absl::StrCat("parameter ", i, " has size 0"));
     if (end > entry.param_bytes) {
       return bad(absl::StrCat("parameter ", i, " ends at byte ", end,
-                              ", past the ", entry.param_bytes, "-byte buffer"));
+                              ", past the ", entry.param_bytes,
+                              "-byte buffer"));
     }
     if (p.kind == ParamKind::kTensor && p.size != sizeof(fj::tensor_param)) {
       return bad(absl::StrCat("tensor parameter ", i, " is ", p.size,
@@ -145,8 +178,8 @@ absl::Status ValidateKernelLayout(const KernelEntry& entry) {
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].first < spans[i - 1].second) {
-      return bad(absl::StrCat("parameters at bytes ", spans[i - 1].first, " and ",
-                              spans[i].first, " overlap"));
+      return bad(absl::StrCat("parameters at bytes ", spans[i - 1].first,
+                              " and ", spans[i].first, " overlap"));
     }
   }
   return absl::OkStatus();

@@ -14,6 +14,10 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_abi.h"
+// LLVM is linked statically and hidden (--exclude-libs): templates and
+// inline functions instantiated here must be hidden too, or a host
+// process's own LLVM could interpose (or be interposed by) them.
+#pragma GCC visibility push(hidden)
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
@@ -26,6 +30,7 @@
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
+#pragma GCC visibility pop
 
 namespace fleetjit::jit {
 namespace {
@@ -44,8 +49,8 @@ static_assert(offsetof(FjThunkContext, encoder) == 8);
 constexpr uint32_t kUnrollBytes = 256;
 
 double MsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                   start)
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -77,10 +82,12 @@ class ThunkModuleBuilder {
   // chain, and scalars are stored unconditionally (the buffer is discarded
   // on failure). Only by-value structs (a copy through the caller's
   // pointer) and tensors (a call) sit behind a branch on their own checks.
-  void AddThunk(const KernelEntry& entry, CopyImpl impl, const std::string& name) {
-    auto* fn_ty = llvm::FunctionType::get(i32_, {i8p_, i64_, i64_, i8p_, i8p_}, false);
-    fn_ = llvm::Function::Create(fn_ty, llvm::GlobalValue::ExternalLinkage, name,
-                                 module_);
+  void AddThunk(const KernelEntry& entry, CopyImpl impl,
+                const std::string& name) {
+    auto* fn_ty =
+        llvm::FunctionType::get(i32_, {i8p_, i64_, i64_, i8p_, i8p_}, false);
+    fn_ = llvm::Function::Create(fn_ty, llvm::GlobalValue::ExternalLinkage,
+                                 name, module_);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     fn_->setDSOLocal(true);
     auto arg_it = fn_->arg_begin();
@@ -106,26 +113,29 @@ class ThunkModuleBuilder {
 
     b_.SetInsertPoint(body);
     bool has_tensor = false;
-    for (const ParamSpec& p : entry.params) has_tensor |= AcceptedArgsFor(p).tensor;
+    for (const ParamSpec& p : entry.params)
+      has_tensor |= AcceptedArgsFor(p).tensor;
     llvm::Value* encode_fn = nullptr;
     llvm::Value* encoder = nullptr;
     if (has_tensor) {
-      encode_fn = b_.CreateBitCast(LoadAt(i8p_, ctx, 0), encode_ty_->getPointerTo(),
-                                   "encode_tensor");
+      encode_fn = b_.CreateBitCast(LoadAt(i8p_, ctx, 0),
+                                   encode_ty_->getPointerTo(), "encode_tensor");
       encoder = LoadAt(i8p_, ctx, 8, "encoder");
     }
     llvm::Value* error = b_.getInt32(0);
     for (size_t i = 0; i < entry.params.size(); ++i) {
       llvm::Value* p =
           i == 0 ? args
-                 : b_.CreateInBoundsGEP(i8_, args, b_.CreateMul(stride, b_.getInt64(i)),
+                 : b_.CreateInBoundsGEP(i8_, args,
+                                        b_.CreateMul(stride, b_.getInt64(i)),
                                         absl::StrCat("p", i));
-      llvm::Value* ok = EmitArg(entry.params[i], i, impl, p, stride, encode_fn, encoder,
-                                error);
-      llvm::Value* first_failure =
-          b_.CreateAnd(b_.CreateICmpEQ(error, b_.getInt32(0)), b_.CreateNot(ok));
-      error = b_.CreateSelect(first_failure, b_.getInt32(static_cast<int32_t>(i + 1)),
-                              error, absl::StrCat("error", i));
+      llvm::Value* ok = EmitArg(entry.params[i], i, impl, p, stride, encode_fn,
+                                encoder, error);
+      llvm::Value* first_failure = b_.CreateAnd(
+          b_.CreateICmpEQ(error, b_.getInt32(0)), b_.CreateNot(ok));
+      error = b_.CreateSelect(first_failure,
+                              b_.getInt32(static_cast<int32_t>(i + 1)), error,
+                              absl::StrCat("error", i));
     }
     ZeroGaps(entry);
     b_.CreateRet(error);
@@ -133,7 +143,8 @@ class ThunkModuleBuilder {
 
  private:
   llvm::Value* Addr(llvm::Type* ty, llvm::Value* base, uint64_t offset) {
-    llvm::Value* p = offset ? b_.CreateConstInBoundsGEP1_64(i8_, base, offset) : base;
+    llvm::Value* p =
+        offset ? b_.CreateConstInBoundsGEP1_64(i8_, base, offset) : base;
     return b_.CreateBitCast(p, ty->getPointerTo());
   }
   llvm::Value* LoadAt(llvm::Type* ty, llvm::Value* base, uint64_t offset,
@@ -142,7 +153,8 @@ class ThunkModuleBuilder {
                                 name);
   }
   void StoreAt(llvm::Value* v, llvm::Value* base, uint64_t offset) {
-    b_.CreateAlignedStore(v, Addr(v->getType(), base, offset), llvm::MaybeAlign(1));
+    b_.CreateAlignedStore(v, Addr(v->getType(), base, offset),
+                          llvm::MaybeAlign(1));
   }
   llvm::Type* IntOfBytes(uint32_t bytes) {
     return bytes == 1 ? i8_ : bytes == 2 ? i16_ : bytes == 4 ? i32_ : i64_;
@@ -151,14 +163,17 @@ class ThunkModuleBuilder {
   // Emits argument i's checks and store; returns the i1 "argument i is
   // acceptable". `error` (nonzero: an earlier argument failed) keeps the
   // tensor encoder from running after a failure.
-  llvm::Value* EmitArg(const ParamSpec& spec, size_t i, CopyImpl impl, llvm::Value* p,
-                       llvm::Value* stride, llvm::Value* encode_fn, llvm::Value* encoder,
+  llvm::Value* EmitArg(const ParamSpec& spec, size_t i, CopyImpl impl,
+                       llvm::Value* p, llvm::Value* stride,
+                       llvm::Value* encode_fn, llvm::Value* encoder,
                        llvm::Value* error) {
     const AcceptedArgs accepted = AcceptedArgsFor(spec);
-    llvm::Value* size_ok = b_.CreateICmpEQ(
-        LoadAt(i64_, p, offsetof(fj_arg, struct_size), absl::StrCat("struct_size", i)),
-        stride);
-    llvm::Value* kind = LoadAt(i32_, p, offsetof(fj_arg, kind), absl::StrCat("kind", i));
+    llvm::Value* size_ok =
+        b_.CreateICmpEQ(LoadAt(i64_, p, offsetof(fj_arg, struct_size),
+                               absl::StrCat("struct_size", i)),
+                        stride);
+    llvm::Value* kind =
+        LoadAt(i32_, p, offsetof(fj_arg, kind), absl::StrCat("kind", i));
     llvm::Value* kind_ok = nullptr;  // OR of the accepted forms
     auto either = [this, &kind_ok](llvm::Value* v) {
       kind_ok = kind_ok == nullptr ? v : b_.CreateOr(kind_ok, v);
@@ -175,14 +190,16 @@ class ThunkModuleBuilder {
     }
     // By-value struct: size must match exactly and the pointer be set.
     if (accepted.bytes) {
-      llvm::Value* src = LoadAt(i8p_, p, offsetof(fj_arg, v), absl::StrCat("src", i));
+      llvm::Value* src =
+          LoadAt(i8p_, p, offsetof(fj_arg, v), absl::StrCat("src", i));
       llvm::Value* bytes_ok = b_.CreateAnd(
           b_.CreateAnd(b_.CreateICmpEQ(kind, b_.getInt32(FJ_ARG_BYTES)),
                        b_.CreateICmpEQ(LoadAt(i32_, p, offsetof(fj_arg, size)),
                                        b_.getInt32(spec.size))),
           b_.CreateIsNotNull(src));
       auto* copy = llvm::BasicBlock::Create(ctx_, absl::StrCat("copy", i), fn_);
-      auto* after = llvm::BasicBlock::Create(ctx_, absl::StrCat("copied", i), fn_);
+      auto* after =
+          llvm::BasicBlock::Create(ctx_, absl::StrCat("copied", i), fn_);
       b_.CreateCondBr(b_.CreateAnd(bytes_ok, size_ok), copy, after);
       b_.SetInsertPoint(copy);
       CopyBytes(src, spec.offset, spec.size);
@@ -192,16 +209,20 @@ class ThunkModuleBuilder {
     }
     // Tensor: the encoder validates, reuses or encodes, and writes 320 bytes.
     if (accepted.tensor) {
-      llvm::Value* is_tensor = b_.CreateICmpEQ(kind, b_.getInt32(FJ_ARG_TENSOR));
+      llvm::Value* is_tensor =
+          b_.CreateICmpEQ(kind, b_.getInt32(FJ_ARG_TENSOR));
       llvm::Value* run = b_.CreateAnd(b_.CreateAnd(is_tensor, size_ok),
                                       b_.CreateICmpEQ(error, b_.getInt32(0)));
       llvm::BasicBlock* before = b_.GetInsertBlock();
-      auto* call = llvm::BasicBlock::Create(ctx_, absl::StrCat("tensor", i), fn_);
-      auto* after = llvm::BasicBlock::Create(ctx_, absl::StrCat("encoded", i), fn_);
+      auto* call =
+          llvm::BasicBlock::Create(ctx_, absl::StrCat("tensor", i), fn_);
+      auto* after =
+          llvm::BasicBlock::Create(ctx_, absl::StrCat("encoded", i), fn_);
       b_.CreateCondBr(run, call, after);
       b_.SetInsertPoint(call);
       llvm::Value* tensor = LoadAt(i8p_, p, offsetof(fj_arg, v), "tensor_arg");
-      llvm::Value* dst = b_.CreateConstInBoundsGEP1_64(i8_, buffer_, spec.offset);
+      llvm::Value* dst =
+          b_.CreateConstInBoundsGEP1_64(i8_, buffer_, spec.offset);
       llvm::Value* r = b_.CreateCall(
           encode_ty_, encode_fn,
           {encoder, b_.getInt32(static_cast<uint32_t>(i)), tensor,
@@ -230,7 +251,8 @@ class ThunkModuleBuilder {
         llvm::Value* to = b_.CreateInBoundsGEP(
             i8_, b_.CreateConstInBoundsGEP1_64(i8_, buffer_, offset), index);
         llvm::Value* v = b_.CreateAlignedLoad(
-            i64_, b_.CreateBitCast(from, i64_->getPointerTo()), llvm::MaybeAlign(1));
+            i64_, b_.CreateBitCast(from, i64_->getPointerTo()),
+            llvm::MaybeAlign(1));
         b_.CreateAlignedStore(v, b_.CreateBitCast(to, i64_->getPointerTo()),
                               llvm::MaybeAlign(1));
       });
@@ -258,7 +280,8 @@ class ThunkModuleBuilder {
     }
     for (uint32_t chunk : {8u, 4u, 2u, 1u}) {
       while (size - done >= chunk) {
-        StoreAt(llvm::ConstantInt::get(IntOfBytes(chunk), 0), buffer_, offset + done);
+        StoreAt(llvm::ConstantInt::get(IntOfBytes(chunk), 0), buffer_,
+                offset + done);
         done += chunk;
       }
     }
@@ -277,7 +300,8 @@ class ThunkModuleBuilder {
     body(index);
     llvm::Value* advanced = b_.CreateAdd(index, b_.getInt64(8));
     index->addIncoming(advanced, b_.GetInsertBlock());
-    b_.CreateCondBr(b_.CreateICmpULT(advanced, b_.getInt64(bytes)), loop, after);
+    b_.CreateCondBr(b_.CreateICmpULT(advanced, b_.getInt64(bytes)), loop,
+                    after);
     b_.SetInsertPoint(after);
   }
 
@@ -285,7 +309,8 @@ class ThunkModuleBuilder {
   // buffer's content never depends on what was there before.
   void ZeroGaps(const KernelEntry& entry) {
     std::vector<std::pair<uint32_t, uint32_t>> spans;
-    for (const ParamSpec& p : entry.params) spans.emplace_back(p.offset, p.offset + p.size);
+    for (const ParamSpec& p : entry.params)
+      spans.emplace_back(p.offset, p.offset + p.size);
     std::sort(spans.begin(), spans.end());
     uint32_t at = 0;
     for (const auto& [begin, end] : spans) {
@@ -320,7 +345,8 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> MakeTargetMachine() {
   InitializeLlvmOnce();
   const std::string triple = ThunkTargetTriple();
   std::string error;
-  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  const llvm::Target* target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
   if (target == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "launch thunks: LLVM has no target for '", triple, "': ", error));
@@ -334,8 +360,8 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> MakeTargetMachine() {
       triple, "generic", "", options, llvm::Reloc::PIC_, llvm::CodeModel::Small,
       llvm::CodeGenOpt::None));
   if (machine == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("launch thunks: cannot create a target machine for ", triple));
+    return absl::InternalError(absl::StrCat(
+        "launch thunks: cannot create a target machine for ", triple));
   }
   return machine;
 }
@@ -347,7 +373,8 @@ absl::StatusOr<BuiltModule> BuildModule(absl::Span<const KernelEntry> kernels,
   if (!machine.ok()) return machine.status();
   built.machine = std::move(*machine);
   built.context = std::make_unique<llvm::LLVMContext>();
-  built.module = std::make_unique<llvm::Module>("fleetjit_thunks", *built.context);
+  built.module =
+      std::make_unique<llvm::Module>("fleetjit_thunks", *built.context);
   built.module->setTargetTriple(built.machine->getTargetTriple().str());
   built.module->setDataLayout(built.machine->createDataLayout());
   ThunkModuleBuilder builder(*built.context, *built.module);
@@ -366,8 +393,8 @@ absl::StatusOr<BuiltModule> BuildModule(absl::Span<const KernelEntry> kernels,
   llvm::raw_string_ostream os(problems);
   if (llvm::verifyModule(*built.module, &os)) {
     os.flush();
-    return absl::InternalError(
-        absl::StrCat("launch thunks: generated IR does not verify: ", problems));
+    return absl::InternalError(absl::StrCat(
+        "launch thunks: generated IR does not verify: ", problems));
   }
   return built;
 }
@@ -411,8 +438,9 @@ absl::StatusOr<std::string> ThunkModuleIR(absl::Span<const KernelEntry> kernels,
   return text;
 }
 
-absl::StatusOr<std::string> EmitThunkObject(absl::Span<const KernelEntry> kernels,
-                                            CopyImpl impl, ThunkCodegenStats* stats) {
+absl::StatusOr<std::string> EmitThunkObject(
+    absl::Span<const KernelEntry> kernels, CopyImpl impl,
+    ThunkCodegenStats* stats) {
   auto start = std::chrono::steady_clock::now();
   auto built = BuildModule(kernels, impl);
   if (!built.ok()) return built.status();

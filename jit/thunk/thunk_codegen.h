@@ -48,9 +48,9 @@ struct ThunkCodegenStats {
 // passes ValidateKernelLayout (others launch through the generic path,
 // which reports the layout error). Thread-safe; each call has its own
 // LLVMContext.
-absl::StatusOr<std::string> EmitThunkObject(absl::Span<const KernelEntry> kernels,
-                                            CopyImpl impl,
-                                            ThunkCodegenStats* stats = nullptr);
+absl::StatusOr<std::string> EmitThunkObject(
+    absl::Span<const KernelEntry> kernels, CopyImpl impl,
+    ThunkCodegenStats* stats = nullptr);
 
 // The same module as textual LLVM IR, for tests and debugging.
 absl::StatusOr<std::string> ThunkModuleIR(absl::Span<const KernelEntry> kernels,

@@ -12,6 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "jit/thunk/thunk_codegen.h"
+// LLVM is linked statically and hidden (--exclude-libs): templates and
+// inline functions instantiated here must be hidden too, or a host
+// process's own LLVM could interpose (or be interposed by) them.
+#pragma GCC visibility push(hidden)
 #include "llvm/ADT/Triple.h"
 #include "llvm/ExecutionEngine/Orc/Core.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
@@ -19,23 +23,26 @@
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
+#pragma GCC visibility pop
 
 namespace fleetjit::jit {
 
-class ThunkLibrary {
+// Hidden like the LLVM types it holds; callers only see the pointer.
+class __attribute__((visibility("hidden"))) ThunkLibrary {
  public:
-  std::string object;                // the bytes, to tell objects apart
+  std::string object;  // the bytes, to tell objects apart
   llvm::orc::JITDylib* dylib = nullptr;
   std::map<std::string, std::unique_ptr<LaunchThunk>> thunks;
 };
 
-struct ThunkJit::Impl {
+struct __attribute__((visibility("hidden"))) ThunkJit::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   llvm::Triple::ArchType arch = llvm::Triple::UnknownArch;
   mutable absl::Mutex mu;
   uint64_t next_id ABSL_GUARDED_BY(mu) = 0;
   // Hash of the object's bytes -> libraries with that hash.
-  std::multimap<size_t, std::unique_ptr<ThunkLibrary>> libraries ABSL_GUARDED_BY(mu);
+  std::multimap<size_t, std::unique_ptr<ThunkLibrary>> libraries
+      ABSL_GUARDED_BY(mu);
   ThunkJitStats stats ABSL_GUARDED_BY(mu);
   // Separate lock: ORC may report while Load holds `mu`.
   absl::Mutex error_mu;
@@ -74,9 +81,9 @@ absl::StatusOr<std::unique_ptr<ThunkJit>> ThunkJit::Create() {
                  .setPlatformSetUp(llvm::orc::setUpInactivePlatform)
                  .create();
   if (!jit) {
-    return absl::UnavailableError(absl::StrCat(
-        "launch thunks: cannot start LLVM's JIT for ", triple.str(), ": ",
-        llvm::toString(jit.takeError())));
+    return absl::UnavailableError(
+        absl::StrCat("launch thunks: cannot start LLVM's JIT for ",
+                     triple.str(), ": ", llvm::toString(jit.takeError())));
   }
   auto impl = std::make_unique<Impl>();
   impl->jit = std::move(*jit);
@@ -94,8 +101,8 @@ absl::StatusOr<std::unique_ptr<ThunkJit>> ThunkJit::Create() {
 
 absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
   const auto start = std::chrono::steady_clock::now();
-  const size_t hash =
-      std::hash<std::string_view>()(std::string_view(object.data(), object.size()));
+  const size_t hash = std::hash<std::string_view>()(
+      std::string_view(object.data(), object.size()));
   absl::MutexLock lock(&impl_->mu);
   auto range = impl_->libraries.equal_range(hash);
   for (auto it = range.first; it != range.second; ++it) {
@@ -111,8 +118,9 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
                             "fleetjit_thunks");
   auto parsed = llvm::object::ObjectFile::createObjectFile(ref);
   if (!parsed) {
-    return absl::DataLossError(absl::StrCat("launch thunks: malformed object: ",
-                                            llvm::toString(parsed.takeError())));
+    return absl::DataLossError(
+        absl::StrCat("launch thunks: malformed object: ",
+                     llvm::toString(parsed.takeError())));
   }
   const llvm::object::ObjectFile& file = *parsed->get();
   if (!file.isELF()) {
@@ -134,9 +142,9 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
       return absl::DataLossError("launch thunks: unreadable symbol table");
     }
     if ((*flags & llvm::object::SymbolRef::SF_Undefined) != 0) {
-      return absl::DataLossError(absl::StrCat(
-          "launch thunks: the object needs an external symbol '", name->str(),
-          "'; thunk objects must be self-contained"));
+      return absl::DataLossError(
+          absl::StrCat("launch thunks: the object needs an external symbol '",
+                       name->str(), "'; thunk objects must be self-contained"));
     }
     if ((*flags & llvm::object::SymbolRef::SF_Global) != 0 &&
         name->startswith("fj_thunk_")) {
@@ -148,15 +156,17 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
   library->object = std::string(object);
   auto dylib = impl_->jit->createJITDylib(
       absl::StrCat("fleetjit_thunks_", impl_->next_id++));
-  if (!dylib) return FromLlvm(dylib.takeError(), "launch thunks: creating a JITDylib");
+  if (!dylib)
+    return FromLlvm(dylib.takeError(), "launch thunks: creating a JITDylib");
   library->dylib = &*dylib;
   auto release = [&] {
-    llvm::consumeError(impl_->jit->getExecutionSession().removeJITDylib(*library->dylib));
+    llvm::consumeError(
+        impl_->jit->getExecutionSession().removeJITDylib(*library->dylib));
   };
   if (llvm::Error error = impl_->jit->addObjectFile(
-          *library->dylib,
-          llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()),
-                                               "fleetjit_thunks"))) {
+          *library->dylib, llvm::MemoryBuffer::getMemBufferCopy(
+                               llvm::StringRef(object.data(), object.size()),
+                               "fleetjit_thunks"))) {
     release();
     return FromLlvm(std::move(error), "launch thunks: adding the object");
   }
@@ -165,8 +175,8 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
   for (const std::string& name : names) {
     auto symbol = impl_->jit->lookup(*library->dylib, name);
     if (!symbol) {
-      absl::Status status =
-          FromLlvm(symbol.takeError(), absl::StrCat("launch thunks: linking ", name));
+      absl::Status status = FromLlvm(
+          symbol.takeError(), absl::StrCat("launch thunks: linking ", name));
       absl::MutexLock error_lock(&impl_->error_mu);
       if (!impl_->session_error.empty()) {
         status = absl::InternalError(
@@ -177,7 +187,8 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
       return status;
     }
     auto thunk = std::make_unique<LaunchThunk>();
-    thunk->fn = reinterpret_cast<FjThunkFn>(static_cast<uintptr_t>(symbol->getAddress()));
+    thunk->fn = reinterpret_cast<FjThunkFn>(
+        static_cast<uintptr_t>(symbol->getAddress()));
     thunk->symbol = name;
     library->thunks.emplace(name, std::move(thunk));
   }
@@ -200,8 +211,9 @@ absl::StatusOr<const LaunchThunk*> ThunkJit::Find(ThunkLibrary* library,
   absl::MutexLock lock(&impl_->mu);
   auto it = library->thunks.find(name);
   if (it == library->thunks.end()) {
-    return absl::NotFoundError(absl::StrCat("launch thunks: no ", name, " for kernel '",
-                                            entry.name, "' in the object"));
+    return absl::NotFoundError(absl::StrCat("launch thunks: no ", name,
+                                            " for kernel '", entry.name,
+                                            "' in the object"));
   }
   return it->second.get();
 }

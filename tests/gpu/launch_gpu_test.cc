@@ -178,16 +178,16 @@ Gpu& GetGpu() {
     ASSERT_TRUE(GetGpu().device->MakeCurrent().ok());          \
   } while (0)
 
-#define ASSIGN_OR_FAIL(lhs, expr)                            \
-  auto FJ_STATUS_CONCAT_(result_, __LINE__) = (expr);        \
-  ASSERT_TRUE(FJ_STATUS_CONCAT_(result_, __LINE__).ok())     \
-      << FJ_STATUS_CONCAT_(result_, __LINE__).status();      \
+#define ASSIGN_OR_FAIL(lhs, expr)                        \
+  auto FJ_STATUS_CONCAT_(result_, __LINE__) = (expr);    \
+  ASSERT_TRUE(FJ_STATUS_CONCAT_(result_, __LINE__).ok()) \
+      << FJ_STATUS_CONCAT_(result_, __LINE__).status();  \
   lhs = *FJ_STATUS_CONCAT_(result_, __LINE__)
 
 struct KernelSpec {
   std::string name;
-  std::vector<std::string> name_expressions;
-  std::optional<jit::CopyImpl> impl;
+  std::vector<std::string> name_expressions = {};
+  std::optional<jit::CopyImpl> impl = std::nullopt;
   bool thunk = true;
 };
 
@@ -211,9 +211,11 @@ absl::StatusOr<LoadedKernel*> LoadKernel(const KernelSpec& spec) {
   // The runtime attaches thunks at load; this build is the kernel's own
   // (uncached), so detaching it affects no other test.
   if (spec.thunk) {
-    absl::Status attached = g.thunks.Attach(*kept.artifact, **k);  // no-op if attached
+    absl::Status attached =
+        g.thunks.Attach(*kept.artifact, **k);  // no-op if attached
     if (!attached.ok()) return attached;
-    if ((*k)->thunk.load() == nullptr) return absl::InternalError("no thunk attached");
+    if ((*k)->thunk.load() == nullptr)
+      return absl::InternalError("no thunk attached");
   } else {
     (*k)->thunk.store(nullptr);
   }
@@ -234,14 +236,16 @@ class DeviceBuffer {
   uint64_t address() const { return address_; }
   template <typename T>
   void Upload(const std::vector<T>& host) {
-    ASSERT_EQ(GetGpu().api->cuMemcpyHtoD(address_, host.data(), host.size() * sizeof(T)),
+    ASSERT_EQ(GetGpu().api->cuMemcpyHtoD(address_, host.data(),
+                                         host.size() * sizeof(T)),
               CUDA_SUCCESS);
   }
   template <typename T>
   std::vector<T> Download(size_t count) {
     std::vector<T> host(count);
-    EXPECT_EQ(GetGpu().api->cuMemcpyDtoH(host.data(), address_, count * sizeof(T)),
-              CUDA_SUCCESS);
+    EXPECT_EQ(
+        GetGpu().api->cuMemcpyDtoH(host.data(), address_, count * sizeof(T)),
+        CUDA_SUCCESS);
     return host;
   }
   void Poison(uint8_t byte) {
@@ -289,19 +293,22 @@ fj_launch_config Config(uint32_t grid, uint32_t block, uint32_t shared = 0) {
   return c;
 }
 
-absl::Status LaunchArgs(LoadedKernel* k, const fj_launch_config& cfg, CUstream stream,
-                 const std::vector<fj_arg>& args) {
+absl::Status LaunchArgs(LoadedKernel* k, const fj_launch_config& cfg,
+                        CUstream stream, const std::vector<fj_arg>& args) {
   return Launch(*k, cfg, stream, args.data(), args.size(), sizeof(fj_arg));
 }
 
 absl::Status Sync(CUstream stream, absl::string_view what) {
   Gpu& g = GetGpu();
-  return CheckStickyError(*g.device, *g.api, g.api->cuStreamSynchronize(stream), what);
+  return CheckStickyError(*g.device, *g.api, g.api->cuStreamSynchronize(stream),
+                          what);
 }
 
 std::mt19937_64 Rng(const char* name) {
-  uint64_t seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
-  if (const char* s = std::getenv("FLEETJIT_TEST_SEED")) seed = std::strtoull(s, nullptr, 0);
+  uint64_t seed =
+      std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  if (const char* s = std::getenv("FLEETJIT_TEST_SEED"))
+    seed = std::strtoull(s, nullptr, 0);
   std::printf("[ seed     ] %s: FLEETJIT_TEST_SEED=%llu\n", name,
               static_cast<unsigned long long>(seed));
   return std::mt19937_64(seed);
@@ -310,7 +317,8 @@ std::mt19937_64 Rng(const char* name) {
 // Small integers as floats: sums stay exact.
 std::vector<float> RandomInts(std::mt19937_64& rng, size_t n, int range = 8) {
   std::vector<float> v(n);
-  for (float& f : v) f = static_cast<float>(static_cast<int>(rng() % (2 * range + 1)) - range);
+  for (float& f : v)
+    f = static_cast<float>(static_cast<int>(rng() % (2 * range + 1)) - range);
   return v;
 }
 
@@ -319,8 +327,9 @@ struct HostTensor {
   std::vector<int64_t> shape, strides;
   fj_tensor tensor{};
   fj_tensor_arg arg{};
-  void Set(uint64_t data, std::vector<int64_t> dims, std::vector<int64_t> elem_strides,
-           std::vector<uint32_t> box, fj_oob oob = FJ_OOB_ZEROS, fj_dl_dtype dtype = {2, 32, 1}) {
+  void Set(uint64_t data, std::vector<int64_t> dims,
+           std::vector<int64_t> elem_strides, std::vector<uint32_t> box,
+           fj_oob oob = FJ_OOB_ZEROS, fj_dl_dtype dtype = {2, 32, 1}) {
     shape = std::move(dims);
     strides = std::move(elem_strides);
     tensor = fj_tensor{};
@@ -383,8 +392,8 @@ TEST(LaunchGpuSource, BuildsForSm90UnderEveryImplementationWithThunks) {
     ASSERT_TRUE(object.ok()) << object.status();
     EXPECT_EQ(stats.skipped, 0);
     std::printf("[ info     ] %s: %zu kernels, NVRTC %.1f ms, thunks %.2f ms\n",
-                std::string(jit::CopyImplName(impl)).c_str(), a.kernels.size(), a.compile_ms,
-                stats.ir_ms + stats.codegen_ms);
+                std::string(jit::CopyImplName(impl)).c_str(), a.kernels.size(),
+                a.compile_ms, stats.ir_ms + stats.codegen_ms);
   }
 }
 
@@ -392,8 +401,9 @@ TEST(LaunchGpuSource, BuildsForSm90UnderEveryImplementationWithThunks) {
 
 TEST(LaunchGpu, AxpyThroughBothPaths) {
   REQUIRE_GPU();
-  ASSIGN_OR_FAIL(LoadedKernel* thunked, LoadKernel({"axpy"}));
-  ASSIGN_OR_FAIL(LoadedKernel* generic, LoadKernel({"axpy", {}, {}, /*thunk=*/false}));
+  ASSIGN_OR_FAIL(LoadedKernel * thunked, LoadKernel({"axpy"}));
+  ASSIGN_OR_FAIL(LoadedKernel * generic,
+                 LoadKernel({"axpy", {}, {}, /*thunk=*/false}));
   ASSERT_EQ(generic->thunk.load(), nullptr);
   std::mt19937_64 rng = Rng("AxpyThroughBothPaths");
   for (LoadedKernel* k : {thunked, generic}) {
@@ -404,7 +414,8 @@ TEST(LaunchGpu, AxpyThroughBothPaths) {
     dx.Upload(x);
     dy.Upload(y);
     ASSERT_TRUE(LaunchArgs(k, Config((n + 255) / 256, 256), nullptr,
-                    {PtrArg(dy.address()), PtrArg(dx.address()), F32Arg(a), I32Arg(n)})
+                           {PtrArg(dy.address()), PtrArg(dx.address()),
+                            F32Arg(a), I32Arg(n)})
                     .ok());
     ASSERT_TRUE(Sync(nullptr, "axpy").ok());
     std::vector<float> got = dy.Download<float>(n);
@@ -427,8 +438,9 @@ TEST(LaunchGpu, ScalarsOfEverySizeArriveIntact) {
        {KernelSpec{"scalars"}, KernelSpec{"scalars", {}, {}, false},
         KernelSpec{"typed_scalars", {"typed_scalars"}},
         KernelSpec{"typed_scalars", {"typed_scalars"}, {}, false}}) {
-    SCOPED_TRACE(absl::StrCat(spec.name, spec.thunk ? " (thunk)" : " (generic)"));
-    ASSIGN_OR_FAIL(LoadedKernel* k, LoadKernel(spec));
+    SCOPED_TRACE(
+        absl::StrCat(spec.name, spec.thunk ? " (thunk)" : " (generic)"));
+    ASSIGN_OR_FAIL(LoadedKernel * k, LoadKernel(spec));
     const bool typed = spec.name == "typed_scalars";
     DeviceBuffer out(18 * 8);
     out.Poison(0xCD);
@@ -482,26 +494,37 @@ TEST(LaunchGpu, ScalarsOfEverySizeArriveIntact) {
         static_cast<uint64_t>(static_cast<int64_t>(args[2].v.i16)),
         static_cast<uint64_t>(static_cast<int64_t>(args[3].v.i32)),
         static_cast<uint64_t>(args[4].v.i64),
-        args[5].v.u8, args[6].v.u16, args[7].v.u32, args[8].v.u64,
-        args[9].v.u16, args[10].v.u16, f32_bits, f64_bits,
-        static_cast<uint32_t>(s12.a), static_cast<uint32_t>(s12.b),
-        static_cast<uint32_t>(s12.c), static_cast<uint64_t>(s24.a),
-        static_cast<uint64_t>(s24.b), static_cast<uint32_t>(s24.c)};
+        args[5].v.u8,
+        args[6].v.u16,
+        args[7].v.u32,
+        args[8].v.u64,
+        args[9].v.u16,
+        args[10].v.u16,
+        f32_bits,
+        f64_bits,
+        static_cast<uint32_t>(s12.a),
+        static_cast<uint32_t>(s12.b),
+        static_cast<uint32_t>(s12.c),
+        static_cast<uint64_t>(s24.a),
+        static_cast<uint64_t>(s24.b),
+        static_cast<uint32_t>(s24.c)};
     for (int i = 0; i < 18; ++i) EXPECT_EQ(got[i], want[i]) << "field " << i;
   }
 }
 
 // Launches tensor_echo on `t` and checks the parameter the kernel received
 // and the elements it gathered against the host's view.
-void CheckTensorEcho(LoadedKernel* k, HostTensor& t, const std::vector<float>& storage,
-                     bool expect_tmap, CUstream stream = nullptr) {
+void CheckTensorEcho(LoadedKernel* k, HostTensor& t,
+                     const std::vector<float>& storage, bool expect_tmap,
+                     CUstream stream = nullptr) {
   int64_t total = 1;
   for (int64_t d : t.shape) total *= d;
   DeviceBuffer raw(320), gathered(total * 4);
   raw.Poison(0xEE);
   gathered.Poison(0xEE);
-  absl::Status s = LaunchArgs(k, Config(4, 128), stream,
-                       {TensorArg(&t.arg), PtrArg(raw.address()), PtrArg(gathered.address())});
+  absl::Status s = LaunchArgs(
+      k, Config(4, 128), stream,
+      {TensorArg(&t.arg), PtrArg(raw.address()), PtrArg(gathered.address())});
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE(Sync(stream, "tensor_echo").ok());
   std::vector<uint8_t> got_raw = raw.Download<uint8_t>(320);
@@ -523,10 +546,12 @@ void CheckTensorEcho(LoadedKernel* k, HostTensor& t, const std::vector<float>& s
     EXPECT_EQ(got.box[d], want.box[d]) << d;
   }
   EXPECT_EQ(std::memcmp(got.tmap, want.tmap, 128), 0)
-      << "the tensor map the kernel received differs from a fresh host encoding";
+      << "the tensor map the kernel received differs from a fresh host "
+         "encoding";
   // Logical element i, dimension 0 (DLPack's last) fastest.
   std::vector<float> g = gathered.Download<float>(total);
-  const uint64_t base = reinterpret_cast<uintptr_t>(t.tensor.data) + t.tensor.byte_offset;
+  const uint64_t base =
+      reinterpret_cast<uintptr_t>(t.tensor.data) + t.tensor.byte_offset;
   const uint64_t storage_base = reinterpret_cast<uintptr_t>(t.tensor.data);
   const int n = static_cast<int>(t.shape.size());
   for (int64_t i = 0; i < total; ++i) {
@@ -545,7 +570,8 @@ TEST(LaunchGpu, TensorParametersAndFallbacks) {
   std::mt19937_64 rng = Rng("TensorParametersAndFallbacks");
   for (bool thunk : {true, false}) {
     SCOPED_TRACE(thunk ? "thunk" : "generic");
-    ASSIGN_OR_FAIL(LoadedKernel* k, LoadKernel({"tensor_echo", {}, {}, thunk}));
+    ASSIGN_OR_FAIL(LoadedKernel * k,
+                   LoadKernel({"tensor_echo", {}, {}, thunk}));
     const bool tma = k->copy_impl == jit::CopyImpl::kTma;
     const size_t elems = 5 * 6 * 8 + 64;
     std::vector<float> storage = RandomInts(rng, elems, 1000);
@@ -567,7 +593,9 @@ TEST(LaunchGpu, TensorParametersAndFallbacks) {
     t.Set(d.address(), {4, 8}, {}, {2, 8});
     t.tensor.byte_offset = 32;
     CheckTensorEcho(k, t, storage, tma);
-    if (tma) EXPECT_EQ(k->tma_fallbacks.load(), before + 2);
+    if (tma) {
+      EXPECT_EQ(k->tma_fallbacks.load(), before + 2);
+    }
   }
 }
 
@@ -580,10 +608,12 @@ TEST(LaunchGpu, TileCopyThroughTheLayerUnderEachImplementation) {
   if (arch >= 90) impls.push_back(jit::CopyImpl::kTma);
   for (jit::CopyImpl impl : impls) {
     for (bool thunk : {true, false}) {
-      ASSIGN_OR_FAIL(LoadedKernel* k, LoadKernel({"tile_add", {}, impl, thunk}));
+      ASSIGN_OR_FAIL(LoadedKernel * k,
+                     LoadKernel({"tile_add", {}, impl, thunk}));
       // 72 columns: 288-byte rows (TMA); 70 columns: 280-byte rows (cp.async).
       for (int cols : {72, 70}) {
-        SCOPED_TRACE(absl::StrCat(jit::CopyImplName(impl), thunk ? " thunk" : " generic",
+        SCOPED_TRACE(absl::StrCat(jit::CopyImplName(impl),
+                                  thunk ? " thunk" : " generic",
                                   " cols=", cols));
         const int rows = 50 + static_cast<int>(rng() % 60);
         std::vector<float> in = RandomInts(rng, rows * cols, 100);
@@ -596,12 +626,14 @@ TEST(LaunchGpu, TileCopyThroughTheLayerUnderEachImplementation) {
         const float add = static_cast<float>(1 + rng() % 9);
         fj_launch_config cfg = Config((cols + 31) / 32, 128);
         cfg.grid[1] = (rows + 15) / 16;
-        absl::Status s =
-            LaunchArgs(k, cfg, nullptr, {TensorArg(&tin.arg), TensorArg(&tout.arg), F32Arg(add)});
+        absl::Status s = LaunchArgs(
+            k, cfg, nullptr,
+            {TensorArg(&tin.arg), TensorArg(&tout.arg), F32Arg(add)});
         ASSERT_TRUE(s.ok()) << s;
         ASSERT_TRUE(Sync(nullptr, "tile_add").ok());
         std::vector<float> got = dout.Download<float>(rows * cols);
-        for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(got[i], in[i] + add) << i;
+        for (int i = 0; i < rows * cols; ++i)
+          ASSERT_EQ(got[i], in[i] + add) << i;
       }
     }
   }
@@ -609,9 +641,9 @@ TEST(LaunchGpu, TileCopyThroughTheLayerUnderEachImplementation) {
 
 TEST(LaunchGpu, ManyThreadsLaunchConcurrentlyOnTheirOwnStreams) {
   REQUIRE_GPU();
-  ASSIGN_OR_FAIL(LoadedKernel* thunked, LoadKernel({"axpy"}));
-  ASSIGN_OR_FAIL(LoadedKernel* generic, LoadKernel({"axpy", {}, {}, false}));
-  ASSIGN_OR_FAIL(LoadedKernel* echo, LoadKernel({"tensor_echo"}));
+  ASSIGN_OR_FAIL(LoadedKernel * thunked, LoadKernel({"axpy"}));
+  ASSIGN_OR_FAIL(LoadedKernel * generic, LoadKernel({"axpy", {}, {}, false}));
+  ASSIGN_OR_FAIL(LoadedKernel * echo, LoadKernel({"tensor_echo"}));
   std::mt19937_64 seeds = Rng("ManyThreadsLaunchConcurrently");
   constexpr int kThreads = 16;
   constexpr int kLaunches = 300;
@@ -645,15 +677,20 @@ TEST(LaunchGpu, ManyThreadsLaunchConcurrentlyOnTheirOwnStreams) {
         DeviceBuffer raw(320), gathered(elems * 4);
         for (int i = 0; i < kLaunches / 10; ++i) {
           HostTensor& ht = pool[rng() % 3];
-          absl::Status s = LaunchArgs(echo, Config(2, 128), stream,
-                               {TensorArg(&ht.arg), PtrArg(raw.address()),
-                                PtrArg(gathered.address())});
+          absl::Status s =
+              LaunchArgs(echo, Config(2, 128), stream,
+                         {TensorArg(&ht.arg), PtrArg(raw.address()),
+                          PtrArg(gathered.address())});
           if (!s.ok()) return fail(s.ToString());
-          if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS) return fail("sync");
-          std::vector<float> g = gathered.Download<float>(ht.shape[0] * ht.shape[1]);
-          const int64_t first = (reinterpret_cast<uintptr_t>(ht.tensor.data) - d.address()) / 4;
+          if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS)
+            return fail("sync");
+          std::vector<float> g =
+              gathered.Download<float>(ht.shape[0] * ht.shape[1]);
+          const int64_t first =
+              (reinterpret_cast<uintptr_t>(ht.tensor.data) - d.address()) / 4;
           for (size_t e = 0; e < g.size(); ++e) {
-            if (g[e] != storage[first + e]) return fail(absl::StrCat("tensor element ", e));
+            if (g[e] != storage[first + e])
+              return fail(absl::StrCat("tensor element ", e));
           }
         }
       } else {
@@ -664,15 +701,18 @@ TEST(LaunchGpu, ManyThreadsLaunchConcurrentlyOnTheirOwnStreams) {
         dx.Upload(x);
         dy.Upload(y);
         for (int i = 0; i < kLaunches; ++i) {
-          absl::Status s = LaunchArgs(k, Config((n + 127) / 128, 128), stream,
-                               {PtrArg(dy.address()), PtrArg(dx.address()), F32Arg(1.0f),
-                                I32Arg(n)});
+          absl::Status s =
+              LaunchArgs(k, Config((n + 127) / 128, 128), stream,
+                         {PtrArg(dy.address()), PtrArg(dx.address()),
+                          F32Arg(1.0f), I32Arg(n)});
           if (!s.ok()) return fail(s.ToString());
         }
-        if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS) return fail("sync");
+        if (api.cuStreamSynchronize(stream) != CUDA_SUCCESS)
+          return fail("sync");
         std::vector<float> got = dy.Download<float>(n);
         for (int i = 0; i < n; ++i) {
-          if (got[i] != y[i] + kLaunches * x[i]) return fail(absl::StrCat("element ", i));
+          if (got[i] != y[i] + kLaunches * x[i])
+            return fail(absl::StrCat("element ", i));
         }
       }
       api.cuStreamDestroy(stream);
@@ -685,14 +725,14 @@ TEST(LaunchGpu, ManyThreadsLaunchConcurrentlyOnTheirOwnStreams) {
 
 TEST(LaunchGpu, BadLaunchesAreStatusesBeforeTheDriver) {
   REQUIRE_GPU();
-  ASSIGN_OR_FAIL(LoadedKernel* axpy, LoadKernel({"axpy"}));
-  ASSIGN_OR_FAIL(LoadedKernel* sum,
+  ASSIGN_OR_FAIL(LoadedKernel * axpy, LoadKernel({"axpy"}));
+  ASSIGN_OR_FAIL(LoadedKernel * sum,
                  LoadKernel({"tensor_sum", {"tensor_sum"}}));
-  ASSIGN_OR_FAIL(LoadedKernel* empty, LoadKernel({"empty_kernel"}));
+  ASSIGN_OR_FAIL(LoadedKernel * empty, LoadKernel({"empty_kernel"}));
   const DeviceFacts& f = GetGpu().device->facts();
   DeviceBuffer dx(4096), dy(4096);
-  const std::vector<fj_arg> good = {PtrArg(dy.address()), PtrArg(dx.address()), F32Arg(1),
-                                    I32Arg(16)};
+  const std::vector<fj_arg> good = {PtrArg(dy.address()), PtrArg(dx.address()),
+                                    F32Arg(1), I32Arg(16)};
   struct Bad {
     const char* name;
     LoadedKernel* kernel;
@@ -707,10 +747,12 @@ TEST(LaunchGpu, BadLaunchesAreStatusesBeforeTheDriver) {
   tall.grid[1] = static_cast<uint32_t>(f.max_grid_dim[1]) + 1;
   fj_launch_config deep = Config(1, 1);
   deep.block[2] = static_cast<uint32_t>(f.max_block_dim[2]) + 1;
-  fj_launch_config wide = Config(1, static_cast<uint32_t>(f.max_threads_per_block) * 2);
+  fj_launch_config wide =
+      Config(1, static_cast<uint32_t>(f.max_threads_per_block) * 2);
   wide.block[0] = static_cast<uint32_t>(f.max_block_dim[0]);
   wide.block[1] = 2;
-  fj_launch_config shared = Config(1, 32, static_cast<uint32_t>(f.shared_per_block_optin) + 1);
+  fj_launch_config shared =
+      Config(1, 32, static_cast<uint32_t>(f.shared_per_block_optin) + 1);
   fj_launch_config big_cluster = Config(32, 32);
   big_cluster.cluster[0] = 4;
   big_cluster.cluster[1] = 8;
@@ -729,31 +771,59 @@ TEST(LaunchGpu, BadLaunchesAreStatusesBeforeTheDriver) {
       {"block.z over the limit", empty, deep, {}, range, "block.z"},
       {"too many threads", empty, wide, {}, range, "threads exceeds"},
       {"shared memory over opt-in", empty, shared, {}, range, "opt-in limit"},
-      {"too few arguments", axpy, Config(1, 32), {good[0], good[1]}, invalid, "takes 4"},
+      {"too few arguments",
+       axpy,
+       Config(1, 32),
+       {good[0], good[1]},
+       invalid,
+       "takes 4"},
       {"wrong kind", axpy, Config(1, 32), wrong_kind, invalid, "argument 0"},
       {"wrong size", axpy, Config(1, 32), wrong_size, invalid, "argument 3"},
-      {"tensor rank", sum, Config(1, 1), {TensorArg(&rank3.arg), PtrArg(dy.address())},
-       invalid, "rank-2"},
-      {"tensor dtype", sum, Config(1, 1), {TensorArg(&half.arg), PtrArg(dy.address())},
-       invalid, "dtype f32"},
-      {"null tensor", sum, Config(1, 1), {TensorArg(nullptr), PtrArg(dy.address())}, invalid,
+      {"tensor rank",
+       sum,
+       Config(1, 1),
+       {TensorArg(&rank3.arg), PtrArg(dy.address())},
+       invalid,
+       "rank-2"},
+      {"tensor dtype",
+       sum,
+       Config(1, 1),
+       {TensorArg(&half.arg), PtrArg(dy.address())},
+       invalid,
+       "dtype f32"},
+      {"null tensor",
+       sum,
+       Config(1, 1),
+       {TensorArg(nullptr), PtrArg(dy.address())},
+       invalid,
        "NULL"},
   };
   if (f.cluster_launch) {
-    bads.push_back({"cluster of 32", empty, big_cluster, {}, range, "exceeds 16"});
-    bads.push_back({"grid not a multiple of the cluster", empty, ragged_cluster, {}, range,
+    bads.push_back(
+        {"cluster of 32", empty, big_cluster, {}, range, "exceeds 16"});
+    bads.push_back({"grid not a multiple of the cluster",
+                    empty,
+                    ragged_cluster,
+                    {},
+                    range,
                     "not a multiple"});
   } else {
     fj_launch_config c = Config(2, 32);
     c.cluster[0] = 2;
-    bads.push_back({"cluster on a device without clusters", empty, c, {},
-                    absl::StatusCode::kFailedPrecondition, "cannot launch"});
+    bads.push_back({"cluster on a device without clusters",
+                    empty,
+                    c,
+                    {},
+                    absl::StatusCode::kFailedPrecondition,
+                    "cannot launch"});
   }
   for (const Bad& b : bads) {
     absl::Status s = LaunchArgs(b.kernel, b.cfg, nullptr, b.args);
     EXPECT_EQ(s.code(), b.code) << b.name << ": " << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), b.message)) << b.name << ": " << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), "launching '")) << b.name << ": " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), b.message))
+        << b.name << ": " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "launching '"))
+        << b.name << ": " << s;
   }
   // None of them reached the driver or hurt the device: a good launch works.
   EXPECT_FALSE(GetGpu().device->is_poisoned());
@@ -767,7 +837,9 @@ TEST(LaunchGpu, BadLaunchesAreStatusesBeforeTheDriver) {
   HostTensor m;
   m.Set(dx.address(), {4, 4}, {}, {});
   DeviceBuffer out(4);
-  ASSERT_TRUE(LaunchArgs(sum, Config(1, 1), nullptr, {TensorArg(&m.arg), PtrArg(out.address())}).ok());
+  ASSERT_TRUE(LaunchArgs(sum, Config(1, 1), nullptr,
+                         {TensorArg(&m.arg), PtrArg(out.address())})
+                  .ok());
   ASSERT_TRUE(Sync(nullptr, "tensor_sum").ok());
   EXPECT_EQ(out.Download<float>(1)[0], 16.0f);
 }
@@ -776,12 +848,14 @@ TEST(LaunchGpu, DynamicSharedMemoryAbove48KiB) {
   REQUIRE_GPU();
   const DeviceFacts& f = GetGpu().device->facts();
   for (bool thunk : {true, false}) {
-    ASSIGN_OR_FAIL(LoadedKernel* k, LoadKernel({"smem_sum", {}, {}, thunk}));
-    const uint32_t bytes = static_cast<uint32_t>(f.shared_per_block_optin - k->static_shared_bytes);
+    ASSIGN_OR_FAIL(LoadedKernel * k, LoadKernel({"smem_sum", {}, {}, thunk}));
+    const uint32_t bytes = static_cast<uint32_t>(f.shared_per_block_optin -
+                                                 k->static_shared_bytes);
     ASSERT_GT(bytes, 48u * 1024) << "the device cannot opt in above 48 KiB";
     const int n = static_cast<int>(bytes / 4);
     DeviceBuffer out(4);
-    absl::Status s = LaunchArgs(k, Config(1, 256, bytes), nullptr, {PtrArg(out.address()), I32Arg(n)});
+    absl::Status s = LaunchArgs(k, Config(1, 256, bytes), nullptr,
+                                {PtrArg(out.address()), I32Arg(n)});
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE(Sync(nullptr, "smem_sum").ok());
     double want = 0;
@@ -789,7 +863,8 @@ TEST(LaunchGpu, DynamicSharedMemoryAbove48KiB) {
     EXPECT_EQ(out.Download<float>(1)[0], static_cast<float>(want));
     EXPECT_TRUE(k->dynamic_shared_raised.load());
     // One byte more than the device allows is refused before the driver.
-    s = LaunchArgs(k, Config(1, 256, bytes + 1), nullptr, {PtrArg(out.address()), I32Arg(n)});
+    s = LaunchArgs(k, Config(1, 256, bytes + 1), nullptr,
+                   {PtrArg(out.address()), I32Arg(n)});
     EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
   }
 }
@@ -799,7 +874,7 @@ TEST(LaunchGpu, ClusterLaunches) {
   if (!GetGpu().device->facts().cluster_launch) {
     GTEST_SKIP() << "device cannot launch clusters (sm_90+)";
   }
-  ASSIGN_OR_FAIL(LoadedKernel* k, LoadKernel({"cluster_ranks"}));
+  ASSIGN_OR_FAIL(LoadedKernel * k, LoadKernel({"cluster_ranks"}));
   for (uint32_t cluster : {2u, 8u, 16u}) {
     const uint32_t grid = 32;
     DeviceBuffer out(grid * 4);
@@ -809,13 +884,15 @@ TEST(LaunchGpu, ClusterLaunches) {
     absl::Status s = LaunchArgs(k, cfg, nullptr, {PtrArg(out.address())});
     if (cluster == 16 && !s.ok()) {
       // Non-portable sizes depend on the device and the kernel's resources.
-      std::printf("[ info     ] cluster of 16 refused: %s\n", s.ToString().c_str());
+      std::printf("[ info     ] cluster of 16 refused: %s\n",
+                  s.ToString().c_str());
       continue;
     }
     ASSERT_TRUE(s.ok()) << "cluster " << cluster << ": " << s;
     ASSERT_TRUE(Sync(nullptr, "cluster_ranks").ok());
     std::vector<uint32_t> got = out.Download<uint32_t>(grid);
-    for (uint32_t b = 0; b < grid; ++b) EXPECT_EQ(got[b], b % cluster) << "block " << b;
+    for (uint32_t b = 0; b < grid; ++b)
+      EXPECT_EQ(got[b], b % cluster) << "block " << b;
     if (cluster == 16) {
       EXPECT_TRUE(k->non_portable_cluster_allowed.load());
       std::printf("[ info     ] cluster of 16 (non-portable) ran\n");
@@ -825,9 +902,9 @@ TEST(LaunchGpu, ClusterLaunches) {
 
 TEST(LaunchGpu, GraphCaptureAndReplay) {
   REQUIRE_GPU();
-  ASSIGN_OR_FAIL(LoadedKernel* thunked, LoadKernel({"axpy"}));
-  ASSIGN_OR_FAIL(LoadedKernel* generic, LoadKernel({"axpy", {}, {}, false}));
-  ASSIGN_OR_FAIL(LoadedKernel* tile, LoadKernel({"tile_add"}));
+  ASSIGN_OR_FAIL(LoadedKernel * thunked, LoadKernel({"axpy"}));
+  ASSIGN_OR_FAIL(LoadedKernel * generic, LoadKernel({"axpy", {}, {}, false}));
+  ASSIGN_OR_FAIL(LoadedKernel * tile, LoadKernel({"tile_add"}));
   std::mt19937_64 rng = Rng("GraphCaptureAndReplay");
   const DriverApi& api = *GetGpu().api;
   const int n = 5000;
@@ -850,16 +927,19 @@ TEST(LaunchGpu, GraphCaptureAndReplay) {
   ASSERT_EQ(api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
   // Global mode: any unsafe call (a sync, an allocation) during capture,
   // from any thread, fails the capture.
-  ASSERT_EQ(api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(api.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS);
   constexpr int kPerGraph = 4;
   for (int i = 0; i < kPerGraph; ++i) {
     LoadedKernel* k = i % 2 ? generic : thunked;
-    absl::Status s = LaunchArgs(k, Config((n + 255) / 256, 256), stream,
-                         {PtrArg(dy.address()), PtrArg(dx.address()), F32Arg(2.0f), I32Arg(n)});
+    absl::Status s = LaunchArgs(
+        k, Config((n + 255) / 256, 256), stream,
+        {PtrArg(dy.address()), PtrArg(dx.address()), F32Arg(2.0f), I32Arg(n)});
     ASSERT_TRUE(s.ok()) << "captured launch " << i << ": " << s;
   }
   absl::Status s =
-      LaunchArgs(tile, tile_cfg, stream, {TensorArg(&tin.arg), TensorArg(&tout.arg), F32Arg(3.0f)});
+      LaunchArgs(tile, tile_cfg, stream,
+                 {TensorArg(&tin.arg), TensorArg(&tout.arg), F32Arg(3.0f)});
   ASSERT_TRUE(s.ok()) << s;
   CUgraph graph = nullptr;
   ASSERT_EQ(api.cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);
@@ -877,7 +957,8 @@ TEST(LaunchGpu, GraphCaptureAndReplay) {
     ASSERT_EQ(got[i], y[i] + kReplays * kPerGraph * 2.0f * x[i]) << i;
   }
   std::vector<float> tiles = dout.Download<float>(rows * cols);
-  for (int i = 0; i < rows * cols; ++i) ASSERT_EQ(tiles[i], tin_host[i] + 3.0f) << i;
+  for (int i = 0; i < rows * cols; ++i)
+    ASSERT_EQ(tiles[i], tin_host[i] + 3.0f) << i;
   api.cuGraphExecDestroy(exec);
   api.cuGraphDestroy(graph);
   api.cuStreamDestroy(stream);
@@ -892,21 +973,25 @@ void FaultInAFreshProcess() {
     std::_Exit(1);
   };
   Gpu& g = GetGpu();
-  if (!g.skip.empty() || !g.device->MakeCurrent().ok()) die("no GPU in the child");
+  if (!g.skip.empty() || !g.device->MakeCurrent().ok())
+    die("no GPU in the child");
   auto fault = LoadKernel({"fault"});
   auto axpy = LoadKernel({"axpy"});
   if (!fault.ok() || !axpy.ok()) die("cannot load kernels");
   absl::Status s = LaunchArgs(*fault, Config(1, 1), nullptr, {PtrArg(0x10)});
-  if (s.ok()) s = Sync(nullptr, absl::StrCat("kernel '", (*fault)->display_name,
-                                             "': cuStreamSynchronize"));
+  if (s.ok())
+    s = Sync(nullptr, absl::StrCat("kernel '", (*fault)->display_name,
+                                   "': cuStreamSynchronize"));
   if (s.ok()) die("the faulting kernel reported no error");
-  if (!absl::StrContains(s.message(), "fault")) die("status does not name the kernel: " + s.ToString());
+  if (!absl::StrContains(s.message(), "fault"))
+    die("status does not name the kernel: " + s.ToString());
   if (!g.device->is_poisoned()) die("device not poisoned: " + s.ToString());
   absl::Status later = LaunchArgs(*axpy, Config(1, 32), nullptr,
-                           {PtrArg(0), PtrArg(0), F32Arg(1), I32Arg(0)});
+                                  {PtrArg(0), PtrArg(0), F32Arg(1), I32Arg(0)});
   if (later.code() != absl::StatusCode::kFailedPrecondition ||
       !absl::StrContains(later.message(), "fault")) {
-    die("a later launch was not refused naming the faulting kernel: " + later.ToString());
+    die("a later launch was not refused naming the faulting kernel: " +
+        later.ToString());
   }
   std::fprintf(stderr, "fault-child: poisoned: %s\n", later.ToString().c_str());
   // Other devices keep working.
@@ -923,7 +1008,9 @@ void FaultInAFreshProcess() {
     auto k = g.runtime->GetKernel(*record, "empty_kernel", 1);
     if (!k.ok()) die("load on device 1: " + k.status().ToString());
     absl::Status ok = LaunchArgs(*k, Config(1, 1), nullptr, {});
-    if (ok.ok()) ok = CheckStickyError(**d1, *g.api, g.api->cuCtxSynchronize(), "device 1");
+    if (ok.ok())
+      ok =
+          CheckStickyError(**d1, *g.api, g.api->cuCtxSynchronize(), "device 1");
     if (!ok.ok()) die("device 1 after device 0's fault: " + ok.ToString());
     std::fprintf(stderr, "fault-child: device 1 still works\n");
   }
@@ -935,7 +1022,8 @@ void FaultInAFreshProcess() {
 TEST(LaunchGpuDeathTest, AFaultingKernelPoisonsItsDeviceAndIsNamed) {
   if (!GetGpu().skip.empty()) GTEST_SKIP() << GetGpu().skip;
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(FaultInAFreshProcess(), ::testing::ExitedWithCode(0), "fault-child: ok");
+  EXPECT_EXIT(FaultInAFreshProcess(), ::testing::ExitedWithCode(0),
+              "fault-child: ok");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Launch thunks: LLVM IR -> ELF object -> ORC JIT -> call. Also: two JITs
 // in one process, an object loaded into a fresh JIT (what a module cache
 // hit does), malformed objects, and concurrent code generation.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -61,15 +62,20 @@ void CheckSaxpy(const LaunchThunk* thunk) {
 TEST(ThunkCodegen, IrIsStraightLineForSmallSignatures) {
   auto ir = ThunkModuleIR({Saxpy()}, CopyImpl::kSync);
   ASSERT_TRUE(ir.ok()) << ir.status();
-  EXPECT_TRUE(absl::StrContains(*ir, "@" + ThunkSymbol(Saxpy(), CopyImpl::kSync) + "("))
+  EXPECT_TRUE(
+      absl::StrContains(*ir, "@" + ThunkSymbol(Saxpy(), CopyImpl::kSync) + "("))
       << *ir;
-  EXPECT_FALSE(absl::StrContains(*ir, "phi")) << "no loops in a small thunk:\n" << *ir;
-  EXPECT_FALSE(absl::StrContains(*ir, "call")) << "no calls without tensors:\n" << *ir;
-  auto with_tensor = ThunkModuleIR({MakeEntry("t", {Tensor(2, 0), I(4)})}, CopyImpl::kTma);
+  EXPECT_FALSE(absl::StrContains(*ir, "phi")) << "no loops in a small thunk:\n"
+                                              << *ir;
+  EXPECT_FALSE(absl::StrContains(*ir, "call")) << "no calls without tensors:\n"
+                                               << *ir;
+  auto with_tensor =
+      ThunkModuleIR({MakeEntry("t", {Tensor(2, 0), I(4)})}, CopyImpl::kTma);
   ASSERT_TRUE(with_tensor.ok());
   // The declared rank (2), dtype (0) and implementation (2 = tma) are
   // constants of the call.
-  EXPECT_TRUE(absl::StrContains(*with_tensor, "i32 0, i8* %tensor_arg, i32 2, i32 0, i32 2"))
+  EXPECT_TRUE(absl::StrContains(*with_tensor,
+                                "i32 0, i8* %tensor_arg, i32 2, i32 0, i32 2"))
       << *with_tensor;
 }
 
@@ -78,11 +84,14 @@ TEST(ThunkCodegen, EmitsAnObjectLoadsAndRuns) {
   auto object = EmitThunkObject({Saxpy()}, CopyImpl::kSync, &stats);
   ASSERT_TRUE(object.ok()) << object.status();
   ASSERT_GE(object->size(), 4u);
-  EXPECT_EQ(object->substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(object->substr(0, 4),
+            "\x7f"
+            "ELF");
   EXPECT_EQ(stats.thunks, 1);
   EXPECT_EQ(stats.object_bytes, object->size());
-  std::printf("[ info     ] one thunk: IR %.3f ms, codegen %.3f ms, %zu-byte object\n",
-              stats.ir_ms, stats.codegen_ms, stats.object_bytes);
+  std::printf(
+      "[ info     ] one thunk: IR %.3f ms, codegen %.3f ms, %zu-byte object\n",
+      stats.ir_ms, stats.codegen_ms, stats.object_bytes);
   auto jit = ThunkJit::Create();
   ASSERT_TRUE(jit.ok()) << jit.status();
   auto library = (*jit)->Load(*object);
@@ -90,7 +99,8 @@ TEST(ThunkCodegen, EmitsAnObjectLoadsAndRuns) {
   auto thunk = (*jit)->Find(*library, Saxpy(), CopyImpl::kSync);
   ASSERT_TRUE(thunk.ok()) << thunk.status();
   CheckSaxpy(*thunk);
-  std::printf("[ info     ] object load %.3f ms\n", (*jit)->stats().last_load_ms);
+  std::printf("[ info     ] object load %.3f ms\n",
+              (*jit)->stats().last_load_ms);
 
   // Loading the same bytes again is answered from the first load.
   auto again = (*jit)->Load(std::string(*object));
@@ -102,7 +112,10 @@ TEST(ThunkCodegen, EmitsAnObjectLoadsAndRuns) {
   // Not in the object: another implementation, another signature.
   EXPECT_EQ((*jit)->Find(*library, Saxpy(), CopyImpl::kTma).status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ((*jit)->Find(*library, MakeEntry("x", {U(2)}), CopyImpl::kSync).status().code(),
+  EXPECT_EQ((*jit)
+                ->Find(*library, MakeEntry("x", {U(2)}), CopyImpl::kSync)
+                .status()
+                .code(),
             absl::StatusCode::kNotFound);
 }
 
@@ -136,8 +149,9 @@ TEST(ThunkJit, ObjectRoundTripIntoAFreshJit) {
   // load them into a JIT that never generated code.
   std::string stored;
   {
-    auto object = EmitThunkObject({Saxpy(), MakeEntry("other", {U(1), Struct(24, 8)})},
-                                  CopyImpl::kCpAsync);
+    auto object =
+        EmitThunkObject({Saxpy(), MakeEntry("other", {U(1), Struct(24, 8)})},
+                        CopyImpl::kCpAsync);
     ASSERT_TRUE(object.ok());
     stored.assign(object->data(), object->size());
   }
@@ -145,14 +159,16 @@ TEST(ThunkJit, ObjectRoundTripIntoAFreshJit) {
   ASSERT_TRUE(jit.ok());
   const auto start = std::chrono::steady_clock::now();
   auto library = (*jit)->Load(stored);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-          .count();
+  const double ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
   ASSERT_TRUE(library.ok()) << library.status();
-  std::printf("[ info     ] cached object load into a fresh JIT: %.3f ms\n", ms);
+  std::printf("[ info     ] cached object load into a fresh JIT: %.3f ms\n",
+              ms);
   CheckSaxpy(*(*jit)->Find(*library, Saxpy(), CopyImpl::kCpAsync));
-  EXPECT_TRUE((*jit)->Find(*library, MakeEntry("other", {U(1), Struct(24, 8)}),
-                           CopyImpl::kCpAsync)
+  EXPECT_TRUE((*jit)
+                  ->Find(*library, MakeEntry("other", {U(1), Struct(24, 8)}),
+                         CopyImpl::kCpAsync)
                   .ok());
   // Two libraries with the same thunk names do not clash.
   auto object2 = EmitThunkObject({Saxpy()}, CopyImpl::kCpAsync);
@@ -172,9 +188,12 @@ TEST(ThunkJit, MalformedObjectsAreStatuses) {
   std::string bad_arch = *object;
   bad_arch[18] = 0x28;  // e_machine = ARM
   bad_arch[19] = 0;
-  for (const std::string& bytes :
-       {std::string(), std::string("not an object"), object->substr(0, object->size() / 2),
-        std::string("\x7f" "ELF\x02\x01\x01", 7), bad_arch}) {
+  for (const std::string& bytes : {std::string(), std::string("not an object"),
+                                   object->substr(0, object->size() / 2),
+                                   std::string("\x7f"
+                                               "ELF\x02\x01\x01",
+                                               7),
+                                   bad_arch}) {
     auto library = (*jit)->Load(bytes);
     EXPECT_FALSE(library.ok()) << "accepted " << bytes.size() << " bytes";
   }
@@ -193,14 +212,16 @@ TEST(ThunkJit, ConcurrentCodegenAndLoads) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 4; ++i) {
         // Distinct signatures per thread and round, plus saxpy everywhere.
-        KernelEntry mine = MakeEntry("k", {Ptr(), I(4)}, /*trailing=*/8 * (t * 4 + i));
+        KernelEntry mine =
+            MakeEntry("k", {Ptr(), I(4)}, /*trailing=*/8 * (t * 4 + i));
         auto object = EmitThunkObject({Saxpy(), mine}, CopyImpl::kSync);
         if (!object.ok()) {
           ++failures;
           continue;
         }
         auto library = (*jit)->Load(*object);
-        if (!library.ok() || !(*jit)->Find(*library, mine, CopyImpl::kSync).ok()) {
+        if (!library.ok() ||
+            !(*jit)->Find(*library, mine, CopyImpl::kSync).ok()) {
           ++failures;
           continue;
         }
@@ -224,8 +245,9 @@ TEST(ThunkJit, CodegenTimeForManyKernels) {
   ThunkCodegenStats stats;
   auto object = EmitThunkObject(kernels, CopyImpl::kTma, &stats);
   ASSERT_TRUE(object.ok()) << object.status();
-  std::printf("[ info     ] %d thunks: IR %.3f ms, codegen %.3f ms, %zu bytes\n",
-              stats.thunks, stats.ir_ms, stats.codegen_ms, stats.object_bytes);
+  std::printf(
+      "[ info     ] %d thunks: IR %.3f ms, codegen %.3f ms, %zu bytes\n",
+      stats.thunks, stats.ir_ms, stats.codegen_ms, stats.object_bytes);
   auto jit = ThunkJit::Create();
   ASSERT_TRUE(jit.ok());
   auto library = (*jit)->Load(*object);
@@ -234,6 +256,92 @@ TEST(ThunkJit, CodegenTimeForManyKernels) {
     EXPECT_TRUE((*jit)->Find(*library, k, CopyImpl::kTma).ok()) << k.name;
   }
   std::printf("[ info     ] load %.3f ms\n", (*jit)->stats().last_load_ms);
+}
+
+// A host process with its own LLVM (here: Debian's shared libLLVM, loaded
+// globally after fleetjit) keeps working, and so do fleetjit's thunks. If
+// fleetjit exported any LLVM symbol, the host's static initialisers would
+// bind to fleetjit's copy and abort with "option registered more than
+// once", or calls would cross between two LLVM versions.
+TEST(ThunkJit, CoexistsWithTheHostProcessLlvm) {
+  // The same major version is the sharpest case (same option names, same
+  // mangled names); another version checks ABI separation.
+  int hosts = 0;
+  for (const char* name : {"libLLVM-14.so.1", "libLLVM-15.so.1"}) {
+    void* host = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
+    if (host == nullptr) continue;
+    ++hosts;
+    SCOPED_TRACE(name);
+    const char* loaded = name;
+    using ContextCreate = void* (*)();
+    using ModuleCreate = void* (*)(const char*, void*);
+    using Dispose = void (*)(void*);
+    using Triple = char* (*)();
+    auto context_create =
+        reinterpret_cast<ContextCreate>(dlsym(host, "LLVMContextCreate"));
+    auto module_create = reinterpret_cast<ModuleCreate>(
+        dlsym(host, "LLVMModuleCreateWithNameInContext"));
+    auto module_dispose =
+        reinterpret_cast<Dispose>(dlsym(host, "LLVMDisposeModule"));
+    auto context_dispose =
+        reinterpret_cast<Dispose>(dlsym(host, "LLVMContextDispose"));
+    auto triple =
+        reinterpret_cast<Triple>(dlsym(host, "LLVMGetDefaultTargetTriple"));
+    auto dispose_message =
+        reinterpret_cast<Dispose>(dlsym(host, "LLVMDisposeMessage"));
+    ASSERT_TRUE(context_create && module_create && module_dispose &&
+                context_dispose && triple && dispose_message);
+    auto use_host_llvm = [&] {
+      void* ctx = context_create();
+      void* mod = module_create("host_module", ctx);
+      ASSERT_NE(mod, nullptr);
+      module_dispose(mod);
+      context_dispose(ctx);
+      char* t = triple();
+      EXPECT_NE(std::string(t), "");
+      dispose_message(t);
+    };
+    use_host_llvm();
+    auto object = EmitThunkObject({Saxpy()}, CopyImpl::kSync);
+    ASSERT_TRUE(object.ok()) << object.status();
+    auto jit = ThunkJit::Create();
+    ASSERT_TRUE(jit.ok()) << jit.status();
+    auto library = (*jit)->Load(*object);
+    ASSERT_TRUE(library.ok()) << library.status();
+    CheckSaxpy(*(*jit)->Find(*library, Saxpy(), CopyImpl::kSync));
+    use_host_llvm();
+    std::printf("[ info     ] %s loaded beside fleetjit's LLVM; both work\n",
+                loaded);
+    // The host library stays loaded: LLVM does not support being unloaded.
+  }
+  if (hosts == 0) GTEST_SKIP() << "no shared libLLVM to play the host's LLVM";
+}
+
+// No LLVM symbol leaves libfleetjit_core: --exclude-libs hides the static
+// archives, and the thunk sources hide what they instantiate themselves.
+TEST(ThunkJit, LibraryExportsNoLlvmSymbols) {
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&ThunkJit::Create), &info), 0);
+  ASSERT_NE(info.dli_fname, nullptr);
+  const std::string command =
+      std::string("nm -D --defined-only '") + info.dli_fname + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) GTEST_SKIP() << "cannot run nm";
+  char line[4096];
+  int symbols = 0;
+  std::vector<std::string> leaked;
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) {
+    ++symbols;
+    // Mangled names in namespace llvm: _ZN4llvm..., _ZNK4llvm..., _ZTVN4llvm...
+    if (std::strstr(line, "N4llvm") != nullptr ||
+        std::strstr(line, " LLVM") != nullptr) {
+      leaked.push_back(line);
+    }
+  }
+  pclose(pipe);
+  if (symbols == 0) GTEST_SKIP() << "nm printed nothing for " << info.dli_fname;
+  EXPECT_TRUE(leaked.empty()) << leaked.size() << " LLVM symbols exported by "
+                              << info.dli_fname << ", first: " << leaked[0];
 }
 
 TEST(ThunkJit, EnvironmentSwitch) {

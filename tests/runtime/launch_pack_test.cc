@@ -37,7 +37,8 @@ using testing::TestTensor;
 using testing::U;
 using testing::Unknown;
 
-constexpr CopyImpl kImpls[] = {CopyImpl::kSync, CopyImpl::kCpAsync, CopyImpl::kTma};
+constexpr CopyImpl kImpls[] = {CopyImpl::kSync, CopyImpl::kCpAsync,
+                               CopyImpl::kTma};
 
 jit::ThunkJit& Jit() {
   static jit::ThunkJit* jit = [] {
@@ -67,16 +68,20 @@ const LaunchThunk* ThunkFor(const KernelEntry& entry, CopyImpl impl) {
 // fj_arg elements `stride` bytes apart, as a newer caller would lay them out.
 class ArgArray {
  public:
-  ArgArray(size_t n, size_t stride) : n_(n), stride_(stride), storage_((n * stride + 7) / 8 + 1) {
+  ArgArray(size_t n, size_t stride)
+      : n_(n), stride_(stride), storage_((n * stride + 7) / 8 + 1) {
     for (size_t i = 0; i < n; ++i) {
       at(i) = fj_arg{};
       at(i).struct_size = stride;
     }
   }
   fj_arg& at(size_t i) {
-    return *reinterpret_cast<fj_arg*>(reinterpret_cast<char*>(storage_.data()) + i * stride_);
+    return *reinterpret_cast<fj_arg*>(reinterpret_cast<char*>(storage_.data()) +
+                                      i * stride_);
   }
-  const fj_arg* data() const { return reinterpret_cast<const fj_arg*>(storage_.data()); }
+  const fj_arg* data() const {
+    return reinterpret_cast<const fj_arg*>(storage_.data());
+  }
   size_t size() const { return n_; }
   size_t stride() const { return stride_; }
 
@@ -94,7 +99,8 @@ struct Packed {
 // Packs through PackForLaunch (the launcher's own entry), with or without
 // the kernel's thunk.
 Packed Pack(const KernelEntry& entry, CopyImpl impl, const LaunchThunk* thunk,
-            const ArgArray& args, size_t n, uint8_t poison, const DriverApi& api) {
+            const ArgArray& args, size_t n, uint8_t poison,
+            const DriverApi& api) {
   LoadedKernel k;
   k.entry = &entry;
   k.copy_impl = impl;
@@ -105,12 +111,15 @@ Packed Pack(const KernelEntry& entry, CopyImpl impl, const LaunchThunk* thunk,
   alignas(64) static thread_local uint8_t buffer[jit::kMaxParamBytes];
   std::memset(buffer, poison, sizeof(buffer));
   Packed out;
-  out.status = PackForLaunch(k, args.data(), n, args.stride(), encoder,
-                             /*use_thunk=*/thunk != nullptr, buffer, sizeof(buffer));
+  out.status =
+      PackForLaunch(k, args.data(), n, args.stride(), encoder,
+                    /*use_thunk=*/thunk != nullptr, buffer, sizeof(buffer));
   out.bytes.assign(buffer, buffer + entry.param_bytes);
   // Nothing past param_bytes may be touched.
-  for (size_t i = entry.param_bytes; i < entry.param_bytes + 64 && i < sizeof(buffer); ++i) {
-    EXPECT_EQ(buffer[i], poison) << "byte " << i << " past the buffer was written";
+  for (size_t i = entry.param_bytes;
+       i < entry.param_bytes + 64 && i < sizeof(buffer); ++i) {
+    EXPECT_EQ(buffer[i], poison)
+        << "byte " << i << " past the buffer was written";
   }
   return out;
 }
@@ -149,22 +158,26 @@ class ArgFactory {
         std::memcpy(dst, blob.data(), spec.size);
       } else if (kind == FJ_ARG_TENSOR) {
         TestTensor& t = *tensors_.emplace_back(std::make_unique<TestTensor>());
-        const int rank = spec.tensor_rank > 0 ? spec.tensor_rank : 1 + rng_() % 5;
+        const int rank =
+            spec.tensor_rank > 0 ? spec.tensor_rank : 1 + rng_() % 5;
         std::vector<int64_t> dims;
         for (int d = 0; d < rank; ++d) dims.push_back(1 + rng_() % 200);
-        static const uint8_t kCodes[][2] = {{2, 32}, {2, 16}, {4, 16}, {0, 8}, {1, 32},
-                                            {FJ_DL_FLOAT8_E4M3, 8}};
+        static const uint8_t kCodes[][2] = {
+            {2, 32}, {2, 16}, {4, 16}, {0, 8}, {1, 32}, {FJ_DL_FLOAT8_E4M3, 8}};
         const uint8_t* code = kCodes[rng_() % 6];
         if (spec.tensor_dtype == fj::dtype_f32) code = kCodes[0];
         // Aligned to 16 or to the element only: both TMA and fallbacks.
-        const uint64_t address = 0x7f0000000000ull + (code[1] / 8) * (rng_() % 64);
-        t.Set(address, rank, code[0], code[1], dims, rng_() % 2, rng_() % 2 ? 0 : rng_() % 5);
-        for (int d = 0; d < rank; ++d) t.arg.box[d] = rng_() % 2 ? 0 : 1 + rng_() % 64;
+        const uint64_t address =
+            0x7f0000000000ull + (code[1] / 8) * (rng_() % 64);
+        t.Set(address, rank, code[0], code[1], dims, rng_() % 2,
+              rng_() % 2 ? 0 : rng_() % 5);
+        for (int d = 0; d < rank; ++d)
+          t.arg.box[d] = rng_() % 2 ? 0 : 1 + rng_() % 64;
         t.arg.oob = static_cast<fj_oob>(rng_() % 2);
         a.v.tensor = &t.arg;
         alignas(64) fj::tensor_param p;
-        absl::Status s = reference.Encode(i, &t.arg, spec.tensor_rank, spec.tensor_dtype,
-                                          impl, &p);
+        absl::Status s = reference.Encode(i, &t.arg, spec.tensor_rank,
+                                          spec.tensor_dtype, impl, &p);
         ASSERT_TRUE(s.ok()) << s;
         std::memcpy(dst, &p, sizeof(p));
       } else {
@@ -188,35 +201,41 @@ struct Signature {
 std::vector<Signature> Signatures(std::mt19937_64& rng) {
   std::vector<Signature> s = {
       {"scalars",
-       {I(1), I(8), I(2), Struct(12, 4), U(1), F(8), BF16(), Ptr(), Struct(24, 8), I(4),
-        F(2), U(4), U(8), U(2), F(4)}},
+       {I(1), I(8), I(2), Struct(12, 4), U(1), F(8), BF16(), Ptr(),
+        Struct(24, 8), I(4), F(2), U(4), U(8), U(2), F(4)}},
       {"every_size_after_a_byte",
-       {U(1), I(2), U(1), I(4), U(1), I(8), U(1), F(4), U(1), Struct(3, 1), U(1),
-        Struct(12, 4), U(1), Struct(24, 8), U(1)}},
+       {U(1), I(2), U(1), I(4), U(1), I(8), U(1), F(4), U(1), Struct(3, 1),
+        U(1), Struct(12, 4), U(1), Struct(24, 8), U(1)}},
       {"extern_c_unknown",
-       {Unknown(1, 1), Unknown(2, 2), Unknown(4, 4), Unknown(8, 8), Unknown(12, 4),
-        Unknown(16, 8), Unknown(320, 64), Unknown(1, 1)}},
+       {Unknown(1, 1), Unknown(2, 2), Unknown(4, 4), Unknown(8, 8),
+        Unknown(12, 4), Unknown(16, 8), Unknown(320, 64), Unknown(1, 1)}},
       {"pointers", {Ptr(), Ptr(), Ptr(), Ptr(), Ptr(), Ptr()}},
       {"tensors",
-       {Ptr(), Tensor(2, fj::dtype_f32), I(4), Tensor(), F(4), Tensor(3), U(1)}},
+       {Ptr(), Tensor(2, fj::dtype_f32), I(4), Tensor(), F(4), Tensor(3),
+        U(1)}},
       {"four_tensors", {Tensor(2), Tensor(2), Tensor(2), Tensor(2), I(4)}},
-      {"big_struct_and_gaps", {U(1), Struct(300, 4), Struct(1000, 8), U(1)}, 400},
+      {"big_struct_and_gaps",
+       {U(1), Struct(300, 4), Struct(1000, 8), U(1)},
+       400},
       {"trailing_padding", {I(8), U(1)}, 7},
       {"empty", {}},
   };
-  const Param pool[] = {I(1), I(2), I(4), I(8), U(1), U(2), U(4), U(8), F(2), F(4),
-                        F(8), BF16(), Ptr(), Struct(12, 4), Struct(24, 8),
-                        Unknown(8, 8), Tensor(1), Tensor()};
+  const Param pool[] = {
+      I(1),  I(2),          I(4),          I(8),          U(1),      U(2),
+      U(4),  U(8),          F(2),          F(4),          F(8),      BF16(),
+      Ptr(), Struct(12, 4), Struct(24, 8), Unknown(8, 8), Tensor(1), Tensor()};
   for (int variant = 0; variant < 3; ++variant) {
     Signature many{absl::StrCat("many_", variant), {}};
-    for (int i = 0; i < 64; ++i) many.params.push_back(pool[rng() % std::size(pool)]);
+    for (int i = 0; i < 64; ++i)
+      many.params.push_back(pool[rng() % std::size(pool)]);
     s.push_back(many);
   }
   return s;
 }
 
 TEST(LaunchPack, GenericAndThunkBuffersAreBitIdentical) {
-  std::mt19937_64 rng = testing::SeededRng("GenericAndThunkBuffersAreBitIdentical");
+  std::mt19937_64 rng =
+      testing::SeededRng("GenericAndThunkBuffersAreBitIdentical");
   const DriverApi api = testing::FakeDriver();
   int rounds = 0;
   for (const Signature& sig : Signatures(rng)) {
@@ -232,7 +251,8 @@ TEST(LaunchPack, GenericAndThunkBuffersAreBitIdentical) {
         ArgFactory factory(rng);
         std::vector<uint8_t> expected;
         factory.Fill(entry, impl, args, expected, api);
-        Packed generic = Pack(entry, impl, nullptr, args, args.size(), 0xA5, api);
+        Packed generic =
+            Pack(entry, impl, nullptr, args, args.size(), 0xA5, api);
         Packed thunked = Pack(entry, impl, thunk, args, args.size(), 0x5A, api);
         ASSERT_TRUE(generic.status.ok()) << generic.status;
         ASSERT_TRUE(thunked.status.ok()) << thunked.status;
@@ -248,9 +268,12 @@ TEST(LaunchPack, KernelsWithOneSignatureShareOneThunk) {
   const KernelEntry a = MakeEntry("a", {Ptr(), I(4)});
   const KernelEntry b = MakeEntry("b", {Ptr(), I(4)});
   const KernelEntry c = MakeEntry("c", {Ptr(), U(4)});
-  EXPECT_EQ(jit::ThunkSymbol(a, CopyImpl::kSync), jit::ThunkSymbol(b, CopyImpl::kSync));
-  EXPECT_NE(jit::ThunkSymbol(a, CopyImpl::kSync), jit::ThunkSymbol(c, CopyImpl::kSync));
-  EXPECT_NE(jit::ThunkSymbol(a, CopyImpl::kSync), jit::ThunkSymbol(a, CopyImpl::kTma));
+  EXPECT_EQ(jit::ThunkSymbol(a, CopyImpl::kSync),
+            jit::ThunkSymbol(b, CopyImpl::kSync));
+  EXPECT_NE(jit::ThunkSymbol(a, CopyImpl::kSync),
+            jit::ThunkSymbol(c, CopyImpl::kSync));
+  EXPECT_NE(jit::ThunkSymbol(a, CopyImpl::kSync),
+            jit::ThunkSymbol(a, CopyImpl::kTma));
   jit::ThunkCodegenStats stats;
   std::vector<KernelEntry> kernels = {a, b, c};
   ASSERT_TRUE(jit::EmitThunkObject(kernels, CopyImpl::kSync, &stats).ok());
@@ -268,33 +291,46 @@ struct BadCall {
 TEST(LaunchPack, BadCallsFailTheSameWayOnBothPaths) {
   std::mt19937_64 rng = testing::SeededRng("BadCallsFailTheSameWayOnBothPaths");
   const DriverApi api = testing::FakeDriver();
-  const KernelEntry entry =
-      MakeEntry("k", {Ptr(), I(4), F(4), Struct(12, 4), Tensor(2, fj::dtype_f32), U(8)});
+  const KernelEntry entry = MakeEntry(
+      "k", {Ptr(), I(4), F(4), Struct(12, 4), Tensor(2, fj::dtype_f32), U(8)});
   static TestTensor bad_tensor;
   static fj_tensor_arg short_arg;
   const std::vector<BadCall> calls = {
-      {"one too few", [](ArgArray&, size_t& n) { n -= 1; }, "takes 6 arguments, the call passed 5"},
+      {"one too few", [](ArgArray&, size_t& n) { n -= 1; },
+       "takes 6 arguments, the call passed 5"},
       {"one too many", [](ArgArray&, size_t& n) { n += 1; }, "passed 7"},
       {"none", [](ArgArray&, size_t& n) { n = 0; }, "passed 0"},
-      {"kind 0", [](ArgArray& a, size_t&) { a.at(1).kind = static_cast<fj_arg_kind>(0); },
+      {"kind 0",
+       [](ArgArray& a, size_t&) { a.at(1).kind = static_cast<fj_arg_kind>(0); },
        "argument 1: kind 0 is not"},
-      {"kind 99", [](ArgArray& a, size_t&) { a.at(1).kind = static_cast<fj_arg_kind>(99); },
+      {"kind 99",
+       [](ArgArray& a, size_t&) {
+         a.at(1).kind = static_cast<fj_arg_kind>(99);
+       },
        "argument 1: kind 99"},
-      {"kind -5", [](ArgArray& a, size_t&) { a.at(2).kind = static_cast<fj_arg_kind>(-5); },
+      {"kind -5",
+       [](ArgArray& a, size_t&) {
+         a.at(2).kind = static_cast<fj_arg_kind>(-5);
+       },
        "argument 2: kind -5"},
-      {"i64 for a pointer", [](ArgArray& a, size_t&) { a.at(0).kind = FJ_ARG_I64; },
+      {"i64 for a pointer",
+       [](ArgArray& a, size_t&) { a.at(0).kind = FJ_ARG_I64; },
        "argument 0: the kernel expects pointer, got FJ_ARG_I64"},
-      {"f32 for an int", [](ArgArray& a, size_t&) { a.at(1).kind = FJ_ARG_F32; },
+      {"f32 for an int",
+       [](ArgArray& a, size_t&) { a.at(1).kind = FJ_ARG_F32; },
        "argument 1: the kernel expects 4-byte integer, got FJ_ARG_F32"},
-      {"i32 for a float", [](ArgArray& a, size_t&) { a.at(2).kind = FJ_ARG_I32; },
-       "argument 2"},
-      {"pointer for a u64", [](ArgArray& a, size_t&) { a.at(5).kind = FJ_ARG_POINTER; },
+      {"i32 for a float",
+       [](ArgArray& a, size_t&) { a.at(2).kind = FJ_ARG_I32; }, "argument 2"},
+      {"pointer for a u64",
+       [](ArgArray& a, size_t&) { a.at(5).kind = FJ_ARG_POINTER; },
        "argument 5"},
-      {"i64 for an i32", [](ArgArray& a, size_t&) { a.at(1).kind = FJ_ARG_I64; },
+      {"i64 for an i32",
+       [](ArgArray& a, size_t&) { a.at(1).kind = FJ_ARG_I64; },
        "got FJ_ARG_I64 (8 bytes)"},
-      {"i16 for an i32", [](ArgArray& a, size_t&) { a.at(1).kind = FJ_ARG_I16; },
-       "(2 bytes)"},
-      {"f64 for an f32", [](ArgArray& a, size_t&) { a.at(2).kind = FJ_ARG_F64; },
+      {"i16 for an i32",
+       [](ArgArray& a, size_t&) { a.at(1).kind = FJ_ARG_I16; }, "(2 bytes)"},
+      {"f64 for an f32",
+       [](ArgArray& a, size_t&) { a.at(2).kind = FJ_ARG_F64; },
        "argument 2: the kernel expects 4-byte float, got FJ_ARG_F64"},
       {"bytes for an int",
        [](ArgArray& a, size_t&) {
@@ -304,13 +340,18 @@ TEST(LaunchPack, BadCallsFailTheSameWayOnBothPaths) {
        "got FJ_ARG_BYTES"},
       {"11-byte struct", [](ArgArray& a, size_t&) { a.at(3).size = 11; },
        "argument 3: FJ_ARG_BYTES of 11 bytes"},
-      {"13-byte struct", [](ArgArray& a, size_t&) { a.at(3).size = 13; }, "13 bytes"},
-      {"null struct", [](ArgArray& a, size_t&) { a.at(3).v.bytes = nullptr; }, "NULL v.bytes"},
+      {"13-byte struct", [](ArgArray& a, size_t&) { a.at(3).size = 13; },
+       "13 bytes"},
+      {"null struct", [](ArgArray& a, size_t&) { a.at(3).v.bytes = nullptr; },
+       "NULL v.bytes"},
       {"tensor for a pointer",
-       [](ArgArray& a, size_t&) { a.at(0).kind = FJ_ARG_TENSOR; }, "got FJ_ARG_TENSOR"},
+       [](ArgArray& a, size_t&) { a.at(0).kind = FJ_ARG_TENSOR; },
+       "got FJ_ARG_TENSOR"},
       {"pointer for a tensor",
-       [](ArgArray& a, size_t&) { a.at(4).kind = FJ_ARG_POINTER; }, "argument 4"},
-      {"null tensor arg", [](ArgArray& a, size_t&) { a.at(4).v.tensor = nullptr; },
+       [](ArgArray& a, size_t&) { a.at(4).kind = FJ_ARG_POINTER; },
+       "argument 4"},
+      {"null tensor arg",
+       [](ArgArray& a, size_t&) { a.at(4).v.tensor = nullptr; },
        "argument 4 (tensor): fj_arg.v.tensor is NULL"},
       {"short tensor arg",
        [](ArgArray& a, size_t&) {
@@ -324,7 +365,8 @@ TEST(LaunchPack, BadCallsFailTheSameWayOnBothPaths) {
          bad_tensor.Set(0x7f0000000000ull, 3, 2, 32, {4, 4, 4}, false);
          a.at(4).v.tensor = &bad_tensor.arg;
        },
-       "argument 4 (tensor): the kernel declares a rank-2 tensor but the caller passed rank 3"},
+       "argument 4 (tensor): the kernel declares a rank-2 tensor but the "
+       "caller passed rank 3"},
       {"bf16 for f32",
        [](ArgArray& a, size_t&) {
          bad_tensor.Set(0x7f0000000000ull, 2, 4, 16, {4, 4}, false);
@@ -344,7 +386,8 @@ TEST(LaunchPack, BadCallsFailTheSameWayOnBothPaths) {
          a.at(4).v.tensor = &bad_tensor.arg;
        },
        "data is NULL"},
-      {"mixed struct_size", [](ArgArray& a, size_t&) { a.at(3).struct_size += 8; },
+      {"mixed struct_size",
+       [](ArgArray& a, size_t&) { a.at(3).struct_size += 8; },
        "argument 3: struct_size is"},
   };
   for (CopyImpl impl : kImpls) {
@@ -376,25 +419,31 @@ TEST(LaunchPack, BadArrays) {
   const KernelEntry entry = MakeEntry("k", {Ptr(), I(4)});
   const LaunchThunk* thunk = ThunkFor(entry, CopyImpl::kSync);
   ASSERT_NE(thunk, nullptr);
-  for (const LaunchThunk* t : {static_cast<const LaunchThunk*>(nullptr), thunk}) {
+  for (const LaunchThunk* t :
+       {static_cast<const LaunchThunk*>(nullptr), thunk}) {
     LoadedKernel k;
     k.entry = &entry;
     k.thunk.store(t);
     TensorEncoder encoder(&api, "k", nullptr, nullptr);
     alignas(64) uint8_t buffer[64];
-    absl::Status s = PackForLaunch(k, nullptr, 2, sizeof(fj_arg), encoder, true, buffer,
-                                   sizeof(buffer));
+    absl::Status s = PackForLaunch(k, nullptr, 2, sizeof(fj_arg), encoder, true,
+                                   buffer, sizeof(buffer));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_TRUE(absl::StrContains(s.message(), "args is NULL")) << s;
     ArgArray args(2, 16);  // an fj_arg shorter than the first version
-    s = PackForLaunch(k, args.data(), 2, 16, encoder, true, buffer, sizeof(buffer));
+    s = PackForLaunch(k, args.data(), 2, 16, encoder, true, buffer,
+                      sizeof(buffer));
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_TRUE(absl::StrContains(s.message(), "smaller than the first version")) << s;
+    EXPECT_TRUE(
+        absl::StrContains(s.message(), "smaller than the first version"))
+        << s;
     // No arguments for a kernel with none: fine even with a NULL array.
     const KernelEntry none = MakeEntry("none", {});
     k.entry = &none;
     k.thunk.store(t ? ThunkFor(none, CopyImpl::kSync) : nullptr);
-    EXPECT_TRUE(PackForLaunch(k, nullptr, 0, 0, encoder, true, buffer, sizeof(buffer)).ok());
+    EXPECT_TRUE(
+        PackForLaunch(k, nullptr, 0, 0, encoder, true, buffer, sizeof(buffer))
+            .ok());
   }
 }
 
@@ -411,7 +460,8 @@ TEST(LaunchPack, ThunkReturnCodesNameTheArgument) {
   args.at(2).v.bytes = blob;
   alignas(64) uint8_t buffer[64];
   EXPECT_EQ(thunk->fn(args.data(), 3, sizeof(fj_arg), buffer, nullptr), 0);
-  EXPECT_EQ(thunk->fn(args.data(), 2, sizeof(fj_arg), buffer, nullptr), kThunkBadCount);
+  EXPECT_EQ(thunk->fn(args.data(), 2, sizeof(fj_arg), buffer, nullptr),
+            kThunkBadCount);
   args.at(1).kind = FJ_ARG_F32;
   EXPECT_EQ(thunk->fn(args.data(), 3, sizeof(fj_arg), buffer, nullptr), 2);
   args.at(1).kind = FJ_ARG_I32;
@@ -430,10 +480,14 @@ TEST(LaunchPack, MalformedLayoutsAreStatusesAndGetNoThunk) {
   KernelEntry small_tensor = MakeEntry("small_tensor", {Tensor()});
   small_tensor.params[0].size = 256;
   KernelEntry huge = MakeEntry("huge", {Struct(40000, 8)});
-  EXPECT_EQ(jit::ValidateKernelLayout(past_end).code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(jit::ValidateKernelLayout(overlap).code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(jit::ValidateKernelLayout(small_tensor).code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(jit::ValidateKernelLayout(huge).code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(jit::ValidateKernelLayout(past_end).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(jit::ValidateKernelLayout(overlap).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(jit::ValidateKernelLayout(small_tensor).code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(jit::ValidateKernelLayout(huge).code(),
+            absl::StatusCode::kOutOfRange);
   jit::ThunkCodegenStats stats;
   std::vector<KernelEntry> all = {past_end, overlap, small_tensor, huge};
   auto object = jit::EmitThunkObject(all, CopyImpl::kSync, &stats);
@@ -447,12 +501,12 @@ TEST(LaunchPack, MalformedLayoutsAreStatusesAndGetNoThunk) {
   args.at(0).kind = FJ_ARG_POINTER;
   args.at(1).kind = FJ_ARG_I32;
   alignas(64) uint8_t buffer[jit::kMaxParamBytes];
-  absl::Status s = PackParams(past_end, CopyImpl::kSync, args.data(), 2, sizeof(fj_arg),
-                              &encoder, buffer, sizeof(buffer));
+  absl::Status s = PackParams(past_end, CopyImpl::kSync, args.data(), 2,
+                              sizeof(fj_arg), &encoder, buffer, sizeof(buffer));
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
   ArgArray one(1, sizeof(fj_arg));
-  s = PackParams(huge, CopyImpl::kSync, one.data(), 1, sizeof(fj_arg), &encoder, buffer,
-                 sizeof(buffer));
+  s = PackParams(huge, CopyImpl::kSync, one.data(), 1, sizeof(fj_arg), &encoder,
+                 buffer, sizeof(buffer));
   EXPECT_EQ(s.code(), absl::StatusCode::kOutOfRange) << s;
 }
 
@@ -476,7 +530,8 @@ DeviceFacts H200Facts() {
 }
 
 fj_launch_config Config(std::initializer_list<uint32_t> grid,
-                        std::initializer_list<uint32_t> block, uint32_t shared = 0,
+                        std::initializer_list<uint32_t> block,
+                        uint32_t shared = 0,
                         std::initializer_list<uint32_t> cluster = {0, 0, 0}) {
   fj_launch_config c{};
   c.struct_size = sizeof(c);
@@ -489,20 +544,24 @@ fj_launch_config Config(std::initializer_list<uint32_t> grid,
 
 TEST(LaunchConfig, NormalisesAndAcceptsValidConfigs) {
   LaunchShape s;
-  ASSERT_TRUE(CheckLaunchConfig(H200Facts(), 1024, 0, Config({0, 0, 0}, {0, 0, 0}), &s).ok());
+  ASSERT_TRUE(
+      CheckLaunchConfig(H200Facts(), 1024, 0, Config({0, 0, 0}, {0, 0, 0}), &s)
+          .ok());
   EXPECT_EQ(s.grid[0] * s.grid[1] * s.grid[2], 1u);
   EXPECT_EQ(s.block[0] * s.block[1] * s.block[2], 1u);
   EXPECT_FALSE(s.has_cluster);
-  ASSERT_TRUE(CheckLaunchConfig(H200Facts(), 1024, 1024,
-                                Config({132, 2, 1}, {128, 1, 1}, 200 * 1024, {2, 1, 0}), &s)
+  ASSERT_TRUE(CheckLaunchConfig(
+                  H200Facts(), 1024, 1024,
+                  Config({132, 2, 1}, {128, 1, 1}, 200 * 1024, {2, 1, 0}), &s)
                   .ok());
   EXPECT_TRUE(s.has_cluster);
   EXPECT_FALSE(s.non_portable_cluster);
   EXPECT_EQ(s.cluster[2], 1u);
   EXPECT_EQ(s.dynamic_shared, 200u * 1024);
-  ASSERT_TRUE(
-      CheckLaunchConfig(H200Facts(), 0, 0, Config({16, 1, 1}, {32, 1, 1}, 0, {16, 1, 1}), &s)
-          .ok());
+  ASSERT_TRUE(CheckLaunchConfig(H200Facts(), 0, 0,
+                                Config({16, 1, 1}, {32, 1, 1}, 0, {16, 1, 1}),
+                                &s)
+                  .ok());
   EXPECT_TRUE(s.non_portable_cluster);
 }
 
@@ -521,37 +580,47 @@ TEST(LaunchConfig, RejectsWhatTheDeviceCannotRun) {
   ampere.cluster_launch = false;
   const absl::StatusCode range = absl::StatusCode::kOutOfRange;
   const Case cases[] = {
-      {"grid.y", Config({1, 65536, 1}, {1, 1, 1}), H200Facts(), 0, 0, range, "grid.y = 65536"},
-      {"grid.x", Config({0x80000000u, 1, 1}, {1, 1, 1}), H200Facts(), 0, 0, range, "grid.x"},
-      {"block.z", Config({1, 1, 1}, {1, 1, 65}), H200Facts(), 0, 0, range, "block.z = 65"},
-      {"threads", Config({1, 1, 1}, {64, 32, 1}), H200Facts(), 0, 0, range, "2048 threads"},
-      {"kernel threads", Config({1, 1, 1}, {512, 1, 1}), H200Facts(), 256, 0, range,
-       "the 256 this kernel can run"},
-      {"shared", Config({1, 1, 1}, {1, 1, 1}, 227 * 1024), H200Facts(), 0, 16, range,
-       "opt-in limit 232448"},
-      {"cluster on sm_80", Config({2, 1, 1}, {1, 1, 1}, 0, {2, 1, 1}), ampere, 0, 0,
-       absl::StatusCode::kFailedPrecondition, "cannot launch thread-block clusters"},
-      {"cluster of 32", Config({32, 1, 1}, {1, 1, 1}, 0, {4, 8, 1}), H200Facts(), 0, 0, range,
-       "32 blocks exceeds 16"},
-      {"cluster divides grid", Config({6, 1, 1}, {1, 1, 1}, 0, {4, 1, 1}), H200Facts(), 0, 0,
-       range, "grid.x = 6 is not a multiple of cluster.x = 4"},
+      {"grid.y", Config({1, 65536, 1}, {1, 1, 1}), H200Facts(), 0, 0, range,
+       "grid.y = 65536"},
+      {"grid.x", Config({0x80000000u, 1, 1}, {1, 1, 1}), H200Facts(), 0, 0,
+       range, "grid.x"},
+      {"block.z", Config({1, 1, 1}, {1, 1, 65}), H200Facts(), 0, 0, range,
+       "block.z = 65"},
+      {"threads", Config({1, 1, 1}, {64, 32, 1}), H200Facts(), 0, 0, range,
+       "2048 threads"},
+      {"kernel threads", Config({1, 1, 1}, {512, 1, 1}), H200Facts(), 256, 0,
+       range, "the 256 this kernel can run"},
+      {"shared", Config({1, 1, 1}, {1, 1, 1}, 227 * 1024), H200Facts(), 0, 16,
+       range, "opt-in limit 232448"},
+      {"cluster on sm_80", Config({2, 1, 1}, {1, 1, 1}, 0, {2, 1, 1}), ampere,
+       0, 0, absl::StatusCode::kFailedPrecondition,
+       "cannot launch thread-block clusters"},
+      {"cluster of 32", Config({32, 1, 1}, {1, 1, 1}, 0, {4, 8, 1}),
+       H200Facts(), 0, 0, range, "32 blocks exceeds 16"},
+      {"cluster divides grid", Config({6, 1, 1}, {1, 1, 1}, 0, {4, 1, 1}),
+       H200Facts(), 0, 0, range,
+       "grid.x = 6 is not a multiple of cluster.x = 4"},
   };
   for (const Case& c : cases) {
     LaunchShape s;
-    absl::Status st = CheckLaunchConfig(c.facts, c.kernel_max_threads, c.static_shared, c.cfg, &s);
+    absl::Status st = CheckLaunchConfig(c.facts, c.kernel_max_threads,
+                                        c.static_shared, c.cfg, &s);
     EXPECT_EQ(st.code(), c.code) << c.name << ": " << st;
-    EXPECT_TRUE(absl::StrContains(st.message(), c.message)) << c.name << ": " << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), c.message))
+        << c.name << ": " << st;
   }
 }
 
 TEST(LaunchConfig, StickyErrors) {
-  for (CUresult r : {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
-                     CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ILLEGAL_INSTRUCTION,
-                     CUDA_ERROR_ASSERT, CUDA_ERROR_HARDWARE_STACK_ERROR}) {
+  for (CUresult r :
+       {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
+        CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        CUDA_ERROR_ASSERT, CUDA_ERROR_HARDWARE_STACK_ERROR}) {
     EXPECT_TRUE(IsStickyError(r)) << r;
   }
-  for (CUresult r : {CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
-                     CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, CUDA_ERROR_INVALID_CLUSTER_SIZE}) {
+  for (CUresult r :
+       {CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY,
+        CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, CUDA_ERROR_INVALID_CLUSTER_SIZE}) {
     EXPECT_FALSE(IsStickyError(r)) << r;
   }
 }

@@ -33,7 +33,9 @@ struct Param {
 };
 
 inline Param I(uint32_t size) { return {jit::ParamKind::kSigned, size, size}; }
-inline Param U(uint32_t size) { return {jit::ParamKind::kUnsigned, size, size}; }
+inline Param U(uint32_t size) {
+  return {jit::ParamKind::kUnsigned, size, size};
+}
 inline Param F(uint32_t size) { return {jit::ParamKind::kFloat, size, size}; }
 inline Param BF16() { return {jit::ParamKind::kBFloat, 2, 2}; }
 inline Param Ptr() { return {jit::ParamKind::kPointer, 8, 8}; }
@@ -93,15 +95,12 @@ inline thread_local FakeEncodeCall t_last_encode{};
 // Checks the rules of cuTensorMapEncodeTiled (cuda.h) and returns
 // CUDA_ERROR_INVALID_VALUE, counting a violation, when one is broken;
 // otherwise writes a digest of every input into the 128-byte map.
-inline CUresult FakeEncodeTiled(CUtensorMap* map, CUtensorMapDataType dtype,
-                                cuuint32_t rank, void* address,
-                                const cuuint64_t* dims, const cuuint64_t* strides,
-                                const cuuint32_t* box,
-                                const cuuint32_t* element_strides,
-                                CUtensorMapInterleave interleave,
-                                CUtensorMapSwizzle swizzle,
-                                CUtensorMapL2promotion l2,
-                                CUtensorMapFloatOOBfill fill) {
+inline CUresult FakeEncodeTiled(
+    CUtensorMap* map, CUtensorMapDataType dtype, cuuint32_t rank, void* address,
+    const cuuint64_t* dims, const cuuint64_t* strides, const cuuint32_t* box,
+    const cuuint32_t* element_strides, CUtensorMapInterleave interleave,
+    CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2,
+    CUtensorMapFloatOOBfill fill) {
   g_fake_encode_calls.fetch_add(1);
   FakeEncodeCall c{};
   c.dtype = dtype;
@@ -119,8 +118,8 @@ inline CUresult FakeEncodeTiled(CUtensorMap* map, CUtensorMapDataType dtype,
   c.fill = fill;
   t_last_encode = c;
   static const int kBytes[] = {1, 2, 4, 4, 8, 8, 2, 4, 8, 2, 4, 4, 4};
-  bool ok = reinterpret_cast<uintptr_t>(map) % 64 == 0 && rank >= 1 && rank <= 5 &&
-            c.address % 16 == 0 && static_cast<int>(dtype) >= 0 &&
+  bool ok = reinterpret_cast<uintptr_t>(map) % 64 == 0 && rank >= 1 &&
+            rank <= 5 && c.address % 16 == 0 && static_cast<int>(dtype) >= 0 &&
             static_cast<int>(dtype) < 13;
   const int elem = ok ? kBytes[dtype] : 1;
   for (uint32_t i = 0; ok && i < rank; ++i) {
@@ -154,11 +153,12 @@ inline CUresult FakeEncodeTiled(CUtensorMap* map, CUtensorMapDataType dtype,
 }
 
 // Always refuses, like a driver that rejects a map fleetjit thought valid.
-inline CUresult RefusingEncodeTiled(CUtensorMap*, CUtensorMapDataType, cuuint32_t,
-                                    void*, const cuuint64_t*, const cuuint64_t*,
-                                    const cuuint32_t*, const cuuint32_t*,
-                                    CUtensorMapInterleave, CUtensorMapSwizzle,
-                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+inline CUresult RefusingEncodeTiled(CUtensorMap*, CUtensorMapDataType,
+                                    cuuint32_t, void*, const cuuint64_t*,
+                                    const cuuint64_t*, const cuuint32_t*,
+                                    const cuuint32_t*, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                    CUtensorMapFloatOOBfill) {
   return CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -173,8 +173,10 @@ inline DriverApi FakeDriver() {
 
 // A generator seeded from FLEETJIT_TEST_SEED or the clock; prints the seed.
 inline std::mt19937_64 SeededRng(const char* test_name) {
-  uint64_t seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
-  if (const char* s = std::getenv("FLEETJIT_TEST_SEED")) seed = std::strtoull(s, nullptr, 0);
+  uint64_t seed =
+      std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  if (const char* s = std::getenv("FLEETJIT_TEST_SEED"))
+    seed = std::strtoull(s, nullptr, 0);
   std::printf("[ seed     ] %s: FLEETJIT_TEST_SEED=%llu\n", test_name,
               static_cast<unsigned long long>(seed));
   return std::mt19937_64(seed);
@@ -193,7 +195,8 @@ struct TestTensor {
 
   // A compact (or, with pad > 0, row-padded) tensor at `address`.
   void Set(uint64_t address, int ndim, uint8_t code, uint8_t bits,
-           const std::vector<int64_t>& dims, bool explicit_strides, int64_t pad = 0) {
+           const std::vector<int64_t>& dims, bool explicit_strides,
+           int64_t pad = 0) {
     tensor = fj_tensor{};
     tensor.data = reinterpret_cast<void*>(static_cast<uintptr_t>(address));
     tensor.device = {2, 0};

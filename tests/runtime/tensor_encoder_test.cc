@@ -31,28 +31,35 @@ TEST(DtypeFromDlpack, MapsEverySupportedDtype) {
     uint8_t code, bits;
     fj::dtype_code want;
   } cases[] = {
-      {0, 8, fj::dtype_i8},        {0, 16, fj::dtype_i16},
-      {0, 32, fj::dtype_i32},      {0, 64, fj::dtype_i64},
-      {1, 8, fj::dtype_u8},        {1, 16, fj::dtype_u16},
-      {1, 32, fj::dtype_u32},      {2, 16, fj::dtype_f16},
-      {2, 32, fj::dtype_f32},      {2, 64, fj::dtype_f64},
-      {4, 16, fj::dtype_bf16},     {6, 8, fj::dtype_u8},
+      {0, 8, fj::dtype_i8},
+      {0, 16, fj::dtype_i16},
+      {0, 32, fj::dtype_i32},
+      {0, 64, fj::dtype_i64},
+      {1, 8, fj::dtype_u8},
+      {1, 16, fj::dtype_u16},
+      {1, 32, fj::dtype_u32},
+      {2, 16, fj::dtype_f16},
+      {2, 32, fj::dtype_f32},
+      {2, 64, fj::dtype_f64},
+      {4, 16, fj::dtype_bf16},
+      {6, 8, fj::dtype_u8},
       {FJ_DL_FLOAT8_E4M3, 8, fj::dtype_f8e4m3},
       {FJ_DL_FLOAT8_E5M2, 8, fj::dtype_f8e5m2},
   };
   for (const Case& c : cases) {
     auto d = DtypeFromDlpack({c.code, c.bits, 1});
-    ASSERT_TRUE(d.ok()) << int(c.code) << "/" << int(c.bits) << ": " << d.status();
+    ASSERT_TRUE(d.ok()) << int(c.code) << "/" << int(c.bits) << ": "
+                        << d.status();
     EXPECT_EQ(*d, c.want);
     EXPECT_EQ(DtypeBytes(*d), c.bits / 8);
   }
 }
 
 TEST(DtypeFromDlpack, RejectsUnsupported) {
-  for (fj_dl_dtype d : {fj_dl_dtype{2, 32, 4}, fj_dl_dtype{1, 64, 1},
-                        fj_dl_dtype{2, 8, 1}, fj_dl_dtype{3, 64, 1},
-                        fj_dl_dtype{5, 64, 1}, fj_dl_dtype{4, 32, 1},
-                        fj_dl_dtype{FJ_DL_FLOAT8_E4M3, 16, 1}, fj_dl_dtype{99, 8, 1}}) {
+  for (fj_dl_dtype d :
+       {fj_dl_dtype{2, 32, 4}, fj_dl_dtype{1, 64, 1}, fj_dl_dtype{2, 8, 1},
+        fj_dl_dtype{3, 64, 1}, fj_dl_dtype{5, 64, 1}, fj_dl_dtype{4, 32, 1},
+        fj_dl_dtype{FJ_DL_FLOAT8_E4M3, 16, 1}, fj_dl_dtype{99, 8, 1}}) {
     auto r = DtypeFromDlpack(d);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
         << int(d.code) << "/" << int(d.bits) << "x" << d.lanes;
@@ -129,17 +136,26 @@ struct BadCase {
 TEST(DescribeTensor, RejectsBadTensorsWithTheArgumentIndex) {
   static int64_t negative_shape[2] = {-1, 4};
   const BadCase cases[] = {
-      {"short struct_size", [](TestTensor& t) { t.arg.struct_size = 8; }, "struct_size"},
-      {"null tensor", [](TestTensor& t) { t.arg.tensor = nullptr; }, "tensor is NULL"},
+      {"short struct_size", [](TestTensor& t) { t.arg.struct_size = 8; },
+       "struct_size"},
+      {"null tensor", [](TestTensor& t) { t.arg.tensor = nullptr; },
+       "tensor is NULL"},
       {"ndim 0", [](TestTensor& t) { t.tensor.ndim = 0; }, "ndim is 0"},
       {"ndim 6", [](TestTensor& t) { t.tensor.ndim = 6; }, "ndim is 6"},
       {"cpu memory", [](TestTensor& t) { t.tensor.device.device_type = 1; },
        "device_type"},
       {"lanes", [](TestTensor& t) { t.tensor.dtype.lanes = 2; }, "lanes"},
-      {"opaque dtype", [](TestTensor& t) { t.tensor.dtype = {3, 64, 1}; }, "dtype"},
-      {"null shape", [](TestTensor& t) { t.tensor.shape = nullptr; }, "shape is NULL"},
-      {"null data", [](TestTensor& t) { t.tensor.data = nullptr; }, "data is NULL"},
-      {"misaligned", [](TestTensor& t) { t.tensor.byte_offset = 2; }, "aligned"},
+      {"opaque dtype",
+       [](TestTensor& t) {
+         t.tensor.dtype = {3, 64, 1};
+       },
+       "dtype"},
+      {"null shape", [](TestTensor& t) { t.tensor.shape = nullptr; },
+       "shape is NULL"},
+      {"null data", [](TestTensor& t) { t.tensor.data = nullptr; },
+       "data is NULL"},
+      {"misaligned", [](TestTensor& t) { t.tensor.byte_offset = 2; },
+       "aligned"},
       {"negative shape", [](TestTensor& t) { t.tensor.shape = negative_shape; },
        "shape[0]"},
       {"oob value", [](TestTensor& t) { t.arg.oob = static_cast<fj_oob>(7); },
@@ -152,7 +168,8 @@ TEST(DescribeTensor, RejectsBadTensorsWithTheArgumentIndex) {
        "FJ_OOB_NAN"},
       {"huge box", [](TestTensor& t) { t.arg.box[0] = 0x80000000u; }, "box[0]"},
       {"overflowing offset",
-       [](TestTensor& t) { t.tensor.byte_offset = ~uint64_t{0} - 8; }, "overflows"},
+       [](TestTensor& t) { t.tensor.byte_offset = ~uint64_t{0} - 8; },
+       "overflows"},
   };
   for (const BadCase& c : cases) {
     TestTensor t;
@@ -193,7 +210,8 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
     void (*mutate)(TestTensor&);
     const char* reason;
   } cases[] = {
-      {"address", [](TestTensor& t) { t.tensor.byte_offset = 4; }, "16-byte aligned"},
+      {"address", [](TestTensor& t) { t.tensor.byte_offset = 4; },
+       "16-byte aligned"},
       {"inner stride",
        [](TestTensor& t) {
          t.strides[1] = 2;
@@ -206,7 +224,8 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
          t.strides[0] = 5;
        },
        "multiple of 16"},
-      {"negative stride", [](TestTensor& t) { t.strides[0] = -64; }, "positive"},
+      {"negative stride", [](TestTensor& t) { t.strides[0] = -64; },
+       "positive"},
       {"stride over 2^40",
        [](TestTensor& t) { t.strides[0] = int64_t{1} << 38; }, "below 2^40"},
       {"box over 256", [](TestTensor& t) { t.arg.box[0] = 300; }, "1..256"},
@@ -216,7 +235,8 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
          t.arg.box[0] = 0;
        },
        "1..256"},
-      {"inner box 12 bytes", [](TestTensor& t) { t.arg.box[1] = 3; }, "16 bytes"},
+      {"inner box 12 bytes", [](TestTensor& t) { t.arg.box[1] = 3; },
+       "16 bytes"},
       {"fp8 nan",
        [](TestTensor& t) {
          t.tensor.dtype = {FJ_DL_FLOAT8_E4M3, 8, 1};
@@ -240,7 +260,8 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
     auto d = DescribeTensor(&t.arg, 0);
     ASSERT_TRUE(d.ok()) << c.name << ": " << d.status();
     std::string why = TmaRejection(*d);
-    EXPECT_TRUE(absl::StrContains(why, c.reason)) << c.name << ": '" << why << "'";
+    EXPECT_TRUE(absl::StrContains(why, c.reason))
+        << c.name << ": '" << why << "'";
   }
 }
 
@@ -293,7 +314,8 @@ TEST(TensorEncoder, FallsBackCountsAndReportsOnce) {
   std::atomic<uint64_t> reported{0};
   TensorEncoder e(&api, "ragged.cu:k", &fallbacks, &reported);
   TestTensor t;
-  t.Set(kBase, 2, 2, 32, {33, 33}, true);  // 132-byte rows: not a multiple of 16
+  t.Set(kBase, 2, 2, 32, {33, 33},
+        true);  // 132-byte rows: not a multiple of 16
   t.arg.box[0] = 8;
   t.arg.box[1] = 8;
   ::testing::internal::CaptureStderr();
@@ -305,11 +327,13 @@ TEST(TensorEncoder, FallsBackCountsAndReportsOnce) {
   std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(fallbacks.load(), 5u);
   EXPECT_EQ(reported.load(), 1u << 2);
-  EXPECT_TRUE(absl::StrContains(err, "fleetjit: launch: ragged.cu:k: tensor arg 2: "
-                                     "TMA cannot describe it ("))
+  EXPECT_TRUE(absl::StrContains(err,
+                                "fleetjit: launch: ragged.cu:k: tensor arg 2: "
+                                "TMA cannot describe it ("))
       << err;
   EXPECT_TRUE(absl::StrContains(err, "); using cp_async\n")) << err;
-  EXPECT_EQ(err.find("fleetjit:"), err.rfind("fleetjit:")) << "reported once: " << err;
+  EXPECT_EQ(err.find("fleetjit:"), err.rfind("fleetjit:"))
+      << "reported once: " << err;
 }
 
 TEST(TensorEncoder, DriverRefusalOrNoDriverFallsBack) {
@@ -340,8 +364,10 @@ TEST(TensorEncoder, ChecksTheDeclaredRankAndDtype) {
   alignas(64) fj::tensor_param p;
   for (bool cached : {false, true}) {
     e.set_cache_enabled(cached);
-    EXPECT_TRUE(e.Encode(4, &t.arg, 2, fj::dtype_f32, jit::CopyImpl::kTma, &p).ok());
-    absl::Status s = e.Encode(4, &t.arg, 3, fj::dtype_f32, jit::CopyImpl::kTma, &p);
+    EXPECT_TRUE(
+        e.Encode(4, &t.arg, 2, fj::dtype_f32, jit::CopyImpl::kTma, &p).ok());
+    absl::Status s =
+        e.Encode(4, &t.arg, 3, fj::dtype_f32, jit::CopyImpl::kTma, &p);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_TRUE(absl::StrContains(s.message(), "argument 4")) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "rank-3")) << s;
@@ -405,11 +431,13 @@ TEST(TensorEncoder, ConcurrentCachedEncodingMatchesUncached) {
       uncached.set_cache_enabled(false);
       TestTensor pool[4];
       for (TestTensor& t : pool) {
-        t.Set(kBase + 256 * (rng() % 64), 2, 2, 32, {int64_t(rng() % 64 + 1), 64}, true);
+        t.Set(kBase + 256 * (rng() % 64), 2, 2, 32,
+              {int64_t(rng() % 64 + 1), 64}, true);
       }
       for (int i = 0; i < 2000; ++i) {
         TestTensor& t = pool[rng() % 4];
-        if (rng() % 8 == 0) t.tensor.data = reinterpret_cast<void*>(kBase + 16 * (rng() % 1024));
+        if (rng() % 8 == 0)
+          t.tensor.data = reinterpret_cast<void*>(kBase + 16 * (rng() % 1024));
         if (rng() % 8 == 0) t.arg.box[1] = static_cast<uint32_t>(rng() % 40);
         TensorEncoder cached(&api, "k", &kernels[rng() % 3], nullptr);
         const size_t slot = rng() % 4;
@@ -417,7 +445,8 @@ TEST(TensorEncoder, ConcurrentCachedEncodingMatchesUncached) {
         std::memset(&a, 0x11, sizeof(a));
         std::memset(&b, 0x22, sizeof(b));
         if (!cached.Encode(slot, &t.arg, 2, -1, jit::CopyImpl::kTma, &a).ok() ||
-            !uncached.Encode(slot, &t.arg, 2, -1, jit::CopyImpl::kTma, &b).ok()) {
+            !uncached.Encode(slot, &t.arg, 2, -1, jit::CopyImpl::kTma, &b)
+                 .ok()) {
           ++failures;
         } else if (std::memcmp(&a, &b, sizeof(a)) != 0) {
           ++mismatches;
@@ -438,8 +467,9 @@ TEST(TensorEncoder, NeverBreaksTheDriverRules) {
   e.set_cache_enabled(false);
   std::mt19937_64 rng = testing::SeededRng("NeverBreaksTheDriverRules");
   const uint64_t violations = testing::g_fake_encode_rule_violations.load();
-  const uint8_t codes[][2] = {{2, 32}, {2, 16}, {4, 16}, {0, 8}, {1, 8}, {0, 32},
-                              {2, 64}, {0, 64}, {0, 16}, {FJ_DL_FLOAT8_E5M2, 8}};
+  const uint8_t codes[][2] = {
+      {2, 32}, {2, 16}, {4, 16}, {0, 8},  {1, 8},
+      {0, 32}, {2, 64}, {0, 64}, {0, 16}, {FJ_DL_FLOAT8_E5M2, 8}};
   int encoded = 0;
   for (int i = 0; i < 5000; ++i) {
     TestTensor t;
@@ -447,11 +477,13 @@ TEST(TensorEncoder, NeverBreaksTheDriverRules) {
     std::vector<int64_t> dims;
     for (int d = 0; d < ndim; ++d) dims.push_back(1 + rng() % 300);
     const auto& c = codes[rng() % 10];
-    t.Set(kBase + 4 * (rng() % 16) * (c[1] / 8), ndim, c[0], c[1], dims, rng() % 2,
-          rng() % 3 == 0 ? rng() % 9 : 0);
-    for (int d = 0; d < ndim; ++d) t.arg.box[d] = rng() % 3 == 0 ? 0 : rng() % 300;
+    t.Set(kBase + 4 * (rng() % 16) * (c[1] / 8), ndim, c[0], c[1], dims,
+          rng() % 2, rng() % 3 == 0 ? rng() % 9 : 0);
+    for (int d = 0; d < ndim; ++d)
+      t.arg.box[d] = rng() % 3 == 0 ? 0 : rng() % 300;
     t.arg.oob = static_cast<fj_oob>(rng() % 3);
-    if (t.arg.oob == FJ_OOB_NAN && !DtypeIsFloat(*DtypeFromDlpack(t.tensor.dtype))) {
+    if (t.arg.oob == FJ_OOB_NAN &&
+        !DtypeIsFloat(*DtypeFromDlpack(t.tensor.dtype))) {
       t.arg.oob = FJ_OOB_ZEROS;
     }
     alignas(64) fj::tensor_param p;
@@ -461,7 +493,8 @@ TEST(TensorEncoder, NeverBreaksTheDriverRules) {
   }
   EXPECT_EQ(testing::g_fake_encode_rule_violations.load(), violations);
   EXPECT_GT(encoded, 0);
-  std::printf("[ info     ] %d of 5000 random tensors were TMA-describable\n", encoded);
+  std::printf("[ info     ] %d of 5000 random tensors were TMA-describable\n",
+              encoded);
 }
 
 }  // namespace
