@@ -329,6 +329,22 @@ TEST_F(DiskCacheTest, SymlinkedShardDirectoryIsRefused) {
   EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
+TEST_F(DiskCacheTest, StoreReplacesARefusedShardDirectory) {
+  const CacheKey key = KeyFor(seed_, 16);
+  const std::string shard = Path(16).substr(0, Path(16).rfind('/'));
+  ASSERT_TRUE(std::filesystem::create_directories(dir_.Sub("cache")));
+  ASSERT_TRUE(std::filesystem::create_directory(dir_.Sub("other")));
+  ASSERT_EQ(::symlink(dir_.Sub("other").c_str(), shard.c_str()), 0);
+  DiskCache disk(dir_.Sub("cache"), 0, Config().log);
+  absl::Status stored = disk.Store(key, ArtifactFor(seed_, 16, kImageBytes));
+  ASSERT_TRUE(stored.ok()) << stored;
+  EXPECT_TRUE(Logged("refusing directory " + shard)) << LogText();
+  std::optional<jit::Artifact> loaded = disk.Load(key);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_TRUE(SameArtifact(*loaded, ArtifactFor(seed_, 16, kImageBytes)));
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Sub("other")));
+}
+
 TEST_F(DiskCacheTest, CacheDirectoryOwnedByAnotherUserTurnsTheDiskTierOff) {
   RequireRoot();
   {
