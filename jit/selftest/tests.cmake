@@ -1,0 +1,5 @@
+# The conformance matrix on the live GPU (skips without one): one test per
+# feature under every implementation, plus the anchors' refusals working.
+# It drives the matrix through the C ABI, so it links libfleetjit.so.1.
+fj_add_test(copy_conformance_test ${CMAKE_SOURCE_DIR}/tests/gpu/copy_conformance_test.cc)
+target_link_libraries(copy_conformance_test PRIVATE fleetjit)
