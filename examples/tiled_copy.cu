@@ -14,7 +14,8 @@ extern "C" __global__ void tiled_copy(FJ_TENSOR(float, 2) in,
                                       FJ_TENSOR(float, 2) out) {
   // 1. One tile of SMEM, 128-byte aligned (TMA wants it), and a barrier.
   extern __shared__ unsigned char smem_raw[];
-  float* tile = (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  float* tile =
+      (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   __shared__ fj::barrier loaded;
 
   // 2. One thread initialises the barrier for every thread of the block;

@@ -9,31 +9,38 @@
 //
 // kernel                      features exercised          arguments
 // --------------------------  --------------------------  -------------------
-// fj_ct_barrier               barrier init/arrive/wait/   (u32* out, int phases)
+// fj_ct_barrier               barrier init/arrive/wait/   (u32* out, int
+// phases)
 //                             test, parity, phases
-// fj_ct_span_load             copy_g2s on a barrier or a  (const u8* src, u8* out,
+// fj_ct_span_load             copy_g2s on a barrier or a  (const u8* src, u8*
+// out,
 //                             group, predicate skip/zero,  const int* cases,
 //                             any alignment, several       int cases_per_block,
 //                             copies per phase, multicast, int flags)
 //                             l2_prefetch (flags)
-// fj_ct_span_store            copy_s2g, predicate, group  (const u8* src, u8* out,
+// fj_ct_span_store            copy_s2g, predicate, group  (const u8* src, u8*
+// out,
 //                             wait                         const int* cases,
 //                                                          int cases_per_block)
-// fj_ct_groups                group_wait<2>/<0> with a    (const u8* src, u8* out,
-//                             4-slot ring, empty groups    int chunks, int chunk_bytes)
+// fj_ct_groups                group_wait<2>/<0> with a    (const u8* src, u8*
+// out,
+//                             4-slot ring, empty groups    int chunks, int
+//                             chunk_bytes)
 // fj_ct_tile_load_e{E}_r{R}   tile_copy, oob_zeros/nan/   (FJ_TENSOR(T, R) t,
 //                             promise, predicate, group    const int* coords,
 //                             or barrier, multicast,       const u8* preds,
-//                             tile prefetch (flags)        int pred_mode, int flags,
+//                             tile prefetch (flags)        int pred_mode, int
+//                             flags,
 //                                                          T* out)
 // fj_ct_tile_store_e{E}_r{R}  tile store clipped at the   (FJ_TENSOR(T, R) t,
 //                             bounds, predicate            const int* coords,
-//                                                          const u8* preds, const T* src)
+//                                                          const u8* preds,
+//                                                          const T* src)
 // fj_ct_pipeline_e{E}_r{R}    3-stage barrier ring,       (FJ_TENSOR(T, R) t,
 //                             parity reuse, per-tile       const int* coords,
 //                             predicates                   const u8* preds,
-//                                                          int pred_mode, int tiles,
-//                                                          T* out)
+//                                                          int pred_mode, int
+//                                                          tiles, T* out)
 // E = element bytes (1, 2, 4, 8; T = u8, u16, u32, u64: the copies are
 // bitwise, the tensor's dtype decides the NaN fill), R = rank 1..5.
 //
@@ -143,8 +150,7 @@ extern "C" __global__ void fj_ct_barrier(unsigned* out, int phases) {
 // mode) all complete on one barrier phase (or one group), then the whole
 // SMEM buffer is dumped.
 extern "C" __global__ void fj_ct_span_load(const unsigned char* src,
-                                           unsigned char* out,
-                                           const int* cases,
+                                           unsigned char* out, const int* cases,
                                            int cases_per_block, int flags) {
   unsigned char* sm = fj_ct_buffer();
   __shared__ fj::barrier bar;
@@ -152,8 +158,8 @@ extern "C" __global__ void fj_ct_span_load(const unsigned char* src,
     sm[i] = fj_ct_stale(blockIdx.x, i);
   if (threadIdx.x == 0) bar.init(fj::block_threads());
   fj::cluster_sync();  // barriers and stale bytes in before any multicast
-  const int* c = cases + (unsigned long long)fj_ct_case(flags) *
-                             cases_per_block * 5;
+  const int* c =
+      cases + (unsigned long long)fj_ct_case(flags) * cases_per_block * 5;
   for (int j = 0; j < cases_per_block; ++j, c += 5) {
     const unsigned char* s = src + c[0];
     unsigned char* d = sm + c[1];
@@ -310,8 +316,8 @@ __device__ void fj_ct_pipeline(const fj::tensor<T, R>& t, const int* coords,
     const int s = k % FJ_CT_STAGES;
     const bool real = k < tiles;
     const unsigned ci = first + (real ? k : 0);
-    fj::load_tile((T*)(sm + s * slot), t, fj_ct_coords(coords + ci * 5), full[s],
-                  real && preds[ci] != 0,
+    fj::load_tile((T*)(sm + s * slot), t, fj_ct_coords(coords + ci * 5),
+                  full[s], real && preds[ci] != 0,
                   real ? (fj::pred_mode)pred_mode : fj::pred_skip);
     full[s].arrive();
   };
@@ -326,21 +332,21 @@ __device__ void fj_ct_pipeline(const fj::tensor<T, R>& t, const int* coords,
   }
 }
 
-#define FJ_CT_TILE_KERNELS(E, T, R)                                          \
-  extern "C" __global__ void fj_ct_tile_load_e##E##_r##R(                    \
-      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds,      \
-      int pred_mode, int flags, T* out) {                                    \
-    fj_ct_tile_load<T, R>(t, coords, preds, pred_mode, flags, out);          \
-  }                                                                          \
-  extern "C" __global__ void fj_ct_tile_store_e##E##_r##R(                   \
-      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds,      \
-      const T* src) {                                                        \
-    fj_ct_tile_store<T, R>(t, coords, preds, src);                           \
-  }                                                                          \
-  extern "C" __global__ void fj_ct_pipeline_e##E##_r##R(                     \
-      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds,      \
-      int pred_mode, int tiles, T* out) {                                    \
-    fj_ct_pipeline<T, R>(t, coords, preds, pred_mode, tiles, out);           \
+#define FJ_CT_TILE_KERNELS(E, T, R)                                     \
+  extern "C" __global__ void fj_ct_tile_load_e##E##_r##R(               \
+      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
+      int pred_mode, int flags, T* out) {                               \
+    fj_ct_tile_load<T, R>(t, coords, preds, pred_mode, flags, out);     \
+  }                                                                     \
+  extern "C" __global__ void fj_ct_tile_store_e##E##_r##R(              \
+      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
+      const T* src) {                                                   \
+    fj_ct_tile_store<T, R>(t, coords, preds, src);                      \
+  }                                                                     \
+  extern "C" __global__ void fj_ct_pipeline_e##E##_r##R(                \
+      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
+      int pred_mode, int tiles, T* out) {                               \
+    fj_ct_pipeline<T, R>(t, coords, preds, pred_mode, tiles, out);      \
   }
 
 // -DFJ_CT_ELEM=e and/or -DFJ_CT_RANK=r build only those tile kernels (the

@@ -83,12 +83,13 @@ void RefBarrier(int blocks, int threads, int phases, uint32_t* out) {
   }
 }
 
-void RefSpanLoad(const uint8_t* src, const SpanCase* cases,
-                 int cases_per_block, int blocks, int cluster, uint8_t* out) {
+void RefSpanLoad(const uint8_t* src, const SpanCase* cases, int cases_per_block,
+                 int blocks, int cluster, uint8_t* out) {
   for (int b = 0; b < blocks; ++b) {
     uint8_t* smem = out + static_cast<size_t>(b) * kSpanCap;
     for (uint32_t i = 0; i < kSpanCap; ++i) smem[i] = StaleByte(b, i);
-    const SpanCase* c = cases + static_cast<size_t>(b / cluster) * cases_per_block;
+    const SpanCase* c =
+        cases + static_cast<size_t>(b / cluster) * cases_per_block;
     for (int j = 0; j < cases_per_block; ++j) {
       if (c[j].pred) {
         std::memcpy(smem + c[j].dst_off, src + c[j].src_off, c[j].bytes);
@@ -155,12 +156,11 @@ void RefTileStore(const HostTensor& t, const int32_t* coords,
   for (int b = 0; b < blocks; ++b) {
     if (!preds[b]) continue;
     const uint8_t* tile = static_cast<const uint8_t*>(src) + b * elems * eb;
-    ForEachTileElement(p, coords + b * kCaseInts,
-                       [&](size_t i, const int64_t* g) {
-                         if (!InBounds(p, g)) return;
-                         std::memcpy(const_cast<uint8_t*>(ElementAt(t, g)),
-                                     tile + i * eb, eb);
-                       });
+    ForEachTileElement(
+        p, coords + b * kCaseInts, [&](size_t i, const int64_t* g) {
+          if (!InBounds(p, g)) return;
+          std::memcpy(const_cast<uint8_t*>(ElementAt(t, g)), tile + i * eb, eb);
+        });
   }
 }
 
@@ -184,13 +184,20 @@ void RefPipeline(const HostTensor& t, const int32_t* coords,
 
 uint64_t NanPattern(int dtype) {
   switch (dtype) {
-    case fj::dtype_f32: return 0x7FC00000u;
-    case fj::dtype_f64: return 0x7FF8000000000000ull;
-    case fj::dtype_f16: return 0x7E00u;
-    case fj::dtype_bf16: return 0x7FC0u;
-    case fj::dtype_f8e4m3: return 0x7Fu;
-    case fj::dtype_f8e5m2: return 0x7Eu;
-    default: return 0;
+    case fj::dtype_f32:
+      return 0x7FC00000u;
+    case fj::dtype_f64:
+      return 0x7FF8000000000000ull;
+    case fj::dtype_f16:
+      return 0x7E00u;
+    case fj::dtype_bf16:
+      return 0x7FC0u;
+    case fj::dtype_f8e4m3:
+      return 0x7Fu;
+    case fj::dtype_f8e5m2:
+      return 0x7Eu;
+    default:
+      return 0;
   }
 }
 

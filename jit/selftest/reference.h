@@ -26,10 +26,10 @@
 namespace fleetjit::selftest {
 
 // Values of the FJ_CT_* macros in conformance_kernels.cu.
-inline constexpr int kSpanCap = 8192;     // SMEM buffer of the span kernels
-inline constexpr int kGroupSlots = 4;     // ring of fj_ct_groups
+inline constexpr int kSpanCap = 8192;      // SMEM buffer of the span kernels
+inline constexpr int kGroupSlots = 4;      // ring of fj_ct_groups
 inline constexpr int kPipelineStages = 3;  // ring of fj_ct_pipeline_*
-inline constexpr int kCaseInts = 5;       // ints per case, and per coords
+inline constexpr int kCaseInts = 5;        // ints per case, and per coords
 enum CaseFlags : int { kInGroup = 1, kPrefetch = 2, kMulticast = 4 };
 enum PredMode : int { kPredSkip = 0, kPredZero = 1 };  // fj::pred_mode
 
@@ -54,16 +54,16 @@ struct SpanCase {
   int32_t src_off;  // load: offset into src; store: offset into SMEM
   int32_t dst_off;  // load: offset into SMEM; store: into the block's region
   int32_t bytes;
-  int32_t pred;     // 0 = false
-  int32_t mode;     // PredMode (loads only)
+  int32_t pred;  // 0 = false
+  int32_t mode;  // PredMode (loads only)
 };
 static_assert(sizeof(SpanCase) == kCaseInts * sizeof(int32_t));
 
 // fj_ct_span_load: `out` gets blocks * kSpanCap bytes. `cluster` is the
 // cluster size when flags has kMulticast (blocks share cases by cluster),
 // else 1. `cases` holds (blocks / cluster) * cases_per_block cases.
-void RefSpanLoad(const uint8_t* src, const SpanCase* cases,
-                 int cases_per_block, int blocks, int cluster, uint8_t* out);
+void RefSpanLoad(const uint8_t* src, const SpanCase* cases, int cases_per_block,
+                 int blocks, int cluster, uint8_t* out);
 // fj_ct_span_store: `out` (blocks * kSpanCap bytes) holds the poisoned
 // buffer on entry and is updated in place; `src` has blocks * kSpanCap.
 void RefSpanStore(const uint8_t* src, const SpanCase* cases,

@@ -114,9 +114,14 @@ struct RandomTensor {
 };
 
 const int kDtypeOfSize[9][3] = {
-    {}, {fj::dtype_u8, fj::dtype_f8e4m3, fj::dtype_f8e5m2},
-    {fj::dtype_f16, fj::dtype_bf16, fj::dtype_i16}, {},
-    {fj::dtype_f32, fj::dtype_i32, fj::dtype_u32}, {}, {}, {},
+    {},
+    {fj::dtype_u8, fj::dtype_f8e4m3, fj::dtype_f8e5m2},
+    {fj::dtype_f16, fj::dtype_bf16, fj::dtype_i16},
+    {},
+    {fj::dtype_f32, fj::dtype_i32, fj::dtype_u32},
+    {},
+    {},
+    {},
     {fj::dtype_f64, fj::dtype_i64, fj::dtype_f64}};
 
 RandomTensor MakeTensor(std::mt19937& rng, int rank) {
@@ -138,8 +143,9 @@ RandomTensor MakeTensor(std::mt19937& rng, int rank) {
     p.stride[d] = stride;
     stride = stride * p.shape[d] + (pick(0, 2) == 0 ? pick(1, 9) : 0);
     // Box: sometimes 16-byte rows (the TMA-friendly case), else anything.
-    p.box[d] = d == 0 && pick(0, 1) ? std::max(1, 16 / p.elem_bytes) * pick(1, 3)
-                                    : pick(1, d == 0 ? 24 : 4);
+    p.box[d] = d == 0 && pick(0, 1)
+                   ? std::max(1, 16 / p.elem_bytes) * pick(1, 3)
+                   : pick(1, d == 0 ? 24 : 4);
   }
   // A data pointer that is element-aligned but sometimes not 16-aligned.
   const size_t elems = static_cast<size_t>(stride) + 1;
@@ -187,28 +193,38 @@ void IssueTile(int impl, uint8_t* smem, const fj::tensor_param& p,
 void IssueTileAnyRank(int impl, uint8_t* smem, const fj::tensor_param& p,
                       const int32_t* c, bool pred, int mode) {
   switch (p.rank) {
-    case 1: return IssueTile<1>(impl, smem, p, c, pred, mode);
-    case 2: return IssueTile<2>(impl, smem, p, c, pred, mode);
-    case 3: return IssueTile<3>(impl, smem, p, c, pred, mode);
-    case 4: return IssueTile<4>(impl, smem, p, c, pred, mode);
-    default: return IssueTile<5>(impl, smem, p, c, pred, mode);
+    case 1:
+      return IssueTile<1>(impl, smem, p, c, pred, mode);
+    case 2:
+      return IssueTile<2>(impl, smem, p, c, pred, mode);
+    case 3:
+      return IssueTile<3>(impl, smem, p, c, pred, mode);
+    case 4:
+      return IssueTile<4>(impl, smem, p, c, pred, mode);
+    default:
+      return IssueTile<5>(impl, smem, p, c, pred, mode);
   }
 }
 
 template <int R>
-void StoreTile(const fj::tensor_param& p, const int32_t* c,
-               const uint8_t* smem, bool pred) {
+void StoreTile(const fj::tensor_param& p, const int32_t* c, const uint8_t* smem,
+               bool pred) {
   fj::detail::store_tile_generic<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]),
                                     smem, pred);
 }
 void StoreTileAnyRank(const fj::tensor_param& p, const int32_t* c,
                       const uint8_t* smem, bool pred) {
   switch (p.rank) {
-    case 1: return StoreTile<1>(p, c, smem, pred);
-    case 2: return StoreTile<2>(p, c, smem, pred);
-    case 3: return StoreTile<3>(p, c, smem, pred);
-    case 4: return StoreTile<4>(p, c, smem, pred);
-    default: return StoreTile<5>(p, c, smem, pred);
+    case 1:
+      return StoreTile<1>(p, c, smem, pred);
+    case 2:
+      return StoreTile<2>(p, c, smem, pred);
+    case 3:
+      return StoreTile<3>(p, c, smem, pred);
+    case 4:
+      return StoreTile<4>(p, c, smem, pred);
+    default:
+      return StoreTile<5>(p, c, smem, pred);
   }
 }
 
@@ -238,14 +254,15 @@ TEST(CopyEmulationTest, TileLoadsMatchTheReference) {
       g_cp_async = {};
       g_cp_async.src_lo = t.storage.data();
       g_cp_async.src_hi = t.storage.data() + t.storage.size();
-      AsBlock(threads, [&] { IssueTileAnyRank(impl, smem, p, c.data(), pred, mode); });
+      AsBlock(threads,
+              [&] { IssueTileAnyRank(impl, smem, p, c.data(), pred, mode); });
       ASSERT_EQ(g_cp_async.error, "") << ImplName(impl) << " iter " << iter;
       ptrdiff_t first = -1;
       const size_t bad = CountMismatches(p.dtype, p.elem_bytes, want.data(),
                                          smem, BoxElems(p), &first);
       ASSERT_EQ(bad, 0u) << ImplName(impl) << " iter " << iter << " rank "
-                         << rank << " elem " << p.elem_bytes << " oob "
-                         << p.oob << " pred " << pred << " mode " << mode
+                         << rank << " elem " << p.elem_bytes << " oob " << p.oob
+                         << " pred " << pred << " mode " << mode
                          << " first bad element " << first;
       partial_chunks += g_cp_async.partial;
       zero_chunks += g_cp_async.zero;
@@ -269,7 +286,8 @@ TEST(CopyEmulationTest, TileStoresMatchTheReference) {
     // Reference on a copy of the tensor's storage at the same offsets.
     std::vector<uint8_t> want = t.storage;
     HostTensor ref = t.host;
-    ref.data = want.data() + (static_cast<uint8_t*>(t.host.data) - t.storage.data());
+    ref.data =
+        want.data() + (static_cast<uint8_t*>(t.host.data) - t.storage.data());
     const uint8_t pred_byte = pred;
     RefTileStore(ref, c.data(), &pred_byte, 1, smem);
     AsBlock(1 + rng() % 70, [&] { StoreTileAnyRank(p, c.data(), smem, pred); });
@@ -304,9 +322,8 @@ TEST(CopyEmulationTest, SpanLoadsAndStoresMatchTheReference) {
           fj::sync_impl::load_span(smem + sc.dst_off, src.data() + sc.src_off,
                                    sc.bytes, sc.pred, m);
         } else {
-          fj::cp_async_impl::issue_span(smem + sc.dst_off,
-                                        src.data() + sc.src_off, sc.bytes,
-                                        sc.pred, m);
+          fj::cp_async_impl::issue_span(
+              smem + sc.dst_off, src.data() + sc.src_off, sc.bytes, sc.pred, m);
         }
       });
       // A false pred_zero copy "reads" with src-size 0 only.

@@ -81,8 +81,7 @@ struct Combo {
 };
 
 std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
-  return absl::StrCat(info.param.target, "_",
-                      CopyImplName(info.param.impl));
+  return absl::StrCat(info.param.target, "_", CopyImplName(info.param.impl));
 }
 
 // The targets of the CPU matrix, each with every implementation it has.
@@ -148,7 +147,9 @@ TEST_P(CopyPtxTest, EveryFeatureBuildsWithTheExpectedInstructions) {
     case CopyImpl::kCpAsync:
       // Zero fill comes from the src-size operand (a register).
       EXPECT_TRUE(std::regex_search(
-          ptx, std::regex(R"(cp\.async\.cg\.shared\.global\s+\[%r\d+\],\s*\[%rd\d+\],\s*16,\s*%r\d+;)")))
+          ptx,
+          std::regex(
+              R"(cp\.async\.cg\.shared\.global\s+\[%r\d+\],\s*\[%rd\d+\],\s*16,\s*%r\d+;)")))
           << "cp.async with a src-size operand";
       EXPECT_TRUE(Has(ptx, "cp.async.ca.shared.global"));
       EXPECT_TRUE(Has(ptx, "cp.async.mbarrier.arrive.shared.b64"));
@@ -169,8 +170,9 @@ TEST_P(CopyPtxTest, EveryFeatureBuildsWithTheExpectedInstructions) {
                                           "bulk_group")))
             << d << " tensor store";
       }
-      EXPECT_TRUE(Has(ptx, "cp.async.bulk.shared::cluster.global.mbarrier::"
-                           "complete_tx::bytes"));
+      EXPECT_TRUE(Has(ptx,
+                      "cp.async.bulk.shared::cluster.global.mbarrier::"
+                      "complete_tx::bytes"));
       EXPECT_TRUE(Has(ptx, "cp.async.bulk.global.shared::cta.bulk_group"));
       EXPECT_TRUE(Has(ptx, "mbarrier.expect_tx"));
       EXPECT_TRUE(Has(ptx, "fence.proxy.async.shared::cta"));
@@ -232,7 +234,8 @@ extern "C" __global__ void probe(int* o) { *o = fj::copy_impl; }
     auto a = Build(probe, target, CopyImpl::kSync, {"-UFJ_COPY_IMPL"});
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_TRUE(std::regex_search(
-        a->ptx, std::regex(absl::StrCat(R"(mov\.(u32|b32)\s+%r\d+,\s*)", want, ";"))))
+        a->ptx,
+        std::regex(absl::StrCat(R"(mov\.(u32|b32)\s+%r\d+,\s*)", want, ";"))))
         << target << " should choose impl " << want;
   }
 }
@@ -241,9 +244,8 @@ TEST_F(CopyBuildTest, Sm70NeedsNvrtc12) {
   auto api = NvrtcLibrary::Default().Get();
   ASSERT_TRUE(api.ok());
   if ((*api)->major >= 13) {
-    GTEST_SKIP() << "sm_70 needs NVRTC 12; the NVRTC here is "
-                 << (*api)->major << "." << (*api)->minor
-                 << ", which cannot target it";
+    GTEST_SKIP() << "sm_70 needs NVRTC 12; the NVRTC here is " << (*api)->major
+                 << "." << (*api)->minor << ", which cannot target it";
   }
   auto a = Build(kEveryFeature, "sm_70", CopyImpl::kSync);
   ASSERT_TRUE(a.ok()) << a.status();

@@ -126,10 +126,12 @@
 #error "fleetjit copy: FJ_COPY_IMPL must be 0 (sync), 1 (cp_async) or 2 (tma)"
 #endif
 #if defined(__CUDA_ARCH__) && FJ_COPY_IMPL == 2 && __CUDA_ARCH__ < 900
-#error "fleetjit copy: FJ_COPY_IMPL=2 (tma) needs sm_90 or newer: this target has no cp.async.bulk, TMA or mbarrier expect_tx. Build with FJ_COPY_IMPL=1 (cp_async, sm_80+) or 0 (sync)."
+#error \
+    "fleetjit copy: FJ_COPY_IMPL=2 (tma) needs sm_90 or newer: this target has no cp.async.bulk, TMA or mbarrier expect_tx. Build with FJ_COPY_IMPL=1 (cp_async, sm_80+) or 0 (sync)."
 #endif
 #if defined(__CUDA_ARCH__) && FJ_COPY_IMPL == 1 && __CUDA_ARCH__ < 800
-#error "fleetjit copy: FJ_COPY_IMPL=1 (cp_async) needs sm_80 or newer: this target has no cp.async or mbarrier. Build with FJ_COPY_IMPL=0 (sync)."
+#error \
+    "fleetjit copy: FJ_COPY_IMPL=1 (cp_async) needs sm_80 or newer: this target has no cp.async or mbarrier. Build with FJ_COPY_IMPL=0 (sync)."
 #endif
 
 #include <fleetjit/copy/common.cuh>
@@ -174,7 +176,8 @@ struct tensor {
   FJ_DEV unsigned box_bytes() const { return box_elems() * sizeof(T); }
   FJ_DEV bool has_tmap() const { return (p.flags & FJ_TP_HAS_TMAP) != 0; }
 };
-static_assert(sizeof(tensor<float, 2>) == 320 && alignof(tensor<float, 2>) == 64,
+static_assert(sizeof(tensor<float, 2>) == 320 &&
+                  alignof(tensor<float, 2>) == 64,
               "fj::tensor must have tensor_param's layout");
 
 #define FJ_TENSOR(T, R) const __grid_constant__ fj::tensor<T, R>
@@ -220,10 +223,9 @@ FJ_DEV void load(void* smem_dst, const void* gmem_src, unsigned bytes,
   impl::load(smem_dst, gmem_src, bytes, g, pred, mode);
 }
 // The same span into the same SMEM offset of every CTA in `cta_mask`.
-FJ_DEV void load_multicast(void* smem_dst, const void* gmem_src,
-                           unsigned bytes, barrier& bar,
-                           unsigned short cta_mask, bool pred = true,
-                           pred_mode mode = pred_skip) {
+FJ_DEV void load_multicast(void* smem_dst, const void* gmem_src, unsigned bytes,
+                           barrier& bar, unsigned short cta_mask,
+                           bool pred = true, pred_mode mode = pred_skip) {
   impl::load_multicast(smem_dst, gmem_src, bytes, bar, cta_mask, pred, mode);
 }
 // Copies `bytes` bytes SMEM -> GMEM in the open group.
@@ -248,12 +250,10 @@ FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
 }
 // The same tile into every CTA in `cta_mask` (hardware multicast on tma).
 template <class T, int R>
-FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t,
-                                coords c, barrier& bar,
-                                unsigned short cta_mask, bool pred = true,
-                                pred_mode mode = pred_skip) {
-  impl::load_tile_multicast<R>(smem_dst, t.p, c, bar, cta_mask, pred,
-                                        mode);
+FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t, coords c,
+                                barrier& bar, unsigned short cta_mask,
+                                bool pred = true, pred_mode mode = pred_skip) {
+  impl::load_tile_multicast<R>(smem_dst, t.p, c, bar, cta_mask, pred, mode);
 }
 // Stores the box at `smem_src` to the tile of `t` at `c`, in the open
 // group; elements outside the tensor are not written.

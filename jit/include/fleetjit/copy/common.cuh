@@ -58,9 +58,7 @@ typedef long long i64;
 FJ_DEV unsigned thread_rank() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
-FJ_DEV unsigned block_threads() {
-  return blockDim.x * blockDim.y * blockDim.z;
-}
+FJ_DEV unsigned block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
 FJ_DEV unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
@@ -97,7 +95,8 @@ FJ_DEV void cluster_sync() {
   asm volatile(
       "fence.proxy.async.shared::cta;\n\t"
       "barrier.cluster.arrive.release;\n\t"
-      "barrier.cluster.wait.acquire;" ::: "memory");
+      "barrier.cluster.wait.acquire;" ::
+          : "memory");
 #else
   __syncthreads();
 #endif
@@ -110,13 +109,20 @@ FJ_DEV void cluster_sync() {
 FJ_DEV u64 oob_fill_pattern(const tensor_param& p) {
   if (p.oob != oob_nan) return 0;
   switch (p.dtype) {
-    case dtype_f32: return 0x7FC000007FC00000ull;
-    case dtype_f64: return 0x7FF8000000000000ull;
-    case dtype_f16: return 0x7E007E007E007E00ull;
-    case dtype_bf16: return 0x7FC07FC07FC07FC0ull;
-    case dtype_f8e4m3: return 0x7F7F7F7F7F7F7F7Full;
-    case dtype_f8e5m2: return 0x7E7E7E7E7E7E7E7Eull;
-    default: return 0;
+    case dtype_f32:
+      return 0x7FC000007FC00000ull;
+    case dtype_f64:
+      return 0x7FF8000000000000ull;
+    case dtype_f16:
+      return 0x7E007E007E007E00ull;
+    case dtype_bf16:
+      return 0x7FC07FC07FC07FC0ull;
+    case dtype_f8e4m3:
+      return 0x7F7F7F7F7F7F7F7Full;
+    case dtype_f8e5m2:
+      return 0x7E7E7E7E7E7E7E7Eull;
+    default:
+      return 0;
   }
 }
 
@@ -124,11 +130,21 @@ FJ_DEV u64 oob_fill_pattern(const tensor_param& p) {
 // Copies `w` bytes (1, 2, 4, 8 or 16; both addresses aligned to w).
 FJ_DEV void move(void* dst, const void* src, unsigned w) {
   switch (w) {
-    case 16: *(uint4*)dst = *(const uint4*)src; break;
-    case 8: *(u64*)dst = *(const u64*)src; break;
-    case 4: *(unsigned*)dst = *(const unsigned*)src; break;
-    case 2: *(unsigned short*)dst = *(const unsigned short*)src; break;
-    default: *(unsigned char*)dst = *(const unsigned char*)src; break;
+    case 16:
+      *(uint4*)dst = *(const uint4*)src;
+      break;
+    case 8:
+      *(u64*)dst = *(const u64*)src;
+      break;
+    case 4:
+      *(unsigned*)dst = *(const unsigned*)src;
+      break;
+    case 2:
+      *(unsigned short*)dst = *(const unsigned short*)src;
+      break;
+    default:
+      *(unsigned char*)dst = *(const unsigned char*)src;
+      break;
   }
 }
 // Stores the first `w` bytes of the repeated 8-byte `pattern` (dst aligned).
@@ -141,10 +157,18 @@ FJ_DEV void put(void* dst, u64 pattern, unsigned w) {
       *(uint4*)dst = v;
       break;
     }
-    case 8: *(u64*)dst = pattern; break;
-    case 4: *(unsigned*)dst = (unsigned)pattern; break;
-    case 2: *(unsigned short*)dst = (unsigned short)pattern; break;
-    default: *(unsigned char*)dst = (unsigned char)pattern; break;
+    case 8:
+      *(u64*)dst = pattern;
+      break;
+    case 4:
+      *(unsigned*)dst = (unsigned)pattern;
+      break;
+    case 2:
+      *(unsigned short*)dst = (unsigned short)pattern;
+      break;
+    default:
+      *(unsigned char*)dst = (unsigned char)pattern;
+      break;
   }
 }
 
@@ -195,8 +219,7 @@ FJ_DEV void zero_bytes(void* dst, unsigned n) {
 struct span_split {
   unsigned w, head, body, tail;
 };
-FJ_DEV span_split split_span(const void* dst, const void* src,
-                             unsigned bytes) {
+FJ_DEV span_split split_span(const void* dst, const void* src, unsigned bytes) {
   span_split s;
   s.w = widest(addr(dst) - addr(src));
   s.head = (unsigned)(-addr(dst) & (s.w - 1));
@@ -224,20 +247,21 @@ FJ_DEV span_split split_span(const void* dst, const void* src,
 // per tile costs nothing next to the walk.
 template <int R, class Op>
 __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
-                      unsigned char* smem, bool check, Op& op) {
+                                       unsigned char* smem, bool check,
+                                       Op& op) {
   const unsigned eb = (unsigned)p.elem_bytes;
   const unsigned box0 = (unsigned)p.box[0];
   const i64 s0 = p.stride[0];
   unsigned w = eb;
   if (s0 == 1) {
-    u64 bits = addr(smem) | addr(p.data) | (u64)(box0 * eb) |
-               (u64)((i64)c.v[0] * eb);
+    u64 bits =
+        addr(smem) | addr(p.data) | (u64)(box0 * eb) | (u64)((i64)c.v[0] * eb);
 #pragma unroll
     for (int d = 1; d < R; ++d) bits |= (u64)(p.stride[d] * eb);
     w = widest(bits);
     if (w < eb) w = eb;  // misaligned tensor: still element-wise
   }
-  const unsigned k = w / eb;  // elements per chunk
+  const unsigned k = w / eb;      // elements per chunk
   const unsigned cpr = box0 / k;  // chunks per row
   unsigned rows = 1;
 #pragma unroll

@@ -23,8 +23,7 @@ namespace cp_async_impl {
 
 // ---------------------------------------------------------------- barrier
 FJ_DEV void barrier_init(barrier& b, unsigned count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(
-                   detail::smem_u32(&b)),
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(detail::smem_u32(&b)),
                "r"(count)
                : "memory");
 #if __CUDA_ARCH__ >= 900
@@ -72,16 +71,18 @@ FJ_DEV void wait(barrier& b, unsigned parity) {
 // Without .noinc the pending count is raised by one first, so this is not
 // an arrival of its own: the thread still arrives with barrier::arrive().
 FJ_DEV void attach(barrier& b) {
-  asm volatile("cp.async.mbarrier.arrive.shared.b64 [%0];" ::"r"(
-                   detail::smem_u32(&b))
-               : "memory");
+  asm volatile(
+      "cp.async.mbarrier.arrive.shared.b64 [%0];" ::"r"(detail::smem_u32(&b))
+      : "memory");
 }
 FJ_DEV void attach(in_group_t) {}
 
 // ----------------------------------------------------------------- groups
 // cp.async groups are per thread; every thread commits and waits, and the
 // block barrier then publishes each thread's part to the others.
-FJ_DEV void commit_group() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+FJ_DEV void commit_group() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
 template <int N>
 FJ_DEV void wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
@@ -220,8 +221,8 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
   load_tile<R>(dst, p, c, done, pred, mode);
 }
 template <int R>
-FJ_DEV void store_tile(const tensor_param& p, const coords& c,
-                       const void* src, bool pred) {
+FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
+                       bool pred) {
   __syncthreads();
   detail::store_tile_generic<R>(p, c, src, pred);
 }

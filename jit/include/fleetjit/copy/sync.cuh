@@ -119,8 +119,8 @@ FJ_DEV void load_tile_span(void* dst, const tensor_param& p, const coords& c,
                        p.oob != oob_promise_in_bounds, op);
 }
 template <int R, class Done>
-FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
-                      Done&, bool pred, pred_mode mode) {
+FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c, Done&,
+                      bool pred, pred_mode mode) {
   load_tile_span<R>(dst, p, c, pred, mode);
 }
 template <int R, class Done>
@@ -130,8 +130,8 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
   load_tile_span<R>(dst, p, c, pred, mode);
 }
 template <int R>
-FJ_DEV void store_tile(const tensor_param& p, const coords& c,
-                       const void* src, bool pred) {
+FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
+                       bool pred) {
   __syncthreads();
   detail::store_tile_generic<R>(p, c, src, pred);
 }

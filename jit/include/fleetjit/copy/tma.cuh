@@ -32,12 +32,11 @@
 // Blackwell), so there each block loads the tile itself. Override with
 // -DFJ_COPY_MULTICAST=0|1.
 #ifndef FJ_COPY_MULTICAST
-#if defined(__CUDA_ARCH__) &&                                  \
-    (__CUDA_ARCH__ == 900 ||                                   \
-     (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) &&                \
-      (__CUDA_ARCH_FAMILY_SPECIFIC__ == 1000 ||                \
-       __CUDA_ARCH_FAMILY_SPECIFIC__ == 1030 ||                \
-       __CUDA_ARCH_FAMILY_SPECIFIC__ == 1100)))
+#if defined(__CUDA_ARCH__) &&                                           \
+    (__CUDA_ARCH__ == 900 || (defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && \
+                              (__CUDA_ARCH_FAMILY_SPECIFIC__ == 1000 || \
+                               __CUDA_ARCH_FAMILY_SPECIFIC__ == 1030 || \
+                               __CUDA_ARCH_FAMILY_SPECIFIC__ == 1100)))
 #define FJ_COPY_MULTICAST 1
 #else
 #define FJ_COPY_MULTICAST 0
@@ -87,7 +86,8 @@ FJ_DEV void commit_group() {
 template <int N>
 FJ_DEV void wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-  if (leader()) asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+  if (leader())
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
   __syncthreads();
 }
 // Like wait_group, but a store only needs to have read its SMEM source.
@@ -100,8 +100,7 @@ FJ_DEV void wait_group_read() {
 }
 
 // ------------------------------------------------------------ contiguous
-FJ_DEV void bulk_load(void* dst, const void* src, unsigned bytes,
-                      barrier& b) {
+FJ_DEV void bulk_load(void* dst, const void* src, unsigned bytes, barrier& b) {
   asm volatile(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
       "[%0], [%1], %2, [%3];" ::"r"(detail::smem_u32(dst)),
@@ -197,10 +196,11 @@ FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
   unsigned char* d = (unsigned char*)dst;
   const unsigned char* s = (const unsigned char*)src;
   if (leader()) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
-                     d + sp.head),
-                 "r"(detail::smem_u32(s + sp.head)), "r"(sp.body)
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+            d + sp.head),
+        "r"(detail::smem_u32(s + sp.head)), "r"(sp.body)
+        : "memory");
   }
   const unsigned tail = sp.head + sp.body;
   detail::move_bytes(d, s, sp.head);
@@ -220,27 +220,31 @@ FJ_DEV bool use_tmap(const tensor_param& p, const void* smem) {
 template <int R>
 FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
                         unsigned b) {
-#define FJ_TL(D) \
-  "cp.async.bulk.tensor." D ".shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+#define FJ_TL(D)            \
+  "cp.async.bulk.tensor." D \
+  ".shared::cluster.global.tile.mbarrier::complete_tx::bytes "
   const int* v = c.v;
   if (R == 1) {
     asm volatile(FJ_TL("1d") "[%0], [%1, {%2}], [%3];" ::"r"(s), "l"(m),
-                 "r"(v[0]), "r"(b) : "memory");
+                 "r"(v[0]), "r"(b)
+                 : "memory");
   } else if (R == 2) {
     asm volatile(FJ_TL("2d") "[%0], [%1, {%2, %3}], [%4];" ::"r"(s), "l"(m),
-                 "r"(v[0]), "r"(v[1]), "r"(b) : "memory");
+                 "r"(v[0]), "r"(v[1]), "r"(b)
+                 : "memory");
   } else if (R == 3) {
-    asm volatile(FJ_TL("3d") "[%0], [%1, {%2, %3, %4}], [%5];" ::"r"(s),
-                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b) : "memory");
+    asm volatile(FJ_TL("3d") "[%0], [%1, {%2, %3, %4}], [%5];" ::"r"(s), "l"(m),
+                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b)
+                 : "memory");
   } else if (R == 4) {
     asm volatile(FJ_TL("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b)
                  : "memory");
   } else {
-    asm volatile(FJ_TL("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(
-                     s),
-                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]),
-                 "r"(v[4]), "r"(b) : "memory");
+    asm volatile(FJ_TL("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(s),
+                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4]),
+                 "r"(b)
+                 : "memory");
   }
 #undef FJ_TL
 }
@@ -248,55 +252,62 @@ FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
 template <int R>
 FJ_DEV void tensor_load_multicast(unsigned s, const void* m, const coords& c,
                                   unsigned b, unsigned short k) {
-#define FJ_TM(D)                                                    \
-  "cp.async.bulk.tensor." D ".shared::cluster.global.tile"          \
+#define FJ_TM(D)                 \
+  "cp.async.bulk.tensor." D      \
+  ".shared::cluster.global.tile" \
   ".mbarrier::complete_tx::bytes.multicast::cluster "
   const int* v = c.v;
   if (R == 1) {
     asm volatile(FJ_TM("1d") "[%0], [%1, {%2}], [%3], %4;" ::"r"(s), "l"(m),
-                 "r"(v[0]), "r"(b), "h"(k) : "memory");
+                 "r"(v[0]), "r"(b), "h"(k)
+                 : "memory");
   } else if (R == 2) {
-    asm volatile(FJ_TM("2d") "[%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s),
-                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(b), "h"(k) : "memory");
+    asm volatile(FJ_TM("2d") "[%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s), "l"(m),
+                 "r"(v[0]), "r"(v[1]), "r"(b), "h"(k)
+                 : "memory");
   } else if (R == 3) {
     asm volatile(FJ_TM("3d") "[%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b), "h"(k)
                  : "memory");
   } else if (R == 4) {
-    asm volatile(FJ_TM("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(
-                     s),
+    asm volatile(FJ_TM("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b),
-                 "h"(k) : "memory");
+                 "h"(k)
+                 : "memory");
   } else {
-    asm volatile(FJ_TM("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::
-                     "r"(s),
-                 "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]),
-                 "r"(v[4]), "r"(b), "h"(k) : "memory");
+    asm volatile(
+        FJ_TM("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(s),
+        "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4]), "r"(b),
+        "h"(k)
+        : "memory");
   }
 #undef FJ_TM
 }
 
 template <int R>
 FJ_DEV void tensor_store(const void* m, const coords& c, unsigned s) {
-#define FJ_TS(D) "cp.async.bulk.tensor." D ".global.shared::cta.tile.bulk_group "
+#define FJ_TS(D) \
+  "cp.async.bulk.tensor." D ".global.shared::cta.tile.bulk_group "
   const int* v = c.v;
   if (R == 1) {
     asm volatile(FJ_TS("1d") "[%0, {%2}], [%1];" ::"l"(m), "r"(s), "r"(v[0])
                  : "memory");
   } else if (R == 2) {
     asm volatile(FJ_TS("2d") "[%0, {%2, %3}], [%1];" ::"l"(m), "r"(s),
-                 "r"(v[0]), "r"(v[1]) : "memory");
+                 "r"(v[0]), "r"(v[1])
+                 : "memory");
   } else if (R == 3) {
     asm volatile(FJ_TS("3d") "[%0, {%2, %3, %4}], [%1];" ::"l"(m), "r"(s),
-                 "r"(v[0]), "r"(v[1]), "r"(v[2]) : "memory");
+                 "r"(v[0]), "r"(v[1]), "r"(v[2])
+                 : "memory");
   } else if (R == 4) {
-    asm volatile(FJ_TS("4d") "[%0, {%2, %3, %4, %5}], [%1];" ::"l"(m),
-                 "r"(s), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
+    asm volatile(FJ_TS("4d") "[%0, {%2, %3, %4, %5}], [%1];" ::"l"(m), "r"(s),
+                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
   } else {
     asm volatile(FJ_TS("5d") "[%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(m),
-                 "r"(s), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]),
-                 "r"(v[4]) : "memory");
+                 "r"(s), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4])
+                 : "memory");
   }
 #undef FJ_TS
 }
@@ -312,13 +323,15 @@ FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
                  : "memory");
   } else if (R == 3) {
     asm volatile(FJ_TP("3d") "[%0, {%1, %2, %3}];" ::"l"(m), "r"(v[0]),
-                 "r"(v[1]), "r"(v[2]) : "memory");
+                 "r"(v[1]), "r"(v[2])
+                 : "memory");
   } else if (R == 4) {
     asm volatile(FJ_TP("4d") "[%0, {%1, %2, %3, %4}];" ::"l"(m), "r"(v[0]),
-                 "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+                 "r"(v[1]), "r"(v[2]), "r"(v[3])
+                 : "memory");
   } else {
-    asm volatile(FJ_TP("5d") "[%0, {%1, %2, %3, %4, %5}];" ::"l"(m),
-                 "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4])
+    asm volatile(FJ_TP("5d") "[%0, {%1, %2, %3, %4, %5}];" ::"l"(m), "r"(v[0]),
+                 "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4])
                  : "memory");
   }
 #undef FJ_TP
@@ -379,8 +392,8 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
 
 // Tile store: the tensor map clips at the tensor's bounds in hardware.
 template <int R>
-FJ_DEV void store_tile(const tensor_param& p, const coords& c,
-                       const void* src, bool pred) {
+FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
+                       bool pred) {
   enter();
   if ((p.flags & FJ_TP_HAS_TMAP) == 0 || (detail::addr(src) & 127) != 0) {
     detail::store_tile_generic<R>(p, c, src, pred);
