@@ -274,31 +274,27 @@ absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
                     buffer_size);
 }
 
-absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
-                    CUstream stream, const fj_arg* args, size_t num_args,
-                    size_t arg_stride) {
-  if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
-      k.function == nullptr) {
-    return absl::FailedPreconditionError("launch: the kernel is not loaded");
-  }
+namespace {
+
+// Parameter buffers up to this size sit in a small stack frame.
+constexpr size_t kSmallParamBytes = 4096;
+
+// Packs and launches with the parameter buffer on the stack: nothing is
+// allocated per launch. Most kernels take the small frame; the 32 KiB one
+// is only entered for kernels that need it.
+template <size_t kBufferBytes>
+__attribute__((noinline)) absl::Status PackAndLaunch(
+    LoadedKernel& k, const LaunchShape& shape, CUstream stream,
+    const fj_arg* args, size_t num_args, size_t arg_stride) {
   const DriverApi& api = *k.api;
   Device& device = *k.device;
-  if (device.is_poisoned()) return device.poisoned();
   const DeviceFacts& facts = device.facts();
-
-  LaunchShape shape;
-  absl::Status status = CheckLaunchConfig(facts, k.max_threads_per_block,
-                                          k.static_shared_bytes, cfg, &shape);
-  if (!status.ok()) {
-    return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
-  }
-
-  // The parameter buffer lives on the stack: nothing is allocated per launch.
-  alignas(64) uint8_t buffer[jit::kMaxParamBytes];
+  alignas(64) uint8_t buffer[kBufferBytes];
   TensorEncoder encoder(&api, k.display_name, &k.tma_fallbacks,
                         &k.tma_fallback_reported);
-  status = PackForLaunch(k, args, num_args, arg_stride, encoder,
-                         /*use_thunk=*/true, buffer, sizeof(buffer));
+  absl::Status status =
+      PackForLaunch(k, args, num_args, arg_stride, encoder,
+                    /*use_thunk=*/true, buffer, sizeof(buffer));
   if (!status.ok()) {
     return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
   }
@@ -354,6 +350,34 @@ absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
         absl::StrCat("kernel '", k.display_name, "': cuLaunchKernelEx"));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
+                    CUstream stream, const fj_arg* args, size_t num_args,
+                    size_t arg_stride) {
+  if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
+      k.function == nullptr) {
+    return absl::FailedPreconditionError("launch: the kernel is not loaded");
+  }
+  Device& device = *k.device;
+  if (device.is_poisoned()) return device.poisoned();
+  const DeviceFacts& facts = device.facts();
+
+  LaunchShape shape;
+  absl::Status status = CheckLaunchConfig(facts, k.max_threads_per_block,
+                                          k.static_shared_bytes, cfg, &shape);
+  if (!status.ok()) {
+    return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
+  }
+
+  if (k.entry->param_bytes <= kSmallParamBytes) {
+    return PackAndLaunch<kSmallParamBytes>(k, shape, stream, args, num_args,
+                                           arg_stride);
+  }
+  return PackAndLaunch<jit::kMaxParamBytes>(k, shape, stream, args, num_args,
+                                            arg_stride);
 }
 
 bool IsStickyError(CUresult result) {

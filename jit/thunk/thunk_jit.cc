@@ -27,11 +27,15 @@
 
 namespace fleetjit::jit {
 
-// Hidden like the LLVM types it holds; callers only see the pointer.
-class __attribute__((visibility("hidden"))) ThunkLibrary {
+// Appears in exported signatures, so it holds no LLVM type (those are
+// hidden): the JITDylib is kept opaque.
+class ThunkLibrary {
  public:
+  llvm::orc::JITDylib& dylib() const {
+    return *static_cast<llvm::orc::JITDylib*>(opaque_dylib);
+  }
   std::string object;  // the bytes, to tell objects apart
-  llvm::orc::JITDylib* dylib = nullptr;
+  void* opaque_dylib = nullptr;
   std::map<std::string, std::unique_ptr<LaunchThunk>> thunks;
 };
 
@@ -158,13 +162,13 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
       absl::StrCat("fleetjit_thunks_", impl_->next_id++));
   if (!dylib)
     return FromLlvm(dylib.takeError(), "launch thunks: creating a JITDylib");
-  library->dylib = &*dylib;
+  library->opaque_dylib = &*dylib;
   auto release = [&] {
     llvm::consumeError(
-        impl_->jit->getExecutionSession().removeJITDylib(*library->dylib));
+        impl_->jit->getExecutionSession().removeJITDylib(library->dylib()));
   };
   if (llvm::Error error = impl_->jit->addObjectFile(
-          *library->dylib, llvm::MemoryBuffer::getMemBufferCopy(
+          library->dylib(), llvm::MemoryBuffer::getMemBufferCopy(
                                llvm::StringRef(object.data(), object.size()),
                                "fleetjit_thunks"))) {
     release();
@@ -173,7 +177,7 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
   // Link now (the first lookup materialises the object), so Find never
   // touches LLVM and a link failure surfaces here.
   for (const std::string& name : names) {
-    auto symbol = impl_->jit->lookup(*library->dylib, name);
+    auto symbol = impl_->jit->lookup(library->dylib(), name);
     if (!symbol) {
       absl::Status status = FromLlvm(
           symbol.takeError(), absl::StrCat("launch thunks: linking ", name));
@@ -224,7 +228,7 @@ absl::Status ThunkJit::Unload(ThunkLibrary* library) {
   for (auto it = impl_->libraries.begin(); it != impl_->libraries.end(); ++it) {
     if (it->second.get() != library) continue;
     llvm::Error error =
-        impl_->jit->getExecutionSession().removeJITDylib(*library->dylib);
+        impl_->jit->getExecutionSession().removeJITDylib(library->dylib());
     impl_->libraries.erase(it);
     if (error) return FromLlvm(std::move(error), "launch thunks: unloading");
     return absl::OkStatus();
