@@ -1,5 +1,9 @@
 #include "runtime/tensor_encoder.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstddef>
@@ -55,6 +59,20 @@ constexpr DtypeInfo kDtypes[fj::dtype_count] = {
     {"u16", 2, false, CU_TENSOR_MAP_DATA_TYPE_UINT16, false},
 };
 
+// Copies one 320-byte parameter. A plain memcpy of this size compiles to
+// `rep movsq`, whose start-up cost was half of a cache hit; 16-byte moves
+// are several times faster.
+inline void CopyParam(void* dst, const void* src) {
+#if defined(__SSE2__)
+  auto* d = static_cast<__m128i*>(dst);
+  const auto* s = static_cast<const __m128i*>(src);
+#pragma GCC unroll 20
+  for (int i = 0; i < 20; ++i) _mm_storeu_si128(d + i, _mm_loadu_si128(s + i));
+#else
+  std::memcpy(dst, src, sizeof(fj::tensor_param));
+#endif
+}
+
 bool KnownDtype(int dtype) { return dtype >= 0 && dtype < fj::dtype_count; }
 
 // The oob field as the int it is in memory: a caller may store any value,
@@ -77,7 +95,7 @@ absl::Status ArgError(size_t arg_index, absl::string_view message) {
 
 // Everything the encoded parameter depends on, read straight from the
 // caller's structs. No padding, zeroed beyond ndim: compared with memcmp.
-struct TensorKey {
+struct alignas(16) TensorKey {
   const void* encode_fn;  // the driver entry point (tests swap it)
   uint64_t data;
   uint64_t byte_offset;
@@ -93,6 +111,24 @@ struct TensorKey {
   int32_t flags;  // bit 0: strides given; bit 1: TMA wanted
 };
 static_assert(sizeof(TensorKey) == 144, "TensorKey must have no padding");
+
+// memcmp of two keys, in nine 16-byte compares (a memcmp call was a tenth
+// of a cache hit).
+inline bool SameKey(const TensorKey& a, const TensorKey& b) {
+#if defined(__SSE2__)
+  const auto* x = reinterpret_cast<const __m128i*>(&a);
+  const auto* y = reinterpret_cast<const __m128i*>(&b);
+  __m128i diff = _mm_setzero_si128();
+#pragma GCC unroll 9
+  for (int i = 0; i < 9; ++i) {
+    diff = _mm_or_si128(
+        diff, _mm_xor_si128(_mm_load_si128(x + i), _mm_load_si128(y + i)));
+  }
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(diff, _mm_setzero_si128())) == 0xFFFF;
+#else
+  return std::memcmp(&a, &b, sizeof(TensorKey)) == 0;
+#endif
+}
 
 struct alignas(64) CacheEntry {
   fj::tensor_param param;
@@ -468,12 +504,12 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
                             ? static_cast<const void*>(fallbacks_)
                             : kernel_name_.data();
     entry = &t_cache[CacheIndex(owner, arg_index)];
-    if (entry->valid && std::memcmp(&entry->key, &key, sizeof(key)) == 0) {
+    if (entry->valid && SameKey(entry->key, key)) {
       absl::Status declared =
           CheckDeclared(arg_index, entry->param.rank, entry->param.dtype,
                         declared_rank, declared_dtype);
       if (!declared.ok()) return declared;
-      std::memcpy(out, &entry->param, sizeof(entry->param));
+      CopyParam(out, &entry->param);
       if (entry->fallback) ReportFallback(arg_index, entry->reason);
       return absl::OkStatus();
     }
