@@ -964,6 +964,49 @@ TEST(LaunchGpu, GraphCaptureAndReplay) {
   api.cuStreamDestroy(stream);
 }
 
+// Two runtimes in one process, each with its own thunk JIT, plus one with
+// thunks off (what FLEETJIT_THUNKS=0 / FJ_RUNTIME_DISABLE_THUNKS give):
+// every kernel computes the same result.
+TEST(LaunchGpu, TwoRuntimesAndThunksOff) {
+  REQUIRE_GPU();
+  std::mt19937_64 rng = Rng("TwoRuntimesAndThunksOff");
+  for (bool thunks : {true, false}) {
+    SCOPED_TRACE(thunks ? "second runtime, thunks on"
+                        : "third runtime, thunks off");
+    RuntimeOptions options;
+    options.thunks = thunks;
+    auto rt = Runtime::Create(options);
+    ASSERT_TRUE(rt.ok()) << rt.status();
+    BuildSpec build;
+    build.source = kSource;
+    build.name = "launch_gpu_test.cu";
+    build.use_cache = false;
+    auto record = (*rt)->Build(build);
+    ASSERT_TRUE(record.ok()) << record.status();
+    EXPECT_EQ(record->artifact->thunk_object.empty(), !thunks);
+    auto k = (*rt)->GetKernel(*record, "axpy", 0);
+    ASSERT_TRUE(k.ok()) << k.status();
+    EXPECT_EQ((*k)->thunk.load() != nullptr, thunks);
+    ASSIGN_OR_FAIL(LoadedKernel * ours,
+                   LoadKernel({"axpy"}));  // the first runtime's
+    const int n = 3000;
+    std::vector<float> x = RandomInts(rng, n), y = RandomInts(rng, n);
+    DeviceBuffer dx(n * 4), dy(n * 4);
+    dx.Upload(x);
+    dy.Upload(y);
+    for (LoadedKernel* kernel : {*k, ours}) {
+      ASSERT_TRUE((*(*rt)->device(0))->MakeCurrent().ok());
+      absl::Status s = LaunchArgs(kernel, Config((n + 255) / 256, 256), nullptr,
+                                  {PtrArg(dy.address()), PtrArg(dx.address()),
+                                   F32Arg(1.0f), I32Arg(n)});
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    ASSERT_TRUE(Sync(nullptr, "axpy").ok());
+    std::vector<float> got = dy.Download<float>(n);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(got[i], y[i] + 2 * x[i]) << i;
+  }
+}
+
 // Runs in a fresh process (death-test style "threadsafe" re-executes the
 // binary): a faulting kernel leaves its context unusable for good.
 void FaultInAFreshProcess() {

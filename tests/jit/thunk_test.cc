@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
 #include "runtime/launch_test_util.h"
+#include "runtime/runtime.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -342,6 +345,94 @@ TEST(ThunkJit, LibraryExportsNoLlvmSymbols) {
   if (symbols == 0) GTEST_SKIP() << "nm printed nothing for " << info.dli_fname;
   EXPECT_TRUE(leaked.empty()) << leaked.size() << " LLVM symbols exported by "
                               << info.dli_fname << ", first: " << leaked[0];
+}
+
+// The runtime generates thunks with a build and stores them in the cached
+// artifact: a memory or disk cache hit (here in a second runtime, as a fresh
+// process would) brings the object along and runs no code generation, and
+// the object loads and holds a thunk for every kernel. Needs NVRTC, no GPU.
+TEST(ThunkRuntime, CacheHitsCarryTheThunkObjectWithoutCodegen) {
+  char dir_template[] = "/tmp/fj_thunk_cache.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string source = R"(
+    extern "C" __global__ void a(float* p, int n) {}
+    extern "C" __global__ void b(const __grid_constant__ fj::tensor_param t, float k) {}
+  )";
+  auto build = [&](fleetjit::Runtime& rt) {
+    fleetjit::BuildSpec spec;
+    spec.source = "#include <fleetjit/copy/tensor_param.h>\n" + source;
+    spec.name = "thunk_cache.cu";
+    spec.target = *ParseTarget("sm_90");
+    return rt.Build(spec);
+  };
+  fleetjit::RuntimeOptions options;
+  options.cache.dir = dir;
+  auto first = fleetjit::Runtime::Create(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto built = build(**first);
+  if (!built.ok() && absl::StrContains(built.status().message(), "NVRTC")) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "no NVRTC: " << built.status();
+  }
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->source, fleetjit::CacheSource::kCompiled);
+  EXPECT_FALSE(built->artifact->thunk_object.empty());
+  EXPECT_EQ((*first)->thunks().stats().objects_generated, 1u);
+  auto again = build(**first);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->source, fleetjit::CacheSource::kMemory);
+  EXPECT_EQ((*first)->thunks().stats().objects_generated, 1u)
+      << "memory hit ran codegen";
+
+  auto second = fleetjit::Runtime::Create(options);
+  ASSERT_TRUE(second.ok());
+  auto from_disk = build(**second);
+  ASSERT_TRUE(from_disk.ok()) << from_disk.status();
+  EXPECT_EQ(from_disk->source, fleetjit::CacheSource::kDisk);
+  EXPECT_EQ((*second)->thunks().stats().objects_generated, 0u)
+      << "disk hit ran codegen";
+  const Artifact& artifact = *from_disk->artifact;
+  ASSERT_EQ(artifact.thunk_object, built->artifact->thunk_object);
+  auto jit = ThunkJit::Create();
+  ASSERT_TRUE(jit.ok());
+  auto library = (*jit)->Load(artifact.thunk_object);
+  ASSERT_TRUE(library.ok()) << library.status();
+  for (const KernelEntry& k : artifact.kernels) {
+    EXPECT_TRUE((*jit)->Find(*library, k, artifact.copy_impl).ok()) << k.name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// With thunks off (FLEETJIT_THUNKS=0 or FJ_RUNTIME_DISABLE_THUNKS) builds
+// carry no object and attaching does nothing.
+TEST(ThunkRuntime, ThunksOffGenerateNothing) {
+  fleetjit::LaunchThunks off(false);
+  Artifact artifact;
+  artifact.kernels.push_back(Saxpy());
+  EXPECT_TRUE(off.AddThunkObject(artifact).ok());
+  EXPECT_TRUE(artifact.thunk_object.empty());
+  fleetjit::LoadedKernel k;
+  k.entry = &artifact.kernels[0];
+  EXPECT_TRUE(off.Attach(artifact, k).ok());
+  EXPECT_EQ(k.thunk.load(), nullptr);
+  // And on: an artifact without an object gets one generated at attach.
+  fleetjit::LaunchThunks on(true);
+  EXPECT_TRUE(on.Attach(artifact, k).ok());
+  ASSERT_NE(k.thunk.load(), nullptr);
+  CheckSaxpy(k.thunk.load());
+  EXPECT_EQ(on.stats().objects_generated, 1u);
+  // A stored object from another generator version is replaced.
+  Artifact stale = artifact;
+  KernelEntry other = MakeEntry("other", {U(2)});
+  auto foreign = EmitThunkObject({other}, CopyImpl::kSync);
+  ASSERT_TRUE(foreign.ok());
+  stale.thunk_object = *foreign;
+  fleetjit::LoadedKernel k2;
+  k2.entry = &stale.kernels[0];
+  EXPECT_TRUE(on.Attach(stale, k2).ok());
+  ASSERT_NE(k2.thunk.load(), nullptr);
+  CheckSaxpy(k2.thunk.load());
 }
 
 TEST(ThunkJit, EnvironmentSwitch) {
