@@ -4,6 +4,7 @@
 #include <cstring>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
 #define FJ_SHA256_X86 1
 #endif
@@ -131,7 +132,13 @@ __attribute__((target("sha,sse4.1"))) void CompressShaNi(uint32_t state[8],
 
 bool DetectHardware() {
 #ifdef FJ_SHA256_X86
-  return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1");
+  // CPUID leaf 1: ECX bit 9 SSSE3, bit 19 SSE4.1; leaf 7: EBX bit 29 SHA.
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 9)) ||
+      !(c & (1u << 19))) {
+    return false;
+  }
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29));
 #else
   return false;
 #endif

@@ -255,7 +255,8 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
     problem = absl::StrCat("implausibly large (", size, " bytes)");
   }
   if (problem.empty() && size < kCacheEntryHeaderBytes) {
-    problem = absl::StrCat("truncated: ", size, " bytes, shorter than the header");
+    problem =
+        absl::StrCat("truncated: ", size, " bytes, shorter than the header");
   }
   if (!problem.empty()) {
     Reject(shard.get(), name, path, problem, &st);
@@ -618,7 +619,7 @@ absl::StatusOr<std::vector<CacheEntryInfo>> DiskCache::List(bool verify) const {
       problem = "shard directory is a symbolic link or not a directory";
     } else if (::fstat(shard.get(), &st) == 0) {
       problem = cache_fs::OwnershipProblem(st);
-      if (!problem.empty()) problem = "shard directory " + problem;
+      if (!problem.empty()) problem = absl::StrCat("shard directory ", problem);
     }
     if (!problem.empty()) {
       CacheEntryInfo info;

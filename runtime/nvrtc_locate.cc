@@ -52,7 +52,7 @@ void AppendLdSoConfDirs(std::vector<std::string>& dirs) {
   const std::string conf_dir = "/etc/ld.so.conf.d";
   for (const std::string& name : ListDirectory(conf_dir)) {
     if (!absl::EndsWith(name, ".conf")) continue;
-    std::ifstream in(conf_dir + "/" + name);
+    std::ifstream in(absl::StrCat(conf_dir, "/", name));
     std::string line;
     while (std::getline(in, line)) {
       absl::string_view dir = absl::StripAsciiWhitespace(

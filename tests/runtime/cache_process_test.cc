@@ -114,11 +114,21 @@ TEST(CacheProcessTest, KillDashNineDuringWritesNeverServesACorruptEntry) {
   ASSERT_GT(reader, 0);
 
   Rng rng(seed);
+  const std::string ready_file = dir.Sub("ready");
   for (int k = 0; k < kKills; ++k) {
-    pid_t writer =
-        Spawn(HelperArgs("write-loop", cache_dir, seed, kItems, kImage));
+    std::vector<std::string> writer_args =
+        HelperArgs("write-loop", cache_dir, seed, kItems, kImage);
+    writer_args.push_back(ready_file);
+    pid_t writer = Spawn(writer_args);
     ASSERT_GT(writer, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 80));
+    // Kill at a random moment once it writes (each entry takes a few ms).
+    struct stat st;
+    for (int waited = 0; ::stat(ready_file.c_str(), &st) != 0 && waited < 60000;
+         ++waited) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(::unlink(ready_file.c_str()), 0) << "the writer never started";
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40000));
     ASSERT_EQ(::kill(writer, SIGKILL), 0);
     EXPECT_EQ(Wait(writer), 128 + SIGKILL);
   }
@@ -126,6 +136,10 @@ TEST(CacheProcessTest, KillDashNineDuringWritesNeverServesACorruptEntry) {
   EXPECT_EQ(Wait(reader), 0) << "the reader saw a bad entry";
   std::printf("temp files left by killed writers: %d\n",
               CountTempFiles(cache_dir));
+  CacheConfig config;
+  config.dir = cache_dir;
+  EXPECT_GT(ModuleCache(config).stats().disk_entries, 0u)
+      << "nothing was written";
   ExpectAllValid(cache_dir, seed, kItems, kImage, -1);
 }
 

@@ -5,8 +5,9 @@
 //   cache_stress_helper build DIR SEED COUNT IMAGE_BYTES
 //       GetOrBuild items 0..COUNT-1 (in a pid-dependent order); each result
 //       must be the item's artifact. Exit 0, or 1 on any error or mismatch.
-//   cache_stress_helper write-loop DIR SEED COUNT IMAGE_BYTES
-//       Store random items forever (to be killed with SIGKILL).
+//   cache_stress_helper write-loop DIR SEED COUNT IMAGE_BYTES [READY]
+//       Store random items forever (to be killed with SIGKILL); creates
+//       file READY once the artifacts are prepared and writing starts.
 //   cache_stress_helper read-loop DIR SEED COUNT IMAGE_BYTES SECONDS [STOP]
 //       Load random items for SECONDS, or until file STOP exists; a loaded
 //       item must be the right one and no entry may be rejected (a killed
@@ -62,7 +63,8 @@ int Build(const std::string& dir, uint64_t seed, int count, size_t image) {
   return s.rejected_entries == 0 ? 0 : Fail("rejected entries");
 }
 
-int WriteLoop(const std::string& dir, uint64_t seed, int count, size_t image) {
+int WriteLoop(const std::string& dir, uint64_t seed, int count, size_t image,
+              const std::string& ready_file) {
   DiskCache disk(dir, 0, nullptr);
   std::vector<CacheKey> keys;
   std::vector<jit::Artifact> artifacts;
@@ -71,6 +73,7 @@ int WriteLoop(const std::string& dir, uint64_t seed, int count, size_t image) {
     artifacts.push_back(ArtifactFor(seed, i, image));
   }
   Rng rng(static_cast<uint64_t>(::getpid()));
+  if (!ready_file.empty()) WriteFile(ready_file, "ready");
   for (;;) {
     int i = static_cast<int>(rng() % count);
     absl::Status s = disk.Store(keys[i], artifacts[i]);
@@ -166,7 +169,9 @@ int main(int argc, char** argv) {
   const int n = std::atoi(argv[4]);
   const size_t image = std::strtoull(argv[5], nullptr, 10);
   if (mode == "build") return Build(dir, seed, n, image);
-  if (mode == "write-loop") return WriteLoop(dir, seed, n, image);
+  if (mode == "write-loop") {
+    return WriteLoop(dir, seed, n, image, argc > 6 ? argv[6] : "");
+  }
   if (mode == "read-loop" && argc > 6) {
     return ReadLoop(dir, seed, n, image, std::atof(argv[6]),
                     argc > 7 ? argv[7] : "");
