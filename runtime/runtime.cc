@@ -327,6 +327,32 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
   }
   // Without a thunk (disabled, or it failed) launches take the generic path.
   (void)thunks_->Attach(artifact, *kernel);
+  // The layout came from the PTX; the driver knows the real one. Packing
+  // at a wrong offset would hand the kernel garbage, so a disagreement is
+  // an error naming both (drivers before 12.4 lack the query: PTX alone).
+  if (driver_->cuFuncGetParamInfo != nullptr) {
+    for (size_t i = 0; i <= entry->params.size(); ++i) {
+      size_t offset = 0, size = 0;
+      CUresult r = driver_->cuFuncGetParamInfo(kernel->function, i, &offset, &size);
+      if (i == entry->params.size()) {
+        if (r == CUDA_SUCCESS) {
+          return absl::InternalError(absl::StrCat(
+              "kernel '", name, "': the driver reports more than the ",
+              entry->params.size(), " parameters its PTX declares"));
+        }
+        break;
+      }
+      FJ_RETURN_IF_ERROR(CheckCu(*driver_, r, "cuFuncGetParamInfo"),
+                         absl::StrCat("reading parameter ", i, " of '", name, "'"));
+      const jit::ParamSpec& p = entry->params[i];
+      if (offset != p.offset || size != p.size) {
+        return absl::InternalError(absl::StrCat(
+            "kernel '", name, "' parameter ", i, ": the PTX says offset ",
+            p.offset, " size ", p.size, ", the driver says offset ", offset,
+            " size ", size));
+      }
+    }
+  }
   LoadedKernel* out = kernel.get();
   image->kernels.emplace(std::string(name), std::move(kernel));
   return out;
