@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace fleetjit::bench {
 
@@ -16,6 +17,7 @@ void Check(fj_status* status, const char* what) {
 }
 
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
+fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;

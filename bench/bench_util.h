@@ -11,7 +11,10 @@ namespace fleetjit::bench {
 
 // Exits the process with the status's message if `status` is an error.
 void Check(fj_status* status, const char* what);
+// Views of strings that outlive the call using them. The const char*
+// overload keeps literals from binding to a temporary std::string.
 fj_str Str(const std::string& s);
+fj_str Str(const char* s);
 double Median(std::vector<double> v);
 double NowMs();
 

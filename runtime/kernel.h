@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 
 #include "jit/artifact.h"
@@ -24,7 +25,9 @@ struct LoadedKernel {
   Device* device = nullptr;
   CUcontext context = nullptr;
   CUfunction function = nullptr;
-  const jit::KernelEntry* entry = nullptr;  // owned by the module's Artifact
+  // The layout launches pack by: the artifact's entry, or `relaid_entry`
+  // when the driver placed the parameters elsewhere (see Runtime::GetKernel).
+  const jit::KernelEntry* entry = nullptr;
   jit::CopyImpl copy_impl = jit::CopyImpl::kSync;
   // Function attributes read at load.
   int max_threads_per_block = 0;
@@ -48,6 +51,13 @@ struct LoadedKernel {
   std::atomic<uint64_t> tma_fallbacks{0};
   // Bit min(i, 63): argument i's fallback was reported on stderr.
   std::atomic<uint64_t> tma_fallback_reported{0};
+
+  // --- Parameter layout (runtime/runtime.cc) --------------------------------
+  // Set when this device's driver lays the parameters out differently from
+  // the artifact (e.g. a 64-byte-aligned tensor parameter lands at offset 48
+  // on sm_90, whose parameter bank starts 16 bytes past a 64-byte line):
+  // the corrected copy `entry` points to. Such kernels launch generically.
+  std::unique_ptr<jit::KernelEntry> relaid_entry;
 };
 
 }  // namespace fleetjit

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "jit/embedded.h"
 #include "jit/nvrtc_build.h"
+#include "jit/param_layout.h"
 #include "runtime/cache_sha256.h"
 #include "runtime/cache_key.h"
 #include "runtime/nvrtc_locate.h"
@@ -31,7 +32,62 @@ const char* Env(const char* name) {
   return v != nullptr && v[0] != '\0' ? v : nullptr;
 }
 
+// The parameter layout the driver uses for `function`, when it differs
+// from `entry`'s (nullopt when equal, or when the driver cannot say:
+// cuFuncGetParamInfo arrived in CUDA 12.4). Sizes must agree.
+absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
+    const DriverApi& api, CUfunction function, const jit::KernelEntry& entry) {
+  if (api.cuFuncGetParamInfo == nullptr) return std::nullopt;
+  std::vector<jit::ParamSpec> params = entry.params;
+  bool differs = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    size_t offset = 0, size = 0;
+    FJ_RETURN_IF_ERROR(
+        CheckCu(api, api.cuFuncGetParamInfo(function, i, &offset, &size),
+                "cuFuncGetParamInfo"),
+        absl::StrCat("parameter ", i));
+    if (size != params[i].size) {
+      return absl::InternalError(absl::StrCat(
+          "parameter ", i, " of ", entry.name, ": the PTX says ", params[i].size,
+          " bytes, the driver ", size));
+    }
+    differs = differs || offset != params[i].offset;
+    params[i].offset = static_cast<uint32_t>(offset);
+  }
+  if (!differs) return std::nullopt;
+  return params;
+}
+
 }  // namespace
+
+absl::Status Runtime::AdoptDeviceParamLayouts(jit::Artifact& artifact, int ordinal) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "");
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
+  CUmodule module = nullptr;
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*driver_, driver_->cuModuleLoadData(&module, artifact.image.data()),
+              "cuModuleLoadData"),
+      "loading the image to read its parameter layouts");
+  absl::Status status;
+  for (jit::KernelEntry& entry : artifact.kernels) {
+    CUfunction function = nullptr;
+    status = CheckCu(*driver_,
+                     driver_->cuModuleGetFunction(&function, module, entry.lowered_name.c_str()),
+                     "cuModuleGetFunction");
+    if (!status.ok()) break;
+    auto relaid = DriverParamLayout(*driver_, function, entry);
+    if (!relaid.ok()) {
+      status = relaid.status();
+      break;
+    }
+    if (relaid->has_value()) {
+      entry.params = std::move(**relaid);
+      entry.param_bytes = jit::ParamBufferBytes(entry.params);
+    }
+  }
+  driver_->cuModuleUnload(module);
+  return status;
+}
 
 absl::Status ApplyEnvironment(RuntimeOptions& options) {
   if (const char* v = Env("FLEETJIT_TARGET")) {
@@ -219,8 +275,24 @@ absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
                       absl::StrCat("building '", spec.name, "'"));
   ModuleRecord record;
   record.name = spec.name;
+  int layout_device = -1;
+  for (int d : {spec.device, 0}) {
+    if (d >= 0 && d < device_count() &&
+        jit::TargetRunsOn(target, devices_[d]->facts().arch())) {
+      layout_device = d;
+      break;
+    }
+  }
   auto compile = [&]() -> absl::StatusOr<jit::Artifact> {
     FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, jit::BuildModule(*nvrtc_, request), "");
+    // Parameter offsets are the driver's to choose (64-byte-aligned tensor
+    // parameters move with the architecture's parameter bank). When the
+    // image runs on a device here, take its layout now, so the thunks and
+    // the cached artifact match what a load will find.
+    if (layout_device >= 0) {
+      FJ_RETURN_IF_ERROR(AdoptDeviceParamLayouts(artifact, layout_device),
+                         absl::StrCat("building '", spec.name, "'"));
+    }
     // The launch thunks travel in the artifact, so the cache stores them and
     // a hit runs no LLVM. A failure only leaves launches on the generic path.
     (void)thunks_->AddThunkObject(artifact);
@@ -325,33 +397,21 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
                 "cuFuncGetAttribute"),
         absl::StrCat("reading attributes of '", name, "'"));
   }
-  // Without a thunk (disabled, or it failed) launches take the generic path.
-  (void)thunks_->Attach(artifact, *kernel);
-  // The layout came from the PTX; the driver knows the real one. Packing
-  // at a wrong offset would hand the kernel garbage, so a disagreement is
-  // an error naming both (drivers before 12.4 lack the query: PTX alone).
-  if (driver_->cuFuncGetParamInfo != nullptr) {
-    for (size_t i = 0; i <= entry->params.size(); ++i) {
-      size_t offset = 0, size = 0;
-      CUresult r = driver_->cuFuncGetParamInfo(kernel->function, i, &offset, &size);
-      if (i == entry->params.size()) {
-        if (r == CUDA_SUCCESS) {
-          return absl::InternalError(absl::StrCat(
-              "kernel '", name, "': the driver reports more than the ",
-              entry->params.size(), " parameters its PTX declares"));
-        }
-        break;
-      }
-      FJ_RETURN_IF_ERROR(CheckCu(*driver_, r, "cuFuncGetParamInfo"),
-                         absl::StrCat("reading parameter ", i, " of '", name, "'"));
-      const jit::ParamSpec& p = entry->params[i];
-      if (offset != p.offset || size != p.size) {
-        return absl::InternalError(absl::StrCat(
-            "kernel '", name, "' parameter ", i, ": the PTX says offset ",
-            p.offset, " size ", p.size, ", the driver says offset ", offset,
-            " size ", size));
-      }
-    }
+  // Pack at the offsets this driver uses. A layout that differs from the
+  // artifact's (an artifact built without this device, e.g. PTX for a fleet)
+  // gets a corrected copy; its thunk was generated for the other layout, so
+  // it launches through the generic path.
+  FJ_ASSIGN_OR_RETURN(std::optional<std::vector<jit::ParamSpec>> relaid,
+                      DriverParamLayout(*driver_, kernel->function, *entry),
+                      absl::StrCat("reading the parameters of '", name, "'"));
+  if (relaid.has_value()) {
+    kernel->relaid_entry = std::make_unique<jit::KernelEntry>(*entry);
+    kernel->relaid_entry->params = std::move(*relaid);
+    kernel->relaid_entry->param_bytes = jit::ParamBufferBytes(kernel->relaid_entry->params);
+    kernel->entry = kernel->relaid_entry.get();
+  } else {
+    // Without a thunk (disabled, or it failed) launches take the generic path.
+    (void)thunks_->Attach(artifact, *kernel);
   }
   LoadedKernel* out = kernel.get();
   image->kernels.emplace(std::string(name), std::move(kernel));

@@ -108,6 +108,9 @@ class Runtime {
 
  private:
   Runtime() = default;
+  // Loads `artifact` on device `ordinal` and rewrites its kernels' parameter
+  // offsets to the driver's (see DriverParamLayout in runtime.cc).
+  absl::Status AdoptDeviceParamLayouts(jit::Artifact& artifact, int ordinal);
   struct LoadedImage;
   struct Allocation {
     uint64_t bytes;

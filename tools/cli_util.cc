@@ -1,11 +1,13 @@
 #include "tools/cli_util.h"
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 namespace fleetjit::cli {
 
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
+fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 std::string JsonEscape(const std::string& s) {
   std::string out;

@@ -16,7 +16,10 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitNoGpu = 3;  // selftest / demo needs a GPU
 
+// Views of strings that outlive the call using them. The const char*
+// overload keeps literals from binding to a temporary std::string.
 fj_str Str(const std::string& s);
+fj_str Str(const char* s);
 std::string JsonEscape(const std::string& s);
 std::vector<std::string> SplitComma(const std::string& s);
 
