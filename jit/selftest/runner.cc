@@ -515,11 +515,16 @@ GenTensor MakeTensor(Rng& rng, int rank, int dtype, int oob, bool in_bounds) {
     return n;
   };
   while (total() > kMaxTensorElems) {
-    int d = 0;
-    for (int k = 1; k < rank; ++k) {
-      if (p.shape[k] > p.shape[d]) d = k;
+    // Shrink the largest dimension that can still shrink (box elements are
+    // at most kBoxBudget < kMaxTensorElems, so one always can).
+    int d = -1;
+    for (int k = 0; k < rank; ++k) {
+      const int64_t floor = in_bounds ? p.box[k] : 1;
+      if (p.shape[k] > floor && (d < 0 || p.shape[k] > p.shape[d])) d = k;
     }
-    p.shape[d] = std::max<int64_t>(in_bounds ? p.box[d] : 1, p.shape[d] * 3 / 4);
+    if (d < 0) break;
+    const int64_t floor = in_bounds ? p.box[d] : 1;
+    p.shape[d] = std::max<int64_t>(floor, p.shape[d] * 3 / 4);
   }
   // Strides in elements.
   p.stride[0] = inner_stride ? rng.Int(2, 3) : 1;
@@ -855,7 +860,7 @@ class Matrix {
                         ", variant ", c.v.name, ", seed ", seed_, ", case ",
                         c.index, "; rerun: fleetjit selftest --seed ", seed_,
                         " --impl ", c.row.spec.name, " --feature ", c.feature,
-                        "]");
+                        " --variant ", c.v.name, "]");
   }
 
   absl::Status Upload(uint64_t dst, const void* src, size_t bytes) {
