@@ -58,36 +58,43 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
     return Result{*slot->result, CacheSource::kMemory};
   }
 
-  // 3. Lead: disk, then build. The guard finishes the slot on every path,
-  // even if build() throws, so that waiters never hang.
-  struct Finish {
+  // 3. Lead: disk, then build, then hand the result to the waiters. If
+  // build() throws, the guard hands them an error so that they never hang.
+  struct ThrowGuard {
     ModuleCache* cache;
     const std::string& digest;
     Slot* slot;
-    absl::StatusOr<Result>* outcome = nullptr;
-    ~Finish() {
-      bool keep = outcome != nullptr && outcome->ok() && cache->config_.memory;
-      if (!keep) {
-        absl::MutexLock lock(&cache->mu_);
-        auto it = cache->slots_.find(digest);
-        if (it != cache->slots_.end() && it->second.get() == slot) {
-          cache->slots_.erase(it);
-        }
+    bool armed = true;
+    ~ThrowGuard() {
+      if (armed) {
+        cache->Publish(
+            digest, *slot,
+            absl::InternalError("the module build threw an exception"));
       }
-      if (outcome == nullptr) {
-        slot->result =
-            absl::InternalError("the module build threw an exception");
-      } else if (outcome->ok()) {
-        slot->result = (*outcome)->artifact;
-      } else {
-        slot->result = outcome->status();
-      }
-      slot->done.Notify();
     }
-  } finish{this, key.digest, slot.get()};
+  } guard{this, key.digest, slot.get()};
   absl::StatusOr<Result> outcome = Fill(key, build);
-  finish.outcome = &outcome;
+  guard.armed = false;
+  if (outcome.ok()) {
+    Publish(key.digest, *slot, outcome->artifact);
+  } else {
+    Publish(key.digest, *slot, outcome.status());
+  }
   return outcome;
+}
+
+void ModuleCache::Publish(
+    const std::string& digest, Slot& slot,
+    absl::StatusOr<std::shared_ptr<const jit::Artifact>> result) {
+  // Only a success is kept (and only with a memory tier); a failure is
+  // removed first, so the next caller builds again.
+  if (!result.ok() || !config_.memory) {
+    absl::MutexLock lock(&mu_);
+    auto it = slots_.find(digest);
+    if (it != slots_.end() && it->second.get() == &slot) slots_.erase(it);
+  }
+  slot.result = std::move(result);
+  slot.done.Notify();
 }
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(

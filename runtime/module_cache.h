@@ -105,6 +105,10 @@ class ModuleCache {
 
  private:
   struct Slot;
+  // Gives `result` to the waiters of `slot` (the slot of `digest`), and
+  // drops the slot from the memory tier unless it is a success to keep.
+  void Publish(const std::string& digest, Slot& slot,
+               absl::StatusOr<std::shared_ptr<const jit::Artifact>> result);
   // Loads from disk or builds; the leader of a key's single flight.
   absl::StatusOr<Result> Fill(
       const CacheKey& key,
