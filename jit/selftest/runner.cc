@@ -1589,6 +1589,9 @@ class Matrix {
     for (int k = 0; k < n; ++k) {
       MakeCoords(rng, g.p, in_bounds, coords.data() + k * kCaseInts);
       preds[k] = v.preds ? (rng.Chance(0.7) ? 1 : 0) : 1;
+      if (in_bounds && !TileInBounds(g.p, coords.data() + k * kCaseInts)) {
+        return absl::InternalError("selftest bug: promise_in_bounds tile out of bounds");
+      }
     }
     const int pred_mode = v.preds ? c.index % 2 : static_cast<int>(rng.Int(0, 1));
     const std::string kernel = absl::StrCat("fj_ct_pipeline_e", g.p.elem_bytes, "_r", rank);
