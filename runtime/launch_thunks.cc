@@ -27,41 +27,40 @@ absl::Status LaunchThunks::EnsureJit() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<const std::string*> LaunchThunks::GeneratedObject(
-    const jit::Artifact& artifact) {
-  auto it = generated_.find(&artifact);
-  if (it == generated_.end()) {
+absl::StatusOr<const LaunchThunk*> LaunchThunks::OwnThunk(
+    const jit::KernelEntry& entry, jit::CopyImpl impl) {
+  const std::string symbol = jit::ThunkSymbol(entry, impl);
+  auto it = own_.find(symbol);
+  if (it == own_.end()) {
     jit::ThunkCodegenStats local;
-    FJ_ASSIGN_OR_RETURN(
-        std::string fresh,
-        jit::EmitThunkObject(artifact.kernels, artifact.copy_impl, &local),
-        "generating launch thunks");
+    FJ_ASSIGN_OR_RETURN(std::string object,
+                        jit::EmitThunkObject({entry}, impl, &local),
+                        "generating a launch thunk");
     ++stats_.objects_generated;
     stats_.codegen_ms_total += local.ir_ms + local.codegen_ms;
-    it = generated_.emplace(&artifact, std::move(fresh)).first;
+    FJ_ASSIGN_OR_RETURN(jit::ThunkLibrary * library, jit_->Load(object), "");
+    it = own_.emplace(symbol, library).first;
   }
-  return &it->second;
+  return jit_->Find(it->second, entry, impl);
 }
 
 absl::Status LaunchThunks::AttachLocked(const jit::Artifact& artifact,
                                         LoadedKernel& k) {
   FJ_RETURN_IF_ERROR(EnsureJit(), "");
-  const bool stored = !artifact.thunk_object.empty();
-  const std::string* object = &artifact.thunk_object;
-  if (!stored) {
-    FJ_ASSIGN_OR_RETURN(object, GeneratedObject(artifact), "");
-  }
   const jit::ThunkJitStats before = jit_->stats();
-  absl::StatusOr<jit::ThunkLibrary*> library = jit_->Load(*object);
   absl::StatusOr<const LaunchThunk*> thunk =
-      library.ok() ? jit_->Find(*library, *k.entry, k.copy_impl)
-                   : absl::StatusOr<const LaunchThunk*>(library.status());
-  if (!thunk.ok() && stored) {
-    // A stored object from another generator version (or damaged): make
-    // this process's own.
-    FJ_ASSIGN_OR_RETURN(object, GeneratedObject(artifact), "");
-    FJ_ASSIGN_OR_RETURN(jit::ThunkLibrary * fresh, jit_->Load(*object), "");
-    thunk = jit_->Find(fresh, *k.entry, k.copy_impl);
+      absl::NotFoundError("the artifact carries no thunk object");
+  if (!artifact.thunk_object.empty()) {
+    absl::StatusOr<jit::ThunkLibrary*> library =
+        jit_->Load(artifact.thunk_object);
+    thunk = library.ok() ? jit_->Find(*library, *k.entry, k.copy_impl)
+                         : absl::StatusOr<const LaunchThunk*>(library.status());
+  }
+  if (!thunk.ok()) {
+    // No stored object (built with thunks off), one from another generator
+    // version, or a layout the driver changed at load (k.entry relaid):
+    // generate this kernel's own, shared by every kernel of its signature.
+    thunk = OwnThunk(*k.entry, k.copy_impl);
   }
   const jit::ThunkJitStats after = jit_->stats();
   stats_.objects_loaded += after.objects_loaded - before.objects_loaded;

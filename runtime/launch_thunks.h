@@ -7,8 +7,10 @@
 //      it and a cache hit never runs LLVM code generation.
 //   2. When a kernel is loaded on a device, Attach links the artifact's
 //      object (once per distinct object) and publishes the kernel's thunk in
-//      LoadedKernel::thunk. An artifact without an object (built with thunks
-//      off) gets one generated on the spot, once.
+//      LoadedKernel::thunk. A kernel the object has no thunk for (built with
+//      thunks off, an older generator, or a parameter layout the driver
+//      changed at load: k.entry relaid) gets one generated on the spot, once
+//      per signature.
 // Until Attach succeeds, and always when thunks are disabled
 // (FLEETJIT_THUNKS=0 or FJ_RUNTIME_DISABLE_THUNKS), launches take the
 // generic path, which behaves identically. A failure here is never fatal:
@@ -50,9 +52,9 @@ class LaunchThunks {
   absl::Status AddThunkObject(jit::Artifact& artifact,
                               jit::ThunkCodegenStats* stats = nullptr);
 
-  // Hook 2: sets k.thunk for `k` (whose entry belongs to `artifact`). A
-  // stored object that lacks the kernel's thunk (made by an older
-  // generator) is replaced by a fresh one for this process.
+  // Hook 2: sets k.thunk for `k`, a kernel of `artifact` that packs by
+  // k.entry (the artifact's entry, or a relaid copy). Uses the artifact's
+  // object when it has the thunk, else generates one (see above).
   absl::Status Attach(const jit::Artifact& artifact, LoadedKernel& k);
 
   LaunchThunkStats stats() const;
@@ -61,14 +63,16 @@ class LaunchThunks {
   absl::Status EnsureJit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AttachLocked(const jit::Artifact& artifact, LoadedKernel& k)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<const std::string*> GeneratedObject(
-      const jit::Artifact& artifact) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A thunk generated here for `entry`'s signature (cached by symbol).
+  absl::StatusOr<const LaunchThunk*> OwnThunk(const jit::KernelEntry& entry,
+                                              jit::CopyImpl impl)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const bool enabled_;
   mutable absl::Mutex mu_;
   std::unique_ptr<jit::ThunkJit> jit_ ABSL_GUARDED_BY(mu_);
-  // Objects generated for artifacts that came without one, by artifact.
-  std::map<const jit::Artifact*, std::string> generated_ ABSL_GUARDED_BY(mu_);
+  // Thunks generated at attach time, by ThunkSymbol.
+  std::map<std::string, jit::ThunkLibrary*> own_ ABSL_GUARDED_BY(mu_);
   LaunchThunkStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -435,6 +435,34 @@ TEST(ThunkRuntime, ThunksOffGenerateNothing) {
   CheckSaxpy(k2.thunk.load());
 }
 
+// A kernel whose parameters the driver placed elsewhere at load (sm_90
+// puts a 64-aligned tensor at offset 48) packs by a relaid entry: it gets
+// a thunk for that layout, not the stored one.
+TEST(ThunkRuntime, RelaidEntriesGetTheirOwnThunk) {
+  Artifact artifact;
+  artifact.copy_impl = CopyImpl::kTma;
+  artifact.kernels.push_back(MakeEntry("t", {Ptr(), Tensor(), I(4)}));
+  auto stored = EmitThunkObject(artifact.kernels, artifact.copy_impl);
+  ASSERT_TRUE(stored.ok());
+  artifact.thunk_object = *stored;
+  KernelEntry relaid = artifact.kernels[0];
+  ASSERT_EQ(relaid.params[1].offset, 64u);
+  relaid.params[1].offset = 48;
+  relaid.params[2].offset = 368;
+  relaid.param_bytes = 372;
+  ASSERT_NE(ThunkSymbol(relaid, CopyImpl::kTma),
+            ThunkSymbol(artifact.kernels[0], CopyImpl::kTma));
+  fleetjit::LaunchThunks thunks(true);
+  fleetjit::LoadedKernel k;
+  k.entry = &relaid;
+  k.copy_impl = CopyImpl::kTma;
+  ASSERT_TRUE(thunks.Attach(artifact, k).ok());
+  const LaunchThunk* thunk = k.thunk.load();
+  ASSERT_NE(thunk, nullptr);
+  EXPECT_EQ(thunk->symbol, ThunkSymbol(relaid, CopyImpl::kTma));
+  EXPECT_EQ(thunks.stats().objects_generated, 1u);
+}
+
 TEST(ThunkJit, EnvironmentSwitch) {
   unsetenv("FLEETJIT_THUNKS");
   EXPECT_TRUE(ThunksEnabledByEnvironment());
