@@ -1,0 +1,154 @@
+// TMA tile loads of every rank through the copy layer, in the simplest
+// kernels that can use them, against a host reference: the kernel itself
+// calls load_tile (direct), or a noinline device function does it with the
+// tensor passed by reference (as the conformance kernels do). Each variant
+// runs in its own forked child, so one fault cannot hide the others.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fleetjit/fleetjit.h"
+#include "gtest/gtest.h"
+
+namespace {
+
+constexpr const char* kSource = R"(
+#include <fleetjit/copy.cuh>
+template <class T, int R>
+__device__ __noinline__ void through_function(const fj::tensor<T, R>& t, T* out) {
+  extern __shared__ unsigned char smem_raw[];
+  T* tile = (T*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(fj::block_threads());
+  __syncthreads();
+  fj::load_tile(tile, t, fj::at(1, 1, 1, 1, 1), bar);
+  bar.arrive();
+  bar.wait(0);
+  for (unsigned i = threadIdx.x; i < t.box_elems(); i += blockDim.x) out[i] = tile[i];
+}
+template <class T, int R>
+__device__ __forceinline__ void inline_body(const fj::tensor<T, R>& t, T* out) {
+  extern __shared__ unsigned char smem_raw[];
+  T* tile = (T*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(fj::block_threads());
+  __syncthreads();
+  fj::load_tile(tile, t, fj::at(1, 1, 1, 1, 1), bar);
+  bar.arrive();
+  bar.wait(0);
+  for (unsigned i = threadIdx.x; i < t.box_elems(); i += blockDim.x) out[i] = tile[i];
+}
+#define FJ_PROBE(R)                                                                  \
+  extern "C" __global__ void direct_r##R(FJ_TENSOR(float, R) t, float* out) {       \
+    inline_body<float, R>(t, out);                                                   \
+  }                                                                                  \
+  extern "C" __global__ void function_r##R(FJ_TENSOR(unsigned, R) t, unsigned* out) { \
+    through_function<unsigned, R>(t, out);                                           \
+  }
+FJ_PROBE(1) FJ_PROBE(2) FJ_PROBE(3) FJ_PROBE(4) FJ_PROBE(5)
+)";
+
+fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+
+// Runs one kernel on a random rank-R f32 tensor (extent 9 per dim, box 4)
+// and compares the tile at (1, ..., 1). Returns 0 on success.
+int RunProbe(const std::string& kernel, int rank) {
+  fj_runtime* rt = nullptr;
+  if (fj_runtime_create(nullptr, &rt) != nullptr) return 10;
+  fj_build_options o{};
+  o.struct_size = sizeof(o);
+  std::string src = kSource;
+  o.source = S(src);
+  o.copy_impl = FJ_COPY_IMPL_TMA;
+  fj_module* m = nullptr;
+  if (fj_module_build(rt, &o, &m) != nullptr) return 11;
+  fj_kernel* k = nullptr;
+  if (fj_module_get_kernel(m, S(kernel), 0, &k) != nullptr) return 12;
+  int64_t shape[5], n = 1;
+  uint32_t box[5];
+  for (int d = 0; d < rank; ++d) {
+    shape[d] = 9;
+    box[d] = 4;
+    n *= 9;
+  }
+  std::vector<float> host(n);
+  std::mt19937 rng(std::random_device{}());
+  for (float& v : host) v = static_cast<float>(rng() % 100000) + 0.5f;
+  uint64_t data = 0, out = 0;
+  size_t box_elems = 1;
+  for (int d = 0; d < rank; ++d) box_elems *= 4;
+  if (fj_mem_alloc(rt, 0, n * 4, &data) || fj_mem_alloc(rt, 0, box_elems * 4, &out)) return 13;
+  fj_memcpy_htod(rt, data, host.data(), n * 4, nullptr);
+  fj_memset_d8(rt, out, 0xCD, box_elems * 4, nullptr);
+  fj_tensor t{reinterpret_cast<void*>(data), {2, 0}, rank, {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor_arg ta{};
+  ta.struct_size = sizeof(ta);
+  ta.tensor = &t;
+  for (int d = 0; d < rank; ++d) ta.box[d] = box[d];
+  fj_arg args[2] = {};
+  args[0].struct_size = args[1].struct_size = sizeof(fj_arg);
+  args[0].kind = FJ_ARG_TENSOR;
+  args[0].v.tensor = &ta;
+  args[1].kind = FJ_ARG_POINTER;
+  args[1].v.pointer = out;
+  fj_launch_config cfg{};
+  cfg.struct_size = sizeof(cfg);
+  cfg.grid[0] = 1;
+  cfg.block[0] = 128;
+  cfg.shared_bytes = static_cast<uint32_t>(box_elems * 4 + 128);
+  fj_status* st = fj_launch(k, &cfg, args, 2);
+  if (st != nullptr) {
+    std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+    return 14;
+  }
+  std::vector<float> got(box_elems);
+  st = fj_memcpy_dtoh(rt, got.data(), out, box_elems * 4, nullptr);
+  if (st != nullptr) {
+    std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+    return 15;
+  }
+  for (size_t i = 0; i < box_elems; ++i) {
+    // Element i of the box, dim 0 fastest, at tensor coordinates 1 + index.
+    size_t rem = i, off = 0, stride = 1;
+    for (int d = 0; d < rank; ++d) {
+      off += (1 + rem % 4) * stride;
+      rem /= 4;
+      stride *= 9;
+    }
+    if (std::memcmp(&got[i], &host[off], 4) != 0) return 16;
+  }
+  return 0;
+}
+
+class TmaTileTest : public ::testing::TestWithParam<std::tuple<const char*, int>> {};
+
+TEST_P(TmaTileTest, LoadsTheTileAtEveryRank) {
+  fj_runtime* rt = nullptr;
+  ASSERT_EQ(fj_runtime_create(nullptr, &rt), nullptr);
+  int32_t n = 0;
+  fj_device_count(rt, &n);
+  fj_device_info info{};
+  info.struct_size = sizeof(info);
+  bool hopper = n > 0 && fj_device_info_get(rt, 0, &info) == nullptr && info.cc_major >= 9;
+  fj_runtime_destroy(rt);
+  if (!hopper) GTEST_SKIP() << "needs a GPU with TMA (sm_90+)";
+  const std::string kernel =
+      std::string(std::get<0>(GetParam())) + "_r" + std::to_string(std::get<1>(GetParam()));
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) _exit(RunProbe(kernel, std::get<1>(GetParam())));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << kernel << " crashed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << kernel;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, TmaTileTest,
+                         ::testing::Combine(::testing::Values("direct", "function"),
+                                            ::testing::Values(1, 2, 3, 4, 5)));
+
+}  // namespace
