@@ -129,7 +129,7 @@ std::string SelfPath() {
 
 void Row(const std::string& what, const std::string& value,
          const std::string& reference) {
-  std::printf("| %-52s | %-22s | %-34s |\n", what.c_str(), value.c_str(),
+  std::printf("| %-74s | %-20s | %-34s |\n", what.c_str(), value.c_str(),
               reference.c_str());
 }
 
@@ -155,10 +155,10 @@ int Main(int argc, char** argv) {
               cache_dir.c_str());
   std::printf("SHA-256 block function: %s\n\n",
               internal::Sha256HardwareAvailable() ? "SHA-NI" : "portable");
-  std::printf("| %-52s | %-22s | %-34s |\n", "measure", "fleetjit",
+  std::printf("| %-74s | %-20s | %-34s |\n", "measure", "fleetjit",
               "reference (anchors.md, H200 host)");
-  std::printf("|%s|%s|%s|\n", std::string(54, '-').c_str(),
-              std::string(24, '-').c_str(), std::string(36, '-').c_str());
+  std::printf("|%s|%s|%s|\n", std::string(76, '-').c_str(),
+              std::string(22, '-').c_str(), std::string(36, '-').c_str());
 
   // 1. Memory hits.
   {
