@@ -57,7 +57,8 @@ struct CacheConfig {
 enum class CacheSource { kCompiled, kMemory, kDisk };
 
 // Counters of one ModuleCache, plus the disk directory's size now. Every
-// successful GetOrBuild counts once in memory_hits, disk_hits or misses.
+// GetOrBuild that returns an artifact counts once in memory_hits, disk_hits
+// or misses; a build that fails counts as a miss too.
 struct CacheStats {
   uint64_t memory_hits = 0;     // served from memory (incl. waiters of a build)
   uint64_t disk_hits = 0;       // loaded from a disk entry
@@ -89,6 +90,9 @@ class ModuleCache {
       const CacheKey& key,
       absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build);
 
+  // The counters, and disk_entries/disk_bytes from a scan of the directory
+  // (cost grows with the number of entries: call it for reports, not per
+  // build).
   CacheStats stats() const;
 
   // Empties the memory tier (builds in flight finish normally) and deletes
