@@ -19,35 +19,36 @@ namespace {
 constexpr const char* kSource = R"(
 #include <fleetjit/copy.cuh>
 template <class T, int R>
-__device__ __noinline__ void through_function(const fj::tensor<T, R>& t, T* out) {
+__device__ __noinline__ void through_function(const fj::tensor<T, R>& t, T* out, int c) {
   extern __shared__ unsigned char smem_raw[];
   T* tile = (T*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   __shared__ fj::barrier bar;
   if (threadIdx.x == 0) bar.init(fj::block_threads());
   __syncthreads();
-  fj::load_tile(tile, t, fj::at(1, 1, 1, 1, 1), bar);
+  fj::load_tile(tile, t, fj::at(c, c, c, c, c), bar);
   bar.arrive();
   bar.wait(0);
   for (unsigned i = threadIdx.x; i < t.box_elems(); i += blockDim.x) out[i] = tile[i];
 }
 template <class T, int R>
-__device__ __forceinline__ void inline_body(const fj::tensor<T, R>& t, T* out) {
+__device__ __forceinline__ void inline_body(const fj::tensor<T, R>& t, T* out, int c) {
   extern __shared__ unsigned char smem_raw[];
   T* tile = (T*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   __shared__ fj::barrier bar;
   if (threadIdx.x == 0) bar.init(fj::block_threads());
   __syncthreads();
-  fj::load_tile(tile, t, fj::at(1, 1, 1, 1, 1), bar);
+  fj::load_tile(tile, t, fj::at(c, c, c, c, c), bar);
   bar.arrive();
   bar.wait(0);
   for (unsigned i = threadIdx.x; i < t.box_elems(); i += blockDim.x) out[i] = tile[i];
 }
 #define FJ_PROBE(R)                                                                  \
-  extern "C" __global__ void direct_r##R(FJ_TENSOR(float, R) t, float* out) {       \
-    inline_body<float, R>(t, out);                                                   \
+  extern "C" __global__ void direct_r##R(FJ_TENSOR(float, R) t, float* out, int c) { \
+    inline_body<float, R>(t, out, c);                                                \
   }                                                                                  \
-  extern "C" __global__ void function_r##R(FJ_TENSOR(unsigned, R) t, unsigned* out) { \
-    through_function<unsigned, R>(t, out);                                           \
+  extern "C" __global__ void function_r##R(FJ_TENSOR(unsigned, R) t, unsigned* out,    \
+                                           int c) {                                  \
+    through_function<unsigned, R>(t, out, c);                                        \
   }
 FJ_PROBE(1) FJ_PROBE(2) FJ_PROBE(3) FJ_PROBE(4) FJ_PROBE(5)
 )";
@@ -55,9 +56,9 @@ FJ_PROBE(1) FJ_PROBE(2) FJ_PROBE(3) FJ_PROBE(4) FJ_PROBE(5)
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
 
 // Runs one kernel on a random rank-R f32 tensor (extent `extent` per dim,
-// box 4) and compares the tile at (1, ..., 1). Returns 0 on success, 77
-// when there is no TMA-capable GPU.
-int RunProbe(const std::string& kernel, int rank, int extent) {
+// box `bx` per dim) and compares the tile at (c, ..., c). Returns 0 on
+// success, 77 when there is no TMA-capable GPU.
+int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c) {
   fj_runtime* rt = nullptr;
   if (fj_runtime_create(nullptr, &rt) != nullptr) return 10;
   int32_t count = 0;
@@ -78,7 +79,7 @@ int RunProbe(const std::string& kernel, int rank, int extent) {
   uint32_t box[5];
   for (int d = 0; d < rank; ++d) {
     shape[d] = extent;
-    box[d] = 4;
+    box[d] = static_cast<uint32_t>(bx);
     n *= extent;
   }
   std::vector<float> host(n);
@@ -86,7 +87,7 @@ int RunProbe(const std::string& kernel, int rank, int extent) {
   for (float& v : host) v = static_cast<float>(rng() % 100000) + 0.5f;
   uint64_t data = 0, out = 0;
   size_t box_elems = 1;
-  for (int d = 0; d < rank; ++d) box_elems *= 4;
+  for (int d = 0; d < rank; ++d) box_elems *= bx;
   if (fj_mem_alloc(rt, 0, n * 4, &data) || fj_mem_alloc(rt, 0, box_elems * 4, &out)) return 13;
   fj_memcpy_htod(rt, data, host.data(), n * 4, nullptr);
   fj_memset_d8(rt, out, 0xCD, box_elems * 4, nullptr);
@@ -95,8 +96,10 @@ int RunProbe(const std::string& kernel, int rank, int extent) {
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
   for (int d = 0; d < rank; ++d) ta.box[d] = box[d];
-  fj_arg args[2] = {};
-  args[0].struct_size = args[1].struct_size = sizeof(fj_arg);
+  fj_arg args[3] = {};
+  args[0].struct_size = args[1].struct_size = args[2].struct_size = sizeof(fj_arg);
+  args[2].kind = FJ_ARG_I32;
+  args[2].v.i32 = c;
   args[0].kind = FJ_ARG_TENSOR;
   args[0].v.tensor = &ta;
   args[1].kind = FJ_ARG_POINTER;
@@ -106,7 +109,7 @@ int RunProbe(const std::string& kernel, int rank, int extent) {
   cfg.grid[0] = 1;
   cfg.block[0] = 128;
   cfg.shared_bytes = static_cast<uint32_t>(box_elems * 4 + 128);
-  fj_status* st = fj_launch(k, &cfg, args, 2);
+  fj_status* st = fj_launch(k, &cfg, args, 3);
   if (st != nullptr) {
     std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
     return 14;
@@ -121,8 +124,8 @@ int RunProbe(const std::string& kernel, int rank, int extent) {
     // Element i of the box, dim 0 fastest, at tensor coordinates 1 + index.
     size_t rem = i, off = 0, stride = 1;
     for (int d = 0; d < rank; ++d) {
-      off += (1 + rem % 4) * stride;
-      rem /= 4;
+      off += (c + rem % bx) * stride;
+      rem /= bx;
       stride *= extent;
     }
     if (std::memcmp(&got[i], &host[off], 4) != 0) return 16;
@@ -130,27 +133,31 @@ int RunProbe(const std::string& kernel, int rank, int extent) {
   return 0;
 }
 
-// (kernel family, rank, extent per dimension)
-class TmaTileTest
-    : public ::testing::TestWithParam<std::tuple<const char*, int, int>> {};
+// (kernel family, rank, extent, box, coordinate), the same in every dim.
+using Shape = std::tuple<int, int, int>;
+class TmaTileTest : public ::testing::TestWithParam<std::tuple<const char*, int, Shape>> {};
 
 // CUDA is not fork-safe: the parent never touches it, each child does all.
 TEST_P(TmaTileTest, LoadsTheTileAtEveryRank) {
-  const auto [family, rank, extent] = GetParam();
+  const auto [family, rank, shape] = GetParam();
+  const auto [extent, bx, c] = shape;
   const std::string kernel = std::string(family) + "_r" + std::to_string(rank);
   std::fflush(nullptr);
   pid_t pid = fork();
-  if (pid == 0) _exit(RunProbe(kernel, rank, extent));
+  if (pid == 0) _exit(RunProbe(kernel, rank, extent, bx, c));
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << kernel << " crashed";
   if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "needs a GPU with TMA (sm_90+)";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << kernel << " extent " << extent;
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << kernel << " extent " << extent << " box " << bx << " at " << c;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, TmaTileTest,
                          ::testing::Combine(::testing::Values("direct", "function"),
-                                            ::testing::Values(1, 2, 3, 4, 5),
-                                            ::testing::Values(8, 9, 41)));
+                                            ::testing::Values(1, 2, 3),
+                                            ::testing::Values(Shape{8, 4, 1}, Shape{8, 4, 0},
+                                                              Shape{8, 4, 4}, Shape{8, 8, 0},
+                                                              Shape{64, 16, 16}, Shape{41, 4, 1})));
 
 }  // namespace

@@ -209,8 +209,17 @@ FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
 
 // ------------------------------------------------------------------ tiles
 // Whether this tile copy can go through the tensor map.
-FJ_DEV bool use_tmap(const tensor_param& p, const void* smem) {
+// Emulation: a tile-mode tensor copy whose innermost start coordinate is
+// not 16-byte aligned (c0 * elem_bytes % 16 != 0) faults on the H200 with an
+// illegal instruction (measured, tests/gpu/tma_tile_test.cc), so such tiles
+// take the cp.async path instead.
+FJ_DEV bool tmap_coords_ok(const tensor_param& p, const coords& c) {
+  return ((long long)c.v[0] * p.elem_bytes) % 16 == 0;
+}
+FJ_DEV bool use_tmap(const tensor_param& p, const void* smem,
+                     const coords& c) {
   return (p.flags & FJ_TP_HAS_TMAP) != 0 && (detail::addr(smem) & 127) == 0 &&
+         tmap_coords_ok(p, c) &&
          !(p.oob == oob_nan &&
            (p.dtype == dtype_f8e4m3 || p.dtype == dtype_f8e5m2));
 }
@@ -345,7 +354,7 @@ FJ_DEV void load_tile_bar(void* dst, const tensor_param& p, const coords& c,
                           barrier& b, unsigned short mask, bool pred,
                           pred_mode mode) {
   enter();
-  if (!use_tmap(p, dst)) {
+  if (!use_tmap(p, dst, c)) {
     cpa::issue_tile<R>(dst, p, c, pred, mode);
     cpa::attach(b);
     return;
@@ -395,7 +404,8 @@ template <int R>
 FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
                        bool pred) {
   enter();
-  if ((p.flags & FJ_TP_HAS_TMAP) == 0 || (detail::addr(src) & 127) != 0) {
+  if ((p.flags & FJ_TP_HAS_TMAP) == 0 || (detail::addr(src) & 127) != 0 ||
+      !tmap_coords_ok(p, c)) {
     detail::store_tile_generic<R>(p, c, src, pred);
     return;
   }
@@ -430,7 +440,7 @@ FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
 }
 template <int R>
 FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
-  if ((p.flags & FJ_TP_HAS_TMAP) == 0) {
+  if ((p.flags & FJ_TP_HAS_TMAP) == 0 || !tmap_coords_ok(p, c)) {
     detail::prefetch_tile_lines<R>(p, c);
   } else if (leader()) {
     tensor_prefetch<R>(p.tmap, c);
