@@ -216,6 +216,17 @@ FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
 FJ_DEV bool tmap_coords_ok(const tensor_param& p, const coords& c) {
   return ((long long)c.v[0] * p.elem_bytes) % 16 == 0;
 }
+// Emulation: tile stores through the tensor map faulted on the H200 for
+// tiles that leave the tensor (measured by the conformance matrix, e.g. a
+// bf16 rank-1 store at the ragged end), so only tiles wholly inside it use
+// TMA; edge tiles take the clipped thread store.
+template <int R>
+FJ_DEV bool tile_inside(const tensor_param& p, const coords& c) {
+  for (int d = 0; d < R; ++d) {
+    if (c.v[d] < 0 || (long long)c.v[d] + p.box[d] > p.shape[d]) return false;
+  }
+  return true;
+}
 FJ_DEV bool use_tmap(const tensor_param& p, const void* smem,
                      const coords& c) {
   return (p.flags & FJ_TP_HAS_TMAP) != 0 && (detail::addr(smem) & 127) == 0 &&
@@ -405,7 +416,7 @@ FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
                        bool pred) {
   enter();
   if ((p.flags & FJ_TP_HAS_TMAP) == 0 || (detail::addr(src) & 127) != 0 ||
-      !tmap_coords_ok(p, c)) {
+      !tmap_coords_ok(p, c) || !tile_inside<R>(p, c)) {
     detail::store_tile_generic<R>(p, c, src, pred);
     return;
   }
