@@ -65,6 +65,6 @@ endfunction()
 # find the libraries in ../lib, in the build tree and staged on the GPU host.
 function(fj_executable_rpath target)
   set_target_properties(${target} PROPERTIES
-    BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "$ORIGIN/../lib"
-    LINK_OPTIONS "-Wl,--disable-new-dtags")
+    BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "$ORIGIN/../lib")
+  target_link_options(${target} PRIVATE -Wl,--disable-new-dtags)
 endfunction()

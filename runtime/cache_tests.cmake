@@ -4,9 +4,8 @@ add_executable(cache_stress_helper ${CMAKE_SOURCE_DIR}/tests/runtime/cache_stres
 target_link_libraries(cache_stress_helper PRIVATE fleetjit_core Threads::Threads)
 target_include_directories(cache_stress_helper PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests)
 set_target_properties(cache_stress_helper PROPERTIES
-  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests
-  BUILD_RPATH "${CMAKE_BINARY_DIR}/lib")
-target_link_options(cache_stress_helper PRIVATE -Wl,--disable-new-dtags)
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+fj_executable_rpath(cache_stress_helper)
 
 fj_add_test(artifact_test ${CMAKE_SOURCE_DIR}/tests/jit/artifact_test.cc)
 fj_add_test(cache_key_test ${CMAKE_SOURCE_DIR}/tests/runtime/cache_key_test.cc)
@@ -19,15 +18,4 @@ add_dependencies(cache_process_test cache_stress_helper)
 if(EXISTS ${CMAKE_SOURCE_DIR}/tools/cache_command.cc)
   fj_add_test(cache_command_test ${CMAKE_SOURCE_DIR}/tests/runtime/cache_command_test.cc
     ${CMAKE_SOURCE_DIR}/tools/cache_command.cc)
-endif()
-
-# fj_add_test sets the LINK_OPTIONS property, which drops the directory-wide
-# sanitizer link flags: add them back so FJ_SANITIZE builds link.
-if(FJ_SANITIZE)
-  foreach(t artifact_test cache_key_test module_cache_test disk_cache_test
-            cache_process_test cache_command_test)
-    if(TARGET ${t})
-      target_link_options(${t} PRIVATE -fsanitize=address,undefined)
-    endif()
-  endforeach()
 endif()

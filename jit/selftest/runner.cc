@@ -26,32 +26,6 @@
 #include "jit/selftest/reference.h"
 #include "runtime/tensor_encoder.h"
 
-// The C ABI lives in libfleetjit.so.1, which links this library: the
-// references below are weak and bound at load time from the process (the CLI
-// and the tests link libfleetjit.so.1). CApiLoaded() checks them.
-#pragma weak fj_status_code
-#pragma weak fj_status_message
-#pragma weak fj_status_detail
-#pragma weak fj_status_free
-#pragma weak fj_code_name
-#pragma weak fj_runtime_driver_error
-#pragma weak fj_device_count
-#pragma weak fj_device_info_get
-#pragma weak fj_mem_alloc
-#pragma weak fj_mem_free
-#pragma weak fj_memcpy_htod
-#pragma weak fj_memcpy_dtoh
-#pragma weak fj_memset_d8
-#pragma weak fj_stream_create
-#pragma weak fj_stream_synchronize
-#pragma weak fj_stream_destroy
-#pragma weak fj_module_build
-#pragma weak fj_module_info_get
-#pragma weak fj_module_destroy
-#pragma weak fj_module_get_kernel
-#pragma weak fj_kernel_info_get
-#pragma weak fj_launch
-#pragma weak fj_copy_impl_name
 
 namespace fleetjit::selftest {
 namespace {
@@ -65,21 +39,6 @@ constexpr uint64_t kAuxPredsOffset = kAuxBytes / 2;
 constexpr uint32_t kBoxBudget = 8192;         // bytes of one tile
 constexpr int64_t kMaxTensorElems = 1 << 16;  // logical elements per tensor
 constexpr int kMaxSamples = 3;
-
-bool CApiLoaded() {
-  return &fj_status_code != nullptr && &fj_status_message != nullptr &&
-         &fj_status_detail != nullptr && &fj_status_free != nullptr &&
-         &fj_code_name != nullptr && &fj_runtime_driver_error != nullptr &&
-         &fj_device_count != nullptr && &fj_device_info_get != nullptr &&
-         &fj_mem_alloc != nullptr && &fj_mem_free != nullptr &&
-         &fj_memcpy_htod != nullptr && &fj_memcpy_dtoh != nullptr &&
-         &fj_memset_d8 != nullptr && &fj_stream_create != nullptr &&
-         &fj_stream_synchronize != nullptr && &fj_stream_destroy != nullptr &&
-         &fj_module_build != nullptr && &fj_module_info_get != nullptr &&
-         &fj_module_destroy != nullptr && &fj_module_get_kernel != nullptr &&
-         &fj_kernel_info_get != nullptr && &fj_launch != nullptr &&
-         &fj_copy_impl_name != nullptr;
-}
 
 // ---------------------------------------------------------------------------
 // Random numbers: SplitMix64, seeded per (matrix seed, variant, launch).
@@ -1647,11 +1606,6 @@ class Matrix {
 };
 
 absl::StatusOr<fj_device_info> LiveDevice(fj_runtime* rt, int device) {
-  if (!CApiLoaded()) {
-    return absl::FailedPreconditionError(
-        "the fleetjit C ABI (libfleetjit.so.1) is not loaded in this process; the "
-        "conformance runner drives the matrix through it");
-  }
   if (rt == nullptr) return absl::InvalidArgumentError("no runtime");
   int32_t count = 0;
   absl::Status s = Fj(fj_device_count(rt, &count), "counting devices");

@@ -36,10 +36,9 @@
 // conformance_kernels.cu's header are kept and checked on the host before
 // any launch).
 //
-// The runner lives in libfleetjit_core but calls the C ABI of
-// libfleetjit.so.1; it resolves those symbols at run time (weak references),
-// so the process must have libfleetjit.so.1 loaded (the CLI and the tests
-// link it). Otherwise RunConformanceMatrix returns FAILED_PRECONDITION.
+// The runner drives the matrix through the C ABI, like any user: it is the
+// static library fleetjit_selftest, above libfleetjit.so.1, linked by the
+// CLI and the matrix test.
 #ifndef FLEETJIT_JIT_SELFTEST_RUNNER_H_
 #define FLEETJIT_JIT_SELFTEST_RUNNER_H_
 
