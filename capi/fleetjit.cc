@@ -432,7 +432,7 @@ absl::Status DoCopy(fj_runtime* runtime, CopyKind kind, uint64_t dst_dev, void* 
   }
   absl::Status status = CheckCu(api, r, call);
   if (!status.ok() && status.code() == absl::StatusCode::kAborted) {
-    dev->MarkPoisoned(status);
+    return dev->PoisonAfterFault(status);
   }
   return status;
 }
@@ -494,7 +494,7 @@ FJ_API fj_status* fj_stream_synchronize(fj_stream* stream) {
     absl::Status status =
         CheckCu(api, api.cuStreamSynchronize(s->stream), "cuStreamSynchronize");
     if (!status.ok() && status.code() == absl::StatusCode::kAborted) {
-      s->device->MarkPoisoned(status);
+      return s->device->PoisonAfterFault(status);
     }
     return status;
   });
@@ -684,7 +684,9 @@ FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
             "args[0].struct_size is ", stride, "; at least ", sizeof(fj_arg), " expected"));
       }
     }
-    return Launch(*k->kernel, cfg, stream, args, num_args, stride);
+    absl::Status launched = Launch(*k->kernel, cfg, stream, args, num_args, stride);
+    if (launched.ok()) k->kernel->device->NoteLaunch(&k->kernel->display_name);
+    return launched;
   });
 }
 

@@ -100,6 +100,18 @@ void Device::MarkPoisoned(const absl::Status& why) {
   poisoned_flag_.store(true, std::memory_order_release);
 }
 
+absl::Status Device::PoisonAfterFault(const absl::Status& fault) {
+  const std::string* last = last_kernel_.load(std::memory_order_relaxed);
+  absl::Status named =
+      last == nullptr
+          ? fault
+          : Annotate(fault, absl::StrCat("after kernel '", *last,
+                                         "' (the last launched on device ",
+                                         facts_.ordinal, ")"));
+  MarkPoisoned(named);
+  return named;
+}
+
 absl::Status Device::poisoned() const {
   absl::MutexLock lock(&poison_mu_);
   return poison_;

@@ -51,6 +51,14 @@ class Device {
   // Set when a kernel faulted: the context is unusable from then on (CUDA
   // errors are sticky) and every later call on it fails with this status.
   void MarkPoisoned(const absl::Status& why);
+  // The last kernel launched on this device ("module.cu:kernel"), so a fault
+  // that surfaces at a later synchronisation can name its likely culprit.
+  void NoteLaunch(const std::string* kernel_name) {
+    last_kernel_.store(kernel_name, std::memory_order_relaxed);
+  }
+  // Adds "after kernel 'X' (the last launched on device N)" to a sticky
+  // error's status, marks the device poisoned, and returns the status.
+  absl::Status PoisonAfterFault(const absl::Status& fault);
   absl::Status poisoned() const;
   bool is_poisoned() const { return poisoned_flag_.load(std::memory_order_acquire); }
 
@@ -64,6 +72,7 @@ class Device {
   CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<CUcontext> context_fast_{nullptr};
   std::atomic<bool> poisoned_flag_{false};
+  std::atomic<const std::string*> last_kernel_{nullptr};
   mutable absl::Mutex poison_mu_;
   absl::Status poison_ ABSL_GUARDED_BY(poison_mu_);
 };
