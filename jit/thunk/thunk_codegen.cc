@@ -333,13 +333,6 @@ class ThunkModuleBuilder {
   llvm::Value* buffer_ = nullptr;
 };
 
-struct BuiltModule {
-  std::unique_ptr<llvm::LLVMContext> context;
-  std::unique_ptr<llvm::Module> module;
-  std::unique_ptr<llvm::TargetMachine> machine;
-  int thunks = 0;
-  int skipped = 0;
-};
 
 absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> MakeTargetMachine() {
   InitializeLlvmOnce();
@@ -366,10 +359,65 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> MakeTargetMachine() {
   return machine;
 }
 
+
+// Target machines, reused across thunk generations. Creating one (and its
+// subtarget, which the machine caches) was a large part of each object's
+// emission time. A TargetMachine is not safe to use from two threads at
+// once, so each generation takes one out of the pool for its whole run and
+// gives it back after; concurrent generations each get their own. The
+// pool is process-wide (a TargetMachine holds no per-runtime state: only
+// the triple and options below), heap-allocated and never destroyed, so no
+// destructor runs at exit while another thread might still use one. It
+// holds at most as many machines as generations ever ran at once.
+class TargetMachinePool {
+ public:
+  static TargetMachinePool& Get() {
+    static TargetMachinePool* pool = new TargetMachinePool();
+    return *pool;
+  }
+  absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> Take() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!free_.empty()) {
+        std::unique_ptr<llvm::TargetMachine> machine = std::move(free_.back());
+        free_.pop_back();
+        return machine;
+      }
+    }
+    return MakeTargetMachine();
+  }
+  void Give(std::unique_ptr<llvm::TargetMachine> machine) {
+    if (machine == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back(std::move(machine));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> free_;
+};
+
+struct BuiltModule {
+  BuiltModule() = default;
+  BuiltModule(BuiltModule&&) = default;
+  BuiltModule& operator=(BuiltModule&&) = default;
+  // The module and context go first: they are built against the machine.
+  ~BuiltModule() {
+    module.reset();
+    context.reset();
+    TargetMachinePool::Get().Give(std::move(machine));
+  }
+  std::unique_ptr<llvm::TargetMachine> machine;
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> module;
+  int thunks = 0;
+  int skipped = 0;
+};
+
 absl::StatusOr<BuiltModule> BuildModule(absl::Span<const KernelEntry> kernels,
                                         CopyImpl impl) {
   BuiltModule built;
-  auto machine = MakeTargetMachine();
+  auto machine = TargetMachinePool::Get().Take();
   if (!machine.ok()) return machine.status();
   built.machine = std::move(*machine);
   built.context = std::make_unique<llvm::LLVMContext>();
