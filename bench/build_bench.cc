@@ -1,6 +1,9 @@
 // Build time: what the copy layer and fleetjit add to an NVRTC compile.
 //  1. bare NVRTC, a plain copy kernel with no includes        (anchor)
-//  2. fleetjit cold build of that kernel (cache miss + publish)  goal <= 1.05x
+//  2. fleetjit cold build of that kernel (cache miss), to the returned
+//     module: what a caller waits for                         goal <= 1.05x
+//     and, separately, to the end of its background work (launch thunk
+//     object + disk publication, which no longer delay the caller)
 //  3. the same kernel written with <fleetjit/copy.cuh>, bare NVRTC + the
 //     embedded headers                                          goal <= 1.25x
 //  4. fleetjit cold build of the copy.cuh kernel
@@ -17,6 +20,8 @@
 #include "bench/bench_util.h"
 #include "jit/embedded.h"
 #include "runtime/nvrtc_library.h"
+#include "runtime/runtime.h"
+#include "jit/target.h"
 
 namespace fleetjit::bench {
 namespace {
@@ -109,26 +114,35 @@ double BareNvrtc(const NvrtcApi& api, const std::string& source, bool headers,
   return r == NVRTC_SUCCESS ? ms : -1;
 }
 
-double FleetjitCold(fj_runtime* rt, const std::string& source) {
-  fj_build_options o{};
-  o.struct_size = sizeof(o);
-  o.source = Str(source);
-  o.name = Str("bench.cu");
-  std::string target = "sm_90";
-  o.target = Str(target);
-  fj_module* m = nullptr;
+struct ColdTimes {
+  double returned_ms;  // Build() call to a returned module: what a caller waits for
+  double done_ms;      // Build() call to the end of its background work
+                       // (thunk object generated + disk entry published)
+};
+
+// Through the C++ runtime (the C ABI's fj_module_build is a thin shim over
+// Runtime::Build, a few µs), which can also wait for the background work.
+ColdTimes FleetjitCold(fleetjit::Runtime& rt, const std::string& source) {
+  fleetjit::BuildSpec spec;
+  spec.source = source;
+  spec.name = "bench.cu";
+  spec.target = *fleetjit::jit::ParseTarget("sm_90");
   double t0 = NowMs();
-  Check(fj_module_build(rt, &o, &m), "fleetjit build");
-  double ms = NowMs() - t0;
-  fj_module_info info{};
-  info.struct_size = sizeof(info);
-  Check(fj_module_info_get(m, &info), "module info");
-  if (info.cache_result != FJ_CACHE_COMPILED) {
+  auto record = rt.Build(spec);
+  double returned = NowMs() - t0;
+  if (!record.ok()) {
+    std::fprintf(stderr, "build_bench: fleetjit build: %s\n",
+                 std::string(record.status().message()).c_str());
+    std::exit(1);
+  }
+  // Waited for here so it never overlaps the next measurement.
+  rt.WaitForBackgroundWork();
+  double done = NowMs() - t0;
+  if (record->source != fleetjit::CacheSource::kCompiled) {
     std::fprintf(stderr, "build_bench: expected a cold build, got a cache hit\n");
     std::exit(1);
   }
-  fj_module_destroy(m);
-  return ms;
+  return {returned, done};
 }
 
 }  // namespace
@@ -142,28 +156,44 @@ int main() {
     return 0;
   }
   const fleetjit::NvrtcApi& api = **api_or;
-  fj_runtime* rt = nullptr;
-  Check(fj_runtime_create(nullptr, &rt), "runtime");
+  auto rt_or = fleetjit::Runtime::Create(fleetjit::RuntimeOptions{});
+  if (!rt_or.ok()) {
+    std::printf("build_bench: runtime: %s\n", std::string(rt_or.status().message()).c_str());
+    return 1;
+  }
+  fleetjit::Runtime& rt = **rt_or;
   const int reps = 7;
-  // Warm NVRTC itself (its first compile pays its own start-up).
+  // Warm NVRTC itself (its first compile pays its own start-up), and the
+  // thunk generator (its first run creates LLVM's target machine).
   BareNvrtc(api, Unique(kPlain), false);
   FleetjitCold(rt, Unique(kPlain));
-  std::vector<double> bare, cold, layer_bare, layer_cold;
+  FleetjitCold(rt, Unique(kWithLayer));
+  std::vector<double> bare, cold, cold_done, layer_bare, layer_cold, layer_done;
   for (int i = 0; i < reps; ++i) {
     bare.push_back(BareNvrtc(api, Unique(kPlain), false));
-    cold.push_back(FleetjitCold(rt, Unique(kPlain)));
+    ColdTimes c = FleetjitCold(rt, Unique(kPlain));
+    cold.push_back(c.returned_ms);
+    cold_done.push_back(c.done_ms);
     layer_bare.push_back(BareNvrtc(api, Unique(kWithLayer), true));
-    layer_cold.push_back(FleetjitCold(rt, Unique(kWithLayer)));
+    ColdTimes l = FleetjitCold(rt, Unique(kWithLayer));
+    layer_cold.push_back(l.returned_ms);
+    layer_done.push_back(l.done_ms);
   }
   double b = Median(bare);
   std::printf("build_bench: NVRTC %d.%d, target sm_90, median of %d\n", api.major, api.minor, reps);
-  std::printf("%-52s %9.2f ms  1.00x\n", "bare NVRTC, plain kernel, no includes (anchor)", b);
-  std::printf("%-52s %9.2f ms  %.3fx  (goal <= 1.05x)\n", "fleetjit cold build, plain kernel",
-              Median(cold), Median(cold) / b);
-  std::printf("%-52s %9.2f ms  %.3fx  (goal <= 1.25x)\n", "bare NVRTC, kernel using <fleetjit/copy.cuh>",
+  std::printf("%-60s %9.2f ms  1.00x\n", "bare NVRTC, plain kernel, no includes (anchor)", b);
+  std::printf("%-60s %9.2f ms  %.3fx  (goal <= 1.05x)\n",
+              "fleetjit cold build, plain kernel (module returned)", Median(cold),
+              Median(cold) / b);
+  std::printf("%-60s %9.2f ms  %.3fx  (thunk + disk publish, off the caller's path)\n",
+              "  ... until its background work is done", Median(cold_done),
+              Median(cold_done) / b);
+  std::printf("%-60s %9.2f ms  %.3fx  (goal <= 1.25x)\n", "bare NVRTC, kernel using <fleetjit/copy.cuh>",
               Median(layer_bare), Median(layer_bare) / b);
-  std::printf("%-52s %9.2f ms  %.3fx\n", "fleetjit cold build, kernel using copy.cuh",
+  std::printf("%-60s %9.2f ms  %.3fx\n", "fleetjit cold build, copy.cuh kernel (module returned)",
               Median(layer_cold), Median(layer_cold) / b);
+  std::printf("%-60s %9.2f ms  %.3fx\n", "  ... until its background work is done",
+              Median(layer_done), Median(layer_done) / b);
   std::vector<std::string> cccl = {"-I/usr/local/cuda/include/cccl", "-I/usr/local/cuda/include"};
   double libcuxx = BareNvrtc(api, Unique(kLibcuxx), false, cccl);
   if (libcuxx > 0) {
@@ -172,6 +202,5 @@ int main() {
   } else {
     std::printf("libcu++ kernel: not measured (CCCL headers not found)\n");
   }
-  fj_runtime_destroy(rt);
   return 0;
 }

@@ -19,3 +19,6 @@ if(EXISTS ${CMAKE_SOURCE_DIR}/tools/cache_command.cc)
   fj_add_test(cache_command_test ${CMAKE_SOURCE_DIR}/tests/runtime/cache_command_test.cc
     ${CMAKE_SOURCE_DIR}/tools/cache_command.cc)
 endif()
+# The cold build path: thunk generation and disk publication in the
+# background (needs NVRTC, no GPU).
+fj_add_test(cold_build_test ${CMAKE_SOURCE_DIR}/tests/runtime/cold_build_test.cc)

@@ -77,6 +77,9 @@ absl::Status LaunchThunks::Attach(const jit::Artifact& artifact,
   if (k.thunk.load(std::memory_order_acquire) != nullptr)
     return absl::OkStatus();
   absl::MutexLock lock(&mu_);
+  // Two attachers may race (GetKernel and the background generator).
+  if (k.thunk.load(std::memory_order_acquire) != nullptr)
+    return absl::OkStatus();
   absl::Status status = AttachLocked(artifact, k);
   if (!status.ok()) {
     status = Annotate(status, absl::StrCat("attaching the launch thunk of '",

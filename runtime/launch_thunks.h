@@ -2,10 +2,13 @@
 //
 // The runtime owns one LaunchThunks. Two hooks connect it to the module
 // path:
-//   1. After NVRTC compiles a module and before it is cached, AddThunkObject
-//      puts the thunk object into the Artifact, so the module cache stores
-//      it and a cache hit never runs LLVM code generation.
-//   2. When a kernel is loaded on a device, Attach links the artifact's
+//   1. After NVRTC compiles a module, the runtime's background worker runs
+//      AddThunkObject on a copy of the artifact and republishes it to the
+//      module cache under the same key, so the cache stores the object and
+//      a later cache hit never runs LLVM code generation (Runtime::Build).
+//   2. When a kernel is loaded on a device (or, for kernels loaded before
+//      their object was ready, when the background generation finishes),
+//      Attach links the artifact's
 //      object (once per distinct object) and publishes the kernel's thunk in
 //      LoadedKernel::thunk. A kernel the object has no thunk for (built with
 //      thunks off, an older generator, or a parameter layout the driver

@@ -27,7 +27,8 @@ const std::string& ModuleCache::dir() const { return disk_->dir(); }
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
     const CacheKey& key,
-    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build) {
+    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+    DiskStore store) {
   // 1. The memory tier, under a shared lock.
   std::shared_ptr<Slot> slot;
   {
@@ -73,7 +74,7 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
       }
     }
   } guard{this, key.digest, slot.get()};
-  absl::StatusOr<Result> outcome = Fill(key, build);
+  absl::StatusOr<Result> outcome = Fill(key, build, store);
   guard.armed = false;
   if (outcome.ok()) {
     Publish(key.digest, *slot, outcome->artifact);
@@ -99,7 +100,8 @@ void ModuleCache::Publish(
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
     const CacheKey& key,
-    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build) {
+    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+    DiskStore store) {
   if (use_disk_) {
     if (std::optional<jit::Artifact> found = disk_->Load(key)) {
       disk_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -118,20 +120,55 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
       std::memory_order_relaxed);
 
   auto artifact = std::make_shared<const jit::Artifact>(std::move(*built));
+  bool pending = false;
   if (use_disk_) {
-    absl::Status stored = disk_->Store(key, *artifact);
-    // A cache that cannot be written still serves this process (memory
-    // tier); say so once rather than on every build. FAILED_PRECONDITION
-    // means the disk tier refused its directory and already said why.
-    if (!stored.ok() &&
-        stored.code() != absl::StatusCode::kFailedPrecondition &&
-        !write_failure_logged_.exchange(true)) {
-      CacheLog(config_.log,
-               absl::StrCat("not saving to the disk cache: ", stored.message(),
-                            " (further write failures are not logged)"));
+    if (store == DiskStore::kDeferred) {
+      pending = true;
+    } else {
+      (void)StoreToDisk(key, *artifact);
     }
   }
-  return Result{std::move(artifact), CacheSource::kCompiled};
+  return Result{std::move(artifact), CacheSource::kCompiled, pending};
+}
+
+absl::Status ModuleCache::StoreToDisk(const CacheKey& key,
+                                      const jit::Artifact& artifact) {
+  absl::Status stored = disk_->Store(key, artifact);
+  // A cache that cannot be written still serves this process (memory
+  // tier); say so once rather than on every build. FAILED_PRECONDITION
+  // means the disk tier refused its directory and already said why.
+  if (!stored.ok() &&
+      stored.code() != absl::StatusCode::kFailedPrecondition &&
+      !write_failure_logged_.exchange(true)) {
+    CacheLog(config_.log,
+             absl::StrCat("not saving to the disk cache: ", stored.message(),
+                          " (further write failures are not logged)"));
+  }
+  return stored;
+}
+
+absl::Status ModuleCache::Update(const CacheKey& key,
+                                 std::shared_ptr<const jit::Artifact> artifact) {
+  if (artifact == nullptr) {
+    return absl::InvalidArgumentError("ModuleCache::Update: no artifact");
+  }
+  if (config_.memory) {
+    auto slot = std::make_shared<Slot>();
+    slot->result = artifact;
+    slot->done.Notify();
+    absl::MutexLock lock(&mu_);
+    auto it = slots_.find(key.digest);
+    if (it == slots_.end()) {
+      slots_.emplace(key.digest, std::move(slot));
+    } else if (it->second->done.HasBeenNotified()) {
+      // Readers that copied the old slot keep its artifact alive.
+      it->second = std::move(slot);
+    }
+    // A build of the key in flight (possible only after Clear) publishes
+    // its own result, an equally valid entry; it is left alone.
+  }
+  if (!use_disk_) return absl::OkStatus();
+  return StoreToDisk(key, *artifact);
 }
 
 CacheStats ModuleCache::stats() const {

@@ -83,12 +83,38 @@ class ModuleCache {
   struct Result {
     std::shared_ptr<const jit::Artifact> artifact;
     CacheSource source;
+    // Only with DiskStore::kDeferred: the artifact was built but not yet
+    // written to disk; the caller owes an Update(key, ...) for it.
+    bool disk_store_pending = false;
+  };
+
+  // When a built artifact is written to the disk tier.
+  enum class DiskStore {
+    kNow,       // before GetOrBuild returns (and before waiters wake)
+    kDeferred,  // by the caller, later, through Update (see Result)
   };
 
   // Memory tier -> disk tier -> build(). Errors only come from build().
+  // Single flight holds either way: the memory tier has the artifact before
+  // any waiter wakes, whatever `store` says. With kDeferred, other
+  // processes cannot see the entry until the caller's Update; if this
+  // process dies first they rebuild it (a duplicate build, never a wrong
+  // or corrupt entry).
   absl::StatusOr<Result> GetOrBuild(
       const CacheKey& key,
-      absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build);
+      absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+      DiskStore store = DiskStore::kNow);
+
+  // Replaces the entry of `key` with `artifact` (the same module, e.g. now
+  // carrying its launch thunk object): the memory tier serves it to later
+  // GetOrBuild calls (callers holding the previous artifact keep it), and
+  // the disk tier publishes it by the usual temp file + fsync + rename, so
+  // a reader sees the old entry or the new one, never a mix. With no memory
+  // tier only the disk is written. The error, if any, is the disk write's
+  // (logged once per cache like any write failure); the memory tier is
+  // updated regardless.
+  absl::Status Update(const CacheKey& key,
+                      std::shared_ptr<const jit::Artifact> artifact);
 
   // The counters, and disk_entries/disk_bytes from a scan of the directory
   // (cost grows with the number of entries: call it for reports, not per
@@ -116,7 +142,10 @@ class ModuleCache {
   // Loads from disk or builds; the leader of a key's single flight.
   absl::StatusOr<Result> Fill(
       const CacheKey& key,
-      absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build);
+      absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+      DiskStore store);
+  // Writes `artifact` to the disk tier; logs the first failure.
+  absl::Status StoreToDisk(const CacheKey& key, const jit::Artifact& artifact);
 
   const CacheConfig config_;
   const bool use_disk_;              // the disk tier is on and has a directory

@@ -1,7 +1,14 @@
 #include "runtime/runtime.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,10 +26,140 @@ namespace fleetjit {
 struct Runtime::LoadedImage {
   CUmodule module = nullptr;
   Device* device = nullptr;
+  // The artifact the kernels' entries point into, kept alive with them
+  // (the cache may since have replaced its artifact for the key).
+  std::shared_ptr<const jit::Artifact> artifact;
   absl::Mutex mu;
   // Stable addresses: LoadedKernel* are handed out to callers.
   std::map<std::string, std::unique_ptr<LoadedKernel>, std::less<>> kernels
       ABSL_GUARDED_BY(mu);
+};
+
+// The runtime's background worker: one thread, started on the first job,
+// running jobs in order. Never detached: ~BackgroundWorker finishes the
+// queue and joins, and ~Runtime destroys it before anything its jobs use.
+//
+// Process exit with a runtime never destroyed: an atexit handler
+// (registered once, when the first worker is created, i.e. after LLVM's
+// static objects exist, so it runs before their destructors) drops every
+// worker's queued jobs and waits for the one running, so no thread is
+// inside LLVM while the process tears LLVM down. What was dropped is only
+// lost work (see Runtime::Build). A forked child never sees the parent's
+// thread: it runs its own jobs inline and drops inherited ones.
+class Runtime::BackgroundWorker {
+ public:
+  BackgroundWorker() {
+    static std::once_flag registered;
+    std::call_once(registered, [] { std::atexit(&StopAllAtExit); });
+    absl::MutexLock lock(&Registry().mu);
+    Registry().workers.insert(this);
+  }
+
+  ~BackgroundWorker() {
+    {
+      absl::MutexLock lock(&Registry().mu);
+      Registry().workers.erase(this);
+    }
+    if (!thread_.joinable()) return;
+    if (getpid() != pid_) {
+      // A forked child: the thread is the parent's. Do not join or detach
+      // a thread this process does not have; forget it.
+      new std::thread(std::move(thread_));  // NOLINT: deliberately leaked
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+
+  void Post(std::function<void()> job) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (exiting_) return;
+      if (!thread_.joinable() || getpid() == pid_) {
+        queue_.push_back(std::move(job));
+        if (!thread_.joinable()) {
+          pid_ = getpid();
+          thread_ = std::thread([this] { Loop(); });
+        }
+        return;
+      }
+    }
+    job();  // forked child: no worker thread here
+  }
+
+  void WaitIdle() {
+    absl::MutexLock lock(&mu_);
+    if (thread_.joinable() && getpid() != pid_) return;
+    hold_ = false;
+    mu_.Await(absl::Condition(
+        +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          return w->exiting_ || (w->queue_.empty() && !w->running_);
+        },
+        this));
+  }
+
+  void SetHold(bool hold) {
+    absl::MutexLock lock(&mu_);
+    hold_ = hold;
+  }
+
+ private:
+  struct WorkerRegistry {
+    absl::Mutex mu;
+    std::set<BackgroundWorker*> workers ABSL_GUARDED_BY(mu);
+  };
+  static WorkerRegistry& Registry() {
+    static WorkerRegistry* registry = new WorkerRegistry();  // never freed
+    return *registry;
+  }
+  static void StopAllAtExit() {
+    absl::MutexLock lock(&Registry().mu);
+    for (BackgroundWorker* w : Registry().workers) w->StopAtExit();
+  }
+  void StopAtExit() {
+    absl::MutexLock lock(&mu_);
+    exiting_ = true;
+    queue_.clear();
+    if (getpid() != pid_) return;
+    mu_.Await(absl::Condition(
+        +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          return !w->running_;
+        },
+        this));
+  }
+
+  void Loop() {
+    absl::MutexLock lock(&mu_);
+    for (;;) {
+      mu_.Await(absl::Condition(
+          +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+            return w->exiting_ || w->stop_ ||
+                   (!w->hold_ && !w->queue_.empty());
+          },
+          this));
+      if (exiting_ || queue_.empty()) return;  // empty: stop_ and drained
+      std::function<void()> job = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+      mu_.Unlock();
+      job();
+      job = nullptr;
+      mu_.Lock();
+      running_ = false;
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;     // ~: drain, then end
+  bool exiting_ ABSL_GUARDED_BY(mu_) = false;  // exit(): drop, end
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+  pid_t pid_ = 0;
 };
 
 namespace {
@@ -172,10 +309,14 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   rt->headers_digest_ = Sha256::Hex(headers.Finish());
   rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
   rt->thunks_ = std::make_unique<LaunchThunks>(rt->options_.thunks);
+  rt->background_ = std::make_unique<BackgroundWorker>();
   return rt;
 }
 
 Runtime::~Runtime() {
+  // First: queued follow-ups finish (their disk entries are written whole)
+  // while everything they use still exists.
+  background_.reset();
   absl::MutexLock lock(&images_mu_);
   if (driver_ != nullptr && !IsForkedChild(*driver_)) {
     for (auto& [key, image] : images_) {
@@ -294,8 +435,8 @@ absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
                          absl::StrCat("building '", spec.name, "'"));
     }
     // The launch thunks travel in the artifact, so the cache stores them and
-    // a hit runs no LLVM. A failure only leaves launches on the generic path.
-    (void)thunks_->AddThunkObject(artifact);
+    // a hit runs no LLVM; they are generated after Build returns (see
+    // ScheduleFollowUp), not here.
     return artifact;
   };
   if (spec.use_cache) {
@@ -309,21 +450,123 @@ absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
     inputs.name_expressions = spec.name_expressions;
     inputs.emit_ptx = request.emit_ptx;
     CacheKey key = MakeCacheKey(inputs);
-    FJ_ASSIGN_OR_RETURN(ModuleCache::Result result, cache_->GetOrBuild(key, compile),
-                        "");
+    // The disk store waits for the thunk object: one write, off the path.
+    FJ_ASSIGN_OR_RETURN(
+        ModuleCache::Result result,
+        cache_->GetOrBuild(key, compile, ModuleCache::DiskStore::kDeferred), "");
     record.artifact = std::move(result.artifact);
     record.source = result.source;
     record.key = key.digest;
+    ScheduleFollowUp(std::move(key), record.key, record.artifact,
+                     result.disk_store_pending);
   } else {
     FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile(), "");
     record.artifact = std::make_shared<const jit::Artifact>(std::move(artifact));
-    absl::MutexLock lock(&uncached_mu_);
-    record.key = absl::StrCat("uncached-", ++uncached_counter_);
+    {
+      absl::MutexLock lock(&uncached_mu_);
+      record.key = absl::StrCat("uncached-", ++uncached_counter_);
+    }
+    ScheduleFollowUp(std::nullopt, record.key, record.artifact, false);
   }
   record.build_ms = std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - start)
                         .count();
   return record;
+}
+
+void Runtime::WaitForBackgroundWork() { background_->WaitIdle(); }
+
+void Runtime::HoldBackgroundWorkForTesting(bool hold) {
+  background_->SetHold(hold);
+}
+
+void Runtime::ScheduleFollowUp(std::optional<CacheKey> key,
+                               const std::string& record_key,
+                               std::shared_ptr<const jit::Artifact> artifact,
+                               bool disk_pending) {
+  bool need_thunk = false;
+  if (thunks_->enabled() && artifact->thunk_object.empty()) {
+    // Once per record key: memory hits of a module whose thunk is being
+    // generated (or failed) queue nothing more.
+    absl::MutexLock lock(&thunk_jobs_mu_);
+    need_thunk = thunk_jobs_.try_emplace(record_key).second;
+  }
+  if (!need_thunk && !disk_pending) return;
+  background_->Post([this, key = std::move(key), record_key,
+                     artifact = std::move(artifact), need_thunk, disk_pending] {
+    RunFollowUp(key, record_key, artifact, need_thunk, disk_pending);
+  });
+}
+
+void Runtime::RunFollowUp(const std::optional<CacheKey>& key,
+                          const std::string& record_key,
+                          const std::shared_ptr<const jit::Artifact>& artifact,
+                          bool need_thunk, bool disk_pending) {
+  std::shared_ptr<const jit::Artifact> published = artifact;
+  if (need_thunk) {
+    // 1. The thunk object, on a copy: callers may be reading `artifact`.
+    // A failure leaves launches on the generic path (as ever).
+    auto with_thunk = std::make_shared<jit::Artifact>(*artifact);
+    if (thunks_->AddThunkObject(*with_thunk).ok() &&
+        !with_thunk->thunk_object.empty()) {
+      published = std::move(with_thunk);
+    }
+    // 2. Attach it to the kernels loaded meanwhile. GetKernel inserts a
+    // kernel before it reads the job's state, and we mark the job done
+    // before we list the kernels: each kernel is seen by one side or both
+    // (Attach is idempotent).
+    {
+      absl::MutexLock lock(&thunk_jobs_mu_);
+      ThunkJob& job = thunk_jobs_[record_key];
+      job.done = true;
+      if (published != artifact) job.with_thunk = published;
+    }
+    std::vector<LoadedImage*> images;
+    {
+      absl::MutexLock lock(&images_mu_);
+      for (auto it = images_.lower_bound({record_key, INT_MIN});
+           it != images_.end() && it->first.first == record_key; ++it) {
+        images.push_back(it->second.get());
+      }
+    }
+    for (LoadedImage* image : images) {
+      std::vector<LoadedKernel*> kernels;
+      {
+        absl::MutexLock lock(&image->mu);
+        for (auto& [name, kernel] : image->kernels) {
+          // A relaid kernel packs by another layout: it stays generic.
+          if (kernel->relaid_entry == nullptr) kernels.push_back(kernel.get());
+        }
+      }
+      // Without a thunk object (generation failed) Attach generates per
+      // signature, as it always has for artifacts that carry none.
+      for (LoadedKernel* k : kernels) (void)thunks_->Attach(*published, *k);
+    }
+  }
+  // 3. Publish: memory tier (later hits get the thunk) and disk, atomically
+  // (temp + fsync + rename). A failed write was logged by the cache.
+  if (key.has_value() && (published != artifact || disk_pending)) {
+    (void)cache_->Update(*key, published);
+  }
+}
+
+void Runtime::AttachThunk(const std::string& record_key,
+                          const std::shared_ptr<const jit::Artifact>& image_artifact,
+                          LoadedKernel& k) {
+  if (!thunks_->enabled()) return;
+  std::shared_ptr<const jit::Artifact> source = image_artifact;
+  {
+    absl::MutexLock lock(&thunk_jobs_mu_);
+    auto it = thunk_jobs_.find(record_key);
+    if (it != thunk_jobs_.end()) {
+      // Being generated: the generator attaches it when ready; launches
+      // take the generic path until then.
+      if (!it->second.done) return;
+      if (it->second.with_thunk != nullptr) source = it->second.with_thunk;
+    }
+  }
+  // Without a thunk (disabled, or it failed) launches take the generic path.
+  (void)thunks_->Attach(*source, k);
 }
 
 absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
@@ -358,6 +601,7 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
     if (slot == nullptr) {
       auto loaded = std::make_unique<LoadedImage>();
       loaded->device = dev;
+      loaded->artifact = module.artifact;
       FJ_RETURN_IF_ERROR(
           CheckCu(*driver_, driver_->cuModuleLoadData(&loaded->module, artifact.image.data()),
                   "cuModuleLoadData"),
@@ -367,6 +611,15 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
     }
     image = slot.get();
   }
+  // Entries point into the image's artifact, which the image keeps alive
+  // (the same module as `module.artifact`, possibly another copy of it).
+  entry = image->artifact->FindKernel(name);
+  if (entry == nullptr) {
+    return absl::InternalError(absl::StrCat("kernel '", name, "' of '", module.name,
+                                            "' is missing from its loaded image"));
+  }
+  LoadedKernel* out = nullptr;
+  {
   absl::MutexLock lock(&image->mu);
   auto it = image->kernels.find(name);
   if (it != image->kernels.end()) return it->second.get();
@@ -409,12 +662,13 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
     kernel->relaid_entry->params = std::move(*relaid);
     kernel->relaid_entry->param_bytes = jit::ParamBufferBytes(kernel->relaid_entry->params);
     kernel->entry = kernel->relaid_entry.get();
-  } else {
-    // Without a thunk (disabled, or it failed) launches take the generic path.
-    (void)thunks_->Attach(artifact, *kernel);
   }
-  LoadedKernel* out = kernel.get();
+  out = kernel.get();
   image->kernels.emplace(std::string(name), std::move(kernel));
+  }
+  // After the insertion (see RunFollowUp), and outside image->mu: the
+  // thunk is an atomic, and a kernel without one launches generically.
+  if (out->relaid_entry == nullptr) AttachThunk(module.key, image->artifact, *out);
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "jit/target.h"
 #include "runtime/device.h"
 #include "runtime/driver_api.h"
+#include "runtime/cache_key.h"
 #include "runtime/kernel.h"
 #include "runtime/launch_thunks.h"
 #include "runtime/module_cache.h"
@@ -85,7 +87,32 @@ class Runtime {
   absl::StatusOr<jit::CopyPlan> PlanForDevice(int ordinal) const;
 
   // Resolves target and copy implementation, then fetches or compiles.
+  //
+  // A cold build returns as soon as NVRTC (and, with a GPU, the parameter
+  // layout adoption) is done. Two follow-ups then run on this runtime's
+  // background worker, off the caller's path:
+  //   - the launch thunk object is generated (LLVM) and attached to the
+  //     module's kernels already loaded; until then they launch through the
+  //     generic path, which behaves identically;
+  //   - the artifact, now carrying its thunk object, is published to the
+  //     disk cache under the same key (temp file + fsync + rename), so later
+  //     processes get the thunk from the cache and run no LLVM on a hit.
+  // The memory tier serves this process meanwhile, so concurrent builds of
+  // the key still compile once. ~Runtime finishes the queued work. If the
+  // process exits without destroying the runtime (or dies), queued work is
+  // dropped: a later process then compiles the module again (it was never
+  // on disk) or, if only the thunk was missing, regenerates it once in its
+  // background. Nothing partial is ever published.
   absl::StatusOr<ModuleRecord> Build(const BuildSpec& spec);
+
+  // Blocks until the background work queued so far (thunk generation,
+  // disk publication) is done. For tests, benchmarks and callers that want
+  // the disk entry written now (e.g. before forking workers).
+  void WaitForBackgroundWork();
+  // Tests: while held, background work is queued but not started (so a
+  // test can observe the state before it). ~Runtime and
+  // WaitForBackgroundWork release the hold.
+  void HoldBackgroundWorkForTesting(bool hold);
 
   // The kernel `name` of `module` loaded on `ordinal`; loads the image into
   // that device's context once, however many modules share it.
@@ -95,7 +122,8 @@ class Runtime {
   ModuleCache& cache() { return *cache_; }
   CacheStats cache_stats() const;
   NvrtcLibrary& nvrtc() { return *nvrtc_; }
-  // Launch thunks: generated with each build, attached at kernel load.
+  // Launch thunks: generated after each cold build (in the background),
+  // attached at kernel load or when generated.
   LaunchThunks& thunks() { return *thunks_; }
   // "nvrtc 13.0 ..." identity used in cache keys; loads nothing.
   absl::StatusOr<std::string> compiler_identity();
@@ -112,6 +140,27 @@ class Runtime {
   // offsets to the driver's (see DriverParamLayout in runtime.cc).
   absl::Status AdoptDeviceParamLayouts(jit::Artifact& artifact, int ordinal);
   struct LoadedImage;
+  class BackgroundWorker;
+  // Queues what a build leaves to the background: the thunk object of
+  // `artifact` when it has none (thunks on, once per record key), and the
+  // disk store when `disk_pending`. `key` is absent for uncached builds.
+  void ScheduleFollowUp(std::optional<CacheKey> key, const std::string& record_key,
+                        std::shared_ptr<const jit::Artifact> artifact,
+                        bool disk_pending);
+  void RunFollowUp(const std::optional<CacheKey>& key,
+                   const std::string& record_key,
+                   const std::shared_ptr<const jit::Artifact>& artifact,
+                   bool need_thunk, bool disk_pending);
+  // Gives `k` (a kernel of the image of `record_key`) its thunk, unless the
+  // record's thunk is still being generated (the generator attaches it).
+  void AttachThunk(const std::string& record_key,
+                   const std::shared_ptr<const jit::Artifact>& image_artifact,
+                   LoadedKernel& k);
+  struct ThunkJob {
+    bool done = false;
+    // The artifact with its thunk object; null if generation failed.
+    std::shared_ptr<const jit::Artifact> with_thunk;
+  };
   struct Allocation {
     uint64_t bytes;
     int ordinal;
@@ -140,6 +189,15 @@ class Runtime {
 
   absl::Mutex uncached_mu_;
   uint64_t uncached_counter_ ABSL_GUARDED_BY(uncached_mu_) = 0;
+
+  absl::Mutex thunk_jobs_mu_;
+  // Record key -> its background thunk generation (absent: none needed or
+  // none started).
+  absl::flat_hash_map<std::string, ThunkJob> thunk_jobs_
+      ABSL_GUARDED_BY(thunk_jobs_mu_);
+  // Declared last, destroyed first... but ~Runtime resets it explicitly
+  // before anything else, since its jobs use the members above.
+  std::unique_ptr<BackgroundWorker> background_;
 };
 
 }  // namespace fleetjit
