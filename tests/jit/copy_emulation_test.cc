@@ -346,6 +346,185 @@ TEST(CopyEmulationTest, SpanLoadsAndStoresMatchTheReference) {
   }
 }
 
+// A tensor whose tiles take the fast path (detail::tile_fast): dimension 0
+// contiguous, 16-byte rows in GMEM (data, strides, box row) and a 16-byte
+// multiple start coordinate. `shrink` < 0 leaves the tensor no larger than
+// the box along dimension -shrink - 1 (so any shift leaves the tensor).
+RandomTensor MakeFastTensor(std::mt19937& rng, int rank, int elem_bytes) {
+  auto pick = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  RandomTensor r;
+  fj::tensor_param& p = r.host.param;
+  std::memset(&p, 0, sizeof(p));
+  const int k = 16 / elem_bytes;  // elements per 16-byte chunk
+  p.elem_bytes = elem_bytes;
+  p.dtype = kDtypeOfSize[elem_bytes][pick(0, 2)];
+  p.rank = rank;
+  p.oob = pick(0, 2);
+  int64_t stride = 1;
+  for (int d = 0; d < rank; ++d) {
+    p.box[d] = d == 0 ? k * pick(1, 4) : pick(1, rank > 3 ? 3 : 5);
+    p.shape[d] = p.box[d] + pick(0, d == 0 ? 2 * k : 3);
+    p.stride[d] = stride;
+    const int64_t padded = stride * p.shape[d] + (pick(0, 1) ? k * pick(1, 2) : 0);
+    stride = d == 0 ? (padded + k - 1) / k * k : padded;
+  }
+  const size_t elems = static_cast<size_t>(stride) + 1;
+  r.storage.resize(elems * elem_bytes + 64);
+  for (auto& b : r.storage) b = static_cast<uint8_t>(rng());
+  uint8_t* base = r.storage.data();
+  base += (16 - reinterpret_cast<uintptr_t>(base) % 16) % 16;
+  r.host.data = base;
+  p.data = base;
+  return r;
+}
+
+// In-bounds coordinates with c0 on a 16-byte boundary.
+std::vector<int32_t> MakeFastCoords(std::mt19937& rng,
+                                    const fj::tensor_param& p) {
+  std::vector<int32_t> c(kCaseInts, 0);
+  const int k = 16 / p.elem_bytes;
+  for (int d = 0; d < p.rank; ++d) {
+    const int room = static_cast<int>(p.shape[d]) - p.box[d];
+    c[d] = std::uniform_int_distribution<int>(0, room)(rng);
+    if (d == 0) c[d] = c[d] / k * k;
+  }
+  return c;
+}
+
+template <int R>
+bool TileFast(const fj::tensor_param& p, const int32_t* c, const void* smem,
+              bool check) {
+  return fj::detail::tile_fast<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]),
+                                  smem, check);
+}
+bool TileFastAnyRank(const fj::tensor_param& p, const int32_t* c,
+                     const void* smem, bool check) {
+  switch (p.rank) {
+    case 1:
+      return TileFast<1>(p, c, smem, check);
+    case 2:
+      return TileFast<2>(p, c, smem, check);
+    case 3:
+      return TileFast<3>(p, c, smem, check);
+    case 4:
+      return TileFast<4>(p, c, smem, check);
+    default:
+      return TileFast<5>(p, c, smem, check);
+  }
+}
+
+// One tile load (both impls) and one store against the reference.
+void CheckTile(const RandomTensor& t, const std::vector<int32_t>& c,
+               uint8_t* smem, unsigned threads, const std::string& what) {
+  const fj::tensor_param& p = t.host.param;
+  const size_t bytes = BoxElems(p) * p.elem_bytes;
+  std::vector<uint8_t> want(bytes);
+  for (size_t i = 0; i < bytes; ++i) want[i] = StaleByte(3, i);
+  RefLoadTileInto(t.host, c.data(), true, kPredSkip, want.data());
+  for (int impl = 0; impl < 2; ++impl) {
+    for (size_t i = 0; i < bytes; ++i) smem[i] = StaleByte(3, i);
+    g_cp_async = {};
+    g_cp_async.src_lo = t.storage.data();
+    g_cp_async.src_hi = t.storage.data() + t.storage.size();
+    AsBlock(threads, [&] {
+      IssueTileAnyRank(impl, smem, p, c.data(), true, kPredSkip);
+    });
+    ASSERT_EQ(g_cp_async.error, "") << ImplName(impl) << " " << what;
+    ptrdiff_t first = -1;
+    ASSERT_EQ(CountMismatches(p.dtype, p.elem_bytes, want.data(), smem,
+                              BoxElems(p), &first),
+              0u)
+        << ImplName(impl) << " " << what << " rank " << p.rank << " elem "
+        << p.elem_bytes << " threads " << threads << " first bad " << first;
+  }
+  // The store: SMEM random, the tensor's storage against the reference.
+  for (size_t i = 0; i < bytes; ++i) smem[i] = static_cast<uint8_t>(i * 7 + 1);
+  RandomTensor got = t;
+  got.host.data =
+      got.storage.data() + (static_cast<const uint8_t*>(t.host.data) -
+                            t.storage.data());
+  got.host.param.data = got.host.data;
+  std::vector<uint8_t> want_store = t.storage;
+  HostTensor ref = t.host;
+  ref.data = want_store.data() +
+             (static_cast<const uint8_t*>(t.host.data) - t.storage.data());
+  const uint8_t pred_byte = 1;
+  RefTileStore(ref, c.data(), &pred_byte, 1, smem);
+  AsBlock(threads,
+          [&] { StoreTileAnyRank(got.host.param, c.data(), smem, true); });
+  ASSERT_EQ(got.storage, want_store) << "store " << what << " rank " << p.rank
+                                     << " threads " << threads;
+}
+
+// The in-bounds fast path: every rank and element size, block sizes below
+// and above the chunk count, and the cases just across its boundary
+// (a tile one element outside, misaligned data, SMEM, stride or start)
+// that must take the general walker, all against the reference.
+TEST(CopyEmulationTest, FastPathTilesMatchTheReference) {
+  std::mt19937 rng(424242);
+  alignas(128) static uint8_t smem_buf[(1 << 16) + 128];
+  size_t fast = 0, general = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const int rank = 1 + iter % 5;
+    const int elem_bytes = 1 << ((iter / 5) % 4);
+    RandomTensor t = MakeFastTensor(rng, rank, elem_bytes);
+    fj::tensor_param& p = t.host.param;
+    const unsigned threads_choice[] = {1, 3, 32, 37, 96, 128, 256, 512};
+    const unsigned threads = threads_choice[rng() % 8];
+    std::vector<int32_t> c = MakeFastCoords(rng, p);
+    uint8_t* smem = smem_buf + 16 * (rng() % 8);
+    const std::string at = "iter " + std::to_string(iter);
+    const bool check = p.oob != fj::oob_promise_in_bounds;
+    ASSERT_TRUE(TileFastAnyRank(p, c.data(), smem, check)) << at;
+    CheckTile(t, c, smem, threads, at + " fast");
+    ++fast;
+    if (::testing::Test::HasFatalFailure()) return;
+    // Across the boundary: each variant must leave the fast path.
+    const int k = 16 / elem_bytes;
+    const int variant = static_cast<int>(rng() % 5);
+    std::vector<int32_t> c2 = c;
+    RandomTensor t2 = t;
+    t2.host.data = t2.storage.data() + (static_cast<uint8_t*>(t.host.data) -
+                                        t.storage.data());
+    fj::tensor_param& p2 = t2.host.param;
+    p2.data = t2.host.data;
+    uint8_t* smem2 = smem;
+    if (p2.oob == fj::oob_promise_in_bounds) p2.oob = fj::oob_zeros;
+    const int d = static_cast<int>(rng() % rank);
+    switch (variant) {
+      case 0:  // one element past the end along d
+        c2[d] = static_cast<int32_t>(p2.shape[d]) - p2.box[d] + 1;
+        break;
+      case 1:  // one element before the start along d
+        c2[d] = -1;
+        break;
+      case 2:  // a start that is not on a 16-byte boundary
+        if (k == 1) continue;
+        c2[0] = c[0] + 1 <= p2.shape[0] - p2.box[0] ? c[0] + 1 : c[0] - 1;
+        if (c2[0] < 0) continue;
+        break;
+      case 3:  // SMEM one element off 16-byte alignment
+        if (k == 1) continue;
+        smem2 = smem + elem_bytes;
+        break;
+      default:  // data one element off 16-byte alignment
+        if (k == 1) continue;
+        t2.host.data = static_cast<uint8_t*>(t2.host.data) + elem_bytes;
+        p2.data = t2.host.data;
+        break;
+    }
+    ASSERT_FALSE(TileFastAnyRank(p2, c2.data(), smem2, true))
+        << at << " variant " << variant;
+    CheckTile(t2, c2, smem2, threads, at + " variant " + std::to_string(variant));
+    ++general;
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_GT(general, 500u);
+  EXPECT_EQ(fast, 1500u);
+}
+
 // The sync implementation's barrier (an mbarrier stand-in) on real threads:
 // the conformance barrier kernel's protocol, checked against RefBarrier.
 TEST(CopyEmulationTest, EmulatedBarrierKeepsPhases) {

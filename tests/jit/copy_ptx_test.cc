@@ -47,7 +47,8 @@ extern "C" __global__ void every_feature(
   fj::load_tile(tile, t2, fj::at(7, 7), fj::in_group, true, fj::pred_skip);
   fj::commit_group();
   fj::wait_group<1>();
-  fj::store_tile(o2, fj::at(-1, 3), tile, p & 32);
+  // A run-time start: a constant edge tile would fold the tma store away.
+  fj::store_tile(o2, fj::at(n - 1, 3), tile, p & 32);
   fj::store(go + 32, sm + 16, n, p & 64);
   fj::commit_group();
   fj::wait_group_read<0>();
@@ -65,7 +66,8 @@ __device__ void rank_tile(const fj::tensor<float, R>& in,
   const fj::coords c = fj::at(-1, 1, -1, 1, -1);
   fj::load_tile(tile, in, c, bar);
   bar.arrive_and_wait(0);
-  fj::store_tile(out, c, tile);
+  // The store at a run-time start, so each impl keeps every path of it.
+  fj::store_tile(out, fj::at(blockIdx.x * 4, 1, 1, 1, 1), tile);
   fj::commit_group();
   fj::wait_group<0>();
 }
@@ -135,6 +137,9 @@ TEST_P(CopyPtxTest, EveryFeatureBuildsWithTheExpectedInstructions) {
   }
   // Every implementation prefetches into L2 somewhere.
   EXPECT_TRUE(Has(ptx, "prefetch.global.L2")) << "line prefetch";
+  // The in-bounds tile store fast path: 16-byte SMEM reads, GMEM writes.
+  EXPECT_TRUE(Has(ptx, "ld.shared.v4.u32")) << "fast tile store";
+  EXPECT_TRUE(Has(ptx, "st.global.v4.u32")) << "fast tile store";
 
   switch (c.impl) {
     case CopyImpl::kSync:
@@ -143,6 +148,9 @@ TEST_P(CopyPtxTest, EveryFeatureBuildsWithTheExpectedInstructions) {
       EXPECT_FALSE(Has(ptx, "multicast::cluster"));
       EXPECT_TRUE(Has(ptx, "atom.shared.inc") || Has(ptx, "atom.inc"))
           << "the emulated barrier counts arrivals with atomicInc";
+      // The in-bounds tile load fast path: 16-byte loads, then SMEM stores.
+      EXPECT_TRUE(Has(ptx, "ld.global.v4.u32")) << "fast tile load";
+      EXPECT_TRUE(Has(ptx, "st.shared.v4.u32")) << "fast tile load";
       break;
     case CopyImpl::kCpAsync:
       // Zero fill comes from the src-size operand (a register).

@@ -307,6 +307,175 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
   }
 }
 
+// ---------------------------------------------------- tile fast path
+// The common tile: dimension 0 contiguous, every row 16-byte aligned in SMEM
+// and GMEM, the whole box inside the tensor (or promised to be). It moves
+// in 16-byte chunks with no bounds checks; chunk i of the box sits at SMEM
+// offset 16 * i, and each thread steps from its chunk i to i + threads with
+// a cursor (adds and compares only: the walker above divides per chunk), so
+// the loops can keep several independent 16-byte accesses in flight.
+template <int R>
+FJ_DEV bool tile_fast(const tensor_param& p, const coords& c, const void* smem,
+                      bool check) {
+  if (p.stride[0] != 1) return false;
+  const i64 eb = p.elem_bytes;
+  u64 bits = addr(smem) | addr(p.data) | (u64)(p.box[0] * eb) |
+             (u64)((i64)c.v[0] * eb);
+#pragma unroll
+  for (int d = 1; d < R; ++d) bits |= (u64)(p.stride[d] * eb);
+  if ((bits & 15) != 0) return false;
+  if (check) {
+#pragma unroll
+    for (int d = 0; d < R; ++d) {
+      if (c.v[d] < 0 || (i64)c.v[d] + p.box[d] > p.shape[d]) return false;
+    }
+  }
+  return true;
+}
+
+// Chunks of a fast-path box: `total` of them, `cpr` per row.
+template <int R>
+FJ_DEV unsigned fast_chunks(const tensor_param& p) {
+  unsigned n = (unsigned)p.box[0] * (unsigned)p.elem_bytes / 16;
+#pragma unroll
+  for (int d = 1; d < R; ++d) n *= (unsigned)p.box[d];
+  return n;
+}
+
+// A thread's position in a fast-path box: `g`, the byte offset from p.data
+// of its current chunk. next() advances by `step` chunks (the block size);
+// the step is split once into a column part and mixed-radix row digits.
+template <int R>
+struct chunk_cursor {
+  i64 g;
+  unsigned ch, cpr, dc;  // chunk within its row, chunks per row, step's part
+  unsigned idx[R], dr[R], box[R];  // row index / step digits, dims 1..R-1
+  i64 sb[R], gstep[R], wrap[R];  // stride, dr * stride, box * stride (bytes)
+
+  FJ_DEV void init(const tensor_param& p, const coords& c, unsigned first,
+                   unsigned step) {
+    const i64 eb = p.elem_bytes;
+    cpr = (unsigned)(p.box[0] * eb) / 16;
+    unsigned row = first / cpr, srow = step / cpr;
+    ch = first - row * cpr;
+    dc = step - srow * cpr;
+    g = (i64)c.v[0] * eb + (i64)ch * 16;
+#pragma unroll
+    for (int d = 1; d < R; ++d) {
+      box[d] = (unsigned)p.box[d];
+      sb[d] = p.stride[d] * eb;
+      if (d < R - 1) {
+        idx[d] = row % box[d];
+        row /= box[d];
+        dr[d] = srow % box[d];
+        srow /= box[d];
+      } else {  // the outermost digit takes the rest (past the box = done)
+        idx[d] = row;
+        dr[d] = srow;
+      }
+      gstep[d] = (i64)dr[d] * sb[d];
+      wrap[d] = (i64)box[d] * sb[d];
+      g += ((i64)c.v[d] + idx[d]) * sb[d];
+    }
+  }
+  FJ_DEV void next() {
+    ch += dc;
+    g += (i64)(dc * 16);
+    bool carry = ch >= cpr;
+    if (carry) {
+      ch -= cpr;
+      g -= (i64)(cpr * 16);
+    }
+#pragma unroll
+    for (int d = 1; d < R; ++d) {
+      g += gstep[d] + (carry ? sb[d] : 0);
+      if (d < R - 1) {
+        idx[d] += dr[d] + (carry ? 1u : 0u);
+        carry = idx[d] >= box[d];
+        if (carry) {
+          idx[d] -= box[d];
+          g -= wrap[d];
+        }
+      }
+    }
+  }
+};
+
+// 16-byte moves with explicit state spaces (both addresses 16-aligned).
+FJ_DEV uint4 ld_global16(const void* g) {
+#ifdef FJ_COPY_HOST_EMULATION
+  return *(const uint4*)g;  // test seam: the CPU replay of the fast paths
+#else
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(__cvta_generic_to_global(g))
+               : "memory");
+  return v;
+#endif
+}
+FJ_DEV void st_global16(void* g, const uint4& v) {
+#ifdef FJ_COPY_HOST_EMULATION
+  *(uint4*)g = v;
+#else
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(
+                   __cvta_generic_to_global(g)),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+#endif
+}
+FJ_DEV uint4 ld_shared16(const void* s) {
+#ifdef FJ_COPY_HOST_EMULATION
+  return *(const uint4*)s;
+#else
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(smem_u32(s))
+               : "memory");
+  return v;
+#endif
+}
+FJ_DEV void st_shared16(void* s, const uint4& v) {
+#ifdef FJ_COPY_HOST_EMULATION
+  *(uint4*)s = v;
+#else
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(smem_u32(s)),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+#endif
+}
+
+// Chunks per thread moved between a batch of loads and its stores.
+#define FJ_FAST_UNROLL 8
+
+// Fast-path tile store: a batch of ld.shared, then the st.global.
+template <int R>
+__device__ __noinline__ void store_tile_fast(const tensor_param& p,
+                                             const coords& c,
+                                             const unsigned char* smem) {
+  const unsigned n = block_threads(), total = fast_chunks<R>(p);
+  unsigned i = thread_rank();
+  chunk_cursor<R> cur;
+  cur.init(p, c, i, n);
+  unsigned char* base = (unsigned char*)p.data;
+  for (; i + (FJ_FAST_UNROLL - 1) * n < total; i += FJ_FAST_UNROLL * n) {
+    uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+      v[j] = ld_shared16(smem + (u64)(i + j * n) * 16);
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      st_global16(base + cur.g, v[j]);
+      cur.next();
+    }
+  }
+  for (; i < total; i += n) {
+    st_global16(base + cur.g, ld_shared16(smem + (u64)i * 16));
+    cur.next();
+  }
+}
+
 // Bytes of one tile (the box) of `p`.
 FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
   unsigned n = (unsigned)p.elem_bytes;
@@ -334,6 +503,10 @@ template <int R>
 FJ_DEV void store_tile_generic(const tensor_param& p, const coords& c,
                                const void* smem, bool pred) {
   if (!pred) return;
+  if (tile_fast<R>(p, c, smem, true)) {
+    store_tile_fast<R>(p, c, (const unsigned char*)smem);
+    return;
+  }
   store_op op{(unsigned)p.elem_bytes};
   walk_tile<R>(p, c, (unsigned char*)smem, true, op);
 }

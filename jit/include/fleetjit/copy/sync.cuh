@@ -106,12 +106,46 @@ struct load_op {
   }
 };
 
+// Fast-path tile load (see detail::tile_fast): a batch of independent
+// 16-byte ld.global per thread, then their st.shared, so FJ_FAST_UNROLL
+// loads per thread are in flight instead of one.
+template <int R>
+__device__ __noinline__ void load_tile_fast(unsigned char* smem,
+                                            const tensor_param& p,
+                                            const coords& c) {
+  const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
+  unsigned i = detail::thread_rank();
+  detail::chunk_cursor<R> cur;
+  cur.init(p, c, i, n);
+  const unsigned char* base = (const unsigned char*)p.data;
+  for (; i + (FJ_FAST_UNROLL - 1) * n < total; i += FJ_FAST_UNROLL * n) {
+    uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      v[j] = detail::ld_global16(base + cur.g);
+      cur.next();
+    }
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+      detail::st_shared16(smem + (detail::u64)(i + j * n) * 16, v[j]);
+  }
+  for (; i < total; i += n) {
+    detail::st_shared16(smem + (detail::u64)i * 16,
+                        detail::ld_global16(base + cur.g));
+    cur.next();
+  }
+}
+
 template <int R>
 FJ_DEV void load_tile_span(void* dst, const tensor_param& p, const coords& c,
                            bool pred, pred_mode mode) {
   __syncthreads();
   if (!pred) {
     if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
+    return;
+  }
+  if (detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds)) {
+    load_tile_fast<R>((unsigned char*)dst, p, c);
     return;
   }
   load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
