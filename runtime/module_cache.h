@@ -112,7 +112,8 @@ class ModuleCache {
   // a reader sees the old entry or the new one, never a mix. With no memory
   // tier only the disk is written. The error, if any, is the disk write's
   // (logged once per cache like any write failure); the memory tier is
-  // updated regardless.
+  // updated regardless. An Update racing Clear may leave the entry in place
+  // after the clear: a valid entry, as if built just after it.
   absl::Status Update(const CacheKey& key,
                       std::shared_ptr<const jit::Artifact> artifact);
 

@@ -451,9 +451,15 @@ absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
     inputs.emit_ptx = request.emit_ptx;
     CacheKey key = MakeCacheKey(inputs);
     // The disk store waits for the thunk object: one write, off the path.
+    // Only with a memory tier, which serves the key meanwhile; without one
+    // the entry is written now, or the next Build of the key could compile
+    // again before the background write.
     FJ_ASSIGN_OR_RETURN(
         ModuleCache::Result result,
-        cache_->GetOrBuild(key, compile, ModuleCache::DiskStore::kDeferred), "");
+        cache_->GetOrBuild(key, compile,
+                           options_.cache.memory ? ModuleCache::DiskStore::kDeferred
+                                                 : ModuleCache::DiskStore::kNow),
+        "");
     record.artifact = std::move(result.artifact);
     record.source = result.source;
     record.key = key.digest;
