@@ -626,51 +626,51 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
   }
   LoadedKernel* out = nullptr;
   {
-  absl::MutexLock lock(&image->mu);
-  auto it = image->kernels.find(name);
-  if (it != image->kernels.end()) return it->second.get();
-  auto kernel = std::make_unique<LoadedKernel>();
-  kernel->api = driver_.get();
-  kernel->device = dev;
-  kernel->context = ctx;
-  kernel->entry = entry;
-  kernel->copy_impl = artifact.copy_impl;
-  kernel->display_name = absl::StrCat(module.name, ":", entry->name);
-  FJ_RETURN_IF_ERROR(
-      CheckCu(*driver_,
-              driver_->cuModuleGetFunction(&kernel->function, image->module,
-                                           entry->lowered_name.c_str()),
-              "cuModuleGetFunction"),
-      absl::StrCat("looking up kernel '", name, "'"));
-  struct {
-    CUfunction_attribute attribute;
-    int* out;
-  } attributes[] = {
-      {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &kernel->max_threads_per_block},
-      {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &kernel->static_shared_bytes},
-      {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->num_regs},
-  };
-  for (auto& a : attributes) {
+    absl::MutexLock lock(&image->mu);
+    auto it = image->kernels.find(name);
+    if (it != image->kernels.end()) return it->second.get();
+    auto kernel = std::make_unique<LoadedKernel>();
+    kernel->api = driver_.get();
+    kernel->device = dev;
+    kernel->context = ctx;
+    kernel->entry = entry;
+    kernel->copy_impl = artifact.copy_impl;
+    kernel->display_name = absl::StrCat(module.name, ":", entry->name);
     FJ_RETURN_IF_ERROR(
-        CheckCu(*driver_, driver_->cuFuncGetAttribute(a.out, a.attribute, kernel->function),
-                "cuFuncGetAttribute"),
-        absl::StrCat("reading attributes of '", name, "'"));
-  }
-  // Pack at the offsets this driver uses. A layout that differs from the
-  // artifact's (an artifact built without this device, e.g. PTX for a fleet)
-  // gets a corrected copy; its thunk was generated for the other layout, so
-  // it launches through the generic path.
-  FJ_ASSIGN_OR_RETURN(std::optional<std::vector<jit::ParamSpec>> relaid,
-                      DriverParamLayout(*driver_, kernel->function, *entry),
-                      absl::StrCat("reading the parameters of '", name, "'"));
-  if (relaid.has_value()) {
-    kernel->relaid_entry = std::make_unique<jit::KernelEntry>(*entry);
-    kernel->relaid_entry->params = std::move(*relaid);
-    kernel->relaid_entry->param_bytes = jit::ParamBufferBytes(kernel->relaid_entry->params);
-    kernel->entry = kernel->relaid_entry.get();
-  }
-  out = kernel.get();
-  image->kernels.emplace(std::string(name), std::move(kernel));
+        CheckCu(*driver_,
+                driver_->cuModuleGetFunction(&kernel->function, image->module,
+                                             entry->lowered_name.c_str()),
+                "cuModuleGetFunction"),
+        absl::StrCat("looking up kernel '", name, "'"));
+    struct {
+      CUfunction_attribute attribute;
+      int* out;
+    } attributes[] = {
+        {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &kernel->max_threads_per_block},
+        {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &kernel->static_shared_bytes},
+        {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->num_regs},
+    };
+    for (auto& a : attributes) {
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*driver_, driver_->cuFuncGetAttribute(a.out, a.attribute, kernel->function),
+                  "cuFuncGetAttribute"),
+          absl::StrCat("reading attributes of '", name, "'"));
+    }
+    // Pack at the offsets this driver uses. A layout that differs from the
+    // artifact's (an artifact built without this device, e.g. PTX for a fleet)
+    // gets a corrected copy; its thunk was generated for the other layout, so
+    // it launches through the generic path.
+    FJ_ASSIGN_OR_RETURN(std::optional<std::vector<jit::ParamSpec>> relaid,
+                        DriverParamLayout(*driver_, kernel->function, *entry),
+                        absl::StrCat("reading the parameters of '", name, "'"));
+    if (relaid.has_value()) {
+      kernel->relaid_entry = std::make_unique<jit::KernelEntry>(*entry);
+      kernel->relaid_entry->params = std::move(*relaid);
+      kernel->relaid_entry->param_bytes = jit::ParamBufferBytes(kernel->relaid_entry->params);
+      kernel->entry = kernel->relaid_entry.get();
+    }
+    out = kernel.get();
+    image->kernels.emplace(std::string(name), std::move(kernel));
   }
   // After the insertion (see RunFollowUp), and outside image->mu: the
   // thunk is an atomic, and a kernel without one launches generically.
