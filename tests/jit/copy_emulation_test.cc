@@ -42,18 +42,22 @@ inline void __threadfence_block() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 inline void __nanosleep(unsigned) { std::this_thread::yield(); }
-inline unsigned atomicInc(unsigned* a, unsigned limit) {
-  unsigned old = __atomic_load_n(a, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(a, &old, old >= limit ? 0 : old + 1,
-                                      false, __ATOMIC_SEQ_CST,
-                                      __ATOMIC_RELAXED)) {
-  }
-  return old;
-}
 inline unsigned long long __cvta_generic_to_shared(const void* p) {
   return reinterpret_cast<unsigned long long>(p);
 }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+// Each replayed thread runs alone: its warp's active mask is itself.
+inline unsigned __activemask() { return 1u << (threadIdx.x % 32); }
+inline void __syncwarp(unsigned) {}
+inline unsigned __match_any_sync(unsigned mask, unsigned long long) {
+  return mask;
+}
+inline unsigned atomicCAS(unsigned* a, unsigned expected, unsigned desired) {
+  __atomic_compare_exchange_n(a, &expected, desired, false, __ATOMIC_SEQ_CST,
+                              __ATOMIC_SEQ_CST);
+  return expected;
+}
 
 // Every cp.async the cp_async path issues comes here.
 struct CpAsyncLog {

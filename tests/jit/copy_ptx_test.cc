@@ -146,8 +146,9 @@ TEST_P(CopyPtxTest, EveryFeatureBuildsWithTheExpectedInstructions) {
       EXPECT_FALSE(Has(ptx, "cp.async")) << "sync issues no async copies";
       EXPECT_FALSE(Has(ptx, "mbarrier")) << "sync emulates barriers";
       EXPECT_FALSE(Has(ptx, "multicast::cluster"));
-      EXPECT_TRUE(Has(ptx, "atom.shared.inc") || Has(ptx, "atom.inc"))
-          << "the emulated barrier counts arrivals with atomicInc";
+      // (atom.shared.cas, or atom.relaxed.shared.cas on newer targets)
+      EXPECT_TRUE(Has(ptx, "shared.cas.b32") || Has(ptx, "atom.cas"))
+          << "the emulated barrier counts a warp's arrivals with one CAS";
       // The in-bounds tile load fast path: 16-byte loads, then SMEM stores.
       EXPECT_TRUE(Has(ptx, "ld.global.v4.u32")) << "fast tile load";
       EXPECT_TRUE(Has(ptx, "st.shared.v4.u32")) << "fast tile load";

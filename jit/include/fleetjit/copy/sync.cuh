@@ -19,7 +19,7 @@ namespace sync_impl {
 
 // ---------------------------------------------------------------- barrier
 // Emulates an mbarrier because sm_75 has none: word 0 counts arrivals
-// modulo 2*count (atomicInc wraps), word 1 holds count. The current phase's
+// modulo 2*count, word 1 holds count. The current phase's
 // parity is (arrivals >= count); a phase with parity P is complete once the
 // current parity differs from P, as with mbarrier.test_wait.parity.
 FJ_DEV unsigned* words(barrier& b) { return (unsigned*)&b.state_; }
@@ -29,9 +29,24 @@ FJ_DEV void barrier_init(barrier& b, unsigned count) {
   words(b)[1] = count;
   __threadfence_block();
 }
+// The lanes of a warp that arrive together on the same barrier count in
+// one atomic (a CAS that adds them modulo 2*count): a block of arrivals
+// otherwise serialises block_threads() atomics on one shared word.
 FJ_DEV void arrive(barrier& b) {
   __threadfence_block();  // release this thread's earlier writes
-  atomicInc(&words(b)[0], 2 * words(b)[1] - 1);
+  const unsigned mask = __match_any_sync(__activemask(), detail::addr(&b));
+  __syncwarp(mask);  // ...to the lane that arrives for the others
+  if ((detail::thread_rank() & 31) != (unsigned)(__ffs(mask) - 1)) return;
+  __threadfence_block();
+  unsigned* w = &words(b)[0];
+  const unsigned k = __popc(mask), limit = 2 * words(b)[1];
+  unsigned old = *(volatile unsigned*)w, seen;
+  do {
+    seen = old;
+    unsigned next = seen + k;
+    if (next >= limit) next -= limit;
+    old = atomicCAS(w, seen, next);
+  } while (old != seen);
 }
 FJ_DEV bool test(barrier& b, unsigned parity) {
   const volatile unsigned* w = words(b);
