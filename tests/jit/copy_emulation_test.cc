@@ -427,8 +427,9 @@ void CheckTile(const RandomTensor& t, const std::vector<int32_t>& c,
   std::vector<uint8_t> want(bytes);
   for (size_t i = 0; i < bytes; ++i) want[i] = StaleByte(3, i);
   RefLoadTileInto(t.host, c.data(), true, kPredSkip, want.data());
+  const size_t guard = 512;  // SMEM past the box must stay untouched
   for (int impl = 0; impl < 2; ++impl) {
-    for (size_t i = 0; i < bytes; ++i) smem[i] = StaleByte(3, i);
+    for (size_t i = 0; i < bytes + guard; ++i) smem[i] = StaleByte(3, i);
     g_cp_async = {};
     g_cp_async.src_lo = t.storage.data();
     g_cp_async.src_hi = t.storage.data() + t.storage.size();
@@ -442,6 +443,10 @@ void CheckTile(const RandomTensor& t, const std::vector<int32_t>& c,
               0u)
         << ImplName(impl) << " " << what << " rank " << p.rank << " elem "
         << p.elem_bytes << " threads " << threads << " first bad " << first;
+    for (size_t i = bytes; i < bytes + guard; ++i) {
+      ASSERT_EQ(smem[i], StaleByte(3, i))
+          << ImplName(impl) << " " << what << " wrote past the box at " << i;
+    }
   }
   // The store: SMEM random, the tensor's storage against the reference.
   for (size_t i = 0; i < bytes; ++i) smem[i] = static_cast<uint8_t>(i * 7 + 1);

@@ -323,7 +323,11 @@ FJ_DEV bool tile_fast(const tensor_param& p, const coords& c, const void* smem,
              (u64)((i64)c.v[0] * eb);
 #pragma unroll
   for (int d = 1; d < R; ++d) bits |= (u64)(p.stride[d] * eb);
-  if ((bits & 15) != 0) return false;
+  if ((bits & 15) != 0 || p.box[0] <= 0) return false;
+#pragma unroll
+  for (int d = 1; d < R; ++d) {
+    if (p.box[d] <= 0) return false;  // an empty box: the walker's business
+  }
   if (check) {
 #pragma unroll
     for (int d = 0; d < R; ++d) {
@@ -446,7 +450,8 @@ FJ_DEV void st_shared16(void* s, const uint4& v) {
 #endif
 }
 
-// Chunks per thread moved between a batch of loads and its stores.
+// Chunks per thread moved between a batch of loads and its stores (the
+// last batch predicated, so a short tile still has its loads in flight).
 #define FJ_FAST_UNROLL 8
 
 // Fast-path tile store: a batch of ld.shared, then the st.global.
@@ -459,20 +464,19 @@ __device__ __noinline__ void store_tile_fast(const tensor_param& p,
   chunk_cursor<R> cur;
   cur.init(p, c, i, n);
   unsigned char* base = (unsigned char*)p.data;
-  for (; i + (FJ_FAST_UNROLL - 1) * n < total; i += FJ_FAST_UNROLL * n) {
+  for (; i < total; i += FJ_FAST_UNROLL * n) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
-      v[j] = ld_shared16(smem + (u64)(i + j * n) * 16);
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      if (i + j * n < total) v[j] = ld_shared16(smem + (u64)(i + j * n) * 16);
+    }
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      st_global16(base + cur.g, v[j]);
-      cur.next();
+      if (i + j * n < total) {
+        st_global16(base + cur.g, v[j]);
+        cur.next();
+      }
     }
-  }
-  for (; i < total; i += n) {
-    st_global16(base + cur.g, ld_shared16(smem + (u64)i * 16));
-    cur.next();
   }
 }
 

@@ -133,21 +133,20 @@ __device__ __noinline__ void load_tile_fast(unsigned char* smem,
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
   const unsigned char* base = (const unsigned char*)p.data;
-  for (; i + (FJ_FAST_UNROLL - 1) * n < total; i += FJ_FAST_UNROLL * n) {
+  for (; i < total; i += FJ_FAST_UNROLL * n) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      v[j] = detail::ld_global16(base + cur.g);
-      cur.next();
+      if (i + j * n < total) {
+        v[j] = detail::ld_global16(base + cur.g);
+        cur.next();
+      }
     }
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
-      detail::st_shared16(smem + (detail::u64)(i + j * n) * 16, v[j]);
-  }
-  for (; i < total; i += n) {
-    detail::st_shared16(smem + (detail::u64)i * 16,
-                        detail::ld_global16(base + cur.g));
-    cur.next();
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      if (i + j * n < total)
+        detail::st_shared16(smem + (detail::u64)(i + j * n) * 16, v[j]);
+    }
   }
 }
 
