@@ -13,6 +13,7 @@
 #include <string>
 
 #include "fleetjit/fleetjit.h"
+#include "test_paths.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -44,7 +45,9 @@ struct Api {
   decltype(&fj_device_count) device_count = nullptr;
   decltype(&fj_status_free) status_free = nullptr;
   bool Load() {
-    handle = dlopen(FJ_LIBRARY_PATH, RTLD_NOW | RTLD_LOCAL);
+    const std::string path = fleetjit::testing::BesideExecutable(
+        "../lib/libfleetjit.so.1", FJ_LIBRARY_PATH);
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       std::fprintf(stderr, "dlopen: %s\n", dlerror());
       return false;

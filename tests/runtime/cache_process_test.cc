@@ -1,6 +1,7 @@
 // The disk cache shared by several processes: concurrent builders, writers
 // killed with SIGKILL mid-write, and a hit in a process with no NVRTC.
 // Each process is cache_stress_helper (FJ_CACHE_STRESS_HELPER).
+#include "test_paths.h"
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -25,7 +26,8 @@ using ::fleetjit::testing::Spawn;
 using ::fleetjit::testing::TempDir;
 using ::fleetjit::testing::Wait;
 
-const std::string kHelper = FJ_CACHE_STRESS_HELPER;
+const std::string kHelper =
+    fleetjit::testing::BesideExecutable("cache_stress_helper", FJ_CACHE_STRESS_HELPER);
 
 std::vector<std::string> HelperArgs(const std::string& mode,
                                     const std::string& dir, uint64_t seed,
