@@ -558,10 +558,16 @@ void CheckTensorEcho(LoadedKernel* k, HostTensor& t,
       reinterpret_cast<uintptr_t>(t.tensor.data) + t.tensor.byte_offset;
   const uint64_t storage_base = reinterpret_cast<uintptr_t>(t.tensor.data);
   const int n = static_cast<int>(t.shape.size());
+  // NULL strides (an empty vector here) mean compact row-major.
+  std::vector<int64_t> strides = t.strides;
+  if (strides.empty()) {
+    strides.assign(n, 1);
+    for (int d = n - 2; d >= 0; --d) strides[d] = strides[d + 1] * t.shape[d + 1];
+  }
   for (int64_t i = 0; i < total; ++i) {
     int64_t rem = i, off = 0;
     for (int d = n - 1; d >= 0; --d) {
-      off += (rem % t.shape[d]) * t.strides[d];
+      off += (rem % t.shape[d]) * strides[d];
       rem /= t.shape[d];
     }
     const int64_t index = static_cast<int64_t>((base - storage_base) / 4) + off;
