@@ -1038,6 +1038,40 @@ class Matrix {
     return absl::OkStatus();
   }
 
+  // How one block's kSpanCap bytes differ from the reference: the count,
+  // the first differing byte, the cases (spans) with a wrong byte (a wrong
+  // byte outside every span counts as one more), and the span owning the
+  // first byte (-1: none).
+  struct SpanDiff {
+    size_t bytes = 0;
+    int first_byte = -1;
+    int bad_cases = 0;
+    int first_owner = -1;
+  };
+  static SpanDiff DiffSpans(const uint8_t* want, const uint8_t* got,
+                            const SpanCase* bc, int cpb) {
+    SpanDiff d;
+    std::vector<bool> case_bad(cpb, false);
+    bool stray = false;
+    for (int i = 0; i < kSpanCap; ++i) {
+      if (want[i] == got[i]) continue;
+      ++d.bytes;
+      if (d.first_byte < 0) d.first_byte = i;
+      bool hit = false;
+      for (int j = 0; j < cpb; ++j) {
+        if (i >= bc[j].dst_off && i < bc[j].dst_off + bc[j].bytes) {
+          case_bad[j] = true;
+          hit = true;
+          if (i == d.first_byte) d.first_owner = j;
+        }
+      }
+      if (!hit) stray = true;
+    }
+    d.bad_cases = static_cast<int>(std::count(case_bad.begin(), case_bad.end(), true));
+    if (d.bytes > 0 && d.bad_cases == 0 && stray) d.bad_cases = 1;
+    return d;
+  }
+
   static std::string SpanText(const SpanCase& s, bool load) {
     return absl::StrFormat("{%s %d, %s %d, %d bytes, pred %d%s}", load ? "src" : "smem",
                            s.src_off, load ? "smem" : "out", s.dst_off, s.bytes, s.pred,
@@ -1092,40 +1126,20 @@ class Matrix {
       const uint8_t* w = want.data() + static_cast<size_t>(b) * kSpanCap;
       const uint8_t* g = got.data() + static_cast<size_t>(b) * kSpanCap;
       const SpanCase* bc = cases.data() + static_cast<size_t>(b / cs) * cpb;
-      std::vector<bool> case_bad(cpb, false);
-      bool stale_bad = false;
-      int first_byte = -1;
-      size_t nbad = 0;
-      for (int i = 0; i < kSpanCap; ++i) {
-        if (w[i] == g[i]) continue;
-        ++nbad;
-        if (first_byte < 0) first_byte = i;
-        bool hit = false;
-        for (int j = 0; j < cpb; ++j) {
-          if (i >= bc[j].dst_off && i < bc[j].dst_off + bc[j].bytes) {
-            case_bad[j] = true;
-            hit = true;
-          }
-        }
-        if (!hit) stale_bad = true;
-      }
-      if (nbad == 0) continue;
-      int n = static_cast<int>(std::count(case_bad.begin(), case_bad.end(), true));
-      if (n == 0 && stale_bad) n = 1;
-      bad += n;
+      const SpanDiff d = DiffSpans(w, g, bc, cpb);
+      if (d.bytes == 0) continue;
+      bad += d.bad_cases;
       if (first.empty()) {
-        std::string owner = "a byte outside every span (must keep its stale value)";
-        for (int j = 0; j < cpb; ++j) {
-          if (first_byte >= bc[j].dst_off && first_byte < bc[j].dst_off + bc[j].bytes) {
-            owner = absl::StrCat("span ", SpanText(bc[j], true), " at byte ",
-                                 first_byte - bc[j].dst_off);
-          }
-        }
+        const int fb = d.first_byte;
+        const std::string owner =
+            d.first_owner < 0
+                ? std::string("a byte outside every span (must keep its stale value)")
+                : absl::StrCat("span ", SpanText(bc[d.first_owner], true), " at byte ",
+                               fb - bc[d.first_owner].dst_off);
         first = absl::StrFormat(
             "block %d (cluster rank %d): %zu of %d SMEM bytes differ; first: SMEM byte %d, %s: "
             "expected 0x%02x got 0x%02x (poison 0x%02x, stale 0x%02x)",
-            b, b % cs, nbad, kSpanCap, first_byte, owner, w[first_byte], g[first_byte], poison,
-            StaleByte(b, first_byte));
+            b, b % cs, d.bytes, kSpanCap, fb, owner, w[fb], g[fb], poison, StaleByte(b, fb));
       }
     }
     if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " spans wrong; ",
@@ -1170,40 +1184,20 @@ class Matrix {
     for (int b = 0; b < blocks; ++b) {
       const size_t region = static_cast<size_t>(b) * kSpanCap;
       const SpanCase* bc = cases.data() + static_cast<size_t>(b) * cpb;
-      std::vector<bool> case_bad(cpb, false);
-      bool stray = false;
-      int first_byte = -1;
-      size_t nbad = 0;
-      for (int i = 0; i < kSpanCap; ++i) {
-        if (want[region + i] == got[region + i]) continue;
-        ++nbad;
-        if (first_byte < 0) first_byte = i;
-        bool hit = false;
-        for (int j = 0; j < cpb; ++j) {
-          if (i >= bc[j].dst_off && i < bc[j].dst_off + bc[j].bytes) {
-            case_bad[j] = true;
-            hit = true;
-          }
-        }
-        if (!hit) stray = true;
-      }
-      if (nbad == 0) continue;
-      int n = static_cast<int>(std::count(case_bad.begin(), case_bad.end(), true));
-      if (n == 0 && stray) n = 1;
-      bad += n;
+      const SpanDiff d = DiffSpans(want.data() + region, got.data() + region, bc, cpb);
+      if (d.bytes == 0) continue;
+      bad += d.bad_cases;
       if (first.empty()) {
-        std::string owner = "a byte no store covers (must keep the poison)";
-        for (int j = 0; j < cpb; ++j) {
-          if (first_byte >= bc[j].dst_off && first_byte < bc[j].dst_off + bc[j].bytes) {
-            owner = absl::StrCat("store ", SpanText(bc[j], false), " at byte ",
-                                 first_byte - bc[j].dst_off);
-          }
-        }
+        const int fb = d.first_byte;
+        const std::string owner =
+            d.first_owner < 0
+                ? std::string("a byte no store covers (must keep the poison)")
+                : absl::StrCat("store ", SpanText(bc[d.first_owner], false), " at byte ",
+                               fb - bc[d.first_owner].dst_off);
         first = absl::StrFormat(
             "block %d: %zu of %d output bytes differ; first: out byte %d of the block, %s: "
             "expected 0x%02x got 0x%02x (poison 0x%02x)",
-            b, nbad, kSpanCap, first_byte, owner, want[region + first_byte],
-            got[region + first_byte], poison);
+            b, d.bytes, kSpanCap, fb, owner, want[region + fb], got[region + fb], poison);
       }
     }
     if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " stores wrong; ",
