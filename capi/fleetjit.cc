@@ -112,37 +112,32 @@ absl::StatusOr<std::string> ReadStr(fj_str s, const char* name) {
   return std::string(s.data == nullptr ? "" : s.data, s.size);
 }
 
-absl::StatusOr<RuntimeObject*> GetRuntime(const fj_runtime* h) {
-  if (h == nullptr) return NullArgument("runtime");
-  auto* obj = static_cast<RuntimeObject*>(LookupHandle(HandleValue(h), HandleType::kRuntime));
+// The object behind a caller's handle of kind `type`, or a status naming
+// the argument: NULL, or not a live handle of that kind (destroyed, foreign,
+// forged, or a handle of another kind).
+template <typename Object, typename Handle>
+absl::StatusOr<Object*> LookUp(const Handle* h, HandleType type, const char* name,
+                               const char* extra = "") {
+  if (h == nullptr) return NullArgument(name);
+  auto* obj = static_cast<Object*>(LookupHandle(HandleValue(h), type));
   if (obj == nullptr) {
-    return absl::InvalidArgumentError("runtime is not a live fj_runtime handle (destroyed or foreign)");
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, " is not a live fj_", name, " handle (destroyed or foreign", extra, ")"));
   }
   return obj;
+}
+absl::StatusOr<RuntimeObject*> GetRuntime(const fj_runtime* h) {
+  return LookUp<RuntimeObject>(h, HandleType::kRuntime, "runtime");
 }
 absl::StatusOr<ModuleObject*> GetModule(const fj_module* h) {
-  if (h == nullptr) return NullArgument("module");
-  auto* obj = static_cast<ModuleObject*>(LookupHandle(HandleValue(h), HandleType::kModule));
-  if (obj == nullptr) {
-    return absl::InvalidArgumentError("module is not a live fj_module handle (destroyed or foreign)");
-  }
-  return obj;
+  return LookUp<ModuleObject>(h, HandleType::kModule, "module");
 }
 absl::StatusOr<KernelObject*> GetKernel(const fj_kernel* h) {
-  if (h == nullptr) return NullArgument("kernel");
-  auto* obj = static_cast<KernelObject*>(LookupHandle(HandleValue(h), HandleType::kKernel));
-  if (obj == nullptr) {
-    return absl::InvalidArgumentError("kernel is not a live fj_kernel handle (destroyed or foreign, or its module was destroyed)");
-  }
-  return obj;
+  return LookUp<KernelObject>(h, HandleType::kKernel, "kernel",
+                              ", or its module was destroyed");
 }
 absl::StatusOr<StreamObject*> GetStream(const fj_stream* h) {
-  if (h == nullptr) return NullArgument("stream");
-  auto* obj = static_cast<StreamObject*>(LookupHandle(HandleValue(h), HandleType::kStream));
-  if (obj == nullptr) {
-    return absl::InvalidArgumentError("stream is not a live fj_stream handle (destroyed or foreign)");
-  }
-  return obj;
+  return LookUp<StreamObject>(h, HandleType::kStream, "stream");
 }
 
 absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int value) {

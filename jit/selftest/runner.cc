@@ -1,4 +1,5 @@
 #include "jit/selftest/runner.h"
+#include "runtime/status_macros.h"
 
 #include <algorithm>
 #include <chrono>
@@ -130,11 +131,6 @@ absl::Status Fj(fj_status* s, absl::string_view what) {
   return absl::Status(CodeOf(code), msg);
 }
 
-#define SELFTEST_RETURN_IF_ERROR(expr)     \
-  do {                                     \
-    absl::Status _st = (expr);             \
-    if (!_st.ok()) return _st;             \
-  } while (0)
 
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
 
@@ -651,10 +647,10 @@ class Matrix {
 
   absl::Status Init(const fj_device_info& info) {
     info_ = info;
-    SELFTEST_RETURN_IF_ERROR(Fj(fj_stream_create(rt_, device_, &stream_), "creating a stream"));
-    SELFTEST_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &in_), "allocating"));
-    SELFTEST_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &out_), "allocating"));
-    SELFTEST_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kAuxBytes, &aux_), "allocating"));
+    FJ_RETURN_IF_ERROR(Fj(fj_stream_create(rt_, device_, &stream_), "creating a stream"), "");
+    FJ_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &in_), "allocating"), "");
+    FJ_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &out_), "allocating"), "");
+    FJ_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kAuxBytes, &aux_), "allocating"), "");
     return absl::OkStatus();
   }
 
@@ -788,11 +784,11 @@ class Matrix {
     }
     if (row.module == nullptr) return absl::FailedPreconditionError("no module");
     fj_kernel* k = nullptr;
-    SELFTEST_RETURN_IF_ERROR(Fj(fj_module_get_kernel(row.module, Str(name), device_, &k),
-                                absl::StrCat("loading kernel ", name)));
+    FJ_RETURN_IF_ERROR(Fj(fj_module_get_kernel(row.module, Str(name), device_, &k),
+                                absl::StrCat("loading kernel ", name)), "");
     fj_kernel_info ki{};
     ki.struct_size = sizeof(ki);
-    SELFTEST_RETURN_IF_ERROR(Fj(fj_kernel_info_get(k, &ki), "kernel info"));
+    FJ_RETURN_IF_ERROR(Fj(fj_kernel_info_get(k, &ki), "kernel info"), "");
     std::lock_guard<std::mutex> l(kernels_mu_);
     row.kernels[name] = k;
     row.max_threads[name] = ki.max_threads_per_block > 0 ? ki.max_threads_per_block : 1024;
@@ -886,6 +882,20 @@ class Matrix {
         " (then: ", probe.message(), ")"));
   }
 
+  // For the tile-load kernels: fills the tensor argument for `g` in the
+  // input arena, uploads its elements, the coordinates and the predicates,
+  // and poisons `out_bytes` of the output.
+  absl::Status StageTileLoad(Ctx& c, const GenTensor& g, const std::vector<int32_t>& coords,
+                             const std::vector<uint8_t>& preds, uint8_t poison,
+                             size_t out_bytes, fj_tensor* tensor, fj_tensor_arg* targ) {
+    g.Fill(in_, device_, tensor, targ);
+    CountTma(c, *targ);
+    FJ_RETURN_IF_ERROR(Upload(in_ + g.shift, g.host.data(), g.host.size()), "");
+    FJ_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4), "");
+    FJ_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()), "");
+    return Poison(out_, poison, out_bytes);
+  }
+
   // Counts tensor maps vs fallbacks on tma rows (the runtime's own rules).
   void CountTma(Ctx& c, const fj_tensor_arg& a) {
     if (c.row.spec.impl != FJ_COPY_IMPL_TMA) return;
@@ -943,7 +953,7 @@ class Matrix {
     const size_t words = static_cast<size_t>(blocks) * (phases + 1) * threads;
     std::vector<uint32_t> got(words), want(words);
     RefBarrier(blocks, threads, phases, want.data());
-    SELFTEST_RETURN_IF_ERROR(Poison(out_, poison, words * 4));
+    FJ_RETURN_IF_ERROR(Poison(out_, poison, words * 4), "");
     std::vector<fj_arg> args = {PtrArg(out_), I32Arg(phases)};
     Shape s;
     s.grid = blocks;
@@ -1095,15 +1105,15 @@ class Matrix {
     rng.Fill(src.data(), src.size());
     std::vector<SpanCase> cases;
     MakeSpans(rng, groups, cpb, src_size, v.preds, c.index, cases);
-    SELFTEST_RETURN_IF_ERROR(CheckSpans(cases, cpb, src_size, true));
+    FJ_RETURN_IF_ERROR(CheckSpans(cases, cpb, src_size, true), "");
     const int threads = PickThreads(rng, c.row, "fj_ct_span_load");
     const uint8_t poison = kPoisons[rng.Int(0, 4)];
     const size_t out_bytes = static_cast<size_t>(blocks) * kSpanCap;
     std::vector<uint8_t> want(out_bytes), got(out_bytes);
     RefSpanLoad(src.data(), cases.data(), cpb, blocks, cs, want.data());
-    SELFTEST_RETURN_IF_ERROR(Upload(in_, src.data(), src.size()));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_, cases.data(), cases.size() * sizeof(SpanCase)));
-    SELFTEST_RETURN_IF_ERROR(Poison(out_, poison, out_bytes));
+    FJ_RETURN_IF_ERROR(Upload(in_, src.data(), src.size()), "");
+    FJ_RETURN_IF_ERROR(Upload(aux_, cases.data(), cases.size() * sizeof(SpanCase)), "");
+    FJ_RETURN_IF_ERROR(Poison(out_, poison, out_bytes), "");
     std::vector<fj_arg> args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb),
                                 I32Arg(flags)};
     Shape s;
@@ -1160,14 +1170,14 @@ class Matrix {
     std::vector<SpanCase> cases;
     MakeSpans(rng, blocks, cpb, kSpanCap, v.preds, c.index, cases);
     for (auto& sc : cases) sc.mode = 0;
-    SELFTEST_RETURN_IF_ERROR(CheckSpans(cases, cpb, kSpanCap, false));
+    FJ_RETURN_IF_ERROR(CheckSpans(cases, cpb, kSpanCap, false), "");
     const int threads = PickThreads(rng, c.row, "fj_ct_span_store");
     const uint8_t poison = kPoisons[rng.Int(0, 4)];
     std::vector<uint8_t> want(bytes, poison), got(bytes);
     RefSpanStore(src.data(), cases.data(), cpb, blocks, want.data());
-    SELFTEST_RETURN_IF_ERROR(Upload(in_, src.data(), bytes));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_, cases.data(), cases.size() * sizeof(SpanCase)));
-    SELFTEST_RETURN_IF_ERROR(Poison(out_, poison, bytes));
+    FJ_RETURN_IF_ERROR(Upload(in_, src.data(), bytes), "");
+    FJ_RETURN_IF_ERROR(Upload(aux_, cases.data(), cases.size() * sizeof(SpanCase)), "");
+    FJ_RETURN_IF_ERROR(Poison(out_, poison, bytes), "");
     std::vector<fj_arg> args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb)};
     Shape s;
     s.grid = blocks;
@@ -1219,8 +1229,8 @@ class Matrix {
     RefGroups(src.data(), blocks, chunks, chunk_bytes, want.data());
     const int threads = PickThreads(rng, c.row, "fj_ct_groups");
     const uint8_t poison = kPoisons[rng.Int(0, 4)];
-    SELFTEST_RETURN_IF_ERROR(Upload(in_, src.data(), bytes));
-    SELFTEST_RETURN_IF_ERROR(Poison(out_, poison, bytes));
+    FJ_RETURN_IF_ERROR(Upload(in_, src.data(), bytes), "");
+    FJ_RETURN_IF_ERROR(Poison(out_, poison, bytes), "");
     std::vector<fj_arg> args = {PtrArg(in_), PtrArg(out_), I32Arg(chunks), I32Arg(chunk_bytes)};
     Shape s;
     s.grid = blocks;
@@ -1351,12 +1361,8 @@ class Matrix {
     RefTileLoad(ht, coords.data(), preds.data(), pred_mode, blocks, cs, want.data());
     fj_tensor tensor;
     fj_tensor_arg targ;
-    g.Fill(in_, device_, &tensor, &targ);
-    CountTma(c, targ);
-    SELFTEST_RETURN_IF_ERROR(Upload(in_ + g.shift, g.host.data(), g.host.size()));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()));
-    SELFTEST_RETURN_IF_ERROR(Poison(out_, poison, out_bytes));
+    FJ_RETURN_IF_ERROR(
+        StageTileLoad(c, g, coords, preds, poison, out_bytes, &tensor, &targ), "");
     std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
                                 I32Arg(pred_mode), I32Arg(flags), PtrArg(out_)};
     Shape s;
@@ -1447,10 +1453,10 @@ class Matrix {
     fj_tensor_arg targ;
     g.Fill(out_, device_, &tensor, &targ);
     CountTma(c, targ);
-    SELFTEST_RETURN_IF_ERROR(Upload(in_, src.data(), src.size()));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()));
-    SELFTEST_RETURN_IF_ERROR(Poison(out_ + g.shift, poison, span));
+    FJ_RETURN_IF_ERROR(Upload(in_, src.data(), src.size()), "");
+    FJ_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4), "");
+    FJ_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()), "");
+    FJ_RETURN_IF_ERROR(Poison(out_ + g.shift, poison, span), "");
     std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
                                 PtrArg(in_)};
     Shape s;
@@ -1559,12 +1565,8 @@ class Matrix {
     RefPipeline(ht, coords.data(), preds.data(), pred_mode, blocks, tiles, want.data());
     fj_tensor tensor;
     fj_tensor_arg targ;
-    g.Fill(in_, device_, &tensor, &targ);
-    CountTma(c, targ);
-    SELFTEST_RETURN_IF_ERROR(Upload(in_ + g.shift, g.host.data(), g.host.size()));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4));
-    SELFTEST_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()));
-    SELFTEST_RETURN_IF_ERROR(Poison(out_, poison, out_bytes));
+    FJ_RETURN_IF_ERROR(
+        StageTileLoad(c, g, coords, preds, poison, out_bytes, &tensor, &targ), "");
     std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
                                 I32Arg(pred_mode), I32Arg(tiles), PtrArg(out_)};
     Shape s;
