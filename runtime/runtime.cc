@@ -389,9 +389,6 @@ absl::StatusOr<ModuleRecord> Runtime::Build(const BuildSpec& spec) {
                         "without a GPU)");
     target = jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor);
   }
-  if (spec.output == BuildSpec::Output::kPtx && !target.ptx) {
-    // PTX for an sm target keeps the arch: compute_XX.
-  }
   // 2. The copy implementation, checked against the target's hardware.
   std::optional<jit::CopyImpl> forced =
       spec.copy_impl.has_value() ? spec.copy_impl : options_.copy_impl_override;
