@@ -1,7 +1,14 @@
 # The conformance runner drives the matrix through the C ABI, so it sits
 # above libfleetjit.so.1 (not inside the core): the CLI and the matrix test
 # link it.
-add_library(fleetjit_selftest STATIC ${CMAKE_SOURCE_DIR}/jit/selftest/runner.cc)
+add_library(fleetjit_selftest STATIC
+  ${CMAKE_SOURCE_DIR}/jit/selftest/runner.cc
+  ${CMAKE_SOURCE_DIR}/jit/selftest/matrix.cc
+  ${CMAKE_SOURCE_DIR}/jit/selftest/span_cells.cc
+  ${CMAKE_SOURCE_DIR}/jit/selftest/tile_cells.cc
+  ${CMAKE_SOURCE_DIR}/jit/selftest/case_gen.cc
+  ${CMAKE_SOURCE_DIR}/jit/selftest/watchdog.cc
+  ${CMAKE_SOURCE_DIR}/jit/selftest/c_abi.cc)
 target_link_libraries(fleetjit_selftest PUBLIC fleetjit fleetjit_core)
 
 # The conformance matrix on the live GPU (skips without one): one test per

@@ -1,0 +1,29 @@
+// Internal to the conformance runner: the few C ABI helpers it drives the
+// matrix with. The runner sits above libfleetjit.so.1 and reaches the
+// runtime only through <fleetjit/fleetjit.h>.
+#ifndef FLEETJIT_JIT_SELFTEST_C_ABI_H_
+#define FLEETJIT_JIT_SELFTEST_C_ABI_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "fleetjit/fleetjit.h"
+
+namespace fleetjit::selftest::internal {
+
+// Converts (and frees) a C ABI status; the message keeps the C code name.
+absl::Status Fj(fj_status* s, absl::string_view what);
+
+// A view of `s`; `s` must outlive it.
+fj_str Str(const std::string& s);
+
+// Launch arguments.
+fj_arg PtrArg(uint64_t p);
+fj_arg I32Arg(int32_t v);
+fj_arg TensorArg(const fj_tensor_arg* t);
+
+}  // namespace fleetjit::selftest::internal
+
+#endif  // FLEETJIT_JIT_SELFTEST_C_ABI_H_
