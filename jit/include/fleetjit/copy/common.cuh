@@ -171,6 +171,18 @@ FJ_DEV void put(void* dst, u64 pattern, unsigned w) {
       break;
   }
 }
+// A chunk of k elements of eb bytes of which [lo, hi) lie inside the
+// tensor: copies those, fills the rest with `pattern`.
+FJ_DEV void move_part(unsigned char* s, const unsigned char* g, unsigned lo,
+                      unsigned hi, unsigned k, unsigned eb, u64 pattern) {
+  for (unsigned e = 0; e < k; ++e) {
+    if (e >= lo && e < hi) {
+      move(s + e * eb, g + e * eb, eb);
+    } else {
+      put(s + e * eb, pattern, eb);
+    }
+  }
+}
 
 // The widest power of two <= 16 dividing `bits` (an OR of offsets).
 FJ_DEV unsigned widest(u64 bits) {

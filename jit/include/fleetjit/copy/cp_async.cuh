@@ -186,13 +186,7 @@ struct load_op {
       cp_async(s, g, w, hi * eb);
       return;
     }
-    for (unsigned e = 0; e < k; ++e) {
-      if (e >= lo && e < hi) {
-        detail::move(s + e * eb, g + e * eb, eb);
-      } else {
-        detail::put(s + e * eb, fill, eb);
-      }
-    }
+    detail::move_part(s, g, lo, hi, k, eb, fill);
   }
 };
 

@@ -111,13 +111,7 @@ struct load_op {
   FJ_DEV void oob(unsigned char* s, unsigned w) { detail::put(s, fill, w); }
   FJ_DEV void part(unsigned char* s, const unsigned char* g, unsigned,
                    unsigned lo, unsigned hi, unsigned k) {
-    for (unsigned e = 0; e < k; ++e) {
-      if (e >= lo && e < hi) {
-        detail::move(s + e * eb, g + e * eb, eb);
-      } else {
-        detail::put(s + e * eb, fill, eb);
-      }
-    }
+    detail::move_part(s, g, lo, hi, k, eb, fill);
   }
 };
 
