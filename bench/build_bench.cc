@@ -19,7 +19,7 @@
 
 #include "bench/bench_util.h"
 #include "jit/embedded.h"
-#include "runtime/nvrtc_library.h"
+#include "platform/nvrtc_library.h"
 #include "runtime/runtime.h"
 #include "jit/target.h"
 

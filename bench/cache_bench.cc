@@ -29,9 +29,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "jit/artifact.h"
-#include "runtime/cache_key.h"
-#include "runtime/cache_sha256.h"
-#include "runtime/module_cache.h"
+#include "runtime/cache/cache_key.h"
+#include "base/sha256.h"
+#include "runtime/cache/module_cache.h"
 
 namespace fleetjit::bench {
 namespace {

@@ -18,7 +18,8 @@
 #include "jit/target.h"
 #include "runtime/launch.h"
 #include "runtime/runtime.h"
-#include "runtime/status_macros.h"
+#include "runtime/tensor_encoder.h"
+#include "base/status_macros.h"
 
 namespace fleetjit::capi {
 namespace {
@@ -657,6 +658,21 @@ FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel, fj_kernel_info* ou
     info.num_regs = k->kernel->num_regs;
     info.uses_thunk = k->kernel->thunk.load(std::memory_order_acquire) != nullptr ? 1 : 0;
     WriteOutStruct(info, out_info);
+    return absl::OkStatus();
+  });
+}
+
+FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg, fj_tensor_check* out_check) {
+  return Guard([&]() -> absl::Status {
+    if (arg == nullptr) return NullArgument("arg");
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_check, "out_check", sizeof(fj_tensor_check)), "");
+    FJ_ASSIGN_OR_RETURN(TensorDesc desc, DescribeTensor(arg, 0), "");
+    const std::string why = TmaRejection(desc);
+    fj_tensor_check check{};
+    check.struct_size = sizeof(check);
+    check.tma = why.empty() ? 1 : 0;
+    std::snprintf(check.reason, sizeof(check.reason), "%s", why.c_str());
+    WriteOutStruct(check, out_check);
     return absl::OkStatus();
   });
 }

@@ -4,7 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace fleetjit::capi {
 namespace {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_join.h"
 #include "jit/embedded.h"
 #include "jit/param_layout.h"
-#include "runtime/nvrtc_library.h"
-#include "runtime/status_macros.h"
+#include "platform/nvrtc_library.h"
+#include "base/status_macros.h"
 
 namespace fleetjit::jit {
 namespace {

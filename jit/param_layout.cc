@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "fleetjit/copy/tensor_param.h"
-#include "llvm/Demangle/Demangle.h"
+#include <cxxabi.h>
 
 namespace fleetjit::jit {
 namespace {
@@ -218,7 +218,7 @@ absl::Status ApplyCxxSignature(absl::string_view lowered_name,
   if (!absl::StartsWith(lowered_name, "_Z")) return absl::OkStatus();
   std::string mangled(lowered_name);
   int status = 0;
-  char* raw = llvm::itaniumDemangle(mangled.c_str(), nullptr, nullptr, &status);
+  char* raw = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
   if (raw == nullptr || status != 0) {
     std::free(raw);
     return absl::OkStatus();  // keep the PTX facts

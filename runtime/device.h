@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "jit/copy_plan.h"
-#include "runtime/driver_api.h"
+#include "platform/driver_api.h"
 
 namespace fleetjit {
 

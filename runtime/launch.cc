@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_abi.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace fleetjit {
 namespace {

@@ -33,7 +33,7 @@
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
 #include "runtime/device.h"
-#include "runtime/driver_api.h"
+#include "platform/driver_api.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor_encoder.h"
 

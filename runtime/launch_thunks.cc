@@ -1,7 +1,7 @@
 #include "runtime/launch_thunks.h"
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 
 namespace fleetjit {
 

@@ -16,10 +16,10 @@
 #include "jit/embedded.h"
 #include "jit/nvrtc_build.h"
 #include "jit/param_layout.h"
-#include "runtime/cache_sha256.h"
-#include "runtime/cache_key.h"
-#include "runtime/nvrtc_locate.h"
-#include "runtime/status_macros.h"
+#include "base/sha256.h"
+#include "runtime/cache/cache_key.h"
+#include "platform/nvrtc_locate.h"
+#include "base/status_macros.h"
 
 namespace fleetjit {
 

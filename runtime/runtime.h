@@ -25,12 +25,12 @@
 #include "jit/copy_plan.h"
 #include "jit/target.h"
 #include "runtime/device.h"
-#include "runtime/driver_api.h"
-#include "runtime/cache_key.h"
+#include "platform/driver_api.h"
+#include "runtime/cache/cache_key.h"
 #include "runtime/kernel.h"
 #include "runtime/launch_thunks.h"
-#include "runtime/module_cache.h"
-#include "runtime/nvrtc_library.h"
+#include "runtime/cache/module_cache.h"
+#include "platform/nvrtc_library.h"
 
 namespace fleetjit {
 

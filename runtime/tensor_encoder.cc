@@ -34,29 +34,27 @@ constexpr int32_t kDLCUDAManaged = 13;
 constexpr int64_t kMaxExtent = int64_t{1} << 48;  // sane upper bound
 constexpr int64_t kMaxStride = int64_t{1} << 56;  // |stride| * 8 fits int64
 
+// The TMA side of each dtype (the rest is fj::dtype_info).
 struct DtypeInfo {
-  const char* name;
-  int bytes;
-  bool is_float;
   CUtensorMapDataType tma;
   bool tma_float;  // TMA sees it as floating point (NaN fill allowed)
 };
 
 // Indexed by fj::dtype_code. fp8 has no TMA type: its bytes move as uint8.
 constexpr DtypeInfo kDtypes[fj::dtype_count] = {
-    {"f32", 4, true, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, true},
-    {"f16", 2, true, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, true},
-    {"bf16", 2, true, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, true},
-    {"f8e4m3", 1, true, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
-    {"f8e5m2", 1, true, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
-    {"i8", 1, false, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
-    {"u8", 1, false, CU_TENSOR_MAP_DATA_TYPE_UINT8, false},
-    {"i32", 4, false, CU_TENSOR_MAP_DATA_TYPE_INT32, false},
-    {"u32", 4, false, CU_TENSOR_MAP_DATA_TYPE_UINT32, false},
-    {"f64", 8, true, CU_TENSOR_MAP_DATA_TYPE_FLOAT64, true},
-    {"i64", 8, false, CU_TENSOR_MAP_DATA_TYPE_INT64, false},
-    {"i16", 2, false, CU_TENSOR_MAP_DATA_TYPE_UINT16, false},
-    {"u16", 2, false, CU_TENSOR_MAP_DATA_TYPE_UINT16, false},
+    {CU_TENSOR_MAP_DATA_TYPE_FLOAT32, true},  // f32
+    {CU_TENSOR_MAP_DATA_TYPE_FLOAT16, true},  // f16
+    {CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, true},  // bf16
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // f8e4m3
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // f8e5m2
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // i8
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // u8
+    {CU_TENSOR_MAP_DATA_TYPE_INT32, false},  // i32
+    {CU_TENSOR_MAP_DATA_TYPE_UINT32, false},  // u32
+    {CU_TENSOR_MAP_DATA_TYPE_FLOAT64, true},  // f64
+    {CU_TENSOR_MAP_DATA_TYPE_INT64, false},  // i64
+    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},  // i16
+    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},  // u16
 };
 
 // Copies one 320-byte parameter. A plain memcpy of this size compiles to
@@ -197,16 +195,16 @@ absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
 // ---------------------------------------------------------------------------
 
 int DtypeBytes(int dtype) {
-  return KnownDtype(dtype) ? kDtypes[dtype].bytes : 0;
+  return fj::dtype_info(dtype).bytes;
 }
 
 std::string DtypeName(int dtype) {
-  return KnownDtype(dtype) ? kDtypes[dtype].name
-                           : absl::StrCat("dtype#", dtype);
+  const char* name = fj::dtype_info(dtype).name;
+  return name != nullptr ? name : absl::StrCat("dtype#", dtype);
 }
 
 bool DtypeIsFloat(int dtype) {
-  return KnownDtype(dtype) && kDtypes[dtype].is_float;
+  return fj::dtype_info(dtype).is_float;
 }
 
 absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
@@ -302,7 +300,7 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   TensorDesc d;
   d.rank = t->ndim;
   d.dtype = *dtype_or;
-  d.elem_bytes = kDtypes[d.dtype].bytes;
+  d.elem_bytes = fj::dtype_info(d.dtype).bytes;
   uint64_t base = reinterpret_cast<uintptr_t>(t->data);
   if (__builtin_add_overflow(base, t->byte_offset, &d.address)) {
     return ArgError(arg_index, absl::StrCat("data + byte_offset (",
@@ -366,7 +364,7 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
       d.oob = fj::oob_zeros;
       break;
     case FJ_OOB_NAN:
-      if (!kDtypes[d.dtype].is_float) {
+      if (!fj::dtype_info(d.dtype).is_float) {
         return ArgError(
             arg_index,
             absl::StrCat("oob FJ_OOB_NAN needs a floating-point dtype, "

@@ -38,7 +38,7 @@
 #include "fleetjit/copy/tensor_param.h"
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
-#include "runtime/driver_api.h"
+#include "platform/driver_api.h"
 
 namespace fleetjit {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/embedded.h"
+#include "tools/bundled_kernels.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -38,7 +38,7 @@ std::string Stem(const std::string& path) {
 // Reads FILE from disk, or the bundled copy of that path (examples/...).
 bool LoadKernelSource(const std::string& file, std::string* source) {
   if (ReadFile(file, source)) return true;
-  if (const jit::EmbeddedFile* f = jit::FindEmbeddedKernel(file)) {
+  if (const BundledKernel* f = FindBundledKernel(file)) {
     source->assign(f->content.data(), f->content.size());
     return true;
   }

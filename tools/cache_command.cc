@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/module_cache.h"
+#include "runtime/cache/module_cache.h"
 
 namespace fleetjit {
 namespace {

@@ -1,7 +1,7 @@
 // fleetjit selftest [--json] [--seed N] [--scale N] [--impl a,b] [--feature a,b]
 //                   [--variant a,b] [--list]
 //
-// Runs the copy-layer conformance matrix (jit/selftest/runner.h) on device 0:
+// Runs the copy-layer conformance matrix (conformance/runner.h) on device 0:
 // every feature of <fleetjit/copy.cuh> under every copy implementation the
 // GPU can run, plus PTX targets that run the pre-Hopper paths through the
 // driver JIT. Prints one line per (feature, implementation), a total, and
@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "jit/selftest/runner.h"
+#include "conformance/runner.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "fleetjit/fleetjit.h"
-#include "test_paths.h"
+#include "tests/common/test_paths.h"
 #include "gtest/gtest.h"
 
 namespace {

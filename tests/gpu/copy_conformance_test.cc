@@ -1,4 +1,4 @@
-// The copy-layer conformance matrix on the live GPU (jit/selftest/runner.h),
+// The copy-layer conformance matrix on the live GPU (conformance/runner.h),
 // through the public C ABI: one test per feature, run under every copy
 // implementation the device can run (plus the PTX rows that run the
 // pre-Hopper paths through the driver JIT), on fresh random cases with
@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fleetjit/fleetjit.h"
-#include "jit/selftest/runner.h"
+#include "conformance/runner.h"
 
 namespace fleetjit::selftest {
 namespace {

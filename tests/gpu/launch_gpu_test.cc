@@ -23,7 +23,7 @@
 #include "runtime/launch.h"
 #include "runtime/launch_thunks.h"
 #include "runtime/runtime.h"
-#include "runtime/status_macros.h"
+#include "base/status_macros.h"
 #include "runtime/tensor_encoder.h"
 
 namespace fleetjit {

@@ -10,7 +10,7 @@
 #include "fleetjit/copy/tensor_param.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
-#include "runtime/driver_api.h"
+#include "platform/driver_api.h"
 
 namespace {
 

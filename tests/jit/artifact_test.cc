@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "gtest/gtest.h"
-#include "runtime/cache_test_util.h"
+#include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit::jit {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "jit/selftest/reference.h"
+#include "conformance/reference.h"
 
 #if defined(__clang__)
 // clang checks inline-asm constraints of unused functions; the shim relies

@@ -8,9 +8,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "conformance/embedded_kernels.h"
 #include "jit/embedded.h"
+#include "tools/bundled_kernels.h"
 #include "jit/nvrtc_build.h"
-#include "runtime/nvrtc_library.h"
+#include "platform/nvrtc_library.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -293,15 +295,20 @@ TEST_F(CopyBuildTest, ExamplesAndConformanceKernelsBuild) {
                                      {"sm_90", CopyImpl::kSync},
                                      {"sm_90", CopyImpl::kCpAsync},
                                      {"sm_90", CopyImpl::kTma}};
-  for (const char* path :
-       {"examples/tiled_copy.cu", "examples/pipelined_tiles.cu",
-        "jit/selftest/conformance_kernels.cu"}) {
-    const EmbeddedFile* file = FindEmbeddedKernel(path);
-    ASSERT_NE(file, nullptr) << path;
+  std::vector<std::pair<absl::string_view, absl::string_view>> files;
+  for (size_t i = 0; i < cli::kBundledKernelsCount; ++i) {
+    files.emplace_back(cli::kBundledKernels[i].path, cli::kBundledKernels[i].content);
+  }
+  for (size_t i = 0; i < selftest::kConformanceKernelsCount; ++i) {
+    files.emplace_back(selftest::kConformanceKernels[i].path,
+                       selftest::kConformanceKernels[i].content);
+  }
+  ASSERT_GE(files.size(), 4u) << "examples and conformance kernels are embedded";
+  for (const auto& [path, content] : files) {
     for (const Combo& c : combos) {
       // One element size and rank keeps this test quick; the selftest
       // builds them all.
-      auto a = Build(std::string(file->content), c.target, c.impl,
+      auto a = Build(std::string(content), c.target, c.impl,
                      {"-DFJ_CT_ELEM=4", "-DFJ_CT_RANK=2"});
       ASSERT_TRUE(a.ok()) << path << " " << c.target << " "
                           << CopyImplName(c.impl) << ": " << a.status();

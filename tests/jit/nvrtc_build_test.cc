@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "runtime/nvrtc_library.h"
+#include "platform/nvrtc_library.h"
 
 namespace fleetjit::jit {
 namespace {

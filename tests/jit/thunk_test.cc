@@ -16,7 +16,7 @@
 #include "jit/thunk/thunk_abi.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "runtime/launch_test_util.h"
+#include "tests/runtime/launch_test_util.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit::jit {

@@ -20,7 +20,7 @@
 #include "runtime/kernel.h"
 #include "runtime/launch.h"
 #include "runtime/launch_thunks.h"
-#include "runtime/module_cache.h"
+#include "runtime/cache/module_cache.h"
 #include "runtime/runtime.h"
 #include "runtime/tensor_encoder.h"
 

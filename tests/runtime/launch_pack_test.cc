@@ -18,7 +18,7 @@
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
 #include "runtime/launch.h"
-#include "runtime/launch_test_util.h"
+#include "tests/runtime/launch_test_util.h"
 
 namespace fleetjit {
 namespace {

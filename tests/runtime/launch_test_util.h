@@ -19,7 +19,7 @@
 #include "fleetjit/copy/tensor_param.h"
 #include "fleetjit/fleetjit.h"
 #include "jit/artifact.h"
-#include "runtime/driver_api.h"
+#include "platform/driver_api.h"
 
 namespace fleetjit::testing {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "runtime/launch_test_util.h"
+#include "tests/runtime/launch_test_util.h"
 
 namespace fleetjit {
 namespace {

@@ -401,6 +401,21 @@ typedef struct fj_tensor_arg {
   fj_oob oob;
 } fj_tensor_arg;
 
+/* How the tma implementation would move a tensor argument. */
+typedef struct fj_tensor_check {
+  size_t struct_size;
+  const void* ext;
+  int32_t tma;       /* 1: a TMA tensor map describes it; 0: it falls back to
+                        cp.async for that argument (the launch still works) */
+  char reason[256];  /* why not, NUL-terminated and possibly cut ("" if tma) */
+} fj_tensor_check;
+
+/* Checks `arg` as fj_launch would (rank, dtype, shape, strides, box, oob)
+ * and fills `out_check` with whether TMA can describe it. An argument that
+ * fj_launch would refuse returns that status. Needs no runtime or GPU. */
+FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg,
+                                      fj_tensor_check* out_check);
+
 /* ------------------------------------------------------------------------ */
 /* Launch                                                                    */
 

@@ -41,6 +41,26 @@ enum dtype_code : int {
   dtype_count = 13,
 };
 
+#if !defined(__CUDACC_RTC__)
+// Host-side facts of a dtype_code, shared by the runtime and its callers
+// (e.g. the conformance runner): name, bytes per element, floating point.
+struct dtype_facts {
+  const char* name;  // "f32", "bf16", ...; nullptr for an unknown code
+  int bytes;         // 0 for an unknown code
+  bool is_float;
+};
+inline constexpr dtype_facts dtype_info(int code) {
+  constexpr dtype_facts kFacts[dtype_count] = {
+      {"f32", 4, true},   {"f16", 2, true},  {"bf16", 2, true},
+      {"f8e4m3", 1, true}, {"f8e5m2", 1, true}, {"i8", 1, false},
+      {"u8", 1, false},   {"i32", 4, false}, {"u32", 4, false},
+      {"f64", 8, true},   {"i64", 8, false}, {"i16", 2, false},
+      {"u16", 2, false},
+  };
+  return code >= 0 && code < dtype_count ? kFacts[code] : dtype_facts{nullptr, 0, false};
+}
+#endif  // !__CUDACC_RTC__
+
 // What a tile read outside the tensor's shape produces. Values are ABI.
 enum oob_mode : int {
   // The caller guarantees the tile lies inside the tensor; nothing checks.

@@ -1,0 +1,186 @@
+#include "base/files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace fleetjit::files {
+
+void Fd::Reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+std::string ErrnoText(int err) {
+  char buffer[128];
+  // GNU strerror_r returns the message, which may not be in `buffer`.
+  return ::strerror_r(err, buffer, sizeof(buffer));
+}
+
+std::string OwnershipProblem(const struct stat& st) {
+  if (st.st_uid != ::geteuid()) {
+    return absl::StrCat("owned by uid ", st.st_uid, ", not ", ::geteuid());
+  }
+  const unsigned mode = st.st_mode & 07777;
+  if (st.st_mode & S_IWOTH)
+    return absl::StrFormat("world-writable (mode %04o)", mode);
+  if (st.st_mode & S_IWGRP)
+    return absl::StrFormat("group-writable (mode %04o)", mode);
+  return "";
+}
+
+std::vector<std::string> ListNames(int dir_fd) {
+  std::vector<std::string> names;
+  int fd = ::dup(dir_fd);
+  if (fd < 0) return names;
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    ::close(fd);
+    return names;
+  }
+  ::rewinddir(dir);
+  while (struct dirent* e = ::readdir(dir)) {
+    absl::string_view name = e->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::Status MakeDirs(const std::string& path) {
+  for (size_t pos = 1; pos <= path.size(); ++pos) {
+    if (pos != path.size() && path[pos] != '/') continue;
+    std::string prefix = path.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0700) == 0) {
+      ::chmod(prefix.c_str(), 0700);  // exactly 0700, whatever the umask
+    } else if (errno != EEXIST) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot create directory ", prefix, ": ", ErrnoText(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFully(int fd, uint64_t size) {
+  std::string data(size, '\0');
+  uint64_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, data.data() + done, size - done, done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("read failed: ", ErrnoText(errno)));
+    }
+    if (n == 0) {
+      return absl::DataLossError(absl::StrCat("truncated: ended after ", done,
+                                              " of ", size, " bytes"));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return data;
+}
+
+namespace {
+
+// Network and user-space file systems, whose files are read, not mapped
+// (statfs f_type values from linux/magic.h and the file systems' sources).
+bool IsNetworkFileSystem(int fd) {
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0) return true;  // unknown: the safe choice
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case 0x6969:      // NFS
+    case 0x0BD00BD0:  // Lustre
+    case 0xFF534D42:  // CIFS
+    case 0xFE534D42:  // SMB2
+    case 0x517B:      // SMB
+    case 0x65735546:  // FUSE
+    case 0x01021997:  // 9p
+    case 0x00C36400:  // Ceph
+    case 0x47504653:  // GPFS
+    case 0x013111A8:  // IBRIX
+    case 0x5346414F:  // AFS
+    case 0x6B414653:  // kAFS
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+FileContents::FileContents(FileContents&& other) noexcept
+    : mapping_(std::exchange(other.mapping_, nullptr)),
+      mapping_size_(other.mapping_size_),
+      read_(std::move(other.read_)),
+      data_(mapping_ != nullptr ? other.data_ : absl::string_view(read_)) {}
+
+FileContents::~FileContents() {
+  if (mapping_ != nullptr) ::munmap(mapping_, mapping_size_);
+}
+
+absl::StatusOr<FileContents> FileContents::Load(int fd, uint64_t size) {
+  FileContents contents;
+  if (size > 0 && !IsNetworkFileSystem(fd)) {
+    void* p =
+        ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+      contents.mapping_ = p;
+      contents.mapping_size_ = size;
+      contents.data_ = absl::string_view(static_cast<const char*>(p), size);
+      return contents;
+    }
+  }
+  absl::StatusOr<std::string> bytes = ReadFully(fd, size);
+  if (!bytes.ok()) return bytes.status();
+  contents.read_ = std::move(*bytes);
+  contents.data_ = contents.read_;
+  return contents;
+}
+
+absl::Status WriteFully(int fd, absl::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("write failed: ", ErrnoText(errno)));
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+bool RemoveTreeAt(int dir_fd, const std::string& name, int depth) {
+  if (::unlinkat(dir_fd, name.c_str(), 0) == 0 || errno == ENOENT) return true;
+  if (errno != EISDIR && errno != EPERM) return false;
+  if (depth > 0) {
+    Fd sub(::openat(dir_fd, name.c_str(),
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (sub.ok()) {
+      for (const std::string& child : ListNames(sub.get())) {
+        RemoveTreeAt(sub.get(), child, depth - 1);
+      }
+    }
+  }
+  return ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT;
+}
+
+}  // namespace
+
+bool RemoveTree(int dir_fd, const std::string& name) {
+  return RemoveTreeAt(dir_fd, name, 2);
+}
+
+}  // namespace fleetjit::files

@@ -1,0 +1,157 @@
+// Internal to the conformance runner: the Matrix runs the conformance
+// kernels of every row (an implementation, optionally on a PTX target) on
+// one device. It builds each row's module, owns the device arenas (input,
+// output, auxiliary), and runs a variant's launches: each one generates its
+// cases (case_gen.h), launches, downloads, and compares with the host
+// reference (reference.h), tallying failures per cell.
+//
+// The per-kind launch functions live beside this file: span_cells.cc
+// (barrier, span loads and stores, groups) and tile_cells.cc (tile loads and
+// stores, pipeline); matrix.cc holds the rest.
+#ifndef FLEETJIT_CONFORMANCE_MATRIX_H_
+#define FLEETJIT_CONFORMANCE_MATRIX_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "fleetjit/fleetjit.h"
+#include "conformance/c_abi.h"
+#include "conformance/case_gen.h"
+#include "conformance/watchdog.h"
+
+namespace fleetjit::selftest::internal {
+
+inline constexpr const char* kKernelFile = "conformance/conformance_kernels.cu";
+inline constexpr uint64_t kArenaBytes = 16ull << 20;  // tensors / outputs
+inline constexpr uint64_t kAuxBytes = 1ull << 20;     // cases, coords, predicates
+inline constexpr uint64_t kAuxPredsOffset = kAuxBytes / 2;
+inline constexpr int kMaxSamples = 3;
+
+// Rows: an implementation, optionally on a named (PTX) target.
+struct RowSpec {
+  std::string name;        // "tma", "cp_async@compute_80"
+  fj_copy_impl impl;
+  std::string target;      // "" = the live device
+  int target_cc = 0;       // e.g. 90, 80, 75
+};
+
+// ---------------------------------------------------------------------------
+// One row's module and kernels.
+
+struct Row {
+  RowSpec spec;
+  bool clusters = false;  // cluster launches reach the kernel's cluster code
+  fj_module* module = nullptr;
+  std::string built_for;  // module target
+  std::string build_note;
+  std::string build_error;
+  std::map<std::string, fj_kernel*> kernels;
+  std::map<std::string, int> max_threads;
+};
+
+// Failures of one cell.
+struct Tally {
+  int cases = 0, failures = 0, launches = 0, maps = 0, fallbacks = 0;
+  std::vector<std::string> samples;
+  void Fail(int n, std::string what) {
+    failures += n;
+    if (static_cast<int>(samples.size()) < kMaxSamples) samples.push_back(std::move(what));
+  }
+};
+
+class Matrix {
+ public:
+  Matrix(fj_runtime* rt, int device, uint64_t seed, int scale)
+      : rt_(rt), device_(device), seed_(seed), scale_(scale) {}
+  ~Matrix();
+
+  absl::Status Init(const fj_device_info& info);
+
+  void AddRow(RowSpec spec);
+  std::vector<std::unique_ptr<Row>>& rows() { return rows_; }
+
+  // Builds every row's module in parallel (NVRTC, then the driver's load
+  // and, for PTX rows, its JIT).
+  void BuildAll(const std::function<void(const std::string&)>& log);
+
+  // Runs `launches` launches of variant `v` on `row` into `t`. A non-OK
+  // status means the device is unusable (poisoned by a fault).
+  absl::Status RunVariant(Row& row, const Variant& v, const std::string& feature,
+                          Tally& t);
+
+ private:
+  struct Ctx {
+    Row& row;
+    const Variant& v;
+    const std::string& feature;
+    int index;
+    Rng& rng;
+    Tally& t;
+  };
+  struct Shape {
+    uint32_t grid = 1, block = 1, smem = 0, cluster = 0;
+  };
+
+  void Build(Row& row, const std::string& source);
+  absl::StatusOr<fj_kernel*> Kernel(Row& row, const std::string& name);
+  // A block size: any 1-D size works; favour the common ones.
+  int PickThreads(Rng& rng, Row& row, const std::string& kernel);
+  std::string Label(const Ctx& c) const;
+  std::string Repro(const Ctx& c) const;
+
+  absl::Status Upload(uint64_t dst, const void* src, size_t bytes);
+  absl::Status Download(void* dst, uint64_t src, size_t bytes);
+  absl::Status Poison(uint64_t dst, uint8_t value, size_t bytes);
+
+  // Launches, downloads (`after` queues the copies back) and synchronises.
+  // A launch or run error is a failure of all `cases` of the launch; false
+  // is returned and the caller skips the comparison. A non-OK status means
+  // the device no longer works.
+  absl::StatusOr<bool> LaunchAndWait(Ctx& c, const std::string& kernel,
+                                     const Shape& s, std::vector<fj_arg>& args,
+                                     int cases, const std::string& what,
+                                     const std::function<absl::Status()>& after);
+  // Whether the device still works after `error` (a fault poisons it).
+  absl::Status Healthy(const Ctx& c, const absl::Status& error);
+  // For the tile-load kernels: fills the tensor argument for `g` in the
+  // input arena, uploads its elements, the coordinates and the predicates,
+  // and poisons `out_bytes` of the output.
+  absl::Status StageTileLoad(Ctx& c, const GenTensor& g, const std::vector<int32_t>& coords,
+                             const std::vector<uint8_t>& preds, uint8_t poison,
+                             size_t out_bytes, fj_tensor* tensor, fj_tensor_arg* targ);
+  // Counts tensor maps vs fallbacks on tma rows (the runtime's own rules).
+  void CountTma(Ctx& c, const fj_tensor_arg& a);
+  std::string TensorText(const Ctx& c, const GenTensor& g, const fj_tensor_arg& a,
+                         int threads) const;
+
+  // The cells (span_cells.cc, tile_cells.cc): one launch of a variant.
+  absl::Status Barrier(Ctx& c);
+  absl::Status SpanLoad(Ctx& c);
+  absl::Status SpanStore(Ctx& c);
+  absl::Status Groups(Ctx& c);
+  absl::Status TileLoad(Ctx& c);
+  absl::Status TileStore(Ctx& c);
+  absl::Status Pipeline(Ctx& c);
+
+  fj_runtime* rt_;
+  int device_;
+  uint64_t seed_;
+  int scale_;
+  fj_device_info info_{};
+  fj_stream* stream_ = nullptr;
+  uint64_t in_ = 0, out_ = 0, aux_ = 0;
+  std::vector<std::unique_ptr<Row>> rows_;
+  std::mutex kernels_mu_;
+  Watchdog watchdog_;
+};
+
+}  // namespace fleetjit::selftest::internal
+
+#endif  // FLEETJIT_CONFORMANCE_MATRIX_H_

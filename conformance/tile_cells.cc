@@ -1,0 +1,333 @@
+// The tile cells of the matrix: tile loads (every dtype and rank, ragged
+// and out-of-bounds fill, multicast, prefetch), clipped tile stores and the
+// 3-stage pipeline. Each generates one launch's cases, runs it and compares
+// with the host reference.
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "conformance/matrix.h"
+#include "conformance/reference.h"
+
+namespace fleetjit::selftest::internal {
+
+namespace {
+
+// Where element `e` of a box lands: box index and global coordinates.
+std::string ElementText(const fj::tensor_param& p, const int32_t* coords,
+                        size_t e) {
+  int64_t idx[FJ_TP_MAX_RANK] = {}, g[FJ_TP_MAX_RANK] = {};
+  bool in = true;
+  size_t rest = e;
+  for (int d = 0; d < p.rank; ++d) {
+    idx[d] = static_cast<int64_t>(rest % p.box[d]);
+    rest /= p.box[d];
+    g[d] = coords[d] + idx[d];
+    in = in && g[d] >= 0 && g[d] < p.shape[d];
+  }
+  return absl::StrCat("element ", e, " = box index ", Outer(idx, p.rank), ", tensor index ",
+                      Outer(g, p.rank), in ? " (in bounds)" : " (out of bounds)");
+}
+
+// Compares `tiles` boxes; tile k's case is cases[k / per_case].
+int CompareTiles(const fj::tensor_param& p, const uint8_t* want, const uint8_t* got,
+                 int tiles, const int32_t* coords, const uint8_t* preds, int per_case,
+                 const char* unit, std::string* first) {
+  const size_t elems = BoxElems(p), bytes = elems * p.elem_bytes;
+  // Any NaN matches any NaN only under NaN fill (the data holds none).
+  const int cmp_dtype = p.oob == fj::oob_nan ? p.dtype : fj::dtype_u8;
+  int bad = 0;
+  for (int k = 0; k < tiles; ++k) {
+    ptrdiff_t f = -1;
+    const size_t n = CountMismatches(cmp_dtype, p.elem_bytes, want + k * bytes,
+                                     got + k * bytes, elems, &f);
+    if (n == 0) continue;
+    ++bad;
+    if (first->empty()) {
+      const int ci = k / per_case;
+      const int32_t* cc = coords + static_cast<size_t>(ci) * kCaseInts;
+      *first = absl::StrCat(
+          unit, " ", k, ": tile at ", Outer(cc, p.rank), ", pred ", preds[ci], ", ",
+          TileInBounds(p, cc) ? "in bounds" : "ragged", ": ", n, " of ", elems,
+          " elements differ; first: ", ElementText(p, cc, static_cast<size_t>(f)),
+          ": expected ", Hex(want + k * bytes + f * p.elem_bytes, p.elem_bytes), " got ",
+          Hex(got + k * bytes + f * p.elem_bytes, p.elem_bytes));
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+absl::Status Matrix::TileLoad(Ctx& c) {
+  Rng& rng = c.rng;
+  const Variant& v = c.v;
+  const auto [dtype, rank] = PickDtypeRank(c.v, c.index, c.rng);
+  const int oob = PickOob(c.v, c.rng, dtype);
+  const bool in_bounds = oob == fj::oob_promise_in_bounds;
+  GenTensor g = MakeTensor(rng, rank, dtype, oob, in_bounds);
+  static constexpr int kClusters[] = {1, 2, 4};
+  const int cs = v.multicast && c.row.clusters ? kClusters[c.index % 3] : 1;
+  const int groups = static_cast<int>(rng.Int(1, 8));
+  const int blocks = groups * cs;
+  std::vector<int32_t> coords(static_cast<size_t>(groups) * kCaseInts);
+  std::vector<uint8_t> preds(groups);
+  for (int k = 0; k < groups; ++k) {
+    MakeCoords(rng, g.p, in_bounds, coords.data() + k * kCaseInts);
+    preds[k] = v.preds ? (rng.Chance(0.5) ? 1 : 0) : 1;
+    if (in_bounds && !TileInBounds(g.p, coords.data() + k * kCaseInts)) {
+      return absl::InternalError("selftest bug: promise_in_bounds tile out of bounds");
+    }
+  }
+  const int pred_mode = v.preds ? c.index % 2 : static_cast<int>(rng.Int(0, 1));
+  int flags = 0;
+  if (v.done == Done::kGroup || (v.done == Done::kAny && rng.Chance(0.5))) flags |= kInGroup;
+  if (v.prefetch || rng.Chance(0.15)) flags |= kPrefetch;
+  if (v.multicast) flags = (flags & ~kInGroup) | kMulticast;
+  const std::string kernel =
+      absl::StrCat("fj_ct_tile_load_e", g.p.elem_bytes, "_r", rank);
+  const int threads = PickThreads(rng, c.row, kernel);
+  const uint8_t poison = kPoisons[rng.Int(0, 4)];
+  const size_t bytes = BoxBytes(g.p);
+  const size_t out_bytes = bytes * blocks;
+  if (g.host.size() + g.shift > kArenaBytes || out_bytes > kArenaBytes) {
+    return absl::InternalError("selftest bug: tensor larger than the arena");
+  }
+  std::vector<uint8_t> want(out_bytes), got(out_bytes);
+  HostTensor ht = g.Host();
+  RefTileLoad(ht, coords.data(), preds.data(), pred_mode, blocks, cs, want.data());
+  fj_tensor tensor;
+  fj_tensor_arg targ;
+  FJ_CT_RETURN_IF_ERROR(
+      StageTileLoad(c, g, coords, preds, poison, out_bytes, &tensor, &targ), "");
+  std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+                              I32Arg(pred_mode), I32Arg(flags), PtrArg(out_)};
+  Shape s;
+  s.grid = blocks;
+  s.block = threads;
+  s.smem = TileSmemBytes(g.p);
+  s.cluster = cs > 1 ? cs : 0;
+  const std::string what = absl::StrCat(
+      kernel, " <<<", blocks, ", ", threads, ", ", s.smem, ">>>",
+      cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), " flags ", flags, " (",
+      flags & kInGroup ? "group" : "barrier", flags & kPrefetch ? "+prefetch" : "",
+      flags & kMulticast ? "+multicast" : "", "), pred_mode ",
+      pred_mode == kPredZero ? "zero" : "skip", ", tensor ", TensorText(c, g, targ, threads));
+  auto ok = LaunchAndWait(c, kernel, s, args, blocks, what,
+                          [&] { return Download(got.data(), out_, out_bytes); });
+  if (!ok.ok()) return ok.status();
+  if (!*ok) return absl::OkStatus();
+  std::string first;
+  const int bad = CompareTiles(g.p, want.data(), got.data(), blocks, coords.data(),
+                               preds.data(), cs, "block", &first);
+  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " of ", blocks,
+                                         " tiles wrong; ", first));
+  return absl::OkStatus();
+}
+
+absl::Status Matrix::TileStore(Ctx& c) {
+  Rng& rng = c.rng;
+  const Variant& v = c.v;
+  const auto [dtype, rank] = PickDtypeRank(c.v, c.index, c.rng);
+  // Stores are clipped at the bounds whatever the mode; promise only with
+  // tiles inside the tensor.
+  const bool in_bounds = (v.oobs & kOobPromise) != 0 && rng.Chance(0.25);
+  const int oob = in_bounds ? fj::oob_promise_in_bounds : fj::oob_zeros;
+  GenTensor g = MakeTensor(rng, rank, dtype, oob, in_bounds);
+  const fj::tensor_param& p = g.p;
+  // Tiles on a grid shifted by `origin` (so they straddle the edges),
+  // distinct cells, hence no overlap; ragged grids reach one cell past
+  // each end.
+  int64_t origin[FJ_TP_MAX_RANK] = {}, lo[FJ_TP_MAX_RANK] = {}, hi[FJ_TP_MAX_RANK] = {};
+  int64_t cells = 1;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t b = p.box[d];
+    if (in_bounds) {
+      origin[d] = 0;
+      lo[d] = 0;
+      hi[d] = p.shape[d] / b;
+    } else {
+      origin[d] = -rng.Int(0, b - 1);
+      lo[d] = rng.Chance(0.2) ? -1 : 0;
+      hi[d] = (p.shape[d] - origin[d] + b - 1) / b + (rng.Chance(0.2) ? 1 : 0);
+    }
+    cells *= hi[d] - lo[d];
+  }
+  const int blocks = static_cast<int>(std::min<int64_t>(rng.Int(1, 8), cells));
+  std::set<std::vector<int64_t>> used;
+  std::vector<int32_t> coords(static_cast<size_t>(blocks) * kCaseInts, 0);
+  std::vector<uint8_t> preds(blocks);
+  for (int k = 0; k < blocks; ++k) {
+    std::vector<int64_t> cell(rank);
+    do {
+      for (int d = 0; d < rank; ++d) cell[d] = rng.Int(lo[d], hi[d] - 1);
+    } while (!used.insert(cell).second);
+    for (int d = 0; d < rank; ++d) {
+      coords[k * kCaseInts + d] = static_cast<int32_t>(origin[d] + cell[d] * p.box[d]);
+    }
+    preds[k] = v.preds ? (rng.Chance(0.5) ? 1 : 0) : 1;
+    if (in_bounds && !TileInBounds(p, coords.data() + k * kCaseInts)) {
+      return absl::InternalError("selftest bug: promise_in_bounds store tile out of bounds");
+    }
+  }
+  const size_t elems = BoxElems(p), box_bytes = elems * p.elem_bytes;
+  std::vector<uint8_t> src(box_bytes * blocks);
+  rng.Fill(src.data(), src.size());
+  const std::string kernel = absl::StrCat("fj_ct_tile_store_e", p.elem_bytes, "_r", rank);
+  const int threads = PickThreads(rng, c.row, kernel);
+  const uint8_t poison = kPoisons[rng.Int(0, 4)];
+  // The tensor lives in `out_`, poisoned; g.host becomes its expected
+  // contents. The tiles' source goes in `in_`.
+  const size_t span = g.host.size();
+  if (span + g.shift > kArenaBytes || src.size() > kArenaBytes) {
+    return absl::InternalError("selftest bug: tensor larger than the arena");
+  }
+  std::fill(g.host.begin(), g.host.end(), poison);
+  HostTensor ht = g.Host();
+  RefTileStore(ht, coords.data(), preds.data(), blocks, src.data());
+  std::vector<uint8_t> got(span);
+  fj_tensor tensor;
+  fj_tensor_arg targ;
+  g.Fill(out_, device_, &tensor, &targ);
+  CountTma(c, targ);
+  FJ_CT_RETURN_IF_ERROR(Upload(in_, src.data(), src.size()), "");
+  FJ_CT_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4), "");
+  FJ_CT_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()), "");
+  FJ_CT_RETURN_IF_ERROR(Poison(out_ + g.shift, poison, span), "");
+  std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+                              PtrArg(in_)};
+  Shape s;
+  s.grid = blocks;
+  s.block = threads;
+  s.smem = TileSmemBytes(p);
+  const std::string what = absl::StrCat(kernel, " <<<", blocks, ", ", threads, ", ", s.smem,
+                                        ">>>, tensor ", TensorText(c, g, targ, threads));
+  auto ok = LaunchAndWait(c, kernel, s, args, blocks, what,
+                          [&] { return Download(got.data(), out_ + g.shift, span); });
+  if (!ok.ok()) return ok.status();
+  if (!*ok) return absl::OkStatus();
+  // Attribute each wrong element to the tile covering it (or a stray write).
+  const int eb = p.elem_bytes;
+  std::vector<bool> tile_bad(blocks, false);
+  bool stray = false;
+  size_t nbad = 0;
+  std::string first;
+  for (size_t e = 0; e < span / eb; ++e) {
+    if (std::memcmp(g.host.data() + e * eb, got.data() + e * eb, eb) == 0) continue;
+    ++nbad;
+    // Tensor index of linear element e, if it is one (else padding).
+    int64_t idx[FJ_TP_MAX_RANK] = {};
+    bool element = true;
+    int64_t rest = static_cast<int64_t>(e);
+    for (int d = rank - 1; d >= 0; --d) {
+      idx[d] = rest / p.stride[d];
+      rest -= idx[d] * p.stride[d];
+      if (idx[d] >= p.shape[d]) element = false;
+    }
+    if (rest != 0) element = false;
+    int owner = -1;
+    if (element) {
+      for (int k = 0; k < blocks && owner < 0; ++k) {
+        const int32_t* cc = coords.data() + k * kCaseInts;
+        bool in = true;
+        for (int d = 0; d < rank; ++d) in = in && idx[d] >= cc[d] && idx[d] < cc[d] + p.box[d];
+        if (in) owner = k;
+      }
+    }
+    if (owner >= 0) {
+      tile_bad[owner] = true;
+    } else {
+      stray = true;
+    }
+    if (first.empty()) {
+      std::string where;
+      if (!element) {
+        where = "a padding element between rows (no store may write it)";
+      } else if (owner < 0) {
+        where = absl::StrCat("tensor index ", Outer(idx, rank),
+                             ", covered by no tile (must keep the poison)");
+      } else {
+        const int32_t* cc = coords.data() + owner * kCaseInts;
+        int64_t bi[FJ_TP_MAX_RANK] = {};
+        for (int d = 0; d < rank; ++d) bi[d] = idx[d] - cc[d];
+        where = absl::StrCat("tensor index ", Outer(idx, rank), " = block ", owner,
+                             "'s tile at ", Outer(cc, rank), " (pred ", preds[owner],
+                             ") box index ", Outer(bi, rank));
+      }
+      first = absl::StrCat("first: linear element ", e, ", ", where, ": expected ",
+                           Hex(g.host.data() + e * eb, eb), " got ",
+                           Hex(got.data() + e * eb, eb),
+                           absl::StrFormat(" (poison 0x%02x)", poison));
+    }
+  }
+  if (nbad > 0) {
+    int bad = static_cast<int>(std::count(tile_bad.begin(), tile_bad.end(), true));
+    if (bad == 0) bad = 1;
+    c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", nbad, " elements wrong", stray ? " (some outside every tile)" : "", "; ", first));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Matrix::Pipeline(Ctx& c) {
+  Rng& rng = c.rng;
+  const Variant& v = c.v;
+  const int rank = 1 + c.index % 5;
+  const int* list = v.float_only ? kFloatDtypes : kAllDtypes;
+  const int dtype = list[rng.Int(0, v.float_only ? 5 : 12)];
+  const int oob = PickOob(c.v, c.rng, dtype);
+  const bool in_bounds = oob == fj::oob_promise_in_bounds;
+  GenTensor g = MakeTensor(rng, rank, dtype, oob, in_bounds);
+  const int blocks = static_cast<int>(rng.Int(1, 4));
+  const int tiles = static_cast<int>(rng.Int(1, 9));
+  const int n = blocks * tiles;
+  std::vector<int32_t> coords(static_cast<size_t>(n) * kCaseInts);
+  std::vector<uint8_t> preds(n);
+  for (int k = 0; k < n; ++k) {
+    MakeCoords(rng, g.p, in_bounds, coords.data() + k * kCaseInts);
+    preds[k] = v.preds ? (rng.Chance(0.7) ? 1 : 0) : 1;
+    if (in_bounds && !TileInBounds(g.p, coords.data() + k * kCaseInts)) {
+      return absl::InternalError("selftest bug: promise_in_bounds tile out of bounds");
+    }
+  }
+  const int pred_mode = v.preds ? c.index % 2 : static_cast<int>(rng.Int(0, 1));
+  const std::string kernel = absl::StrCat("fj_ct_pipeline_e", g.p.elem_bytes, "_r", rank);
+  const int threads = PickThreads(rng, c.row, kernel);
+  const uint8_t poison = kPoisons[rng.Int(0, 4)];
+  const size_t bytes = BoxBytes(g.p), out_bytes = bytes * n;
+  if (g.host.size() + g.shift > kArenaBytes || out_bytes > kArenaBytes) {
+    return absl::InternalError("selftest bug: tensor larger than the arena");
+  }
+  std::vector<uint8_t> want(out_bytes), got(out_bytes);
+  HostTensor ht = g.Host();
+  RefPipeline(ht, coords.data(), preds.data(), pred_mode, blocks, tiles, want.data());
+  fj_tensor tensor;
+  fj_tensor_arg targ;
+  FJ_CT_RETURN_IF_ERROR(
+      StageTileLoad(c, g, coords, preds, poison, out_bytes, &tensor, &targ), "");
+  std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+                              I32Arg(pred_mode), I32Arg(tiles), PtrArg(out_)};
+  Shape s;
+  s.grid = blocks;
+  s.block = threads;
+  s.smem = PipelineSmemBytes(g.p);
+  const std::string what = absl::StrCat(
+      kernel, " <<<", blocks, ", ", threads, ", ", s.smem, ">>> ", tiles,
+      " tiles/block (3-stage ring), pred_mode ", pred_mode == kPredZero ? "zero" : "skip",
+      ", tensor ", TensorText(c, g, targ, threads));
+  auto ok = LaunchAndWait(c, kernel, s, args, n, what,
+                          [&] { return Download(got.data(), out_, out_bytes); });
+  if (!ok.ok()) return ok.status();
+  if (!*ok) return absl::OkStatus();
+  std::string first;
+  const int bad = CompareTiles(g.p, want.data(), got.data(), n, coords.data(), preds.data(),
+                               1, "tile (block * tiles + k)", &first);
+  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " of ", n,
+                                         " tiles wrong; ", first));
+  return absl::OkStatus();
+}
+
+}  // namespace fleetjit::selftest::internal

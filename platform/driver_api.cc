@@ -1,0 +1,125 @@
+#include "platform/driver_api.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace fleetjit {
+namespace {
+
+using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult*);
+
+constexpr absl::string_view kInstallHint =
+    "install the NVIDIA driver (libcuda.so.1) or set FLEETJIT_LIBCUDA; "
+    "builds for a named target still work without it";
+
+}  // namespace
+
+void DriverApiDeleter::operator()(DriverApi* api) const {
+  // dlclose is deliberately skipped: the driver keeps threads and atexit
+  // handlers of its own, and unloading it under them crashes at exit. The
+  // handle is reference-counted by the loader, so a later dlopen reuses it.
+  delete api;
+}
+
+absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
+  std::string lib = path.empty() ? "libcuda.so.1" : std::string(path);
+  void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot load the CUDA driver '", lib, "': ", err ? err : "unknown",
+        "; ", kInstallHint));
+  }
+  DriverApiPtr api(new DriverApi);
+  api->handle = handle;
+  api->library_path = lib;
+  api->loader_pid = static_cast<int>(getpid());
+
+  auto get_proc = reinterpret_cast<GetProcAddressFn>(
+      dlsym(handle, "cuGetProcAddress_v2"));
+  if (get_proc == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "the CUDA driver '", lib,
+        "' is older than CUDA 12 (no cuGetProcAddress_v2); ", kInstallHint));
+  }
+  std::string missing;
+#define FJ_CU(name, version, required)                                       \
+  {                                                                          \
+    void* fn = nullptr;                                                      \
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;       \
+    CUresult r = get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT,  \
+                          &found);                                           \
+    if (r == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS && fn) {   \
+      api->name = reinterpret_cast<decltype(api->name)>(fn);                 \
+    } else if (required) {                                                   \
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);         \
+    }                                                                        \
+  }
+#include "platform/driver_symbols.inc"
+#undef FJ_CU
+  if (!missing.empty()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the CUDA driver '", lib, "' lacks entry points: ", missing, "; ",
+        kInstallHint));
+  }
+  auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(handle, "cuInit"));
+  if (init == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("the CUDA driver '", lib, "' has no cuInit"));
+  }
+  FJ_RETURN_IF_ERROR(CheckCu(*api, init(0), "cuInit"),
+                     "initialising the CUDA driver");
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*api, api->cuDriverGetVersion(&api->driver_version),
+              "cuDriverGetVersion"),
+      "reading the driver version");
+  return api;
+}
+
+bool IsForkedChild(const DriverApi& api) {
+  return api.loader_pid != 0 && api.loader_pid != static_cast<int>(getpid());
+}
+
+absl::Status CheckCu(const DriverApi& api, CUresult result,
+                     absl::string_view call) {
+  if (IsForkedChild(api)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        call, ": called in a fork() child of the process that initialised "
+        "CUDA; CUDA is not fork-safe: create the runtime after fork()"));
+  }
+  if (result == CUDA_SUCCESS) return absl::OkStatus();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (api.cuGetErrorName == nullptr ||
+      api.cuGetErrorName(result, &name) != CUDA_SUCCESS) {
+    name = nullptr;
+  }
+  if (api.cuGetErrorString == nullptr ||
+      api.cuGetErrorString(result, &text) != CUDA_SUCCESS) {
+    text = nullptr;
+  }
+  std::string error = absl::StrCat(name ? name : "CUDA_ERROR",
+                                   "(", static_cast<int>(result), ")");
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  switch (result) {
+    case CUDA_ERROR_OUT_OF_MEMORY: code = absl::StatusCode::kResourceExhausted; break;
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_NOT_INITIALIZED: code = absl::StatusCode::kUnavailable; break;
+    case CUDA_ERROR_INVALID_VALUE: code = absl::StatusCode::kInvalidArgument; break;
+    default: code = absl::StatusCode::kAborted; break;  // FJ_CUDA_ERROR
+  }
+  absl::Status status(code, absl::StrCat(call, ": ", error, ": ",
+                                         text ? text : "no description"));
+  SetDetail(status, "cuda_call", call);
+  SetDetail(status, "cuda_error", error);
+  return status;
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,60 @@
+// NVRTC, loaded lazily: a process that never builds never loads it.
+//
+// NvrtcLibrary resolves its entry points the first time Get() is called
+// (from any thread; loading happens once). The library file is the one the
+// runtime resolved for its cache key (see nvrtc_locate.h), so the compiler
+// that runs is the compiler the key names.
+#ifndef FLEETJIT_PLATFORM_NVRTC_LIBRARY_H_
+#define FLEETJIT_PLATFORM_NVRTC_LIBRARY_H_
+
+#include <nvrtc.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace fleetjit {
+
+struct NvrtcApi {
+#define FJ_NVRTC(name, required) decltype(&::name) name = nullptr;
+#include "platform/nvrtc_symbols.inc"
+#undef FJ_NVRTC
+  int major = 0;
+  int minor = 0;
+  std::string library_path;
+};
+
+// OK for NVRTC_SUCCESS, else INTERNAL naming `call` with NVRTC's text.
+absl::Status CheckNvrtc(const NvrtcApi& api, nvrtcResult result,
+                        const char* call);
+
+class NvrtcLibrary {
+ public:
+  // `candidates`: files to try in order (absolute paths or sonames). Empty
+  // means the defaults: libnvrtc.so.13, libnvrtc.so.12, then the same under
+  // /usr/local/cuda/lib64.
+  explicit NvrtcLibrary(std::vector<std::string> candidates = {});
+
+  // Loads on first call; UNAVAILABLE (with what to install) if no candidate
+  // loads. The result is cached, success or failure.
+  absl::StatusOr<const NvrtcApi*> Get();
+  bool loaded() const;
+
+  // The process-wide default instance (used by tools and tests).
+  static NvrtcLibrary& Default();
+
+ private:
+  std::vector<std::string> candidates_;
+  mutable absl::Mutex mu_;
+  bool tried_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  NvrtcApi api_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_PLATFORM_NVRTC_LIBRARY_H_

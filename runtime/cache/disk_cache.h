@@ -1,0 +1,149 @@
+// The module cache's disk tier: one self-checking file per entry (see
+// cache_entry.h) under a private directory that several processes share.
+//
+// Layout: <dir>/<first two hex digits of the digest>/<digest>.fjc, 256
+// shards so no directory grows huge. Writers publish with a temp file in
+// the same shard (".tmp-..."), fsync, rename over the final name and fsync
+// the shard, so a reader sees either no entry or a complete one, never a
+// partial write, whatever happens to the writer.
+//
+// Trust. The cache holds executable code, so an entry is used only if
+//  - the directory is ours (owner = effective uid) and not group- or
+//    world-writable; the shard directory and the entry are not symlinks
+//    (opened with O_NOFOLLOW) and are ours, and the entry is not group- or
+//    world-writable (checked with fstat on the opened descriptor);
+//  - its stored key equals the key looked up, its payload checksum
+//    matches, and the payload parses.
+// An entry failing any check is deleted, logged with the reason, and
+// reported as absent, so the caller rebuilds. A bad shard directory is
+// moved aside. Key material reaches the file system only as its SHA-256
+// digest.
+//
+// LRU by modification time. A hit sets the entry's mtime to now (at most
+// once a minute per entry, to spare metadata writes when a fleet starts);
+// atime is not used because relatime/noatime mounts do not keep it.
+// Each store rescans its own shard (cheap: about 1/256 of the entries) and
+// estimates the directory's total from the shards this process has seen,
+// since digests spread entries evenly. When the estimate passes the cap,
+// the store scans the whole directory and deletes least-recently-used
+// entries until the total is under 90% of the cap; the scan also deletes
+// temp files that crashed writers left (older than ten minutes).
+//
+// Several processes may evict at once: unlink only removes a name, so a
+// reader that already opened an entry reads it to the end, and one that has
+// not gets "absent" and rebuilds. An entry whose mtime changed since the
+// scan (a hit in another process) is skipped. The cap can be exceeded
+// transiently by what other processes wrote to shards this one has not
+// rescanned since.
+#ifndef FLEETJIT_RUNTIME_CACHE_DISK_CACHE_H_
+#define FLEETJIT_RUNTIME_CACHE_DISK_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "jit/artifact.h"
+#include "runtime/cache/cache_key.h"
+
+struct stat;
+
+namespace fleetjit {
+
+// Receives whole log lines, already prefixed "fleetjit: cache: ". Empty =
+// write them to stderr.
+using CacheLogger = std::function<void(absl::string_view line)>;
+
+// Sends "fleetjit: cache: " + message to `log`, or to stderr if it is empty.
+void CacheLog(const CacheLogger& log, absl::string_view message);
+
+// The directory a cache uses: `configured` if non-empty, else
+// $FLEETJIT_CACHE_DIR, else $XDG_CACHE_HOME/fleetjit (if absolute), else
+// $HOME/.cache/fleetjit (HOME from the password database if unset). Made
+// absolute. "" if none can be found (the disk tier is then off).
+std::string ResolveCacheDir(absl::string_view configured);
+
+struct CacheEntryInfo {
+  std::string digest, path, target, copy_impl, compiler;
+  uint64_t bytes = 0;
+  int64_t last_used_unix = 0;  // the entry's mtime
+  std::string problem;         // "" if valid
+};
+
+class DiskCache {
+ public:
+  // `dir` must already be resolved. max_bytes 0 means the default, 1 GiB.
+  // Does no I/O.
+  DiskCache(std::string dir, uint64_t max_bytes, CacheLogger log);
+
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
+
+  // The artifact stored under `key`, or nullopt if there is none or it was
+  // rejected (then deleted and logged). Never an error: a cache that cannot
+  // be read is a cache that misses.
+  std::optional<jit::Artifact> Load(const CacheKey& key);
+
+  // Publishes `artifact` under `key` (replacing any entry), creating the
+  // directory (0700) if needed, then evicts if over the cap.
+  // FAILED_PRECONDITION: the directory was refused (and that was logged);
+  // RESOURCE_EXHAUSTED: the entry alone exceeds the cap; UNAVAILABLE: an
+  // I/O error.
+  absl::Status Store(const CacheKey& key, const jit::Artifact& artifact);
+
+  struct Usage {
+    uint64_t entries = 0;
+    uint64_t bytes = 0;
+  };
+  // Entries and bytes on disk now (a directory scan).
+  Usage Scan() const;
+
+  // Deletes every entry and temp file of this directory (not other files),
+  // and the shard directories left empty.
+  absl::Status Clear();
+
+  // Every entry with its metadata; with `verify`, also checks each
+  // entry's checksum, payload and that its key hashes to its file name.
+  absl::StatusOr<std::vector<CacheEntryInfo>> List(bool verify) const;
+
+  uint64_t evictions() const { return evictions_.load(); }
+  uint64_t rejected_entries() const { return rejected_.load(); }
+  const std::string& dir() const { return dir_; }
+  uint64_t max_bytes() const { return max_bytes_; }
+
+  // Path of the entry for `digest` (a valid digest).
+  std::string EntryPath(absl::string_view digest) const;
+
+ private:
+  void Log(absl::string_view message) const;
+  void Reject(int shard_fd, const std::string& name, const std::string& path,
+              absl::string_view reason, const struct stat* opened);
+  // Rescans shard `shard` (open at `shard_fd`) and evicts if the estimate
+  // of the whole directory passes the cap.
+  void AfterStore(int shard, int shard_fd);
+  void Evict();
+
+  const std::string dir_;
+  const uint64_t max_bytes_;
+  const CacheLogger log_;
+
+  std::atomic<uint64_t> evictions_{0};
+  std::atomic<uint64_t> rejected_{0};
+  mutable std::atomic<bool> dir_refusal_logged_{false};
+  std::atomic<bool> evicting_{false};
+
+  absl::Mutex mu_;
+  // Bytes per shard as last scanned; -1 = not seen by this process.
+  int64_t shard_bytes_[256] ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_CACHE_DISK_CACHE_H_

@@ -1,0 +1,210 @@
+#include "runtime/cache/module_cache.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace fleetjit {
+
+// One key's state: a build in flight (done not yet notified) or its
+// finished result. `result` is written once, before done.Notify().
+struct ModuleCache::Slot {
+  absl::Notification done;
+  absl::StatusOr<std::shared_ptr<const jit::Artifact>> result;
+};
+
+ModuleCache::ModuleCache(CacheConfig config)
+    : config_(std::move(config)),
+      use_disk_(config_.disk && !ResolveCacheDir(config_.dir).empty()),
+      disk_(std::make_unique<DiskCache>(ResolveCacheDir(config_.dir),
+                                        config_.max_bytes, config_.log)) {}
+
+ModuleCache::~ModuleCache() = default;
+
+const std::string& ModuleCache::dir() const { return disk_->dir(); }
+
+absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
+    const CacheKey& key,
+    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+    DiskStore store) {
+  // 1. The memory tier, under a shared lock.
+  std::shared_ptr<Slot> slot;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = slots_.find(key.digest);
+    if (it != slots_.end()) slot = it->second;
+  }
+  if (slot != nullptr && slot->done.HasBeenNotified() && slot->result.ok()) {
+    memory_hits_.fetch_add(1, std::memory_order_relaxed);
+    return Result{*slot->result, CacheSource::kMemory};
+  }
+
+  // 2. Join the key's build in flight, or lead one.
+  bool leader = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = slots_.try_emplace(key.digest);
+    if (inserted) {
+      it->second = std::make_shared<Slot>();
+      leader = true;
+    }
+    slot = it->second;
+  }
+  if (!leader) {
+    slot->done.WaitForNotification();
+    if (!slot->result.ok()) return slot->result.status();
+    memory_hits_.fetch_add(1, std::memory_order_relaxed);
+    return Result{*slot->result, CacheSource::kMemory};
+  }
+
+  // 3. Lead: disk, then build, then hand the result to the waiters. If
+  // build() throws, the guard hands them an error so that they never hang.
+  struct ThrowGuard {
+    ModuleCache* cache;
+    const std::string& digest;
+    Slot* slot;
+    bool armed = true;
+    ~ThrowGuard() {
+      if (armed) {
+        cache->Publish(
+            digest, *slot,
+            absl::InternalError("the module build threw an exception"));
+      }
+    }
+  } guard{this, key.digest, slot.get()};
+  absl::StatusOr<Result> outcome = Fill(key, build, store);
+  guard.armed = false;
+  if (outcome.ok()) {
+    Publish(key.digest, *slot, outcome->artifact);
+  } else {
+    Publish(key.digest, *slot, outcome.status());
+  }
+  return outcome;
+}
+
+void ModuleCache::Publish(
+    const std::string& digest, Slot& slot,
+    absl::StatusOr<std::shared_ptr<const jit::Artifact>> result) {
+  // Only a success is kept (and only with a memory tier); a failure is
+  // removed first, so the next caller builds again.
+  if (!result.ok() || !config_.memory) {
+    absl::MutexLock lock(&mu_);
+    auto it = slots_.find(digest);
+    if (it != slots_.end() && it->second.get() == &slot) slots_.erase(it);
+  }
+  slot.result = std::move(result);
+  slot.done.Notify();
+}
+
+absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
+    const CacheKey& key,
+    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+    DiskStore store) {
+  if (use_disk_) {
+    if (std::optional<jit::Artifact> found = disk_->Load(key)) {
+      disk_hits_.fetch_add(1, std::memory_order_relaxed);
+      return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
+                    CacheSource::kDisk};
+    }
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<jit::Artifact> built = build();
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  if (!built.ok()) return built.status();
+  compiles_.fetch_add(1, std::memory_order_relaxed);
+  compile_us_total_.fetch_add(
+      std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count(),
+      std::memory_order_relaxed);
+
+  auto artifact = std::make_shared<const jit::Artifact>(std::move(*built));
+  bool pending = false;
+  if (use_disk_) {
+    if (store == DiskStore::kDeferred) {
+      pending = true;
+    } else {
+      (void)StoreToDisk(key, *artifact);
+    }
+  }
+  return Result{std::move(artifact), CacheSource::kCompiled, pending};
+}
+
+absl::Status ModuleCache::StoreToDisk(const CacheKey& key,
+                                      const jit::Artifact& artifact) {
+  absl::Status stored = disk_->Store(key, artifact);
+  // A cache that cannot be written still serves this process (memory
+  // tier); say so once rather than on every build. FAILED_PRECONDITION
+  // means the disk tier refused its directory and already said why.
+  if (!stored.ok() &&
+      stored.code() != absl::StatusCode::kFailedPrecondition &&
+      !write_failure_logged_.exchange(true)) {
+    CacheLog(config_.log,
+             absl::StrCat("not saving to the disk cache: ", stored.message(),
+                          " (further write failures are not logged)"));
+  }
+  return stored;
+}
+
+absl::Status ModuleCache::Update(const CacheKey& key,
+                                 std::shared_ptr<const jit::Artifact> artifact) {
+  if (artifact == nullptr) {
+    return absl::InvalidArgumentError("ModuleCache::Update: no artifact");
+  }
+  if (config_.memory) {
+    auto slot = std::make_shared<Slot>();
+    slot->result = artifact;
+    slot->done.Notify();
+    absl::MutexLock lock(&mu_);
+    auto it = slots_.find(key.digest);
+    if (it == slots_.end()) {
+      slots_.emplace(key.digest, std::move(slot));
+    } else if (it->second->done.HasBeenNotified()) {
+      // Readers that copied the old slot keep its artifact alive.
+      it->second = std::move(slot);
+    }
+    // A build of the key in flight (possible only after Clear) publishes
+    // its own result, an equally valid entry; it is left alone.
+  }
+  if (!use_disk_) return absl::OkStatus();
+  return StoreToDisk(key, *artifact);
+}
+
+CacheStats ModuleCache::stats() const {
+  CacheStats s;
+  s.memory_hits = memory_hits_.load(std::memory_order_relaxed);
+  s.disk_hits = disk_hits_.load(std::memory_order_relaxed);
+  s.misses = misses_.load(std::memory_order_relaxed);
+  s.compiles = compiles_.load(std::memory_order_relaxed);
+  s.compile_ms_total =
+      compile_us_total_.load(std::memory_order_relaxed) / 1000.0;
+  if (use_disk_) {
+    s.evictions = disk_->evictions();
+    s.rejected_entries = disk_->rejected_entries();
+    DiskCache::Usage usage = disk_->Scan();
+    s.disk_entries = usage.entries;
+    s.disk_bytes = usage.bytes;
+  }
+  return s;
+}
+
+absl::Status ModuleCache::Clear() {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      // Builds in flight stay: their leader and waiters finish normally.
+      auto current = it++;
+      if (current->second->done.HasBeenNotified()) slots_.erase(current);
+    }
+  }
+  return use_disk_ ? disk_->Clear() : absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ModuleCache::EntryInfo>> ModuleCache::List(
+    bool verify) const {
+  if (disk_->dir().empty()) return std::vector<EntryInfo>();
+  return disk_->List(verify);
+}
+
+}  // namespace fleetjit

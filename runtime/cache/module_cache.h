@@ -1,0 +1,167 @@
+// The module cache: built artifacts by cache key, in memory and on disk.
+//
+// GetOrBuild looks in the memory tier, then the disk tier, and only then
+// calls `build`. Within a process one key is built once at a time (single
+// flight): concurrent callers of a key wait for the one build and share its
+// result, while distinct keys build in parallel (no lock is held around
+// `build`). Across processes duplicate builds are harmless: entries are
+// published atomically and any one of them is a correct result.
+//
+//   ModuleCache cache(CacheConfig{});            // no I/O yet
+//   CacheKey key = MakeCacheKey(inputs);
+//   FJ_ASSIGN_OR_RETURN(ModuleCache::Result r,
+//                       cache.GetOrBuild(key, [&] { return Compile(); }),
+//                       "building 'saxpy.cu'");
+//   UseImage(r.artifact->image);                 // r.source says where from
+//
+// A disk entry that fails any check is deleted (logged with the reason) and
+// rebuilt: the caller sees a slower call, never an error and never a wrong
+// kernel. A failed build is returned to every waiter and not cached. A hit
+// never calls `build`, so it never loads NVRTC.
+//
+// The memory tier keeps every artifact for the cache's life (a process uses
+// a bounded set of kernels; the runtime holds them loaded anyway).
+#ifndef FLEETJIT_RUNTIME_CACHE_MODULE_CACHE_H_
+#define FLEETJIT_RUNTIME_CACHE_MODULE_CACHE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "jit/artifact.h"
+#include "runtime/cache/cache_key.h"
+#include "runtime/cache/disk_cache.h"
+
+namespace fleetjit {
+
+struct CacheConfig {
+  // "" = resolve: $FLEETJIT_CACHE_DIR, $XDG_CACHE_HOME/fleetjit,
+  // ~/.cache/fleetjit (see ResolveCacheDir).
+  std::string dir;
+  uint64_t max_bytes = uint64_t{1} << 30;  // disk byte cap; 0 = default
+  bool disk = true;
+  bool memory = true;
+  // Rejection, eviction and write-failure lines ("fleetjit: cache: ...");
+  // empty = stderr.
+  CacheLogger log;
+};
+
+enum class CacheSource { kCompiled, kMemory, kDisk };
+
+// Counters of one ModuleCache, plus the disk directory's size now. Every
+// GetOrBuild that returns an artifact counts once in memory_hits, disk_hits
+// or misses; a build that fails counts as a miss too.
+struct CacheStats {
+  uint64_t memory_hits = 0;     // served from memory (incl. waiters of a build)
+  uint64_t disk_hits = 0;       // loaded from a disk entry
+  uint64_t misses = 0;          // found in no tier: build() was called
+  uint64_t compiles = 0;        // build() calls that succeeded
+  double compile_ms_total = 0;  // wall time of those builds
+  uint64_t evictions = 0;       // disk entries evicted by this process
+  uint64_t rejected_entries = 0;  // disk entries refused and deleted
+  uint64_t disk_entries = 0;
+  uint64_t disk_bytes = 0;
+};
+
+class ModuleCache {
+ public:
+  // Resolves the directory (environment only); does no I/O until first use.
+  explicit ModuleCache(CacheConfig config);
+  ~ModuleCache();
+
+  ModuleCache(const ModuleCache&) = delete;
+  ModuleCache& operator=(const ModuleCache&) = delete;
+
+  struct Result {
+    std::shared_ptr<const jit::Artifact> artifact;
+    CacheSource source;
+    // Only with DiskStore::kDeferred: the artifact was built but not yet
+    // written to disk; the caller owes an Update(key, ...) for it.
+    bool disk_store_pending = false;
+  };
+
+  // When a built artifact is written to the disk tier.
+  enum class DiskStore {
+    kNow,       // before GetOrBuild returns (and before waiters wake)
+    kDeferred,  // by the caller, later, through Update (see Result)
+  };
+
+  // Memory tier -> disk tier -> build(). Errors only come from build().
+  // Single flight holds either way: the memory tier has the artifact before
+  // any waiter wakes, whatever `store` says. With kDeferred, other
+  // processes cannot see the entry until the caller's Update; if this
+  // process dies first they rebuild it (a duplicate build, never a wrong
+  // or corrupt entry).
+  absl::StatusOr<Result> GetOrBuild(
+      const CacheKey& key,
+      absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+      DiskStore store = DiskStore::kNow);
+
+  // Replaces the entry of `key` with `artifact` (the same module, e.g. now
+  // carrying its launch thunk object): the memory tier serves it to later
+  // GetOrBuild calls (callers holding the previous artifact keep it), and
+  // the disk tier publishes it by the usual temp file + fsync + rename, so
+  // a reader sees the old entry or the new one, never a mix. With no memory
+  // tier only the disk is written. The error, if any, is the disk write's
+  // (logged once per cache like any write failure); the memory tier is
+  // updated regardless. An Update racing Clear may leave the entry in place
+  // after the clear: a valid entry, as if built just after it.
+  absl::Status Update(const CacheKey& key,
+                      std::shared_ptr<const jit::Artifact> artifact);
+
+  // The counters, and disk_entries/disk_bytes from a scan of the directory
+  // (cost grows with the number of entries: call it for reports, not per
+  // build).
+  CacheStats stats() const;
+
+  // Empties the memory tier (builds in flight finish normally) and deletes
+  // this directory's entries.
+  absl::Status Clear();
+
+  using EntryInfo = CacheEntryInfo;
+  // The disk entries (for `fleetjit cache ls|verify`); with `verify`, each
+  // is fully checked and `problem` says what is wrong.
+  absl::StatusOr<std::vector<EntryInfo>> List(bool verify) const;
+
+  // The resolved directory ("" when there is none).
+  const std::string& dir() const;
+
+ private:
+  struct Slot;
+  // Gives `result` to the waiters of `slot` (the slot of `digest`), and
+  // drops the slot from the memory tier unless it is a success to keep.
+  void Publish(const std::string& digest, Slot& slot,
+               absl::StatusOr<std::shared_ptr<const jit::Artifact>> result);
+  // Loads from disk or builds; the leader of a key's single flight.
+  absl::StatusOr<Result> Fill(
+      const CacheKey& key,
+      absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
+      DiskStore store);
+  // Writes `artifact` to the disk tier; logs the first failure.
+  absl::Status StoreToDisk(const CacheKey& key, const jit::Artifact& artifact);
+
+  const CacheConfig config_;
+  const bool use_disk_;              // the disk tier is on and has a directory
+  std::unique_ptr<DiskCache> disk_;  // also kept when off, for listings
+
+  mutable absl::Mutex mu_;
+  // Digest -> finished artifact, or a build in flight.
+  absl::flat_hash_map<std::string, std::shared_ptr<Slot>> slots_
+      ABSL_GUARDED_BY(mu_);
+
+  std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0},
+      compiles_{0}, compile_us_total_{0};
+  std::atomic<bool> write_failure_logged_{false};
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_CACHE_MODULE_CACHE_H_

@@ -1,0 +1,175 @@
+// The disk cache shared by several processes: concurrent builders, writers
+// killed with SIGKILL mid-write, and a hit in a process with no NVRTC.
+// Each process is cache_stress_helper (FJ_CACHE_STRESS_HELPER).
+#include "tests/common/test_paths.h"
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/runtime/cache/cache_test_util.h"
+#include "runtime/cache/module_cache.h"
+
+namespace fleetjit {
+namespace {
+
+using ::fleetjit::testing::ArtifactFor;
+using ::fleetjit::testing::FreshSeed;
+using ::fleetjit::testing::KeyFor;
+using ::fleetjit::testing::Rng;
+using ::fleetjit::testing::SameArtifact;
+using ::fleetjit::testing::Spawn;
+using ::fleetjit::testing::TempDir;
+using ::fleetjit::testing::Wait;
+
+const std::string kHelper =
+    fleetjit::testing::BesideExecutable("cache_stress_helper", FJ_CACHE_STRESS_HELPER);
+
+std::vector<std::string> HelperArgs(const std::string& mode,
+                                    const std::string& dir, uint64_t seed,
+                                    int n, size_t image) {
+  return {kHelper,
+          mode,
+          dir,
+          std::to_string(seed),
+          std::to_string(n),
+          std::to_string(image)};
+}
+
+int CountTempFiles(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (absl::StartsWith(e.path().filename().string(), ".tmp-")) ++n;
+  }
+  return n;
+}
+
+// Every entry passes a full verify and serves the right artifact.
+void ExpectAllValid(const std::string& dir, uint64_t seed, int count,
+                    size_t image, int expected_entries) {
+  CacheConfig config;
+  config.dir = dir;
+  ModuleCache cache(config);
+  absl::StatusOr<std::vector<CacheEntryInfo>> list =
+      cache.List(/*verify=*/true);
+  ASSERT_TRUE(list.ok()) << list.status();
+  if (expected_entries >= 0)
+    EXPECT_EQ(static_cast<int>(list->size()), expected_entries);
+  for (const CacheEntryInfo& e : *list) EXPECT_EQ(e.problem, "") << e.path;
+  for (int i = 0; i < count; ++i) {
+    absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+        KeyFor(seed, i), [&]() -> absl::StatusOr<jit::Artifact> {
+          return ArtifactFor(seed, i, image);
+        });
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(SameArtifact(*r->artifact, ArtifactFor(seed, i, image))) << i;
+  }
+  EXPECT_EQ(cache.stats().rejected_entries, 0u);
+}
+
+TEST(CacheProcessTest, EightProcessesBuildTheSameSetIntoOneDirectory) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  TempDir dir;
+  const std::string cache_dir = dir.Sub("cache");
+  constexpr int kItems = 24;
+  constexpr size_t kImage = 64 << 10;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 8; ++p) {
+    pids.push_back(Spawn(HelperArgs("build", cache_dir, seed, kItems, kImage)));
+    ASSERT_GT(pids.back(), 0);
+  }
+  for (pid_t pid : pids) EXPECT_EQ(Wait(pid), 0);
+  EXPECT_EQ(CountTempFiles(cache_dir), 0);
+  ExpectAllValid(cache_dir, seed, kItems, kImage, kItems);
+  // A second round finds everything on disk.
+  pids.clear();
+  for (int p = 0; p < 8; ++p) {
+    pids.push_back(Spawn(HelperArgs("build", cache_dir, seed, kItems, kImage)));
+  }
+  for (pid_t pid : pids) EXPECT_EQ(Wait(pid), 0);
+}
+
+// Writers are killed with SIGKILL at random moments, many times, while a
+// reader process keeps loading: the reader must never see a bad entry (it
+// fails on a wrong artifact or any rejection), and afterwards every entry
+// must verify.
+TEST(CacheProcessTest, KillDashNineDuringWritesNeverServesACorruptEntry) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  TempDir dir;
+  const std::string cache_dir = dir.Sub("cache");
+  const std::string stop_file = dir.Sub("stop");
+  constexpr int kItems = 6;
+  constexpr size_t kImage = 1 << 20;  // a large write widens the window
+  constexpr int kKills = 40;
+
+  std::vector<std::string> reader_args =
+      HelperArgs("read-loop", cache_dir, seed, kItems, kImage);
+  reader_args.push_back("300");
+  reader_args.push_back(stop_file);
+  pid_t reader = Spawn(reader_args);
+  ASSERT_GT(reader, 0);
+
+  Rng rng(seed);
+  const std::string ready_file = dir.Sub("ready");
+  for (int k = 0; k < kKills; ++k) {
+    std::vector<std::string> writer_args =
+        HelperArgs("write-loop", cache_dir, seed, kItems, kImage);
+    writer_args.push_back(ready_file);
+    pid_t writer = Spawn(writer_args);
+    ASSERT_GT(writer, 0);
+    // Kill at a random moment once it writes (each entry takes a few ms).
+    struct stat st;
+    for (int waited = 0; ::stat(ready_file.c_str(), &st) != 0 && waited < 60000;
+         ++waited) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(::unlink(ready_file.c_str()), 0) << "the writer never started";
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 40000));
+    ASSERT_EQ(::kill(writer, SIGKILL), 0);
+    EXPECT_EQ(Wait(writer), 128 + SIGKILL);
+  }
+  ::fleetjit::testing::WriteFile(stop_file, "stop");
+  EXPECT_EQ(Wait(reader), 0) << "the reader saw a bad entry";
+  std::printf("temp files left by killed writers: %d\n",
+              CountTempFiles(cache_dir));
+  CacheConfig config;
+  config.dir = cache_dir;
+  EXPECT_GT(ModuleCache(config).stats().disk_entries, 0u)
+      << "nothing was written";
+  ExpectAllValid(cache_dir, seed, kItems, kImage, -1);
+}
+
+// A hit never needs NVRTC: serve an entry in a process where NVRTC cannot
+// be found, asserting the build callback never runs and no NVRTC library
+// is mapped.
+TEST(CacheProcessTest, HitInAProcessWithoutNvrtc) {
+  const uint64_t seed = FreshSeed();
+  TempDir dir;
+  const std::string cache_dir = dir.Sub("cache");
+  constexpr size_t kImage = 256 << 10;
+  {
+    CacheConfig config;
+    config.dir = cache_dir;
+    ModuleCache cache(config);
+    ASSERT_TRUE(cache
+                    .GetOrBuild(KeyFor(seed, 0),
+                                [&]() -> absl::StatusOr<jit::Artifact> {
+                                  return ArtifactFor(seed, 0, kImage);
+                                })
+                    .ok());
+  }
+  pid_t child = Spawn(HelperArgs("hit", cache_dir, seed, 0, kImage),
+                      {"LD_LIBRARY_PATH=/nonexistent",
+                       "FLEETJIT_LIBNVRTC=/nonexistent/libnvrtc.so.13"});
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(Wait(child), 0);
+}
+
+}  // namespace
+}  // namespace fleetjit

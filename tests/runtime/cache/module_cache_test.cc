@@ -1,0 +1,354 @@
+#include "runtime/cache/module_cache.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "absl/synchronization/barrier.h"
+#include "gtest/gtest.h"
+#include "tests/runtime/cache/cache_test_util.h"
+
+namespace fleetjit {
+namespace {
+
+using ::fleetjit::testing::ArtifactFor;
+using ::fleetjit::testing::FreshSeed;
+using ::fleetjit::testing::KeyFor;
+using ::fleetjit::testing::KeyInputsFor;
+using ::fleetjit::testing::SameArtifact;
+using ::fleetjit::testing::TempDir;
+
+class ModuleCacheTest : public ::testing::Test {
+ protected:
+  ModuleCacheTest() : seed_(FreshSeed()) {}
+
+  CacheConfig Config() {
+    CacheConfig c;
+    c.dir = dir_.Sub("cache");
+    c.log = [this](absl::string_view line) {
+      std::lock_guard<std::mutex> lock(log_mu_);
+      log_.emplace_back(line);
+    };
+    return c;
+  }
+  // A build that counts its calls and returns item `index`'s artifact.
+  auto Builder(int index, std::atomic<int>& calls) {
+    return [this, index, &calls]() -> absl::StatusOr<jit::Artifact> {
+      calls.fetch_add(1);
+      return ArtifactFor(seed_, index, 4096);
+    };
+  }
+
+  const uint64_t seed_;
+  TempDir dir_;
+  std::mutex log_mu_;
+  std::vector<std::string> log_;
+};
+
+TEST_F(ModuleCacheTest, CompilesThenHitsMemoryThenDisk) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  std::atomic<int> calls{0};
+  const CacheKey key = KeyFor(seed_, 0);
+  const jit::Artifact expected = ArtifactFor(seed_, 0, 4096);
+  {
+    ModuleCache cache(Config());
+    absl::StatusOr<ModuleCache::Result> r =
+        cache.GetOrBuild(key, Builder(0, calls));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source, CacheSource::kCompiled);
+    EXPECT_TRUE(SameArtifact(*r->artifact, expected));
+    r = cache.GetOrBuild(key, Builder(0, calls));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source, CacheSource::kMemory);
+    EXPECT_EQ(calls.load(), 1);
+    CacheStats s = cache.stats();
+    EXPECT_EQ(s.misses, 1u);
+    EXPECT_EQ(s.compiles, 1u);
+    EXPECT_EQ(s.memory_hits, 1u);
+    EXPECT_EQ(s.disk_hits, 0u);
+    EXPECT_EQ(s.disk_entries, 1u);
+    EXPECT_GT(s.disk_bytes, 4096u);
+  }
+  ModuleCache fresh(Config());
+  absl::StatusOr<ModuleCache::Result> r =
+      fresh.GetOrBuild(key, Builder(0, calls));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, CacheSource::kDisk);
+  EXPECT_TRUE(SameArtifact(*r->artifact, expected));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(fresh.stats().disk_hits, 1u);
+  EXPECT_TRUE(log_.empty()) << log_[0];  // no log line on hits
+}
+
+TEST_F(ModuleCacheTest, EachKeyFieldMissesAndUnchangedInputHits) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const CacheKeyInputs base = KeyInputsFor(seed_, 1);
+  std::vector<std::pair<const char*, void (*)(CacheKeyInputs&)>> mutations = {
+      {"source", [](CacheKeyInputs& in) { in.source += "\n"; }},
+      {"header content",
+       [](CacheKeyInputs& in) { in.headers[0].second.back() ^= 1; }},
+      {"options", [](CacheKeyInputs& in) { in.options.push_back("-DX"); }},
+      {"target", [](CacheKeyInputs& in) { in.target = "sm_90"; }},
+      {"copy_impl", [](CacheKeyInputs& in) { in.copy_impl = "sync"; }},
+      {"compiler", [](CacheKeyInputs& in) { in.compiler += "1"; }},
+      {"driver_version", [](CacheKeyInputs& in) { in.driver_version += 10; }},
+      {"name_expressions",
+       [](CacheKeyInputs& in) { in.name_expressions = {}; }},
+      {"emit_ptx", [](CacheKeyInputs& in) { in.emit_ptx = true; }},
+  };
+  std::atomic<int> calls{0};
+  {
+    ModuleCache cache(Config());
+    ASSERT_EQ(cache.GetOrBuild(MakeCacheKey(base), Builder(1, calls))->source,
+              CacheSource::kCompiled);
+    for (auto& [what, mutate] : mutations) {
+      CacheKeyInputs in = base;
+      mutate(in);
+      EXPECT_EQ(cache.GetOrBuild(MakeCacheKey(in), Builder(1, calls))->source,
+                CacheSource::kCompiled)
+          << what;
+    }
+    EXPECT_EQ(cache.GetOrBuild(MakeCacheKey(base), Builder(1, calls))->source,
+              CacheSource::kMemory);
+  }
+  ModuleCache fresh(Config());
+  EXPECT_EQ(fresh.GetOrBuild(MakeCacheKey(base), Builder(1, calls))->source,
+            CacheSource::kDisk);
+  EXPECT_EQ(calls.load(), 1 + static_cast<int>(mutations.size()));
+}
+
+TEST_F(ModuleCacheTest, SixtyFourThreadsOneKeyOneBuild) {
+  ModuleCache cache(Config());
+  const CacheKey key = KeyFor(seed_, 2);
+  std::atomic<int> builds{0};
+  absl::Barrier* start = new absl::Barrier(64);  // deletes itself
+  std::vector<std::shared_ptr<const jit::Artifact>> got(64);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 64; ++t) {
+    threads.emplace_back([&, t] {
+      if (start->Block()) delete start;
+      absl::StatusOr<ModuleCache::Result> r =
+          cache.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> {
+            builds.fetch_add(1);
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            return ArtifactFor(seed_, 2, 1000);
+          });
+      ASSERT_TRUE(r.ok()) << r.status();
+      got[t] = r->artifact;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(builds.load(), 1);
+  for (int t = 1; t < 64; ++t) EXPECT_EQ(got[t].get(), got[0].get());
+  CacheStats s = cache.stats();
+  EXPECT_EQ(s.misses, 1u);
+  EXPECT_EQ(s.compiles, 1u);
+  EXPECT_EQ(s.memory_hits, 63u);
+}
+
+// Eight builds of distinct keys must run at the same time: each waits until
+// all eight are inside build(), which a lock around build() would deadlock
+// (the wait times out instead, failing the test).
+TEST_F(ModuleCacheTest, DistinctKeysBuildInParallel) {
+  ModuleCache cache(Config());
+  constexpr int kKeys = 8;
+  std::mutex mu;
+  std::condition_variable cv;
+  int inside = 0;
+  std::atomic<int> all_met{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kKeys; ++i) {
+    threads.emplace_back([&, i] {
+      absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+          KeyFor(seed_, 100 + i), [&]() -> absl::StatusOr<jit::Artifact> {
+            std::unique_lock<std::mutex> lock(mu);
+            ++inside;
+            cv.notify_all();
+            if (cv.wait_for(lock, std::chrono::seconds(10),
+                            [&] { return inside == kKeys; })) {
+              all_met.fetch_add(1);
+            }
+            return ArtifactFor(seed_, 100 + i, 100);
+          });
+      EXPECT_TRUE(r.ok()) << r.status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(all_met.load(), kKeys);
+}
+
+TEST_F(ModuleCacheTest, FailedBuildReachesEveryWaiterAndIsNotCached) {
+  ModuleCache cache(Config());
+  const CacheKey key = KeyFor(seed_, 3);
+  std::atomic<int> builds{0};
+  auto failing = [&]() -> absl::StatusOr<jit::Artifact> {
+    builds.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return absl::InvalidArgumentError("error: expected ';'");
+  };
+  absl::Barrier* start = new absl::Barrier(16);
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      if (start->Block()) delete start;
+      absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(key, failing);
+      if (!r.ok() && r.status().code() == absl::StatusCode::kInvalidArgument &&
+          r.status().message() == "error: expected ';'") {
+        errors.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 16);
+  EXPECT_EQ(builds.load(), 1);
+  EXPECT_EQ(cache.stats().compiles, 0u);
+  EXPECT_EQ(cache.stats().disk_entries, 0u);
+  // Not cached: the next call builds again, and may succeed.
+  std::atomic<int> calls{0};
+  absl::StatusOr<ModuleCache::Result> r =
+      cache.GetOrBuild(key, Builder(3, calls));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, CacheSource::kCompiled);
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_F(ModuleCacheTest, WithoutMemoryTierEveryCallReadsDisk) {
+  CacheConfig config = Config();
+  config.memory = false;
+  ModuleCache cache(config);
+  std::atomic<int> calls{0};
+  const CacheKey key = KeyFor(seed_, 4);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(4, calls))->source,
+            CacheSource::kCompiled);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(4, calls))->source,
+            CacheSource::kDisk);
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_F(ModuleCacheTest, WithoutDiskTierNothingIsWritten) {
+  CacheConfig config = Config();
+  config.disk = false;
+  ModuleCache cache(config);
+  std::atomic<int> calls{0};
+  const CacheKey key = KeyFor(seed_, 5);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(5, calls))->source,
+            CacheSource::kCompiled);
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(5, calls))->source,
+            CacheSource::kMemory);
+  struct stat st;
+  EXPECT_NE(::stat(config.dir.c_str(), &st), 0);
+  EXPECT_EQ(cache.stats().disk_entries, 0u);
+}
+
+TEST_F(ModuleCacheTest, ConstructionDoesNoIoAndFirstStoreCreatesDir0700) {
+  CacheConfig config = Config();
+  config.dir = dir_.Sub("a/b/cache");
+  ModuleCache cache(config);
+  EXPECT_EQ(cache.dir(), config.dir);
+  struct stat st;
+  ASSERT_NE(::stat(dir_.Sub("a").c_str(), &st), 0);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(cache.GetOrBuild(KeyFor(seed_, 6), Builder(6, calls)).ok());
+  for (const char* sub : {"a", "a/b", "a/b/cache"}) {
+    ASSERT_EQ(::stat(dir_.Sub(sub).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0700u) << sub;
+  }
+}
+
+TEST_F(ModuleCacheTest, ClearEmptiesBothTiers) {
+  ModuleCache cache(Config());
+  std::atomic<int> calls{0};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(
+        cache.GetOrBuild(KeyFor(seed_, 10 + i), Builder(10 + i, calls)).ok());
+  }
+  testing::WriteFile(cache.dir() + "/README", "not ours");
+  EXPECT_EQ(cache.stats().disk_entries, 5u);
+  ASSERT_TRUE(cache.Clear().ok());
+  EXPECT_EQ(cache.stats().disk_entries, 0u);
+  EXPECT_EQ(cache.GetOrBuild(KeyFor(seed_, 10), Builder(10, calls))->source,
+            CacheSource::kCompiled);
+  EXPECT_EQ(testing::ReadFile(cache.dir() + "/README"), "not ours");
+}
+
+TEST_F(ModuleCacheTest, UnwritableDirectoryStillBuildsAndLogsOnce) {
+  CacheConfig config = Config();
+  testing::WriteFile(dir_.Sub("file"), "x");
+  config.dir = dir_.Sub("file/cache");  // a path under a regular file
+  ModuleCache cache(config);
+  std::atomic<int> calls{0};
+  size_t lines_after_first = 0;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<ModuleCache::Result> r =
+        cache.GetOrBuild(KeyFor(seed_, 20 + i), Builder(20 + i, calls));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source, CacheSource::kCompiled);
+    if (i == 0) lines_after_first = log_.size();
+  }
+  ASSERT_EQ(log_.size(), 1u);
+  EXPECT_EQ(log_.size(), lines_after_first);
+  EXPECT_EQ(log_[0].rfind("fleetjit: cache: ", 0), 0u) << log_[0];
+  EXPECT_NE(log_[0].find(config.dir), std::string::npos) << log_[0];
+}
+
+TEST_F(ModuleCacheTest, ABuildThatThrowsReleasesWaiters) {
+  ModuleCache cache(Config());
+  const CacheKey key = KeyFor(seed_, 7);
+  EXPECT_THROW(cache.GetOrBuild(key,
+                                []() -> absl::StatusOr<jit::Artifact> {
+                                  throw std::runtime_error("boom");
+                                }),
+               std::runtime_error);
+  std::atomic<int> calls{0};
+  EXPECT_EQ(cache.GetOrBuild(key, Builder(7, calls))->source,
+            CacheSource::kCompiled);
+}
+
+class EnvGuard {
+ public:
+  explicit EnvGuard(std::vector<const char*> names) {
+    for (const char* n : names) {
+      const char* v = std::getenv(n);
+      saved_.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
+    }
+  }
+  ~EnvGuard() {
+    for (auto& [n, v] : saved_) {
+      if (v) {
+        ::setenv(n, v->c_str(), 1);
+      } else {
+        ::unsetenv(n);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
+};
+
+TEST(CacheDirTest, ResolutionOrder) {
+  EnvGuard guard({"FLEETJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"});
+  ::setenv("FLEETJIT_CACHE_DIR", "/x/fj", 1);
+  ::setenv("XDG_CACHE_HOME", "/x/xdg", 1);
+  ::setenv("HOME", "/x/home", 1);
+  EXPECT_EQ(ResolveCacheDir("/x/option/"), "/x/option");
+  EXPECT_EQ(ResolveCacheDir(""), "/x/fj");
+  ::unsetenv("FLEETJIT_CACHE_DIR");
+  EXPECT_EQ(ResolveCacheDir(""), "/x/xdg/fleetjit");
+  ::setenv("XDG_CACHE_HOME", "relative", 1);  // ignored, as the XDG spec says
+  EXPECT_EQ(ResolveCacheDir(""), "/x/home/.cache/fleetjit");
+  ::unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(ResolveCacheDir(""), "/x/home/.cache/fleetjit");
+  EXPECT_EQ(ModuleCache(CacheConfig{}).dir(), "/x/home/.cache/fleetjit");
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  EXPECT_EQ(ResolveCacheDir("rel"), absl::StrCat(cwd, "/rel"));
+}
+
+}  // namespace
+}  // namespace fleetjit

@@ -1,0 +1,134 @@
+#include "tools/cache_command.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/runtime/cache/cache_test_util.h"
+#include "runtime/cache/module_cache.h"
+
+namespace fleetjit {
+namespace {
+
+using ::fleetjit::testing::ArtifactFor;
+using ::fleetjit::testing::FreshSeed;
+using ::fleetjit::testing::KeyFor;
+using ::fleetjit::testing::ReadFile;
+using ::fleetjit::testing::TempDir;
+using ::fleetjit::testing::WriteFile;
+
+class CacheCommandTest : public ::testing::Test {
+ protected:
+  CacheCommandTest() : seed_(FreshSeed()), cache_dir_(dir_.Sub("cache")) {}
+
+  void Fill(int count) {
+    CacheConfig config;
+    config.dir = cache_dir_;
+    ModuleCache cache(config);
+    for (int i = 0; i < count; ++i) {
+      ASSERT_TRUE(cache
+                      .GetOrBuild(KeyFor(seed_, i),
+                                  [&]() -> absl::StatusOr<jit::Artifact> {
+                                    return ArtifactFor(seed_, i, 2048);
+                                  })
+                      .ok());
+    }
+  }
+  // Runs the command; returns (exit code, output).
+  std::pair<int, std::string> Run(std::vector<std::string> args) {
+    std::FILE* out = std::tmpfile();
+    int code = RunCacheCommand(args, out);
+    std::fflush(out);
+    std::rewind(out);
+    std::string text;
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), out)) > 0)
+      text.append(buffer, n);
+    std::fclose(out);
+    return {code, text};
+  }
+  std::string EntryPath(int i) {
+    return DiskCache(cache_dir_, 0, nullptr).EntryPath(KeyFor(seed_, i).digest);
+  }
+
+  const uint64_t seed_;
+  TempDir dir_;
+  const std::string cache_dir_;
+};
+
+TEST_F(CacheCommandTest, StatsCountsDiskEntries) {
+  Fill(3);
+  auto [code, text] = Run({"stats", "--dir", cache_dir_});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(text, "entries       3")) << text;
+  EXPECT_TRUE(absl::StrContains(text, cache_dir_)) << text;
+  std::tie(code, text) = Run({"stats", "--json", "--dir=" + cache_dir_});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(text, "\"disk_entries\":3,")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"memory_hits\":0")) << text;
+}
+
+TEST_F(CacheCommandTest, LsListsEntriesWithTheirTarget) {
+  Fill(2);
+  auto [code, text] = Run({"ls", "--dir", cache_dir_});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(text, KeyFor(seed_, 0).digest.substr(0, 16)))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "sm_90a")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "2 entries")) << text;
+  std::tie(code, text) = Run({"ls", "--json", "--dir", cache_dir_});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(
+      absl::StrContains(text, "\"digest\":\"" + KeyFor(seed_, 1).digest + "\""))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"bad\":0}")) << text;
+}
+
+TEST_F(CacheCommandTest, VerifyFindsDamageAndFailsWithExitCode1) {
+  Fill(3);
+  auto [code, text] = Run({"verify", "--dir", cache_dir_});
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "0 bad")) << text;
+  std::string bytes = ReadFile(EntryPath(1));
+  bytes[bytes.size() - 1] ^= 0x01;
+  WriteFile(EntryPath(1), bytes);
+  std::tie(code, text) = Run({"verify", "--dir", cache_dir_});
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(absl::StrContains(text, "checksum")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "1 bad")) << text;
+  std::tie(code, text) = Run({"verify", "--json", "--dir", cache_dir_});
+  EXPECT_EQ(code, 1);
+  EXPECT_TRUE(absl::StrContains(text, "\"bad\":1}")) << text;
+}
+
+TEST_F(CacheCommandTest, ClearDeletesEntries) {
+  Fill(4);
+  auto [code, text] = Run({"clear", "--dir", cache_dir_});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(text, "deleted 4 entries")) << text;
+  struct stat st;
+  EXPECT_NE(::stat(EntryPath(0).c_str(), &st), 0);
+  std::tie(code, text) = Run({"stats", "--json", "--dir", cache_dir_});
+  EXPECT_TRUE(absl::StrContains(text, "\"disk_entries\":0,")) << text;
+}
+
+TEST_F(CacheCommandTest, BadArgumentsAreAUsageError) {
+  EXPECT_EQ(Run({"frobnicate"}).first, 2);
+  EXPECT_EQ(Run({"ls", "--bogus"}).first, 2);
+  EXPECT_EQ(Run({"ls", "extra", "words"}).first, 2);
+}
+
+TEST_F(CacheCommandTest, MissingDirectoryIsEmptyNotAnError) {
+  auto [code, text] = Run({"ls", "--dir", dir_.Sub("nothing-here")});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(text, "0 entries")) << text;
+  struct stat st;
+  EXPECT_NE(::stat(dir_.Sub("nothing-here").c_str(), &st), 0)
+      << "ls created it";
+}
+
+}  // namespace
+}  // namespace fleetjit

@@ -1,0 +1,31 @@
+// The example kernels bundled with the CLI (examples/*.cu), compiled in by
+// cmake/embed.cmake so `fleetjit demo` and `fleetjit build examples/...`
+// work from any directory.
+#ifndef FLEETJIT_TOOLS_BUNDLED_KERNELS_H_
+#define FLEETJIT_TOOLS_BUNDLED_KERNELS_H_
+
+#include <cstddef>
+
+#include "absl/strings/string_view.h"
+
+namespace fleetjit::cli {
+
+struct BundledKernel {
+  absl::string_view path;  // "examples/tiled_copy.cu"
+  absl::string_view content;
+};
+
+extern const BundledKernel kBundledKernels[];
+extern const size_t kBundledKernelsCount;
+
+// The bundled kernel at `path`, or nullptr.
+inline const BundledKernel* FindBundledKernel(absl::string_view path) {
+  for (size_t i = 0; i < kBundledKernelsCount; ++i) {
+    if (kBundledKernels[i].path == path) return &kBundledKernels[i];
+  }
+  return nullptr;
+}
+
+}  // namespace fleetjit::cli
+
+#endif  // FLEETJIT_TOOLS_BUNDLED_KERNELS_H_
