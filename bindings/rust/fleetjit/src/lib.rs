@@ -1,0 +1,1 @@
+pub use fleetjit_sys as sys;
