@@ -132,6 +132,31 @@ fn cache_statistics() {
 }
 
 #[test]
+fn disk_cache_outlives_the_runtime() {
+    // Disk entries are written in the background and flushed when the
+    // runtime is destroyed; a later runtime on the same directory reads them.
+    let dir = std::env::temp_dir().join(format!("fleetjit-rust-{}-disk", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = BuildOptions::new(SAXPY).name("saxpy.cu").target("sm_90");
+    let first = {
+        let rt = Runtime::new(&RuntimeOptions::new().cache_dir(&dir)).unwrap();
+        let m = rt.build(&opts).unwrap();
+        assert_eq!(m.info().unwrap().cache_result, CacheResult::Compiled);
+        let image = m.image().unwrap().to_vec();
+        image
+    };
+    let rt = Runtime::new(&RuntimeOptions::new().cache_dir(&dir)).unwrap();
+    let m = rt.build(&opts).unwrap();
+    assert_eq!(m.info().unwrap().cache_result, CacheResult::DiskHit);
+    assert_eq!(m.image().unwrap(), &first[..]);
+    let s = rt.cache_stats().unwrap();
+    assert_eq!((s.disk_hits, s.compiles), (1, 0), "{s:?}");
+    drop(m);
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn compile_error_carries_build_log() {
     let rt = TestRuntime::new("builderr");
     let e = rt
