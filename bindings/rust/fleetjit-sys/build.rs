@@ -23,92 +23,218 @@ use std::process::Command;
 /// header; a field missing on the Rust side is a compile error of the test.
 const STRUCTS: &[(&str, &[&str])] = &[
     ("fj_str", &["data", "size"]),
-    ("fj_copy_plan", &["struct_size", "ext", "target", "impl_", "support"]),
+    (
+        "fj_copy_plan",
+        &["struct_size", "ext", "target", "impl_", "support"],
+    ),
     (
         "fj_runtime_options",
         &[
-            "struct_size", "ext", "libcuda_path", "libnvrtc_path", "target_override",
-            "copy_impl_override", "flags", "cache_dir", "cache_max_bytes",
+            "struct_size",
+            "ext",
+            "libcuda_path",
+            "libnvrtc_path",
+            "target_override",
+            "copy_impl_override",
+            "flags",
+            "cache_dir",
+            "cache_max_bytes",
         ],
     ),
     (
         "fj_device_info",
         &[
-            "struct_size", "ext", "name", "ordinal", "cc_major", "cc_minor", "sm_count",
-            "total_memory_bytes", "shared_memory_per_block", "shared_memory_per_block_optin",
-            "shared_memory_per_sm", "l2_cache_bytes", "max_threads_per_block",
-            "cluster_launch", "driver_version", "plan",
+            "struct_size",
+            "ext",
+            "name",
+            "ordinal",
+            "cc_major",
+            "cc_minor",
+            "sm_count",
+            "total_memory_bytes",
+            "shared_memory_per_block",
+            "shared_memory_per_block_optin",
+            "shared_memory_per_sm",
+            "l2_cache_bytes",
+            "max_threads_per_block",
+            "cluster_launch",
+            "driver_version",
+            "plan",
         ],
     ),
     (
         "fj_build_options",
         &[
-            "struct_size", "ext", "source", "name", "nvrtc_options", "num_nvrtc_options",
-            "name_expressions", "num_name_expressions", "target", "device", "copy_impl",
-            "output", "flags",
+            "struct_size",
+            "ext",
+            "source",
+            "name",
+            "nvrtc_options",
+            "num_nvrtc_options",
+            "name_expressions",
+            "num_name_expressions",
+            "target",
+            "device",
+            "copy_impl",
+            "output",
+            "flags",
         ],
     ),
     (
         "fj_module_info",
         &[
-            "struct_size", "ext", "target", "copy_impl", "output", "cache_result", "build_ms",
-            "compile_ms", "image_bytes",
+            "struct_size",
+            "ext",
+            "target",
+            "copy_impl",
+            "output",
+            "cache_result",
+            "build_ms",
+            "compile_ms",
+            "image_bytes",
         ],
     ),
     ("fj_dl_device", &["device_type", "device_id"]),
     ("fj_dl_dtype", &["code", "bits", "lanes"]),
-    ("fj_tensor", &["data", "device", "ndim", "dtype", "shape", "strides", "byte_offset"]),
-    ("fj_tensor_arg", &["struct_size", "ext", "tensor", "box_", "oob"]),
+    (
+        "fj_tensor",
+        &[
+            "data",
+            "device",
+            "ndim",
+            "dtype",
+            "shape",
+            "strides",
+            "byte_offset",
+        ],
+    ),
+    (
+        "fj_tensor_arg",
+        &["struct_size", "ext", "tensor", "box_", "oob"],
+    ),
     ("fj_tensor_check", &["struct_size", "ext", "tma", "reason"]),
     ("fj_arg", &["struct_size", "kind", "size", "v"]),
     (
         "fj_launch_config",
-        &["struct_size", "ext", "grid", "block", "shared_bytes", "cluster", "stream"],
+        &[
+            "struct_size",
+            "ext",
+            "grid",
+            "block",
+            "shared_bytes",
+            "cluster",
+            "stream",
+        ],
     ),
     (
         "fj_kernel_info",
         &[
-            "struct_size", "ext", "lowered_name", "num_params", "param_bytes",
-            "max_threads_per_block", "static_shared_bytes", "num_regs", "uses_thunk",
+            "struct_size",
+            "ext",
+            "lowered_name",
+            "num_params",
+            "param_bytes",
+            "max_threads_per_block",
+            "static_shared_bytes",
+            "num_regs",
+            "uses_thunk",
         ],
     ),
     (
         "fj_cache_stats",
         &[
-            "struct_size", "ext", "memory_hits", "disk_hits", "misses", "compiles",
-            "compile_ms_total", "evictions", "rejected_entries", "disk_entries", "disk_bytes",
+            "struct_size",
+            "ext",
+            "memory_hits",
+            "disk_hits",
+            "misses",
+            "compiles",
+            "compile_ms_total",
+            "evictions",
+            "rejected_entries",
+            "disk_entries",
+            "disk_bytes",
         ],
     ),
 ];
 
 /// Enum types whose size must be 4 (they are `u32` aliases in Rust).
 const ENUM_TYPES: &[&str] = &[
-    "fj_code", "fj_copy_impl", "fj_feature", "fj_support", "fj_runtime_flags", "fj_output",
-    "fj_build_flags", "fj_cache_result", "fj_oob", "fj_arg_kind",
+    "fj_code",
+    "fj_copy_impl",
+    "fj_feature",
+    "fj_support",
+    "fj_runtime_flags",
+    "fj_output",
+    "fj_build_flags",
+    "fj_cache_result",
+    "fj_oob",
+    "fj_arg_kind",
 ];
 
 /// Enum constants and macros whose values must match the Rust consts.
 const CONSTANTS: &[&str] = &[
-    "FJ_VERSION_MAJOR", "FJ_VERSION_MINOR",
-    "FJ_OK", "FJ_INVALID_ARGUMENT", "FJ_NOT_FOUND", "FJ_UNAVAILABLE", "FJ_FAILED_PRECONDITION",
-    "FJ_BUILD_ERROR", "FJ_CUDA_ERROR", "FJ_RESOURCE_EXHAUSTED", "FJ_OUT_OF_RANGE",
-    "FJ_INTERNAL", "FJ_CODE_LAST",
-    "FJ_COPY_IMPL_AUTO", "FJ_COPY_IMPL_SYNC", "FJ_COPY_IMPL_CP_ASYNC", "FJ_COPY_IMPL_TMA",
+    "FJ_VERSION_MAJOR",
+    "FJ_VERSION_MINOR",
+    "FJ_OK",
+    "FJ_INVALID_ARGUMENT",
+    "FJ_NOT_FOUND",
+    "FJ_UNAVAILABLE",
+    "FJ_FAILED_PRECONDITION",
+    "FJ_BUILD_ERROR",
+    "FJ_CUDA_ERROR",
+    "FJ_RESOURCE_EXHAUSTED",
+    "FJ_OUT_OF_RANGE",
+    "FJ_INTERNAL",
+    "FJ_CODE_LAST",
+    "FJ_COPY_IMPL_AUTO",
+    "FJ_COPY_IMPL_SYNC",
+    "FJ_COPY_IMPL_CP_ASYNC",
+    "FJ_COPY_IMPL_TMA",
     "FJ_COPY_IMPL_LAST",
-    "FJ_FEATURE_BARRIER", "FJ_FEATURE_GROUP_WAIT", "FJ_FEATURE_COPY_G2S",
-    "FJ_FEATURE_COPY_S2G", "FJ_FEATURE_PREDICATE", "FJ_FEATURE_TILE_COPY",
-    "FJ_FEATURE_OOB_ZEROS", "FJ_FEATURE_OOB_NAN", "FJ_FEATURE_MULTICAST",
-    "FJ_FEATURE_L2_PREFETCH", "FJ_FEATURE_COUNT",
-    "FJ_SUPPORT_NATIVE", "FJ_SUPPORT_EMULATED",
-    "FJ_RUNTIME_DISABLE_DISK_CACHE", "FJ_RUNTIME_DISABLE_THUNKS",
-    "FJ_OUTPUT_AUTO", "FJ_OUTPUT_CUBIN", "FJ_OUTPUT_PTX",
+    "FJ_FEATURE_BARRIER",
+    "FJ_FEATURE_GROUP_WAIT",
+    "FJ_FEATURE_COPY_G2S",
+    "FJ_FEATURE_COPY_S2G",
+    "FJ_FEATURE_PREDICATE",
+    "FJ_FEATURE_TILE_COPY",
+    "FJ_FEATURE_OOB_ZEROS",
+    "FJ_FEATURE_OOB_NAN",
+    "FJ_FEATURE_MULTICAST",
+    "FJ_FEATURE_L2_PREFETCH",
+    "FJ_FEATURE_COUNT",
+    "FJ_SUPPORT_NATIVE",
+    "FJ_SUPPORT_EMULATED",
+    "FJ_RUNTIME_DISABLE_DISK_CACHE",
+    "FJ_RUNTIME_DISABLE_THUNKS",
+    "FJ_OUTPUT_AUTO",
+    "FJ_OUTPUT_CUBIN",
+    "FJ_OUTPUT_PTX",
     "FJ_BUILD_NO_CACHE",
-    "FJ_CACHE_COMPILED", "FJ_CACHE_MEMORY_HIT", "FJ_CACHE_DISK_HIT",
-    "FJ_OOB_PROMISE_IN_BOUNDS", "FJ_OOB_ZEROS", "FJ_OOB_NAN",
-    "FJ_DL_FLOAT8_E4M3", "FJ_DL_FLOAT8_E5M2",
-    "FJ_ARG_I8", "FJ_ARG_I16", "FJ_ARG_I32", "FJ_ARG_I64", "FJ_ARG_U8", "FJ_ARG_U16",
-    "FJ_ARG_U32", "FJ_ARG_U64", "FJ_ARG_F16", "FJ_ARG_BF16", "FJ_ARG_F32", "FJ_ARG_F64",
-    "FJ_ARG_POINTER", "FJ_ARG_BYTES", "FJ_ARG_TENSOR", "FJ_ARG_KIND_LAST",
+    "FJ_CACHE_COMPILED",
+    "FJ_CACHE_MEMORY_HIT",
+    "FJ_CACHE_DISK_HIT",
+    "FJ_OOB_PROMISE_IN_BOUNDS",
+    "FJ_OOB_ZEROS",
+    "FJ_OOB_NAN",
+    "FJ_DL_FLOAT8_E4M3",
+    "FJ_DL_FLOAT8_E5M2",
+    "FJ_ARG_I8",
+    "FJ_ARG_I16",
+    "FJ_ARG_I32",
+    "FJ_ARG_I64",
+    "FJ_ARG_U8",
+    "FJ_ARG_U16",
+    "FJ_ARG_U32",
+    "FJ_ARG_U64",
+    "FJ_ARG_F16",
+    "FJ_ARG_BF16",
+    "FJ_ARG_F32",
+    "FJ_ARG_F64",
+    "FJ_ARG_POINTER",
+    "FJ_ARG_BYTES",
+    "FJ_ARG_TENSOR",
+    "FJ_ARG_KIND_LAST",
 ];
 
 /// Rust field names that differ from C ones (Rust keywords / reserved).
@@ -181,7 +307,10 @@ fn probe_layout(
     header: &Path,
 ) -> Result<Vec<(String, u64)>, String> {
     if !header.exists() {
-        return Err(format!("header {} not found (set FLEETJIT_INCLUDE_DIR)", header.display()));
+        return Err(format!(
+            "header {} not found (set FLEETJIT_INCLUDE_DIR)",
+            header.display()
+        ));
     }
     if env::var("HOST").ok() != env::var("TARGET").ok() {
         return Err("cross-compiling: the probe cannot run on the host".into());
@@ -197,7 +326,11 @@ fn probe_layout(
         for f in *fields {
             let cf = c_field(f);
             writeln!(c, "  P(\"offsetof {s} {f}\", offsetof({s}, {cf}));").unwrap();
-            writeln!(c, "  P(\"fieldsize {s} {f}\", sizeof(((const {s}*)0)->{cf}));").unwrap();
+            writeln!(
+                c,
+                "  P(\"fieldsize {s} {f}\", sizeof(((const {s}*)0)->{cf}));"
+            )
+            .unwrap();
         }
     }
     for e in ENUM_TYPES {
@@ -230,7 +363,10 @@ fn probe_layout(
     let mut values = Vec::new();
     for line in text.lines() {
         let (name, v) = line.rsplit_once(' ').ok_or("malformed probe output")?;
-        values.push((name.to_string(), v.parse::<u64>().map_err(|e| e.to_string())?));
+        values.push((
+            name.to_string(),
+            v.parse::<u64>().map_err(|e| e.to_string())?,
+        ));
     }
     Ok(values)
 }
@@ -266,6 +402,9 @@ fn generate_check(values: &[(String, u64)]) -> String {
         writeln!(r, "    chk({name:?}, {rust}, {v});").unwrap();
     }
     r.push_str("    bad\n}\n");
-    r.push_str(&format!("/// Number of values compared.\npub const LAYOUT_VALUES: usize = {};\n", values.len()));
+    r.push_str(&format!(
+        "/// Number of values compared.\npub const LAYOUT_VALUES: usize = {};\n",
+        values.len()
+    ));
     r
 }

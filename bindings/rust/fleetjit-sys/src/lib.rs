@@ -34,10 +34,16 @@ pub struct fj_str {
 impl fj_str {
     /// A view of `s`; valid while `s` is.
     pub const fn from_str(s: &str) -> fj_str {
-        fj_str { data: s.as_ptr() as *const c_char, size: s.len() }
+        fj_str {
+            data: s.as_ptr() as *const c_char,
+            size: s.len(),
+        }
     }
     pub const fn empty() -> fj_str {
-        fj_str { data: core::ptr::null(), size: 0 }
+        fj_str {
+            data: core::ptr::null(),
+            size: 0,
+        }
     }
 }
 
@@ -435,8 +441,10 @@ extern "C" {
         options: *const fj_build_options,
         out_module: *mut *mut fj_module,
     ) -> *mut fj_status;
-    pub fn fj_module_info_get(module: *const fj_module, out_info: *mut fj_module_info)
-        -> *mut fj_status;
+    pub fn fj_module_info_get(
+        module: *const fj_module,
+        out_info: *mut fj_module_info,
+    ) -> *mut fj_status;
     pub fn fj_module_image(
         module: *const fj_module,
         out_data: *mut *const c_void,
@@ -450,8 +458,10 @@ extern "C" {
         out_kernel: *mut *mut fj_kernel,
     ) -> *mut fj_status;
 
-    pub fn fj_tensor_arg_check(arg: *const fj_tensor_arg, out_check: *mut fj_tensor_check)
-        -> *mut fj_status;
+    pub fn fj_tensor_arg_check(
+        arg: *const fj_tensor_arg,
+        out_check: *mut fj_tensor_check,
+    ) -> *mut fj_status;
 
     pub fn fj_launch(
         kernel: *mut fj_kernel,
@@ -459,10 +469,14 @@ extern "C" {
         args: *const fj_arg,
         num_args: usize,
     ) -> *mut fj_status;
-    pub fn fj_kernel_info_get(kernel: *const fj_kernel, out_info: *mut fj_kernel_info)
-        -> *mut fj_status;
+    pub fn fj_kernel_info_get(
+        kernel: *const fj_kernel,
+        out_info: *mut fj_kernel_info,
+    ) -> *mut fj_status;
 
-    pub fn fj_cache_stats_get(runtime: *mut fj_runtime, out_stats: *mut fj_cache_stats)
-        -> *mut fj_status;
+    pub fn fj_cache_stats_get(
+        runtime: *mut fj_runtime,
+        out_stats: *mut fj_cache_stats,
+    ) -> *mut fj_status;
     pub fn fj_cache_clear(runtime: *mut fj_runtime) -> *mut fj_status;
 }

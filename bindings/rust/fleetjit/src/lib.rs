@@ -72,7 +72,10 @@ impl fmt::Display for Version {
 /// The version of the library actually loaded (`fj_version`).
 pub fn version() -> Version {
     let v = unsafe { sys::fj_version() };
-    Version { major: v >> 16, minor: v & 0xffff }
+    Version {
+        major: v >> 16,
+        minor: v & 0xffff,
+    }
 }
 
 /// Checks that the loaded library has the major version these bindings
@@ -151,7 +154,14 @@ impl fmt::Display for Code {
 }
 
 /// Status detail keys the library documents.
-const DETAIL_KEYS: [&str; 6] = ["build_log", "options", "target", "copy_impl", "cuda_call", "cuda_error"];
+const DETAIL_KEYS: [&str; 6] = [
+    "build_log",
+    "options",
+    "target",
+    "copy_impl",
+    "cuda_call",
+    "cuda_error",
+];
 
 /// An error from fleetjit (a non-NULL `fj_status`, copied and freed) or
 /// from these bindings' own argument checks.
@@ -165,7 +175,11 @@ pub struct Error {
 impl Error {
     /// An error made by the bindings themselves.
     pub fn new(code: Code, message: impl Into<String>) -> Error {
-        Error { code, message: message.into(), details: Vec::new() }
+        Error {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+        }
     }
     pub fn code(&self) -> Code {
         self.code
@@ -180,7 +194,10 @@ impl Error {
     /// A named detail: "build_log", "options", "target", "copy_impl" (build
     /// errors), "cuda_call", "cuda_error" (CUDA errors).
     pub fn detail(&self, key: &str) -> Option<&str> {
-        self.details.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str())
+        self.details
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     /// Takes ownership of a non-NULL status: copies it out and frees it.
@@ -209,7 +226,11 @@ impl Error {
                     details.push((key, c_bytes(p, n)));
                 }
             }
-            Error { code, message, details }
+            Error {
+                code,
+                message,
+                details,
+            }
         }
     }
 }
@@ -257,12 +278,17 @@ fn fixed_string(a: &[c_char]) -> String {
 
 fn path_str(p: &Path) -> Result<&str> {
     p.to_str().ok_or_else(|| {
-        Error::new(Code::InvalidArgument, format!("path {} is not UTF-8", p.display()))
+        Error::new(
+            Code::InvalidArgument,
+            format!("path {} is not UTF-8", p.display()),
+        )
     })
 }
 
 fn opt_str(s: &Option<String>) -> sys::fj_str {
-    s.as_deref().map(sys::fj_str::from_str).unwrap_or(sys::fj_str::empty())
+    s.as_deref()
+        .map(sys::fj_str::from_str)
+        .unwrap_or(sys::fj_str::empty())
 }
 
 macro_rules! zeroed_struct {
@@ -298,19 +324,16 @@ macro_rules! c_enum {
 
 c_enum!(
     /// How `<fleetjit/copy.cuh>` moves data (`fj_copy_impl`).
+    #[derive(Default)]
     CopyImpl: sys::fj_copy_impl {
         /// Choose from the target's compute capability.
+        #[default]
         Auto = sys::FJ_COPY_IMPL_AUTO,
         Sync = sys::FJ_COPY_IMPL_SYNC,
         CpAsync = sys::FJ_COPY_IMPL_CP_ASYNC,
         Tma = sys::FJ_COPY_IMPL_TMA,
     }
 );
-impl Default for CopyImpl {
-    fn default() -> Self {
-        CopyImpl::Auto
-    }
-}
 impl CopyImpl {
     /// The library's stable name ("tma").
     pub fn name(self) -> String {
@@ -320,18 +343,15 @@ impl CopyImpl {
 
 c_enum!(
     /// What a build produces (`fj_output`).
+    #[derive(Default)]
     Output: sys::fj_output {
         /// Cubin for sm_XX targets, PTX for compute_XX.
+        #[default]
         Auto = sys::FJ_OUTPUT_AUTO,
         Cubin = sys::FJ_OUTPUT_CUBIN,
         Ptx = sys::FJ_OUTPUT_PTX,
     }
 );
-impl Default for Output {
-    fn default() -> Self {
-        Output::Auto
-    }
-}
 
 c_enum!(
     /// Where a module came from (`fj_cache_result`).
@@ -363,7 +383,10 @@ impl CopyPlan {
             .iter()
             .enumerate()
             .map(|(i, &s)| unsafe {
-                (c_string(sys::fj_feature_name(i as u32)), c_string(sys::fj_support_name(s)))
+                (
+                    c_string(sys::fj_feature_name(i as u32)),
+                    c_string(sys::fj_support_name(s)),
+                )
             })
             .collect();
         CopyPlan {
@@ -378,7 +401,9 @@ impl CopyPlan {
 /// forcing an implementation. Needs no GPU and no runtime.
 pub fn copy_plan(target: &str, copy_impl: CopyImpl) -> Result<CopyPlan> {
     let mut p = zeroed_struct!(sys::fj_copy_plan);
-    check(unsafe { sys::fj_copy_plan_for_target(sys::fj_str::from_str(target), copy_impl.raw(), &mut p) })?;
+    check(unsafe {
+        sys::fj_copy_plan_for_target(sys::fj_str::from_str(target), copy_impl.raw(), &mut p)
+    })?;
     Ok(CopyPlan::from_raw(&p))
 }
 
@@ -476,7 +501,10 @@ impl Runtime {
     /// then reports 0 devices and still builds for named targets.
     pub fn new(options: &RuntimeOptions) -> Result<Runtime> {
         if let Some(p) = &options.bad_path {
-            return Err(Error::new(Code::InvalidArgument, format!("path {} is not UTF-8", p.display())));
+            return Err(Error::new(
+                Code::InvalidArgument,
+                format!("path {} is not UTF-8", p.display()),
+            ));
         }
         let mut o = zeroed_struct!(sys::fj_runtime_options);
         o.libcuda_path = opt_str(&options.libcuda_path);
@@ -533,14 +561,30 @@ impl Runtime {
 
     /// Builds a module, or fetches it from the cache.
     pub fn build(&self, options: &BuildOptions) -> Result<Module<'_>> {
-        let nvrtc: Vec<sys::fj_str> = options.nvrtc_options.iter().map(|s| sys::fj_str::from_str(s)).collect();
-        let names: Vec<sys::fj_str> = options.name_expressions.iter().map(|s| sys::fj_str::from_str(s)).collect();
+        let nvrtc: Vec<sys::fj_str> = options
+            .nvrtc_options
+            .iter()
+            .map(|s| sys::fj_str::from_str(s))
+            .collect();
+        let names: Vec<sys::fj_str> = options
+            .name_expressions
+            .iter()
+            .map(|s| sys::fj_str::from_str(s))
+            .collect();
         let mut b = zeroed_struct!(sys::fj_build_options);
         b.source = sys::fj_str::from_str(&options.source);
         b.name = sys::fj_str::from_str(&options.name);
-        b.nvrtc_options = if nvrtc.is_empty() { ptr::null() } else { nvrtc.as_ptr() };
+        b.nvrtc_options = if nvrtc.is_empty() {
+            ptr::null()
+        } else {
+            nvrtc.as_ptr()
+        };
         b.num_nvrtc_options = nvrtc.len();
-        b.name_expressions = if names.is_empty() { ptr::null() } else { names.as_ptr() };
+        b.name_expressions = if names.is_empty() {
+            ptr::null()
+        } else {
+            names.as_ptr()
+        };
         b.num_name_expressions = names.len();
         b.target = sys::fj_str::from_str(&options.target);
         b.device = options.device;
@@ -550,7 +594,10 @@ impl Runtime {
         let mut m = ptr::null_mut();
         check(unsafe { sys::fj_module_build(self.raw.as_ptr(), &b, &mut m) })?;
         NonNull::new(m)
-            .map(|raw| Module { raw, _rt: PhantomData })
+            .map(|raw| Module {
+                raw,
+                _rt: PhantomData,
+            })
             .ok_or_else(|| Error::new(Code::Internal, "fj_module_build returned no module"))
     }
 
@@ -581,7 +628,10 @@ impl Runtime {
         let mut s = ptr::null_mut();
         check(unsafe { sys::fj_stream_create(self.raw.as_ptr(), ordinal, &mut s) })?;
         NonNull::new(s)
-            .map(|raw| Stream { raw, _rt: PhantomData })
+            .map(|raw| Stream {
+                raw,
+                _rt: PhantomData,
+            })
             .ok_or_else(|| Error::new(Code::Internal, "fj_stream_create returned no stream"))
     }
 
@@ -592,7 +642,12 @@ impl Runtime {
             .ok_or_else(|| Error::new(Code::InvalidArgument, "allocation size overflows"))?;
         let mut addr = 0u64;
         check(unsafe { sys::fj_mem_alloc(self.raw.as_ptr(), ordinal, bytes as u64, &mut addr) })?;
-        Ok(DeviceBuffer { rt: self, address: addr, len, _t: PhantomData })
+        Ok(DeviceBuffer {
+            rt: self,
+            address: addr,
+            len,
+            _t: PhantomData,
+        })
     }
 
     /// Allocates a device buffer holding a copy of `data`.
@@ -667,7 +722,10 @@ pub struct BuildOptions {
 impl BuildOptions {
     /// CUDA C++ source; `<fleetjit/copy.cuh>` is available to it.
     pub fn new(source: impl Into<String>) -> Self {
-        BuildOptions { source: source.into(), ..Default::default() }
+        BuildOptions {
+            source: source.into(),
+            ..Default::default()
+        }
     }
     /// A name for logs and file stems, e.g. "saxpy.cu".
     pub fn name(mut self, n: impl Into<String>) -> Self {
@@ -772,10 +830,18 @@ impl<'rt> Module<'rt> {
     pub fn kernel(&self, name: &str, device: i32) -> Result<Kernel<'_>> {
         let mut k = ptr::null_mut();
         check(unsafe {
-            sys::fj_module_get_kernel(self.raw.as_ptr(), sys::fj_str::from_str(name), device, &mut k)
+            sys::fj_module_get_kernel(
+                self.raw.as_ptr(),
+                sys::fj_str::from_str(name),
+                device,
+                &mut k,
+            )
         })?;
         NonNull::new(k)
-            .map(|raw| Kernel { raw, _module: PhantomData })
+            .map(|raw| Kernel {
+                raw,
+                _module: PhantomData,
+            })
             .ok_or_else(|| Error::new(Code::Internal, "fj_module_get_kernel returned no kernel"))
     }
 }
@@ -851,7 +917,7 @@ impl<'m> Kernel<'m> {
     pub unsafe fn launch(&self, config: &LaunchConfig<'_>, args: &[Arg<'_>]) -> Result<()> {
         let mut raw_args = Vec::with_capacity(args.len());
         for a in args {
-            raw_args.push(a.to_raw()?);
+            raw_args.push(a.raw()?);
         }
         let mut c = zeroed_struct!(sys::fj_launch_config);
         c.grid = config.grid;
@@ -859,7 +925,11 @@ impl<'m> Kernel<'m> {
         c.shared_bytes = config.shared_bytes;
         c.cluster = config.cluster;
         c.stream = config.stream.map_or(ptr::null_mut(), |s| s.raw.as_ptr());
-        let p = if raw_args.is_empty() { ptr::null() } else { raw_args.as_ptr() };
+        let p = if raw_args.is_empty() {
+            ptr::null()
+        } else {
+            raw_args.as_ptr()
+        };
         check(unsafe { sys::fj_launch(self.raw.as_ptr(), &c, p, raw_args.len()) })
     }
 }
@@ -896,14 +966,14 @@ pub enum Arg<'a> {
 }
 
 impl Arg<'_> {
-    fn to_raw(&self) -> Result<sys::fj_arg> {
+    fn raw(self) -> Result<sys::fj_arg> {
         let mut a = sys::fj_arg {
             struct_size: std::mem::size_of::<sys::fj_arg>(),
             kind: 0,
             size: 0,
             v: sys::fj_arg_value { u64_: 0 },
         };
-        match *self {
+        match self {
             Arg::I8(x) => (a.kind, a.v.i8_) = (sys::FJ_ARG_I8, x),
             Arg::I16(x) => (a.kind, a.v.i16_) = (sys::FJ_ARG_I16, x),
             Arg::I32(x) => (a.kind, a.v.i32_) = (sys::FJ_ARG_I32, x),
@@ -920,7 +990,10 @@ impl Arg<'_> {
             Arg::Bytes(b) => {
                 a.kind = sys::FJ_ARG_BYTES;
                 a.size = u32::try_from(b.len()).map_err(|_| {
-                    Error::new(Code::InvalidArgument, "a by-value argument larger than 4 GiB")
+                    Error::new(
+                        Code::InvalidArgument,
+                        "a by-value argument larger than 4 GiB",
+                    )
                 })?;
                 a.v.bytes = b.as_ptr() as *const c_void;
             }
@@ -958,12 +1031,21 @@ pub struct LaunchConfig<'s> {
 impl<'s> LaunchConfig<'s> {
     /// `grid` blocks of `block` threads (0 entries count as 1).
     pub fn new(grid: [u32; 3], block: [u32; 3]) -> Self {
-        LaunchConfig { grid, block, shared_bytes: 0, cluster: [0; 3], stream: None }
+        LaunchConfig {
+            grid,
+            block,
+            shared_bytes: 0,
+            cluster: [0; 3],
+            stream: None,
+        }
     }
     /// Enough 1-D blocks of `block` threads to cover `n` threads.
     pub fn for_elements(n: usize, block: u32) -> Self {
         let blocks = n.div_ceil(block.max(1) as usize).max(1);
-        Self::new([u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1], [block, 1, 1])
+        Self::new(
+            [u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1],
+            [block, 1, 1],
+        )
     }
     /// Dynamic shared memory; above 48 KiB is opted in.
     pub fn shared_bytes(mut self, n: u32) -> Self {
@@ -1107,7 +1189,13 @@ impl<T: DeviceCopy> DeviceBuffer<'_, T> {
     /// Sets every byte of the buffer to `value`.
     pub fn fill_bytes(&mut self, value: u8) -> Result<()> {
         check(unsafe {
-            sys::fj_memset_d8(self.rt.as_raw(), self.address, value, self.bytes(), ptr::null_mut())
+            sys::fj_memset_d8(
+                self.rt.as_raw(),
+                self.address,
+                value,
+                self.bytes(),
+                ptr::null_mut(),
+            )
         })
     }
 }
@@ -1120,6 +1208,12 @@ impl<T: DeviceCopy> Drop for DeviceBuffer<'_, T> {
 
 impl<T: DeviceCopy> fmt::Debug for DeviceBuffer<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DeviceBuffer({:#x}, {} x {})", self.address, self.len, std::any::type_name::<T>())
+        write!(
+            f,
+            "DeviceBuffer({:#x}, {} x {})",
+            self.address,
+            self.len,
+            std::any::type_name::<T>()
+        )
     }
 }

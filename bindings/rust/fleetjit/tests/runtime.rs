@@ -51,18 +51,28 @@ fn version_major_matches_loaded_library() {
     let v = fleetjit::version();
     assert_eq!(v.major, fleetjit::EXPECTED_MAJOR, "loaded libfleetjit {v}");
     assert_eq!(fleetjit::check_version().unwrap(), v);
-    println!("libfleetjit {v}, bindings expect {}.{}", fleetjit::EXPECTED_MAJOR, fleetjit::EXPECTED_MINOR);
+    println!(
+        "libfleetjit {v}, bindings expect {}.{}",
+        fleetjit::EXPECTED_MAJOR,
+        fleetjit::EXPECTED_MINOR
+    );
 }
 
 #[test]
 fn device_report() {
     let rt = TestRuntime::new("devices");
     let n = rt.device_count().unwrap();
-    println!("{n} device(s); driver: {}", rt.driver_error().as_deref().unwrap_or("loaded"));
+    println!(
+        "{n} device(s); driver: {}",
+        rt.driver_error().as_deref().unwrap_or("loaded")
+    );
     if n == 0 {
         // No GPU is not an error at create time, but device calls say why.
         let e = rt.device_info(0).unwrap_err();
-        assert!(matches!(e.code(), Code::Unavailable | Code::NotFound), "{e}");
+        assert!(
+            matches!(e.code(), Code::Unavailable | Code::NotFound),
+            "{e}"
+        );
         assert!(!e.message().is_empty());
     } else {
         for i in 0..n as i32 {
@@ -70,17 +80,28 @@ fn device_report() {
             assert_eq!(d.ordinal, i);
             assert!(d.compute_capability.0 >= 5 && d.sm_count > 0, "{d:?}");
             assert_ne!(d.plan.copy_impl, CopyImpl::Auto);
-            println!("device {i}: {} sm_{}{} plan {}", d.name, d.compute_capability.0, d.compute_capability.1, d.plan.copy_impl.name());
+            println!(
+                "device {i}: {} sm_{}{} plan {}",
+                d.name,
+                d.compute_capability.0,
+                d.compute_capability.1,
+                d.plan.copy_impl.name()
+            );
         }
         let e = rt.device_info(n as i32 + 7).unwrap_err();
-        assert!(matches!(e.code(), Code::NotFound | Code::InvalidArgument), "{e}");
+        assert!(
+            matches!(e.code(), Code::NotFound | Code::InvalidArgument),
+            "{e}"
+        );
     }
 }
 
 #[test]
 fn build_for_named_target_without_gpu() {
     let rt = TestRuntime::new("sm90");
-    let m = rt.build(&BuildOptions::new(SAXPY).name("saxpy.cu").target("sm_90")).unwrap();
+    let m = rt
+        .build(&BuildOptions::new(SAXPY).name("saxpy.cu").target("sm_90"))
+        .unwrap();
     let info = m.info().unwrap();
     assert_eq!(info.target, "sm_90");
     assert_eq!(info.output, Output::Cubin);
@@ -90,11 +111,21 @@ fn build_for_named_target_without_gpu() {
     let image = m.image().unwrap();
     assert_eq!(image.len() as u64, info.image_bytes);
     assert_eq!(&image[..4], b"\x7fELF", "a cubin is an ELF file");
-    println!("sm_90 cubin: {} bytes, {:?}, built in {:.1} ms", image.len(), info.copy_impl, info.build_ms);
+    println!(
+        "sm_90 cubin: {} bytes, {:?}, built in {:.1} ms",
+        image.len(),
+        info.copy_impl,
+        info.build_ms
+    );
 
     // PTX for a virtual target names the kernel and the target in text.
     let p = rt
-        .build(&BuildOptions::new(SAXPY).name("saxpy.cu").target("compute_90").name_expression("axpy<float>"))
+        .build(
+            &BuildOptions::new(SAXPY)
+                .name("saxpy.cu")
+                .target("compute_90")
+                .name_expression("axpy<float>"),
+        )
         .unwrap();
     assert_eq!(p.info().unwrap().output, Output::Ptx);
     let ptx = String::from_utf8_lossy(p.image().unwrap()).into_owned();
@@ -160,7 +191,11 @@ fn disk_cache_outlives_the_runtime() {
 fn compile_error_carries_build_log() {
     let rt = TestRuntime::new("builderr");
     let e = rt
-        .build(&BuildOptions::new("__global__ void broken() { undeclared_thing; }").name("broken.cu").target("sm_90"))
+        .build(
+            &BuildOptions::new("__global__ void broken() { undeclared_thing; }")
+                .name("broken.cu")
+                .target("sm_90"),
+        )
         .unwrap_err();
     assert_eq!(e.code(), Code::BuildError);
     let log = e.build_log().expect("a build error carries the NVRTC log");
@@ -173,20 +208,37 @@ fn compile_error_carries_build_log() {
 #[test]
 fn bad_input_is_an_error_not_a_crash() {
     let rt = TestRuntime::new("badinput");
-    let bad_target = rt.build(&BuildOptions::new(SAXPY).target("sm_xx")).unwrap_err();
+    let bad_target = rt
+        .build(&BuildOptions::new(SAXPY).target("sm_xx"))
+        .unwrap_err();
     assert_eq!(bad_target.code(), Code::InvalidArgument, "{bad_target}");
     assert!(bad_target.message().contains("sm_xx"));
 
-    assert_eq!(copy_plan("not_a_target", CopyImpl::Auto).unwrap_err().code(), Code::InvalidArgument);
+    assert_eq!(
+        copy_plan("not_a_target", CopyImpl::Auto)
+            .unwrap_err()
+            .code(),
+        Code::InvalidArgument
+    );
     // Forcing TMA on an sm_80 is a precondition failure.
-    assert_eq!(copy_plan("sm_80", CopyImpl::Tma).unwrap_err().code(), Code::FailedPrecondition);
-    assert_eq!(copy_plan("sm_90", CopyImpl::Other(42)).unwrap_err().code(), Code::InvalidArgument);
+    assert_eq!(
+        copy_plan("sm_80", CopyImpl::Tma).unwrap_err().code(),
+        Code::FailedPrecondition
+    );
+    assert_eq!(
+        copy_plan("sm_90", CopyImpl::Other(42)).unwrap_err().code(),
+        Code::InvalidArgument
+    );
     let plan = copy_plan("sm_90", CopyImpl::Auto).unwrap();
     assert_eq!(plan.target, "sm_90");
     assert_eq!(plan.support.len(), sys::FJ_FEATURE_COUNT as usize);
 
     let enum_out_of_range = rt
-        .build(&BuildOptions::new(SAXPY).target("sm_90").copy_impl(CopyImpl::Other(99)))
+        .build(
+            &BuildOptions::new(SAXPY)
+                .target("sm_90")
+                .copy_impl(CopyImpl::Other(99)),
+        )
         .unwrap_err();
     assert_eq!(enum_out_of_range.code(), Code::InvalidArgument);
 
@@ -201,12 +253,18 @@ fn bad_input_is_an_error_not_a_crash() {
     }
     // Device calls without a device.
     if rt.device_count().unwrap() == 0 {
-        assert_eq!(rt.alloc::<f32>(0, 16).unwrap_err().code(), Code::Unavailable);
+        assert_eq!(
+            rt.alloc::<f32>(0, 16).unwrap_err().code(),
+            Code::Unavailable
+        );
         assert_eq!(rt.create_stream(0).unwrap_err().code(), Code::Unavailable);
     } else {
         assert!(rt.alloc::<f32>(0, usize::MAX / 2).is_err());
         let mut buf = rt.alloc::<f32>(0, 4).unwrap();
-        assert_eq!(buf.copy_from_host(&[1.0; 3]).unwrap_err().code(), Code::InvalidArgument);
+        assert_eq!(
+            buf.copy_from_host(&[1.0; 3]).unwrap_err().code(),
+            Code::InvalidArgument
+        );
     }
 }
 
@@ -262,28 +320,66 @@ fn gpu_saxpy_build_launch_verify() {
     let y = random_floats(n, 0x1234_5678_9abc_def1);
     let expect: Vec<f32> = x.iter().zip(&y).map(|(x, y)| a * x + y).collect();
     let close = |got: &[f32]| {
-        let bad = got.iter().zip(&expect).position(|(g, e)| (g - e).abs() > 1e-5 * (1.0 + e.abs()));
-        assert!(bad.is_none(), "element {} differs: {} vs {}", bad.unwrap(), got[bad.unwrap()], expect[bad.unwrap()]);
+        let bad = got
+            .iter()
+            .zip(&expect)
+            .position(|(g, e)| (g - e).abs() > 1e-5 * (1.0 + e.abs()));
+        assert!(
+            bad.is_none(),
+            "element {} differs: {} vs {}",
+            bad.unwrap(),
+            got[bad.unwrap()],
+            expect[bad.unwrap()]
+        );
     };
 
     // Built for the live device (empty target), default stream.
-    let m = rt.build(&BuildOptions::new(SAXPY).name("saxpy.cu").name_expression("axpy<float>")).unwrap();
-    println!("built for {} ({:?})", m.info().unwrap().target, m.info().unwrap().copy_impl);
+    let m = rt
+        .build(
+            &BuildOptions::new(SAXPY)
+                .name("saxpy.cu")
+                .name_expression("axpy<float>"),
+        )
+        .unwrap();
+    println!(
+        "built for {} ({:?})",
+        m.info().unwrap().target,
+        m.info().unwrap().copy_impl
+    );
     let dx = rt.upload(0, &x).unwrap();
     let mut dy = rt.upload(0, &y).unwrap();
     let k = m.kernel("saxpy", 0).unwrap();
     let ki = k.info().unwrap();
     assert_eq!(ki.num_params, 4, "{ki:?}");
-    let args = [Arg::from(&dy), Arg::from(&dx), Arg::F32(a), Arg::I32(n as i32)];
-    unsafe { k.launch(&LaunchConfig::for_elements(n, 256), &args).unwrap() };
+    let args = [
+        Arg::from(&dy),
+        Arg::from(&dx),
+        Arg::F32(a),
+        Arg::I32(n as i32),
+    ];
+    unsafe {
+        k.launch(&LaunchConfig::for_elements(n, 256), &args)
+            .unwrap()
+    };
     close(&dy.to_vec().unwrap()); // synchronous copy orders after the launch
 
     // The template instantiation, on a stream.
     dy.copy_from_host(&y).unwrap();
     let s = rt.create_stream(0).unwrap();
     let kt = m.kernel("axpy<float>", 0).unwrap();
-    let args = [Arg::from(&dy), Arg::from(&dx), Arg::F32(a), Arg::I32(n as i32)];
-    unsafe { kt.launch(&LaunchConfig::new([132, 1, 1], [256, 1, 1]).stream(&s), &args).unwrap() };
+    let args = [
+        Arg::from(&dy),
+        Arg::from(&dx),
+        Arg::F32(a),
+        Arg::I32(n as i32),
+    ];
+    unsafe {
+        kt.launch(
+            &LaunchConfig::new([132, 1, 1], [256, 1, 1]).stream(&s),
+            &args,
+        )
+        .unwrap()
+    };
     s.synchronize().unwrap();
     let mut got = vec![0f32; n];
     dy.copy_to_host(&mut got).unwrap();
