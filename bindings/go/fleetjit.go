@@ -1,0 +1,893 @@
+// Package fleetjit is a cgo binding of fleetjit, the CUDA JIT runtime behind
+// libfleetjit.so.1 (C ABI: capi/include/fleetjit/fleetjit.h).
+//
+// Errors are *Error values carrying the fj_code, the library's message and
+// the NVRTC build log of a build error. Handles (Runtime, Module, Stream,
+// DeviceMemory) have an explicit Close; a finalizer closes what was
+// forgotten. A Kernel belongs to its Module (the C ABI has no kernel destroy
+// call) and a Module, Stream or DeviceMemory to its Runtime: closing a
+// Runtime invalidates everything made from it, and later calls on those
+// return an *Error with code InvalidArgument, never a crash.
+//
+// Concurrency: the C ABI promises that calls are safe from any thread and
+// keeps no thread-local "last error", which is what goroutines that move
+// between OS threads need. Its one exception, destroying a handle while
+// another thread uses it, is excluded here: every call holds its runtime's
+// read lock and every Close its write lock, so all methods, Close included,
+// are safe for concurrent use.
+//
+// Build flags: by default the package compiles against ../../capi/include
+// and links ../../build/lib (with an rpath); set CGO_CFLAGS and CGO_LDFLAGS
+// (see bindings/test.sh) to use another tree. Those come first on the
+// command line, so they win.
+package fleetjit
+
+/*
+#cgo CFLAGS: -I${SRCDIR}/../../capi/include
+#cgo LDFLAGS: -L${SRCDIR}/../../build/lib -Wl,-rpath,${SRCDIR}/../../build/lib -lfleetjit
+#include <stdlib.h>
+#include <string.h>
+#include <fleetjit/fleetjit.h>
+
+static fj_str fjgo_str(const char* p, size_t n) { fj_str s; s.data = p; s.size = n; return s; }
+
+static const char* fjgo_detail(const fj_status* st, const char* key, size_t* n) {
+  return fj_status_detail(st, fjgo_str(key, strlen(key)), n);
+}
+
+// Fills one fj_arg; the union member is chosen by kind. bits holds the
+// value (float bits for F32/F64), p the pointer of BYTES/TENSOR.
+static void fjgo_arg(fj_arg* a, fj_arg_kind k, uint64_t bits, uint32_t size, const void* p) {
+  memset(a, 0, sizeof *a);
+  a->struct_size = sizeof *a;
+  a->kind = k;
+  a->size = size;
+  switch (k) {
+    case FJ_ARG_I8: a->v.i8 = (int8_t)bits; break;
+    case FJ_ARG_I16: a->v.i16 = (int16_t)bits; break;
+    case FJ_ARG_I32: a->v.i32 = (int32_t)bits; break;
+    case FJ_ARG_I64: a->v.i64 = (int64_t)bits; break;
+    case FJ_ARG_U8: a->v.u8 = (uint8_t)bits; break;
+    case FJ_ARG_U16: case FJ_ARG_F16: case FJ_ARG_BF16: a->v.u16 = (uint16_t)bits; break;
+    case FJ_ARG_U32: a->v.u32 = (uint32_t)bits; break;
+    case FJ_ARG_F32: { uint32_t b = (uint32_t)bits; memcpy(&a->v.f32, &b, 4); break; }
+    case FJ_ARG_F64: memcpy(&a->v.f64, &bits, 8); break;
+    case FJ_ARG_POINTER: a->v.pointer = bits; break;
+    case FJ_ARG_BYTES: a->v.bytes = p; break;
+    case FJ_ARG_TENSOR: a->v.tensor = (const fj_tensor_arg*)p; break;
+    default: a->v.u64 = bits; break;
+  }
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// ---------------------------------------------------------------- version
+
+// ExpectedMajor and ExpectedMinor are the header version this package was
+// written against.
+const (
+	ExpectedMajor = C.FJ_VERSION_MAJOR
+	ExpectedMinor = C.FJ_VERSION_MINOR
+)
+
+// Version returns the (major, minor) version of the library actually loaded.
+func Version() (major, minor uint32) {
+	v := uint32(C.fj_version())
+	return v >> 16, v & 0xffff
+}
+
+// CheckVersion returns an error unless the loaded library has the major
+// version this package expects.
+func CheckVersion() error {
+	major, minor := Version()
+	if major != ExpectedMajor {
+		return &Error{Code: FailedPrecondition, Message: fmt.Sprintf(
+			"libfleetjit %d.%d is loaded but this package expects major version %d", major, minor, ExpectedMajor)}
+	}
+	return nil
+}
+
+// ----------------------------------------------------------------- errors
+
+// Code mirrors fj_code.
+type Code int
+
+const (
+	OK                 Code = C.FJ_OK
+	InvalidArgument    Code = C.FJ_INVALID_ARGUMENT
+	NotFound           Code = C.FJ_NOT_FOUND
+	Unavailable        Code = C.FJ_UNAVAILABLE
+	FailedPrecondition Code = C.FJ_FAILED_PRECONDITION
+	BuildError         Code = C.FJ_BUILD_ERROR
+	CudaError          Code = C.FJ_CUDA_ERROR
+	ResourceExhausted  Code = C.FJ_RESOURCE_EXHAUSTED
+	OutOfRange         Code = C.FJ_OUT_OF_RANGE
+	Internal           Code = C.FJ_INTERNAL
+)
+
+// String is the library's name for the code ("INVALID_ARGUMENT").
+func (c Code) String() string {
+	if c < 0 || c > math.MaxInt32 {
+		return "UNKNOWN"
+	}
+	return C.GoString(C.fj_code_name(C.fj_code(c)))
+}
+
+// Error is a non-NULL fj_status, copied and freed, or an error found by
+// this package itself.
+type Error struct {
+	Code    Code
+	Message string
+	// BuildLog is the NVRTC log of a BuildError ("" otherwise).
+	BuildLog string
+	// Details holds every detail the status carried: "build_log",
+	// "options", "target", "copy_impl", "cuda_call", "cuda_error".
+	Details map[string]string
+}
+
+func (e *Error) Error() string { return "fleetjit " + e.Code.String() + ": " + e.Message }
+
+// CodeOf returns the Code of an *Error in err's chain, OK for nil, and
+// Internal for other errors.
+func CodeOf(err error) Code {
+	if err == nil {
+		return OK
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+var detailKeys = []string{"build_log", "options", "target", "copy_impl", "cuda_call", "cuda_error"}
+
+// statusErr converts and frees a status; nil for success.
+func statusErr(st *C.fj_status) error {
+	if st == nil {
+		return nil
+	}
+	defer C.fj_status_free(st)
+	var n C.size_t
+	msg := C.fj_status_message(st, &n)
+	e := &Error{Code: Code(C.fj_status_code(st)), Message: C.GoStringN(msg, C.int(n))}
+	for _, k := range detailKeys {
+		ck := C.CString(k)
+		var dn C.size_t
+		p := C.fjgo_detail(st, ck, &dn)
+		C.free(unsafe.Pointer(ck))
+		if p != nil {
+			if e.Details == nil {
+				e.Details = map[string]string{}
+			}
+			e.Details[k] = C.GoStringN(p, C.int(dn))
+		}
+	}
+	e.BuildLog = e.Details["build_log"]
+	return e
+}
+
+func closedErr(what string) error {
+	return &Error{Code: InvalidArgument, Message: "use of a closed " + what}
+}
+
+// cmem collects C allocations for one call.
+type cmem struct{ ptrs []unsafe.Pointer }
+
+func (m *cmem) str(s string) C.fj_str {
+	if s == "" {
+		return C.fjgo_str(nil, 0)
+	}
+	p := C.CBytes([]byte(s))
+	m.ptrs = append(m.ptrs, p)
+	return C.fjgo_str((*C.char)(p), C.size_t(len(s)))
+}
+
+func (m *cmem) strs(ss []string) (*C.fj_str, C.size_t) {
+	if len(ss) == 0 {
+		return nil, 0
+	}
+	p := C.malloc(C.size_t(len(ss)) * C.size_t(unsafe.Sizeof(C.fj_str{})))
+	m.ptrs = append(m.ptrs, p)
+	arr := unsafe.Slice((*C.fj_str)(p), len(ss))
+	for i, s := range ss {
+		arr[i] = m.str(s)
+	}
+	return (*C.fj_str)(p), C.size_t(len(ss))
+}
+
+func (m *cmem) bytes(b []byte) unsafe.Pointer {
+	p := C.CBytes(b)
+	m.ptrs = append(m.ptrs, p)
+	return p
+}
+
+func (m *cmem) free() {
+	for _, p := range m.ptrs {
+		C.free(p)
+	}
+	m.ptrs = nil
+}
+
+func fixedString(p *C.char, max int) string {
+	b := C.GoBytes(unsafe.Pointer(p), C.int(max))
+	for i, c := range b {
+		if c == 0 {
+			return string(b[:i])
+		}
+	}
+	return string(b)
+}
+
+// ------------------------------------------------------------------ enums
+
+// CopyImpl mirrors fj_copy_impl.
+type CopyImpl uint32
+
+const (
+	CopyAuto    CopyImpl = C.FJ_COPY_IMPL_AUTO
+	CopySync    CopyImpl = C.FJ_COPY_IMPL_SYNC
+	CopyCpAsync CopyImpl = C.FJ_COPY_IMPL_CP_ASYNC
+	CopyTMA     CopyImpl = C.FJ_COPY_IMPL_TMA
+)
+
+func (c CopyImpl) String() string { return C.GoString(C.fj_copy_impl_name(C.fj_copy_impl(c))) }
+
+// Output mirrors fj_output.
+type Output uint32
+
+const (
+	OutputAuto  Output = C.FJ_OUTPUT_AUTO
+	OutputCubin Output = C.FJ_OUTPUT_CUBIN
+	OutputPTX   Output = C.FJ_OUTPUT_PTX
+)
+
+// CacheResult mirrors fj_cache_result.
+type CacheResult uint32
+
+const (
+	CacheCompiled  CacheResult = C.FJ_CACHE_COMPILED
+	CacheMemoryHit CacheResult = C.FJ_CACHE_MEMORY_HIT
+	CacheDiskHit   CacheResult = C.FJ_CACHE_DISK_HIT
+)
+
+// -------------------------------------------------------------- copy plan
+
+// CopyPlan mirrors fj_copy_plan.
+type CopyPlan struct {
+	Target   string
+	CopyImpl CopyImpl
+	// Support maps feature names ("group_wait") to "native" or "emulated".
+	Support map[string]string
+}
+
+func planFromC(p *C.fj_copy_plan) CopyPlan {
+	out := CopyPlan{Target: fixedString(&p.target[0], len(p.target)), CopyImpl: CopyImpl(p.impl), Support: map[string]string{}}
+	for i := 0; i < int(C.FJ_FEATURE_COUNT); i++ {
+		out.Support[C.GoString(C.fj_feature_name(C.fj_feature(i)))] = C.GoString(C.fj_support_name(p.support[i]))
+	}
+	return out
+}
+
+// CopyPlanFor returns the copy plan for a target name ("sm_90") and an
+// optional forced implementation. Needs no GPU and no runtime.
+func CopyPlanFor(target string, impl CopyImpl) (CopyPlan, error) {
+	var m cmem
+	defer m.free()
+	var p C.fj_copy_plan
+	p.struct_size = C.size_t(unsafe.Sizeof(p))
+	if err := statusErr(C.fj_copy_plan_for_target(m.str(target), C.fj_copy_impl(impl), &p)); err != nil {
+		return CopyPlan{}, err
+	}
+	return planFromC(&p), nil
+}
+
+// ---------------------------------------------------------------- runtime
+
+// RuntimeOptions mirrors fj_runtime_options; the zero value is the default.
+// Environment variables (FLEETJIT_TARGET, FLEETJIT_CACHE_DIR, ...) override.
+type RuntimeOptions struct {
+	LibcudaPath      string
+	LibnvrtcPath     string
+	TargetOverride   string // build every module for this target
+	CopyImplOverride CopyImpl
+	DisableDiskCache bool
+	DisableThunks    bool
+	CacheDir         string
+	CacheMaxBytes    uint64 // 0 = 1 GiB
+}
+
+// Runtime owns a fj_runtime.
+type Runtime struct {
+	mu sync.RWMutex // read: any call on it or its children; write: Close
+	h  *C.fj_runtime
+}
+
+// NewRuntime creates a runtime; opts may be nil. No driver or no GPU is
+// not an error: the runtime then reports 0 devices.
+func NewRuntime(opts *RuntimeOptions) (*Runtime, error) {
+	if opts == nil {
+		opts = &RuntimeOptions{}
+	}
+	var m cmem
+	defer m.free()
+	var o C.fj_runtime_options
+	o.struct_size = C.size_t(unsafe.Sizeof(o))
+	o.libcuda_path = m.str(opts.LibcudaPath)
+	o.libnvrtc_path = m.str(opts.LibnvrtcPath)
+	o.target_override = m.str(opts.TargetOverride)
+	o.copy_impl_override = C.fj_copy_impl(opts.CopyImplOverride)
+	if opts.DisableDiskCache {
+		o.flags |= C.FJ_RUNTIME_DISABLE_DISK_CACHE
+	}
+	if opts.DisableThunks {
+		o.flags |= C.FJ_RUNTIME_DISABLE_THUNKS
+	}
+	o.cache_dir = m.str(opts.CacheDir)
+	o.cache_max_bytes = C.uint64_t(opts.CacheMaxBytes)
+	var h *C.fj_runtime
+	if err := statusErr(C.fj_runtime_create(&o, &h)); err != nil {
+		return nil, err
+	}
+	r := &Runtime{h: h}
+	runtime.SetFinalizer(r, func(r *Runtime) { r.Close() })
+	return r, nil
+}
+
+// Close destroys the runtime and with it every module, stream and
+// allocation made from it. Closing twice is a no-op.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.h == nil {
+		return nil
+	}
+	err := statusErr(C.fj_runtime_destroy(r.h))
+	r.h = nil
+	runtime.SetFinalizer(r, nil)
+	return err
+}
+
+// DriverError says why the CUDA driver is unavailable ("" if it loaded).
+func (r *Runtime) DriverError() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return ""
+	}
+	return C.GoString(C.fj_runtime_driver_error(r.h))
+}
+
+// DeviceCount is the number of visible CUDA devices: 0 without a GPU.
+func (r *Runtime) DeviceCount() (int, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return 0, closedErr("Runtime")
+	}
+	var n C.int32_t
+	if err := statusErr(C.fj_device_count(r.h, &n)); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
+
+// DeviceInfo mirrors fj_device_info.
+type DeviceInfo struct {
+	Name                      string
+	Ordinal                   int
+	CCMajor, CCMinor          int
+	SMCount                   int
+	TotalMemoryBytes          uint64
+	SharedMemoryPerBlock      int
+	SharedMemoryPerBlockOptin int
+	SharedMemoryPerSM         int
+	L2CacheBytes              int
+	MaxThreadsPerBlock        int
+	ClusterLaunch             bool
+	DriverVersion             int
+	Plan                      CopyPlan
+}
+
+// DeviceInfo describes device `ordinal` and the copy plan used on it.
+func (r *Runtime) DeviceInfo(ordinal int) (DeviceInfo, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return DeviceInfo{}, closedErr("Runtime")
+	}
+	var d C.fj_device_info
+	d.struct_size = C.size_t(unsafe.Sizeof(d))
+	if err := statusErr(C.fj_device_info_get(r.h, C.int32_t(ordinal), &d)); err != nil {
+		return DeviceInfo{}, err
+	}
+	return DeviceInfo{
+		Name: fixedString(&d.name[0], len(d.name)), Ordinal: int(d.ordinal),
+		CCMajor: int(d.cc_major), CCMinor: int(d.cc_minor), SMCount: int(d.sm_count),
+		TotalMemoryBytes:          uint64(d.total_memory_bytes),
+		SharedMemoryPerBlock:      int(d.shared_memory_per_block),
+		SharedMemoryPerBlockOptin: int(d.shared_memory_per_block_optin),
+		SharedMemoryPerSM:         int(d.shared_memory_per_sm),
+		L2CacheBytes:              int(d.l2_cache_bytes),
+		MaxThreadsPerBlock:        int(d.max_threads_per_block),
+		ClusterLaunch:             d.cluster_launch != 0,
+		DriverVersion:             int(d.driver_version),
+		Plan:                      planFromC(&d.plan),
+	}, nil
+}
+
+// CacheStats mirrors fj_cache_stats.
+type CacheStats struct {
+	MemoryHits, DiskHits, Misses, Compiles uint64
+	CompileMsTotal                         float64
+	Evictions, RejectedEntries             uint64
+	DiskEntries, DiskBytes                 uint64
+}
+
+// CacheStats returns the module cache's counters.
+func (r *Runtime) CacheStats() (CacheStats, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return CacheStats{}, closedErr("Runtime")
+	}
+	var s C.fj_cache_stats
+	s.struct_size = C.size_t(unsafe.Sizeof(s))
+	if err := statusErr(C.fj_cache_stats_get(r.h, &s)); err != nil {
+		return CacheStats{}, err
+	}
+	return CacheStats{
+		MemoryHits: uint64(s.memory_hits), DiskHits: uint64(s.disk_hits), Misses: uint64(s.misses),
+		Compiles: uint64(s.compiles), CompileMsTotal: float64(s.compile_ms_total),
+		Evictions: uint64(s.evictions), RejectedEntries: uint64(s.rejected_entries),
+		DiskEntries: uint64(s.disk_entries), DiskBytes: uint64(s.disk_bytes),
+	}, nil
+}
+
+// ClearCache empties the memory tier and deletes this cache's disk entries.
+func (r *Runtime) ClearCache() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return closedErr("Runtime")
+	}
+	return statusErr(C.fj_cache_clear(r.h))
+}
+
+// ----------------------------------------------------------------- module
+
+// BuildOptions mirrors fj_build_options.
+type BuildOptions struct {
+	Source string // CUDA C++; <fleetjit/copy.cuh> is available
+	Name   string // for logs and file stems, e.g. "saxpy.cu"
+	// Extra NVRTC options ("-DTILE=64").
+	NVRTCOptions []string
+	// Kernels to instantiate and look up by C++ name ("axpy<float>").
+	NameExpressions []string
+	// "sm_XX[a]" (cubin) or "compute_XX[a]" (PTX); "" = the runtime's
+	// override, else the live device Device.
+	Target   string
+	Device   int
+	CopyImpl CopyImpl
+	Output   Output
+	NoCache  bool // neither read nor write any cache tier
+}
+
+// ModuleInfo mirrors fj_module_info.
+type ModuleInfo struct {
+	Target      string
+	CopyImpl    CopyImpl
+	Output      Output // OutputCubin or OutputPTX
+	CacheResult CacheResult
+	BuildMs     float64
+	CompileMs   float64
+	ImageBytes  uint64
+}
+
+// Module owns a fj_module.
+type Module struct {
+	rt *Runtime
+	h  *C.fj_module
+}
+
+// Build builds a module, or fetches it from the cache.
+func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
+	if opts == nil {
+		return nil, &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var m cmem
+	defer m.free()
+	var b C.fj_build_options
+	b.struct_size = C.size_t(unsafe.Sizeof(b))
+	b.source = m.str(opts.Source)
+	b.name = m.str(opts.Name)
+	b.nvrtc_options, b.num_nvrtc_options = m.strs(opts.NVRTCOptions)
+	b.name_expressions, b.num_name_expressions = m.strs(opts.NameExpressions)
+	b.target = m.str(opts.Target)
+	b.device = C.int32_t(opts.Device)
+	b.copy_impl = C.fj_copy_impl(opts.CopyImpl)
+	b.output = C.fj_output(opts.Output)
+	if opts.NoCache {
+		b.flags |= C.FJ_BUILD_NO_CACHE
+	}
+	var h *C.fj_module
+	if err := statusErr(C.fj_module_build(r.h, &b, &h)); err != nil {
+		return nil, err
+	}
+	mod := &Module{rt: r, h: h}
+	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
+	return mod, nil
+}
+
+// Close destroys the module; its kernels become invalid. Closing twice, or
+// after the runtime was closed, is a no-op.
+func (m *Module) Close() error {
+	m.rt.mu.Lock()
+	defer m.rt.mu.Unlock()
+	var err error
+	if m.h != nil && m.rt.h != nil {
+		err = statusErr(C.fj_module_destroy(m.h))
+	}
+	m.h = nil
+	runtime.SetFinalizer(m, nil)
+	return err
+}
+
+func (m *Module) live() bool { return m.h != nil && m.rt.h != nil }
+
+// Info describes the built module.
+func (m *Module) Info() (ModuleInfo, error) {
+	m.rt.mu.RLock()
+	defer m.rt.mu.RUnlock()
+	if !m.live() {
+		return ModuleInfo{}, closedErr("Module")
+	}
+	var i C.fj_module_info
+	i.struct_size = C.size_t(unsafe.Sizeof(i))
+	if err := statusErr(C.fj_module_info_get(m.h, &i)); err != nil {
+		return ModuleInfo{}, err
+	}
+	return ModuleInfo{
+		Target: fixedString(&i.target[0], len(i.target)), CopyImpl: CopyImpl(i.copy_impl),
+		Output: Output(i.output), CacheResult: CacheResult(i.cache_result),
+		BuildMs: float64(i.build_ms), CompileMs: float64(i.compile_ms), ImageBytes: uint64(i.image_bytes),
+	}, nil
+}
+
+// Image returns a copy of the built image (cubin or PTX text).
+func (m *Module) Image() ([]byte, error) {
+	m.rt.mu.RLock()
+	defer m.rt.mu.RUnlock()
+	if !m.live() {
+		return nil, closedErr("Module")
+	}
+	var p unsafe.Pointer
+	var n C.size_t
+	if err := statusErr(C.fj_module_image(m.h, &p, &n)); err != nil {
+		return nil, err
+	}
+	return C.GoBytes(p, C.int(n)), nil
+}
+
+// Kernel looks a kernel up by its extern "C" name or a name expression,
+// loading the module on `device` (this needs a GPU).
+func (m *Module) Kernel(name string, device int) (*Kernel, error) {
+	m.rt.mu.RLock()
+	defer m.rt.mu.RUnlock()
+	if !m.live() {
+		return nil, closedErr("Module")
+	}
+	var cm cmem
+	defer cm.free()
+	var h *C.fj_kernel
+	if err := statusErr(C.fj_module_get_kernel(m.h, cm.str(name), C.int32_t(device), &h)); err != nil {
+		return nil, err
+	}
+	return &Kernel{m: m, h: h}, nil
+}
+
+// ----------------------------------------------------------------- kernel
+
+// Kernel is a kernel of a Module. It has no Close: the C ABI has no kernel
+// destroy call, a kernel lives as long as its module.
+type Kernel struct {
+	m *Module
+	h *C.fj_kernel
+}
+
+// KernelInfo mirrors fj_kernel_info.
+type KernelInfo struct {
+	LoweredName        string
+	NumParams          int
+	ParamBytes         uint32
+	MaxThreadsPerBlock int
+	StaticSharedBytes  int
+	NumRegs            int
+	UsesThunk          bool
+}
+
+// Info describes the loaded kernel.
+func (k *Kernel) Info() (KernelInfo, error) {
+	k.m.rt.mu.RLock()
+	defer k.m.rt.mu.RUnlock()
+	if !k.m.live() {
+		return KernelInfo{}, closedErr("Module")
+	}
+	var i C.fj_kernel_info
+	i.struct_size = C.size_t(unsafe.Sizeof(i))
+	if err := statusErr(C.fj_kernel_info_get(k.h, &i)); err != nil {
+		return KernelInfo{}, err
+	}
+	return KernelInfo{
+		LoweredName: fixedString(&i.lowered_name[0], len(i.lowered_name)), NumParams: int(i.num_params),
+		ParamBytes: uint32(i.param_bytes), MaxThreadsPerBlock: int(i.max_threads_per_block),
+		StaticSharedBytes: int(i.static_shared_bytes), NumRegs: int(i.num_regs), UsesThunk: i.uses_thunk != 0,
+	}, nil
+}
+
+// Arg is one kernel argument (fj_arg); make it with I32, F32, Ptr, ...
+type Arg struct {
+	kind  C.fj_arg_kind
+	bits  uint64
+	bytes []byte
+}
+
+func I8(v int8) Arg         { return Arg{kind: C.FJ_ARG_I8, bits: uint64(v)} }
+func I16(v int16) Arg       { return Arg{kind: C.FJ_ARG_I16, bits: uint64(v)} }
+func I32(v int32) Arg       { return Arg{kind: C.FJ_ARG_I32, bits: uint64(v)} }
+func I64(v int64) Arg       { return Arg{kind: C.FJ_ARG_I64, bits: uint64(v)} }
+func U8(v uint8) Arg        { return Arg{kind: C.FJ_ARG_U8, bits: uint64(v)} }
+func U16(v uint16) Arg      { return Arg{kind: C.FJ_ARG_U16, bits: uint64(v)} }
+func U32(v uint32) Arg      { return Arg{kind: C.FJ_ARG_U32, bits: uint64(v)} }
+func U64(v uint64) Arg      { return Arg{kind: C.FJ_ARG_U64, bits: v} }
+func F16Bits(v uint16) Arg  { return Arg{kind: C.FJ_ARG_F16, bits: uint64(v)} }
+func BF16Bits(v uint16) Arg { return Arg{kind: C.FJ_ARG_BF16, bits: uint64(v)} }
+func F32(v float32) Arg     { return Arg{kind: C.FJ_ARG_F32, bits: uint64(math.Float32bits(v))} }
+func F64(v float64) Arg     { return Arg{kind: C.FJ_ARG_F64, bits: math.Float64bits(v)} }
+
+// Ptr passes a device address.
+func Ptr(address uint64) Arg { return Arg{kind: C.FJ_ARG_POINTER, bits: address} }
+
+// Mem passes the address of a device allocation.
+func Mem(d *DeviceMemory) Arg { return Ptr(d.Address()) }
+
+// Bytes passes a struct by value (copied for the call).
+func Bytes(b []byte) Arg { return Arg{kind: C.FJ_ARG_BYTES, bytes: append([]byte(nil), b...)} }
+
+// LaunchConfig mirrors fj_launch_config. Zero grid/block entries count as
+// 1; a nil Stream is the device's legacy default stream.
+type LaunchConfig struct {
+	Grid        [3]uint32
+	Block       [3]uint32
+	SharedBytes uint32 // dynamic shared memory; above 48 KiB is opted in
+	Cluster     [3]uint32
+	Stream      *Stream
+}
+
+// Linear returns enough 1-D blocks of `block` threads to cover n threads.
+func Linear(n int, block uint32) LaunchConfig {
+	if block == 0 {
+		block = 1
+	}
+	g := (uint64(n) + uint64(block) - 1) / uint64(block)
+	if g == 0 {
+		g = 1
+	}
+	return LaunchConfig{Grid: [3]uint32{uint32(g), 1, 1}, Block: [3]uint32{block, 1, 1}}
+}
+
+// Launch launches the kernel asynchronously. Arguments are checked against
+// the kernel's parameters and the configuration against the device before
+// the driver is called. Device memory the kernel uses must stay allocated
+// until its stream is synchronised.
+func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
+	k.m.rt.mu.RLock()
+	defer k.m.rt.mu.RUnlock()
+	if !k.m.live() {
+		return closedErr("Module")
+	}
+	var c C.fj_launch_config
+	c.struct_size = C.size_t(unsafe.Sizeof(c))
+	for i := 0; i < 3; i++ {
+		c.grid[i] = C.uint32_t(cfg.Grid[i])
+		c.block[i] = C.uint32_t(cfg.Block[i])
+		c.cluster[i] = C.uint32_t(cfg.Cluster[i])
+	}
+	c.shared_bytes = C.uint32_t(cfg.SharedBytes)
+	if cfg.Stream != nil {
+		if cfg.Stream.h == nil {
+			return closedErr("Stream")
+		}
+		c.stream = cfg.Stream.h
+	}
+	var m cmem
+	defer m.free()
+	var arr *C.fj_arg
+	if len(args) > 0 {
+		p := C.malloc(C.size_t(len(args)) * C.size_t(unsafe.Sizeof(C.fj_arg{})))
+		m.ptrs = append(m.ptrs, p)
+		arr = (*C.fj_arg)(p)
+		raw := unsafe.Slice(arr, len(args))
+		for i, a := range args {
+			var ptr unsafe.Pointer
+			var size C.uint32_t
+			if a.kind == C.FJ_ARG_BYTES {
+				if uint64(len(a.bytes)) > math.MaxUint32 {
+					return &Error{Code: InvalidArgument, Message: "a by-value argument larger than 4 GiB"}
+				}
+				ptr, size = m.bytes(a.bytes), C.uint32_t(len(a.bytes))
+			}
+			C.fjgo_arg(&raw[i], a.kind, C.uint64_t(a.bits), size, ptr)
+		}
+	}
+	err := statusErr(C.fj_launch(k.h, &c, arr, C.size_t(len(args))))
+	runtime.KeepAlive(cfg.Stream)
+	return err
+}
+
+// ----------------------------------------------------------------- stream
+
+// Stream owns a non-blocking fj_stream.
+type Stream struct {
+	rt *Runtime
+	h  *C.fj_stream
+}
+
+// NewStream creates a non-blocking stream on device `ordinal`.
+func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var h *C.fj_stream
+	if err := statusErr(C.fj_stream_create(r.h, C.int32_t(ordinal), &h)); err != nil {
+		return nil, err
+	}
+	s := &Stream{rt: r, h: h}
+	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
+	return s, nil
+}
+
+// Synchronize waits for the stream's work; a kernel fault comes back here.
+func (s *Stream) Synchronize() error {
+	s.rt.mu.RLock()
+	defer s.rt.mu.RUnlock()
+	if s.h == nil || s.rt.h == nil {
+		return closedErr("Stream")
+	}
+	return statusErr(C.fj_stream_synchronize(s.h))
+}
+
+// Close destroys the stream after its work completes.
+func (s *Stream) Close() error {
+	s.rt.mu.Lock()
+	defer s.rt.mu.Unlock()
+	var err error
+	if s.h != nil && s.rt.h != nil {
+		err = statusErr(C.fj_stream_destroy(s.h))
+	}
+	s.h = nil
+	runtime.SetFinalizer(s, nil)
+	return err
+}
+
+// ----------------------------------------------------------------- memory
+
+// DeviceMemory is an allocation from Runtime.Alloc. Copies through it are
+// synchronous: complete when the call returns.
+type DeviceMemory struct {
+	rt    *Runtime
+	addr  uint64
+	bytes uint64
+}
+
+// Alloc allocates `bytes` bytes on device `ordinal`.
+func (r *Runtime) Alloc(ordinal int, bytes uint64) (*DeviceMemory, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var a C.uint64_t
+	if err := statusErr(C.fj_mem_alloc(r.h, C.int32_t(ordinal), C.uint64_t(bytes), &a)); err != nil {
+		return nil, err
+	}
+	d := &DeviceMemory{rt: r, addr: uint64(a), bytes: bytes}
+	runtime.SetFinalizer(d, func(d *DeviceMemory) { d.Close() })
+	return d, nil
+}
+
+// Address is the device address (0 after Close).
+func (d *DeviceMemory) Address() uint64 { return d.addr }
+
+// Size is the allocation's size in bytes.
+func (d *DeviceMemory) Size() uint64 { return d.bytes }
+
+// Close frees the allocation.
+func (d *DeviceMemory) Close() error {
+	d.rt.mu.Lock()
+	defer d.rt.mu.Unlock()
+	var err error
+	if d.addr != 0 && d.rt.h != nil {
+		err = statusErr(C.fj_mem_free(d.rt.h, C.uint64_t(d.addr)))
+	}
+	d.addr = 0
+	runtime.SetFinalizer(d, nil)
+	return err
+}
+
+func (d *DeviceMemory) copy(host unsafe.Pointer, n uint64, toDevice bool) error {
+	d.rt.mu.RLock()
+	defer d.rt.mu.RUnlock()
+	if d.addr == 0 || d.rt.h == nil {
+		return closedErr("DeviceMemory")
+	}
+	if n != d.bytes {
+		return &Error{Code: InvalidArgument, Message: fmt.Sprintf("host buffer has %d bytes, device allocation %d", n, d.bytes)}
+	}
+	if n == 0 {
+		return nil
+	}
+	if toDevice {
+		return statusErr(C.fj_memcpy_htod(d.rt.h, C.uint64_t(d.addr), host, C.uint64_t(n), nil))
+	}
+	return statusErr(C.fj_memcpy_dtoh(d.rt.h, host, C.uint64_t(d.addr), C.uint64_t(n), nil))
+}
+
+// Scalar is the element types CopyToDevice and CopyFromDevice move.
+type Scalar interface {
+	~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~float32 | ~float64
+}
+
+func sliceBytes[T Scalar](s []T) (unsafe.Pointer, uint64) {
+	if len(s) == 0 {
+		return nil, 0
+	}
+	var z T
+	return unsafe.Pointer(&s[0]), uint64(len(s)) * uint64(unsafe.Sizeof(z))
+}
+
+// CopyToDevice copies src (exactly d.Size() bytes) to the device.
+func CopyToDevice[T Scalar](d *DeviceMemory, src []T) error {
+	p, n := sliceBytes(src)
+	err := d.copy(p, n, true)
+	runtime.KeepAlive(src)
+	return err
+}
+
+// CopyFromDevice copies the allocation into dst (exactly d.Size() bytes).
+func CopyFromDevice[T Scalar](dst []T, d *DeviceMemory) error {
+	p, n := sliceBytes(dst)
+	err := d.copy(p, n, false)
+	runtime.KeepAlive(dst)
+	return err
+}
+
+// Upload allocates device memory holding a copy of data.
+func Upload[T Scalar](r *Runtime, ordinal int, data []T) (*DeviceMemory, error) {
+	_, n := sliceBytes(data)
+	d, err := r.Alloc(ordinal, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := CopyToDevice(d, data); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}

@@ -1,0 +1,5 @@
+package fleetjit_test
+
+import "runtime"
+
+func runtimeGC() { runtime.GC() }

@@ -1,0 +1,3 @@
+module fleetjit.dev/fleetjit
+
+go 1.19

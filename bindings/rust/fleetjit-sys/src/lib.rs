@@ -1,0 +1,482 @@
+//! Raw FFI declarations for `libfleetjit.so.1`, written by hand from
+//! `capi/include/fleetjit/fleetjit.h` (no bindgen). Names, types, field order
+//! and values match the header exactly; `tests/layout.rs` checks every size,
+//! alignment, offset, enum value and version macro against the C compiler's
+//! view of the header.
+//!
+//! Conventions inherited from the header:
+//! * every fallible call returns `*mut fj_status`, null meaning success; a
+//!   non-null status belongs to the caller, who frees it with
+//!   [`fj_status_free`];
+//! * every argument struct starts with `struct_size` (set it to
+//!   `size_of::<T>()`) and `ext` (null);
+//! * strings are [`fj_str`] (pointer + length, UTF-8, no NUL needed);
+//! * C enums are `u32` type aliases with `pub const` values, so a value a
+//!   newer library returns is never undefined behaviour in Rust.
+//!
+//! The safe wrapper is the `fleetjit` crate.
+#![allow(non_camel_case_types)]
+#![no_std]
+
+use core::ffi::{c_char, c_void};
+
+pub const FJ_VERSION_MAJOR: u32 = 1;
+pub const FJ_VERSION_MINOR: u32 = 0;
+
+// ----------------------------------------------------------------- strings
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_str {
+    pub data: *const c_char,
+    pub size: usize,
+}
+
+impl fj_str {
+    /// A view of `s`; valid while `s` is.
+    pub const fn from_str(s: &str) -> fj_str {
+        fj_str {
+            data: s.as_ptr() as *const c_char,
+            size: s.len(),
+        }
+    }
+    pub const fn empty() -> fj_str {
+        fj_str {
+            data: core::ptr::null(),
+            size: 0,
+        }
+    }
+}
+
+// ------------------------------------------------------------------ status
+pub type fj_code = u32;
+pub const FJ_OK: fj_code = 0;
+pub const FJ_INVALID_ARGUMENT: fj_code = 1;
+pub const FJ_NOT_FOUND: fj_code = 2;
+pub const FJ_UNAVAILABLE: fj_code = 3;
+pub const FJ_FAILED_PRECONDITION: fj_code = 4;
+pub const FJ_BUILD_ERROR: fj_code = 5;
+pub const FJ_CUDA_ERROR: fj_code = 6;
+pub const FJ_RESOURCE_EXHAUSTED: fj_code = 7;
+pub const FJ_OUT_OF_RANGE: fj_code = 8;
+pub const FJ_INTERNAL: fj_code = 9;
+pub const FJ_CODE_LAST: fj_code = FJ_INTERNAL;
+
+/// Opaque status object.
+#[repr(C)]
+pub struct fj_status {
+    _private: [u8; 0],
+}
+
+// ------------------------------------------------- copy implementations
+pub type fj_copy_impl = u32;
+pub const FJ_COPY_IMPL_AUTO: fj_copy_impl = 0;
+pub const FJ_COPY_IMPL_SYNC: fj_copy_impl = 1;
+pub const FJ_COPY_IMPL_CP_ASYNC: fj_copy_impl = 2;
+pub const FJ_COPY_IMPL_TMA: fj_copy_impl = 3;
+pub const FJ_COPY_IMPL_LAST: fj_copy_impl = FJ_COPY_IMPL_TMA;
+
+pub type fj_feature = u32;
+pub const FJ_FEATURE_BARRIER: fj_feature = 0;
+pub const FJ_FEATURE_GROUP_WAIT: fj_feature = 1;
+pub const FJ_FEATURE_COPY_G2S: fj_feature = 2;
+pub const FJ_FEATURE_COPY_S2G: fj_feature = 3;
+pub const FJ_FEATURE_PREDICATE: fj_feature = 4;
+pub const FJ_FEATURE_TILE_COPY: fj_feature = 5;
+pub const FJ_FEATURE_OOB_ZEROS: fj_feature = 6;
+pub const FJ_FEATURE_OOB_NAN: fj_feature = 7;
+pub const FJ_FEATURE_MULTICAST: fj_feature = 8;
+pub const FJ_FEATURE_L2_PREFETCH: fj_feature = 9;
+pub const FJ_FEATURE_COUNT: fj_feature = 10;
+
+pub type fj_support = u32;
+pub const FJ_SUPPORT_NATIVE: fj_support = 1;
+pub const FJ_SUPPORT_EMULATED: fj_support = 2;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_copy_plan {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub target: [c_char; 32],
+    /// `impl` in C (a Rust keyword).
+    pub impl_: fj_copy_impl,
+    pub support: [fj_support; FJ_FEATURE_COUNT as usize],
+}
+
+// ----------------------------------------------------------------- runtime
+#[repr(C)]
+pub struct fj_runtime {
+    _private: [u8; 0],
+}
+
+pub type fj_runtime_flags = u32;
+pub const FJ_RUNTIME_DISABLE_DISK_CACHE: fj_runtime_flags = 1 << 0;
+pub const FJ_RUNTIME_DISABLE_THUNKS: fj_runtime_flags = 1 << 1;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_runtime_options {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub libcuda_path: fj_str,
+    pub libnvrtc_path: fj_str,
+    pub target_override: fj_str,
+    pub copy_impl_override: fj_copy_impl,
+    pub flags: u32,
+    pub cache_dir: fj_str,
+    pub cache_max_bytes: u64,
+}
+
+// ----------------------------------------------------------------- devices
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_device_info {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub name: [c_char; 256],
+    pub ordinal: i32,
+    pub cc_major: i32,
+    pub cc_minor: i32,
+    pub sm_count: i32,
+    pub total_memory_bytes: u64,
+    pub shared_memory_per_block: i32,
+    pub shared_memory_per_block_optin: i32,
+    pub shared_memory_per_sm: i32,
+    pub l2_cache_bytes: i32,
+    pub max_threads_per_block: i32,
+    pub cluster_launch: i32,
+    pub driver_version: i32,
+    pub plan: fj_copy_plan,
+}
+
+// ------------------------------------------------------- memory & streams
+#[repr(C)]
+pub struct fj_stream {
+    _private: [u8; 0],
+}
+
+// -------------------------------------------------------- modules/kernels
+#[repr(C)]
+pub struct fj_module {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub struct fj_kernel {
+    _private: [u8; 0],
+}
+
+pub type fj_output = u32;
+pub const FJ_OUTPUT_AUTO: fj_output = 0;
+pub const FJ_OUTPUT_CUBIN: fj_output = 1;
+pub const FJ_OUTPUT_PTX: fj_output = 2;
+
+pub type fj_build_flags = u32;
+pub const FJ_BUILD_NO_CACHE: fj_build_flags = 1 << 0;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_build_options {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub source: fj_str,
+    pub name: fj_str,
+    pub nvrtc_options: *const fj_str,
+    pub num_nvrtc_options: usize,
+    pub name_expressions: *const fj_str,
+    pub num_name_expressions: usize,
+    pub target: fj_str,
+    pub device: i32,
+    pub copy_impl: fj_copy_impl,
+    pub output: fj_output,
+    pub flags: u32,
+}
+
+pub type fj_cache_result = u32;
+pub const FJ_CACHE_COMPILED: fj_cache_result = 0;
+pub const FJ_CACHE_MEMORY_HIT: fj_cache_result = 1;
+pub const FJ_CACHE_DISK_HIT: fj_cache_result = 2;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_module_info {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub target: [c_char; 32],
+    pub copy_impl: fj_copy_impl,
+    pub output: fj_output,
+    pub cache_result: fj_cache_result,
+    pub build_ms: f64,
+    pub compile_ms: f64,
+    pub image_bytes: u64,
+}
+
+// ----------------------------------------------------------------- tensors
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_dl_device {
+    pub device_type: i32,
+    pub device_id: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_dl_dtype {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_tensor {
+    pub data: *mut c_void,
+    pub device: fj_dl_device,
+    pub ndim: i32,
+    pub dtype: fj_dl_dtype,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
+}
+
+pub type fj_oob = u32;
+pub const FJ_OOB_PROMISE_IN_BOUNDS: fj_oob = 0;
+pub const FJ_OOB_ZEROS: fj_oob = 1;
+pub const FJ_OOB_NAN: fj_oob = 2;
+
+pub const FJ_DL_FLOAT8_E4M3: u8 = 0x80;
+pub const FJ_DL_FLOAT8_E5M2: u8 = 0x81;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_tensor_arg {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub tensor: *const fj_tensor,
+    /// `box` in C (reserved in Rust).
+    pub box_: [u32; 5],
+    pub oob: fj_oob,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_tensor_check {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub tma: i32,
+    pub reason: [c_char; 256],
+}
+
+// ------------------------------------------------------------------ launch
+pub type fj_arg_kind = u32;
+pub const FJ_ARG_I8: fj_arg_kind = 1;
+pub const FJ_ARG_I16: fj_arg_kind = 2;
+pub const FJ_ARG_I32: fj_arg_kind = 3;
+pub const FJ_ARG_I64: fj_arg_kind = 4;
+pub const FJ_ARG_U8: fj_arg_kind = 5;
+pub const FJ_ARG_U16: fj_arg_kind = 6;
+pub const FJ_ARG_U32: fj_arg_kind = 7;
+pub const FJ_ARG_U64: fj_arg_kind = 8;
+pub const FJ_ARG_F16: fj_arg_kind = 9;
+pub const FJ_ARG_BF16: fj_arg_kind = 10;
+pub const FJ_ARG_F32: fj_arg_kind = 11;
+pub const FJ_ARG_F64: fj_arg_kind = 12;
+pub const FJ_ARG_POINTER: fj_arg_kind = 13;
+pub const FJ_ARG_BYTES: fj_arg_kind = 14;
+pub const FJ_ARG_TENSOR: fj_arg_kind = 15;
+pub const FJ_ARG_KIND_LAST: fj_arg_kind = FJ_ARG_TENSOR;
+
+/// The anonymous union `v` of `fj_arg`.
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub union fj_arg_value {
+    pub i8_: i8,
+    pub i16_: i16,
+    pub i32_: i32,
+    pub i64_: i64,
+    pub u8_: u8,
+    pub u16_: u16,
+    pub u32_: u32,
+    pub u64_: u64,
+    pub f32_: f32,
+    pub f64_: f64,
+    pub pointer: u64,
+    pub bytes: *const c_void,
+    pub tensor: *const fj_tensor_arg,
+}
+
+#[repr(C)]
+#[derive(Copy, Clone)]
+pub struct fj_arg {
+    pub struct_size: usize,
+    pub kind: fj_arg_kind,
+    pub size: u32,
+    pub v: fj_arg_value,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_launch_config {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub cluster: [u32; 3],
+    pub stream: *mut fj_stream,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_kernel_info {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub lowered_name: [c_char; 512],
+    pub num_params: i32,
+    pub param_bytes: u32,
+    pub max_threads_per_block: i32,
+    pub static_shared_bytes: i32,
+    pub num_regs: i32,
+    pub uses_thunk: i32,
+}
+
+// ------------------------------------------------------------------- cache
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_cache_stats {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub memory_hits: u64,
+    pub disk_hits: u64,
+    pub misses: u64,
+    pub compiles: u64,
+    pub compile_ms_total: f64,
+    pub evictions: u64,
+    pub rejected_entries: u64,
+    pub disk_entries: u64,
+    pub disk_bytes: u64,
+}
+
+extern "C" {
+    pub fn fj_version() -> u32;
+
+    pub fn fj_status_code(status: *const fj_status) -> fj_code;
+    pub fn fj_status_message(status: *const fj_status, out_size: *mut usize) -> *const c_char;
+    pub fn fj_status_detail(
+        status: *const fj_status,
+        key: fj_str,
+        out_size: *mut usize,
+    ) -> *const c_char;
+    pub fn fj_status_free(status: *mut fj_status);
+    pub fn fj_code_name(code: fj_code) -> *const c_char;
+
+    pub fn fj_copy_impl_name(impl_: fj_copy_impl) -> *const c_char;
+    pub fn fj_feature_name(feature: fj_feature) -> *const c_char;
+    pub fn fj_support_name(support: fj_support) -> *const c_char;
+    pub fn fj_copy_plan_for_target(
+        target: fj_str,
+        impl_: fj_copy_impl,
+        out_plan: *mut fj_copy_plan,
+    ) -> *mut fj_status;
+
+    pub fn fj_runtime_create(
+        options: *const fj_runtime_options,
+        out_runtime: *mut *mut fj_runtime,
+    ) -> *mut fj_status;
+    pub fn fj_runtime_destroy(runtime: *mut fj_runtime) -> *mut fj_status;
+    pub fn fj_runtime_driver_error(runtime: *const fj_runtime) -> *const c_char;
+
+    pub fn fj_device_count(runtime: *const fj_runtime, out_count: *mut i32) -> *mut fj_status;
+    pub fn fj_device_info_get(
+        runtime: *mut fj_runtime,
+        ordinal: i32,
+        out_info: *mut fj_device_info,
+    ) -> *mut fj_status;
+
+    pub fn fj_mem_alloc(
+        runtime: *mut fj_runtime,
+        ordinal: i32,
+        bytes: u64,
+        out_address: *mut u64,
+    ) -> *mut fj_status;
+    pub fn fj_mem_free(runtime: *mut fj_runtime, address: u64) -> *mut fj_status;
+    pub fn fj_memcpy_htod(
+        runtime: *mut fj_runtime,
+        dst: u64,
+        src: *const c_void,
+        bytes: u64,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_memcpy_dtoh(
+        runtime: *mut fj_runtime,
+        dst: *mut c_void,
+        src: u64,
+        bytes: u64,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_memcpy_dtod(
+        runtime: *mut fj_runtime,
+        dst: u64,
+        src: u64,
+        bytes: u64,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_memset_d8(
+        runtime: *mut fj_runtime,
+        dst: u64,
+        value: u8,
+        bytes: u64,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+
+    pub fn fj_stream_create(
+        runtime: *mut fj_runtime,
+        ordinal: i32,
+        out_stream: *mut *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_stream_synchronize(stream: *mut fj_stream) -> *mut fj_status;
+    pub fn fj_stream_destroy(stream: *mut fj_stream) -> *mut fj_status;
+
+    pub fn fj_module_build(
+        runtime: *mut fj_runtime,
+        options: *const fj_build_options,
+        out_module: *mut *mut fj_module,
+    ) -> *mut fj_status;
+    pub fn fj_module_info_get(
+        module: *const fj_module,
+        out_info: *mut fj_module_info,
+    ) -> *mut fj_status;
+    pub fn fj_module_image(
+        module: *const fj_module,
+        out_data: *mut *const c_void,
+        out_size: *mut usize,
+    ) -> *mut fj_status;
+    pub fn fj_module_destroy(module: *mut fj_module) -> *mut fj_status;
+    pub fn fj_module_get_kernel(
+        module: *mut fj_module,
+        name: fj_str,
+        device: i32,
+        out_kernel: *mut *mut fj_kernel,
+    ) -> *mut fj_status;
+
+    pub fn fj_tensor_arg_check(
+        arg: *const fj_tensor_arg,
+        out_check: *mut fj_tensor_check,
+    ) -> *mut fj_status;
+
+    pub fn fj_launch(
+        kernel: *mut fj_kernel,
+        config: *const fj_launch_config,
+        args: *const fj_arg,
+        num_args: usize,
+    ) -> *mut fj_status;
+    pub fn fj_kernel_info_get(
+        kernel: *const fj_kernel,
+        out_info: *mut fj_kernel_info,
+    ) -> *mut fj_status;
+
+    pub fn fj_cache_stats_get(
+        runtime: *mut fj_runtime,
+        out_stats: *mut fj_cache_stats,
+    ) -> *mut fj_status;
+    pub fn fj_cache_clear(runtime: *mut fj_runtime) -> *mut fj_status;
+}
