@@ -360,8 +360,12 @@ FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 // Tile load on a barrier; `mask` != 0 multicasts (see multicast_peers).
 // The predicate gates the issue and the expect_tx together, so a false
 // predicate leaves the phase to the arrivals alone and nothing hangs.
+// Not inlined: a kernel that loads tiles in several places (a pipeline's
+// prologue and steady state) then compiles the TMA path and its software
+// fallback once, not once per call site (coords by value: no local memory).
 template <int R>
-FJ_DEV void load_tile_bar(void* dst, const tensor_param& p, const coords& c,
+__device__ __noinline__ void load_tile_bar(void* dst, const tensor_param& p,
+                                           coords c,
                           barrier& b, unsigned short mask, bool pred,
                           pred_mode mode) {
   enter();
