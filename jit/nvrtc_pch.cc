@@ -120,7 +120,8 @@ std::string PchIncludePrefix(absl::string_view source) {
     if (IsBlankOrLineComment(line)) continue;
     absl::string_view directive = absl::StripAsciiWhitespace(line);
     if (!absl::StartsWith(directive, "#")) break;  // the first line of code
-    absl::string_view rest = absl::StripLeadingAsciiWhitespace(directive.substr(1));
+    absl::string_view rest =
+        absl::StripLeadingAsciiWhitespace(directive.substr(1));
     if (!absl::StartsWith(rest, "include")) return "";
     includes.emplace_back(directive);
   }
@@ -145,10 +146,9 @@ std::unique_ptr<PchBuild> StartPchBuild(const NvrtcApi& api,
     return nullptr;
   }
   // From here the slot is ours: the PchBuild releases it, or we do.
-  const std::string key = absl::StrCat(api.library_path, "\n", api.major, ".",
-                                       api.minor, "\n",
-                                       absl::StrJoin(options, "\n"), "\n--\n",
-                                       prefix);
+  const std::string key =
+      absl::StrCat(api.library_path, "\n", api.major, ".", api.minor, "\n",
+                   absl::StrJoin(options, "\n"), "\n--\n", prefix);
   std::vector<std::string> pch_options(std::begin(kQuietOptions),
                                        std::end(kQuietOptions));
   {

@@ -72,11 +72,11 @@ std::unique_ptr<PchBuild> StartPchBuild(const NvrtcApi& api,
 
 // Counters for tests and benchmarks (process-wide, since start).
 struct PchStats {
-  int created = 0;         // PCHs published
-  int used = 0;            // builds given --use-pch
-  int create_failed = 0;   // creations NVRTC did not complete
-  int busy = 0;            // builds that went without: another PCH build ran
-  int skipped = 0;         // builds that went without: key failed, or full
+  int created = 0;        // PCHs published
+  int used = 0;           // builds given --use-pch
+  int create_failed = 0;  // creations NVRTC did not complete
+  int busy = 0;           // builds that went without: another PCH build ran
+  int skipped = 0;        // builds that went without: key failed, or full
 };
 PchStats GetPchStats();
 

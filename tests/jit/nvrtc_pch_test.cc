@@ -39,9 +39,10 @@ extern "C" __global__ void scale(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out
 )";
 
 TEST(PchIncludePrefixTest, KeepsOnlyTheLeadingIncludes) {
-  EXPECT_EQ(PchIncludePrefix("// c\n\n#include <a.h>\n  #include \"b.h\"\nint x;\n"
-                             "#include <c.h>\n"),
-            "#include <a.h>\n#include \"b.h\"");
+  EXPECT_EQ(
+      PchIncludePrefix("// c\n\n#include <a.h>\n  #include \"b.h\"\nint x;\n"
+                       "#include <c.h>\n"),
+      "#include <a.h>\n#include \"b.h\"");
   EXPECT_EQ(PchIncludePrefix("int x;\n#include <a.h>\n"), "");
   EXPECT_EQ(PchIncludePrefix("#define A 1\n#include <a.h>\nint x;\n"), "");
   EXPECT_EQ(PchIncludePrefix("#include <a.h>\n#define A 1\nint x;\n"), "");
@@ -80,8 +81,10 @@ TEST_F(NvrtcPchTest, OutputsAreIdenticalWithAndWithoutPch) {
   for (const auto& c : cases) {
     // A unique prefix per case, so this test creates its own PCHs.
     const std::string source = absl::StrCat(
-        "#include <fleetjit/copy.cuh>\n#include <fleetjit/copy/tensor_param.h>\n"
-        "// case ", c.target, "\n", kKernel);
+        "#include <fleetjit/copy.cuh>\n#include "
+        "<fleetjit/copy/tensor_param.h>\n"
+        "// case ",
+        c.target, "\n", kKernel);
     auto plain = BuildModule(Request(source, c.target, c.impl, false));
     ASSERT_TRUE(plain.ok()) << plain.status();
     const PchStats before = GetPchStats();
@@ -104,7 +107,8 @@ TEST_F(NvrtcPchTest, OutputsAreIdenticalWithAndWithoutPch) {
 // A compile error reads the same with a PCH.
 TEST_F(NvrtcPchTest, ErrorsAreIdenticalWithAndWithoutPch) {
   const std::string source =
-      "#include <fleetjit/copy.cuh>\n// errors\nextern \"C\" __global__ void k() "
+      "#include <fleetjit/copy.cuh>\n// errors\nextern \"C\" __global__ void "
+      "k() "
       "{ undefined_name(); }\n";
   auto plain = BuildModule(Request(source, "sm_90", CopyImpl::kTma, false));
   ASSERT_FALSE(plain.ok());
@@ -137,7 +141,8 @@ TEST_F(NvrtcPchTest, ConcurrentBuildsAreCorrect) {
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
-        auto a = BuildModule(Request(sources[t % 2], "sm_90", CopyImpl::kTma, true));
+        auto a =
+            BuildModule(Request(sources[t % 2], "sm_90", CopyImpl::kTma, true));
         if (a.ok()) {
           got[t] = a->image;
         } else {
@@ -148,7 +153,8 @@ TEST_F(NvrtcPchTest, ConcurrentBuildsAreCorrect) {
     for (std::thread& t : threads) t.join();
     for (int t = 0; t < kThreads; ++t) {
       EXPECT_EQ(errors[t], "") << "thread " << t;
-      EXPECT_TRUE(got[t] == want[t % 2]) << "thread " << t << " round " << round;
+      EXPECT_TRUE(got[t] == want[t % 2])
+          << "thread " << t << " round " << round;
     }
   }
   const PchStats after = GetPchStats();
