@@ -9,9 +9,16 @@
 //  4. fleetjit cold build of the copy.cuh kernel
 //  5. a libcu++ <cuda/barrier> + memcpy_async kernel (what users would
 //     include instead; anchors.md: 1.05-1.57 s)
+//  6. row 3 through an NVRTC precompiled header (made once in this
+//     process: jit/nvrtc_pch.h), and rows 3 and 6 for a kernel that also
+//     includes <cuda_fp16.h> and <cuda_bf16.h> (-I/usr/local/cuda/include)
+//  7. fleetjit cold builds of examples/saxpy.cu (anchor) and
+//     examples/pipelined_tiles.cu (a real user of the layer)  goal <= 3x
 // Medians of 7 compiles for sm_90 (no GPU needed). Every compiled source is
 // unique (a counter in a comment) so no cache can answer.
 #include <nvrtc.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -19,8 +26,10 @@
 
 #include "bench/bench_util.h"
 #include "jit/embedded.h"
+#include "jit/nvrtc_pch.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/runtime.h"
+#include "tools/bundled_kernels.h"
 #include "jit/target.h"
 
 namespace fleetjit::bench {
@@ -79,7 +88,8 @@ std::string Unique(const char* source) {
 
 // One bare NVRTC compile to a cubin; returns ms, or -1 on failure.
 double BareNvrtc(const NvrtcApi& api, const std::string& source, bool headers,
-                 const std::vector<std::string>& extra = {}) {
+                 const std::vector<std::string>& extra = {},
+                 bool* pch_created = nullptr) {
   std::vector<const char*> names, contents;
   if (headers) {
     for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
@@ -98,6 +108,9 @@ double BareNvrtc(const NvrtcApi& api, const std::string& source, bool headers,
     return -1;
   }
   nvrtcResult r = api.nvrtcCompileProgram(p, static_cast<int>(opt_ptrs.size()), opt_ptrs.data());
+  if (r == NVRTC_SUCCESS && pch_created != nullptr) {
+    *pch_created = api.nvrtcGetPCHCreateStatus(p) == NVRTC_SUCCESS;
+  }
   size_t n = 0;
   if (r == NVRTC_SUCCESS) api.nvrtcGetCUBINSize(p, &n);
   std::string cubin(n, '\0');
@@ -112,6 +125,30 @@ double BareNvrtc(const NvrtcApi& api, const std::string& source, bool headers,
   }
   api.nvrtcDestroyProgram(&p);
   return r == NVRTC_SUCCESS ? ms : -1;
+}
+
+// Medians of `reps` bare compiles of `source` (with the embedded headers)
+// through a PCH made here first: {created ok, median ms}. -1 when NVRTC has
+// no PCH support or could not make one.
+double BareWithPch(const NvrtcApi& api, const std::string& source,
+                   std::vector<std::string> extra, int reps) {
+  if (!jit::NvrtcHasPch(api)) return -1;
+  char dir[] = "/tmp/fleetjit-bench-pch-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return -1;
+  const std::string file = std::string(dir) + "/h.pch";
+  extra.push_back("--pch-messages=false");
+  std::vector<std::string> create = extra, use = extra;
+  create.push_back("--create-pch=" + file);
+  use.push_back("--use-pch=" + file);
+  bool created = false;
+  BareNvrtc(api, Unique(source.c_str()), true, create, &created);
+  std::vector<double> times;
+  for (int i = 0; created && i < reps; ++i) {
+    times.push_back(BareNvrtc(api, Unique(source.c_str()), true, use));
+  }
+  std::remove(file.c_str());
+  rmdir(dir);
+  return created ? Median(times) : -1;
 }
 
 struct ColdTimes {
@@ -172,11 +209,29 @@ int main() {
   FleetjitCold(rt, Unique(kPlain));
   FleetjitCold(rt, Unique(kWithLayer));
   std::vector<double> bare, cold, cold_done, cold_own, layer_bare, layer_cold, layer_done;
-  std::vector<double> include_only;
+  std::vector<double> include_only, include_fp16, saxpy_cold, tiles_cold;
   const std::string with_include = std::string("#include <fleetjit/copy.cuh>\n") + kPlain;
+  const std::string with_fp16 = std::string(
+                                    "#include <fleetjit/copy.cuh>\n#include <cuda_fp16.h>\n"
+                                    "#include <cuda_bf16.h>\n") +
+                                kPlain;
+  const std::vector<std::string> cuda_include = {"-I/usr/local/cuda/include"};
+  const fleetjit::cli::BundledKernel* saxpy =
+      fleetjit::cli::FindBundledKernel("examples/saxpy.cu");
+  const fleetjit::cli::BundledKernel* tiles =
+      fleetjit::cli::FindBundledKernel("examples/pipelined_tiles.cu");
+  if (saxpy == nullptr || tiles == nullptr) {
+    std::fprintf(stderr, "build_bench: the examples are not embedded\n");
+    return 1;
+  }
+  const std::string saxpy_source(saxpy->content), tiles_source(tiles->content);
+  FleetjitCold(rt, Unique(tiles_source.c_str()));
   for (int i = 0; i < reps; ++i) {
     bare.push_back(BareNvrtc(api, Unique(kPlain), false));
     include_only.push_back(BareNvrtc(api, Unique(with_include.c_str()), true));
+    include_fp16.push_back(BareNvrtc(api, Unique(with_fp16.c_str()), true, cuda_include));
+    saxpy_cold.push_back(FleetjitCold(rt, Unique(saxpy_source.c_str())).returned_ms);
+    tiles_cold.push_back(FleetjitCold(rt, Unique(tiles_source.c_str())).returned_ms);
     ColdTimes c = FleetjitCold(rt, Unique(kPlain));
     cold.push_back(c.returned_ms);
     cold_done.push_back(c.done_ms);
@@ -206,6 +261,26 @@ int main() {
   std::printf("%-60s %9.2f ms  %.3fx  (goal <= 1.25x: the header's own cost)\n",
               "bare NVRTC, the plain kernel + #include <fleetjit/copy.cuh>", Median(include_only),
               Median(include_only) / b);
+  const double include_pch = BareWithPch(api, with_include, {}, reps);
+  if (include_pch > 0) {
+    std::printf("%-60s %9.2f ms  %.3fx  (PCH made once in-process; off by default)\n",
+                "  ... the same through a precompiled header", include_pch, include_pch / b);
+  } else {
+    std::printf("  ... through a precompiled header: not measured (NVRTC < 12.8)\n");
+  }
+  std::printf("%-60s %9.2f ms  %.3fx\n",
+              "bare NVRTC, + copy.cuh, <cuda_fp16.h>, <cuda_bf16.h>", Median(include_fp16),
+              Median(include_fp16) / b);
+  const double fp16_pch = BareWithPch(api, with_fp16, cuda_include, reps);
+  if (fp16_pch > 0) {
+    std::printf("%-60s %9.2f ms  %.3fx\n", "  ... the same through a precompiled header",
+                fp16_pch, fp16_pch / b);
+  }
+  std::printf("%-60s %9.2f ms  %.3fx\n", "fleetjit cold build, examples/saxpy.cu (anchor 2)",
+              Median(saxpy_cold), Median(saxpy_cold) / b);
+  std::printf("%-60s %9.2f ms  %.3fx  vs saxpy (anchor 2, %.2f ms)  (goal <= 3x)\n",
+              "fleetjit cold build, examples/pipelined_tiles.cu", Median(tiles_cold),
+              Median(tiles_cold) / Median(saxpy_cold), Median(saxpy_cold));
   std::printf("%-60s %9.2f ms  %.3fx  (a TMA tile copy: the layer's code generation too)\n",
               "bare NVRTC, tile-copy kernel using <fleetjit/copy.cuh>",
               Median(layer_bare), Median(layer_bare) / b);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "jit/embedded.h"
+#include "jit/nvrtc_pch.h"
 #include "jit/param_layout.h"
 #include "platform/nvrtc_library.h"
 #include "base/status_macros.h"
@@ -70,6 +71,9 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
     header_names.push_back(kEmbeddedHeaders[i].path.data());
     header_sources.push_back(kEmbeddedHeaders[i].content.data());
   }
+  // Declared before the program so that the PCH slot is held until the
+  // program is destroyed: nothing of the PCH heap outlives the slot.
+  std::unique_ptr<PchBuild> pch;
   ProgramGuard guard{api};
   FJ_RETURN_IF_ERROR(
       CheckNvrtc(*api,
@@ -86,10 +90,15 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
         absl::StrCat("adding name expression '", expr, "'"));
   }
   std::vector<std::string> options = BuildOptions(request);
+  if (request.use_pch) pch = StartPchBuild(*api, options, request.source);
   std::vector<const char*> option_ptrs;
   for (const std::string& o : options) option_ptrs.push_back(o.c_str());
+  if (pch != nullptr) {
+    for (const std::string& o : pch->options()) option_ptrs.push_back(o.c_str());
+  }
   nvrtcResult compiled = api->nvrtcCompileProgram(
       guard.program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  if (pch != nullptr) pch->Finish(guard.program, compiled == NVRTC_SUCCESS);
   std::string log = ProgramLog(*api, guard.program);
   if (compiled != NVRTC_SUCCESS) {
     if (log.empty()) log = api->nvrtcGetErrorString(compiled);

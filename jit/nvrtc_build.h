@@ -28,6 +28,12 @@ struct BuildRequest {
   bool emit_ptx = false;                   // PTX even for an sm_XX target
   std::vector<std::string> options;        // extra NVRTC options
   std::vector<std::string> name_expressions;  // e.g. "scale<float>"
+  // Reuse the parsed #include prefix of earlier builds in this process
+  // (NVRTC 12.8+ precompiled headers, jit/nvrtc_pch.h). Never changes the
+  // artifact, so it is not part of BuildOptions() or the cache key. Off by
+  // default: on the machines measured so far mapping the ~10 MB PCH cost
+  // more than parsing <fleetjit/copy.cuh> (bench/build_bench.cc).
+  bool use_pch = false;
 };
 
 // The exact option list a request compiles with (part of the cache key).

@@ -11,6 +11,15 @@
 
 #define FJ_DEV __device__ __forceinline__
 
+// `if constexpr` where the dialect has it (C++17, fleetjit's default): the
+// discarded branches of a rank dispatch are then never instantiated, which
+// is a third of a tile kernel's front-end time. Plain `if` under C++14.
+#if __cplusplus >= 201703L
+#define FJ_IF_CONSTEXPR if constexpr
+#else
+#define FJ_IF_CONSTEXPR if
+#endif
+
 namespace fj {
 
 // A barrier in shared memory (8 bytes, the size of an mbarrier). Declare it
@@ -172,9 +181,12 @@ FJ_DEV void put(void* dst, u64 pattern, unsigned w) {
   }
 }
 // A chunk of k elements of eb bytes of which [lo, hi) lie inside the
-// tensor: copies those, fills the rest with `pattern`.
+// tensor: copies those, fills the rest with `pattern`. Kept rolled: the
+// unrolled loop, times the element widths, was a third of a tile kernel's
+// build time, for a path only ragged edges take.
 FJ_DEV void move_part(unsigned char* s, const unsigned char* g, unsigned lo,
                       unsigned hi, unsigned k, unsigned eb, u64 pattern) {
+#pragma unroll 1
   for (unsigned e = 0; e < k; ++e) {
     if (e >= lo && e < hi) {
       move(s + e * eb, g + e * eb, eb);
@@ -192,8 +204,11 @@ FJ_DEV unsigned widest(u64 bits) {
 }
 
 // Block-cooperative fill of `bytes` bytes of SMEM with the repeated 8-byte
-// `pattern`, byte i of dst getting byte (i % 8) of the pattern.
-FJ_DEV void fill_block(void* dst, unsigned bytes, u64 pattern) {
+// `pattern`, byte i of dst getting byte (i % 8) of the pattern. Not inlined:
+// only false predicates under pred_zero reach it, and one copy instead of
+// one per call site (each a loop over put()'s five widths) keeps NVRTC
+// builds fast.
+__device__ __noinline__ inline void fill_block(void* dst, unsigned bytes, u64 pattern) {
   unsigned char* d = (unsigned char*)dst;
   const unsigned w = widest(addr(d) | bytes);
   for (unsigned i = thread_rank() * w; i < bytes; i += block_threads() * w)

@@ -208,9 +208,10 @@ __device__ __noinline__ void issue_tile_fast(unsigned char* smem,
   }
 }
 
+// Not inlined: one copy per rank however many call sites (build time).
 template <int R>
-FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
-                       bool pred, pred_mode mode) {
+__device__ __noinline__ void issue_tile(void* dst, const tensor_param& p,
+                                        coords c, bool pred, pred_mode mode) {
   if (!pred) {
     if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
     return;

@@ -144,9 +144,11 @@ __device__ __noinline__ void load_tile_fast(unsigned char* smem,
   }
 }
 
+// Not inlined: one copy per rank however many call sites (build time).
 template <int R>
-FJ_DEV void load_tile_span(void* dst, const tensor_param& p, const coords& c,
-                           bool pred, pred_mode mode) {
+__device__ __noinline__ void load_tile_span(void* dst, const tensor_param& p,
+                                            coords c, bool pred,
+                                            pred_mode mode) {
   __syncthreads();
   if (!pred) {
     if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);

@@ -236,7 +236,8 @@ FJ_DEV bool use_tmap(const tensor_param& p, const void* smem,
 }
 
 // The tensor instructions, one per rank. `m` (a generic address of the
-// __grid_constant__ parameter's tmap field) names the CUtensorMap.
+// __grid_constant__ parameter's tmap field) names the CUtensorMap. The
+// rank is chosen with FJ_IF_CONSTEXPR, so only its asm is instantiated.
 template <int R>
 FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
                         unsigned b) {
@@ -244,19 +245,19 @@ FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
   "cp.async.bulk.tensor." D \
   ".shared::cluster.global.tile.mbarrier::complete_tx::bytes "
   const int* v = c.v;
-  if (R == 1) {
+  FJ_IF_CONSTEXPR (R == 1) {
     asm volatile(FJ_TL("1d") "[%0], [%1, {%2}], [%3];" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(b)
                  : "memory");
-  } else if (R == 2) {
+  } else FJ_IF_CONSTEXPR (R == 2) {
     asm volatile(FJ_TL("2d") "[%0], [%1, {%2, %3}], [%4];" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(v[1]), "r"(b)
                  : "memory");
-  } else if (R == 3) {
+  } else FJ_IF_CONSTEXPR (R == 3) {
     asm volatile(FJ_TL("3d") "[%0], [%1, {%2, %3, %4}], [%5];" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b)
                  : "memory");
-  } else if (R == 4) {
+  } else FJ_IF_CONSTEXPR (R == 4) {
     asm volatile(FJ_TL("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b)
                  : "memory");
@@ -277,19 +278,19 @@ FJ_DEV void tensor_load_multicast(unsigned s, const void* m, const coords& c,
   ".shared::cluster.global.tile" \
   ".mbarrier::complete_tx::bytes.multicast::cluster "
   const int* v = c.v;
-  if (R == 1) {
+  FJ_IF_CONSTEXPR (R == 1) {
     asm volatile(FJ_TM("1d") "[%0], [%1, {%2}], [%3], %4;" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(b), "h"(k)
                  : "memory");
-  } else if (R == 2) {
+  } else FJ_IF_CONSTEXPR (R == 2) {
     asm volatile(FJ_TM("2d") "[%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(v[1]), "r"(b), "h"(k)
                  : "memory");
-  } else if (R == 3) {
+  } else FJ_IF_CONSTEXPR (R == 3) {
     asm volatile(FJ_TM("3d") "[%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b), "h"(k)
                  : "memory");
-  } else if (R == 4) {
+  } else FJ_IF_CONSTEXPR (R == 4) {
     asm volatile(FJ_TM("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b),
                  "h"(k)
@@ -309,18 +310,18 @@ FJ_DEV void tensor_store(const void* m, const coords& c, unsigned s) {
 #define FJ_TS(D) \
   "cp.async.bulk.tensor." D ".global.shared::cta.tile.bulk_group "
   const int* v = c.v;
-  if (R == 1) {
+  FJ_IF_CONSTEXPR (R == 1) {
     asm volatile(FJ_TS("1d") "[%0, {%2}], [%1];" ::"l"(m), "r"(s), "r"(v[0])
                  : "memory");
-  } else if (R == 2) {
+  } else FJ_IF_CONSTEXPR (R == 2) {
     asm volatile(FJ_TS("2d") "[%0, {%2, %3}], [%1];" ::"l"(m), "r"(s),
                  "r"(v[0]), "r"(v[1])
                  : "memory");
-  } else if (R == 3) {
+  } else FJ_IF_CONSTEXPR (R == 3) {
     asm volatile(FJ_TS("3d") "[%0, {%2, %3, %4}], [%1];" ::"l"(m), "r"(s),
                  "r"(v[0]), "r"(v[1]), "r"(v[2])
                  : "memory");
-  } else if (R == 4) {
+  } else FJ_IF_CONSTEXPR (R == 4) {
     asm volatile(FJ_TS("4d") "[%0, {%2, %3, %4, %5}], [%1];" ::"l"(m), "r"(s),
                  "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
@@ -336,16 +337,16 @@ template <int R>
 FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 #define FJ_TP(D) "cp.async.bulk.prefetch.tensor." D ".L2.global.tile "
   const int* v = c.v;
-  if (R == 1) {
+  FJ_IF_CONSTEXPR (R == 1) {
     asm volatile(FJ_TP("1d") "[%0, {%1}];" ::"l"(m), "r"(v[0]) : "memory");
-  } else if (R == 2) {
+  } else FJ_IF_CONSTEXPR (R == 2) {
     asm volatile(FJ_TP("2d") "[%0, {%1, %2}];" ::"l"(m), "r"(v[0]), "r"(v[1])
                  : "memory");
-  } else if (R == 3) {
+  } else FJ_IF_CONSTEXPR (R == 3) {
     asm volatile(FJ_TP("3d") "[%0, {%1, %2, %3}];" ::"l"(m), "r"(v[0]),
                  "r"(v[1]), "r"(v[2])
                  : "memory");
-  } else if (R == 4) {
+  } else FJ_IF_CONSTEXPR (R == 4) {
     asm volatile(FJ_TP("4d") "[%0, {%1, %2, %3, %4}];" ::"l"(m), "r"(v[0]),
                  "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
@@ -360,8 +361,12 @@ FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 // Tile load on a barrier; `mask` != 0 multicasts (see multicast_peers).
 // The predicate gates the issue and the expect_tx together, so a false
 // predicate leaves the phase to the arrivals alone and nothing hangs.
+// Not inlined: a kernel that loads tiles in several places (a pipeline's
+// prologue and steady state) then compiles the TMA path and its software
+// fallback once, not once per call site (coords by value: no local memory).
 template <int R>
-FJ_DEV void load_tile_bar(void* dst, const tensor_param& p, const coords& c,
+__device__ __noinline__ void load_tile_bar(void* dst, const tensor_param& p,
+                                           coords c,
                           barrier& b, unsigned short mask, bool pred,
                           pred_mode mode) {
   enter();
