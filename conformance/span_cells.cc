@@ -49,6 +49,23 @@ static SpanDiff DiffSpans(const uint8_t* want, const uint8_t* got,
   return d;
 }
 
+// Compares `blocks` blocks of `per` elements of `dtype` (`elem` bytes
+// each); returns the wrong blocks and describes the first in *first with
+// describe(b, wrong elements, first wrong element).
+template <typename T, typename Describe>
+int CompareBlocks(int blocks, size_t per, int dtype, int elem, const T* want, const T* got,
+                  Describe describe, std::string* first) {
+  int bad = 0;
+  for (int b = 0; b < blocks; ++b) {
+    ptrdiff_t f = -1;
+    const size_t n = CountMismatches(dtype, elem, want + b * per, got + b * per, per, &f);
+    if (n == 0) continue;
+    ++bad;
+    if (first->empty()) *first = describe(b, n, f);
+  }
+  return bad;
+}
+
 // Compares `blocks` blocks of kSpanCap bytes, block b's spans being
 // cases_of(b); returns the wrong spans and describes the first wrong block
 // in *first with describe(b, diff, spans).
@@ -101,27 +118,21 @@ absl::Status Matrix::Barrier(Ctx& c) {
   l.got_bytes = words * 4;
   return RunCell(c, l, [&] {
     const size_t per = static_cast<size_t>(phases + 1) * threads;
-    int bad = 0;
+    auto describe = [&](int b, size_t n, ptrdiff_t f) {
+      const size_t k = static_cast<size_t>(f) / threads, th = static_cast<size_t>(f) % threads;
+      return absl::StrFormat(
+          "block %d: %zu of %zu words differ; first: %s of thread %zu: expected 0x%08x got "
+          "0x%08x",
+          b, n, per,
+          k < static_cast<size_t>(phases) ? absl::StrCat("phase ", k, " word")
+                                          : std::string("flags word (1 = test(1) fresh, 2 = "
+                                                        "!test(0) before arrival, 4 = test "
+                                                        "of the last phase)"),
+          th, want[b * per + f], got[b * per + f]);
+    };
     std::string first;
-    for (int b = 0; b < blocks; ++b) {
-      ptrdiff_t f = -1;
-      const size_t n = CountMismatches(fj::dtype_u32, 4, want.data() + b * per,
-                                       got.data() + b * per, per, &f);
-      if (n == 0) continue;
-      ++bad;
-      if (first.empty()) {
-        const size_t k = static_cast<size_t>(f) / threads, th = static_cast<size_t>(f) % threads;
-        first = absl::StrFormat(
-            "block %d: %zu of %zu words differ; first: %s of thread %zu: expected 0x%08x got "
-            "0x%08x",
-            b, n, per,
-            k < static_cast<size_t>(phases) ? absl::StrCat("phase ", k, " word")
-                                            : std::string("flags word (1 = test(1) fresh, 2 = "
-                                                          "!test(0) before arrival, 4 = test "
-                                                          "of the last phase)"),
-            th, want[b * per + f], got[b * per + f]);
-      }
-    }
+    const int bad = CompareBlocks(blocks, per, fj::dtype_u32, 4, want.data(), got.data(),
+                                  describe, &first);
     return Verdict{bad, absl::StrCat(bad, " of ", blocks, " blocks wrong; ", first)};
   });
 }
@@ -284,22 +295,16 @@ absl::Status Matrix::Groups(Ctx& c) {
   l.got_bytes = bytes;
   return RunCell(c, l, [&] {
     const size_t per = static_cast<size_t>(chunks) * chunk_bytes;
-    int bad = 0;
+    auto describe = [&](int b, size_t n, ptrdiff_t f) {
+      return absl::StrFormat(
+          "block %d: %zu of %zu bytes differ; first: chunk %d byte %d: expected 0x%02x got "
+          "0x%02x (poison 0x%02x)",
+          b, n, per, static_cast<int>(f / chunk_bytes), static_cast<int>(f % chunk_bytes),
+          want[b * per + f], got[b * per + f], poison);
+    };
     std::string first;
-    for (int b = 0; b < blocks; ++b) {
-      ptrdiff_t f = -1;
-      const size_t n = CountMismatches(fj::dtype_u8, 1, want.data() + b * per,
-                                       got.data() + b * per, per, &f);
-      if (n == 0) continue;
-      ++bad;
-      if (first.empty()) {
-        first = absl::StrFormat(
-            "block %d: %zu of %zu bytes differ; first: chunk %d byte %d: expected 0x%02x got "
-            "0x%02x (poison 0x%02x)",
-            b, n, per, static_cast<int>(f / chunk_bytes), static_cast<int>(f % chunk_bytes),
-            want[b * per + f], got[b * per + f], poison);
-      }
-    }
+    const int bad = CompareBlocks(blocks, per, fj::dtype_u8, 1, want.data(), got.data(),
+                                  describe, &first);
     return Verdict{bad, absl::StrCat(bad, " blocks wrong; ", first)};
   });
 }

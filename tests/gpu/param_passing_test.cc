@@ -15,10 +15,7 @@
 
 namespace {
 
-using ::fleetjit::selftest::internal::I32Arg;
-using ::fleetjit::selftest::internal::LaunchConfig;
-using ::fleetjit::selftest::internal::PtrArg;
-using ::fleetjit::selftest::internal::TensorArg;
+namespace ct = ::fleetjit::selftest::internal;  // the fj_arg builders
 
 constexpr const char* kSource = R"(
 #include <fleetjit/copy/tensor_param.h>
@@ -86,8 +83,9 @@ TEST_P(ParamPassingTest, TensorFieldsArriveThroughFjLaunch) {
   ta.tensor = &t;
   ta.box[0] = 32;
   const int tail = static_cast<int>(rng() % 100000) + 1;
-  fj_arg args[4] = {TensorArg(&ta), I32Arg(tail), PtrArg(raw), PtrArg(fields)};
-  fj_launch_config cfg = LaunchConfig(1, 64);
+  fj_arg args[4] = {ct::TensorArg(&ta), ct::I32Arg(tail), ct::PtrArg(raw),
+                    ct::PtrArg(fields)};
+  fj_launch_config cfg = ct::LaunchConfig(1, 64);
   OK(fj_launch(k, &cfg, args, 4));
   int64_t got[6] = {};
   OK(fj_memcpy_dtoh(rt_, got, fields, sizeof(got), nullptr));

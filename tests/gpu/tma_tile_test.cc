@@ -17,10 +17,7 @@
 
 namespace {
 
-using ::fleetjit::selftest::internal::I32Arg;
-using ::fleetjit::selftest::internal::LaunchConfig;
-using ::fleetjit::selftest::internal::PtrArg;
-using ::fleetjit::selftest::internal::TensorArg;
+namespace ct = ::fleetjit::selftest::internal;  // the fj_arg builders
 
 constexpr const char* kSource = R"(
 #include <fleetjit/copy.cuh>
@@ -94,9 +91,9 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c) {
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
   for (int d = 0; d < rank; ++d) ta.box[d] = box[d];
-  fj_arg args[3] = {TensorArg(&ta), PtrArg(out), I32Arg(c)};
+  fj_arg args[3] = {ct::TensorArg(&ta), ct::PtrArg(out), ct::I32Arg(c)};
   fj_launch_config cfg =
-      LaunchConfig(1, 128, static_cast<uint32_t>(box_elems * 4 + 128));
+      ct::LaunchConfig(1, 128, static_cast<uint32_t>(box_elems * 4 + 128));
   fj_status* st = fj_launch(k, &cfg, args, 3);
   if (st != nullptr) {
     std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
