@@ -1,13 +1,22 @@
-// Helpers shared by the benchmarks: checked C ABI calls and medians.
+// Helpers shared by the benchmarks: checked C ABI calls, launch arguments
+// (the selftest's builders, conformance/c_abi.h: their one home) and
+// medians.
 #ifndef FLEETJIT_BENCH_BENCH_UTIL_H_
 #define FLEETJIT_BENCH_BENCH_UTIL_H_
 
 #include <string>
 #include <vector>
 
+#include "conformance/c_abi.h"
 #include "fleetjit/fleetjit.h"
 
 namespace fleetjit::bench {
+
+using ::fleetjit::selftest::internal::Arg;
+using ::fleetjit::selftest::internal::F32Arg;
+using ::fleetjit::selftest::internal::I32Arg;
+using ::fleetjit::selftest::internal::PtrArg;
+using ::fleetjit::selftest::internal::TensorArg;
 
 // Exits the process with the status's message if `status` is an error.
 void Check(fj_status* status, const char* what);

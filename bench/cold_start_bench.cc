@@ -57,14 +57,7 @@ int Child(bool use_cache) {
   double t3 = NowMs();
   uint64_t buf = 0;
   Check(fj_mem_alloc(rt, 0, 1024 * 4, &buf), "alloc");
-  fj_arg args[4] = {};
-  for (fj_arg& a : args) a.struct_size = sizeof(fj_arg);
-  args[0].kind = args[1].kind = FJ_ARG_POINTER;
-  args[0].v.pointer = args[1].v.pointer = buf;
-  args[2].kind = FJ_ARG_F32;
-  args[2].v.f32 = 2.f;
-  args[3].kind = FJ_ARG_I32;
-  args[3].v.i32 = 1024;
+  fj_arg args[4] = {PtrArg(buf), PtrArg(buf), F32Arg(2.f), I32Arg(1024)};
   fj_launch_config cfg{};
   cfg.struct_size = sizeof(cfg);
   cfg.grid[0] = 4;

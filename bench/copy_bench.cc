@@ -76,14 +76,6 @@ struct Config {
   int stages, box_x, box_y, ctas_per_sm, threads;
 };
 
-fj_arg IntArg(int v) {
-  fj_arg a{};
-  a.struct_size = sizeof(a);
-  a.kind = FJ_ARG_I32;
-  a.v.i32 = v;
-  return a;
-}
-
 // One built tile-copy kernel with its arguments, ready to launch. Holds
 // pointers into itself: never copied or moved.
 struct TileCopy {
@@ -130,14 +122,10 @@ std::unique_ptr<TileCopy> Prepare(fj_runtime* rt, fj_stream* stream, int sms, ui
   t->out_arg.tensor = &t->out;
   int tiles_x = static_cast<int>(kCols / c.box_x);
   int tiles = tiles_x * static_cast<int>(kRows / c.box_y);
-  for (int i = 0; i < 2; ++i) {
-    t->args[i].struct_size = sizeof(fj_arg);
-    t->args[i].kind = FJ_ARG_TENSOR;
-  }
-  t->args[0].v.tensor = &t->in_arg;
-  t->args[1].v.tensor = &t->out_arg;
-  t->args[2] = IntArg(tiles_x);
-  t->args[3] = IntArg(tiles);
+  t->args[0] = TensorArg(&t->in_arg);
+  t->args[1] = TensorArg(&t->out_arg);
+  t->args[2] = I32Arg(tiles_x);
+  t->args[3] = I32Arg(tiles);
   t->cfg.struct_size = sizeof(t->cfg);
   t->cfg.grid[0] = static_cast<uint32_t>(c.ctas_per_sm * sms);
   t->cfg.block[0] = static_cast<uint32_t>(c.threads);

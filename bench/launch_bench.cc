@@ -54,13 +54,6 @@ double UsPer(Clock::time_point start, int n) {
          n;
 }
 
-fj_arg Arg(fj_arg_kind kind) {
-  fj_arg a{};
-  a.struct_size = sizeof(fj_arg);
-  a.kind = kind;
-  return a;
-}
-
 void Die(const std::string& what) {
   std::fprintf(stderr, "launch_bench: %s\n", what.c_str());
   std::exit(1);

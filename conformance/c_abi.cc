@@ -47,26 +47,4 @@ absl::Status Fj(fj_status* s, absl::string_view what) {
 
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
 
-fj_arg PtrArg(uint64_t p) {
-  fj_arg a{};
-  a.struct_size = sizeof(fj_arg);
-  a.kind = FJ_ARG_POINTER;
-  a.v.pointer = p;
-  return a;
-}
-fj_arg I32Arg(int32_t v) {
-  fj_arg a{};
-  a.struct_size = sizeof(fj_arg);
-  a.kind = FJ_ARG_I32;
-  a.v.i32 = v;
-  return a;
-}
-fj_arg TensorArg(const fj_tensor_arg* t) {
-  fj_arg a{};
-  a.struct_size = sizeof(fj_arg);
-  a.kind = FJ_ARG_TENSOR;
-  a.v.tensor = t;
-  return a;
-}
-
 }  // namespace fleetjit::selftest::internal

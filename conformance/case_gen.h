@@ -11,9 +11,11 @@
 #ifndef FLEETJIT_CONFORMANCE_CASE_GEN_H_
 #define FLEETJIT_CONFORMANCE_CASE_GEN_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +38,18 @@ inline uint64_t Mix(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
+}
+
+// A fresh seed for a run: never 0, and exact in a JSON number (53 bits).
+// Print it, so a failure can be replayed. The tests draw theirs here too
+// (tests/common/seed.h).
+inline uint64_t FreshSeed() {
+  std::random_device rd;
+  uint64_t s = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+               static_cast<uint64_t>(
+                   std::chrono::steady_clock::now().time_since_epoch().count());
+  s = Mix(s) & ((1ull << 53) - 1);
+  return s == 0 ? 1 : s;
 }
 
 inline uint64_t HashName(absl::string_view s) {

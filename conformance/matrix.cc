@@ -201,27 +201,38 @@ absl::Status Matrix::Poison(uint64_t dst, uint8_t value, size_t bytes) {
   return Fj(fj_memset_d8(rt_, dst, value, bytes, stream_), "poisoning");
 }
 
+// The pipeline of every cell: stages the inputs, poisons the output,
+// launches, reads back, synchronises, and tallies `compare`'s verdict.
+absl::Status Matrix::RunCell(Ctx& c, CellLaunch& l, const std::function<Verdict()>& compare) {
+  for (const Staged& in : l.inputs) {
+    FJ_CT_RETURN_IF_ERROR(Upload(in.dst, in.src, in.bytes), "");
+  }
+  FJ_CT_RETURN_IF_ERROR(Poison(l.poison_at, l.poison, l.poison_bytes), "");
+  auto ok = LaunchAndWait(c, l, [&] { return Download(l.got, l.got_from, l.got_bytes); });
+  if (!ok.ok()) return ok.status();
+  if (!*ok) return absl::OkStatus();
+  const Verdict v = compare();
+  if (v.bad > 0) c.t.Fail(v.bad, absl::StrCat(Repro(c), " ", l.what, ": ", v.text));
+  return absl::OkStatus();
+}
+
 // Launches, downloads (`after` queues the copies back) and synchronises.
-// A launch or run error is a failure of all `cases` of the launch; false
-// is returned and the caller skips the comparison. A non-OK status means
-// the device no longer works.
-absl::StatusOr<bool> Matrix::LaunchAndWait(Ctx& c, const std::string& kernel,
-                                           const Shape& s, std::vector<fj_arg>& args,
-                                           int cases, const std::string& what,
+// A launch or run error is a failure of all the launch's cases; false is
+// returned and the caller skips the comparison. A non-OK status means the
+// device no longer works.
+absl::StatusOr<bool> Matrix::LaunchAndWait(Ctx& c, const CellLaunch& l,
                                            const std::function<absl::Status()>& after) {
+  const std::string& kernel = l.kernel;
+  const Shape& s = l.shape;
   ++c.t.launches;
-  c.t.cases += cases;
+  c.t.cases += l.cases;
   auto k = Kernel(c.row, kernel);
   absl::Status st = k.status();
   if (st.ok()) {
-    fj_launch_config cfg{};
-    cfg.struct_size = sizeof(cfg);
-    cfg.grid[0] = s.grid;
-    cfg.block[0] = s.block;
-    cfg.shared_bytes = s.smem;
+    fj_launch_config cfg = LaunchConfig(s.grid, s.block, s.smem);
     if (s.cluster > 1) cfg.cluster[0] = s.cluster;
     cfg.stream = stream_;
-    st = Fj(fj_launch(*k, &cfg, args.data(), args.size()),
+    st = Fj(fj_launch(*k, &cfg, l.args.data(), l.args.size()),
             absl::StrCat("launching ", kernel));
   }
   if (st.ok() && after) st = after();
@@ -231,7 +242,7 @@ absl::StatusOr<bool> Matrix::LaunchAndWait(Ctx& c, const std::string& kernel,
     watchdog_.Leave();
   }
   if (st.ok()) return true;
-  c.t.Fail(cases, absl::StrCat(Repro(c), " ", what, ": ", st.message()));
+  c.t.Fail(l.cases, absl::StrCat(Repro(c), " ", l.what, ": ", st.message()));
   absl::Status healthy = Healthy(c, st);
   if (!healthy.ok()) return healthy;
   return false;
@@ -248,18 +259,16 @@ absl::Status Matrix::Healthy(const Ctx& c, const absl::Status& error) {
       " (then: ", probe.message(), ")"));
 }
 
-// For the tile-load kernels: fills the tensor argument for `g` in the
-// input arena, uploads its elements, the coordinates and the predicates,
-// and poisons `out_bytes` of the output.
-absl::Status Matrix::StageTileLoad(Ctx& c, const GenTensor& g, const std::vector<int32_t>& coords,
-                                   const std::vector<uint8_t>& preds, uint8_t poison,
-                                   size_t out_bytes, fj_tensor* tensor, fj_tensor_arg* targ) {
-  g.Fill(in_, device_, tensor, targ);
+// For the tile kernels: fills the tensor argument for `g` at `base` and
+// counts it; returns `data`, the coordinates and the predicates to stage.
+std::vector<Matrix::Staged> Matrix::StageTiles(Ctx& c, const GenTensor& g, uint64_t base,
+                                               Staged data, const std::vector<int32_t>& coords,
+                                               const std::vector<uint8_t>& preds,
+                                               fj_tensor* tensor, fj_tensor_arg* targ) {
+  g.Fill(base, device_, tensor, targ);
   CountTma(c, *targ);
-  FJ_CT_RETURN_IF_ERROR(Upload(in_ + g.shift, g.host.data(), g.host.size()), "");
-  FJ_CT_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4), "");
-  FJ_CT_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()), "");
-  return Poison(out_, poison, out_bytes);
+  return {data, {aux_, coords.data(), coords.size() * 4},
+          {aux_ + kAuxPredsOffset, preds.data(), preds.size()}};
 }
 
 // Why TMA cannot describe `a` ("" when it can), from the C ABI's check.

@@ -56,6 +56,14 @@ struct Row {
   std::map<std::string, int> max_threads;
 };
 
+// How a launch's output compares with the reference: the failures to
+// tally and what follows "<launch>: " in the sample ("2 of 5 blocks wrong;
+// first: ...").
+struct Verdict {
+  int bad = 0;
+  std::string text;
+};
+
 // Failures of one cell.
 struct Tally {
   int cases = 0, failures = 0, launches = 0, maps = 0, fallbacks = 0;
@@ -110,22 +118,53 @@ class Matrix {
   absl::Status Download(void* dst, uint64_t src, size_t bytes);
   absl::Status Poison(uint64_t dst, uint8_t value, size_t bytes);
 
+  // One launch of a cell: what to stage, how to launch, what to read back.
+  struct Staged {
+    uint64_t dst;
+    const void* src;
+    size_t bytes;
+  };
+  struct CellLaunch {
+    std::vector<Staged> inputs;     // copied to the device first
+    uint64_t poison_at = 0;         // then poison_bytes set to poison
+    uint8_t poison = 0;
+    size_t poison_bytes = 0;
+    std::string kernel;
+    Shape shape;
+    std::vector<fj_arg> args;
+    int cases = 0;                  // what a failed launch fails
+    std::string what;               // the launch, for messages
+    void* got = nullptr;            // got_bytes read back from got_from
+    uint64_t got_from = 0;
+    size_t got_bytes = 0;
+  };
+
+  // The pipeline of every cell: stages the inputs, poisons the output,
+  // launches, reads back, synchronises, and tallies `compare`'s verdict
+  // (not called when the launch failed: its cases are failed instead). A
+  // non-OK status means the device no longer works, or staging failed.
+  absl::Status RunCell(Ctx& c, CellLaunch& l, const std::function<Verdict()>& compare);
   // Launches, downloads (`after` queues the copies back) and synchronises.
   // A launch or run error is a failure of all `cases` of the launch; false
   // is returned and the caller skips the comparison. A non-OK status means
   // the device no longer works.
-  absl::StatusOr<bool> LaunchAndWait(Ctx& c, const std::string& kernel,
-                                     const Shape& s, std::vector<fj_arg>& args,
-                                     int cases, const std::string& what,
+  absl::StatusOr<bool> LaunchAndWait(Ctx& c, const CellLaunch& l,
                                      const std::function<absl::Status()>& after);
   // Whether the device still works after `error` (a fault poisons it).
   absl::Status Healthy(const Ctx& c, const absl::Status& error);
-  // For the tile-load kernels: fills the tensor argument for `g` in the
-  // input arena, uploads its elements, the coordinates and the predicates,
-  // and poisons `out_bytes` of the output.
-  absl::Status StageTileLoad(Ctx& c, const GenTensor& g, const std::vector<int32_t>& coords,
-                             const std::vector<uint8_t>& preds, uint8_t poison,
-                             size_t out_bytes, fj_tensor* tensor, fj_tensor_arg* targ);
+  // For the tile kernels: fills the tensor argument for `g` at `base` (an
+  // arena) and counts it as a map or a fallback; returns the inputs to
+  // stage: `data` (the elements), then the coordinates and predicates.
+  std::vector<Staged> StageTiles(Ctx& c, const GenTensor& g, uint64_t base, Staged data,
+                                 const std::vector<int32_t>& coords,
+                                 const std::vector<uint8_t>& preds, fj_tensor* tensor,
+                                 fj_tensor_arg* targ);
+  // The tile-load kernels' launch: the tensor in the input arena with its
+  // coordinates and predicates staged, got.size() bytes of the output
+  // poisoned and read back into `got`.
+  CellLaunch TileLoadLaunch(Ctx& c, const GenTensor& g, const std::vector<int32_t>& coords,
+                            const std::vector<uint8_t>& preds, uint8_t poison,
+                            std::vector<uint8_t>& got, fj_tensor* tensor, fj_tensor_arg* targ);
   // Counts tensor maps vs fallbacks on tma rows (the runtime's own rules).
   void CountTma(Ctx& c, const fj_tensor_arg& a);
   std::string TensorText(const Ctx& c, const GenTensor& g, const fj_tensor_arg& a,

@@ -49,6 +49,41 @@ static SpanDiff DiffSpans(const uint8_t* want, const uint8_t* got,
   return d;
 }
 
+// Compares `blocks` blocks of `per` elements of `dtype` (`elem` bytes
+// each); returns the wrong blocks and describes the first in *first with
+// describe(b, wrong elements, first wrong element).
+template <typename T, typename Describe>
+int CompareBlocks(int blocks, size_t per, int dtype, int elem, const T* want, const T* got,
+                  Describe describe, std::string* first) {
+  int bad = 0;
+  for (int b = 0; b < blocks; ++b) {
+    ptrdiff_t f = -1;
+    const size_t n = CountMismatches(dtype, elem, want + b * per, got + b * per, per, &f);
+    if (n == 0) continue;
+    ++bad;
+    if (first->empty()) *first = describe(b, n, f);
+  }
+  return bad;
+}
+
+// Compares `blocks` blocks of kSpanCap bytes, block b's spans being
+// cases_of(b); returns the wrong spans and describes the first wrong block
+// in *first with describe(b, diff, spans).
+template <typename CasesOf, typename Describe>
+int CompareSpanBlocks(int blocks, int cpb, const uint8_t* want, const uint8_t* got,
+                      CasesOf cases_of, Describe describe, std::string* first) {
+  int bad = 0;
+  for (int b = 0; b < blocks; ++b) {
+    const size_t region = static_cast<size_t>(b) * kSpanCap;
+    const SpanCase* bc = cases_of(b);
+    const SpanDiff d = DiffSpans(want + region, got + region, bc, cpb);
+    if (d.bytes == 0) continue;
+    bad += d.bad_cases;
+    if (first->empty()) *first = describe(b, d, bc);
+  }
+  return bad;
+}
+
 static std::string SpanText(const SpanCase& s, bool load) {
   return absl::StrFormat("{%s %d, %s %d, %d bytes, pred %d%s}", load ? "src" : "smem",
                          s.src_off, load ? "smem" : "out", s.dst_off, s.bytes, s.pred,
@@ -66,30 +101,26 @@ absl::Status Matrix::Barrier(Ctx& c) {
   const size_t words = static_cast<size_t>(blocks) * (phases + 1) * threads;
   std::vector<uint32_t> got(words), want(words);
   RefBarrier(blocks, threads, phases, want.data());
-  FJ_CT_RETURN_IF_ERROR(Poison(out_, poison, words * 4), "");
-  std::vector<fj_arg> args = {PtrArg(out_), I32Arg(phases)};
-  Shape s;
-  s.grid = blocks;
-  s.block = threads;
-  s.smem = BarrierSmemBytes(threads);
-  const std::string what = absl::StrFormat("fj_ct_barrier <<<%d, %d, %u>>> phases %d", blocks,
-                                           threads, s.smem, phases);
-  auto ok = LaunchAndWait(c, "fj_ct_barrier", s, args, blocks, what,
-                          [&] { return Download(got.data(), out_, words * 4); });
-  if (!ok.ok()) return ok.status();
-  if (!*ok) return absl::OkStatus();
-  const size_t per = static_cast<size_t>(phases + 1) * threads;
-  int bad = 0;
-  std::string first;
-  for (int b = 0; b < blocks; ++b) {
-    ptrdiff_t f = -1;
-    const size_t n = CountMismatches(fj::dtype_u32, 4, want.data() + b * per,
-                                     got.data() + b * per, per, &f);
-    if (n == 0) continue;
-    ++bad;
-    if (first.empty()) {
+  CellLaunch l;
+  l.poison_at = out_;
+  l.poison = poison;
+  l.poison_bytes = words * 4;
+  l.kernel = "fj_ct_barrier";
+  l.args = {PtrArg(out_), I32Arg(phases)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = BarrierSmemBytes(threads);
+  l.cases = blocks;
+  l.what = absl::StrFormat("fj_ct_barrier <<<%d, %d, %u>>> phases %d", blocks, threads,
+                           l.shape.smem, phases);
+  l.got = got.data();
+  l.got_from = out_;
+  l.got_bytes = words * 4;
+  return RunCell(c, l, [&] {
+    const size_t per = static_cast<size_t>(phases + 1) * threads;
+    auto describe = [&](int b, size_t n, ptrdiff_t f) {
       const size_t k = static_cast<size_t>(f) / threads, th = static_cast<size_t>(f) % threads;
-      first = absl::StrFormat(
+      return absl::StrFormat(
           "block %d: %zu of %zu words differ; first: %s of thread %zu: expected 0x%08x got "
           "0x%08x",
           b, n, per,
@@ -98,11 +129,12 @@ absl::Status Matrix::Barrier(Ctx& c) {
                                                         "!test(0) before arrival, 4 = test "
                                                         "of the last phase)"),
           th, want[b * per + f], got[b * per + f]);
-    }
-  }
-  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " of ", blocks,
-                                         " blocks wrong; ", first));
-  return absl::OkStatus();
+    };
+    std::string first;
+    const int bad = CompareBlocks(blocks, per, fj::dtype_u32, 4, want.data(), got.data(),
+                                  describe, &first);
+    return Verdict{bad, absl::StrCat(bad, " of ", blocks, " blocks wrong; ", first)};
+  });
 }
 
 absl::Status Matrix::SpanLoad(Ctx& c) {
@@ -128,50 +160,49 @@ absl::Status Matrix::SpanLoad(Ctx& c) {
   const size_t out_bytes = static_cast<size_t>(blocks) * kSpanCap;
   std::vector<uint8_t> want(out_bytes), got(out_bytes);
   RefSpanLoad(src.data(), cases.data(), cpb, blocks, cs, want.data());
-  FJ_CT_RETURN_IF_ERROR(Upload(in_, src.data(), src.size()), "");
-  FJ_CT_RETURN_IF_ERROR(Upload(aux_, cases.data(), cases.size() * sizeof(SpanCase)), "");
-  FJ_CT_RETURN_IF_ERROR(Poison(out_, poison, out_bytes), "");
-  std::vector<fj_arg> args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb),
-                              I32Arg(flags)};
-  Shape s;
-  s.grid = blocks;
-  s.block = threads;
-  s.smem = SpanSmemBytes();
-  s.cluster = cs > 1 ? cs : 0;
-  const std::string what = absl::StrFormat(
+  CellLaunch l;
+  l.inputs = {{in_, src.data(), src.size()},
+              {aux_, cases.data(), cases.size() * sizeof(SpanCase)}};
+  l.poison_at = out_;
+  l.poison = poison;
+  l.poison_bytes = out_bytes;
+  l.kernel = "fj_ct_span_load";
+  l.args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb), I32Arg(flags)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = SpanSmemBytes();
+  l.shape.cluster = cs > 1 ? cs : 0;
+  l.cases = groups * cpb;
+  l.what = absl::StrFormat(
       "fj_ct_span_load <<<%d, %d, %u>>>%s flags %d (%s%s%s), %d cases/block, src %d B", blocks,
-      threads, s.smem, cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), flags,
+      threads, l.shape.smem, cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), flags,
       flags & kInGroup ? "group" : "barrier", flags & kPrefetch ? "+prefetch" : "",
       flags & kMulticast ? "+multicast" : "", cpb, src_size);
-  auto ok = LaunchAndWait(c, "fj_ct_span_load", s, args, groups * cpb, what,
-                          [&] { return Download(got.data(), out_, out_bytes); });
-  if (!ok.ok()) return ok.status();
-  if (!*ok) return absl::OkStatus();
-  int bad = 0;
-  std::string first;
-  for (int b = 0; b < blocks; ++b) {
-    const uint8_t* w = want.data() + static_cast<size_t>(b) * kSpanCap;
-    const uint8_t* g = got.data() + static_cast<size_t>(b) * kSpanCap;
-    const SpanCase* bc = cases.data() + static_cast<size_t>(b / cs) * cpb;
-    const SpanDiff d = DiffSpans(w, g, bc, cpb);
-    if (d.bytes == 0) continue;
-    bad += d.bad_cases;
-    if (first.empty()) {
+  l.got = got.data();
+  l.got_from = out_;
+  l.got_bytes = out_bytes;
+  return RunCell(c, l, [&] {
+    auto describe = [&](int b, const SpanDiff& d, const SpanCase* bc) {
+      const uint8_t* w = want.data() + static_cast<size_t>(b) * kSpanCap;
+      const uint8_t* g = got.data() + static_cast<size_t>(b) * kSpanCap;
       const int fb = d.first_byte;
       const std::string owner =
           d.first_owner < 0
               ? std::string("a byte outside every span (must keep its stale value)")
               : absl::StrCat("span ", SpanText(bc[d.first_owner], true), " at byte ",
                              fb - bc[d.first_owner].dst_off);
-      first = absl::StrFormat(
+      return absl::StrFormat(
           "block %d (cluster rank %d): %zu of %d SMEM bytes differ; first: SMEM byte %d, %s: "
           "expected 0x%02x got 0x%02x (poison 0x%02x, stale 0x%02x)",
           b, b % cs, d.bytes, kSpanCap, fb, owner, w[fb], g[fb], poison, StaleByte(b, fb));
-    }
-  }
-  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " spans wrong; ",
-                                         first));
-  return absl::OkStatus();
+    };
+    std::string first;
+    const int bad = CompareSpanBlocks(
+        blocks, cpb, want.data(), got.data(),
+        [&](int b) { return cases.data() + static_cast<size_t>(b / cs) * cpb; }, describe,
+        &first);
+    return Verdict{bad, absl::StrCat(bad, " spans wrong; ", first)};
+  });
 }
 
 absl::Status Matrix::SpanStore(Ctx& c) {
@@ -192,44 +223,43 @@ absl::Status Matrix::SpanStore(Ctx& c) {
   const uint8_t poison = kPoisons[rng.Int(0, 4)];
   std::vector<uint8_t> want(bytes, poison), got(bytes);
   RefSpanStore(src.data(), cases.data(), cpb, blocks, want.data());
-  FJ_CT_RETURN_IF_ERROR(Upload(in_, src.data(), bytes), "");
-  FJ_CT_RETURN_IF_ERROR(Upload(aux_, cases.data(), cases.size() * sizeof(SpanCase)), "");
-  FJ_CT_RETURN_IF_ERROR(Poison(out_, poison, bytes), "");
-  std::vector<fj_arg> args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb)};
-  Shape s;
-  s.grid = blocks;
-  s.block = threads;
-  s.smem = SpanSmemBytes();
-  const std::string what = absl::StrFormat("fj_ct_span_store <<<%d, %d, %u>>>, %d cases/block",
-                                           blocks, threads, s.smem, cpb);
-  auto ok = LaunchAndWait(c, "fj_ct_span_store", s, args, blocks * cpb, what,
-                          [&] { return Download(got.data(), out_, bytes); });
-  if (!ok.ok()) return ok.status();
-  if (!*ok) return absl::OkStatus();
-  int bad = 0;
-  std::string first;
-  for (int b = 0; b < blocks; ++b) {
-    const size_t region = static_cast<size_t>(b) * kSpanCap;
-    const SpanCase* bc = cases.data() + static_cast<size_t>(b) * cpb;
-    const SpanDiff d = DiffSpans(want.data() + region, got.data() + region, bc, cpb);
-    if (d.bytes == 0) continue;
-    bad += d.bad_cases;
-    if (first.empty()) {
+  CellLaunch l;
+  l.inputs = {{in_, src.data(), bytes},
+              {aux_, cases.data(), cases.size() * sizeof(SpanCase)}};
+  l.poison_at = out_;
+  l.poison = poison;
+  l.poison_bytes = bytes;
+  l.kernel = "fj_ct_span_store";
+  l.args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = SpanSmemBytes();
+  l.cases = blocks * cpb;
+  l.what = absl::StrFormat("fj_ct_span_store <<<%d, %d, %u>>>, %d cases/block", blocks,
+                           threads, l.shape.smem, cpb);
+  l.got = got.data();
+  l.got_from = out_;
+  l.got_bytes = bytes;
+  return RunCell(c, l, [&] {
+    auto describe = [&](int b, const SpanDiff& d, const SpanCase* bc) {
+      const size_t region = static_cast<size_t>(b) * kSpanCap;
       const int fb = d.first_byte;
       const std::string owner =
           d.first_owner < 0
               ? std::string("a byte no store covers (must keep the poison)")
               : absl::StrCat("store ", SpanText(bc[d.first_owner], false), " at byte ",
                              fb - bc[d.first_owner].dst_off);
-      first = absl::StrFormat(
+      return absl::StrFormat(
           "block %d: %zu of %d output bytes differ; first: out byte %d of the block, %s: "
           "expected 0x%02x got 0x%02x (poison 0x%02x)",
           b, d.bytes, kSpanCap, fb, owner, want[region + fb], got[region + fb], poison);
-    }
-  }
-  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " stores wrong; ",
-                                         first));
-  return absl::OkStatus();
+    };
+    std::string first;
+    const int bad = CompareSpanBlocks(
+        blocks, cpb, want.data(), got.data(),
+        [&](int b) { return cases.data() + static_cast<size_t>(b) * cpb; }, describe, &first);
+    return Verdict{bad, absl::StrCat(bad, " stores wrong; ", first)};
+  });
 }
 
 absl::Status Matrix::Groups(Ctx& c) {
@@ -246,40 +276,37 @@ absl::Status Matrix::Groups(Ctx& c) {
   RefGroups(src.data(), blocks, chunks, chunk_bytes, want.data());
   const int threads = PickThreads(rng, c.row, "fj_ct_groups");
   const uint8_t poison = kPoisons[rng.Int(0, 4)];
-  FJ_CT_RETURN_IF_ERROR(Upload(in_, src.data(), bytes), "");
-  FJ_CT_RETURN_IF_ERROR(Poison(out_, poison, bytes), "");
-  std::vector<fj_arg> args = {PtrArg(in_), PtrArg(out_), I32Arg(chunks), I32Arg(chunk_bytes)};
-  Shape s;
-  s.grid = blocks;
-  s.block = threads;
-  s.smem = GroupsSmemBytes(chunk_bytes);
-  const std::string what = absl::StrFormat(
+  CellLaunch l;
+  l.inputs = {{in_, src.data(), bytes}};
+  l.poison_at = out_;
+  l.poison = poison;
+  l.poison_bytes = bytes;
+  l.kernel = "fj_ct_groups";
+  l.args = {PtrArg(in_), PtrArg(out_), I32Arg(chunks), I32Arg(chunk_bytes)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = GroupsSmemBytes(chunk_bytes);
+  l.cases = blocks;
+  l.what = absl::StrFormat(
       "fj_ct_groups <<<%d, %d, %u>>> %d chunks of %d bytes (4-slot ring, wait_group<2>)",
-      blocks, threads, s.smem, chunks, chunk_bytes);
-  auto ok = LaunchAndWait(c, "fj_ct_groups", s, args, blocks, what,
-                          [&] { return Download(got.data(), out_, bytes); });
-  if (!ok.ok()) return ok.status();
-  if (!*ok) return absl::OkStatus();
-  const size_t per = static_cast<size_t>(chunks) * chunk_bytes;
-  int bad = 0;
-  std::string first;
-  for (int b = 0; b < blocks; ++b) {
-    ptrdiff_t f = -1;
-    const size_t n = CountMismatches(fj::dtype_u8, 1, want.data() + b * per,
-                                     got.data() + b * per, per, &f);
-    if (n == 0) continue;
-    ++bad;
-    if (first.empty()) {
-      first = absl::StrFormat(
+      blocks, threads, l.shape.smem, chunks, chunk_bytes);
+  l.got = got.data();
+  l.got_from = out_;
+  l.got_bytes = bytes;
+  return RunCell(c, l, [&] {
+    const size_t per = static_cast<size_t>(chunks) * chunk_bytes;
+    auto describe = [&](int b, size_t n, ptrdiff_t f) {
+      return absl::StrFormat(
           "block %d: %zu of %zu bytes differ; first: chunk %d byte %d: expected 0x%02x got "
           "0x%02x (poison 0x%02x)",
           b, n, per, static_cast<int>(f / chunk_bytes), static_cast<int>(f % chunk_bytes),
           want[b * per + f], got[b * per + f], poison);
-    }
-  }
-  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " blocks wrong; ",
-                                         first));
-  return absl::OkStatus();
+    };
+    std::string first;
+    const int bad = CompareBlocks(blocks, per, fj::dtype_u8, 1, want.data(), got.data(),
+                                  describe, &first);
+    return Verdict{bad, absl::StrCat(bad, " blocks wrong; ", first)};
+  });
 }
 
 }  // namespace fleetjit::selftest::internal

@@ -61,7 +61,114 @@ int CompareTiles(const fj::tensor_param& p, const uint8_t* want, const uint8_t* 
   return bad;
 }
 
+// Draws `n` tiles' coordinates (kCaseInts each) and predicates (true with
+// probability `pred_chance` where the variant has predicates, else always):
+// per tile, its coordinates then its predicate.
+absl::Status MakeTiles(Rng& rng, const Variant& v, const fj::tensor_param& p, bool in_bounds,
+                       int n, double pred_chance, std::vector<int32_t>* coords,
+                       std::vector<uint8_t>* preds) {
+  coords->assign(static_cast<size_t>(n) * kCaseInts, 0);
+  preds->assign(n, 0);
+  for (int k = 0; k < n; ++k) {
+    MakeCoords(rng, p, in_bounds, coords->data() + k * kCaseInts);
+    (*preds)[k] = v.preds ? (rng.Chance(pred_chance) ? 1 : 0) : 1;
+    if (in_bounds && !TileInBounds(p, coords->data() + k * kCaseInts)) {
+      return absl::InternalError("selftest bug: promise_in_bounds tile out of bounds");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// How a tile store's output (`got`, the tensor's span) differs from the
+// expected contents (g.host): each wrong element is attributed to the tile
+// covering it, or counted as a stray write.
+Verdict CompareStore(const GenTensor& g, const std::vector<uint8_t>& got,
+                     const std::vector<int32_t>& coords, const std::vector<uint8_t>& preds,
+                     int blocks, uint8_t poison) {
+  const fj::tensor_param& p = g.p;
+  const int rank = p.rank;
+  const size_t span = g.host.size();
+  const int eb = p.elem_bytes;
+  std::vector<bool> tile_bad(blocks, false);
+  bool stray = false;
+  size_t nbad = 0;
+  std::string first;
+  for (size_t e = 0; e < span / eb; ++e) {
+    if (std::memcmp(g.host.data() + e * eb, got.data() + e * eb, eb) == 0) continue;
+    ++nbad;
+    // Tensor index of linear element e, if it is one (else padding).
+    int64_t idx[FJ_TP_MAX_RANK] = {};
+    bool element = true;
+    int64_t rest = static_cast<int64_t>(e);
+    for (int d = rank - 1; d >= 0; --d) {
+      idx[d] = rest / p.stride[d];
+      rest -= idx[d] * p.stride[d];
+      if (idx[d] >= p.shape[d]) element = false;
+    }
+    if (rest != 0) element = false;
+    int owner = -1;
+    if (element) {
+      for (int k = 0; k < blocks && owner < 0; ++k) {
+        const int32_t* cc = coords.data() + k * kCaseInts;
+        bool in = true;
+        for (int d = 0; d < rank; ++d) in = in && idx[d] >= cc[d] && idx[d] < cc[d] + p.box[d];
+        if (in) owner = k;
+      }
+    }
+    if (owner >= 0) {
+      tile_bad[owner] = true;
+    } else {
+      stray = true;
+    }
+    if (first.empty()) {
+      std::string where;
+      if (!element) {
+        where = "a padding element between rows (no store may write it)";
+      } else if (owner < 0) {
+        where = absl::StrCat("tensor index ", Outer(idx, rank),
+                             ", covered by no tile (must keep the poison)");
+      } else {
+        const int32_t* cc = coords.data() + owner * kCaseInts;
+        int64_t bi[FJ_TP_MAX_RANK] = {};
+        for (int d = 0; d < rank; ++d) bi[d] = idx[d] - cc[d];
+        where = absl::StrCat("tensor index ", Outer(idx, rank), " = block ", owner,
+                             "'s tile at ", Outer(cc, rank), " (pred ", preds[owner],
+                             ") box index ", Outer(bi, rank));
+      }
+      first = absl::StrCat("first: linear element ", e, ", ", where, ": expected ",
+                           Hex(g.host.data() + e * eb, eb), " got ",
+                           Hex(got.data() + e * eb, eb),
+                           absl::StrFormat(" (poison 0x%02x)", poison));
+    }
+  }
+  if (nbad == 0) return {};
+  int bad = static_cast<int>(std::count(tile_bad.begin(), tile_bad.end(), true));
+  if (bad == 0) bad = 1;
+  return {bad, absl::StrCat(nbad, " elements wrong",
+                            stray ? " (some outside every tile)" : "", "; ", first)};
+}
+
 }  // namespace
+
+// The tile-load kernels' launch (TileLoad, Pipeline): the tensor in the
+// input arena with its coordinates and predicates staged, `got.size()`
+// bytes of the output poisoned and read back into `got`.
+Matrix::CellLaunch Matrix::TileLoadLaunch(Ctx& c, const GenTensor& g,
+                                          const std::vector<int32_t>& coords,
+                                          const std::vector<uint8_t>& preds, uint8_t poison,
+                                          std::vector<uint8_t>& got, fj_tensor* tensor,
+                                          fj_tensor_arg* targ) {
+  CellLaunch l;
+  l.inputs = StageTiles(c, g, in_, {in_ + g.shift, g.host.data(), g.host.size()}, coords,
+                        preds, tensor, targ);
+  l.poison_at = out_;
+  l.poison = poison;
+  l.poison_bytes = got.size();
+  l.got = got.data();
+  l.got_from = out_;
+  l.got_bytes = got.size();
+  return l;
+}
 
 absl::Status Matrix::TileLoad(Ctx& c) {
   Rng& rng = c.rng;
@@ -74,15 +181,9 @@ absl::Status Matrix::TileLoad(Ctx& c) {
   const int cs = v.multicast && c.row.clusters ? kClusters[c.index % 3] : 1;
   const int groups = static_cast<int>(rng.Int(1, 8));
   const int blocks = groups * cs;
-  std::vector<int32_t> coords(static_cast<size_t>(groups) * kCaseInts);
-  std::vector<uint8_t> preds(groups);
-  for (int k = 0; k < groups; ++k) {
-    MakeCoords(rng, g.p, in_bounds, coords.data() + k * kCaseInts);
-    preds[k] = v.preds ? (rng.Chance(0.5) ? 1 : 0) : 1;
-    if (in_bounds && !TileInBounds(g.p, coords.data() + k * kCaseInts)) {
-      return absl::InternalError("selftest bug: promise_in_bounds tile out of bounds");
-    }
-  }
+  std::vector<int32_t> coords;
+  std::vector<uint8_t> preds;
+  FJ_CT_RETURN_IF_ERROR(MakeTiles(rng, v, g.p, in_bounds, groups, 0.5, &coords, &preds), "");
   const int pred_mode = v.preds ? c.index % 2 : static_cast<int>(rng.Int(0, 1));
   int flags = 0;
   if (v.done == Done::kGroup || (v.done == Done::kAny && rng.Chance(0.5))) flags |= kInGroup;
@@ -102,31 +203,27 @@ absl::Status Matrix::TileLoad(Ctx& c) {
   RefTileLoad(ht, coords.data(), preds.data(), pred_mode, blocks, cs, want.data());
   fj_tensor tensor;
   fj_tensor_arg targ;
-  FJ_CT_RETURN_IF_ERROR(
-      StageTileLoad(c, g, coords, preds, poison, out_bytes, &tensor, &targ), "");
-  std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
-                              I32Arg(pred_mode), I32Arg(flags), PtrArg(out_)};
-  Shape s;
-  s.grid = blocks;
-  s.block = threads;
-  s.smem = TileSmemBytes(g.p);
-  s.cluster = cs > 1 ? cs : 0;
-  const std::string what = absl::StrCat(
-      kernel, " <<<", blocks, ", ", threads, ", ", s.smem, ">>>",
+  CellLaunch l = TileLoadLaunch(c, g, coords, preds, poison, got, &tensor, &targ);
+  l.kernel = kernel;
+  l.args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+            I32Arg(pred_mode), I32Arg(flags), PtrArg(out_)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = TileSmemBytes(g.p);
+  l.shape.cluster = cs > 1 ? cs : 0;
+  l.cases = blocks;
+  l.what = absl::StrCat(
+      kernel, " <<<", blocks, ", ", threads, ", ", l.shape.smem, ">>>",
       cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), " flags ", flags, " (",
       flags & kInGroup ? "group" : "barrier", flags & kPrefetch ? "+prefetch" : "",
       flags & kMulticast ? "+multicast" : "", "), pred_mode ",
       pred_mode == kPredZero ? "zero" : "skip", ", tensor ", TensorText(c, g, targ, threads));
-  auto ok = LaunchAndWait(c, kernel, s, args, blocks, what,
-                          [&] { return Download(got.data(), out_, out_bytes); });
-  if (!ok.ok()) return ok.status();
-  if (!*ok) return absl::OkStatus();
-  std::string first;
-  const int bad = CompareTiles(g.p, want.data(), got.data(), blocks, coords.data(),
-                               preds.data(), cs, "block", &first);
-  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " of ", blocks,
-                                         " tiles wrong; ", first));
-  return absl::OkStatus();
+  return RunCell(c, l, [&] {
+    std::string first;
+    const int bad = CompareTiles(g.p, want.data(), got.data(), blocks, coords.data(),
+                                 preds.data(), cs, "block", &first);
+    return Verdict{bad, absl::StrCat(bad, " of ", blocks, " tiles wrong; ", first)};
+  });
 }
 
 absl::Status Matrix::TileStore(Ctx& c) {
@@ -192,84 +289,24 @@ absl::Status Matrix::TileStore(Ctx& c) {
   std::vector<uint8_t> got(span);
   fj_tensor tensor;
   fj_tensor_arg targ;
-  g.Fill(out_, device_, &tensor, &targ);
-  CountTma(c, targ);
-  FJ_CT_RETURN_IF_ERROR(Upload(in_, src.data(), src.size()), "");
-  FJ_CT_RETURN_IF_ERROR(Upload(aux_, coords.data(), coords.size() * 4), "");
-  FJ_CT_RETURN_IF_ERROR(Upload(aux_ + kAuxPredsOffset, preds.data(), preds.size()), "");
-  FJ_CT_RETURN_IF_ERROR(Poison(out_ + g.shift, poison, span), "");
-  std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
-                              PtrArg(in_)};
-  Shape s;
-  s.grid = blocks;
-  s.block = threads;
-  s.smem = TileSmemBytes(p);
-  const std::string what = absl::StrCat(kernel, " <<<", blocks, ", ", threads, ", ", s.smem,
-                                        ">>>, tensor ", TensorText(c, g, targ, threads));
-  auto ok = LaunchAndWait(c, kernel, s, args, blocks, what,
-                          [&] { return Download(got.data(), out_ + g.shift, span); });
-  if (!ok.ok()) return ok.status();
-  if (!*ok) return absl::OkStatus();
-  // Attribute each wrong element to the tile covering it (or a stray write).
-  const int eb = p.elem_bytes;
-  std::vector<bool> tile_bad(blocks, false);
-  bool stray = false;
-  size_t nbad = 0;
-  std::string first;
-  for (size_t e = 0; e < span / eb; ++e) {
-    if (std::memcmp(g.host.data() + e * eb, got.data() + e * eb, eb) == 0) continue;
-    ++nbad;
-    // Tensor index of linear element e, if it is one (else padding).
-    int64_t idx[FJ_TP_MAX_RANK] = {};
-    bool element = true;
-    int64_t rest = static_cast<int64_t>(e);
-    for (int d = rank - 1; d >= 0; --d) {
-      idx[d] = rest / p.stride[d];
-      rest -= idx[d] * p.stride[d];
-      if (idx[d] >= p.shape[d]) element = false;
-    }
-    if (rest != 0) element = false;
-    int owner = -1;
-    if (element) {
-      for (int k = 0; k < blocks && owner < 0; ++k) {
-        const int32_t* cc = coords.data() + k * kCaseInts;
-        bool in = true;
-        for (int d = 0; d < rank; ++d) in = in && idx[d] >= cc[d] && idx[d] < cc[d] + p.box[d];
-        if (in) owner = k;
-      }
-    }
-    if (owner >= 0) {
-      tile_bad[owner] = true;
-    } else {
-      stray = true;
-    }
-    if (first.empty()) {
-      std::string where;
-      if (!element) {
-        where = "a padding element between rows (no store may write it)";
-      } else if (owner < 0) {
-        where = absl::StrCat("tensor index ", Outer(idx, rank),
-                             ", covered by no tile (must keep the poison)");
-      } else {
-        const int32_t* cc = coords.data() + owner * kCaseInts;
-        int64_t bi[FJ_TP_MAX_RANK] = {};
-        for (int d = 0; d < rank; ++d) bi[d] = idx[d] - cc[d];
-        where = absl::StrCat("tensor index ", Outer(idx, rank), " = block ", owner,
-                             "'s tile at ", Outer(cc, rank), " (pred ", preds[owner],
-                             ") box index ", Outer(bi, rank));
-      }
-      first = absl::StrCat("first: linear element ", e, ", ", where, ": expected ",
-                           Hex(g.host.data() + e * eb, eb), " got ",
-                           Hex(got.data() + e * eb, eb),
-                           absl::StrFormat(" (poison 0x%02x)", poison));
-    }
-  }
-  if (nbad > 0) {
-    int bad = static_cast<int>(std::count(tile_bad.begin(), tile_bad.end(), true));
-    if (bad == 0) bad = 1;
-    c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", nbad, " elements wrong", stray ? " (some outside every tile)" : "", "; ", first));
-  }
-  return absl::OkStatus();
+  CellLaunch l;
+  l.inputs = StageTiles(c, g, out_, {in_, src.data(), src.size()}, coords, preds, &tensor,
+                        &targ);
+  l.poison_at = out_ + g.shift;
+  l.poison = poison;
+  l.poison_bytes = span;
+  l.kernel = kernel;
+  l.args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset), PtrArg(in_)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = TileSmemBytes(p);
+  l.cases = blocks;
+  l.what = absl::StrCat(kernel, " <<<", blocks, ", ", threads, ", ", l.shape.smem,
+                        ">>>, tensor ", TensorText(c, g, targ, threads));
+  l.got = got.data();
+  l.got_from = out_ + g.shift;
+  l.got_bytes = span;
+  return RunCell(c, l, [&] { return CompareStore(g, got, coords, preds, blocks, poison); });
 }
 
 absl::Status Matrix::Pipeline(Ctx& c) {
@@ -284,15 +321,9 @@ absl::Status Matrix::Pipeline(Ctx& c) {
   const int blocks = static_cast<int>(rng.Int(1, 4));
   const int tiles = static_cast<int>(rng.Int(1, 9));
   const int n = blocks * tiles;
-  std::vector<int32_t> coords(static_cast<size_t>(n) * kCaseInts);
-  std::vector<uint8_t> preds(n);
-  for (int k = 0; k < n; ++k) {
-    MakeCoords(rng, g.p, in_bounds, coords.data() + k * kCaseInts);
-    preds[k] = v.preds ? (rng.Chance(0.7) ? 1 : 0) : 1;
-    if (in_bounds && !TileInBounds(g.p, coords.data() + k * kCaseInts)) {
-      return absl::InternalError("selftest bug: promise_in_bounds tile out of bounds");
-    }
-  }
+  std::vector<int32_t> coords;
+  std::vector<uint8_t> preds;
+  FJ_CT_RETURN_IF_ERROR(MakeTiles(rng, v, g.p, in_bounds, n, 0.7, &coords, &preds), "");
   const int pred_mode = v.preds ? c.index % 2 : static_cast<int>(rng.Int(0, 1));
   const std::string kernel = absl::StrCat("fj_ct_pipeline_e", g.p.elem_bytes, "_r", rank);
   const int threads = PickThreads(rng, c.row, kernel);
@@ -306,28 +337,24 @@ absl::Status Matrix::Pipeline(Ctx& c) {
   RefPipeline(ht, coords.data(), preds.data(), pred_mode, blocks, tiles, want.data());
   fj_tensor tensor;
   fj_tensor_arg targ;
-  FJ_CT_RETURN_IF_ERROR(
-      StageTileLoad(c, g, coords, preds, poison, out_bytes, &tensor, &targ), "");
-  std::vector<fj_arg> args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
-                              I32Arg(pred_mode), I32Arg(tiles), PtrArg(out_)};
-  Shape s;
-  s.grid = blocks;
-  s.block = threads;
-  s.smem = PipelineSmemBytes(g.p);
-  const std::string what = absl::StrCat(
-      kernel, " <<<", blocks, ", ", threads, ", ", s.smem, ">>> ", tiles,
+  CellLaunch l = TileLoadLaunch(c, g, coords, preds, poison, got, &tensor, &targ);
+  l.kernel = kernel;
+  l.args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+            I32Arg(pred_mode), I32Arg(tiles), PtrArg(out_)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = PipelineSmemBytes(g.p);
+  l.cases = n;
+  l.what = absl::StrCat(
+      kernel, " <<<", blocks, ", ", threads, ", ", l.shape.smem, ">>> ", tiles,
       " tiles/block (3-stage ring), pred_mode ", pred_mode == kPredZero ? "zero" : "skip",
       ", tensor ", TensorText(c, g, targ, threads));
-  auto ok = LaunchAndWait(c, kernel, s, args, n, what,
-                          [&] { return Download(got.data(), out_, out_bytes); });
-  if (!ok.ok()) return ok.status();
-  if (!*ok) return absl::OkStatus();
-  std::string first;
-  const int bad = CompareTiles(g.p, want.data(), got.data(), n, coords.data(), preds.data(),
-                               1, "tile (block * tiles + k)", &first);
-  if (bad > 0) c.t.Fail(bad, absl::StrCat(Repro(c), " ", what, ": ", bad, " of ", n,
-                                         " tiles wrong; ", first));
-  return absl::OkStatus();
+  return RunCell(c, l, [&] {
+    std::string first;
+    const int bad = CompareTiles(g.p, want.data(), got.data(), n, coords.data(),
+                                 preds.data(), 1, "tile (block * tiles + k)", &first);
+    return Verdict{bad, absl::StrCat(bad, " of ", n, " tiles wrong; ", first)};
+  });
 }
 
 }  // namespace fleetjit::selftest::internal

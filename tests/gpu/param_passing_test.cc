@@ -7,12 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "conformance/c_abi.h"
 #include "fleetjit/copy/tensor_param.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "platform/driver_api.h"
 
 namespace {
+
+namespace ct = ::fleetjit::selftest::internal;  // the fj_arg builders
 
 constexpr const char* kSource = R"(
 #include <fleetjit/copy/tensor_param.h>
@@ -80,20 +83,9 @@ TEST_P(ParamPassingTest, TensorFieldsArriveThroughFjLaunch) {
   ta.tensor = &t;
   ta.box[0] = 32;
   const int tail = static_cast<int>(rng() % 100000) + 1;
-  fj_arg args[4] = {};
-  for (fj_arg& a : args) a.struct_size = sizeof(fj_arg);
-  args[0].kind = FJ_ARG_TENSOR;
-  args[0].v.tensor = &ta;
-  args[1].kind = FJ_ARG_I32;
-  args[1].v.i32 = tail;
-  args[2].kind = FJ_ARG_POINTER;
-  args[2].v.pointer = raw;
-  args[3].kind = FJ_ARG_POINTER;
-  args[3].v.pointer = fields;
-  fj_launch_config cfg{};
-  cfg.struct_size = sizeof(cfg);
-  cfg.grid[0] = 1;
-  cfg.block[0] = 64;
+  fj_arg args[4] = {ct::TensorArg(&ta), ct::I32Arg(tail), ct::PtrArg(raw),
+                    ct::PtrArg(fields)};
+  fj_launch_config cfg = ct::LaunchConfig(1, 64);
   OK(fj_launch(k, &cfg, args, 4));
   int64_t got[6] = {};
   OK(fj_memcpy_dtoh(rt_, got, fields, sizeof(got), nullptr));

@@ -11,10 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "conformance/c_abi.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 
 namespace {
+
+namespace ct = ::fleetjit::selftest::internal;  // the fj_arg builders
 
 constexpr const char* kSource = R"(
 #include <fleetjit/copy.cuh>
@@ -88,19 +91,9 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c) {
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
   for (int d = 0; d < rank; ++d) ta.box[d] = box[d];
-  fj_arg args[3] = {};
-  args[0].struct_size = args[1].struct_size = args[2].struct_size = sizeof(fj_arg);
-  args[2].kind = FJ_ARG_I32;
-  args[2].v.i32 = c;
-  args[0].kind = FJ_ARG_TENSOR;
-  args[0].v.tensor = &ta;
-  args[1].kind = FJ_ARG_POINTER;
-  args[1].v.pointer = out;
-  fj_launch_config cfg{};
-  cfg.struct_size = sizeof(cfg);
-  cfg.grid[0] = 1;
-  cfg.block[0] = 128;
-  cfg.shared_bytes = static_cast<uint32_t>(box_elems * 4 + 128);
+  fj_arg args[3] = {ct::TensorArg(&ta), ct::PtrArg(out), ct::I32Arg(c)};
+  fj_launch_config cfg =
+      ct::LaunchConfig(1, 128, static_cast<uint32_t>(box_elems * 4 + 128));
   fj_status* st = fj_launch(k, &cfg, args, 3);
   if (st != nullptr) {
     std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));

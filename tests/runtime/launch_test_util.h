@@ -1,7 +1,7 @@
 // Helpers for the CPU tests of the launch path: kernel signatures built by
 // hand, a fake cuTensorMapEncodeTiled that checks the driver's documented
-// rules and writes a digest of its inputs, and a seeded random source that
-// prints its seed so a failure can be replayed (FLEETJIT_TEST_SEED=N).
+// rules and writes a digest of its inputs, and DLPack tensors the test owns.
+// Seeded random sources: tests/common/seed.h (SeededRng).
 #ifndef FLEETJIT_TESTS_RUNTIME_LAUNCH_TEST_UTIL_H_
 #define FLEETJIT_TESTS_RUNTIME_LAUNCH_TEST_UTIL_H_
 
@@ -20,6 +20,7 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/artifact.h"
 #include "platform/driver_api.h"
+#include "tests/common/seed.h"
 
 namespace fleetjit::testing {
 
@@ -167,19 +168,6 @@ inline DriverApi FakeDriver() {
   DriverApi api;
   api.cuTensorMapEncodeTiled = &FakeEncodeTiled;
   return api;
-}
-
-// --- Random data -------------------------------------------------------------
-
-// A generator seeded from FLEETJIT_TEST_SEED or the clock; prints the seed.
-inline std::mt19937_64 SeededRng(const char* test_name) {
-  uint64_t seed =
-      std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
-  if (const char* s = std::getenv("FLEETJIT_TEST_SEED"))
-    seed = std::strtoull(s, nullptr, 0);
-  std::printf("[ seed     ] %s: FLEETJIT_TEST_SEED=%llu\n", test_name,
-              static_cast<unsigned long long>(seed));
-  return std::mt19937_64(seed);
 }
 
 // A DLPack tensor whose arrays the test owns.

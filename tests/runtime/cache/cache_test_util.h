@@ -22,18 +22,13 @@
 #include "absl/strings/str_cat.h"
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
+#include "tests/common/seed.h"
 
 extern char** environ;
 
 namespace fleetjit::testing {
 
 using Rng = std::mt19937_64;
-
-// A seed for this run, printed by the tests so a failure can be replayed.
-inline uint64_t FreshSeed() {
-  std::random_device device;
-  return (uint64_t{device()} << 32) ^ device();
-}
 
 inline std::string RandomBytes(Rng& rng, size_t n) {
   std::string s(n, '\0');
