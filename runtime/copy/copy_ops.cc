@@ -166,7 +166,7 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec, Stream stream)
   FJ_ASSIGN_OR_RETURN(Placement data, copy::ClassifyAddress(*api_, v.rows.span.lo),
                       "fj_prefetch");
   Placement stage;
-  if (v.mode == PrefetchMode::kStageLocal) {
+  if (v.stage_address != 0) {
     FJ_ASSIGN_OR_RETURN(stage, copy::ClassifyAddress(*api_, v.stage_address), "fj_prefetch");
   }
   FJ_ASSIGN_OR_RETURN(copy::PrefetchRoute route,

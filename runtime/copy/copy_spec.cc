@@ -335,11 +335,12 @@ absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec) {
     rows.span = Span{spec.address, spec.address + spec.bytes};
     dense_bytes = spec.bytes;
   }
-  if (v.mode == PrefetchMode::kStageLocal) {
-    if (spec.stage_address == 0) {
-      return absl::InvalidArgumentError(
-          "FJ_PREFETCH_STAGE_LOCAL needs stage_address: a buffer on the reader");
-    }
+  if (v.mode == PrefetchMode::kStageLocal && spec.stage_address == 0) {
+    return absl::InvalidArgumentError(
+        "FJ_PREFETCH_STAGE_LOCAL needs stage_address: a buffer on the reader");
+  }
+  // A stage buffer given with AUTO serves pinned host data.
+  if (spec.stage_address != 0) {
     if (spec.stage_bytes < dense_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "stage_bytes is ", spec.stage_bytes, "; the data needs ", dense_bytes));

@@ -39,7 +39,7 @@ absl::StatusOr<jit::Artifact> Build(const BuildSpec& spec, const Combo& c) {
   return jit::BuildModule(r);
 }
 
-bool Has(const std::string& ptx, absl::string_view needle) {
+bool Has(const std::string& ptx, const std::string& needle) {
   return ptx.find(needle) != std::string::npos;
 }
 
