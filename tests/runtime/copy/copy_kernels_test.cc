@@ -10,6 +10,7 @@
 #include "jit/nvrtc_build.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/copy/copy_kernels.h"
+#include "runtime/launch.h"
 
 namespace fleetjit::copy {
 namespace {
@@ -120,6 +121,45 @@ TEST_P(CopyKernelsTest, PrefetchBuildsWithL2Prefetches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, CopyKernelsTest, ::testing::ValuesIn(Combos()), Name);
+
+// The arguments CopyEngine passes (two tensors, the 96-byte block) pack
+// against the built kernel's parameters, as a launch would check them.
+TEST(CopyKernelArgs, PackAgainstTheBuiltKernel) {
+  auto api = NvrtcLibrary::Default().Get();
+  if (!api.ok()) GTEST_SKIP() << "NVRTC is not installed: " << api.status();
+  auto spec = TileCopyBuild(2, 3, 0, jit::CopyImpl::kCpAsync);
+  ASSERT_TRUE(spec.ok());
+  auto a = Build(*spec, {"sm_90", jit::CopyImpl::kCpAsync});
+  ASSERT_TRUE(a.ok()) << a.status();
+  const jit::KernelEntry* k = a->FindKernel(kTileCopyKernel);
+  ASSERT_NE(k, nullptr);
+  int64_t shape[3] = {4, 8, 64};
+  fj_tensor t{reinterpret_cast<void*>(0x7f0000000000ull), {2, 0}, 3, {4, 16, 1}, shape,
+              nullptr, 0};
+  fj_tensor_arg ta{};
+  ta.struct_size = sizeof(ta);
+  ta.tensor = &t;
+  ta.box[0] = 1;
+  ta.box[1] = 8;
+  ta.box[2] = 64;
+  CopyKernelArgs block{};
+  fj_arg args[3] = {};
+  for (auto& x : args) x.struct_size = sizeof(fj_arg);
+  args[0].kind = args[1].kind = FJ_ARG_TENSOR;
+  args[0].v.tensor = args[1].v.tensor = &ta;
+  args[2].kind = FJ_ARG_BYTES;
+  args[2].size = sizeof(block);
+  args[2].v.bytes = &block;
+  TensorEncoder encoder(nullptr, "tile_copy", nullptr, nullptr);
+  std::vector<uint8_t> buffer(k->param_bytes);
+  absl::Status st = PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg), &encoder,
+                               buffer.data(), buffer.size());
+  EXPECT_TRUE(st.ok()) << st;
+  args[2].size = 88;  // a block of the wrong size is refused
+  st = PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg), &encoder,
+                  buffer.data(), buffer.size());
+  EXPECT_FALSE(st.ok());
+}
 
 TEST(CopyKernelSource, BothKernelsAreEmbedded) {
   EXPECT_TRUE(CopyKernelSource("tile_copy.cu").ok());
