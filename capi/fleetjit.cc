@@ -3,6 +3,8 @@
 // and lets no exception escape (Guard).
 #include <cuda.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,6 +18,7 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
+#include "runtime/copy/copy_engine.h"
 #include "runtime/launch.h"
 #include "runtime/runtime.h"
 #include "runtime/tensor_encoder.h"
@@ -728,6 +731,96 @@ FJ_API fj_status* fj_cache_clear(fj_runtime* runtime) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(RuntimeObject * rt, GetRuntime(runtime), "");
     return rt->runtime->cache().Clear();
+  });
+}
+
+}  // extern "C"
+
+// ------------------------------------------ copies, prefetches, peer access
+// Thin entries over CopyEngine (runtime/copy/copy_engine.h).
+
+namespace fleetjit::capi {
+namespace {
+
+// The GPU and CUstream of an optional fj_stream of `rt`.
+absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h, RuntimeObject* rt) {
+  if (h == nullptr) return CopyEngine::Stream{};
+  FJ_ASSIGN_OR_RETURN(StreamObject * s, GetStream(h), "");
+  if (s->owner != rt) return absl::InvalidArgumentError("stream belongs to another runtime");
+  return CopyEngine::Stream{s->device->facts().ordinal, s->stream};
+}
+
+// An enum field as the int it is in memory (any value may be there).
+int32_t RawInt(const void* object, size_t offset) {
+  int32_t v;
+  std::memcpy(&v, static_cast<const char*>(object) + offset, sizeof(v));
+  return v;
+}
+
+}  // namespace
+}  // namespace fleetjit::capi
+
+extern "C" {
+
+FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc, fj_stream* stream) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(RuntimeObject * rt, GetRuntime(runtime), "");
+    fj_copy_desc d;
+    FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_copy_desc), d), "");
+    FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt), "");
+    copy::CopySpec spec;
+    spec.src = d.src;
+    spec.dst = d.dst;
+    spec.index = d.gather_index;
+    std::copy(d.src_start, d.src_start + 5, spec.start.begin());
+    spec.oob = RawInt(&d, offsetof(fj_copy_desc, oob));
+    return rt->runtime->copy().Copy(spec, s);
+  });
+}
+
+FJ_API fj_status* fj_prefetch(fj_runtime* runtime, const fj_prefetch_desc* desc,
+                              fj_stream* stream) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(RuntimeObject * rt, GetRuntime(runtime), "");
+    fj_prefetch_desc d;
+    FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_prefetch_desc), d), "");
+    FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt), "");
+    copy::PrefetchSpec spec;
+    spec.address = d.address;
+    spec.bytes = d.bytes;
+    spec.tensor = d.tensor;
+    std::copy(d.tile_start, d.tile_start + 5, spec.start.begin());
+    std::copy(d.tile_extent, d.tile_extent + 5, spec.extent.begin());
+    spec.mode = RawInt(&d, offsetof(fj_prefetch_desc, mode));
+    spec.reader_device = d.reader_device;
+    spec.stage_address = d.stage_address;
+    spec.stage_bytes = d.stage_bytes;
+    return rt->runtime->copy().Prefetch(spec, s);
+  });
+}
+
+FJ_API fj_status* fj_peer_query(fj_runtime* runtime, int32_t reader, int32_t owner,
+                                int32_t* out_can_access) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(RuntimeObject * rt, GetRuntime(runtime), "");
+    if (out_can_access == nullptr) return NullArgument("out_can_access");
+    FJ_ASSIGN_OR_RETURN(bool can, rt->runtime->copy().CanAccessPeer(reader, owner), "");
+    *out_can_access = can ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+FJ_API fj_status* fj_peer_enable(fj_runtime* runtime, int32_t reader, int32_t owner) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(RuntimeObject * rt, GetRuntime(runtime), "");
+    return rt->runtime->copy().EnablePeer(reader, owner);
+  });
+}
+
+FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader, int32_t owner) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(RuntimeObject * rt, GetRuntime(runtime), "");
+    return rt->runtime->copy().DisablePeer(reader, owner);
   });
 }
 

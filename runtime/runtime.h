@@ -34,6 +34,8 @@
 
 namespace fleetjit {
 
+class CopyEngine;  // runtime/copy/copy_engine.h
+
 struct RuntimeOptions {
   std::string libcuda_path;
   std::string libnvrtc_path;
@@ -134,6 +136,10 @@ class Runtime {
   // Checks [address, address+bytes) lies in one allocation; returns its device.
   absl::StatusOr<Device*> DeviceOfRange(uint64_t address, uint64_t bytes) const;
 
+  // Tensor copies, L2 prefetches and peer access (fj_copy, fj_prefetch,
+  // fj_peer_*): created on first use. Defined in runtime/copy/copy_engine.cc.
+  CopyEngine& copy();
+
  private:
   Runtime() = default;
   // Loads `artifact` on device `ordinal` and rewrites its kernels' parameter
@@ -198,6 +204,9 @@ class Runtime {
   // Declared last, destroyed first... but ~Runtime resets it explicitly
   // before anything else, since its jobs use the members above.
   std::unique_ptr<BackgroundWorker> background_;
+  // After the devices and the driver: destroyed before them (its streams).
+  absl::Mutex copy_mu_;
+  std::shared_ptr<CopyEngine> copy_ ABSL_GUARDED_BY(copy_mu_);
 };
 
 }  // namespace fleetjit

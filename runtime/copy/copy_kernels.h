@@ -1,0 +1,76 @@
+// The device kernels of fj_copy and fj_prefetch (runtime/copy/kernels/),
+// embedded in the library by cmake/embed.cmake and built through
+// Runtime::Build like any module, so they are cached in memory and on disk
+// per target and copy implementation.
+//
+//   tile_copy.cu  fj_tile_copy: a window of a tensor into another, tile by
+//                 tile through <fleetjit/copy.cuh> (one module per element
+//                 width and rank: -DFJ_EB, -DFJ_RANK)
+//   prefetch.cu   fj_prefetch_rows: fj::prefetch_l2 over rows of bytes
+#ifndef FLEETJIT_RUNTIME_COPY_COPY_KERNELS_H_
+#define FLEETJIT_RUNTIME_COPY_COPY_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "jit/copy_plan.h"
+#include "jit/target.h"
+#include "runtime/runtime.h"
+
+namespace fleetjit::copy {
+
+struct EmbeddedKernel {
+  absl::string_view path;  // relative to runtime/copy/kernels/
+  absl::string_view content;
+};
+extern const EmbeddedKernel kCopyKernels[];
+extern const size_t kCopyKernelsCount;
+
+// The kernel source `file` ("tile_copy.cu"); INTERNAL if not embedded.
+absl::StatusOr<absl::string_view> CopyKernelSource(absl::string_view file);
+
+// Parameter blocks, byte for byte the structs the kernels declare.
+struct CopyKernelArgs {
+  int64_t tiles[5];
+  int64_t total;
+  int32_t start[5];
+  int32_t index_bytes;
+  uint64_t index;
+  int64_t index_stride;
+  int64_t src_rows;
+};
+static_assert(sizeof(CopyKernelArgs) == 96, "matches fj_copy_args");
+
+struct PrefetchKernelArgs {
+  uint64_t base;
+  uint64_t row_bytes;
+  int64_t count[4];
+  int64_t stride[4];
+  uint64_t piece;
+  int64_t pieces_per_row;
+  int64_t total;
+};
+static_assert(sizeof(PrefetchKernelArgs) == 104, "matches fj_prefetch_args");
+
+inline constexpr absl::string_view kTileCopyKernel = "fj_tile_copy";
+inline constexpr absl::string_view kPrefetchKernel = "fj_prefetch_rows";
+// Pipeline depth of the copy kernel (FJ_STAGES) and its block size.
+inline constexpr int kCopyStages = 2;
+inline constexpr int kCopyThreads = 128;
+
+// The build of the copy kernel for `elem_bytes` (1, 2, 4, 8) and `rank`
+// (1..5) on `device` (or `target` when set), under `impl` (unset = the
+// runtime's choice).
+absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
+                                        std::optional<jit::CopyImpl> impl,
+                                        std::optional<jit::Target> target = {});
+// The build of the prefetch kernel.
+absl::StatusOr<BuildSpec> PrefetchBuild(int device, std::optional<jit::CopyImpl> impl,
+                                        std::optional<jit::Target> target = {});
+
+}  // namespace fleetjit::copy
+
+#endif  // FLEETJIT_RUNTIME_COPY_COPY_KERNELS_H_

@@ -1,0 +1,277 @@
+// CopyEngine::Copy and CopyEngine::Prefetch: validate, classify, route,
+// run (copy_engine.h explains the routes).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "runtime/copy/copy_engine.h"
+#include "runtime/launch.h"
+
+namespace fleetjit {
+
+using copy::CopyPath;
+using copy::CopyRoute;
+using copy::CopySpec;
+using copy::MemoryKind;
+using copy::Placement;
+using copy::PrefetchMode;
+using copy::ValidatedCopy;
+
+namespace {
+
+// Pinned host memory for staging, freed on every path out.
+class HostStage {
+ public:
+  explicit HostStage(const DriverApi& api) : api_(api) {}
+  ~HostStage() {
+    if (ptr_ != nullptr) api_.cuMemFreeHost(ptr_);
+  }
+  absl::Status Allocate(uint64_t bytes) {
+    return CheckCu(api_,
+                   api_.cuMemHostAlloc(&ptr_, bytes,
+                                       CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+                   "cuMemHostAlloc");
+  }
+  uint64_t address() const { return reinterpret_cast<uint64_t>(ptr_); }
+
+ private:
+  const DriverApi& api_;
+  void* ptr_ = nullptr;
+};
+
+}  // namespace
+
+absl::Status CopyEngine::Copy(const CopySpec& spec, Stream stream) {
+  // 1. Everything the caller's structs alone can refuse, before any driver call.
+  FJ_ASSIGN_OR_RETURN(ValidatedCopy v, copy::ValidateCopy(spec), "fj_copy");
+  FJ_RETURN_IF_ERROR(CheckDriver(), "fj_copy");
+  if (stream.device >= runtime_.device_count()) {
+    return absl::InvalidArgumentError(absl::StrCat("fj_copy: stream GPU ", stream.device));
+  }
+  if (v.elements == 0) return absl::OkStatus();
+
+  // 2. Where each operand lives (any context will do for the query).
+  FJ_ASSIGN_OR_RETURN(Device * any, runtime_.device(std::max(stream.device, 0)), "fj_copy");
+  FJ_RETURN_IF_ERROR(any->MakeCurrent().status(), "fj_copy");
+  FJ_ASSIGN_OR_RETURN(Placement src, copy::ClassifyAddress(*api_, v.src_span.lo), "fj_copy: src");
+  FJ_ASSIGN_OR_RETURN(Placement dst, copy::ClassifyAddress(*api_, v.dst_span.lo), "fj_copy: dst");
+  Placement index;
+  if (v.gather.has_value()) {
+    FJ_ASSIGN_OR_RETURN(index, copy::ClassifyAddress(*api_, v.gather->span.lo),
+                        "fj_copy: index");
+  }
+  // 3. The route.
+  FJ_ASSIGN_OR_RETURN(
+      CopyRoute route,
+      copy::PlanCopyRoute(v, src, dst, v.gather.has_value() ? &index : nullptr, stream.device,
+                          runtime_.device_count(), spec.force_kernel, Peers()),
+      "fj_copy");
+  if (!route.note.empty()) Note(route.note);
+
+  // 4. Run it.
+  FJ_ASSIGN_OR_RETURN(Device * exec, runtime_.device(route.exec_device), "fj_copy");
+  const uint64_t src_at = copy::WindowView(v).address;
+  switch (route.path) {
+    case CopyPath::kNothing:
+      return absl::OkStatus();
+    case CopyPath::kDriver: {
+      FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*api_, api_->cuMemcpyAsync(v.dst.address, src_at, v.bytes(), stream.stream),
+                  "cuMemcpyAsync"),
+          absl::StrCat("fj_copy of ", v.bytes(), " bytes"));
+      n_driver_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    case CopyPath::kDriverPeer: {
+      FJ_ASSIGN_OR_RETURN(Device * s, runtime_.device(src.device), "fj_copy");
+      FJ_ASSIGN_OR_RETURN(Device * d, runtime_.device(dst.device), "fj_copy");
+      FJ_ASSIGN_OR_RETURN(CUcontext src_ctx, s->MakeCurrent(), "fj_copy");
+      FJ_ASSIGN_OR_RETURN(CUcontext dst_ctx, d->MakeCurrent(), "fj_copy");
+      FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
+      FJ_RETURN_IF_ERROR(CheckCu(*api_,
+                                 api_->cuMemcpyPeerAsync(v.dst.address, dst_ctx, src_at,
+                                                         src_ctx, v.bytes(), stream.stream),
+                                 "cuMemcpyPeerAsync"),
+                         absl::StrCat("fj_copy of ", v.bytes(), " bytes from GPU ",
+                                      src.device, " to GPU ", dst.device));
+      n_driver_peer_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    case CopyPath::kKernel:
+      return Annotate(RunKernelRoute(spec, v, route, src, dst, stream), "fj_copy");
+  }
+  return absl::InternalError("fj_copy: unknown route");
+}
+
+absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec, const ValidatedCopy& v,
+                                        const CopyRoute& route, const Placement& src,
+                                        const Placement& dst, Stream stream) {
+  FJ_ASSIGN_OR_RETURN(Device * exec, runtime_.device(route.exec_device), "");
+  const bool host_operand = src.kind != MemoryKind::kDevice ||
+                            dst.kind != MemoryKind::kDevice || route.stage_src;
+  if (!route.synchronous) {
+    return LaunchCopyKernel(spec, v, v.src.address, host_operand, route.exec_device,
+                            stream.stream);
+  }
+  // Synchronous: after the caller's earlier work, on the executing GPU's
+  // stream, finished before returning.
+  if (stream.device >= 0) {
+    FJ_ASSIGN_OR_RETURN(Device * caller, runtime_.device(stream.device), "");
+    FJ_RETURN_IF_ERROR(caller->MakeCurrent().status(), "");
+    FJ_RETURN_IF_ERROR(
+        CheckCu(*api_, api_->cuStreamSynchronize(stream.stream), "cuStreamSynchronize"),
+        "waiting for the caller's stream before a staged copy");
+  }
+  CUstream run = stream.stream;
+  if (stream.device != route.exec_device) {
+    FJ_ASSIGN_OR_RETURN(run, OwnStream(route.exec_device), "");
+  }
+  HostStage stage(*api_);
+  uint64_t src_address = v.src.address;
+  if (route.stage_src) {
+    // src's bytes, as they are now, into pinned memory the kernel reads.
+    FJ_ASSIGN_OR_RETURN(Device * owner, runtime_.device(src.device), "");
+    FJ_RETURN_IF_ERROR(owner->MakeCurrent().status(), "");
+    FJ_RETURN_IF_ERROR(stage.Allocate(v.src_span.size()),
+                       absl::StrCat("staging ", v.src_span.size(), " bytes"));
+    FJ_RETURN_IF_ERROR(
+        CheckCu(*api_,
+                api_->cuMemcpyDtoH(reinterpret_cast<void*>(stage.address()), v.src_span.lo,
+                                   v.src_span.size()),
+                "cuMemcpyDtoH"),
+        absl::StrCat("staging src from GPU ", src.device));
+    src_address = stage.address() + (v.src.address - v.src_span.lo);
+    n_staged_.fetch_add(1, std::memory_order_relaxed);
+  }
+  FJ_RETURN_IF_ERROR(
+      LaunchCopyKernel(spec, v, src_address, host_operand, route.exec_device, run), "");
+  FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "");
+  return CheckStickyError(*exec, *api_, api_->cuStreamSynchronize(run),
+                          "staged copy: cuStreamSynchronize");
+}
+
+absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec, Stream stream) {
+  FJ_ASSIGN_OR_RETURN(copy::ValidatedPrefetch v, copy::ValidatePrefetch(spec), "fj_prefetch");
+  FJ_RETURN_IF_ERROR(CheckDriver(), "fj_prefetch");
+  if (stream.device >= runtime_.device_count() ||
+      v.reader_device >= runtime_.device_count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fj_prefetch: GPU ", std::max(stream.device, v.reader_device), " does not exist"));
+  }
+  if (v.bytes() == 0) return absl::OkStatus();
+  FJ_ASSIGN_OR_RETURN(Device * any, runtime_.device(std::max(stream.device, 0)), "fj_prefetch");
+  FJ_RETURN_IF_ERROR(any->MakeCurrent().status(), "fj_prefetch");
+  FJ_ASSIGN_OR_RETURN(Placement data, copy::ClassifyAddress(*api_, v.rows.span.lo),
+                      "fj_prefetch");
+  Placement stage;
+  if (v.stage_address != 0) {
+    FJ_ASSIGN_OR_RETURN(stage, copy::ClassifyAddress(*api_, v.stage_address), "fj_prefetch");
+  }
+  FJ_ASSIGN_OR_RETURN(copy::PrefetchRoute route,
+                      copy::PlanPrefetchRoute(v, data, &stage, stream.device), "fj_prefetch");
+  // The caller's stream, or the reader's legacy default stream.
+  FJ_ASSIGN_OR_RETURN(Device * reader, runtime_.device(route.reader), "fj_prefetch");
+
+  switch (route.mode) {
+    case PrefetchMode::kLocalL2:
+      FJ_RETURN_IF_ERROR(LaunchPrefetchKernel(v.rows, route.reader, stream.stream),
+                         "fj_prefetch");
+      n_prefetch_local_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    case PrefetchMode::kWarmOwnerL2: {
+      if (route.owner == route.reader) {
+        FJ_RETURN_IF_ERROR(LaunchPrefetchKernel(v.rows, route.reader, stream.stream),
+                           "fj_prefetch");
+        n_prefetch_warm_.fetch_add(1, std::memory_order_relaxed);
+        return absl::OkStatus();
+      }
+      // On the owner's stream, between the caller's earlier and later work.
+      FJ_ASSIGN_OR_RETURN(Device * owner, runtime_.device(route.owner), "fj_prefetch");
+      FJ_ASSIGN_OR_RETURN(CUstream owner_stream, OwnStream(route.owner), "fj_prefetch");
+      CUevent before = nullptr, after = nullptr;
+      FJ_RETURN_IF_ERROR(reader->MakeCurrent().status(), "fj_prefetch");
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*api_, api_->cuEventCreate(&before, CU_EVENT_DISABLE_TIMING), "cuEventCreate"),
+          "fj_prefetch");
+      absl::Status status =
+          CheckCu(*api_, api_->cuEventRecord(before, stream.stream), "cuEventRecord");
+      if (status.ok()) status = owner->MakeCurrent().status();
+      if (status.ok()) {
+        status = CheckCu(*api_, api_->cuStreamWaitEvent(owner_stream, before, 0),
+                         "cuStreamWaitEvent");
+      }
+      if (status.ok()) status = LaunchPrefetchKernel(v.rows, route.owner, owner_stream);
+      if (status.ok()) {
+        status = CheckCu(*api_, api_->cuEventCreate(&after, CU_EVENT_DISABLE_TIMING),
+                         "cuEventCreate");
+      }
+      if (status.ok()) {
+        status = CheckCu(*api_, api_->cuEventRecord(after, owner_stream), "cuEventRecord");
+      }
+      if (status.ok()) status = reader->MakeCurrent().status();
+      if (status.ok()) {
+        status = CheckCu(*api_, api_->cuStreamWaitEvent(stream.stream, after, 0),
+                         "cuStreamWaitEvent");
+      }
+      // Destroying a recorded event is fine: the driver frees it once done.
+      if (before != nullptr) api_->cuEventDestroy(before);
+      if (after != nullptr) api_->cuEventDestroy(after);
+      FJ_RETURN_IF_ERROR(status, absl::StrCat("fj_prefetch: warming GPU ", route.owner,
+                                              "'s L2 for GPU ", route.reader));
+      n_prefetch_warm_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    case PrefetchMode::kStageLocal: {
+      n_prefetch_stage_.fetch_add(1, std::memory_order_relaxed);
+      if (v.tile.has_value()) {
+        // The tile, densely, into the stage buffer: an fj_copy.
+        int64_t shape[5], dense[5], strides[5];
+        const TensorDesc& t = *v.tile;
+        fj_tensor src_t = *spec.tensor;
+        src_t.data = reinterpret_cast<void*>(t.address);
+        src_t.byte_offset = 0;
+        for (int i = 0; i < t.rank; ++i) {
+          shape[i] = t.shape[t.rank - 1 - i];
+          strides[i] = t.stride[t.rank - 1 - i];
+        }
+        src_t.shape = shape;
+        src_t.strides = strides;
+        fj_tensor dst_t = src_t;
+        dst_t.data = reinterpret_cast<void*>(v.stage_address);
+        dst_t.device = fj_dl_device{2, route.reader};
+        std::copy(shape, shape + t.rank, dense);
+        dst_t.shape = dense;
+        dst_t.strides = nullptr;
+        CopySpec c;
+        c.src = &src_t;
+        c.dst = &dst_t;
+        return Annotate(Copy(c, Stream{route.reader, stream.stream}),
+                        "fj_prefetch (stage_local)");
+      }
+      FJ_RETURN_IF_ERROR(reader->MakeCurrent().status(), "fj_prefetch");
+      if (route.owner >= 0 && route.owner != route.reader) {
+        FJ_ASSIGN_OR_RETURN(Device * owner, runtime_.device(route.owner), "fj_prefetch");
+        FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, owner->MakeCurrent(), "fj_prefetch");
+        FJ_ASSIGN_OR_RETURN(CUcontext reader_ctx, reader->MakeCurrent(), "fj_prefetch");
+        return Annotate(CheckCu(*api_,
+                                api_->cuMemcpyPeerAsync(v.stage_address, reader_ctx,
+                                                        v.rows.base, owner_ctx, v.bytes(),
+                                                        stream.stream),
+                                "cuMemcpyPeerAsync"),
+                        "fj_prefetch (stage_local)");
+      }
+      return Annotate(CheckCu(*api_,
+                              api_->cuMemcpyAsync(v.stage_address, v.rows.base, v.bytes(),
+                                                  stream.stream),
+                              "cuMemcpyAsync"),
+                      "fj_prefetch (stage_local)");
+    }
+    case PrefetchMode::kAuto:
+      break;
+  }
+  return absl::InternalError("fj_prefetch: unresolved mode");
+}
+
+}  // namespace fleetjit
