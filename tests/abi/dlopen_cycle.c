@@ -1,8 +1,9 @@
-/* dlopen_cycle LIBRARY [ROUNDS]: ROUNDS times (default 100) dlopen the
- * library with RTLD_NOW | RTLD_LOCAL, create a runtime, use it (device
+/* dlopen_cycle LIBRARY [ROUNDS [keep]]: ROUNDS times (default 100) dlopen
+ * the library with RTLD_NOW | RTLD_LOCAL, create a runtime, use it (device
  * count, a copy plan, a build for sm_90 when NVRTC is there), destroy it and
  * dlclose. Built with -fsanitize=address: LeakSanitizer fails the process if
- * a round leaks. */
+ * a round leaks. "keep" skips the last dlclose, so a leak report can name
+ * the library's functions (a closed library's frames are "<unknown module>"). */
 #include <fleetjit/fleetjit.h>
 
 #include <dlfcn.h>
@@ -43,7 +44,7 @@ static int Failed(const Api* api, fj_status* st, const char* what, int round) {
 }
 
 /* One round; 0 on success. *built is set when the sm_90 build ran. */
-static int Round(const char* path, int round, int* built) {
+static int Round(const char* path, int round, int keep, int* built) {
   Api api;
   void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   fj_runtime* rt = NULL;
@@ -92,7 +93,7 @@ static int Round(const char* path, int round, int* built) {
       Failed(&api, api.fj_runtime_destroy(rt), "destroy", round)) {
     return 1;
   }
-  if (dlclose(h) != 0) {
+  if (!keep && dlclose(h) != 0) {
     fprintf(stderr, "round %d: dlclose: %s\n", round, dlerror());
     return 1;
   }
@@ -108,7 +109,8 @@ int main(int argc, char** argv) {
   }
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (i = 0; i < rounds; ++i) {
-    if (Round(argv[1], i, &built) != 0) return 1;
+    int keep = i == rounds - 1 && argc > 3 && strcmp(argv[3], "keep") == 0;
+    if (Round(argv[1], i, keep, &built) != 0) return 1;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   printf("%d rounds of dlopen/create/use/destroy/dlclose in %.1f s (%s)\n", rounds,

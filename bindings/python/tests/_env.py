@@ -21,10 +21,12 @@ if not os.environ.get("FLEETJIT_LIBRARY"):
     candidate = _REPO / "build" / "lib" / "libfleetjit.so.1"
     if candidate.exists():
         os.environ["FLEETJIT_LIBRARY"] = str(candidate)
-# Never touch the user's ~/.cache/fleetjit.
+# A fresh disk cache for each run (FLEETJIT_CACHE_DIR overrides the
+# cache_dir option, so it is the variable that must be set), never the
+# user's ~/.cache/fleetjit nor a cache an earlier run filled.
 CACHE_DIR = tempfile.mkdtemp(prefix="fleetjit-pytest-")
 atexit.register(shutil.rmtree, CACHE_DIR, True)
-os.environ.setdefault("FLEETJIT_CACHE_DIR", CACHE_DIR)
+os.environ["FLEETJIT_CACHE_DIR"] = CACHE_DIR
 
 SAXPY = r'''
 extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {
@@ -37,6 +39,15 @@ __global__ void axpy(T* y, const T* x, T a, int n) {
     y[i] = a * x[i] + y[i];
 }
 '''
+
+_counter = [0]
+
+
+def unique(source):
+    """`source` with a comment that makes its cache key new in this run."""
+    _counter[0] += 1
+    return f"{source}\n// {os.getpid()}-{_counter[0]}\n"
+
 
 TILED_COPY = (_REPO / "examples" / "tiled_copy.cu")
 

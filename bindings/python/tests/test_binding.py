@@ -2,7 +2,7 @@
 named targets, the cache, errors, arguments and streams."""
 import ctypes
 import os
-import tempfile
+import time
 import unittest
 
 import _env  # noqa: F401  (sets FLEETJIT_LIBRARY, the cache dir, sys.path)
@@ -34,12 +34,10 @@ class VersionTest(unittest.TestCase):
 
 class RuntimeTest(unittest.TestCase):
     def setUp(self):
-        self.cache = tempfile.TemporaryDirectory(prefix="fleetjit-pytest-cache-")
-        self.rt = fleetjit.Runtime(cache_dir=self.cache.name)
+        self.rt = fleetjit.Runtime()
 
     def tearDown(self):
         self.rt.close()
-        self.cache.cleanup()
 
     def test_device_report(self):
         n = self.rt.device_count
@@ -62,7 +60,7 @@ class RuntimeTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "FAILED_PRECONDITION")
 
     def test_build_for_sm90_without_a_gpu(self):
-        with self.rt.build(_env.SAXPY, name="saxpy.cu", target="sm_90",
+        with self.rt.build(_env.unique(_env.SAXPY), name="saxpy.cu", target="sm_90",
                            name_expressions=["axpy<float>"]) as m:
             info = m.info
             self.assertEqual(info.target, "sm_90")
@@ -82,22 +80,30 @@ class RuntimeTest(unittest.TestCase):
         self.assertIn(b".target sm_80", m.image)
 
     def test_cache_statistics(self):
+        source = _env.unique(_env.SAXPY)
         before = self.rt.cache_stats()
-        self.rt.build(_env.SAXPY, name="saxpy.cu", target="sm_90").close()
-        self.rt.build(_env.SAXPY, name="saxpy.cu", target="sm_90").close()
+        self.rt.build(source, name="saxpy.cu", target="sm_90").close()
+        self.rt.build(source, name="saxpy.cu", target="sm_90").close()
         after = self.rt.cache_stats()
         self.assertEqual(after.compiles, before.compiles + 1)
+        self.assertEqual(after.misses, before.misses + 1)
         self.assertEqual(after.memory_hits, before.memory_hits + 1)
-        self.assertGreater(after.compile_ms_total, 0.0)
-        self.assertGreaterEqual(after.disk_entries, 1)
+        self.assertGreater(after.compile_ms_total, before.compile_ms_total)
+        # The disk tier is written in the background: wait for the entry.
+        deadline = time.monotonic() + 20
+        while (self.rt.cache_stats().disk_entries <= before.disk_entries and
+               time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertGreater(self.rt.cache_stats().disk_entries, before.disk_entries)
         # A sibling process (here: a second runtime) finds it on disk.
-        with fleetjit.Runtime(cache_dir=self.cache.name) as rt2:
-            m = rt2.build(_env.SAXPY, name="saxpy.cu", target="sm_90")
+        with fleetjit.Runtime() as rt2:
+            m = rt2.build(source, name="saxpy.cu", target="sm_90")
             self.assertEqual(m.info.cache_result, "disk_hit")
             self.assertEqual(rt2.cache_stats().disk_hits, 1)
+        m = self.rt.build(source, name="saxpy.cu", target="sm_90", cache=False)
+        self.assertEqual(m.info.cache_result, "compiled")
         self.rt.clear_cache()
-        self.assertEqual(self.rt.build(_env.SAXPY, name="saxpy.cu", target="sm_90",
-                                       cache=False).info.cache_result, "compiled")
+        self.assertEqual(self.rt.cache_stats().disk_entries, 0)
 
     def test_compile_error_carries_the_build_log(self):
         with self.assertRaises(fleetjit.FleetjitError) as cm:
@@ -127,7 +133,7 @@ class RuntimeTest(unittest.TestCase):
 
     def test_runtime_options(self):
         with fleetjit.Runtime(target="sm_80", copy_impl="sync", disk_cache=False,
-                              thunks=False) as rt:
+                              thunks=False, cache_max_bytes=1 << 20) as rt:
             m = rt.build(_env.SAXPY)
             self.assertEqual(m.info.target, "sm_80")
             self.assertEqual(m.info.copy_impl, "sync")
