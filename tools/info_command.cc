@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "fleetjit_floor.h"  // generated: cmake/floor.cmake
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -93,7 +94,8 @@ int RunInfo(std::vector<std::string> args) {
   int32_t count = 0;
   if (Failed(fj_device_count(rt, &count), "counting devices")) return kExitFailure;
   std::string json_out = "{\"version\":\"" + std::to_string(v >> 16) + "." +
-                         std::to_string(v & 0xffff) + "\",\"driver_error\":\"" +
+                         std::to_string(v & 0xffff) + "\",\"floor\":\"" FJ_FLOOR_SUMMARY
+                         "\",\"driver_error\":\"" +
                          JsonEscape(fj_runtime_driver_error(rt)) + "\",\"environment\":[";
   for (size_t i = 0; i < env.size(); ++i) {
     json_out += (i ? ",\"" : "\"") + JsonEscape(env[i]) + "\"";
@@ -101,6 +103,7 @@ int RunInfo(std::vector<std::string> args) {
   json_out += "],\"devices\":[";
   if (!json) {
     std::printf("fleetjit %u.%u\n", v >> 16, v & 0xffff);
+    std::printf("needs %s\n", FJ_FLOOR_SUMMARY);
     for (const std::string& e : env) std::printf("environment override: %s\n", e.c_str());
     if (count == 0) {
       std::printf("devices: none (%s)\n", fj_runtime_driver_error(rt));

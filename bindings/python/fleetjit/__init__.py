@@ -1,0 +1,36 @@
+"""fleetjit: CUDA kernels built at run time for the GPU they land on.
+
+A ctypes binding of libfleetjit.so.1 (the C ABI in <fleetjit/fleetjit.h>):
+no compiler is needed to install it. The library is found through
+$FLEETJIT_LIBRARY (a path), else the loader's search for libfleetjit.so.1.
+
+    import fleetjit
+    with fleetjit.Runtime() as rt:
+        mod = rt.build(SAXPY, name="saxpy.cu")          # NVRTC, or a cache hit
+        k = mod.kernel("saxpy")
+        k.launch(grid=(n + 255) // 256, block=256,
+                 args=[y, x, fleetjit.f32(2.0), n],     # torch/CuPy arrays as pointers
+                 stream=torch.cuda.current_stream())
+
+Every failure is a FleetjitError with .code ("BUILD_ERROR", ...), .message
+and, for compile errors, .build_log.
+"""
+
+from ._ffi import EXPECTED_MAJOR, EXPECTED_MINOR, library_path
+from .args import (Scalar, Tensor, bf16, f16, f32, f64, i8, i16, i32, i64, pointer, u8,
+                   u16, u32, u64)
+from .errors import FleetjitError
+from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, KernelInfo,
+                      Module, ModuleInfo, Runtime, Stream, check_version, copy_plan,
+                      library_version, tensor_check)
+from .tensors import BorrowedTensor, borrow
+
+__version__ = "1.0.0"
+
+__all__ = [
+    "BorrowedTensor", "CacheStats", "CopyPlan", "Device", "DeviceBuffer", "EXPECTED_MAJOR",
+    "EXPECTED_MINOR", "FleetjitError", "Kernel", "KernelInfo", "Module", "ModuleInfo",
+    "Runtime", "Scalar", "Stream", "Tensor", "bf16", "borrow", "check_version", "copy_plan",
+    "f16", "f32", "f64", "i8", "i16", "i32", "i64", "library_path", "library_version",
+    "pointer", "tensor_check", "u8", "u16", "u32", "u64",
+]

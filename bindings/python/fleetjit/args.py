@@ -1,0 +1,221 @@
+"""Kernel arguments: Python values -> an array of fj_arg.
+
+A value becomes one fj_arg by these rules, first match wins:
+  - Scalar (i32(5), f32(1.5), u64(...), pointer(addr), ...): that kind.
+  - Tensor(obj, box, oob): FJ_ARG_TENSOR, for FJ_TENSOR(...) parameters.
+  - DeviceBuffer or any tensor-like object (__dlpack__ or
+    __cuda_array_interface__): FJ_ARG_POINTER to its first element, for
+    `T*` parameters.
+  - NumPy scalars (np.float32(2), np.int64(3), np.float16(...)) and ctypes
+    values (c_float(2)): their own type.
+  - bytes / bytearray / memoryview: FJ_ARG_BYTES (a struct by value).
+  - int: FJ_ARG_I32 (use i64()/u64() for wider values); float: FJ_ARG_F32
+    (use f64() for double). bool is refused (C++ bool is one byte: u8()).
+The library checks every argument against the kernel's parameters before
+the driver runs, so a wrong kind or size is a FleetjitError, not a fault.
+"""
+
+import ctypes
+import struct
+
+from . import _ffi
+from .errors import FleetjitError
+from . import tensors
+
+_KIND_NAMES = {
+    "i8": _ffi.ARG_I8, "i16": _ffi.ARG_I16, "i32": _ffi.ARG_I32, "i64": _ffi.ARG_I64,
+    "u8": _ffi.ARG_U8, "u16": _ffi.ARG_U16, "u32": _ffi.ARG_U32, "u64": _ffi.ARG_U64,
+    "f16": _ffi.ARG_F16, "bf16": _ffi.ARG_BF16, "f32": _ffi.ARG_F32, "f64": _ffi.ARG_F64,
+    "pointer": _ffi.ARG_POINTER,
+}
+_RANGES = {
+    "i8": (-2**7, 2**7 - 1), "i16": (-2**15, 2**15 - 1), "i32": (-2**31, 2**31 - 1),
+    "i64": (-2**63, 2**63 - 1), "u8": (0, 2**8 - 1), "u16": (0, 2**16 - 1),
+    "u32": (0, 2**32 - 1), "u64": (0, 2**64 - 1), "pointer": (0, 2**64 - 1),
+}
+
+
+class Scalar:
+    """A kernel argument of an explicit C type: i8 ... u64, f16, bf16, f32, f64, pointer."""
+
+    __slots__ = ("kind", "value")
+
+    def __init__(self, kind, value):
+        if kind not in _KIND_NAMES:
+            raise ValueError(f"unknown argument kind {kind!r}")
+        if kind in _RANGES:
+            value = int(value)
+            lo, hi = _RANGES[kind]
+            if not lo <= value <= hi:
+                raise OverflowError(f"{value} does not fit {kind}")
+        elif kind == "f16":
+            value = struct.unpack("<H", struct.pack("<e", float(value)))[0]
+        elif kind == "bf16":
+            bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+            if (bits & 0x7F800000) == 0x7F800000 and bits & 0x007FFFFF:
+                value = (bits >> 16) | 0x40  # NaN stays a (quiet) NaN
+            else:  # round to nearest, ties to even
+                value = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+        else:
+            value = float(value)
+        self.kind = kind
+        self.value = value
+
+    def __repr__(self):
+        return f"{self.kind}({self.value!r})"
+
+
+def _maker(kind):
+    def make(value):
+        return Scalar(kind, value)
+    make.__name__ = kind
+    make.__doc__ = f"A kernel argument of type {kind}."
+    return make
+
+
+i8, i16, i32, i64 = (_maker(k) for k in ("i8", "i16", "i32", "i64"))
+u8, u16, u32, u64 = (_maker(k) for k in ("u8", "u16", "u32", "u64"))
+f16, bf16, f32, f64 = (_maker(k) for k in ("f16", "bf16", "f32", "f64"))
+pointer = _maker("pointer")
+
+
+class Tensor:
+    """A tensor argument for an FJ_TENSOR(T, rank) parameter.
+
+    obj:  anything tensors.borrow() accepts (torch, CuPy, JAX, NumPy arrays...)
+    box:  tile extents, outermost-first like the shape (None/0 = whole extent)
+    oob:  "promise_in_bounds" (default), "zeros" or "nan": what reads outside
+          the tensor return
+    """
+
+    def __init__(self, obj, box=None, oob="promise_in_bounds"):
+        if oob not in _ffi.OOB:
+            raise ValueError(f"oob must be one of {sorted(_ffi.OOB)}")
+        box = tuple(int(b) for b in (box or ()))
+        if len(box) > 5:
+            raise ValueError("box has at most 5 extents")
+        self.obj = obj
+        self.box = box
+        self.oob = oob
+
+    def to_c(self, keep, stream=None, device_id=0):
+        """An fj_tensor_arg (kept alive in `keep`) describing the borrowed tensor."""
+        borrowed = tensors.borrow(self.obj, stream=stream, device_id=device_id)
+        arg = _ffi.new(_ffi.fj_tensor_arg)
+        arg.tensor = borrowed.address
+        for i, b in enumerate(self.box):
+            arg.box[i] = b
+        arg.oob = _ffi.OOB[self.oob]
+        keep.extend((borrowed, arg))
+        return arg
+
+
+_NUMPY_KINDS = {
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float32": "f32", "float64": "f64",
+}
+_CTYPES_KINDS = {
+    ctypes.c_int8: "i8", ctypes.c_int16: "i16", ctypes.c_int32: "i32", ctypes.c_int64: "i64",
+    ctypes.c_uint8: "u8", ctypes.c_uint16: "u16", ctypes.c_uint32: "u32",
+    ctypes.c_uint64: "u64", ctypes.c_float: "f32", ctypes.c_double: "f64",
+    ctypes.c_void_p: "pointer",
+}
+
+
+def _numpy_scalar(value):
+    t = type(value)
+    if t.__module__ != "numpy" or not hasattr(value, "dtype") or getattr(value, "ndim", 1) != 0:
+        return None
+    name = value.dtype.name
+    if name == "float16":
+        return Scalar("f16", float(value))
+    if name in _NUMPY_KINDS:
+        return Scalar(_NUMPY_KINDS[name], value.item())
+    raise FleetjitError("INVALID_ARGUMENT", f"no kernel argument kind for numpy {name}")
+
+
+def to_scalar(value):
+    """The Scalar a plain value converts to, or None if it is not a scalar."""
+    if isinstance(value, Scalar):
+        return value
+    if isinstance(value, bool):
+        raise FleetjitError("INVALID_ARGUMENT",
+                            "bool is ambiguous as a kernel argument: use u8(...) for C++ bool "
+                            "or i32(...) for int")
+    if isinstance(value, int):
+        try:
+            return Scalar("i32", value)
+        except OverflowError:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"{value} does not fit int32: use i64(...) or u64(...)") from None
+    if isinstance(value, float):
+        return Scalar("f32", value)
+    for ctype, kind in _CTYPES_KINDS.items():
+        if type(value) is ctype:
+            return Scalar(kind, value.value or 0)
+    return _numpy_scalar(value)
+
+
+def _fill_scalar(arg, s):
+    arg.kind = _KIND_NAMES[s.kind]
+    field = {"f16": "u16", "bf16": "u16", "pointer": "pointer"}.get(s.kind, s.kind)
+    setattr(arg.v, field, s.value)
+
+
+def build(values, stream=None, device_id=0):
+    """(keep-alive list, fj_arg array or None, count) for a kernel's arguments.
+
+    `stream` is the integer CUstream of the launch, handed to DLPack
+    producers so they order their pending writes before it.
+    """
+    values = list(values)
+    keep = []
+    if not values:
+        return keep, None, 0
+    arr = (_ffi.fj_arg * len(values))()
+    for i, value in enumerate(values):
+        a = arr[i]
+        a.struct_size = ctypes.sizeof(_ffi.fj_arg)
+        try:
+            _fill(a, value, keep, stream, device_id)
+        except FleetjitError as e:
+            raise FleetjitError(e.code, f"argument {i}: {e.message}") from None
+    keep.append(arr)
+    return keep, arr, len(values)
+
+
+def _fill(a, value, keep, stream, device_id):
+    if isinstance(value, Tensor):
+        a.kind = _ffi.ARG_TENSOR
+        a.v.tensor = ctypes.addressof(value.to_c(keep, stream, device_id))
+        return
+    address = getattr(value, "device_address", None)  # DeviceBuffer
+    if address is not None:
+        a.kind = _ffi.ARG_POINTER
+        a.v.pointer = address
+        return
+    if tensors.is_tensor_like(value):
+        borrowed = tensors.borrow(value, stream=stream, device_id=device_id)
+        if borrowed.device[0] not in tensors.CUDA_DEVICE_TYPES:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"{type(value).__name__} lives on DLPack device type "
+                                f"{borrowed.device[0]}, not CUDA memory")
+        keep.append(borrowed)
+        a.kind = _ffi.ARG_POINTER
+        a.v.pointer = borrowed.data_ptr
+        return
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        buf = ctypes.create_string_buffer(data, len(data))
+        keep.append(buf)
+        a.kind = _ffi.ARG_BYTES
+        a.size = len(data)
+        a.v.bytes = ctypes.addressof(buf)
+        return
+    s = to_scalar(value)
+    if s is None:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"cannot pass a {type(value).__name__} to a kernel (use a scalar, "
+                            "i32()/f32()/..., a tensor-like object or fleetjit.Tensor)")
+    _fill_scalar(a, s)

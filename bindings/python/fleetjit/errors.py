@@ -1,0 +1,65 @@
+"""FleetjitError: every fj_status, and every failure of the binding itself."""
+
+import ctypes
+
+from . import _ffi
+
+# Keys of fj_status_detail() that the library documents.
+_DETAIL_KEYS = ("build_log", "options", "target", "copy_impl", "cuda_call", "cuda_error")
+
+
+class FleetjitError(Exception):
+    """A failed fleetjit call.
+
+    code:      the fj_code name ("BUILD_ERROR", "INVALID_ARGUMENT", ...)
+    message:   the library's message
+    build_log: NVRTC's log for a BUILD_ERROR, else None
+    details:   every documented detail the status carried (dict)
+    """
+
+    def __init__(self, code, message, build_log=None, details=None):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.build_log = build_log
+        self.details = dict(details or {})
+
+
+def _text(ptr, size):
+    if not ptr:
+        return None
+    return ctypes.string_at(ptr, size).decode("utf-8", errors="replace")
+
+
+def lib():
+    """The loaded library; a load failure becomes FleetjitError("UNAVAILABLE")."""
+    try:
+        return _ffi.load()
+    except _ffi.LoadError as e:
+        raise FleetjitError("UNAVAILABLE", str(e)) from None
+
+
+def status_to_error(status):
+    """Reads and frees a non-NULL fj_status*, returning the FleetjitError."""
+    fj = lib()
+    try:
+        code = fj.fj_status_code(status)
+        name = fj.fj_code_name(code).decode()
+        size = ctypes.c_size_t(0)
+        message = _text(fj.fj_status_message(status, ctypes.byref(size)), size.value) or ""
+        details = {}
+        for key in _DETAIL_KEYS:
+            k = _ffi.StrArg(key)
+            size = ctypes.c_size_t(0)
+            value = _text(fj.fj_status_detail(status, k.value, ctypes.byref(size)), size.value)
+            if value is not None:
+                details[key] = value
+    finally:
+        fj.fj_status_free(status)
+    return FleetjitError(name, message, details.get("build_log"), details)
+
+
+def check(status):
+    """Raises the FleetjitError a status describes; NULL (success) passes."""
+    if status:
+        raise status_to_error(status)

@@ -1,0 +1,491 @@
+"""Runtime, Module, Kernel, Stream and DeviceBuffer: thin owners of C handles.
+
+Ownership follows the C ABI: a Runtime owns everything created from it, and
+closing it invalidates its modules, kernels, streams and buffers (their
+calls then raise FleetjitError("INVALID_ARGUMENT")). Each class is also a
+context manager.
+"""
+
+import ctypes
+from dataclasses import dataclass, field, asdict
+from typing import Dict, List, Optional, Tuple
+
+from . import _ffi
+from . import args as _args
+from .errors import FleetjitError, check, lib
+
+
+# ----------------------------------------------------------------- versions
+
+def library_version() -> Tuple[int, int]:
+    """(major, minor) of the libfleetjit.so.1 actually loaded."""
+    v = lib().fj_version()
+    return (v >> 16, v & 0xFFFF)
+
+
+def check_version() -> Tuple[int, int]:
+    """Refuses a library whose major differs from the binding's, or whose
+    minor is older than the header this binding mirrors."""
+    major, minor = library_version()
+    if major != _ffi.EXPECTED_MAJOR or minor < _ffi.EXPECTED_MINOR:
+        raise FleetjitError(
+            "FAILED_PRECONDITION",
+            f"{_ffi.library_path()} is fleetjit {major}.{minor}; this binding needs "
+            f"{_ffi.EXPECTED_MAJOR}.x with x >= {_ffi.EXPECTED_MINOR}")
+    return (major, minor)
+
+
+# ------------------------------------------------------------- value types
+
+@dataclass(frozen=True)
+class CopyPlan:
+    target: str
+    impl: str                     # "sync", "cp_async" or "tma"
+    features: Dict[str, str]      # feature -> "native" | "emulated"
+
+
+@dataclass(frozen=True)
+class Device:
+    ordinal: int
+    name: str
+    compute_capability: Tuple[int, int]
+    sm_count: int
+    total_memory_bytes: int
+    shared_memory_per_block: int
+    shared_memory_per_block_optin: int
+    shared_memory_per_sm: int
+    l2_cache_bytes: int
+    max_threads_per_block: int
+    cluster_launch: bool
+    driver_version: int
+    plan: CopyPlan
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    target: str
+    copy_impl: str
+    output: str                   # "cubin" or "ptx"
+    cache_result: str             # "compiled", "memory_hit" or "disk_hit"
+    build_ms: float
+    compile_ms: float
+    image_bytes: int
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    lowered_name: str
+    num_params: int
+    param_bytes: int
+    max_threads_per_block: int
+    static_shared_bytes: int
+    num_regs: int
+    uses_thunk: bool
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    memory_hits: int
+    disk_hits: int
+    misses: int
+    compiles: int
+    compile_ms_total: float
+    evictions: int
+    rejected_entries: int
+    disk_entries: int
+    disk_bytes: int
+
+
+def _name(fn, value):
+    return fn(value).decode()
+
+
+def _plan_from_c(p) -> CopyPlan:
+    fj = lib()
+    features = {_name(fj.fj_feature_name, f): _name(fj.fj_support_name, p.support[f])
+                for f in range(_ffi.FEATURE_COUNT)}
+    return CopyPlan(p.target.decode(), _name(fj.fj_copy_impl_name, p.impl), features)
+
+
+def _impl_value(impl) -> int:
+    if impl is None:
+        return 0
+    if impl not in _ffi.COPY_IMPLS:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"copy_impl must be one of {sorted(_ffi.COPY_IMPLS)}, not {impl!r}")
+    return _ffi.COPY_IMPLS[impl]
+
+
+def copy_plan(target: str, impl: Optional[str] = None) -> CopyPlan:
+    """The copy plan for a named target ("sm_90", "compute_80"); no GPU needed."""
+    t = _ffi.StrArg(target)
+    plan = _ffi.new(_ffi.fj_copy_plan)
+    check(lib().fj_copy_plan_for_target(t.value, _impl_value(impl), ctypes.byref(plan)))
+    return _plan_from_c(plan)
+
+
+def tensor_check(tensor: "_args.Tensor") -> Tuple[bool, str]:
+    """(tma, reason): whether the tma implementation can describe a tensor
+    argument with a TMA tensor map (else it falls back to cp.async), checked
+    as fj_launch would. Needs no runtime or GPU."""
+    keep = []
+    arg = tensor.to_c(keep)
+    out = _ffi.new(_ffi.fj_tensor_check)
+    check(lib().fj_tensor_arg_check(ctypes.byref(arg), ctypes.byref(out)))
+    return bool(out.tma), out.reason.decode(errors="replace")
+
+
+# ------------------------------------------------------------------ handles
+
+class _Handle:
+    """An owned C handle; close() is idempotent."""
+
+    _destroy_name = ""
+
+    def __init__(self, handle, owner=None):
+        self._handle = handle
+        self._owner = owner
+
+    @property
+    def closed(self) -> bool:
+        return not self._handle or (self._owner is not None and self._owner.closed)
+
+    def _live(self):
+        if self.closed:
+            raise FleetjitError("INVALID_ARGUMENT", f"this {type(self).__name__} is closed")
+        return self._handle
+
+    def close(self):
+        handle, self._handle = self._handle, None
+        if handle and (self._owner is None or not self._owner.closed):
+            check(getattr(lib(), self._destroy_name)(handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown, or the owner went first
+            pass
+
+
+class Stream(_Handle):
+    """A CUDA stream owned (fj_stream_create) or borrowed (fj_stream_wrap)."""
+
+    _destroy_name = "fj_stream_destroy"
+
+    def __init__(self, handle, runtime, device, cu_stream=None):
+        super().__init__(handle, runtime)
+        self.device = device
+        self.cu_stream = cu_stream  # the integer CUstream when borrowed, else None
+
+    def synchronize(self):
+        check(lib().fj_stream_synchronize(self._live()))
+
+
+class DeviceBuffer:
+    """Device memory from fj_mem_alloc, freed by close() or with the runtime."""
+
+    def __init__(self, runtime, device, nbytes, address):
+        self._runtime = runtime
+        self.device = device
+        self.nbytes = nbytes
+        self.device_address = address
+
+    @property
+    def closed(self):
+        return not self.device_address or self._runtime.closed
+
+    def upload(self, data, stream: Optional[Stream] = None):
+        """Copies host bytes (any buffer) to the start of the buffer."""
+        view = memoryview(data).cast("B")
+        if view.nbytes > self.nbytes:
+            raise FleetjitError("OUT_OF_RANGE", f"{view.nbytes} bytes into a {self.nbytes}-byte buffer")
+        src = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
+        check(lib().fj_memcpy_htod(self._runtime._live(), self.device_address, src,
+                                   view.nbytes, stream._live() if stream else None))
+
+    def download(self, nbytes: Optional[int] = None) -> bytes:
+        """Copies the buffer (or its first nbytes) back to the host."""
+        n = self.nbytes if nbytes is None else nbytes
+        dst = ctypes.create_string_buffer(n)
+        check(lib().fj_memcpy_dtoh(self._runtime._live(), dst, self.device_address, n, None))
+        return dst.raw
+
+    def fill(self, value: int):
+        check(lib().fj_memset_d8(self._runtime._live(), self.device_address, value,
+                                 self.nbytes, None))
+
+    def close(self):
+        address, self.device_address = self.device_address, 0
+        if address and not self._runtime.closed:
+            check(lib().fj_mem_free(self._runtime._live(), address))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Kernel:
+    """A kernel of a Module, loaded on one device."""
+
+    def __init__(self, module, handle, name, device):
+        self._module = module
+        self._handle = handle
+        self.name = name
+        self.device = device
+
+    def _live(self):
+        if self._module.closed:
+            raise FleetjitError("INVALID_ARGUMENT", "the kernel's module is closed")
+        return self._handle
+
+    @property
+    def info(self) -> KernelInfo:
+        out = _ffi.new(_ffi.fj_kernel_info)
+        check(lib().fj_kernel_info_get(self._live(), ctypes.byref(out)))
+        return KernelInfo(out.lowered_name.decode(), out.num_params, out.param_bytes,
+                          out.max_threads_per_block, out.static_shared_bytes, out.num_regs,
+                          bool(out.uses_thunk))
+
+    def launch(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=None):
+        """Launches asynchronously on `stream`.
+
+        grid, block, cluster: an int or a tuple of up to 3 ints.
+        args: see fleetjit.args (scalars, tensor-like objects as pointers,
+              fleetjit.Tensor for FJ_TENSOR parameters).
+        stream: None (the legacy default stream), a fleetjit Stream, a
+              torch.cuda.Stream, a cupy.cuda.Stream, or an integer CUstream
+              (torch.cuda.current_stream().cuda_stream,
+              cupy.cuda.get_current_stream().ptr).
+        """
+        runtime = self._module._runtime
+        fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
+        cfg = _ffi.new(_ffi.fj_launch_config)
+        for dst, value, default in ((cfg.grid, grid, 1), (cfg.block, block, 1),
+                                    (cfg.cluster, cluster, 0)):
+            dims = _dims(value, default)
+            for i in range(3):
+                dst[i] = dims[i]
+        cfg.shared_bytes = int(shared_bytes)
+        cfg.stream = fj_stream
+        keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
+        check(lib().fj_launch(self._live(), ctypes.byref(cfg),
+                              ctypes.cast(arr, ctypes.c_void_p) if arr is not None else None,
+                              count))
+        del keep  # the library copied what it needs: the tensors may go
+
+
+def _dims(value, default):
+    if value is None:
+        return (default,) * 3
+    if isinstance(value, int):
+        value = (value,)
+    value = tuple(int(v) for v in value)
+    if len(value) > 3:
+        raise FleetjitError("INVALID_ARGUMENT", f"{value} has more than 3 dimensions")
+    return value + (default,) * (3 - len(value))
+
+
+class Module(_Handle):
+    """A built module: its image, its kernels."""
+
+    _destroy_name = "fj_module_destroy"
+
+    def __init__(self, handle, runtime):
+        super().__init__(handle, runtime)
+        self._runtime = runtime
+
+    @property
+    def info(self) -> ModuleInfo:
+        out = _ffi.new(_ffi.fj_module_info)
+        check(lib().fj_module_info_get(self._live(), ctypes.byref(out)))
+        output = {v: k for k, v in _ffi.OUTPUTS.items()}.get(out.output, str(out.output))
+        return ModuleInfo(out.target.decode(), _name(lib().fj_copy_impl_name, out.copy_impl),
+                          output, _ffi.CACHE_RESULTS.get(out.cache_result, str(out.cache_result)),
+                          out.build_ms, out.compile_ms, out.image_bytes)
+
+    @property
+    def image(self) -> bytes:
+        """The cubin (ELF) or PTX text."""
+        data = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        check(lib().fj_module_image(self._live(), ctypes.byref(data), ctypes.byref(size)))
+        return ctypes.string_at(data, size.value)
+
+    def kernel(self, name: str, device: int = 0) -> Kernel:
+        """The kernel `name` (extern "C" name or a name expression), loaded on `device`."""
+        n = _ffi.StrArg(name)
+        out = ctypes.c_void_p()
+        check(lib().fj_module_get_kernel(self._live(), n.value, device, ctypes.byref(out)))
+        return Kernel(self, out.value, name, device)
+
+
+class Runtime(_Handle):
+    """A fleetjit runtime: devices, builds, the module cache.
+
+    Every option is optional; environment variables (FLEETJIT_TARGET, ...)
+    override them as `fleetjit info` lists.
+        target:     build every module for this target ("sm_90") instead of the device's
+        copy_impl:  "sync", "cp_async" or "tma" instead of the device's choice
+        cache_dir:  disk cache directory (default $FLEETJIT_CACHE_DIR or ~/.cache/fleetjit)
+        cache_max_bytes: disk cache cap (0 = 1 GiB)
+        disk_cache: False to use the memory cache only
+        thunks:     False to launch through the generic path only
+        libcuda, libnvrtc: library files instead of the loader's search
+    """
+
+    _destroy_name = "fj_runtime_destroy"
+
+    def __init__(self, *, target=None, copy_impl=None, cache_dir=None, cache_max_bytes=0,
+                 disk_cache=True, thunks=True, libcuda=None, libnvrtc=None):
+        check_version()
+        opts = _ffi.new(_ffi.fj_runtime_options)
+        keep = [_ffi.StrArg(s) for s in (libcuda, libnvrtc, target, cache_dir)]
+        opts.libcuda_path, opts.libnvrtc_path = keep[0].value, keep[1].value
+        opts.target_override, opts.cache_dir = keep[2].value, keep[3].value
+        opts.copy_impl_override = _impl_value(copy_impl)
+        opts.flags = ((0 if disk_cache else _ffi.RUNTIME_DISABLE_DISK_CACHE) |
+                      (0 if thunks else _ffi.RUNTIME_DISABLE_THUNKS))
+        opts.cache_max_bytes = int(cache_max_bytes)
+        out = ctypes.c_void_p()
+        check(lib().fj_runtime_create(ctypes.byref(opts), ctypes.byref(out)))
+        super().__init__(out.value)
+        self._wrapped_streams = {}
+
+    def close(self):
+        # Wrapped streams are the binding's; the runtime releases the rest.
+        for s in getattr(self, "_wrapped_streams", {}).values():
+            try:
+                s.close()
+            except FleetjitError:
+                pass
+        self._wrapped_streams = {}
+        super().close()
+
+    # Devices.
+    @property
+    def driver_error(self) -> str:
+        """Why the driver is unavailable ("" if it loaded)."""
+        return lib().fj_runtime_driver_error(self._live()).decode(errors="replace")
+
+    @property
+    def device_count(self) -> int:
+        n = ctypes.c_int32()
+        check(lib().fj_device_count(self._live(), ctypes.byref(n)))
+        return n.value
+
+    def device(self, ordinal: int) -> Device:
+        out = _ffi.new(_ffi.fj_device_info)
+        check(lib().fj_device_info_get(self._live(), ordinal, ctypes.byref(out)))
+        return Device(out.ordinal, out.name.decode(errors="replace"),
+                      (out.cc_major, out.cc_minor), out.sm_count, out.total_memory_bytes,
+                      out.shared_memory_per_block, out.shared_memory_per_block_optin,
+                      out.shared_memory_per_sm, out.l2_cache_bytes, out.max_threads_per_block,
+                      bool(out.cluster_launch), out.driver_version, _plan_from_c(out.plan))
+
+    @property
+    def devices(self) -> List[Device]:
+        return [self.device(i) for i in range(self.device_count)]
+
+    def device_report(self) -> dict:
+        """What `fleetjit info --json` reports: version, driver error, devices."""
+        major, minor = library_version()
+        return {"version": f"{major}.{minor}", "library": _ffi.library_path(),
+                "driver_error": self.driver_error,
+                "devices": [asdict(d) for d in self.devices]}
+
+    # Builds.
+    def build(self, source, *, name="", target=None, device=0, copy_impl=None,
+              nvrtc_options=(), name_expressions=(), output=None, cache=True) -> Module:
+        """Builds CUDA C++ `source` (or fetches it from the cache).
+
+        target: "sm_XX[a]" (cubin) or "compute_XX[a]" (PTX); None = the
+                runtime's target, else the live device `device`. A named
+                target needs no GPU.
+        A compile error raises FleetjitError("BUILD_ERROR") with .build_log.
+        """
+        o = _ffi.new(_ffi.fj_build_options)
+        keep = [_ffi.StrArg(source), _ffi.StrArg(name), _ffi.StrArg(target)]
+        o.source, o.name, o.target = keep[0].value, keep[1].value, keep[2].value
+        k1, o.nvrtc_options, o.num_nvrtc_options = _ffi.str_array(nvrtc_options)
+        k2, o.name_expressions, o.num_name_expressions = _ffi.str_array(name_expressions)
+        o.device = device
+        o.copy_impl = _impl_value(copy_impl)
+        if output is not None and output not in _ffi.OUTPUTS:
+            raise FleetjitError("INVALID_ARGUMENT", f"output must be one of {sorted(_ffi.OUTPUTS)}")
+        o.output = _ffi.OUTPUTS.get(output or "auto")
+        o.flags = 0 if cache else _ffi.BUILD_NO_CACHE
+        out = ctypes.c_void_p()
+        check(lib().fj_module_build(self._live(), ctypes.byref(o), ctypes.byref(out)))
+        del keep, k1, k2
+        return Module(out.value, self)
+
+    # Cache.
+    def cache_stats(self) -> CacheStats:
+        out = _ffi.new(_ffi.fj_cache_stats)
+        check(lib().fj_cache_stats_get(self._live(), ctypes.byref(out)))
+        return CacheStats(out.memory_hits, out.disk_hits, out.misses, out.compiles,
+                          out.compile_ms_total, out.evictions, out.rejected_entries,
+                          out.disk_entries, out.disk_bytes)
+
+    def clear_cache(self):
+        check(lib().fj_cache_clear(self._live()))
+
+    # Memory and streams.
+    def alloc(self, nbytes: int, device: int = 0) -> DeviceBuffer:
+        out = ctypes.c_uint64()
+        check(lib().fj_mem_alloc(self._live(), device, nbytes, ctypes.byref(out)))
+        return DeviceBuffer(self, device, nbytes, out.value)
+
+    def create_stream(self, device: int = 0) -> Stream:
+        out = ctypes.c_void_p()
+        check(lib().fj_stream_create(self._live(), device, ctypes.byref(out)))
+        return Stream(out.value, self, device)
+
+    def wrap_stream(self, cu_stream: int, device: int = 0) -> Stream:
+        """A fleetjit Stream over a framework's CUstream (not owned: closing
+        it does not destroy the CUDA stream). Needs fj_stream_wrap."""
+        key = (device, int(cu_stream))
+        s = self._wrapped_streams.get(key)
+        if s is not None and not s.closed:
+            return s
+        fj = lib()
+        if not hasattr(fj, "fj_stream_wrap"):
+            major, minor = library_version()
+            raise FleetjitError(
+                "UNAVAILABLE",
+                f"this libfleetjit.so.1 ({major}.{minor}, {_ffi.library_path()}) has no "
+                "fj_stream_wrap, so it cannot launch on a framework's stream "
+                f"(0x{int(cu_stream):x}); use stream=None (the legacy default stream), the "
+                "framework's default stream, or Runtime.create_stream()")
+        out = ctypes.c_void_p()
+        check(fj.fj_stream_wrap(self._live(), device, int(cu_stream), ctypes.byref(out)))
+        s = Stream(out.value, self, device, cu_stream=int(cu_stream))
+        self._wrapped_streams[key] = s
+        return s
+
+    def _resolve_stream(self, stream, device):
+        """(fj_stream* or None, integer CUstream or None) for a launch."""
+        if stream is None:
+            return None, None
+        if isinstance(stream, Stream):
+            return stream._live(), stream.cu_stream
+        handle = stream
+        if not isinstance(handle, int):
+            handle = getattr(stream, "cuda_stream", None)  # torch.cuda.Stream
+            if handle is None:
+                handle = getattr(stream, "ptr", None)       # cupy.cuda.Stream
+            if not isinstance(handle, int):
+                raise FleetjitError("INVALID_ARGUMENT",
+                                    f"stream must be None, a fleetjit Stream, an integer CUstream "
+                                    f"or a torch/CuPy stream, not {type(stream).__name__}")
+        if handle == 0:  # the legacy default stream: no wrapper needed
+            return None, None
+        return self.wrap_stream(handle, device)._live(), handle

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# pip_install.sh PYTHON PACKAGE_DIR TARGET LIBRARY: installs the binding with
+# pip, offline (no index, no build isolation: Debian's setuptools), into
+# TARGET, then imports it from there and builds a kernel for sm_90.
+set -euo pipefail
+py=$1 pkg=$2 target=$3 lib=$4
+rm -rf "$target"
+# Build in a scratch copy so the source tree gets no build/ or egg-info.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cp -r "$pkg"/. "$scratch/"
+rm -rf "$scratch/build" "$scratch"/*.egg-info
+PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+  "$py" -m pip install --no-build-isolation --no-deps --no-index --target "$target" "$scratch"
+cd "$scratch/.."  # not the package directory: import the installed copy
+PYTHONPATH=$target FLEETJIT_LIBRARY=$lib "$py" - <<'PY'
+import fleetjit, os
+assert os.environ["PYTHONPATH"] in fleetjit.__file__, fleetjit.__file__
+with fleetjit.Runtime(disk_cache=False) as rt:
+    m = rt.build('extern "C" __global__ void k(int* p) { *p = 1; }', target="sm_90")
+    print("fleetjit", fleetjit.__version__, "library %d.%d" % fleetjit.library_version(),
+          "from", fleetjit.__file__, "->", m.info.target, m.info.copy_impl)
+print("pip install OK")
+PY
