@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace fleetjit {
@@ -20,6 +21,23 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context) {
 void SetDetail(absl::Status& status, absl::string_view key,
                absl::string_view value) {
   status.SetPayload(absl::StrCat(kPayloadPrefix, key), absl::Cord(value));
+}
+
+namespace {
+constexpr absl::string_view kPublicCodeUrl = "fleetjit.internal/fj_code";
+}  // namespace
+
+void SetPublicCode(absl::Status& status, int code) {
+  status.SetPayload(kPublicCodeUrl, absl::Cord(absl::StrCat(code)));
+}
+
+std::optional<int> PublicCodeOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kPublicCodeUrl);
+  int code = 0;
+  if (!payload.has_value() || !absl::SimpleAtoi(std::string(*payload), &code)) {
+    return std::nullopt;
+  }
+  return code;
 }
 
 }  // namespace fleetjit

@@ -17,6 +17,7 @@
 #define FLEETJIT_BASE_STATUS_MACROS_H_
 
 #include "absl/strings/string_view.h"
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -34,6 +35,15 @@ inline constexpr absl::string_view kPayloadPrefix = "fleetjit/";
 // Attaches a named detail ("build_log", "cuda_error", ...).
 void SetDetail(absl::Status& status, absl::string_view key,
                absl::string_view value);
+
+// The public code (an fj_code of <fleetjit/fleetjit.h>, as an int: base
+// knows no C header) decided where the error arose, e.g. by CheckCu from
+// the CUresult table. Carried explicitly so the C ABI never guesses it from
+// the absl code; kept by Annotate like every payload, and not exposed as
+// a detail (its URL is outside kPayloadPrefix).
+void SetPublicCode(absl::Status& status, int code);
+// The code SetPublicCode stored, if any.
+std::optional<int> PublicCodeOf(const absl::Status& status);
 
 }  // namespace fleetjit
 

@@ -19,6 +19,10 @@ fj_status* OutOfMemory() {
 
 fj_code CodeOf(const absl::Status& status) {
   if (status.ok()) return FJ_OK;
+  // Decided where the error arose (CheckCu, from the CUresult table).
+  if (std::optional<int> code = PublicCodeOf(status)) {
+    if (*code > FJ_OK && *code <= FJ_CODE_LAST) return static_cast<fj_code>(*code);
+  }
   if (status.GetPayload(std::string(kPayloadPrefix) + "build_log").has_value()) {
     return FJ_BUILD_ERROR;
   }
@@ -29,7 +33,6 @@ fj_code CodeOf(const absl::Status& status) {
     case absl::StatusCode::kFailedPrecondition: return FJ_FAILED_PRECONDITION;
     case absl::StatusCode::kResourceExhausted: return FJ_RESOURCE_EXHAUSTED;
     case absl::StatusCode::kOutOfRange: return FJ_OUT_OF_RANGE;
-    case absl::StatusCode::kAborted: return FJ_CUDA_ERROR;  // see CheckCu
     default: return FJ_INTERNAL;
   }
 }

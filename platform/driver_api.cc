@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "platform/cu_errors.h"
 #include "base/status_macros.h"
 
 namespace fleetjit {
@@ -106,17 +107,13 @@ absl::Status CheckCu(const DriverApi& api, CUresult result,
   }
   std::string error = absl::StrCat(name ? name : "CUDA_ERROR",
                                    "(", static_cast<int>(result), ")");
-  absl::StatusCode code = absl::StatusCode::kInternal;
-  switch (result) {
-    case CUDA_ERROR_OUT_OF_MEMORY: code = absl::StatusCode::kResourceExhausted; break;
-    case CUDA_ERROR_NO_DEVICE:
-    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-    case CUDA_ERROR_NOT_INITIALIZED: code = absl::StatusCode::kUnavailable; break;
-    case CUDA_ERROR_INVALID_VALUE: code = absl::StatusCode::kInvalidArgument; break;
-    default: code = absl::StatusCode::kAborted; break;  // FJ_CUDA_ERROR
-  }
-  absl::Status status(code, absl::StrCat(call, ": ", error, ": ",
-                                         text ? text : "no description"));
+  // The table decides the public code (carried explicitly) and the absl
+  // code that goes with it; poisoning reads the same table (IsStickyError).
+  const CuErrorRow row = DescribeCuError(result);
+  absl::Status status(AbslCodeFor(row.code),
+                      absl::StrCat(call, ": ", error, ": ",
+                                   text ? text : "no description"));
+  SetPublicCode(status, row.code);
   SetDetail(status, "cuda_call", call);
   SetDetail(status, "cuda_error", error);
   return status;

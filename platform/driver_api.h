@@ -43,7 +43,9 @@ using DriverApiPtr = std::unique_ptr<DriverApi, DriverApiDeleter>;
 absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path);
 
 // OK for CUDA_SUCCESS; otherwise a status naming `call`, with the driver's
-// error name and text (and details "cuda_call", "cuda_error"). Fails with
+// error name and text (and details "cuda_call", "cuda_error"), whose public
+// fj_code (PublicCodeOf) and absl code come from the CUresult table
+// (platform/cu_errors.inc). Fails with
 // FAILED_PRECONDITION in a forked child: CUDA is not fork-safe.
 absl::Status CheckCu(const DriverApi& api, CUresult result,
                      absl::string_view call);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "platform/cu_errors.h"
 
 namespace fleetjit {
 
@@ -115,6 +116,49 @@ absl::Status Device::PoisonAfterFault(const absl::Status& fault) {
 absl::Status Device::poisoned() const {
   absl::MutexLock lock(&poison_mu_);
   return poison_;
+}
+
+absl::Status Device::CheckAfterWork(CUresult result, absl::string_view call) {
+  absl::Status status = CheckCu(api_, result, call);
+  if (!status.ok() && IsStickyError(result)) return PoisonAfterFault(status);
+  return status;
+}
+
+absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
+                                            absl::Status driver_status) {
+  DeviceList list;
+  list.api_ = api;
+  list.driver_status_ = std::move(driver_status);
+  if (api == nullptr) return list;
+  int count = 0;
+  absl::Status counted = CheckCu(*api, api->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (!counted.ok()) {
+    list.driver_status_ = counted;
+    count = 0;
+  }
+  for (int i = 0; i < count; ++i) {
+    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, Device::Open(*api, i),
+                        "creating the runtime");
+    list.devices_.push_back(std::move(d));
+  }
+  if (count == 0 && list.driver_status_.ok()) {
+    list.driver_status_ = absl::UnavailableError("the CUDA driver reports no GPU");
+  }
+  return list;
+}
+
+absl::StatusOr<Device*> DeviceList::at(int ordinal) const {
+  if (api_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
+  }
+  if (ordinal < 0 || ordinal >= count()) {
+    if (count() == 0) {
+      return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
+    }
+    return absl::NotFoundError(
+        absl::StrCat("device ", ordinal, " does not exist; there are ", count()));
+  }
+  return devices_[ordinal].get();
 }
 
 }  // namespace fleetjit

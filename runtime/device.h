@@ -6,7 +6,9 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -60,6 +62,11 @@ class Device {
   // error's status, marks the device poisoned, and returns the status.
   absl::Status PoisonAfterFault(const absl::Status& fault);
   absl::Status poisoned() const;
+  // The CheckCu status of `result` from `call` (OK for CUDA_SUCCESS). A
+  // sticky error (the CUresult table, platform/cu_errors.h) also poisons
+  // this device, naming the last kernel launched (PoisonAfterFault). For
+  // copies and synchronisations, where a kernel's fault surfaces.
+  absl::Status CheckAfterWork(CUresult result, absl::string_view call);
   bool is_poisoned() const { return poisoned_flag_.load(std::memory_order_acquire); }
 
  private:
@@ -75,6 +82,29 @@ class Device {
   std::atomic<const std::string*> last_kernel_{nullptr};
   mutable absl::Mutex poison_mu_;
   absl::Status poison_ ABSL_GUARDED_BY(poison_mu_);
+};
+
+// The devices of one runtime, opened at its creation and fixed for its
+// life, and why there are none when there are none.
+class DeviceList {
+ public:
+  // Opens every device `api` reports. `api` null (no driver): no devices,
+  // `driver_status` says why. A driver that reports none is not an error:
+  // driver_status() then says so.
+  static absl::StatusOr<DeviceList> Open(const DriverApi* api,
+                                         absl::Status driver_status);
+
+  int count() const { return static_cast<int>(devices_.size()); }
+  // Device `ordinal`: UNAVAILABLE without a device, NOT_FOUND out of range.
+  absl::StatusOr<Device*> at(int ordinal) const;
+  // Device `ordinal`, which must be in range.
+  Device& get(int ordinal) const { return *devices_[ordinal]; }
+  const absl::Status& driver_status() const { return driver_status_; }
+
+ private:
+  const DriverApi* api_ = nullptr;
+  absl::Status driver_status_;
+  std::vector<std::unique_ptr<Device>> devices_;
 };
 
 }  // namespace fleetjit

@@ -380,25 +380,6 @@ absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
                                             arg_stride);
 }
 
-bool IsStickyError(CUresult result) {
-  switch (result) {
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ASSERT:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_CONTAINED:
-    case CUDA_ERROR_EXTERNAL_DEVICE:
-      return true;
-    default:
-      return false;
-  }
-}
-
 absl::Status CheckStickyError(Device& device, const DriverApi& api,
                               CUresult result, absl::string_view what) {
   if (result == CUDA_SUCCESS) return absl::OkStatus();

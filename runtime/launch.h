@@ -33,6 +33,7 @@
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
 #include "runtime/device.h"
+#include "platform/cu_errors.h"
 #include "platform/driver_api.h"
 #include "runtime/kernel.h"
 #include "runtime/tensor_encoder.h"
@@ -90,15 +91,12 @@ absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
                     CUstream stream, const fj_arg* args, size_t num_args,
                     size_t arg_stride);
 
-// True for the driver errors that leave a context unusable (a kernel
-// fault: illegal address, illegal instruction, misaligned address, trap,
-// hardware stack error, launch failure, ...).
-bool IsStickyError(CUresult result);
-
 // OK for CUDA_SUCCESS. Otherwise the CheckCu status of `result`, prefixed
 // with `what` (e.g. "kernel 'saxpy.cu:k': cuStreamSynchronize"); for a
 // sticky error it also marks `device` poisoned with that status, so it
-// names the kernel. For use after launches and synchronisations.
+// names the kernel. For use after launches and synchronisations. Whether
+// an error is sticky is the CUresult table's word (IsStickyError,
+// platform/cu_errors.h).
 absl::Status CheckStickyError(Device& device, const DriverApi& api,
                               CUresult result, absl::string_view what);
 

@@ -62,11 +62,6 @@ absl::Status FromLlvm(llvm::Error error, absl::string_view context) {
 
 }  // namespace
 
-bool ThunksEnabledByEnvironment() {
-  const char* v = std::getenv("FLEETJIT_THUNKS");
-  return v == nullptr || absl::string_view(v) != "0";
-}
-
 ThunkJit::ThunkJit(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 ThunkJit::~ThunkJit() = default;

@@ -77,10 +77,6 @@ class ThunkJit {
   std::unique_ptr<Impl> impl_;
 };
 
-// True unless FLEETJIT_THUNKS=0 is set (read on each call; the runtime
-// reads it once at creation).
-bool ThunksEnabledByEnvironment();
-
 }  // namespace fleetjit::jit
 
 #endif  // FLEETJIT_JIT_THUNK_THUNK_JIT_H_

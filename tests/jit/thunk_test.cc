@@ -469,15 +469,5 @@ TEST(ThunkRuntime, RelaidEntriesGetTheirOwnThunk) {
   EXPECT_EQ(thunks.stats().objects_generated, 1u);
 }
 
-TEST(ThunkJit, EnvironmentSwitch) {
-  unsetenv("FLEETJIT_THUNKS");
-  EXPECT_TRUE(ThunksEnabledByEnvironment());
-  setenv("FLEETJIT_THUNKS", "0", 1);
-  EXPECT_FALSE(ThunksEnabledByEnvironment());
-  setenv("FLEETJIT_THUNKS", "1", 1);
-  EXPECT_TRUE(ThunksEnabledByEnvironment());
-  unsetenv("FLEETJIT_THUNKS");
-}
-
 }  // namespace
 }  // namespace fleetjit::jit

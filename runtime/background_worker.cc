@@ -1,0 +1,119 @@
+#include "runtime/background_worker.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <set>
+
+namespace fleetjit {
+namespace {
+
+struct WorkerRegistry {
+  absl::Mutex mu;
+  std::set<BackgroundWorker*> workers ABSL_GUARDED_BY(mu);
+};
+
+WorkerRegistry& Registry() {
+  static WorkerRegistry* registry = new WorkerRegistry();  // never freed
+  return *registry;
+}
+
+}  // namespace
+
+BackgroundWorker::BackgroundWorker() {
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit(&StopAllAtExit); });
+  absl::MutexLock lock(&Registry().mu);
+  Registry().workers.insert(this);
+}
+
+BackgroundWorker::~BackgroundWorker() {
+  {
+    absl::MutexLock lock(&Registry().mu);
+    Registry().workers.erase(this);
+  }
+  if (!thread_.joinable()) return;
+  if (getpid() != pid_) {
+    // A forked child: the thread is the parent's. Do not join or detach
+    // a thread this process does not have; forget it.
+    new std::thread(std::move(thread_));  // NOLINT: deliberately leaked
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void BackgroundWorker::Post(std::function<void()> job) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (exiting_) return;
+    if (!thread_.joinable() || getpid() == pid_) {
+      queue_.push_back(std::move(job));
+      if (!thread_.joinable()) {
+        pid_ = getpid();
+        thread_ = std::thread([this] { Loop(); });
+      }
+      return;
+    }
+  }
+  job();  // forked child: no worker thread here
+}
+
+void BackgroundWorker::WaitIdle() {
+  absl::MutexLock lock(&mu_);
+  if (thread_.joinable() && getpid() != pid_) return;
+  hold_ = false;
+  mu_.Await(absl::Condition(
+      +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+        return w->exiting_ || (w->queue_.empty() && !w->running_);
+      },
+      this));
+}
+
+void BackgroundWorker::SetHold(bool hold) {
+  absl::MutexLock lock(&mu_);
+  hold_ = hold;
+}
+
+void BackgroundWorker::StopAllAtExit() {
+  absl::MutexLock lock(&Registry().mu);
+  for (BackgroundWorker* w : Registry().workers) w->StopAtExit();
+}
+
+void BackgroundWorker::StopAtExit() {
+  absl::MutexLock lock(&mu_);
+  exiting_ = true;
+  queue_.clear();
+  if (getpid() != pid_) return;
+  mu_.Await(absl::Condition(
+      +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+        return !w->running_;
+      },
+      this));
+}
+
+void BackgroundWorker::Loop() {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    mu_.Await(absl::Condition(
+        +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+          return w->exiting_ || w->stop_ || (!w->hold_ && !w->queue_.empty());
+        },
+        this));
+    if (exiting_ || queue_.empty()) return;  // empty: stop_ and drained
+    std::function<void()> job = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    mu_.Unlock();
+    job();
+    job = nullptr;
+    mu_.Lock();
+    running_ = false;
+  }
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,228 @@
+#include "runtime/module_builder.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "base/sha256.h"
+#include "base/status_macros.h"
+#include "jit/embedded.h"
+#include "jit/nvrtc_build.h"
+#include "platform/nvrtc_locate.h"
+#include "runtime/module_loader.h"
+#include "runtime/param_relayout.h"
+
+namespace fleetjit {
+
+ModuleBuilder::ModuleBuilder(const RuntimeOptions& options, const DriverApi* driver,
+                             const DeviceList& devices, ModuleCache& cache,
+                             LaunchThunks& thunks, ModuleLoader& loader)
+    : options_(options),
+      driver_(driver),
+      devices_(devices),
+      cache_(cache),
+      thunks_(thunks),
+      loader_(loader),
+      background_(std::make_unique<BackgroundWorker>()) {
+  // The embedded headers never change within a build of the library: hash
+  // them once so a cache key costs one hash of the user's source.
+  Sha256 headers;
+  for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
+    const jit::EmbeddedFile& f = jit::kEmbeddedHeaders[i];
+    headers.Update(f.path.data(), f.path.size() + 1);  // with the NUL
+    headers.Update(f.content.data(), f.content.size() + 1);
+  }
+  headers_digest_ = Sha256::Hex(headers.Finish());
+}
+
+ModuleBuilder::~ModuleBuilder() { background_.reset(); }
+
+absl::StatusOr<std::string> ModuleBuilder::compiler_identity() {
+  absl::MutexLock lock(&identity_mu_);
+  if (!identity_.has_value()) {
+    auto path = ResolveNvrtcLibrary(options_.libnvrtc_path);
+    if (path.ok()) {
+      identity_ = CompilerIdentity(*path);
+      nvrtc_ = std::make_unique<NvrtcLibrary>(std::vector<std::string>{*path});
+    } else {
+      identity_ = path.status();
+    }
+  }
+  return *identity_;
+}
+
+absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
+  auto start = std::chrono::steady_clock::now();
+  // 1. The target: explicit, else the runtime's override, else the device.
+  jit::Target target;
+  if (spec.target.has_value()) {
+    target = *spec.target;
+  } else if (options_.target_override.has_value()) {
+    target = *options_.target_override;
+  } else {
+    FJ_ASSIGN_OR_RETURN(Device * d, devices_.at(spec.device),
+                        "building for the live device (name a target to build "
+                        "without a GPU)");
+    target = jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor);
+  }
+  // 2. The copy implementation, checked against the target's hardware.
+  std::optional<jit::CopyImpl> forced =
+      spec.copy_impl.has_value() ? spec.copy_impl : options_.copy_impl_override;
+  FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, jit::MakeCopyPlan(target, forced),
+                      absl::StrCat("building '", spec.name, "'"));
+
+  jit::BuildRequest request;
+  request.source = spec.source;
+  request.name = spec.name;
+  request.target = target;
+  request.copy_impl = plan.impl;
+  request.emit_ptx = spec.output == BuildSpec::Output::kPtx;
+  request.options = spec.options;
+  request.name_expressions = spec.name_expressions;
+  if (spec.output == BuildSpec::Output::kCubin && target.ptx) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a cubin needs an sm_XX target, not ", target.Name()));
+  }
+
+  // 3. Fetch or compile.
+  FJ_ASSIGN_OR_RETURN(std::string compiler, compiler_identity(),
+                      absl::StrCat("building '", spec.name, "'"));
+  ModuleRecord record;
+  record.name = spec.name;
+  int layout_device = -1;
+  for (int d : {spec.device, 0}) {
+    if (d >= 0 && d < devices_.count() &&
+        jit::TargetRunsOn(target, devices_.get(d).facts().arch())) {
+      layout_device = d;
+      break;
+    }
+  }
+  auto compile = [&]() -> absl::StatusOr<jit::Artifact> {
+    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, jit::BuildModule(*nvrtc_, request), "");
+    // Parameter offsets are the driver's to choose (64-byte-aligned tensor
+    // parameters move with the architecture's parameter bank). When the
+    // image runs on a device here, take its layout now, so the thunks and
+    // the cached artifact match what a load will find.
+    if (layout_device >= 0) {
+      FJ_RETURN_IF_ERROR(AdoptDeviceParamLayouts(*driver_, devices_.get(layout_device), artifact),
+                         absl::StrCat("building '", spec.name, "'"));
+    }
+    // The launch thunks travel in the artifact, so the cache stores them and
+    // a hit runs no LLVM; they are generated after Build returns (see
+    // ScheduleFollowUp), not here.
+    return artifact;
+  };
+  if (spec.use_cache) {
+    CacheKeyInputs inputs;
+    inputs.source = spec.source;
+    inputs.headers = {{"fleetjit embedded headers (sha256)", headers_digest_}};
+    inputs.options = jit::BuildOptions(request);
+    inputs.target = target.Name();
+    inputs.copy_impl = std::string(jit::CopyImplName(plan.impl));
+    inputs.compiler = compiler;
+    inputs.name_expressions = spec.name_expressions;
+    inputs.emit_ptx = request.emit_ptx;
+    CacheKey key = MakeCacheKey(inputs);
+    // The disk store waits for the thunk object: one write, off the path.
+    // Only with a memory tier, which serves the key meanwhile; without one
+    // the entry is written now, or the next Build of the key could compile
+    // again before the background write.
+    FJ_ASSIGN_OR_RETURN(
+        ModuleCache::Result result,
+        cache_.GetOrBuild(key, compile,
+                           options_.cache.memory ? ModuleCache::DiskStore::kDeferred
+                                                 : ModuleCache::DiskStore::kNow),
+        "");
+    record.artifact = std::move(result.artifact);
+    record.source = result.source;
+    record.key = key.digest;
+    ScheduleFollowUp(std::move(key), record.key, record.artifact,
+                     result.disk_store_pending);
+  } else {
+    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile(), "");
+    record.artifact = std::make_shared<const jit::Artifact>(std::move(artifact));
+    {
+      absl::MutexLock lock(&uncached_mu_);
+      record.key = absl::StrCat("uncached-", ++uncached_counter_);
+    }
+    ScheduleFollowUp(std::nullopt, record.key, record.artifact, false);
+  }
+  record.build_ms = std::chrono::duration<double, std::milli>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+  return record;
+}
+
+void ModuleBuilder::ScheduleFollowUp(std::optional<CacheKey> key,
+                               const std::string& record_key,
+                               std::shared_ptr<const jit::Artifact> artifact,
+                               bool disk_pending) {
+  bool need_thunk = false;
+  if (thunks_.enabled() && artifact->thunk_object.empty()) {
+    // Once per record key: memory hits of a module whose thunk is being
+    // generated (or failed) queue nothing more.
+    absl::MutexLock lock(&thunk_jobs_mu_);
+    need_thunk = thunk_jobs_.try_emplace(record_key).second;
+  }
+  if (!need_thunk && !disk_pending) return;
+  background_->Post([this, key = std::move(key), record_key,
+                     artifact = std::move(artifact), need_thunk, disk_pending] {
+    RunFollowUp(key, record_key, artifact, need_thunk, disk_pending);
+  });
+}
+
+void ModuleBuilder::RunFollowUp(const std::optional<CacheKey>& key,
+                          const std::string& record_key,
+                          const std::shared_ptr<const jit::Artifact>& artifact,
+                          bool need_thunk, bool disk_pending) {
+  std::shared_ptr<const jit::Artifact> published = artifact;
+  if (need_thunk) {
+    // 1. The thunk object, on a copy: callers may be reading `artifact`.
+    // A failure leaves launches on the generic path (as ever).
+    auto with_thunk = std::make_shared<jit::Artifact>(*artifact);
+    if (thunks_.AddThunkObject(*with_thunk).ok() &&
+        !with_thunk->thunk_object.empty()) {
+      published = std::move(with_thunk);
+    }
+    // 2. Attach it to the kernels loaded meanwhile. GetKernel inserts a
+    // kernel before it reads the job's state, and we mark the job done
+    // before we list the kernels: each kernel is seen by one side or both
+    // (Attach is idempotent).
+    {
+      absl::MutexLock lock(&thunk_jobs_mu_);
+      ThunkJob& job = thunk_jobs_[record_key];
+      job.done = true;
+      if (published != artifact) job.with_thunk = published;
+    }
+    // Without a thunk object (generation failed) Attach generates per
+    // signature, as it always has for artifacts that carry none.
+    for (LoadedKernel* k : loader_.ThunkableKernels(record_key)) {
+      (void)thunks_.Attach(*published, *k);
+    }
+  }
+  // 3. Publish: memory tier (later hits get the thunk) and disk, atomically
+  // (temp + fsync + rename). A failed write was logged by the cache.
+  if (key.has_value() && (published != artifact || disk_pending)) {
+    (void)cache_.Update(*key, published);
+  }
+}
+
+void ModuleBuilder::AttachThunk(const std::string& record_key,
+                          const std::shared_ptr<const jit::Artifact>& image_artifact,
+                          LoadedKernel& k) {
+  if (!thunks_.enabled()) return;
+  std::shared_ptr<const jit::Artifact> source = image_artifact;
+  {
+    absl::MutexLock lock(&thunk_jobs_mu_);
+    auto it = thunk_jobs_.find(record_key);
+    if (it != thunk_jobs_.end()) {
+      // Being generated: the generator attaches it when ready; launches
+      // take the generic path until then.
+      if (!it->second.done) return;
+      if (it->second.with_thunk != nullptr) source = it->second.with_thunk;
+    }
+  }
+  // Without a thunk (disabled, or it failed) launches take the generic path.
+  (void)thunks_.Attach(*source, k);
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,125 @@
+// Builds modules for a runtime: resolves target and copy implementation,
+// fetches from the module cache or compiles with NVRTC (found on first
+// use), and runs the thunk pipeline: after a cold build, the background
+// worker generates the launch thunk object, attaches it to the kernels
+// loaded meanwhile and publishes the artifact to the disk cache.
+#ifndef FLEETJIT_RUNTIME_MODULE_BUILDER_H_
+#define FLEETJIT_RUNTIME_MODULE_BUILDER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "jit/artifact.h"
+#include "jit/copy_plan.h"
+#include "jit/target.h"
+#include "platform/nvrtc_library.h"
+#include "runtime/background_worker.h"
+#include "runtime/cache/cache_key.h"
+#include "runtime/cache/module_cache.h"
+#include "runtime/config.h"
+#include "runtime/device.h"
+#include "runtime/kernel.h"
+#include "runtime/launch_thunks.h"
+
+namespace fleetjit {
+
+class ModuleLoader;
+
+// A built module: its artifact and where it came from. Loading on a device
+// goes through the runtime, which loads each image once per context.
+struct ModuleRecord {
+  std::shared_ptr<const jit::Artifact> artifact;
+  std::string key;  // cache digest, or a unique id when uncached
+  CacheSource source = CacheSource::kCompiled;
+  double build_ms = 0;
+  std::string name;
+};
+
+struct BuildSpec {
+  std::string source;
+  std::string name = "kernel.cu";
+  std::vector<std::string> options;
+  std::vector<std::string> name_expressions;
+  std::optional<jit::Target> target;  // else override, else device
+  int device = 0;
+  std::optional<jit::CopyImpl> copy_impl;  // else override, else chosen
+  enum class Output { kAuto, kCubin, kPtx } output = Output::kAuto;
+  bool use_cache = true;
+};
+
+class ModuleBuilder {
+ public:
+  // Everything passed in outlives the builder.
+  ModuleBuilder(const RuntimeOptions& options, const DriverApi* driver,
+                const DeviceList& devices, ModuleCache& cache,
+                LaunchThunks& thunks, ModuleLoader& loader);
+  // Finishes the queued background work first (its disk entries are
+  // written whole) while everything it uses still exists.
+  ~ModuleBuilder();
+
+  // See Runtime::Build.
+  absl::StatusOr<ModuleRecord> Build(const BuildSpec& spec);
+
+  // Gives `k` (a kernel just loaded from the image of `record_key`) its
+  // thunk, unless the record's thunk is still being generated (the
+  // generator attaches it then).
+  void AttachThunk(const std::string& record_key,
+                   const std::shared_ptr<const jit::Artifact>& image_artifact,
+                   LoadedKernel& k);
+
+  void WaitForBackgroundWork() { background_->WaitIdle(); }
+  void HoldBackgroundWorkForTesting(bool hold) { background_->SetHold(hold); }
+
+  // "nvrtc 13.0 ..." identity used in cache keys; finds NVRTC on first use.
+  absl::StatusOr<std::string> compiler_identity();
+  // Null until compiler_identity() has found NVRTC.
+  NvrtcLibrary* nvrtc() { return nvrtc_.get(); }
+
+ private:
+  struct ThunkJob {
+    bool done = false;
+    // The artifact with its thunk object; null if generation failed.
+    std::shared_ptr<const jit::Artifact> with_thunk;
+  };
+  // Queues what a build leaves to the background: the thunk object of
+  // `artifact` when it has none (thunks on, once per record key), and the
+  // disk store when `disk_pending`. `key` is absent for uncached builds.
+  void ScheduleFollowUp(std::optional<CacheKey> key, const std::string& record_key,
+                        std::shared_ptr<const jit::Artifact> artifact,
+                        bool disk_pending);
+  void RunFollowUp(const std::optional<CacheKey>& key, const std::string& record_key,
+                   const std::shared_ptr<const jit::Artifact>& artifact,
+                   bool need_thunk, bool disk_pending);
+
+  const RuntimeOptions& options_;
+  const DriverApi* driver_;
+  const DeviceList& devices_;
+  ModuleCache& cache_;
+  LaunchThunks& thunks_;
+  ModuleLoader& loader_;
+  std::string headers_digest_;  // SHA-256 of every embedded header
+
+  absl::Mutex identity_mu_;
+  std::optional<absl::StatusOr<std::string>> identity_ ABSL_GUARDED_BY(identity_mu_);
+  std::unique_ptr<NvrtcLibrary> nvrtc_;  // set once, under identity_mu_
+
+  absl::Mutex uncached_mu_;
+  uint64_t uncached_counter_ ABSL_GUARDED_BY(uncached_mu_) = 0;
+
+  absl::Mutex thunk_jobs_mu_;
+  // Record key -> its background thunk generation (absent: none needed or
+  // none started).
+  absl::flat_hash_map<std::string, ThunkJob> thunk_jobs_ ABSL_GUARDED_BY(thunk_jobs_mu_);
+  // Last: destroyed first (and ~ModuleBuilder resets it explicitly).
+  std::unique_ptr<BackgroundWorker> background_;
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_MODULE_BUILDER_H_

@@ -1,0 +1,161 @@
+#include "runtime/module_loader.h"
+
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "jit/param_layout.h"
+#include "runtime/param_relayout.h"
+
+namespace fleetjit {
+
+struct ModuleLoader::LoadedImage {
+  CUmodule module = nullptr;
+  Device* device = nullptr;
+  // The artifact the kernels' entries point into, kept alive with them
+  // (the cache may since have replaced its artifact for the key).
+  std::shared_ptr<const jit::Artifact> artifact;
+  absl::Mutex mu;
+  // Stable addresses: LoadedKernel* are handed out to callers.
+  std::map<std::string, std::unique_ptr<LoadedKernel>, std::less<>> kernels
+      ABSL_GUARDED_BY(mu);
+};
+
+ModuleLoader::ModuleLoader(const DriverApi* driver, const DeviceList& devices)
+    : driver_(driver), devices_(devices) {}
+
+ModuleLoader::~ModuleLoader() {
+  absl::MutexLock lock(&images_mu_);
+  if (driver_ != nullptr && !IsForkedChild(*driver_)) {
+    for (auto& [key, image] : images_) {
+      if (image->module != nullptr && image->device->MakeCurrent().ok()) {
+        driver_->cuModuleUnload(image->module);
+      }
+    }
+  }
+  images_.clear();
+}
+
+std::vector<LoadedKernel*> ModuleLoader::ThunkableKernels(const std::string& record_key) {
+  std::vector<LoadedImage*> images;
+  {
+    absl::MutexLock lock(&images_mu_);
+    for (auto it = images_.lower_bound({record_key, INT_MIN});
+         it != images_.end() && it->first.first == record_key; ++it) {
+      images.push_back(it->second.get());
+    }
+  }
+  std::vector<LoadedKernel*> kernels;
+  for (LoadedImage* image : images) {
+    absl::MutexLock lock(&image->mu);
+    for (auto& [name, kernel] : image->kernels) {
+      // A relaid kernel packs by another layout: it stays generic.
+      if (kernel->relaid_entry == nullptr) kernels.push_back(kernel.get());
+    }
+  }
+  return kernels;
+}
+
+absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord& module,
+                                                           absl::string_view name,
+                                                           int ordinal) {
+  const jit::Artifact& artifact = *module.artifact;
+  const jit::KernelEntry* entry = artifact.FindKernel(name);
+  if (entry == nullptr) {
+    std::string known;
+    for (const jit::KernelEntry& k : artifact.kernels) {
+      absl::StrAppend(&known, known.empty() ? "" : ", ", k.name);
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "no kernel '", name, "' in module '", module.name,
+        "' (it has: ", known.empty() ? "none" : known,
+        "; templated kernels need a name expression at build time)"));
+  }
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(ordinal),
+                      absl::StrCat("loading '", module.name, "'"));
+  if (!jit::TargetRunsOn(artifact.target, dev->facts().arch())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "module '", module.name, "' was built for ", artifact.target.Name(),
+        ", which cannot run on device ", ordinal, " (sm_", dev->facts().arch(),
+        "); build for compute_XX PTX or for the live device"));
+  }
+  FJ_ASSIGN_OR_RETURN(CUcontext ctx, dev->MakeCurrent(),
+                      absl::StrCat("loading '", module.name, "'"));
+  LoadedImage* image = nullptr;
+  {
+    absl::MutexLock lock(&images_mu_);
+    auto& slot = images_[{module.key, ordinal}];
+    if (slot == nullptr) {
+      auto loaded = std::make_unique<LoadedImage>();
+      loaded->device = dev;
+      loaded->artifact = module.artifact;
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*driver_, driver_->cuModuleLoadData(&loaded->module, artifact.image.data()),
+                  "cuModuleLoadData"),
+          absl::StrCat("loading '", module.name, "' (", artifact.target.Name(),
+                       ") on device ", ordinal));
+      slot = std::move(loaded);
+    }
+    image = slot.get();
+  }
+  // Entries point into the image's artifact, which the image keeps alive
+  // (the same module as `module.artifact`, possibly another copy of it).
+  entry = image->artifact->FindKernel(name);
+  if (entry == nullptr) {
+    return absl::InternalError(absl::StrCat("kernel '", name, "' of '", module.name,
+                                            "' is missing from its loaded image"));
+  }
+  LoadedKernel* out = nullptr;
+  {
+    absl::MutexLock lock(&image->mu);
+    auto it = image->kernels.find(name);
+    if (it != image->kernels.end()) return Loaded{it->second.get(), false, image->artifact};
+    auto kernel = std::make_unique<LoadedKernel>();
+    kernel->api = driver_;
+    kernel->device = dev;
+    kernel->context = ctx;
+    kernel->entry = entry;
+    kernel->copy_impl = artifact.copy_impl;
+    kernel->display_name = absl::StrCat(module.name, ":", entry->name);
+    FJ_RETURN_IF_ERROR(
+        CheckCu(*driver_,
+                driver_->cuModuleGetFunction(&kernel->function, image->module,
+                                             entry->lowered_name.c_str()),
+                "cuModuleGetFunction"),
+        absl::StrCat("looking up kernel '", name, "'"));
+    struct {
+      CUfunction_attribute attribute;
+      int* out;
+    } attributes[] = {
+        {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &kernel->max_threads_per_block},
+        {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &kernel->static_shared_bytes},
+        {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->num_regs},
+    };
+    for (auto& a : attributes) {
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*driver_, driver_->cuFuncGetAttribute(a.out, a.attribute, kernel->function),
+                  "cuFuncGetAttribute"),
+          absl::StrCat("reading attributes of '", name, "'"));
+    }
+    // Pack at the offsets this driver uses. A layout that differs from the
+    // artifact's (an artifact built without this device, e.g. PTX for a fleet)
+    // gets a corrected copy; its thunk was generated for the other layout, so
+    // it launches through the generic path.
+    FJ_ASSIGN_OR_RETURN(std::optional<std::vector<jit::ParamSpec>> relaid,
+                        DriverParamLayout(*driver_, kernel->function, *entry),
+                        absl::StrCat("reading the parameters of '", name, "'"));
+    if (relaid.has_value()) {
+      kernel->relaid_entry = std::make_unique<jit::KernelEntry>(*entry);
+      kernel->relaid_entry->params = std::move(*relaid);
+      kernel->relaid_entry->param_bytes = jit::ParamBufferBytes(kernel->relaid_entry->params);
+      kernel->entry = kernel->relaid_entry.get();
+    }
+    out = kernel.get();
+    image->kernels.emplace(std::string(name), std::move(kernel));
+  }
+  // The caller attaches its thunk after the insertion (see
+  // ModuleBuilder::RunFollowUp), outside image->mu.
+  return Loaded{out, true, image->artifact};
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,63 @@
+// Loads built modules into device contexts: each image once per (record
+// key, device), however many modules share it, and each kernel once per
+// image, at the parameter offsets this driver uses. The loaded kernels live
+// as long as the loader (LoadedKernel* stay valid); ~ModuleLoader unloads
+// every image.
+#ifndef FLEETJIT_RUNTIME_MODULE_LOADER_H_
+#define FLEETJIT_RUNTIME_MODULE_LOADER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "jit/artifact.h"
+#include "platform/driver_api.h"
+#include "runtime/device.h"
+#include "runtime/kernel.h"
+#include "runtime/module_builder.h"
+
+namespace fleetjit {
+
+class ModuleLoader {
+ public:
+  // `driver` (null without one) and `devices` outlive the loader.
+  ModuleLoader(const DriverApi* driver, const DeviceList& devices);
+  ~ModuleLoader();  // unloads every image (not in a forked child)
+
+  struct Loaded {
+    LoadedKernel* kernel;
+    bool is_new;  // loaded by this call: the caller attaches its thunk
+    // The artifact the kernel's image was loaded from.
+    std::shared_ptr<const jit::Artifact> image_artifact;
+  };
+  // The kernel `name` of `module` loaded on device `ordinal`. NOT_FOUND
+  // (listing the kernels it has) when the module has no such kernel;
+  // FAILED_PRECONDITION when its target cannot run on the device. A kernel
+  // whose driver layout differs from the artifact's gets a relaid entry.
+  absl::StatusOr<Loaded> GetKernel(const ModuleRecord& module,
+                                   absl::string_view name, int ordinal);
+
+  // The kernels loaded from the images of `record_key` that pack by the
+  // artifact's layout (not relaid): those a thunk of the artifact can serve.
+  std::vector<LoadedKernel*> ThunkableKernels(const std::string& record_key);
+
+ private:
+  struct LoadedImage;
+
+  const DriverApi* driver_;
+  const DeviceList& devices_;
+  absl::Mutex images_mu_;
+  // (record key, device ordinal) -> the loaded image and its kernels.
+  std::map<std::pair<std::string, int>, std::unique_ptr<LoadedImage>> images_
+      ABSL_GUARDED_BY(images_mu_);
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_MODULE_LOADER_H_

@@ -1,0 +1,61 @@
+#include "runtime/param_relayout.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "jit/param_layout.h"
+
+namespace fleetjit {
+
+absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
+    const DriverApi& api, CUfunction function, const jit::KernelEntry& entry) {
+  if (api.cuFuncGetParamInfo == nullptr) return std::nullopt;
+  std::vector<jit::ParamSpec> params = entry.params;
+  bool differs = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    size_t offset = 0, size = 0;
+    FJ_RETURN_IF_ERROR(
+        CheckCu(api, api.cuFuncGetParamInfo(function, i, &offset, &size),
+                "cuFuncGetParamInfo"),
+        absl::StrCat("parameter ", i));
+    if (size != params[i].size) {
+      return absl::InternalError(absl::StrCat(
+          "parameter ", i, " of ", entry.name, ": the PTX says ", params[i].size,
+          " bytes, the driver ", size));
+    }
+    differs = differs || offset != params[i].offset;
+    params[i].offset = static_cast<uint32_t>(offset);
+  }
+  if (!differs) return std::nullopt;
+  return params;
+}
+
+absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
+                                     jit::Artifact& artifact) {
+  FJ_RETURN_IF_ERROR(device.MakeCurrent().status(), "");
+  CUmodule module = nullptr;
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api, api.cuModuleLoadData(&module, artifact.image.data()),
+              "cuModuleLoadData"),
+      "loading the image to read its parameter layouts");
+  absl::Status status;
+  for (jit::KernelEntry& entry : artifact.kernels) {
+    CUfunction function = nullptr;
+    status = CheckCu(api,
+                     api.cuModuleGetFunction(&function, module, entry.lowered_name.c_str()),
+                     "cuModuleGetFunction");
+    if (!status.ok()) break;
+    auto relaid = DriverParamLayout(api, function, entry);
+    if (!relaid.ok()) {
+      status = relaid.status();
+      break;
+    }
+    if (relaid->has_value()) {
+      entry.params = std::move(**relaid);
+      entry.param_bytes = jit::ParamBufferBytes(entry.params);
+    }
+  }
+  api.cuModuleUnload(module);
+  return status;
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,103 @@
+#include "runtime/registry.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace fleetjit {
+namespace {
+
+// Takes the element holding `object` out of `v`; null if it is not there.
+template <typename T>
+std::unique_ptr<T> TakeOut(std::vector<std::unique_ptr<T>>& v, T* object) {
+  auto it = std::find_if(v.begin(), v.end(),
+                         [object](const std::unique_ptr<T>& p) { return p.get() == object; });
+  if (it == v.end()) return nullptr;
+  std::unique_ptr<T> out = std::move(*it);
+  v.erase(it);
+  return out;
+}
+
+// Asks the caller to give up `tag`; an untagged object has no name to give.
+bool Release(ReleaseTagFn release, ObjectKind kind, uint64_t tag) {
+  return tag == 0 || release(kind, tag);
+}
+
+void ReleaseKernels(Module& module, ReleaseTagFn release) {
+  absl::MutexLock lock(&module.mu);
+  for (const std::unique_ptr<KernelRef>& k : module.kernels) {
+    (void)Release(release, ObjectKind::kKernel, k->tag);
+  }
+  module.kernels.clear();
+}
+
+}  // namespace
+
+Registry::~Registry() {
+  absl::MutexLock lock(&mu_);
+  streams_.clear();  // ~Stream closes
+  modules_.clear();
+}
+
+Module* Registry::AddModule(Runtime* runtime, ModuleRecord record) {
+  auto module = std::make_unique<Module>();
+  module->runtime = runtime;
+  module->record = std::move(record);
+  absl::MutexLock lock(&mu_);
+  modules_.push_back(std::move(module));
+  return modules_.back().get();
+}
+
+KernelRef* Registry::AddKernel(Module& module, LoadedKernel* kernel) {
+  absl::MutexLock lock(&module.mu);
+  module.kernels.push_back(std::make_unique<KernelRef>(KernelRef{&module, kernel}));
+  return module.kernels.back().get();
+}
+
+Stream* Registry::AddStream(std::unique_ptr<Stream> stream) {
+  absl::MutexLock lock(&mu_);
+  streams_.push_back(std::move(stream));
+  return streams_.back().get();
+}
+
+void Registry::DestroyModule(Module* module, ReleaseTagFn release) {
+  std::unique_ptr<Module> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    owned = TakeOut(modules_, module);
+  }
+  if (owned != nullptr) ReleaseKernels(*owned, release);
+}
+
+absl::Status Registry::DestroyStream(Stream* stream) {
+  std::unique_ptr<Stream> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    owned = TakeOut(streams_, stream);
+  }
+  return owned == nullptr ? absl::OkStatus() : owned->Close();
+}
+
+absl::Status Registry::DestroyAll(ReleaseTagFn release) {
+  absl::MutexLock lock(&mu_);
+  absl::Status status;
+  for (std::unique_ptr<Stream>& stream : streams_) {
+    if (!Release(release, ObjectKind::kStream, stream->tag)) {
+      (void)stream.release();  // another destroy frees it
+      continue;
+    }
+    absl::Status closed = stream->Close();
+    if (status.ok()) status = closed;
+  }
+  streams_.clear();
+  for (std::unique_ptr<Module>& module : modules_) {
+    if (!Release(release, ObjectKind::kModule, module->tag)) {
+      (void)module.release();
+      continue;
+    }
+    ReleaseKernels(*module, release);
+  }
+  modules_.clear();
+  return status;
+}
+
+}  // namespace fleetjit

@@ -1,0 +1,82 @@
+// The objects a runtime hands to a caller (the C shim) and owns for it:
+// modules, the kernels taken from them, and streams; and the destroy
+// cascade between them. Destroying a module destroys the kernels taken from
+// it; destroying the runtime destroys its streams (synchronised first) and
+// its modules.
+//
+// Each object carries a `tag`, the caller's name for it (a C handle value).
+// When a cascade takes an object down it first asks the caller to give up
+// that name (ReleaseTagFn), so no name outlives its object. A name the
+// caller had already given up belongs to a destroy running elsewhere: the
+// cascade then leaves that object alone. Untagged objects (tag 0) are
+// simply freed.
+#ifndef FLEETJIT_RUNTIME_REGISTRY_H_
+#define FLEETJIT_RUNTIME_REGISTRY_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/kernel.h"
+#include "runtime/module_builder.h"
+#include "runtime/stream.h"
+
+namespace fleetjit {
+
+class Runtime;
+struct Module;
+
+enum class ObjectKind { kModule, kKernel, kStream };
+
+// Gives up the caller's name `tag` of an object of `kind`; false if it was
+// already given up (another destroy owns the object).
+using ReleaseTagFn = absl::FunctionRef<bool(ObjectKind kind, uint64_t tag)>;
+
+// A kernel taken from a module (fj_kernel). The LoadedKernel itself belongs
+// to the runtime's loader and outlives this.
+struct KernelRef {
+  Module* module;
+  LoadedKernel* kernel;
+  uint64_t tag = 0;
+};
+
+// A built module (fj_module) and the kernels taken from it.
+struct Module {
+  Runtime* runtime;
+  ModuleRecord record;
+  uint64_t tag = 0;
+  absl::Mutex mu;
+  std::vector<std::unique_ptr<KernelRef>> kernels ABSL_GUARDED_BY(mu);
+};
+
+class Registry {
+ public:
+  Registry() = default;
+  ~Registry();  // frees what is left; closes streams (statuses lost)
+
+  Module* AddModule(Runtime* runtime, ModuleRecord record);
+  KernelRef* AddKernel(Module& module, LoadedKernel* kernel);
+  Stream* AddStream(std::unique_ptr<Stream> stream);
+
+  // Removes `module` (which the caller no longer names), releases the tags
+  // of its kernels and frees them and it.
+  void DestroyModule(Module* module, ReleaseTagFn release);
+  // Removes `stream` (which the caller no longer names) and closes it.
+  absl::Status DestroyStream(Stream* stream);
+  // The runtime's cascade: every stream whose tag `release` gives up is
+  // closed, then every such module destroyed. The first close error.
+  absl::Status DestroyAll(ReleaseTagFn release);
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::unique_ptr<Module>> modules_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_REGISTRY_H_
