@@ -2,7 +2,8 @@
 //                [-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...
 // Builds FILE for the live device or for each target (filling the module
 // cache: run it on a CPU-only machine to warm a fleet's cache) and writes
-// DIR/<stem>.<target>.<ptx|cubin> when -o is given.
+// DIR/<stem>.<target>.<ptx|cubin> when -o is given. Exit codes: 0 every
+// target built, 1 a build failed, 2 usage.
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -20,9 +21,12 @@ namespace {
 
 const char* CacheResultName(fj_cache_result r) {
   switch (r) {
-    case FJ_CACHE_COMPILED: return "compiled";
-    case FJ_CACHE_MEMORY_HIT: return "memory hit";
-    case FJ_CACHE_DISK_HIT: return "disk hit";
+    case FJ_CACHE_COMPILED:
+      return "compiled";
+    case FJ_CACHE_MEMORY_HIT:
+      return "memory hit";
+    case FJ_CACHE_DISK_HIT:
+      return "disk hit";
   }
   return "?";
 }
@@ -46,52 +50,47 @@ bool LoadKernelSource(const std::string& file, std::string* source) {
 }
 
 int RunBuild(std::vector<std::string> args) {
-  std::string targets = TakeFlag(args, "--target");
-  std::string emit = TakeFlag(args, "--emit");
-  std::string out_dir = TakeFlag(args, "-o");
-  std::string impl_name = TakeFlag(args, "--impl");
+  std::string targets, emit, out_dir, impl_name, file;
   std::vector<std::string> name_exprs;
-  for (bool present = true; present;) {
-    std::string e = TakeFlag(args, "--name-expr", &present);
-    if (present) name_exprs.push_back(e);
-  }
-  if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
-    std::fprintf(stderr,
-                 "usage: fleetjit build [--target sm_80,sm_90,...] FILE.cu [--emit ptx|cubin] "
-                 "[-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...\n");
+  CLI::App app(
+      "Builds FILE.cu (a path, or a bundled examples/*.cu) for the live "
+      "device or for each named target, filling the module cache (run it on "
+      "a CPU-only machine to warm a fleet's cache); with -o writes "
+      "DIR/<stem>.<target>.<ptx|cubin>.",
+      "fleetjit build");
+  // Not ->required(): CLI11 would report a missing FILE before naming an
+  // unknown flag.
+  app.add_option("file", file, "the CUDA source (required)");
+  app.add_option("--target", targets, "targets, e.g. sm_80,sm_86,sm_90");
+  app.add_option("--emit", emit, "the image kind (default: per target)")
+      ->check(CLI::IsMember({"ptx", "cubin"}));
+  app.add_option("-o", out_dir, "write the images to DIR");
+  app.add_option("--impl", impl_name, "force a copy implementation")
+      ->check(CLI::IsMember({"sync", "cp_async", "tma"}));
+  app.add_option("--name-expr", name_exprs,
+                 "a name expression to instantiate (repeatable)")
+      ->allow_extra_args(false);
+  if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
+  if (file.empty()) {
+    std::fprintf(stderr, "fleetjit build: no FILE.cu given\n%s",
+                 app.help().c_str());
     return kExitUsage;
   }
-  const std::string file = args[0];
   fj_output output = FJ_OUTPUT_AUTO;
-  if (emit == "ptx") {
-    output = FJ_OUTPUT_PTX;
-  } else if (emit == "cubin") {
-    output = FJ_OUTPUT_CUBIN;
-  } else if (!emit.empty()) {
-    std::fprintf(stderr, "fleetjit build: --emit must be ptx or cubin\n");
-    return kExitUsage;
-  }
+  if (emit == "ptx") output = FJ_OUTPUT_PTX;
+  if (emit == "cubin") output = FJ_OUTPUT_CUBIN;
   fj_copy_impl impl = FJ_COPY_IMPL_AUTO;
-  if (!impl_name.empty()) {
-    for (int i = FJ_COPY_IMPL_SYNC; i <= FJ_COPY_IMPL_LAST; ++i) {
-      if (impl_name == fj_copy_impl_name(static_cast<fj_copy_impl>(i))) {
-        impl = static_cast<fj_copy_impl>(i);
-      }
-    }
-    if (impl == FJ_COPY_IMPL_AUTO) {
-      std::fprintf(stderr, "fleetjit build: --impl must be sync, cp_async or tma\n");
-      return kExitUsage;
-    }
-  }
+  if (!impl_name.empty()) impl = *CopyImplNamed(impl_name);
   std::string source;
   if (!LoadKernelSource(file, &source)) {
     std::fprintf(stderr, "fleetjit build: cannot read '%s': %s\n", file.c_str(),
                  std::strerror(errno));
     return kExitFailure;
   }
-  if (!out_dir.empty() && mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    std::fprintf(stderr, "fleetjit build: cannot create '%s': %s\n", out_dir.c_str(),
-                 std::strerror(errno));
+  if (!out_dir.empty() && mkdir(out_dir.c_str(), 0755) != 0 &&
+      errno != EEXIST) {
+    std::fprintf(stderr, "fleetjit build: cannot create '%s': %s\n",
+                 out_dir.c_str(), std::strerror(errno));
     return kExitFailure;
   }
   fj_runtime* rt = CreateRuntime();
@@ -129,17 +128,20 @@ int RunBuild(std::vector<std::string> args) {
       std::string path = out_dir + "/" + Stem(file) + "." + info.target +
                          (info.output == FJ_OUTPUT_PTX ? ".ptx" : ".cubin");
       std::ofstream out(path, std::ios::binary);
-      out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+      out.write(static_cast<const char*>(data),
+                static_cast<std::streamsize>(size));
       if (!out) {
-        std::fprintf(stderr, "fleetjit build: cannot write '%s'\n", path.c_str());
+        std::fprintf(stderr, "fleetjit build: cannot write '%s'\n",
+                     path.c_str());
         rc = kExitFailure;
       }
       written = " -> " + path;
     }
-    std::printf("[%zu/%zu] %-12s impl %-9s %8.1f ms  %-10s %7llu B%s\n", i + 1,
-                target_list.size(), info.target, fj_copy_impl_name(info.copy_impl),
-                info.build_ms, CacheResultName(info.cache_result),
-                static_cast<unsigned long long>(info.image_bytes), written.c_str());
+    std::printf(
+        "[%zu/%zu] %-12s impl %-9s %8.1f ms  %-10s %7llu B%s\n", i + 1,
+        target_list.size(), info.target, fj_copy_impl_name(info.copy_impl),
+        info.build_ms, CacheResultName(info.cache_result),
+        static_cast<unsigned long long>(info.image_bytes), written.c_str());
     std::fflush(stdout);
     fj_module_destroy(module);
   }

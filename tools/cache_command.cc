@@ -3,49 +3,22 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cstdlib>
+#include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/cache/module_cache.h"
+#include "runtime/runtime.h"
+#include "tools/cli_app.h"
 
 namespace fleetjit {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-
-constexpr char kUsage[] =
-    "usage: fleetjit cache stats|ls|clear|verify [--json] [--dir DIR]\n";
-
-std::string Json(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
+using cli::DumpJson;
+using cli::kExitFailure;
+using cli::kExitOk;
+using cli::kExitUsage;
+using Json = nlohmann::ordered_json;
 
 std::string HumanBytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -68,43 +41,21 @@ std::string LocalTime(int64_t unix_seconds) {
 }
 
 struct Options {
-  std::string verb;
+  std::string verb = "stats";
   std::string dir;
   bool json = false;
 };
 
-// Parses [verb] [--json] [--dir DIR | --dir=DIR] in any order.
-bool ParseArgs(std::vector<std::string> args, Options& o) {
-  if (!args.empty() && args[0] == "cache") args.erase(args.begin());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--json") {
-      o.json = true;
-    } else if (a == "--dir" && i + 1 < args.size()) {
-      o.dir = args[++i];
-    } else if (a.rfind("--dir=", 0) == 0) {
-      o.dir = a.substr(6);
-    } else if (o.verb.empty() && !a.empty() && a[0] != '-') {
-      o.verb = a;
-    } else {
-      std::fprintf(stderr, "fleetjit cache: unexpected argument '%s'\n",
-                   a.c_str());
-      return false;
-    }
-  }
-  if (o.verb.empty()) o.verb = "stats";
-  return o.verb == "stats" || o.verb == "ls" || o.verb == "clear" ||
-         o.verb == "verify";
-}
-
-CacheConfig ConfigFor(const Options& o) {
-  CacheConfig config;
-  config.dir = o.dir;
-  uint64_t max_bytes = 0;
-  if (const char* v = std::getenv("FLEETJIT_CACHE_MAX_BYTES");
-      v != nullptr && absl::SimpleAtoi(v, &max_bytes) && max_bytes > 0) {
-    config.max_bytes = max_bytes;
-  }
+// The cache configuration the runtime would use: the FLEETJIT_* variables
+// read by the runtime's own parser (ApplyEnvironment), then --dir. The
+// disk tier is inspected even when FLEETJIT_CACHE=0 turns it off.
+absl::StatusOr<CacheConfig> ConfigFor(const Options& o) {
+  RuntimeOptions runtime_options;
+  absl::Status status = ApplyEnvironment(runtime_options);
+  if (!status.ok()) return status;
+  CacheConfig config = runtime_options.cache;
+  if (!o.dir.empty()) config.dir = o.dir;
+  config.disk = true;
   return config;
 }
 
@@ -112,22 +63,18 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
           std::FILE* out) {
   CacheStats s = cache.stats();
   if (json) {
-    std::fprintf(out,
-                 "{\"dir\":%s,\"max_bytes\":%llu,\"disk_entries\":%llu,"
-                 "\"disk_bytes\":%llu,\"memory_hits\":%llu,\"disk_hits\":%llu,"
-                 "\"misses\":%llu,\"compiles\":%llu,\"compile_ms_total\":%.3f,"
-                 "\"evictions\":%llu,\"rejected_entries\":%llu}\n",
-                 Json(cache.dir()).c_str(),
-                 static_cast<unsigned long long>(config.max_bytes),
-                 static_cast<unsigned long long>(s.disk_entries),
-                 static_cast<unsigned long long>(s.disk_bytes),
-                 static_cast<unsigned long long>(s.memory_hits),
-                 static_cast<unsigned long long>(s.disk_hits),
-                 static_cast<unsigned long long>(s.misses),
-                 static_cast<unsigned long long>(s.compiles),
-                 s.compile_ms_total,
-                 static_cast<unsigned long long>(s.evictions),
-                 static_cast<unsigned long long>(s.rejected_entries));
+    const Json j = {{"dir", cache.dir()},
+                    {"max_bytes", config.max_bytes},
+                    {"disk_entries", s.disk_entries},
+                    {"disk_bytes", s.disk_bytes},
+                    {"memory_hits", s.memory_hits},
+                    {"disk_hits", s.disk_hits},
+                    {"misses", s.misses},
+                    {"compiles", s.compiles},
+                    {"compile_ms_total", s.compile_ms_total},
+                    {"evictions", s.evictions},
+                    {"rejected_entries", s.rejected_entries}};
+    std::fprintf(out, "%s\n", DumpJson(j).c_str());
     return kExitOk;
   }
   std::fprintf(out, "directory     %s\n", cache.dir().c_str());
@@ -168,21 +115,22 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
     bytes += e.bytes;
   }
   if (json) {
-    std::fprintf(out, "{\"dir\":%s,\"verified\":%s,\"entries\":[",
-                 Json(cache.dir()).c_str(), verify ? "true" : "false");
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const CacheEntryInfo& e = entries[i];
-      std::fprintf(
-          out,
-          "%s{\"digest\":%s,\"path\":%s,\"target\":%s,\"copy_impl\":%s,"
-          "\"compiler\":%s,\"bytes\":%llu,\"last_used_unix\":%lld,"
-          "\"problem\":%s}",
-          i ? "," : "", Json(e.digest).c_str(), Json(e.path).c_str(),
-          Json(e.target).c_str(), Json(e.copy_impl).c_str(),
-          Json(e.compiler).c_str(), static_cast<unsigned long long>(e.bytes),
-          static_cast<long long>(e.last_used_unix), Json(e.problem).c_str());
+    Json list = Json::array();
+    for (const CacheEntryInfo& e : entries) {
+      list.push_back({{"digest", e.digest},
+                      {"path", e.path},
+                      {"target", e.target},
+                      {"copy_impl", e.copy_impl},
+                      {"compiler", e.compiler},
+                      {"bytes", e.bytes},
+                      {"last_used_unix", e.last_used_unix},
+                      {"problem", e.problem}});
     }
-    std::fprintf(out, "],\"bad\":%zu}\n", bad);
+    const Json j = {{"dir", cache.dir()},
+                    {"verified", verify},
+                    {"entries", std::move(list)},
+                    {"bad", bad}};
+    std::fprintf(out, "%s\n", DumpJson(j).c_str());
     return verify && bad > 0 ? kExitFailure : kExitOk;
   }
   if (!verify || bad > 0) {
@@ -218,10 +166,10 @@ int Clear(ModuleCache& cache, bool json, std::FILE* out) {
   const uint64_t bytes =
       before.disk_bytes - std::min(before.disk_bytes, after.disk_bytes);
   if (json) {
-    std::fprintf(
-        out, "{\"dir\":%s,\"deleted_entries\":%llu,\"deleted_bytes\":%llu}\n",
-        Json(cache.dir()).c_str(), static_cast<unsigned long long>(entries),
-        static_cast<unsigned long long>(bytes));
+    const Json j = {{"dir", cache.dir()},
+                    {"deleted_entries", entries},
+                    {"deleted_bytes", bytes}};
+    std::fprintf(out, "%s\n", DumpJson(j).c_str());
   } else {
     std::fprintf(out, "deleted %llu entries (%s) from %s\n",
                  static_cast<unsigned long long>(entries),
@@ -233,23 +181,42 @@ int Clear(ModuleCache& cache, bool json, std::FILE* out) {
 }  // namespace
 
 int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out) {
+  std::vector<std::string> words = args;
+  if (!words.empty() && words[0] == "cache") words.erase(words.begin());
   Options options;
-  if (!ParseArgs(args, options)) {
-    std::fputs(kUsage, stderr);
+  CLI::App app(
+      "Inspect and manage the module cache's disk directory: --dir, else "
+      "the runtime's default (FLEETJIT_CACHE_DIR, XDG_CACHE_HOME/fleetjit, "
+      "~/.cache/fleetjit).\n"
+      "  stats   entries and bytes on disk, the cap "
+      "(FLEETJIT_CACHE_MAX_BYTES)\n"
+      "  ls      every entry, with any problem the cheap checks find\n"
+      "  verify  ls with full checks; exit 1 if any entry is bad\n"
+      "  clear   delete every entry",
+      "fleetjit cache");
+  app.add_option("verb", options.verb, "stats (default), ls, verify or clear")
+      ->check(CLI::IsMember({"stats", "ls", "verify", "clear"}));
+  app.add_flag("--json", options.json, "print one JSON object");
+  app.add_option("--dir", options.dir, "the cache directory");
+  if (auto rc = cli::ParseCommandLine(app, words, out)) return *rc;
+  absl::StatusOr<CacheConfig> config = ConfigFor(options);
+  if (!config.ok()) {
+    std::fprintf(stderr, "fleetjit cache: %s\n",
+                 std::string(config.status().message()).c_str());
     return kExitUsage;
   }
-  const CacheConfig config = ConfigFor(options);
-  ModuleCache cache(config);
+  ModuleCache cache(*config);
   if (cache.dir().empty()) {
     std::fprintf(stderr,
                  "fleetjit cache: no cache directory (set FLEETJIT_CACHE_DIR "
                  "or HOME, or pass --dir)\n");
     return kExitFailure;
   }
-  if (options.verb == "stats") return Stats(cache, config, options.json, out);
+  if (options.verb == "stats") return Stats(cache, *config, options.json, out);
   if (options.verb == "ls") return ListEntries(cache, false, options.json, out);
-  if (options.verb == "verify")
+  if (options.verb == "verify") {
     return ListEntries(cache, true, options.json, out);
+  }
   return Clear(cache, options.json, out);
 }
 

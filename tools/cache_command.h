@@ -12,7 +12,9 @@
 //   clear   delete every entry
 //
 // The directory is --dir, else the runtime's default (FLEETJIT_CACHE_DIR,
-// XDG_CACHE_HOME/fleetjit, ~/.cache/fleetjit).
+// XDG_CACHE_HOME/fleetjit, ~/.cache/fleetjit). The cap and the directory
+// come from the runtime's own parser of the FLEETJIT_* variables
+// (ApplyEnvironment); a malformed value is reported, never ignored.
 #ifndef FLEETJIT_TOOLS_CACHE_COMMAND_H_
 #define FLEETJIT_TOOLS_CACHE_COMMAND_H_
 
@@ -22,8 +24,9 @@
 
 namespace fleetjit {
 
-// `args` are the words after "cache". Writes to `out` (errors to stderr)
-// and returns the exit code: 0 ok, 1 failure or bad entries, 2 usage.
+// `args` are the words after "cache". Writes to `out` (--help too; errors
+// to stderr) and returns the exit code: 0 ok, 1 failure or bad entries,
+// 2 usage or a malformed FLEETJIT_* variable.
 int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out);
 
 }  // namespace fleetjit

@@ -4,42 +4,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_format.h"
+
 namespace fleetjit::cli {
 
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
 fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
-
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return out;
-}
-
-std::vector<std::string> SplitComma(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 bool Failed(fj_status* status, const char* what) {
   if (status == nullptr) return false;
@@ -50,40 +20,20 @@ bool Failed(fj_status* status, const char* what) {
   return true;
 }
 
-std::string TakeFlag(std::vector<std::string>& args, const std::string& name,
-                     bool* present) {
-  if (present) *present = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name && i + 1 < args.size()) {
-      std::string v = args[i + 1];
-      args.erase(args.begin() + i, args.begin() + i + 2);
-      if (present) *present = true;
-      return v;
-    }
-    if (args[i].rfind(name + "=", 0) == 0) {
-      std::string v = args[i].substr(name.size() + 1);
-      args.erase(args.begin() + i);
-      if (present) *present = true;
-      return v;
-    }
-  }
-  return "";
-}
-
-bool TakeSwitch(std::vector<std::string>& args, const std::string& name) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == name) {
-      args.erase(args.begin() + i);
-      return true;
-    }
-  }
-  return false;
-}
-
 fj_runtime* CreateRuntime() {
   fj_runtime* rt = nullptr;
-  if (Failed(fj_runtime_create(nullptr, &rt), "creating the runtime")) return nullptr;
+  if (Failed(fj_runtime_create(nullptr, &rt), "creating the runtime")) {
+    return nullptr;
+  }
   return rt;
+}
+
+std::optional<fj_copy_impl> CopyImplNamed(const std::string& name) {
+  for (int i = FJ_COPY_IMPL_SYNC; i <= FJ_COPY_IMPL_LAST; ++i) {
+    const auto impl = static_cast<fj_copy_impl>(i);
+    if (name == fj_copy_impl_name(impl)) return impl;
+  }
+  return std::nullopt;
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
@@ -93,6 +43,14 @@ bool ReadFile(const std::string& path, std::string* out) {
   ss << in.rdbuf();
   *out = ss.str();
   return true;
+}
+
+std::string VersionText() {
+  const uint32_t v = fj_version();
+  return absl::StrFormat(
+      "fleetjit CLI %s\nlibfleetjit %u.%u (fj_version(); built against header "
+      "%d.%d)\n",
+      FJ_CLI_VERSION, v >> 16, v & 0xffff, FJ_VERSION_MAJOR, FJ_VERSION_MINOR);
 }
 
 }  // namespace fleetjit::cli

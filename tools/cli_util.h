@@ -1,42 +1,36 @@
-// Small helpers shared by the fleetjit CLI's subcommands.
+// Helpers over the C ABI shared by the fleetjit CLI's subcommands. The
+// parsing and output conventions are in tools/cli_app.h.
 #ifndef FLEETJIT_TOOLS_CLI_UTIL_H_
 #define FLEETJIT_TOOLS_CLI_UTIL_H_
 
 #include <cstdio>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "fleetjit/fleetjit.h"
+#include "tools/cli_app.h"
 
 namespace fleetjit::cli {
-
-// Exit codes shared by the subcommands.
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitNoGpu = 3;  // selftest / demo needs a GPU
 
 // Views of strings that outlive the call using them. The const char*
 // overload keeps literals from binding to a temporary std::string.
 fj_str Str(const std::string& s);
 fj_str Str(const char* s);
-std::string JsonEscape(const std::string& s);
-std::vector<std::string> SplitComma(const std::string& s);
 
 // Prints "fleetjit: <what>: <CODE>: <message>" (plus the build log) to
 // stderr, frees the status and returns true if `status` is an error.
 bool Failed(fj_status* status, const char* what);
 
-// Returns the value after flag `name` (e.g. "--target") and removes both
-// from args; "" if absent. Accepts "--target=x" too.
-std::string TakeFlag(std::vector<std::string>& args, const std::string& name,
-                     bool* present = nullptr);
-bool TakeSwitch(std::vector<std::string>& args, const std::string& name);
-
 // Creates a runtime with defaults (env overrides apply); nullptr on error.
 fj_runtime* CreateRuntime();
 
+// The implementation named `name` ("sync", "cp_async", "tma"), or nullopt.
+std::optional<fj_copy_impl> CopyImplNamed(const std::string& name);
+
 bool ReadFile(const std::string& path, std::string* out);
+
+// "fleetjit CLI 1.0.0" and the loaded library's version (fj_version()).
+std::string VersionText();
 
 }  // namespace fleetjit::cli
 

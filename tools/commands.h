@@ -1,4 +1,5 @@
-// The fleetjit CLI's subcommands; each returns the process exit code.
+// The fleetjit CLI's subcommands. Each takes the words after its name,
+// parses them with CLI11 (tools/cli_app.h) and returns the exit code.
 #ifndef FLEETJIT_TOOLS_COMMANDS_H_
 #define FLEETJIT_TOOLS_COMMANDS_H_
 
@@ -12,6 +13,7 @@ int RunInfo(std::vector<std::string> args);
 int RunBuild(std::vector<std::string> args);
 int RunDemo(std::vector<std::string> args);
 int RunSelftest(std::vector<std::string> args);
+int RunMatrix(std::vector<std::string> args);
 
 }  // namespace fleetjit::cli
 

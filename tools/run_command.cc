@@ -189,11 +189,16 @@ int RunTiledCopy(fj_runtime* rt) {
 }  // namespace
 
 int RunDemo(std::vector<std::string> args) {
-  std::string targets = TakeFlag(args, "--target");
-  if (!args.empty()) {
-    std::fprintf(stderr, "usage: fleetjit demo [--target sm_75,sm_80,sm_90]\n");
-    return kExitUsage;
-  }
+  std::string targets;
+  CLI::App app(
+      "The main job on an embedded default: the device report, then the "
+      "bundled examples built, run and checked on the live GPU; with no GPU "
+      "(or --target) the examples built for a fleet of targets.",
+      "fleetjit demo");
+  app.add_option("--target", targets,
+                 "build for these targets instead (default with no GPU: "
+                 "sm_75,sm_80,sm_90)");
+  if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
   std::printf("== device report\n");
   int rc = RunInfo({});
   if (rc != kExitOk) return rc;

@@ -21,7 +21,7 @@
 use core::ffi::{c_char, c_void};
 
 pub const FJ_VERSION_MAJOR: u32 = 1;
-pub const FJ_VERSION_MINOR: u32 = 0;
+pub const FJ_VERSION_MINOR: u32 = 1;
 
 // ----------------------------------------------------------------- strings
 #[repr(C)]
