@@ -1,11 +1,17 @@
 // fleetjit build [--target sm_80,sm_90,...] FILE.cu [--emit ptx|cubin]
 //                [-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...
+//                [--publish]
 // Builds FILE for the live device or for each target (filling the module
 // cache: run it on a CPU-only machine to warm a fleet's cache) and writes
-// DIR/<stem>.<target>.<ptx|cubin> when -o is given.
+// DIR/<stem>.<target>.<ptx|cubin> when -o is given. --publish makes sure
+// each module is in the fleet's remote cache (FLEETJIT_REMOTE_CACHE,
+// FLEETJIT_FLEET_KEY): the local disk tier is skipped, so a module is
+// either found remotely or compiled and published, and the command waits
+// for the publications and fails if they did not all go out.
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -23,6 +29,7 @@ const char* CacheResultName(fj_cache_result r) {
     case FJ_CACHE_COMPILED: return "compiled";
     case FJ_CACHE_MEMORY_HIT: return "memory hit";
     case FJ_CACHE_DISK_HIT: return "disk hit";
+    case FJ_CACHE_REMOTE_HIT: return "remote hit";
   }
   return "?";
 }
@@ -31,6 +38,34 @@ std::string Stem(const std::string& path) {
   std::string base = path.substr(path.find_last_of('/') + 1);
   size_t dot = base.find_last_of('.');
   return dot == std::string::npos ? base : base.substr(0, dot);
+}
+
+// Waits for the remote publications and reports them.
+int FinishPublishing(fj_runtime* rt) {
+  if (Failed(fj_cache_flush(rt, 30000), "publishing to the remote cache")) {
+    return kExitFailure;
+  }
+  fj_cache_stats s{};
+  s.struct_size = sizeof(s);
+  if (Failed(fj_cache_stats_get(rt, &s), "reading the cache stats")) {
+    return kExitFailure;
+  }
+  std::printf("published %llu module(s), %llu already in the remote cache\n",
+              static_cast<unsigned long long>(s.remote_writes),
+              static_cast<unsigned long long>(s.remote_hits));
+  if (s.remote_state != FJ_REMOTE_CLOSED || s.remote_write_drops != 0 ||
+      s.remote_writes < s.compiles) {
+    std::fprintf(stderr,
+                 "fleetjit build: not everything was published (remote tier "
+                 "%s, %llu dropped, %llu errors; see the log above)\n",
+                 s.remote_state == FJ_REMOTE_UNAVAILABLE ? "unavailable"
+                 : s.remote_state == FJ_REMOTE_OFF       ? "off"
+                                                         : "failing",
+                 static_cast<unsigned long long>(s.remote_write_drops),
+                 static_cast<unsigned long long>(s.remote_errors));
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -50,6 +85,15 @@ int RunBuild(std::vector<std::string> args) {
   std::string emit = TakeFlag(args, "--emit");
   std::string out_dir = TakeFlag(args, "-o");
   std::string impl_name = TakeFlag(args, "--impl");
+  bool publish = false;
+  for (auto it = args.begin(); it != args.end();) {
+    if (*it == "--publish") {
+      publish = true;
+      it = args.erase(it);
+    } else {
+      ++it;
+    }
+  }
   std::vector<std::string> name_exprs;
   for (bool present = true; present;) {
     std::string e = TakeFlag(args, "--name-expr", &present);
@@ -58,7 +102,8 @@ int RunBuild(std::vector<std::string> args) {
   if (args.size() != 1 || args[0].empty() || args[0][0] == '-') {
     std::fprintf(stderr,
                  "usage: fleetjit build [--target sm_80,sm_90,...] FILE.cu [--emit ptx|cubin] "
-                 "[-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...\n");
+                 "[-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]... "
+                 "[--publish]\n");
     return kExitUsage;
   }
   const std::string file = args[0];
@@ -94,7 +139,24 @@ int RunBuild(std::vector<std::string> args) {
                  std::strerror(errno));
     return kExitFailure;
   }
-  fj_runtime* rt = CreateRuntime();
+  fj_runtime* rt = nullptr;
+  if (publish) {
+    const char* url = std::getenv("FLEETJIT_REMOTE_CACHE");
+    if (url == nullptr || *url == '\0') {
+      std::fprintf(stderr,
+                   "fleetjit build: --publish needs a remote cache: set "
+                   "FLEETJIT_REMOTE_CACHE and FLEETJIT_FLEET_KEY\n");
+      return kExitUsage;
+    }
+    fj_runtime_options ro{};
+    ro.struct_size = sizeof(ro);
+    ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
+    if (Failed(fj_runtime_create(&ro, &rt), "creating the runtime")) {
+      return kExitFailure;
+    }
+  } else {
+    rt = CreateRuntime();
+  }
   if (rt == nullptr) return kExitFailure;
   std::vector<std::string> target_list = SplitComma(targets);
   if (target_list.empty()) target_list.push_back("");  // the live device
@@ -143,6 +205,7 @@ int RunBuild(std::vector<std::string> args) {
     std::fflush(stdout);
     fj_module_destroy(module);
   }
+  if (publish && rc == kExitOk) rc = FinishPublishing(rt);
   Failed(fj_runtime_destroy(rt), "destroying the runtime");
   return rc;
 }

@@ -100,12 +100,21 @@ bool ParseArgs(std::vector<std::string> args, Options& o) {
 CacheConfig ConfigFor(const Options& o) {
   CacheConfig config;
   config.dir = o.dir;
+  std::vector<std::string> ignored;
+  ApplyRemoteCacheEnvironment(config.remote, ignored);
   uint64_t max_bytes = 0;
   if (const char* v = std::getenv("FLEETJIT_CACHE_MAX_BYTES");
       v != nullptr && absl::SimpleAtoi(v, &max_bytes) && max_bytes > 0) {
     config.max_bytes = max_bytes;
   }
   return config;
+}
+
+// The remote tier's URL with the password redacted, or "none".
+std::string RemoteName(const CacheConfig& config) {
+  if (config.remote.url.empty()) return "none";
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl(config.remote.url);
+  return url.ok() ? url->Redacted() : RedactUrl(config.remote.url);
 }
 
 int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
@@ -116,7 +125,11 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
                  "{\"dir\":%s,\"max_bytes\":%llu,\"disk_entries\":%llu,"
                  "\"disk_bytes\":%llu,\"memory_hits\":%llu,\"disk_hits\":%llu,"
                  "\"misses\":%llu,\"compiles\":%llu,\"compile_ms_total\":%.3f,"
-                 "\"evictions\":%llu,\"rejected_entries\":%llu}\n",
+                 "\"evictions\":%llu,\"rejected_entries\":%llu,"
+                 "\"remote\":%s,\"remote_state\":%s,\"remote_hits\":%llu,"
+                 "\"remote_misses\":%llu,\"remote_errors\":%llu,"
+                 "\"remote_rejected\":%llu,\"remote_writes\":%llu,"
+                 "\"remote_breaker_opens\":%llu}\n",
                  Json(cache.dir()).c_str(),
                  static_cast<unsigned long long>(config.max_bytes),
                  static_cast<unsigned long long>(s.disk_entries),
@@ -127,7 +140,14 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
                  static_cast<unsigned long long>(s.compiles),
                  s.compile_ms_total,
                  static_cast<unsigned long long>(s.evictions),
-                 static_cast<unsigned long long>(s.rejected_entries));
+                 static_cast<unsigned long long>(s.rejected_entries),
+                 Json(RemoteName(config)).c_str(), Json(s.remote_state).c_str(),
+                 static_cast<unsigned long long>(s.remote_hits),
+                 static_cast<unsigned long long>(s.remote_misses),
+                 static_cast<unsigned long long>(s.remote_errors),
+                 static_cast<unsigned long long>(s.remote_rejected),
+                 static_cast<unsigned long long>(s.remote_writes),
+                 static_cast<unsigned long long>(s.remote_breaker_opens));
     return kExitOk;
   }
   std::fprintf(out, "directory     %s\n", cache.dir().c_str());
@@ -144,6 +164,20 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
                static_cast<unsigned long long>(s.disk_hits),
                static_cast<unsigned long long>(s.misses),
                static_cast<unsigned long long>(s.compiles));
+  std::fprintf(out, "remote        %s: %s\n", RemoteName(config).c_str(),
+               s.remote_state.c_str());
+  if (s.remote_state != "off" && s.remote_state.rfind("unavailable", 0) != 0) {
+    std::fprintf(out,
+                 "              this process: %llu hits, %llu misses, %llu "
+                 "errors, %llu rejected, %llu writes, breaker opened %llu "
+                 "times\n",
+                 static_cast<unsigned long long>(s.remote_hits),
+                 static_cast<unsigned long long>(s.remote_misses),
+                 static_cast<unsigned long long>(s.remote_errors),
+                 static_cast<unsigned long long>(s.remote_rejected),
+                 static_cast<unsigned long long>(s.remote_writes),
+                 static_cast<unsigned long long>(s.remote_breaker_opens));
+  }
   return kExitOk;
 }
 
