@@ -7,8 +7,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace fleetjit {
 
@@ -56,10 +56,10 @@ absl::StatusOr<std::string> ParseFleetKey(absl::string_view text) {
   constexpr size_t kMinBytes = 16;
   bool force_hex = absl::ConsumePrefix(&text, "hex:");
   bool force_raw = !force_hex && absl::ConsumePrefix(&text, "raw:");
-  const bool looks_hex =
-      text.size() % 2 == 0 && text.size() >= 2 * kMinBytes &&
-      std::all_of(text.begin(), text.end(),
-                  [](char c) { return absl::ascii_isxdigit(c); });
+  const bool looks_hex = text.size() % 2 == 0 && text.size() >= 2 * kMinBytes &&
+                         std::all_of(text.begin(), text.end(), [](char c) {
+                           return absl::ascii_isxdigit(c);
+                         });
   std::string key;
   if (force_hex || (!force_raw && looks_hex)) {
     if (text.size() % 2 != 0 ||

@@ -127,8 +127,10 @@ int Main(int argc, char** argv) {
   const std::string unix_url = absl::StrCat("unix://", socket);
   char pattern[] = "/tmp/fj_remote_bench.XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
-  std::printf("fleetjit remote cache benchmark: 64 KiB image, loopback Redis "
-              "(%s), %d rounds\n\n", url, rounds);
+  std::printf(
+      "fleetjit remote cache benchmark: 64 KiB image, loopback Redis "
+      "(%s), %d rounds\n\n",
+      url, rounds);
   Row("measure", "fleetjit", "anchor (this run) / goal");
   std::printf("|%s|%s|%s|\n", std::string(62, '-').c_str(),
               std::string(26, '-').c_str(), std::string(38, '-').c_str());
@@ -147,7 +149,8 @@ int Main(int argc, char** argv) {
       spec.source = absl::StrCat(
           "extern \"C\" __global__ void saxpy(float a, const float* x, "
           "float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x;"
-          " if (i < n) y[i] = a * x[i] + y[i]; } // ", i, "\n");
+          " if (i < n) y[i] = a * x[i] + y[i]; } // ",
+          i, "\n");
       spec.target = *jit::ParseTarget("sm_90");
       spec.use_cache = false;
       auto start = Clock::now();
@@ -168,7 +171,11 @@ int Main(int argc, char** argv) {
     CacheConfig c = Config(dir + "/publisher", url);
     c.memory = true;
     ModuleCache publisher(c);
-    if (!publisher.GetOrBuild(key, [] { return absl::StatusOr<jit::Artifact>(MakeArtifact(1)); }).ok() ||
+    if (!publisher
+             .GetOrBuild(
+                 key,
+                 [] { return absl::StatusOr<jit::Artifact>(MakeArtifact(1)); })
+             .ok() ||
         !publisher.FlushRemote(absl::Seconds(5)) ||
         publisher.stats().remote_writes != 1) {
       std::fprintf(stderr, "could not publish\n");
@@ -188,7 +195,8 @@ int Main(int argc, char** argv) {
       absl::StrFormat("goal <= 3 ms; disk %.3f ms", disk_hit.first));
   ModuleCache unix_cache(Config("", unix_url));
   auto unix_hit = Hits(unix_cache, key, CacheSource::kRemote, rounds);
-  Row("remote hit, unix socket, warm connection", Fig(unix_hit), "goal <= 3 ms");
+  Row("remote hit, unix socket, warm connection", Fig(unix_hit),
+      "goal <= 3 ms");
   {
     std::vector<double> ms;
     for (int i = 0; i < std::max(10, rounds / 10); ++i) {
@@ -221,32 +229,31 @@ int Main(int argc, char** argv) {
   auto baseline = miss_loop(local_only, 10000);
   Row("miss, no remote tier (instant build)", Fig(baseline), "");
   auto remote_miss = miss_loop(tcp, 20000);
-  Row("miss, remote tier: GET absent + queue the publication",
-      Fig(remote_miss), absl::StrFormat("+%.3f ms over no tier",
-                                        remote_miss.first - baseline.first));
+  Row("miss, remote tier: GET absent + queue the publication", Fig(remote_miss),
+      absl::StrFormat("+%.3f ms over no tier",
+                      remote_miss.first - baseline.first));
   {
     auto start = Clock::now();
     bool flushed = tcp.FlushRemote(absl::Seconds(30));
     double per = Ms(Clock::now() - start) / rounds;
     Row("publication on the writer thread (entry + pointer SET)",
         flushed ? absl::StrFormat("<= %.3f ms per entry", per) : "timed out",
-        absl::StrFormat("%llu written, %llu dropped (queue)",
-                        static_cast<unsigned long long>(
-                            tcp.stats().remote_writes),
-                        static_cast<unsigned long long>(
-                            tcp.stats().remote_write_drops)));
+        absl::StrFormat(
+            "%llu written, %llu dropped (queue)",
+            static_cast<unsigned long long>(tcp.stats().remote_writes),
+            static_cast<unsigned long long>(tcp.stats().remote_write_drops)));
   }
   {
     ModuleCache down(Config("", "redis://127.0.0.1:1/0"));  // nothing listens
     auto m = miss_loop(down, 30000);
-    Row("miss, Redis down (refused; breaker open after 3 failures)",
-        Fig(m), absl::StrFormat("+%.3f ms over no tier; breaker %s",
-                                m.first - baseline.first,
-                                down.stats().remote_state));
+    Row("miss, Redis down (refused; breaker open after 3 failures)", Fig(m),
+        absl::StrFormat("+%.3f ms over no tier; breaker %s",
+                        m.first - baseline.first, down.stats().remote_state));
   }
-  std::printf("\nAnchors are measured in this run: the cold build is what a "
-              "hit saves; the disk hit is the local tier a remote hit stands "
-              "behind.\n");
+  std::printf(
+      "\nAnchors are measured in this run: the cold build is what a "
+      "hit saves; the disk hit is the local tier a remote hit stands "
+      "behind.\n");
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return 0;

@@ -28,11 +28,11 @@ absl::StatusOr<const HiredisApi*> Load() {
         "; install libhiredis0.14 (Debian/Ubuntu) or set FLEETJIT_LIBHIREDIS"));
   }
   auto* api = new HiredisApi();  // lives as long as the process
-#define FJ_HIREDIS(name)                                                      \
-  api->name = reinterpret_cast<decltype(api->name)>(dlsym(handle, #name));   \
-  if (api->name == nullptr) {                                                 \
-    return absl::UnavailableError(                                            \
-        absl::StrCat(file, " lacks ", #name, ": not hiredis 0.14"));          \
+#define FJ_HIREDIS(name)                                                   \
+  api->name = reinterpret_cast<decltype(api->name)>(dlsym(handle, #name)); \
+  if (api->name == nullptr) {                                              \
+    return absl::UnavailableError(                                         \
+        absl::StrCat(file, " lacks ", #name, ": not hiredis 0.14"));       \
   }
 #include "platform/hiredis_symbols.inc"
 #undef FJ_HIREDIS

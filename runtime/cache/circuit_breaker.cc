@@ -64,9 +64,12 @@ uint64_t CircuitBreaker::opens() const {
 
 const char* CircuitBreakerStateName(CircuitBreaker::State state) {
   switch (state) {
-    case CircuitBreaker::State::kClosed: return "closed";
-    case CircuitBreaker::State::kOpen: return "open";
-    case CircuitBreaker::State::kHalfOpen: return "half-open";
+    case CircuitBreaker::State::kClosed:
+      return "closed";
+    case CircuitBreaker::State::kOpen:
+      return "open";
+    case CircuitBreaker::State::kHalfOpen:
+      return "half-open";
   }
   return "?";
 }

@@ -13,8 +13,8 @@ absl::Status CheckPublishedCompiler(absl::string_view compiler,
                                     absl::string_view target,
                                     int driver_version) {
   auto refuse = [&](absl::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the published entry's compiler '", compiler, "' ", why));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the published entry's compiler '", compiler, "' ", why));
   };
   std::vector<absl::string_view> words =
       absl::StrSplit(compiler, ' ', absl::SkipEmpty());
@@ -31,7 +31,8 @@ absl::Status CheckPublishedCompiler(absl::string_view compiler,
   const int driver_major = driver_version / 1000;
   const int driver_minor = (driver_version % 1000) / 10;
   if (absl::StartsWith(target, "compute_")) {
-    if (driver_major < major || (driver_major == major && driver_minor < minor)) {
+    if (driver_major < major ||
+        (driver_major == major && driver_minor < minor)) {
       return refuse(absl::StrCat("emits PTX that this driver (CUDA ",
                                  driver_major, ".", driver_minor,
                                  ") cannot compile"));

@@ -8,10 +8,10 @@
 #include <utility>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "platform/hiredis_api.h"
 
 namespace fleetjit {
@@ -48,12 +48,12 @@ class ScopedNoSigpipe {
   bool was_pending_ = false;
 };
 
-
 // The status for a failed context (`c` may be null: out of memory).
 absl::Status ContextError(const redisContext* c, absl::string_view what,
                           absl::string_view where) {
   if (c == nullptr) {
-    return absl::UnavailableError(absl::StrCat(what, " ", where, ": no memory"));
+    return absl::UnavailableError(
+        absl::StrCat(what, " ", where, ": no memory"));
   }
   const bool timed_out =
       c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK ||
@@ -116,7 +116,8 @@ std::string RedisUrl::Redacted() const {
     auth = absl::StrCat(user, password.empty() ? "" : ":***", "@");
   }
   if (unix_socket) {
-    return absl::StrCat("unix://", auth, path, db ? absl::StrCat("?db=", db) : "");
+    return absl::StrCat("unix://", auth, path,
+                        db ? absl::StrCat("?db=", db) : "");
   }
   return absl::StrCat("redis://", auth, host, ":", port, "/", db);
 }
@@ -133,10 +134,10 @@ std::string RedactUrl(absl::string_view text) {
 
 absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view text) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "remote cache URL '", RedactUrl(text), "': ", why,
-        " (expected redis://[[user]:password@]host[:port][/db] or "
-        "unix://[[user]:password@]/path/to.sock[?db=N])"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("remote cache URL '", RedactUrl(text), "': ", why,
+                     " (expected redis://[[user]:password@]host[:port][/db] or "
+                     "unix://[[user]:password@]/path/to.sock[?db=N])"));
   };
   RedisUrl url;
   absl::string_view rest = text;
@@ -170,7 +171,8 @@ absl::StatusOr<RedisUrl> ParseRedisUrl(absl::string_view text) {
       query = rest.substr(q + 1);
       rest = rest.substr(0, q);
     }
-    if (!absl::StartsWith(rest, "/")) return bad("the socket path must be absolute");
+    if (!absl::StartsWith(rest, "/"))
+      return bad("the socket path must be absolute");
     url.path = std::string(rest);
     if (!query.empty() && (!absl::ConsumePrefix(&query, "db=") ||
                            !absl::SimpleAtoi(query, &url.db) || url.db < 0)) {
@@ -275,10 +277,10 @@ absl::StatusOr<redisContext*> RedisClient::Connect(const std::string& node) {
   // Authenticate and pick the database; the password is never quoted.
   std::vector<std::vector<std::string>> setup;
   if (!url_.password.empty()) {
-    setup.push_back(url_.user.empty()
-                        ? std::vector<std::string>{"AUTH", url_.password}
-                        : std::vector<std::string>{"AUTH", url_.user,
-                                                   url_.password});
+    setup.push_back(
+        url_.user.empty()
+            ? std::vector<std::string>{"AUTH", url_.password}
+            : std::vector<std::string>{"AUTH", url_.user, url_.password});
   }
   if (url_.db != 0 && node.empty()) {
     setup.push_back({"SELECT", absl::StrCat(url_.db)});
@@ -287,10 +289,10 @@ absl::StatusOr<redisContext*> RedisClient::Connect(const std::string& node) {
     absl::StatusOr<RedisReply> r = Send(node, args, /*asking=*/false);
     if (!r.ok()) {
       Drop(node);
-      return absl::Status(r.status().code(),
-                          absl::StrCat(args[0] == "AUTH" ? "AUTH" : "SELECT",
-                                       " on ", where, " failed: ",
-                                       r.status().message()));
+      return absl::Status(
+          r.status().code(),
+          absl::StrCat(args[0] == "AUTH" ? "AUTH" : "SELECT", " on ", where,
+                       " failed: ", r.status().message()));
     }
   }
   return c;
@@ -329,8 +331,8 @@ absl::StatusOr<RedisReply> RedisClient::Send(
     return s;
   }
   if (r->type == REDIS_REPLY_ERROR) {
-    absl::Status s = absl::FailedPreconditionError(
-        absl::StrCat(args[0], " on ", where, ": ", absl::string_view(r->str, r->len)));
+    absl::Status s = absl::FailedPreconditionError(absl::StrCat(
+        args[0], " on ", where, ": ", absl::string_view(r->str, r->len)));
     h.freeReplyObject(r);
     return s;
   }

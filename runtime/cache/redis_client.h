@@ -1,7 +1,8 @@
 // A small synchronous Redis client for the remote cache tier, on hiredis
 // 0.14 (dlopen'ed, see platform/hiredis_api.h), with hard time limits.
 //
-//   FJ_ASSIGN_OR_RETURN(RedisUrl url, ParseRedisUrl("redis://:pw@cache:6379/2"),
+//   FJ_ASSIGN_OR_RETURN(RedisUrl url,
+//   ParseRedisUrl("redis://:pw@cache:6379/2"),
 //                       "remote cache");
 //   RedisClient client(url, RedisTimeouts{});
 //   FJ_RETURN_IF_ERROR(client.Set("k", "v", /*ttl_ms=*/0), "publishing");

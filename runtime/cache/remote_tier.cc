@@ -122,8 +122,7 @@ std::nullopt_t RemoteTier::Reject(absl::string_view name,
                                   absl::string_view reason) {
   rejected_.fetch_add(1, std::memory_order_relaxed);
   CacheLog(log_, absl::StrCat("refusing remote entry ", name, " from ",
-                              url_.Redacted(), ": ", reason,
-                              "; rebuilding"));
+                              url_.Redacted(), ": ", reason, "; rebuilding"));
   return std::nullopt;
 }
 
@@ -144,12 +143,11 @@ void RemoteTier::RecordCall(const absl::Status& status,
   const bool opened = before != CircuitBreaker::State::kOpen &&
                       breaker_.state() == CircuitBreaker::State::kOpen;
   if (!failing_.exchange(true) || opened) {
-    CacheLog(log_,
-             absl::StrCat("remote cache ", what, ": ", status.message(),
-                          opened ? absl::StrCat("; not asking it for ",
-                                                config_.breaker_cooldown_ms,
-                                                " ms")
-                                 : std::string()));
+    CacheLog(log_, absl::StrCat(
+                       "remote cache ", what, ": ", status.message(),
+                       opened ? absl::StrCat("; not asking it for ",
+                                             config_.breaker_cooldown_ms, " ms")
+                              : std::string()));
   }
 }
 
@@ -250,8 +248,9 @@ std::optional<RemoteTier::Published> RemoteTier::LoadPublished(
   // and a compiler whose output this host can use.
   absl::StatusOr<CacheKey> entry_agnostic = CompilerAgnosticKeyOf(entry->key);
   if (!entry_agnostic.ok() || entry_agnostic->canonical != agnostic.canonical) {
-    return Reject(name, "its key differs from the build's in more than the "
-                        "compiler");
+    return Reject(name,
+                  "its key differs from the build's in more than the "
+                  "compiler");
   }
   const std::string compiler = CanonicalKeyField(entry->key, "compiler");
   if (absl::Status ok = accept(compiler); !ok.ok()) {
@@ -317,12 +316,13 @@ void RemoteTier::WriterLoop() {
 }
 
 absl::Status RemoteTier::WriteOne(RedisClient& client, const Write& write) {
-  const std::string entry =
-      EncodeCacheEntry(write.key.canonical, jit::SerializeArtifact(*write.artifact));
+  const std::string entry = EncodeCacheEntry(
+      write.key.canonical, jit::SerializeArtifact(*write.artifact));
   if (entry.size() > config_.max_entry_bytes) {
     return absl::ResourceExhaustedError("entry over max_entry_bytes");
   }
-  absl::StatusOr<CacheKey> agnostic = CompilerAgnosticKeyOf(write.key.canonical);
+  absl::StatusOr<CacheKey> agnostic =
+      CompilerAgnosticKeyOf(write.key.canonical);
   if (!agnostic.ok()) return agnostic.status();
   if (!breaker_.Allow()) return absl::UnavailableError("breaker open");
   // The entry first, then the pointer to it: a reader that follows a

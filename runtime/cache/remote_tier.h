@@ -38,8 +38,8 @@
 #ifndef FLEETJIT_RUNTIME_CACHE_REMOTE_TIER_H_
 #define FLEETJIT_RUNTIME_CACHE_REMOTE_TIER_H_
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -72,15 +72,15 @@ struct RemoteCacheConfig {
   std::string fleet_key;
   std::string prefix = "fleetjit:";
   uint64_t max_entry_bytes = uint64_t{64} << 20;  // larger: not published
-  int64_t ttl_ms = 0;                              // 0 = no expiry
+  int64_t ttl_ms = 0;                             // 0 = no expiry
   int connect_timeout_ms = 50;
   int command_timeout_ms = 50;
-  int breaker_failures = 3;         // consecutive failures that open it
-  int breaker_cooldown_ms = 5000;   // then one probe
-  int write_queue_entries = 64;     // queued publications, at most
+  int breaker_failures = 3;        // consecutive failures that open it
+  int breaker_cooldown_ms = 5000;  // then one probe
+  int write_queue_entries = 64;    // queued publications, at most
   uint64_t write_queue_bytes = uint64_t{256} << 20;
-  bool read = true;    // look entries up
-  bool write = true;   // publish builds
+  bool read = true;   // look entries up
+  bool write = true;  // publish builds
 };
 
 // Applies $FLEETJIT_REMOTE_CACHE (URL, "" = off) and $FLEETJIT_FLEET_KEY,
@@ -89,17 +89,17 @@ void ApplyRemoteCacheEnvironment(RemoteCacheConfig& config,
                                  std::vector<std::string>& overrides);
 
 struct RemoteCacheStats {
-  uint64_t hits = 0;      // entries served (full or agnostic key)
-  uint64_t misses = 0;    // asked, not there
-  uint64_t errors = 0;    // calls that failed (timeout, I/O, error reply)
-  uint64_t rejected = 0;  // values refused (signature, size, key, format)
-  uint64_t skipped = 0;   // reads not sent: breaker open
-  uint64_t writes = 0;    // entries published
+  uint64_t hits = 0;         // entries served (full or agnostic key)
+  uint64_t misses = 0;       // asked, not there
+  uint64_t errors = 0;       // calls that failed (timeout, I/O, error reply)
+  uint64_t rejected = 0;     // values refused (signature, size, key, format)
+  uint64_t skipped = 0;      // reads not sent: breaker open
+  uint64_t writes = 0;       // entries published
   uint64_t write_drops = 0;  // not published: queue full, breaker open,
                              // too large, or the write failed
   uint64_t breaker_opens = 0;
-  uint64_t redirects = 0;    // MOVED/ASK followed
-  std::string state;  // "closed", "open", "half-open"
+  uint64_t redirects = 0;  // MOVED/ASK followed
+  std::string state;       // "closed", "open", "half-open"
 };
 
 class RemoteTier {

@@ -18,7 +18,9 @@ struct Rfc4231Case {
   size_t truncate_to = 32;  // bytes of the tag compared
 };
 
-std::string Hex(absl::string_view bytes) { return absl::BytesToHexString(bytes); }
+std::string Hex(absl::string_view bytes) {
+  return absl::BytesToHexString(bytes);
+}
 std::string Bytes(absl::string_view hex) { return absl::HexStringToBytes(hex); }
 
 std::vector<Rfc4231Case> Cases() {

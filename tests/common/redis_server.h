@@ -31,8 +31,8 @@ namespace fleetjit::testing {
 class RedisServer {
  public:
   // `extra`: more redis-server arguments ("--requirepass", "pw", ...).
-  static std::unique_ptr<RedisServer> Start(std::string* skip_reason,
-                                            std::vector<std::string> extra = {}) {
+  static std::unique_ptr<RedisServer> Start(
+      std::string* skip_reason, std::vector<std::string> extra = {}) {
     std::string binary = FindServer();
     if (binary.empty()) {
       *skip_reason =
@@ -57,8 +57,8 @@ class RedisServer {
   int port() const { return port_; }
   const std::string& socket_path() const { return socket_; }
   std::string tcp_url(const std::string& auth = "") const {
-    return "redis://" + (auth.empty() ? "" : auth + "@") + "127.0.0.1:" +
-           std::to_string(port_) + "/0";
+    return "redis://" + (auth.empty() ? "" : auth + "@") +
+           "127.0.0.1:" + std::to_string(port_) + "/0";
   }
   std::string unix_url() const { return "unix://" + socket_; }
 
@@ -97,7 +97,8 @@ class RedisServer {
       size_t end = path.find(':', start);
       if (end == std::string::npos) end = path.size();
       std::string candidate = path.substr(start, end - start) + "/redis-server";
-      if (end > start && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+      if (end > start && ::access(candidate.c_str(), X_OK) == 0)
+        return candidate;
       start = end + 1;
     }
     return "";
@@ -120,11 +121,27 @@ class RedisServer {
   }
 
   bool Launch() {
-    std::vector<std::string> args = {
-        binary_, "--port", std::to_string(port_), "--bind", "127.0.0.1",
-        "--unixsocket", socket_, "--unixsocketperm", "700", "--dir", dir_,
-        "--save", "", "--appendonly", "no", "--daemonize", "no",
-        "--loglevel", "warning", "--logfile", dir_ + "/redis.log"};
+    std::vector<std::string> args = {binary_,
+                                     "--port",
+                                     std::to_string(port_),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--unixsocket",
+                                     socket_,
+                                     "--unixsocketperm",
+                                     "700",
+                                     "--dir",
+                                     dir_,
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--daemonize",
+                                     "no",
+                                     "--loglevel",
+                                     "warning",
+                                     "--logfile",
+                                     dir_ + "/redis.log"};
     args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

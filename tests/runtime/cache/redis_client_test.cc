@@ -15,9 +15,9 @@ namespace {
 
 using ::fleetjit::testing::RedisServer;
 
-#define START_REDIS_OR_SKIP(var, ...)                              \
-  std::string var##_skip;                                          \
-  auto var = RedisServer::Start(&var##_skip, ##__VA_ARGS__);       \
+#define START_REDIS_OR_SKIP(var, ...)                        \
+  std::string var##_skip;                                    \
+  auto var = RedisServer::Start(&var##_skip, ##__VA_ARGS__); \
   if (var == nullptr) GTEST_SKIP() << var##_skip
 
 TEST(RedisUrlTest, Parses) {
@@ -104,11 +104,11 @@ TEST(RedisClientTest, AuthWithUserAndDatabase) {
   START_REDIS_OR_SKIP(server, {"--requirepass", "defaultpw"});
   RedisClient admin(*ParseRedisUrl(server->tcp_url(":defaultpw")),
                     RedisTimeouts{});
-  ASSERT_TRUE(admin
-                  .Command({"ACL", "SETUSER", "fleet", "on", ">fleetpw",
-                            "~*", "+@all"},
-                           -1)
-                  .ok());
+  ASSERT_TRUE(
+      admin
+          .Command({"ACL", "SETUSER", "fleet", "on", ">fleetpw", "~*", "+@all"},
+                   -1)
+          .ok());
   RedisClient user(*ParseRedisUrl("redis://fleet:fleetpw@127.0.0.1:" +
                                   std::to_string(server->port()) + "/3"),
                    RedisTimeouts{});
@@ -136,7 +136,8 @@ TEST(RedisClientTest, DeadAndHungServersFailWithinTheTimeouts) {
   auto start = std::chrono::steady_clock::now();
   auto hung = c.Get("k");
   double ms = std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - start).count();
+                  std::chrono::steady_clock::now() - start)
+                  .count();
   EXPECT_EQ(hung.status().code(), absl::StatusCode::kDeadlineExceeded)
       << hung.status();
   EXPECT_LT(ms, 50 + 100) << "command timeout 50 ms";
@@ -145,7 +146,8 @@ TEST(RedisClientTest, DeadAndHungServersFailWithinTheTimeouts) {
   start = std::chrono::steady_clock::now();
   auto dead = c.Get("k");  // the dropped connection reconnects: refused
   ms = std::chrono::duration<double, std::milli>(
-           std::chrono::steady_clock::now() - start).count();
+           std::chrono::steady_clock::now() - start)
+           .count();
   EXPECT_EQ(dead.status().code(), absl::StatusCode::kUnavailable)
       << dead.status();
   EXPECT_LT(ms, 50 + 100);
@@ -156,15 +158,17 @@ TEST(RedisClientTest, DeadAndHungServersFailWithinTheTimeouts) {
 // Two cluster nodes: A serves every slot, B none. A client pointed at B
 // gets MOVED, follows it, and remembers the slot.
 TEST(RedisClientTest, FollowsMovedOnARealCluster) {
-  START_REDIS_OR_SKIP(a, {"--cluster-enabled", "yes", "--cluster-config-file",
-                          "nodes-a.conf"});
-  START_REDIS_OR_SKIP(b, {"--cluster-enabled", "yes", "--cluster-config-file",
-                          "nodes-b.conf"});
+  START_REDIS_OR_SKIP(
+      a, {"--cluster-enabled", "yes", "--cluster-config-file", "nodes-a.conf"});
+  START_REDIS_OR_SKIP(
+      b, {"--cluster-enabled", "yes", "--cluster-config-file", "nodes-b.conf"});
   RedisClient ca(*ParseRedisUrl(a->tcp_url()), RedisTimeouts{});
   RedisClient cb(*ParseRedisUrl(b->tcp_url()), RedisTimeouts{});
   ASSERT_TRUE(ca.Command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"}, -1).ok());
-  ASSERT_TRUE(cb.Command({"CLUSTER", "MEET", "127.0.0.1",
-                          std::to_string(a->port())}, -1).ok());
+  ASSERT_TRUE(
+      cb.Command({"CLUSTER", "MEET", "127.0.0.1", std::to_string(a->port())},
+                 -1)
+          .ok());
   // Wait for both nodes to see every slot served (B learns by gossip).
   auto ok = [](RedisClient& c) {
     auto info = c.Command({"CLUSTER", "INFO"}, -1);

@@ -29,10 +29,14 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
 
 const char* SourceName(fleetjit::CacheSource s) {
   switch (s) {
-    case fleetjit::CacheSource::kCompiled: return "compiled";
-    case fleetjit::CacheSource::kMemory: return "memory";
-    case fleetjit::CacheSource::kDisk: return "disk";
-    case fleetjit::CacheSource::kRemote: return "remote";
+    case fleetjit::CacheSource::kCompiled:
+      return "compiled";
+    case fleetjit::CacheSource::kMemory:
+      return "memory";
+    case fleetjit::CacheSource::kDisk:
+      return "disk";
+    case fleetjit::CacheSource::kRemote:
+      return "remote";
   }
   return "?";
 }

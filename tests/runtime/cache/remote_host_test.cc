@@ -54,7 +54,9 @@ TEST(RemoteHostTest, HostWithoutNvrtcGetsWhatTheCompilingHostPublished) {
   EXPECT_TRUE(absl::StrContains(builder.report, "source=compiled compiles=1"))
       << builder.report;
   ASSERT_GT(builder.cubin.size(), 100u);
-  ASSERT_EQ(builder.cubin.substr(0, 4), "\x7f" "ELF");
+  ASSERT_EQ(builder.cubin.substr(0, 4),
+            "\x7f"
+            "ELF");
 
   HostRun driver_only =
       RunHost(tmp, "driver-only", server->unix_url(),
@@ -82,8 +84,8 @@ TEST(RemoteHostTest, HostWithoutNvrtcGetsWhatTheCompilingHostPublished) {
                                {"FLEETJIT_LIBHIREDIS=/nonexistent.so"});
   ASSERT_EQ(no_hiredis.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(no_hiredis.report, "source=compiled"));
-  EXPECT_TRUE(absl::StrContains(no_hiredis.report,
-                                "remote_state=unavailable: cannot load hiredis"))
+  EXPECT_TRUE(absl::StrContains(
+      no_hiredis.report, "remote_state=unavailable: cannot load hiredis"))
       << no_hiredis.report;
 }
 

@@ -11,8 +11,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
-#include "gtest/gtest.h"
 #include "base/hmac_sha256.h"
+#include "gtest/gtest.h"
 #include "runtime/cache/cache_entry.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/cache/published_compiler.h"
@@ -34,9 +34,9 @@ constexpr char kFleetKey[] =
     "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 constexpr size_t kImage = 64 << 10;
 
-#define START_REDIS_OR_SKIP(var, ...)                              \
-  std::string var##_skip;                                          \
-  auto var = RedisServer::Start(&var##_skip, ##__VA_ARGS__);       \
+#define START_REDIS_OR_SKIP(var, ...)                        \
+  std::string var##_skip;                                    \
+  auto var = RedisServer::Start(&var##_skip, ##__VA_ARGS__); \
   if (var == nullptr) GTEST_SKIP() << var##_skip
 
 // Log lines, collected.
@@ -71,18 +71,21 @@ CacheConfig Config(const std::string& dir, const std::string& url,
   c.remote.url = url;
   c.remote.fleet_key = kFleetKey;
   c.remote.breaker_cooldown_ms = 300;
-  if (lines != nullptr) c.log = lines->logger();
-  else c.log = [](absl::string_view) {};
+  if (lines != nullptr)
+    c.log = lines->logger();
+  else
+    c.log = [](absl::string_view) {};
   return c;
 }
 
 // GetOrBuild of item `i`; `built` counts build() calls.
 absl::StatusOr<ModuleCache::Result> Serve(ModuleCache& cache, uint64_t seed,
                                           int i, int* built = nullptr) {
-  return cache.GetOrBuild(KeyFor(seed, i), [&]() -> absl::StatusOr<jit::Artifact> {
-    if (built != nullptr) ++*built;
-    return ArtifactFor(seed, i, kImage);
-  });
+  return cache.GetOrBuild(KeyFor(seed, i),
+                          [&]() -> absl::StatusOr<jit::Artifact> {
+                            if (built != nullptr) ++*built;
+                            return ArtifactFor(seed, i, kImage);
+                          });
 }
 
 TEST(RemoteTierTest, SecondHostGetsWhatTheFirstBuiltAndFillsItsDisk) {
@@ -135,11 +138,11 @@ TEST(RemoteTierTest, PoisonedEntriesAreRefusedAndRebuilt) {
   const std::string name = (*tier)->EntryName(key.digest);
   const std::string good_entry = EncodeCacheEntry(
       key.canonical, jit::SerializeArtifact(ArtifactFor(seed, 0, kImage)));
-  const std::string other_entry = EncodeCacheEntry(
-      KeyFor(seed, 1).canonical,
-      jit::SerializeArtifact(ArtifactFor(seed, 1, kImage)));
-  const std::string good = RemoteTier::Sign(*ParseFleetKey(kFleetKey), name,
-                                            good_entry);
+  const std::string other_entry =
+      EncodeCacheEntry(KeyFor(seed, 1).canonical,
+                       jit::SerializeArtifact(ArtifactFor(seed, 1, kImage)));
+  const std::string good =
+      RemoteTier::Sign(*ParseFleetKey(kFleetKey), name, good_entry);
   struct Poison {
     const char* what;
     std::string value;
@@ -194,7 +197,8 @@ TEST(RemoteTierTest, PoisonedEntriesAreRefusedAndRebuilt) {
 
 double Ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now() - since).count();
+             std::chrono::steady_clock::now() - since)
+      .count();
 }
 
 // Redis killed, then hung, mid-run: every build still succeeds locally,
@@ -216,7 +220,10 @@ TEST(RemoteTierTest, OutagesCostBoundedTimeAndTheBreakerRecovers) {
 
   for (const bool hang : {false, true}) {
     SCOPED_TRACE(hang ? "hung (SIGSTOP)" : "killed (SIGKILL)");
-    if (hang) server->Pause(); else server->Kill();
+    if (hang)
+      server->Pause();
+    else
+      server->Kill();
     const uint64_t opens_before = cache.stats().remote_breaker_opens;
     double worst = 0;
     for (int i = 0; i < 8; ++i) {
@@ -236,9 +243,12 @@ TEST(RemoteTierTest, OutagesCostBoundedTimeAndTheBreakerRecovers) {
     ASSERT_TRUE(Serve(cache, seed, item++).ok());
     EXPECT_LT(Ms(start), 20);
 
-    if (hang) server->Resume(); else ASSERT_TRUE(server->Restart());
+    if (hang)
+      server->Resume();
+    else
+      ASSERT_TRUE(server->Restart());
     std::this_thread::sleep_for(std::chrono::milliseconds(350));  // cooldown
-    ASSERT_TRUE(Serve(cache, seed, item++).ok());  // the probe
+    ASSERT_TRUE(Serve(cache, seed, item++).ok());                 // the probe
     EXPECT_EQ(cache.stats().remote_state, "closed");
   }
   EXPECT_TRUE(lines.Contains("not asking it for 300 ms")) << lines.All();
@@ -268,9 +278,12 @@ TEST(RemoteTierTest, HostWithoutCompilerFollowsThePointer) {
             agnostic.canonical);
   {
     ModuleCache host1(Config(d1.path(), server->tcp_url()));
-    ASSERT_TRUE(host1.GetOrBuild(full, [&]() -> absl::StatusOr<jit::Artifact> {
-      return ArtifactFor(seed, 0, kImage);
-    }).ok());
+    ASSERT_TRUE(host1
+                    .GetOrBuild(full,
+                                [&]() -> absl::StatusOr<jit::Artifact> {
+                                  return ArtifactFor(seed, 0, kImage);
+                                })
+                    .ok());
     ASSERT_TRUE(host1.FlushRemote(absl::Seconds(5)));
   }
   auto accept_13 = [&](absl::string_view c) {
@@ -320,16 +333,17 @@ TEST(RemoteTierTest, PointerToAnEntryOfAnotherBuildIsRefused) {
   const CacheKey agnostic0 = CompilerAgnosticKey(KeyInputsFor(seed, 0));
   const std::string pointer = (*tier)->PointerName(agnostic0.digest);
   RedisClient redis(*ParseRedisUrl(server->tcp_url()), RedisTimeouts{});
-  ASSERT_TRUE(redis.Set(pointer,
-                        RemoteTier::Sign(*ParseFleetKey(kFleetKey), pointer,
-                                         KeyFor(seed, 1).digest),
-                        0).ok());
+  ASSERT_TRUE(redis
+                  .Set(pointer,
+                       RemoteTier::Sign(*ParseFleetKey(kFleetKey), pointer,
+                                        KeyFor(seed, 1).digest),
+                       0)
+                  .ok());
   Lines lines;
   TempDir d2;
   ModuleCache host2(Config(d2.path(), server->tcp_url(), &lines));
-  auto r = host2.GetPublished(agnostic0, [](absl::string_view) {
-    return absl::OkStatus();
-  });
+  auto r = host2.GetPublished(
+      agnostic0, [](absl::string_view) { return absl::OkStatus(); });
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(lines.Contains("differs from the build's")) << lines.All();
 }
@@ -337,8 +351,8 @@ TEST(RemoteTierTest, PointerToAnEntryOfAnotherBuildIsRefused) {
 TEST(RemoteTierTest, ConfigurationRefusals) {
   TempDir dir;
   Lines lines;
-  CacheConfig c = Config(dir.path(), "redis://user:hunter2hunter2@127.0.0.1:1/0",
-                         &lines);
+  CacheConfig c =
+      Config(dir.path(), "redis://user:hunter2hunter2@127.0.0.1:1/0", &lines);
   c.remote.fleet_key = "";
   ModuleCache no_key(c);
   EXPECT_EQ(no_key.remote_status().code(),
@@ -359,8 +373,9 @@ TEST(RemoteTierTest, ConfigurationRefusals) {
 }
 
 TEST(PublishedCompilerTest, Rule) {
-  EXPECT_TRUE(CheckPublishedCompiler(
-                  "nvrtc 13.0.88 libnvrtc.so.13 size=1", "sm_90", 13000).ok());
+  EXPECT_TRUE(CheckPublishedCompiler("nvrtc 13.0.88 libnvrtc.so.13 size=1",
+                                     "sm_90", 13000)
+                  .ok());
   EXPECT_TRUE(CheckPublishedCompiler("nvrtc 13.0 x", "sm_90", 0).ok());
   EXPECT_TRUE(CheckPublishedCompiler("nvrtc 12.8 x", "sm_90", 13000).ok());
   EXPECT_TRUE(CheckPublishedCompiler("nvrtc 13.2 x", "sm_90", 13000).ok())
