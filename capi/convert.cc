@@ -51,6 +51,8 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
   opts.thunks = (o.flags & FJ_RUNTIME_DISABLE_THUNKS) == 0;
   FJ_ASSIGN_OR_RETURN(opts.cache.dir, ReadStr(o.cache_dir, "cache_dir"), "");
   if (o.cache_max_bytes != 0) opts.cache.max_bytes = o.cache_max_bytes;
+  FJ_ASSIGN_OR_RETURN(opts.cache.remote.url, ReadStr(o.remote_cache_url, "remote_cache_url"), "");
+  FJ_ASSIGN_OR_RETURN(opts.cache.remote.fleet_key, ReadStr(o.fleet_key, "fleet_key"), "");
   return opts;
 }
 
@@ -148,6 +150,7 @@ fj_module_info ModuleInfo(const ModuleRecord& record) {
     case CacheSource::kCompiled: info.cache_result = FJ_CACHE_COMPILED; break;
     case CacheSource::kMemory: info.cache_result = FJ_CACHE_MEMORY_HIT; break;
     case CacheSource::kDisk: info.cache_result = FJ_CACHE_DISK_HIT; break;
+    case CacheSource::kRemote: info.cache_result = FJ_CACHE_REMOTE_HIT; break;
   }
   info.build_ms = record.build_ms;
   info.compile_ms = a.compile_ms;
@@ -181,6 +184,18 @@ fj_cache_stats CacheStatsOf(const CacheStats& s) {
   out.rejected_entries = s.rejected_entries;
   out.disk_entries = s.disk_entries;
   out.disk_bytes = s.disk_bytes;
+  out.remote_state = s.remote_state == "off"         ? FJ_REMOTE_OFF
+                     : s.remote_state == "closed"    ? FJ_REMOTE_CLOSED
+                     : s.remote_state == "open"      ? FJ_REMOTE_OPEN
+                     : s.remote_state == "half-open" ? FJ_REMOTE_HALF_OPEN
+                                                     : FJ_REMOTE_UNAVAILABLE;
+  out.remote_hits = s.remote_hits;
+  out.remote_misses = s.remote_misses;
+  out.remote_errors = s.remote_errors;
+  out.remote_rejected = s.remote_rejected;
+  out.remote_writes = s.remote_writes;
+  out.remote_write_drops = s.remote_write_drops;
+  out.remote_breaker_opens = s.remote_breaker_opens;
   return out;
 }
 

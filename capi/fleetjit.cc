@@ -375,6 +375,18 @@ FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime, fj_cache_stats* out_st
   });
 }
 
+FJ_API fj_status* fj_cache_flush(fj_runtime* runtime, uint32_t timeout_ms) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime), "");
+    rt->WaitForBackgroundWork();
+    if (!rt->cache().FlushRemote(absl::Milliseconds(timeout_ms))) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "remote cache publications still queued after ", timeout_ms, " ms"));
+    }
+    return absl::OkStatus();
+  });
+}
+
 FJ_API fj_status* fj_cache_clear(fj_runtime* runtime) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime), "");

@@ -1,12 +1,20 @@
 # Dependencies, all from Debian packages (scripts/install-deps installs them):
 # abseil (shared, libabsl-dev), LLVM 14 (static, llvm-14-dev), GoogleTest,
-# and the CUDA headers. libcuda and NVRTC are dlopen'ed at run time: nothing
-# links against them.
+# the hiredis headers (libhiredis-dev) and the CUDA headers. libcuda, NVRTC
+# and hiredis are dlopen'ed at run time: nothing links against them.
 
 # CUDA headers only (cuda.h, nvrtc.h types).
 find_path(FJ_CUDA_INCLUDE_DIR cuda.h
   HINTS ${CUDA_HOME}/include $ENV{CUDA_HOME}/include /usr/local/cuda/include
   REQUIRED)
+
+# hiredis 0.14 headers only (libhiredis-dev): the library is dlopen'ed by
+# the remote cache tier when one is configured (platform/hiredis_api.h says
+# why), so nothing links against it and a host without it still runs.
+find_path(FJ_HIREDIS_INCLUDE_DIR hiredis/hiredis.h)
+if(NOT FJ_HIREDIS_INCLUDE_DIR)
+  message(FATAL_ERROR "hiredis headers not found: apt-get install libhiredis-dev")
+endif()
 
 # abseil: Debian's static archives are not PIC, so link the shared ones.
 set(FJ_ABSL_COMPONENTS status statusor strings str_format_internal

@@ -8,6 +8,7 @@
 #include "jit/embedded.h"
 #include "jit/nvrtc_build.h"
 #include "platform/nvrtc_locate.h"
+#include "runtime/cache/published_compiler.h"
 #include "runtime/module_loader.h"
 #include "runtime/param_relayout.h"
 
@@ -83,9 +84,11 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
         "a cubin needs an sm_XX target, not ", target.Name()));
   }
 
-  // 3. Fetch or compile.
-  FJ_ASSIGN_OR_RETURN(std::string compiler, compiler_identity(),
-                      absl::StrCat("building '", spec.name, "'"));
+  // 3. Fetch or compile. Without NVRTC only a published entry can serve.
+  absl::StatusOr<std::string> compiler = compiler_identity();
+  if (!compiler.ok() && !spec.use_cache) {
+    return Annotate(compiler.status(), absl::StrCat("building '", spec.name, "'"));
+  }
   ModuleRecord record;
   record.name = spec.name;
   int layout_device = -1;
@@ -118,9 +121,33 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
     inputs.options = jit::BuildOptions(request);
     inputs.target = target.Name();
     inputs.copy_impl = std::string(jit::CopyImplName(plan.impl));
-    inputs.compiler = compiler;
+    inputs.compiler = compiler.ok() ? *compiler : "";
     inputs.name_expressions = spec.name_expressions;
     inputs.emit_ptx = request.emit_ptx;
+    if (!compiler.ok()) {
+      // No NVRTC here: the rule of runtime/cache/cache_key.h ("Hosts
+      // without a compiler") picks what another host published.
+      int driver_version = 0;
+      if (driver_ != nullptr) (void)driver_->cuDriverGetVersion(&driver_version);
+      CacheKey agnostic = CompilerAgnosticKey(inputs);
+      absl::StatusOr<ModuleCache::Result> published = cache_.GetPublished(
+          agnostic, [&](absl::string_view recorded) {
+            return CheckPublishedCompiler(recorded, inputs.target, driver_version);
+          });
+      if (!published.ok()) {
+        return Annotate(compiler.status(),
+                        absl::StrCat("building '", spec.name, "' (and without a compiler: ",
+                                     published.status().message(), ")"));
+      }
+      record.artifact = std::move(published->artifact);
+      record.source = published->source;
+      record.key = agnostic.digest;
+      ScheduleFollowUp(std::nullopt, record.key, record.artifact, false);
+      record.build_ms = std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+      return record;
+    }
     CacheKey key = MakeCacheKey(inputs);
     // The disk store waits for the thunk object: one write, off the path.
     // Only with a memory tier, which serves the key meanwhile; without one

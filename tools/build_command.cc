@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -27,8 +28,56 @@ const char* CacheResultName(fj_cache_result r) {
       return "memory hit";
     case FJ_CACHE_DISK_HIT:
       return "disk hit";
+    case FJ_CACHE_REMOTE_HIT:
+      return "remote hit";
   }
   return "?";
+}
+
+// Waits for the remote publications and reports them.
+int FinishPublishing(fj_runtime* rt) {
+  if (Failed(fj_cache_flush(rt, 30000), "publishing to the remote cache")) {
+    return kExitFailure;
+  }
+  fj_cache_stats s{};
+  s.struct_size = sizeof(s);
+  if (Failed(fj_cache_stats_get(rt, &s), "reading the cache stats")) {
+    return kExitFailure;
+  }
+  std::printf("published %llu module(s), %llu already in the remote cache\n",
+              static_cast<unsigned long long>(s.remote_writes),
+              static_cast<unsigned long long>(s.remote_hits));
+  if (s.remote_state != FJ_REMOTE_CLOSED || s.remote_write_drops != 0 ||
+      s.remote_writes < s.compiles) {
+    std::fprintf(stderr,
+                 "fleetjit build: not everything was published (remote tier "
+                 "%s, %llu dropped, %llu errors; see the log above)\n",
+                 s.remote_state == FJ_REMOTE_UNAVAILABLE ? "unavailable"
+                 : s.remote_state == FJ_REMOTE_OFF       ? "off"
+                                                         : "failing",
+                 static_cast<unsigned long long>(s.remote_write_drops),
+                 static_cast<unsigned long long>(s.remote_errors));
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+// A runtime for --publish: the disk tier is skipped, so a module is either
+// found remotely or compiled and published.
+fj_runtime* CreatePublishingRuntime() {
+  const char* url = std::getenv("FLEETJIT_REMOTE_CACHE");
+  if (url == nullptr || *url == '\0') {
+    std::fprintf(stderr,
+                 "fleetjit build: --publish needs a remote cache: set "
+                 "FLEETJIT_REMOTE_CACHE and FLEETJIT_FLEET_KEY\n");
+    return nullptr;
+  }
+  fj_runtime_options ro{};
+  ro.struct_size = sizeof(ro);
+  ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
+  fj_runtime* rt = nullptr;
+  if (Failed(fj_runtime_create(&ro, &rt), "creating the runtime")) return nullptr;
+  return rt;
 }
 
 std::string Stem(const std::string& path) {
@@ -67,6 +116,10 @@ int RunBuild(std::vector<std::string> args) {
   app.add_option("-o", out_dir, "write the images to DIR");
   app.add_option("--impl", impl_name, "force a copy implementation")
       ->check(CLI::IsMember({"sync", "cp_async", "tma"}));
+  bool publish = false;
+  app.add_flag("--publish", publish,
+               "make sure each module is in the fleet's remote cache "
+               "(FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY) and wait for it");
   app.add_option("--name-expr", name_exprs,
                  "a name expression to instantiate (repeatable)")
       ->allow_extra_args(false);
@@ -93,7 +146,7 @@ int RunBuild(std::vector<std::string> args) {
                  out_dir.c_str(), std::strerror(errno));
     return kExitFailure;
   }
-  fj_runtime* rt = CreateRuntime();
+  fj_runtime* rt = publish ? CreatePublishingRuntime() : CreateRuntime();
   if (rt == nullptr) return kExitFailure;
   std::vector<std::string> target_list = SplitComma(targets);
   if (target_list.empty()) target_list.push_back("");  // the live device
@@ -145,6 +198,7 @@ int RunBuild(std::vector<std::string> args) {
     std::fflush(stdout);
     fj_module_destroy(module);
   }
+  if (publish && rc == kExitOk) rc = FinishPublishing(rt);
   Failed(fj_runtime_destroy(rt), "destroying the runtime");
   return rc;
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/cache/module_cache.h"
+#include "runtime/cache/redis_client.h"
 #include "runtime/runtime.h"
 #include "tools/cli_app.h"
 
@@ -59,6 +60,13 @@ absl::StatusOr<CacheConfig> ConfigFor(const Options& o) {
   return config;
 }
 
+// The remote tier's URL with the password redacted, or "none".
+std::string RemoteName(const CacheConfig& config) {
+  if (config.remote.url.empty()) return "none";
+  absl::StatusOr<RedisUrl> url = ParseRedisUrl(config.remote.url);
+  return url.ok() ? url->Redacted() : RedactUrl(config.remote.url);
+}
+
 int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
           std::FILE* out) {
   CacheStats s = cache.stats();
@@ -73,7 +81,15 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
                     {"compiles", s.compiles},
                     {"compile_ms_total", s.compile_ms_total},
                     {"evictions", s.evictions},
-                    {"rejected_entries", s.rejected_entries}};
+                    {"rejected_entries", s.rejected_entries},
+                    {"remote", RemoteName(config)},
+                    {"remote_state", s.remote_state},
+                    {"remote_hits", s.remote_hits},
+                    {"remote_misses", s.remote_misses},
+                    {"remote_errors", s.remote_errors},
+                    {"remote_rejected", s.remote_rejected},
+                    {"remote_writes", s.remote_writes},
+                    {"remote_breaker_opens", s.remote_breaker_opens}};
     std::fprintf(out, "%s\n", DumpJson(j).c_str());
     return kExitOk;
   }
@@ -91,6 +107,20 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
                static_cast<unsigned long long>(s.disk_hits),
                static_cast<unsigned long long>(s.misses),
                static_cast<unsigned long long>(s.compiles));
+  std::fprintf(out, "remote        %s: %s\n", RemoteName(config).c_str(),
+               s.remote_state.c_str());
+  if (s.remote_state != "off" && s.remote_state.rfind("unavailable", 0) != 0) {
+    std::fprintf(out,
+                 "              this process: %llu hits, %llu misses, %llu "
+                 "errors, %llu rejected, %llu writes, breaker opened %llu "
+                 "times\n",
+                 static_cast<unsigned long long>(s.remote_hits),
+                 static_cast<unsigned long long>(s.remote_misses),
+                 static_cast<unsigned long long>(s.remote_errors),
+                 static_cast<unsigned long long>(s.remote_rejected),
+                 static_cast<unsigned long long>(s.remote_writes),
+                 static_cast<unsigned long long>(s.remote_breaker_opens));
+  }
   return kExitOk;
 }
 

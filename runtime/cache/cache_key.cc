@@ -48,6 +48,25 @@ CacheKey MakeCacheKey(const CacheKeyInputs& in) {
   return key;
 }
 
+CacheKey CompilerAgnosticKey(const CacheKeyInputs& inputs) {
+  CacheKeyInputs agnostic = inputs;
+  agnostic.compiler.clear();
+  return MakeCacheKey(agnostic);
+}
+
+absl::StatusOr<CacheKey> CompilerAgnosticKeyOf(absl::string_view canonical) {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> records =
+      ParseCanonicalKey(canonical);
+  if (!records.ok()) return records.status();
+  CacheKey key;
+  for (const auto& [field, value] : *records) {
+    AppendRecord(key.canonical, field,
+                 field == "compiler" ? absl::string_view() : value);
+  }
+  key.digest = Sha256::Hex(Sha256::Hash(key.canonical));
+  return key;
+}
+
 bool IsCacheDigest(absl::string_view digest) {
   return digest.size() == 64 &&
          std::all_of(digest.begin(), digest.end(), [](char ch) {

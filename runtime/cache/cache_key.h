@@ -75,6 +75,35 @@ ParseCanonicalKey(absl::string_view canonical);
 std::string CanonicalKeyField(absl::string_view canonical,
                               absl::string_view field);
 
+// Hosts without a compiler (the rule).
+//
+// A key names its compiler, so a host with the driver alone cannot compute
+// the key a compiling host published under: it does not know which NVRTC
+// built the entry, and must not guess one. Instead:
+//  1. The compiler-agnostic key of a build is its key with compiler = ""
+//     (every other input identical: source, headers, options, target with
+//     suffix, copy implementation, driver_version, name expressions,
+//     output kind, format version). A compiling host never uses one as a
+//     key.
+//  2. A host that publishes an entry under its full key K also publishes a
+//     signed pointer record "<prefix>latest:<agnostic digest> -> K's
+//     digest" (runtime/cache/remote_tier.h). The last publisher wins.
+//  3. A host without NVRTC computes the agnostic key, follows the pointer,
+//     and uses the entry only if (a) the entry's full canonical key, with
+//     its compiler record emptied, equals the agnostic key byte for byte,
+//     and (b) the compiler the entry records passes
+//     CheckPublishedCompiler (published_compiler.h): a well-formed NVRTC
+//     identity whose output the local driver can load for that target.
+//     Any NVRTC that produced an image for exactly that target is fine.
+//  4. The accepted entry is kept locally under the agnostic key, so later
+//     processes on that host hit without the network.
+// A host with NVRTC always looks up its own full key: it never takes an
+// image from another compiler.
+CacheKey CompilerAgnosticKey(const CacheKeyInputs& inputs);
+// The agnostic key of an existing full canonical key (its compiler record
+// emptied); DATA_LOSS if `canonical` is malformed.
+absl::StatusOr<CacheKey> CompilerAgnosticKeyOf(absl::string_view canonical);
+
 }  // namespace fleetjit
 
 #endif  // FLEETJIT_RUNTIME_CACHE_CACHE_KEY_H_

@@ -19,7 +19,21 @@ ModuleCache::ModuleCache(CacheConfig config)
     : config_(std::move(config)),
       use_disk_(config_.disk && !ResolveCacheDir(config_.dir).empty()),
       disk_(std::make_unique<DiskCache>(ResolveCacheDir(config_.dir),
-                                        config_.max_bytes, config_.log)) {}
+                                        config_.max_bytes, config_.log)) {
+  if (!config_.remote.url.empty()) {
+    // A remote tier that cannot start leaves the local tiers working; the
+    // reason is logged once here and shown by stats().
+    absl::StatusOr<std::unique_ptr<RemoteTier>> remote =
+        RemoteTier::Create(config_.remote, config_.log);
+    if (remote.ok()) {
+      remote_ = *std::move(remote);
+    } else {
+      remote_status_ = remote.status();
+      CacheLog(config_.log, absl::StrCat("remote tier off: ",
+                                         remote_status_.message()));
+    }
+  }
+}
 
 ModuleCache::~ModuleCache() = default;
 
@@ -29,6 +43,18 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
     const CacheKey& key,
     absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
     DiskStore store) {
+  return Get(key, [&] { return Fill(key, build, store); });
+}
+
+absl::StatusOr<ModuleCache::Result> ModuleCache::GetPublished(
+    const CacheKey& agnostic_key,
+    absl::FunctionRef<absl::Status(absl::string_view compiler)> accept) {
+  return Get(agnostic_key,
+             [&] { return FillPublished(agnostic_key, accept); });
+}
+
+absl::StatusOr<ModuleCache::Result> ModuleCache::Get(
+    const CacheKey& key, absl::FunctionRef<absl::StatusOr<Result>()> fill) {
   // 1. The memory tier, under a shared lock.
   std::shared_ptr<Slot> slot;
   {
@@ -59,8 +85,8 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
     return Result{*slot->result, CacheSource::kMemory};
   }
 
-  // 3. Lead: disk, then build, then hand the result to the waiters. If
-  // build() throws, the guard hands them an error so that they never hang.
+  // 3. Lead: disk, remote, then build, then hand the result to the
+  // waiters. If build() throws, the guard hands them an error so that they never hang.
   struct ThrowGuard {
     ModuleCache* cache;
     const std::string& digest;
@@ -74,7 +100,7 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
       }
     }
   } guard{this, key.digest, slot.get()};
-  absl::StatusOr<Result> outcome = Fill(key, build, store);
+  absl::StatusOr<Result> outcome = fill();
   guard.armed = false;
   if (outcome.ok()) {
     Publish(key.digest, *slot, outcome->artifact);
@@ -109,6 +135,14 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
                     CacheSource::kDisk};
     }
   }
+  if (remote_ != nullptr) {
+    if (std::optional<jit::Artifact> found = remote_->Load(key)) {
+      remote_hits_.fetch_add(1, std::memory_order_relaxed);
+      auto artifact = std::make_shared<const jit::Artifact>(std::move(*found));
+      if (use_disk_) (void)StoreToDisk(key, *artifact);
+      return Result{std::move(artifact), CacheSource::kRemote};
+    }
+  }
   misses_.fetch_add(1, std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<jit::Artifact> built = build();
@@ -121,14 +155,52 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
 
   auto artifact = std::make_shared<const jit::Artifact>(std::move(*built));
   bool pending = false;
-  if (use_disk_) {
+  if (use_disk_ || remote_ != nullptr) {
     if (store == DiskStore::kDeferred) {
       pending = true;
     } else {
-      (void)StoreToDisk(key, *artifact);
+      if (use_disk_) (void)StoreToDisk(key, *artifact);
+      if (remote_ != nullptr) remote_->Publish(key, artifact);
     }
   }
   return Result{std::move(artifact), CacheSource::kCompiled, pending};
+}
+
+absl::StatusOr<ModuleCache::Result> ModuleCache::FillPublished(
+    const CacheKey& agnostic_key,
+    absl::FunctionRef<absl::Status(absl::string_view compiler)> accept) {
+  // The disk holds agnostic keys only as this function wrote them, after
+  // the checks below.
+  if (use_disk_) {
+    if (std::optional<jit::Artifact> found = disk_->Load(agnostic_key)) {
+      disk_hits_.fetch_add(1, std::memory_order_relaxed);
+      return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
+                    CacheSource::kDisk};
+    }
+  }
+  if (remote_ != nullptr) {
+    if (std::optional<RemoteTier::Published> found =
+            remote_->LoadPublished(agnostic_key, accept)) {
+      remote_hits_.fetch_add(1, std::memory_order_relaxed);
+      auto artifact =
+          std::make_shared<const jit::Artifact>(std::move(found->artifact));
+      if (use_disk_) (void)StoreToDisk(agnostic_key, *artifact);
+      return Result{std::move(artifact), CacheSource::kRemote};
+    }
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  return absl::NotFoundError(absl::StrCat(
+      "no published entry for this build (", agnostic_key.digest.substr(0, 12),
+      "...) in the ",
+      remote_ != nullptr ? "local or remote cache"
+      : remote_status_.ok()
+          ? "local cache (no remote tier is configured)"
+          : absl::StrCat("local cache (remote tier off: ",
+                         remote_status_.message(), ")")));
+}
+
+bool ModuleCache::FlushRemote(absl::Duration timeout) {
+  return remote_ == nullptr || remote_->Flush(timeout);
 }
 
 absl::Status ModuleCache::StoreToDisk(const CacheKey& key,
@@ -167,6 +239,7 @@ absl::Status ModuleCache::Update(const CacheKey& key,
     // A build of the key in flight (possible only after Clear) publishes
     // its own result, an equally valid entry; it is left alone.
   }
+  if (remote_ != nullptr) remote_->Publish(key, artifact);
   if (!use_disk_) return absl::OkStatus();
   return StoreToDisk(key, *artifact);
 }
@@ -185,6 +258,20 @@ CacheStats ModuleCache::stats() const {
     DiskCache::Usage usage = disk_->Scan();
     s.disk_entries = usage.entries;
     s.disk_bytes = usage.bytes;
+  }
+  if (remote_ != nullptr) {
+    RemoteCacheStats r = remote_->stats();
+    s.remote_state = r.state;
+    s.remote_hits = remote_hits_.load(std::memory_order_relaxed);
+    s.remote_misses = r.misses;
+    s.remote_errors = r.errors;
+    s.remote_rejected = r.rejected;
+    s.remote_skipped = r.skipped;
+    s.remote_writes = r.writes;
+    s.remote_write_drops = r.write_drops;
+    s.remote_breaker_opens = r.breaker_opens;
+  } else if (!remote_status_.ok()) {
+    s.remote_state = absl::StrCat("unavailable: ", remote_status_.message());
   }
   return s;
 }

@@ -1,7 +1,7 @@
 // The module cache: built artifacts by cache key, in memory and on disk.
 //
-// GetOrBuild looks in the memory tier, then the disk tier, and only then
-// calls `build`. Within a process one key is built once at a time (single
+// GetOrBuild looks in the memory tier, then the disk tier, then the remote
+// tier (remote_tier.h, when configured), and only then calls `build`. Within a process one key is built once at a time (single
 // flight): concurrent callers of a key wait for the one build and share its
 // result, while distinct keys build in parallel (no lock is held around
 // `build`). Across processes duplicate builds are harmless: entries are
@@ -39,6 +39,7 @@
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/disk_cache.h"
+#include "runtime/cache/remote_tier.h"
 
 namespace fleetjit {
 
@@ -49,16 +50,18 @@ struct CacheConfig {
   uint64_t max_bytes = uint64_t{1} << 30;  // disk byte cap; 0 = default
   bool disk = true;
   bool memory = true;
+  // The shared tier behind memory and disk; off unless remote.url is set.
+  RemoteCacheConfig remote;
   // Rejection, eviction and write-failure lines ("fleetjit: cache: ...");
   // empty = stderr.
   CacheLogger log;
 };
 
-enum class CacheSource { kCompiled, kMemory, kDisk };
+enum class CacheSource { kCompiled, kMemory, kDisk, kRemote };
 
 // Counters of one ModuleCache, plus the disk directory's size now. Every
 // GetOrBuild that returns an artifact counts once in memory_hits, disk_hits
-// or misses; a build that fails counts as a miss too.
+// remote_hits or misses; a build that fails counts as a miss too.
 struct CacheStats {
   uint64_t memory_hits = 0;     // served from memory (incl. waiters of a build)
   uint64_t disk_hits = 0;       // loaded from a disk entry
@@ -69,6 +72,18 @@ struct CacheStats {
   uint64_t rejected_entries = 0;  // disk entries refused and deleted
   uint64_t disk_entries = 0;
   uint64_t disk_bytes = 0;
+  // The remote tier: "off", "unavailable: <why>" (configured but refused,
+  // e.g. no hiredis or no fleet key), or its breaker's state ("closed",
+  // "open", "half-open").
+  std::string remote_state = "off";
+  uint64_t remote_hits = 0;      // served from the remote tier
+  uint64_t remote_misses = 0;    // asked, absent
+  uint64_t remote_errors = 0;    // calls that failed or timed out
+  uint64_t remote_rejected = 0;  // values refused (signature, key, size)
+  uint64_t remote_skipped = 0;   // reads not sent: breaker open
+  uint64_t remote_writes = 0;    // entries published
+  uint64_t remote_write_drops = 0;
+  uint64_t remote_breaker_opens = 0;
 };
 
 class ModuleCache {
@@ -105,6 +120,24 @@ class ModuleCache {
       absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
       DiskStore store = DiskStore::kNow);
 
+  // For a host without a compiler (the rule in cache_key.h): the entry of
+  // `agnostic_key` (CompilerAgnosticKey) from memory, disk, or the remote
+  // tier's pointer record, taken only if `accept(recorded compiler)` is OK
+  // (see published_compiler.h); a remote one is kept on disk under the
+  // agnostic key. Single flight as in GetOrBuild. NOT_FOUND when no tier
+  // has it (nothing is built: there is no compiler).
+  absl::StatusOr<Result> GetPublished(
+      const CacheKey& agnostic_key,
+      absl::FunctionRef<absl::Status(absl::string_view compiler)> accept);
+
+  // Waits (at most `timeout`) until the remote tier has written what was
+  // queued; true if it did or there is no remote tier (`fleetjit build
+  // --publish`).
+  bool FlushRemote(absl::Duration timeout);
+  // OK, or why the configured remote tier is off (UNAVAILABLE: no hiredis;
+  // FAILED_PRECONDITION: no fleet key; INVALID_ARGUMENT: bad URL).
+  const absl::Status& remote_status() const { return remote_status_; }
+
   // Replaces the entry of `key` with `artifact` (the same module, e.g. now
   // carrying its launch thunk object): the memory tier serves it to later
   // GetOrBuild calls (callers holding the previous artifact keep it), and
@@ -140,7 +173,13 @@ class ModuleCache {
   // drops the slot from the memory tier unless it is a success to keep.
   void Publish(const std::string& digest, Slot& slot,
                absl::StatusOr<std::shared_ptr<const jit::Artifact>> result);
-  // Loads from disk or builds; the leader of a key's single flight.
+  // Memory tier, then single flight around `fill` (run by the leader).
+  absl::StatusOr<Result> Get(const CacheKey& key,
+                             absl::FunctionRef<absl::StatusOr<Result>()> fill);
+  absl::StatusOr<Result> FillPublished(
+      const CacheKey& agnostic_key,
+      absl::FunctionRef<absl::Status(absl::string_view compiler)> accept);
+  // Loads from disk or remote, or builds; the leader of a key's single flight.
   absl::StatusOr<Result> Fill(
       const CacheKey& key,
       absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
@@ -151,13 +190,16 @@ class ModuleCache {
   const CacheConfig config_;
   const bool use_disk_;              // the disk tier is on and has a directory
   std::unique_ptr<DiskCache> disk_;  // also kept when off, for listings
+  absl::Status remote_status_;       // why remote_ is null though configured
+  std::unique_ptr<RemoteTier> remote_;
 
   mutable absl::Mutex mu_;
   // Digest -> finished artifact, or a build in flight.
   absl::flat_hash_map<std::string, std::shared_ptr<Slot>> slots_
       ABSL_GUARDED_BY(mu_);
 
-  std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, misses_{0},
+  std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, remote_hits_{0},
+      misses_{0},
       compiles_{0}, compile_us_total_{0};
   std::atomic<bool> write_failure_logged_{false};
 };

@@ -198,12 +198,24 @@ typedef struct fj_runtime_options {
   fj_str cache_dir;
   /* Byte cap of the disk cache, LRU-evicted. 0 = default (1 GiB). */
   uint64_t cache_max_bytes;
+  /* The fleet's shared cache tier, behind memory and disk. Empty = none.
+   * redis://[[user]:password@]host[:port][/db] or
+   * unix://[[user]:password@]/path.sock[?db=N]; rediss:// is refused (this
+   * build's hiredis 0.14 has no TLS). Needs libhiredis.so.0.14 at run time
+   * (loaded only then; without it the tier is off and fj_cache_stats says
+   * why) and a fleet key. The password is never logged. */
+  fj_str remote_cache_url;
+  /* HMAC-SHA256 key that signs and checks remote entries: hex (at least 32
+   * digits) or raw bytes (at least 16). Entries not signed with it are
+   * refused and rebuilt. */
+  fj_str fleet_key;
 } fj_runtime_options;
 
 /* Environment variables override the options (fleetjit info lists those in
  * effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
  * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
- * FLEETJIT_THUNKS=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC. */
+ * FLEETJIT_THUNKS=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
+ * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS. */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
  * GPU is not an error here: the runtime reports 0 devices. */
@@ -322,8 +334,23 @@ typedef struct fj_build_options {
 typedef enum fj_cache_result {
   FJ_CACHE_COMPILED = 0,    /* NVRTC ran */
   FJ_CACHE_MEMORY_HIT = 1,
-  FJ_CACHE_DISK_HIT = 2
+  FJ_CACHE_DISK_HIT = 2,
+  FJ_CACHE_REMOTE_HIT = 3   /* from the fleet's remote tier */
 } fj_cache_result;
+
+/* Hosts without NVRTC. A host with the driver alone builds nothing, but
+ * fj_module_build still succeeds when another host (e.g. a CPU build box
+ * running `fleetjit build --target sm_90 --publish`) published the same
+ * build: same source, options, target, copy implementation and fleetjit
+ * version, any NVRTC. Such a host looks the build up without a compiler in
+ * the key, follows the signed pointer the publisher wrote, and uses the
+ * entry only if everything but the compiler matches exactly and the
+ * recorded compiler's output loads on this driver (a cubin needs a driver
+ * of the same or a later CUDA major version; PTX one that knows its ISA).
+ * The module then reports FJ_CACHE_REMOTE_HIT (or FJ_CACHE_DISK_HIT once
+ * kept locally). Otherwise the build fails with NVRTC's UNAVAILABLE status,
+ * which says that no published entry was found. A host with NVRTC never
+ * takes another compiler's output. */
 
 typedef struct fj_module_info {
   size_t struct_size;
@@ -482,6 +509,14 @@ FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
 /* ------------------------------------------------------------------------ */
 /* Module cache                                                              */
 
+typedef enum fj_remote_state {
+  FJ_REMOTE_OFF = 0,          /* not configured */
+  FJ_REMOTE_UNAVAILABLE = 1,  /* configured but off: no hiredis, no key, bad URL */
+  FJ_REMOTE_CLOSED = 2,       /* in use */
+  FJ_REMOTE_OPEN = 3,         /* failing: not asked until the cooldown ends */
+  FJ_REMOTE_HALF_OPEN = 4     /* the next call probes it */
+} fj_remote_state;
+
 typedef struct fj_cache_stats {
   size_t struct_size;
   const void* ext;
@@ -494,12 +529,28 @@ typedef struct fj_cache_stats {
   uint64_t rejected_entries; /* corrupt, foreign-owned or unsafe, rebuilt */
   uint64_t disk_entries;
   uint64_t disk_bytes;
+  /* The remote tier (all 0 when it is off). */
+  fj_remote_state remote_state;
+  uint64_t remote_hits;
+  uint64_t remote_misses;
+  uint64_t remote_errors;        /* failed or timed-out calls */
+  uint64_t remote_rejected;      /* refused: bad signature, key or size */
+  uint64_t remote_writes;        /* entries published */
+  uint64_t remote_write_drops;   /* not published: queue full, Redis down */
+  uint64_t remote_breaker_opens;
 } fj_cache_stats;
 
 FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime,
                                      fj_cache_stats* out_stats);
 /* Empties the memory tier and deletes this cache's disk entries. */
 FJ_API fj_status* fj_cache_clear(fj_runtime* runtime);
+/* Waits until the cache work that earlier builds left to the background is
+ * done: disk entries written, and remote publications sent (at most
+ * timeout_ms for those; DEADLINE_EXCEEDED if they are still queued). Builds
+ * never wait for the remote tier; call this before exiting a process whose
+ * builds must reach the fleet (fj_runtime_destroy also sends what is
+ * queued, each write bounded by the tier's timeouts). */
+FJ_API fj_status* fj_cache_flush(fj_runtime* runtime, uint32_t timeout_ms);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor copies, L2 prefetch and peer access (since 1.1)                    */
