@@ -1,5 +1,6 @@
 #include "capi/convert.h"
 
+#include <cstddef>
 #include <cstdio>
 
 #include "base/status_macros.h"
@@ -33,7 +34,7 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
   RuntimeOptions opts;
   if (options == nullptr) return opts;
   fj_runtime_options o;
-  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", sizeof(fj_runtime_options), o), "");
+  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", offsetof(fj_runtime_options, remote_cache_url), o), "");
   FJ_ASSIGN_OR_RETURN(opts.libcuda_path, ReadStr(o.libcuda_path, "libcuda_path"), "");
   FJ_ASSIGN_OR_RETURN(opts.libnvrtc_path, ReadStr(o.libnvrtc_path, "libnvrtc_path"), "");
   FJ_ASSIGN_OR_RETURN(std::string target, ReadStr(o.target_override, "target_override"), "");

@@ -369,7 +369,7 @@ FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
 FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime, fj_cache_stats* out_stats) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime), "");
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_stats, "out_stats", sizeof(fj_cache_stats)), "");
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_stats, "out_stats", offsetof(fj_cache_stats, remote_state)), "");
     WriteOutStruct(CacheStatsOf(rt->cache_stats()), out_stats);
     return absl::OkStatus();
   });

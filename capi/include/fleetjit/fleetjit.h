@@ -198,7 +198,8 @@ typedef struct fj_runtime_options {
   fj_str cache_dir;
   /* Byte cap of the disk cache, LRU-evicted. 0 = default (1 GiB). */
   uint64_t cache_max_bytes;
-  /* The fleet's shared cache tier, behind memory and disk. Empty = none.
+  /* Since 1.1 (fields a 1.0 caller lacks read as empty): the fleet's shared
+   * cache tier, behind memory and disk. Empty = none.
    * redis://[[user]:password@]host[:port][/db] or
    * unix://[[user]:password@]/path.sock[?db=N]; rediss:// is refused (this
    * build's hiredis 0.14 has no TLS). Needs libhiredis.so.0.14 at run time
@@ -529,7 +530,8 @@ typedef struct fj_cache_stats {
   uint64_t rejected_entries; /* corrupt, foreign-owned or unsafe, rebuilt */
   uint64_t disk_entries;
   uint64_t disk_bytes;
-  /* The remote tier (all 0 when it is off). */
+  /* Since 1.1 (a caller built against 1.0 passes a shorter struct_size and
+   * gets the fields above): the remote tier (all 0 when it is off). */
   fj_remote_state remote_state;
   uint64_t remote_hits;
   uint64_t remote_misses;

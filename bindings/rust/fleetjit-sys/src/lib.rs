@@ -125,6 +125,10 @@ pub struct fj_runtime_options {
     pub flags: u32,
     pub cache_dir: fj_str,
     pub cache_max_bytes: u64,
+    /// Since 1.1: the fleet's shared cache tier (see the header).
+    pub remote_cache_url: fj_str,
+    /// Since 1.1: the key that signs remote entries.
+    pub fleet_key: fj_str,
 }
 
 // ----------------------------------------------------------------- devices
@@ -195,6 +199,7 @@ pub type fj_cache_result = u32;
 pub const FJ_CACHE_COMPILED: fj_cache_result = 0;
 pub const FJ_CACHE_MEMORY_HIT: fj_cache_result = 1;
 pub const FJ_CACHE_DISK_HIT: fj_cache_result = 2;
+pub const FJ_CACHE_REMOTE_HIT: fj_cache_result = 3;
 
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -354,7 +359,23 @@ pub struct fj_cache_stats {
     pub rejected_entries: u64,
     pub disk_entries: u64,
     pub disk_bytes: u64,
+    /// Since 1.1: the remote tier (all 0 when it is off).
+    pub remote_state: fj_remote_state,
+    pub remote_hits: u64,
+    pub remote_misses: u64,
+    pub remote_errors: u64,
+    pub remote_rejected: u64,
+    pub remote_writes: u64,
+    pub remote_write_drops: u64,
+    pub remote_breaker_opens: u64,
 }
+
+pub type fj_remote_state = u32;
+pub const FJ_REMOTE_OFF: fj_remote_state = 0;
+pub const FJ_REMOTE_UNAVAILABLE: fj_remote_state = 1;
+pub const FJ_REMOTE_CLOSED: fj_remote_state = 2;
+pub const FJ_REMOTE_OPEN: fj_remote_state = 3;
+pub const FJ_REMOTE_HALF_OPEN: fj_remote_state = 4;
 
 extern "C" {
     pub fn fj_version() -> u32;
