@@ -50,6 +50,10 @@ absl::Status ApplyEnvironment(RuntimeOptions& options) {
     options.env_overrides.push_back("FLEETJIT_CACHE");
   }
   ApplyRemoteCacheEnvironment(options.cache.remote, options.env_overrides);
+  if (const char* v = Env("FLEETJIT_PCH")) {
+    options.pch = absl::string_view(v) != "0";
+    options.env_overrides.push_back("FLEETJIT_PCH");
+  }
   if (const char* v = Env("FLEETJIT_THUNKS")) {
     options.thunks = absl::string_view(v) != "0";
     options.env_overrides.push_back("FLEETJIT_THUNKS");

@@ -28,6 +28,12 @@ struct RuntimeOptions {
   std::optional<jit::Target> target_override;
   std::optional<jit::CopyImpl> copy_impl_override;
   bool thunks = true;
+  // NVRTC precompiled headers for the embedded layer (jit/nvrtc_pch.h):
+  // same outputs, and on the H200 host an include of <fleetjit/copy.cuh>
+  // compiled in 0.58x the time of a kernel without it (bench/results,
+  // 2026-11-30). FLEETJIT_PCH=0 turns them off (a VM where page faults
+  // are dear measured them slower).
+  bool pch = true;
   CacheConfig cache;
   // Names of the environment variables that changed the options above.
   std::vector<std::string> env_overrides;

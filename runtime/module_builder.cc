@@ -79,6 +79,7 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
   request.emit_ptx = spec.output == BuildSpec::Output::kPtx;
   request.options = spec.options;
   request.name_expressions = spec.name_expressions;
+  request.use_pch = options_.pch;
   if (spec.output == BuildSpec::Output::kCubin && target.ptx) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a cubin needs an sm_XX target, not ", target.Name()));

@@ -68,6 +68,7 @@ TEST_F(CopyGpuTest, PagedGatherWithBadIndicesFills) {
       c.oob = oob;
       for (int index_bits : {32, 64}) {
         c.index_bits = index_bits;
+        SCOPED_TRACE(absl::StrCat("oob ", oob, ", int", index_bits, " index"));
         ASSERT_NO_FATAL_FAILURE(RunAndCheck(c, impl, false));
       }
     }

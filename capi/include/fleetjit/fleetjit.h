@@ -215,7 +215,7 @@ typedef struct fj_runtime_options {
 /* Environment variables override the options (fleetjit info lists those in
  * effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
  * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
- * FLEETJIT_THUNKS=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
+ * FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
  * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS. */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
