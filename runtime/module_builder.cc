@@ -34,7 +34,8 @@ void AddScannedHeaders(const jit::BuildRequest& request, CacheKeyInputs& inputs)
   scan.source = request.source;
   for (const jit::IncludeDir& d : searched) scan.dirs.push_back(d.path);
   scan.is_embedded = IsEmbeddedHeader;
-  for (jit::ScannedHeader& h : jit::ScanIncludes(scan).headers) {
+  jit::IncludeScan found = jit::ScanIncludes(scan);
+  for (jit::ScannedHeader& h : found.headers) {
     inputs.headers.emplace_back(absl::StrCat("include ", h.name),
                                 h.sha256.empty() ? "absent" : std::move(h.sha256));
   }
