@@ -41,9 +41,9 @@ std::string Message(fj_status* s) {
   return m;
 }
 
-#define FJ_OK_OR_FAIL(expr)                      \
-  do {                                           \
-    fj_status* s_ = (expr);                      \
+#define FJ_OK_OR_FAIL(expr)                                 \
+  do {                                                      \
+    fj_status* s_ = (expr);                                 \
     ASSERT_EQ(s_, nullptr) << #expr << ": " << Message(s_); \
   } while (0)
 
@@ -107,7 +107,8 @@ class CudaHeadersGpu : public ::testing::Test {
     fj_module_info info{};
     info.struct_size = sizeof(info);
     fj_status_free(fj_module_info_get(*module, &info));
-    std::printf("[ info     ] %s: %s, NVRTC %.0f ms\n", kernel, info.target, info.compile_ms);
+    std::printf("[ info     ] %s: %s, NVRTC %.0f ms\n", kernel, info.target,
+                info.compile_ms);
     fj_kernel* k = nullptr;
     s = fj_module_get_kernel(*module, Str(kernel), 0, &k);
     EXPECT_EQ(s, nullptr) << Message(s);
@@ -134,8 +135,10 @@ TEST_F(CudaHeadersGpu, Fp16Bf16AxpyMatchesTheHost) {
   std::vector<uint16_t> x(n), y(n);
   std::vector<float> want(n);
   for (int i = 0; i < n; ++i) {
-    float xf = static_cast<float>(static_cast<int>(rng() % 65) - 32) / 2;  // exact in fp16
-    float yf = static_cast<float>(static_cast<int>(rng() % 65) - 32);      // exact in bf16
+    float xf = static_cast<float>(static_cast<int>(rng() % 65) - 32) /
+               2;  // exact in fp16
+    float yf =
+        static_cast<float>(static_cast<int>(rng() % 65) - 32);  // exact in bf16
     x[i] = ToHalf(xf);
     y[i] = ToBf16(yf);
     want[i] = a * xf + yf;  // an integer in [-64, 64]: exact in bf16
@@ -143,7 +146,8 @@ TEST_F(CudaHeadersGpu, Fp16Bf16AxpyMatchesTheHost) {
   uint64_t dx = Alloc(n * 2), dy = Alloc(n * 2);
   FJ_OK_OR_FAIL(fj_memcpy_htod(rt_, dx, x.data(), n * 2, nullptr));
   FJ_OK_OR_FAIL(fj_memcpy_htod(rt_, dy, y.data(), n * 2, nullptr));
-  fj_arg args[4] = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_F32), Arg(FJ_ARG_I32)};
+  fj_arg args[4] = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_F32),
+                    Arg(FJ_ARG_I32)};
   args[0].v.pointer = dx;
   args[1].v.pointer = dy;
   args[2].v.f32 = a;
@@ -158,7 +162,8 @@ TEST_F(CudaHeadersGpu, Fp16Bf16AxpyMatchesTheHost) {
   int wrong = 0;
   for (int i = 0; i < n; ++i) {
     if (FromBf16(got[i]) != want[i] && ++wrong <= 5) {
-      ADD_FAILURE() << "y[" << i << "] = " << FromBf16(got[i]) << ", want " << want[i];
+      ADD_FAILURE() << "y[" << i << "] = " << FromBf16(got[i]) << ", want "
+                    << want[i];
     }
   }
   EXPECT_EQ(wrong, 0);
@@ -174,7 +179,8 @@ TEST_F(CudaHeadersGpu, CubBlockReduceMatchesTheHost) {
   std::vector<float> in(blocks * 256), want(blocks, 0.0f);
   for (int b = 0; b < blocks; ++b) {
     for (int t = 0; t < 256; ++t) {
-      float v = static_cast<float>(static_cast<int>(rng() % 201) - 100);  // sums stay exact
+      float v = static_cast<float>(static_cast<int>(rng() % 201) -
+                                   100);  // sums stay exact
       in[b * 256 + t] = v;
       want[b] += v;
     }

@@ -60,8 +60,8 @@ BuildSpec Spec(const std::string& source, std::vector<std::string> dirs = {}) {
   return spec;
 }
 
-#define SKIP_WITHOUT_NVRTC(rt)                                      \
-  if (!(rt).compiler_identity().ok()) {                            \
+#define SKIP_WITHOUT_NVRTC(rt)                                         \
+  if (!(rt).compiler_identity().ok()) {                                \
     GTEST_SKIP() << "no NVRTC: " << (rt).compiler_identity().status(); \
   }
 
@@ -167,17 +167,20 @@ TEST(CudaHeadersBuildTest, AMissingHeaderNamesItAndEveryFolderSearched) {
   BuildSpec spec = Spec(R"(
 #include <no_such_header_anywhere.h>
 extern "C" __global__ void k() {}
-)", {user.path()});
+)",
+                        {user.path()});
   spec.options = {"-I/nonexistent/from_options"};
   auto built = rt->Build(spec);
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(built.status().message());
-  EXPECT_TRUE(absl::StrContains(message, "header 'no_such_header_anywhere.h' not found"))
+  EXPECT_TRUE(absl::StrContains(message,
+                                "header 'no_such_header_anywhere.h' not found"))
       << message;
   EXPECT_TRUE(absl::StrContains(
-      message, absl::StrCat("searched: /nonexistent/from_options (nvrtc_options), ",
-                            user.path(), " (include_dirs)")))
+      message,
+      absl::StrCat("searched: /nonexistent/from_options (nvrtc_options), ",
+                   user.path(), " (include_dirs)")))
       << message;
   for (const jit::IncludeDir& d : rt->cuda_include_dirs()) {
     EXPECT_TRUE(absl::StrContains(message, d.path)) << message;
@@ -190,12 +193,15 @@ extern "C" __global__ void k() {}
 // The toolkit's own headers: present on this machine and the CI machine.
 bool HaveToolkitHeader(const char* name) {
   struct stat st;
-  return ::stat((std::string("/usr/local/cuda/include/") + name).c_str(), &st) == 0 ||
-         ::stat((std::string("/usr/local/cuda/include/cccl/") + name).c_str(), &st) == 0;
+  return ::stat((std::string("/usr/local/cuda/include/") + name).c_str(),
+                &st) == 0 ||
+         ::stat((std::string("/usr/local/cuda/include/cccl/") + name).c_str(),
+                &st) == 0;
 }
 
 TEST(CudaHeadersBuildTest, Fp16AndBf16KernelBuildsForSm90) {
-  if (!HaveToolkitHeader("cuda_fp16.h")) GTEST_SKIP() << "no /usr/local/cuda/include";
+  if (!HaveToolkitHeader("cuda_fp16.h"))
+    GTEST_SKIP() << "no /usr/local/cuda/include";
   auto rt = NewRuntime();
   ASSERT_NE(rt, nullptr);
   SKIP_WITHOUT_NVRTC(*rt);
@@ -209,7 +215,8 @@ extern "C" __global__ void axpy_half(const __half* x, __nv_bfloat16* y, float a,
 }
 )"));
   double ms = std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - start).count();
+                  std::chrono::steady_clock::now() - start)
+                  .count();
   ASSERT_TRUE(built.ok()) << built.status();
   std::printf("fp16/bf16 kernel: compile %.0f ms, build %.0f ms\n",
               built->artifact->compile_ms, ms);
@@ -227,11 +234,13 @@ extern "C" __global__ void axpy_half(const __half* x, __nv_bfloat16* y, float a,
   EXPECT_EQ(again->source, CacheSource::kMemory);
   std::printf("fp16/bf16 kernel: memory hit (key + header scan) %.2f ms\n",
               std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - start).count());
+                  std::chrono::steady_clock::now() - start)
+                  .count());
 }
 
 TEST(CudaHeadersBuildTest, CubBlockReduceKernelBuildsForSm90) {
-  if (!HaveToolkitHeader("cub/block/block_reduce.cuh")) GTEST_SKIP() << "no CCCL";
+  if (!HaveToolkitHeader("cub/block/block_reduce.cuh"))
+    GTEST_SKIP() << "no CCCL";
   auto rt = NewRuntime();
   ASSERT_NE(rt, nullptr);
   SKIP_WITHOUT_NVRTC(*rt);
@@ -248,7 +257,8 @@ extern "C" __global__ void block_sum(const float* in, float* out) {
   auto start = std::chrono::steady_clock::now();
   auto built = rt->Build(Spec(source));
   double ms = std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - start).count();
+                  std::chrono::steady_clock::now() - start)
+                  .count();
   ASSERT_TRUE(built.ok()) << built.status();
   std::printf("CUB BlockReduce kernel: compile %.0f ms, build %.0f ms\n",
               built->artifact->compile_ms, ms);
@@ -256,9 +266,11 @@ extern "C" __global__ void block_sum(const float* in, float* out) {
   auto again = rt->Build(Spec(source));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->source, CacheSource::kMemory);
-  std::printf("CUB BlockReduce kernel: memory hit (key + header scan) %.2f ms\n",
-              std::chrono::duration<double, std::milli>(
-                  std::chrono::steady_clock::now() - start).count());
+  std::printf(
+      "CUB BlockReduce kernel: memory hit (key + header scan) %.2f ms\n",
+      std::chrono::duration<double, std::milli>(
+          std::chrono::steady_clock::now() - start)
+          .count());
 }
 
 }  // namespace

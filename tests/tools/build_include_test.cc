@@ -22,7 +22,8 @@ TEST(BuildIncludeTest, IncludeFoldersAndDefinesReachTheBuild) {
   std::filesystem::create_directories(dir.Sub("inc"));
   std::ofstream(dir.Sub("inc/tile.h")) << "#define TILE 64\n";
   std::ofstream(dir.Sub("k.cu"))
-      << "#include \"tile.h\"\n#ifndef EXTRA\n#error EXTRA not defined\n#endif\n"
+      << "#include \"tile.h\"\n#ifndef EXTRA\n#error EXTRA not "
+         "defined\n#endif\n"
          "extern \"C\" __global__ void k(int* p) { *p = TILE + EXTRA; }\n";
   const std::vector<std::pair<std::string, std::optional<std::string>>> env = {
       {"FLEETJIT_CACHE_DIR", dir.Sub("cache")}};
@@ -33,9 +34,11 @@ TEST(BuildIncludeTest, IncludeFoldersAndDefinesReachTheBuild) {
     GTEST_SKIP() << "no NVRTC: " << ok.err;
   }
   EXPECT_EQ(ok.code, 0) << ok.err;
-  CliRun missing = RunCli({"build", dir.Sub("k.cu"), "--target", "sm_90", "-D", "EXTRA"}, env);
+  CliRun missing = RunCli(
+      {"build", dir.Sub("k.cu"), "--target", "sm_90", "-D", "EXTRA"}, env);
   EXPECT_EQ(missing.code, 1);
-  EXPECT_TRUE(absl::StrContains(missing.err, "header 'tile.h' not found; searched:"))
+  EXPECT_TRUE(
+      absl::StrContains(missing.err, "header 'tile.h' not found; searched:"))
       << missing.err;
 }
 
@@ -45,8 +48,8 @@ TEST(BuildIncludeTest, InfoListsCudaHeaderFoldersWithTheirOrigin) {
   std::filesystem::create_directories(include);
   CliRun text = RunCli({"info"}, {{"CUDA_HOME", root}});
   EXPECT_EQ(text.code, 0) << text.err;
-  EXPECT_TRUE(absl::StrContains(
-      text.out, "CUDA headers: " + include + " (CUDA_HOME)"))
+  EXPECT_TRUE(
+      absl::StrContains(text.out, "CUDA headers: " + include + " (CUDA_HOME)"))
       << text.out;
   CliRun json = RunCli({"info", "--json"}, {{"CUDA_HOME", root}});
   ASSERT_EQ(json.code, 0) << json.err;
