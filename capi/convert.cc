@@ -59,7 +59,7 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
 
 absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options) {
   fj_build_options o;
-  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", sizeof(fj_build_options), o), "");
+  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", offsetof(fj_build_options, include_dirs), o), "");
   BuildSpec spec;
   FJ_ASSIGN_OR_RETURN(spec.source, ReadStr(o.source, "source"), "");
   if (spec.source.empty()) return absl::InvalidArgumentError("source is empty");
@@ -95,6 +95,13 @@ absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options) {
     return absl::InvalidArgumentError("unknown build flags");
   }
   spec.use_cache = (o.flags & FJ_BUILD_NO_CACHE) == 0;
+  // Since 1.1 (zero when a 1.0 caller's struct ends before them).
+  if (o.num_include_dirs > 0 && o.include_dirs == nullptr) return NullArgument("include_dirs");
+  for (size_t i = 0; i < o.num_include_dirs; ++i) {
+    FJ_ASSIGN_OR_RETURN(std::string dir, ReadStr(o.include_dirs[i], "include_dirs[i]"), "");
+    if (dir.empty()) return absl::InvalidArgumentError("include_dirs[i] is empty");
+    spec.include_dirs.push_back(std::move(dir));
+  }
   return spec;
 }
 

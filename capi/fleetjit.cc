@@ -483,4 +483,24 @@ FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader, int32_t o
   });
 }
 
+// ---------------------------------------------------------------- CUDA's headers
+
+FJ_API fj_status* fj_runtime_include_dir(fj_runtime* runtime, size_t index,
+                                         size_t* out_count, const char** out_path,
+                                         const char** out_origin) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime), "");
+    const std::vector<jit::IncludeDir>& dirs = rt->cuda_include_dirs();
+    if (out_count != nullptr) *out_count = dirs.size();
+    if (out_path == nullptr && out_origin == nullptr) return absl::OkStatus();
+    if (index >= dirs.size()) {
+      return absl::OutOfRangeError(
+          absl::StrCat("include folder ", index, " of ", dirs.size()));
+    }
+    if (out_path != nullptr) *out_path = dirs[index].path.c_str();
+    if (out_origin != nullptr) *out_origin = dirs[index].origin.c_str();
+    return absl::OkStatus();
+  });
+}
+
 }  // extern "C"

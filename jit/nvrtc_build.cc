@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "jit/embedded.h"
 #include "jit/nvrtc_pch.h"
 #include "jit/param_layout.h"
@@ -37,10 +38,28 @@ std::string ProgramLog(const NvrtcApi& api, nvrtcProgram program) {
 absl::Status BuildError(const BuildRequest& request,
                         const std::vector<std::string>& options,
                         absl::string_view log) {
+  std::string missing = MissingHeader(log);
+  std::string searched;
+  if (!missing.empty()) {
+    std::vector<std::string> dirs;
+    for (const IncludeDir& d : SearchedDirs(request)) {
+      dirs.push_back(absl::StrCat(d.path, " (", d.origin, ")"));
+    }
+    searched = dirs.empty() ? "no folder" : absl::StrJoin(dirs, ", ");
+  }
   absl::Status status = absl::InvalidArgumentError(absl::StrCat(
       "NVRTC could not compile '", request.name, "' for ",
       request.target.Name(), " with copy implementation ",
-      CopyImplName(request.copy_impl), ":\n", log));
+      CopyImplName(request.copy_impl),
+      missing.empty() ? ""
+                      : absl::StrCat(": header '", missing,
+                                     "' not found; searched: ", searched,
+                                     " (add a folder with include_dirs or -I)"),
+      ":\n", log));
+  if (!missing.empty()) {
+    SetDetail(status, "missing_header", missing);
+    SetDetail(status, "searched", searched);
+  }
   SetDetail(status, "build_log", log);
   SetDetail(status, "options", absl::StrJoin(options, " "));
   SetDetail(status, "target", request.target.Name());
@@ -58,6 +77,34 @@ std::vector<std::string> BuildOptions(const BuildRequest& request) {
   };
   options.insert(options.end(), request.options.begin(), request.options.end());
   return options;
+}
+
+std::vector<IncludeDir> SearchedDirs(const BuildRequest& request) {
+  std::vector<IncludeDir> dirs;
+  const std::vector<std::string>& o = request.options;
+  for (size_t i = 0; i < o.size(); ++i) {
+    absl::string_view opt = o[i];
+    if ((opt == "-I" || opt == "--include-path") && i + 1 < o.size()) {
+      dirs.push_back({o[++i], "nvrtc_options"});
+    } else if (absl::ConsumePrefix(&opt, "--include-path=") ||
+               absl::ConsumePrefix(&opt, "-I")) {
+      dirs.push_back({std::string(opt), "nvrtc_options"});
+    }
+  }
+  dirs.insert(dirs.end(), request.include_dirs.begin(), request.include_dirs.end());
+  return dirs;
+}
+
+std::string MissingHeader(absl::string_view log) {
+  // EDG's wording: `catastrophic error: cannot open source file "x.h"`.
+  for (absl::string_view marker :
+       {"cannot open source file \"", "could not open source file \""}) {
+    size_t at = log.find(marker);
+    if (at == absl::string_view::npos) continue;
+    absl::string_view rest = log.substr(at + marker.size());
+    return std::string(rest.substr(0, rest.find('"')));
+  }
+  return "";
 }
 
 absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
@@ -90,6 +137,7 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
         absl::StrCat("adding name expression '", expr, "'"));
   }
   std::vector<std::string> options = BuildOptions(request);
+  for (const IncludeDir& d : request.include_dirs) options.push_back("-I" + d.path);
   if (request.use_pch) pch = StartPchBuild(*api, options, request.source);
   std::vector<const char*> option_ptrs;
   for (const std::string& o : options) option_ptrs.push_back(o.c_str());

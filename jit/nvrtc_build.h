@@ -2,7 +2,9 @@
 //
 // Every build sees the embedded device headers (<fleetjit/copy.cuh> and its
 // parts) and gets -DFJ_COPY_IMPL=<n>. A compile error is INVALID_ARGUMENT
-// carrying the details "build_log", "options", "target" and "copy_impl".
+// carrying the details "build_log", "options", "target" and "copy_impl";
+// when NVRTC could not open a header, the message names it and every folder
+// searched (details "missing_header" and "searched").
 #ifndef FLEETJIT_JIT_NVRTC_BUILD_H_
 #define FLEETJIT_JIT_NVRTC_BUILD_H_
 
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
@@ -20,6 +23,13 @@ class NvrtcLibrary;
 
 namespace fleetjit::jit {
 
+// A folder NVRTC searches for #include, and why it is searched (for error
+// messages and `fleetjit info`): "include_dirs", "CUDA_HOME", ...
+struct IncludeDir {
+  std::string path;
+  std::string origin;
+};
+
 struct BuildRequest {
   std::string source;
   std::string name = "kernel.cu";          // for logs
@@ -28,6 +38,11 @@ struct BuildRequest {
   bool emit_ptx = false;                   // PTX even for an sm_XX target
   std::vector<std::string> options;        // extra NVRTC options
   std::vector<std::string> name_expressions;  // e.g. "scale<float>"
+  // Searched in this order after any -I in `options` (the caller's folders,
+  // then CUDA's). Not part of BuildOptions(): paths differ between machines,
+  // so the cache key covers the content of the headers found instead
+  // (jit/include_scan.h).
+  std::vector<IncludeDir> include_dirs;
   // Reuse the parsed #include prefix of earlier builds in this process
   // (NVRTC 12.8+ precompiled headers, jit/nvrtc_pch.h). Never changes the
   // artifact, so it is not part of BuildOptions() or the cache key. Off by
@@ -38,6 +53,13 @@ struct BuildRequest {
 
 // The exact option list a request compiles with (part of the cache key).
 std::vector<std::string> BuildOptions(const BuildRequest& request);
+
+// The folders of `request` in NVRTC's search order: the -I of `options`
+// (origin "nvrtc_options"), then `include_dirs`.
+std::vector<IncludeDir> SearchedDirs(const BuildRequest& request);
+
+// The header NVRTC's log says it could not open ("" if none).
+std::string MissingHeader(absl::string_view log);
 
 // Compiles with `nvrtc` (loaded on first use by the caller).
 absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,

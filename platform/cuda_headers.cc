@@ -74,8 +74,11 @@ std::vector<CudaIncludeDir> FindCudaIncludeDirs(const CudaHeaderSearch& search) 
     std::string lib_dir = Parent(RealPath(search.nvrtc_library));
     std::string root = Parent(lib_dir);
     list.AddToolkitInclude(root + "/include", "the toolkit of the NVRTC in use");
-    // Debian/Ubuntu multiarch toolkits: <root>/lib/x86_64-linux-gnu.
-    list.AddToolkitInclude(Parent(root) + "/include", "the toolkit of the NVRTC in use");
+    // Debian/Ubuntu multiarch toolkits: <root>/lib/x86_64-linux-gnu. Only
+    // there: for /usr/local/cuda/lib64 it would add /usr/local/include.
+    if (lib_dir.find("-linux-gnu") != std::string::npos) {
+      list.AddToolkitInclude(Parent(root) + "/include", "the toolkit of the NVRTC in use");
+    }
   }
   if (!search.default_root.empty()) {
     list.AddToolkitInclude(search.default_root + "/include", search.default_root);

@@ -66,7 +66,16 @@ absl::Status ApplyEnvironment(RuntimeOptions& options) {
     options.libnvrtc_path = v;
     options.env_overrides.push_back("FLEETJIT_LIBNVRTC");
   }
+  ApplyCudaHeaderEnvironment(options.cuda_headers);
   return absl::OkStatus();
+}
+
+void ApplyCudaHeaderEnvironment(CudaHeaderSearch& search) {
+  auto value = [](const char* name) { return std::string(Env(name) ? Env(name) : ""); };
+  search.cuda_home = value("CUDA_HOME");
+  search.cuda_path = value("CUDA_PATH");
+  search.python_package_dirs =
+      DefaultPythonPackageDirs(value("VIRTUAL_ENV"), value("CONDA_PREFIX"));
 }
 
 }  // namespace fleetjit

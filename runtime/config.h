@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
+#include "platform/cuda_headers.h"
 #include "runtime/cache/module_cache.h"
 
 namespace fleetjit {
@@ -35,6 +36,10 @@ struct RuntimeOptions {
   // are dear measured them slower).
   bool pch = true;
   CacheConfig cache;
+  // Where CUDA's headers are searched (platform/cuda_headers.h); the NVRTC
+  // in use is added by the runtime. ApplyEnvironment fills it from CUDA_HOME,
+  // CUDA_PATH, VIRTUAL_ENV and CONDA_PREFIX.
+  CudaHeaderSearch cuda_headers;
   // Names of the environment variables that changed the options above.
   std::vector<std::string> env_overrides;
 };
@@ -43,7 +48,13 @@ struct RuntimeOptions {
 // each variable that changed something in env_overrides. An empty variable
 // counts as unset. A malformed value is INVALID_ARGUMENT naming the
 // variable. Reads the environment on each call; callers call it once.
+// It also reads where CUDA's headers are (ApplyCudaHeaderEnvironment).
 absl::Status ApplyEnvironment(RuntimeOptions& options);
+
+// Fills `search` from CUDA_HOME, CUDA_PATH and the Python prefixes
+// (DefaultPythonPackageDirs of VIRTUAL_ENV and CONDA_PREFIX). These are the
+// toolkit's own variables, not overrides: env_overrides does not list them.
+void ApplyCudaHeaderEnvironment(CudaHeaderSearch& search);
 
 }  // namespace fleetjit
 

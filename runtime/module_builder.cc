@@ -6,13 +6,42 @@
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "jit/embedded.h"
+#include "jit/include_scan.h"
 #include "jit/nvrtc_build.h"
+#include "platform/cuda_headers.h"
 #include "platform/nvrtc_locate.h"
 #include "runtime/cache/published_compiler.h"
 #include "runtime/module_loader.h"
 #include "runtime/param_relayout.h"
 
 namespace fleetjit {
+namespace {
+
+bool IsEmbeddedHeader(absl::string_view name) {
+  for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
+    if (jit::kEmbeddedHeaders[i].path == name) return true;
+  }
+  return false;
+}
+
+// The key covers every header the build may read from disk (the caller's
+// and CUDA's) by include name and content digest, never by path: machines
+// with the same headers in other folders share keys, and an edited, added
+// or removed header changes the key.
+void AddScannedHeaders(const jit::BuildRequest& request, CacheKeyInputs& inputs) {
+  std::vector<jit::IncludeDir> searched = jit::SearchedDirs(request);
+  jit::IncludeScanRequest scan;
+  scan.source = request.source;
+  for (const jit::IncludeDir& d : searched) scan.dirs.push_back(d.path);
+  scan.is_embedded = IsEmbeddedHeader;
+  jit::IncludeScan found = jit::ScanIncludes(scan);
+  for (jit::ScannedHeader& h : found.headers) {
+    inputs.headers.emplace_back(absl::StrCat("include ", h.name),
+                                h.sha256.empty() ? "absent" : std::move(h.sha256));
+  }
+}
+
+}  // namespace
 
 ModuleBuilder::ModuleBuilder(const RuntimeOptions& options, const DriverApi* driver,
                              const DeviceList& devices, ModuleCache& cache,
@@ -41,6 +70,11 @@ absl::StatusOr<std::string> ModuleBuilder::compiler_identity() {
   absl::MutexLock lock(&identity_mu_);
   if (!identity_.has_value()) {
     auto path = ResolveNvrtcLibrary(options_.libnvrtc_path);
+    CudaHeaderSearch search = options_.cuda_headers;
+    search.nvrtc_library = path.ok() ? *path : "";
+    for (CudaIncludeDir& d : FindCudaIncludeDirs(search)) {
+      cuda_dirs_.push_back({std::move(d.path), std::move(d.origin)});
+    }
     if (path.ok()) {
       identity_ = CompilerIdentity(*path);
       nvrtc_ = std::make_unique<NvrtcLibrary>(std::vector<std::string>{*path});
@@ -49,6 +83,12 @@ absl::StatusOr<std::string> ModuleBuilder::compiler_identity() {
     }
   }
   return *identity_;
+}
+
+const std::vector<jit::IncludeDir>& ModuleBuilder::cuda_include_dirs() {
+  (void)compiler_identity();  // resolves NVRTC and the folders once
+  absl::MutexLock lock(&identity_mu_);
+  return cuda_dirs_;
 }
 
 absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
@@ -80,6 +120,11 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
   request.options = spec.options;
   request.name_expressions = spec.name_expressions;
   request.use_pch = options_.pch;
+  for (const std::string& dir : spec.include_dirs) {
+    request.include_dirs.push_back({dir, "include_dirs"});
+  }
+  const std::vector<jit::IncludeDir>& cuda_dirs = cuda_include_dirs();
+  request.include_dirs.insert(request.include_dirs.end(), cuda_dirs.begin(), cuda_dirs.end());
   if (spec.output == BuildSpec::Output::kCubin && target.ptx) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a cubin needs an sm_XX target, not ", target.Name()));
@@ -119,6 +164,7 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
     CacheKeyInputs inputs;
     inputs.source = spec.source;
     inputs.headers = {{"fleetjit embedded headers (sha256)", headers_digest_}};
+    AddScannedHeaders(request, inputs);
     inputs.options = jit::BuildOptions(request);
     inputs.target = target.Name();
     inputs.copy_impl = std::string(jit::CopyImplName(plan.impl));

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
+#include "jit/nvrtc_build.h"
 #include "jit/target.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/background_worker.h"
@@ -45,6 +46,8 @@ struct BuildSpec {
   std::string source;
   std::string name = "kernel.cu";
   std::vector<std::string> options;
+  // Folders searched for #include before CUDA's (after any -I in options).
+  std::vector<std::string> include_dirs;
   std::vector<std::string> name_expressions;
   std::optional<jit::Target> target;  // else override, else device
   int device = 0;
@@ -78,6 +81,10 @@ class ModuleBuilder {
 
   // "nvrtc 13.0 ..." identity used in cache keys; finds NVRTC on first use.
   absl::StatusOr<std::string> compiler_identity();
+  // The folders of CUDA's headers every build searches (after the caller's),
+  // resolved once: RuntimeOptions::cuda_headers plus the NVRTC in use.
+  // Never changes afterwards: the reference stays valid for the builder's life.
+  const std::vector<jit::IncludeDir>& cuda_include_dirs();
   // Null until compiler_identity() has found NVRTC.
   NvrtcLibrary* nvrtc() { return nvrtc_.get(); }
 
@@ -108,6 +115,7 @@ class ModuleBuilder {
   absl::Mutex identity_mu_;
   std::optional<absl::StatusOr<std::string>> identity_ ABSL_GUARDED_BY(identity_mu_);
   std::unique_ptr<NvrtcLibrary> nvrtc_;  // set once, under identity_mu_
+  std::vector<jit::IncludeDir> cuda_dirs_ ABSL_GUARDED_BY(identity_mu_);
 
   absl::Mutex uncached_mu_;
   uint64_t uncached_counter_ ABSL_GUARDED_BY(uncached_mu_) = 0;

@@ -109,6 +109,8 @@ class Runtime {
   LaunchThunks& thunks() { return *thunks_; }
   // "nvrtc 13.0 ..." identity used in cache keys; loads nothing.
   absl::StatusOr<std::string> compiler_identity() { return builder_->compiler_identity(); }
+  // CUDA's header folders every build searches (ModuleBuilder).
+  const std::vector<jit::IncludeDir>& cuda_include_dirs() { return builder_->cuda_include_dirs(); }
 
   // Device memory, tracked so a foreign address is refused (memory.h).
   absl::StatusOr<uint64_t> Allocate(int ordinal, uint64_t bytes) {

@@ -1,5 +1,6 @@
 // fleetjit build [--target sm_80,sm_90,...] FILE.cu [--emit ptx|cubin]
 //                [-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...
+//                [-I DIR]... [-D NAME[=VAL]]...
 // Builds FILE for the live device or for each target (filling the module
 // cache: run it on a CPU-only machine to warm a fleet's cache) and writes
 // DIR/<stem>.<target>.<ptx|cubin> when -o is given. Exit codes: 0 every
@@ -100,7 +101,7 @@ bool LoadKernelSource(const std::string& file, std::string* source) {
 
 int RunBuild(std::vector<std::string> args) {
   std::string targets, emit, out_dir, impl_name, file;
-  std::vector<std::string> name_exprs;
+  std::vector<std::string> name_exprs, include_dirs, defines;
   CLI::App app(
       "Builds FILE.cu (a path, or a bundled examples/*.cu) for the live "
       "device or for each named target, filling the module cache (run it on "
@@ -122,6 +123,11 @@ int RunBuild(std::vector<std::string> args) {
                "(FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY) and wait for it");
   app.add_option("--name-expr", name_exprs,
                  "a name expression to instantiate (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("-I", include_dirs,
+                 "a folder searched for #include before CUDA's (repeatable)")
+      ->allow_extra_args(false);
+  app.add_option("-D", defines, "define a macro: NAME or NAME=VAL (repeatable)")
       ->allow_extra_args(false);
   if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
   if (file.empty()) {
@@ -152,6 +158,11 @@ int RunBuild(std::vector<std::string> args) {
   if (target_list.empty()) target_list.push_back("");  // the live device
   std::vector<fj_str> exprs;
   for (const std::string& e : name_exprs) exprs.push_back(Str(e));
+  std::vector<std::string> nvrtc_options;
+  for (const std::string& d : defines) nvrtc_options.push_back("-D" + d);
+  std::vector<fj_str> options, dirs;
+  for (const std::string& o : nvrtc_options) options.push_back(Str(o));
+  for (const std::string& d : include_dirs) dirs.push_back(Str(d));
   int rc = kExitOk;
   for (size_t i = 0; i < target_list.size(); ++i) {
     const std::string& t = target_list[i];
@@ -164,6 +175,10 @@ int RunBuild(std::vector<std::string> args) {
     o.output = output;
     o.name_expressions = exprs.data();
     o.num_name_expressions = exprs.size();
+    o.nvrtc_options = options.data();
+    o.num_nvrtc_options = options.size();
+    o.include_dirs = dirs.data();
+    o.num_include_dirs = dirs.size();
     fj_module* module = nullptr;
     std::string what = "building " + file + (t.empty() ? "" : " for " + t);
     if (Failed(fj_module_build(rt, &o, &module), what.c_str())) {

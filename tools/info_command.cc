@@ -44,6 +44,26 @@ nlohmann::ordered_json PlanJson(const fj_copy_plan& plan) {
           {"features", std::move(features)}};
 }
 
+// CUDA's header folders the runtime searches, with why each is listed.
+nlohmann::ordered_json IncludeFolders(fj_runtime* rt) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  size_t count = 0;
+  if (Failed(fj_runtime_include_dir(rt, 0, &count, nullptr, nullptr),
+             "listing include folders")) {
+    return out;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const char* path = nullptr;
+    const char* origin = nullptr;
+    if (Failed(fj_runtime_include_dir(rt, i, nullptr, &path, &origin),
+               "listing include folders")) {
+      break;
+    }
+    out.push_back({{"path", path}, {"origin", origin}});
+  }
+  return out;
+}
+
 }  // namespace
 
 int RunInfo(std::vector<std::string> args) {
@@ -96,12 +116,21 @@ int RunInfo(std::vector<std::string> args) {
       {"floor", FJ_FLOOR_SUMMARY},
       {"driver_error", fj_runtime_driver_error(rt)},
       {"environment", env},
+      {"include_folders", IncludeFolders(rt)},
       {"devices", nlohmann::ordered_json::array()}};
   if (!json) {
     std::printf("fleetjit %u.%u\n", v >> 16, v & 0xffff);
     std::printf("needs %s\n", FJ_FLOOR_SUMMARY);
     for (const std::string& e : env) {
       std::printf("environment override: %s\n", e.c_str());
+    }
+    if (out["include_folders"].empty()) {
+      std::printf(
+          "CUDA headers: not found (set CUDA_HOME, or pass include folders)\n");
+    }
+    for (const auto& d : out["include_folders"]) {
+      std::printf("CUDA headers: %s (%s)\n", d["path"].get<std::string>().c_str(),
+                  d["origin"].get<std::string>().c_str());
     }
     if (count == 0) {
       std::printf("devices: none (%s)\n", fj_runtime_driver_error(rt));

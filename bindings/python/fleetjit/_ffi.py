@@ -62,7 +62,9 @@ class fj_build_options(Structure):
                 ("name_expressions", POINTER(fj_str)),
                 ("num_name_expressions", c_size_t), ("target", fj_str),
                 ("device", c_int32), ("copy_impl", c_int), ("output", c_int),
-                ("flags", c_uint32)]
+                ("flags", c_uint32),
+                # Since 1.1.
+                ("include_dirs", POINTER(fj_str)), ("num_include_dirs", c_size_t)]
 
 
 class fj_module_info(Structure):

@@ -329,6 +329,14 @@ typedef struct fj_build_options {
   fj_copy_impl copy_impl;    /* AUTO = the runtime's override, else chosen */
   fj_output output;
   uint32_t flags;            /* fj_build_flags */
+  /* Since 1.1 (a 1.0 caller's shorter struct_size reads as none): folders
+   * searched for #include, in order, after any -I in nvrtc_options and
+   * before CUDA's own headers, which every build finds by itself (see
+   * fj_runtime_include_dir). Macros go in nvrtc_options ("-DNAME=VAL"). The
+   * cache key covers the content of every header a build may read from
+   * these folders, not their paths: an edited header is rebuilt. */
+  const fj_str* include_dirs;
+  size_t num_include_dirs;
 } fj_build_options;
 
 /* Where a module came from. */
@@ -366,7 +374,9 @@ typedef struct fj_module_info {
 } fj_module_info;
 
 /* Builds (or fetches from the cache) a module. A compile error is
- * FJ_BUILD_ERROR with the log in the "build_log" detail. */
+ * FJ_BUILD_ERROR with the log in the "build_log" detail; a header NVRTC
+ * could not open is named in the message with every folder searched
+ * (details "missing_header" and "searched"). */
 FJ_API fj_status* fj_module_build(fj_runtime* runtime,
                                   const fj_build_options* options,
                                   fj_module** out_module);
@@ -383,6 +393,26 @@ FJ_API fj_status* fj_module_destroy(fj_module* module);
  * kernel belongs to the module. */
 FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
                                        int32_t device, fj_kernel** out_kernel);
+
+/* ------------------------------------------------------------------------ */
+/* CUDA's headers (since 1.1)                                                */
+
+/* Every build searches CUDA's header folders after the caller's, so
+ * <cuda_fp16.h>, <cuda_bf16.h>, <cuda_fp8.h>, <cuda/std/...>, <cub/...>
+ * build wherever the toolkit's headers exist. They are found once per
+ * runtime, in this order: $CUDA_HOME/include, $CUDA_PATH/include, the
+ * toolkit of the NVRTC in use, /usr/local/cuda/include, and the include
+ * folders of NVIDIA's Python wheels (nvidia/<pkg>/include under the
+ * VIRTUAL_ENV, CONDA_PREFIX and system site-packages); each toolkit folder
+ * with a cccl/ subfolder brings it too. Sets `*out_path` and `*out_origin`
+ * (NUL-terminated, valid for the runtime's life) to folder `index` and why
+ * it is searched ("CUDA_HOME", "/usr/local/cuda", ...); `*out_count` (may
+ * be NULL) to the number of folders. With out_path and out_origin NULL it
+ * only counts; otherwise an index past the last is FJ_OUT_OF_RANGE. */
+FJ_API fj_status* fj_runtime_include_dir(fj_runtime* runtime, size_t index,
+                                         size_t* out_count,
+                                         const char** out_path,
+                                         const char** out_origin);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors (DLPack-compatible)                                               */

@@ -193,6 +193,9 @@ pub struct fj_build_options {
     pub copy_impl: fj_copy_impl,
     pub output: fj_output,
     pub flags: u32,
+    /// Since 1.1.
+    pub include_dirs: *const fj_str,
+    pub num_include_dirs: usize,
 }
 
 pub type fj_cache_result = u32;
@@ -405,6 +408,14 @@ extern "C" {
     ) -> *mut fj_status;
     pub fn fj_runtime_destroy(runtime: *mut fj_runtime) -> *mut fj_status;
     pub fn fj_runtime_driver_error(runtime: *const fj_runtime) -> *const c_char;
+    /// Since 1.1.
+    pub fn fj_runtime_include_dir(
+        runtime: *mut fj_runtime,
+        index: usize,
+        out_count: *mut usize,
+        out_path: *mut *const c_char,
+        out_origin: *mut *const c_char,
+    ) -> *mut fj_status;
 
     pub fn fj_device_count(runtime: *const fj_runtime, out_count: *mut i32) -> *mut fj_status;
     pub fn fj_device_info_get(
