@@ -597,6 +597,27 @@ FJ_DEV void prefetch_span_lines(const void* gmem, unsigned long long bytes) {
 }
 
 }  // namespace detail
+
+// The store and prefetch halves of the two software implementations
+// (sync.cuh and cp_async.cuh): identical, because neither has a bulk store
+// or a tensor-map prefetch. Each implementation names them with
+// using-declarations, so its interface still reads in full there.
+namespace soft_impl {
+template <int R>
+FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
+                       bool pred) {
+  __syncthreads();
+  detail::store_tile_generic<R>(p, c, src, pred);
+}
+FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
+  detail::prefetch_span_lines(src, bytes);
+}
+template <int R>
+FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
+  detail::prefetch_tile_lines<R>(p, c);
+}
+FJ_DEV void prefetch_tensormap(const tensor_param&) {}
+}  // namespace soft_impl
 }  // namespace fj
 
 #endif  // FLEETJIT_COPY_COMMON_CUH_

@@ -173,22 +173,11 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
                                 bool pred, pred_mode mode) {
   load_tile_span<R>(dst, p, c, pred, mode);
 }
-template <int R>
-FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
-                       bool pred) {
-  __syncthreads();
-  detail::store_tile_generic<R>(p, c, src, pred);
-}
-
-// --------------------------------------------------------------- prefetch
-FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
-  detail::prefetch_span_lines(src, bytes);
-}
-template <int R>
-FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
-  detail::prefetch_tile_lines<R>(p, c);
-}
-FJ_DEV void prefetch_tensormap(const tensor_param&) {}
+// Stores and prefetches: the software ones (common.cuh, soft_impl).
+using soft_impl::store_tile;
+using soft_impl::prefetch_l2;
+using soft_impl::prefetch_tile;
+using soft_impl::prefetch_tensormap;
 
 }  // namespace sync_impl
 }  // namespace fj
