@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/log.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
 #include "runtime/cache/module_cache.h"
@@ -29,6 +30,15 @@ struct RuntimeOptions {
   std::optional<jit::CopyImpl> copy_impl_override;
   bool thunks = true;
   CacheConfig cache;
+  // Log lines (base/log.h): the caller's sink (null = none) and level
+  // (unset = warn). FLEETJIT_LOG sets the level and, without a sink,
+  // installs StderrLogSink. See LoggerFor.
+  LogSink log_sink;
+  std::optional<LogLevel> log_level;
+  // Start-up work done inside Runtime::Create: device ordinals whose
+  // primary contexts are opened (-1 = every device), and NVRTC loaded.
+  std::vector<int> preopen_devices;
+  bool preload_nvrtc = false;
   // Names of the environment variables that changed the options above.
   std::vector<std::string> env_overrides;
 };
@@ -38,6 +48,10 @@ struct RuntimeOptions {
 // counts as unset. A malformed value is INVALID_ARGUMENT naming the
 // variable. Reads the environment on each call; callers call it once.
 absl::Status ApplyEnvironment(RuntimeOptions& options);
+
+// The logger the options describe: their sink at their level (warn when
+// unset); logs nothing without a sink.
+Logger LoggerFor(const RuntimeOptions& options);
 
 }  // namespace fleetjit
 
