@@ -30,6 +30,36 @@ fj_copy_impl ToFjCopyImpl(jit::CopyImpl impl) {
   return static_cast<fj_copy_impl>(static_cast<int>(impl) + 1);
 }
 
+namespace {
+
+// The fields since 1.1 under "In a server" (zero for a shorter struct,
+// which ReadStruct zero-fills).
+absl::Status ReadServerOptions(const fj_runtime_options& o, RuntimeOptions& opts) {
+  if (o.log_level < FJ_LOG_OFF || o.log_level > FJ_LOG_LEVEL_LAST) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "log_level ", o.log_level, " is not an fj_log_level (0..", FJ_LOG_LEVEL_LAST, ")"));
+  }
+  if (o.log_fn != nullptr) {
+    if (o.log_level != FJ_LOG_OFF) opts.log_level = static_cast<LogLevel>(o.log_level);
+    opts.log_sink = [fn = o.log_fn, user = o.log_user](LogLevel level, absl::string_view m) {
+      fn(user, static_cast<int32_t>(level), fj_str{m.data(), m.size()});
+    };
+  }
+  if (o.num_preopen_devices > 0 && o.preopen_devices == nullptr) {
+    return NullArgument("preopen_devices");
+  }
+  for (size_t i = 0; i < o.num_preopen_devices; ++i) {
+    if (o.preopen_devices[i] < -1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "preopen_devices[", i, "] is ", o.preopen_devices[i], "; a device ordinal or -1 (all)"));
+    }
+    opts.preopen_devices.push_back(o.preopen_devices[i]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* options) {
   RuntimeOptions opts;
   if (options == nullptr) return opts;
@@ -43,17 +73,20 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
   }
   FJ_ASSIGN_OR_RETURN(opts.copy_impl_override, ReadCopyImpl(o.copy_impl_override),
                       "copy_impl_override");
-  constexpr uint32_t kKnownFlags = FJ_RUNTIME_DISABLE_DISK_CACHE | FJ_RUNTIME_DISABLE_THUNKS;
+  constexpr uint32_t kKnownFlags =
+      FJ_RUNTIME_DISABLE_DISK_CACHE | FJ_RUNTIME_DISABLE_THUNKS | FJ_RUNTIME_PRELOAD_NVRTC;
   if ((o.flags & ~kKnownFlags) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown runtime flags 0x", absl::Hex(o.flags & ~kKnownFlags)));
   }
   opts.cache.disk = (o.flags & FJ_RUNTIME_DISABLE_DISK_CACHE) == 0;
   opts.thunks = (o.flags & FJ_RUNTIME_DISABLE_THUNKS) == 0;
+  opts.preload_nvrtc = (o.flags & FJ_RUNTIME_PRELOAD_NVRTC) != 0;
   FJ_ASSIGN_OR_RETURN(opts.cache.dir, ReadStr(o.cache_dir, "cache_dir"), "");
   if (o.cache_max_bytes != 0) opts.cache.max_bytes = o.cache_max_bytes;
   FJ_ASSIGN_OR_RETURN(opts.cache.remote.url, ReadStr(o.remote_cache_url, "remote_cache_url"), "");
   FJ_ASSIGN_OR_RETURN(opts.cache.remote.fleet_key, ReadStr(o.fleet_key, "fleet_key"), "");
+  FJ_RETURN_IF_ERROR(ReadServerOptions(o, opts), "");
   return opts;
 }
 

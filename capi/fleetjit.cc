@@ -504,3 +504,23 @@ FJ_API fj_status* fj_runtime_include_dir(fj_runtime* runtime, size_t index,
 }
 
 }  // extern "C"
+
+// ------------------------------------------- in a server (since 1.1)
+// The caller's streams (fj_stream_wrap); log and start-up options are read
+// by ReadRuntimeOptions (convert.cc) and applied by Runtime::Create.
+
+extern "C" {
+
+FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device, uint64_t cu_stream,
+                                 fj_stream** out_stream) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime), "");
+    if (out_stream == nullptr) return NullArgument("out_stream");
+    FJ_ASSIGN_OR_RETURN(Stream * s, rt->WrapStream(device, cu_stream), "fj_stream_wrap");
+    absl::Status published = Publish(HandleType::kStream, s, out_stream);
+    if (!published.ok()) rt->DestroyStream(s).IgnoreError();
+    return published;
+  });
+}
+
+}  // extern "C"

@@ -67,7 +67,18 @@ absl::Status ApplyEnvironment(RuntimeOptions& options) {
     options.env_overrides.push_back("FLEETJIT_LIBNVRTC");
   }
   ApplyCudaHeaderEnvironment(options.cuda_headers);
+  if (const char* v = Env("FLEETJIT_LOG")) {
+    FJ_ASSIGN_OR_RETURN(options.log_level, ParseLogLevel(v), "FLEETJIT_LOG");
+    // The user asked for the lines: without the caller's sink, stderr.
+    if (!options.log_sink) options.log_sink = StderrLogSink();
+    options.env_overrides.push_back("FLEETJIT_LOG");
+  }
   return absl::OkStatus();
+}
+
+Logger LoggerFor(const RuntimeOptions& options) {
+  if (!options.log_sink) return Logger();
+  return Logger(options.log_level.value_or(LogLevel::kWarn), options.log_sink);
 }
 
 void ApplyCudaHeaderEnvironment(CudaHeaderSearch& search) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "base/log.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
 #include "platform/cuda_headers.h"
@@ -40,6 +41,15 @@ struct RuntimeOptions {
   // in use is added by the runtime. ApplyEnvironment fills it from CUDA_HOME,
   // CUDA_PATH, VIRTUAL_ENV and CONDA_PREFIX.
   CudaHeaderSearch cuda_headers;
+  // Log lines (base/log.h): the caller's sink (null = none) and level
+  // (unset = warn). FLEETJIT_LOG sets the level and, without a sink,
+  // installs StderrLogSink. See LoggerFor.
+  LogSink log_sink;
+  std::optional<LogLevel> log_level;
+  // Start-up work done inside Runtime::Create: device ordinals whose
+  // primary contexts are opened (-1 = every device), and NVRTC loaded.
+  std::vector<int> preopen_devices;
+  bool preload_nvrtc = false;
   // Names of the environment variables that changed the options above.
   std::vector<std::string> env_overrides;
 };
@@ -55,6 +65,9 @@ absl::Status ApplyEnvironment(RuntimeOptions& options);
 // (DefaultPythonPackageDirs of VIRTUAL_ENV and CONDA_PREFIX). These are the
 // toolkit's own variables, not overrides: env_overrides does not list them.
 void ApplyCudaHeaderEnvironment(CudaHeaderSearch& search);
+// The logger the options describe: their sink at their level (warn when
+// unset); logs nothing without a sink.
+Logger LoggerFor(const RuntimeOptions& options);
 
 }  // namespace fleetjit
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "base/log.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
 #include "runtime/device.h"
@@ -49,8 +50,10 @@ struct LoadedKernel {
   // Tensor arguments of a tma build that TMA could not describe and that
   // took cp.async instead (counted per launch and argument).
   std::atomic<uint64_t> tma_fallbacks{0};
-  // Bit min(i, 63): argument i's fallback was reported on stderr.
+  // Bit min(i, 63): argument i's fallback was reported to `logger`.
   std::atomic<uint64_t> tma_fallback_reported{0};
+  // The runtime's logger (set by the loader; may be null).
+  const Logger* logger = nullptr;
 
   // --- Parameter layout (runtime/runtime.cc) --------------------------------
   // Set when this device's driver lays the parameters out differently from

@@ -291,7 +291,7 @@ __attribute__((noinline)) absl::Status PackAndLaunch(
   const DeviceFacts& facts = device.facts();
   alignas(64) uint8_t buffer[kBufferBytes];
   TensorEncoder encoder(&api, k.display_name, &k.tma_fallbacks,
-                        &k.tma_fallback_reported);
+                        &k.tma_fallback_reported, k.logger);
   absl::Status status =
       PackForLaunch(k, args, num_args, arg_stride, encoder,
                     /*use_thunk=*/true, buffer, sizeof(buffer));

@@ -253,9 +253,14 @@ void ModuleBuilder::RunFollowUp(const std::optional<CacheKey>& key,
     // 1. The thunk object, on a copy: callers may be reading `artifact`.
     // A failure leaves launches on the generic path (as ever).
     auto with_thunk = std::make_shared<jit::Artifact>(*artifact);
-    if (thunks_.AddThunkObject(*with_thunk).ok() &&
-        !with_thunk->thunk_object.empty()) {
+    absl::Status generated = thunks_.AddThunkObject(*with_thunk);
+    if (generated.ok() && !with_thunk->thunk_object.empty()) {
       published = std::move(with_thunk);
+    } else if (!generated.ok()) {
+      LoggerFor(options_).Log(
+          LogLevel::kWarn, absl::StrCat("background: launch thunk for ", record_key,
+                                        " not generated (launches stay generic): ",
+                                        generated.message()));
     }
     // 2. Attach it to the kernels loaded meanwhile. GetKernel inserts a
     // kernel before it reads the job's state, and we mark the job done

@@ -21,8 +21,9 @@ struct ModuleLoader::LoadedImage {
       ABSL_GUARDED_BY(mu);
 };
 
-ModuleLoader::ModuleLoader(const DriverApi* driver, const DeviceList& devices)
-    : driver_(driver), devices_(devices) {}
+ModuleLoader::ModuleLoader(const DriverApi* driver, const DeviceList& devices,
+                           const Logger* logger)
+    : driver_(driver), devices_(devices), logger_(logger) {}
 
 ModuleLoader::~ModuleLoader() {
   absl::MutexLock lock(&images_mu_);
@@ -113,6 +114,7 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord&
     auto kernel = std::make_unique<LoadedKernel>();
     kernel->api = driver_;
     kernel->device = dev;
+    kernel->logger = logger_;
     kernel->context = ctx;
     kernel->entry = entry;
     kernel->copy_impl = artifact.copy_impl;

@@ -26,8 +26,10 @@ namespace fleetjit {
 
 class ModuleLoader {
  public:
-  // `driver` (null without one) and `devices` outlive the loader.
-  ModuleLoader(const DriverApi* driver, const DeviceList& devices);
+  // `driver` (null without one), `devices` and `logger` (may be null; its
+  // kernels report TMA fallbacks to it) outlive the loader.
+  ModuleLoader(const DriverApi* driver, const DeviceList& devices,
+               const Logger* logger = nullptr);
   ~ModuleLoader();  // unloads every image (not in a forked child)
 
   struct Loaded {
@@ -52,6 +54,7 @@ class ModuleLoader {
 
   const DriverApi* driver_;
   const DeviceList& devices_;
+  const Logger* logger_;
   absl::Mutex images_mu_;
   // (record key, device ordinal) -> the loaded image and its kernels.
   std::map<std::pair<std::string, int>, std::unique_ptr<LoadedImage>> images_

@@ -3,6 +3,7 @@
 #include "runtime/copy/copy_engine.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "runtime/launch.h"
 
@@ -11,6 +12,14 @@ namespace fleetjit {
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->options_ = std::move(options);
+  rt->logger_ = LoggerFor(rt->options_);
+  if (!rt->options_.cache.log) {
+    // Cache and remote tier lines ("fleetjit: cache: ...") at warn.
+    rt->options_.cache.log = [logger = rt->logger_](absl::string_view line) {
+      absl::ConsumePrefix(&line, "fleetjit: ");
+      logger.Log(LogLevel::kWarn, line);
+    };
+  }
   absl::Status driver_status;
   auto driver = LoadDriverApi(rt->options_.libcuda_path);
   if (driver.ok()) {
@@ -22,10 +31,32 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
   rt->thunks_ = std::make_unique<LaunchThunks>(rt->options_.thunks);
   rt->memory_ = std::make_unique<DeviceMemory>(rt->driver_.get(), rt->devices_);
-  rt->loader_ = std::make_unique<ModuleLoader>(rt->driver_.get(), rt->devices_);
+  rt->loader_ = std::make_unique<ModuleLoader>(rt->driver_.get(), rt->devices_,
+                                               &rt->logger_);
   rt->builder_ = std::make_unique<ModuleBuilder>(rt->options_, rt->driver_.get(), rt->devices_,
                                                  *rt->cache_, *rt->thunks_, *rt->loader_);
+  FJ_RETURN_IF_ERROR(rt->StartUp(), "starting up (fj_runtime_options)");
   return rt;
+}
+
+absl::Status Runtime::StartUp() {
+  for (int ordinal : options_.preopen_devices) {
+    if (ordinal == -1) {
+      for (int i = 0; i < devices_.count(); ++i) {
+        FJ_RETURN_IF_ERROR(devices_.get(i).MakeCurrent().status(),
+                           absl::StrCat("opening device ", i));
+      }
+      continue;
+    }
+    FJ_ASSIGN_OR_RETURN(Device * d, devices_.at(ordinal),
+                        absl::StrCat("preopen_devices names device ", ordinal));
+    FJ_RETURN_IF_ERROR(d->MakeCurrent().status(), absl::StrCat("opening device ", ordinal));
+  }
+  if (options_.preload_nvrtc) {
+    FJ_RETURN_IF_ERROR(builder_->compiler_identity().status(), "preloading NVRTC");
+    FJ_RETURN_IF_ERROR(builder_->nvrtc()->Get().status(), "preloading NVRTC");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Runtime::Destroy(std::unique_ptr<Runtime> runtime, ReleaseTagFn release) {
@@ -85,6 +116,13 @@ absl::StatusOr<KernelRef*> Runtime::OpenKernel(Module& module, absl::string_view
 absl::StatusOr<Stream*> Runtime::CreateStream(int ordinal) {
   FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "");
   FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, Stream::Create(this, *driver_, *dev), "");
+  return registry_.AddStream(std::move(stream));
+}
+
+absl::StatusOr<Stream*> Runtime::WrapStream(int ordinal, uint64_t cu_stream) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "");
+  FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
+                      Stream::Wrap(this, *driver_, *dev, cu_stream), "");
   return registry_.AddStream(std::move(stream));
 }
 

@@ -58,6 +58,8 @@ class Runtime {
   ~Runtime();
 
   const RuntimeOptions& options() const { return options_; }
+  // Where the library's log lines go (the caller's sink, FLEETJIT_LOG).
+  const Logger& logger() const { return logger_; }
   // nullptr when the driver is unavailable; driver_status() says why.
   const DriverApi* driver() const { return driver_.get(); }
   const absl::Status& driver_status() const { return devices_.driver_status(); }
@@ -136,6 +138,9 @@ class Runtime {
   // GetKernel, kept until its module is destroyed.
   absl::StatusOr<KernelRef*> OpenKernel(Module& module, absl::string_view name, int ordinal);
   absl::StatusOr<Stream*> CreateStream(int ordinal);
+  // fj_stream_wrap: borrows the caller's `cu_stream` on `ordinal` (see
+  // Stream::Wrap); destroying it only forgets it.
+  absl::StatusOr<Stream*> WrapStream(int ordinal, uint64_t cu_stream);
   absl::Status DestroyStream(Stream* stream) { return registry_.DestroyStream(stream); }
   // Launches `k` on `stream` (one of this runtime's, or null for the legacy
   // default stream) and notes it as its device's last kernel. See Launch
@@ -149,8 +154,11 @@ class Runtime {
 
  private:
   Runtime() = default;
+  // Start-up work the options ask for: preopen_devices, preload_nvrtc.
+  absl::Status StartUp();
 
   RuntimeOptions options_;
+  Logger logger_;
   DriverApiPtr driver_;
   DeviceList devices_;
   std::unique_ptr<ModuleCache> cache_;

@@ -1,6 +1,8 @@
 #include "runtime/stream.h"
 
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "platform/cu_errors.h"
 
 namespace fleetjit {
 
@@ -16,6 +18,40 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Create(Runtime* owner,
   return stream;
 }
 
+absl::StatusOr<std::unique_ptr<Stream>> Stream::Wrap(Runtime* owner, const DriverApi& api,
+                                                     Device& device, uint64_t cu_stream) {
+  FJ_ASSIGN_OR_RETURN(CUcontext primary, device.MakeCurrent(), "");
+  std::unique_ptr<Stream> stream(new Stream(owner, api, device));
+  stream->borrowed_ = true;
+  // The legacy and per-thread default streams are valid in every context.
+  if (cu_stream == 0 || cu_stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY)) {
+    stream->stream_ = CU_STREAM_LEGACY;
+    return stream;
+  }
+  stream->stream_ = reinterpret_cast<CUstream>(static_cast<uintptr_t>(cu_stream));
+  if (cu_stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD) ||
+      api.cuStreamGetCtx == nullptr) {
+    return stream;
+  }
+  CUcontext ctx = nullptr;
+  CUresult r = api.cuStreamGetCtx(stream->stream_, &ctx);
+  if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT ||
+      r == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cu_stream 0x", absl::Hex(cu_stream), " is not a live CUstream (cuStreamGetCtx: ",
+        DescribeCuError(r).name, ")"));
+  }
+  FJ_RETURN_IF_ERROR(CheckCu(api, r, "cuStreamGetCtx"), "checking the wrapped stream");
+  if (ctx != primary) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cu_stream 0x", absl::Hex(cu_stream), " belongs to another context than device ",
+        device.facts().ordinal,
+        "'s primary context (another device, or a context the caller created); "
+        "wrap a stream of that device's primary context"));
+  }
+  return stream;
+}
+
 Stream::~Stream() { (void)Close(); }
 
 absl::Status Stream::Synchronize() {
@@ -24,7 +60,7 @@ absl::Status Stream::Synchronize() {
 }
 
 absl::Status Stream::Close() {
-  if (stream_ == nullptr || IsForkedChild(api_)) {
+  if (stream_ == nullptr || borrowed_ || IsForkedChild(api_)) {
     stream_ = nullptr;
     return absl::OkStatus();
   }

@@ -1,6 +1,8 @@
-// A CUDA stream a runtime created for a caller (fj_stream): non-blocking,
-// on one device's primary context. Owned by the runtime's registry
-// (registry.h), which closes it when the caller destroys it or the runtime.
+// A CUDA stream of a caller (fj_stream) on one device's primary context:
+// either created by the runtime (non-blocking) or borrowed from the caller
+// (fj_stream_wrap). Owned by the runtime's registry (registry.h), which
+// closes it when the caller destroys it or the runtime; closing a borrowed
+// stream only forgets it.
 #ifndef FLEETJIT_RUNTIME_STREAM_H_
 #define FLEETJIT_RUNTIME_STREAM_H_
 
@@ -23,18 +25,27 @@ class Stream {
   static absl::StatusOr<std::unique_ptr<Stream>> Create(Runtime* owner,
                                                         const DriverApi& api,
                                                         Device& device);
+  // Borrows the caller's `cu_stream` on `device`: 0 and CU_STREAM_LEGACY
+  // (the legacy default stream, kept as CU_STREAM_LEGACY so copies stay
+  // asynchronous), CU_STREAM_PER_THREAD, or a stream the driver places in
+  // the device's primary context (checked with cuStreamGetCtx where the
+  // driver has it; another context is INVALID_ARGUMENT).
+  static absl::StatusOr<std::unique_ptr<Stream>> Wrap(Runtime* owner, const DriverApi& api,
+                                                      Device& device, uint64_t cu_stream);
   ~Stream();  // Close() if it was not called; its status is lost
 
   // Waits for the work queued so far. A sticky error (a faulting kernel)
   // poisons the device, naming the last kernel launched on it.
   absl::Status Synchronize();
   // Waits for the stream, then destroys it; the first error of the two.
-  // Skipped in a forked child (CUDA is not fork-safe). Idempotent.
+  // Skipped in a forked child (CUDA is not fork-safe). Idempotent. A
+  // borrowed stream is only forgotten: no wait, no destroy.
   absl::Status Close();
 
   Runtime* owner() const { return owner_; }
   Device& device() const { return device_; }
   CUstream handle() const { return stream_; }
+  bool borrowed() const { return borrowed_; }
 
   // The caller's name for this stream (its fj_stream handle), 0 until set.
   uint64_t tag = 0;
@@ -47,6 +58,7 @@ class Stream {
   const DriverApi& api_;
   Device& device_;
   CUstream stream_ = nullptr;
+  bool borrowed_ = false;
 };
 
 }  // namespace fleetjit

@@ -475,15 +475,13 @@ absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
 void TensorEncoder::ReportFallback(size_t arg_index, const char* reason) const {
   if (fallbacks_ != nullptr)
     fallbacks_->fetch_add(1, std::memory_order_relaxed);
-  if (reported_ == nullptr) return;
+  if (reported_ == nullptr || logger_ == nullptr || !logger_->Enabled(LogLevel::kInfo)) return;
   const uint64_t bit = uint64_t{1} << (arg_index < 63 ? arg_index : 63);
   if ((reported_->load(std::memory_order_relaxed) & bit) != 0) return;
   if ((reported_->fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return;
-  std::fprintf(stderr,
-               "fleetjit: launch: %.*s: tensor arg %zu: TMA cannot describe it "
-               "(%s); using cp_async\n",
-               static_cast<int>(kernel_name_.size()), kernel_name_.data(),
-               arg_index, reason);
+  logger_->Log(LogLevel::kInfo,
+               absl::StrCat("launch: ", kernel_name_, ": tensor arg ", arg_index,
+                            ": TMA cannot describe it (", reason, "); using cp_async"));
 }
 
 absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,

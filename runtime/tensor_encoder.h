@@ -9,8 +9,8 @@
 // also encodes a CUtensorMap (cuTensorMapEncodeTiled) when TMA can describe
 // the tensor; when it cannot (alignment, strides, box limits, ...), the flag
 // FJ_TP_HAS_TMAP stays clear, the kernel falls back to cp.async for that
-// tensor, and the switch is counted on the kernel and reported once on
-// stderr. Nothing here faults: every bad input is an INVALID_ARGUMENT status
+// tensor, and the switch is counted on the kernel and reported once
+// through the runtime's logger (level info). Nothing here faults: every bad input is an INVALID_ARGUMENT status
 // naming the argument.
 //
 // Encoded parameters are reused while the tensor's pointer, shape, strides,
@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "fleetjit/copy/tensor_param.h"
+#include "base/log.h"
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
@@ -95,11 +96,12 @@ class TensorEncoder {
   // printed. Both belong to the kernel and may be null.
   TensorEncoder(const DriverApi* api, absl::string_view kernel_name,
                 std::atomic<uint64_t>* fallbacks,
-                std::atomic<uint64_t>* reported)
+                std::atomic<uint64_t>* reported, const Logger* logger = nullptr)
       : api_(api),
         kernel_name_(kernel_name),
         fallbacks_(fallbacks),
-        reported_(reported) {}
+        reported_(reported),
+        logger_(logger) {}
 
   // Writes all 320 bytes of the parameter to `out` (any alignment) for
   // argument `arg_index`. `declared_rank` (0 = any) and `declared_dtype`
@@ -119,6 +121,7 @@ class TensorEncoder {
   absl::string_view kernel_name_;
   std::atomic<uint64_t>* fallbacks_;
   std::atomic<uint64_t>* reported_;
+  const Logger* logger_;  // may be null: no report
   bool cache_enabled_ = true;
 };
 

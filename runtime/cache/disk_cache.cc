@@ -186,13 +186,8 @@ std::string DiskCache::EntryPath(absl::string_view digest) const {
 }
 
 void CacheLog(const CacheLogger& log, absl::string_view message) {
-  std::string line = absl::StrCat("fleetjit: cache: ", message);
-  if (log) {
-    log(line);
-  } else {
-    line.push_back('\n');
-    std::fputs(line.c_str(), stderr);  // one call: lines do not interleave
-  }
+  // The library writes nothing to stderr: without a logger, nothing.
+  if (log) log(absl::StrCat("fleetjit: cache: ", message));
 }
 
 void DiskCache::Log(absl::string_view message) const {

@@ -58,10 +58,10 @@ struct stat;
 namespace fleetjit {
 
 // Receives whole log lines, already prefixed "fleetjit: cache: ". Empty =
-// write them to stderr.
+// drop them (the runtime installs one that feeds its Logger).
 using CacheLogger = std::function<void(absl::string_view line)>;
 
-// Sends "fleetjit: cache: " + message to `log`, or to stderr if it is empty.
+// Sends "fleetjit: cache: " + message to `log`, if it is set.
 void CacheLog(const CacheLogger& log, absl::string_view message);
 
 // The directory a cache uses: `configured` if non-empty, else

@@ -53,7 +53,7 @@ struct CacheConfig {
   // The shared tier behind memory and disk; off unless remote.url is set.
   RemoteCacheConfig remote;
   // Rejection, eviction and write-failure lines ("fleetjit: cache: ...");
-  // empty = stderr.
+  // empty = dropped (Runtime::Create routes them to its Logger).
   CacheLogger log;
 };
 

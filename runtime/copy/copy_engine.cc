@@ -26,13 +26,6 @@ constexpr int kCopyCtasPerSm = 3;
 constexpr int kPrefetchCtasPerSm = 4;
 constexpr uint64_t kPrefetchPiece = 64 * 1024;
 
-Logger DefaultLogger() {
-  const char* v = std::getenv("FLEETJIT_LOG");
-  if (v == nullptr || v[0] == '\0') return Logger();
-  auto level = ParseLogLevel(v);
-  return level.ok() ? Logger(*level, StderrLogSink()) : Logger();
-}
-
 // An fj_tensor (DLPack order) for a kernel argument: `like`'s dtype, the
 // desc's geometry at `address`. The arrays live in `shape`/`strides`.
 fj_tensor KernelTensor(const fj_tensor& like, const TensorDesc& d, uint64_t address,
@@ -84,7 +77,7 @@ CopyEngine& Runtime::copy() {
 }
 
 CopyEngine::CopyEngine(Runtime& runtime)
-    : runtime_(runtime), api_(runtime.driver()), logger_(DefaultLogger()) {}
+    : runtime_(runtime), api_(runtime.driver()), logger_(runtime.logger()) {}
 
 CopyEngine::~CopyEngine() {
   if (api_ == nullptr || IsForkedChild(*api_)) return;

@@ -90,8 +90,8 @@ class CopyEngine {
   bool PeerEnabled(int reader, int owner) const;
 
   Counters counters() const;
-  // Where notes go (staging through host memory). Default: stderr when
-  // FLEETJIT_LOG is set, else nowhere (base/log.h).
+  // Where notes go (staging through host memory). Default: the runtime's
+  // logger (the caller's sink; stderr when FLEETJIT_LOG is set).
   void set_logger(Logger logger);
 
  private:

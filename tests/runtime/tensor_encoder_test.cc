@@ -312,7 +312,11 @@ TEST(TensorEncoder, FallsBackCountsAndReportsOnce) {
   DriverApi api = FakeDriver();
   std::atomic<uint64_t> fallbacks{0};
   std::atomic<uint64_t> reported{0};
-  TensorEncoder e(&api, "ragged.cu:k", &fallbacks, &reported);
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  Logger logger(LogLevel::kInfo, [&lines](LogLevel level, absl::string_view m) {
+    lines.emplace_back(level, std::string(m));
+  });
+  TensorEncoder e(&api, "ragged.cu:k", &fallbacks, &reported, &logger);
   TestTensor t;
   t.Set(kBase, 2, 2, 32, {33, 33},
         true);  // 132-byte rows: not a multiple of 16
@@ -324,16 +328,31 @@ TEST(TensorEncoder, FallsBackCountsAndReportsOnce) {
     EXPECT_EQ(p.flags, 0u);
     EXPECT_EQ(p.stride[1], 33);
   }
-  std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "the library writes no stderr";
   EXPECT_EQ(fallbacks.load(), 5u);
   EXPECT_EQ(reported.load(), 1u << 2);
-  EXPECT_TRUE(absl::StrContains(err,
-                                "fleetjit: launch: ragged.cu:k: tensor arg 2: "
-                                "TMA cannot describe it ("))
-      << err;
-  EXPECT_TRUE(absl::StrContains(err, "); using cp_async\n")) << err;
-  EXPECT_EQ(err.find("fleetjit:"), err.rfind("fleetjit:"))
-      << "reported once: " << err;
+  ASSERT_EQ(lines.size(), 1u) << "reported once";
+  EXPECT_EQ(lines[0].first, LogLevel::kInfo);
+  EXPECT_TRUE(absl::StrContains(lines[0].second,
+                                "launch: ragged.cu:k: tensor arg 2: TMA cannot describe it ("))
+      << lines[0].second;
+  EXPECT_TRUE(absl::EndsWith(lines[0].second, "); using cp_async")) << lines[0].second;
+}
+
+TEST(TensorEncoder, FallbackBelowTheLoggersLevelIsCountedNotReported) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> fallbacks{0};
+  std::atomic<uint64_t> reported{0};
+  int calls = 0;
+  Logger logger(LogLevel::kWarn, [&calls](LogLevel, absl::string_view) { ++calls; });
+  TensorEncoder e(&api, "ragged.cu:k", &fallbacks, &reported, &logger);
+  TestTensor t;
+  t.Set(kBase, 2, 2, 32, {33, 33}, true);
+  t.arg.box[0] = 8;
+  t.arg.box[1] = 8;
+  EncodeOrDie(e, t.arg, jit::CopyImpl::kTma, 2);
+  EXPECT_EQ(fallbacks.load(), 1u);
+  EXPECT_EQ(calls, 0);
 }
 
 TEST(TensorEncoder, DriverRefusalOrNoDriverFallsBack) {

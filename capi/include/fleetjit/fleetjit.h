@@ -177,7 +177,9 @@ typedef struct fj_runtime fj_runtime;
 typedef enum fj_runtime_flags {
   FJ_RUNTIME_DISABLE_DISK_CACHE = 1u << 0,
   /* Launch through the generic path only (no JIT-built launch thunks). */
-  FJ_RUNTIME_DISABLE_THUNKS = 1u << 1
+  FJ_RUNTIME_DISABLE_THUNKS = 1u << 1,
+  /* Since 1.1: load NVRTC inside fj_runtime_create (see "In a server"). */
+  FJ_RUNTIME_PRELOAD_NVRTC = 1u << 2
 } fj_runtime_flags;
 
 typedef struct fj_runtime_options {
@@ -210,13 +212,28 @@ typedef struct fj_runtime_options {
    * digits) or raw bytes (at least 16). Entries not signed with it are
    * refused and rebuilt. */
   fj_str fleet_key;
+  /* Since 1.1 (a caller built before these fields gets no callback and no
+   * pre-opening): log lines through the caller; see fj_log_level under
+   * "In a server". NULL log_fn = the library logs nothing (unless
+   * FLEETJIT_LOG is set: then to stderr). log_level is an fj_log_level;
+   * FJ_LOG_OFF (0) with a log_fn means the default, FJ_LOG_WARN. */
+  void (*log_fn)(void* user, int32_t level, fj_str message);
+  void* log_user;
+  int32_t log_level;
+  /* Since 1.1: device ordinals whose primary contexts fj_runtime_create
+   * opens (retains and makes current) so the first request does not pay
+   * for it; an entry -1 means every device (none without a GPU: not an
+   * error). An ordinal that does not exist fails the create. */
+  const int32_t* preopen_devices;
+  size_t num_preopen_devices;
 } fj_runtime_options;
 
 /* Environment variables override the options (fleetjit info lists those in
  * effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
  * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
  * FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
- * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS. */
+ * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS,
+ * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1). */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
  * GPU is not an error here: the runtime reports 0 devices. */
@@ -707,6 +724,60 @@ FJ_API fj_status* fj_peer_enable(fj_runtime* runtime, int32_t reader,
 /* Undoes fj_peer_enable. Idempotent. */
 FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader,
                                   int32_t owner);
+
+/* ------------------------------------------------------------------------ */
+/* In a server: the caller's streams, log lines, start-up (since 1.1)       */
+
+/* Log levels of fj_runtime_options.log_level and of the log callback. A
+ * line is passed when its level is at or below the runtime's level.
+ * FLEETJIT_LOG=off|error|warn|info|debug overrides the option (a malformed
+ * value fails fj_runtime_create with FJ_INVALID_ARGUMENT); with
+ * FLEETJIT_LOG set and no log_fn, lines go to stderr. Otherwise the library
+ * never writes to stderr or stdout.
+ *
+ * The callback receives one whole line without a trailing newline (e.g.
+ * "cache: refused entry ...: bad checksum"); the message is valid only
+ * during the call. It may be called from any thread, including the
+ * runtime's background thread, concurrently, and during
+ * fj_runtime_destroy; it must not call back into fleetjit. Lines at warn:
+ * refused or unwritable cache entries, the remote tier going off or
+ * failing, background failures; at info: TMA fallbacks of a tensor
+ * argument, copies staged through host memory. */
+typedef enum fj_log_level {
+  FJ_LOG_OFF = 0,
+  FJ_LOG_ERROR = 1,
+  FJ_LOG_WARN = 2,
+  FJ_LOG_INFO = 3,
+  FJ_LOG_DEBUG = 4
+} fj_log_level;
+#define FJ_LOG_LEVEL_LAST FJ_LOG_DEBUG
+
+/* Wraps a CUstream the caller owns (torch.cuda.current_stream().cuda_stream,
+ * a CuPy stream's ptr) as an fj_stream of device `device`: launches, copies
+ * (fj_memcpy*, fj_memset_d8, fj_copy, fj_prefetch) and
+ * fj_stream_synchronize on it are ordered on the caller's stream, with the
+ * caller's own work, with no synchronisation in between.
+ *
+ * The stream is borrowed: fleetjit never destroys it. fj_stream_destroy of
+ * the wrapper (and fj_runtime_destroy) only forgets it, without waiting;
+ * the caller keeps it alive while the wrapper is used. `cu_stream` may be
+ * 0 or CU_STREAM_LEGACY (1): the legacy default stream; or
+ * CU_STREAM_PER_THREAD (2): the per-thread default stream of the thread
+ * making each call. Any other value must be a live stream of the device's
+ * primary context (the one fleetjit, PyTorch and CuPy use): one of another
+ * context or device is FJ_INVALID_ARGUMENT, as is a handle the driver
+ * does not know. A bad device is FJ_NOT_FOUND, no GPU FJ_UNAVAILABLE.
+ * Wrapping the same CUstream twice gives two independent wrappers. */
+FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
+                                 uint64_t cu_stream, fj_stream** out_stream);
+
+/* Start-up: fj_runtime_options.preopen_devices opens device contexts and
+ * FJ_RUNTIME_PRELOAD_NVRTC loads NVRTC inside fj_runtime_create (each costs
+ * ~100 ms otherwise paid by the first build or load). Preloading NVRTC on a
+ * host without it fails the create with FJ_UNAVAILABLE. */
+
+/* ------------------------------------------------------------------------ */
+/* End of "In a server"                                                      */
 
 #ifdef __cplusplus
 } /* extern "C" */

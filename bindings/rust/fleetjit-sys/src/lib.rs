@@ -112,6 +112,19 @@ pub struct fj_runtime {
 pub type fj_runtime_flags = u32;
 pub const FJ_RUNTIME_DISABLE_DISK_CACHE: fj_runtime_flags = 1 << 0;
 pub const FJ_RUNTIME_DISABLE_THUNKS: fj_runtime_flags = 1 << 1;
+/// Since 1.1: load NVRTC inside fj_runtime_create.
+pub const FJ_RUNTIME_PRELOAD_NVRTC: fj_runtime_flags = 1 << 2;
+
+/// Since 1.1: levels of the log callback (fj_log_level).
+pub type fj_log_level = i32;
+pub const FJ_LOG_OFF: fj_log_level = 0;
+pub const FJ_LOG_ERROR: fj_log_level = 1;
+pub const FJ_LOG_WARN: fj_log_level = 2;
+pub const FJ_LOG_INFO: fj_log_level = 3;
+pub const FJ_LOG_DEBUG: fj_log_level = 4;
+
+/// Since 1.1: receives one log line (valid during the call only).
+pub type fj_log_fn = Option<unsafe extern "C" fn(user: *mut c_void, level: i32, message: fj_str)>;
 
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -129,6 +142,13 @@ pub struct fj_runtime_options {
     pub remote_cache_url: fj_str,
     /// Since 1.1: the key that signs remote entries.
     pub fleet_key: fj_str,
+    /// Since 1.1: log lines through the caller (see the header).
+    pub log_fn: fj_log_fn,
+    pub log_user: *mut c_void,
+    pub log_level: i32,
+    /// Since 1.1: device ordinals opened at create (-1 = all).
+    pub preopen_devices: *const i32,
+    pub num_preopen_devices: usize,
 }
 
 // ----------------------------------------------------------------- devices
@@ -467,6 +487,13 @@ extern "C" {
     ) -> *mut fj_status;
     pub fn fj_stream_synchronize(stream: *mut fj_stream) -> *mut fj_status;
     pub fn fj_stream_destroy(stream: *mut fj_stream) -> *mut fj_status;
+    /// Since 1.1: borrows the caller's CUstream (see the header).
+    pub fn fj_stream_wrap(
+        runtime: *mut fj_runtime,
+        device: i32,
+        cu_stream: u64,
+        out_stream: *mut *mut fj_stream,
+    ) -> *mut fj_status;
 
     pub fn fj_module_build(
         runtime: *mut fj_runtime,
