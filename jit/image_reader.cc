@@ -32,7 +32,8 @@ class Bytes {
     return v;
   }
   // The NUL-terminated string at `offset` within [begin, begin + size).
-  std::optional<absl::string_view> CStr(uint64_t begin, uint64_t size, uint64_t offset) const {
+  std::optional<absl::string_view> CStr(uint64_t begin, uint64_t size,
+                                        uint64_t offset) const {
     if (!Has(begin, size) || offset >= size) return std::nullopt;
     absl::string_view table = data_.substr(begin, size);
     size_t end = table.find('\0', offset);
@@ -45,7 +46,8 @@ class Bytes {
 };
 
 absl::Status Malformed(absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("malformed cubin (ELF): ", what));
+  return absl::InvalidArgumentError(
+      absl::StrCat("malformed cubin (ELF): ", what));
 }
 
 struct Section {
@@ -67,7 +69,8 @@ absl::StatusOr<std::vector<Section>> ReadSections(const Bytes& elf) {
   uint16_t shnum = elf.Read<uint16_t>(60);
   if (shnum == 0) return std::vector<Section>{};
   if (shentsize < 64) return Malformed("section header entries too small");
-  if (!elf.Has(shoff, uint64_t{shnum} * shentsize)) return Malformed("section headers out of bounds");
+  if (!elf.Has(shoff, uint64_t{shnum} * shentsize))
+    return Malformed("section headers out of bounds");
   std::vector<Section> sections(shnum);
   for (uint16_t i = 0; i < shnum; ++i) {
     uint64_t at = shoff + uint64_t{i} * shentsize;
@@ -100,11 +103,13 @@ absl::StatusOr<ImageKind> SniffImageKind(absl::string_view image) {
     return ImageKind::kPtx;
   }
   return absl::InvalidArgumentError(
-      "image is neither a cubin (ELF), a fatbin (magic 0xBA55ED50) nor PTX text "
+      "image is neither a cubin (ELF), a fatbin (magic 0xBA55ED50) nor PTX "
+      "text "
       "(starting with '//' or '.version'); name its kind to skip the sniffing");
 }
 
-absl::StatusOr<std::vector<std::string>> CubinKernelNames(absl::string_view image) {
+absl::StatusOr<std::vector<std::string>> CubinKernelNames(
+    absl::string_view image) {
   if (!IsElf(image)) return Malformed("no ELF magic");
   Bytes elf(image);
   FJ_ASSIGN_OR_RETURN(std::vector<Section> sections, ReadSections(elf), "");
@@ -123,8 +128,10 @@ absl::StatusOr<std::vector<std::string>> CubinKernelNames(absl::string_view imag
   for (const Section& symtab : sections) {
     if (symtab.type != kShtSymtab) continue;
     if (symtab.entsize < 24) return Malformed("symbol entries too small");
-    if (!elf.Has(symtab.offset, symtab.size)) return Malformed("symbol table out of bounds");
-    if (symtab.link >= sections.size()) return Malformed("symbol table without strings");
+    if (!elf.Has(symtab.offset, symtab.size))
+      return Malformed("symbol table out of bounds");
+    if (symtab.link >= sections.size())
+      return Malformed("symbol table without strings");
     const Section& strtab = sections[symtab.link];
     for (uint64_t at = symtab.offset; at + 24 <= symtab.offset + symtab.size;
          at += symtab.entsize) {
@@ -137,7 +144,8 @@ absl::StatusOr<std::vector<std::string>> CubinKernelNames(absl::string_view imag
       auto name = elf.CStr(strtab.offset, strtab.size, elf.Read<uint32_t>(at));
       if (!name.has_value()) return Malformed("symbol name out of bounds");
       if (name->empty()) continue;
-      if ((other & kStoCudaEntry) == 0 && !info_sections.contains(*name)) continue;
+      if ((other & kStoCudaEntry) == 0 && !info_sections.contains(*name))
+        continue;
       kernels.emplace_back(*name);
     }
   }
@@ -153,11 +161,14 @@ absl::StatusOr<Target> CubinTarget(absl::string_view image) {
   // from 8 on it sits in bits 8-15.
   int arch = abi_version >= 8 ? static_cast<int>((flags >> 8) & 0xff)
                               : static_cast<int>(flags & 0xff);
-  if (arch < 10) return Malformed(absl::StrCat("unknown architecture in e_flags 0x", absl::Hex(flags)));
+  if (arch < 10)
+    return Malformed(
+        absl::StrCat("unknown architecture in e_flags 0x", absl::Hex(flags)));
   return ParseTarget(absl::StrCat("sm_", arch));
 }
 
-absl::StatusOr<std::vector<std::string>> FatbinKernelNames(absl::string_view fatbin) {
+absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
+    absl::string_view fatbin) {
   std::vector<std::string> names;
   absl::flat_hash_set<std::string> seen;
   bool any = false;
@@ -180,7 +191,8 @@ absl::StatusOr<std::vector<std::string>> FatbinKernelNames(absl::string_view fat
   return names;
 }
 
-absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image, ImageKind kind,
+absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image,
+                                           ImageKind kind,
                                            std::optional<Target> target) {
   if (image.empty()) return absl::InvalidArgumentError("the image is empty");
   if (kind == ImageKind::kAuto) {
@@ -197,12 +209,14 @@ absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image, ImageKind ki
       if (!target.has_value()) {
         size_t at = image.find(".target ");
         if (at == absl::string_view::npos) {
-          return absl::InvalidArgumentError("PTX without a .target line: name the target");
+          return absl::InvalidArgumentError(
+              "PTX without a .target line: name the target");
         }
         absl::string_view arch = image.substr(at + strlen(".target "));
         arch = arch.substr(0, arch.find_first_of(", \t\r\n"));
         if (!absl::ConsumePrefix(&arch, "sm_")) {
-          return absl::InvalidArgumentError(absl::StrCat("PTX .target '", arch, "' is not sm_XX"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("PTX .target '", arch, "' is not sm_XX"));
         }
         FJ_ASSIGN_OR_RETURN(target, ParseTarget(absl::StrCat("compute_", arch)),
                             "reading the PTX .target");
@@ -212,8 +226,9 @@ absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image, ImageKind ki
         entry.name = entry.lowered_name = name;
         auto params = ParsePtxParams(image, name);
         if (!params.ok()) {  // the caller's text, not our bug
-          return absl::InvalidArgumentError(absl::StrCat(
-              "reading the parameters of ", name, ": ", params.status().message()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("reading the parameters of ", name, ": ",
+                           params.status().message()));
         }
         entry.params = std::move(*params);
         FJ_RETURN_IF_ERROR(ApplyCxxSignature(name, entry.params),
@@ -231,7 +246,8 @@ absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image, ImageKind ki
       break;
     }
     case ImageKind::kFatbin: {
-      if (!target.has_value()) target = Target{0, '\0', true};  // the driver picks
+      if (!target.has_value())
+        target = Target{0, '\0', true};  // the driver picks
       FJ_ASSIGN_OR_RETURN(names, FatbinKernelNames(image), "");
       break;
     }

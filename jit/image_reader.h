@@ -34,7 +34,8 @@ absl::StatusOr<ImageKind> SniffImageKind(absl::string_view image);
 // symbols that have a `.nv.info.<name>` section or the CUDA entry bit
 // (STO_CUDA_ENTRY) set, in symbol-table order. INVALID_ARGUMENT when
 // malformed.
-absl::StatusOr<std::vector<std::string>> CubinKernelNames(absl::string_view elf);
+absl::StatusOr<std::vector<std::string>> CubinKernelNames(
+    absl::string_view elf);
 
 // The architecture a cubin was built for, from its ELF header (e_flags).
 absl::StatusOr<Target> CubinTarget(absl::string_view elf);
@@ -42,14 +43,16 @@ absl::StatusOr<Target> CubinTarget(absl::string_view elf);
 // The kernels of the uncompressed cubins embedded in a fatbin (union, in
 // order of first appearance). FAILED_PRECONDITION when it holds none that
 // can be read (e.g. compressed entries only).
-absl::StatusOr<std::vector<std::string>> FatbinKernelNames(absl::string_view fatbin);
+absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
+    absl::string_view fatbin);
 
 // An artifact for `image` of `kind` (kAuto: sniffed). `target` overrides
 // what the image says (PTX: its `.target`; cubin: its header; a fatbin
 // needs it or is taken as sm_<none>, loaded on any device). PTX kernels get
 // their full layouts; cubin and fatbin kernels get names only, with
 // `params` left for the driver to fill at load.
-absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image, ImageKind kind,
+absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image,
+                                           ImageKind kind,
                                            std::optional<Target> target);
 
 }  // namespace fleetjit::jit

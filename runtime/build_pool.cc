@@ -13,18 +13,25 @@ bool BuildJob::done() const {
 
 bool BuildJob::Wait(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  auto finished = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return result_.has_value(); };
+  auto finished = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return result_.has_value();
+  };
   return mu_.AwaitWithTimeout(absl::Condition(&finished), timeout);
 }
 
 absl::StatusOr<ModuleRecord> BuildJob::Take() {
   absl::MutexLock lock(&mu_);
-  auto finished = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return result_.has_value(); };
+  auto finished = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return result_.has_value();
+  };
   mu_.Await(absl::Condition(&finished));
-  if (taken_) return absl::FailedPreconditionError("the build's result was already taken");
+  if (taken_)
+    return absl::FailedPreconditionError(
+        "the build's result was already taken");
   taken_ = true;
   absl::StatusOr<ModuleRecord> out = std::move(*result_);
-  *result_ = absl::FailedPreconditionError("the build's result was already taken");
+  *result_ =
+      absl::FailedPreconditionError("the build's result was already taken");
   return out;
 }
 
@@ -33,7 +40,8 @@ void BuildJob::Finish(absl::StatusOr<ModuleRecord> result) {
   if (!result_.has_value()) result_ = std::move(result);
 }
 
-BuildPool::BuildPool(int max_threads) : max_threads_(std::max(1, max_threads)) {}
+BuildPool::BuildPool(int max_threads)
+    : max_threads_(std::max(1, max_threads)) {}
 
 int BuildPool::DefaultThreads() {
   int hw = static_cast<int>(std::thread::hardware_concurrency());
@@ -50,7 +58,8 @@ BuildPool::~BuildPool() {
     threads.swap(threads_);
   }
   for (Task& t : cancelled) {
-    t.job->Finish(absl::CancelledError("the runtime was destroyed before the build started"));
+    t.job->Finish(absl::CancelledError(
+        "the runtime was destroyed before the build started"));
   }
   for (std::thread& t : threads) t.join();
 }
@@ -89,16 +98,19 @@ void BuildPool::Loop() {
       queue_.pop_front();
     }
     if (task.job->abandoned()) {
-      task.job->Finish(absl::CancelledError("the build was destroyed before it started"));
+      task.job->Finish(
+          absl::CancelledError("the build was destroyed before it started"));
       continue;
     }
-    absl::StatusOr<ModuleRecord> result = absl::InternalError("build did not run");
+    absl::StatusOr<ModuleRecord> result =
+        absl::InternalError("build did not run");
     try {
       result = task.build();
     } catch (const std::bad_alloc&) {
       result = absl::ResourceExhaustedError("out of host memory");
     } catch (...) {
-      result = absl::InternalError("unexpected exception in an asynchronous build");
+      result =
+          absl::InternalError("unexpected exception in an asynchronous build");
     }
     task.job->Finish(std::move(result));
   }

@@ -66,7 +66,8 @@ class BuildPool {
   static int DefaultThreads();
 
   // Queues `build`; the returned job receives its result.
-  std::shared_ptr<BuildJob> Submit(std::function<absl::StatusOr<ModuleRecord>()> build);
+  std::shared_ptr<BuildJob> Submit(
+      std::function<absl::StatusOr<ModuleRecord>()> build);
 
  private:
   struct Task {

@@ -37,13 +37,15 @@ struct ImageSpec {
 
 // Reads `spec.image` and, for a cubin or fatbin, the kernels' parameters
 // from the driver (`driver` null: the devices' UNAVAILABLE status).
-absl::StatusOr<ModuleRecord> ImportImage(const DriverApi* driver, const DeviceList& devices,
+absl::StatusOr<ModuleRecord> ImportImage(const DriverApi* driver,
+                                         const DeviceList& devices,
                                          const ImageSpec& spec);
 
 // Fills the parameters of `artifact`'s kernels from the driver, loading the
 // image on `device` (made current) and unloading it again. Parameters are
 // of unknown kind: launches check their count and sizes.
-absl::Status ReadDriverParams(const DriverApi& api, Device& device, jit::Artifact& artifact);
+absl::Status ReadDriverParams(const DriverApi& api, Device& device,
+                              jit::Artifact& artifact);
 
 }  // namespace fleetjit
 

@@ -6,8 +6,8 @@ namespace fleetjit {
 
 PendingBuild* Runtime::SubmitBuild(BuildSpec spec) {
   // The spec is owned here: the caller's strings may die once this returns.
-  std::shared_ptr<BuildJob> job =
-      build_pool_->Submit([this, spec = std::move(spec)] { return Build(spec); });
+  std::shared_ptr<BuildJob> job = build_pool_->Submit(
+      [this, spec = std::move(spec)] { return Build(spec); });
   return registry_.AddBuild(this, std::move(job));
 }
 
@@ -17,7 +17,8 @@ absl::StatusOr<Module*> Runtime::TakeBuild(PendingBuild& build) {
 }
 
 absl::StatusOr<Module*> Runtime::LoadModule(const ImageSpec& spec) {
-  FJ_ASSIGN_OR_RETURN(ModuleRecord record, ImportImage(driver_.get(), devices_, spec), "");
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record,
+                      ImportImage(driver_.get(), devices_, spec), "");
   return registry_.AddModule(this, std::move(record));
 }
 
