@@ -3,7 +3,8 @@
 // fj_runtime a Runtime, fj_module a Module, fj_kernel a KernelRef, fj_stream
 // a Stream. Every entry validates its inputs (NULLs, struct_size, enum
 // ranges, handles), unwraps, makes one call into the runtime, and converts
-// the result with ToFjStatus; Guard lets no exception escape. Lifetimes,
+// the result with ToFjStatus; Guard lets no exception escape. fj_build is a
+// PendingBuild (runtime/registry.h). Lifetimes,
 // copies, streams and poisoning are the runtime's (runtime/registry.h,
 // memory.h, stream.h, device.h); this file holds no state and no lock.
 #include <algorithm>
@@ -75,7 +76,7 @@ absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt) {
 // takes down (see runtime/registry.h).
 bool ReleaseTag(ObjectKind kind, uint64_t tag) {
   static constexpr HandleType kTypes[] = {HandleType::kModule, HandleType::kKernel,
-                                          HandleType::kStream};
+                                          HandleType::kStream, HandleType::kBuild};
   return ReleaseHandle(tag, kTypes[static_cast<int>(kind)]) != nullptr;
 }
 
@@ -519,6 +520,115 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device, uint64_t c
     FJ_ASSIGN_OR_RETURN(Stream * s, rt->WrapStream(device, cu_stream), "fj_stream_wrap");
     absl::Status published = Publish(HandleType::kStream, s, out_stream);
     if (!published.ok()) rt->DestroyStream(s).IgnoreError();
+    return published;
+  });
+}
+
+}  // extern "C"
+
+// ------------------------------------------- asynchronous builds, loading
+// fj_build a PendingBuild (runtime/build_pool.h); fj_module_load over
+// Runtime::LoadModule (runtime/module_import.h).
+
+namespace fleetjit::capi {
+namespace {
+
+absl::StatusOr<PendingBuild*> GetBuild(const fj_build* h) {
+  return LookUp<PendingBuild>(h, HandleType::kBuild, "build");
+}
+
+absl::StatusOr<ImageSpec> ReadImageSpec(const fj_module_load_options* options) {
+  fj_module_load_options o;
+  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", sizeof(fj_module_load_options), o), "");
+  if (o.image == nullptr || o.image_size == 0) {
+    return absl::InvalidArgumentError("options->image is NULL or empty");
+  }
+  int kind = RawInt(&o, offsetof(fj_module_load_options, kind));
+  if (kind < FJ_IMAGE_AUTO || kind > FJ_IMAGE_KIND_LAST) {
+    return absl::InvalidArgumentError(absl::StrCat("options->kind ", kind, " is out of range"));
+  }
+  ImageSpec spec;
+  spec.image.assign(static_cast<const char*>(o.image), o.image_size);
+  static constexpr jit::ImageKind kKinds[] = {jit::ImageKind::kAuto, jit::ImageKind::kCubin,
+                                              jit::ImageKind::kPtx, jit::ImageKind::kFatbin};
+  spec.kind = kKinds[kind];
+  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "options->name"), "");
+  if (!name.empty()) spec.name = std::move(name);
+  FJ_ASSIGN_OR_RETURN(std::string target, ReadStr(o.target, "options->target"), "");
+  if (!target.empty()) {
+    FJ_ASSIGN_OR_RETURN(spec.target, jit::ParseTarget(target), "options->target");
+  }
+  return spec;
+}
+
+}  // namespace
+}  // namespace fleetjit::capi
+
+extern "C" {
+
+FJ_API fj_status* fj_module_build_async(fj_runtime* runtime, const fj_build_options* options,
+                                        fj_build** out_build) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime), "");
+    if (out_build == nullptr) return NullArgument("out_build");
+    FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options), "");  // copies every string
+    PendingBuild* b = rt->SubmitBuild(std::move(spec));
+    absl::Status published = Publish(HandleType::kBuild, b, out_build);
+    if (!published.ok()) rt->DestroyBuild(b);
+    return published;
+  });
+}
+
+FJ_API fj_status* fj_build_poll(const fj_build* build, int32_t* out_done) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build), "");
+    if (out_done == nullptr) return NullArgument("out_done");
+    *out_done = b->job->done() ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms, int32_t* out_done) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build), "");
+    if (out_done == nullptr) return NullArgument("out_done");
+    absl::Duration timeout =
+        timeout_ms == UINT32_MAX ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+    *out_done = b->job->Wait(timeout) ? 1 : 0;
+    return absl::OkStatus();
+  });
+}
+
+FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build), "");
+    if (out_module == nullptr) return NullArgument("out_module");
+    FJ_ASSIGN_OR_RETURN(Module * m, b->runtime->TakeBuild(*b), "");
+    absl::Status published = Publish(HandleType::kModule, m, out_module);
+    if (!published.ok()) b->runtime->DestroyModule(m, ReleaseTag);
+    return published;
+  });
+}
+
+FJ_API fj_status* fj_build_destroy(fj_build* build) {
+  return Guard([&]() -> absl::Status {
+    if (build == nullptr) return absl::OkStatus();
+    auto* b = static_cast<PendingBuild*>(ReleaseHandle(HandleValue(build), HandleType::kBuild));
+    if (b == nullptr) return NotLive("build");
+    b->runtime->DestroyBuild(b);
+    return absl::OkStatus();
+  });
+}
+
+FJ_API fj_status* fj_module_load(fj_runtime* runtime, const fj_module_load_options* options,
+                                 fj_module** out_module) {
+  return Guard([&]() -> absl::Status {
+    FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime), "");
+    if (out_module == nullptr) return NullArgument("out_module");
+    FJ_ASSIGN_OR_RETURN(ImageSpec spec, ReadImageSpec(options), "");
+    FJ_ASSIGN_OR_RETURN(Module * m, rt->LoadModule(spec), "");
+    absl::Status published = Publish(HandleType::kModule, m, out_module);
+    if (!published.ok()) rt->DestroyModule(m, ReleaseTag);
     return published;
   });
 }

@@ -17,6 +17,7 @@ enum class HandleType : uint8_t {
   kModule = 2,
   kKernel = 3,
   kStream = 4,
+  kBuild = 5,
 };
 
 // Registers `object` and returns its handle value (never 0), or 0 if the

@@ -36,6 +36,7 @@ Registry::~Registry() {
   absl::MutexLock lock(&mu_);
   streams_.clear();  // ~Stream closes
   modules_.clear();
+  builds_.clear();
 }
 
 Module* Registry::AddModule(Runtime* runtime, ModuleRecord record) {
@@ -57,6 +58,22 @@ Stream* Registry::AddStream(std::unique_ptr<Stream> stream) {
   absl::MutexLock lock(&mu_);
   streams_.push_back(std::move(stream));
   return streams_.back().get();
+}
+
+PendingBuild* Registry::AddBuild(Runtime* runtime, std::shared_ptr<BuildJob> job) {
+  auto build = std::make_unique<PendingBuild>(PendingBuild{runtime, std::move(job)});
+  absl::MutexLock lock(&mu_);
+  builds_.push_back(std::move(build));
+  return builds_.back().get();
+}
+
+void Registry::DestroyBuild(PendingBuild* build) {
+  std::unique_ptr<PendingBuild> owned;
+  {
+    absl::MutexLock lock(&mu_);
+    owned = TakeOut(builds_, build);
+  }
+  if (owned != nullptr) owned->job->Abandon();
 }
 
 void Registry::DestroyModule(Module* module, ReleaseTagFn release) {
@@ -97,6 +114,14 @@ absl::Status Registry::DestroyAll(ReleaseTagFn release) {
     ReleaseKernels(*module, release);
   }
   modules_.clear();
+  for (std::unique_ptr<PendingBuild>& build : builds_) {
+    if (!Release(release, ObjectKind::kBuild, build->tag)) {
+      (void)build.release();
+      continue;
+    }
+    build->job->Abandon();
+  }
+  builds_.clear();
   return status;
 }
 

@@ -1,5 +1,5 @@
 // The objects a runtime hands to a caller (the C shim) and owns for it:
-// modules, the kernels taken from them, and streams; and the destroy
+// modules, the kernels taken from them, streams and asynchronous builds; and the destroy
 // cascade between them. Destroying a module destroys the kernels taken from
 // it; destroying the runtime destroys its streams (synchronised first) and
 // its modules.
@@ -21,6 +21,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/build_pool.h"
 #include "runtime/kernel.h"
 #include "runtime/module_builder.h"
 #include "runtime/stream.h"
@@ -30,7 +31,7 @@ namespace fleetjit {
 class Runtime;
 struct Module;
 
-enum class ObjectKind { kModule, kKernel, kStream };
+enum class ObjectKind { kModule, kKernel, kStream, kBuild };
 
 // Gives up the caller's name `tag` of an object of `kind`; false if it was
 // already given up (another destroy owns the object).
@@ -53,6 +54,14 @@ struct Module {
   std::vector<std::unique_ptr<KernelRef>> kernels ABSL_GUARDED_BY(mu);
 };
 
+// An asynchronous build handed to a caller (fj_build): its job runs on the
+// runtime's BuildPool. Destroying it abandons the job (build_pool.h).
+struct PendingBuild {
+  Runtime* runtime;
+  std::shared_ptr<BuildJob> job;
+  uint64_t tag = 0;
+};
+
 class Registry {
  public:
   Registry() = default;
@@ -61,20 +70,25 @@ class Registry {
   Module* AddModule(Runtime* runtime, ModuleRecord record);
   KernelRef* AddKernel(Module& module, LoadedKernel* kernel);
   Stream* AddStream(std::unique_ptr<Stream> stream);
+  PendingBuild* AddBuild(Runtime* runtime, std::shared_ptr<BuildJob> job);
 
   // Removes `module` (which the caller no longer names), releases the tags
   // of its kernels and frees them and it.
   void DestroyModule(Module* module, ReleaseTagFn release);
   // Removes `stream` (which the caller no longer names) and closes it.
   absl::Status DestroyStream(Stream* stream);
+  // Removes `build` (which the caller no longer names) and abandons its job.
+  void DestroyBuild(PendingBuild* build);
   // The runtime's cascade: every stream whose tag `release` gives up is
-  // closed, then every such module destroyed. The first close error.
+  // closed, then every such module destroyed, then every such build
+  // abandoned. The first close error.
   absl::Status DestroyAll(ReleaseTagFn release);
 
  private:
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Module>> modules_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<PendingBuild>> builds_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fleetjit

@@ -72,6 +72,7 @@ Runtime::~Runtime() {
     absl::MutexLock lock(&copy_mu_);
     copy_.reset();
   }
+  build_pool_.reset();  // cancels queued builds, joins running ones
   registry_.DestroyAll([](ObjectKind, uint64_t) { return true; }).IgnoreError();
   builder_.reset();
   loader_.reset();

@@ -7,6 +7,8 @@
 //   memory.h          the allocation registry, copies and fills
 //   stream.h          streams
 //   registry.h        the objects handed to callers and their destroy cascade
+//   build_pool.h      builds that do not block (fj_module_build_async)
+//   module_import.h   modules built elsewhere (fj_module_load)
 //
 // It owns the driver (loaded at creation; absent is not an error), the
 // devices, the NVRTC library (loaded on the first compile), the module
@@ -27,12 +29,14 @@
 #include "platform/driver_api.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/cache/module_cache.h"
+#include "runtime/build_pool.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/kernel.h"
 #include "runtime/launch_thunks.h"
 #include "runtime/memory.h"
 #include "runtime/module_builder.h"
+#include "runtime/module_import.h"
 #include "runtime/module_loader.h"
 #include "runtime/registry.h"
 #include "runtime/stream.h"
@@ -148,6 +152,19 @@ class Runtime {
   absl::Status LaunchKernel(KernelRef& k, const fj_launch_config& cfg, Stream* stream,
                             const fj_arg* args, size_t num_args, size_t arg_stride);
 
+  // Asynchronous builds and imported images (runtime/runtime_async.cc).
+  // Queues Build(spec) on this runtime's build pool (at most
+  // BuildPool::DefaultThreads() at once); kept until DestroyBuild or the
+  // runtime's destruction, which cancels queued builds and waits for the
+  // running ones.
+  PendingBuild* SubmitBuild(BuildSpec spec);
+  // Waits for `build`, then its module (kept like BuildModule's) or its
+  // error; FAILED_PRECONDITION once taken.
+  absl::StatusOr<Module*> TakeBuild(PendingBuild& build);
+  void DestroyBuild(PendingBuild* build) { registry_.DestroyBuild(build); }
+  // An image built elsewhere (module_import.h), kept like BuildModule's.
+  absl::StatusOr<Module*> LoadModule(const ImageSpec& spec);
+
   // Tensor copies, L2 prefetches and peer access (fj_copy, fj_prefetch,
   // fj_peer_*): created on first use. Defined in runtime/copy/copy_engine.cc.
   CopyEngine& copy();
@@ -167,6 +184,9 @@ class Runtime {
   std::unique_ptr<ModuleLoader> loader_;
   std::unique_ptr<ModuleBuilder> builder_;  // uses loader_, cache_, thunks_
   Registry registry_;
+  // Threads start on demand; ~Runtime ends it before the builder it uses.
+  std::unique_ptr<BuildPool> build_pool_ =
+      std::make_unique<BuildPool>(BuildPool::DefaultThreads());
   // Last: destroyed first, before the devices and the driver it uses (its
   // streams and peer contexts).
   absl::Mutex copy_mu_;

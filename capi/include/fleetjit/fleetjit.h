@@ -779,6 +779,83 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
 /* ------------------------------------------------------------------------ */
 /* End of "In a server"                                                      */
 
+/* Builds that do not block, and modules built elsewhere (ABI 1.1 additions) */
+
+/* An asynchronous build: fj_module_build's work, run on a pool of threads
+ * the runtime owns (at most min(hardware threads, 8) builds at once).
+ * Blocking and asynchronous builds share the module cache's single flight:
+ * any number of callers of one build, mixing both, compile it once. */
+typedef struct fj_build fj_build;
+
+/* Starts building per `options` and returns at once. Every string and array
+ * of `options` is copied before the call returns. Errors found before the
+ * build starts (NULLs, struct_size, enum values) are returned here; the
+ * build's own errors (FJ_BUILD_ERROR with its "build_log" detail, no NVRTC,
+ * ...) come from fj_build_take. Destroy the handle with fj_build_destroy. */
+FJ_API fj_status* fj_module_build_async(fj_runtime* runtime,
+                                        const fj_build_options* options,
+                                        fj_build** out_build);
+/* *out_done = 1 once the build has finished (successfully or not), else 0.
+ * Never blocks. */
+FJ_API fj_status* fj_build_poll(const fj_build* build, int32_t* out_done);
+/* Waits until the build finishes or `timeout_ms` passes (UINT32_MAX:
+ * forever); *out_done says which (1 finished, 0 timed out). A timeout is
+ * not an error. */
+FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms,
+                                int32_t* out_done);
+/* Waits for the build, then hands over its module (owned by the caller, as
+ * from fj_module_build) or returns its error status. Once: a second take
+ * is FJ_FAILED_PRECONDITION. The fj_build handle stays valid until
+ * fj_build_destroy. */
+FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module);
+/* Gives up the build. One not started yet is skipped; one running finishes
+ * in the background and its module is dropped (a cached build stays in the
+ * module cache for later builds). A module already taken is not affected.
+ * NULL is accepted. fj_runtime_destroy destroys its builds: it skips those
+ * not started and waits for those running (a compile cannot be stopped),
+ * and their handles become invalid. */
+FJ_API fj_status* fj_build_destroy(fj_build* build);
+
+typedef enum fj_image_kind {
+  FJ_IMAGE_AUTO = 0,   /* sniffed: ELF = cubin, 0xBA55ED50 = fatbin, text
+                        * starting with "//" or ".version" = PTX */
+  FJ_IMAGE_CUBIN = 1,
+  FJ_IMAGE_PTX = 2,
+  FJ_IMAGE_FATBIN = 3
+} fj_image_kind;
+#define FJ_IMAGE_KIND_LAST FJ_IMAGE_FATBIN
+
+typedef struct fj_module_load_options {
+  size_t struct_size;
+  const void* ext;
+  const void* image;   /* the bytes (PTX need not be NUL-terminated) */
+  size_t image_size;
+  fj_image_kind kind;
+  fj_str name;         /* for messages; empty = "image" */
+  /* "sm_XX" / "compute_XX" to override what the image says (a PTX's
+   * .target, a cubin's ELF header). Empty = the image's own; a fatbin
+   * without one loads wherever the driver finds an entry. */
+  fj_str target;
+} fj_module_load_options;
+
+/* Makes a module of an image built elsewhere: `fleetjit build -o` output,
+ * fj_module_image of another runtime, nvcc's cubin or fatbin. The image is
+ * copied. Kernels and their parameters come from the PTX text (as for a
+ * build); a cubin has no PTX, so its kernel names come from its ELF symbol
+ * table and its parameters (count, sizes, offsets) from the driver
+ * (CUDA 12.4+), which makes this call need a GPU the image runs on
+ * (FJ_UNAVAILABLE without a driver or GPU). A fatbin's names come from its
+ * uncompressed cubins. Launches are checked against the parameters: count
+ * and sizes (a cubin's kinds are unknown). A malformed image is
+ * FJ_INVALID_ARGUMENT (a fatbin with compressed entries only:
+ * FJ_FAILED_PRECONDITION), never a crash.
+ * Loaded modules are not cached by build key: one image (by SHA-256) loaded
+ * twice shares its loaded copy per device, and no cache tier is written.
+ * fj_module_info_get reports FJ_CACHE_COMPILED and build_ms 0. */
+FJ_API fj_status* fj_module_load(fj_runtime* runtime,
+                                 const fj_module_load_options* options,
+                                 fj_module** out_module);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,89 @@
+// Builds that do not block the caller (fj_module_build_async): a bounded
+// pool of threads owned by the runtime runs them, each through the same
+// ModuleBuilder::Build as a blocking build, so the module cache's single
+// flight holds across both (64 callers of one source, blocking or not,
+// compile once).
+//
+//   std::shared_ptr<BuildJob> job = pool.Submit([=] { return Build(spec); });
+//   job->Wait(absl::InfiniteDuration());
+//   absl::StatusOr<ModuleRecord> record = job->Take();  // once
+//
+// A job whose every holder gave up interest (Abandon) before it started is
+// skipped; one already running finishes and its result is dropped (what it
+// built stays in the module cache). ~BuildPool cancels the queued jobs
+// (CANCELLED) and joins the running ones: a compile cannot be interrupted,
+// so destruction waits at most for the builds in progress.
+#ifndef FLEETJIT_RUNTIME_BUILD_POOL_H_
+#define FLEETJIT_RUNTIME_BUILD_POOL_H_
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "runtime/module_builder.h"
+
+namespace fleetjit {
+
+// The shared state of one asynchronous build.
+class BuildJob {
+ public:
+  // True once the result is in.
+  bool done() const;
+  // Waits up to `timeout` (absl::InfiniteDuration(): forever); true if done.
+  bool Wait(absl::Duration timeout) const;
+  // Waits, then hands over the result; FAILED_PRECONDITION on a second call.
+  absl::StatusOr<ModuleRecord> Take();
+  // The caller lost interest: skipped if not started yet.
+  void Abandon() { abandoned_.store(true, std::memory_order_relaxed); }
+  bool abandoned() const { return abandoned_.load(std::memory_order_relaxed); }
+
+  void Finish(absl::StatusOr<ModuleRecord> result);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::optional<absl::StatusOr<ModuleRecord>> result_ ABSL_GUARDED_BY(mu_);
+  bool taken_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> abandoned_{false};
+};
+
+class BuildPool {
+ public:
+  // At most `max_threads` builds run at once; threads start on demand.
+  explicit BuildPool(int max_threads);
+  ~BuildPool();  // cancels what is queued, joins what runs
+  BuildPool(const BuildPool&) = delete;
+  BuildPool& operator=(const BuildPool&) = delete;
+
+  // The default bound: min(hardware threads, 8), at least 1.
+  static int DefaultThreads();
+
+  // Queues `build`; the returned job receives its result.
+  std::shared_ptr<BuildJob> Submit(
+      std::function<absl::StatusOr<ModuleRecord>()> build);
+
+ private:
+  struct Task {
+    std::shared_ptr<BuildJob> job;
+    std::function<absl::StatusOr<ModuleRecord>()> build;
+  };
+  void Loop();
+
+  const int max_threads_;
+  absl::Mutex mu_;
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fleetjit
+
+#endif  // FLEETJIT_RUNTIME_BUILD_POOL_H_

@@ -1,0 +1,189 @@
+// Reading images built elsewhere (jit/image_reader.h), on the CPU: images
+// come from NVRTC for named targets, then are sniffed, listed and fuzzed.
+#include "jit/image_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "jit/nvrtc_build.h"
+#include "platform/nvrtc_library.h"
+#include "tests/common/seed.h"
+
+namespace fleetjit::jit {
+namespace {
+
+// Two kernels and a device function that must not be listed.
+constexpr char kSource[] = R"(
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+__device__ __noinline__ float helper(float v) { return v * 2.0f; }
+extern "C" __global__ void twice(float* y) { y[threadIdx.x] = helper(y[threadIdx.x]); }
+template <typename T> __global__ void scale(T* p, T s) { p[threadIdx.x] *= s; }
+)";
+
+class ImageReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto api = NvrtcLibrary::Default().Get();
+    if (!api.ok()) GTEST_SKIP() << "NVRTC is not installed: " << api.status();
+  }
+  static Artifact Build(const char* target) {
+    BuildRequest r;
+    r.source = kSource;
+    r.name = "image_reader_test.cu";
+    r.target = *ParseTarget(target);
+    r.name_expressions = {"scale<float>"};
+    auto a = BuildModule(r);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *std::move(a) : Artifact{};
+  }
+};
+
+std::vector<std::string> Names(const Artifact& a) {
+  std::vector<std::string> names;
+  for (const KernelEntry& k : a.kernels) names.push_back(k.lowered_name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST_F(ImageReaderTest, SniffsEachKind) {
+  Artifact cubin = Build("sm_90");
+  Artifact ptx = Build("compute_90");
+  EXPECT_EQ(*SniffImageKind(cubin.image), ImageKind::kCubin);
+  EXPECT_EQ(*SniffImageKind(ptx.image), ImageKind::kPtx);
+  EXPECT_EQ(*SniffImageKind("  \n.version 8.0\n.target sm_90\n"),
+            ImageKind::kPtx);
+  std::string fatbin("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+  EXPECT_EQ(*SniffImageKind(fatbin), ImageKind::kFatbin);
+  for (absl::string_view bad :
+       {absl::string_view(""),
+        absl::string_view("\x7f"
+                          "EL"),
+        absl::string_view("hello"), absl::string_view("/ x")}) {
+    EXPECT_EQ(SniffImageKind(bad).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+TEST_F(ImageReaderTest, ListsTheKernelsOfACubinFromItsSymbolTable) {
+  Artifact built = Build("sm_90");
+  auto names = CubinKernelNames(built.image);
+  ASSERT_TRUE(names.ok()) << names.status();
+  std::sort(names->begin(), names->end());
+  EXPECT_EQ(*names, Names(built));  // saxpy, twice, scale<float>; not helper
+  auto target = CubinTarget(built.image);
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(target->Name(), "sm_90");
+
+  auto artifact =
+      ArtifactFromImage(built.image, ImageKind::kAuto, std::nullopt);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_FALSE(artifact->is_ptx);
+  EXPECT_EQ(Names(*artifact), Names(built));
+  for (const KernelEntry& k : artifact->kernels)
+    EXPECT_TRUE(k.params.empty());  // driver's
+}
+
+TEST_F(ImageReaderTest, ReadsPtxLayoutsAsABuildDoes) {
+  Artifact built = Build("compute_90");
+  auto artifact =
+      ArtifactFromImage(built.image, ImageKind::kAuto, std::nullopt);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_TRUE(artifact->is_ptx);
+  EXPECT_EQ(artifact->target.Name(), "compute_90");
+  ASSERT_EQ(Names(*artifact), Names(built));
+  for (const KernelEntry& k : built.kernels) {
+    const KernelEntry* loaded = nullptr;
+    for (const KernelEntry& l : artifact->kernels) {
+      if (l.lowered_name == k.lowered_name) loaded = &l;
+    }
+    ASSERT_NE(loaded, nullptr);
+    ASSERT_EQ(loaded->params.size(), k.params.size()) << k.name;
+    for (size_t i = 0; i < k.params.size(); ++i) {
+      EXPECT_EQ(loaded->params[i].offset, k.params[i].offset);
+      EXPECT_EQ(loaded->params[i].size, k.params[i].size);
+      EXPECT_EQ(loaded->params[i].kind, k.params[i].kind);
+    }
+    EXPECT_EQ(loaded->param_bytes, k.param_bytes);
+  }
+  // A target hint wins over the text's.
+  auto hinted = ArtifactFromImage(built.image, ImageKind::kPtx,
+                                  *ParseTarget("compute_80"));
+  ASSERT_TRUE(hinted.ok());
+  EXPECT_EQ(hinted->target.Name(), "compute_80");
+}
+
+TEST_F(ImageReaderTest, ReadsTheCubinsInsideAFatbin) {
+  Artifact built = Build("sm_90");
+  // A fatbin-shaped container: header, then the cubin 8-byte aligned.
+  std::string fatbin("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+  fatbin.append(40, '\0');
+  fatbin += built.image;
+  auto artifact = ArtifactFromImage(fatbin, ImageKind::kAuto, std::nullopt);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_EQ(Names(*artifact), Names(built));
+  // Nothing readable inside (e.g. compressed entries only).
+  std::string empty("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+  empty.append(256, 'z');
+  EXPECT_EQ(
+      ArtifactFromImage(empty, ImageKind::kAuto, std::nullopt).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+}
+
+// A malformed image is a status, never a crash (ASan builds check reads).
+TEST_F(ImageReaderTest, MalformedImagesAreStatusesNeverCrashes) {
+  std::mt19937_64 rng =
+      testing::SeededRng("MalformedImagesAreStatusesNeverCrashes");
+  Artifact cubin = Build("sm_90");
+  Artifact ptx = Build("compute_90");
+  auto check = [](const std::string& image, ImageKind kind) {
+    auto a = ArtifactFromImage(image, kind, std::nullopt);
+    if (!a.ok()) {
+      EXPECT_NE(a.status().code(), absl::StatusCode::kInternal) << a.status();
+    }
+  };
+  // Every truncation of the ELF header and section table, then a sample.
+  for (size_t n = 0; n < cubin.image.size(); n += (n < 1024 ? 1 : 97)) {
+    check(cubin.image.substr(0, n), ImageKind::kAuto);
+    check(cubin.image.substr(0, n), ImageKind::kCubin);
+  }
+  for (size_t n = 0; n < ptx.image.size(); n += 61)
+    check(ptx.image.substr(0, n), ImageKind::kPtx);
+  // Random byte flips, a few at a time.
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int round = 0; round < 3000; ++round) {
+    std::string image = cubin.image;
+    int flips = 1 + round % 8;
+    for (int f = 0; f < flips; ++f) {
+      // Bias towards the header and section table, where offsets live.
+      size_t limit =
+          (round % 2) ? std::min<size_t>(image.size(), 256) : image.size();
+      image[rng() % limit] = static_cast<char>(byte(rng));
+    }
+    check(image, ImageKind::kCubin);
+  }
+  // Pure noise, with and without a valid magic.
+  for (int round = 0; round < 500; ++round) {
+    std::string image(rng() % 4096, '\0');
+    for (char& c : image) c = static_cast<char>(byte(rng));
+    check(image, ImageKind::kAuto);
+    if (image.size() >= 64) {
+      std::memcpy(image.data(),
+                  "\x7f"
+                  "ELF\x02\x01",
+                  6);
+      check(image, ImageKind::kCubin);
+      std::memcpy(image.data(), "\x50\xed\x55\xba", 4);
+      check(image, ImageKind::kFatbin);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fleetjit::jit
