@@ -123,6 +123,14 @@ std::string PchIncludePrefix(absl::string_view source) {
     absl::string_view rest =
         absl::StripLeadingAsciiWhitespace(directive.substr(1));
     if (!absl::StartsWith(rest, "include")) return "";
+    // Only the embedded headers (<fleetjit/...>, fixed for the process) go
+    // into a PCH: its key names the include lines, not the headers' bytes,
+    // so a file on disk edited between builds would be served stale (seen
+    // on the H200: CudaHeadersBuildTest.AnEditedUserHeaderRebuilds...).
+    absl::string_view name = absl::StripLeadingAsciiWhitespace(rest.substr(7));
+    if (!absl::StartsWith(name, "<fleetjit/") && !absl::StartsWith(name, "\"fleetjit/")) {
+      return "";  // NVRTC would put this header in the PCH too
+    }
     includes.emplace_back(directive);
   }
   return absl::StrJoin(includes, "\n");

@@ -92,7 +92,7 @@ TEST_F(CapiTest, NullArgumentsAreStatuses) {
 }
 
 TEST_F(CapiTest, ShortAndZeroStructSizesAreRefused) {
-  for (size_t size : {size_t{0}, size_t{8}, sizeof(fj_build_options) - 1}) {
+  for (size_t size : {size_t{0}, size_t{8}, offsetof(fj_build_options, include_dirs) - 1}) {
     fj_build_options o = Options(kKernel, "sm_80");
     o.struct_size = size;
     fj_module* m = nullptr;
