@@ -5,6 +5,7 @@
 // and whatever parses must round-trip.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "jit/artifact.h"
@@ -32,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A decoded entry re-encodes to the same bytes.
     Check(fleetjit::EncodeCacheEntry(entry->key, entry->payload) == bytes);
     (void)fleetjit::ParseCanonicalKey(entry->key);
-    (void)fleetjit::DeserializeArtifact(entry->payload);
+    (void)fleetjit::jit::DeserializeArtifact(entry->payload);
   }
 
   // The header alone, with the file size the input claims.
@@ -60,13 +61,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (void)fleetjit::CanonicalKeyField(bytes, "target");
   (void)fleetjit::IsCacheDigest(bytes);
-  auto artifact = fleetjit::DeserializeArtifact(bytes);
+  auto artifact = fleetjit::jit::DeserializeArtifact(bytes);
   if (artifact.ok()) {
     // What decodes re-encodes to something that decodes the same way.
-    std::string again = fleetjit::SerializeArtifact(*artifact);
-    auto twice = fleetjit::DeserializeArtifact(again);
+    std::string again = fleetjit::jit::SerializeArtifact(*artifact);
+    auto twice = fleetjit::jit::DeserializeArtifact(again);
     Check(twice.ok());
-    Check(fleetjit::SerializeArtifact(*twice) == again);
+    Check(fleetjit::jit::SerializeArtifact(*twice) == again);
   }
 
   // Any (key, payload) split of the input round-trips through an entry.
