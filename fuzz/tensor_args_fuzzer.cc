@@ -131,7 +131,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t stride = in.ConsumeBool()
                       ? sizeof(fj_arg)
                       : in.ConsumeIntegralInRange<size_t>(0, sizeof(fj_arg) + 32);
-  size_t cell = std::max(stride, sizeof(fj_arg));
+  // Elements sit at a multiple of alignof(fj_arg), as a newer caller's
+  // longer struct would (see the report: an odd struct_size is read misaligned).
+  size_t cell = (std::max(stride, sizeof(fj_arg)) + 7) / 8 * 8;
   std::vector<unsigned char> storage(cell * std::max<size_t>(n, 1) + 64, 0);
   std::vector<std::unique_ptr<Tensor>> tensors;
   std::vector<std::vector<unsigned char>> blobs;
