@@ -100,7 +100,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     Tensor x;
     FillTensor(in, x);
-    auto desc = fleetjit::DescribeTensor(in.ConsumeBool() ? &x.arg : nullptr, 0);
+    const fj_tensor_arg* arg = in.ConsumeIntegralInRange<int>(0, 15) ? &x.arg : nullptr;
+    auto desc = fleetjit::DescribeTensor(arg, 0);
     if (desc.ok()) {
       std::string why = fleetjit::TmaRejection(*desc);
       alignas(64) fj::tensor_param param;
@@ -109,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fj_tensor_check check{};
     check.struct_size = in.ConsumeBool() ? sizeof(check)
                                          : in.ConsumeIntegralInRange<size_t>(0, sizeof(check));
-    fj_status* st = fj_tensor_arg_check(in.ConsumeBool() ? &x.arg : nullptr,
+    fj_status* st = fj_tensor_arg_check(arg,
                                         in.ConsumeBool() ? &check : nullptr);
     // The C ABI and the runtime agree on what is a valid tensor.
     if (st == nullptr && check.struct_size == sizeof(check)) {
