@@ -79,9 +79,11 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
     }
     ctx = context_;
   }
+  // An error here can be another device's sticky fault, reported through
+  // the context current on this thread: it says nothing about this device,
+  // so this device's context is entered anyway (cuCtxSetCurrent checks).
   CUcontext current = nullptr;
-  FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxGetCurrent(&current), "cuCtxGetCurrent"),
-                     "reading the current context");
+  if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS) current = nullptr;
   if (current != ctx) {
     FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
                        absl::StrCat("entering device ", facts_.ordinal));

@@ -169,7 +169,9 @@ void FaultInAFreshProcess() {
   // Other devices keep working.
   if (g.runtime->device_count() > 1) {
     auto d1 = g.runtime->device(1);
-    if (!d1.ok() || !(*d1)->MakeCurrent().ok()) die("device 1 unusable");
+    if (!d1.ok()) die("device 1: " + d1.status().ToString());
+    if (absl::StatusOr<CUcontext> c1 = (*d1)->MakeCurrent(); !c1.ok())
+      die("device 1 unusable: " + c1.status().ToString());
     BuildSpec build;
     build.source = kLaunchSource;
     build.name = kLaunchSourceName;

@@ -479,7 +479,11 @@ FJ_DEV void st_shared16(void* s, const uint4& v) {
 
 // Chunks per thread moved between a batch of loads and its stores (the
 // last batch predicated, so a short tile still has its loads in flight).
+// A build may set it (-DFJ_FAST_UNROLL=N): more loads in flight per thread
+// against more registers.
+#ifndef FJ_FAST_UNROLL
 #define FJ_FAST_UNROLL 8
+#endif
 
 // Fast-path tile store: a batch of ld.shared, then the st.global.
 template <int R>
