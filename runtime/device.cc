@@ -71,9 +71,19 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
   if (ctx == nullptr) {
     absl::MutexLock lock(&mu_);
     if (context_ == nullptr) {
+      CUresult r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
+      if (r != CUDA_SUCCESS) {
+        // A sticky fault of the context current on this thread (another
+        // device's) is reported here too (seen on two H200s after an
+        // illegal address on device 0): leave that context and retry once.
+        CUcontext current = nullptr;
+        if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != nullptr) {
+          if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS)
+            r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
+        }
+      }
       FJ_RETURN_IF_ERROR(
-          CheckCu(api_, api_.cuDevicePrimaryCtxRetain(&context_, device_),
-                  "cuDevicePrimaryCtxRetain"),
+          CheckCu(api_, r, "cuDevicePrimaryCtxRetain"),
           absl::StrCat("retaining the primary context of device ", facts_.ordinal));
       context_fast_.store(context_, std::memory_order_release);
     }
