@@ -122,11 +122,11 @@ struct TileShape {
 };
 
 // Chooses the tile for copying into `dst` with tiles of at most
-// `max_tile_bytes`: an inner extent of up to 512 bytes (a power of two of
-// at least 16 bytes, as TMA wants; at most 256 elements, TMA's box limit),
+// `max_tile_bytes`: an inner extent of up to `max_row_bytes` (a power of two
+// of at least 16 bytes, as TMA wants; at most 256 elements, TMA's box limit),
 // then outer dimensions innermost-first up to the budget (256 each). With a
 // gather the outermost dimension's box is 1 (each row has its own source).
-TileShape ChooseTiles(const TensorDesc& dst, bool gather,
+TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_row_bytes,
                       uint32_t max_tile_bytes);
 
 // ---------------------------------------------------------------- prefetch

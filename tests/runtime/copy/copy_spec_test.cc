@@ -29,7 +29,8 @@ struct T {
   }
 };
 
-CopySpec Spec(const T& src, const T& dst, int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS) {
+CopySpec Spec(const T& src, const T& dst,
+              int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS) {
   CopySpec s;
   s.src = &src.t;
   s.dst = &dst.t;
@@ -40,8 +41,10 @@ CopySpec Spec(const T& src, const T& dst, int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS
 void ExpectInvalid(const CopySpec& s, const char* needle) {
   auto v = ValidateCopy(s);
   ASSERT_FALSE(v.ok()) << needle;
-  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << v.status();
-  EXPECT_NE(v.status().message().find(needle), absl::string_view::npos) << v.status();
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument)
+      << v.status();
+  EXPECT_NE(v.status().message().find(needle), absl::string_view::npos)
+      << v.status();
 }
 
 TEST(ValidateCopy, AcceptsAWindowAndDescribesIt) {
@@ -183,28 +186,30 @@ TEST(ChooseTiles, MeetsTheLayerAndTmaLimits) {
   for (int eb : {1, 2, 4, 8}) {
     for (int64_t inner : {1, 3, 17, 100, 1000, 100000}) {
       for (bool gather : {false, true}) {
-        TensorDesc d;
-        d.rank = 3;
-        d.elem_bytes = eb;
-        d.shape[0] = inner;
-        d.shape[1] = 37;
-        d.shape[2] = 5;
-        const TileShape t = ChooseTiles(d, gather, 32768);
-        EXPECT_EQ(t.box[0] * eb % 16, 0) << eb << " " << inner;
-        EXPECT_LE(t.box[0] * eb, 512);
-        for (int k = 0; k < 3; ++k) {
-          EXPECT_GE(t.box[k], 1);
-          EXPECT_LE(t.box[k], 256);
+        for (uint32_t row : {512u, 1024u}) {
+          TensorDesc d;
+          d.rank = 3;
+          d.elem_bytes = eb;
+          d.shape[0] = inner;
+          d.shape[1] = 37;
+          d.shape[2] = 5;
+          const TileShape t = ChooseTiles(d, gather, row, 32768);
+          EXPECT_EQ(t.box[0] * eb % 16, 0) << eb << " " << inner;
+          EXPECT_LE(t.box[0] * eb, static_cast<int>(row));
+          for (int k = 0; k < 3; ++k) {
+            EXPECT_GE(t.box[k], 1);
+            EXPECT_LE(t.box[k], 256);
+          }
+          EXPECT_LE(t.tile_bytes, 32768u);
+          if (gather) EXPECT_EQ(t.box[2], 1);
+          int64_t total = 1;
+          for (int k = 0; k < 3; ++k) {
+            EXPECT_GE(t.tiles[k] * t.box[k], d.shape[k]);
+            EXPECT_LT((t.tiles[k] - 1) * t.box[k], d.shape[k]);
+            total *= t.tiles[k];
+          }
+          EXPECT_EQ(t.total, total);
         }
-        EXPECT_LE(t.tile_bytes, 32768u);
-        if (gather) EXPECT_EQ(t.box[2], 1);
-        int64_t total = 1;
-        for (int k = 0; k < 3; ++k) {
-          EXPECT_GE(t.tiles[k] * t.box[k], d.shape[k]);
-          EXPECT_LT((t.tiles[k] - 1) * t.box[k], d.shape[k]);
-          total *= t.tiles[k];
-        }
-        EXPECT_EQ(t.total, total);
       }
     }
   }
@@ -216,7 +221,8 @@ TEST(ValidatePrefetch, ChecksModesAndStageBuffers) {
   p.bytes = 4096;
   EXPECT_TRUE(ValidatePrefetch(p).ok());
   p.mode = 9;
-  EXPECT_EQ(ValidatePrefetch(p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePrefetch(p).status().code(),
+            absl::StatusCode::kInvalidArgument);
   p.mode = static_cast<int32_t>(PrefetchMode::kStageLocal);
   EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_address"),
             absl::string_view::npos);
@@ -231,10 +237,12 @@ TEST(ValidatePrefetch, ChecksModesAndStageBuffers) {
             absl::string_view::npos);
   PrefetchSpec q;
   q.bytes = 16;
-  EXPECT_EQ(ValidatePrefetch(q).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePrefetch(q).status().code(),
+            absl::StatusCode::kInvalidArgument);
   q.address = kBase;
   q.reader_device = -2;
-  EXPECT_EQ(ValidatePrefetch(q).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePrefetch(q).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ValidatePrefetch, TurnsATileIntoRows) {
