@@ -9,22 +9,19 @@ namespace fleetjit {
 absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
                                                      int ordinal) {
   CUdevice handle = 0;
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
-      absl::StrCat("opening device ", ordinal));
+  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
+                     absl::StrCat("opening device ", ordinal));
   std::unique_ptr<Device> device(new Device(api, handle));
   DeviceFacts& f = device->facts_;
   f.ordinal = ordinal;
   char name[256] = {};
   FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuDeviceGetName(name, sizeof(name) - 1, handle),
-              "cuDeviceGetName"),
+      CheckCu(api, api.cuDeviceGetName(name, sizeof(name) - 1, handle), "cuDeviceGetName"),
       absl::StrCat("reading device ", ordinal));
   f.name = name;
   size_t total = 0;
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuDeviceTotalMem(&total, handle), "cuDeviceTotalMem"),
-      absl::StrCat("reading device ", ordinal));
+  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceTotalMem(&total, handle), "cuDeviceTotalMem"),
+                     absl::StrCat("reading device ", ordinal));
   f.total_memory = total;
   struct AttributeSlot {
     CUdevice_attribute attribute;
@@ -36,10 +33,8 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &f.cc_minor},
       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &f.sm_count},
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &f.shared_per_block},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-       &f.shared_per_block_optin},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-       &f.shared_per_sm},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &f.shared_per_block_optin},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &f.shared_per_sm},
       {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &f.l2_bytes},
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &f.max_threads_per_block},
       {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, &f.max_block_dim[0]},
@@ -82,16 +77,14 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
         // device's) is reported here too (seen on two H200s after an
         // illegal address on device 0): leave that context and retry once.
         CUcontext current = nullptr;
-        if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS ||
-            current != nullptr) {
+        if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != nullptr) {
           if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS)
             r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
         }
       }
       FJ_RETURN_IF_ERROR(
           CheckCu(api_, r, "cuDevicePrimaryCtxRetain"),
-          absl::StrCat("retaining the primary context of device ",
-                       facts_.ordinal));
+          absl::StrCat("retaining the primary context of device ", facts_.ordinal));
       context_fast_.store(context_, std::memory_order_release);
     }
     ctx = context_;
@@ -102,9 +95,8 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
   CUcontext current = nullptr;
   if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS) current = nullptr;
   if (current != ctx) {
-    FJ_RETURN_IF_ERROR(
-        CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
-        absl::StrCat("entering device ", facts_.ordinal));
+    FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
+                       absl::StrCat("entering device ", facts_.ordinal));
   }
   return ctx;
 }
@@ -151,8 +143,7 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
   list.driver_status_ = std::move(driver_status);
   if (api == nullptr) return list;
   int count = 0;
-  absl::Status counted =
-      CheckCu(*api, api->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  absl::Status counted = CheckCu(*api, api->cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (!counted.ok()) {
     list.driver_status_ = counted;
     count = 0;
@@ -163,24 +154,21 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
     list.devices_.push_back(std::move(d));
   }
   if (count == 0 && list.driver_status_.ok()) {
-    list.driver_status_ =
-        absl::UnavailableError("the CUDA driver reports no GPU");
+    list.driver_status_ = absl::UnavailableError("the CUDA driver reports no GPU");
   }
   return list;
 }
 
 absl::StatusOr<Device*> DeviceList::at(int ordinal) const {
   if (api_ == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("no CUDA device: ", driver_status_.message()));
+    return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
   }
   if (ordinal < 0 || ordinal >= count()) {
     if (count() == 0) {
-      return absl::UnavailableError(
-          absl::StrCat("no CUDA device: ", driver_status_.message()));
+      return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
     }
-    return absl::NotFoundError(absl::StrCat(
-        "device ", ordinal, " does not exist; there are ", count()));
+    return absl::NotFoundError(
+        absl::StrCat("device ", ordinal, " does not exist; there are ", count()));
   }
   return devices_[ordinal].get();
 }

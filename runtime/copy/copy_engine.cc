@@ -27,13 +27,12 @@ constexpr uint64_t kPrefetchPiece = 64 * 1024;
 
 // An fj_tensor (DLPack order) for a kernel argument: `like`'s dtype, the
 // desc's geometry at `address`. The arrays live in `shape`/`strides`.
-fj_tensor KernelTensor(const fj_tensor& like, const TensorDesc& d,
-                       uint64_t address, int64_t* shape, int64_t* strides) {
+fj_tensor KernelTensor(const fj_tensor& like, const TensorDesc& d, uint64_t address,
+                       int64_t* shape, int64_t* strides) {
   fj_tensor t = like;
   t.data = reinterpret_cast<void*>(address);
   t.byte_offset = 0;
-  t.device.device_type =
-      kDLCUDA;  // the encoder's check; the kernel sees an address
+  t.device.device_type = kDLCUDA;  // the encoder's check; the kernel sees an address
   for (int i = 0; i < d.rank; ++i) {
     shape[i] = d.shape[d.rank - 1 - i];
     strides[i] = d.stride[d.rank - 1 - i];
@@ -116,13 +115,12 @@ CopyEngine::Counters CopyEngine::counters() const {
 
 absl::Status CopyEngine::CheckDriver() const {
   if (api_ == nullptr || runtime_.device_count() == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("no CUDA device: ", runtime_.driver_status().message()));
+    return absl::UnavailableError(absl::StrCat(
+        "no CUDA device: ", runtime_.driver_status().message()));
   }
   if (IsForkedChild(*api_)) {
     return absl::FailedPreconditionError(
-        "CUDA was initialised by the parent process; a fork() child cannot use "
-        "it");
+        "CUDA was initialised by the parent process; a fork() child cannot use it");
   }
   return absl::OkStatus();
 }
@@ -131,10 +129,8 @@ absl::Status CopyEngine::CheckDriver() const {
 
 absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
   FJ_RETURN_IF_ERROR(CheckDriver(), "querying peer access");
-  FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader),
-                      "querying peer access");
-  FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner),
-                      "querying peer access");
+  FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader), "querying peer access");
+  FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner), "querying peer access");
   if (reader == owner) return true;
   {
     absl::MutexLock lock(&mu_);
@@ -143,8 +139,7 @@ absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
   }
   int can = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_,
-              api_->cuDeviceCanAccessPeer(&can, r->handle(), o->handle()),
+      CheckCu(*api_, api_->cuDeviceCanAccessPeer(&can, r->handle(), o->handle()),
               "cuDeviceCanAccessPeer"),
       absl::StrCat("GPU ", reader, " -> GPU ", owner));
   absl::MutexLock lock(&mu_);
@@ -153,8 +148,7 @@ absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
 }
 
 absl::Status CopyEngine::EnablePeer(int reader, int owner) {
-  FJ_ASSIGN_OR_RETURN(bool can, CanAccessPeer(reader, owner),
-                      "enabling peer access");
+  FJ_ASSIGN_OR_RETURN(bool can, CanAccessPeer(reader, owner), "enabling peer access");
   if (reader == owner) return absl::OkStatus();
   if (!can) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -163,8 +157,7 @@ absl::Status CopyEngine::EnablePeer(int reader, int owner) {
   }
   FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner), "");
   FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader), "");
-  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(),
-                      "enabling peer access");
+  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(), "enabling peer access");
   FJ_RETURN_IF_ERROR(r->MakeCurrent().status(), "enabling peer access");
   CUresult result = api_->cuCtxEnablePeerAccess(owner_ctx, 0);
   if (result != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
@@ -178,13 +171,10 @@ absl::Status CopyEngine::EnablePeer(int reader, int owner) {
 
 absl::Status CopyEngine::DisablePeer(int reader, int owner) {
   FJ_RETURN_IF_ERROR(CheckDriver(), "disabling peer access");
-  FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner),
-                      "disabling peer access");
-  FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader),
-                      "disabling peer access");
+  FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner), "disabling peer access");
+  FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader), "disabling peer access");
   if (reader == owner) return absl::OkStatus();
-  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(),
-                      "disabling peer access");
+  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(), "disabling peer access");
   FJ_RETURN_IF_ERROR(r->MakeCurrent().status(), "disabling peer access");
   CUresult result = api_->cuCtxDisablePeerAccess(owner_ctx);
   if (result != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) {
@@ -215,8 +205,7 @@ copy::PeerState CopyEngine::Peers() {
 
 absl::StatusOr<LoadedKernel*> CopyEngine::Kernel(int device, jit::CopyImpl impl,
                                                  int elem_bytes, int rank) {
-  const auto key =
-      std::make_tuple(device, static_cast<int>(impl), elem_bytes, rank);
+  const auto key = std::make_tuple(device, static_cast<int>(impl), elem_bytes, rank);
   {
     absl::MutexLock lock(&mu_);
     auto it = kernels_.find(key);
@@ -224,17 +213,14 @@ absl::StatusOr<LoadedKernel*> CopyEngine::Kernel(int device, jit::CopyImpl impl,
   }
   // Built outside the lock: Runtime::Build is thread-safe and compiles a
   // key once; a racing thread gets the same LoadedKernel.
-  absl::StatusOr<BuildSpec> spec =
-      rank == 0 ? copy::PrefetchBuild(device, impl)
-                : copy::TileCopyBuild(elem_bytes, rank, device, impl);
+  absl::StatusOr<BuildSpec> spec = rank == 0 ? copy::PrefetchBuild(device, impl)
+                                             : copy::TileCopyBuild(elem_bytes, rank, device, impl);
   if (!spec.ok()) return spec.status();
-  FJ_ASSIGN_OR_RETURN(ModuleRecord record, runtime_.Build(*spec),
-                      "building the copy kernel");
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, runtime_.Build(*spec), "building the copy kernel");
   FJ_ASSIGN_OR_RETURN(
       LoadedKernel * k,
-      runtime_.GetKernel(
-          record, rank == 0 ? copy::kPrefetchKernel : copy::kTileCopyKernel,
-          device),
+      runtime_.GetKernel(record, rank == 0 ? copy::kPrefetchKernel : copy::kTileCopyKernel,
+                         device),
       "loading the copy kernel");
   absl::MutexLock lock(&mu_);
   kernels_[key] = k;
@@ -249,18 +235,15 @@ absl::StatusOr<CUstream> CopyEngine::OwnStream(int device) {
   if (it != streams_.end()) return it->second;
   CUstream s = nullptr;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_, api_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
-              "cuStreamCreate"),
+      CheckCu(*api_, api_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"),
       absl::StrCat("creating the copy stream of GPU ", device));
   streams_[device] = s;
   return s;
 }
 
-absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec,
-                                          const ValidatedCopy& v,
-                                          uint64_t src_address,
-                                          bool host_operand, int device,
-                                          CUstream stream) {
+absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec, const ValidatedCopy& v,
+                                          uint64_t src_address, bool host_operand,
+                                          int device, CUstream stream) {
   FJ_ASSIGN_OR_RETURN(Device * dev, runtime_.device(device), "");
   const DeviceFacts& f = dev->facts();
 
@@ -278,10 +261,8 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec,
   // zero fill: the window is in bounds (checked), but a tile's box may
   // overhang it and must not read outside src.
   int64_t s_shape[5], s_strides[5], d_shape[5], d_strides[5];
-  fj_tensor src_t =
-      KernelTensor(*spec.src, v.src, src_address, s_shape, s_strides);
-  fj_tensor dst_t =
-      KernelTensor(*spec.dst, v.dst, v.dst.address, d_shape, d_strides);
+  fj_tensor src_t = KernelTensor(*spec.src, v.src, src_address, s_shape, s_strides);
+  fj_tensor dst_t = KernelTensor(*spec.dst, v.dst, v.dst.address, d_shape, d_strides);
   fj_tensor_arg src_a{}, dst_a{};
   src_a.struct_size = dst_a.struct_size = sizeof(fj_tensor_arg);
   src_a.tensor = &src_t;
@@ -293,12 +274,10 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec,
     const copy::CopyLaunchShape shape = copy::CopyShapeFor(i);
     const uint32_t budget = static_cast<uint32_t>(
         std::max(1024, (f.shared_per_block_optin - 256) / copy::kCopyStages));
-    tiles =
-        copy::ChooseTiles(v.dst, v.gather.has_value(), shape.max_row_bytes,
-                          FloorPow2(std::min(shape.max_tile_bytes, budget)));
+    tiles = copy::ChooseTiles(v.dst, v.gather.has_value(), shape.max_row_bytes,
+                              FloorPow2(std::min(shape.max_tile_bytes, budget)));
     for (int d = 0; d < v.dst.rank; ++d) {
-      src_a.box[d] = dst_a.box[d] =
-          static_cast<uint32_t>(tiles.box[v.dst.rank - 1 - d]);
+      src_a.box[d] = dst_a.box[d] = static_cast<uint32_t>(tiles.box[v.dst.rank - 1 - d]);
     }
   };
   tile_for(impl);
@@ -306,10 +285,8 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec,
   // tma needs a tensor map for both tensors to be worth it, and device
   // memory; otherwise cp.async, with its own tiles.
   if (impl == jit::CopyImpl::kTma) {
-    FJ_ASSIGN_OR_RETURN(TensorDesc sd, DescribeTensor(&src_a, 0),
-                        "copy kernel src");
-    FJ_ASSIGN_OR_RETURN(TensorDesc dd, DescribeTensor(&dst_a, 1),
-                        "copy kernel dst");
+    FJ_ASSIGN_OR_RETURN(TensorDesc sd, DescribeTensor(&src_a, 0), "copy kernel src");
+    FJ_ASSIGN_OR_RETURN(TensorDesc dd, DescribeTensor(&dst_a, 1), "copy kernel dst");
     // A gathered row outside src is a box wholly outside the tensor. On the
     // H200 such a TMA load under the NaN fill mode did not produce the NaN
     // fill (CopyGpuTest.PagedGatherWithBadIndicesFills, 2026-11-30), so NaN
@@ -321,8 +298,8 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec,
       tile_for(impl);
     }
   }
-  FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
-                      Kernel(device, impl, v.dst.elem_bytes, v.dst.rank), "");
+  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, impl, v.dst.elem_bytes, v.dst.rank),
+                      "");
 
   copy::CopyKernelArgs a{};
   for (int d = 0; d < 5; ++d) {
@@ -341,8 +318,8 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec,
   fj_launch_config cfg{};
   cfg.struct_size = sizeof(cfg);
   const copy::CopyLaunchShape shape = copy::CopyShapeFor(impl);
-  cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
-      tiles.total, int64_t{shape.ctas_per_sm} * std::max(1, f.sm_count)));
+  cfg.grid[0] = static_cast<uint32_t>(
+      std::min<int64_t>(tiles.total, int64_t{shape.ctas_per_sm} * std::max(1, f.sm_count)));
   cfg.block[0] = static_cast<uint32_t>(shape.threads);
   cfg.shared_bytes = copy::kCopyStages * tiles.tile_bytes + 128;
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
@@ -352,8 +329,8 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec,
   return absl::OkStatus();
 }
 
-absl::Status CopyEngine::LaunchPrefetchKernel(const copy::PrefetchRows& rows,
-                                              int device, CUstream stream) {
+absl::Status CopyEngine::LaunchPrefetchKernel(const copy::PrefetchRows& rows, int device,
+                                              CUstream stream) {
   if (rows.row_bytes == 0 || rows.rows() == 0) return absl::OkStatus();
   FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device), "");
   FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, plan.impl, 1, 0), "");
@@ -366,15 +343,13 @@ absl::Status CopyEngine::LaunchPrefetchKernel(const copy::PrefetchRows& rows,
     a.stride[i] = rows.stride[i];
   }
   a.piece = kPrefetchPiece;
-  a.pieces_per_row = static_cast<int64_t>(
-      (rows.row_bytes + kPrefetchPiece - 1) / kPrefetchPiece);
+  a.pieces_per_row = static_cast<int64_t>((rows.row_bytes + kPrefetchPiece - 1) / kPrefetchPiece);
   a.total = a.pieces_per_row * rows.rows();
   const fj_arg args[1] = {BytesArg(&a, sizeof(a))};
   fj_launch_config cfg{};
   cfg.struct_size = sizeof(cfg);
   cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
-      a.total,
-      int64_t{kPrefetchCtasPerSm} * std::max(1, dev->facts().sm_count)));
+      a.total, int64_t{kPrefetchCtasPerSm} * std::max(1, dev->facts().sm_count)));
   cfg.block[0] = 128;
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
   FJ_RETURN_IF_ERROR(Launch(*k, cfg, stream, args, 1, sizeof(fj_arg)), "");

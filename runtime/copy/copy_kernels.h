@@ -59,10 +59,11 @@ inline constexpr absl::string_view kTileCopyKernel = "fj_tile_copy";
 inline constexpr absl::string_view kPrefetchKernel = "fj_prefetch_rows";
 // Pipeline depth of the copy kernel (FJ_STAGES).
 inline constexpr int kCopyStages = 2;
-// The copy kernel's launch per implementation: the largest tile, persistent
-// CTAs per SM and threads per CTA. From bench/copy_bench's sweep on the H200
-// (2026-11-30): tma is best with few large tiles (one thread issues them),
-// cp_async and sync with more, smaller CTAs (their threads do the copying).
+// The copy kernel's launch per implementation: the longest tile row, the
+// largest tile, persistent CTAs per SM and threads per CTA. From
+// bench/copy_bench's sweep on the H200 (2026-11-30): tma is best with few
+// large tiles (one thread issues them), cp_async and sync with more, smaller
+// CTAs (their threads do the copying).
 struct CopyLaunchShape {
   uint32_t max_row_bytes;
   uint32_t max_tile_bytes;
@@ -81,8 +82,7 @@ absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
                                         std::optional<jit::CopyImpl> impl,
                                         std::optional<jit::Target> target = {});
 // The build of the prefetch kernel.
-absl::StatusOr<BuildSpec> PrefetchBuild(int device,
-                                        std::optional<jit::CopyImpl> impl,
+absl::StatusOr<BuildSpec> PrefetchBuild(int device, std::optional<jit::CopyImpl> impl,
                                         std::optional<jit::Target> target = {});
 
 }  // namespace fleetjit::copy
