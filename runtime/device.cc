@@ -102,14 +102,32 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
 }
 
 void Device::MarkPoisoned(const absl::Status& why) {
-  absl::MutexLock lock(&poison_mu_);
-  if (poison_.ok()) {
+  absl::Status poison;
+  {
+    absl::MutexLock lock(&poison_mu_);
+    if (!poison_.ok()) return;  // already poisoned: the first fault stands
     poison_ = absl::FailedPreconditionError(absl::StrCat(
         "device ", facts_.ordinal,
         "'s context is unusable after an earlier fault (CUDA errors are "
-        "sticky; create a new runtime or process): ",
+        "sticky for the whole process; start a new process): ",
         why.message()));
+    poison = poison_;
+    poisoned_flag_.store(true, std::memory_order_release);
   }
+  if (siblings_ == nullptr) return;
+  for (Device* other : *siblings_) {
+    if (other != this) other->MarkPoisonedBy(poison);
+  }
+}
+
+void Device::MarkPoisonedBy(const absl::Status& poison) {
+  absl::MutexLock lock(&poison_mu_);
+  if (!poison_.ok()) return;
+  poison_ = absl::FailedPreconditionError(absl::StrCat(
+      "device ", facts_.ordinal,
+      " is unusable: the CUDA driver makes a fault sticky for every context "
+      "of the process; ",
+      poison.message()));
   poisoned_flag_.store(true, std::memory_order_release);
 }
 
@@ -153,6 +171,9 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
                         "creating the runtime");
     list.devices_.push_back(std::move(d));
   }
+  auto siblings = std::make_shared<std::vector<Device*>>();
+  for (const std::unique_ptr<Device>& d : list.devices_) siblings->push_back(d.get());
+  for (const std::unique_ptr<Device>& d : list.devices_) d->siblings_ = siblings;
   if (count == 0 && list.driver_status_.ok()) {
     list.driver_status_ = absl::UnavailableError("the CUDA driver reports no GPU");
   }

@@ -307,7 +307,22 @@ FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst,
 /* Creates a non-blocking stream on device `ordinal`. */
 FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
                                    fj_stream** out_stream);
-/* Waits for all work on the stream; reports a kernel fault as a status. */
+/* Waits for all work on the stream; reports a kernel fault as a status.
+ *
+ * Kernel faults (an illegal address, a trap, a misaligned access) and how
+ * to recover. The status of the call where the fault surfaces (usually a
+ * synchronize, a copy or the next launch) is FJ_CUDA_ERROR naming the
+ * kernel last launched on that device. From then on every call that
+ * touches a device of this runtime returns FJ_FAILED_PRECONDITION quoting
+ * that first fault: the CUDA driver keeps such errors ("sticky") for every
+ * context of the process, not only the faulting GPU's (measured on two
+ * H200s, driver 580: after a fault on GPU 0, GPU 1's allocations, loads and
+ * launches failed too, and resetting GPU 0's primary context did not bring
+ * it back). Calls that need no device still work: builds for named targets,
+ * cache statistics, fj_module_load of images for later use. To recover,
+ * a caller must end the process and start a new one (a server: let its
+ * supervisor restart the worker); destroying and re-creating the runtime in
+ * the same process does not clear the driver's error. */
 FJ_API fj_status* fj_stream_synchronize(fj_stream* stream);
 /* Destroys a stream after its work completes. NULL is accepted. */
 FJ_API fj_status* fj_stream_destroy(fj_stream* stream);
