@@ -196,7 +196,9 @@ int main() {
     return 0;
   }
   const fleetjit::NvrtcApi& api = **api_or;
-  auto rt_or = fleetjit::Runtime::Create(fleetjit::RuntimeOptions{});
+  fleetjit::RuntimeOptions options;
+  (void)fleetjit::ApplyCacheEnvironment(options.cache, options.env_overrides);  // FLEETJIT_CACHE_DIR
+  auto rt_or = fleetjit::Runtime::Create(options);
   if (!rt_or.ok()) {
     std::printf("build_bench: runtime: %s\n", std::string(rt_or.status().message()).c_str());
     return 1;

@@ -62,7 +62,11 @@ class Device {
   // The last kernel launched on this device ("module.cu:kernel"), so a fault
   // that surfaces at a later synchronisation can name its likely culprit.
   void NoteLaunch(const std::string* kernel_name) {
-    last_kernel_.store(kernel_name, std::memory_order_relaxed);
+    // Read first: threads launching the same kernel then write nothing, and
+    // the line read by every launch (is_poisoned) stays in each core's cache.
+    if (last_kernel_.load(std::memory_order_relaxed) != kernel_name) {
+      last_kernel_.store(kernel_name, std::memory_order_relaxed);
+    }
   }
   // Adds "after kernel 'X' (the last launched on device N)" to a sticky
   // error's status, marks the device poisoned, and returns the status.
@@ -91,7 +95,9 @@ class Device {
   CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<CUcontext> context_fast_{nullptr};
   std::atomic<bool> poisoned_flag_{false};
-  std::atomic<const std::string*> last_kernel_{nullptr};
+  // Written by launches of different kernels: on a line of its own, away
+  // from what every launch reads.
+  alignas(64) std::atomic<const std::string*> last_kernel_{nullptr};
   mutable absl::Mutex poison_mu_;
   absl::Status poison_ ABSL_GUARDED_BY(poison_mu_);
 };

@@ -223,7 +223,10 @@ typedef struct fj_runtime_options {
   /* Since 1.1: device ordinals whose primary contexts fj_runtime_create
    * opens (retains and makes current) so the first request does not pay
    * for it; an entry -1 means every device (none without a GPU: not an
-   * error). An ordinal that does not exist fails the create. */
+   * error). An ordinal that does not exist fails the create.
+   * FLEETJIT_PREOPEN=all|none|N[,N...] replaces the list (all = {-1}),
+   * and FLEETJIT_PRELOAD_NVRTC=1|0 sets or clears FJ_RUNTIME_PRELOAD_NVRTC;
+   * another value fails the create with FJ_INVALID_ARGUMENT. */
   const int32_t* preopen_devices;
   size_t num_preopen_devices;
 } fj_runtime_options;
@@ -233,7 +236,8 @@ typedef struct fj_runtime_options {
  * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
  * FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
  * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS,
- * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1). */
+ * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1), FLEETJIT_PREOPEN
+ * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC (1|0), since 1.1. */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
  * GPU is not an error here: the runtime reports 0 devices. */
