@@ -21,7 +21,8 @@ namespace fleetjit {
 
 template <typename E>
 int32_t RawEnum(const E& field) {
-  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int32_t), "RawEnum reads a 4-byte C enum");
+  static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int32_t),
+                "RawEnum reads a 4-byte C enum");
   int32_t value;
   std::memcpy(&value, &field, sizeof(value));
   return value;

@@ -19,11 +19,10 @@
 #ifndef FLEETJIT_TOOLS_BENCH_H_
 #define FLEETJIT_TOOLS_BENCH_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "fleetjit/fleetjit.h"
@@ -32,9 +31,9 @@ namespace fleetjit::cli {
 
 struct BenchOptions {
   int device = 0;
-  std::string target;     // build: the target ("" = the device's)
-  int mib = 1024;         // copy: bytes per contiguous copy
-  int reps = 0;           // samples (copy), rounds (launch), builds (build); 0 = default
+  std::string target;  // build: the target ("" = the device's)
+  int mib = 1024;      // copy: bytes per contiguous copy
+  int reps = 0;  // samples (copy), rounds (launch), builds (build); 0 = default
   std::string cache_dir;  // build: "" = a scratch directory, removed after
 };
 
@@ -53,7 +52,8 @@ struct BenchRow {
 };
 
 struct BenchReport {
-  nlohmann::ordered_json context = nlohmann::ordered_json::object();  // device, sizes
+  nlohmann::ordered_json context =
+      nlohmann::ordered_json::object();  // device, sizes
   std::vector<BenchRow> rows;
   std::vector<std::pair<std::string, std::string>> skipped;  // case, why
 };

@@ -27,10 +27,14 @@ constexpr const char* kKernel = measure::kPlainKernel;
 
 const char* CacheResultName(fj_cache_result r) {
   switch (r) {
-    case FJ_CACHE_COMPILED: return "compiled";
-    case FJ_CACHE_MEMORY_HIT: return "memory hit";
-    case FJ_CACHE_DISK_HIT: return "disk hit";
-    case FJ_CACHE_REMOTE_HIT: return "remote hit";
+    case FJ_CACHE_COMPILED:
+      return "compiled";
+    case FJ_CACHE_MEMORY_HIT:
+      return "memory hit";
+    case FJ_CACHE_DISK_HIT:
+      return "disk hit";
+    case FJ_CACHE_REMOTE_HIT:
+      return "remote hit";
   }
   return "unknown";
 }
@@ -46,7 +50,8 @@ class Builder {
     o.struct_size = sizeof(o);
     o.cache_dir = fj_str{cache_dir_.data(), cache_dir_.size()};
     fj_runtime* rt = nullptr;
-    FJ_RETURN_IF_ERROR(FromFj(fj_runtime_create(&o, &rt), "fj_runtime_create"), "");
+    FJ_RETURN_IF_ERROR(FromFj(fj_runtime_create(&o, &rt), "fj_runtime_create"),
+                       "");
     return rt;
   }
   // Milliseconds fj_module_build of `source` took; fails unless the module
@@ -60,18 +65,20 @@ class Builder {
     b.target = fj_str{target_.data(), target_.size()};
     fj_module* m = nullptr;
     const double t0 = measure::NowMs();
-    FJ_RETURN_IF_ERROR(FromFj(fj_module_build(rt, &b, &m), "fj_module_build"), "");
+    FJ_RETURN_IF_ERROR(FromFj(fj_module_build(rt, &b, &m), "fj_module_build"),
+                       "");
     const double ms = measure::NowMs() - t0;
     fj_module_info info{};
     info.struct_size = sizeof(info);
-    absl::Status st = FromFj(fj_module_info_get(m, &info), "fj_module_info_get");
+    absl::Status st =
+        FromFj(fj_module_info_get(m, &info), "fj_module_info_get");
     fj_status_free(fj_module_destroy(m));
     FJ_RETURN_IF_ERROR(st, "");
     if (info.cache_result != expected) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("expected a ", CacheResultName(expected), ", got a ",
-                       CacheResultName(info.cache_result),
-                       " (is the disk cache off? FLEETJIT_CACHE=0 turns it off)"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "expected a ", CacheResultName(expected), ", got a ",
+          CacheResultName(info.cache_result),
+          " (is the disk cache off? FLEETJIT_CACHE=0 turns it off)"));
     }
     return ms;
   }
@@ -85,16 +92,20 @@ class Builder {
 };
 
 // The target to build for: --target, else the live device's.
-absl::StatusOr<std::string> TargetFor(const BenchOptions& o, nlohmann::ordered_json& context) {
+absl::StatusOr<std::string> TargetFor(const BenchOptions& o,
+                                      nlohmann::ordered_json& context) {
   if (!o.target.empty()) return o.target;
   fj_runtime* rt = nullptr;
-  FJ_RETURN_IF_ERROR(FromFj(fj_runtime_create(nullptr, &rt), "fj_runtime_create"), "");
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_runtime_create(nullptr, &rt), "fj_runtime_create"), "");
   absl::Cleanup destroy = [&] { fj_status_free(fj_runtime_destroy(rt)); };
   int32_t count = 0;
-  FJ_RETURN_IF_ERROR(FromFj(fj_device_count(rt, &count), "fj_device_count"), "");
+  FJ_RETURN_IF_ERROR(FromFj(fj_device_count(rt, &count), "fj_device_count"),
+                     "");
   if (count == 0) {
-    return absl::UnavailableError(absl::StrCat("no GPU (", fj_runtime_driver_error(rt),
-                                               "); name a target: --target sm_90"));
+    return absl::UnavailableError(
+        absl::StrCat("no GPU (", fj_runtime_driver_error(rt),
+                     "); name a target: --target sm_90"));
   }
   FJ_ASSIGN_OR_RETURN(context["device"], DeviceJson(rt, o.device), "");
   return context["device"]["target"].get<std::string>();
@@ -104,20 +115,24 @@ absl::StatusOr<std::string> TargetFor(const BenchOptions& o, nlohmann::ordered_j
 
 absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
   BenchReport report;
-  FJ_ASSIGN_OR_RETURN(const std::string target, TargetFor(o, report.context), "");
+  FJ_ASSIGN_OR_RETURN(const std::string target, TargetFor(o, report.context),
+                      "");
   // The anchor's NVRTC: the file the runtime's loader would open.
   RuntimeOptions options;
   FJ_RETURN_IF_ERROR(ApplyEnvironment(options), "reading FLEETJIT_* variables");
   absl::StatusOr<std::string> path = ResolveNvrtcLibrary(options.libnvrtc_path);
   if (!path.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("no NVRTC: ", path.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no NVRTC: ", path.status().message()));
   }
   NvrtcLibrary library({*path});
   absl::StatusOr<const NvrtcApi*> api = library.Get();
   if (!api.ok()) {
-    return absl::FailedPreconditionError(absl::StrCat("no NVRTC: ", api.status().message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("no NVRTC: ", api.status().message()));
   }
-  const std::vector<std::string> nvrtc_options = {"-arch=" + target, "-std=c++17"};
+  const std::vector<std::string> nvrtc_options = {"-arch=" + target,
+                                                  "-std=c++17"};
 
   std::string dir = o.cache_dir;
   absl::Cleanup remove_scratch = [&] {
@@ -125,8 +140,10 @@ absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
   };
   if (dir.empty()) {
     const char* tmp = getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/fjbench.XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) return absl::InternalError("mkdtemp failed");
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/fjbench.XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr)
+      return absl::InternalError("mkdtemp failed");
     dir = pattern;
   }
   Builder builder(dir, target);
@@ -136,24 +153,31 @@ absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
   // fresh runtime makes first (a disk hit), so the timed disk hits do not
   // pay for the runtime's first build.
   const std::string warm = measure::UniqueSource(kKernel);
-  FJ_RETURN_IF_ERROR(measure::BareNvrtcMs(**api, measure::UniqueSource(kKernel), nvrtc_options)
-                         .status(),
-                     "bare NVRTC");
-  FJ_RETURN_IF_ERROR(builder.BuildMs(rt, warm, FJ_CACHE_COMPILED).status(), "warm-up");
+  FJ_RETURN_IF_ERROR(
+      measure::BareNvrtcMs(**api, measure::UniqueSource(kKernel), nvrtc_options)
+          .status(),
+      "bare NVRTC");
+  FJ_RETURN_IF_ERROR(builder.BuildMs(rt, warm, FJ_CACHE_COMPILED).status(),
+                     "warm-up");
   FJ_RETURN_IF_ERROR(Builder::Flush(rt), "");
 
   const int reps = o.reps > 0 ? o.reps : 5;
   std::vector<double> bare, cold, disk, memory;
   std::string disk_skipped;  // why, when the disk tier is off
   for (int i = 0; i < reps; ++i) {
-    FJ_ASSIGN_OR_RETURN(double b,
-                        measure::BareNvrtcMs(**api, measure::UniqueSource(kKernel), nvrtc_options),
-                        "bare NVRTC");
+    FJ_ASSIGN_OR_RETURN(
+        double b,
+        measure::BareNvrtcMs(**api, measure::UniqueSource(kKernel),
+                             nvrtc_options),
+        "bare NVRTC");
     bare.push_back(b);
     const std::string source = measure::UniqueSource(kKernel);
-    FJ_ASSIGN_OR_RETURN(double c, builder.BuildMs(rt, source, FJ_CACHE_COMPILED), "cold build");
+    FJ_ASSIGN_OR_RETURN(
+        double c, builder.BuildMs(rt, source, FJ_CACHE_COMPILED), "cold build");
     cold.push_back(c);
-    FJ_ASSIGN_OR_RETURN(double m, builder.BuildMs(rt, source, FJ_CACHE_MEMORY_HIT), "memory hit");
+    FJ_ASSIGN_OR_RETURN(double m,
+                        builder.BuildMs(rt, source, FJ_CACHE_MEMORY_HIT),
+                        "memory hit");
     memory.push_back(m);
     if (!disk_skipped.empty()) continue;
     FJ_RETURN_IF_ERROR(Builder::Flush(rt), "");
@@ -169,15 +193,17 @@ absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
     disk.push_back(*d);
   }
   const double anchor = measure::Median(bare);
-  const std::string what = absl::StrCat("NVRTC compile, no includes (", target, ")");
+  const std::string what =
+      absl::StrCat("NVRTC compile, no includes (", target, ")");
   report.context["target"] = target;
   report.context["nvrtc"] = absl::StrCat((*api)->major, ".", (*api)->minor);
-  report.context["timing"] = absl::StrCat("median of ", reps, " builds of fresh sources");
-  report.rows.push_back(
-      {"cold build (cache miss)", "ms", false, what, anchor, "fj_module_build", measure::Median(cold)});
+  report.context["timing"] =
+      absl::StrCat("median of ", reps, " builds of fresh sources");
+  report.rows.push_back({"cold build (cache miss)", "ms", false, what, anchor,
+                         "fj_module_build", measure::Median(cold)});
   if (disk_skipped.empty()) {
-    report.rows.push_back({"disk hit (fresh runtime)", "ms", false, what, anchor,
-                           "fj_module_build", measure::Median(disk)});
+    report.rows.push_back({"disk hit (fresh runtime)", "ms", false, what,
+                           anchor, "fj_module_build", measure::Median(disk)});
   } else {
     report.skipped.push_back({"disk hit", disk_skipped});
   }

@@ -26,27 +26,34 @@ using Json = nlohmann::ordered_json;
 class GpuBench {
  public:
   // Devices `device` and, when `second` and the host has one, another.
-  static absl::StatusOr<std::unique_ptr<GpuBench>> Open(int device, bool second) {
+  static absl::StatusOr<std::unique_ptr<GpuBench>> Open(int device,
+                                                        bool second) {
     auto b = std::unique_ptr<GpuBench>(new GpuBench);
-    FJ_RETURN_IF_ERROR(FromFj(fj_runtime_create(nullptr, &b->rt_), "fj_runtime_create"), "");
+    FJ_RETURN_IF_ERROR(
+        FromFj(fj_runtime_create(nullptr, &b->rt_), "fj_runtime_create"), "");
     int32_t count = 0;
-    FJ_RETURN_IF_ERROR(FromFj(fj_device_count(b->rt_, &count), "fj_device_count"), "");
+    FJ_RETURN_IF_ERROR(
+        FromFj(fj_device_count(b->rt_, &count), "fj_device_count"), "");
     if (count == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "no GPU (", fj_runtime_driver_error(b->rt_),
-          "); this bench measures the live device (`fleetjit bench build --target sm_XX` "
-          "runs without one)"));
+      return absl::UnavailableError(
+          absl::StrCat("no GPU (", fj_runtime_driver_error(b->rt_),
+                       "); this bench measures the live device (`fleetjit "
+                       "bench build --target sm_XX` "
+                       "runs without one)"));
     }
     if (device < 0 || device >= count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--device ", device, ": this host has ", count, " GPU(s)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--device ", device, ": this host has ", count, " GPU(s)"));
     }
     RuntimeOptions options;  // the runtime's libcuda, FLEETJIT_LIBCUDA included
-    FJ_RETURN_IF_ERROR(ApplyEnvironment(options), "reading FLEETJIT_* variables");
-    FJ_ASSIGN_OR_RETURN(b->api_, LoadDriverApi(options.libcuda_path), "loading the driver");
+    FJ_RETURN_IF_ERROR(ApplyEnvironment(options),
+                       "reading FLEETJIT_* variables");
+    FJ_ASSIGN_OR_RETURN(b->api_, LoadDriverApi(options.libcuda_path),
+                        "loading the driver");
     b->devices_.push_back(device);
     if (second && count > 1) b->devices_.push_back(device == 0 ? 1 : 0);
-    for (int d : b->devices_) FJ_RETURN_IF_ERROR(b->OpenDevice(d), absl::StrCat("GPU ", d));
+    for (int d : b->devices_)
+      FJ_RETURN_IF_ERROR(b->OpenDevice(d), absl::StrCat("GPU ", d));
     return b;
   }
 
@@ -68,19 +75,22 @@ class GpuBench {
   // The GPUs opened: [0] the one asked for, [1] the other (if any).
   const std::vector<int>& devices() const { return devices_; }
   absl::Status Enter(size_t i) const {
-    return CheckCu(*api_, api_->cuCtxSetCurrent(contexts_[i]), "cuCtxSetCurrent");
+    return CheckCu(*api_, api_->cuCtxSetCurrent(contexts_[i]),
+                   "cuCtxSetCurrent");
   }
   CUcontext context(size_t i) const { return contexts_[i]; }
   CUstream stream(size_t i) const { return streams_[i]; }
   fj_stream* wrapped(size_t i) const { return wrapped_[i]; }
   absl::Status Sync(size_t i) const {
     FJ_RETURN_IF_ERROR(Enter(i), "");
-    return CheckCu(*api_, api_->cuStreamSynchronize(streams_[i]), "cuStreamSynchronize");
+    return CheckCu(*api_, api_->cuStreamSynchronize(streams_[i]),
+                   "cuStreamSynchronize");
   }
   // fj_mem_alloc on opened device i, freed with the bench.
   absl::StatusOr<uint64_t> Alloc(size_t i, uint64_t bytes) {
     uint64_t a = 0;
-    FJ_RETURN_IF_ERROR(FromFj(fj_mem_alloc(rt_, devices_[i], bytes, &a), "fj_mem_alloc"), "");
+    FJ_RETURN_IF_ERROR(
+        FromFj(fj_mem_alloc(rt_, devices_[i], bytes, &a), "fj_mem_alloc"), "");
     allocations_.push_back(a);
     return a;
   }
@@ -91,17 +101,22 @@ class GpuBench {
     CUdevice dev;
     CUcontext ctx = nullptr;
     CUstream stream = nullptr;
-    FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuDeviceGet(&dev, ordinal), "cuDeviceGet"), "");
     FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain"),
-        "");
-    FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"), "");
+        CheckCu(*api_, api_->cuDeviceGet(&dev, ordinal), "cuDeviceGet"), "");
+    FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuDevicePrimaryCtxRetain(&ctx, dev),
+                               "cuDevicePrimaryCtxRetain"),
+                       "");
     FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"),
+        CheckCu(*api_, api_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"), "");
+    FJ_RETURN_IF_ERROR(
+        CheckCu(*api_, api_->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                "cuStreamCreate"),
         "");
     fj_stream* wrapped = nullptr;
-    absl::Status st = FromFj(
-        fj_stream_wrap(rt_, ordinal, reinterpret_cast<uint64_t>(stream), &wrapped), "wrap");
+    absl::Status st =
+        FromFj(fj_stream_wrap(rt_, ordinal, reinterpret_cast<uint64_t>(stream),
+                              &wrapped),
+               "wrap");
     if (!st.ok()) api_->cuStreamDestroy(stream);
     FJ_RETURN_IF_ERROR(st, "");
     contexts_.push_back(ctx);
@@ -130,23 +145,36 @@ struct FirstError {
 };
 
 fj_tensor Tensor2(uint64_t address, int device, int64_t* shape) {
-  return fj_tensor{reinterpret_cast<void*>(address), {2, device}, 2, {2, 32, 1}, shape, nullptr,
+  return fj_tensor{reinterpret_cast<void*>(address),
+                   {2, device},
+                   2,
+                   {2, 32, 1},
+                   shape,
+                   nullptr,
                    0};
 }
 
 // Bytes of `bytes` at device address `at`, read back (stream-ordered).
-absl::StatusOr<std::vector<uint8_t>> ReadBack(GpuBench& b, uint64_t at, size_t bytes) {
+absl::StatusOr<std::vector<uint8_t>> ReadBack(GpuBench& b, uint64_t at,
+                                              size_t bytes) {
   std::vector<uint8_t> out(bytes);
-  FJ_RETURN_IF_ERROR(FromFj(fj_memcpy_dtoh(b.rt(), out.data(), at, bytes, b.wrapped(0)), "dtoh"),
-                     "");
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_memcpy_dtoh(b.rt(), out.data(), at, bytes, b.wrapped(0)),
+             "dtoh"),
+      "");
   FJ_RETURN_IF_ERROR(b.Sync(0), "");
   return out;
 }
 
-BenchRow CopyRow(std::string name, std::string anchor, double anchor_ms, std::string fleetjit,
-                 double ms, double bytes_counted) {
-  BenchRow r{std::move(name), "GB/s", true, std::move(anchor), bytes_counted / (anchor_ms * 1e6),
-             std::move(fleetjit), bytes_counted / (ms * 1e6)};
+BenchRow CopyRow(std::string name, std::string anchor, double anchor_ms,
+                 std::string fleetjit, double ms, double bytes_counted) {
+  BenchRow r{std::move(name),
+             "GB/s",
+             true,
+             std::move(anchor),
+             bytes_counted / (anchor_ms * 1e6),
+             std::move(fleetjit),
+             bytes_counted / (ms * 1e6)};
   r.notes = {{"anchor_ms", anchor_ms}, {"fleetjit_ms", ms}};
   return r;
 }
@@ -154,33 +182,44 @@ BenchRow CopyRow(std::string name, std::string anchor, double anchor_ms, std::st
 }  // namespace
 
 absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
-  FJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuBench> b, GpuBench::Open(o.device, true), "");
+  FJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuBench> b,
+                      GpuBench::Open(o.device, true), "");
   const DriverApi& api = b->api();
   const int dev = b->devices()[0];
   const int samples = o.reps > 0 ? o.reps : 10;
   // f32 rows of 64 KiB; src has 64 more columns, so a full-width window is
   // strided.
   const int64_t cols = 16384, src_cols = cols + 64;
-  const int64_t rows = std::max<int64_t>(2, (int64_t{o.mib} << 20) / (cols * 4));
-  const uint64_t bytes = uint64_t(rows * cols * 4), src_bytes = uint64_t(rows * src_cols * 4);
+  const int64_t rows =
+      std::max<int64_t>(2, (int64_t{o.mib} << 20) / (cols * 4));
+  const uint64_t bytes = uint64_t(rows * cols * 4),
+                 src_bytes = uint64_t(rows * src_cols * 4);
   FJ_ASSIGN_OR_RETURN(uint64_t src, b->Alloc(0, src_bytes), "");
   FJ_ASSIGN_OR_RETURN(uint64_t dst, b->Alloc(0, bytes), "");
   // Random first two rows (what the checks read), a pattern elsewhere.
   std::vector<uint8_t> head(size_t(2 * src_cols * 4));
   std::mt19937_64 rng(std::random_device{}());
   for (uint8_t& x : head) x = static_cast<uint8_t>(rng());
-  FJ_RETURN_IF_ERROR(FromFj(fj_memset_d8(b->rt(), src, 0x3C, src_bytes, b->wrapped(0)), "memset"),
-                     "");
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_memcpy_htod(b->rt(), src, head.data(), head.size(), b->wrapped(0)), "htod"), "");
+      FromFj(fj_memset_d8(b->rt(), src, 0x3C, src_bytes, b->wrapped(0)),
+             "memset"),
+      "");
+  FJ_RETURN_IF_ERROR(FromFj(fj_memcpy_htod(b->rt(), src, head.data(),
+                                           head.size(), b->wrapped(0)),
+                            "htod"),
+                     "");
   BenchReport report;
   FJ_ASSIGN_OR_RETURN(report.context["device"], DeviceJson(b->rt(), dev), "");
   report.context["mib"] = bytes >> 20;
-  report.context["timing"] = absl::StrCat("median of ", samples, " samples of 5 runs");
+  report.context["timing"] =
+      absl::StrCat("median of ", samples, " samples of 5 runs");
   FirstError err;
   auto sync0 = [&] { err.Keep(b->Sync(0)); };
   const double anchor_ms = measure::TimeMs(
-      [&] { err.Keep(CheckCu(api, api.cuMemcpyDtoDAsync(dst, src, bytes, b->stream(0)), "DtoD")); },
+      [&] {
+        err.Keep(CheckCu(
+            api, api.cuMemcpyDtoDAsync(dst, src, bytes, b->stream(0)), "DtoD"));
+      },
       sync0, samples);
   int64_t shape[2] = {rows, cols}, src_shape[2] = {rows, src_cols};
   fj_tensor s = Tensor2(src, dev, shape), d = Tensor2(dst, dev, shape);
@@ -188,16 +227,22 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   desc.struct_size = sizeof(desc);
   desc.src = &s;
   desc.dst = &d;
-  auto copy = [&] { err.Keep(fj_copy(b->rt(), &desc, b->wrapped(0)), "fj_copy"); };
-  FJ_RETURN_IF_ERROR(FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"), "");
+  auto copy = [&] {
+    err.Keep(fj_copy(b->rt(), &desc, b->wrapped(0)), "fj_copy");
+  };
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"),
+      "");
   const double dense_ms = measure::TimeMs(copy, sync0, samples);
   FJ_RETURN_IF_ERROR(err.status, "contiguous copies");
-  FJ_ASSIGN_OR_RETURN(std::vector<uint8_t> got, ReadBack(*b, dst, head.size()), "");
+  FJ_ASSIGN_OR_RETURN(std::vector<uint8_t> got, ReadBack(*b, dst, head.size()),
+                      "");
   if (std::memcmp(got.data(), head.data(), got.size()) != 0) {
     return absl::InternalError("fj_copy (contiguous) copied wrong data");
   }
-  report.rows.push_back(CopyRow(absl::StrCat("contiguous ", bytes >> 20, " MiB (read + written)"),
-                                "cuMemcpyDtoDAsync", anchor_ms, "fj_copy", dense_ms, 2.0 * bytes));
+  report.rows.push_back(CopyRow(
+      absl::StrCat("contiguous ", bytes >> 20, " MiB (read + written)"),
+      "cuMemcpyDtoDAsync", anchor_ms, "fj_copy", dense_ms, 2.0 * bytes));
 
   // A window one row above src and 32 columns in: its first row is fill.
   fj_tensor ws = Tensor2(src, dev, src_shape);
@@ -205,41 +250,55 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   desc.src_start[0] = -1;
   desc.src_start[1] = 32;
   desc.oob = FJ_OOB_ZEROS;
-  FJ_RETURN_IF_ERROR(FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"), "");
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"),
+      "");
   const double window_ms = measure::TimeMs(copy, sync0, samples);
   FJ_RETURN_IF_ERROR(err.status, "window copies");
   FJ_ASSIGN_OR_RETURN(got, ReadBack(*b, dst, size_t(2 * cols * 4)), "");
-  bool ok = std::all_of(got.begin(), got.begin() + cols * 4, [](uint8_t x) { return x == 0; });
-  ok = ok && std::memcmp(got.data() + cols * 4, head.data() + 32 * 4, cols * 4) == 0;
-  if (!ok) return absl::InternalError("fj_copy (window, zero fill) copied wrong data");
-  BenchRow window = CopyRow("2-D window at (-1, 32), zero fill, vs the same bytes contiguous",
-                            "cuMemcpyDtoDAsync", anchor_ms, "fj_copy", window_ms, 2.0 * bytes);
-  window.notes["window"] = {{"rows", rows}, {"cols", cols}, {"src_cols", src_cols}};
+  bool ok = std::all_of(got.begin(), got.begin() + cols * 4,
+                        [](uint8_t x) { return x == 0; });
+  ok = ok &&
+       std::memcmp(got.data() + cols * 4, head.data() + 32 * 4, cols * 4) == 0;
+  if (!ok)
+    return absl::InternalError("fj_copy (window, zero fill) copied wrong data");
+  BenchRow window = CopyRow(
+      "2-D window at (-1, 32), zero fill, vs the same bytes contiguous",
+      "cuMemcpyDtoDAsync", anchor_ms, "fj_copy", window_ms, 2.0 * bytes);
+  window.notes["window"] = {
+      {"rows", rows}, {"cols", cols}, {"src_cols", src_cols}};
   report.rows.push_back(std::move(window));
 
   if (b->devices().size() < 2) {
-    report.skipped.push_back({"peer copy", "needs two GPUs; this host has one"});
+    report.skipped.push_back(
+        {"peer copy", "needs two GPUs; this host has one"});
     return report;
   }
   const int other = b->devices()[1];
   int32_t can = 0;
-  FJ_RETURN_IF_ERROR(FromFj(fj_peer_query(b->rt(), dev, other, &can), "fj_peer_query"), "");
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_peer_query(b->rt(), dev, other, &can), "fj_peer_query"), "");
   if (!can) {
     report.skipped.push_back(
-        {"peer copy", absl::StrCat("no P2P path from GPU ", other, " to GPU ", dev)});
+        {"peer copy",
+         absl::StrCat("no P2P path from GPU ", other, " to GPU ", dev)});
     return report;
   }
-  FJ_RETURN_IF_ERROR(FromFj(fj_peer_enable(b->rt(), dev, other), "fj_peer_enable"), "");
-  FJ_ASSIGN_OR_RETURN(uint64_t peer, b->Alloc(1, bytes), "");
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_memcpy_htod(b->rt(), peer, head.data(), head.size(), b->wrapped(1)), "htod"), "");
+      FromFj(fj_peer_enable(b->rt(), dev, other), "fj_peer_enable"), "");
+  FJ_ASSIGN_OR_RETURN(uint64_t peer, b->Alloc(1, bytes), "");
+  FJ_RETURN_IF_ERROR(FromFj(fj_memcpy_htod(b->rt(), peer, head.data(),
+                                           head.size(), b->wrapped(1)),
+                            "htod"),
+                     "");
   FJ_RETURN_IF_ERROR(b->Sync(1), "");
   const double peer_anchor_ms = measure::TimeMs(
       [&] {
-        err.Keep(CheckCu(api,
-                         api.cuMemcpyPeerAsync(dst, b->context(0), peer, b->context(1), bytes,
-                                               b->stream(0)),
-                         "cuMemcpyPeerAsync"));
+        err.Keep(
+            CheckCu(api,
+                    api.cuMemcpyPeerAsync(dst, b->context(0), peer,
+                                          b->context(1), bytes, b->stream(0)),
+                    "cuMemcpyPeerAsync"));
       },
       sync0, samples);
   fj_tensor ps = Tensor2(peer, other, shape);
@@ -247,28 +306,32 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   desc.struct_size = sizeof(desc);
   desc.src = &ps;
   desc.dst = &d;
-  FJ_RETURN_IF_ERROR(FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"), "");
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"),
+      "");
   const double peer_ms = measure::TimeMs(copy, sync0, samples);
   FJ_RETURN_IF_ERROR(err.status, "peer copies");
   FJ_ASSIGN_OR_RETURN(got, ReadBack(*b, dst, head.size()), "");
   if (std::memcmp(got.data(), head.data(), got.size()) != 0) {
     return absl::InternalError("fj_copy (peer) copied wrong data");
   }
-  report.rows.push_back(CopyRow(absl::StrCat("peer GPU ", other, " -> GPU ", dev, ", ",
-                                             bytes >> 20, " MiB (bytes moved)"),
-                                "cuMemcpyPeerAsync", peer_anchor_ms, "fj_copy", peer_ms,
-                                double(bytes)));
+  report.rows.push_back(CopyRow(
+      absl::StrCat("peer GPU ", other, " -> GPU ", dev, ", ", bytes >> 20,
+                   " MiB (bytes moved)"),
+      "cuMemcpyPeerAsync", peer_anchor_ms, "fj_copy", peer_ms, double(bytes)));
   return report;
 }
 
 absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
-  FJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuBench> b, GpuBench::Open(o.device, false), "");
+  FJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuBench> b,
+                      GpuBench::Open(o.device, false), "");
   const DriverApi& api = b->api();
   const int dev = b->devices()[0];
   // 1. One kernel, built by fleetjit for this GPU; the anchor loads the
   // same cubin itself.
   static constexpr char kEmpty[] =
-      "extern \"C\" __global__ void empty_args(float* a, const float* b, float c, int n) {}\n";
+      "extern \"C\" __global__ void empty_args(float* a, const float* b, float "
+      "c, int n) {}\n";
   fj_build_options bo{};
   bo.struct_size = sizeof(bo);
   bo.source = fj_str{kEmpty, sizeof(kEmpty) - 1};
@@ -276,30 +339,41 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   bo.device = dev;
   bo.output = FJ_OUTPUT_CUBIN;
   fj_module* module = nullptr;
-  FJ_RETURN_IF_ERROR(FromFj(fj_module_build(b->rt(), &bo, &module), "fj_module_build"), "");
-  absl::Cleanup destroy_module = [&] { fj_status_free(fj_module_destroy(module)); };
-  fj_kernel* kernel = nullptr;
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_module_get_kernel(module, fj_str{"empty_args", 10}, dev, &kernel), "kernel"), "");
+      FromFj(fj_module_build(b->rt(), &bo, &module), "fj_module_build"), "");
+  absl::Cleanup destroy_module = [&] {
+    fj_status_free(fj_module_destroy(module));
+  };
+  fj_kernel* kernel = nullptr;
+  FJ_RETURN_IF_ERROR(FromFj(fj_module_get_kernel(
+                                module, fj_str{"empty_args", 10}, dev, &kernel),
+                            "kernel"),
+                     "");
   // Launch thunks are made in the background after a build: measure once
   // the kernel has one (or after 5 s, on the generic path).
   fj_kernel_info info{};
   info.struct_size = sizeof(info);
-  for (const double start = measure::NowMs(); measure::NowMs() - start < 5000;) {
-    FJ_RETURN_IF_ERROR(FromFj(fj_kernel_info_get(kernel, &info), "fj_kernel_info_get"), "");
+  for (const double start = measure::NowMs();
+       measure::NowMs() - start < 5000;) {
+    FJ_RETURN_IF_ERROR(
+        FromFj(fj_kernel_info_get(kernel, &info), "fj_kernel_info_get"), "");
     if (info.uses_thunk) break;
   }
   const void* image = nullptr;
   size_t image_size = 0;
-  FJ_RETURN_IF_ERROR(FromFj(fj_module_image(module, &image, &image_size), "image"), "");
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_module_image(module, &image, &image_size), "image"), "");
   FJ_RETURN_IF_ERROR(b->Enter(0), "");
   CUmodule raw_module = nullptr;
   CUfunction function = nullptr;
-  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuModuleLoadData(&raw_module, image), "cuModuleLoadData"),
+  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuModuleLoadData(&raw_module, image),
+                             "cuModuleLoadData"),
                      "");
   absl::Cleanup unload = [&] { api.cuModuleUnload(raw_module); };
   FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuModuleGetFunction(&function, raw_module, "empty_args"), "GetFunction"), "");
+      CheckCu(api, api.cuModuleGetFunction(&function, raw_module, "empty_args"),
+              "GetFunction"),
+      "");
 
   // 2. The same arguments both ways, on the same stream.
   FJ_ASSIGN_OR_RETURN(uint64_t buffer, b->Alloc(0, 8192), "");
@@ -326,8 +400,8 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   std::vector<double> us = measure::InterleavedMedians(
       {[&] {
          err.Keep(CheckCu(api,
-                          api.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, b->stream(0), params,
-                                             nullptr),
+                          api.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0,
+                                             b->stream(0), params, nullptr),
                           "cuLaunchKernel"));
        },
        [&] { err.Keep(fj_launch(kernel, &cfg, args, 4), "fj_launch"); }},
@@ -336,23 +410,30 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
 
   BenchReport report;
   FJ_ASSIGN_OR_RETURN(report.context["device"], DeviceJson(b->rt(), dev), "");
-  report.context["timing"] =
-      absl::StrCat("median of ", rounds, " interleaved batches of ", batch, " launches");
-  BenchRow per{"host time per launch, empty kernel, 4 arguments", "us", false, "cuLaunchKernel",
-               us[0], "fj_launch", us[1]};
+  report.context["timing"] = absl::StrCat(
+      "median of ", rounds, " interleaved batches of ", batch, " launches");
+  BenchRow per{"host time per launch, empty kernel, 4 arguments",
+               "us",
+               false,
+               "cuLaunchKernel",
+               us[0],
+               "fj_launch",
+               us[1]};
   per.notes["uses_thunk"] = info.uses_thunk != 0;
   report.rows.push_back(per);
-  report.rows.push_back({"host launch rate", "launches/s", true, "cuLaunchKernel", 1e6 / us[0],
-                         "fj_launch", 1e6 / us[1]});
+  report.rows.push_back({"host launch rate", "launches/s", true,
+                         "cuLaunchKernel", 1e6 / us[0], "fj_launch",
+                         1e6 / us[1]});
   return report;
 }
 
 absl::Status FromFj(fj_status* status, const char* what) {
   if (status == nullptr) return absl::OkStatus();
-  absl::Status out(fj_status_code(status) == FJ_UNAVAILABLE ? absl::StatusCode::kUnavailable
-                                                           : absl::StatusCode::kInternal,
-                   absl::StrCat(what, ": ", fj_code_name(fj_status_code(status)), ": ",
-                                fj_status_message(status, nullptr)));
+  absl::Status out(
+      fj_status_code(status) == FJ_UNAVAILABLE ? absl::StatusCode::kUnavailable
+                                               : absl::StatusCode::kInternal,
+      absl::StrCat(what, ": ", fj_code_name(fj_status_code(status)), ": ",
+                   fj_status_message(status, nullptr)));
   fj_status_free(status);
   return out;
 }
@@ -360,7 +441,8 @@ absl::Status FromFj(fj_status* status, const char* what) {
 absl::StatusOr<Json> DeviceJson(fj_runtime* rt, int device) {
   fj_device_info info{};
   info.struct_size = sizeof(info);
-  FJ_RETURN_IF_ERROR(FromFj(fj_device_info_get(rt, device, &info), "fj_device_info_get"), "");
+  FJ_RETURN_IF_ERROR(
+      FromFj(fj_device_info_get(rt, device, &info), "fj_device_info_get"), "");
   return Json{{"ordinal", info.ordinal},
               {"name", info.name},
               {"cc", absl::StrCat(info.cc_major, ".", info.cc_minor)},

@@ -16,7 +16,8 @@ namespace {
 // linked by programs that use only the C ABI).
 absl::Status Check(const NvrtcApi& api, nvrtcResult result, const char* call) {
   if (result == NVRTC_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat(call, ": ", api.nvrtcGetErrorString(result)));
+  return absl::InternalError(
+      absl::StrCat(call, ": ", api.nvrtcGetErrorString(result)));
 }
 
 }  // namespace
@@ -34,8 +35,8 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double TimeMs(const std::function<void()>& run, const std::function<void()>& sync, int samples,
-              int batch) {
+double TimeMs(const std::function<void()>& run,
+              const std::function<void()>& sync, int samples, int batch) {
   for (int i = 0; i < 2; ++i) run();
   sync();
   std::vector<double> ms;
@@ -48,9 +49,9 @@ double TimeMs(const std::function<void()>& run, const std::function<void()>& syn
   return Median(ms);
 }
 
-std::vector<double> InterleavedMedians(const std::vector<std::function<void()>>& cases,
-                                       const std::function<void()>& settle, int rounds,
-                                       int warmup, int batch) {
+std::vector<double> InterleavedMedians(
+    const std::vector<std::function<void()>>& cases,
+    const std::function<void()>& settle, int rounds, int warmup, int batch) {
   std::vector<std::vector<double>> us(cases.size());
   for (int round = 0; round < warmup + rounds; ++round) {
     for (size_t c = 0; c < cases.size(); ++c) {
@@ -68,12 +69,15 @@ std::vector<double> InterleavedMedians(const std::vector<std::function<void()>>&
 
 std::string UniqueSource(absl::string_view source) {
   static std::atomic<uint64_t> counter{0};
-  return absl::StrCat(source, "\n// unique ", counter++, " ", getpid(), " ", NowMs(), "\n");
+  return absl::StrCat(source, "\n// unique ", counter++, " ", getpid(), " ",
+                      NowMs(), "\n");
 }
 
-absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api, const std::string& source,
+absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api,
+                                   const std::string& source,
                                    const std::vector<std::string>& options,
-                                   const std::vector<Header>& headers, bool* pch_created) {
+                                   const std::vector<Header>& headers,
+                                   bool* pch_created) {
   std::vector<const char*> names, contents, opts;
   for (const Header& h : headers) {
     names.push_back(h.name);
@@ -82,15 +86,17 @@ absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api, const std::string& sourc
   bool cubin = false;
   for (const std::string& o : options) {
     opts.push_back(o.c_str());
-    cubin = cubin || absl::StartsWith(o, "-arch=sm_") || absl::StartsWith(o, "--gpu-architecture=sm_");
+    cubin = cubin || absl::StartsWith(o, "-arch=sm_") ||
+            absl::StartsWith(o, "--gpu-architecture=sm_");
   }
   const double t0 = NowMs();
   nvrtcProgram p = nullptr;
-  absl::Status status = Check(api,
-                              api.nvrtcCreateProgram(&p, source.c_str(), "bench.cu",
-                                                     static_cast<int>(names.size()),
-                                                     contents.data(), names.data()),
-                              "nvrtcCreateProgram");
+  absl::Status status =
+      Check(api,
+            api.nvrtcCreateProgram(&p, source.c_str(), "bench.cu",
+                                   static_cast<int>(names.size()),
+                                   contents.data(), names.data()),
+            "nvrtcCreateProgram");
   if (!status.ok()) return status;
   const nvrtcResult compiled =
       api.nvrtcCompileProgram(p, static_cast<int>(opts.size()), opts.data());
@@ -101,12 +107,14 @@ absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api, const std::string& sourc
                      api.nvrtcGetPCHCreateStatus(p) == NVRTC_SUCCESS;
     }
     std::string image;
-    status = Check(api, cubin ? api.nvrtcGetCUBINSize(p, &n) : api.nvrtcGetPTXSize(p, &n),
-                   "getting the image size");
+    status = Check(
+        api, cubin ? api.nvrtcGetCUBINSize(p, &n) : api.nvrtcGetPTXSize(p, &n),
+        "getting the image size");
     image.resize(n);
     if (status.ok()) {
-      status = Check(api, cubin ? api.nvrtcGetCUBIN(p, image.data())
-                                : api.nvrtcGetPTX(p, image.data()),
+      status = Check(api,
+                     cubin ? api.nvrtcGetCUBIN(p, image.data())
+                           : api.nvrtcGetPTX(p, image.data()),
                      "getting the image");
     }
   }
@@ -116,7 +124,8 @@ absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api, const std::string& sourc
     api.nvrtcGetProgramLogSize(p, &log_size);
     std::string log(log_size, '\0');
     api.nvrtcGetProgramLog(p, log.data());
-    status = absl::InternalError(absl::StrCat("bare NVRTC compile failed: ", log));
+    status =
+        absl::InternalError(absl::StrCat("bare NVRTC compile failed: ", log));
   }
   api.nvrtcDestroyProgram(&p);
   if (!status.ok()) return status;

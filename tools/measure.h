@@ -34,16 +34,17 @@ double Median(std::vector<double> v);
 
 // Milliseconds per run of `run`: the median over `samples` of `batch` runs
 // followed by `sync` (see above).
-double TimeMs(const std::function<void()>& run, const std::function<void()>& sync,
-              int samples = 10, int batch = 5);
+double TimeMs(const std::function<void()>& run,
+              const std::function<void()>& sync, int samples = 10,
+              int batch = 5);
 
 // Microseconds per call of each of `cases`: `rounds` rounds (after `warmup`
 // untimed ones), each timing `batch` calls of every case in turn and then
 // calling `settle` untimed (e.g. a synchronisation, so queues never fill).
 // Returns the median per case, in the order given.
-std::vector<double> InterleavedMedians(const std::vector<std::function<void()>>& cases,
-                                       const std::function<void()>& settle, int rounds,
-                                       int warmup, int batch);
+std::vector<double> InterleavedMedians(
+    const std::vector<std::function<void()>>& cases,
+    const std::function<void()>& settle, int rounds, int warmup, int batch);
 
 // `source` with a trailing comment no earlier call in any process made
 // (a counter, the process id and the time), so no cache answers for it.
@@ -74,7 +75,8 @@ struct Header {
 // from nvrtcCreateProgram to the image in hand. `pch_created` (if not
 // null) says whether the compile made the precompiled header it was asked
 // for. A compile error is INTERNAL with NVRTC's log.
-absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api, const std::string& source,
+absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api,
+                                   const std::string& source,
                                    const std::vector<std::string>& options,
                                    const std::vector<Header>& headers = {},
                                    bool* pch_created = nullptr);

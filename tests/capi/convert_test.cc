@@ -41,9 +41,15 @@ TEST(ReadArgStrideTest, TakesOnlyStridesAlignedForFjArg) {
   std::mt19937_64 rng = testing::SeededRng("TakesOnlyStridesAlignedForFjArg");
   // Room for 3 elements of the largest stride drawn.
   alignas(fj_arg) unsigned char storage[3 * 512];
-  std::vector<size_t> strides = {0, 1, 8, sizeof(fj_arg) - 1, sizeof(fj_arg),
-                                 sizeof(fj_arg) + 1, sizeof(fj_arg) + alignof(fj_arg),
-                                 sizeof(fj_arg) + alignof(fj_arg) - 1, 511};
+  std::vector<size_t> strides = {0,
+                                 1,
+                                 8,
+                                 sizeof(fj_arg) - 1,
+                                 sizeof(fj_arg),
+                                 sizeof(fj_arg) + 1,
+                                 sizeof(fj_arg) + alignof(fj_arg),
+                                 sizeof(fj_arg) + alignof(fj_arg) - 1,
+                                 511};
   for (int i = 0; i < 200; ++i) strides.push_back(rng() % 512);
   for (size_t stride : strides) {
     std::memset(storage, 0xa5, sizeof(storage));
@@ -56,7 +62,8 @@ TEST(ReadArgStrideTest, TakesOnlyStridesAlignedForFjArg) {
       EXPECT_EQ(*got, stride);
     } else {
       EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
-      EXPECT_NE(got.status().message().find("args[0].struct_size is " + std::to_string(stride)),
+      EXPECT_NE(got.status().message().find("args[0].struct_size is " +
+                                            std::to_string(stride)),
                 std::string::npos)
           << got.status();
     }
@@ -76,23 +83,28 @@ TEST(ReadArgStrideTest, RefusesAnArrayNotAlignedForFjArg) {
     absl::StatusOr<size_t> got =
         ReadArgStride(reinterpret_cast<const fj_arg*>(storage + shift), 1);
     ASSERT_FALSE(got.ok()) << "shift " << shift;
-    EXPECT_NE(got.status().message().find("not aligned"), std::string::npos) << got.status();
+    EXPECT_NE(got.status().message().find("not aligned"), std::string::npos)
+        << got.status();
   }
   std::memcpy(storage, &arg, sizeof(arg));
-  EXPECT_EQ(*ReadArgStride(reinterpret_cast<const fj_arg*>(storage), 1), sizeof(fj_arg));
+  EXPECT_EQ(*ReadArgStride(reinterpret_cast<const fj_arg*>(storage), 1),
+            sizeof(fj_arg));
 }
 
 TEST(ReadStructTest, StructsAndTheirArraysReadFromAnyAddress) {
-  std::mt19937_64 rng = testing::SeededRng("StructsAndTheirArraysReadFromAnyAddress");
+  std::mt19937_64 rng =
+      testing::SeededRng("StructsAndTheirArraysReadFromAnyAddress");
   // Fresh option strings, in an fj_str array that itself lies at an odd
   // address, inside an fj_build_options at another odd address.
   std::vector<std::string> opts;
-  for (int i = 0; i < 3; ++i) opts.push_back("-DV" + std::to_string(rng() % 100000));
+  for (int i = 0; i < 3; ++i)
+    opts.push_back("-DV" + std::to_string(rng() % 100000));
   std::vector<unsigned char> array_bytes(opts.size() * sizeof(fj_str) + 8);
   const size_t array_shift = 1 + rng() % 7;
   for (size_t i = 0; i < opts.size(); ++i) {
     fj_str s{opts[i].data(), opts[i].size()};
-    std::memcpy(array_bytes.data() + array_shift + i * sizeof(fj_str), &s, sizeof(s));
+    std::memcpy(array_bytes.data() + array_shift + i * sizeof(fj_str), &s,
+                sizeof(s));
   }
   const std::string source = "extern \"C\" __global__ void k() {}";
   const std::string target = "sm_80";
@@ -100,7 +112,8 @@ TEST(ReadStructTest, StructsAndTheirArraysReadFromAnyAddress) {
   o.struct_size = sizeof(o);
   o.source = fj_str{source.data(), source.size()};
   o.target = fj_str{target.data(), target.size()};
-  o.nvrtc_options = reinterpret_cast<const fj_str*>(array_bytes.data() + array_shift);
+  o.nvrtc_options =
+      reinterpret_cast<const fj_str*>(array_bytes.data() + array_shift);
   o.num_nvrtc_options = opts.size();
   o.output = FJ_OUTPUT_PTX;
   Shifted<fj_build_options> shifted(o, 1 + rng() % 7);
@@ -119,10 +132,12 @@ TEST(ReadStructTest, StructsAndTheirArraysReadFromAnyAddress) {
   std::memcpy(device_bytes.data() + 3, devices.data(), devices.size() * 4);
   fj_runtime_options ro{};
   ro.struct_size = sizeof(ro);
-  ro.preopen_devices = reinterpret_cast<const int32_t*>(device_bytes.data() + 3);
+  ro.preopen_devices =
+      reinterpret_cast<const int32_t*>(device_bytes.data() + 3);
   ro.num_preopen_devices = devices.size();
   Shifted<fj_runtime_options> shifted_ro(ro, 5);
-  absl::StatusOr<RuntimeOptions> opts_read = ReadRuntimeOptions(shifted_ro.get());
+  absl::StatusOr<RuntimeOptions> opts_read =
+      ReadRuntimeOptions(shifted_ro.get());
   ASSERT_TRUE(opts_read.ok()) << opts_read.status();
   EXPECT_EQ(opts_read->preopen_devices, devices);
 }
@@ -130,20 +145,23 @@ TEST(ReadStructTest, StructsAndTheirArraysReadFromAnyAddress) {
 TEST(ReadStructTest, OutputStructsAreWrittenAtAnyAddress) {
   fj_copy_plan aligned{};
   aligned.struct_size = sizeof(aligned);
-  fj_status* st = fj_copy_plan_for_target(fj_str{"sm_90", 5}, FJ_COPY_IMPL_AUTO, &aligned);
+  fj_status* st =
+      fj_copy_plan_for_target(fj_str{"sm_90", 5}, FJ_COPY_IMPL_AUTO, &aligned);
   ASSERT_EQ(st, nullptr) << fj_status_message(st, nullptr);
   for (size_t shift = 1; shift < 8; ++shift) {
     fj_copy_plan poisoned;
     std::memset(&poisoned, 0xee, sizeof(poisoned));
     poisoned.struct_size = sizeof(poisoned);
     Shifted<fj_copy_plan> out(poisoned, shift);
-    st = fj_copy_plan_for_target(fj_str{"sm_90", 5}, FJ_COPY_IMPL_AUTO, out.get());
+    st = fj_copy_plan_for_target(fj_str{"sm_90", 5}, FJ_COPY_IMPL_AUTO,
+                                 out.get());
     ASSERT_EQ(st, nullptr) << fj_status_message(st, nullptr);
     fj_copy_plan got = out.value();
     EXPECT_EQ(got.struct_size, sizeof(got));
     EXPECT_STREQ(got.target, aligned.target) << "shift " << shift;
     EXPECT_EQ(got.impl, aligned.impl);
-    for (int f = 0; f < FJ_FEATURE_COUNT; ++f) EXPECT_EQ(got.support[f], aligned.support[f]);
+    for (int f = 0; f < FJ_FEATURE_COUNT; ++f)
+      EXPECT_EQ(got.support[f], aligned.support[f]);
   }
 }
 

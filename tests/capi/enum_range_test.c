@@ -1,12 +1,11 @@
 /* Enum values from C that C++ may not hold: every enum field and enum
  * argument of the C ABI, given 0x7fffffff, -1, INT32_MIN and small values
- * past its last, is refused with FJ_INVALID_ARGUMENT naming the field (the *_name calls
- * answer "unknown"). Written in C because C may store any int in an enum;
- * the library must read such a field as an int before it range-checks it
- * (clang's -fsanitize=enum reports a load of it as the enum type).
- * Needs no GPU and no NVRTC: every value is refused before either. */
+ * past its last, is refused with FJ_INVALID_ARGUMENT naming the field (the
+ * *_name calls answer "unknown"). Written in C because C may store any int in
+ * an enum; the library must read such a field as an int before it range-checks
+ * it (clang's -fsanitize=enum reports a load of it as the enum type). Needs no
+ * GPU and no NVRTC: every value is refused before either. */
 #include <fleetjit/fleetjit.h>
-
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,28 +22,33 @@ static fj_str S(const char* s) {
 
 /* Frees `st`; checks it is INVALID_ARGUMENT and its message says
  * "FIELD is VALUE". */
-static void ExpectRefused(fj_status* st, const char* field, int32_t value, const char* call) {
+static void ExpectRefused(fj_status* st, const char* field, int32_t value,
+                          const char* call) {
   const char* message = fj_status_message(st, NULL);
   char needle[128];
   snprintf(needle, sizeof(needle), "%s is %ld", field, (long)value);
   ++checks;
-  if (fj_status_code(st) != FJ_INVALID_ARGUMENT || strstr(message, needle) == NULL) {
+  if (fj_status_code(st) != FJ_INVALID_ARGUMENT ||
+      strstr(message, needle) == NULL) {
     ++failures;
-    fprintf(stderr, "FAILED: %s with %s = %ld: %s \"%s\"\n", call, field, (long)value,
-            fj_code_name(fj_status_code(st)), message);
+    fprintf(stderr, "FAILED: %s with %s = %ld: %s \"%s\"\n", call, field,
+            (long)value, fj_code_name(fj_status_code(st)), message);
   }
   fj_status_free(st);
 }
 
-static void ExpectName(const char* got, const char* want, const char* call, int32_t value) {
+static void ExpectName(const char* got, const char* want, const char* call,
+                       int32_t value) {
   ++checks;
   if (strcmp(got, want) != 0) {
     ++failures;
-    fprintf(stderr, "FAILED: %s(%ld) is \"%s\", not \"%s\"\n", call, (long)value, got, want);
+    fprintf(stderr, "FAILED: %s(%ld) is \"%s\", not \"%s\"\n", call,
+            (long)value, got, want);
   }
 }
 
-static const char* kSource = "extern \"C\" __global__ void k(int* p) { p[0] = 1; }";
+static const char* kSource =
+    "extern \"C\" __global__ void k(int* p) { p[0] = 1; }";
 
 static fj_build_options Build(void) {
   fj_build_options o;
@@ -73,32 +77,37 @@ static void CheckValue(fj_runtime* rt, int32_t v) {
   fj_tensor src, dst;
 
   /* Arguments. */
-  ExpectName(fj_copy_impl_name((fj_copy_impl)v), "unknown", "fj_copy_impl_name", v);
+  ExpectName(fj_copy_impl_name((fj_copy_impl)v), "unknown", "fj_copy_impl_name",
+             v);
   ExpectName(fj_feature_name((fj_feature)v), "unknown", "fj_feature_name", v);
   ExpectName(fj_support_name((fj_support)v), "unknown", "fj_support_name", v);
   ExpectName(fj_code_name((fj_code)v), "UNKNOWN", "fj_code_name", v);
   memset(&plan, 0, sizeof(plan));
   plan.struct_size = sizeof(plan);
-  ExpectRefused(fj_copy_plan_for_target(S("sm_80"), (fj_copy_impl)v, &plan), "impl", v,
-                "fj_copy_plan_for_target");
+  ExpectRefused(fj_copy_plan_for_target(S("sm_80"), (fj_copy_impl)v, &plan),
+                "impl", v, "fj_copy_plan_for_target");
 
   /* fj_runtime_options. */
   memset(&ro, 0, sizeof(ro));
   ro.struct_size = sizeof(ro);
   ro.copy_impl_override = (fj_copy_impl)v;
-  ExpectRefused(fj_runtime_create(&ro, &other), "copy_impl_override", v, "fj_runtime_create");
+  ExpectRefused(fj_runtime_create(&ro, &other), "copy_impl_override", v,
+                "fj_runtime_create");
   ro.copy_impl_override = FJ_COPY_IMPL_AUTO;
   ro.log_level = v;
-  ExpectRefused(fj_runtime_create(&ro, &other), "log_level", v, "fj_runtime_create");
+  ExpectRefused(fj_runtime_create(&ro, &other), "log_level", v,
+                "fj_runtime_create");
 
   /* fj_build_options, blocking and not. */
   b.copy_impl = (fj_copy_impl)v;
   ExpectRefused(fj_module_build(rt, &b, &m), "copy_impl", v, "fj_module_build");
-  ExpectRefused(fj_module_build_async(rt, &b, &pending), "copy_impl", v, "fj_module_build_async");
+  ExpectRefused(fj_module_build_async(rt, &b, &pending), "copy_impl", v,
+                "fj_module_build_async");
   b.copy_impl = FJ_COPY_IMPL_AUTO;
   b.output = (fj_output)v;
   ExpectRefused(fj_module_build(rt, &b, &m), "output", v, "fj_module_build");
-  ExpectRefused(fj_module_build_async(rt, &b, &pending), "output", v, "fj_module_build_async");
+  ExpectRefused(fj_module_build_async(rt, &b, &pending), "output", v,
+                "fj_module_build_async");
 
   /* fj_module_load_options. */
   memset(&lo, 0, sizeof(lo));
@@ -123,7 +132,8 @@ static void CheckValue(fj_runtime* rt, int32_t v) {
   ta.oob = (fj_oob)v;
   memset(&check, 0, sizeof(check));
   check.struct_size = sizeof(check);
-  ExpectRefused(fj_tensor_arg_check(&ta, &check), "oob", v, "fj_tensor_arg_check");
+  ExpectRefused(fj_tensor_arg_check(&ta, &check), "oob", v,
+                "fj_tensor_arg_check");
 
   /* fj_copy_desc and fj_prefetch_desc. */
   src = t;
@@ -147,7 +157,8 @@ static void CheckValue(fj_runtime* rt, int32_t v) {
   ++checks;
   if (m != NULL || pending != NULL || other != NULL) {
     ++failures;
-    fprintf(stderr, "FAILED: an output was written on error (value %ld)\n", (long)v);
+    fprintf(stderr, "FAILED: an output was written on error (value %ld)\n",
+            (long)v);
   }
 }
 
@@ -163,7 +174,8 @@ int main(void) {
     fj_status_free(st);
     return 1;
   }
-  for (i = 0; i < sizeof(values) / sizeof(values[0]); ++i) CheckValue(rt, values[i]);
+  for (i = 0; i < sizeof(values) / sizeof(values[0]); ++i)
+    CheckValue(rt, values[i]);
   fj_status_free(fj_runtime_destroy(rt));
   printf("%d passed, %d failed\n", checks - failures, failures);
   return failures == 0 ? 0 : 1;

@@ -30,7 +30,8 @@ inline fj_code Code(fj_status* st) {
 
 // The y = a * x + y kernel the C ABI tests build, load and launch.
 inline constexpr char kSaxpySource[] =
-    "extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int n) {\n"
+    "extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int "
+    "n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
 
@@ -51,7 +52,8 @@ class CapiRuntimeTest : public Base {
 
   // fj_build_options of `source` for `target` ("" = the live device); the
   // strings are kept in the fixture until the next call.
-  fj_build_options BuildOptions(const std::string& source, const std::string& target) {
+  fj_build_options BuildOptions(const std::string& source,
+                                const std::string& target) {
     source_ = source;
     target_ = target;
     fj_build_options o{};
