@@ -18,26 +18,13 @@
 #include "platform/nvrtc_locate.h"
 #include "runtime/config.h"
 #include "tools/bench.h"
+#include "tools/cli_util.h"
 #include "tools/measure.h"
 
 namespace fleetjit::cli {
 namespace {
 
 constexpr const char* kKernel = measure::kPlainKernel;
-
-const char* CacheResultName(fj_cache_result r) {
-  switch (r) {
-    case FJ_CACHE_COMPILED:
-      return "compiled";
-    case FJ_CACHE_MEMORY_HIT:
-      return "memory hit";
-    case FJ_CACHE_DISK_HIT:
-      return "disk hit";
-    case FJ_CACHE_REMOTE_HIT:
-      return "remote hit";
-  }
-  return "unknown";
-}
 
 // Runtimes that all use `cache_dir`.
 class Builder {
