@@ -23,7 +23,9 @@
  *     sizeof(the struct) as you compiled it) and `const void* ext` (NULL).
  *     Older, shorter structs get defaults for the missing tail; newer, longer
  *     ones have their unknown tail ignored. A struct_size smaller than the
- *     first version of the struct is FJ_INVALID_ARGUMENT.
+ *     first version of the struct is FJ_INVALID_ARGUMENT. Enum fields and
+ *     arguments may hold any int: one outside its enum is
+ *     FJ_INVALID_ARGUMENT naming the field (the *_name calls: "unknown").
  *  6. Strings are UTF-8 fj_str values with explicit lengths; none need a
  *     terminating NUL. Strings returned by the library are also
  *     NUL-terminated for convenience.
@@ -526,7 +528,11 @@ typedef enum fj_arg_kind {
 #define FJ_ARG_KIND_LAST FJ_ARG_TENSOR
 
 /* One kernel argument. An array of these is read with the stride
- * args[0].struct_size; every element must carry the same struct_size. */
+ * args[0].struct_size; every element must carry the same struct_size.
+ * The elements are read in place, so the array must be aligned for fj_arg
+ * and the stride a multiple of alignof(fj_arg) (8 on 64-bit hosts), as
+ * sizeof(fj_arg) of any compiler is. Since 1.1 a misaligned array or
+ * stride is FJ_INVALID_ARGUMENT (1.0 read it misaligned). */
 typedef struct fj_arg {
   size_t struct_size;
   fj_arg_kind kind;
