@@ -33,6 +33,9 @@ cat > "$dest/run.sh" <<'RUN'
 set -u
 d="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export LD_LIBRARY_PATH="$(realpath "${FLEETJIT_LIB_DIR:-$d/../build/lib}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The tests give each runtime its own cache folder; FLEETJIT_CACHE_DIR (which
+# scripts/gpu-check exports) would override it (the environment wins).
+unset FLEETJIT_CACHE_DIR
 rc=0
 for t in "$d"/rust-*; do
   echo "== $(basename "$t")"; "$t" --show-output --test-threads=1 || rc=1

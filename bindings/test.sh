@@ -44,6 +44,9 @@ run_rust() {
     echo "rust: cargo not found (install a Rust toolchain)" >&2
     return 1
   fi
+  # Each test runtime names its own cache folder; FLEETJIT_CACHE_DIR would
+  # override it (the environment wins over fj_runtime_options).
+  unset FLEETJIT_CACHE_DIR
   echo "== rust: cargo test --offline ($(cargo --version))"
   (cd "$here/rust" && cargo test --offline -- --show-output) >"$logs/rust.log" 2>&1
   local rc=$?

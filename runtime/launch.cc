@@ -165,6 +165,12 @@ absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride) {
                      "fj_arg (",
                      kMinArgStructSize, ")"));
   }
+  if (reinterpret_cast<uintptr_t>(args) % alignof(fj_arg) != 0 || stride % alignof(fj_arg) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("args (", absl::Hex(reinterpret_cast<uintptr_t>(args)),
+                     ") and args[0].struct_size (", stride, ") must be multiples of ",
+                     alignof(fj_arg), ", the alignment of fj_arg"));
+  }
   return absl::OkStatus();
 }
 
