@@ -18,10 +18,39 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
+
 namespace fleetjit {
+
+// The lock of a per-thread shard. Not absl::Mutex: Debian builds abseil
+// without NDEBUG, so every absl::Mutex Lock/Unlock runs its deadlock
+// detector, which takes one process-wide lock (measured here: 95 ns per
+// uncontended Lock+Unlock, 203 ns with two threads each on its own mutex,
+// against 25 / 39 ns for std::mutex). On two H200 hosts' 32 cores that made
+// 16 threads' hits on 16 different shards cost ~10 us each. A std::mutex
+// with the thread-safety annotations of a capability, so GUARDED_BY works.
+class ABSL_LOCKABLE ShardMutex {
+ public:
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
+class ABSL_SCOPED_LOCKABLE ShardLock {
+ public:
+  explicit ShardLock(ShardMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  ~ShardLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  ShardLock(const ShardLock&) = delete;
+  ShardLock& operator=(const ShardLock&) = delete;
+
+ private:
+  ShardMutex* mu_;
+};
 
 inline constexpr size_t kCacheLineBytes = 64;
 inline constexpr int kThreadShards = 64;

@@ -296,7 +296,7 @@ std::shared_ptr<const IncludeScan> IncludeScanner::Scan(absl::string_view source
   auto matches = [&](const Entry& e) { return e.source == source && e.dirs == dirs; };
   auto usable = [](const IncludeScan& s) { return !s.racy && StillValid(s); };
   Shard& shard = *shards_[ThisThreadShard()];
-  absl::MutexLock shard_lock(&shard.mu);
+  ShardLock shard_lock(&shard.mu);
   auto it = shard.entries.find(key);
   const IncludeScan* mine = nullptr;
   if (it != shard.entries.end() && matches(it->second)) {

@@ -139,7 +139,7 @@ class IncludeScanner {
     std::shared_ptr<const IncludeScan> scan;
   };
   struct Shard {
-    absl::Mutex mu;
+    ShardMutex mu;
     // Hash of (source, dirs) -> an entry with this shard's own reference.
     absl::flat_hash_map<size_t, Entry> entries ABSL_GUARDED_BY(mu);
     std::atomic<uint64_t> reused{0};

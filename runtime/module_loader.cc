@@ -62,7 +62,7 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord&
                                                            int ordinal) {
   Shard& shard = *shards_[ThisThreadShard()];
   {
-    absl::MutexLock lock(&shard.mu);
+    ShardLock lock(&shard.mu);
     auto it = shard.known.find(KernelKey{module.key, ordinal, name});
     if (it != shard.known.end()) {
       return Loaded{it->second->kernel, false, it->second->image_artifact};
@@ -76,7 +76,7 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord&
   const absl::string_view storage = known->storage;
   KernelKey key{storage.substr(0, module.key.size()), ordinal,
                 storage.substr(module.key.size())};
-  absl::MutexLock lock(&shard.mu);
+  ShardLock lock(&shard.mu);
   shard.known.try_emplace(key, std::move(known));
   return loaded;
 }

@@ -75,7 +75,7 @@ class ModuleLoader {
     const jit::Artifact* image_artifact;
   };
   struct Shard {
-    absl::Mutex mu;
+    ShardMutex mu;
     // Kernels this shard has seen loaded; they never unload before ~ModuleLoader.
     absl::flat_hash_map<KernelKey, std::unique_ptr<KnownKernel>> known ABSL_GUARDED_BY(mu);
   };

@@ -36,7 +36,7 @@ Registry::~Registry() {
   absl::MutexLock lock(&mu_);
   streams_.clear();  // ~Stream closes
   for (int i = 0; i < kThreadShards; ++i) {
-    absl::MutexLock shard_lock(&module_shards_[i]->mu);
+    ShardLock shard_lock(&module_shards_[i]->mu);
     module_shards_[i]->modules.clear();
   }
   builds_.clear();
@@ -49,7 +49,7 @@ Module* Registry::AddModule(Runtime* runtime, ModuleRecord record) {
   module->record = std::move(record);
   module->shard = ThisThreadShard();
   ModuleShard& shard = *module_shards_[module->shard];
-  absl::MutexLock lock(&shard.mu);
+  ShardLock lock(&shard.mu);
   shard.modules.emplace(out, std::move(module));
   return out;
 }
@@ -87,7 +87,7 @@ void Registry::DestroyModule(Module* module, ReleaseTagFn release) {
   std::unique_ptr<Module> owned;
   {
     ModuleShard& shard = *module_shards_[module->shard];
-    absl::MutexLock lock(&shard.mu);
+    ShardLock lock(&shard.mu);
     auto it = shard.modules.find(module);
     if (it != shard.modules.end()) {
       owned = std::move(it->second);
@@ -120,7 +120,7 @@ absl::Status Registry::DestroyAll(ReleaseTagFn release) {
   streams_.clear();
   for (int i = 0; i < kThreadShards; ++i) {
     ModuleShard& shard = *module_shards_[i];
-    absl::MutexLock shard_lock(&shard.mu);
+    ShardLock shard_lock(&shard.mu);
     for (auto& [address, module] : shard.modules) {
       if (!Release(release, ObjectKind::kModule, module->tag)) {
         (void)module.release();

@@ -92,7 +92,7 @@ class Registry {
   // adds to its own shard (base/thread_shards.h), and a module is removed
   // from the shard that holds it.
   struct ModuleShard {
-    absl::Mutex mu;
+    ShardMutex mu;
     absl::flat_hash_map<Module*, std::unique_ptr<Module>> modules ABSL_GUARDED_BY(mu);
   };
   std::unique_ptr<CacheLinePadded<ModuleShard>[]> module_shards_{

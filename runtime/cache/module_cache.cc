@@ -67,7 +67,7 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Get(
   // finished artifact the shard then keeps a reference of its own to).
   Shard& shard = ThisThreadsShard();
   if (config_.memory) {
-    absl::MutexLock shard_lock(&shard.mu);
+    ShardLock shard_lock(&shard.mu);
     auto hit = shard.hits.find(key.digest);
     if (hit != shard.hits.end()) {
       shard.memory_hits.fetch_add(1, std::memory_order_relaxed);
@@ -324,7 +324,7 @@ absl::Status ModuleCache::Clear() {
 void ModuleCache::ForgetInShards(const std::string* digest) {
   for (int i = 0; i < kThreadShards; ++i) {
     Shard& shard = *shards_[i];
-    absl::MutexLock lock(&shard.mu);
+    ShardLock lock(&shard.mu);
     if (digest == nullptr) {
       shard.hits.clear();
     } else {

@@ -205,7 +205,7 @@ class ModuleCache {
   // each held by a reference of this shard's own (see the file comment).
   // Lock order: a shard's mu, then mu_; never mu_ then a shard's.
   struct Shard {
-    absl::Mutex mu;
+    ShardMutex mu;
     absl::flat_hash_map<std::string, std::shared_ptr<const jit::Artifact>> hits
         ABSL_GUARDED_BY(mu);
     std::atomic<uint64_t> memory_hits{0};
