@@ -99,14 +99,20 @@ std::unique_ptr<TileCopy> Prepare(fj_runtime* rt, fj_stream* stream, int sms, ui
   auto t = std::make_unique<TileCopy>();
   std::string source = kKernel, def = "-DSTAGES=" + std::to_string(c.stages),
               unroll = "-DFJ_FAST_UNROLL=" + std::to_string(c.unroll);
-  fj_str opts[2] = {Str(def), Str(unroll)};
+  // FJ_COPY_BENCH_NVRTC: one more NVRTC option for every build (e.g.
+  // --maxrregcount=80), for register and occupancy studies.
+  const char* extra_env = std::getenv("FJ_COPY_BENCH_NVRTC");
+  std::string extra = extra_env != nullptr ? extra_env : "";
+  std::vector<fj_str> opts = {Str(def)};
+  if (c.unroll > 0) opts.push_back(Str(unroll));
+  if (!extra.empty()) opts.push_back(Str(extra));
   fj_build_options o{};
   o.struct_size = sizeof(o);
   o.source = Str(source);
   o.name = Str("tile_copy_bench.cu");
   o.copy_impl = impl;
-  o.nvrtc_options = opts;
-  o.num_nvrtc_options = c.unroll > 0 ? 2 : 1;
+  o.nvrtc_options = opts.data();
+  o.num_nvrtc_options = opts.size();
   fj_status* st = fj_module_build(rt, &o, &t->module);
   if (st != nullptr) {
     std::printf("%-10s: not built: %s\n", fj_copy_impl_name(impl), fj_status_message(st, nullptr));
@@ -216,6 +222,10 @@ int main() {
       {2, 256, 64, 1, 256},  {4, 128, 64, 1, 512},  {4, 256, 32, 2, 256},
       {2, 128, 64, 3, 128, 16}, {2, 128, 64, 3, 256, 16}, {2, 256, 64, 1, 256, 16},
       {3, 256, 64, 1, 512, 16}, {2, 128, 64, 4, 128, 16}, {2, 256, 32, 3, 256, 16},
+      // The best cp_async and sync shapes of the 2026-11-30 H200 sweep
+      // (bench/results/2026-11-30-h200-copy-sweep.txt): one warp per CTA,
+      // and for sync one 32 KiB row (168 registers allow 3 x 128 threads).
+      {2, 128, 64, 3, 32},   {2, 256, 32, 3, 64},   {2, 8192, 1, 3, 128},
   };
   std::vector<fj_copy_impl> impls = {FJ_COPY_IMPL_TMA, FJ_COPY_IMPL_CP_ASYNC, FJ_COPY_IMPL_SYNC};
   // FJ_COPY_BENCH_ONLY="impl,stages,box_x,box_y,ctas_per_sm,threads[,unroll]"
