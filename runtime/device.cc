@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "platform/cu_errors.h"
@@ -147,14 +149,21 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
   return list;
 }
 
+absl::Status DeviceList::NoDevice() const {
+  absl::Status status =
+      absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
+  // The driver call that failed (cuda_call, cuda_error), when one did; the
+  // public code stays UNAVAILABLE.
+  driver_status_.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    if (absl::StartsWith(url, kPayloadPrefix)) status.SetPayload(url, payload);
+  });
+  return status;
+}
+
 absl::StatusOr<Device*> DeviceList::at(int ordinal) const {
-  if (api_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
-  }
+  if (api_ == nullptr) return NoDevice();
   if (ordinal < 0 || ordinal >= count()) {
-    if (count() == 0) {
-      return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
-    }
+    if (count() == 0) return NoDevice();
     return absl::NotFoundError(
         absl::StrCat("device ", ordinal, " does not exist; there are ", count()));
   }

@@ -102,6 +102,10 @@ class DeviceList {
   const absl::Status& driver_status() const { return driver_status_; }
 
  private:
+  // UNAVAILABLE "no CUDA device: <why>", carrying the failed driver call's
+  // details (cuda_call, cuda_error) when there was one.
+  absl::Status NoDevice() const;
+
   const DriverApi* api_ = nullptr;
   absl::Status driver_status_;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -29,8 +29,16 @@ ModuleLoader::~ModuleLoader() {
   absl::MutexLock lock(&images_mu_);
   if (driver_ != nullptr && !IsForkedChild(*driver_)) {
     for (auto& [key, image] : images_) {
-      if (image->module != nullptr && image->device->MakeCurrent().ok()) {
-        driver_->cuModuleUnload(image->module);
+      if (image->module == nullptr) continue;
+      // Nothing can be returned from here: a failed unload is logged.
+      absl::Status status = image->device->MakeCurrent().status();
+      if (status.ok()) {
+        status = CheckCu(*driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
+      }
+      if (!status.ok() && logger_ != nullptr) {
+        logger_->Log(LogLevel::kWarn,
+                     absl::StrCat("unloading module ", key.first.substr(0, 16), " from device ",
+                                  key.second, ": ", status.message()));
       }
     }
   }
@@ -85,8 +93,9 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord&
   LoadedImage* image = nullptr;
   {
     absl::MutexLock lock(&images_mu_);
-    auto& slot = images_[{module.key, ordinal}];
-    if (slot == nullptr) {
+    auto it = images_.find({module.key, ordinal});
+    if (it == images_.end()) {
+      // Loaded before it enters the map: a failed load leaves no empty slot.
       auto loaded = std::make_unique<LoadedImage>();
       loaded->device = dev;
       loaded->artifact = module.artifact;
@@ -95,9 +104,9 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord&
                   "cuModuleLoadData"),
           absl::StrCat("loading '", module.name, "' (", artifact.target.Name(),
                        ") on device ", ordinal));
-      slot = std::move(loaded);
+      it = images_.emplace(std::make_pair(module.key, ordinal), std::move(loaded)).first;
     }
-    image = slot.get();
+    image = it->second.get();
   }
   // Entries point into the image's artifact, which the image keeps alive
   // (the same module as `module.artifact`, possibly another copy of it).
