@@ -36,8 +36,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "fleetjit/fleetjit.h"
 
 namespace {
@@ -45,6 +43,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+// Literals: a temporary std::string would die before the struct is used.
+fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 struct Config {
   int seconds = 60;
@@ -68,18 +68,26 @@ bool Ok(Counters& c, const char* what, fj_status* st) {
   c.failures.fetch_add(1);
   std::lock_guard<std::mutex> lock(failure_mu);
   if (first_failure.empty()) {
-    first_failure = absl::StrCat(what, ": ", fj_code_name(fj_status_code(st)), ": ",
-                                 fj_status_message(st, nullptr));
+    first_failure = std::string(what) + ": " + fj_code_name(fj_status_code(st)) + ": " +
+                    fj_status_message(st, nullptr);
   }
   fj_status_free(st);
   return false;
 }
 
 std::string Source(int variant) {
-  return absl::StrCat(
-      "extern \"C\" __global__ void step(float* p, float a, int n) {\n"
-      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-      "  if (i < n) p[i] = p[i] * a + ", variant % 3, ".0f;  // variant ", variant, "\n}\n");
+  return "extern \"C\" __global__ void step(float* p, float a, int n) {\n"
+         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+         "  if (i < n) p[i] = p[i] * a + " +
+         std::to_string(variant % 3) + ".0f;  // variant " + std::to_string(variant) + "\n}\n";
+}
+
+bool ToInt(const std::string& text, int* out) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0') return false;
+  *out = static_cast<int>(v);
+  return true;
 }
 
 fj_runtime* NewRuntime(const Config& cfg, Counters& c) {
@@ -146,8 +154,9 @@ bool Launch(fj_runtime* rt, fj_module* m, int variant, fj_stream* stream, uint64
       c.failures.fetch_add(1);
       std::lock_guard<std::mutex> lock(failure_mu);
       if (first_failure.empty()) {
-        first_failure = absl::StrCat("launch of variant ", variant, ": element ", i, " is ",
-                                     out[i], ", expected ", in[i] + add);
+        first_failure = "launch of variant " + std::to_string(variant) + ": element " +
+                        std::to_string(i) + " is " + std::to_string(out[i]) + ", expected " +
+                        std::to_string(in[i] + add);
       }
       return false;
     }
@@ -267,9 +276,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--seconds" && absl::SimpleAtoi(value(), &cfg.seconds)) continue;
-    if (a == "--threads" && absl::SimpleAtoi(value(), &cfg.threads)) continue;
-    if (a == "--sources" && absl::SimpleAtoi(value(), &cfg.sources)) continue;
+    if (a == "--seconds" && ToInt(value(), &cfg.seconds)) continue;
+    if (a == "--threads" && ToInt(value(), &cfg.threads)) continue;
+    if (a == "--sources" && ToInt(value(), &cfg.sources)) continue;
     if (a == "--cache-dir") {
       cfg.cache_dir = value();
       continue;

@@ -9,11 +9,12 @@
 namespace fleetjit {
 
 absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
-                                                     int ordinal) {
+                                                     int ordinal, const Logger* logger) {
   CUdevice handle = 0;
   FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
                      absl::StrCat("opening device ", ordinal));
   std::unique_ptr<Device> device(new Device(api, handle));
+  device->logger_ = logger;
   DeviceFacts& f = device->facts_;
   f.ordinal = ordinal;
   char name[256] = {};
@@ -63,12 +64,22 @@ Device::~Device() {
   // destroys devices from fj_runtime_destroy, never from a static destructor.
   absl::MutexLock lock(&mu_);
   if (context_ != nullptr && !IsForkedChild(api_)) {
-    api_.cuDevicePrimaryCtxRelease(device_);
+    LogReleaseFailure(CheckCu(api_, api_.cuDevicePrimaryCtxRelease(device_),
+                              "cuDevicePrimaryCtxRelease"),
+                      "the primary context");
   }
+}
+
+void Device::LogReleaseFailure(const absl::Status& status, absl::string_view what) const {
+  if (status.ok() || logger_ == nullptr) return;
+  logger_->Log(LogLevel::kWarn, absl::StrCat("device ", facts_.ordinal, ": releasing ", what,
+                                             ": ", status.message()));
 }
 
 absl::StatusOr<CUcontext> Device::MakeCurrent() {
   if (is_poisoned()) return poisoned();
+  // Refused before the driver is reached: CUDA is not fork-safe.
+  if (IsForkedChild(api_)) return CheckCu(api_, CUDA_SUCCESS, "cuCtxGetCurrent");
   CUcontext ctx = context_fast_.load(std::memory_order_acquire);
   if (ctx == nullptr) {
     absl::MutexLock lock(&mu_);
@@ -127,7 +138,8 @@ absl::Status Device::CheckAfterWork(CUresult result, absl::string_view call) {
 }
 
 absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
-                                            absl::Status driver_status) {
+                                            absl::Status driver_status,
+                                            const Logger* logger) {
   DeviceList list;
   list.api_ = api;
   list.driver_status_ = std::move(driver_status);
@@ -139,7 +151,7 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
     count = 0;
   }
   for (int i = 0; i < count; ++i) {
-    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, Device::Open(*api, i),
+    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, Device::Open(*api, i, logger),
                         "creating the runtime");
     list.devices_.push_back(std::move(d));
   }

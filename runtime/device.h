@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
 
@@ -39,10 +40,12 @@ struct DeviceFacts {
 
 class Device {
  public:
-  // Reads the facts of device `ordinal`.
+  // Reads the facts of device `ordinal`. Release failures are logged to
+  // `logger` (may be null), which must outlive the device.
   static absl::StatusOr<std::unique_ptr<Device>> Open(const DriverApi& api,
-                                                      int ordinal);
-  ~Device();  // releases the primary context if it was retained
+                                                      int ordinal,
+                                                      const Logger* logger = nullptr);
+  ~Device();  // releases the primary context if it was retained (logged if that fails)
 
   const DeviceFacts& facts() const { return facts_; }
   CUdevice handle() const { return device_; }
@@ -69,10 +72,16 @@ class Device {
   absl::Status CheckAfterWork(CUresult result, absl::string_view call);
   bool is_poisoned() const { return poisoned_flag_.load(std::memory_order_acquire); }
 
+  // For releases (cuMemFree, cuModuleUnload, cuStreamDestroy, ...) made
+  // where no caller can be told: logs `status`, if it is an error, at warn,
+  // with `what` was being released.
+  void LogReleaseFailure(const absl::Status& status, absl::string_view what) const;
+
  private:
   Device(const DriverApi& api, CUdevice device) : api_(api), device_(device) {}
 
   const DriverApi& api_;
+  const Logger* logger_ = nullptr;
   CUdevice device_;
   DeviceFacts facts_;
   absl::Mutex mu_;
@@ -92,7 +101,8 @@ class DeviceList {
   // `driver_status` says why. A driver that reports none is not an error:
   // driver_status() then says so.
   static absl::StatusOr<DeviceList> Open(const DriverApi* api,
-                                         absl::Status driver_status);
+                                         absl::Status driver_status,
+                                         const Logger* logger = nullptr);
 
   int count() const { return static_cast<int>(devices_.size()); }
   // Device `ordinal`: UNAVAILABLE without a device, NOT_FOUND out of range.

@@ -29,17 +29,18 @@ ModuleLoader::~ModuleLoader() {
   absl::MutexLock lock(&images_mu_);
   if (driver_ != nullptr && !IsForkedChild(*driver_)) {
     for (auto& [key, image] : images_) {
-      if (image->module == nullptr) continue;
-      // Nothing can be returned from here: a failed unload is logged.
-      absl::Status status = image->device->MakeCurrent().status();
-      if (status.ok()) {
-        status = CheckCu(*driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
+      // A poisoned context is dead, and its modules with it. Otherwise the
+      // module is unloaded even if the context could not be made current
+      // (the handle names its context). Nothing can be returned from here:
+      // a failure is logged.
+      Device& device = *image->device;
+      absl::Status status = device.MakeCurrent().status();
+      if (!device.is_poisoned()) {
+        absl::Status unloaded =
+            CheckCu(*driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
+        if (status.ok()) status = unloaded;
       }
-      if (!status.ok() && logger_ != nullptr) {
-        logger_->Log(LogLevel::kWarn,
-                     absl::StrCat("unloading module ", key.first.substr(0, 16), " from device ",
-                                  key.second, ": ", status.message()));
-      }
+      device.LogReleaseFailure(status, absl::StrCat("module ", key.first.substr(0, 16)));
     }
   }
   images_.clear();

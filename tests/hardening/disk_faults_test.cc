@@ -162,8 +162,8 @@ BuildSpec Spec(int variant) {
 
 #define SKIP_WITHOUT_NVRTC(rt)                                              \
   do {                                                                      \
-    auto probe = (rt).compiler_identity();                                  \
-    if (!probe.ok()) GTEST_SKIP() << "no NVRTC: " << probe.status();        \
+    auto identity = (rt).compiler_identity();                               \
+    if (!identity.ok()) GTEST_SKIP() << "no NVRTC: " << identity.status();  \
   } while (0)
 
 // Every file under `dir` whose name starts with ".tmp-".

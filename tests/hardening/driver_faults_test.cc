@@ -8,9 +8,15 @@
 //    entry point (the first failure the caller sees), unless the call is
 //    one the runtime may lose without harm (kTolerated, each with why);
 //  - leave no driver object behind (allocations, modules, streams, events,
-//    context retains), except the one whose own destroy call failed;
+//    context retains), except the one whose own destroy call failed, and
+//    none for the driver to reclaim when the primary context's last retain
+//    goes (a process sharing the context, like PyTorch, would leak it).
+//    After a sticky error (a kernel fault: the CUresult table's verdict)
+//    the context is dead: fleetjit makes no more calls into it, and its
+//    objects go with it when it is released;
 //  - not hang (a watchdog aborts a run past kRunLimit) and not crash.
 // Host leaks are LeakSanitizer's (scripts/ci-sanitize runs this test).
+#include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -25,8 +31,10 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "platform/cu_errors.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
 #include "tests/common/seed.h"
 #include "tests/hardening/driver_scenario.h"
@@ -36,19 +44,75 @@ namespace {
 
 constexpr std::chrono::seconds kRunLimit(120);
 
-// Calls whose failure the session may not see as a status, and why that
-// is right.
-const std::map<std::string, std::string>& Tolerated() {
-  static const auto* tolerated = new std::map<std::string, std::string>{
-      {"cuGetErrorName",
-       "called only to describe another failure; without it the status still "
-       "names the failed call (ErrorTextFailuresStillNameTheCall)"},
-      {"cuGetErrorString", "as cuGetErrorName"},
-      {"cuCtxGetCurrent",
-       "a launch that cannot read the current context sets it (cuCtxSetCurrent, "
-       "checked) and goes on"},
-  };
-  return *tolerated;
+// Calls whose failure may reach the caller as something other than a
+// status naming them, by the step (C ABI call) it happens in, and why.
+// `gap`: not right yet, in a file this branch does not own; the test
+// still requires no crash, no hang and right data, allows the one object
+// named by `leaks`, and prints the gap.
+struct Excuse {
+  const char* call;
+  const char* step_prefix;  // "" = any step
+  const char* why;
+  bool gap;
+  int64_t fjfake_live::*leaks;
+  const char* log_names;  // a log line must contain this ("" = none needed)
+};
+
+const Excuse kExcuses[] = {
+    {"cuGetErrorName", "",
+     "called only to describe another failure; without it the status still names the "
+     "failed call (ErrorTextFailuresStillNameTheCall)",
+     false, nullptr, ""},
+    {"cuGetErrorString", "", "as cuGetErrorName", false, nullptr, ""},
+    {"cuCtxGetCurrent", "@launch",
+     "a launch that cannot read the current context sets it (cuCtxSetCurrent, checked) "
+     "and goes on (the call sites that fj_launch reaches; fj_copy and fj_prefetch launch "
+     "through them too)",
+     false, nullptr, ""},
+    {"cuTensorMapEncodeTiled", "fj_launch",
+     "a tensor TMA cannot describe launches through cp.async; the reason is logged (info)",
+     false, nullptr, "cuTensorMapEncodeTiled"},
+    {"cuDeviceCanAccessPeer", "fj_copy",
+     "runtime/copy/copy_engine.cc Peers(): an error reads as 'no P2P path' and the driver "
+     "stages the copy: right data, error unreported",
+     true, nullptr, ""},
+    {"cuEventDestroy", "fj_prefetch",
+     "runtime/copy/copy_ops.cc Prefetch: cuEventDestroy unchecked and unlogged", true,
+     &fjfake_live::events, ""},
+    {"cuMemFreeHost", "fj_copy",
+     "runtime/copy/copy_ops.cc PinnedBuffer: cuMemFreeHost unchecked and unlogged", true,
+     &fjfake_live::host_allocations, ""},
+    {"cuStreamDestroy", "fj_runtime_destroy",
+     "runtime/copy/copy_engine.cc ~CopyEngine: cuStreamDestroy unchecked and unlogged", true,
+     &fjfake_live::streams, ""},
+    {"cuCtxGetCurrent", "fj_runtime_destroy",
+     "runtime/copy/copy_engine.cc ~CopyEngine: a context that cannot be made current keeps "
+     "its stream, unlogged (the runtime's own releases are still made, and logged)",
+     true, &fjfake_live::streams, ""},
+    {"cuCtxSetCurrent", "fj_runtime_destroy",
+     "runtime/copy/copy_engine.cc ~CopyEngine: as cuCtxGetCurrent in fj_runtime_destroy", true,
+     &fjfake_live::streams, ""},
+};
+
+// `launch_site`: the call comes from a site fj_launch reaches (step_prefix
+// "@launch").
+const Excuse* ExcuseFor(const std::string& call, const std::string& step, bool launch_site) {
+  for (const Excuse& e : kExcuses) {
+    if (call != e.call) continue;
+    if (absl::string_view(e.step_prefix) == "@launch" ? launch_site
+                                                      : absl::StartsWith(step, e.step_prefix)) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+// The step of `clean` that made call `nth` of symbol `index`.
+std::string StepOf(const ScenarioResult& clean, int index, uint64_t nth) {
+  for (const auto& [step, calls] : clean.step_calls) {
+    if (calls[index] >= nth) return step;
+  }
+  return "";
 }
 
 // Calls that release something: a failure leaves that object to the
@@ -144,6 +208,12 @@ class Watchdog {
   std::thread thread_;
 };
 
+// Three devices, the third without a P2P path (driver_scenario.h).
+void ResetFake() {
+  fjfake_reset(3);
+  fjfake_set_p2p_devices(2);
+}
+
 fjfake_live Live() {
   fjfake_live l;
   fjfake_get_live(&l);
@@ -161,7 +231,7 @@ std::string Failures(const ScenarioResult& r) {
 class DriverFaultsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    fjfake_reset(1);
+    ResetFake();
     // The first run compiles the cached build and publishes it: later runs
     // take it from disk, as a long-lived fleet mostly does.
     std::mt19937_64 rng(1);
@@ -178,23 +248,26 @@ class DriverFaultsTest : public ::testing::Test {
 TEST_F(DriverFaultsTest, CleanSessionChecksItsDataAndLeavesNothing) {
   auto rng = SeededRng("CleanSessionChecksItsDataAndLeavesNothing");
   const fjfake_live before = Live();
-  fjfake_reset(0);
+  ResetFake();
   ScenarioResult r = RunDriverScenario(dir_.path(), rng);
   EXPECT_TRUE(r.failures.empty()) << Failures(r);
   EXPECT_TRUE(r.data_checked);
   EXPECT_EQ(r.data_error, "");
   EXPECT_EQ(Describe(Live()), Describe(before));
+  EXPECT_EQ(Live().reclaimed, 0);
   // The session reaches the driver's main families.
-  for (const char* call : {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernelEx",
-                           "cuMemcpyDtoHAsync", "cuStreamCreate", "cuFuncSetAttribute",
-                           "cuMemcpyAsync", "cuDevicePrimaryCtxRelease"}) {
+  for (const char* call :
+       {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernelEx", "cuMemcpyDtoHAsync",
+        "cuStreamCreate", "cuFuncSetAttribute", "cuMemcpyAsync", "cuDevicePrimaryCtxRelease",
+        "cuMemcpyPeerAsync", "cuMemHostAlloc", "cuEventRecord", "cuStreamWaitEvent",
+        "cuCtxEnablePeerAccess", "cuStreamGetCtx", "cuTensorMapEncodeTiled", "cuMemcpyDtoD"}) {
     EXPECT_GT(fjfake_calls(call), 0u) << call;
   }
 }
 
 TEST_F(DriverFaultsTest, ErrorTextFailuresStillNameTheCall) {
   auto rng = SeededRng("ErrorTextFailuresStillNameTheCall");
-  fjfake_reset(0);
+  ResetFake();
   fjfake_fail("cuGetErrorName", 0, CUDA_ERROR_INVALID_VALUE);
   fjfake_fail("cuGetErrorString", 0, CUDA_ERROR_INVALID_VALUE);
   fjfake_fail("cuMemAlloc", 2, CUDA_ERROR_OUT_OF_MEMORY);
@@ -209,7 +282,7 @@ TEST_F(DriverFaultsTest, ErrorTextFailuresStillNameTheCall) {
 TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
   auto rng = SeededRng("EveryCallFailingInTurnIsAStatusNamingIt");
   // 1. Count the calls of a clean session, and where each comes from.
-  fjfake_reset(0);
+  ResetFake();
   std::mt19937_64 clean_rng(rng());
   ScenarioResult clean = RunDriverScenario(dir_.path(), clean_rng);
   ASSERT_TRUE(clean.failures.empty()) << Failures(clean);
@@ -217,16 +290,21 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
     std::string name;
     uint64_t nth;
     uintptr_t site;
+    std::string step;  // of the clean session
   };
   std::vector<Call> calls;
   std::map<std::string, uint64_t> per_function;
+  std::set<uintptr_t> launch_sites;  // sites reached by fj_launch
   for (int i = 0; i < fjfake_symbol_count(); ++i) {
     const std::string name = fjfake_symbol_name(i);
     const uint64_t n = fjfake_calls(name.c_str());
     if (n == 0) continue;
     per_function[name] = n;
     for (uint64_t k = 1; k <= n; ++k) {
-      calls.push_back({name, k, fjfake_call_site(name.c_str(), k)});
+      calls.push_back({name, k, fjfake_call_site(name.c_str(), k), StepOf(clean, i, k)});
+      if (absl::StartsWith(calls.back().step, "fj_launch")) {
+        launch_sites.insert(calls.back().site);
+      }
     }
   }
   ASSERT_FALSE(calls.empty());
@@ -238,17 +316,24 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
                                CUDA_ERROR_ECC_UNCORRECTABLE};
   Watchdog watchdog;
   std::set<std::string> sites_faulted;
-  std::map<std::string, uint64_t> surfaced, tolerated, not_fired;
+  std::map<std::string, uint64_t> surfaced, tolerated, gaps, not_fired;
+  std::set<std::string> gap_reasons;
   uint64_t injected = 0;
   for (const Call& call : calls) {
-    const CUresult result = kResults[rng() % std::size(kResults)];
+    CUresult result = kResults[rng() % std::size(kResults)];
+    // Reading a cubin's parameters, CUDA_ERROR_INVALID_VALUE is the
+    // driver's "no more parameters": not an error the runtime could see.
+    while (call.name == "cuFuncGetParamInfo" && result == CUDA_ERROR_INVALID_VALUE &&
+           absl::StartsWith(call.step, "fj_module_load")) {
+      result = kResults[rng() % std::size(kResults)];
+    }
     const std::string what = absl::StrCat(call.name, " call ", call.nth, " (",
                                           SiteName(call.site, false), ") failing with ",
                                           static_cast<int>(result));
     SCOPED_TRACE(what);
     watchdog.Start(what);
     const fjfake_live before = Live();
-    fjfake_reset(0);
+    ResetFake();
     fjfake_fail(call.name.c_str(), call.nth, result);
     std::mt19937_64 run_rng(rng());
     ScenarioResult r = RunDriverScenario(dir_.path(), run_rng);
@@ -263,33 +348,45 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
     sites_faulted.insert(SiteName(fjfake_call_site(call.name.c_str(), call.nth), false));
     EXPECT_EQ(r.data_error, "");
 
-    // (a) The first failure names the call.
+    // (a) The first failure names the call; or a destroy's release failed
+    //     and the log says so; or it is excused.
     const bool named =
         !r.failures.empty() &&
         (absl::StrContains(r.failures[0].cuda_call, call.name) ||
          (r.failures[0].step == "fj_runtime_driver_error" &&
           absl::StrContains(r.failures[0].message, call.name)));
+    auto logged = [&](const std::string& needle) {
+      for (const std::string& line : r.log_lines) {
+        if (absl::StrContains(line, needle)) return true;
+      }
+      return false;
+    };
+    const Excuse* excuse = ExcuseFor(call.name, r.fired_in, launch_sites.count(call.site) != 0);
+    int64_t fjfake_live::*may_leak = ReleasedBy(call.name);
     if (named) {
       ++surfaced[call.name];
-    } else if (Tolerated().count(call.name) != 0 && r.failures.empty()) {
-      ++tolerated[call.name];
-    } else if (ReleasedBy(call.name) != nullptr && r.failures.empty()) {
-      // A release inside a destroy: its only witness is the log.
-      bool logged = false;
-      for (const std::string& line : r.log_lines) {
-        logged = logged || absl::StrContains(line, call.name);
+    } else if (excuse != nullptr && r.failures.empty()) {
+      if (*excuse->log_names != '\0') {
+        EXPECT_TRUE(logged(excuse->log_names)) << "no log line names " << excuse->log_names;
       }
-      EXPECT_TRUE(logged) << "no log line names the failed release";
+      ++(excuse->gap ? gaps : tolerated)[call.name];
+      if (excuse->gap) gap_reasons.insert(excuse->why);
+      if (excuse->leaks != nullptr) may_leak = excuse->leaks;
+    } else if (may_leak != nullptr && r.failures.empty()) {
+      // A release inside a destroy: its only witness is the log.
+      EXPECT_TRUE(logged(call.name)) << "no log line names the failed release";
       ++surfaced[call.name];
     } else {
-      ADD_FAILURE() << "the first failure does not name " << call.name << ":"
-                    << (r.failures.empty() ? " none" : Failures(r));
+      ADD_FAILURE() << "the first failure does not name " << call.name << " (fired in "
+                    << r.fired_in << "):" << (r.failures.empty() ? " none" : Failures(r));
     }
     // (b) No driver object left behind but the one whose release failed.
     fjfake_live after = Live();
-    if (int64_t fjfake_live::*kept = ReleasedBy(call.name)) {
-      EXPECT_LE(after.*kept - before.*kept, 1) << Describe(after);
-      after.*kept = before.*kept;
+    if (IsStickyError(result)) continue;  // a dead context: see the top
+    EXPECT_EQ(after.reclaimed, 0) << "objects left for the context's destruction";
+    if (may_leak != nullptr) {
+      EXPECT_LE(after.*may_leak - before.*may_leak, 1) << Describe(after);
+      after.*may_leak = before.*may_leak;
     }
     EXPECT_EQ(Describe(after), Describe(before));
   }
@@ -300,11 +397,13 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
               per_function.size(), fjfake_symbol_count(), sites_faulted.size(),
               static_cast<unsigned long long>(injected));
   for (const auto& [name, n] : per_function) {
-    std::printf("  %-28s calls %3llu  surfaced %3llu  tolerated %3llu\n", name.c_str(),
-                static_cast<unsigned long long>(n),
+    std::printf("  %-28s calls %3llu  surfaced %3llu  tolerated %3llu  gaps %3llu\n",
+                name.c_str(), static_cast<unsigned long long>(n),
                 static_cast<unsigned long long>(surfaced[name]),
-                static_cast<unsigned long long>(tolerated[name]));
+                static_cast<unsigned long long>(tolerated[name]),
+                static_cast<unsigned long long>(gaps[name]));
   }
+  for (const std::string& why : gap_reasons) std::printf("  known gap: %s\n", why.c_str());
   if (std::getenv("FJ_PRINT_SITES") != nullptr) {
     std::set<uintptr_t> seen;
     for (const Call& call : calls) {

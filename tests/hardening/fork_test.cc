@@ -26,6 +26,7 @@ namespace fleetjit::testing {
 namespace {
 
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 constexpr const char* kSource =
     "extern \"C\" __global__ void add(float* p, float v, int n) {\n"
@@ -186,16 +187,24 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
   fjfake_live before;
   fjfake_get_live(&before);
   const uint64_t child_seed = rng();
+  auto all_calls = [] {
+    uint64_t n = 0;
+    for (int i = 0; i < fjfake_symbol_count(); ++i) n += fjfake_calls(fjfake_symbol_name(i));
+    return n;
+  };
   const int code = InChild([&] {
-    const uint64_t calls_before = fjfake_calls("cuCtxGetCurrent") + fjfake_calls("cuMemAlloc");
+    const uint64_t calls_before = all_calls();
     std::string refused = ParentSessionRefused(parent);
     if (!refused.empty()) {
       std::fprintf(stderr, "child: %s\n", refused.c_str());
       return 1;
     }
-    std::fprintf(stderr, "child: driver calls made by refused calls: %llu\n",
-                 static_cast<unsigned long long>(fjfake_calls("cuCtxGetCurrent") +
-                                                 fjfake_calls("cuMemAlloc") - calls_before));
+    // Refused before reaching the driver, which a fork() child must not use.
+    if (all_calls() != calls_before) {
+      std::fprintf(stderr, "child: the refused calls made %llu driver calls\n",
+                   static_cast<unsigned long long>(all_calls() - calls_before));
+      return 3;
+    }
     std::mt19937_64 child_rng(child_seed);
     Session fresh;
     if (!Open(fresh, driver, dir) || !RoundTrip(fresh, child_rng) || !Close(fresh)) {
@@ -205,7 +214,7 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
     return 0;
   });
   EXPECT_EQ(code, 0) << "1: a call on the parent's runtime was not refused; 2: a new "
-                        "runtime failed (stderr says which)";
+                        "runtime failed; 3: a refused call reached the driver (stderr says which)";
   // The parent's runtime is untouched by all that.
   ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
   ASSERT_TRUE(Close(parent)) << parent.error;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -22,6 +23,8 @@ namespace fleetjit::testing {
 namespace {
 
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+// Literals: a temporary std::string would die before the struct is used.
+fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 struct Outcome {
   fj_code code = FJ_OK;

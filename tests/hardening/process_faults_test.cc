@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -164,6 +165,8 @@ TEST(ProcessFaultsTest, SigkillDuringPublishNeverServesACorruptEntry) {
 // ---------------------------------------------------------------------------
 
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+// Literals: a temporary std::string would die before the struct is used.
+fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 // The image a build of helper variant `variant` gives, through `cache_dir`
 // (nullptr: no disk cache) and its source.

@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -101,6 +102,8 @@ int Verify(const std::string& dir, uint64_t seed, int keys) {
 }
 
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+// Literals: a temporary std::string would die before the struct is used.
+fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 std::string Source(int variant) {
   return absl::StrCat("extern \"C\" __global__ void k(float* p, int n) {\n"

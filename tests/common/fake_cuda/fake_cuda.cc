@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -58,6 +59,7 @@ struct Context {
 struct Allocation {
   size_t bytes;
   int device;  // -1: pinned host memory
+  int owner;   // the device whose context allocated it
 };
 
 struct Param {
@@ -85,7 +87,7 @@ struct Stream {
 };
 
 struct Event {
-  int dummy = 0;
+  Context* context;
 };
 
 struct FaultPlan {
@@ -97,6 +99,7 @@ struct FaultPlan {
 struct State {
   std::mutex mu;
   int devices = 1;
+  int p2p_devices = kMaxDevices;  // devices at or past this have no P2P path
   bool initialised = false;
   Context contexts[kMaxDevices];
   std::map<uintptr_t, Allocation> allocations;  // by start address
@@ -111,6 +114,7 @@ struct State {
   FaultPlan faults[kSymbolCount];
   bool hidden[kSymbolCount] = {};
   uint64_t faults_fired = 0;
+  uint64_t reclaimed = 0;  // objects freed with their context
 };
 
 State& S() {
@@ -260,6 +264,69 @@ void ParsePtx(Module& m) {
   }
 }
 
+// A cubin: each kernel's parameters are EIATTR_KPARAM_INFO records (0x17)
+// in its ".nv.info.<name>" section: {u32 index, u16 ordinal, u16 offset,
+// u32 flags with the size in bits 18..31}. Records are {u8 format, u8
+// attribute, ...}: format 4 carries a u16 length and that many bytes,
+// formats 2 and 3 two bytes, format 1 none.
+void ParseCubinParams(const std::string& elf, Function& f) {
+  auto u16 = [&](size_t at) {
+    uint16_t v;
+    memcpy(&v, elf.data() + at, 2);
+    return v;
+  };
+  auto u32 = [&](size_t at) {
+    uint32_t v;
+    memcpy(&v, elf.data() + at, 4);
+    return v;
+  };
+  auto u64 = [&](size_t at) {
+    uint64_t v;
+    memcpy(&v, elf.data() + at, 8);
+    return v;
+  };
+  if (elf.size() < 0x40) return;
+  const uint64_t shoff = u64(0x28);
+  const uint16_t shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
+  if (shstrndx >= shnum || shoff + uint64_t{shentsize} * shnum > elf.size()) return;
+  const uint64_t strings = u64(shoff + uint64_t{shstrndx} * shentsize + 0x18);
+  const std::string wanted = ".nv.info." + f.name;
+  for (uint16_t i = 0; i < shnum; ++i) {
+    const size_t header = shoff + uint64_t{i} * shentsize;
+    const uint64_t name_at = strings + u32(header);
+    if (name_at >= elf.size() || elf.compare(name_at, wanted.size() + 1,
+                                             wanted.c_str(), wanted.size() + 1) != 0) {
+      continue;
+    }
+    const uint64_t off = u64(header + 0x18), size = u64(header + 0x20);
+    if (off + size > elf.size()) return;
+    std::map<uint16_t, Param> by_ordinal;
+    for (uint64_t p = off; p + 2 <= off + size;) {
+      const uint8_t format = static_cast<uint8_t>(elf[p]);
+      const uint8_t attribute = static_cast<uint8_t>(elf[p + 1]);
+      if (format == 4) {
+        const uint16_t length = u16(p + 2);
+        if (attribute == 0x17 && length >= 12) {
+          by_ordinal[u16(p + 8)] = Param{u16(p + 10), u32(p + 12) >> 18};
+        }
+        p += 4 + length;
+      } else if (format == 2 || format == 3) {
+        p += 4;
+      } else {
+        p += 2;
+      }
+    }
+    f.params_known = true;
+    f.params.clear();
+    f.param_bytes = 0;
+    for (const auto& [ordinal, param] : by_ordinal) {
+      f.params.push_back(param);
+      f.param_bytes = std::max(f.param_bytes, param.offset + param.size);
+    }
+    return;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // 4. The entry points' bodies. Each runs after the fault check (section 5).
 
@@ -297,6 +364,7 @@ CUresult fake_cuGetErrorName(CUresult error, const char** out) {
     NAME(CUDA_ERROR_ECC_UNCORRECTABLE)
     NAME(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
     NAME(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
+    NAME(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED)
 #undef NAME
     default:
       *out = nullptr;
@@ -310,7 +378,7 @@ CUresult fake_cuGetErrorString(CUresult error, const char** out) {
     *out = nullptr;
     return CUDA_ERROR_INVALID_VALUE;
   }
-  *out = "injected by the fake CUDA driver";
+  *out = "reported by the fake CUDA driver";
   return CUDA_SUCCESS;
 }
 
@@ -378,12 +446,55 @@ CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* out, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
+// As the driver does when a primary context's last retain goes: every
+// object of the context goes with it. Caller holds mu.
+void DestroyContextObjects(Context& c) {
+  State& s = S();
+  for (auto it = s.allocations.begin(); it != s.allocations.end();) {
+    if (it->second.owner != c.device) {
+      ++it;
+      continue;
+    }
+    std::free(reinterpret_cast<void*>(it->first));
+    it = s.allocations.erase(it);
+    ++s.reclaimed;
+  }
+  for (auto it = s.modules.begin(); it != s.modules.end();) {
+    if ((*it)->context != &c) {
+      ++it;
+      continue;
+    }
+    for (auto& [name, f] : (*it)->functions) s.functions.erase(f.get());
+    delete *it;
+    it = s.modules.erase(it);
+    ++s.reclaimed;
+  }
+  for (auto it = s.streams.begin(); it != s.streams.end();) {
+    if ((*it)->context != &c) {
+      ++it;
+      continue;
+    }
+    delete *it;
+    it = s.streams.erase(it);
+    ++s.reclaimed;
+  }
+  for (auto it = s.events.begin(); it != s.events.end();) {
+    if ((*it)->context != &c) {
+      ++it;
+      continue;
+    }
+    delete *it;
+    it = s.events.erase(it);
+    ++s.reclaimed;
+  }
+}
+
 CUresult fake_cuDevicePrimaryCtxRelease(CUdevice device) {
   if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(S().mu);
   Context& c = S().contexts[device];
   if (c.retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --c.retains;
+  if (--c.retains == 0) DestroyContextObjects(c);
   return CUDA_SUCCESS;
 }
 
@@ -422,7 +533,8 @@ CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, current_context->device};
+  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, current_context->device,
+                                                     current_context->device};
   *out = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
 }
@@ -447,7 +559,7 @@ CUresult fake_cuMemHostAlloc(void** out, size_t bytes, unsigned int) {
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, -1};
+  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, -1, current_context->device};
   *out = p;
   return CUDA_SUCCESS;
 }
@@ -609,7 +721,7 @@ CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
 CUresult fake_cuEventCreate(CUevent* out, unsigned int) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
-  auto* e = new Event;
+  auto* e = new Event{current_context};
   S().events.insert(e);
   *out = reinterpret_cast<CUevent>(e);
   return CUDA_SUCCESS;
@@ -703,6 +815,7 @@ CUresult fake_cuModuleGetFunction(CUfunction* out, CUmodule module, const char* 
     auto f = std::make_unique<Function>();
     f->module = m;
     f->name = name;
+    ParseCubinParams(m->image, *f);
     S().functions.insert(f.get());
     it = m->functions.emplace(name, std::move(f)).first;
   }
@@ -803,7 +916,8 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType, cuui
 
 CUresult fake_cuDeviceCanAccessPeer(int* can, CUdevice reader, CUdevice owner) {
   if (!ValidDevice(reader) || !ValidDevice(owner)) return CUDA_ERROR_INVALID_DEVICE;
-  *can = 1;
+  std::lock_guard<std::mutex> lock(S().mu);
+  *can = reader < S().p2p_devices && owner < S().p2p_devices ? 1 : 0;
   return CUDA_SUCCESS;
 }
 
@@ -811,6 +925,9 @@ CUresult fake_cuCtxEnablePeerAccess(CUcontext owner, unsigned int) {
   std::lock_guard<std::mutex> lock(S().mu);
   Context* o = AsContext(owner);
   if (o == nullptr || current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (o->device >= S().p2p_devices || current_context->device >= S().p2p_devices) {
+    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  }
   if (!S().peers.insert({current_context->device, o->device}).second) {
     return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
   }
@@ -905,6 +1022,7 @@ FJFAKE_API void fjfake_reset(int devices) {
   std::lock_guard<std::mutex> lock(S().mu);
   State& s = S();
   if (devices > 0 && devices <= kMaxDevices) s.devices = devices;
+  s.p2p_devices = kMaxDevices;
   for (int i = 0; i < kSymbolCount; ++i) {
     s.calls[i] = 0;
     s.sites[i].clear();
@@ -912,6 +1030,7 @@ FJFAKE_API void fjfake_reset(int devices) {
     s.hidden[i] = false;
   }
   s.faults_fired = 0;
+  s.reclaimed = 0;
 }
 
 FJFAKE_API int fjfake_symbol_count(void) { return kSymbolCount; }
@@ -956,6 +1075,25 @@ FJFAKE_API int fjfake_hide(const char* name) {
   return 0;
 }
 
+FJFAKE_API void fjfake_set_p2p_devices(int devices) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().p2p_devices = devices;
+}
+
+FJFAKE_API uint64_t fjfake_create_stream(int device) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (device < 0 || device >= S().devices || S().contexts[device].retains == 0) return 0;
+  auto* s = new Stream{&S().contexts[device]};
+  S().streams.insert(s);
+  return reinterpret_cast<uint64_t>(s);
+}
+
+FJFAKE_API void fjfake_destroy_stream(uint64_t stream) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* s = reinterpret_cast<Stream*>(stream);
+  if (S().streams.erase(s) != 0) delete s;
+}
+
 FJFAKE_API void fjfake_get_live(fjfake_live* out) {
   std::lock_guard<std::mutex> lock(S().mu);
   State& s = S();
@@ -967,6 +1105,7 @@ FJFAKE_API void fjfake_get_live(fjfake_live* out) {
   out->streams = static_cast<int64_t>(s.streams.size());
   out->events = static_cast<int64_t>(s.events.size());
   for (int d = 0; d < kMaxDevices; ++d) out->context_retains += s.contexts[d].retains;
+  out->reclaimed = static_cast<int64_t>(s.reclaimed);
 }
 
 }  // extern "C"

@@ -7,9 +7,10 @@
 // nothing in the library changes for tests. It simulates a small device:
 // primary contexts, memory (host malloc; copies and fills are real),
 // streams and events (work completes at once), modules that load any image
-// (kernels and parameter layouts are read from PTX text; a cubin's kernels
-// are found by name but report no parameters), launches that check their
-// parameter buffer's size and then do nothing. Every entry point of
+// (kernels and parameter layouts are read from PTX text, or from a
+// cubin's symbol table and .nv.info records), launches that check their
+// parameter buffer's size and then do nothing. Releasing a primary
+// context's last retain destroys its objects, as the driver does. Every entry point of
 // platform/driver_symbols.inc, plus cuInit, exists (the file does not build
 // otherwise); those the runtime does not use answer
 // CUDA_ERROR_NOT_SUPPORTED.
@@ -41,11 +42,16 @@ typedef struct fjfake_live {
   int64_t streams;
   int64_t events;
   int64_t context_retains;   // cuDevicePrimaryCtxRetain not yet released
+  // Objects (of the kinds above) still alive when their primary context's
+  // last retain went, freed with it as the driver does, since the last
+  // fjfake_reset: what a process that shares the context (PyTorch) leaks.
+  int64_t reclaimed;
 } fjfake_live;
 
-// Forgets every fault plan, call count and hidden entry point; the
-// simulated objects stay. Sets the device count (1..8) a later cuInit
-// reports; 0 keeps the current one (1 at start).
+// Forgets every fault plan, call count and hidden entry point, and gives
+// every device a P2P path again; the simulated objects stay. Sets the
+// device count (1..8) the driver reports from then on; 0 keeps the current
+// one (1 at start).
 FJFAKE_API void fjfake_reset(int devices);
 // The entry points, by the name cuGetProcAddress knows them ("cuMemAlloc"),
 // cuInit included: `index` in [0, fjfake_symbol_count()).
@@ -67,6 +73,14 @@ FJFAKE_API uint64_t fjfake_faults_fired(void);
 // unknown name.
 FJFAKE_API int fjfake_hide(const char* name);
 FJFAKE_API void fjfake_get_live(fjfake_live* out);
+// Devices at or past `devices` have no P2P path to any other (reset: all
+// have one).
+FJFAKE_API void fjfake_set_p2p_devices(int devices);
+// A stream of device `device`'s primary context (which must be retained),
+// as a caller's own code (PyTorch) would create it: counted as a live
+// stream but not as a driver call. 0 if the context is not retained.
+FJFAKE_API uint64_t fjfake_create_stream(int device);
+FJFAKE_API void fjfake_destroy_stream(uint64_t stream);
 
 #ifdef __cplusplus
 }  // extern "C"
