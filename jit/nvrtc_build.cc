@@ -148,9 +148,18 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
       guard.program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
   if (pch != nullptr) pch->Finish(guard.program, compiled == NVRTC_SUCCESS);
   std::string log = ProgramLog(*api, guard.program);
-  if (compiled != NVRTC_SUCCESS) {
+  if (compiled == NVRTC_ERROR_COMPILATION || compiled == NVRTC_ERROR_INVALID_OPTION) {
+    // The source or the caller's options: a build error with NVRTC's log.
     if (log.empty()) log = api->nvrtcGetErrorString(compiled);
     return BuildError(request, options, log);
+  }
+  if (compiled != NVRTC_SUCCESS) {
+    // NVRTC itself failed (out of memory, an internal error): not the
+    // source's fault, and named as NVRTC's.
+    absl::Status status = CheckNvrtc(*api, compiled, "nvrtcCompileProgram");
+    if (!log.empty()) SetDetail(status, "build_log", log);
+    return Annotate(status, absl::StrCat("compiling '", request.name, "' for ",
+                                         request.target.Name()));
   }
 
   Artifact artifact;

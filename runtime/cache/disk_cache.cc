@@ -398,8 +398,10 @@ void DiskCache::AfterStore(int shard, int shard_fd) {
       ::unlinkat(shard_fd, name.c_str(), 0);  // left by a crashed writer
       continue;
     }
-    if (IsEntryName(name) || absl::StartsWith(name, kTempPrefix))
-      bytes += st.st_size;
+    // Entries only: the temp files of killed writers (until they are stale)
+    // must not push the estimate over the cap, or every store would evict
+    // every entry while they last (a SIGKILL test found it).
+    if (IsEntryName(name)) bytes += st.st_size;
   }
   uint64_t estimate;
   {
@@ -470,13 +472,11 @@ void DiskCache::Evict() {
           ::unlinkat(shard_fd, name.c_str(), 0);
           return;
         }
-        if (!temp && !IsEntryName(name)) return;
+        if (temp || !IsEntryName(name)) return;  // temps: see AfterStore
         total += st.st_size;
         per_shard[ShardIndex(shard_name)] += st.st_size;
-        if (!temp) {
-          entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name,
-                             name, static_cast<uint64_t>(st.st_size)});
-        }
+        entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name, name,
+                           static_cast<uint64_t>(st.st_size)});
       });
 
   if (total > max_bytes_) {

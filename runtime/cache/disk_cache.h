@@ -26,8 +26,10 @@
 // estimates the directory's total from the shards this process has seen,
 // since digests spread entries evenly. When the estimate passes the cap,
 // the store scans the whole directory and deletes least-recently-used
-// entries until the total is under 90% of the cap; the scan also deletes
-// temp files that crashed writers left (older than ten minutes).
+// entries until the total is under 90% of the cap. The cap counts entries
+// only: temp files that killed writers left are deleted once ten minutes
+// old (by the store that rescans their shard, or the eviction scan), and
+// until then must not make every store evict every entry.
 //
 // Several processes may evict at once: unlink only removes a name, so a
 // reader that already opened an entry reads it to the end, and one that has

@@ -227,6 +227,8 @@ struct FailureClass {
   bool prefill;
 };
 
+void PrintTo(const FailureClass& c, std::ostream* os) { *os << c.name; }
+
 class DiskFaultsTest : public ::testing::TestWithParam<FailureClass> {};
 
 // One class at a time, persistent (every matching operation fails).
