@@ -71,6 +71,10 @@ class Device {
   // copies and synchronisations, where a kernel's fault surfaces.
   absl::Status CheckAfterWork(CUresult result, absl::string_view call);
   bool is_poisoned() const { return poisoned_flag_.load(std::memory_order_acquire); }
+  // Whether objects of this device's context may be released: not after a
+  // sticky fault (the context is dead, its objects go with it) and not in
+  // a fork() child (the driver belongs to the parent).
+  bool CanRelease() const { return !is_poisoned() && !IsForkedChild(api_); }
 
   // For releases (cuMemFree, cuModuleUnload, cuStreamDestroy, ...) made
   // where no caller can be told: logs `status`, if it is an error, at warn,

@@ -20,7 +20,7 @@ absl::Status DeviceMemory::Release(Device& device, uint64_t address) {
   // memory is freed even if the context could not be made current (the
   // address names its context).
   absl::Status status = device.MakeCurrent().status();
-  if (device.is_poisoned()) return status;
+  if (!device.CanRelease()) return status;
   absl::Status freed =
       CheckCu(*driver_, driver_->cuMemFree(static_cast<CUdeviceptr>(address)), "cuMemFree");
   return status.ok() ? freed : status;

@@ -35,7 +35,7 @@ ModuleLoader::~ModuleLoader() {
       // a failure is logged.
       Device& device = *image->device;
       absl::Status status = device.MakeCurrent().status();
-      if (!device.is_poisoned()) {
+      if (device.CanRelease()) {
         absl::Status unloaded =
             CheckCu(*driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
         if (status.ok()) status = unloaded;

@@ -68,7 +68,7 @@ absl::Status Stream::Close() {
   // A poisoned context is dead, and its streams with it. Otherwise the
   // stream is destroyed even if the context could not be made current
   // (the handle names its context; work still queued completes first).
-  if (!device_.is_poisoned()) {
+  if (device_.CanRelease()) {
     if (status.ok()) {
       status = CheckCu(api_, api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
     }
