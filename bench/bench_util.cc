@@ -1,7 +1,5 @@
 #include "bench/bench_util.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,18 +16,5 @@ void Check(fj_status* status, const char* what) {
 
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
 fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-double NowMs() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace fleetjit::bench

@@ -1,6 +1,6 @@
 // Helpers shared by the benchmarks: checked C ABI calls, launch arguments
-// (the selftest's builders, conformance/c_abi.h: their one home) and
-// medians.
+// (the selftest's builders, conformance/c_abi.h: their one home), and the
+// timing helpers `fleetjit bench` uses too (tools/measure.h: their home).
 #ifndef FLEETJIT_BENCH_BENCH_UTIL_H_
 #define FLEETJIT_BENCH_BENCH_UTIL_H_
 
@@ -9,6 +9,7 @@
 
 #include "conformance/c_abi.h"
 #include "fleetjit/fleetjit.h"
+#include "tools/measure.h"
 
 namespace fleetjit::bench {
 
@@ -24,8 +25,8 @@ void Check(fj_status* status, const char* what);
 // overload keeps literals from binding to a temporary std::string.
 fj_str Str(const std::string& s);
 fj_str Str(const char* s);
-double Median(std::vector<double> v);
-double NowMs();
+using ::fleetjit::measure::Median;
+using ::fleetjit::measure::NowMs;
 
 }  // namespace fleetjit::bench
 

@@ -35,17 +35,7 @@
 namespace fleetjit::bench {
 namespace {
 
-constexpr const char* kPlain = R"(
-extern "C" __global__ void copy(const float4* in, float4* out, int n) {
-  __shared__ float4 tile[256];
-  for (int i = blockIdx.x * 256 + threadIdx.x; i < n; i += gridDim.x * 256) {
-    tile[threadIdx.x] = in[i];
-    __syncthreads();
-    out[i] = tile[threadIdx.x];
-    __syncthreads();
-  }
-}
-)";
+constexpr const char* kPlain = measure::kPlainKernel;  // as `fleetjit bench build`
 
 constexpr const char* kWithLayer = R"(
 #include <fleetjit/copy.cuh>
@@ -79,52 +69,29 @@ extern "C" __global__ void copy(const float* in, float* out, int n) {
 }
 )";
 
-int g_counter = 0;
+std::string Unique(const char* source) { return measure::UniqueSource(source); }
 
-std::string Unique(const char* source) {
-  return std::string(source) + "\n// build " + std::to_string(++g_counter) + " " +
-         std::to_string(NowMs()) + "\n";
-}
-
-// One bare NVRTC compile to a cubin; returns ms, or -1 on failure.
+// One bare NVRTC compile to a cubin for sm_90 (measure::BareNvrtcMs, as
+// `fleetjit bench build`), with the embedded headers when `headers`;
+// returns ms, or -1 on failure.
 double BareNvrtc(const NvrtcApi& api, const std::string& source, bool headers,
                  const std::vector<std::string>& extra = {},
                  bool* pch_created = nullptr) {
-  std::vector<const char*> names, contents;
+  std::vector<measure::Header> files;
   if (headers) {
     for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
-      names.push_back(jit::kEmbeddedHeaders[i].path.data());
-      contents.push_back(jit::kEmbeddedHeaders[i].content.data());
+      files.push_back({jit::kEmbeddedHeaders[i].path.data(),
+                       jit::kEmbeddedHeaders[i].content.data()});
     }
   }
   std::vector<std::string> opts = {"-arch=sm_90", "-std=c++17", "-DFJ_COPY_IMPL=2"};
   opts.insert(opts.end(), extra.begin(), extra.end());
-  std::vector<const char*> opt_ptrs;
-  for (const auto& o : opts) opt_ptrs.push_back(o.c_str());
-  double t0 = NowMs();
-  nvrtcProgram p = nullptr;
-  if (api.nvrtcCreateProgram(&p, source.c_str(), "bench.cu", static_cast<int>(names.size()),
-                             contents.data(), names.data()) != NVRTC_SUCCESS) {
+  absl::StatusOr<double> ms = measure::BareNvrtcMs(api, source, opts, files, pch_created);
+  if (!ms.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(ms.status().message()).c_str());
     return -1;
   }
-  nvrtcResult r = api.nvrtcCompileProgram(p, static_cast<int>(opt_ptrs.size()), opt_ptrs.data());
-  if (r == NVRTC_SUCCESS && pch_created != nullptr) {
-    *pch_created = api.nvrtcGetPCHCreateStatus(p) == NVRTC_SUCCESS;
-  }
-  size_t n = 0;
-  if (r == NVRTC_SUCCESS) api.nvrtcGetCUBINSize(p, &n);
-  std::string cubin(n, '\0');
-  if (r == NVRTC_SUCCESS) api.nvrtcGetCUBIN(p, cubin.data());
-  double ms = NowMs() - t0;
-  if (r != NVRTC_SUCCESS) {
-    size_t log_size = 0;
-    api.nvrtcGetProgramLogSize(p, &log_size);
-    std::string log(log_size, '\0');
-    api.nvrtcGetProgramLog(p, log.data());
-    std::fprintf(stderr, "bare NVRTC failed: %s\n", log.c_str());
-  }
-  api.nvrtcDestroyProgram(&p);
-  return r == NVRTC_SUCCESS ? ms : -1;
+  return *ms;
 }
 
 // Medians of `reps` bare compiles of `source` (with the embedded headers)
@@ -196,7 +163,9 @@ int main() {
     return 0;
   }
   const fleetjit::NvrtcApi& api = **api_or;
-  auto rt_or = fleetjit::Runtime::Create(fleetjit::RuntimeOptions{});
+  fleetjit::RuntimeOptions options;
+  (void)fleetjit::ApplyCacheEnvironment(options.cache, options.env_overrides);  // FLEETJIT_CACHE_DIR
+  auto rt_or = fleetjit::Runtime::Create(options);
   if (!rt_or.ok()) {
     std::printf("build_bench: runtime: %s\n", std::string(rt_or.status().message()).c_str());
     return 1;

@@ -10,7 +10,7 @@
 //      (loads 4 KiB apart) and re-read bandwidth on GPU0 of 8 and 24 MiB
 //      owned by GPU1, after each fj_prefetch mode, L2s flushed first.
 // Timings: median of 10 timings of 5 back-to-back runs (host clock around
-// a stream synchronisation), as bench/copy_bench.cc.
+// a stream synchronisation: measure::TimeMs, as `fleetjit bench copy`).
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -46,16 +46,7 @@ struct Ctx {
   CUstream stream[2] = {nullptr, nullptr};
   void Current(int d) { Die((*rt->device(d))->MakeCurrent().status(), "context"); }
   double Time(int d, const std::function<void()>& run, int reps = 10, int batch = 5) {
-    for (int i = 0; i < 2; ++i) run();
-    Sync(d);
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      const double t0 = NowMs();
-      for (int i = 0; i < batch; ++i) run();
-      Sync(d);
-      ms.push_back((NowMs() - t0) / batch);
-    }
-    return Median(ms);
+    return measure::TimeMs(run, [&] { Sync(d); }, reps, batch);
   }
   void Sync(int d) {
     Current(d);

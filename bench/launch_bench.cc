@@ -6,6 +6,9 @@
 //   (b) 4 TMA tensor arguments, pointers reused        goal <= 1.20x raw
 //   (c) the generic (interpreted) path, for comparison
 //   (d) the public C ABI fj_launch, for comparison
+//   (e) fj_launch from 16 threads on 16 streams against raw cuLaunchKernel
+//       from 16 threads on 16 streams: host launch throughput, all threads
+//       together                                      goal >= 0.9x raw
 //
 // Also: the thunk JIT time (IR + ELF emission, and loading the object into
 // a fresh JIT) and its share of a cold module build, and, on the CPU alone,
@@ -14,12 +17,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -214,6 +219,46 @@ void PrintRows(const std::vector<Row>& rows) {
                 r.goal > 0 ? absl::StrCat("<=", r.goal, "x").c_str() : "-",
                 r.goal > 0 ? (ratio <= r.goal ? "  met" : "  MISSED") : "");
   }
+}
+
+// (e) Host launch throughput of `threads` threads, each launching on its
+// own stream: launch(t) launches once on thread t's stream, sync(t) waits
+// for it. Each thread times batches of kBatch launches (its stream is
+// synchronised, untimed, after each, so no queue fills and blocks) and
+// the result adds up 1 / (median time per launch) over the threads.
+struct ThreadedLaunches {
+  double launches_per_s;  // all threads together
+  double median_us;       // per launch, median thread
+};
+template <typename Launch, typename Sync>
+void LaunchOnThreads(int threads, int batches, Launch launch, Sync sync,
+                     std::vector<std::vector<double>>& us) {
+  std::atomic<int> ready{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < threads) std::this_thread::yield();
+      for (int b = 0; b < batches; ++b) {
+        const auto start = Clock::now();
+        for (int i = 0; i < kBatch; ++i) launch(t);
+        us[t].push_back(UsPer(start, kBatch));
+        sync(t);
+      }
+    });
+  }
+  for (std::thread& t : pool) t.join();
+}
+
+ThreadedLaunches Summarise(const std::vector<std::vector<double>>& us) {
+  ThreadedLaunches out{0, 0};
+  std::vector<double> medians;
+  for (const std::vector<double>& v : us) {
+    medians.push_back(Median(v));
+    out.launches_per_s += 1e6 / medians.back();
+  }
+  out.median_us = Median(medians);
+  return out;
 }
 
 int RunGpu(Runtime& rt) {
@@ -434,6 +479,71 @@ int RunGpu(Runtime& rt) {
   DieIf(CheckStickyError(*dev, api, api.cuCtxSynchronize(), "launch_bench"),
         "final sync");
 
+  // 4. (e) 16 threads on 16 streams, raw and fj_launch in alternate phases.
+  {
+    constexpr int kThreads = 16;
+    constexpr int kPhases = 4;
+    constexpr int kBatchesPerPhase = 100;
+    CUcontext ctx = nullptr;
+    DieIf(CheckCu(api, api.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"), "context");
+    std::vector<CUstream> raw_streams(kThreads);
+    std::vector<fj_stream*> fj_streams(kThreads);
+    std::vector<fj_launch_config> fj_cfgs(kThreads, cfg);
+    for (int t = 0; t < kThreads; ++t) {
+      DieIf(CheckCu(api, api.cuStreamCreate(&raw_streams[t], CU_STREAM_NON_BLOCKING),
+                    "cuStreamCreate"),
+            "stream");
+      Check(fj_stream_create(crt, 0, &fj_streams[t]), "fj_stream_create");
+      fj_cfgs[t].stream = fj_streams[t];
+    }
+    std::vector<std::vector<double>> raw_us(kThreads), fj_us(kThreads);
+    auto raw_launch = [&](int t) {
+      static thread_local bool current = false;
+      if (!current) {
+        if (api.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) Die("cuCtxSetCurrent failed");
+        current = true;
+      }
+      if (api.cuLaunchKernel(ka.function, 1, 1, 1, 32, 1, 1, 0, raw_streams[t],
+                             raw_scalar, nullptr) != CUDA_SUCCESS) {
+        Die("cuLaunchKernel failed");
+      }
+    };
+    auto raw_sync = [&](int t) {
+      if (api.cuStreamSynchronize(raw_streams[t]) != CUDA_SUCCESS) Die("sync failed");
+    };
+    auto fj_launch_one = [&](int t) {
+      Check(fj_launch(ckernel, &fj_cfgs[t], scalar_args.data(), 4), "fj_launch");
+    };
+    auto fj_sync = [&](int t) {
+      Check(fj_stream_synchronize(fj_streams[t]), "fj_stream_synchronize");
+    };
+    // A warm-up phase of each, then the measured ones.
+    std::vector<std::vector<double>> warm(kThreads);
+    LaunchOnThreads(kThreads, 20, raw_launch, raw_sync, warm);
+    LaunchOnThreads(kThreads, 20, fj_launch_one, fj_sync, warm);
+    for (int phase = 0; phase < kPhases; ++phase) {
+      LaunchOnThreads(kThreads, kBatchesPerPhase, raw_launch, raw_sync, raw_us);
+      LaunchOnThreads(kThreads, kBatchesPerPhase, fj_launch_one, fj_sync, fj_us);
+    }
+    const ThreadedLaunches raw16 = Summarise(raw_us), fj16 = Summarise(fj_us);
+    const double ratio = fj16.launches_per_s / raw16.launches_per_s;
+    std::printf(
+        "\n(e) %d threads, each on its own stream (%d phases of %d batches of %d, "
+        "alternating raw and fj_launch; %u hardware threads):\n",
+        kThreads, kPhases, kBatchesPerPhase, kBatch, std::thread::hardware_concurrency());
+    std::printf("  %-40s %14s %14s\n", "path", "launches/s", "us/launch");
+    std::printf("  %-40s %14.0f %14.3f\n", "raw cuLaunchKernel", raw16.launches_per_s,
+                raw16.median_us);
+    std::printf("  %-40s %14.0f %14.3f\n", "fj_launch (C ABI), 4 args", fj16.launches_per_s,
+                fj16.median_us);
+    std::printf("  fj_launch / raw throughput: %.3fx (goal >= 0.9x: %s)\n", ratio,
+                ratio >= 0.9 ? "met" : "MISSED");
+    for (int t = 0; t < kThreads; ++t) {
+      Check(fj_stream_destroy(fj_streams[t]), "fj_stream_destroy");
+      api.cuStreamDestroy(raw_streams[t]);
+    }
+  }
+
   Check(fj_stream_destroy(cstream), "fj_stream_destroy");
   Check(fj_module_destroy(cmod), "fj_module_destroy");
   Check(fj_runtime_destroy(crt), "fj_runtime_destroy");
@@ -450,6 +560,7 @@ int main() {
   using namespace fleetjit;
   std::printf("fleetjit launch_bench\n");
   RuntimeOptions options;
+  (void)ApplyCacheEnvironment(options.cache, options.env_overrides);  // FLEETJIT_CACHE_DIR
   auto rt = Runtime::Create(options);
   if (!rt.ok() || (*rt)->device_count() == 0) {
     std::printf(

@@ -1,12 +1,22 @@
 #include "capi/convert.h"
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 
 #include "base/status_macros.h"
-#include "jit/target.h"
+#include "runtime/tensor_encoder.h"
 
 namespace fleetjit::capi {
+
+absl::StatusOr<int32_t> CheckEnum(int32_t value, const char* field, const char* type, int32_t first,
+                                  int32_t last) {
+  if (value < first || value > last) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " is ", value, ", not an ", type, " (", first, "..", last, ")"));
+  }
+  return value;
+}
 
 absl::StatusOr<std::string> ReadStr(fj_str s, const char* name) {
   if (s.data == nullptr && s.size != 0) {
@@ -15,19 +25,58 @@ absl::StatusOr<std::string> ReadStr(fj_str s, const char* name) {
   return std::string(s.data == nullptr ? "" : s.data, s.size);
 }
 
-absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int value) {
-  switch (value) {
-    case FJ_COPY_IMPL_AUTO: return std::optional<jit::CopyImpl>();
-    case FJ_COPY_IMPL_SYNC: return std::optional(jit::CopyImpl::kSync);
-    case FJ_COPY_IMPL_CP_ASYNC: return std::optional(jit::CopyImpl::kCpAsync);
-    case FJ_COPY_IMPL_TMA: return std::optional(jit::CopyImpl::kTma);
+absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array, size_t count,
+                                                      const char* name, bool allow_empty) {
+  if (count > 0 && array == nullptr) return NullArgument(name);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < count; ++i) {
+    fj_str s;
+    std::memcpy(&s, array + i, sizeof(s));  // the array may lie anywhere
+    const std::string field = absl::StrCat(name, "[", i, "]");
+    FJ_ASSIGN_OR_RETURN(std::string text, ReadStr(s, field.c_str()), "");
+    if (!allow_empty && text.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
+    }
+    out.push_back(std::move(text));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "copy implementation ", value, " is not an fj_copy_impl (0..", FJ_COPY_IMPL_LAST, ")"));
+  return out;
+}
+
+absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int32_t value, const char* field) {
+  FJ_ASSIGN_OR_RETURN(int32_t impl,
+                      CheckEnum(value, field, "fj_copy_impl", FJ_COPY_IMPL_AUTO, FJ_COPY_IMPL_LAST),
+                      "");
+  if (impl == FJ_COPY_IMPL_AUTO) return std::optional<jit::CopyImpl>();
+  return std::optional(static_cast<jit::CopyImpl>(impl - 1));
 }
 
 fj_copy_impl ToFjCopyImpl(jit::CopyImpl impl) {
   return static_cast<fj_copy_impl>(static_cast<int>(impl) + 1);
+}
+
+const char* CopyImplName(int32_t impl) {
+  if (impl == FJ_COPY_IMPL_AUTO) return "auto";
+  if (impl < FJ_COPY_IMPL_AUTO || impl > FJ_COPY_IMPL_LAST) return "unknown";
+  return jit::CopyImplName(static_cast<jit::CopyImpl>(impl - 1)).data();
+}
+
+const char* FeatureName(int32_t feature) {
+  if (feature < 0 || feature >= FJ_FEATURE_COUNT) return "unknown";
+  return jit::FeatureName(static_cast<jit::Feature>(feature)).data();
+}
+
+const char* SupportName(int32_t support) {
+  if (support == FJ_SUPPORT_NATIVE) return "native";
+  if (support == FJ_SUPPORT_EMULATED) return "emulated";
+  return "unknown";
+}
+
+absl::StatusOr<PlanRequest> ReadPlanRequest(fj_str target, int32_t impl) {
+  PlanRequest r;
+  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(target, "target"), "");
+  FJ_ASSIGN_OR_RETURN(r.target, jit::ParseTarget(name), "");
+  FJ_ASSIGN_OR_RETURN(r.impl, ReadCopyImpl(impl, "impl"), "");
+  return r;
 }
 
 namespace {
@@ -35,12 +84,12 @@ namespace {
 // The fields since 1.1 under "In a server" (zero for a shorter struct,
 // which ReadStruct zero-fills).
 absl::Status ReadServerOptions(const fj_runtime_options& o, RuntimeOptions& opts) {
-  if (o.log_level < FJ_LOG_OFF || o.log_level > FJ_LOG_LEVEL_LAST) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "log_level ", o.log_level, " is not an fj_log_level (0..", FJ_LOG_LEVEL_LAST, ")"));
-  }
+  FJ_ASSIGN_OR_RETURN(
+      int32_t level,
+      CheckEnum(o.log_level, "options->log_level", "fj_log_level", FJ_LOG_OFF, FJ_LOG_LEVEL_LAST),
+      "");
   if (o.log_fn != nullptr) {
-    if (o.log_level != FJ_LOG_OFF) opts.log_level = static_cast<LogLevel>(o.log_level);
+    if (level != FJ_LOG_OFF) opts.log_level = static_cast<LogLevel>(level);
     opts.log_sink = [fn = o.log_fn, user = o.log_user](LogLevel level, absl::string_view m) {
       fn(user, static_cast<int32_t>(level), fj_str{m.data(), m.size()});
     };
@@ -49,13 +98,23 @@ absl::Status ReadServerOptions(const fj_runtime_options& o, RuntimeOptions& opts
     return NullArgument("preopen_devices");
   }
   for (size_t i = 0; i < o.num_preopen_devices; ++i) {
-    if (o.preopen_devices[i] < -1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "preopen_devices[", i, "] is ", o.preopen_devices[i], "; a device ordinal or -1 (all)"));
+    int32_t device;
+    std::memcpy(&device, o.preopen_devices + i, sizeof(device));
+    if (device < -1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("preopen_devices[", i, "] is ", device, "; a device ordinal or -1 (all)"));
     }
-    opts.preopen_devices.push_back(o.preopen_devices[i]);
+    opts.preopen_devices.push_back(device);
   }
   return absl::OkStatus();
+}
+
+// A target name, empty for none.
+absl::StatusOr<std::optional<jit::Target>> ReadOptionalTarget(fj_str s, const char* name) {
+  FJ_ASSIGN_OR_RETURN(std::string text, ReadStr(s, name), "");
+  if (text.empty()) return std::optional<jit::Target>();
+  FJ_ASSIGN_OR_RETURN(jit::Target target, jit::ParseTarget(text), name);
+  return std::optional(target);
 }
 
 }  // namespace
@@ -64,15 +123,15 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
   RuntimeOptions opts;
   if (options == nullptr) return opts;
   fj_runtime_options o;
-  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", offsetof(fj_runtime_options, remote_cache_url), o), "");
+  FJ_RETURN_IF_ERROR(
+      ReadStruct(options, "options", offsetof(fj_runtime_options, remote_cache_url), o), "");
   FJ_ASSIGN_OR_RETURN(opts.libcuda_path, ReadStr(o.libcuda_path, "libcuda_path"), "");
   FJ_ASSIGN_OR_RETURN(opts.libnvrtc_path, ReadStr(o.libnvrtc_path, "libnvrtc_path"), "");
-  FJ_ASSIGN_OR_RETURN(std::string target, ReadStr(o.target_override, "target_override"), "");
-  if (!target.empty()) {
-    FJ_ASSIGN_OR_RETURN(opts.target_override, jit::ParseTarget(target), "target_override");
-  }
-  FJ_ASSIGN_OR_RETURN(opts.copy_impl_override, ReadCopyImpl(o.copy_impl_override),
-                      "copy_impl_override");
+  FJ_ASSIGN_OR_RETURN(opts.target_override,
+                      ReadOptionalTarget(o.target_override, "target_override"), "");
+  FJ_ASSIGN_OR_RETURN(opts.copy_impl_override,
+                      ReadCopyImpl(RawEnum(o.copy_impl_override), "options->copy_impl_override"),
+                      "");
   constexpr uint32_t kKnownFlags =
       FJ_RUNTIME_DISABLE_DISK_CACHE | FJ_RUNTIME_DISABLE_THUNKS | FJ_RUNTIME_PRELOAD_NVRTC;
   if ((o.flags & ~kKnownFlags) != 0) {
@@ -92,74 +151,112 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
 
 absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options) {
   fj_build_options o;
-  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", offsetof(fj_build_options, include_dirs), o), "");
+  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", offsetof(fj_build_options, include_dirs), o),
+                     "");
   BuildSpec spec;
   FJ_ASSIGN_OR_RETURN(spec.source, ReadStr(o.source, "source"), "");
   if (spec.source.empty()) return absl::InvalidArgumentError("source is empty");
   FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "name"), "");
   if (!name.empty()) spec.name = name;
-  if (o.num_nvrtc_options > 0 && o.nvrtc_options == nullptr) return NullArgument("nvrtc_options");
-  for (size_t i = 0; i < o.num_nvrtc_options; ++i) {
-    FJ_ASSIGN_OR_RETURN(std::string opt, ReadStr(o.nvrtc_options[i], "nvrtc_options[i]"), "");
-    spec.options.push_back(std::move(opt));
-  }
-  if (o.num_name_expressions > 0 && o.name_expressions == nullptr) {
-    return NullArgument("name_expressions");
-  }
-  for (size_t i = 0; i < o.num_name_expressions; ++i) {
-    FJ_ASSIGN_OR_RETURN(std::string e, ReadStr(o.name_expressions[i], "name_expressions[i]"), "");
-    spec.name_expressions.push_back(std::move(e));
-  }
-  FJ_ASSIGN_OR_RETURN(std::string target, ReadStr(o.target, "target"), "");
-  if (!target.empty()) {
-    FJ_ASSIGN_OR_RETURN(spec.target, jit::ParseTarget(target), "");
-  }
+  FJ_ASSIGN_OR_RETURN(spec.options,
+                      ReadStrArray(o.nvrtc_options, o.num_nvrtc_options, "nvrtc_options"), "");
+  FJ_ASSIGN_OR_RETURN(spec.name_expressions,
+                      ReadStrArray(o.name_expressions, o.num_name_expressions, "name_expressions"),
+                      "");
+  FJ_ASSIGN_OR_RETURN(std::optional<jit::Target> target, ReadOptionalTarget(o.target, "target"),
+                      "");
+  if (target.has_value()) spec.target = *target;
   spec.device = o.device;
-  FJ_ASSIGN_OR_RETURN(spec.copy_impl, ReadCopyImpl(o.copy_impl), "");
-  switch (o.output) {
-    case FJ_OUTPUT_AUTO: spec.output = BuildSpec::Output::kAuto; break;
-    case FJ_OUTPUT_CUBIN: spec.output = BuildSpec::Output::kCubin; break;
-    case FJ_OUTPUT_PTX: spec.output = BuildSpec::Output::kPtx; break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("output ", static_cast<int>(o.output), " is not an fj_output"));
-  }
+  FJ_ASSIGN_OR_RETURN(spec.copy_impl, ReadCopyImpl(RawEnum(o.copy_impl), "options->copy_impl"), "");
+  FJ_ASSIGN_OR_RETURN(
+      int32_t output,
+      CheckEnum(RawEnum(o.output), "options->output", "fj_output", FJ_OUTPUT_AUTO, FJ_OUTPUT_PTX),
+      "");
+  static constexpr BuildSpec::Output kOutputs[] = {
+      BuildSpec::Output::kAuto, BuildSpec::Output::kCubin, BuildSpec::Output::kPtx};
+  spec.output = kOutputs[output];
   if ((o.flags & ~uint32_t{FJ_BUILD_NO_CACHE}) != 0) {
     return absl::InvalidArgumentError("unknown build flags");
   }
   spec.use_cache = (o.flags & FJ_BUILD_NO_CACHE) == 0;
   // Since 1.1 (zero when a 1.0 caller's struct ends before them).
-  if (o.num_include_dirs > 0 && o.include_dirs == nullptr) return NullArgument("include_dirs");
-  for (size_t i = 0; i < o.num_include_dirs; ++i) {
-    FJ_ASSIGN_OR_RETURN(std::string dir, ReadStr(o.include_dirs[i], "include_dirs[i]"), "");
-    if (dir.empty()) return absl::InvalidArgumentError("include_dirs[i] is empty");
-    spec.include_dirs.push_back(std::move(dir));
-  }
+  FJ_ASSIGN_OR_RETURN(
+      spec.include_dirs,
+      ReadStrArray(o.include_dirs, o.num_include_dirs, "include_dirs", /*allow_empty=*/false), "");
   return spec;
+}
+
+absl::StatusOr<ImageSpec> ReadImageSpec(const fj_module_load_options* options) {
+  fj_module_load_options o;
+  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", sizeof(fj_module_load_options), o), "");
+  if (o.image == nullptr || o.image_size == 0) {
+    return absl::InvalidArgumentError("options->image is NULL or empty");
+  }
+  FJ_ASSIGN_OR_RETURN(int32_t kind,
+                      CheckEnum(RawEnum(o.kind), "options->kind", "fj_image_kind", FJ_IMAGE_AUTO,
+                                FJ_IMAGE_KIND_LAST),
+                      "");
+  static constexpr jit::ImageKind kKinds[] = {jit::ImageKind::kAuto, jit::ImageKind::kCubin,
+                                              jit::ImageKind::kPtx, jit::ImageKind::kFatbin};
+  ImageSpec spec;
+  spec.image.assign(static_cast<const char*>(o.image), o.image_size);
+  spec.kind = kKinds[kind];
+  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "options->name"), "");
+  if (!name.empty()) spec.name = std::move(name);
+  FJ_ASSIGN_OR_RETURN(spec.target, ReadOptionalTarget(o.target, "options->target"), "");
+  return spec;
+}
+
+absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc) {
+  fj_copy_desc d;
+  FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_copy_desc), d), "");
+  return copy::CopySpecOf(d);
+}
+
+absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(const fj_prefetch_desc* desc) {
+  fj_prefetch_desc d;
+  FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_prefetch_desc), d), "");
+  return copy::PrefetchSpecOf(d);
 }
 
 absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args) {
   if (num_args == 0) return 0;
   if (args == nullptr) return NullArgument("args");
-  size_t stride = args[0].struct_size;
+  constexpr size_t kAlign = alignof(fj_arg);
+  if (reinterpret_cast<uintptr_t>(args) % kAlign != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("args is not aligned for fj_arg (", kAlign, " bytes)"));
+  }
+  const size_t stride = args[0].struct_size;
   if (stride < sizeof(fj_arg)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "args[0].struct_size is ", stride, "; at least ", sizeof(fj_arg), " expected"));
+    return absl::InvalidArgumentError(absl::StrCat("args[0].struct_size is ", stride, "; at least ",
+                                                   sizeof(fj_arg), " expected"));
+  }
+  // Every element is read in place, so each must be aligned like the first.
+  if (stride % kAlign != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("args[0].struct_size is ", stride,
+                                                   "; a multiple of alignof(fj_arg) = ", kAlign,
+                                                   " expected (sizeof(fj_arg) is one)"));
   }
   return stride;
 }
 
-void FillPlan(const jit::CopyPlan& plan, fj_copy_plan& out) {
+absl::Duration ReadTimeout(uint32_t timeout_ms) {
+  return timeout_ms == UINT32_MAX ? absl::InfiniteDuration() : absl::Milliseconds(timeout_ms);
+}
+
+fj_copy_plan FjCopyPlan(const jit::CopyPlan& plan) {
+  fj_copy_plan out{};
   out.struct_size = sizeof(fj_copy_plan);
-  std::string name = plan.target.Name();
-  std::snprintf(out.target, sizeof(out.target), "%s", name.c_str());
+  std::snprintf(out.target, sizeof(out.target), "%s", plan.target.Name().c_str());
   out.impl = ToFjCopyImpl(plan.impl);
   for (int i = 0; i < FJ_FEATURE_COUNT; ++i) {
     out.support[i] = static_cast<fj_support>(plan.support[i]);
   }
+  return out;
 }
 
-fj_device_info DeviceInfo(const DeviceReport& report) {
+fj_device_info FjDeviceInfo(const DeviceReport& report) {
   const DeviceFacts& f = *report.facts;
   fj_device_info info{};
   info.struct_size = sizeof(info);
@@ -176,11 +273,11 @@ fj_device_info DeviceInfo(const DeviceReport& report) {
   info.max_threads_per_block = f.max_threads_per_block;
   info.cluster_launch = f.cluster_launch ? 1 : 0;
   info.driver_version = report.driver_version;
-  FillPlan(report.plan, info.plan);
+  info.plan = FjCopyPlan(report.plan);
   return info;
 }
 
-fj_module_info ModuleInfo(const ModuleRecord& record) {
+fj_module_info FjModuleInfo(const ModuleRecord& record) {
   const jit::Artifact& a = *record.artifact;
   fj_module_info info{};
   info.struct_size = sizeof(info);
@@ -188,10 +285,18 @@ fj_module_info ModuleInfo(const ModuleRecord& record) {
   info.copy_impl = ToFjCopyImpl(a.copy_impl);
   info.output = a.is_ptx ? FJ_OUTPUT_PTX : FJ_OUTPUT_CUBIN;
   switch (record.source) {
-    case CacheSource::kCompiled: info.cache_result = FJ_CACHE_COMPILED; break;
-    case CacheSource::kMemory: info.cache_result = FJ_CACHE_MEMORY_HIT; break;
-    case CacheSource::kDisk: info.cache_result = FJ_CACHE_DISK_HIT; break;
-    case CacheSource::kRemote: info.cache_result = FJ_CACHE_REMOTE_HIT; break;
+    case CacheSource::kCompiled:
+      info.cache_result = FJ_CACHE_COMPILED;
+      break;
+    case CacheSource::kMemory:
+      info.cache_result = FJ_CACHE_MEMORY_HIT;
+      break;
+    case CacheSource::kDisk:
+      info.cache_result = FJ_CACHE_DISK_HIT;
+      break;
+    case CacheSource::kRemote:
+      info.cache_result = FJ_CACHE_REMOTE_HIT;
+      break;
   }
   info.build_ms = record.build_ms;
   info.compile_ms = a.compile_ms;
@@ -199,11 +304,10 @@ fj_module_info ModuleInfo(const ModuleRecord& record) {
   return info;
 }
 
-fj_kernel_info KernelInfo(const LoadedKernel& k) {
+fj_kernel_info FjKernelInfo(const LoadedKernel& k) {
   fj_kernel_info info{};
   info.struct_size = sizeof(info);
-  std::snprintf(info.lowered_name, sizeof(info.lowered_name), "%s",
-                k.entry->lowered_name.c_str());
+  std::snprintf(info.lowered_name, sizeof(info.lowered_name), "%s", k.entry->lowered_name.c_str());
   info.num_params = static_cast<int32_t>(k.entry->params.size());
   info.param_bytes = k.entry->param_bytes;
   info.max_threads_per_block = k.max_threads_per_block;
@@ -213,7 +317,7 @@ fj_kernel_info KernelInfo(const LoadedKernel& k) {
   return info;
 }
 
-fj_cache_stats CacheStatsOf(const CacheStats& s) {
+fj_cache_stats FjCacheStats(const CacheStats& s) {
   fj_cache_stats out{};
   out.struct_size = sizeof(out);
   out.memory_hits = s.memory_hits;
@@ -241,13 +345,32 @@ fj_cache_stats CacheStatsOf(const CacheStats& s) {
 }
 
 absl::StatusOr<fj_tensor_check> CheckTensorArg(const fj_tensor_arg* arg) {
-  FJ_ASSIGN_OR_RETURN(TensorDesc desc, DescribeTensor(arg, 0), "");
+  if (arg == nullptr) return NullArgument("arg");
+  // An aligned copy of the caller's struct, struct_size kept, so the
+  // runtime's checks (DescribeTensor) see it as the caller passed it.
+  fj_tensor_arg copy{};
+  const size_t size = StructSize(arg);
+  std::memcpy(&copy, arg, std::min(size, sizeof(copy)));
+  copy.struct_size = size;
+  FJ_ASSIGN_OR_RETURN(TensorDesc desc, DescribeTensor(&copy, 0), "");
   const std::string why = TmaRejection(desc);
   fj_tensor_check check{};
   check.struct_size = sizeof(check);
   check.tma = why.empty() ? 1 : 0;
   std::snprintf(check.reason, sizeof(check.reason), "%s", why.c_str());
   return check;
+}
+
+absl::Status WriteIncludeDir(const std::vector<jit::IncludeDir>& dirs, size_t index,
+                             size_t* out_count, const char** out_path, const char** out_origin) {
+  if (out_count != nullptr) *out_count = dirs.size();
+  if (out_path == nullptr && out_origin == nullptr) return absl::OkStatus();
+  if (index >= dirs.size()) {
+    return absl::OutOfRangeError(absl::StrCat("include folder ", index, " of ", dirs.size()));
+  }
+  if (out_path != nullptr) *out_path = dirs[index].path.c_str();
+  if (out_origin != nullptr) *out_origin = dirs[index].origin.c_str();
+  return absl::OkStatus();
 }
 
 }  // namespace fleetjit::capi

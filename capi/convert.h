@@ -1,7 +1,17 @@
-// Conversions between the C ABI's argument structs and the C++ core's
-// types, for the shim (fleetjit.cc). Each Read* validates what it reads
-// (struct_size, NULL data with a size, enum ranges, unknown flags) and
-// names the offending argument; each Fill* writes a whole public struct.
+// Conversions between the C ABI's arguments and the C++ core's types, for
+// the shim (fleetjit.cc). Each Read* validates what it reads (struct_size,
+// alignment, NULL data with a size, enum ranges, unknown flags) and names
+// the offending field; each Fj* makes a whole public output struct.
+//
+// Two rules hold for everything a caller hands in:
+//  - Enum fields and enum arguments are read as the int32 they are in
+//    memory (RawEnum, base/raw_enum.h), range-checked, then converted: a
+//    caller may store any value, and loading it as the enum type is
+//    undefined in C++.
+//  - Structs are read by memcpy, so a struct at any address reads safely.
+//    The one array read with a caller-given stride, fj_arg[], must have a
+//    stride and a base aligned for fj_arg (the runtime reads its elements
+//    in place): anything else is refused.
 #ifndef FLEETJIT_CAPI_CONVERT_H_
 #define FLEETJIT_CAPI_CONVERT_H_
 
@@ -9,18 +19,31 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/raw_enum.h"
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
+#include "jit/target.h"
+#include "runtime/copy/copy_spec.h"
+#include "runtime/module_import.h"
 #include "runtime/runtime.h"
-#include "runtime/tensor_encoder.h"
 
 namespace fleetjit::capi {
 
 inline absl::Status NullArgument(const char* name) {
   return absl::InvalidArgumentError(absl::StrCat(name, " is NULL"));
+}
+
+// The struct_size a caller's struct starts with, read wherever it lies.
+template <typename T>
+size_t StructSize(const T* in) {
+  size_t size;
+  std::memcpy(&size, in, sizeof(size));
+  return size;
 }
 
 // Copies a caller's argument struct into a zero-initialised T, checking
@@ -29,13 +52,14 @@ inline absl::Status NullArgument(const char* name) {
 template <typename T>
 absl::Status ReadStruct(const T* in, const char* name, size_t min_size, T& out) {
   if (in == nullptr) return NullArgument(name);
-  if (in->struct_size < min_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, "->struct_size is ", in->struct_size, "; at least ", min_size,
-        " expected (set it to sizeof(", name, "))"));
+  const size_t size = StructSize(in);
+  if (size < min_size) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "->struct_size is ", size, "; at least ",
+                                                   min_size, " expected (set it to sizeof(", name,
+                                                   "))"));
   }
   std::memset(&out, 0, sizeof(T));
-  std::memcpy(&out, in, std::min(in->struct_size, sizeof(T)));
+  std::memcpy(&out, in, std::min(size, sizeof(T)));
   out.struct_size = sizeof(T);
   return absl::OkStatus();
 }
@@ -44,39 +68,73 @@ absl::Status ReadStruct(const T* in, const char* name, size_t min_size, T& out) 
 template <typename T>
 absl::Status CheckOutStruct(const T* out, const char* name, size_t min_size) {
   if (out == nullptr) return NullArgument(name);
-  if (out->struct_size < min_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, "->struct_size is ", out->struct_size, "; at least ", min_size,
-        " expected (set it to sizeof(", name, ") before the call)"));
+  const size_t size = StructSize(out);
+  if (size < min_size) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "->struct_size is ", size, "; at least ",
+                                                   min_size, " expected (set it to sizeof(", name,
+                                                   ") before the call)"));
   }
   return absl::OkStatus();
 }
 
 // Copies back the part of `full` the caller has room for, keeping its
-// struct_size.
+// struct_size (checked by CheckOutStruct). Returns OK, to end an entry.
 template <typename T>
-void WriteOutStruct(const T& full, T* out) {
-  size_t caller_size = out->struct_size;
-  std::memcpy(out, &full, std::min(caller_size, sizeof(T)));
-  out->struct_size = caller_size;
+absl::Status WriteOutStruct(const T& full, T* out) {
+  const size_t caller_size = StructSize(out);
+  std::memcpy(static_cast<void*>(out), &full, std::min(caller_size, sizeof(T)));
+  std::memcpy(static_cast<void*>(out), &caller_size, sizeof(caller_size));
+  return absl::OkStatus();
 }
 
+// An enum value in [first, last], else INVALID_ARGUMENT
+// "FIELD is VALUE, not an TYPE (FIRST..LAST)".
+absl::StatusOr<int32_t> CheckEnum(int32_t value, const char* field, const char* type, int32_t first,
+                                  int32_t last);
+
 absl::StatusOr<std::string> ReadStr(fj_str s, const char* name);
-absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int value);
+// `count` strings of `array` ("name[i]" in messages); NULL with a count is
+// an error. Empty strings are refused when `allow_empty` is false.
+absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array, size_t count,
+                                                      const char* name, bool allow_empty = true);
+// An fj_copy_impl (as RawEnum read it) of the field `field`.
+absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int32_t value, const char* field);
 fj_copy_impl ToFjCopyImpl(jit::CopyImpl impl);
+
+// The stable names of enum values ("unknown" out of range).
+const char* CopyImplName(int32_t impl);
+const char* FeatureName(int32_t feature);
+const char* SupportName(int32_t support);
+
+// fj_copy_plan_for_target's arguments.
+struct PlanRequest {
+  jit::Target target;
+  std::optional<jit::CopyImpl> impl;
+};
+absl::StatusOr<PlanRequest> ReadPlanRequest(fj_str target, int32_t impl);
 
 // fj_runtime_options (NULL: defaults), without the environment.
 absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* options);
 absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options);
-// Checks args[0].struct_size (the stride of `args`); 0 without arguments.
+absl::StatusOr<ImageSpec> ReadImageSpec(const fj_module_load_options* options);
+absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc);
+absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(const fj_prefetch_desc* desc);
+// Checks the fj_arg array: `args` aligned, args[0].struct_size (the
+// stride) at least sizeof(fj_arg) and a multiple of alignof(fj_arg).
+// Returns the stride; 0 without arguments.
 absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args);
+// A timeout in milliseconds; UINT32_MAX is forever.
+absl::Duration ReadTimeout(uint32_t timeout_ms);
 
-void FillPlan(const jit::CopyPlan& plan, fj_copy_plan& out);
-fj_device_info DeviceInfo(const DeviceReport& report);
-fj_module_info ModuleInfo(const ModuleRecord& record);
-fj_kernel_info KernelInfo(const LoadedKernel& kernel);
-fj_cache_stats CacheStatsOf(const CacheStats& stats);
+fj_copy_plan FjCopyPlan(const jit::CopyPlan& plan);
+fj_device_info FjDeviceInfo(const DeviceReport& report);
+fj_module_info FjModuleInfo(const ModuleRecord& record);
+fj_kernel_info FjKernelInfo(const LoadedKernel& kernel);
+fj_cache_stats FjCacheStats(const CacheStats& stats);
 absl::StatusOr<fj_tensor_check> CheckTensorArg(const fj_tensor_arg* arg);
+// fj_runtime_include_dir's outputs for folder `index` of `dirs`.
+absl::Status WriteIncludeDir(const std::vector<jit::IncludeDir>& dirs, size_t index,
+                             size_t* out_count, const char** out_path, const char** out_origin);
 
 }  // namespace fleetjit::capi
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "base/raw_enum.h"
 #include "base/status_macros.h"
 
 namespace fleetjit::capi {
@@ -87,7 +88,7 @@ FJ_API void fj_status_free(fj_status* status) {
 }
 
 FJ_API const char* fj_code_name(fj_code code) {
-  switch (code) {
+  switch (fleetjit::RawEnum(code)) {  // any int may arrive
     case FJ_OK: return "OK";
     case FJ_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
     case FJ_NOT_FOUND: return "NOT_FOUND";

@@ -74,6 +74,23 @@ struct Tally {
   }
 };
 
+// A launch of a tile-load kernel (TileLoad, Pipeline) as it is set up:
+// the tiles of the tensor and their predicates, the predicate mode, the
+// kernel and block size, the poison, and the expected and received
+// output (one box per output tile). Not moved once launched (the launch
+// points at tensor and targ).
+struct TileLoads {
+  std::vector<int32_t> coords;
+  std::vector<uint8_t> preds;
+  int pred_mode = 0;
+  std::string kernel;
+  int threads = 0;
+  uint8_t poison = 0;
+  std::vector<uint8_t> want, got;
+  fj_tensor tensor{};
+  fj_tensor_arg targ{};
+};
+
 class Matrix {
  public:
   Matrix(fj_runtime* rt, int device, uint64_t seed, int scale)
@@ -159,12 +176,17 @@ class Matrix {
                                  const std::vector<int32_t>& coords,
                                  const std::vector<uint8_t>& preds, fj_tensor* tensor,
                                  fj_tensor_arg* targ);
-  // The tile-load kernels' launch: the tensor in the input arena with its
-  // coordinates and predicates staged, got.size() bytes of the output
-  // poisoned and read back into `got`.
-  CellLaunch TileLoadLaunch(Ctx& c, const GenTensor& g, const std::vector<int32_t>& coords,
-                            const std::vector<uint8_t>& preds, uint8_t poison,
-                            std::vector<uint8_t>& got, fj_tensor* tensor, fj_tensor_arg* targ);
+  // Draws `tiles` tiles of g (predicates true with `pred_chance`) and the
+  // rest of `t` for kernel `family`_e<bytes>_r<rank> writing `boxes` boxes.
+  absl::Status DrawTileLoads(Ctx& c, const GenTensor& g, bool in_bounds, int tiles, int boxes,
+                             double pred_chance, absl::string_view family, TileLoads& t);
+  // The launch of `t` on `grid` blocks with `smem` bytes of shared memory,
+  // failing `cases` cases if it fails: the tensor in the input arena with
+  // its coordinates and predicates staged, t.got.size() bytes of the output
+  // poisoned and read back into t.got. The tile-load kernels all take
+  // (tensor, coords, preds, pred_mode, `arg`, out).
+  CellLaunch TileLoadLaunch(Ctx& c, const GenTensor& g, TileLoads& t, int32_t arg, uint32_t grid,
+                            uint32_t smem, int cases);
   // Counts tensor maps vs fallbacks on tma rows (the runtime's own rules).
   void CountTma(Ctx& c, const fj_tensor_arg& a);
   std::string TensorText(const Ctx& c, const GenTensor& g, const fj_tensor_arg& a,

@@ -150,25 +150,57 @@ Verdict CompareStore(const GenTensor& g, const std::vector<uint8_t>& got,
 
 }  // namespace
 
-// The tile-load kernels' launch (TileLoad, Pipeline): the tensor in the
-// input arena with its coordinates and predicates staged, `got.size()`
-// bytes of the output poisoned and read back into `got`.
-Matrix::CellLaunch Matrix::TileLoadLaunch(Ctx& c, const GenTensor& g,
-                                          const std::vector<int32_t>& coords,
-                                          const std::vector<uint8_t>& preds, uint8_t poison,
-                                          std::vector<uint8_t>& got, fj_tensor* tensor,
-                                          fj_tensor_arg* targ) {
+absl::Status Matrix::DrawTileLoads(Ctx& c, const GenTensor& g, bool in_bounds, int tiles,
+                                   int boxes, double pred_chance, absl::string_view family,
+                                   TileLoads& t) {
+  FJ_CT_RETURN_IF_ERROR(
+      MakeTiles(c.rng, c.v, g.p, in_bounds, tiles, pred_chance, &t.coords, &t.preds), "");
+  t.pred_mode = c.v.preds ? c.index % 2 : static_cast<int>(c.rng.Int(0, 1));
+  t.kernel = absl::StrCat(family, "_e", g.p.elem_bytes, "_r", g.p.rank);
+  t.threads = PickThreads(c.rng, c.row, t.kernel);
+  t.poison = kPoisons[c.rng.Int(0, 4)];
+  const size_t out_bytes = BoxBytes(g.p) * boxes;
+  if (g.host.size() + g.shift > kArenaBytes || out_bytes > kArenaBytes) {
+    return absl::InternalError("selftest bug: tensor larger than the arena");
+  }
+  t.want.assign(out_bytes, 0);
+  t.got.assign(out_bytes, 0);
+  return absl::OkStatus();
+}
+
+Matrix::CellLaunch Matrix::TileLoadLaunch(Ctx& c, const GenTensor& g, TileLoads& t, int32_t arg,
+                                          uint32_t grid, uint32_t smem, int cases) {
   CellLaunch l;
-  l.inputs = StageTiles(c, g, in_, {in_ + g.shift, g.host.data(), g.host.size()}, coords,
-                        preds, tensor, targ);
+  l.args = {TensorArg(&t.targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+            I32Arg(t.pred_mode), I32Arg(arg), PtrArg(out_)};
+  l.shape.grid = grid;
+  l.shape.smem = smem;
+  l.cases = cases;
+  l.inputs = StageTiles(c, g, in_, {in_ + g.shift, g.host.data(), g.host.size()}, t.coords,
+                        t.preds, &t.tensor, &t.targ);
   l.poison_at = out_;
-  l.poison = poison;
-  l.poison_bytes = got.size();
-  l.got = got.data();
+  l.poison = t.poison;
+  l.poison_bytes = t.got.size();
+  l.kernel = t.kernel;
+  l.shape.block = t.threads;
+  l.got = t.got.data();
   l.got_from = out_;
-  l.got_bytes = got.size();
+  l.got_bytes = t.got.size();
   return l;
 }
+
+namespace {
+
+// The verdict on `boxes` loaded tiles of `t` (box k loads tile k / per_case).
+Verdict TileLoadVerdict(const GenTensor& g, const TileLoads& t, int boxes, int per_case,
+                        const char* unit) {
+  std::string first;
+  const int bad = CompareTiles(g.p, t.want.data(), t.got.data(), boxes, t.coords.data(),
+                               t.preds.data(), per_case, unit, &first);
+  return Verdict{bad, absl::StrCat(bad, " of ", boxes, " tiles wrong; ", first)};
+}
+
+}  // namespace
 
 absl::Status Matrix::TileLoad(Ctx& c) {
   Rng& rng = c.rng;
@@ -181,49 +213,25 @@ absl::Status Matrix::TileLoad(Ctx& c) {
   const int cs = v.multicast && c.row.clusters ? kClusters[c.index % 3] : 1;
   const int groups = static_cast<int>(rng.Int(1, 8));
   const int blocks = groups * cs;
-  std::vector<int32_t> coords;
-  std::vector<uint8_t> preds;
-  FJ_CT_RETURN_IF_ERROR(MakeTiles(rng, v, g.p, in_bounds, groups, 0.5, &coords, &preds), "");
-  const int pred_mode = v.preds ? c.index % 2 : static_cast<int>(rng.Int(0, 1));
+  TileLoads t;
+  FJ_CT_RETURN_IF_ERROR(
+      DrawTileLoads(c, g, in_bounds, groups, blocks, 0.5, "fj_ct_tile_load", t), "");
   int flags = 0;
   if (v.done == Done::kGroup || (v.done == Done::kAny && rng.Chance(0.5))) flags |= kInGroup;
   if (v.prefetch || rng.Chance(0.15)) flags |= kPrefetch;
   if (v.multicast) flags = (flags & ~kInGroup) | kMulticast;
-  const std::string kernel =
-      absl::StrCat("fj_ct_tile_load_e", g.p.elem_bytes, "_r", rank);
-  const int threads = PickThreads(rng, c.row, kernel);
-  const uint8_t poison = kPoisons[rng.Int(0, 4)];
-  const size_t bytes = BoxBytes(g.p);
-  const size_t out_bytes = bytes * blocks;
-  if (g.host.size() + g.shift > kArenaBytes || out_bytes > kArenaBytes) {
-    return absl::InternalError("selftest bug: tensor larger than the arena");
-  }
-  std::vector<uint8_t> want(out_bytes), got(out_bytes);
   HostTensor ht = g.Host();
-  RefTileLoad(ht, coords.data(), preds.data(), pred_mode, blocks, cs, want.data());
-  fj_tensor tensor;
-  fj_tensor_arg targ;
-  CellLaunch l = TileLoadLaunch(c, g, coords, preds, poison, got, &tensor, &targ);
-  l.kernel = kernel;
-  l.args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
-            I32Arg(pred_mode), I32Arg(flags), PtrArg(out_)};
-  l.shape.grid = blocks;
-  l.shape.block = threads;
-  l.shape.smem = TileSmemBytes(g.p);
+  RefTileLoad(ht, t.coords.data(), t.preds.data(), t.pred_mode, blocks, cs, t.want.data());
+  CellLaunch l = TileLoadLaunch(c, g, t, flags, blocks, TileSmemBytes(g.p), blocks);
   l.shape.cluster = cs > 1 ? cs : 0;
-  l.cases = blocks;
   l.what = absl::StrCat(
-      kernel, " <<<", blocks, ", ", threads, ", ", l.shape.smem, ">>>",
+      t.kernel, " <<<", blocks, ", ", t.threads, ", ", l.shape.smem, ">>>",
       cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), " flags ", flags, " (",
       flags & kInGroup ? "group" : "barrier", flags & kPrefetch ? "+prefetch" : "",
       flags & kMulticast ? "+multicast" : "", "), pred_mode ",
-      pred_mode == kPredZero ? "zero" : "skip", ", tensor ", TensorText(c, g, targ, threads));
-  return RunCell(c, l, [&] {
-    std::string first;
-    const int bad = CompareTiles(g.p, want.data(), got.data(), blocks, coords.data(),
-                                 preds.data(), cs, "block", &first);
-    return Verdict{bad, absl::StrCat(bad, " of ", blocks, " tiles wrong; ", first)};
-  });
+      t.pred_mode == kPredZero ? "zero" : "skip", ", tensor ",
+      TensorText(c, g, t.targ, t.threads));
+  return RunCell(c, l, [&] { return TileLoadVerdict(g, t, blocks, cs, "block"); });
 }
 
 absl::Status Matrix::TileStore(Ctx& c) {
@@ -321,40 +329,16 @@ absl::Status Matrix::Pipeline(Ctx& c) {
   const int blocks = static_cast<int>(rng.Int(1, 4));
   const int tiles = static_cast<int>(rng.Int(1, 9));
   const int n = blocks * tiles;
-  std::vector<int32_t> coords;
-  std::vector<uint8_t> preds;
-  FJ_CT_RETURN_IF_ERROR(MakeTiles(rng, v, g.p, in_bounds, n, 0.7, &coords, &preds), "");
-  const int pred_mode = v.preds ? c.index % 2 : static_cast<int>(rng.Int(0, 1));
-  const std::string kernel = absl::StrCat("fj_ct_pipeline_e", g.p.elem_bytes, "_r", rank);
-  const int threads = PickThreads(rng, c.row, kernel);
-  const uint8_t poison = kPoisons[rng.Int(0, 4)];
-  const size_t bytes = BoxBytes(g.p), out_bytes = bytes * n;
-  if (g.host.size() + g.shift > kArenaBytes || out_bytes > kArenaBytes) {
-    return absl::InternalError("selftest bug: tensor larger than the arena");
-  }
-  std::vector<uint8_t> want(out_bytes), got(out_bytes);
+  TileLoads t;
+  FJ_CT_RETURN_IF_ERROR(DrawTileLoads(c, g, in_bounds, n, n, 0.7, "fj_ct_pipeline", t), "");
   HostTensor ht = g.Host();
-  RefPipeline(ht, coords.data(), preds.data(), pred_mode, blocks, tiles, want.data());
-  fj_tensor tensor;
-  fj_tensor_arg targ;
-  CellLaunch l = TileLoadLaunch(c, g, coords, preds, poison, got, &tensor, &targ);
-  l.kernel = kernel;
-  l.args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
-            I32Arg(pred_mode), I32Arg(tiles), PtrArg(out_)};
-  l.shape.grid = blocks;
-  l.shape.block = threads;
-  l.shape.smem = PipelineSmemBytes(g.p);
-  l.cases = n;
-  l.what = absl::StrCat(
-      kernel, " <<<", blocks, ", ", threads, ", ", l.shape.smem, ">>> ", tiles,
-      " tiles/block (3-stage ring), pred_mode ", pred_mode == kPredZero ? "zero" : "skip",
-      ", tensor ", TensorText(c, g, targ, threads));
-  return RunCell(c, l, [&] {
-    std::string first;
-    const int bad = CompareTiles(g.p, want.data(), got.data(), n, coords.data(),
-                                 preds.data(), 1, "tile (block * tiles + k)", &first);
-    return Verdict{bad, absl::StrCat(bad, " of ", n, " tiles wrong; ", first)};
-  });
+  RefPipeline(ht, t.coords.data(), t.preds.data(), t.pred_mode, blocks, tiles, t.want.data());
+  CellLaunch l = TileLoadLaunch(c, g, t, tiles, blocks, PipelineSmemBytes(g.p), n);
+  l.what = absl::StrCat(t.kernel, " <<<", blocks, ", ", t.threads, ", ", l.shape.smem, ">>> ",
+                        tiles, " tiles/block (3-stage ring), pred_mode ",
+                        t.pred_mode == kPredZero ? "zero" : "skip", ", tensor ",
+                        TensorText(c, g, t.targ, t.threads));
+  return RunCell(c, l, [&] { return TileLoadVerdict(g, t, n, 1, "tile (block * tiles + k)"); });
 }
 
 }  // namespace fleetjit::selftest::internal

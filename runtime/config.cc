@@ -2,8 +2,10 @@
 
 #include <cstdlib>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 
 namespace fleetjit {
@@ -14,7 +16,64 @@ const char* Env(const char* name) {
   return v != nullptr && v[0] != '\0' ? v : nullptr;
 }
 
+// "all" = {-1} (every device), "none" = {}, else device ordinals
+// separated by commas.
+absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text) {
+  if (text == "all") return std::vector<int>{-1};
+  if (text == "none") return std::vector<int>();
+  std::vector<int> ordinals;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    int ordinal = -1;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &ordinal) || ordinal < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "': expected all, none or device ordinals separated by commas (e.g. 0,1); '",
+          item, "' is not an ordinal"));
+    }
+    ordinals.push_back(ordinal);
+  }
+  return ordinals;
+}
+
+absl::StatusOr<bool> ParseSwitch(absl::string_view text) {
+  if (text == "1") return true;
+  if (text == "0") return false;
+  return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected 1 or 0"));
+}
+
 }  // namespace
+
+absl::Status ApplyCacheEnvironment(CacheConfig& cache, std::vector<std::string>& overrides) {
+  if (const char* v = Env("FLEETJIT_CACHE_DIR")) {
+    cache.dir = v;
+    overrides.push_back("FLEETJIT_CACHE_DIR");
+  }
+  if (const char* v = Env("FLEETJIT_CACHE_MAX_BYTES")) {
+    if (!absl::SimpleAtoi(v, &cache.max_bytes) || cache.max_bytes == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FLEETJIT_CACHE_MAX_BYTES='", v, "': expected a positive byte count"));
+    }
+    overrides.push_back("FLEETJIT_CACHE_MAX_BYTES");
+  }
+  if (const char* v = Env("FLEETJIT_CACHE")) {
+    cache.disk = absl::string_view(v) != "0";
+    overrides.push_back("FLEETJIT_CACHE");
+  }
+  if (const char* v = Env("FLEETJIT_REMOTE_CACHE")) {
+    cache.remote.url = v;
+    overrides.push_back("FLEETJIT_REMOTE_CACHE");
+  }
+  if (const char* v = Env("FLEETJIT_FLEET_KEY")) {
+    cache.remote.fleet_key = v;
+    overrides.push_back("FLEETJIT_FLEET_KEY");
+  }
+  // Where the default directory lies; the caller's own variables, not
+  // overrides.
+  const char* xdg = Env("XDG_CACHE_HOME");
+  const char* home = Env("HOME");
+  cache.xdg_cache_home = xdg != nullptr ? xdg : "";
+  cache.home = home != nullptr ? home : "";
+  return absl::OkStatus();
+}
 
 absl::Status ApplyEnvironment(RuntimeOptions& options) {
   if (const char* v = Env("FLEETJIT_TARGET")) {
@@ -33,23 +92,7 @@ absl::Status ApplyEnvironment(RuntimeOptions& options) {
     }
     options.env_overrides.push_back("FLEETJIT_COPY_IMPL");
   }
-  if (const char* v = Env("FLEETJIT_CACHE_DIR")) {
-    options.cache.dir = v;
-    options.env_overrides.push_back("FLEETJIT_CACHE_DIR");
-  }
-  if (const char* v = Env("FLEETJIT_CACHE_MAX_BYTES")) {
-    if (!absl::SimpleAtoi(v, &options.cache.max_bytes) ||
-        options.cache.max_bytes == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "FLEETJIT_CACHE_MAX_BYTES='", v, "': expected a positive byte count"));
-    }
-    options.env_overrides.push_back("FLEETJIT_CACHE_MAX_BYTES");
-  }
-  if (const char* v = Env("FLEETJIT_CACHE")) {
-    options.cache.disk = absl::string_view(v) != "0";
-    options.env_overrides.push_back("FLEETJIT_CACHE");
-  }
-  ApplyRemoteCacheEnvironment(options.cache.remote, options.env_overrides);
+  FJ_RETURN_IF_ERROR(ApplyCacheEnvironment(options.cache, options.env_overrides), "");
   if (const char* v = Env("FLEETJIT_PCH")) {
     options.pch = absl::string_view(v) != "0";
     options.env_overrides.push_back("FLEETJIT_PCH");
@@ -67,6 +110,14 @@ absl::Status ApplyEnvironment(RuntimeOptions& options) {
     options.env_overrides.push_back("FLEETJIT_LIBNVRTC");
   }
   ApplyCudaHeaderEnvironment(options.cuda_headers);
+  if (const char* v = Env("FLEETJIT_PREOPEN")) {
+    FJ_ASSIGN_OR_RETURN(options.preopen_devices, ParseDeviceList(v), "FLEETJIT_PREOPEN");
+    options.env_overrides.push_back("FLEETJIT_PREOPEN");
+  }
+  if (const char* v = Env("FLEETJIT_PRELOAD_NVRTC")) {
+    FJ_ASSIGN_OR_RETURN(options.preload_nvrtc, ParseSwitch(v), "FLEETJIT_PRELOAD_NVRTC");
+    options.env_overrides.push_back("FLEETJIT_PRELOAD_NVRTC");
+  }
   if (const char* v = Env("FLEETJIT_LOG")) {
     FJ_ASSIGN_OR_RETURN(options.log_level, ParseLogLevel(v), "FLEETJIT_LOG");
     // The user asked for the lines: without the caller's sink, stderr.

@@ -48,6 +48,8 @@ struct RuntimeOptions {
   std::optional<LogLevel> log_level;
   // Start-up work done inside Runtime::Create: device ordinals whose
   // primary contexts are opened (-1 = every device), and NVRTC loaded.
+  // FLEETJIT_PREOPEN=all|none|N[,N...] replaces the list ("all" = {-1},
+  // "none" = {}); FLEETJIT_PRELOAD_NVRTC=1|0 sets the flag.
   std::vector<int> preopen_devices;
   bool preload_nvrtc = false;
   // Names of the environment variables that changed the options above.
@@ -60,6 +62,13 @@ struct RuntimeOptions {
 // variable. Reads the environment on each call; callers call it once.
 // It also reads where CUDA's headers are (ApplyCudaHeaderEnvironment).
 absl::Status ApplyEnvironment(RuntimeOptions& options);
+
+// The cache's part of ApplyEnvironment, for callers that want only that
+// (test fixtures): FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES,
+// FLEETJIT_CACHE, FLEETJIT_REMOTE_CACHE and FLEETJIT_FLEET_KEY (recorded in
+// `overrides`), and where the default directory lies, XDG_CACHE_HOME and
+// HOME (not overrides: not recorded).
+absl::Status ApplyCacheEnvironment(CacheConfig& cache, std::vector<std::string>& overrides);
 
 // Fills `search` from CUDA_HOME, CUDA_PATH and the Python prefixes
 // (DefaultPythonPackageDirs of VIRTUAL_ENV and CONDA_PREFIX). These are the

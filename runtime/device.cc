@@ -84,17 +84,29 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
   if (ctx == nullptr) {
     absl::MutexLock lock(&mu_);
     if (context_ == nullptr) {
+      CUresult r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
+      if (r != CUDA_SUCCESS) {
+        // A sticky fault of the context current on this thread (another
+        // device's) is reported here too (seen on two H200s after an
+        // illegal address on device 0): leave that context and retry once.
+        CUcontext current = nullptr;
+        if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != nullptr) {
+          if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS)
+            r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
+        }
+      }
       FJ_RETURN_IF_ERROR(
-          CheckCu(api_, api_.cuDevicePrimaryCtxRetain(&context_, device_),
-                  "cuDevicePrimaryCtxRetain"),
+          CheckCu(api_, r, "cuDevicePrimaryCtxRetain"),
           absl::StrCat("retaining the primary context of device ", facts_.ordinal));
       context_fast_.store(context_, std::memory_order_release);
     }
     ctx = context_;
   }
+  // An error here can be another device's sticky fault, reported through
+  // the context current on this thread: it says nothing about this device,
+  // so this device's context is entered anyway (cuCtxSetCurrent checks).
   CUcontext current = nullptr;
-  FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxGetCurrent(&current), "cuCtxGetCurrent"),
-                     "reading the current context");
+  if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS) current = nullptr;
   if (current != ctx) {
     FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
                        absl::StrCat("entering device ", facts_.ordinal));
@@ -103,14 +115,32 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
 }
 
 void Device::MarkPoisoned(const absl::Status& why) {
-  absl::MutexLock lock(&poison_mu_);
-  if (poison_.ok()) {
+  absl::Status poison;
+  {
+    absl::MutexLock lock(&poison_mu_);
+    if (!poison_.ok()) return;  // already poisoned: the first fault stands
     poison_ = absl::FailedPreconditionError(absl::StrCat(
         "device ", facts_.ordinal,
         "'s context is unusable after an earlier fault (CUDA errors are "
-        "sticky; create a new runtime or process): ",
+        "sticky for the whole process; start a new process): ",
         why.message()));
+    poison = poison_;
+    poisoned_flag_.store(true, std::memory_order_release);
   }
+  if (siblings_ == nullptr) return;
+  for (Device* other : *siblings_) {
+    if (other != this) other->MarkPoisonedBy(poison);
+  }
+}
+
+void Device::MarkPoisonedBy(const absl::Status& poison) {
+  absl::MutexLock lock(&poison_mu_);
+  if (!poison_.ok()) return;
+  poison_ = absl::FailedPreconditionError(absl::StrCat(
+      "device ", facts_.ordinal,
+      " is unusable: the CUDA driver makes a fault sticky for every context "
+      "of the process; ",
+      poison.message()));
   poisoned_flag_.store(true, std::memory_order_release);
 }
 
@@ -155,6 +185,9 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
                         "creating the runtime");
     list.devices_.push_back(std::move(d));
   }
+  auto siblings = std::make_shared<std::vector<Device*>>();
+  for (const std::unique_ptr<Device>& d : list.devices_) siblings->push_back(d.get());
+  for (const std::unique_ptr<Device>& d : list.devices_) d->siblings_ = siblings;
   if (count == 0 && list.driver_status_.ok()) {
     list.driver_status_ = absl::UnavailableError("the CUDA driver reports no GPU");
   }

@@ -55,11 +55,21 @@ class Device {
 
   // Set when a kernel faulted: the context is unusable from then on (CUDA
   // errors are sticky) and every later call on it fails with this status.
+  // The driver makes the fault sticky for the whole process, not only for
+  // the faulting device's context (measured on two H200s, driver 580: after
+  // an illegal address on device 0, device 1's allocations, loads and
+  // launches returned CUDA_ERROR_ILLEGAL_ADDRESS too, whether its context
+  // was retained before the fault or after), so the other devices of the
+  // runtime are poisoned as well, each status naming the first fault.
   void MarkPoisoned(const absl::Status& why);
   // The last kernel launched on this device ("module.cu:kernel"), so a fault
   // that surfaces at a later synchronisation can name its likely culprit.
   void NoteLaunch(const std::string* kernel_name) {
-    last_kernel_.store(kernel_name, std::memory_order_relaxed);
+    // Read first: threads launching the same kernel then write nothing, and
+    // the line read by every launch (is_poisoned) stays in each core's cache.
+    if (last_kernel_.load(std::memory_order_relaxed) != kernel_name) {
+      last_kernel_.store(kernel_name, std::memory_order_relaxed);
+    }
   }
   // Adds "after kernel 'X' (the last launched on device N)" to a sticky
   // error's status, marks the device poisoned, and returns the status.
@@ -84,15 +94,23 @@ class Device {
  private:
   Device(const DriverApi& api, CUdevice device) : api_(api), device_(device) {}
 
+  friend class DeviceList;
+  // Poisons this device for a fault on another: no further spread.
+  void MarkPoisonedBy(const absl::Status& poison);
+
   const DriverApi& api_;
   const Logger* logger_ = nullptr;
   CUdevice device_;
+  // The runtime's devices (this one included), for MarkPoisoned.
+  std::shared_ptr<const std::vector<Device*>> siblings_;
   DeviceFacts facts_;
   absl::Mutex mu_;
   CUcontext context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::atomic<CUcontext> context_fast_{nullptr};
   std::atomic<bool> poisoned_flag_{false};
-  std::atomic<const std::string*> last_kernel_{nullptr};
+  // Written by launches of different kernels: on a line of its own, away
+  // from what every launch reads.
+  alignas(64) std::atomic<const std::string*> last_kernel_{nullptr};
   mutable absl::Mutex poison_mu_;
   absl::Status poison_ ABSL_GUARDED_BY(poison_mu_);
 };

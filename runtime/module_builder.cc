@@ -25,21 +25,12 @@ bool IsEmbeddedHeader(absl::string_view name) {
   return false;
 }
 
-// The key covers every header the build may read from disk (the caller's
-// and CUDA's) by include name and content digest, never by path: machines
-// with the same headers in other folders share keys, and an edited, added
-// or removed header changes the key.
-void AddScannedHeaders(const jit::BuildRequest& request, CacheKeyInputs& inputs) {
-  std::vector<jit::IncludeDir> searched = jit::SearchedDirs(request);
-  jit::IncludeScanRequest scan;
-  scan.source = request.source;
-  for (const jit::IncludeDir& d : searched) scan.dirs.push_back(d.path);
-  scan.is_embedded = IsEmbeddedHeader;
-  jit::IncludeScan found = jit::ScanIncludes(scan);
-  for (jit::ScannedHeader& h : found.headers) {
-    inputs.headers.emplace_back(absl::StrCat("include ", h.name),
-                                h.sha256.empty() ? "absent" : std::move(h.sha256));
-  }
+// The folders a build searches, in NVRTC's order: what the include scan
+// follows.
+std::vector<std::string> SearchedPaths(const jit::BuildRequest& request) {
+  std::vector<std::string> paths;
+  for (jit::IncludeDir& d : jit::SearchedDirs(request)) paths.push_back(std::move(d.path));
+  return paths;
 }
 
 }  // namespace
@@ -53,6 +44,7 @@ ModuleBuilder::ModuleBuilder(const RuntimeOptions& options, const DriverApi* dri
       cache_(cache),
       thunks_(thunks),
       loader_(loader),
+      scanner_(IsEmbeddedHeader),
       background_(std::make_unique<BackgroundWorker>()) {
   // The embedded headers never change within a build of the library: hash
   // them once so a cache key costs one hash of the user's source.
@@ -67,9 +59,9 @@ ModuleBuilder::ModuleBuilder(const RuntimeOptions& options, const DriverApi* dri
 
 ModuleBuilder::~ModuleBuilder() { background_.reset(); }
 
-absl::StatusOr<std::string> ModuleBuilder::compiler_identity() {
-  absl::MutexLock lock(&identity_mu_);
-  if (!identity_.has_value()) {
+void ModuleBuilder::ResolveCompiler() {
+  // Once: later calls read the results without writing anything shared.
+  absl::call_once(identity_once_, [this] {
     auto path = ResolveNvrtcLibrary(options_.libnvrtc_path);
     CudaHeaderSearch search = options_.cuda_headers;
     search.nvrtc_library = path.ok() ? *path : "";
@@ -87,13 +79,16 @@ absl::StatusOr<std::string> ModuleBuilder::compiler_identity() {
     } else {
       identity_ = path.status();
     }
-  }
-  return *identity_;
+  });
+}
+
+const absl::StatusOr<std::string>& ModuleBuilder::compiler_identity() {
+  ResolveCompiler();
+  return identity_;
 }
 
 const std::vector<jit::IncludeDir>& ModuleBuilder::cuda_include_dirs() {
-  (void)compiler_identity();  // resolves NVRTC and the folders once
-  absl::MutexLock lock(&identity_mu_);
+  ResolveCompiler();
   return cuda_dirs_;
 }
 
@@ -137,7 +132,7 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
   }
 
   // 3. Fetch or compile. Without NVRTC only a published entry can serve.
-  absl::StatusOr<std::string> compiler = compiler_identity();
+  const absl::StatusOr<std::string>& compiler = compiler_identity();
   if (!compiler.ok() && !spec.use_cache) {
     return Annotate(compiler.status(), absl::StrCat("building '", spec.name, "'"));
   }
@@ -170,7 +165,13 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
     CacheKeyInputs inputs;
     inputs.source = spec.source;
     inputs.headers = {{"fleetjit embedded headers (sha256)", headers_digest_}};
-    AddScannedHeaders(request, inputs);
+    // Every header the build may read from disk (the caller's and CUDA's),
+    // by include name and content digest, never by path: machines with the
+    // same headers in other folders share keys, and an edited, added or
+    // removed header changes the key. `scan` outlives the key's computation.
+    std::shared_ptr<const jit::IncludeScan> scan =
+        scanner_.Scan(request.source, SearchedPaths(request));
+    inputs.disk_headers = scan->key_records;
     inputs.options = jit::BuildOptions(request);
     inputs.target = target.Name();
     inputs.copy_impl = std::string(jit::CopyImplName(plan.impl));
@@ -292,10 +293,10 @@ void ModuleBuilder::RunFollowUp(const std::optional<CacheKey>& key,
 }
 
 void ModuleBuilder::AttachThunk(const std::string& record_key,
-                          const std::shared_ptr<const jit::Artifact>& image_artifact,
-                          LoadedKernel& k) {
+                                const jit::Artifact& image_artifact, LoadedKernel& k) {
   if (!thunks_.enabled()) return;
-  std::shared_ptr<const jit::Artifact> source = image_artifact;
+  const jit::Artifact* source = &image_artifact;
+  std::shared_ptr<const jit::Artifact> with_thunk;  // keeps `source` alive
   {
     absl::MutexLock lock(&thunk_jobs_mu_);
     auto it = thunk_jobs_.find(record_key);
@@ -303,7 +304,10 @@ void ModuleBuilder::AttachThunk(const std::string& record_key,
       // Being generated: the generator attaches it when ready; launches
       // take the generic path until then.
       if (!it->second.done) return;
-      if (it->second.with_thunk != nullptr) source = it->second.with_thunk;
+      if (it->second.with_thunk != nullptr) {
+        with_thunk = it->second.with_thunk;
+        source = with_thunk.get();
+      }
     }
   }
   // Without a thunk (disabled, or it failed) launches take the generic path.

@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
+#include "jit/include_scan.h"
 #include "jit/nvrtc_build.h"
 #include "jit/target.h"
 #include "platform/nvrtc_library.h"
@@ -72,21 +74,24 @@ class ModuleBuilder {
   // Gives `k` (a kernel just loaded from the image of `record_key`) its
   // thunk, unless the record's thunk is still being generated (the
   // generator attaches it then).
-  void AttachThunk(const std::string& record_key,
-                   const std::shared_ptr<const jit::Artifact>& image_artifact,
+  void AttachThunk(const std::string& record_key, const jit::Artifact& image_artifact,
                    LoadedKernel& k);
 
   void WaitForBackgroundWork() { background_->WaitIdle(); }
   void HoldBackgroundWorkForTesting(bool hold) { background_->SetHold(hold); }
 
   // "nvrtc 13.0 ..." identity used in cache keys; finds NVRTC on first use.
-  absl::StatusOr<std::string> compiler_identity();
+  // Never changes afterwards: the reference stays valid for the builder's life.
+  const absl::StatusOr<std::string>& compiler_identity();
   // The folders of CUDA's headers every build searches (after the caller's),
   // resolved once: RuntimeOptions::cuda_headers plus the NVRTC in use.
   // Never changes afterwards: the reference stays valid for the builder's life.
   const std::vector<jit::IncludeDir>& cuda_include_dirs();
-  // Null until compiler_identity() has found NVRTC.
-  NvrtcLibrary* nvrtc() { return nvrtc_.get(); }
+  // Null when NVRTC was not found (looks for it on first use).
+  NvrtcLibrary* nvrtc() {
+    ResolveCompiler();
+    return nvrtc_.get();
+  }
 
  private:
   struct ThunkJob {
@@ -112,10 +117,14 @@ class ModuleBuilder {
   ModuleLoader& loader_;
   std::string headers_digest_;  // SHA-256 of every embedded header
 
-  absl::Mutex identity_mu_;
-  std::optional<absl::StatusOr<std::string>> identity_ ABSL_GUARDED_BY(identity_mu_);
-  std::unique_ptr<NvrtcLibrary> nvrtc_;  // set once, under identity_mu_
-  std::vector<jit::IncludeDir> cuda_dirs_ ABSL_GUARDED_BY(identity_mu_);
+  // Finds NVRTC and CUDA's header folders, once; sets the three below.
+  void ResolveCompiler();
+  absl::once_flag identity_once_;
+  absl::StatusOr<std::string> identity_;
+  std::unique_ptr<NvrtcLibrary> nvrtc_;
+  std::vector<jit::IncludeDir> cuda_dirs_;
+  // The headers each build may read from disk, kept per (source, folders).
+  jit::IncludeScanner scanner_;
 
   absl::Mutex uncached_mu_;
   uint64_t uncached_counter_ ABSL_GUARDED_BY(uncached_mu_) = 0;

@@ -69,6 +69,29 @@ std::vector<LoadedKernel*> ModuleLoader::ThunkableKernels(const std::string& rec
 absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord& module,
                                                            absl::string_view name,
                                                            int ordinal) {
+  Shard& shard = *shards_[ThisThreadShard()];
+  {
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.known.find(KernelKey{module.key, ordinal, name});
+    if (it != shard.known.end()) {
+      return Loaded{it->second->kernel, false, it->second->image_artifact};
+    }
+  }
+  FJ_ASSIGN_OR_RETURN(Loaded loaded, Load(module, name, ordinal), "");
+  auto known = std::make_unique<KnownKernel>();
+  known->storage = absl::StrCat(module.key, name);
+  known->kernel = loaded.kernel;
+  known->image_artifact = loaded.image_artifact;
+  const absl::string_view storage = known->storage;
+  KernelKey key{storage.substr(0, module.key.size()), ordinal,
+                storage.substr(module.key.size())};
+  absl::MutexLock lock(&shard.mu);
+  shard.known.try_emplace(key, std::move(known));
+  return loaded;
+}
+
+absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& module,
+                                                      absl::string_view name, int ordinal) {
   const jit::Artifact& artifact = *module.artifact;
   const jit::KernelEntry* entry = artifact.FindKernel(name);
   if (entry == nullptr) {
@@ -120,7 +143,9 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord&
   {
     absl::MutexLock lock(&image->mu);
     auto it = image->kernels.find(name);
-    if (it != image->kernels.end()) return Loaded{it->second.get(), false, image->artifact};
+    if (it != image->kernels.end()) {
+      return Loaded{it->second.get(), false, image->artifact.get()};
+    }
     auto kernel = std::make_unique<LoadedKernel>();
     kernel->api = driver_;
     kernel->device = dev;
@@ -167,7 +192,7 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord&
   }
   // The caller attaches its thunk after the insertion (see
   // ModuleBuilder::RunFollowUp), outside image->mu.
-  return Loaded{out, true, image->artifact};
+  return Loaded{out, true, image->artifact.get()};
 }
 
 }  // namespace fleetjit

@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "base/thread_shards.h"
 #include "jit/artifact.h"
 #include "platform/driver_api.h"
 #include "runtime/device.h"
@@ -35,13 +37,16 @@ class ModuleLoader {
   struct Loaded {
     LoadedKernel* kernel;
     bool is_new;  // loaded by this call: the caller attaches its thunk
-    // The artifact the kernel's image was loaded from.
-    std::shared_ptr<const jit::Artifact> image_artifact;
+    // The artifact the kernel's image was loaded from (it lives as long as
+    // the loader).
+    const jit::Artifact* image_artifact;
   };
   // The kernel `name` of `module` loaded on device `ordinal`. NOT_FOUND
   // (listing the kernels it has) when the module has no such kernel;
   // FAILED_PRECONDITION when its target cannot run on the device. A kernel
   // whose driver layout differs from the artifact's gets a relaid entry.
+  // A kernel loaded before is found in this thread's shard of the loader
+  // (base/thread_shards.h): the lookup writes nothing other threads write.
   absl::StatusOr<Loaded> GetKernel(const ModuleRecord& module,
                                    absl::string_view name, int ordinal);
 
@@ -51,6 +56,32 @@ class ModuleLoader {
 
  private:
   struct LoadedImage;
+  // The loaded kernel of (record key, device ordinal, kernel name).
+  struct KernelKey {
+    absl::string_view record_key;
+    int ordinal;
+    absl::string_view name;
+    bool operator==(const KernelKey& o) const {
+      return ordinal == o.ordinal && record_key == o.record_key && name == o.name;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const KernelKey& k) {
+      return H::combine(std::move(h), k.record_key, k.ordinal, k.name);
+    }
+  };
+  struct KnownKernel {
+    std::string storage;  // record key + name, which the map's key views
+    LoadedKernel* kernel;
+    const jit::Artifact* image_artifact;
+  };
+  struct Shard {
+    absl::Mutex mu;
+    // Kernels this shard has seen loaded; they never unload before ~ModuleLoader.
+    absl::flat_hash_map<KernelKey, std::unique_ptr<KnownKernel>> known ABSL_GUARDED_BY(mu);
+  };
+  std::unique_ptr<CacheLinePadded<Shard>[]> shards_{new CacheLinePadded<Shard>[kThreadShards]};
+  // The slow path of GetKernel: loads what is missing.
+  absl::StatusOr<Loaded> Load(const ModuleRecord& module, absl::string_view name, int ordinal);
 
   const DriverApi* driver_;
   const DeviceList& devices_;

@@ -35,17 +35,23 @@ void ReleaseKernels(Module& module, ReleaseTagFn release) {
 Registry::~Registry() {
   absl::MutexLock lock(&mu_);
   streams_.clear();  // ~Stream closes
-  modules_.clear();
+  for (int i = 0; i < kThreadShards; ++i) {
+    absl::MutexLock shard_lock(&module_shards_[i]->mu);
+    module_shards_[i]->modules.clear();
+  }
   builds_.clear();
 }
 
 Module* Registry::AddModule(Runtime* runtime, ModuleRecord record) {
   auto module = std::make_unique<Module>();
+  Module* out = module.get();
   module->runtime = runtime;
   module->record = std::move(record);
-  absl::MutexLock lock(&mu_);
-  modules_.push_back(std::move(module));
-  return modules_.back().get();
+  module->shard = ThisThreadShard();
+  ModuleShard& shard = *module_shards_[module->shard];
+  absl::MutexLock lock(&shard.mu);
+  shard.modules.emplace(out, std::move(module));
+  return out;
 }
 
 KernelRef* Registry::AddKernel(Module& module, LoadedKernel* kernel) {
@@ -77,10 +83,16 @@ void Registry::DestroyBuild(PendingBuild* build) {
 }
 
 void Registry::DestroyModule(Module* module, ReleaseTagFn release) {
+  // `module` is live (the caller named it), so its shard can be read.
   std::unique_ptr<Module> owned;
   {
-    absl::MutexLock lock(&mu_);
-    owned = TakeOut(modules_, module);
+    ModuleShard& shard = *module_shards_[module->shard];
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.modules.find(module);
+    if (it != shard.modules.end()) {
+      owned = std::move(it->second);
+      shard.modules.erase(it);
+    }
   }
   if (owned != nullptr) ReleaseKernels(*owned, release);
 }
@@ -106,14 +118,18 @@ absl::Status Registry::DestroyAll(ReleaseTagFn release) {
     if (status.ok()) status = closed;
   }
   streams_.clear();
-  for (std::unique_ptr<Module>& module : modules_) {
-    if (!Release(release, ObjectKind::kModule, module->tag)) {
-      (void)module.release();
-      continue;
+  for (int i = 0; i < kThreadShards; ++i) {
+    ModuleShard& shard = *module_shards_[i];
+    absl::MutexLock shard_lock(&shard.mu);
+    for (auto& [address, module] : shard.modules) {
+      if (!Release(release, ObjectKind::kModule, module->tag)) {
+        (void)module.release();
+        continue;
+      }
+      ReleaseKernels(*module, release);
     }
-    ReleaseKernels(*module, release);
+    shard.modules.clear();
   }
-  modules_.clear();
   for (std::unique_ptr<PendingBuild>& build : builds_) {
     if (!Release(release, ObjectKind::kBuild, build->tag)) {
       (void)build.release();

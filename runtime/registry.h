@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "base/thread_shards.h"
 #include "runtime/build_pool.h"
 #include "runtime/kernel.h"
 #include "runtime/module_builder.h"
@@ -50,6 +52,7 @@ struct Module {
   Runtime* runtime;
   ModuleRecord record;
   uint64_t tag = 0;
+  int shard = 0;  // the Registry shard that owns it
   absl::Mutex mu;
   std::vector<std::unique_ptr<KernelRef>> kernels ABSL_GUARDED_BY(mu);
 };
@@ -85,8 +88,17 @@ class Registry {
   absl::Status DestroyAll(ReleaseTagFn release);
 
  private:
+  // Modules come and go per request, from many threads at once: each thread
+  // adds to its own shard (base/thread_shards.h), and a module is removed
+  // from the shard that holds it.
+  struct ModuleShard {
+    absl::Mutex mu;
+    absl::flat_hash_map<Module*, std::unique_ptr<Module>> modules ABSL_GUARDED_BY(mu);
+  };
+  std::unique_ptr<CacheLinePadded<ModuleShard>[]> module_shards_{
+      new CacheLinePadded<ModuleShard>[kThreadShards]};
+
   absl::Mutex mu_;
-  std::vector<std::unique_ptr<Module>> modules_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<PendingBuild>> builds_ ABSL_GUARDED_BY(mu_);
 };

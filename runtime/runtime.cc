@@ -98,7 +98,7 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
   // After the insertion (see ModuleBuilder::RunFollowUp): the thunk is an
   // atomic, and a kernel without one launches generically.
   if (loaded.is_new && loaded.kernel->relaid_entry == nullptr) {
-    builder_->AttachThunk(module.key, loaded.image_artifact, *loaded.kernel);
+    builder_->AttachThunk(module.key, *loaded.image_artifact, *loaded.kernel);
   }
   return loaded.kernel;
 }

@@ -21,20 +21,6 @@
 namespace fleetjit::cli {
 namespace {
 
-const char* CacheResultName(fj_cache_result r) {
-  switch (r) {
-    case FJ_CACHE_COMPILED:
-      return "compiled";
-    case FJ_CACHE_MEMORY_HIT:
-      return "memory hit";
-    case FJ_CACHE_DISK_HIT:
-      return "disk hit";
-    case FJ_CACHE_REMOTE_HIT:
-      return "remote hit";
-  }
-  return "?";
-}
-
 // Waits for the remote publications and reports them.
 int FinishPublishing(fj_runtime* rt) {
   if (Failed(fj_cache_flush(rt, 30000), "publishing to the remote cache")) {

@@ -20,6 +20,20 @@ bool Failed(fj_status* status, const char* what) {
   return true;
 }
 
+const char* CacheResultName(fj_cache_result result) {
+  switch (result) {
+    case FJ_CACHE_COMPILED:
+      return "compiled";
+    case FJ_CACHE_MEMORY_HIT:
+      return "memory hit";
+    case FJ_CACHE_DISK_HIT:
+      return "disk hit";
+    case FJ_CACHE_REMOTE_HIT:
+      return "remote hit";
+  }
+  return "unknown";
+}
+
 fj_runtime* CreateRuntime() {
   fj_runtime* rt = nullptr;
   if (Failed(fj_runtime_create(nullptr, &rt), "creating the runtime")) {

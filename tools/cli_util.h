@@ -21,6 +21,9 @@ fj_str Str(const char* s);
 // stderr, frees the status and returns true if `status` is an error.
 bool Failed(fj_status* status, const char* what);
 
+// "compiled", "memory hit", "disk hit", "remote hit" (fj_module_info).
+const char* CacheResultName(fj_cache_result result);
+
 // Creates a runtime with defaults (env overrides apply); nullptr on error.
 fj_runtime* CreateRuntime();
 

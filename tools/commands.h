@@ -14,6 +14,7 @@ int RunBuild(std::vector<std::string> args);
 int RunDemo(std::vector<std::string> args);
 int RunSelftest(std::vector<std::string> args);
 int RunMatrix(std::vector<std::string> args);
+int RunBench(std::vector<std::string> args);
 
 }  // namespace fleetjit::cli
 

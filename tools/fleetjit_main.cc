@@ -33,6 +33,8 @@ constexpr Command kCommands[] = {
     {"matrix", "run your test command under every copy implementation/target",
      RunMatrix},
     {"cache", "the module cache: stats, ls, clear, verify", RunCache},
+    {"bench", "copy|launch|build: this node's figures next to raw CUDA/NVRTC",
+     RunBench},
 };
 
 void Usage(std::FILE* out) {

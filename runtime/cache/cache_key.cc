@@ -27,7 +27,7 @@ CacheKey MakeCacheKey(const CacheKeyInputs& in) {
 
   CacheKey key;
   std::string& c = key.canonical;
-  c.reserve(512 + 80 * headers.size());
+  c.reserve(512 + 80 * (headers.size() + in.disk_headers.size()));
   AppendRecord(c, "format", absl::StrCat(kCacheFormatVersion));
   AppendRecord(c, "target", in.target);
   AppendRecord(c, "copy_impl", in.copy_impl);
@@ -43,6 +43,9 @@ CacheKey MakeCacheKey(const CacheKeyInputs& in) {
   AppendRecord(c, "source_sha256", Sha256::Hex(Sha256::Hash(in.source)));
   for (const auto& [name, digest] : headers) {
     AppendRecord(c, "header", absl::StrCat(digest, " ", name));
+  }
+  for (const auto& [name, digest] : in.disk_headers) {
+    AppendRecord(c, "disk_header", absl::StrCat(digest, " ", name));
   }
   key.digest = Sha256::Hex(Sha256::Hash(c));
   return key;

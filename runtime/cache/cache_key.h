@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace fleetjit {
 
@@ -41,6 +42,10 @@ struct CacheKeyInputs {
   // (include name, content): every embedded header. Order does not matter:
   // the key sorts them.
   std::vector<std::pair<std::string, std::string>> headers;
+  // (include name, SHA-256 hex of its content or "absent"), sorted by name:
+  // the headers a build may read from disk (jit::IncludeScan::key_records).
+  // A view, already hashed: it must outlive the MakeCacheKey call.
+  absl::Span<const std::pair<std::string, std::string>> disk_headers;
   std::vector<std::string> options;  // full NVRTC option list, in order
   std::string target;                // "sm_90a", "compute_80"
   std::string copy_impl;             // "tma"
@@ -65,7 +70,9 @@ bool IsCacheDigest(absl::string_view digest);
 // (length in decimal bytes), e.g. "target=6:sm_90a\n". Fields, in order:
 // format, target, copy_impl, compiler, driver_version, emit_ptx,
 // option (repeated), name_expression (repeated), source_sha256,
-// header (repeated, "<sha256 hex> <include name>", sorted by name).
+// header (repeated, "<sha256 hex> <include name>", sorted by name),
+// disk_header (repeated, "<sha256 hex|absent> <include name>", in the
+// order given: sorted by name).
 // ParseCanonicalKey splits one into (field, value) pairs; DATA_LOSS if it is
 // not well formed.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>

@@ -139,19 +139,14 @@ Fd OpenShard(int root, const std::string& name, bool create,
 
 }  // namespace
 
-std::string ResolveCacheDir(absl::string_view configured) {
+std::string ResolveCacheDir(absl::string_view configured, absl::string_view xdg_cache_home,
+                            absl::string_view home_dir) {
   std::string dir(configured);
-  auto env = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
-    return v == nullptr ? "" : v;
-  };
-  if (dir.empty()) dir = env("FLEETJIT_CACHE_DIR");
-  if (dir.empty()) {
-    std::string xdg = env("XDG_CACHE_HOME");
-    if (!xdg.empty() && xdg[0] == '/') dir = xdg + "/fleetjit";
+  if (dir.empty() && !xdg_cache_home.empty() && xdg_cache_home[0] == '/') {
+    dir = absl::StrCat(xdg_cache_home, "/fleetjit");
   }
   if (dir.empty()) {
-    std::string home = env("HOME");
+    std::string home(home_dir);
     if (home.empty()) {
       struct passwd pw, *result = nullptr;
       char buffer[4096];

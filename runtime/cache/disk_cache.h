@@ -67,10 +67,12 @@ using CacheLogger = std::function<void(absl::string_view line)>;
 void CacheLog(const CacheLogger& log, absl::string_view message);
 
 // The directory a cache uses: `configured` if non-empty, else
-// $FLEETJIT_CACHE_DIR, else $XDG_CACHE_HOME/fleetjit (if absolute), else
-// $HOME/.cache/fleetjit (HOME from the password database if unset). Made
-// absolute. "" if none can be found (the disk tier is then off).
-std::string ResolveCacheDir(absl::string_view configured);
+// `xdg_cache_home`/fleetjit (if absolute), else `home`/.cache/fleetjit (the
+// password database's home when `home` is empty). Made absolute. "" if none
+// can be found (the disk tier is then off). Reads no environment: the
+// values come from the caller (runtime/config.h, ApplyEnvironment).
+std::string ResolveCacheDir(absl::string_view configured, absl::string_view xdg_cache_home,
+                            absl::string_view home);
 
 struct CacheEntryInfo {
   std::string digest, path, target, copy_impl, compiler;

@@ -7,6 +7,13 @@
 #include "absl/synchronization/notification.h"
 
 namespace fleetjit {
+namespace {
+
+std::string ResolvedDir(const CacheConfig& config) {
+  return ResolveCacheDir(config.dir, config.xdg_cache_home, config.home);
+}
+
+}  // namespace
 
 // One key's state: a build in flight (done not yet notified) or its
 // finished result. `result` is written once, before done.Notify().
@@ -17,9 +24,10 @@ struct ModuleCache::Slot {
 
 ModuleCache::ModuleCache(CacheConfig config)
     : config_(std::move(config)),
-      use_disk_(config_.disk && !ResolveCacheDir(config_.dir).empty()),
-      disk_(std::make_unique<DiskCache>(ResolveCacheDir(config_.dir),
-                                        config_.max_bytes, config_.log)) {
+      use_disk_(config_.disk && !ResolvedDir(config_).empty()),
+      disk_(std::make_unique<DiskCache>(ResolvedDir(config_),
+                                        config_.max_bytes, config_.log)),
+      shards_(new CacheLinePadded<Shard>[kThreadShards]) {
   if (!config_.remote.url.empty()) {
     // A remote tier that cannot start leaves the local tiers working; the
     // reason is logged once here and shown by stats().
@@ -55,19 +63,37 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetPublished(
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::Get(
     const CacheKey& key, absl::FunctionRef<absl::StatusOr<Result>()> fill) {
-  // 1. The memory tier, under a shared lock.
-  std::shared_ptr<Slot> slot;
-  {
-    absl::ReaderMutexLock lock(&mu_);
-    auto it = slots_.find(key.digest);
-    if (it != slots_.end()) slot = it->second;
-  }
-  if (slot != nullptr && slot->done.HasBeenNotified() && slot->result.ok()) {
-    memory_hits_.fetch_add(1, std::memory_order_relaxed);
-    return Result{*slot->result, CacheSource::kMemory};
+  // 1. The memory tier: this thread's shard, else the shared map (whose
+  // finished artifact the shard then keeps a reference of its own to).
+  Shard& shard = ThisThreadsShard();
+  if (config_.memory) {
+    absl::MutexLock shard_lock(&shard.mu);
+    auto hit = shard.hits.find(key.digest);
+    if (hit != shard.hits.end()) {
+      shard.memory_hits.fetch_add(1, std::memory_order_relaxed);
+      return Result{hit->second, CacheSource::kMemory};
+    }
+    std::shared_ptr<const jit::Artifact> finished;
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = slots_.find(key.digest);
+      if (it != slots_.end() && it->second->done.HasBeenNotified() &&
+          it->second->result.ok()) {
+        finished = *it->second->result;
+      }
+    }
+    if (finished != nullptr) {
+      // Under the shard's lock: an Update or Clear that changed the shared
+      // map after the read above sweeps this shard after this insertion.
+      std::shared_ptr<const jit::Artifact> mine = LocalReference(std::move(finished));
+      shard.hits.emplace(key.digest, mine);
+      shard.memory_hits.fetch_add(1, std::memory_order_relaxed);
+      return Result{std::move(mine), CacheSource::kMemory};
+    }
   }
 
   // 2. Join the key's build in flight, or lead one.
+  std::shared_ptr<Slot> slot;
   bool leader = false;
   {
     absl::MutexLock lock(&mu_);
@@ -81,7 +107,7 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Get(
   if (!leader) {
     slot->done.WaitForNotification();
     if (!slot->result.ok()) return slot->result.status();
-    memory_hits_.fetch_add(1, std::memory_order_relaxed);
+    shard.memory_hits.fetch_add(1, std::memory_order_relaxed);
     return Result{*slot->result, CacheSource::kMemory};
   }
 
@@ -228,16 +254,20 @@ absl::Status ModuleCache::Update(const CacheKey& key,
     auto slot = std::make_shared<Slot>();
     slot->result = artifact;
     slot->done.Notify();
-    absl::MutexLock lock(&mu_);
-    auto it = slots_.find(key.digest);
-    if (it == slots_.end()) {
-      slots_.emplace(key.digest, std::move(slot));
-    } else if (it->second->done.HasBeenNotified()) {
-      // Readers that copied the old slot keep its artifact alive.
-      it->second = std::move(slot);
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = slots_.find(key.digest);
+      if (it == slots_.end()) {
+        slots_.emplace(key.digest, std::move(slot));
+      } else if (it->second->done.HasBeenNotified()) {
+        // Readers that copied the old slot keep its artifact alive.
+        it->second = std::move(slot);
+      }
+      // A build of the key in flight (possible only after Clear) publishes
+      // its own result, an equally valid entry; it is left alone.
     }
-    // A build of the key in flight (possible only after Clear) publishes
-    // its own result, an equally valid entry; it is left alone.
+    // The shards learn the new artifact on their next hit.
+    ForgetInShards(&key.digest);
   }
   if (remote_ != nullptr) remote_->Publish(key, artifact);
   if (!use_disk_) return absl::OkStatus();
@@ -246,7 +276,9 @@ absl::Status ModuleCache::Update(const CacheKey& key,
 
 CacheStats ModuleCache::stats() const {
   CacheStats s;
-  s.memory_hits = memory_hits_.load(std::memory_order_relaxed);
+  for (int i = 0; i < kThreadShards; ++i) {
+    s.memory_hits += shards_[i]->memory_hits.load(std::memory_order_relaxed);
+  }
   s.disk_hits = disk_hits_.load(std::memory_order_relaxed);
   s.misses = misses_.load(std::memory_order_relaxed);
   s.compiles = compiles_.load(std::memory_order_relaxed);
@@ -285,7 +317,20 @@ absl::Status ModuleCache::Clear() {
       if (current->second->done.HasBeenNotified()) slots_.erase(current);
     }
   }
+  ForgetInShards(nullptr);
   return use_disk_ ? disk_->Clear() : absl::OkStatus();
+}
+
+void ModuleCache::ForgetInShards(const std::string* digest) {
+  for (int i = 0; i < kThreadShards; ++i) {
+    Shard& shard = *shards_[i];
+    absl::MutexLock lock(&shard.mu);
+    if (digest == nullptr) {
+      shard.hits.clear();
+    } else {
+      shard.hits.erase(*digest);
+    }
+  }
 }
 
 absl::StatusOr<std::vector<ModuleCache::EntryInfo>> ModuleCache::List(

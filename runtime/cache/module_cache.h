@@ -21,6 +21,14 @@
 //
 // The memory tier keeps every artifact for the cache's life (a process uses
 // a bounded set of kernels; the runtime holds them loaded anyway).
+//
+// A memory hit writes no cache line that another thread writes: each thread
+// looks in its own shard (base/thread_shards.h) under the shard's lock,
+// counts the hit there, and copies the shard's own reference to the
+// artifact (LocalReference), whose count no other shard touches. A shard
+// learns a key from the shared map on its first hit, and Update and Clear
+// take the key out of every shard before they return, so a shard never
+// serves what the shared map no longer holds.
 #ifndef FLEETJIT_RUNTIME_CACHE_MODULE_CACHE_H_
 #define FLEETJIT_RUNTIME_CACHE_MODULE_CACHE_H_
 
@@ -36,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/thread_shards.h"
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/disk_cache.h"
@@ -44,9 +53,14 @@
 namespace fleetjit {
 
 struct CacheConfig {
-  // "" = resolve: $FLEETJIT_CACHE_DIR, $XDG_CACHE_HOME/fleetjit,
-  // ~/.cache/fleetjit (see ResolveCacheDir).
+  // "" = resolve: xdg_cache_home/fleetjit, else home/.cache/fleetjit (see
+  // ResolveCacheDir). ApplyEnvironment (runtime/config.h) sets it from
+  // $FLEETJIT_CACHE_DIR.
   std::string dir;
+  // Where "" resolves: $XDG_CACHE_HOME and $HOME, filled by ApplyEnvironment
+  // (the cache reads no environment); empty = unset.
+  std::string xdg_cache_home;
+  std::string home;
   uint64_t max_bytes = uint64_t{1} << 30;  // disk byte cap; 0 = default
   bool disk = true;
   bool memory = true;
@@ -88,7 +102,7 @@ struct CacheStats {
 
 class ModuleCache {
  public:
-  // Resolves the directory (environment only); does no I/O until first use.
+  // Resolves the directory (from `config` alone); does no I/O until first use.
   explicit ModuleCache(CacheConfig config);
   ~ModuleCache();
 
@@ -187,6 +201,20 @@ class ModuleCache {
   // Writes `artifact` to the disk tier; logs the first failure.
   absl::Status StoreToDisk(const CacheKey& key, const jit::Artifact& artifact);
 
+  // One thread's view of the memory tier: finished artifacts it has hit,
+  // each held by a reference of this shard's own (see the file comment).
+  // Lock order: a shard's mu, then mu_; never mu_ then a shard's.
+  struct Shard {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, std::shared_ptr<const jit::Artifact>> hits
+        ABSL_GUARDED_BY(mu);
+    std::atomic<uint64_t> memory_hits{0};
+  };
+  Shard& ThisThreadsShard() { return *shards_[ThisThreadShard()]; }
+  // Takes `digest` (every key when null) out of every shard. Called after
+  // the shared map changed, without mu_ held.
+  void ForgetInShards(const std::string* digest);
+
   const CacheConfig config_;
   const bool use_disk_;              // the disk tier is on and has a directory
   std::unique_ptr<DiskCache> disk_;  // also kept when off, for listings
@@ -198,8 +226,9 @@ class ModuleCache {
   absl::flat_hash_map<std::string, std::shared_ptr<Slot>> slots_
       ABSL_GUARDED_BY(mu_);
 
-  std::atomic<uint64_t> memory_hits_{0}, disk_hits_{0}, remote_hits_{0},
-      misses_{0},
+  std::unique_ptr<CacheLinePadded<Shard>[]> shards_;
+
+  std::atomic<uint64_t> disk_hits_{0}, remote_hits_{0}, misses_{0},
       compiles_{0}, compile_us_total_{0};
   std::atomic<bool> write_failure_logged_{false};
 };

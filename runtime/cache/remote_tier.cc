@@ -22,18 +22,6 @@ uint64_t ArtifactBytes(const jit::Artifact& a) {
 
 }  // namespace
 
-void ApplyRemoteCacheEnvironment(RemoteCacheConfig& config,
-                                 std::vector<std::string>& overrides) {
-  if (const char* v = std::getenv("FLEETJIT_REMOTE_CACHE")) {
-    config.url = v;
-    overrides.push_back("FLEETJIT_REMOTE_CACHE");
-  }
-  if (const char* v = std::getenv("FLEETJIT_FLEET_KEY")) {
-    config.fleet_key = v;
-    overrides.push_back("FLEETJIT_FLEET_KEY");
-  }
-}
-
 absl::StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Create(
     const RemoteCacheConfig& config, CacheLogger log) {
   absl::StatusOr<RedisUrl> url = ParseRedisUrl(config.url);

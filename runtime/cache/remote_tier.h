@@ -65,7 +65,8 @@ namespace fleetjit {
 struct RemoteCacheConfig {
   // "" = no remote tier. redis://[[user]:password@]host[:port][/db] or
   // unix://[[user]:password@]/path.sock[?db=N]; overridden by
-  // $FLEETJIT_REMOTE_CACHE. rediss:// is refused (hiredis 0.14 has no TLS).
+  // $FLEETJIT_REMOTE_CACHE (ApplyEnvironment, runtime/config.h). rediss://
+  // is refused (hiredis 0.14 has no TLS).
   std::string url;
   // The HMAC key (hex, or raw bytes: see ParseFleetKey), at least 16
   // bytes; overridden by $FLEETJIT_FLEET_KEY. Required.
@@ -82,11 +83,6 @@ struct RemoteCacheConfig {
   bool read = true;   // look entries up
   bool write = true;  // publish builds
 };
-
-// Applies $FLEETJIT_REMOTE_CACHE (URL, "" = off) and $FLEETJIT_FLEET_KEY,
-// appending the names of those set to `overrides`.
-void ApplyRemoteCacheEnvironment(RemoteCacheConfig& config,
-                                 std::vector<std::string>& overrides);
 
 struct RemoteCacheStats {
   uint64_t hits = 0;         // entries served (full or agnostic key)

@@ -22,7 +22,6 @@ using copy::ValidatedCopy;
 namespace {
 
 constexpr int32_t kDLCUDA = 2;
-constexpr int kCopyCtasPerSm = 3;
 constexpr int kPrefetchCtasPerSm = 4;
 constexpr uint64_t kPrefetchPiece = 64 * 1024;
 
@@ -247,10 +246,15 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec, const ValidatedC
                                           int device, CUstream stream) {
   FJ_ASSIGN_OR_RETURN(Device * dev, runtime_.device(device), "");
   const DeviceFacts& f = dev->facts();
-  const uint32_t budget = static_cast<uint32_t>(
-      std::max(1024, (f.shared_per_block_optin - 256) / copy::kCopyStages));
-  const copy::TileShape tiles =
-      copy::ChooseTiles(v.dst, v.gather.has_value(), FloorPow2(std::min(32768u, budget)));
+
+  // The implementation: the caller's, else the device's plan.
+  jit::CopyImpl impl;
+  if (v.impl.has_value()) {
+    impl = *v.impl;
+  } else {
+    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device), "");
+    impl = plan.impl;
+  }
 
   // The kernel's tensors: src whole (the window is a coordinate offset),
   // dst whole, both tiled by the same box. promise_in_bounds is read with
@@ -263,21 +267,23 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec, const ValidatedC
   src_a.struct_size = dst_a.struct_size = sizeof(fj_tensor_arg);
   src_a.tensor = &src_t;
   dst_a.tensor = &dst_t;
-  for (int i = 0; i < v.dst.rank; ++i) {
-    src_a.box[i] = dst_a.box[i] = static_cast<uint32_t>(tiles.box[v.dst.rank - 1 - i]);
-  }
   src_a.oob = v.oob == fj::oob_nan ? FJ_OOB_NAN : FJ_OOB_ZEROS;
   dst_a.oob = FJ_OOB_PROMISE_IN_BOUNDS;
+  copy::TileShape tiles;
+  auto tile_for = [&](jit::CopyImpl i) {
+    const copy::CopyLaunchShape shape = copy::CopyShapeFor(i);
+    const uint32_t budget = static_cast<uint32_t>(
+        std::max(1024, (f.shared_per_block_optin - 256) / copy::kCopyStages));
+    tiles = copy::ChooseTiles(v.dst, v.gather.has_value(), shape.max_row_bytes,
+                              FloorPow2(std::min(shape.max_tile_bytes, budget)));
+    for (int d = 0; d < v.dst.rank; ++d) {
+      src_a.box[d] = dst_a.box[d] = static_cast<uint32_t>(tiles.box[v.dst.rank - 1 - d]);
+    }
+  };
+  tile_for(impl);
 
-  // The implementation: the caller's, else the device's plan. tma needs a
-  // tensor map for both tensors to be worth it, and device memory.
-  jit::CopyImpl impl;
-  if (v.impl.has_value()) {
-    impl = *v.impl;
-  } else {
-    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device), "");
-    impl = plan.impl;
-  }
+  // tma needs a tensor map for both tensors to be worth it, and device
+  // memory; otherwise cp.async, with its own tiles.
   if (impl == jit::CopyImpl::kTma) {
     FJ_ASSIGN_OR_RETURN(TensorDesc sd, DescribeTensor(&src_a, 0), "copy kernel src");
     FJ_ASSIGN_OR_RETURN(TensorDesc dd, DescribeTensor(&dst_a, 1), "copy kernel dst");
@@ -289,6 +295,7 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec, const ValidatedC
     if (host_operand || nan_gather || !TmaRejection(sd).empty() ||
         !TmaRejection(dd).empty()) {
       impl = jit::CopyImpl::kCpAsync;
+      tile_for(impl);
     }
   }
   FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, impl, v.dst.elem_bytes, v.dst.rank),
@@ -310,9 +317,10 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec, const ValidatedC
                           BytesArg(&a, sizeof(a))};
   fj_launch_config cfg{};
   cfg.struct_size = sizeof(cfg);
+  const copy::CopyLaunchShape shape = copy::CopyShapeFor(impl);
   cfg.grid[0] = static_cast<uint32_t>(
-      std::min<int64_t>(tiles.total, int64_t{kCopyCtasPerSm} * std::max(1, f.sm_count)));
-  cfg.block[0] = copy::kCopyThreads;
+      std::min<int64_t>(tiles.total, int64_t{shape.ctas_per_sm} * std::max(1, f.sm_count)));
+  cfg.block[0] = static_cast<uint32_t>(shape.threads);
   cfg.shared_bytes = copy::kCopyStages * tiles.tile_bytes + 128;
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
   FJ_RETURN_IF_ERROR(Launch(*k, cfg, stream, args, 3, sizeof(fj_arg)), "");

@@ -57,9 +57,23 @@ static_assert(sizeof(PrefetchKernelArgs) == 104, "matches fj_prefetch_args");
 
 inline constexpr absl::string_view kTileCopyKernel = "fj_tile_copy";
 inline constexpr absl::string_view kPrefetchKernel = "fj_prefetch_rows";
-// Pipeline depth of the copy kernel (FJ_STAGES) and its block size.
+// Pipeline depth of the copy kernel (FJ_STAGES).
 inline constexpr int kCopyStages = 2;
-inline constexpr int kCopyThreads = 128;
+// The copy kernel's launch per implementation: the longest tile row, the
+// largest tile, persistent CTAs per SM and threads per CTA. From
+// bench/copy_bench's sweep on the H200 (2026-11-30): tma is best with few
+// large tiles (one thread issues them), cp_async and sync with more, smaller
+// CTAs (their threads do the copying).
+struct CopyLaunchShape {
+  uint32_t max_row_bytes;
+  uint32_t max_tile_bytes;
+  int ctas_per_sm;
+  int threads;
+};
+inline constexpr CopyLaunchShape CopyShapeFor(jit::CopyImpl impl) {
+  return impl == jit::CopyImpl::kTma ? CopyLaunchShape{1024, 65536, 1, 256}
+                                     : CopyLaunchShape{512, 32768, 3, 128};
+}
 
 // The build of the copy kernel for `elem_bytes` (1, 2, 4, 8) and `rank`
 // (1..5) on `device` (or `target` when set), under `impl` (unset = the

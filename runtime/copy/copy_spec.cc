@@ -1,10 +1,12 @@
 #include "runtime/copy/copy_spec.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "base/raw_enum.h"
 #include "base/status_macros.h"
 
 namespace fleetjit::copy {
@@ -216,7 +218,27 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
   return v;
 }
 
-TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_tile_bytes) {
+CopySpec CopySpecOf(const fj_copy_desc& desc) {
+  // The C ABI forces neither the implementation nor the kernel path.
+  CopySpec spec{.src = desc.src, .oob = RawEnum(desc.oob), .dst = desc.dst,
+                .index = desc.gather_index, .impl = std::nullopt, .force_kernel = false};
+  static_assert(sizeof(desc.src_start) == sizeof(spec.start));
+  std::copy(std::begin(desc.src_start), std::end(desc.src_start), spec.start.begin());
+  return spec;
+}
+
+PrefetchSpec PrefetchSpecOf(const fj_prefetch_desc& desc) {
+  PrefetchSpec spec{.address = desc.address, .bytes = desc.bytes, .tensor = desc.tensor,
+                    .mode = RawEnum(desc.mode), .reader_device = desc.reader_device,
+                    .stage_address = desc.stage_address, .stage_bytes = desc.stage_bytes};
+  static_assert(sizeof(desc.tile_start) == sizeof(spec.start));
+  std::copy(std::begin(desc.tile_start), std::end(desc.tile_start), spec.start.begin());
+  std::copy(std::begin(desc.tile_extent), std::end(desc.tile_extent), spec.extent.begin());
+  return spec;
+}
+
+TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_row_bytes,
+                      uint32_t max_tile_bytes) {
   TileShape t;
   const int rank = dst.rank;
   const int64_t eb = dst.elem_bytes;
@@ -224,7 +246,7 @@ TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_tile_byte
   if (gather && rank == 1) {
     t.box[0] = 1;
   } else {
-    const int64_t cap = std::min<int64_t>(256, 512 / eb);
+    const int64_t cap = std::min<int64_t>(256, std::max<uint32_t>(16, max_row_bytes) / eb);
     int64_t want = 1;
     while (want < extent(0) && want < cap) want *= 2;
     t.box[0] = static_cast<int32_t>(std::max<int64_t>(want, 16 / eb));

@@ -98,6 +98,11 @@ struct ValidatedCopy {
 // Every check that needs no driver. INVALID_ARGUMENT naming the field.
 absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec);
 
+// fj_copy's descriptor as a spec, field by field (the C ABI has checked
+// its struct_size). The oob field is read as the int it is in memory, so
+// any value a caller stored reaches ValidateCopy's range check.
+CopySpec CopySpecOf(const fj_copy_desc& desc);
+
 // The bytes `t` covers: from its lowest to its highest element, inclusive
 // (negative strides included). Empty for a tensor with no elements.
 Span TensorSpan(const TensorDesc& t);
@@ -122,11 +127,11 @@ struct TileShape {
 };
 
 // Chooses the tile for copying into `dst` with tiles of at most
-// `max_tile_bytes`: an inner extent of up to 512 bytes (a power of two of
-// at least 16 bytes, as TMA wants; at most 256 elements, TMA's box limit),
+// `max_tile_bytes`: an inner extent of up to `max_row_bytes` (a power of two
+// of at least 16 bytes, as TMA wants; at most 256 elements, TMA's box limit),
 // then outer dimensions innermost-first up to the budget (256 each). With a
 // gather the outermost dimension's box is 1 (each row has its own source).
-TileShape ChooseTiles(const TensorDesc& dst, bool gather,
+TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_row_bytes,
                       uint32_t max_tile_bytes);
 
 // ---------------------------------------------------------------- prefetch
@@ -177,6 +182,9 @@ struct ValidatedPrefetch {
 
 // Every check of a prefetch that needs no driver.
 absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec);
+
+// fj_prefetch's descriptor as a spec (mode read as an int, like oob above).
+PrefetchSpec PrefetchSpecOf(const fj_prefetch_desc& desc);
 
 const char* PrefetchModeName(PrefetchMode mode);
 

@@ -13,34 +13,20 @@
 
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/capi_fixture.h"
 
 namespace {
 
-fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
-
-fj_code Code(fj_status* st) {
-  fj_code c = fj_status_code(st);
-  fj_status_free(st);
-  return c;
-}
-
-#define FJ_ASSERT_OK(expr)                                                    \
-  do {                                                                        \
-    fj_status* st_ = (expr);                                                  \
-    ASSERT_EQ(fj_status_code(st_), FJ_OK) << fj_status_message(st_, nullptr); \
-    fj_status_free(st_);                                                      \
-  } while (0)
+using fleetjit::testing::Code;
+using fleetjit::testing::kSaxpySource;
+using fleetjit::testing::S;
 
 // A kernel source no earlier run has built.
 std::string FreshSource(const char* tag) {
   static std::atomic<uint64_t> counter{0};
   std::random_device rd;
   return "// " + std::string(tag) + " " + std::to_string(rd()) + "-" +
-         std::to_string(counter++) +
-         "\nextern \"C\" __global__ void saxpy(float a, const float* x, float* "
-         "y, int n) {\n"
-         "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-         "  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
+         std::to_string(counter++) + "\n" + kSaxpySource;
 }
 
 struct Options {
@@ -55,10 +41,11 @@ struct Options {
   }
 };
 
-class AsyncBuildTest : public ::testing::Test {
+class AsyncBuildTest : public fleetjit::testing::CapiRuntimeTest<> {
  protected:
   void SetUp() override {
-    ASSERT_EQ(Code(fj_runtime_create(nullptr, &rt_)), FJ_OK);
+    CapiRuntimeTest::SetUp();
+    if (HasFatalFailure()) return;
     // NVRTC present? A synchronous build of a tiny source says.
     Options o{FreshSource("probe")};
     fj_build_options opts = o.Get();
@@ -72,10 +59,6 @@ class AsyncBuildTest : public ::testing::Test {
     FJ_ASSERT_OK(st);
     fj_module_destroy(m);
   }
-  void TearDown() override {
-    if (rt_ != nullptr) EXPECT_EQ(Code(fj_runtime_destroy(rt_)), FJ_OK);
-  }
-  fj_runtime* rt_ = nullptr;
 };
 
 TEST_F(AsyncBuildTest, ReturnsAtOnceAndTakesTheModuleOnce) {

@@ -8,34 +8,14 @@
 
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/capi_fixture.h"
 
 namespace {
 
-fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+using fleetjit::testing::Code;
+using fleetjit::testing::S;
 
-// Takes ownership of a status and returns its code.
-fj_code Code(fj_status* st) {
-  fj_code c = fj_status_code(st);
-  fj_status_free(st);
-  return c;
-}
-
-class CapiTest : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_EQ(Code(fj_runtime_create(nullptr, &rt_)), FJ_OK); }
-  void TearDown() override { EXPECT_EQ(Code(fj_runtime_destroy(rt_)), FJ_OK); }
-  fj_build_options Options(const std::string& source, const std::string& target) {
-    source_ = source;
-    target_ = target;
-    fj_build_options o{};
-    o.struct_size = sizeof(o);
-    o.source = S(source_);
-    o.target = S(target_);
-    return o;
-  }
-  fj_runtime* rt_ = nullptr;
-  std::string source_, target_;
-};
+class CapiTest : public fleetjit::testing::CapiRuntimeTest<> {};
 
 constexpr const char* kKernel =
     "extern \"C\" __global__ void k(int* p, int v) { p[threadIdx.x] = v; }";
@@ -93,7 +73,7 @@ TEST_F(CapiTest, NullArgumentsAreStatuses) {
 
 TEST_F(CapiTest, ShortAndZeroStructSizesAreRefused) {
   for (size_t size : {size_t{0}, size_t{8}, offsetof(fj_build_options, include_dirs) - 1}) {
-    fj_build_options o = Options(kKernel, "sm_80");
+    fj_build_options o = BuildOptions(kKernel, "sm_80");
     o.struct_size = size;
     fj_module* m = nullptr;
     EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_INVALID_ARGUMENT) << size;
@@ -115,7 +95,7 @@ TEST_F(CapiTest, LongerStructsFromNewerCallersAreAccepted) {
     fj_build_options o;
     uint64_t future_field;
   } longer{};
-  longer.o = Options(kKernel, "sm_80");
+  longer.o = BuildOptions(kKernel, "sm_80");
   longer.o.struct_size = sizeof(Longer);
   longer.future_field = 0xdeadbeef;
   fj_module* m = nullptr;
@@ -124,7 +104,7 @@ TEST_F(CapiTest, LongerStructsFromNewerCallersAreAccepted) {
 }
 
 TEST_F(CapiTest, DestroyedAndForgedHandlesAreRefused) {
-  fj_build_options o = Options(kKernel, "sm_80");
+  fj_build_options o = BuildOptions(kKernel, "sm_80");
   fj_module* m = nullptr;
   ASSERT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_OK);
   ASSERT_EQ(Code(fj_module_destroy(m)), FJ_OK);
@@ -152,7 +132,7 @@ TEST_F(CapiTest, DestroyedAndForgedHandlesAreRefused) {
 }
 
 TEST_F(CapiTest, EnumValuesOutOfRangeAreRefused) {
-  fj_build_options o = Options(kKernel, "sm_80");
+  fj_build_options o = BuildOptions(kKernel, "sm_80");
   fj_module* m = nullptr;
   o.copy_impl = static_cast<fj_copy_impl>(7);
   EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_INVALID_ARGUMENT);
@@ -174,19 +154,19 @@ TEST_F(CapiTest, EnumValuesOutOfRangeAreRefused) {
 }
 
 TEST_F(CapiTest, UnknownTargetsAndForcedImplementationsAreClear) {
-  fj_build_options o = Options(kKernel, "sm_33");
+  fj_build_options o = BuildOptions(kKernel, "sm_33");
   fj_module* m = nullptr;
   fj_status* st = fj_module_build(rt_, &o, &m);
   EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT);
   EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("sm_33"), std::string::npos);
   fj_status_free(st);
-  o = Options(kKernel, "sm_80");
+  o = BuildOptions(kKernel, "sm_80");
   o.copy_impl = FJ_COPY_IMPL_TMA;
   EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_FAILED_PRECONDITION);
 }
 
 TEST_F(CapiTest, CompileErrorsCarryTheBuildLog) {
-  fj_build_options o = Options("__global__ void k() { no_such_thing(); }", "sm_80");
+  fj_build_options o = BuildOptions("__global__ void k() { no_such_thing(); }", "sm_80");
   fj_module* m = nullptr;
   fj_status* st = fj_module_build(rt_, &o, &m);
   ASSERT_EQ(fj_status_code(st), FJ_BUILD_ERROR);
@@ -201,7 +181,7 @@ TEST_F(CapiTest, CompileErrorsCarryTheBuildLog) {
 }
 
 TEST_F(CapiTest, AMissingKernelNameIsNotFound) {
-  fj_build_options o = Options(kKernel, "sm_80");
+  fj_build_options o = BuildOptions(kKernel, "sm_80");
   fj_module* m = nullptr;
   ASSERT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_OK);
   fj_kernel* k = nullptr;
@@ -226,7 +206,7 @@ TEST_F(CapiTest, DeviceCallsWithoutAGpuAreUnavailable) {
   EXPECT_EQ(Code(fj_stream_create(rt_, 0, &s)), FJ_UNAVAILABLE);
   EXPECT_NE(std::string(fj_runtime_driver_error(rt_)), "");
   // Building for the live device needs one, and says to name a target.
-  fj_build_options o = Options(kKernel, "");
+  fj_build_options o = BuildOptions(kKernel, "");
   fj_module* m = nullptr;
   fj_status* st = fj_module_build(rt_, &o, &m);
   EXPECT_EQ(fj_status_code(st), FJ_UNAVAILABLE);

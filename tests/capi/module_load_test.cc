@@ -8,46 +8,20 @@
 
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/capi_fixture.h"
 
 namespace {
 
-fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+using fleetjit::testing::Code;
+using fleetjit::testing::kSaxpySource;
+using fleetjit::testing::S;
 
-fj_code Code(fj_status* st) {
-  fj_code c = fj_status_code(st);
-  fj_status_free(st);
-  return c;
-}
-
-#define FJ_ASSERT_OK(expr)                                                    \
-  do {                                                                        \
-    fj_status* st_ = (expr);                                                  \
-    ASSERT_EQ(fj_status_code(st_), FJ_OK) << fj_status_message(st_, nullptr); \
-    fj_status_free(st_);                                                      \
-  } while (0)
-
-constexpr char kSaxpy[] =
-    "extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int "
-    "n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
-
-class ModuleLoadTest : public ::testing::Test {
+class ModuleLoadTest : public fleetjit::testing::CapiRuntimeTest<> {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(Code(fj_runtime_create(nullptr, &rt_)), FJ_OK);
-    FJ_ASSERT_OK(fj_device_count(rt_, &gpus_));
-  }
-  void TearDown() override { EXPECT_EQ(Code(fj_runtime_destroy(rt_)), FJ_OK); }
-
   // The image fj_module_build makes for `target` (what `fleetjit build -o`
   // writes); empty, with a skip, without NVRTC.
   std::string Image(const std::string& target) {
-    std::string source = kSaxpy;
-    fj_build_options o{};
-    o.struct_size = sizeof(o);
-    o.source = S(source);
-    o.target = S(target);
+    fj_build_options o = BuildOptions(kSaxpySource, target);
     fj_module* m = nullptr;
     fj_status* st = fj_module_build(rt_, &o, &m);
     if (fj_status_code(st) != FJ_OK) {
@@ -72,8 +46,6 @@ class ModuleLoadTest : public ::testing::Test {
     o.name = S(name_);
     return o;
   }
-  fj_runtime* rt_ = nullptr;
-  int32_t gpus_ = 0;
   std::string name_ = "saxpy.image";
 };
 

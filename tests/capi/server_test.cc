@@ -17,18 +17,14 @@
 
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/capi_fixture.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
-
-fj_code Code(fj_status* st) {
-  fj_code c = fj_status_code(st);
-  fj_status_free(st);
-  return c;
-}
+using fleetjit::testing::Code;
+using fleetjit::testing::S;
 
 std::string Message(fj_status* st) {
   std::string m = fj_status_message(st, nullptr);

@@ -115,6 +115,8 @@ Gpu& GetGpu() {
   static Gpu* gpu = [] {
     auto* g = new Gpu;
     RuntimeOptions options;
+    // Only the cache's location from the environment (the test cache dir).
+    (void)ApplyCacheEnvironment(options.cache, options.env_overrides);
     auto rt = Runtime::Create(options);
     if (!rt.ok()) {
       g->skip = absl::StrCat("no runtime: ", rt.status().ToString());

@@ -24,6 +24,7 @@ namespace {
 
 TEST(LaunchGpuSource, BuildsForSm90UnderEveryImplementationWithThunks) {
   RuntimeOptions options;
+  (void)ApplyCacheEnvironment(options.cache, options.env_overrides);  // the test cache dir
   auto rt = Runtime::Create(options);
   ASSERT_TRUE(rt.ok()) << rt.status();
   for (jit::CopyImpl impl :

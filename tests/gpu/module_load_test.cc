@@ -1,38 +1,24 @@
 // fj_module_load on the GPU: saxpy built here as PTX and as a cubin for the
 // live device (what `fleetjit build -o` writes), loaded back from the bytes
 // alone, launched with random data and checked against a host reference;
-// a launch with wrong arguments is refused before the driver is called.
+// a launch with wrong arguments (count, size, an fj_arg stride not aligned
+// for fj_arg) is refused before the driver is called.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/capi_fixture.h"
 #include "tests/common/seed.h"
 
 namespace {
 
-fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
-
-fj_code Code(fj_status* st) {
-  fj_code c = fj_status_code(st);
-  fj_status_free(st);
-  return c;
-}
-
-#define FJ_ASSERT_OK(expr)                                                    \
-  do {                                                                        \
-    fj_status* st_ = (expr);                                                  \
-    ASSERT_EQ(fj_status_code(st_), FJ_OK) << fj_status_message(st_, nullptr); \
-    fj_status_free(st_);                                                      \
-  } while (0)
-
-constexpr char kSaxpy[] =
-    "extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int "
-    "n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
+using fleetjit::testing::Code;
+using fleetjit::testing::kSaxpySource;
+using fleetjit::testing::S;
 
 fj_arg Arg(fj_arg_kind kind) {
   fj_arg a{};
@@ -41,26 +27,21 @@ fj_arg Arg(fj_arg_kind kind) {
   return a;
 }
 
-class ModuleLoadGpuTest : public ::testing::TestWithParam<fj_output> {
+class ModuleLoadGpuTest
+    : public fleetjit::testing::CapiRuntimeTest<::testing::TestWithParam<fj_output>> {
  protected:
   void SetUp() override {
-    ASSERT_EQ(Code(fj_runtime_create(nullptr, &rt_)), FJ_OK);
-    int32_t n = 0;
-    FJ_ASSERT_OK(fj_device_count(rt_, &n));
-    if (n == 0) GTEST_SKIP() << "no GPU: " << fj_runtime_driver_error(rt_);
+    CapiRuntimeTest::SetUp();
+    if (HasFatalFailure()) return;
+    if (gpus_ == 0) GTEST_SKIP() << "no GPU: " << fj_runtime_driver_error(rt_);
   }
-  void TearDown() override { EXPECT_EQ(Code(fj_runtime_destroy(rt_)), FJ_OK); }
-  fj_runtime* rt_ = nullptr;
 };
 
 TEST_P(ModuleLoadGpuTest, LoadsAndLaunchesSaxpyFromItsImage) {
   std::mt19937_64 rng =
       fleetjit::testing::SeededRng("LoadsAndLaunchesSaxpyFromItsImage");
   // 1. Build for the live device (PTX or cubin) and keep only the bytes.
-  std::string source = kSaxpy;
-  fj_build_options b{};
-  b.struct_size = sizeof(b);
-  b.source = S(source);
+  fj_build_options b = BuildOptions(kSaxpySource, "");
   b.output = GetParam();
   b.flags = FJ_BUILD_NO_CACHE;
   fj_module* built = nullptr;
@@ -123,6 +104,17 @@ TEST_P(ModuleLoadGpuTest, LoadsAndLaunchesSaxpyFromItsImage) {
   wrong[0] = Arg(FJ_ARG_F64);
   wrong[0].v.f64 = a;
   EXPECT_EQ(Code(fj_launch(k, &cfg, wrong, 4)), FJ_INVALID_ARGUMENT);
+  // An array whose stride is not a multiple of alignof(fj_arg) is refused
+  // before any element past the first is read.
+  const size_t odd = sizeof(fj_arg) + 4;
+  alignas(fj_arg) unsigned char packed[4 * (sizeof(fj_arg) + 4)];
+  for (int i = 0; i < 4; ++i) {
+    fj_arg a = args[i];
+    a.struct_size = odd;
+    std::memcpy(packed + i * odd, &a, sizeof(a));
+  }
+  EXPECT_EQ(Code(fj_launch(k, &cfg, reinterpret_cast<const fj_arg*>(packed), 4)),
+            FJ_INVALID_ARGUMENT);
   FJ_ASSERT_OK(fj_mem_free(rt_, dx));
   FJ_ASSERT_OK(fj_mem_free(rt_, dy));
   FJ_ASSERT_OK(fj_module_destroy(m));

@@ -50,7 +50,7 @@ struct RawDriver {
            get(cuStreamDestroy, "cuStreamDestroy_v2") &&
            get(cuStreamSynchronize, "cuStreamSynchronize") &&
            get(cuMemHostAlloc, "cuMemHostAlloc") && get(cuMemFreeHost, "cuMemFreeHost") &&
-           get(cuMemsetD32Async, "cuMemsetD32Async_v2") && cuInit(0) == 0;
+           get(cuMemsetD32Async, "cuMemsetD32Async") && cuInit(0) == 0;
   }
 };
 

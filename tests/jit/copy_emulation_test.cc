@@ -403,6 +403,26 @@ bool TileFast(const fj::tensor_param& p, const int32_t* c, const void* smem,
   return fj::detail::tile_fast<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]),
                                   smem, check);
 }
+// Whether thread 0 of a block of `threads` takes the fast path's row walk
+// (detail::plan_rows) rather than its general chunk cursor.
+template <int R>
+bool RowWalk(const fj::tensor_param& p, const int32_t* c, unsigned threads) {
+  return fj::detail::plan_rows<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]), 0, threads).ok;
+}
+bool RowWalkAnyRank(const fj::tensor_param& p, const int32_t* c, unsigned threads) {
+  switch (p.rank) {
+    case 1:
+      return RowWalk<1>(p, c, threads);
+    case 2:
+      return RowWalk<2>(p, c, threads);
+    case 3:
+      return RowWalk<3>(p, c, threads);
+    case 4:
+      return RowWalk<4>(p, c, threads);
+    default:
+      return RowWalk<5>(p, c, threads);
+  }
+}
 bool TileFastAnyRank(const fj::tensor_param& p, const int32_t* c,
                      const void* smem, bool check) {
   switch (p.rank) {
@@ -474,7 +494,7 @@ void CheckTile(const RandomTensor& t, const std::vector<int32_t>& c,
 TEST(CopyEmulationTest, FastPathTilesMatchTheReference) {
   std::mt19937 rng(424242);
   alignas(128) static uint8_t smem_buf[(1 << 16) + 128];
-  size_t fast = 0, general = 0;
+  size_t fast = 0, general = 0, row_walks = 0;
   for (int iter = 0; iter < 1500; ++iter) {
     const int rank = 1 + iter % 5;
     const int elem_bytes = 1 << ((iter / 5) % 4);
@@ -489,6 +509,7 @@ TEST(CopyEmulationTest, FastPathTilesMatchTheReference) {
     ASSERT_TRUE(TileFastAnyRank(p, c.data(), smem, check)) << at;
     CheckTile(t, c, smem, threads, at + " fast");
     ++fast;
+    row_walks += RowWalkAnyRank(p, c.data(), threads) ? 1 : 0;
     if (::testing::Test::HasFatalFailure()) return;
     // Across the boundary: each variant must leave the fast path.
     const int k = 16 / elem_bytes;
@@ -532,6 +553,9 @@ TEST(CopyEmulationTest, FastPathTilesMatchTheReference) {
   }
   EXPECT_GT(general, 500u);
   EXPECT_EQ(fast, 1500u);
+  // Both forms of the fast path ran: the row walk and the chunk cursor.
+  EXPECT_GT(row_walks, 300u);
+  EXPECT_LT(row_walks, 1200u);
 }
 
 // The sync implementation's barrier (an mbarrier stand-in) on real threads:

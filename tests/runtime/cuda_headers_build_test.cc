@@ -6,11 +6,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -118,6 +122,37 @@ TEST(CudaHeadersBuildTest, AnEditedUserHeaderRebuildsAndAnUnchangedOneHits) {
   EXPECT_NE(edited->key, first->key);
   EXPECT_NE(edited->artifact->ptx, first->artifact->ptx)
       << "the rebuilt image must use the edited header";
+}
+
+TEST(CudaHeadersBuildTest, SameSizeEditsBackToBackEachRebuild) {
+  // The header is rewritten right after each build, keeping its size: on a
+  // file system whose clock ticks once per jiffy, mtime, ctime, size and
+  // inode can all stay the same. Each version must still be built.
+  TempDir user;
+  auto rt = NewRuntime();
+  ASSERT_NE(rt, nullptr);
+  SKIP_WITHOUT_NVRTC(*rt);
+  std::mt19937 rng(std::random_device{}());
+  std::set<std::string> keys;
+  std::set<int> values;
+  while (values.size() < 3) values.insert(100 + static_cast<int>(rng() % 900));  // same size
+  std::vector<int> order(values.begin(), values.end());
+  std::shuffle(order.begin(), order.end(), rng);
+  for (int version = 0; version < 3; ++version) {
+    const int value = order[version];
+    user.Write("user_config.h", absl::StrCat("#define USER_VALUE ", value, "\n"));
+    auto built = rt->Build(Spec(kUserKernel, {user.path()}));
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_EQ(built->source, CacheSource::kCompiled) << "version " << version;
+    EXPECT_TRUE(keys.insert(built->key).second) << "version " << version << " reused a key";
+    EXPECT_TRUE(absl::StrContains(built->artifact->ptx, absl::StrCat(" ", value, ";")))
+        << "version " << version << " (" << value << ") was not built from the edited header";
+    // Unchanged, it hits.
+    auto again = rt->Build(Spec(kUserKernel, {user.path()}));
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ(again->source, CacheSource::kMemory);
+    EXPECT_EQ(again->key, built->key);
+  }
 }
 
 TEST(CudaHeadersBuildTest, TheSameHeaderInAnotherFolderSharesTheKey) {

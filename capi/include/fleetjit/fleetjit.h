@@ -23,7 +23,9 @@
  *     sizeof(the struct) as you compiled it) and `const void* ext` (NULL).
  *     Older, shorter structs get defaults for the missing tail; newer, longer
  *     ones have their unknown tail ignored. A struct_size smaller than the
- *     first version of the struct is FJ_INVALID_ARGUMENT.
+ *     first version of the struct is FJ_INVALID_ARGUMENT. Enum fields and
+ *     arguments may hold any int: one outside its enum is
+ *     FJ_INVALID_ARGUMENT naming the field (the *_name calls: "unknown").
  *  6. Strings are UTF-8 fj_str values with explicit lengths; none need a
  *     terminating NUL. Strings returned by the library are also
  *     NUL-terminated for convenience.
@@ -223,7 +225,10 @@ typedef struct fj_runtime_options {
   /* Since 1.1: device ordinals whose primary contexts fj_runtime_create
    * opens (retains and makes current) so the first request does not pay
    * for it; an entry -1 means every device (none without a GPU: not an
-   * error). An ordinal that does not exist fails the create. */
+   * error). An ordinal that does not exist fails the create.
+   * FLEETJIT_PREOPEN=all|none|N[,N...] replaces the list (all = {-1}),
+   * and FLEETJIT_PRELOAD_NVRTC=1|0 sets or clears FJ_RUNTIME_PRELOAD_NVRTC;
+   * another value fails the create with FJ_INVALID_ARGUMENT. */
   const int32_t* preopen_devices;
   size_t num_preopen_devices;
 } fj_runtime_options;
@@ -233,7 +238,8 @@ typedef struct fj_runtime_options {
  * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
  * FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
  * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS,
- * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1). */
+ * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1), FLEETJIT_PREOPEN
+ * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC (1|0), since 1.1. */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
  * GPU is not an error here: the runtime reports 0 devices. */
@@ -307,7 +313,22 @@ FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst,
 /* Creates a non-blocking stream on device `ordinal`. */
 FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
                                    fj_stream** out_stream);
-/* Waits for all work on the stream; reports a kernel fault as a status. */
+/* Waits for all work on the stream; reports a kernel fault as a status.
+ *
+ * Kernel faults (an illegal address, a trap, a misaligned access) and how
+ * to recover. The status of the call where the fault surfaces (usually a
+ * synchronize, a copy or the next launch) is FJ_CUDA_ERROR naming the
+ * kernel last launched on that device. From then on every call that
+ * touches a device of this runtime returns FJ_FAILED_PRECONDITION quoting
+ * that first fault: the CUDA driver keeps such errors ("sticky") for every
+ * context of the process, not only the faulting GPU's (measured on two
+ * H200s, driver 580: after a fault on GPU 0, GPU 1's allocations, loads and
+ * launches failed too, and resetting GPU 0's primary context did not bring
+ * it back). Calls that need no device still work: builds for named targets,
+ * cache statistics, fj_module_load of images for later use. To recover,
+ * a caller must end the process and start a new one (a server: let its
+ * supervisor restart the worker); destroying and re-creating the runtime in
+ * the same process does not clear the driver's error. */
 FJ_API fj_status* fj_stream_synchronize(fj_stream* stream);
 /* Destroys a stream after its work completes. NULL is accepted. */
 FJ_API fj_status* fj_stream_destroy(fj_stream* stream);
@@ -507,7 +528,11 @@ typedef enum fj_arg_kind {
 #define FJ_ARG_KIND_LAST FJ_ARG_TENSOR
 
 /* One kernel argument. An array of these is read with the stride
- * args[0].struct_size; every element must carry the same struct_size. */
+ * args[0].struct_size; every element must carry the same struct_size.
+ * The elements are read in place, so the array must be aligned for fj_arg
+ * and the stride a multiple of alignof(fj_arg) (8 on 64-bit hosts), as
+ * sizeof(fj_arg) of any compiler is. Since 1.1 a misaligned array or
+ * stride is FJ_INVALID_ARGUMENT (1.0 read it misaligned). */
 typedef struct fj_arg {
   size_t struct_size;
   fj_arg_kind kind;

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "gtest/gtest.h"
 #include "tests/runtime/cache/cache_test_util.h"
@@ -148,6 +150,173 @@ TEST_F(ModuleCacheTest, SixtyFourThreadsOneKeyOneBuild) {
   EXPECT_EQ(s.misses, 1u);
   EXPECT_EQ(s.compiles, 1u);
   EXPECT_EQ(s.memory_hits, 63u);
+}
+
+// Memory hits are served from per-thread shards (base/thread_shards.h);
+// these check that a shard never serves what the shared map replaced or
+// dropped, with the hitting threads alive throughout (distinct shards).
+class ShardedHitsTest : public ModuleCacheTest {
+ protected:
+  static constexpr int kThreads = 8;
+  // Runs `round(t, r)` on threads t < kThreads for r < `rounds`, all threads
+  // finishing a round before any starts the next; `between(r)` runs alone
+  // after round r.
+  template <typename Round, typename Between>
+  void Rounds(int rounds, Round round, Between between) {
+    absl::Barrier* barriers[8];
+    for (int r = 0; r < rounds * 2; ++r) barriers[r] = new absl::Barrier(kThreads + 1);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int r = 0; r < rounds; ++r) {
+          round(t, r);
+          if (barriers[2 * r]->Block()) delete barriers[2 * r];
+          if (barriers[2 * r + 1]->Block()) delete barriers[2 * r + 1];
+        }
+      });
+    }
+    for (int r = 0; r < rounds; ++r) {
+      if (barriers[2 * r]->Block()) delete barriers[2 * r];
+      between(r);
+      if (barriers[2 * r + 1]->Block()) delete barriers[2 * r + 1];
+    }
+    for (std::thread& t : threads) t.join();
+  }
+};
+
+TEST_F(ShardedHitsTest, AnUpdateReachesEveryThreadsNextHit) {
+  ModuleCache cache(Config());
+  const CacheKey key = KeyFor(seed_, 30);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(cache.GetOrBuild(key, Builder(30, calls)).ok());
+  auto updated = std::make_shared<const jit::Artifact>(ArtifactFor(seed_, 31, 2048));
+  std::vector<const jit::Artifact*> got(kThreads * 3, nullptr);
+  Rounds(
+      3,
+      [&](int t, int round) {
+        // Twice per round: the second is served by the thread's shard.
+        for (int i = 0; i < 2; ++i) {
+          absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(key, Builder(30, calls));
+          ASSERT_TRUE(r.ok()) << r.status();
+          EXPECT_EQ(r->source, CacheSource::kMemory);
+          if (i == 1) got[round * kThreads + t] = r->artifact.get();
+        }
+      },
+      [&](int r) {
+        if (r == 0) ASSERT_TRUE(cache.Update(key, updated).ok());
+      });
+  EXPECT_EQ(calls.load(), 1);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_NE(got[t], updated.get()) << "thread " << t << ", before the update";
+    EXPECT_EQ(got[kThreads + t], updated.get()) << "thread " << t << ", after the update";
+    EXPECT_EQ(got[2 * kThreads + t], updated.get()) << "thread " << t << ", later";
+  }
+  EXPECT_EQ(cache.stats().memory_hits, uint64_t{kThreads} * 6);
+}
+
+TEST_F(ShardedHitsTest, AClearReachesEveryThreadAndRebuildsOnce) {
+  ModuleCache cache(Config());
+  const CacheKey key = KeyFor(seed_, 32);
+  std::atomic<int> calls{0};
+  ASSERT_TRUE(cache.GetOrBuild(key, Builder(32, calls)).ok());
+  std::vector<CacheSource> sources(kThreads * 2);
+  std::vector<std::shared_ptr<const jit::Artifact>> held(kThreads * 2);
+  Rounds(
+      2,
+      [&](int t, int r) {
+        absl::StatusOr<ModuleCache::Result> hit = cache.GetOrBuild(key, Builder(32, calls));
+        ASSERT_TRUE(hit.ok()) << hit.status();
+        hit = cache.GetOrBuild(key, Builder(32, calls));  // from the shard
+        ASSERT_TRUE(hit.ok()) << hit.status();
+        sources[r * kThreads + t] = hit->source;
+        held[r * kThreads + t] = hit->artifact;
+      },
+      [&](int r) {
+        if (r == 0) ASSERT_TRUE(cache.Clear().ok());
+      });
+  // One build before the clear, exactly one after it (single flight).
+  EXPECT_EQ(calls.load(), 2);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(sources[t], CacheSource::kMemory);
+    EXPECT_NE(held[kThreads + t].get(), held[t].get())
+        << "thread " << t << " was served the cleared artifact";
+    EXPECT_EQ(held[kThreads + t].get(), held[kThreads].get());
+    EXPECT_TRUE(SameArtifact(*held[kThreads + t], ArtifactFor(seed_, 32, 4096)));
+  }
+}
+
+TEST_F(ModuleCacheTest, AHitOutlivesItsCache) {
+  absl::StatusOr<ModuleCache::Result> hit;
+  {
+    ModuleCache cache(Config());
+    const CacheKey key = KeyFor(seed_, 33);
+    std::atomic<int> calls{0};
+    ASSERT_TRUE(cache.GetOrBuild(key, Builder(33, calls)).ok());
+    ASSERT_TRUE(cache.GetOrBuild(key, Builder(33, calls)).ok());  // shard learns it
+    hit = cache.GetOrBuild(key, Builder(33, calls));              // shard serves it
+    ASSERT_TRUE(hit.ok());
+    ASSERT_EQ(hit->source, CacheSource::kMemory);
+    ASSERT_TRUE(cache.Clear().ok());
+  }
+  EXPECT_TRUE(SameArtifact(*hit->artifact, ArtifactFor(seed_, 33, 4096)));
+}
+
+TEST_F(ModuleCacheTest, HitsRacingUpdatesAndClearsServeWholeArtifacts) {
+  CacheConfig config = Config();
+  config.disk = false;  // memory only: each Update is quick, the race tight
+  ModuleCache cache(config);
+  const CacheKey key = KeyFor(seed_, 34);
+  const jit::Artifact built = ArtifactFor(seed_, 34, 1024);
+  std::vector<std::shared_ptr<const jit::Artifact>> versions;
+  for (int v = 0; v < 4; ++v) {
+    versions.push_back(std::make_shared<const jit::Artifact>(ArtifactFor(seed_, 40 + v, 1024)));
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+            key, [&]() -> absl::StatusOr<jit::Artifact> { return built; });
+        if (!r.ok()) {
+          bad.fetch_add(1);
+          continue;
+        }
+        // One of the versions (the same object), or the build's.
+        bool known = false;
+        for (const auto& v : versions) known = known || r->artifact == v;
+        if (!known) known = SameArtifact(*r->artifact, built);
+        if (!known) bad.fetch_add(1);
+      }
+    });
+  }
+  for (int i = 0; i < 200; ++i) {
+    if (i % 5 == 4) {
+      ASSERT_TRUE(cache.Clear().ok());
+    } else {
+      ASSERT_TRUE(cache.Update(key, versions[i % 4]).ok());
+    }
+  }
+  stop.store(true);
+  for (std::thread& t : readers) t.join();
+  // No build in flight now (an Update leaves one alone): once the last
+  // Update has returned, every thread's next hit is it.
+  ASSERT_TRUE(cache.Update(key, versions[3]).ok());
+  std::atomic<int> stale{0};
+  std::vector<std::thread> checkers;
+  for (int t = 0; t < 4; ++t) {
+    checkers.emplace_back([&] {
+      auto r = cache.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> { return built; });
+      if (!r.ok() || r->artifact.get() != versions[3].get()) stale.fetch_add(1);
+    });
+  }
+  for (std::thread& t : checkers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(stale.load(), 0);
+  auto last = cache.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> { return built; });
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->artifact.get(), versions[3].get());
 }
 
 // Eight builds of distinct keys must run at the same time: each waits until
@@ -332,22 +501,31 @@ class EnvGuard {
 };
 
 TEST(CacheDirTest, ResolutionOrder) {
+  EXPECT_EQ(ResolveCacheDir("/x/option/", "/x/xdg", "/x/home"), "/x/option");
+  EXPECT_EQ(ResolveCacheDir("", "/x/xdg", "/x/home"), "/x/xdg/fleetjit");
+  // A relative XDG_CACHE_HOME is ignored, as the XDG spec says.
+  EXPECT_EQ(ResolveCacheDir("", "relative", "/x/home"), "/x/home/.cache/fleetjit");
+  EXPECT_EQ(ResolveCacheDir("", "", "/x/home"), "/x/home/.cache/fleetjit");
+  char cwd[4096];
+  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
+  EXPECT_EQ(ResolveCacheDir("rel", "/x/xdg", "/x/home"), absl::StrCat(cwd, "/rel"));
+  // No HOME at all: the password database's home.
+  const std::string fallback = ResolveCacheDir("", "", "");
+  EXPECT_TRUE(fallback.empty() || absl::EndsWith(fallback, "/.cache/fleetjit")) << fallback;
+}
+
+TEST(CacheDirTest, TheCacheReadsNoEnvironment) {
+  // What the environment says reaches a cache only through its config
+  // (ApplyEnvironment, runtime/config.h).
   EnvGuard guard({"FLEETJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"});
   ::setenv("FLEETJIT_CACHE_DIR", "/x/fj", 1);
   ::setenv("XDG_CACHE_HOME", "/x/xdg", 1);
-  ::setenv("HOME", "/x/home", 1);
-  EXPECT_EQ(ResolveCacheDir("/x/option/"), "/x/option");
-  EXPECT_EQ(ResolveCacheDir(""), "/x/fj");
-  ::unsetenv("FLEETJIT_CACHE_DIR");
-  EXPECT_EQ(ResolveCacheDir(""), "/x/xdg/fleetjit");
-  ::setenv("XDG_CACHE_HOME", "relative", 1);  // ignored, as the XDG spec says
-  EXPECT_EQ(ResolveCacheDir(""), "/x/home/.cache/fleetjit");
-  ::unsetenv("XDG_CACHE_HOME");
-  EXPECT_EQ(ResolveCacheDir(""), "/x/home/.cache/fleetjit");
-  EXPECT_EQ(ModuleCache(CacheConfig{}).dir(), "/x/home/.cache/fleetjit");
-  char cwd[4096];
-  ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
-  EXPECT_EQ(ResolveCacheDir("rel"), absl::StrCat(cwd, "/rel"));
+  ::setenv("HOME", "/x/env-home", 1);
+  CacheConfig config;
+  config.home = "/x/home";
+  EXPECT_EQ(ModuleCache(config).dir(), "/x/home/.cache/fleetjit");
+  config.xdg_cache_home = "/x/config-xdg";
+  EXPECT_EQ(ModuleCache(config).dir(), "/x/config-xdg/fleetjit");
 }
 
 }  // namespace

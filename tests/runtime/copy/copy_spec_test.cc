@@ -183,28 +183,30 @@ TEST(ChooseTiles, MeetsTheLayerAndTmaLimits) {
   for (int eb : {1, 2, 4, 8}) {
     for (int64_t inner : {1, 3, 17, 100, 1000, 100000}) {
       for (bool gather : {false, true}) {
-        TensorDesc d;
-        d.rank = 3;
-        d.elem_bytes = eb;
-        d.shape[0] = inner;
-        d.shape[1] = 37;
-        d.shape[2] = 5;
-        const TileShape t = ChooseTiles(d, gather, 32768);
-        EXPECT_EQ(t.box[0] * eb % 16, 0) << eb << " " << inner;
-        EXPECT_LE(t.box[0] * eb, 512);
-        for (int k = 0; k < 3; ++k) {
-          EXPECT_GE(t.box[k], 1);
-          EXPECT_LE(t.box[k], 256);
+        for (uint32_t row : {512u, 1024u}) {
+          TensorDesc d;
+          d.rank = 3;
+          d.elem_bytes = eb;
+          d.shape[0] = inner;
+          d.shape[1] = 37;
+          d.shape[2] = 5;
+          const TileShape t = ChooseTiles(d, gather, row, 32768);
+          EXPECT_EQ(t.box[0] * eb % 16, 0) << eb << " " << inner;
+          EXPECT_LE(t.box[0] * eb, static_cast<int>(row));
+          for (int k = 0; k < 3; ++k) {
+            EXPECT_GE(t.box[k], 1);
+            EXPECT_LE(t.box[k], 256);
+          }
+          EXPECT_LE(t.tile_bytes, 32768u);
+          if (gather) EXPECT_EQ(t.box[2], 1);
+          int64_t total = 1;
+          for (int k = 0; k < 3; ++k) {
+            EXPECT_GE(t.tiles[k] * t.box[k], d.shape[k]);
+            EXPECT_LT((t.tiles[k] - 1) * t.box[k], d.shape[k]);
+            total *= t.tiles[k];
+          }
+          EXPECT_EQ(t.total, total);
         }
-        EXPECT_LE(t.tile_bytes, 32768u);
-        if (gather) EXPECT_EQ(t.box[2], 1);
-        int64_t total = 1;
-        for (int k = 0; k < 3; ++k) {
-          EXPECT_GE(t.tiles[k] * t.box[k], d.shape[k]);
-          EXPECT_LT((t.tiles[k] - 1) * t.box[k], d.shape[k]);
-          total *= t.tiles[k];
-        }
-        EXPECT_EQ(t.total, total);
       }
     }
   }
@@ -218,17 +220,14 @@ TEST(ValidatePrefetch, ChecksModesAndStageBuffers) {
   p.mode = 9;
   EXPECT_EQ(ValidatePrefetch(p).status().code(), absl::StatusCode::kInvalidArgument);
   p.mode = static_cast<int32_t>(PrefetchMode::kStageLocal);
-  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_address"),
-            absl::string_view::npos);
+  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_address"), absl::string_view::npos);
   p.stage_address = kBase + 8192;
   p.stage_bytes = 100;
-  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_bytes"),
-            absl::string_view::npos);
+  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_bytes"), absl::string_view::npos);
   p.stage_bytes = 4096;
   EXPECT_TRUE(ValidatePrefetch(p).ok());
   p.stage_address = kBase + 2048;
-  EXPECT_NE(ValidatePrefetch(p).status().message().find("overlaps"),
-            absl::string_view::npos);
+  EXPECT_NE(ValidatePrefetch(p).status().message().find("overlaps"), absl::string_view::npos);
   PrefetchSpec q;
   q.bytes = 16;
   EXPECT_EQ(ValidatePrefetch(q).status().code(), absl::StatusCode::kInvalidArgument);

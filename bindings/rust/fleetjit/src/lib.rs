@@ -94,53 +94,55 @@ pub fn check_version() -> Result<Version> {
     Ok(v)
 }
 
-// ------------------------------------------------------------------ errors
+// ------------------------------------------------------------------- enums
 
-/// The error codes of `fj_code` (`FJ_OK` is never an error).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Code {
-    InvalidArgument,
-    NotFound,
-    Unavailable,
-    FailedPrecondition,
-    BuildError,
-    CudaError,
-    ResourceExhausted,
-    OutOfRange,
-    Internal,
-    /// A code this version of the bindings does not know (a newer library).
-    Unknown(u32),
+/// A Rust enum over one C enum of `fleetjit-sys`, each variant naming its
+/// constant once: `from_raw` and `raw` convert both ways, and a value the
+/// bindings do not know (a newer library's) is kept in the catch-all
+/// variant (`Other`, or the name given after the raw type).
+macro_rules! c_enum {
+    ($(#[$m:meta])* $name:ident : $raw:ty { $($body:tt)* }) => {
+        c_enum!($(#[$m])* $name : $raw, Other { $($body)* });
+    };
+    ($(#[$m:meta])* $name:ident : $raw:ty, $other:ident {
+        $($(#[$vm:meta])* $v:ident = $c:path,)*
+    }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vm])* $v,)*
+            /// A value this version of the bindings does not know.
+            $other($raw),
+        }
+        impl $name {
+            pub fn from_raw(v: $raw) -> Self {
+                match v { $($c => $name::$v,)* other => $name::$other(other) }
+            }
+            pub fn raw(self) -> $raw {
+                match self { $($name::$v => $c,)* $name::$other(v) => v }
+            }
+        }
+    };
 }
 
+// ------------------------------------------------------------------ errors
+
+c_enum!(
+    /// The error codes of `fj_code` (`FJ_OK` is never an error).
+    Code: sys::fj_code, Unknown {
+        InvalidArgument = sys::FJ_INVALID_ARGUMENT,
+        NotFound = sys::FJ_NOT_FOUND,
+        Unavailable = sys::FJ_UNAVAILABLE,
+        FailedPrecondition = sys::FJ_FAILED_PRECONDITION,
+        BuildError = sys::FJ_BUILD_ERROR,
+        CudaError = sys::FJ_CUDA_ERROR,
+        ResourceExhausted = sys::FJ_RESOURCE_EXHAUSTED,
+        OutOfRange = sys::FJ_OUT_OF_RANGE,
+        Internal = sys::FJ_INTERNAL,
+    }
+);
+
 impl Code {
-    pub fn from_raw(code: sys::fj_code) -> Code {
-        match code {
-            sys::FJ_INVALID_ARGUMENT => Code::InvalidArgument,
-            sys::FJ_NOT_FOUND => Code::NotFound,
-            sys::FJ_UNAVAILABLE => Code::Unavailable,
-            sys::FJ_FAILED_PRECONDITION => Code::FailedPrecondition,
-            sys::FJ_BUILD_ERROR => Code::BuildError,
-            sys::FJ_CUDA_ERROR => Code::CudaError,
-            sys::FJ_RESOURCE_EXHAUSTED => Code::ResourceExhausted,
-            sys::FJ_OUT_OF_RANGE => Code::OutOfRange,
-            sys::FJ_INTERNAL => Code::Internal,
-            other => Code::Unknown(other),
-        }
-    }
-    pub fn raw(self) -> sys::fj_code {
-        match self {
-            Code::InvalidArgument => sys::FJ_INVALID_ARGUMENT,
-            Code::NotFound => sys::FJ_NOT_FOUND,
-            Code::Unavailable => sys::FJ_UNAVAILABLE,
-            Code::FailedPrecondition => sys::FJ_FAILED_PRECONDITION,
-            Code::BuildError => sys::FJ_BUILD_ERROR,
-            Code::CudaError => sys::FJ_CUDA_ERROR,
-            Code::ResourceExhausted => sys::FJ_RESOURCE_EXHAUSTED,
-            Code::OutOfRange => sys::FJ_OUT_OF_RANGE,
-            Code::Internal => sys::FJ_INTERNAL,
-            Code::Unknown(c) => c,
-        }
-    }
     /// The library's name for the code, e.g. `"INVALID_ARGUMENT"`.
     pub fn name(self) -> String {
         unsafe { c_string(sys::fj_code_name(self.raw())) }
@@ -298,28 +300,6 @@ macro_rules! zeroed_struct {
         v.struct_size = std::mem::size_of::<$t>();
         v
     }};
-}
-
-// ------------------------------------------------------------------- enums
-
-macro_rules! c_enum {
-    ($(#[$m:meta])* $name:ident : $raw:ty { $($(#[$vm:meta])* $v:ident = $c:path,)* }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vm])* $v,)*
-            /// A value this version of the bindings does not know.
-            Other($raw),
-        }
-        impl $name {
-            pub fn from_raw(v: $raw) -> Self {
-                match v { $($c => $name::$v,)* other => $name::Other(other) }
-            }
-            pub fn raw(self) -> $raw {
-                match self { $($name::$v => $c,)* $name::Other(v) => v }
-            }
-        }
-    };
 }
 
 c_enum!(
@@ -605,17 +585,7 @@ impl Runtime {
     pub fn cache_stats(&self) -> Result<CacheStats> {
         let mut s = zeroed_struct!(sys::fj_cache_stats);
         check(unsafe { sys::fj_cache_stats_get(self.raw.as_ptr(), &mut s) })?;
-        Ok(CacheStats {
-            memory_hits: s.memory_hits,
-            disk_hits: s.disk_hits,
-            misses: s.misses,
-            compiles: s.compiles,
-            compile_ms_total: s.compile_ms_total,
-            evictions: s.evictions,
-            rejected_entries: s.rejected_entries,
-            disk_entries: s.disk_entries,
-            disk_bytes: s.disk_bytes,
-        })
+        Ok(CacheStats::from_raw(&s))
     }
 
     /// Empties the memory tier and deletes this cache's disk entries.
@@ -688,20 +658,38 @@ pub struct DeviceInfo {
     pub plan: CopyPlan,
 }
 
-/// Module cache counters (`fj_cache_stats`).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct CacheStats {
-    pub memory_hits: u64,
-    pub disk_hits: u64,
-    pub misses: u64,
-    pub compiles: u64,
-    pub compile_ms_total: f64,
-    pub evictions: u64,
-    /// Corrupt, foreign-owned or unsafe entries that were rebuilt.
-    pub rejected_entries: u64,
-    pub disk_entries: u64,
-    pub disk_bytes: u64,
+/// A plain Rust struct copying fields of a `fleetjit-sys` output struct,
+/// each field named once: `from_raw` copies them by name.
+macro_rules! c_struct_copy {
+    ($(#[$m:meta])* $name:ident from $raw:ty { $($(#[$fm:meta])* $f:ident: $t:ty,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Default)]
+        pub struct $name {
+            $($(#[$fm])* pub $f: $t,)*
+        }
+        impl $name {
+            fn from_raw(r: &$raw) -> $name {
+                $name { $($f: r.$f,)* }
+            }
+        }
+    };
 }
+
+c_struct_copy!(
+    /// Module cache counters (`fj_cache_stats`).
+    CacheStats from sys::fj_cache_stats {
+        memory_hits: u64,
+        disk_hits: u64,
+        misses: u64,
+        compiles: u64,
+        compile_ms_total: f64,
+        evictions: u64,
+        /// Corrupt, foreign-owned or unsafe entries that were rebuilt.
+        rejected_entries: u64,
+        disk_entries: u64,
+        disk_bytes: u64,
+    }
+);
 
 // ------------------------------------------------------------------ module
 

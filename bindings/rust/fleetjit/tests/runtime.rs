@@ -390,3 +390,31 @@ fn gpu_saxpy_build_launch_verify() {
     assert_eq!(e.code(), Code::InvalidArgument, "{e}");
     println!("saxpy on {n} floats verified against the host");
 }
+
+#[test]
+fn codes_convert_both_ways_and_keep_unknown_values() {
+    // Every code the bindings name maps to its constant and back, and the
+    // library names it as the Rust variant does.
+    let named = [
+        (Code::InvalidArgument, sys::FJ_INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+        (Code::NotFound, sys::FJ_NOT_FOUND, "NOT_FOUND"),
+        (Code::Unavailable, sys::FJ_UNAVAILABLE, "UNAVAILABLE"),
+        (Code::FailedPrecondition, sys::FJ_FAILED_PRECONDITION, "FAILED_PRECONDITION"),
+        (Code::BuildError, sys::FJ_BUILD_ERROR, "BUILD_ERROR"),
+        (Code::CudaError, sys::FJ_CUDA_ERROR, "CUDA_ERROR"),
+        (Code::ResourceExhausted, sys::FJ_RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"),
+        (Code::OutOfRange, sys::FJ_OUT_OF_RANGE, "OUT_OF_RANGE"),
+        (Code::Internal, sys::FJ_INTERNAL, "INTERNAL"),
+    ];
+    for (code, raw, name) in named {
+        assert_eq!(code.raw(), raw, "{name}");
+        assert_eq!(Code::from_raw(raw), code, "{name}");
+        assert_eq!(code.name(), name);
+    }
+    // A newer library's code survives the round trip.
+    for raw in [sys::FJ_INTERNAL + 1, 77, u32::MAX] {
+        assert_eq!(Code::from_raw(raw), Code::Unknown(raw));
+        assert_eq!(Code::Unknown(raw).raw(), raw);
+        assert_eq!(Code::Unknown(raw).name(), "UNKNOWN");
+    }
+}

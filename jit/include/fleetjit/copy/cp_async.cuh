@@ -198,9 +198,23 @@ __device__ __noinline__ void issue_tile_fast(unsigned char* smem,
                                              const coords& c) {
   const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
   unsigned i = detail::thread_rank();
+  const unsigned char* base = (const unsigned char*)p.data;
+  const detail::row_walk w = detail::plan_rows<R>(p, c, i, n);
+  if (w.ok) {
+    unsigned char* s = smem + w.s;
+    const unsigned char* g = base + w.g;
+    unsigned k = 0;
+    for (; k + 4 <= w.count; k += 4) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) cp_async(s + j * w.sstep, g + j * w.gstep, 16, 16);
+      s += 4 * w.sstep;
+      g += 4 * w.gstep;
+    }
+    for (; k < w.count; ++k, s += w.sstep, g += w.gstep) cp_async(s, g, 16, 16);
+    return;
+  }
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
-  const unsigned char* base = (const unsigned char*)p.data;
 #pragma unroll 4
   for (; i < total; i += n) {
     cp_async(smem + (detail::u64)i * 16, base + cur.g, 16, 16);

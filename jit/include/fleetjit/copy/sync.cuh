@@ -124,9 +124,33 @@ __device__ __noinline__ void load_tile_fast(unsigned char* smem,
                                             const coords& c) {
   const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
   unsigned i = detail::thread_rank();
+  const unsigned char* base = (const unsigned char*)p.data;
+  const detail::row_walk w = detail::plan_rows<R>(p, c, i, n);
+  if (w.ok) {
+    unsigned char* s = smem + w.s;
+    const unsigned char* g = base + w.g;
+    unsigned k = 0;
+    for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
+      uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+      for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = detail::ld_global16(g + j * w.gstep);
+#pragma unroll
+      for (int j = 0; j < FJ_FAST_UNROLL; ++j) detail::st_shared16(s + j * w.sstep, v[j]);
+      s += FJ_FAST_UNROLL * w.sstep;
+      g += FJ_FAST_UNROLL * w.gstep;
+    }
+    const unsigned rest = w.count - k;  // < FJ_FAST_UNROLL, loads still batched
+    uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+      if ((unsigned)j < rest) v[j] = detail::ld_global16(g + j * w.gstep);
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+      if ((unsigned)j < rest) detail::st_shared16(s + j * w.sstep, v[j]);
+    return;
+  }
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
-  const unsigned char* base = (const unsigned char*)p.data;
   for (; i < total; i += FJ_FAST_UNROLL * n) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll

@@ -1,0 +1,108 @@
+// What each fj_* entry of the shim (fleetjit.cc) is made of, besides the
+// conversions (convert.h): Guard, which lets no exception escape; the
+// checked handle lookups, which name the argument of a NULL, destroyed,
+// foreign or forged handle; Take, for destroy calls; and Publish, which
+// names a new object with a handle (handles.h).
+#ifndef FLEETJIT_CAPI_ENTRY_H_
+#define FLEETJIT_CAPI_ENTRY_H_
+
+#include <exception>
+#include <memory>
+#include <new>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "capi/convert.h"
+#include "capi/handles.h"
+#include "capi/status.h"
+#include "fleetjit/fleetjit.h"
+#include "runtime/copy/copy_engine.h"
+#include "runtime/runtime.h"
+
+namespace fleetjit::capi {
+
+// Runs `body` (returning absl::Status), turning any exception into an
+// INTERNAL status (RESOURCE_EXHAUSTED for std::bad_alloc).
+template <typename F>
+fj_status* Guard(F&& body) {
+  try {
+    return ToFjStatus(body());
+  } catch (const std::bad_alloc&) {
+    return ToFjStatus(absl::ResourceExhaustedError("out of host memory"));
+  } catch (const std::exception& e) {
+    return ToFjStatus(absl::InternalError(absl::StrCat("unexpected exception: ", e.what())));
+  } catch (...) {
+    return ToFjStatus(absl::InternalError("unexpected exception"));
+  }
+}
+
+// "NAME is not a live fj_NAME handle (destroyed or foreign EXTRA)".
+absl::Status NotLive(const char* name, const char* extra = "");
+
+// The object behind a caller's handle of kind `type`, or a status naming
+// the argument: NULL, or not a live handle of that kind.
+template <typename Object, typename Handle>
+absl::StatusOr<Object*> LookUp(const Handle* h, HandleType type, const char* name,
+                               const char* extra = "") {
+  if (h == nullptr) return NullArgument(name);
+  auto* obj = static_cast<Object*>(LookupHandle(HandleValue(h), type));
+  if (obj == nullptr) return NotLive(name, extra);
+  return obj;
+}
+
+absl::StatusOr<Runtime*> GetRuntime(const fj_runtime* h);
+absl::StatusOr<Module*> GetModule(const fj_module* h);
+absl::StatusOr<KernelRef*> GetKernel(const fj_kernel* h);
+absl::StatusOr<PendingBuild*> GetBuild(const fj_build* h);
+absl::StatusOr<Stream*> GetStream(const fj_stream* h);
+// The stream of an optional fj_stream (NULL: nullptr), checking it belongs
+// to `rt`.
+absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt);
+// The same as CopyEngine takes it: the GPU and CUstream (NULL: none).
+absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h, Runtime* rt);
+
+// Guard around `body(Runtime*)` for the runtime behind `h` (a status
+// naming "runtime" when it is not live).
+template <typename F>
+fj_status* OnRuntime(const fj_runtime* h, F&& body) {
+  return Guard([&]() -> absl::Status {
+    absl::StatusOr<Runtime*> rt = GetRuntime(h);
+    if (!rt.ok()) return rt.status();
+    return body(*rt);
+  });
+}
+
+// For destroy calls: invalidates the handle and returns its object, or
+// nullptr for a NULL handle (destroy accepts NULL).
+template <typename Object, typename Handle>
+absl::StatusOr<Object*> Take(Handle* h, HandleType type, const char* name) {
+  if (h == nullptr) return nullptr;
+  auto* obj = static_cast<Object*>(ReleaseHandle(HandleValue(h), type));
+  if (obj == nullptr) return NotLive(name);
+  return obj;
+}
+
+// Invalidates the handle `tag` of an object a runtime's destroy cascade
+// takes down (see runtime/registry.h).
+bool ReleaseTag(ObjectKind kind, uint64_t tag);
+
+// Names `object` with a new handle in *out and in object->tag; when the
+// handle table is full, calls `undo` (which destroys the object) and
+// returns RESOURCE_EXHAUSTED.
+template <typename Handle, typename Object, typename Undo>
+absl::Status Publish(HandleType type, Object* object, Handle** out, Undo&& undo) {
+  uint64_t h = RegisterHandle(type, object);
+  if (h == 0) {
+    undo();
+    return absl::ResourceExhaustedError("too many live handles");
+  }
+  object->tag = h;
+  *out = AsHandle<Handle>(h);
+  return absl::OkStatus();
+}
+// The runtime's own handle (a runtime has no tag).
+absl::Status PublishRuntime(std::unique_ptr<Runtime> rt, fj_runtime** out);
+
+}  // namespace fleetjit::capi
+
+#endif  // FLEETJIT_CAPI_ENTRY_H_

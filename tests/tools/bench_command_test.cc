@@ -1,0 +1,151 @@
+// `fleetjit bench`, run as a user would run it: its help and bad flags;
+// without a GPU, copy and launch (and build without --target) exit 3
+// saying why; `bench build --target sm_90` measures on any machine with
+// NVRTC, and its JSON carries real figures in the order the table says
+// (a hit is faster than the compile it saves).
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "fleetjit/fleetjit.h"
+#include "gtest/gtest.h"
+#include "tests/tools/cli_process.h"
+
+namespace fleetjit {
+namespace {
+
+using ::fleetjit::testing::CliRun;
+using ::fleetjit::testing::RunCli;
+using ::fleetjit::testing::ScratchDir;
+
+int GpuCount() {
+  fj_runtime* rt = nullptr;
+  int32_t n = 0;
+  if (fj_runtime_create(nullptr, &rt) == nullptr)
+    fj_status_free(fj_device_count(rt, &n));
+  fj_status_free(fj_runtime_destroy(rt));
+  return n;
+}
+
+bool Empty(const std::string& dir) {
+  return std::filesystem::is_empty(std::filesystem::path(dir));
+}
+
+TEST(BenchCommandTest, HelpNamesTheThreeBenches) {
+  CliRun run = RunCli({"bench", "--help"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  for (const char* word :
+       {"copy", "launch", "build", "--json", "--target", "--device"}) {
+    EXPECT_TRUE(absl::StrContains(run.out, word)) << word << ": " << run.out;
+  }
+  EXPECT_EQ(run.err, "");
+}
+
+TEST(BenchCommandTest, BadWordsAndFlagsAreNamedAndExit2) {
+  struct Case {
+    std::vector<std::string> args;
+    const char* named;
+  };
+  const std::vector<Case> cases = {
+      {{"bench", "frobnicate"}, "frobnicate"},
+      {{"bench"}, "copy, launch or build"},
+      {{"bench", "copy", "--mib", "0"}, "--mib"},
+      {{"bench", "launch", "--reps", "-4"}, "--reps"},
+      {{"bench", "copy", "--device", "-1"}, "--device"},
+      {{"bench", "launch", "--target", "sm_90"}, "--target"},
+      {{"bench", "build", "--bogus"}, "--bogus"},
+  };
+  for (const Case& c : cases) {
+    CliRun run = RunCli(c.args);
+    EXPECT_EQ(run.code, 2) << c.named << ": " << run.out << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, c.named))
+        << c.named << ": " << run.err;
+    EXPECT_EQ(run.out, "") << c.named;
+  }
+}
+
+TEST(BenchCommandTest, WithoutAGpuTheDeviceBenchesExit3SayingWhy) {
+  if (GpuCount() > 0)
+    GTEST_SKIP() << "a GPU is present: scripts/gpu-check runs the benches";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench", "copy"},
+        {"bench", "launch", "--json"},
+        {"bench", "build"}}) {
+    CliRun run = RunCli(args);
+    EXPECT_EQ(run.code, 3) << args[1] << ": " << run.out << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, "no GPU")) << run.err;
+    EXPECT_EQ(run.out, "") << args[1];
+  }
+  CliRun run = RunCli({"bench", "build"});
+  EXPECT_TRUE(absl::StrContains(run.err, "--target")) << run.err;
+}
+
+TEST(BenchCommandTest, BuildForANamedTargetReportsRealFigures) {
+  ScratchDir tmp;
+  std::filesystem::create_directory(tmp.Sub("t"));
+  // FLEETJIT_CACHE_DIR would override the bench's scratch cache.
+  CliRun run =
+      RunCli({"bench", "build", "--target", "sm_90", "--json", "--reps", "2"},
+             {{"FLEETJIT_CACHE_DIR", std::nullopt}, {"TMPDIR", tmp.Sub("t")}});
+  if (run.code == 1 && absl::StrContains(run.err, "no NVRTC"))
+    GTEST_SKIP() << run.err;
+  ASSERT_EQ(run.code, 0) << run.out << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["bench"], "build");
+  EXPECT_EQ(j["target"], "sm_90");
+  EXPECT_TRUE(j["nvrtc"].get<std::string>().find('.') != std::string::npos)
+      << j["nvrtc"];
+  ASSERT_EQ(j["rows"].size(), 3u) << j.dump(2);
+  EXPECT_TRUE(j["skipped"].empty()) << j["skipped"];
+  const std::vector<std::string> cases = {"cold build (cache miss)",
+                                          "disk hit (fresh runtime)",
+                                          "memory hit (same runtime)"};
+  double anchor = 0;
+  std::vector<double> ms;
+  for (size_t i = 0; i < 3; ++i) {
+    const nlohmann::json& row = j["rows"][i];
+    EXPECT_EQ(row["case"], cases[i]);
+    EXPECT_EQ(row["unit"], "ms");
+    EXPECT_EQ(row["better"], "lower");
+    EXPECT_TRUE(absl::StrContains(row["anchor"].get<std::string>(), "NVRTC"))
+        << row;
+    EXPECT_EQ(row["fleetjit"], "fj_module_build");
+    anchor = row["anchor_value"].get<double>();
+    ms.push_back(row["fleetjit_value"].get<double>());
+    EXPECT_GT(anchor, 0) << row;
+    EXPECT_GT(ms.back(), 0) << row;
+    EXPECT_NEAR(row["ratio"].get<double>(), ms.back() / anchor,
+                1e-9 * ms.back() / anchor);
+  }
+  // A cache hit is cheaper than the compile it saves, and costs less than
+  // compiling with NVRTC alone.
+  EXPECT_LT(ms[1], ms[0]);
+  EXPECT_LT(ms[2], ms[0]);
+  EXPECT_LT(ms[1], anchor);
+  EXPECT_LT(ms[2], anchor);
+  // The scratch cache is gone.
+  EXPECT_TRUE(Empty(tmp.Sub("t")));
+}
+
+TEST(BenchCommandTest, BuildMeasuresTheCacheDirectoryItIsGiven) {
+  ScratchDir tmp;
+  const std::string dir = tmp.Sub("cache");
+  CliRun run = RunCli({"bench", "build", "--target", "compute_80", "--reps",
+                       "1", "--cache-dir", dir},
+                      {{"FLEETJIT_CACHE_DIR", std::nullopt}});
+  if (run.code == 1 && absl::StrContains(run.err, "no NVRTC"))
+    GTEST_SKIP() << run.err;
+  ASSERT_EQ(run.code, 0) << run.out << run.err;
+  for (const char* line :
+       {"fleetjit bench build for compute_80", "cold build (cache miss)",
+        "disk hit (fresh runtime)", "memory hit (same runtime)", "(anchor)"}) {
+    EXPECT_TRUE(absl::StrContains(run.out, line)) << line << ": " << run.out;
+  }
+  ASSERT_TRUE(std::filesystem::exists(dir));
+  EXPECT_FALSE(Empty(dir));  // kept: it was the caller's
+}
+
+}  // namespace
+}  // namespace fleetjit

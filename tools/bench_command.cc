@@ -1,0 +1,137 @@
+// fleetjit bench copy|launch|build [--json]: the anchor-vs-fleetjit table
+// of this node, measured in one run (tools/bench.h says what each runs).
+// Without a GPU, copy and launch exit 3 saying so; build runs for a named
+// --target on any machine with NVRTC.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/bench.h"
+#include "tools/cli_app.h"
+#include "tools/commands.h"
+
+namespace fleetjit::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json ReportJson(const std::string& verb, const BenchReport& report) {
+  Json rows = Json::array();
+  for (const BenchRow& r : report.rows) {
+    Json row = {{"case", r.name},
+                {"unit", r.unit},
+                {"better", r.higher_is_better ? "higher" : "lower"},
+                {"anchor", r.anchor},
+                {"anchor_value", r.anchor_value},
+                {"fleetjit", r.fleetjit},
+                {"fleetjit_value", r.fleetjit_value},
+                {"ratio", r.ratio()}};
+    for (const auto& [key, value] : r.notes.items()) row[key] = value;
+    rows.push_back(std::move(row));
+  }
+  Json skipped = Json::array();
+  for (const auto& [name, why] : report.skipped) {
+    skipped.push_back({{"case", name}, {"why", why}});
+  }
+  Json out = {{"bench", verb}};
+  for (const auto& [key, value] : report.context.items()) out[key] = value;
+  out["rows"] = std::move(rows);
+  out["skipped"] = std::move(skipped);
+  return out;
+}
+
+void PrintText(const std::string& verb, const BenchReport& report) {
+  std::printf("fleetjit bench %s", verb.c_str());
+  const Json& c = report.context;
+  if (c.contains("device")) {
+    const Json& d = c["device"];
+    std::printf(" on GPU %d: %s (cc %s, %d SMs, target %s)",
+                d["ordinal"].get<int>(), d["name"].get<std::string>().c_str(),
+                d["cc"].get<std::string>().c_str(), d["sm_count"].get<int>(),
+                d["target"].get<std::string>().c_str());
+  }
+  if (c.contains("target") && !c.contains("device")) {
+    std::printf(" for %s", c["target"].get<std::string>().c_str());
+  }
+  if (c.contains("timing"))
+    std::printf("; %s", c["timing"].get<std::string>().c_str());
+  std::printf("\n");
+  for (const BenchRow& r : report.rows) {
+    std::printf(
+        "  %s\n    %-44s %12.3f %s\n    %-44s %12.3f %s   %.3gx the anchor (%s "
+        "is "
+        "better)\n",
+        r.name.c_str(), (r.anchor + " (anchor)").c_str(), r.anchor_value,
+        r.unit.c_str(), r.fleetjit.c_str(), r.fleetjit_value, r.unit.c_str(),
+        r.ratio(), r.higher_is_better ? "higher" : "lower");
+  }
+  for (const auto& [name, why] : report.skipped) {
+    std::printf("  %s: not measured: %s\n", name.c_str(), why.c_str());
+  }
+}
+
+}  // namespace
+
+int RunBench(std::vector<std::string> args) {
+  std::string verb;
+  bool json = false;
+  BenchOptions options;
+  CLI::App app(
+      "What this node gets from fleetjit next to what you would call instead, "
+      "both measured "
+      "now.\n"
+      "  copy    cuMemcpyDtoDAsync vs fj_copy (contiguous; a 2-D window with "
+      "zero fill vs the "
+      "same bytes contiguous; with two P2P GPUs, cuMemcpyPeerAsync vs "
+      "fj_copy)\n"
+      "  launch  raw cuLaunchKernel vs fj_launch of the same kernel: host time "
+      "per launch and "
+      "launch rate\n"
+      "  build   plain NVRTC compile vs fleetjit cold build, disk hit and "
+      "memory hit (runs "
+      "without a GPU for a named --target)",
+      "fleetjit bench");
+  app.add_option("what", verb, "copy, launch or build")
+      ->check(CLI::IsMember({"copy", "launch", "build"}));
+  app.add_flag("--json", json, "print one JSON object");
+  app.add_option("--device", options.device, "the GPU to measure (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--target", options.target,
+                 "build: the target, e.g. sm_90 (default: the GPU's)");
+  app.add_option("--mib", options.mib, "copy: MiB per copy (default 1024)")
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option(
+         "--reps", options.reps,
+         "samples (copy, default 10), rounds (launch, 200), builds (build, 5)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--cache-dir", options.cache_dir,
+                 "build: the cache directory to measure (default: a scratch "
+                 "one, removed)");
+  if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
+  if (verb.empty()) {
+    std::fprintf(
+        stderr, "fleetjit bench: say what to measure: copy, launch or build\n");
+    return kExitUsage;
+  }
+  if (verb != "build" && !options.target.empty()) {
+    std::fprintf(stderr, "fleetjit bench: --target is for 'bench build'\n");
+    return kExitUsage;
+  }
+  absl::StatusOr<BenchReport> report = verb == "copy"     ? BenchCopy(options)
+                                       : verb == "launch" ? BenchLaunch(options)
+                                                          : BenchBuild(options);
+  if (!report.ok()) {
+    std::fprintf(stderr, "fleetjit bench %s: %s\n", verb.c_str(),
+                 std::string(report.status().message()).c_str());
+    if (absl::IsUnavailable(report.status())) return kExitNoGpu;
+    return absl::IsInvalidArgument(report.status()) ? kExitUsage : kExitFailure;
+  }
+  if (json) {
+    std::printf("%s\n", DumpJson(ReportJson(verb, *report)).c_str());
+  } else {
+    PrintText(verb, *report);
+  }
+  return kExitOk;
+}
+
+}  // namespace fleetjit::cli
