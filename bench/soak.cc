@@ -56,8 +56,9 @@ struct Config {
 };
 
 struct Counters {
-  std::atomic<uint64_t> builds{0}, compiled{0}, memory_hits{0}, disk_hits{0}, launches{0},
-      copies_checked{0}, destroys{0}, clears{0}, churns{0}, failures{0};
+  std::atomic<uint64_t> builds{0}, compiled{0}, memory_hits{0}, disk_hits{0},
+      launches{0}, copies_checked{0}, destroys{0}, clears{0}, churns{0},
+      failures{0};
 };
 
 std::mutex failure_mu;
@@ -68,7 +69,8 @@ bool Ok(Counters& c, const char* what, fj_status* st) {
   c.failures.fetch_add(1);
   std::lock_guard<std::mutex> lock(failure_mu);
   if (first_failure.empty()) {
-    first_failure = std::string(what) + ": " + fj_code_name(fj_status_code(st)) + ": " +
+    first_failure = std::string(what) + ": " +
+                    fj_code_name(fj_status_code(st)) + ": " +
                     fj_status_message(st, nullptr);
   }
   fj_status_free(st);
@@ -79,7 +81,8 @@ std::string Source(int variant) {
   return "extern \"C\" __global__ void step(float* p, float a, int n) {\n"
          "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
          "  if (i < n) p[i] = p[i] * a + " +
-         std::to_string(variant % 3) + ".0f;  // variant " + std::to_string(variant) + "\n}\n";
+         std::to_string(variant % 3) + ".0f;  // variant " +
+         std::to_string(variant) + "\n}\n";
 }
 
 bool ToInt(const std::string& text, int* out) {
@@ -96,7 +99,8 @@ fj_runtime* NewRuntime(const Config& cfg, Counters& c) {
   o.libcuda_path = S(cfg.driver);
   o.cache_dir = S(cfg.cache_dir);
   static const std::string ptx_target = "compute_90";
-  if (cfg.fake) o.target_override = S(ptx_target);  // the fake reads PTX layouts
+  if (cfg.fake)
+    o.target_override = S(ptx_target);  // the fake reads PTX layouts
   fj_runtime* rt = nullptr;
   return Ok(c, "fj_runtime_create", fj_runtime_create(&o, &rt)) ? rt : nullptr;
 }
@@ -122,10 +126,12 @@ fj_module* Build(fj_runtime* rt, int variant, Counters& c) {
 
 // Round trip through `buffer` with a launch of step() in between. On a GPU
 // the launch computes p * 1 + variant % 3; on the fake it leaves p alone.
-bool Launch(fj_runtime* rt, fj_module* m, int variant, fj_stream* stream, uint64_t buffer,
-            int n, bool fake, std::mt19937_64& rng, Counters& c) {
+bool Launch(fj_runtime* rt, fj_module* m, int variant, fj_stream* stream,
+            uint64_t buffer, int n, bool fake, std::mt19937_64& rng,
+            Counters& c) {
   fj_kernel* k = nullptr;
-  if (!Ok(c, "fj_module_get_kernel", fj_module_get_kernel(m, S("step"), 0, &k))) return false;
+  if (!Ok(c, "fj_module_get_kernel", fj_module_get_kernel(m, S("step"), 0, &k)))
+    return false;
   std::vector<float> in(n), out(n, -1.f);
   for (float& v : in) v = static_cast<float>(rng() % 4096);
   fj_arg args[3] = {};
@@ -141,9 +147,11 @@ bool Launch(fj_runtime* rt, fj_module* m, int variant, fj_stream* stream, uint64
   cfg.grid[0] = static_cast<uint32_t>((n + 255) / 256);
   cfg.block[0] = 256;
   cfg.stream = stream;
-  if (!Ok(c, "fj_memcpy_htod", fj_memcpy_htod(rt, buffer, in.data(), 4ull * n, stream)) ||
+  if (!Ok(c, "fj_memcpy_htod",
+          fj_memcpy_htod(rt, buffer, in.data(), 4ull * n, stream)) ||
       !Ok(c, "fj_launch", fj_launch(k, &cfg, args, 3)) ||
-      !Ok(c, "fj_memcpy_dtoh", fj_memcpy_dtoh(rt, out.data(), buffer, 4ull * n, stream)) ||
+      !Ok(c, "fj_memcpy_dtoh",
+          fj_memcpy_dtoh(rt, out.data(), buffer, 4ull * n, stream)) ||
       !Ok(c, "fj_stream_synchronize", fj_stream_synchronize(stream))) {
     return false;
   }
@@ -154,8 +162,9 @@ bool Launch(fj_runtime* rt, fj_module* m, int variant, fj_stream* stream, uint64
       c.failures.fetch_add(1);
       std::lock_guard<std::mutex> lock(failure_mu);
       if (first_failure.empty()) {
-        first_failure = "launch of variant " + std::to_string(variant) + ": element " +
-                        std::to_string(i) + " is " + std::to_string(out[i]) + ", expected " +
+        first_failure = "launch of variant " + std::to_string(variant) +
+                        ": element " + std::to_string(i) + " is " +
+                        std::to_string(out[i]) + ", expected " +
                         std::to_string(in[i] + add);
       }
       return false;
@@ -166,8 +175,8 @@ bool Launch(fj_runtime* rt, fj_module* m, int variant, fj_stream* stream, uint64
 }
 
 void Worker(int id, const Config& cfg, fj_runtime* rt, Clock::time_point end,
-            std::atomic<int64_t>& last_clear_ms, std::atomic<int64_t>& last_churn_ms,
-            Counters& c) {
+            std::atomic<int64_t>& last_clear_ms,
+            std::atomic<int64_t>& last_churn_ms, Counters& c) {
   std::mt19937_64 rng(static_cast<uint64_t>(id) * 0x9e3779b97f4a7c15ull + 1);
   const int n = 1024 + 256 * (id % 8);
   fj_stream* stream = nullptr;
@@ -189,7 +198,8 @@ void Worker(int id, const Config& cfg, fj_runtime* rt, Clock::time_point end,
   while (Clock::now() < end) {
     const int r = static_cast<int>(rng() % 100);
     if (r < 40 || held.empty()) {
-      const int variant = static_cast<int>(rng() % static_cast<uint64_t>(cfg.sources));
+      const int variant =
+          static_cast<int>(rng() % static_cast<uint64_t>(cfg.sources));
       if (fj_module* m = Build(rt, variant, c)) held.push_back({m, variant});
       if (held.size() > 8) {
         Ok(c, "fj_module_destroy", fj_module_destroy(held.front().module));
@@ -206,18 +216,21 @@ void Worker(int id, const Config& cfg, fj_runtime* rt, Clock::time_point end,
       c.destroys.fetch_add(1);
     } else if (r < 99) {
       int64_t last = last_clear_ms.load();
-      if (now_ms() - last > 5000 && last_clear_ms.compare_exchange_strong(last, now_ms())) {
+      if (now_ms() - last > 5000 &&
+          last_clear_ms.compare_exchange_strong(last, now_ms())) {
         Ok(c, "fj_cache_clear", fj_cache_clear(rt));
         c.clears.fetch_add(1);
       }
     } else {
       int64_t last = last_churn_ms.load();
-      if (now_ms() - last > 10000 && last_churn_ms.compare_exchange_strong(last, now_ms())) {
+      if (now_ms() - last > 10000 &&
+          last_churn_ms.compare_exchange_strong(last, now_ms())) {
         fj_runtime* own = NewRuntime(cfg, c);
         if (own != nullptr) {
           fj_stream* s = nullptr;
           uint64_t b = 0;
-          const int variant = static_cast<int>(rng() % static_cast<uint64_t>(cfg.sources));
+          const int variant =
+              static_cast<int>(rng() % static_cast<uint64_t>(cfg.sources));
           if (fj_module* m = Build(own, variant, c)) {
             if (Ok(c, "fj_stream_create", fj_stream_create(own, 0, &s)) &&
                 Ok(c, "fj_mem_alloc", fj_mem_alloc(own, 0, 4ull * n, &b))) {
@@ -231,7 +244,8 @@ void Worker(int id, const Config& cfg, fj_runtime* rt, Clock::time_point end,
       }
     }
   }
-  for (const Held& h : held) Ok(c, "fj_module_destroy", fj_module_destroy(h.module));
+  for (const Held& h : held)
+    Ok(c, "fj_module_destroy", fj_module_destroy(h.module));
   Ok(c, "fj_stream_destroy", fj_stream_destroy(stream));
   Ok(c, "fj_mem_free", fj_mem_free(rt, buffer));
 }
@@ -293,7 +307,8 @@ int main(int argc, char** argv) {
       continue;
     }
     std::fprintf(stderr,
-                 "usage: soak [--seconds N] [--threads T] [--sources K] [--cache-dir DIR] "
+                 "usage: soak [--seconds N] [--threads T] [--sources K] "
+                 "[--cache-dir DIR] "
                  "[--fake-driver PATH | --real-driver]\n");
     return 2;
   }
@@ -318,8 +333,8 @@ int main(int argc, char** argv) {
       }
       cfg.driver = SelfDir() + "/../lib/libfj_fake_cuda.so";
       cfg.fake = true;
-      std::printf("soak: no GPU (%s): launching on the fake CUDA driver %s\n", why.c_str(),
-                  cfg.driver.c_str());
+      std::printf("soak: no GPU (%s): launching on the fake CUDA driver %s\n",
+                  why.c_str(), cfg.driver.c_str());
     }
   }
   std::string owned_dir;
@@ -327,8 +342,9 @@ int main(int argc, char** argv) {
     char tmpl[] = "/tmp/fleetjit-soak-XXXXXX";
     owned_dir = cfg.cache_dir = mkdtemp(tmpl);
   }
-  std::printf("soak: %d threads, %d s, %d sources, %s driver, cache %s\n", cfg.threads,
-              cfg.seconds, cfg.sources, cfg.fake ? "fake" : "real", cfg.cache_dir.c_str());
+  std::printf("soak: %d threads, %d s, %d sources, %s driver, cache %s\n",
+              cfg.threads, cfg.seconds, cfg.sources, cfg.fake ? "fake" : "real",
+              cfg.cache_dir.c_str());
   std::fflush(stdout);
 
   // 2. The shared runtime and the workers.
@@ -342,8 +358,9 @@ int main(int argc, char** argv) {
   std::atomic<int64_t> last_clear{0}, last_churn{0};
   std::vector<std::thread> workers;
   for (int t = 0; t < cfg.threads; ++t) {
-    workers.emplace_back(Worker, t, std::cref(cfg), rt, end, std::ref(last_clear),
-                         std::ref(last_churn), std::ref(c));
+    workers.emplace_back(Worker, t, std::cref(cfg), rt, end,
+                         std::ref(last_clear), std::ref(last_churn),
+                         std::ref(c));
   }
 
   // 3. RSS every second.
@@ -351,16 +368,20 @@ int main(int argc, char** argv) {
   int64_t rss_min = INT64_MAX, rss_max = 0;
   while (Clock::now() < end) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    const double t = std::chrono::duration<double>(Clock::now() - start).count();
+    const double t =
+        std::chrono::duration<double>(Clock::now() - start).count();
     const int64_t rss = RssKiB();
     samples.emplace_back(t, static_cast<double>(rss));
     rss_min = std::min(rss_min, rss);
     rss_max = std::max(rss_max, rss);
     if (samples.size() % 60 == 0) {
-      std::printf("soak: t=%.0fs rss=%lld KiB builds=%llu launches=%llu failures=%llu\n", t,
-                  static_cast<long long>(rss), static_cast<unsigned long long>(c.builds.load()),
-                  static_cast<unsigned long long>(c.launches.load()),
-                  static_cast<unsigned long long>(c.failures.load()));
+      std::printf(
+          "soak: t=%.0fs rss=%lld KiB builds=%llu launches=%llu "
+          "failures=%llu\n",
+          t, static_cast<long long>(rss),
+          static_cast<unsigned long long>(c.builds.load()),
+          static_cast<unsigned long long>(c.launches.load()),
+          static_cast<unsigned long long>(c.failures.load()));
       std::fflush(stdout);
     }
   }
@@ -371,23 +392,27 @@ int main(int argc, char** argv) {
   std::vector<std::pair<double, double>> steady(
       samples.begin() + static_cast<long>(samples.size() / 5), samples.end());
   const double slope = SlopeKiBPerMin(steady);
-  std::printf("soak: ops builds=%llu (compiled %llu, memory hits %llu, disk hits %llu) "
-              "launches=%llu checked=%llu destroys=%llu clears=%llu runtime_churns=%llu "
-              "failures=%llu\n",
-              static_cast<unsigned long long>(c.builds.load()),
-              static_cast<unsigned long long>(c.compiled.load()),
-              static_cast<unsigned long long>(c.memory_hits.load()),
-              static_cast<unsigned long long>(c.disk_hits.load()),
-              static_cast<unsigned long long>(c.launches.load()),
-              static_cast<unsigned long long>(c.copies_checked.load()),
-              static_cast<unsigned long long>(c.destroys.load()),
-              static_cast<unsigned long long>(c.clears.load()),
-              static_cast<unsigned long long>(c.churns.load()),
-              static_cast<unsigned long long>(c.failures.load()));
-  std::printf("soak: rss min %lld KiB, max %lld KiB, final %lld KiB; slope %.1f KiB/min "
-              "(least squares over the last %zu of %zu one-second samples)\n",
-              static_cast<long long>(rss_min), static_cast<long long>(rss_max),
-              static_cast<long long>(RssKiB()), slope, steady.size(), samples.size());
+  std::printf(
+      "soak: ops builds=%llu (compiled %llu, memory hits %llu, disk hits %llu) "
+      "launches=%llu checked=%llu destroys=%llu clears=%llu "
+      "runtime_churns=%llu "
+      "failures=%llu\n",
+      static_cast<unsigned long long>(c.builds.load()),
+      static_cast<unsigned long long>(c.compiled.load()),
+      static_cast<unsigned long long>(c.memory_hits.load()),
+      static_cast<unsigned long long>(c.disk_hits.load()),
+      static_cast<unsigned long long>(c.launches.load()),
+      static_cast<unsigned long long>(c.copies_checked.load()),
+      static_cast<unsigned long long>(c.destroys.load()),
+      static_cast<unsigned long long>(c.clears.load()),
+      static_cast<unsigned long long>(c.churns.load()),
+      static_cast<unsigned long long>(c.failures.load()));
+  std::printf(
+      "soak: rss min %lld KiB, max %lld KiB, final %lld KiB; slope %.1f "
+      "KiB/min "
+      "(least squares over the last %zu of %zu one-second samples)\n",
+      static_cast<long long>(rss_min), static_cast<long long>(rss_max),
+      static_cast<long long>(RssKiB()), slope, steady.size(), samples.size());
   if (!owned_dir.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(owned_dir, ec);

@@ -73,7 +73,7 @@ void ModuleBuilder::ResolveCompiler() {
       // "nvrtc 13.0.88 libnvrtc.so.13 size=N": the library must report the
       // version its cache key names.
       std::vector<std::string> words =
-          identity_->ok() ? absl::StrSplit(**identity_, ' ') : std::vector<std::string>{};
+          identity_.ok() ? absl::StrSplit(*identity_, ' ') : std::vector<std::string>{};
       nvrtc_ = std::make_unique<NvrtcLibrary>(std::vector<std::string>{*path},
                                               words.size() > 1 ? words[1] : "");
     } else {

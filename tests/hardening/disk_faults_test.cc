@@ -42,11 +42,11 @@ using files::FileOp;
 
 struct FaultPlan {
   std::mutex mu;
-  uint32_t ops = 0;        // bit per FileOp that fails
-  int error = 0;           // errno
-  uint64_t nth = 0;        // 0: every matching operation; else only the nth
-  uint64_t seen = 0;       // matching operations so far
-  uint64_t total = 0;      // every operation so far
+  uint32_t ops = 0;    // bit per FileOp that fails
+  int error = 0;       // errno
+  uint64_t nth = 0;    // 0: every matching operation; else only the nth
+  uint64_t seen = 0;   // matching operations so far
+  uint64_t total = 0;  // every operation so far
   uint64_t fired = 0;
   FileOp action_op = FileOp::kOpen;
   std::function<void()> action;  // run once, at the first `action_op`
@@ -154,16 +154,17 @@ BuildSpec Spec(int variant) {
   BuildSpec spec;
   spec.source = absl::StrCat(
       "extern \"C\" __global__ void k(float* p, int n) {\n"
-      "  if (threadIdx.x < n) p[threadIdx.x] = ", variant, ".5f;\n}\n");
+      "  if (threadIdx.x < n) p[threadIdx.x] = ",
+      variant, ".5f;\n}\n");
   spec.name = absl::StrCat("disk_faults_", variant, ".cu");
   spec.target = *jit::ParseTarget("sm_90");
   return spec;
 }
 
-#define SKIP_WITHOUT_NVRTC(rt)                                              \
-  do {                                                                      \
-    auto identity = (rt).compiler_identity();                               \
-    if (!identity.ok()) GTEST_SKIP() << "no NVRTC: " << identity.status();  \
+#define SKIP_WITHOUT_NVRTC(rt)                                             \
+  do {                                                                     \
+    auto identity = (rt).compiler_identity();                              \
+    if (!identity.ok()) GTEST_SKIP() << "no NVRTC: " << identity.status(); \
   } while (0)
 
 // Every file under `dir` whose name starts with ".tmp-".
@@ -171,7 +172,8 @@ std::vector<std::string> TempFiles(const std::string& dir) {
   std::vector<std::string> temps;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+       !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
     if (absl::StartsWith(it->path().filename().string(), ".tmp-")) {
       temps.push_back(it->path().string());
     }
@@ -181,7 +183,8 @@ std::vector<std::string> TempFiles(const std::string& dir) {
 
 // The directory holds only valid entries and no temp file, and a fresh
 // runtime serves every variant with the bytes `images` recorded.
-void ExpectCleanAndServed(const std::string& dir, const std::vector<std::string>& images) {
+void ExpectCleanAndServed(const std::string& dir,
+                          const std::vector<std::string>& images) {
   ModuleCache cache(CacheConfig{dir});
   auto entries = cache.List(/*verify=*/true);
   ASSERT_TRUE(entries.ok()) << entries.status();
@@ -241,7 +244,8 @@ TEST_P(DiskFaultsTest, BuildsSucceedFromMemoryWithOneLogLine) {
     ASSERT_NE(probe, nullptr);
     SKIP_WITHOUT_NVRTC(*probe);
     if (c.prefill) {
-      ASSERT_EQ(BuildAll(*probe, kVariants - 1).size(), static_cast<size_t>(kVariants - 1));
+      ASSERT_EQ(BuildAll(*probe, kVariants - 1).size(),
+                static_cast<size_t>(kVariants - 1));
     }
   }
   Lines lines;
@@ -269,14 +273,18 @@ INSTANTIATE_TEST_SUITE_P(
         FailureClass{"eio_on_fsync", Bit(FileOp::kFsync), EIO, false},
         FailureClass{"eio_on_close", Bit(FileOp::kClose), EIO, false},
         FailureClass{"eio_on_rename", Bit(FileOp::kRename), EIO, false},
-        FailureClass{"eio_on_read", Bit(FileOp::kRead) | Bit(FileOp::kMap), EIO, true},
-        FailureClass{"eacces_creating", Bit(FileOp::kCreate) | Bit(FileOp::kMkdir), EACCES,
-                     false},
+        FailureClass{"eio_on_read", Bit(FileOp::kRead) | Bit(FileOp::kMap), EIO,
+                     true},
+        FailureClass{"eacces_creating",
+                     Bit(FileOp::kCreate) | Bit(FileOp::kMkdir), EACCES, false},
         FailureClass{"eacces_opening", Bit(FileOp::kOpen), EACCES, true},
-        FailureClass{"read_only_file_system",
-                     Bit(FileOp::kCreate) | Bit(FileOp::kMkdir) | Bit(FileOp::kRename), EROFS,
-                     true}),
-    [](const ::testing::TestParamInfo<FailureClass>& info) { return info.param.name; });
+        FailureClass{
+            "read_only_file_system",
+            Bit(FileOp::kCreate) | Bit(FileOp::kMkdir) | Bit(FileOp::kRename),
+            EROFS, true}),
+    [](const ::testing::TestParamInfo<FailureClass>& info) {
+      return info.param.name;
+    });
 
 // The directory removed under a running process: between builds, and in
 // the middle of a store (after the temp file is written, before its
@@ -340,14 +348,18 @@ TEST(DiskFaultsTest, EveryStoreOperationFailingInTurnLeavesNoPartialEntry) {
     {
       TempDir dir;
       DiskCache cache(dir.Sub("cache"), 0, nullptr);
-      if (replace) ASSERT_TRUE(cache.Store(KeyFor(seed, 0), ArtifactFor(seed, 1, 300)).ok());
+      if (replace)
+        ASSERT_TRUE(
+            cache.Store(KeyFor(seed, 0), ArtifactFor(seed, 1, 300)).ok());
       ScopedFaults count(0, 0);
-      ASSERT_TRUE(cache.Store(KeyFor(seed, 0), ArtifactFor(seed, 0, 5000)).ok());
+      ASSERT_TRUE(
+          cache.Store(KeyFor(seed, 0), ArtifactFor(seed, 0, 5000)).ok());
       n_ops = count.total();
     }
     ASSERT_GT(n_ops, 3u);
     for (uint64_t nth = 1; nth <= n_ops; ++nth) {
-      SCOPED_TRACE(absl::StrCat(replace ? "replacing" : "new", ": operation ", nth));
+      SCOPED_TRACE(
+          absl::StrCat(replace ? "replacing" : "new", ": operation ", nth));
       TempDir dir;
       DiskCache cache(dir.Sub("cache"), 0, nullptr);
       const jit::Artifact old_artifact = ArtifactFor(seed, 1, 300);
@@ -408,7 +420,8 @@ TEST(DiskFaultsTest, EveryLoadOperationFailingInTurnIsAMissOrTheEntry) {
   EXPECT_EQ(cache.rejected_entries(), 0u);
   // The first unreadable entry is logged, once.
   int read_lines = 0;
-  for (const std::string& l : lines) read_lines += absl::StrContains(l, "cannot read");
+  for (const std::string& l : lines)
+    read_lines += absl::StrContains(l, "cannot read");
   EXPECT_EQ(read_lines, 1);
 }
 
@@ -427,7 +440,8 @@ TEST(DiskFaultsTest, RealReadOnlyFolderAsAnotherUser) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     // Root ignores permission bits: become nobody first.
-    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) _exit(10);
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0))
+      _exit(10);
     if (::mkdir(cache_dir.c_str(), 0700) != 0) _exit(11);
     std::vector<std::string> lines;
     CacheConfig config{cache_dir};
@@ -456,13 +470,15 @@ TEST(DiskFaultsTest, RealReadOnlyFolderAsAnotherUser) {
     if (!hit.ok() || hit->source != CacheSource::kDisk) _exit(14);
     for (int i = 1; i <= 4; ++i) {
       auto r = cache.GetOrBuild(KeyFor(seed, i), build(i));
-      if (!r.ok() || !SameArtifact(*r->artifact, ArtifactFor(seed, i, 4000))) _exit(15);
+      if (!r.ok() || !SameArtifact(*r->artifact, ArtifactFor(seed, i, 4000)))
+        _exit(15);
       auto again = cache.GetOrBuild(KeyFor(seed, i), build(i));
       if (!again.ok() || again->source != CacheSource::kMemory) _exit(16);
     }
     if (built != 4) _exit(17);
     int denied = 0;
-    for (const std::string& l : lines) denied += absl::StrContains(l, strerror(EACCES));
+    for (const std::string& l : lines)
+      denied += absl::StrContains(l, strerror(EACCES));
     if (denied != 1 || lines.size() != 1) _exit(18);
     ::chmod(cache_dir.c_str(), 0700);
     _exit(0);
@@ -470,9 +486,9 @@ TEST(DiskFaultsTest, RealReadOnlyFolderAsAnotherUser) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "child died: " << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10-13: setup, 14: no disk hit, 15-16: a build failed, 17: build count, "
-         "18: not exactly one EACCES log line";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10-13: setup, 14: no disk hit, 15-16: "
+                                       "a build failed, 17: build count, "
+                                       "18: not exactly one EACCES log line";
 }
 
 }  // namespace

@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "platform/cu_errors.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
@@ -60,47 +60,59 @@ struct Excuse {
 
 const Excuse kExcuses[] = {
     {"cuGetErrorName", "",
-     "called only to describe another failure; without it the status still names the "
+     "called only to describe another failure; without it the status still "
+     "names the "
      "failed call (ErrorTextFailuresStillNameTheCall)",
      false, nullptr, ""},
     {"cuGetErrorString", "", "as cuGetErrorName", false, nullptr, ""},
     {"cuCtxGetCurrent", "@launch",
-     "a launch that cannot read the current context sets it (cuCtxSetCurrent, checked) "
-     "and goes on (the call sites that fj_launch reaches; fj_copy and fj_prefetch launch "
+     "a launch that cannot read the current context sets it (cuCtxSetCurrent, "
+     "checked) "
+     "and goes on (the call sites that fj_launch reaches; fj_copy and "
+     "fj_prefetch launch "
      "through them too)",
      false, nullptr, ""},
     {"cuTensorMapEncodeTiled", "fj_launch",
-     "a tensor TMA cannot describe launches through cp.async; the reason is logged (info)",
+     "a tensor TMA cannot describe launches through cp.async; the reason is "
+     "logged (info)",
      false, nullptr, "cuTensorMapEncodeTiled"},
     {"cuDeviceCanAccessPeer", "fj_copy",
-     "runtime/copy/copy_engine.cc Peers(): an error reads as 'no P2P path' and the driver "
+     "runtime/copy/copy_engine.cc Peers(): an error reads as 'no P2P path' and "
+     "the driver "
      "stages the copy: right data, error unreported",
      true, nullptr, ""},
     {"cuEventDestroy", "fj_prefetch",
-     "runtime/copy/copy_ops.cc Prefetch: cuEventDestroy unchecked and unlogged", true,
-     &fjfake_live::events, ""},
+     "runtime/copy/copy_ops.cc Prefetch: cuEventDestroy unchecked and unlogged",
+     true, &fjfake_live::events, ""},
     {"cuMemFreeHost", "fj_copy",
-     "runtime/copy/copy_ops.cc PinnedBuffer: cuMemFreeHost unchecked and unlogged", true,
-     &fjfake_live::host_allocations, ""},
+     "runtime/copy/copy_ops.cc PinnedBuffer: cuMemFreeHost unchecked and "
+     "unlogged",
+     true, &fjfake_live::host_allocations, ""},
     {"cuStreamDestroy", "fj_runtime_destroy",
-     "runtime/copy/copy_engine.cc ~CopyEngine: cuStreamDestroy unchecked and unlogged", true,
-     &fjfake_live::streams, ""},
+     "runtime/copy/copy_engine.cc ~CopyEngine: cuStreamDestroy unchecked and "
+     "unlogged",
+     true, &fjfake_live::streams, ""},
     {"cuCtxGetCurrent", "fj_runtime_destroy",
-     "runtime/copy/copy_engine.cc ~CopyEngine: a context that cannot be made current keeps "
-     "its stream, unlogged (the runtime's own releases are still made, and logged)",
+     "runtime/copy/copy_engine.cc ~CopyEngine: a context that cannot be made "
+     "current keeps "
+     "its stream, unlogged (the runtime's own releases are still made, and "
+     "logged)",
      true, &fjfake_live::streams, ""},
     {"cuCtxSetCurrent", "fj_runtime_destroy",
-     "runtime/copy/copy_engine.cc ~CopyEngine: as cuCtxGetCurrent in fj_runtime_destroy", true,
-     &fjfake_live::streams, ""},
+     "runtime/copy/copy_engine.cc ~CopyEngine: as cuCtxGetCurrent in "
+     "fj_runtime_destroy",
+     true, &fjfake_live::streams, ""},
 };
 
 // `launch_site`: the call comes from a site fj_launch reaches (step_prefix
 // "@launch").
-const Excuse* ExcuseFor(const std::string& call, const std::string& step, bool launch_site) {
+const Excuse* ExcuseFor(const std::string& call, const std::string& step,
+                        bool launch_site) {
   for (const Excuse& e : kExcuses) {
     if (call != e.call) continue;
-    if (absl::string_view(e.step_prefix) == "@launch" ? launch_site
-                                                      : absl::StartsWith(step, e.step_prefix)) {
+    if (absl::string_view(e.step_prefix) == "@launch"
+            ? launch_site
+            : absl::StartsWith(step, e.step_prefix)) {
       return &e;
     }
   }
@@ -128,22 +140,25 @@ int64_t fjfake_live::*ReleasedBy(const std::string& call) {
 }
 
 std::string Describe(const fjfake_live& l) {
-  return absl::StrCat("allocations=", l.allocations, " host=", l.host_allocations,
-                      " modules=", l.modules, " streams=", l.streams, " events=", l.events,
+  return absl::StrCat("allocations=", l.allocations,
+                      " host=", l.host_allocations, " modules=", l.modules,
+                      " streams=", l.streams, " events=", l.events,
                       " context_retains=", l.context_retains);
 }
 
 // "lib:offset" of a call site; with `where`, addr2line's function and line.
 std::string SiteName(uintptr_t site, bool where) {
   Dl_info info{};
-  if (site == 0 || dladdr(reinterpret_cast<void*>(site), &info) == 0) return "unknown";
-  const uintptr_t offset = site - reinterpret_cast<uintptr_t>(info.dli_fbase) - 1;
+  if (site == 0 || dladdr(reinterpret_cast<void*>(site), &info) == 0)
+    return "unknown";
+  const uintptr_t offset =
+      site - reinterpret_cast<uintptr_t>(info.dli_fbase) - 1;
   std::string file = info.dli_fname;
-  std::string name = absl::StrCat(file.substr(file.rfind('/') + 1), "+0x",
-                                  absl::Hex(offset));
+  std::string name =
+      absl::StrCat(file.substr(file.rfind('/') + 1), "+0x", absl::Hex(offset));
   if (!where) return name;
-  std::string cmd = absl::StrCat("addr2line -f -C -e '", file, "' 0x", absl::Hex(offset),
-                                 " 2>/dev/null");
+  std::string cmd = absl::StrCat("addr2line -f -C -e '", file, "' 0x",
+                                 absl::Hex(offset), " 2>/dev/null");
   if (FILE* p = popen(cmd.c_str(), "r")) {
     char line[1024];
     std::string text;
@@ -193,7 +208,8 @@ class Watchdog {
     std::unique_lock<std::mutex> lock(mu_);
     while (!done_) {
       cv_.wait_for(lock, std::chrono::seconds(1));
-      if (!done_ && !what_.empty() && std::chrono::steady_clock::now() > deadline_) {
+      if (!done_ && !what_.empty() &&
+          std::chrono::steady_clock::now() > deadline_) {
         std::fprintf(stderr, "HANG: %s ran past %llds\n", what_.c_str(),
                      static_cast<long long>(kRunLimit.count()));
         std::abort();
@@ -257,10 +273,12 @@ TEST_F(DriverFaultsTest, CleanSessionChecksItsDataAndLeavesNothing) {
   EXPECT_EQ(Live().reclaimed, 0);
   // The session reaches the driver's main families.
   for (const char* call :
-       {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernelEx", "cuMemcpyDtoHAsync",
-        "cuStreamCreate", "cuFuncSetAttribute", "cuMemcpyAsync", "cuDevicePrimaryCtxRelease",
-        "cuMemcpyPeerAsync", "cuMemHostAlloc", "cuEventRecord", "cuStreamWaitEvent",
-        "cuCtxEnablePeerAccess", "cuStreamGetCtx", "cuTensorMapEncodeTiled", "cuMemcpyDtoD"}) {
+       {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernelEx",
+        "cuMemcpyDtoHAsync", "cuStreamCreate", "cuFuncSetAttribute",
+        "cuMemcpyAsync", "cuDevicePrimaryCtxRelease", "cuMemcpyPeerAsync",
+        "cuMemHostAlloc", "cuEventRecord", "cuStreamWaitEvent",
+        "cuCtxEnablePeerAccess", "cuStreamGetCtx", "cuTensorMapEncodeTiled",
+        "cuMemcpyDtoD"}) {
     EXPECT_GT(fjfake_calls(call), 0u) << call;
   }
 }
@@ -301,7 +319,8 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
     if (n == 0) continue;
     per_function[name] = n;
     for (uint64_t k = 1; k <= n; ++k) {
-      calls.push_back({name, k, fjfake_call_site(name.c_str(), k), StepOf(clean, i, k)});
+      calls.push_back(
+          {name, k, fjfake_call_site(name.c_str(), k), StepOf(clean, i, k)});
       if (absl::StartsWith(calls.back().step, "fj_launch")) {
         launch_sites.insert(calls.back().site);
       }
@@ -310,10 +329,11 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
   ASSERT_FALSE(calls.empty());
 
   // 2. Each call failing in turn.
-  const CUresult kResults[] = {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_INVALID_VALUE,
-                               CUDA_ERROR_UNKNOWN,       CUDA_ERROR_NOT_SUPPORTED,
-                               CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ILLEGAL_ADDRESS,
-                               CUDA_ERROR_ECC_UNCORRECTABLE};
+  const CUresult kResults[] = {
+      CUDA_ERROR_OUT_OF_MEMORY,    CUDA_ERROR_INVALID_VALUE,
+      CUDA_ERROR_UNKNOWN,          CUDA_ERROR_NOT_SUPPORTED,
+      CUDA_ERROR_LAUNCH_FAILED,    CUDA_ERROR_ILLEGAL_ADDRESS,
+      CUDA_ERROR_ECC_UNCORRECTABLE};
   Watchdog watchdog;
   std::set<std::string> sites_faulted;
   std::map<std::string, uint64_t> surfaced, tolerated, gaps, not_fired;
@@ -323,13 +343,14 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
     CUresult result = kResults[rng() % std::size(kResults)];
     // Reading a cubin's parameters, CUDA_ERROR_INVALID_VALUE is the
     // driver's "no more parameters": not an error the runtime could see.
-    while (call.name == "cuFuncGetParamInfo" && result == CUDA_ERROR_INVALID_VALUE &&
+    while (call.name == "cuFuncGetParamInfo" &&
+           result == CUDA_ERROR_INVALID_VALUE &&
            absl::StartsWith(call.step, "fj_module_load")) {
       result = kResults[rng() % std::size(kResults)];
     }
-    const std::string what = absl::StrCat(call.name, " call ", call.nth, " (",
-                                          SiteName(call.site, false), ") failing with ",
-                                          static_cast<int>(result));
+    const std::string what = absl::StrCat(
+        call.name, " call ", call.nth, " (", SiteName(call.site, false),
+        ") failing with ", static_cast<int>(result));
     SCOPED_TRACE(what);
     watchdog.Start(what);
     const fjfake_live before = Live();
@@ -345,29 +366,31 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
       continue;
     }
     ++injected;
-    sites_faulted.insert(SiteName(fjfake_call_site(call.name.c_str(), call.nth), false));
+    sites_faulted.insert(
+        SiteName(fjfake_call_site(call.name.c_str(), call.nth), false));
     EXPECT_EQ(r.data_error, "");
 
     // (a) The first failure names the call; or a destroy's release failed
     //     and the log says so; or it is excused.
-    const bool named =
-        !r.failures.empty() &&
-        (absl::StrContains(r.failures[0].cuda_call, call.name) ||
-         (r.failures[0].step == "fj_runtime_driver_error" &&
-          absl::StrContains(r.failures[0].message, call.name)));
+    const bool named = !r.failures.empty() &&
+                       (absl::StrContains(r.failures[0].cuda_call, call.name) ||
+                        (r.failures[0].step == "fj_runtime_driver_error" &&
+                         absl::StrContains(r.failures[0].message, call.name)));
     auto logged = [&](const std::string& needle) {
       for (const std::string& line : r.log_lines) {
         if (absl::StrContains(line, needle)) return true;
       }
       return false;
     };
-    const Excuse* excuse = ExcuseFor(call.name, r.fired_in, launch_sites.count(call.site) != 0);
+    const Excuse* excuse =
+        ExcuseFor(call.name, r.fired_in, launch_sites.count(call.site) != 0);
     int64_t fjfake_live::*may_leak = ReleasedBy(call.name);
     if (named) {
       ++surfaced[call.name];
     } else if (excuse != nullptr && r.failures.empty()) {
       if (*excuse->log_names != '\0') {
-        EXPECT_TRUE(logged(excuse->log_names)) << "no log line names " << excuse->log_names;
+        EXPECT_TRUE(logged(excuse->log_names))
+            << "no log line names " << excuse->log_names;
       }
       ++(excuse->gap ? gaps : tolerated)[call.name];
       if (excuse->gap) gap_reasons.insert(excuse->why);
@@ -377,13 +400,15 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
       EXPECT_TRUE(logged(call.name)) << "no log line names the failed release";
       ++surfaced[call.name];
     } else {
-      ADD_FAILURE() << "the first failure does not name " << call.name << " (fired in "
-                    << r.fired_in << "):" << (r.failures.empty() ? " none" : Failures(r));
+      ADD_FAILURE() << "the first failure does not name " << call.name
+                    << " (fired in " << r.fired_in
+                    << "):" << (r.failures.empty() ? " none" : Failures(r));
     }
     // (b) No driver object left behind but the one whose release failed.
     fjfake_live after = Live();
     if (IsStickyError(result)) continue;  // a dead context: see the top
-    EXPECT_EQ(after.reclaimed, 0) << "objects left for the context's destruction";
+    EXPECT_EQ(after.reclaimed, 0)
+        << "objects left for the context's destruction";
     if (may_leak != nullptr) {
       EXPECT_LE(after.*may_leak - before.*may_leak, 1) << Describe(after);
       after.*may_leak = before.*may_leak;
@@ -392,23 +417,27 @@ TEST_F(DriverFaultsTest, EveryCallFailingInTurnIsAStatusNamingIt) {
   }
 
   // 3. The figures for the report.
-  std::printf("driver fault injection: %zu entry points called by the session "
-              "(of %d the fake knows), %zu call sites, %llu faults injected\n",
-              per_function.size(), fjfake_symbol_count(), sites_faulted.size(),
-              static_cast<unsigned long long>(injected));
+  std::printf(
+      "driver fault injection: %zu entry points called by the session "
+      "(of %d the fake knows), %zu call sites, %llu faults injected\n",
+      per_function.size(), fjfake_symbol_count(), sites_faulted.size(),
+      static_cast<unsigned long long>(injected));
   for (const auto& [name, n] : per_function) {
-    std::printf("  %-28s calls %3llu  surfaced %3llu  tolerated %3llu  gaps %3llu\n",
-                name.c_str(), static_cast<unsigned long long>(n),
-                static_cast<unsigned long long>(surfaced[name]),
-                static_cast<unsigned long long>(tolerated[name]),
-                static_cast<unsigned long long>(gaps[name]));
+    std::printf(
+        "  %-28s calls %3llu  surfaced %3llu  tolerated %3llu  gaps %3llu\n",
+        name.c_str(), static_cast<unsigned long long>(n),
+        static_cast<unsigned long long>(surfaced[name]),
+        static_cast<unsigned long long>(tolerated[name]),
+        static_cast<unsigned long long>(gaps[name]));
   }
-  for (const std::string& why : gap_reasons) std::printf("  known gap: %s\n", why.c_str());
+  for (const std::string& why : gap_reasons)
+    std::printf("  known gap: %s\n", why.c_str());
   if (std::getenv("FJ_PRINT_SITES") != nullptr) {
     std::set<uintptr_t> seen;
     for (const Call& call : calls) {
       if (seen.insert(call.site).second) {
-        std::printf("  site %-24s %s\n", call.name.c_str(), SiteName(call.site, true).c_str());
+        std::printf("  site %-24s %s\n", call.name.c_str(),
+                    SiteName(call.site, true).c_str());
       }
     }
   }

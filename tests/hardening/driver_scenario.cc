@@ -48,9 +48,11 @@ class Session {
   // Takes `status`; records it under `step` if it is an error.
   bool Ok(const char* step, fj_status* status) {
     ++result_.steps;
-    if (result_.fired_in.empty() && fjfake_faults_fired() > 0) result_.fired_in = step;
+    if (result_.fired_in.empty() && fjfake_faults_fired() > 0)
+      result_.fired_in = step;
     std::vector<uint64_t> calls(fjfake_symbol_count());
-    for (int i = 0; i < fjfake_symbol_count(); ++i) calls[i] = fjfake_calls(fjfake_symbol_name(i));
+    for (int i = 0; i < fjfake_symbol_count(); ++i)
+      calls[i] = fjfake_calls(fjfake_symbol_name(i));
     result_.step_calls.emplace_back(step, std::move(calls));
     if (status == nullptr) return true;
     StepFailure f;
@@ -84,7 +86,8 @@ std::string FakeDriverPath() {
   return BesideExecutable("../lib/libfj_fake_cuda.so", FJ_FAKE_CUDA_PATH);
 }
 
-ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& rng) {
+ScenarioResult RunDriverScenario(const std::string& cache_dir,
+                                 std::mt19937_64& rng) {
   ScenarioResult result;
   Session s(result);
   LogSink sink;
@@ -101,8 +104,10 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   ro.log_level = FJ_LOG_DEBUG;
   fj_runtime* rt = nullptr;
   if (!s.Ok("fj_runtime_create", fj_runtime_create(&ro, &rt))) return result;
-  if (const char* why = fj_runtime_driver_error(rt); why != nullptr && *why != '\0') {
-    result.failures.push_back({"fj_runtime_driver_error", FJ_UNAVAILABLE, why, ""});
+  if (const char* why = fj_runtime_driver_error(rt);
+      why != nullptr && *why != '\0') {
+    result.failures.push_back(
+        {"fj_runtime_driver_error", FJ_UNAVAILABLE, why, ""});
   }
   int32_t devices = 0;
   s.Ok("fj_device_count", fj_device_count(rt, &devices));
@@ -117,8 +122,10 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   std::uniform_real_distribution<float> value(-100.f, 100.f);
   for (float& v : host_in) v = value(rng);
   uint64_t in = 0, out = 0;
-  const bool have_in = s.Ok("fj_mem_alloc(in)", fj_mem_alloc(rt, 0, bytes, &in));
-  const bool have_out = s.Ok("fj_mem_alloc(out)", fj_mem_alloc(rt, 0, bytes, &out));
+  const bool have_in =
+      s.Ok("fj_mem_alloc(in)", fj_mem_alloc(rt, 0, bytes, &in));
+  const bool have_out =
+      s.Ok("fj_mem_alloc(out)", fj_mem_alloc(rt, 0, bytes, &out));
 
   // 3. Builds: compiled (no cache), through the cache (compiled on the
   //    first run, a disk hit later), and the first one's image imported.
@@ -137,7 +144,8 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   if (compiled != nullptr) {
     const void* image = nullptr;
     size_t image_size = 0;
-    if (s.Ok("fj_module_image", fj_module_image(compiled, &image, &image_size))) {
+    if (s.Ok("fj_module_image",
+             fj_module_image(compiled, &image, &image_size))) {
       fj_module_load_options lo{};
       lo.struct_size = sizeof(lo);
       lo.image = image;
@@ -158,7 +166,8 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
     if (s.Ok("fj_module_build(cubin)", fj_module_build(rt, &co, &built))) {
       const void* image = nullptr;
       size_t image_size = 0;
-      if (s.Ok("fj_module_image(cubin)", fj_module_image(built, &image, &image_size))) {
+      if (s.Ok("fj_module_image(cubin)",
+               fj_module_image(built, &image, &image_size))) {
         fj_module_load_options lo{};
         lo.struct_size = sizeof(lo);
         lo.image = image;
@@ -176,10 +185,12 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   fj_kernel* fill = nullptr;
   fj_kernel* fill_imported = nullptr;
   if (compiled != nullptr) {
-    s.Ok("fj_module_get_kernel(scale)", fj_module_get_kernel(compiled, S("scale"), 0, &scale));
+    s.Ok("fj_module_get_kernel(scale)",
+         fj_module_get_kernel(compiled, S("scale"), 0, &scale));
   }
   if (cached != nullptr) {
-    s.Ok("fj_module_get_kernel(fill)", fj_module_get_kernel(cached, S("fill"), 0, &fill));
+    s.Ok("fj_module_get_kernel(fill)",
+         fj_module_get_kernel(cached, S("fill"), 0, &fill));
   }
   if (imported != nullptr) {
     s.Ok("fj_module_get_kernel(imported)",
@@ -187,7 +198,8 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   }
   fj_kernel* fill_cubin = nullptr;
   if (cubin != nullptr) {
-    s.Ok("fj_module_get_kernel(cubin)", fj_module_get_kernel(cubin, S("fill"), 0, &fill_cubin));
+    s.Ok("fj_module_get_kernel(cubin)",
+         fj_module_get_kernel(cubin, S("fill"), 0, &fill_cubin));
   }
 
   // 5. A stream; copies and launches on it and without one.
@@ -195,7 +207,8 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   s.Ok("fj_stream_create", fj_stream_create(rt, 0, &stream));
   bool copied = have_in && have_out && stream != nullptr;
   if (copied) {
-    copied &= s.Ok("fj_memcpy_htod", fj_memcpy_htod(rt, in, host_in.data(), bytes, stream));
+    copied &= s.Ok("fj_memcpy_htod",
+                   fj_memcpy_htod(rt, in, host_in.data(), bytes, stream));
     copied &= s.Ok("fj_memset_d8", fj_memset_d8(rt, out, 0xAB, bytes, nullptr));
   }
   if (scale != nullptr && have_in && have_out) {
@@ -233,9 +246,11 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   }
   // The fake's launches compute nothing: the data checks go through copies.
   if (copied) {
-    copied &= s.Ok("fj_memcpy_dtod", fj_memcpy_dtod(rt, out, in, bytes, stream));
+    copied &=
+        s.Ok("fj_memcpy_dtod", fj_memcpy_dtod(rt, out, in, bytes, stream));
     std::fill(host_out.begin(), host_out.end(), -1.f);
-    copied &= s.Ok("fj_memcpy_dtoh", fj_memcpy_dtoh(rt, host_out.data(), out, bytes, stream));
+    copied &= s.Ok("fj_memcpy_dtoh",
+                   fj_memcpy_dtoh(rt, host_out.data(), out, bytes, stream));
     copied &= s.Ok("fj_stream_synchronize", fj_stream_synchronize(stream));
     if (copied && std::memcmp(host_out.data(), host_in.data(), bytes) != 0) {
       result.data_error = "dtod/dtoh: output differs from the input";
@@ -243,7 +258,8 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   }
   if (copied) {
     // A dense tensor copy (the driver's copy engine), after poisoning.
-    copied &= s.Ok("fj_memset_d8(poison)", fj_memset_d8(rt, out, 0xCD, bytes, stream));
+    copied &= s.Ok("fj_memset_d8(poison)",
+                   fj_memset_d8(rt, out, 0xCD, bytes, stream));
     int64_t shape[1] = {n};
     fj_tensor src = Vector(in, shape), dst = Vector(out, shape);
     fj_copy_desc cd{};
@@ -251,9 +267,11 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
     cd.src = &src;
     cd.dst = &dst;
     copied &= s.Ok("fj_copy", fj_copy(rt, &cd, stream));
-    copied &= s.Ok("fj_stream_synchronize(copy)", fj_stream_synchronize(stream));
+    copied &=
+        s.Ok("fj_stream_synchronize(copy)", fj_stream_synchronize(stream));
     std::fill(host_out.begin(), host_out.end(), -1.f);
-    copied &= s.Ok("fj_memcpy_dtoh(copy)", fj_memcpy_dtoh(rt, host_out.data(), out, bytes, nullptr));
+    copied &= s.Ok("fj_memcpy_dtoh(copy)",
+                   fj_memcpy_dtoh(rt, host_out.data(), out, bytes, nullptr));
     if (copied && result.data_error.empty() &&
         std::memcmp(host_out.data(), host_in.data(), bytes) != 0) {
       result.data_error = "fj_copy: output differs from the input";
@@ -262,8 +280,10 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   // 6. Three GPUs: 0 and 1 joined by P2P, 2 reached only through pinned
   //    host memory. Copies from each into device 0, checked.
   uint64_t peer = 0, far = 0;
-  const bool have_peer = s.Ok("fj_mem_alloc(peer)", fj_mem_alloc(rt, 1, bytes, &peer));
-  const bool have_far = s.Ok("fj_mem_alloc(far)", fj_mem_alloc(rt, 2, bytes, &far));
+  const bool have_peer =
+      s.Ok("fj_mem_alloc(peer)", fj_mem_alloc(rt, 1, bytes, &peer));
+  const bool have_far =
+      s.Ok("fj_mem_alloc(far)", fj_mem_alloc(rt, 2, bytes, &far));
   auto copy_into_out = [&](const char* what, uint64_t from, int from_device) {
     if (!copied) return;
     copied &= s.Ok(what, fj_memset_d8(rt, out, 0xEE, bytes, stream));
@@ -277,15 +297,18 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
     copied &= s.Ok(what, fj_copy(rt, &cd, stream));
     copied &= s.Ok(what, fj_stream_synchronize(stream));
     std::fill(host_out.begin(), host_out.end(), -1.f);
-    copied &= s.Ok(what, fj_memcpy_dtoh(rt, host_out.data(), out, bytes, nullptr));
+    copied &=
+        s.Ok(what, fj_memcpy_dtoh(rt, host_out.data(), out, bytes, nullptr));
     if (copied && result.data_error.empty() &&
         std::memcmp(host_out.data(), host_in.data(), bytes) != 0) {
       result.data_error = std::string(what) + ": output differs from the input";
     }
   };
   if (have_peer && have_far) {
-    copied &= s.Ok("fj_memcpy_htod(peer)", fj_memcpy_htod(rt, peer, host_in.data(), bytes, nullptr));
-    copied &= s.Ok("fj_memcpy_htod(far)", fj_memcpy_htod(rt, far, host_in.data(), bytes, nullptr));
+    copied &= s.Ok("fj_memcpy_htod(peer)",
+                   fj_memcpy_htod(rt, peer, host_in.data(), bytes, nullptr));
+    copied &= s.Ok("fj_memcpy_htod(far)",
+                   fj_memcpy_htod(rt, far, host_in.data(), bytes, nullptr));
     int32_t can = 0;
     s.Ok("fj_peer_query", fj_peer_query(rt, 0, 1, &can));
     if (s.Ok("fj_peer_enable", fj_peer_enable(rt, 0, 1))) {
@@ -322,18 +345,22 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   }
   if (copied) {
     // Synchronous device-to-device, then the caller's own stream wrapped.
-    copied &= s.Ok("fj_memcpy_dtod(sync)", fj_memcpy_dtod(rt, out, in, bytes, nullptr));
+    copied &= s.Ok("fj_memcpy_dtod(sync)",
+                   fj_memcpy_dtod(rt, out, in, bytes, nullptr));
     const uint64_t raw = fjfake_create_stream(0);
     fj_stream* wrapped = nullptr;
-    if (raw != 0 && s.Ok("fj_stream_wrap", fj_stream_wrap(rt, 0, raw, &wrapped))) {
+    if (raw != 0 &&
+        s.Ok("fj_stream_wrap", fj_stream_wrap(rt, 0, raw, &wrapped))) {
       std::fill(host_out.begin(), host_out.end(), -1.f);
       copied &= s.Ok("fj_memcpy_dtoh(wrapped)",
                      fj_memcpy_dtoh(rt, host_out.data(), out, bytes, wrapped));
-      copied &= s.Ok("fj_stream_synchronize(wrapped)", fj_stream_synchronize(wrapped));
+      copied &= s.Ok("fj_stream_synchronize(wrapped)",
+                     fj_stream_synchronize(wrapped));
       s.Ok("fj_stream_destroy(wrapped)", fj_stream_destroy(wrapped));
       if (copied && result.data_error.empty() &&
           std::memcmp(host_out.data(), host_in.data(), bytes) != 0) {
-        result.data_error = "dtod/wrapped stream: output differs from the input";
+        result.data_error =
+            "dtod/wrapped stream: output differs from the input";
       }
     }
     if (raw != 0) fjfake_destroy_stream(raw);
@@ -349,7 +376,8 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& 
   to.target = S(target);
   fj_kernel* tiles = nullptr;
   if (s.Ok("fj_module_build(tensors)", fj_module_build(rt, &to, &tensors)) &&
-      s.Ok("fj_module_get_kernel(tiles)", fj_module_get_kernel(tensors, S("tiles"), 0, &tiles)) &&
+      s.Ok("fj_module_get_kernel(tiles)",
+           fj_module_get_kernel(tensors, S("tiles"), 0, &tiles)) &&
       have_in) {
     int64_t shape[2] = {n / 64, 64};
     fj_tensor t = Vector(in, shape);

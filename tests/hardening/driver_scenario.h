@@ -39,14 +39,15 @@ struct ScenarioResult {
   // Each step, with every entry point's call count at its end (indexed as
   // fjfake_symbol_name): which step made a given call.
   std::vector<std::pair<std::string, std::vector<uint64_t>>> step_calls;
-  bool data_checked = false;           // every copy ran and was compared
-  std::string data_error;              // a mismatch, if any
+  bool data_checked = false;  // every copy ran and was compared
+  std::string data_error;     // a mismatch, if any
   int steps = 0;
 };
 
 // Runs the session with its disk cache in `cache_dir`. Inputs are drawn
 // from `rng`; outputs are poisoned before each copy and compared after.
-ScenarioResult RunDriverScenario(const std::string& cache_dir, std::mt19937_64& rng);
+ScenarioResult RunDriverScenario(const std::string& cache_dir,
+                                 std::mt19937_64& rng);
 
 }  // namespace fleetjit::testing
 

@@ -20,8 +20,9 @@ namespace {
 void* Real(const char* name) {
   static void* handle = [] {
     const char* path = std::getenv("FJ_FAKE_NVRTC_REAL");
-    return path != nullptr && path[0] == '/' ? dlopen(path, RTLD_NOW | RTLD_LOCAL)
-                                             : nullptr;
+    return path != nullptr && path[0] == '/'
+               ? dlopen(path, RTLD_NOW | RTLD_LOCAL)
+               : nullptr;
   }();
   return handle == nullptr ? nullptr : dlsym(handle, name);
 }
@@ -34,15 +35,16 @@ bool Fails(const char* name) {
 }  // namespace
 
 // Forwards `name(args...)` unless told to fail it.
-#define FORWARD(name, params, args)                                       \
-  FAKE_API nvrtcResult name params {                                      \
-    if (Fails(#name)) return NVRTC_ERROR_INTERNAL_ERROR;                  \
-    auto real = reinterpret_cast<decltype(&::name)>(Real(#name));         \
-    return real == nullptr ? NVRTC_ERROR_INTERNAL_ERROR : real args;      \
+#define FORWARD(name, params, args)                                  \
+  FAKE_API nvrtcResult name params {                                 \
+    if (Fails(#name)) return NVRTC_ERROR_INTERNAL_ERROR;             \
+    auto real = reinterpret_cast<decltype(&::name)>(Real(#name));    \
+    return real == nullptr ? NVRTC_ERROR_INTERNAL_ERROR : real args; \
   }
 
 FAKE_API const char* nvrtcGetErrorString(nvrtcResult result) {
-  auto real = reinterpret_cast<decltype(&::nvrtcGetErrorString)>(Real("nvrtcGetErrorString"));
+  auto real = reinterpret_cast<decltype(&::nvrtcGetErrorString)>(
+      Real("nvrtcGetErrorString"));
   return real != nullptr ? real(result) : "fake NVRTC error";
 }
 
@@ -51,14 +53,16 @@ FAKE_API nvrtcResult nvrtcVersion(int* major, int* minor) {
   if (const char* v = std::getenv("FJ_FAKE_NVRTC_VERSION")) {
     char* end = nullptr;
     *major = static_cast<int>(std::strtol(v, &end, 10));
-    *minor = *end == '.' ? static_cast<int>(std::strtol(end + 1, nullptr, 10)) : 0;
+    *minor =
+        *end == '.' ? static_cast<int>(std::strtol(end + 1, nullptr, 10)) : 0;
     return NVRTC_SUCCESS;
   }
   auto real = reinterpret_cast<decltype(&::nvrtcVersion)>(Real("nvrtcVersion"));
   return real == nullptr ? NVRTC_ERROR_INTERNAL_ERROR : real(major, minor);
 }
 
-FAKE_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int n, const char* const* options) {
+FAKE_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int n,
+                                         const char* const* options) {
   if (const char* crash = std::getenv("FJ_FAKE_NVRTC_CRASH")) {
     if (std::strcmp(crash, "segv") == 0) {
       volatile int* null = nullptr;
@@ -67,7 +71,8 @@ FAKE_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int n, const char* c
     std::abort();
   }
   if (Fails("nvrtcCompileProgram")) return NVRTC_ERROR_INTERNAL_ERROR;
-  auto real = reinterpret_cast<decltype(&::nvrtcCompileProgram)>(Real("nvrtcCompileProgram"));
+  auto real = reinterpret_cast<decltype(&::nvrtcCompileProgram)>(
+      Real("nvrtcCompileProgram"));
   return real == nullptr ? NVRTC_ERROR_INTERNAL_ERROR : real(prog, n, options);
 }
 
@@ -82,8 +87,10 @@ FORWARD(nvrtcGetCUBINSize, (nvrtcProgram prog, size_t* size), (prog, size))
 FORWARD(nvrtcGetCUBIN, (nvrtcProgram prog, char* cubin), (prog, cubin))
 FORWARD(nvrtcGetProgramLogSize, (nvrtcProgram prog, size_t* size), (prog, size))
 FORWARD(nvrtcGetProgramLog, (nvrtcProgram prog, char* log), (prog, log))
-FORWARD(nvrtcAddNameExpression, (nvrtcProgram prog, const char* expr), (prog, expr))
-FORWARD(nvrtcGetLoweredName, (nvrtcProgram prog, const char* expr, const char** lowered),
+FORWARD(nvrtcAddNameExpression, (nvrtcProgram prog, const char* expr),
+        (prog, expr))
+FORWARD(nvrtcGetLoweredName,
+        (nvrtcProgram prog, const char* expr, const char** lowered),
         (prog, expr, lowered))
 FORWARD(nvrtcGetNumSupportedArchs, (int* n), (n))
 FORWARD(nvrtcGetSupportedArchs, (int* archs), (archs))

@@ -30,7 +30,8 @@ fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 constexpr const char* kSource =
     "extern \"C\" __global__ void add(float* p, float v, int n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += v; }\n";
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += v; "
+    "}\n";
 
 // Everything a session holds.
 struct Session {
@@ -44,7 +45,8 @@ struct Session {
 
   bool Check(const char* what, fj_status* st) {
     if (st == nullptr) return true;
-    if (error.empty()) error = std::string(what) + ": " + fj_status_message(st, nullptr);
+    if (error.empty())
+      error = std::string(what) + ": " + fj_status_message(st, nullptr);
     fj_status_free(st);
     return false;
   }
@@ -71,7 +73,8 @@ bool Open(Session& s, const std::string& driver, const std::string& cache_dir) {
   b.source = S(kSource);
   s.n = 4096;
   return s.Check("fj_module_build", fj_module_build(s.rt, &b, &s.module)) &&
-         s.Check("fj_module_get_kernel", fj_module_get_kernel(s.module, S("add"), 0, &s.kernel)) &&
+         s.Check("fj_module_get_kernel",
+                 fj_module_get_kernel(s.module, S("add"), 0, &s.kernel)) &&
          s.Check("fj_stream_create", fj_stream_create(s.rt, 0, &s.stream)) &&
          s.Check("fj_mem_alloc", fj_mem_alloc(s.rt, 0, 4 * s.n, &s.buffer));
 }
@@ -85,7 +88,8 @@ bool RoundTrip(Session& s, std::mt19937_64& rng) {
   args[0].kind = FJ_ARG_POINTER;
   args[0].v.pointer = s.buffer;
   args[1].kind = FJ_ARG_F32;
-  args[1].v.f32 = 0.f;  // adds nothing: the data survive on the fake and a GPU alike
+  args[1].v.f32 =
+      0.f;  // adds nothing: the data survive on the fake and a GPU alike
   args[2].kind = FJ_ARG_I32;
   args[2].v.i32 = s.n;
   fj_launch_config cfg{};
@@ -93,9 +97,11 @@ bool RoundTrip(Session& s, std::mt19937_64& rng) {
   cfg.grid[0] = s.n / 256;
   cfg.block[0] = 256;
   cfg.stream = s.stream;
-  if (!s.Check("fj_memcpy_htod", fj_memcpy_htod(s.rt, s.buffer, in.data(), 4 * s.n, s.stream)) ||
+  if (!s.Check("fj_memcpy_htod",
+               fj_memcpy_htod(s.rt, s.buffer, in.data(), 4 * s.n, s.stream)) ||
       !s.Check("fj_launch", fj_launch(s.kernel, &cfg, args, 3)) ||
-      !s.Check("fj_memcpy_dtoh", fj_memcpy_dtoh(s.rt, out.data(), s.buffer, 4 * s.n, s.stream)) ||
+      !s.Check("fj_memcpy_dtoh",
+               fj_memcpy_dtoh(s.rt, out.data(), s.buffer, 4 * s.n, s.stream)) ||
       !s.Check("fj_stream_synchronize", fj_stream_synchronize(s.stream))) {
     return false;
   }
@@ -137,8 +143,10 @@ std::string ParentSessionRefused(Session& parent) {
     fj_status* status;
   } calls[] = {
       {"fj_mem_alloc", fj_mem_alloc(parent.rt, 0, 1024, &extra)},
-      {"fj_memcpy_htod", fj_memcpy_htod(parent.rt, parent.buffer, host.data(), 64, nullptr)},
-      {"fj_memcpy_dtoh", fj_memcpy_dtoh(parent.rt, host.data(), parent.buffer, 64, parent.stream)},
+      {"fj_memcpy_htod",
+       fj_memcpy_htod(parent.rt, parent.buffer, host.data(), 64, nullptr)},
+      {"fj_memcpy_dtoh", fj_memcpy_dtoh(parent.rt, host.data(), parent.buffer,
+                                        64, parent.stream)},
       {"fj_memset_d8", fj_memset_d8(parent.rt, parent.buffer, 0, 64, nullptr)},
       {"fj_launch", fj_launch(parent.kernel, &cfg, args, 3)},
       {"fj_stream_synchronize", fj_stream_synchronize(parent.stream)},
@@ -152,7 +160,8 @@ std::string ParentSessionRefused(Session& parent) {
     std::string message = fj_status_message(c.status, nullptr);
     fj_status_free(c.status);
     if (code != FJ_FAILED_PRECONDITION || !absl::StrContains(message, "fork")) {
-      problems += std::string(c.name) + " gave " + fj_code_name(code) + " (" + message + "); ";
+      problems += std::string(c.name) + " gave " + fj_code_name(code) + " (" +
+                  message + "); ";
     }
   }
   // Destroying it frees nothing of the parent's and does not crash.
@@ -189,7 +198,8 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
   const uint64_t child_seed = rng();
   auto all_calls = [] {
     uint64_t n = 0;
-    for (int i = 0; i < fjfake_symbol_count(); ++i) n += fjfake_calls(fjfake_symbol_name(i));
+    for (int i = 0; i < fjfake_symbol_count(); ++i)
+      n += fjfake_calls(fjfake_symbol_name(i));
     return n;
   };
   const int code = InChild([&] {
@@ -207,14 +217,17 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
     }
     std::mt19937_64 child_rng(child_seed);
     Session fresh;
-    if (!Open(fresh, driver, dir) || !RoundTrip(fresh, child_rng) || !Close(fresh)) {
+    if (!Open(fresh, driver, dir) || !RoundTrip(fresh, child_rng) ||
+        !Close(fresh)) {
       std::fprintf(stderr, "child: new runtime: %s\n", fresh.error.c_str());
       return 2;
     }
     return 0;
   });
-  EXPECT_EQ(code, 0) << "1: a call on the parent's runtime was not refused; 2: a new "
-                        "runtime failed; 3: a refused call reached the driver (stderr says which)";
+  EXPECT_EQ(code, 0)
+      << "1: a call on the parent's runtime was not refused; 2: a new "
+         "runtime failed; 3: a refused call reached the driver (stderr says "
+         "which)";
   // The parent's runtime is untouched by all that.
   ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
   ASSERT_TRUE(Close(parent)) << parent.error;
@@ -247,7 +260,8 @@ TEST(ForkTest, RealDriverChildIsRefusedAndANewRuntimeSaysWhatItGot) {
       // The driver refuses a child of a process that initialised it: that
       // must be a status naming the call, not a crash.
       std::fprintf(stderr, "child: new runtime: %s\n", fresh.error.c_str());
-      if (fresh.rt == nullptr || !absl::StrContains(fresh.error, "cu")) return 3;
+      if (fresh.rt == nullptr || !absl::StrContains(fresh.error, "cu"))
+        return 3;
       fj_status_free(fj_runtime_destroy(fresh.rt));
       return 0;
     }
@@ -255,11 +269,13 @@ TEST(ForkTest, RealDriverChildIsRefusedAndANewRuntimeSaysWhatItGot) {
       std::fprintf(stderr, "child: new runtime: %s\n", fresh.error.c_str());
       return 2;
     }
-    std::fprintf(stderr, "child: a new runtime in the child works on the GPU\n");
+    std::fprintf(stderr,
+                 "child: a new runtime in the child works on the GPU\n");
     return 0;
   });
-  EXPECT_EQ(code, 0) << "1: a call on the parent's runtime was not refused; 2: a new "
-                        "runtime failed; 3: no status naming the driver call";
+  EXPECT_EQ(code, 0)
+      << "1: a call on the parent's runtime was not refused; 2: a new "
+         "runtime failed; 3: no status naming the driver call";
   ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
   ASSERT_TRUE(Close(parent)) << parent.error;
   std::system((std::string("rm -rf ") + dir).c_str());

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -36,7 +36,8 @@ std::string FakeNvrtc() {
 }
 
 // Builds a small kernel with NVRTC `nvrtc` (no cache: NVRTC always runs).
-Outcome BuildWith(const std::string& nvrtc, const std::string& cache_dir, int variant = 0) {
+Outcome BuildWith(const std::string& nvrtc, const std::string& cache_dir,
+                  int variant = 0) {
   fj_runtime_options ro{};
   ro.struct_size = sizeof(ro);
   ro.libnvrtc_path = S(nvrtc);
@@ -49,7 +50,8 @@ Outcome BuildWith(const std::string& nvrtc, const std::string& cache_dir, int va
     return out;
   }
   const std::string source = absl::StrCat(
-      "template <typename T> __global__ void k(T* p) { p[threadIdx.x] = T(", variant, "); }\n");
+      "template <typename T> __global__ void k(T* p) { p[threadIdx.x] = T(",
+      variant, "); }\n");
   const std::string target = "sm_90";
   const fj_str expressions[] = {S("k<float>")};
   fj_build_options o{};
@@ -76,17 +78,19 @@ class NvrtcFaultsTest : public ::testing::Test {
     if (!real.ok()) GTEST_SKIP() << "no NVRTC: " << real.status();
     real_ = *real;
     if (access(FakeNvrtc().c_str(), R_OK) != 0) {
-      GTEST_SKIP() << "the stand-in NVRTC is not here (" << FakeNvrtc()
-                   << "): scripts/stage-for-gpu does not carry tests/fake_nvrtc/";
+      GTEST_SKIP()
+          << "the stand-in NVRTC is not here (" << FakeNvrtc()
+          << "): scripts/stage-for-gpu does not carry tests/fake_nvrtc/";
     }
     setenv("FJ_FAKE_NVRTC_REAL", real_.c_str(), 1);
-    for (const char* v :
-         {"FJ_FAKE_NVRTC_VERSION", "FJ_FAKE_NVRTC_CRASH", "FJ_FAKE_NVRTC_FAIL"}) {
+    for (const char* v : {"FJ_FAKE_NVRTC_VERSION", "FJ_FAKE_NVRTC_CRASH",
+                          "FJ_FAKE_NVRTC_FAIL"}) {
       unsetenv(v);
     }
   }
   void TearDown() override {
-    for (const char* v : {"FJ_FAKE_NVRTC_VERSION", "FJ_FAKE_NVRTC_FAIL"}) unsetenv(v);
+    for (const char* v : {"FJ_FAKE_NVRTC_VERSION", "FJ_FAKE_NVRTC_FAIL"})
+      unsetenv(v);
   }
   std::string real_;
   TempDir dir_;
@@ -100,7 +104,8 @@ TEST_F(NvrtcFaultsTest, TheStandInWorksWhenItBehaves) {
 TEST_F(NvrtcFaultsTest, MissingNvrtcSaysWhatToInstall) {
   Outcome out = BuildWith(dir_.Sub("nowhere/libnvrtc.so.13"), dir_.path());
   EXPECT_NE(out.code, FJ_OK);
-  EXPECT_TRUE(absl::StrContains(out.message, "nowhere/libnvrtc.so.13")) << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "nowhere/libnvrtc.so.13"))
+      << out.message;
   EXPECT_TRUE(absl::StrContains(out.message, "NVRTC")) << out.message;
 }
 
@@ -109,26 +114,31 @@ TEST_F(NvrtcFaultsTest, AFileThatIsNotALibraryIsUnavailable) {
   WriteFile(path, "this is not an ELF file\n");
   Outcome out = BuildWith(path, dir_.path());
   EXPECT_EQ(out.code, FJ_UNAVAILABLE) << out.message;
-  EXPECT_TRUE(absl::StrContains(out.message, "cannot load NVRTC")) << out.message;
-  EXPECT_TRUE(absl::StrContains(out.message, "FLEETJIT_LIBNVRTC")) << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "cannot load NVRTC"))
+      << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "FLEETJIT_LIBNVRTC"))
+      << out.message;
 }
 
 TEST_F(NvrtcFaultsTest, ALibraryWithoutTheEntryPointsNamesThem) {
   // Any shared library that is not NVRTC: the fake CUDA driver.
   const std::string path = dir_.Sub("libnvrtc.so.13");
-  std::filesystem::copy_file(BesideExecutable("../lib/libfj_fake_cuda.so", FJ_FAKE_CUDA_PATH),
-                             path);
+  std::filesystem::copy_file(
+      BesideExecutable("../lib/libfj_fake_cuda.so", FJ_FAKE_CUDA_PATH), path);
   Outcome out = BuildWith(path, dir_.path());
   EXPECT_EQ(out.code, FJ_UNAVAILABLE) << out.message;
-  EXPECT_TRUE(absl::StrContains(out.message, "lacks nvrtcGetErrorString")) << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "lacks nvrtcGetErrorString"))
+      << out.message;
 }
 
 TEST_F(NvrtcFaultsTest, AnOlderNvrtcIsRefusedWithItsVersion) {
   setenv("FJ_FAKE_NVRTC_VERSION", "11.8", 1);
   Outcome out = BuildWith(FakeNvrtc(), dir_.path());
   EXPECT_EQ(out.code, FJ_FAILED_PRECONDITION) << out.message;
-  EXPECT_TRUE(absl::StrContains(out.message, "reports NVRTC 11.8")) << out.message;
-  EXPECT_TRUE(absl::StrContains(out.message, "needs NVRTC 12 or later")) << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "reports NVRTC 11.8"))
+      << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "needs NVRTC 12 or later"))
+      << out.message;
 }
 
 TEST_F(NvrtcFaultsTest, ALibraryReportingAnotherVersionThanItsNameIsRefused) {
@@ -136,8 +146,10 @@ TEST_F(NvrtcFaultsTest, ALibraryReportingAnotherVersionThanItsNameIsRefused) {
   setenv("FJ_FAKE_NVRTC_VERSION", "12.4", 1);
   Outcome out = BuildWith(FakeNvrtc(), dir_.path());
   EXPECT_EQ(out.code, FJ_FAILED_PRECONDITION) << out.message;
-  EXPECT_TRUE(absl::StrContains(out.message, "reports NVRTC 12.4")) << out.message;
-  EXPECT_TRUE(absl::StrContains(out.message, "file name says 13")) << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "reports NVRTC 12.4"))
+      << out.message;
+  EXPECT_TRUE(absl::StrContains(out.message, "file name says 13"))
+      << out.message;
   // The same major with another minor matches a name that gives only 13.
   setenv("FJ_FAKE_NVRTC_VERSION", "13.7", 1);
   out = BuildWith(FakeNvrtc(), dir_.path());
@@ -147,18 +159,18 @@ TEST_F(NvrtcFaultsTest, ALibraryReportingAnotherVersionThanItsNameIsRefused) {
 TEST_F(NvrtcFaultsTest, EachNvrtcCallFailingIsAStatusNamingIt) {
   // Every entry point a build calls (nvrtcVersion through the loader; the
   // optional ones are probed, not required).
-  const char* kCalls[] = {"nvrtcVersion",        "nvrtcCreateProgram",
-                          "nvrtcAddNameExpression", "nvrtcCompileProgram",
-                          "nvrtcGetLoweredName",  "nvrtcGetPTXSize",
-                          "nvrtcGetPTX",          "nvrtcGetCUBINSize",
-                          "nvrtcGetCUBIN"};
+  const char* kCalls[] = {
+      "nvrtcVersion",        "nvrtcCreateProgram",  "nvrtcAddNameExpression",
+      "nvrtcCompileProgram", "nvrtcGetLoweredName", "nvrtcGetPTXSize",
+      "nvrtcGetPTX",         "nvrtcGetCUBINSize",   "nvrtcGetCUBIN"};
   int variant = 0;
   for (const char* call : kCalls) {
     SCOPED_TRACE(call);
     setenv("FJ_FAKE_NVRTC_FAIL", call, 1);
     Outcome out = BuildWith(FakeNvrtc(), dir_.path(), ++variant);
     EXPECT_NE(out.code, FJ_OK);
-    EXPECT_NE(out.code, FJ_BUILD_ERROR) << "NVRTC's own failure reported as the source's";
+    EXPECT_NE(out.code, FJ_BUILD_ERROR)
+        << "NVRTC's own failure reported as the source's";
     EXPECT_TRUE(absl::StrContains(out.message, call)) << out.message;
   }
   // The program log is informational (warnings on success, the error

@@ -21,9 +21,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,23 +46,34 @@ std::string Helper() {
 }
 
 // A child with its stdout on a pipe (read end in *out_fd).
-pid_t SpawnPiped(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                 int* out_fd) {
+pid_t SpawnPiped(const std::vector<std::string>& argv,
+                 const std::vector<std::string>& env, int* out_fd) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  // The environment, with `env`'s entries replacing same-named ones.
   std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const std::string& o : env) {
+      replaced |= entry.compare(0, o.find('=') + 1, o, 0, o.find('=') + 1) == 0;
+    }
+    if (!replaced) environment.push_back(entry);
+  }
   environment.insert(environment.end(), env.begin(), env.end());
   std::vector<char*> args, envp;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  for (const std::string& e : environment) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const std::string& e : environment)
+    envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp.data()) != 0) {
+  if (posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(),
+                  envp.data()) != 0) {
     pid = -1;
   }
   posix_spawn_file_actions_destroy(&actions);
@@ -73,8 +84,9 @@ pid_t SpawnPiped(const std::vector<std::string>& argv, const std::vector<std::st
 
 // Runs `argv` to completion (killed after `limit`); exit code or 128+signal,
 // -2 on a timeout. Its stdout goes to *output.
-int RunChild(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-             std::chrono::seconds limit, std::string* output = nullptr) {
+int RunChild(const std::vector<std::string>& argv,
+             const std::vector<std::string>& env, std::chrono::seconds limit,
+             std::string* output = nullptr) {
   int fd = -1;
   pid_t pid = SpawnPiped(argv, env, &fd);
   if (pid < 0) return -1;
@@ -115,7 +127,8 @@ int TempCount(const std::string& dir) {
   int n = 0;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+       !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
     n += it->path().filename().string().rfind(".tmp-", 0) == 0;
   }
   return n;
@@ -124,7 +137,8 @@ int TempCount(const std::string& dir) {
 TEST(ProcessFaultsTest, SigkillDuringPublishNeverServesACorruptEntry) {
   auto rng = SeededRng("SigkillDuringPublishNeverServesACorruptEntry");
   int kills = 100;
-  if (const char* n = std::getenv("FJ_SIGKILL_COUNT")) ASSERT_TRUE(absl::SimpleAtoi(n, &kills));
+  if (const char* n = std::getenv("FJ_SIGKILL_COUNT"))
+    ASSERT_TRUE(absl::SimpleAtoi(n, &kills));
   const uint64_t seed = rng() % 1000000;
   const std::string keys = "40";
   TempDir dir;
@@ -133,7 +147,8 @@ TEST(ProcessFaultsTest, SigkillDuringPublishNeverServesACorruptEntry) {
   std::string last;
   for (int k = 0; k < kills; ++k) {
     int fd = -1;
-    pid_t pid = SpawnPiped({Helper(), "publish", cache, std::to_string(seed), keys}, {}, &fd);
+    pid_t pid = SpawnPiped(
+        {Helper(), "publish", cache, std::to_string(seed), keys}, {}, &fd);
     ASSERT_GT(pid, 0);
     // Wait until it publishes, then kill it at a random moment.
     pollfd p{fd, POLLIN, 0};
@@ -143,22 +158,26 @@ TEST(ProcessFaultsTest, SigkillDuringPublishNeverServesACorruptEntry) {
     ASSERT_EQ(kill(pid, SIGKILL), 0);
     const int code = Wait(pid);
     close(fd);
-    ASSERT_EQ(code, 128 + SIGKILL) << "the publisher exited on its own: " << code;
+    ASSERT_EQ(code, 128 + SIGKILL)
+        << "the publisher exited on its own: " << code;
     ++killed;
     landed_mid_write += TempCount(cache) > temps_before;
     if (k % 25 == 24 || k + 1 == kills) {
       std::string out;
-      const int verified = RunChild({Helper(), "verify", cache, std::to_string(seed), keys}, {},
-                                    std::chrono::seconds(120), &out);
+      const int verified =
+          RunChild({Helper(), "verify", cache, std::to_string(seed), keys}, {},
+                   std::chrono::seconds(120), &out);
       EXPECT_EQ(verified, 0) << "after " << killed << " kills: " << out;
       EXPECT_EQ(Field(out, "corrupt_served"), 0) << out;
       EXPECT_EQ(Field(out, "bad_files"), 0) << out;
       last = out;
     }
   }
-  std::printf("SIGKILL during publish: %d kills, %d left a temp file (killed mid-write); "
-              "verifier: %s",
-              killed, landed_mid_write, last.c_str());
+  std::printf(
+      "SIGKILL during publish: %d kills, %d left a temp file (killed "
+      "mid-write); "
+      "verifier: %s",
+      killed, landed_mid_write, last.c_str());
   EXPECT_GT(Field(last, "served"), 0) << "nothing was ever published";
 }
 
@@ -182,9 +201,10 @@ std::string ImageOf(const char* cache_dir, int variant, fj_cache_result* from) {
     fj_status_free(st);
     return "";
   }
-  const std::string source = absl::StrCat("extern \"C\" __global__ void k(float* p, int n) {\n"
-                                          "  if (threadIdx.x < n) p[threadIdx.x] = ",
-                                          variant, ".25f * p[threadIdx.x];\n}\n");
+  const std::string source = absl::StrCat(
+      "extern \"C\" __global__ void k(float* p, int n) {\n"
+      "  if (threadIdx.x < n) p[threadIdx.x] = ",
+      variant, ".25f * p[threadIdx.x];\n}\n");
   const std::string target = "sm_90";
   fj_build_options o{};
   o.struct_size = sizeof(o);
@@ -229,9 +249,14 @@ TEST(ProcessFaultsTest, ExitWithBuildsInFlightNeitherHangsNorCorrupts) {
       SCOPED_TRACE(absl::StrCat(mode, " builds, exit after ", delay_ms, " ms"));
       base += 100;
       std::string out;
-      const int code = RunChild({Helper(), "exit-in-flight", cache, mode,
-                                 std::to_string(delay_ms), std::to_string(base)},
-                                {}, std::chrono::seconds(120), &out);
+      // The child leaks its runtime on purpose (exit without destroy): no
+      // LeakSanitizer verdict on it under scripts/ci-sanitize.
+      const char* asan = std::getenv("ASAN_OPTIONS");
+      const int code = RunChild(
+          {Helper(), "exit-in-flight", cache, mode, std::to_string(delay_ms),
+           std::to_string(base)},
+          {absl::StrCat("ASAN_OPTIONS=", asan ? asan : "", ":detect_leaks=0")},
+          std::chrono::seconds(120), &out);
       EXPECT_NE(code, -2) << "exit() hung";
       EXPECT_EQ(code, 0) << "exit() did not exit cleanly: " << out;
       ExpectOnlyValidEntries(cache);
@@ -239,7 +264,8 @@ TEST(ProcessFaultsTest, ExitWithBuildsInFlightNeitherHangsNorCorrupts) {
       for (int v = 0; v < 6; ++v) {
         fj_cache_result from = FJ_CACHE_COMPILED;
         const std::string served = ImageOf(cache.c_str(), base + v, &from);
-        EXPECT_EQ(served, ImageOf(nullptr, base + v, nullptr)) << "variant " << v;
+        EXPECT_EQ(served, ImageOf(nullptr, base + v, nullptr))
+            << "variant " << v;
       }
     }
   }
@@ -250,8 +276,10 @@ TEST(ProcessFaultsTest, NvrtcCrashingInABuildCorruptsNothing) {
   if (!real.ok()) GTEST_SKIP() << "no NVRTC: " << real.status();
   TempDir dir;
   const std::string cache = dir.Sub("cache");
-  const std::string fake = BesideExecutable("fake_nvrtc/libnvrtc.so.13", FJ_FAKE_NVRTC_PATH);
-  if (access(fake.c_str(), R_OK) != 0) GTEST_SKIP() << "the stand-in NVRTC is not here";
+  const std::string fake =
+      BesideExecutable("fake_nvrtc/libnvrtc.so.13", FJ_FAKE_NVRTC_PATH);
+  if (access(fake.c_str(), R_OK) != 0)
+    GTEST_SKIP() << "the stand-in NVRTC is not here";
   const std::vector<std::string> env = {"FLEETJIT_LIBNVRTC=" + fake,
                                         "FJ_FAKE_NVRTC_REAL=" + *real};
   auto with = [&](std::vector<std::string> extra) {
@@ -259,25 +287,37 @@ TEST(ProcessFaultsTest, NvrtcCrashingInABuildCorruptsNothing) {
     return extra;
   };
   // A good entry from the same compiler, first.
-  ASSERT_EQ(RunChild({Helper(), "build", cache, "7"}, env, std::chrono::seconds(120)), 0);
+  ASSERT_EQ(
+      RunChild({Helper(), "build", cache, "7"}, env, std::chrono::seconds(120)),
+      0);
   for (const char* how : {"abort", "segv"}) {
     SCOPED_TRACE(how);
     std::string out;
-    const int code = RunChild({Helper(), "build", cache, "8"},
-                              with({absl::StrCat("FJ_FAKE_NVRTC_CRASH=", how)}),
-                              std::chrono::seconds(120), &out);
-    EXPECT_EQ(code, 128 + (std::string(how) == "abort" ? SIGABRT : SIGSEGV)) << out;
+    // Under AddressSanitizer the crash must stay a crash, not a report.
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    const int code =
+        RunChild({Helper(), "build", cache, "8"},
+                 with({absl::StrCat("FJ_FAKE_NVRTC_CRASH=", how),
+                       absl::StrCat("ASAN_OPTIONS=", asan ? asan : "",
+                                    ":handle_segv=0:handle_abort=0")}),
+                 std::chrono::seconds(120), &out);
+    EXPECT_EQ(code, 128 + (std::string(how) == "abort" ? SIGABRT : SIGSEGV))
+        << out;
     ExpectOnlyValidEntries(cache);
     EXPECT_EQ(TempCount(cache), 0);
     ModuleCache listing(CacheConfig{cache});
-    EXPECT_EQ(listing.List(false)->size(), 1u) << "the crashed build left an entry";
+    EXPECT_EQ(listing.List(false)->size(), 1u)
+        << "the crashed build left an entry";
   }
   // The next process compiles it normally; after that a hit never reaches
   // the compiler, even one that would crash.
-  ASSERT_EQ(RunChild({Helper(), "build", cache, "8"}, env, std::chrono::seconds(120)), 0);
-  EXPECT_EQ(RunChild({Helper(), "build", cache, "8"}, with({"FJ_FAKE_NVRTC_CRASH=abort"}),
-                     std::chrono::seconds(120)),
-            0);
+  ASSERT_EQ(
+      RunChild({Helper(), "build", cache, "8"}, env, std::chrono::seconds(120)),
+      0);
+  EXPECT_EQ(
+      RunChild({Helper(), "build", cache, "8"},
+               with({"FJ_FAKE_NVRTC_CRASH=abort"}), std::chrono::seconds(120)),
+      0);
   ExpectOnlyValidEntries(cache);
 }
 

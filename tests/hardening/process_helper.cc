@@ -41,7 +41,9 @@ namespace {
 jit::Artifact Version(uint64_t seed, int i, int version) {
   const size_t bytes = 2000 + static_cast<size_t>((seed + i * 7919) % 200000);
   jit::Artifact a = ArtifactFor(seed, i, bytes);
-  if (version == 1) a.thunk_object = std::string(4096 + i % 1000, static_cast<char>('A' + i % 26));
+  if (version == 1)
+    a.thunk_object =
+        std::string(4096 + i % 1000, static_cast<char>('A' + i % 26));
   return a;
 }
 
@@ -62,8 +64,8 @@ int Publish(const std::string& dir, uint64_t seed, int keys) {
       return absl::StatusOr<jit::Artifact>(Version(seed, i, 0));
     });
     if (!built.ok()) return 2;
-    (void)cache.Update(KeyFor(seed, i),
-                       std::make_shared<const jit::Artifact>(Version(seed, i, 1)));
+    (void)cache.Update(KeyFor(seed, i), std::make_shared<const jit::Artifact>(
+                                            Version(seed, i, 1)));
     if (!announced) {
       (void)!write(1, "R", 1);
       announced = true;
@@ -78,7 +80,8 @@ int Verify(const std::string& dir, uint64_t seed, int keys) {
     std::optional<jit::Artifact> got = disk.Load(KeyFor(seed, i));
     if (!got.has_value()) continue;
     ++served;
-    if (!SameArtifact(*got, Version(seed, i, 0)) && !SameArtifact(*got, Version(seed, i, 1))) {
+    if (!SameArtifact(*got, Version(seed, i, 0)) &&
+        !SameArtifact(*got, Version(seed, i, 1))) {
       ++corrupt_served;
     }
   }
@@ -92,12 +95,15 @@ int Verify(const std::string& dir, uint64_t seed, int keys) {
   }
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+       !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
     temps += it->path().filename().string().rfind(".tmp-", 0) == 0;
   }
-  std::printf("served=%d corrupt_served=%d files=%d bad_files=%d temps=%d rejected=%llu\n",
-              served, corrupt_served, files, bad_files, temps,
-              static_cast<unsigned long long>(disk.rejected_entries()));
+  std::printf(
+      "served=%d corrupt_served=%d files=%d bad_files=%d temps=%d "
+      "rejected=%llu\n",
+      served, corrupt_served, files, bad_files, temps,
+      static_cast<unsigned long long>(disk.rejected_entries()));
   return corrupt_served == 0 && bad_files == 0 ? 0 : 1;
 }
 
@@ -106,9 +112,10 @@ fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
 fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 std::string Source(int variant) {
-  return absl::StrCat("extern \"C\" __global__ void k(float* p, int n) {\n"
-                      "  if (threadIdx.x < n) p[threadIdx.x] = ",
-                      variant, ".25f * p[threadIdx.x];\n}\n");
+  return absl::StrCat(
+      "extern \"C\" __global__ void k(float* p, int n) {\n"
+      "  if (threadIdx.x < n) p[threadIdx.x] = ",
+      variant, ".25f * p[threadIdx.x];\n}\n");
 }
 
 fj_runtime* NewRuntime(const std::string& dir) {
@@ -118,13 +125,15 @@ fj_runtime* NewRuntime(const std::string& dir) {
   fj_runtime* rt = nullptr;
   fj_status* st = fj_runtime_create(&o, &rt);
   if (st != nullptr) {
-    std::fprintf(stderr, "fj_runtime_create: %s\n", fj_status_message(st, nullptr));
+    std::fprintf(stderr, "fj_runtime_create: %s\n",
+                 fj_status_message(st, nullptr));
     std::exit(3);
   }
   return rt;
 }
 
-int ExitInFlight(const std::string& dir, const std::string& mode, int delay_ms, int base) {
+int ExitInFlight(const std::string& dir, const std::string& mode, int delay_ms,
+                 int base) {
   fj_runtime* rt = NewRuntime(dir);
   const std::string target = "sm_90";
   std::vector<std::string> sources;
@@ -185,10 +194,12 @@ int main(int argc, char** argv) {
     return i < args.size() && absl::SimpleAtoi(args[i], &v) ? v : -1;
   };
   if (args.size() == 4 && args[0] == "publish") {
-    return Publish(args[1], static_cast<uint64_t>(number(2)), static_cast<int>(number(3)));
+    return Publish(args[1], static_cast<uint64_t>(number(2)),
+                   static_cast<int>(number(3)));
   }
   if (args.size() == 4 && args[0] == "verify") {
-    return Verify(args[1], static_cast<uint64_t>(number(2)), static_cast<int>(number(3)));
+    return Verify(args[1], static_cast<uint64_t>(number(2)),
+                  static_cast<int>(number(3)));
   }
   if (args.size() == 5 && args[0] == "exit-in-flight") {
     return ExitInFlight(args[1], args[2], static_cast<int>(number(3)),

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tests/common/fake_cuda/fake_images.h"
+
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -62,17 +64,11 @@ struct Allocation {
   int owner;   // the device whose context allocated it
 };
 
-struct Param {
-  size_t offset, size;
-};
-
 struct Module;
 struct Function {
   Module* module;
   std::string name;
-  bool params_known = false;  // from PTX; a cubin's are not
-  std::vector<Param> params;
-  size_t param_bytes = 0;
+  fleetjit::fake_cuda::Layout layout;
 };
 
 struct Module {
@@ -130,7 +126,8 @@ CUresult Injected(int symbol, uintptr_t site) {
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   const uint64_t call = ++s.calls[symbol];
-  if (s.sites[symbol].size() < kMaxSitesRecorded) s.sites[symbol].push_back(site);
+  if (s.sites[symbol].size() < kMaxSitesRecorded)
+    s.sites[symbol].push_back(site);
   const FaultPlan& plan = s.faults[symbol];
   if (plan.armed && (plan.nth == 0 || plan.nth == call)) {
     ++s.faults_fired;
@@ -175,155 +172,15 @@ bool ValidStream(CUstream stream) {
 }
 
 // ---------------------------------------------------------------------------
-// 3. PTX: the kernels and their parameter layouts, as ptxas lays them out
-//    (each parameter at its alignment, in order).
-
-size_t TypeBytes(std::string_view type) {
-  // .u8 .s16 .f32 .b64 .pred ...: the digits are the bits.
-  if (type == ".pred") return 1;
-  size_t bits = 0;
-  for (char c : type) {
-    if (c >= '0' && c <= '9') bits = bits * 10 + static_cast<size_t>(c - '0');
-  }
-  return bits / 8;
-}
-
-// ".param .align 8 .b8 k_param_1[24]" -> {size 24, align 8}.
-bool ParseParam(std::string_view decl, size_t* size, size_t* align) {
-  size_t element = 0, count = 1, explicit_align = 0;
-  size_t pos = 0;
-  while (pos < decl.size()) {
-    while (pos < decl.size() && (decl[pos] == ' ' || decl[pos] == '\t' ||
-                                 decl[pos] == '\n' || decl[pos] == '\r')) {
-      ++pos;
-    }
-    size_t end = pos;
-    while (end < decl.size() && decl[end] != ' ' && decl[end] != '\t' &&
-           decl[end] != '\n' && decl[end] != '\r') {
-      ++end;
-    }
-    std::string_view token = decl.substr(pos, end - pos);
-    pos = end;
-    if (token.empty()) continue;
-    if (token == ".align") {
-      // The next token is the alignment.
-      while (pos < decl.size() && (decl[pos] == ' ' || decl[pos] == '\t')) ++pos;
-      explicit_align = std::strtoul(std::string(decl.substr(pos, 8)).c_str(), nullptr, 10);
-      while (pos < decl.size() && decl[pos] != ' ' && decl[pos] != '\t') ++pos;
-    } else if (token[0] == '.' && token != ".param" && token != ".ptr" &&
-               token != ".global" && token != ".shared" && token != ".const" &&
-               token != ".local") {
-      element = TypeBytes(token);
-    } else if (token[0] != '.') {
-      size_t bracket = token.find('[');
-      if (bracket != std::string_view::npos) {
-        count = std::strtoul(std::string(token.substr(bracket + 1)).c_str(), nullptr, 10);
-      }
-    }
-  }
-  if (element == 0) return false;
-  *size = element * count;
-  *align = explicit_align != 0 ? explicit_align : element;
-  return true;
-}
+// 3. Images: kernels and layouts (fake_images.h).
 
 void ParsePtx(Module& m) {
-  const std::string& ptx = m.image;
-  size_t pos = 0;
-  while ((pos = ptx.find(".entry", pos)) != std::string::npos) {
-    pos += 6;
-    size_t name_start = ptx.find_first_not_of(" \t", pos);
-    size_t name_end = ptx.find_first_of(" \t\r\n(", name_start);
-    if (name_start == std::string::npos || name_end == std::string::npos) break;
+  for (auto& [name, layout] : fleetjit::fake_cuda::PtxKernels(m.image)) {
     auto f = std::make_unique<Function>();
     f->module = &m;
-    f->name = ptx.substr(name_start, name_end - name_start);
-    f->params_known = true;
-    size_t open = ptx.find('(', name_end);
-    size_t brace = ptx.find('{', name_end);
-    if (open != std::string::npos && (brace == std::string::npos || open < brace)) {
-      size_t close = ptx.find(')', open);
-      std::string_view list(ptx.data() + open + 1, close - open - 1);
-      size_t offset = 0;
-      while (!list.empty()) {
-        size_t comma = list.find(',');
-        std::string_view decl = list.substr(0, comma);
-        size_t size = 0, align = 1;
-        if (ParseParam(decl, &size, &align)) {
-          offset = (offset + align - 1) / align * align;
-          f->params.push_back({offset, size});
-          offset += size;
-        }
-        if (comma == std::string_view::npos) break;
-        list.remove_prefix(comma + 1);
-      }
-      f->param_bytes = offset;
-      pos = close;
-    }
-    m.functions[f->name] = std::move(f);
-  }
-}
-
-// A cubin: each kernel's parameters are EIATTR_KPARAM_INFO records (0x17)
-// in its ".nv.info.<name>" section: {u32 index, u16 ordinal, u16 offset,
-// u32 flags with the size in bits 18..31}. Records are {u8 format, u8
-// attribute, ...}: format 4 carries a u16 length and that many bytes,
-// formats 2 and 3 two bytes, format 1 none.
-void ParseCubinParams(const std::string& elf, Function& f) {
-  auto u16 = [&](size_t at) {
-    uint16_t v;
-    memcpy(&v, elf.data() + at, 2);
-    return v;
-  };
-  auto u32 = [&](size_t at) {
-    uint32_t v;
-    memcpy(&v, elf.data() + at, 4);
-    return v;
-  };
-  auto u64 = [&](size_t at) {
-    uint64_t v;
-    memcpy(&v, elf.data() + at, 8);
-    return v;
-  };
-  if (elf.size() < 0x40) return;
-  const uint64_t shoff = u64(0x28);
-  const uint16_t shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
-  if (shstrndx >= shnum || shoff + uint64_t{shentsize} * shnum > elf.size()) return;
-  const uint64_t strings = u64(shoff + uint64_t{shstrndx} * shentsize + 0x18);
-  const std::string wanted = ".nv.info." + f.name;
-  for (uint16_t i = 0; i < shnum; ++i) {
-    const size_t header = shoff + uint64_t{i} * shentsize;
-    const uint64_t name_at = strings + u32(header);
-    if (name_at >= elf.size() || elf.compare(name_at, wanted.size() + 1,
-                                             wanted.c_str(), wanted.size() + 1) != 0) {
-      continue;
-    }
-    const uint64_t off = u64(header + 0x18), size = u64(header + 0x20);
-    if (off + size > elf.size()) return;
-    std::map<uint16_t, Param> by_ordinal;
-    for (uint64_t p = off; p + 2 <= off + size;) {
-      const uint8_t format = static_cast<uint8_t>(elf[p]);
-      const uint8_t attribute = static_cast<uint8_t>(elf[p + 1]);
-      if (format == 4) {
-        const uint16_t length = u16(p + 2);
-        if (attribute == 0x17 && length >= 12) {
-          by_ordinal[u16(p + 8)] = Param{u16(p + 10), u32(p + 12) >> 18};
-        }
-        p += 4 + length;
-      } else if (format == 2 || format == 3) {
-        p += 4;
-      } else {
-        p += 2;
-      }
-    }
-    f.params_known = true;
-    f.params.clear();
-    f.param_bytes = 0;
-    for (const auto& [ordinal, param] : by_ordinal) {
-      f.params.push_back(param);
-      f.param_bytes = std::max(f.param_bytes, param.offset + param.size);
-    }
-    return;
+    f->name = name;
+    f->layout = std::move(layout);
+    m.functions[name] = std::move(f);
   }
 }
 
@@ -411,22 +268,54 @@ CUresult fake_cuDeviceGetAttribute(int* out, CUdevice_attribute attribute,
                                    CUdevice device) {
   if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
   switch (attribute) {  // an H100-like sm_90 part
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *out = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *out = 0; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *out = 132; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *out = 48 << 10; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *out = 227 << 10; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *out = 228 << 10; break;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *out = 50 << 20; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *out = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *out = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *out = 1024; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *out = 64; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *out = 2147483647; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *out = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *out = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *out = 1; break;
-    default: *out = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *out = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *out = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *out = 132;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      *out = 48 << 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      *out = 227 << 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+      *out = 228 << 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      *out = 50 << 20;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *out = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      *out = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      *out = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      *out = 64;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      *out = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      *out = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      *out = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      *out = 1;
+      break;
+    default:
+      *out = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }
@@ -533,8 +422,8 @@ CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, current_context->device,
-                                                     current_context->device};
+  S().allocations[reinterpret_cast<uintptr_t>(p)] = {
+      bytes, current_context->device, current_context->device};
   *out = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
 }
@@ -559,7 +448,8 @@ CUresult fake_cuMemHostAlloc(void** out, size_t bytes, unsigned int) {
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, -1, current_context->device};
+  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, -1,
+                                                     current_context->device};
   *out = p;
   return CUDA_SUCCESS;
 }
@@ -575,10 +465,12 @@ CUresult Copy(void* dst, bool dst_device, const void* src, bool src_device,
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (dst_device && CheckDevice(reinterpret_cast<CUdeviceptr>(dst), bytes) != CUDA_SUCCESS) {
+  if (dst_device &&
+      CheckDevice(reinterpret_cast<CUdeviceptr>(dst), bytes) != CUDA_SUCCESS) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (src_device && CheckDevice(reinterpret_cast<CUdeviceptr>(src), bytes) != CUDA_SUCCESS) {
+  if (src_device &&
+      CheckDevice(reinterpret_cast<CUdeviceptr>(src), bytes) != CUDA_SUCCESS) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (bytes > 0) memmove(dst, src, bytes);
@@ -596,19 +488,23 @@ CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
 CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   return Copy(Ptr(dst), true, Ptr(src), true, n, nullptr);
 }
-CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n,
+                                CUstream s) {
   return Copy(Ptr(dst), true, src, false, n, s);
 }
-CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n,
+                                CUstream s) {
   return Copy(dst, false, Ptr(src), true, n, s);
 }
-CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                CUstream s) {
   return Copy(Ptr(dst), true, Ptr(src), true, n, s);
 }
 
 // cuMemcpyAsync infers the direction: an address inside an allocation is
 // device (or pinned) memory, anything else the caller's host memory.
-CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                            CUstream s) {
   bool dst_known, src_known;
   {
     std::lock_guard<std::mutex> lock(S().mu);
@@ -618,8 +514,8 @@ CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream
   return Copy(Ptr(dst), dst_known, Ptr(src), src_known, n, s);
 }
 
-CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext,
-                                size_t n, CUstream s) {
+CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src,
+                                CUcontext, size_t n, CUstream s) {
   return Copy(Ptr(dst), true, Ptr(src), true, n, s);
 }
 
@@ -635,11 +531,13 @@ CUresult Fill(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream) {
 CUresult fake_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
   return Fill(dst, v, n, nullptr);
 }
-CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
+                              CUstream s) {
   return Fill(dst, v, n, s);
 }
 
-CUresult fake_cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+CUresult fake_cuMemGetAddressRange(CUdeviceptr* base, size_t* size,
+                                   CUdeviceptr p) {
   std::lock_guard<std::mutex> lock(S().mu);
   uintptr_t start = 0;
   const Allocation* a = FindRange(p, 1, &start);
@@ -649,7 +547,8 @@ CUresult fake_cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr 
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attributes,
+CUresult fake_cuPointerGetAttributes(unsigned int n,
+                                     CUpointer_attribute* attributes,
                                      void** data, CUdeviceptr p) {
   std::lock_guard<std::mutex> lock(S().mu);
   uintptr_t start = 0;
@@ -657,11 +556,15 @@ CUresult fake_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrib
   for (unsigned int i = 0; i < n; ++i) {
     switch (attributes[i]) {
       case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *static_cast<unsigned int*>(data[i]) =
-            a == nullptr ? 0 : a->device < 0 ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        *static_cast<unsigned int*>(data[i]) = a == nullptr ? 0
+                                               : a->device < 0
+                                                   ? CU_MEMORYTYPE_HOST
+                                                   : CU_MEMORYTYPE_DEVICE;
         break;
       case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        *static_cast<int*>(data[i]) = a == nullptr ? -2 : a->device < 0 ? 0 : a->device;
+        *static_cast<int*>(data[i]) = a == nullptr    ? -2
+                                      : a->device < 0 ? 0
+                                                      : a->device;
         break;
       case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *static_cast<unsigned int*>(data[i]) = 0;
@@ -714,7 +617,8 @@ CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext* out) {
 CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (S().events.count(reinterpret_cast<Event*>(event)) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (S().events.count(reinterpret_cast<Event*>(event)) == 0)
+    return CUDA_ERROR_INVALID_HANDLE;
   return CUDA_SUCCESS;
 }
 
@@ -729,8 +633,9 @@ CUresult fake_cuEventCreate(CUevent* out, unsigned int) {
 
 CUresult CheckEvent(CUevent event) {
   std::lock_guard<std::mutex> lock(S().mu);
-  return S().events.count(reinterpret_cast<Event*>(event)) != 0 ? CUDA_SUCCESS
-                                                                : CUDA_ERROR_INVALID_HANDLE;
+  return S().events.count(reinterpret_cast<Event*>(event)) != 0
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
@@ -768,17 +673,20 @@ CUresult fake_cuModuleLoadData(CUmodule* out, const void* image) {
   auto m = std::make_unique<Module>();
   m->context = current_context;
   const auto* bytes = static_cast<const unsigned char*>(image);
-  if (bytes[0] == 0x7f && bytes[1] == 'E' && bytes[2] == 'L' && bytes[3] == 'F') {
+  if (bytes[0] == 0x7f && bytes[1] == 'E' && bytes[2] == 'L' &&
+      bytes[3] == 'F') {
     // Section headers end the file: e_shoff + e_shnum * e_shentsize.
     uint64_t shoff;
     uint16_t shentsize, shnum;
     memcpy(&shoff, bytes + 0x28, 8);
     memcpy(&shentsize, bytes + 0x3a, 2);
     memcpy(&shnum, bytes + 0x3c, 2);
-    m->image.assign(reinterpret_cast<const char*>(bytes), shoff + uint64_t{shentsize} * shnum);
+    m->image.assign(reinterpret_cast<const char*>(bytes),
+                    shoff + uint64_t{shentsize} * shnum);
   } else {
     m->image = static_cast<const char*>(image);
-    if (m->image.find(".entry") == std::string::npos) return CUDA_ERROR_INVALID_IMAGE;
+    if (m->image.find(".entry") == std::string::npos)
+      return CUDA_ERROR_INVALID_IMAGE;
     m->is_ptx = true;
     ParsePtx(*m);
   }
@@ -802,7 +710,8 @@ CUresult fake_cuModuleUnload(CUmodule module) {
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuModuleGetFunction(CUfunction* out, CUmodule module, const char* name) {
+CUresult fake_cuModuleGetFunction(CUfunction* out, CUmodule module,
+                                  const char* name) {
   std::lock_guard<std::mutex> lock(S().mu);
   auto* m = reinterpret_cast<Module*>(module);
   if (S().modules.count(m) == 0) return CUDA_ERROR_INVALID_HANDLE;
@@ -815,7 +724,7 @@ CUresult fake_cuModuleGetFunction(CUfunction* out, CUmodule module, const char* 
     auto f = std::make_unique<Function>();
     f->module = m;
     f->name = name;
-    ParseCubinParams(m->image, *f);
+    f->layout = fleetjit::fake_cuda::CubinLayout(m->image, f->name);
     S().functions.insert(f.get());
     it = m->functions.emplace(name, std::move(f)).first;
   }
@@ -834,27 +743,35 @@ CUresult fake_cuFuncGetAttribute(int* out, CUfunction_attribute attribute,
   std::lock_guard<std::mutex> lock(S().mu);
   if (LiveFunction(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   switch (attribute) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *out = 1024; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *out = 32; break;
-    default: *out = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *out = 1024;
+      break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *out = 32;
+      break;
+    default:
+      *out = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuFuncSetAttribute(CUfunction function, CUfunction_attribute, int) {
+CUresult fake_cuFuncSetAttribute(CUfunction function, CUfunction_attribute,
+                                 int) {
   std::lock_guard<std::mutex> lock(S().mu);
-  return LiveFunction(function) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return LiveFunction(function) != nullptr ? CUDA_SUCCESS
+                                           : CUDA_ERROR_INVALID_HANDLE;
 }
 
-CUresult fake_cuFuncGetParamInfo(CUfunction function, size_t index, size_t* offset,
-                                 size_t* size) {
+CUresult fake_cuFuncGetParamInfo(CUfunction function, size_t index,
+                                 size_t* offset, size_t* size) {
   std::lock_guard<std::mutex> lock(S().mu);
   Function* f = LiveFunction(function);
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (!f->params_known) return CUDA_ERROR_NOT_SUPPORTED;
-  if (index >= f->params.size()) return CUDA_ERROR_INVALID_VALUE;
-  *offset = f->params[index].offset;
-  *size = f->params[index].size;
+  if (!f->layout.known) return CUDA_ERROR_NOT_SUPPORTED;
+  if (index >= f->layout.params.size()) return CUDA_ERROR_INVALID_VALUE;
+  *offset = f->layout.params[index].offset;
+  *size = f->layout.params[index].size;
   return CUDA_SUCCESS;
 }
 
@@ -868,27 +785,28 @@ CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra) {
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (f->module->context != current_context) return CUDA_ERROR_INVALID_CONTEXT;
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (!f->params_known) return CUDA_SUCCESS;
+  if (!f->layout.known) return CUDA_SUCCESS;
   size_t given = 0;
   for (void** e = extra; e != nullptr && *e != CU_LAUNCH_PARAM_END; e += 2) {
-    if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) given = *static_cast<size_t*>(e[1]);
+    if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+      given = *static_cast<size_t*>(e[1]);
   }
-  return given == f->param_bytes || (extra == nullptr && f->param_bytes == 0)
+  return given == f->layout.bytes || (extra == nullptr && f->layout.bytes == 0)
              ? CUDA_SUCCESS
              : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function, void**,
-                               void** extra) {
+CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config,
+                               CUfunction function, void**, void** extra) {
   if (config == nullptr || config->gridDimX == 0 || config->blockDimX == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   return CheckLaunch(function, config->hStream, extra);
 }
 
-CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned, unsigned, unsigned bx,
-                             unsigned, unsigned, unsigned, CUstream stream, void**,
-                             void** extra) {
+CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned,
+                             unsigned, unsigned bx, unsigned, unsigned,
+                             unsigned, CUstream stream, void**, void** extra) {
   if (gx == 0 || bx == 0) return CUDA_ERROR_INVALID_VALUE;
   return CheckLaunch(function, stream, extra);
 }
@@ -901,11 +819,13 @@ CUresult fake_cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType, cuuint32_t rank,
-                                     void* address, const cuuint64_t*, const cuuint64_t*,
+CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType,
+                                     cuuint32_t rank, void* address,
+                                     const cuuint64_t*, const cuuint64_t*,
                                      const cuuint32_t*, const cuuint32_t*,
                                      CUtensorMapInterleave, CUtensorMapSwizzle,
-                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+                                     CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill) {
   if (map == nullptr || rank == 0 || rank > 5 ||
       reinterpret_cast<uintptr_t>(address) % 16 != 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -915,7 +835,8 @@ CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType, cuui
 }
 
 CUresult fake_cuDeviceCanAccessPeer(int* can, CUdevice reader, CUdevice owner) {
-  if (!ValidDevice(reader) || !ValidDevice(owner)) return CUDA_ERROR_INVALID_DEVICE;
+  if (!ValidDevice(reader) || !ValidDevice(owner))
+    return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(S().mu);
   *can = reader < S().p2p_devices && owner < S().p2p_devices ? 1 : 0;
   return CUDA_SUCCESS;
@@ -924,8 +845,10 @@ CUresult fake_cuDeviceCanAccessPeer(int* can, CUdevice reader, CUdevice owner) {
 CUresult fake_cuCtxEnablePeerAccess(CUcontext owner, unsigned int) {
   std::lock_guard<std::mutex> lock(S().mu);
   Context* o = AsContext(owner);
-  if (o == nullptr || current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  if (o->device >= S().p2p_devices || current_context->device >= S().p2p_devices) {
+  if (o == nullptr || current_context == nullptr)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (o->device >= S().p2p_devices ||
+      current_context->device >= S().p2p_devices) {
     return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   }
   if (!S().peers.insert({current_context->device, o->device}).second) {
@@ -937,7 +860,8 @@ CUresult fake_cuCtxEnablePeerAccess(CUcontext owner, unsigned int) {
 CUresult fake_cuCtxDisablePeerAccess(CUcontext owner) {
   std::lock_guard<std::mutex> lock(S().mu);
   Context* o = AsContext(owner);
-  if (o == nullptr || current_context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (o == nullptr || current_context == nullptr)
+    return CUDA_ERROR_INVALID_CONTEXT;
   if (S().peers.erase({current_context->device, o->device}) == 0) {
     return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
   }
@@ -980,12 +904,17 @@ struct Entry<kSymbol, CUresult(CUDAAPI*)(A...), kBody> {
   }
 };
 
-void* const kTable[] = {
+// Built on first use: no global constructor.
+void* const* Table() {
+  static void* const table[] = {
 #define FJ_CU(name, version, required) \
-  reinterpret_cast<void*>(&Entry<k_##name, decltype(&::name), fake_##name>::Call),
+  reinterpret_cast<void*>(             \
+      &Entry<k_##name, decltype(&::name), fake_##name>::Call),
 #include "platform/driver_symbols.inc"
 #undef FJ_CU
-};
+  };
+  return table;
+}
 
 }  // namespace
 
@@ -1000,8 +929,9 @@ FJFAKE_API CUresult CUDAAPI cuInit(unsigned int flags) {
   return fake_cuInit(flags);
 }
 
-FJFAKE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** out, int, cuuint64_t,
-                                                CUdriverProcAddressQueryResult* found) {
+FJFAKE_API CUresult CUDAAPI
+cuGetProcAddress_v2(const char* symbol, void** out, int, cuuint64_t,
+                    CUdriverProcAddressQueryResult* found) {
   int index = symbol == nullptr ? -1 : SymbolIndex(symbol);
   bool hidden;
   {
@@ -1013,7 +943,7 @@ FJFAKE_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** out, 
     if (found != nullptr) *found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_NOT_FOUND;
   }
-  *out = kTable[index];
+  *out = Table()[index];
   if (found != nullptr) *found = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;
 }
@@ -1082,7 +1012,8 @@ FJFAKE_API void fjfake_set_p2p_devices(int devices) {
 
 FJFAKE_API uint64_t fjfake_create_stream(int device) {
   std::lock_guard<std::mutex> lock(S().mu);
-  if (device < 0 || device >= S().devices || S().contexts[device].retains == 0) return 0;
+  if (device < 0 || device >= S().devices || S().contexts[device].retains == 0)
+    return 0;
   auto* s = new Stream{&S().contexts[device]};
   S().streams.insert(s);
   return reinterpret_cast<uint64_t>(s);
@@ -1104,7 +1035,8 @@ FJFAKE_API void fjfake_get_live(fjfake_live* out) {
   out->modules = static_cast<int64_t>(s.modules.size());
   out->streams = static_cast<int64_t>(s.streams.size());
   out->events = static_cast<int64_t>(s.events.size());
-  for (int d = 0; d < kMaxDevices; ++d) out->context_retains += s.contexts[d].retains;
+  for (int d = 0; d < kMaxDevices; ++d)
+    out->context_retains += s.contexts[d].retains;
   out->reclaimed = static_cast<int64_t>(s.reclaimed);
 }
 

@@ -10,9 +10,9 @@
 // (kernels and parameter layouts are read from PTX text, or from a
 // cubin's symbol table and .nv.info records), launches that check their
 // parameter buffer's size and then do nothing. Releasing a primary
-// context's last retain destroys its objects, as the driver does. Every entry point of
-// platform/driver_symbols.inc, plus cuInit, exists (the file does not build
-// otherwise); those the runtime does not use answer
+// context's last retain destroys its objects, as the driver does. Every entry
+// point of platform/driver_symbols.inc, plus cuInit, exists (the file does not
+// build otherwise); those the runtime does not use answer
 // CUDA_ERROR_NOT_SUPPORTED.
 //
 // A test links the library too (the loader then shares one copy between
@@ -41,7 +41,7 @@ typedef struct fjfake_live {
   int64_t modules;           // cuModuleLoadData* not yet unloaded
   int64_t streams;
   int64_t events;
-  int64_t context_retains;   // cuDevicePrimaryCtxRetain not yet released
+  int64_t context_retains;  // cuDevicePrimaryCtxRetain not yet released
   // Objects (of the kinds above) still alive when their primary context's
   // last retain went, freed with it as the driver does, since the last
   // fjfake_reset: what a process that shares the context (PyTorch) leaks.
