@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "base/exit_gate.h"
 #include "jit/embedded.h"
 #include "jit/nvrtc_pch.h"
 #include "jit/param_layout.h"
@@ -109,6 +110,9 @@ std::string MissingHeader(absl::string_view log) {
 
 absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
                                      const BuildRequest& request) {
+  // Held until NVRTC is done with this build: exit() waits for it.
+  FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("NVRTC"),
+                      absl::StrCat("building '", request.name, "'"));
   FJ_ASSIGN_OR_RETURN(const NvrtcApi* api, nvrtc.Get(),
                       absl::StrCat("building '", request.name, "'"));
   auto start = std::chrono::steady_clock::now();

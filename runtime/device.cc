@@ -91,8 +91,15 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
         // illegal address on device 0): leave that context and retry once.
         CUcontext current = nullptr;
         if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != nullptr) {
-          if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS)
+          if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS) {
+            const absl::Status first = CheckCu(api_, r, "cuDevicePrimaryCtxRetain");
             r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
+            if (r == CUDA_SUCCESS && logger_ != nullptr) {
+              logger_->Log(LogLevel::kWarn,
+                           absl::StrCat("device ", facts_.ordinal, ": ", first.message(),
+                                        "; retried outside the thread's current context: ok"));
+            }
+          }
         }
       }
       FJ_RETURN_IF_ERROR(

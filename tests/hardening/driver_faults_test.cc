@@ -65,43 +65,28 @@ const Excuse kExcuses[] = {
      "failed call (ErrorTextFailuresStillNameTheCall)",
      false, nullptr, ""},
     {"cuGetErrorString", "", "as cuGetErrorName", false, nullptr, ""},
-    {"cuCtxGetCurrent", "@launch",
-     "a launch that cannot read the current context sets it (cuCtxSetCurrent, "
-     "checked) "
-     "and goes on (the call sites that fj_launch reaches; fj_copy and "
-     "fj_prefetch launch "
-     "through them too)",
+    {"cuCtxGetCurrent", "",
+     "Device::MakeCurrent: a current context that cannot be read counts as "
+     "none, and the device's own context is entered with cuCtxSetCurrent, "
+     "which is checked; nothing fails",
      false, nullptr, ""},
+    {"cuDevicePrimaryCtxRetain", "",
+     "Device::MakeCurrent retries a failed retain once outside the thread's "
+     "current context (another device's sticky fault is reported there); "
+     "the retry succeeds and a warning names the first failure",
+     false, nullptr, "cuDevicePrimaryCtxRetain"},
     {"cuTensorMapEncodeTiled", "fj_launch",
      "a tensor TMA cannot describe launches through cp.async; the reason is "
      "logged (info)",
      false, nullptr, "cuTensorMapEncodeTiled"},
     {"cuDeviceCanAccessPeer", "fj_copy",
-     "runtime/copy/copy_engine.cc Peers(): an error reads as 'no P2P path' and "
-     "the driver "
-     "stages the copy: right data, error unreported",
-     true, nullptr, ""},
-    {"cuEventDestroy", "fj_prefetch",
-     "runtime/copy/copy_ops.cc Prefetch: cuEventDestroy unchecked and unlogged",
-     true, &fjfake_live::events, ""},
-    {"cuMemFreeHost", "fj_copy",
-     "runtime/copy/copy_ops.cc PinnedBuffer: cuMemFreeHost unchecked and "
-     "unlogged",
-     true, &fjfake_live::host_allocations, ""},
-    {"cuStreamDestroy", "fj_runtime_destroy",
-     "runtime/copy/copy_engine.cc ~CopyEngine: cuStreamDestroy unchecked and "
-     "unlogged",
-     true, &fjfake_live::streams, ""},
-    {"cuCtxGetCurrent", "fj_runtime_destroy",
-     "runtime/copy/copy_engine.cc ~CopyEngine: a context that cannot be made "
-     "current keeps "
-     "its stream, unlogged (the runtime's own releases are still made, and "
-     "logged)",
-     true, &fjfake_live::streams, ""},
+     "CopyEngine::Peers: a failed query reads as 'no P2P path', the copy is "
+     "staged through the host (right data) and a warning names the call",
+     false, nullptr, "cuDeviceCanAccessPeer"},
     {"cuCtxSetCurrent", "fj_runtime_destroy",
-     "runtime/copy/copy_engine.cc ~CopyEngine: as cuCtxGetCurrent in "
-     "fj_runtime_destroy",
-     true, &fjfake_live::streams, ""},
+     "~CopyEngine: a device that cannot be entered keeps its copy stream "
+     "for the driver; a warning says so",
+     false, &fjfake_live::streams, "cuCtxSetCurrent"},
 };
 
 // `launch_site`: the call comes from a site fj_launch reaches (step_prefix

@@ -14,6 +14,8 @@
 //       (MODE "async": six fj_module_build_async; "thread": three
 //       fj_module_build on threads of its own), and calls exit(0) after
 //       DELAY_MS with them in flight and the runtime never destroyed.
+//       "+preload" in MODE: NVRTC loaded by fj_runtime_create; "+warm": one
+//       build done before the others start.
 //   process_helper build DIR VARIANT
 //       Builds one variant through the C ABI (NVRTC from the environment:
 //       the crash tests point FLEETJIT_LIBNVRTC at a fake that aborts).
@@ -118,10 +120,11 @@ std::string Source(int variant) {
       variant, ".25f * p[threadIdx.x];\n}\n");
 }
 
-fj_runtime* NewRuntime(const std::string& dir) {
+fj_runtime* NewRuntime(const std::string& dir, bool preload_nvrtc = false) {
   fj_runtime_options o{};
   o.struct_size = sizeof(o);
   o.cache_dir = S(dir);
+  if (preload_nvrtc) o.flags = FJ_RUNTIME_PRELOAD_NVRTC;
   fj_runtime* rt = nullptr;
   fj_status* st = fj_runtime_create(&o, &rt);
   if (st != nullptr) {
@@ -134,11 +137,25 @@ fj_runtime* NewRuntime(const std::string& dir) {
 
 int ExitInFlight(const std::string& dir, const std::string& mode, int delay_ms,
                  int base) {
-  fj_runtime* rt = NewRuntime(dir);
+  // "async+preload", "thread+preload": NVRTC loaded inside the create.
+  const bool preload = mode.find("+preload") != std::string::npos;
+  fj_runtime* rt = NewRuntime(dir, preload);
   const std::string target = "sm_90";
   std::vector<std::string> sources;
   for (int v = 0; v < 6; ++v) sources.push_back(Source(base + v));
-  if (mode == "async") {
+  if (mode.find("+warm") != std::string::npos) {
+    // A first build done before the others start: NVRTC's and LLVM's lazily
+    // built state exists before exit can race it.
+    const std::string first = Source(base + 99);
+    fj_build_options o{};
+    o.struct_size = sizeof(o);
+    o.source = S(first);
+    o.target = S(target);
+    fj_module* m = nullptr;
+    if (fj_module_build(rt, &o, &m) != nullptr) return 6;
+    fj_status_free(fj_module_destroy(m));
+  }
+  if (mode.rfind("async", 0) == 0) {
     for (const std::string& source : sources) {
       fj_build_options o{};
       o.struct_size = sizeof(o);
