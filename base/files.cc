@@ -9,11 +9,87 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace fleetjit::files {
+namespace {
+
+// Constant-initialised: no global constructor, no cost beyond one relaxed
+// load per operation while no test installs a hook.
+std::atomic<FileFaultHook> fault_hook{nullptr};
+std::atomic<void*> fault_user{nullptr};
+
+// The errno a test wants `op` to fail with, or 0.
+int InjectedErrno(FileOp op) {
+  FileFaultHook hook = fault_hook.load(std::memory_order_acquire);
+  return hook == nullptr ? 0 : hook(op, fault_user.load(std::memory_order_acquire));
+}
+
+}  // namespace
+
+const char* FileOpName(FileOp op) {
+  switch (op) {
+    case FileOp::kOpen: return "open";
+    case FileOp::kCreate: return "create";
+    case FileOp::kMkdir: return "mkdir";
+    case FileOp::kRead: return "read";
+    case FileOp::kMap: return "map";
+    case FileOp::kWrite: return "write";
+    case FileOp::kFsync: return "fsync";
+    case FileOp::kClose: return "close";
+    case FileOp::kRename: return "rename";
+  }
+  return "unknown";
+}
+
+void SetFileFaultHookForTesting(FileFaultHook hook, void* user) {
+  fault_user.store(user, std::memory_order_release);
+  fault_hook.store(hook, std::memory_order_release);
+}
+
+int OpenAt(int dir_fd, const char* name, int flags, mode_t mode) {
+  if (int err = InjectedErrno((flags & O_CREAT) ? FileOp::kCreate : FileOp::kOpen)) {
+    errno = err;
+    return -1;
+  }
+  return ::openat(dir_fd, name, flags, mode);
+}
+
+int MkdirAt(int dir_fd, const char* name, mode_t mode) {
+  if (int err = InjectedErrno(FileOp::kMkdir)) {
+    errno = err;
+    return -1;
+  }
+  return ::mkdirat(dir_fd, name, mode);
+}
+
+int Fsync(int fd) {
+  if (int err = InjectedErrno(FileOp::kFsync)) {
+    errno = err;
+    return -1;
+  }
+  return ::fsync(fd);
+}
+
+int Close(int fd) {
+  if (int err = InjectedErrno(FileOp::kClose)) {
+    ::close(fd);  // a close that fails still releases the descriptor
+    errno = err;
+    return -1;
+  }
+  return ::close(fd);
+}
+
+int RenameAt(int from_dir_fd, const char* from, int to_dir_fd, const char* to) {
+  if (int err = InjectedErrno(FileOp::kRename)) {
+    errno = err;
+    return -1;
+  }
+  return ::renameat(from_dir_fd, from, to_dir_fd, to);
+}
 
 void Fd::Reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -61,7 +137,7 @@ absl::Status MakeDirs(const std::string& path) {
   for (size_t pos = 1; pos <= path.size(); ++pos) {
     if (pos != path.size() && path[pos] != '/') continue;
     std::string prefix = path.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0700) == 0) {
+    if (MkdirAt(AT_FDCWD, prefix.c_str(), 0700) == 0) {
       ::chmod(prefix.c_str(), 0700);  // exactly 0700, whatever the umask
     } else if (errno != EEXIST) {
       return absl::PermissionDeniedError(absl::StrCat(
@@ -72,6 +148,9 @@ absl::Status MakeDirs(const std::string& path) {
 }
 
 absl::StatusOr<std::string> ReadFully(int fd, uint64_t size) {
+  if (int err = InjectedErrno(FileOp::kRead)) {
+    return absl::UnavailableError(absl::StrCat("read failed: ", ErrnoText(err)));
+  }
   std::string data(size, '\0');
   uint64_t done = 0;
   while (done < size) {
@@ -116,6 +195,17 @@ bool IsNetworkFileSystem(int fd) {
   }
 }
 
+// True when every page of the mapping at `p` is in memory (mincore).
+bool AllResident(void* p, uint64_t size) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  if (::mincore(p, size, resident.data()) != 0) return false;
+  for (unsigned char r : resident) {
+    if ((r & 1) == 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 FileContents::FileContents(FileContents&& other) noexcept
@@ -130,9 +220,16 @@ FileContents::~FileContents() {
 
 absl::StatusOr<FileContents> FileContents::Load(int fd, uint64_t size) {
   FileContents contents;
-  if (size > 0 && !IsNetworkFileSystem(fd)) {
+  if (size > 0 && !IsNetworkFileSystem(fd) && InjectedErrno(FileOp::kMap) == 0) {
     void* p =
         ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED && !AllResident(p, size)) {
+      // MAP_POPULATE does not report errors: a page it could not read
+      // (an I/O error) would raise SIGBUS when touched. Read instead, which
+      // reports the error.
+      ::munmap(p, size);
+      p = MAP_FAILED;
+    }
     if (p != MAP_FAILED) {
       contents.mapping_ = p;
       contents.mapping_size_ = size;
@@ -147,7 +244,9 @@ absl::StatusOr<FileContents> FileContents::Load(int fd, uint64_t size) {
   return contents;
 }
 
-absl::Status WriteFully(int fd, absl::string_view data) {
+namespace {
+
+absl::Status WriteAll(int fd, absl::string_view data) {
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
@@ -158,6 +257,17 @@ absl::Status WriteFully(int fd, absl::string_view data) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFully(int fd, absl::string_view data) {
+  if (int err = InjectedErrno(FileOp::kWrite)) {
+    // As a full disk does: part of the data lands, then the error.
+    (void)WriteAll(fd, data.substr(0, data.size() / 2));
+    return absl::UnavailableError(absl::StrCat("write failed: ", ErrnoText(err)));
+  }
+  return WriteAll(fd, data);
 }
 
 namespace {

@@ -2,6 +2,15 @@
 // directory listing relative to a descriptor, and the ownership checks.
 // Everything works on descriptors (openat family) so a path component can
 // not be swapped between a check and its use.
+//
+// The disk cache's reads and writes go through the wrappers at the end
+// (OpenAt, MkdirAt, Fsync, Close, RenameAt, ReadFully, WriteFully,
+// FileContents::Load), so tests can make any of them fail with an errno of
+// their choosing (ENOSPC, EIO, EACCES, EROFS, ...), SQLite-style:
+//
+//   files::SetFileFaultHookForTesting(
+//       [](files::FileOp op, void*) { return op == files::FileOp::kWrite ? ENOSPC : 0; },
+//       nullptr);
 #ifndef FLEETJIT_BASE_FILES_H_
 #define FLEETJIT_BASE_FILES_H_
 
@@ -82,6 +91,37 @@ class FileContents {
 
 // Writes all of `data`; the errno text on failure.
 absl::Status WriteFully(int fd, absl::string_view data);
+
+// ---------------------------------------------------------------------------
+// File operations with a fault-injection seam. Each behaves as its POSIX
+// namesake (-1 and errno on failure) unless a test hook says otherwise.
+
+enum class FileOp {
+  kOpen,    // open/openat of an existing file or directory
+  kCreate,  // open/openat with O_CREAT
+  kMkdir,   // mkdir/mkdirat (MakeDirs too)
+  kRead,    // ReadFully
+  kMap,     // FileContents::Load's mmap (on failure it reads instead)
+  kWrite,   // WriteFully: half of the data is written, then the error
+  kFsync,
+  kClose,   // Close (a close that reports an error)
+  kRename,
+};
+const char* FileOpName(FileOp op);
+
+// Returns the errno `op` fails with, or 0 to run it. May do more (delete a
+// directory, count calls); called on any thread, without locks held.
+using FileFaultHook = int (*)(FileOp op, void* user);
+// Installs `hook` (nullptr: none, the production state) for every later
+// operation in this process. For tests only.
+void SetFileFaultHookForTesting(FileFaultHook hook, void* user);
+
+int OpenAt(int dir_fd, const char* name, int flags, mode_t mode = 0);
+int MkdirAt(int dir_fd, const char* name, mode_t mode);
+int Fsync(int fd);
+// Closes `fd` (taken from an Fd with Release()).
+int Close(int fd);
+int RenameAt(int from_dir_fd, const char* from, int to_dir_fd, const char* to);
 
 // Deletes `name` under `dir_fd`: a file or link, or a directory tree (two
 // levels at most, which is all the cache creates). Best effort; returns

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "base/exit_gate.h"
 #include "jit/embedded.h"
 #include "jit/nvrtc_pch.h"
 #include "jit/param_layout.h"
@@ -109,6 +110,9 @@ std::string MissingHeader(absl::string_view log) {
 
 absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
                                      const BuildRequest& request) {
+  // Held until NVRTC is done with this build: exit() waits for it.
+  FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("NVRTC"),
+                      absl::StrCat("building '", request.name, "'"));
   FJ_ASSIGN_OR_RETURN(const NvrtcApi* api, nvrtc.Get(),
                       absl::StrCat("building '", request.name, "'"));
   auto start = std::chrono::steady_clock::now();
@@ -148,9 +152,18 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
       guard.program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
   if (pch != nullptr) pch->Finish(guard.program, compiled == NVRTC_SUCCESS);
   std::string log = ProgramLog(*api, guard.program);
-  if (compiled != NVRTC_SUCCESS) {
+  if (compiled == NVRTC_ERROR_COMPILATION || compiled == NVRTC_ERROR_INVALID_OPTION) {
+    // The source or the caller's options: a build error with NVRTC's log.
     if (log.empty()) log = api->nvrtcGetErrorString(compiled);
     return BuildError(request, options, log);
+  }
+  if (compiled != NVRTC_SUCCESS) {
+    // NVRTC itself failed (out of memory, an internal error): not the
+    // source's fault, and named as NVRTC's.
+    absl::Status status = CheckNvrtc(*api, compiled, "nvrtcCompileProgram");
+    if (!log.empty()) SetDetail(status, "build_log", log);
+    return Annotate(status, absl::StrCat("compiling '", request.name, "' for ",
+                                         request.target.Name()));
   }
 
   Artifact artifact;

@@ -2,8 +2,14 @@
 
 #include <dlfcn.h>
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "base/exit_gate.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace fleetjit {
 
@@ -16,14 +22,64 @@ absl::Status CheckNvrtc(const NvrtcApi& api, nvrtcResult result,
                                           static_cast<int>(result)));
 }
 
-NvrtcLibrary::NvrtcLibrary(std::vector<std::string> candidates)
-    : candidates_(std::move(candidates)) {
+NvrtcLibrary::NvrtcLibrary(std::vector<std::string> candidates,
+                           std::string expected_version)
+    : candidates_(std::move(candidates)),
+      expected_version_(std::move(expected_version)) {
   if (candidates_.empty()) {
     candidates_ = {"libnvrtc.so.13", "libnvrtc.so.12",
                    "/usr/local/cuda/lib64/libnvrtc.so.13",
                    "/usr/local/cuda/lib64/libnvrtc.so.12"};
   }
 }
+
+std::string NvrtcLibrary::WrongVersion(int major, int minor) const {
+  if (major < kMinNvrtcMajor) {
+    return absl::StrCat("fleetjit needs NVRTC ", kMinNvrtcMajor, " or later");
+  }
+  // "13" or "13.0.88": compare the components the identity has.
+  std::vector<std::string> parts = absl::StrSplit(expected_version_, '.');
+  int expected[2] = {-1, -1};
+  for (size_t i = 0; i < 2 && i < parts.size(); ++i) {
+    if (!absl::SimpleAtoi(parts[i], &expected[i])) expected[i] = -1;
+  }
+  if ((expected[0] >= 0 && expected[0] != major) ||
+      (expected[1] >= 0 && expected[1] != minor)) {
+    return absl::StrCat("its file name says ", expected_version_,
+                        ", so the cache key would name another compiler than "
+                        "the one that runs; install a matching library");
+  }
+  return "";
+}
+
+namespace {
+
+// exit() must wait for the compiles in flight before NVRTC's destructors
+// run (base/exit_gate.h), so its handler must come after theirs. NVRTC
+// registers some at load and more during its first compile: one compile
+// of an empty kernel here (about 50 ms, of which the first real compile
+// then saves about 30) brings them all in before the handler. Once per
+// library file and process.
+void WarmUpOncePerProcess(const NvrtcApi& api) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* warmed = new std::vector<std::string>();
+  {
+    absl::MutexLock lock(&mu);
+    for (const std::string& path : *warmed) {
+      if (path == api.library_path) return;
+    }
+    warmed->push_back(api.library_path);
+  }
+  nvrtcProgram program = nullptr;
+  if (api.nvrtcCreateProgram(&program, "extern \"C\" __global__ void fj_warm_up() {}",
+                             "fleetjit_warm_up.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS) {
+    (void)api.nvrtcCompileProgram(program, 0, nullptr);  // a warm-up: any outcome
+    (void)api.nvrtcDestroyProgram(&program);
+  }
+  ExitGate::RunBeforeExistingExitHandlers();
+}
+
+}  // namespace
 
 NvrtcLibrary& NvrtcLibrary::Default() {
   static NvrtcLibrary* library = new NvrtcLibrary();  // never destroyed
@@ -43,12 +99,14 @@ absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
   }
   tried_ = true;
   std::vector<std::string> errors;
+  bool only_wrong_versions = true;
   for (const std::string& candidate : candidates_) {
     // Never dlclose'd: NVRTC keeps state that its own exit handlers touch.
     void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
       const char* err = dlerror();
       errors.push_back(err ? err : candidate);
+      only_wrong_versions = false;
       continue;
     }
     NvrtcApi api;
@@ -62,23 +120,34 @@ absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
 #undef FJ_NVRTC
     if (!missing.empty()) {
       errors.push_back(absl::StrCat(candidate, " lacks ", missing));
+      only_wrong_versions = false;
       continue;
     }
     absl::Status version =
         CheckNvrtc(api, api.nvrtcVersion(&api.major, &api.minor), "nvrtcVersion");
     if (!version.ok()) {
       errors.push_back(absl::StrCat(candidate, ": ", version.message()));
+      only_wrong_versions = false;
+      continue;
+    }
+    if (std::string wrong = WrongVersion(api.major, api.minor); !wrong.empty()) {
+      errors.push_back(absl::StrCat(candidate, " reports NVRTC ", api.major, ".",
+                                    api.minor, ": ", wrong));
       continue;
     }
     api.library_path = candidate;
     api_ = std::move(api);
+    WarmUpOncePerProcess(api_);
     return &api_;
   }
-  error_ = absl::UnavailableError(absl::StrCat(
+  std::string message = absl::StrCat(
       "cannot load NVRTC (needed to compile; cache hits do not need it): ",
       absl::StrJoin(errors, "; "),
       "; install the CUDA toolkit's NVRTC (libnvrtc.so.13 or .12) or set "
-      "FLEETJIT_LIBNVRTC"));
+      "FLEETJIT_LIBNVRTC");
+  error_ = only_wrong_versions && !errors.empty()
+               ? absl::FailedPreconditionError(message)
+               : absl::UnavailableError(message);
   return error_;
 }
 

@@ -28,6 +28,10 @@ struct NvrtcApi {
   std::string library_path;
 };
 
+// The oldest NVRTC fleetjit builds with: sm_90 targets and the C++17 the
+// embedded headers need.
+inline constexpr int kMinNvrtcMajor = 12;
+
 // OK for NVRTC_SUCCESS, else INTERNAL naming `call` with NVRTC's text.
 absl::Status CheckNvrtc(const NvrtcApi& api, nvrtcResult result,
                         const char* call);
@@ -36,11 +40,17 @@ class NvrtcLibrary {
  public:
   // `candidates`: files to try in order (absolute paths or sonames). Empty
   // means the defaults: libnvrtc.so.13, libnvrtc.so.12, then the same under
-  // /usr/local/cuda/lib64.
-  explicit NvrtcLibrary(std::vector<std::string> candidates = {});
+  // /usr/local/cuda/lib64. `expected_version` ("13", "13.0.88"; "" or
+  // "unknown" = any): the version the cache key names for the library
+  // (CompilerIdentity); one whose nvrtcVersion() disagrees is refused, so
+  // the key never names another compiler than the one that ran.
+  explicit NvrtcLibrary(std::vector<std::string> candidates = {},
+                        std::string expected_version = "");
 
   // Loads on first call; UNAVAILABLE (with what to install) if no candidate
-  // loads. The result is cached, success or failure.
+  // loads, FAILED_PRECONDITION if the only ones that load report the wrong
+  // version (older than kMinNvrtcMajor, or not `expected_version`). The
+  // result is cached, success or failure.
   absl::StatusOr<const NvrtcApi*> Get();
   bool loaded() const;
 
@@ -48,7 +58,11 @@ class NvrtcLibrary {
   static NvrtcLibrary& Default();
 
  private:
+  // Why a library reporting `major`.`minor` is refused, or "".
+  std::string WrongVersion(int major, int minor) const;
+
   std::vector<std::string> candidates_;
+  std::string expected_version_;
   mutable absl::Mutex mu_;
   bool tried_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);

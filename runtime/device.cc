@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "platform/cu_errors.h"
@@ -7,11 +9,12 @@
 namespace fleetjit {
 
 absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
-                                                     int ordinal) {
+                                                     int ordinal, const Logger* logger) {
   CUdevice handle = 0;
   FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
                      absl::StrCat("opening device ", ordinal));
   std::unique_ptr<Device> device(new Device(api, handle));
+  device->logger_ = logger;
   DeviceFacts& f = device->facts_;
   f.ordinal = ordinal;
   char name[256] = {};
@@ -61,12 +64,22 @@ Device::~Device() {
   // destroys devices from fj_runtime_destroy, never from a static destructor.
   absl::MutexLock lock(&mu_);
   if (context_ != nullptr && !IsForkedChild(api_)) {
-    api_.cuDevicePrimaryCtxRelease(device_);
+    LogReleaseFailure(CheckCu(api_, api_.cuDevicePrimaryCtxRelease(device_),
+                              "cuDevicePrimaryCtxRelease"),
+                      "the primary context");
   }
+}
+
+void Device::LogReleaseFailure(const absl::Status& status, absl::string_view what) const {
+  if (status.ok() || logger_ == nullptr) return;
+  logger_->Log(LogLevel::kWarn, absl::StrCat("device ", facts_.ordinal, ": releasing ", what,
+                                             ": ", status.message()));
 }
 
 absl::StatusOr<CUcontext> Device::MakeCurrent() {
   if (is_poisoned()) return poisoned();
+  // Refused before the driver is reached: CUDA is not fork-safe.
+  if (IsForkedChild(api_)) return CheckCu(api_, CUDA_SUCCESS, "cuCtxGetCurrent");
   CUcontext ctx = context_fast_.load(std::memory_order_acquire);
   if (ctx == nullptr) {
     absl::MutexLock lock(&mu_);
@@ -78,8 +91,15 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
         // illegal address on device 0): leave that context and retry once.
         CUcontext current = nullptr;
         if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != nullptr) {
-          if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS)
+          if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS) {
+            const absl::Status first = CheckCu(api_, r, "cuDevicePrimaryCtxRetain");
             r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
+            if (r == CUDA_SUCCESS && logger_ != nullptr) {
+              logger_->Log(LogLevel::kWarn,
+                           absl::StrCat("device ", facts_.ordinal, ": ", first.message(),
+                                        "; retried outside the thread's current context: ok"));
+            }
+          }
         }
       }
       FJ_RETURN_IF_ERROR(
@@ -155,7 +175,8 @@ absl::Status Device::CheckAfterWork(CUresult result, absl::string_view call) {
 }
 
 absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
-                                            absl::Status driver_status) {
+                                            absl::Status driver_status,
+                                            const Logger* logger) {
   DeviceList list;
   list.api_ = api;
   list.driver_status_ = std::move(driver_status);
@@ -167,7 +188,7 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
     count = 0;
   }
   for (int i = 0; i < count; ++i) {
-    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, Device::Open(*api, i),
+    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, Device::Open(*api, i, logger),
                         "creating the runtime");
     list.devices_.push_back(std::move(d));
   }
@@ -180,14 +201,21 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
   return list;
 }
 
+absl::Status DeviceList::NoDevice() const {
+  absl::Status status =
+      absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
+  // The driver call that failed (cuda_call, cuda_error), when one did; the
+  // public code stays UNAVAILABLE.
+  driver_status_.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    if (absl::StartsWith(url, kPayloadPrefix)) status.SetPayload(url, payload);
+  });
+  return status;
+}
+
 absl::StatusOr<Device*> DeviceList::at(int ordinal) const {
-  if (api_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
-  }
+  if (api_ == nullptr) return NoDevice();
   if (ordinal < 0 || ordinal >= count()) {
-    if (count() == 0) {
-      return absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
-    }
+    if (count() == 0) return NoDevice();
     return absl::NotFoundError(
         absl::StrCat("device ", ordinal, " does not exist; there are ", count()));
   }

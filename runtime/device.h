@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
 
@@ -39,10 +40,12 @@ struct DeviceFacts {
 
 class Device {
  public:
-  // Reads the facts of device `ordinal`.
+  // Reads the facts of device `ordinal`. Release failures are logged to
+  // `logger` (may be null), which must outlive the device.
   static absl::StatusOr<std::unique_ptr<Device>> Open(const DriverApi& api,
-                                                      int ordinal);
-  ~Device();  // releases the primary context if it was retained
+                                                      int ordinal,
+                                                      const Logger* logger = nullptr);
+  ~Device();  // releases the primary context if it was retained (logged if that fails)
 
   const DeviceFacts& facts() const { return facts_; }
   CUdevice handle() const { return device_; }
@@ -78,6 +81,15 @@ class Device {
   // copies and synchronisations, where a kernel's fault surfaces.
   absl::Status CheckAfterWork(CUresult result, absl::string_view call);
   bool is_poisoned() const { return poisoned_flag_.load(std::memory_order_acquire); }
+  // Whether objects of this device's context may be released: not after a
+  // sticky fault (the context is dead, its objects go with it) and not in
+  // a fork() child (the driver belongs to the parent).
+  bool CanRelease() const { return !is_poisoned() && !IsForkedChild(api_); }
+
+  // For releases (cuMemFree, cuModuleUnload, cuStreamDestroy, ...) made
+  // where no caller can be told: logs `status`, if it is an error, at warn,
+  // with `what` was being released.
+  void LogReleaseFailure(const absl::Status& status, absl::string_view what) const;
 
  private:
   Device(const DriverApi& api, CUdevice device) : api_(api), device_(device) {}
@@ -87,6 +99,7 @@ class Device {
   void MarkPoisonedBy(const absl::Status& poison);
 
   const DriverApi& api_;
+  const Logger* logger_ = nullptr;
   CUdevice device_;
   // The runtime's devices (this one included), for MarkPoisoned.
   std::shared_ptr<const std::vector<Device*>> siblings_;
@@ -110,7 +123,8 @@ class DeviceList {
   // `driver_status` says why. A driver that reports none is not an error:
   // driver_status() then says so.
   static absl::StatusOr<DeviceList> Open(const DriverApi* api,
-                                         absl::Status driver_status);
+                                         absl::Status driver_status,
+                                         const Logger* logger = nullptr);
 
   int count() const { return static_cast<int>(devices_.size()); }
   // Device `ordinal`: UNAVAILABLE without a device, NOT_FOUND out of range.
@@ -120,6 +134,10 @@ class DeviceList {
   const absl::Status& driver_status() const { return driver_status_; }
 
  private:
+  // UNAVAILABLE "no CUDA device: <why>", carrying the failed driver call's
+  // details (cuda_call, cuda_error) when there was one.
+  absl::Status NoDevice() const;
+
   const DriverApi* api_ = nullptr;
   absl::Status driver_status_;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -10,10 +10,20 @@ DeviceMemory::~DeviceMemory() {
   if (driver_ == nullptr || IsForkedChild(*driver_)) return;
   absl::MutexLock lock(&mu_);
   for (auto& [address, alloc] : allocations_) {
-    if (devices_.get(alloc.ordinal).MakeCurrent().ok()) {
-      driver_->cuMemFree(static_cast<CUdeviceptr>(address));
-    }
+    Device& device = devices_.get(alloc.ordinal);
+    device.LogReleaseFailure(Release(device, address), "device memory");
   }
+}
+
+absl::Status DeviceMemory::Release(Device& device, uint64_t address) {
+  // A poisoned context is dead, and its memory with it. Otherwise the
+  // memory is freed even if the context could not be made current (the
+  // address names its context).
+  absl::Status status = device.MakeCurrent().status();
+  if (!device.CanRelease()) return status;
+  absl::Status freed =
+      CheckCu(*driver_, driver_->cuMemFree(static_cast<CUdeviceptr>(address)), "cuMemFree");
+  return status.ok() ? freed : status;
 }
 
 absl::StatusOr<uint64_t> DeviceMemory::Allocate(int ordinal, uint64_t bytes) {
@@ -41,9 +51,7 @@ absl::Status DeviceMemory::Free(uint64_t address) {
     ordinal = it->second.ordinal;
     allocations_.erase(it);
   }
-  FJ_RETURN_IF_ERROR(devices_.get(ordinal).MakeCurrent().status(), "freeing device memory");
-  return CheckCu(*driver_, driver_->cuMemFree(static_cast<CUdeviceptr>(address)),
-                 "cuMemFree");
+  return Annotate(Release(devices_.get(ordinal), address), "freeing device memory");
 }
 
 absl::StatusOr<Device*> DeviceMemory::DeviceOfRange(uint64_t address,
@@ -62,6 +70,13 @@ absl::StatusOr<Device*> DeviceMemory::DeviceOfRange(uint64_t address,
         address, bytes, it->first, it->second.bytes));
   }
   return &devices_.get(it->second.ordinal);
+}
+
+// A synchronous device-side copy or fill is complete on return: waits for
+// the context, naming the wait (not `call`) when it fails.
+absl::Status DeviceMemory::SynchronizeAfter(Device& device, const char* call) {
+  return Annotate(device.CheckAfterWork(driver_->cuCtxSynchronize(), "cuCtxSynchronize"),
+                  absl::StrCat("after ", call));
 }
 
 absl::Status DeviceMemory::Copy(const CopyRequest& request, CUstream s) {
@@ -101,14 +116,14 @@ absl::Status DeviceMemory::Copy(const CopyRequest& request, CUstream s) {
     case Kind::kDtoD:
       call = s ? "cuMemcpyDtoDAsync" : "cuMemcpyDtoD";
       r = s ? api.cuMemcpyDtoDAsync(d, sd, bytes, s) : api.cuMemcpyDtoD(d, sd, bytes);
-      if (r == CUDA_SUCCESS && !s) r = api.cuCtxSynchronize();
+      if (r == CUDA_SUCCESS && !s) return SynchronizeAfter(*dev, call);
       break;
     case Kind::kSet:
     default:
       call = s ? "cuMemsetD8Async" : "cuMemsetD8";
       r = s ? api.cuMemsetD8Async(d, request.value, bytes, s)
             : api.cuMemsetD8(d, request.value, bytes);
-      if (r == CUDA_SUCCESS && !s) r = api.cuCtxSynchronize();
+      if (r == CUDA_SUCCESS && !s) return SynchronizeAfter(*dev, call);
       break;
   }
   return dev->CheckAfterWork(r, call);

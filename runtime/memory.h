@@ -57,6 +57,9 @@ class DeviceMemory {
     uint64_t bytes;
     int ordinal;
   };
+  // cuMemFree of `address` on `device`; skipped on a poisoned device.
+  absl::Status Release(Device& device, uint64_t address);
+  absl::Status SynchronizeAfter(Device& device, const char* call);
 
   const DriverApi* driver_;
   const DeviceList& devices_;

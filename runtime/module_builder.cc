@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "jit/embedded.h"
@@ -69,7 +70,12 @@ void ModuleBuilder::ResolveCompiler() {
     }
     if (path.ok()) {
       identity_ = CompilerIdentity(*path);
-      nvrtc_ = std::make_unique<NvrtcLibrary>(std::vector<std::string>{*path});
+      // "nvrtc 13.0.88 libnvrtc.so.13 size=N": the library must report the
+      // version its cache key names.
+      std::vector<std::string> words =
+          identity_.ok() ? absl::StrSplit(*identity_, ' ') : std::vector<std::string>{};
+      nvrtc_ = std::make_unique<NvrtcLibrary>(std::vector<std::string>{*path},
+                                              words.size() > 1 ? words[1] : "");
     } else {
       identity_ = path.status();
     }

@@ -46,20 +46,28 @@ absl::Status ReadDriverParams(const DriverApi& api, Device& device,
       break;
     }
     entry.params.clear();
-    // The driver answers CUDA_ERROR_INVALID_VALUE past the last parameter.
+    // The driver answers CUDA_ERROR_INVALID_VALUE past the last parameter;
+    // any other error is one (a shorter list would pass the wrong launches).
     for (size_t i = 0;; ++i) {
       size_t offset = 0, size = 0;
-      if (api.cuFuncGetParamInfo(function, i, &offset, &size) != CUDA_SUCCESS)
+      const CUresult r = api.cuFuncGetParamInfo(function, i, &offset, &size);
+      if (r == CUDA_ERROR_INVALID_VALUE) break;
+      status = CheckCu(api, r, "cuFuncGetParamInfo");
+      if (!status.ok()) {
+        status = Annotate(status, absl::StrCat("kernel '", entry.name, "', parameter ", i));
         break;
+      }
       jit::ParamSpec p;
       p.offset = static_cast<uint32_t>(offset);
       p.size = static_cast<uint32_t>(size);
       p.align = AlignOf(offset);
       entry.params.push_back(p);
     }
+    if (!status.ok()) break;
     entry.param_bytes = jit::ParamBufferBytes(entry.params);
   }
-  api.cuModuleUnload(module);
+  device.LogReleaseFailure(CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
+                           "a module loaded to read its parameters");
   return status;
 }
 

@@ -29,9 +29,18 @@ ModuleLoader::~ModuleLoader() {
   absl::MutexLock lock(&images_mu_);
   if (driver_ != nullptr && !IsForkedChild(*driver_)) {
     for (auto& [key, image] : images_) {
-      if (image->module != nullptr && image->device->MakeCurrent().ok()) {
-        driver_->cuModuleUnload(image->module);
+      // A poisoned context is dead, and its modules with it. Otherwise the
+      // module is unloaded even if the context could not be made current
+      // (the handle names its context). Nothing can be returned from here:
+      // a failure is logged.
+      Device& device = *image->device;
+      absl::Status status = device.MakeCurrent().status();
+      if (device.CanRelease()) {
+        absl::Status unloaded =
+            CheckCu(*driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
+        if (status.ok()) status = unloaded;
       }
+      device.LogReleaseFailure(status, absl::StrCat("module ", key.first.substr(0, 16)));
     }
   }
   images_.clear();
@@ -108,8 +117,9 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& modu
   LoadedImage* image = nullptr;
   {
     absl::MutexLock lock(&images_mu_);
-    auto& slot = images_[{module.key, ordinal}];
-    if (slot == nullptr) {
+    auto it = images_.find({module.key, ordinal});
+    if (it == images_.end()) {
+      // Loaded before it enters the map: a failed load leaves no empty slot.
       auto loaded = std::make_unique<LoadedImage>();
       loaded->device = dev;
       loaded->artifact = module.artifact;
@@ -118,9 +128,9 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& modu
                   "cuModuleLoadData"),
           absl::StrCat("loading '", module.name, "' (", artifact.target.Name(),
                        ") on device ", ordinal));
-      slot = std::move(loaded);
+      it = images_.emplace(std::make_pair(module.key, ordinal), std::move(loaded)).first;
     }
-    image = slot.get();
+    image = it->second.get();
   }
   // Entries point into the image's artifact, which the image keeps alive
   // (the same module as `module.artifact`, possibly another copy of it).

@@ -54,7 +54,8 @@ absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
       entry.param_bytes = jit::ParamBufferBytes(entry.params);
     }
   }
-  api.cuModuleUnload(module);
+  device.LogReleaseFailure(CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
+                           "a module loaded to read its parameter layouts");
   return status;
 }
 

@@ -27,7 +27,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   } else {
     driver_status = driver.status();
   }
-  FJ_ASSIGN_OR_RETURN(rt->devices_, DeviceList::Open(rt->driver_.get(), driver_status), "");
+  FJ_ASSIGN_OR_RETURN(rt->devices_, DeviceList::Open(rt->driver_.get(), driver_status, &rt->logger_), "");
   rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
   rt->thunks_ = std::make_unique<LaunchThunks>(rt->options_.thunks);
   rt->memory_ = std::make_unique<DeviceMemory>(rt->driver_.get(), rt->devices_);
@@ -130,6 +130,11 @@ absl::StatusOr<Stream*> Runtime::WrapStream(int ordinal, uint64_t cu_stream) {
 absl::Status Runtime::LaunchKernel(KernelRef& k, const fj_launch_config& cfg, Stream* stream,
                                    const fj_arg* args, size_t num_args, size_t arg_stride) {
   LoadedKernel& kernel = *k.kernel;
+  // A launch reads the driver's status only when it fails, so a fork()
+  // child is refused here, before anything reaches the driver.
+  if (kernel.api != nullptr && IsForkedChild(*kernel.api)) {
+    return CheckCu(*kernel.api, CUDA_SUCCESS, "cuLaunchKernelEx");
+  }
   FJ_RETURN_IF_ERROR(Launch(kernel, cfg, stream == nullptr ? nullptr : stream->handle(), args,
                             num_args, arg_stride),
                      "");

@@ -65,8 +65,13 @@ absl::Status Stream::Close() {
     return absl::OkStatus();
   }
   absl::Status status = device_.MakeCurrent().status();
-  if (status.ok()) {
-    status = CheckCu(api_, api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  // A poisoned context is dead, and its streams with it. Otherwise the
+  // stream is destroyed even if the context could not be made current
+  // (the handle names its context; work still queued completes first).
+  if (device_.CanRelease()) {
+    if (status.ok()) {
+      status = CheckCu(api_, api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+    }
     absl::Status destroyed = CheckCu(api_, api_.cuStreamDestroy(stream_), "cuStreamDestroy");
     if (status.ok()) status = destroyed;
   }

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/exit_gate.h"
 #include "fleetjit/fleetjit.h"
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_abi.h"
@@ -496,6 +497,9 @@ absl::StatusOr<std::string> ThunkModuleIR(absl::Span<const KernelEntry> kernels,
 absl::StatusOr<std::string> EmitThunkObject(
     absl::Span<const KernelEntry> kernels, CopyImpl impl,
     ThunkCodegenStats* stats) {
+  // LLVM's statics must outlive the code generation (base/exit_gate.h).
+  absl::StatusOr<ExitGate::Pass> pass = ExitGate::Enter("launch thunks");
+  if (!pass.ok()) return pass.status();
   auto start = std::chrono::steady_clock::now();
   auto built = BuildModule(kernels, impl);
   if (!built.ok()) return built.status();

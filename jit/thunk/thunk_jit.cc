@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/exit_gate.h"
 #include "jit/thunk/thunk_codegen.h"
 // LLVM is linked statically and hidden (--exclude-libs): templates and
 // inline functions instantiated here must be hidden too, or a host
@@ -106,6 +107,9 @@ absl::StatusOr<std::unique_ptr<ThunkJit>> ThunkJit::Create() {
 }
 
 absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
+  // LLVM's statics must outlive the link (base/exit_gate.h).
+  absl::StatusOr<ExitGate::Pass> pass = ExitGate::Enter("launch thunks");
+  if (!pass.ok()) return pass.status();
   const auto start = std::chrono::steady_clock::now();
   const size_t hash = std::hash<std::string_view>()(
       std::string_view(object.data(), object.size()));

@@ -70,14 +70,14 @@ Fd OpenRoot(const DiskCache& cache, bool create,
             const std::function<void(absl::string_view)>& refuse) {
   const std::string& dir = cache.dir();
   if (dir.empty()) return Fd();
-  Fd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  Fd root(files::OpenAt(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.ok() && errno == ENOENT && create) {
     absl::Status made = files::MakeDirs(dir);
     if (!made.ok()) {
       refuse(absl::StrCat(made.message(), "; not saving to disk"));
       return Fd();
     }
-    root = Fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    root = Fd(files::OpenAt(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
   if (!root.ok()) {
     if (errno != ENOENT) {
@@ -104,8 +104,8 @@ Fd OpenShard(int root, const std::string& name, bool create,
              const std::function<void(absl::string_view)>& log) {
   // At most: refuse and move aside, create, open.
   for (int attempt = 0; attempt < 3; ++attempt) {
-    Fd shard(::openat(root, name.c_str(),
-                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    Fd shard(files::OpenAt(root, name.c_str(),
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     std::string problem;
     if (shard.ok()) {
       struct stat st;
@@ -114,7 +114,7 @@ Fd OpenShard(int root, const std::string& name, bool create,
       if (problem.empty()) return shard;
     } else if (errno == ENOENT) {
       if (!create) return Fd();
-      if (::mkdirat(root, name.c_str(), 0700) != 0 && errno != EEXIST) {
+      if (files::MkdirAt(root, name.c_str(), 0700) != 0 && errno != EEXIST) {
         return Fd();
       }
       continue;
@@ -189,6 +189,13 @@ void DiskCache::Log(absl::string_view message) const {
   CacheLog(log_, message);
 }
 
+void DiskCache::ReadFailure(const std::string& path, absl::string_view why) {
+  read_failures_.fetch_add(1);
+  if (read_failure_logged_.exchange(true)) return;
+  Log(absl::StrCat("cannot read cache entry ", path, ": ", why,
+                   "; rebuilding (further read failures are not logged)"));
+}
+
 void DiskCache::Reject(int shard_fd, const std::string& name,
                        const std::string& path, absl::string_view reason,
                        const struct stat* opened) {
@@ -223,21 +230,25 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
   const std::string name = absl::StrCat(key.digest, kEntrySuffix);
   const std::string path = EntryPath(key.digest);
   // O_NONBLOCK: a FIFO planted under an entry's name must not block open.
-  Fd file(::openat(shard.get(), name.c_str(),
-                   O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  Fd file(files::OpenAt(shard.get(), name.c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (!file.ok()) {
     int err = errno;
     if (err == ELOOP) {
       Reject(shard.get(), name, path, "is a symbolic link", nullptr);
-    } else if (err == EACCES || err == EPERM) {
-      Reject(shard.get(), name, path,
-             absl::StrCat("cannot be opened: ", ErrnoText(err)), nullptr);
+    } else if (err != ENOENT) {
+      // Unreadable now (EACCES, EIO, EMFILE, ...): a miss, not a verdict on
+      // the entry; a rebuild's store replaces it.
+      ReadFailure(path, absl::StrCat("cannot open it: ", ErrnoText(err)));
     }
-    return std::nullopt;  // ENOENT: a plain miss; others: unreadable now
+    return std::nullopt;  // ENOENT: a plain miss
   }
 
   struct stat st;
-  if (::fstat(file.get(), &st) != 0) return std::nullopt;
+  if (::fstat(file.get(), &st) != 0) {
+    ReadFailure(path, absl::StrCat("fstat: ", ErrnoText(errno)));
+    return std::nullopt;
+  }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   std::string problem = S_ISREG(st.st_mode) ? files::OwnershipProblem(st)
                                             : "not a regular file";
@@ -259,6 +270,8 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
     // An I/O error (e.g. a stale NFS handle) is a miss, not a verdict.
     if (bytes.status().code() == absl::StatusCode::kDataLoss) {
       Reject(shard.get(), name, path, bytes.status().message(), &st);
+    } else {
+      ReadFailure(path, bytes.status().message());
     }
     return std::nullopt;
   }
@@ -329,9 +342,9 @@ absl::Status DiskCache::Store(const CacheKey& key,
       }
     }
     temp = TempName(key.digest);
-    file = Fd(::openat(shard.get(), temp.c_str(),
-                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0600));
+    file = Fd(files::OpenAt(shard.get(), temp.c_str(),
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                            0600));
     err = file.ok() ? 0 : errno;
   }
   if (!file.ok()) {
@@ -343,14 +356,14 @@ absl::Status DiskCache::Store(const CacheKey& key,
   absl::Status status = files::WriteFully(file.get(), header);
   if (status.ok()) status = files::WriteFully(file.get(), key.canonical);
   if (status.ok()) status = files::WriteFully(file.get(), payload);
-  if (status.ok() && ::fsync(file.get()) != 0) {
+  if (status.ok() && files::Fsync(file.get()) != 0) {
     status = absl::UnavailableError(absl::StrCat("fsync: ", ErrnoText(errno)));
   }
-  if (status.ok() && ::close(file.Release()) != 0) {
+  if (status.ok() && files::Close(file.Release()) != 0) {
     status = absl::UnavailableError(absl::StrCat("close: ", ErrnoText(errno)));
   }
   if (status.ok() &&
-      ::renameat(shard.get(), temp.c_str(), shard.get(), name.c_str()) != 0) {
+      files::RenameAt(shard.get(), temp.c_str(), shard.get(), name.c_str()) != 0) {
     status = absl::UnavailableError(absl::StrCat("rename: ", ErrnoText(errno)));
   }
   if (!status.ok()) {
@@ -380,8 +393,10 @@ void DiskCache::AfterStore(int shard, int shard_fd) {
       ::unlinkat(shard_fd, name.c_str(), 0);  // left by a crashed writer
       continue;
     }
-    if (IsEntryName(name) || absl::StartsWith(name, kTempPrefix))
-      bytes += st.st_size;
+    // Entries only: the temp files of killed writers (until they are stale)
+    // must not push the estimate over the cap, or every store would evict
+    // every entry while they last (a SIGKILL test found it).
+    if (IsEntryName(name)) bytes += st.st_size;
   }
   uint64_t estimate;
   {
@@ -452,13 +467,11 @@ void DiskCache::Evict() {
           ::unlinkat(shard_fd, name.c_str(), 0);
           return;
         }
-        if (!temp && !IsEntryName(name)) return;
+        if (temp || !IsEntryName(name)) return;  // temps: see AfterStore
         total += st.st_size;
         per_shard[ShardIndex(shard_name)] += st.st_size;
-        if (!temp) {
-          entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name,
-                             name, static_cast<uint64_t>(st.st_size)});
-        }
+        entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name, name,
+                           static_cast<uint64_t>(st.st_size)});
       });
 
   if (total > max_bytes_) {

@@ -26,8 +26,10 @@
 // estimates the directory's total from the shards this process has seen,
 // since digests spread entries evenly. When the estimate passes the cap,
 // the store scans the whole directory and deletes least-recently-used
-// entries until the total is under 90% of the cap; the scan also deletes
-// temp files that crashed writers left (older than ten minutes).
+// entries until the total is under 90% of the cap. The cap counts entries
+// only: temp files that killed writers left are deleted once ten minutes
+// old (by the store that rescans their shard, or the eviction scan), and
+// until then must not make every store evict every entry.
 //
 // Several processes may evict at once: unlink only removes a name, so a
 // reader that already opened an entry reads it to the end, and one that has
@@ -90,7 +92,8 @@ class DiskCache {
 
   // The artifact stored under `key`, or nullopt if there is none or it was
   // rejected (then deleted and logged). Never an error: a cache that cannot
-  // be read is a cache that misses.
+  // be read is a cache that misses (the first such failure is logged; the
+  // entry stays, and the rebuild's Store replaces it).
   std::optional<jit::Artifact> Load(const CacheKey& key);
 
   // Publishes `artifact` under `key` (replacing any entry), creating the
@@ -117,6 +120,9 @@ class DiskCache {
 
   uint64_t evictions() const { return evictions_.load(); }
   uint64_t rejected_entries() const { return rejected_.load(); }
+  // Loads that missed because an entry could not be read (an I/O error,
+  // EACCES): logged once per cache, then only counted.
+  uint64_t read_failures() const { return read_failures_.load(); }
   const std::string& dir() const { return dir_; }
   uint64_t max_bytes() const { return max_bytes_; }
 
@@ -125,6 +131,8 @@ class DiskCache {
 
  private:
   void Log(absl::string_view message) const;
+  // Logs the first entry that could not be read (later ones are counted).
+  void ReadFailure(const std::string& path, absl::string_view why);
   void Reject(int shard_fd, const std::string& name, const std::string& path,
               absl::string_view reason, const struct stat* opened);
   // Rescans shard `shard` (open at `shard_fd`) and evicts if the estimate
@@ -138,6 +146,8 @@ class DiskCache {
 
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> read_failures_{0};
+  std::atomic<bool> read_failure_logged_{false};
   mutable std::atomic<bool> dir_refusal_logged_{false};
   std::atomic<bool> evicting_{false};
 

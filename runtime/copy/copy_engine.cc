@@ -83,7 +83,13 @@ CopyEngine::~CopyEngine() {
   absl::MutexLock lock(&mu_);
   for (auto& [device, stream] : streams_) {
     auto dev = runtime_.device(device);
-    if (dev.ok() && (*dev)->MakeCurrent().ok()) api_->cuStreamDestroy(stream);
+    absl::Status status = dev.ok() ? (*dev)->MakeCurrent().status() : dev.status();
+    if (status.ok()) status = CheckCu(*api_, api_->cuStreamDestroy(stream), "cuStreamDestroy");
+    if (!status.ok()) {
+      logger_.Log(LogLevel::kWarn,
+                  absl::StrCat("fj_copy: GPU ", device, "'s copy stream is left to the driver: ",
+                               status.message()));
+    }
   }
 }
 
@@ -99,6 +105,15 @@ void CopyEngine::Note(absl::string_view message) {
     logger = logger_;
   }
   logger.Log(LogLevel::kInfo, absl::StrCat("fj_copy: ", message));
+}
+
+void CopyEngine::Warn(absl::string_view message) {
+  Logger logger;
+  {
+    absl::MutexLock lock(&mu_);
+    logger = logger_;
+  }
+  logger.Log(LogLevel::kWarn, absl::StrCat("fj_copy: ", message));
 }
 
 CopyEngine::Counters CopyEngine::counters() const {
@@ -195,7 +210,12 @@ copy::PeerState CopyEngine::Peers() {
   copy::PeerState peers;
   peers.has_path = [this](int a, int b) {
     auto can = CanAccessPeer(a, b);
-    return can.ok() && *can;
+    if (!can.ok()) {
+      // The copy still runs, staged through the host; the log says why.
+      Warn(absl::StrCat("no P2P path assumed: ", can.status().message()));
+      return false;
+    }
+    return *can;
   };
   peers.enabled = [this](int a, int b) { return PeerEnabled(a, b); };
   return peers;

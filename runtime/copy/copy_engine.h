@@ -93,6 +93,9 @@ class CopyEngine {
   // Where notes go (staging through host memory). Default: the runtime's
   // logger (the caller's sink; stderr when FLEETJIT_LOG is set).
   void set_logger(Logger logger);
+  // A warning through the same sink: a failed release or query that the
+  // copy survives (the object is left to the driver, or the copy is staged).
+  void Warn(absl::string_view message);
 
  private:
   absl::Status CheckDriver() const;

@@ -23,9 +23,14 @@ namespace {
 // Pinned host memory for staging, freed on every path out.
 class HostStage {
  public:
-  explicit HostStage(const DriverApi& api) : api_(api) {}
+  HostStage(const DriverApi& api, CopyEngine& engine) : api_(api), engine_(engine) {}
   ~HostStage() {
-    if (ptr_ != nullptr) api_.cuMemFreeHost(ptr_);
+    if (ptr_ == nullptr) return;
+    const absl::Status freed = CheckCu(api_, api_.cuMemFreeHost(ptr_), "cuMemFreeHost");
+    if (!freed.ok()) {
+      engine_.Warn(absl::StrCat("the host staging buffer is left to the driver: ",
+                                freed.message()));
+    }
   }
   absl::Status Allocate(uint64_t bytes) {
     return CheckCu(api_,
@@ -37,6 +42,7 @@ class HostStage {
 
  private:
   const DriverApi& api_;
+  CopyEngine& engine_;
   void* ptr_ = nullptr;
 };
 
@@ -128,7 +134,7 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec, const ValidatedCop
   if (stream.device != route.exec_device) {
     FJ_ASSIGN_OR_RETURN(run, OwnStream(route.exec_device), "");
   }
-  HostStage stage(*api_);
+  HostStage stage(*api_, *this);
   uint64_t src_address = v.src.address;
   if (route.stage_src) {
     // src's bytes, as they are now, into pinned memory the kernel reads.
@@ -216,8 +222,15 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec, Stream stream)
                          "cuStreamWaitEvent");
       }
       // Destroying a recorded event is fine: the driver frees it once done.
-      if (before != nullptr) api_->cuEventDestroy(before);
-      if (after != nullptr) api_->cuEventDestroy(after);
+      for (CUevent event : {before, after}) {
+        if (event == nullptr) continue;
+        const absl::Status destroyed =
+            CheckCu(*api_, api_->cuEventDestroy(event), "cuEventDestroy");
+        if (!destroyed.ok()) {
+          Warn(absl::StrCat("fj_prefetch: an event is left to the driver: ",
+                            destroyed.message()));
+        }
+      }
       FJ_RETURN_IF_ERROR(status, absl::StrCat("fj_prefetch: warming GPU ", route.owner,
                                               "'s L2 for GPU ", route.reader));
       n_prefetch_warm_.fetch_add(1, std::memory_order_relaxed);

@@ -799,7 +799,16 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
 /* Start-up: fj_runtime_options.preopen_devices opens device contexts and
  * FJ_RUNTIME_PRELOAD_NVRTC loads NVRTC inside fj_runtime_create (each costs
  * ~100 ms otherwise paid by the first build or load). Preloading NVRTC on a
- * host without it fails the create with FJ_UNAVAILABLE. */
+ * host without it fails the create with FJ_UNAVAILABLE.
+ *
+ * Exit with builds in flight: exit() waits (30 s at most) for the NVRTC
+ * compiles and launch-thunk code generation in flight before any library's
+ * exit handlers run, and a build that would start after exit began fails
+ * with FJ_FAILED_PRECONDITION; the cache only holds whole entries. One window is
+ * left: exit() while the process's first dlopen of NVRTC is still running
+ * on another thread (~35 ms, glibc runs the handlers NVRTC's initialisers
+ * have registered so far). A process that may exit with builds in flight
+ * sets FJ_RUNTIME_PRELOAD_NVRTC, or destroys its runtimes before exit. */
 
 /* ------------------------------------------------------------------------ */
 /* End of "In a server"                                                      */

@@ -1,0 +1,1043 @@
+// The fake CUDA driver (fake_cuda.h). One mutex guards all of its state: it
+// serves correctness tests and soaks, not benchmarks.
+#include "tests/common/fake_cuda/fake_cuda.h"
+
+#include <cuda.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tests/common/fake_cuda/fake_images.h"
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// 1. The entry points: one index per line of driver_symbols.inc, then cuInit.
+
+enum Symbol : int {
+#define FJ_CU(name, version, required) k_##name,
+#include "platform/driver_symbols.inc"
+#undef FJ_CU
+  k_cuInit,
+  kSymbolCount
+};
+
+constexpr const char* kSymbolNames[] = {
+#define FJ_CU(name, version, required) #name,
+#include "platform/driver_symbols.inc"
+#undef FJ_CU
+    "cuInit",
+};
+static_assert(sizeof(kSymbolNames) / sizeof(kSymbolNames[0]) == kSymbolCount);
+
+int SymbolIndex(std::string_view name) {
+  for (int i = 0; i < kSymbolCount; ++i) {
+    if (name == kSymbolNames[i]) return i;
+  }
+  return -1;
+}
+
+// ---------------------------------------------------------------------------
+// 2. The simulated device.
+
+constexpr int kMaxDevices = 8;
+constexpr size_t kMaxSitesRecorded = 1 << 16;  // per entry point
+
+struct Context {
+  int device = 0;
+  int retains = 0;
+};
+
+struct Allocation {
+  size_t bytes;
+  int device;  // -1: pinned host memory
+  int owner;   // the device whose context allocated it
+};
+
+struct Module;
+struct Function {
+  Module* module;
+  std::string name;
+  fleetjit::fake_cuda::Layout layout;
+};
+
+struct Module {
+  Context* context;
+  std::map<std::string, std::unique_ptr<Function>, std::less<>> functions;
+  bool is_ptx = false;
+  std::string image;
+};
+
+struct Stream {
+  Context* context;
+};
+
+struct Event {
+  Context* context;
+};
+
+struct FaultPlan {
+  uint64_t nth = 0;  // 0 with `armed`: every call
+  bool armed = false;
+  CUresult result = CUDA_SUCCESS;
+};
+
+struct State {
+  std::mutex mu;
+  int devices = 1;
+  int p2p_devices = kMaxDevices;  // devices at or past this have no P2P path
+  bool initialised = false;
+  Context contexts[kMaxDevices];
+  std::map<uintptr_t, Allocation> allocations;  // by start address
+  std::set<Module*> modules;
+  std::set<Function*> functions;  // of the modules loaded
+  std::set<Stream*> streams;
+  std::set<Event*> events;
+  std::set<std::pair<int, int>> peers;  // (reader, owner) enabled
+  uint64_t calls[kSymbolCount] = {};
+  // Where each call came from (its return address), in call order.
+  std::vector<uintptr_t> sites[kSymbolCount];
+  FaultPlan faults[kSymbolCount];
+  bool hidden[kSymbolCount] = {};
+  uint64_t faults_fired = 0;
+  uint64_t reclaimed = 0;  // objects freed with their context
+};
+
+State& S() {
+  static State* state = new State;  // never destroyed: used until exit
+  return *state;
+}
+
+thread_local Context* current_context = nullptr;
+
+// Counts the call from `site`; the injected result if this call is planned
+// to fail.
+CUresult Injected(int symbol, uintptr_t site) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const uint64_t call = ++s.calls[symbol];
+  if (s.sites[symbol].size() < kMaxSitesRecorded)
+    s.sites[symbol].push_back(site);
+  const FaultPlan& plan = s.faults[symbol];
+  if (plan.armed && (plan.nth == 0 || plan.nth == call)) {
+    ++s.faults_fired;
+    return plan.result;
+  }
+  return CUDA_SUCCESS;
+}
+
+bool ValidDevice(CUdevice d) { return d >= 0 && d < S().devices; }
+
+// The allocation holding [address, address + bytes), or null. Caller holds mu.
+const Allocation* FindRange(uintptr_t address, size_t bytes, uintptr_t* start) {
+  auto& allocations = S().allocations;
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  if (address + bytes > it->first + it->second.bytes) return nullptr;
+  if (start != nullptr) *start = it->first;
+  return &it->second;
+}
+
+// Device ranges must lie in an allocation; host pointers are the caller's.
+CUresult CheckDevice(CUdeviceptr p, size_t bytes) {
+  if (bytes == 0) return CUDA_SUCCESS;
+  return FindRange(static_cast<uintptr_t>(p), bytes, nullptr) != nullptr
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult RequireContext() {
+  Context* c = current_context;
+  if (c == nullptr || c->retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+bool ValidStream(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY ||
+      stream == CU_STREAM_PER_THREAD) {
+    return true;
+  }
+  return S().streams.count(reinterpret_cast<Stream*>(stream)) != 0;
+}
+
+// ---------------------------------------------------------------------------
+// 3. Images: kernels and layouts (fake_images.h).
+
+void ParsePtx(Module& m) {
+  for (auto& [name, layout] : fleetjit::fake_cuda::PtxKernels(m.image)) {
+    auto f = std::make_unique<Function>();
+    f->module = &m;
+    f->name = name;
+    f->layout = std::move(layout);
+    m.functions[name] = std::move(f);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// 4. The entry points' bodies. Each runs after the fault check (section 5).
+
+CUresult fake_cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().initialised = true;
+  for (int d = 0; d < kMaxDevices; ++d) S().contexts[d].device = d;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGetErrorName(CUresult error, const char** out) {
+  switch (error) {
+#define NAME(e) \
+  case e:       \
+    *out = #e;  \
+    return CUDA_SUCCESS;
+    NAME(CUDA_SUCCESS)
+    NAME(CUDA_ERROR_INVALID_VALUE)
+    NAME(CUDA_ERROR_OUT_OF_MEMORY)
+    NAME(CUDA_ERROR_NOT_INITIALIZED)
+    NAME(CUDA_ERROR_DEINITIALIZED)
+    NAME(CUDA_ERROR_NO_DEVICE)
+    NAME(CUDA_ERROR_INVALID_DEVICE)
+    NAME(CUDA_ERROR_INVALID_IMAGE)
+    NAME(CUDA_ERROR_INVALID_CONTEXT)
+    NAME(CUDA_ERROR_INVALID_HANDLE)
+    NAME(CUDA_ERROR_NOT_FOUND)
+    NAME(CUDA_ERROR_NOT_READY)
+    NAME(CUDA_ERROR_ILLEGAL_ADDRESS)
+    NAME(CUDA_ERROR_LAUNCH_FAILED)
+    NAME(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    NAME(CUDA_ERROR_NOT_SUPPORTED)
+    NAME(CUDA_ERROR_UNKNOWN)
+    NAME(CUDA_ERROR_ECC_UNCORRECTABLE)
+    NAME(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+    NAME(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
+    NAME(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED)
+#undef NAME
+    default:
+      *out = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult fake_cuGetErrorString(CUresult error, const char** out) {
+  const char* name = nullptr;
+  if (fake_cuGetErrorName(error, &name) != CUDA_SUCCESS) {
+    *out = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *out = "reported by the fake CUDA driver";
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDriverGetVersion(int* version) {
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetCount(int* count) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (!S().initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = S().devices;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!ValidDevice(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetName(char* name, int len, CUdevice device) {
+  if (!ValidDevice(device) || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  std::string text = "fleetjit fake GPU " + std::to_string(device);
+  snprintf(name, static_cast<size_t>(len), "%s", text.c_str());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceGetAttribute(int* out, CUdevice_attribute attribute,
+                                   CUdevice device) {
+  if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  switch (attribute) {  // an H100-like sm_90 part
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *out = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *out = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *out = 132;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
+      *out = 48 << 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      *out = 227 << 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+      *out = 228 << 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      *out = 50 << 20;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *out = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      *out = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      *out = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      *out = 64;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      *out = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      *out = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      *out = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      *out = 1;
+      break;
+    default:
+      *out = 0;
+      break;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceTotalMem(size_t* bytes, CUdevice device) {
+  if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* out, CUdevice device) {
+  if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(S().mu);
+  Context& c = S().contexts[device];
+  ++c.retains;
+  *out = reinterpret_cast<CUcontext>(&c);
+  return CUDA_SUCCESS;
+}
+
+// As the driver does when a primary context's last retain goes: every
+// object of the context goes with it. Caller holds mu.
+void DestroyContextObjects(Context& c) {
+  State& s = S();
+  for (auto it = s.allocations.begin(); it != s.allocations.end();) {
+    if (it->second.owner != c.device) {
+      ++it;
+      continue;
+    }
+    std::free(reinterpret_cast<void*>(it->first));
+    it = s.allocations.erase(it);
+    ++s.reclaimed;
+  }
+  for (auto it = s.modules.begin(); it != s.modules.end();) {
+    if ((*it)->context != &c) {
+      ++it;
+      continue;
+    }
+    for (auto& [name, f] : (*it)->functions) s.functions.erase(f.get());
+    delete *it;
+    it = s.modules.erase(it);
+    ++s.reclaimed;
+  }
+  for (auto it = s.streams.begin(); it != s.streams.end();) {
+    if ((*it)->context != &c) {
+      ++it;
+      continue;
+    }
+    delete *it;
+    it = s.streams.erase(it);
+    ++s.reclaimed;
+  }
+  for (auto it = s.events.begin(); it != s.events.end();) {
+    if ((*it)->context != &c) {
+      ++it;
+      continue;
+    }
+    delete *it;
+    it = s.events.erase(it);
+    ++s.reclaimed;
+  }
+}
+
+CUresult fake_cuDevicePrimaryCtxRelease(CUdevice device) {
+  if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(S().mu);
+  Context& c = S().contexts[device];
+  if (c.retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  if (--c.retains == 0) DestroyContextObjects(c);
+  return CUDA_SUCCESS;
+}
+
+Context* AsContext(CUcontext ctx) {
+  auto* c = reinterpret_cast<Context*>(ctx);
+  State& s = S();
+  if (c < s.contexts || c >= s.contexts + s.devices) return nullptr;
+  return c;
+}
+
+CUresult fake_cuCtxSetCurrent(CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (ctx == nullptr) {
+    current_context = nullptr;
+    return CUDA_SUCCESS;
+  }
+  Context* c = AsContext(ctx);
+  if (c == nullptr || c->retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  current_context = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetCurrent(CUcontext* ctx) {
+  *ctx = reinterpret_cast<CUcontext>(current_context);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxSynchronize() {
+  std::lock_guard<std::mutex> lock(S().mu);
+  return RequireContext();
+}
+
+CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  S().allocations[reinterpret_cast<uintptr_t>(p)] = {
+      bytes, current_context->device, current_context->device};
+  *out = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult FreeAllocation(uintptr_t p, bool host) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto it = S().allocations.find(p);
+  if (it == S().allocations.end() || (it->second.device < 0) != host) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  S().allocations.erase(it);
+  std::free(reinterpret_cast<void*>(p));
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFree(CUdeviceptr p) {
+  return FreeAllocation(static_cast<uintptr_t>(p), false);
+}
+
+CUresult fake_cuMemHostAlloc(void** out, size_t bytes, unsigned int) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, -1,
+                                                     current_context->device};
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemFreeHost(void* p) {
+  return FreeAllocation(reinterpret_cast<uintptr_t>(p), true);
+}
+
+// Copies between any two addresses the fake knows or the caller owns;
+// device ranges must lie inside allocations.
+CUresult Copy(void* dst, bool dst_device, const void* src, bool src_device,
+              size_t bytes, CUstream stream) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (dst_device &&
+      CheckDevice(reinterpret_cast<CUdeviceptr>(dst), bytes) != CUDA_SUCCESS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (src_device &&
+      CheckDevice(reinterpret_cast<CUdeviceptr>(src), bytes) != CUDA_SUCCESS) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (bytes > 0) memmove(dst, src, bytes);
+  return CUDA_SUCCESS;
+}
+
+void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
+
+CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
+  return Copy(Ptr(dst), true, src, false, n, nullptr);
+}
+CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
+  return Copy(dst, false, Ptr(src), true, n, nullptr);
+}
+CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  return Copy(Ptr(dst), true, Ptr(src), true, n, nullptr);
+}
+CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n,
+                                CUstream s) {
+  return Copy(Ptr(dst), true, src, false, n, s);
+}
+CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t n,
+                                CUstream s) {
+  return Copy(dst, false, Ptr(src), true, n, s);
+}
+CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                                CUstream s) {
+  return Copy(Ptr(dst), true, Ptr(src), true, n, s);
+}
+
+// cuMemcpyAsync infers the direction: an address inside an allocation is
+// device (or pinned) memory, anything else the caller's host memory.
+CUresult fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n,
+                            CUstream s) {
+  bool dst_known, src_known;
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    dst_known = FindRange(dst, n, nullptr) != nullptr;
+    src_known = FindRange(src, n, nullptr) != nullptr;
+  }
+  return Copy(Ptr(dst), dst_known, Ptr(src), src_known, n, s);
+}
+
+CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src,
+                                CUcontext, size_t n, CUstream s) {
+  return Copy(Ptr(dst), true, Ptr(src), true, n, s);
+}
+
+CUresult Fill(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CheckDevice(dst, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  if (n > 0) memset(Ptr(dst), value, n);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
+  return Fill(dst, v, n, nullptr);
+}
+CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
+                              CUstream s) {
+  return Fill(dst, v, n, s);
+}
+
+CUresult fake_cuMemGetAddressRange(CUdeviceptr* base, size_t* size,
+                                   CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  uintptr_t start = 0;
+  const Allocation* a = FindRange(p, 1, &start);
+  if (a == nullptr || a->device < 0) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = start;
+  if (size != nullptr) *size = a->bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuPointerGetAttributes(unsigned int n,
+                                     CUpointer_attribute* attributes,
+                                     void** data, CUdeviceptr p) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  uintptr_t start = 0;
+  const Allocation* a = FindRange(p, 1, &start);
+  for (unsigned int i = 0; i < n; ++i) {
+    switch (attributes[i]) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *static_cast<unsigned int*>(data[i]) = a == nullptr ? 0
+                                               : a->device < 0
+                                                   ? CU_MEMORYTYPE_HOST
+                                                   : CU_MEMORYTYPE_DEVICE;
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *static_cast<int*>(data[i]) = a == nullptr    ? -2
+                                      : a->device < 0 ? 0
+                                                      : a->device;
+        break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *static_cast<unsigned int*>(data[i]) = 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *static_cast<CUdeviceptr*>(data[i]) = a == nullptr ? 0 : start;
+        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *static_cast<size_t*>(data[i]) = a == nullptr ? 0 : a->bytes;
+        break;
+      default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamCreate(CUstream* out, unsigned int) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  auto* s = new Stream{current_context};
+  S().streams.insert(s);
+  *out = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamDestroy(CUstream stream) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* s = reinterpret_cast<Stream*>(stream);
+  if (S().streams.erase(s) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete s;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamSynchronize(CUstream stream) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  return ValidStream(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext* out) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  auto* s = reinterpret_cast<Stream*>(stream);
+  bool special = stream == nullptr || stream == CU_STREAM_LEGACY ||
+                 stream == CU_STREAM_PER_THREAD;
+  *out = reinterpret_cast<CUcontext>(special ? current_context : s->context);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (S().events.count(reinterpret_cast<Event*>(event)) == 0)
+    return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventCreate(CUevent* out, unsigned int) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  auto* e = new Event{current_context};
+  S().events.insert(e);
+  *out = reinterpret_cast<CUevent>(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult CheckEvent(CUevent event) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().events.count(reinterpret_cast<Event*>(event)) != 0
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return CheckEvent(event);
+}
+
+CUresult fake_cuEventSynchronize(CUevent event) { return CheckEvent(event); }
+
+CUresult fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  if (CheckEvent(start) != CUDA_SUCCESS || CheckEvent(end) != CUDA_SUCCESS) {
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  *ms = 0.001f;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuEventDestroy(CUevent event) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* e = reinterpret_cast<Event*>(event);
+  if (S().events.erase(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete e;
+  return CUDA_SUCCESS;
+}
+
+// Any image loads. PTX (text with ".entry") gives kernels and layouts; an
+// ELF cubin gives the kernels its string table names, with no layouts.
+CUresult fake_cuModuleLoadData(CUmodule* out, const void* image) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto m = std::make_unique<Module>();
+  m->context = current_context;
+  const auto* bytes = static_cast<const unsigned char*>(image);
+  if (bytes[0] == 0x7f && bytes[1] == 'E' && bytes[2] == 'L' &&
+      bytes[3] == 'F') {
+    // Section headers end the file: e_shoff + e_shnum * e_shentsize.
+    uint64_t shoff;
+    uint16_t shentsize, shnum;
+    memcpy(&shoff, bytes + 0x28, 8);
+    memcpy(&shentsize, bytes + 0x3a, 2);
+    memcpy(&shnum, bytes + 0x3c, 2);
+    m->image.assign(reinterpret_cast<const char*>(bytes),
+                    shoff + uint64_t{shentsize} * shnum);
+  } else {
+    m->image = static_cast<const char*>(image);
+    if (m->image.find(".entry") == std::string::npos)
+      return CUDA_ERROR_INVALID_IMAGE;
+    m->is_ptx = true;
+    ParsePtx(*m);
+  }
+  for (auto& [name, f] : m->functions) S().functions.insert(f.get());
+  *out = reinterpret_cast<CUmodule>(m.get());
+  S().modules.insert(m.release());
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleLoadDataEx(CUmodule* out, const void* image, unsigned int,
+                                 CUjit_option*, void**) {
+  return fake_cuModuleLoadData(out, image);
+}
+
+CUresult fake_cuModuleUnload(CUmodule module) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* m = reinterpret_cast<Module*>(module);
+  if (S().modules.erase(m) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  for (auto& [name, f] : m->functions) S().functions.erase(f.get());
+  delete m;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuModuleGetFunction(CUfunction* out, CUmodule module,
+                                  const char* name) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* m = reinterpret_cast<Module*>(module);
+  if (S().modules.count(m) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  auto it = m->functions.find(name);
+  if (it == m->functions.end()) {
+    if (m->is_ptx) return CUDA_ERROR_NOT_FOUND;
+    // A cubin: the name must be in the image (its string table).
+    std::string needle = std::string(1, '\0') + name + std::string(1, '\0');
+    if (m->image.find(needle) == std::string::npos) return CUDA_ERROR_NOT_FOUND;
+    auto f = std::make_unique<Function>();
+    f->module = m;
+    f->name = name;
+    f->layout = fleetjit::fake_cuda::CubinLayout(m->image, f->name);
+    S().functions.insert(f.get());
+    it = m->functions.emplace(name, std::move(f)).first;
+  }
+  *out = reinterpret_cast<CUfunction>(it->second.get());
+  return CUDA_SUCCESS;
+}
+
+// A function of a module still loaded, or null. Caller holds mu.
+Function* LiveFunction(CUfunction function) {
+  auto* f = reinterpret_cast<Function*>(function);
+  return S().functions.count(f) != 0 ? f : nullptr;
+}
+
+CUresult fake_cuFuncGetAttribute(int* out, CUfunction_attribute attribute,
+                                 CUfunction function) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (LiveFunction(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *out = 1024;
+      break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *out = 32;
+      break;
+    default:
+      *out = 0;
+      break;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncSetAttribute(CUfunction function, CUfunction_attribute,
+                                 int) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  return LiveFunction(function) != nullptr ? CUDA_SUCCESS
+                                           : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult fake_cuFuncGetParamInfo(CUfunction function, size_t index,
+                                 size_t* offset, size_t* size) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Function* f = LiveFunction(function);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!f->layout.known) return CUDA_ERROR_NOT_SUPPORTED;
+  if (index >= f->layout.params.size()) return CUDA_ERROR_INVALID_VALUE;
+  *offset = f->layout.params[index].offset;
+  *size = f->layout.params[index].size;
+  return CUDA_SUCCESS;
+}
+
+// A launch does nothing, after the checks a driver makes: a live function
+// of the current context, a live stream, and (when the layout is known) a
+// parameter buffer of the kernel's size.
+CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  Function* f = LiveFunction(function);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (f->module->context != current_context) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (!f->layout.known) return CUDA_SUCCESS;
+  size_t given = 0;
+  for (void** e = extra; e != nullptr && *e != CU_LAUNCH_PARAM_END; e += 2) {
+    if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+      given = *static_cast<size_t*>(e[1]);
+  }
+  return given == f->layout.bytes || (extra == nullptr && f->layout.bytes == 0)
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config,
+                               CUfunction function, void**, void** extra) {
+  if (config == nullptr || config->gridDimX == 0 || config->blockDimX == 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CheckLaunch(function, config->hStream, extra);
+}
+
+CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned,
+                             unsigned, unsigned bx, unsigned, unsigned,
+                             unsigned, CUstream stream, void**, void** extra) {
+  if (gx == 0 || bx == 0) return CUDA_ERROR_INVALID_VALUE;
+  return CheckLaunch(function, stream, extra);
+}
+
+CUresult fake_cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
+                                           const CUlaunchConfig*) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (LiveFunction(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *clusters = 16;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType,
+                                     cuuint32_t rank, void* address,
+                                     const cuuint64_t*, const cuuint64_t*,
+                                     const cuuint32_t*, const cuuint32_t*,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill) {
+  if (map == nullptr || rank == 0 || rank > 5 ||
+      reinterpret_cast<uintptr_t>(address) % 16 != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  memset(map, 0x5a, sizeof(*map));
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuDeviceCanAccessPeer(int* can, CUdevice reader, CUdevice owner) {
+  if (!ValidDevice(reader) || !ValidDevice(owner))
+    return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(S().mu);
+  *can = reader < S().p2p_devices && owner < S().p2p_devices ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxEnablePeerAccess(CUcontext owner, unsigned int) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Context* o = AsContext(owner);
+  if (o == nullptr || current_context == nullptr)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (o->device >= S().p2p_devices ||
+      current_context->device >= S().p2p_devices) {
+    return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  }
+  if (!S().peers.insert({current_context->device, o->device}).second) {
+    return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxDisablePeerAccess(CUcontext owner) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Context* o = AsContext(owner);
+  if (o == nullptr || current_context == nullptr)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  if (S().peers.erase({current_context->device, o->device}) == 0) {
+    return CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Entry points fleetjit declares but the runtime does not call (graph
+// capture is the caller's business): present, and not supported.
+template <typename F>
+struct Unsupported;
+template <typename... A>
+struct Unsupported<CUresult(CUDAAPI*)(A...)> {
+  static CUresult CUDAAPI Fn(A...) { return CUDA_ERROR_NOT_SUPPORTED; }
+};
+#define FJ_UNSUPPORTED(name) \
+  constexpr auto fake_##name = &Unsupported<decltype(&::name)>::Fn;
+FJ_UNSUPPORTED(cuStreamBeginCapture)
+FJ_UNSUPPORTED(cuStreamEndCapture)
+FJ_UNSUPPORTED(cuGraphInstantiateWithFlags)
+FJ_UNSUPPORTED(cuGraphLaunch)
+FJ_UNSUPPORTED(cuGraphExecDestroy)
+FJ_UNSUPPORTED(cuGraphDestroy)
+FJ_UNSUPPORTED(cuPointerGetAttribute)
+#undef FJ_UNSUPPORTED
+
+// ---------------------------------------------------------------------------
+// 5. The table cuGetProcAddress hands out: each body behind its fault check,
+//    with the prototype cuda.h gives the name.
+
+template <int kSymbol, typename F, auto kBody>
+struct Entry;
+template <int kSymbol, typename... A, auto kBody>
+struct Entry<kSymbol, CUresult(CUDAAPI*)(A...), kBody> {
+  static CUresult CUDAAPI Call(A... args) {
+    // The return address is the call site in the caller (a call through a
+    // function pointer is never inlined).
+    const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+    if (CUresult r = Injected(kSymbol, site); r != CUDA_SUCCESS) return r;
+    return kBody(args...);
+  }
+};
+
+// Built on first use: no global constructor.
+void* const* Table() {
+  static void* const table[] = {
+#define FJ_CU(name, version, required) \
+  reinterpret_cast<void*>(             \
+      &Entry<k_##name, decltype(&::name), fake_##name>::Call),
+#include "platform/driver_symbols.inc"
+#undef FJ_CU
+  };
+  return table;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// 6. What the loader and the tests see.
+
+extern "C" {
+
+FJFAKE_API CUresult CUDAAPI cuInit(unsigned int flags) {
+  const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0));
+  if (CUresult r = Injected(k_cuInit, site); r != CUDA_SUCCESS) return r;
+  return fake_cuInit(flags);
+}
+
+FJFAKE_API CUresult CUDAAPI
+cuGetProcAddress_v2(const char* symbol, void** out, int, cuuint64_t,
+                    CUdriverProcAddressQueryResult* found) {
+  int index = symbol == nullptr ? -1 : SymbolIndex(symbol);
+  bool hidden;
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    hidden = index >= 0 && S().hidden[index];
+  }
+  if (index < 0 || index == k_cuInit || hidden) {
+    *out = nullptr;
+    if (found != nullptr) *found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *out = Table()[index];
+  if (found != nullptr) *found = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
+FJFAKE_API void fjfake_reset(int devices) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  State& s = S();
+  if (devices > 0 && devices <= kMaxDevices) s.devices = devices;
+  s.p2p_devices = kMaxDevices;
+  for (int i = 0; i < kSymbolCount; ++i) {
+    s.calls[i] = 0;
+    s.sites[i].clear();
+    s.faults[i] = FaultPlan{};
+    s.hidden[i] = false;
+  }
+  s.faults_fired = 0;
+  s.reclaimed = 0;
+}
+
+FJFAKE_API int fjfake_symbol_count(void) { return kSymbolCount; }
+
+FJFAKE_API const char* fjfake_symbol_name(int index) {
+  return index >= 0 && index < kSymbolCount ? kSymbolNames[index] : nullptr;
+}
+
+FJFAKE_API uint64_t fjfake_calls(const char* name) {
+  int index = SymbolIndex(name);
+  if (index < 0) return 0;
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().calls[index];
+}
+
+FJFAKE_API uintptr_t fjfake_call_site(const char* name, uint64_t nth) {
+  int index = SymbolIndex(name);
+  if (index < 0 || nth == 0) return 0;
+  std::lock_guard<std::mutex> lock(S().mu);
+  const std::vector<uintptr_t>& sites = S().sites[index];
+  return nth <= sites.size() ? sites[nth - 1] : 0;
+}
+
+FJFAKE_API int fjfake_fail(const char* name, uint64_t nth, int result) {
+  int index = SymbolIndex(name);
+  if (index < 0) return -1;
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().faults[index] = FaultPlan{nth, true, static_cast<CUresult>(result)};
+  return 0;
+}
+
+FJFAKE_API uint64_t fjfake_faults_fired(void) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().faults_fired;
+}
+
+FJFAKE_API int fjfake_hide(const char* name) {
+  int index = SymbolIndex(name);
+  if (index < 0) return -1;
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().hidden[index] = true;
+  return 0;
+}
+
+FJFAKE_API void fjfake_set_p2p_devices(int devices) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().p2p_devices = devices;
+}
+
+FJFAKE_API uint64_t fjfake_create_stream(int device) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (device < 0 || device >= S().devices || S().contexts[device].retains == 0)
+    return 0;
+  auto* s = new Stream{&S().contexts[device]};
+  S().streams.insert(s);
+  return reinterpret_cast<uint64_t>(s);
+}
+
+FJFAKE_API void fjfake_destroy_stream(uint64_t stream) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* s = reinterpret_cast<Stream*>(stream);
+  if (S().streams.erase(s) != 0) delete s;
+}
+
+FJFAKE_API void fjfake_get_live(fjfake_live* out) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  State& s = S();
+  *out = fjfake_live{};
+  for (const auto& [address, a] : s.allocations) {
+    (a.device < 0 ? out->host_allocations : out->allocations)++;
+  }
+  out->modules = static_cast<int64_t>(s.modules.size());
+  out->streams = static_cast<int64_t>(s.streams.size());
+  out->events = static_cast<int64_t>(s.events.size());
+  for (int d = 0; d < kMaxDevices; ++d)
+    out->context_retains += s.contexts[d].retains;
+  out->reclaimed = static_cast<int64_t>(s.reclaimed);
+}
+
+}  // extern "C"

@@ -1,0 +1,285 @@
+// fork() (issue 12, item 5): CUDA is not fork-safe, so in a child every
+// call on the parent's runtime that needs the driver is FAILED_PRECONDITION
+// (saying to create the runtime after fork), destroying that runtime
+// neither crashes nor touches the parent's objects, and a runtime created in
+// the child works end to end. On the CPU through the fake driver; on a GPU
+// host also through the real one (where a child of a process that
+// initialised CUDA may not get the driver at all: then the new runtime
+// must say so in fj_runtime_driver_error instead of crashing).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "fleetjit/fleetjit.h"
+#include "gtest/gtest.h"
+#include "tests/common/fake_cuda/fake_cuda.h"
+#include "tests/common/seed.h"
+#include "tests/common/test_paths.h"
+
+namespace fleetjit::testing {
+namespace {
+
+fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
+fj_str S(const char* s) { return fj_str{s, std::strlen(s)}; }
+
+constexpr const char* kSource =
+    "extern \"C\" __global__ void add(float* p, float v, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] += v; "
+    "}\n";
+
+// Everything a session holds.
+struct Session {
+  fj_runtime* rt = nullptr;
+  fj_module* module = nullptr;
+  fj_kernel* kernel = nullptr;
+  fj_stream* stream = nullptr;
+  uint64_t buffer = 0;
+  int n = 0;
+  std::string error;  // the first failure, "" if none
+
+  bool Check(const char* what, fj_status* st) {
+    if (st == nullptr) return true;
+    if (error.empty())
+      error = std::string(what) + ": " + fj_status_message(st, nullptr);
+    fj_status_free(st);
+    return false;
+  }
+};
+
+// Creates a runtime on `driver` ("" = the system's) and everything else;
+// with no device, only the runtime. Returns false with s.error set.
+bool Open(Session& s, const std::string& driver, const std::string& cache_dir) {
+  fj_runtime_options o{};
+  o.struct_size = sizeof(o);
+  o.libcuda_path = S(driver);
+  o.cache_dir = S(cache_dir);
+  static const std::string target = "compute_90";
+  if (!driver.empty()) o.target_override = S(target);  // the fake loads PTX
+  if (!s.Check("fj_runtime_create", fj_runtime_create(&o, &s.rt))) return false;
+  int32_t devices = 0;
+  fj_device_count(s.rt, &devices);
+  if (devices == 0) {
+    s.error = std::string("no device: ") + fj_runtime_driver_error(s.rt);
+    return false;
+  }
+  fj_build_options b{};
+  b.struct_size = sizeof(b);
+  b.source = S(kSource);
+  s.n = 4096;
+  return s.Check("fj_module_build", fj_module_build(s.rt, &b, &s.module)) &&
+         s.Check("fj_module_get_kernel",
+                 fj_module_get_kernel(s.module, S("add"), 0, &s.kernel)) &&
+         s.Check("fj_stream_create", fj_stream_create(s.rt, 0, &s.stream)) &&
+         s.Check("fj_mem_alloc", fj_mem_alloc(s.rt, 0, 4 * s.n, &s.buffer));
+}
+
+// A random round trip through device memory, and a launch.
+bool RoundTrip(Session& s, std::mt19937_64& rng) {
+  std::vector<float> in(s.n), out(s.n, -1.f);
+  for (float& v : in) v = static_cast<float>(rng() % 100000) / 7.f;
+  fj_arg args[3] = {};
+  for (fj_arg& a : args) a.struct_size = sizeof(fj_arg);
+  args[0].kind = FJ_ARG_POINTER;
+  args[0].v.pointer = s.buffer;
+  args[1].kind = FJ_ARG_F32;
+  args[1].v.f32 =
+      0.f;  // adds nothing: the data survive on the fake and a GPU alike
+  args[2].kind = FJ_ARG_I32;
+  args[2].v.i32 = s.n;
+  fj_launch_config cfg{};
+  cfg.struct_size = sizeof(cfg);
+  cfg.grid[0] = s.n / 256;
+  cfg.block[0] = 256;
+  cfg.stream = s.stream;
+  if (!s.Check("fj_memcpy_htod",
+               fj_memcpy_htod(s.rt, s.buffer, in.data(), 4 * s.n, s.stream)) ||
+      !s.Check("fj_launch", fj_launch(s.kernel, &cfg, args, 3)) ||
+      !s.Check("fj_memcpy_dtoh",
+               fj_memcpy_dtoh(s.rt, out.data(), s.buffer, 4 * s.n, s.stream)) ||
+      !s.Check("fj_stream_synchronize", fj_stream_synchronize(s.stream))) {
+    return false;
+  }
+  if (std::memcmp(in.data(), out.data(), 4 * s.n) != 0) {
+    s.error = "the round trip changed the data";
+    return false;
+  }
+  return true;
+}
+
+bool Close(Session& s) {
+  bool ok = s.Check("fj_stream_destroy", fj_stream_destroy(s.stream));
+  ok &= s.Check("fj_mem_free", fj_mem_free(s.rt, s.buffer));
+  ok &= s.Check("fj_module_destroy", fj_module_destroy(s.module));
+  ok &= s.Check("fj_runtime_destroy", fj_runtime_destroy(s.rt));
+  return ok;
+}
+
+// In the child: every driver-bound call on the parent's session is
+// FAILED_PRECONDITION. Returns "" or what went wrong.
+std::string ParentSessionRefused(Session& parent) {
+  std::vector<float> host(parent.n, 1.f);
+  fj_arg args[3] = {};
+  for (fj_arg& a : args) a.struct_size = sizeof(fj_arg);
+  args[0].kind = FJ_ARG_POINTER;
+  args[0].v.pointer = parent.buffer;
+  args[1].kind = FJ_ARG_F32;
+  args[2].kind = FJ_ARG_I32;
+  args[2].v.i32 = parent.n;
+  fj_launch_config cfg{};
+  cfg.struct_size = sizeof(cfg);
+  cfg.grid[0] = 1;
+  cfg.block[0] = 32;
+  uint64_t extra = 0;
+  fj_stream* another = nullptr;
+  fj_kernel* again = nullptr;
+  struct {
+    const char* name;
+    fj_status* status;
+  } calls[] = {
+      {"fj_mem_alloc", fj_mem_alloc(parent.rt, 0, 1024, &extra)},
+      {"fj_memcpy_htod",
+       fj_memcpy_htod(parent.rt, parent.buffer, host.data(), 64, nullptr)},
+      {"fj_memcpy_dtoh", fj_memcpy_dtoh(parent.rt, host.data(), parent.buffer,
+                                        64, parent.stream)},
+      {"fj_memset_d8", fj_memset_d8(parent.rt, parent.buffer, 0, 64, nullptr)},
+      {"fj_launch", fj_launch(parent.kernel, &cfg, args, 3)},
+      {"fj_stream_synchronize", fj_stream_synchronize(parent.stream)},
+      {"fj_stream_create", fj_stream_create(parent.rt, 0, &another)},
+      {"fj_mem_free", fj_mem_free(parent.rt, parent.buffer)},
+  };
+  (void)again;
+  std::string problems;
+  for (auto& c : calls) {
+    const fj_code code = fj_status_code(c.status);
+    std::string message = fj_status_message(c.status, nullptr);
+    fj_status_free(c.status);
+    if (code != FJ_FAILED_PRECONDITION || !absl::StrContains(message, "fork")) {
+      problems += std::string(c.name) + " gave " + fj_code_name(code) + " (" +
+                  message + "); ";
+    }
+  }
+  // Destroying it frees nothing of the parent's and does not crash.
+  fj_status_free(fj_runtime_destroy(parent.rt));
+  return problems;
+}
+
+// Runs `child` in a forked child; its exit code (or 128 + signal).
+template <typename Fn>
+int InChild(Fn child) {
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) _exit(child());
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
+  auto rng = SeededRng("FakeDriverChildIsRefusedAndANewRuntimeWorks");
+  const std::string driver =
+      BesideExecutable("../lib/libfj_fake_cuda.so", FJ_FAKE_CUDA_PATH);
+  char dir_template[] = "/tmp/fj-fork-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  fjfake_reset(1);
+  Session parent;
+  if (!Open(parent, driver, dir)) {
+    if (absl::StrContains(parent.error, "NVRTC")) GTEST_SKIP() << parent.error;
+    FAIL() << parent.error;
+  }
+  ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
+  fjfake_live before;
+  fjfake_get_live(&before);
+  const uint64_t child_seed = rng();
+  auto all_calls = [] {
+    uint64_t n = 0;
+    for (int i = 0; i < fjfake_symbol_count(); ++i)
+      n += fjfake_calls(fjfake_symbol_name(i));
+    return n;
+  };
+  const int code = InChild([&] {
+    const uint64_t calls_before = all_calls();
+    std::string refused = ParentSessionRefused(parent);
+    if (!refused.empty()) {
+      std::fprintf(stderr, "child: %s\n", refused.c_str());
+      return 1;
+    }
+    // Refused before reaching the driver, which a fork() child must not use.
+    if (all_calls() != calls_before) {
+      std::fprintf(stderr, "child: the refused calls made %llu driver calls\n",
+                   static_cast<unsigned long long>(all_calls() - calls_before));
+      return 3;
+    }
+    std::mt19937_64 child_rng(child_seed);
+    Session fresh;
+    if (!Open(fresh, driver, dir) || !RoundTrip(fresh, child_rng) ||
+        !Close(fresh)) {
+      std::fprintf(stderr, "child: new runtime: %s\n", fresh.error.c_str());
+      return 2;
+    }
+    return 0;
+  });
+  EXPECT_EQ(code, 0)
+      << "1: a call on the parent's runtime was not refused; 2: a new "
+         "runtime failed; 3: a refused call reached the driver (stderr says "
+         "which)";
+  // The parent's runtime is untouched by all that.
+  ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
+  ASSERT_TRUE(Close(parent)) << parent.error;
+  fjfake_live after;
+  fjfake_get_live(&after);
+  EXPECT_EQ(after.allocations, before.allocations - 1);
+  EXPECT_EQ(after.streams, before.streams - 1);
+  EXPECT_EQ(after.modules, 0);
+  EXPECT_EQ(after.context_retains, 0);
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+TEST(ForkTest, RealDriverChildIsRefusedAndANewRuntimeSaysWhatItGot) {
+  auto rng = SeededRng("RealDriverChildIsRefusedAndANewRuntimeSaysWhatItGot");
+  char dir_template[] = "/tmp/fj-fork-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  Session parent;
+  if (!Open(parent, "", dir)) GTEST_SKIP() << parent.error;
+  ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
+  const uint64_t child_seed = rng();
+  const int code = InChild([&] {
+    std::string refused = ParentSessionRefused(parent);
+    if (!refused.empty()) {
+      std::fprintf(stderr, "child: %s\n", refused.c_str());
+      return 1;
+    }
+    std::mt19937_64 child_rng(child_seed);
+    Session fresh;
+    if (!Open(fresh, "", dir)) {
+      // The driver refuses a child of a process that initialised it: that
+      // must be a status naming the call, not a crash.
+      std::fprintf(stderr, "child: new runtime: %s\n", fresh.error.c_str());
+      if (fresh.rt == nullptr || !absl::StrContains(fresh.error, "cu"))
+        return 3;
+      fj_status_free(fj_runtime_destroy(fresh.rt));
+      return 0;
+    }
+    if (!RoundTrip(fresh, child_rng) || !Close(fresh)) {
+      std::fprintf(stderr, "child: new runtime: %s\n", fresh.error.c_str());
+      return 2;
+    }
+    std::fprintf(stderr,
+                 "child: a new runtime in the child works on the GPU\n");
+    return 0;
+  });
+  EXPECT_EQ(code, 0)
+      << "1: a call on the parent's runtime was not refused; 2: a new "
+         "runtime failed; 3: no status naming the driver call";
+  ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
+  ASSERT_TRUE(Close(parent)) << parent.error;
+  std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+}  // namespace
+}  // namespace fleetjit::testing
