@@ -17,6 +17,15 @@ if(NOT FJ_HIREDIS_INCLUDE_DIR)
 endif()
 
 # abseil: Debian's static archives are not PIC, so link the shared ones.
+# FJ_ABSL_PREFIX names another build of the same abseil (its include/ and
+# lib/): scripts/ci-tsan points it at one built with -fsanitize=thread from
+# Debian's source package, so that ThreadSanitizer sees abseil's locks.
+set(FJ_ABSL_PREFIX "" CACHE PATH "an abseil install to use instead of Debian's")
+set(FJ_ABSL_LIBDIR /usr/lib/x86_64-linux-gnu)
+if(FJ_ABSL_PREFIX)
+  set(FJ_ABSL_LIBDIR ${FJ_ABSL_PREFIX}/lib)
+  include_directories(BEFORE SYSTEM ${FJ_ABSL_PREFIX}/include)
+endif()
 set(FJ_ABSL_COMPONENTS status statusor strings str_format_internal
     synchronization time hash raw_hash_set cord cordz_info cord_internal
     cordz_functions cordz_handle throw_delegate raw_logging_internal
@@ -26,7 +35,7 @@ set(FJ_ABSL_COMPONENTS status statusor strings str_format_internal
     bad_variant_access log_severity flags_marshalling)
 set(FJ_ABSL_LIBS "")
 foreach(c IN LISTS FJ_ABSL_COMPONENTS)
-  find_library(FJ_ABSL_${c} NAMES absl_${c} PATHS /usr/lib/x86_64-linux-gnu NO_DEFAULT_PATH)
+  find_library(FJ_ABSL_${c} NAMES absl_${c} PATHS ${FJ_ABSL_LIBDIR} NO_DEFAULT_PATH)
   if(FJ_ABSL_${c})
     list(APPEND FJ_ABSL_LIBS ${FJ_ABSL_${c}})
   endif()
@@ -57,14 +66,19 @@ function(fj_private_library_link_options target)
   target_link_options(${target} PRIVATE
     -Wl,--exclude-libs,ALL -Wl,--no-undefined -Wl,--as-needed
     -Wl,--disable-new-dtags)
+  set(rpath "$ORIGIN")
+  if(FJ_ABSL_PREFIX)
+    list(APPEND rpath ${FJ_ABSL_LIBDIR})  # the copies beside it come from there
+  endif()
   set_target_properties(${target} PROPERTIES
-    BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "$ORIGIN")
+    BUILD_WITH_INSTALL_RPATH ON INSTALL_RPATH "${rpath}")
 endfunction()
 
 # Copies the shared abseil libraries a target needs next to it after link.
 function(fj_copy_runtime_libs target dir)
   add_custom_command(TARGET ${target} POST_BUILD
     COMMAND ${CMAKE_COMMAND} -DDIR=${dir} -DLIB=$<TARGET_FILE:${target}>
+            "-DPREFER=$<$<BOOL:${FJ_ABSL_PREFIX}>:${FJ_ABSL_LIBDIR}>"
             -P ${CMAKE_SOURCE_DIR}/cmake/copy_runtime_libs.cmake
     VERBATIM)
 endfunction()

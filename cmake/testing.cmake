@@ -11,6 +11,9 @@ function(fj_add_test name)
   set_target_properties(${name} PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   fj_executable_rpath(${name})
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-    PROPERTIES ENVIRONMENT "FLEETJIT_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+  set(properties ENVIRONMENT "FLEETJIT_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
+  if(name IN_LIST FJ_TSAN_TESTS)  # tests/CMakeLists.txt: the ThreadSanitizer stage
+    list(APPEND properties LABELS tsan)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST PROPERTIES ${properties})
 endfunction()

@@ -10,6 +10,14 @@
 // refused before NVRTC (targets that start with 'x', bad enums or sizes).
 // Without a GPU every launch fails in its checks before the driver, which is
 // what is fuzzed here.
+//
+// Speed: creating and destroying a runtime costs far more than the calls an
+// input makes, so one runtime, made in the init, outlives the inputs: each
+// input starts with it as its first live runtime (its memory tier already
+// holds the cached module, so building that is a memory hit) and may create
+// up to two more (which read the disk tier). An input may destroy it like any
+// other: then it is made anew after that input. Everything else an input
+// created is destroyed at its end, so a leak is still the library's.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <stdlib.h>
 
@@ -33,6 +41,7 @@ constexpr const char kSource[] =
 constexpr const char kTarget[] = "sm_80";
 
 bool g_have_module = false;  // the init's build succeeded (NVRTC present)
+fj_runtime* g_runtime = nullptr;  // lives across inputs (see the top)
 
 void Use(FuzzedDataProvider& in, fj_status* st) {
   (void)fj_status_code(st);
@@ -99,9 +108,20 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fj_status* st = fj_module_build(rt, &o, &m);
   g_have_module = st == nullptr;
   fj_status_free(st);
-  fj_module_destroy(m);
-  fj_runtime_destroy(rt);
+  fj_status_free(fj_module_destroy(m));
+  g_runtime = rt;
   return 0;
+}
+
+// g_runtime, made anew if an input destroyed it (with the module in its
+// memory tier, as after the init).
+void RestoreSharedRuntime() {
+  g_runtime = CreateRuntime(nullptr);
+  if (!g_have_module) return;
+  fj_build_options o = GoodBuild();
+  fj_module* m = nullptr;
+  fj_status_free(fj_module_build(g_runtime, &o, &m));
+  fj_status_free(fj_module_destroy(m));
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -111,6 +131,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<fj_kernel*> kernels;
   std::vector<fj_runtime*> live_rt;
   std::vector<fj_module*> live_mod;
+  const bool shared = g_runtime != nullptr;  // runtimes.all[0] if so
+  runtimes.Add(g_runtime);
 
   int steps = in.ConsumeIntegralInRange<int>(1, 24);
   for (int step = 0; step < steps && in.remaining_bytes() > 0; ++step) {
@@ -285,10 +307,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
     }
   }
-  // Destroy what is still alive: modules first, then runtimes.
+  // Destroy what is still alive: modules first, then runtimes, except the
+  // shared one (runtimes.all[0]), which is made anew if the input destroyed it.
   for (size_t i = 0; i < modules.all.size(); ++i)
     if (modules.alive[i]) fj_status_free(fj_module_destroy(modules.all[i]));
-  for (size_t i = 0; i < runtimes.all.size(); ++i)
+  for (size_t i = shared ? 1 : 0; i < runtimes.all.size(); ++i)
     if (runtimes.alive[i]) fj_status_free(fj_runtime_destroy(runtimes.all[i]));
+  if (!shared || !runtimes.alive[0]) RestoreSharedRuntime();
   return 0;
 }
