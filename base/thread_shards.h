@@ -85,8 +85,10 @@ struct CacheLineAllocator {
     return static_cast<T*>(
         ::operator new (Bytes(n), std::align_val_t{kCacheLineBytes}));
   }
-  void deallocate(T* p, size_t n) {
-    ::operator delete (p, Bytes(n), std::align_val_t{kCacheLineBytes});
+  // Unsized: clang-14 (the fuzz and TSan builds) declares no sized
+  // deallocation functions unless -fsized-deallocation is given.
+  void deallocate(T* p, size_t) {
+    ::operator delete (p, std::align_val_t{kCacheLineBytes});
   }
   template <typename U>
   bool operator==(const CacheLineAllocator<U>&) const {

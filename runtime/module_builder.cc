@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/sha256.h"
+#include "base/exit_gate.h"
 #include "base/status_macros.h"
 #include "jit/embedded.h"
 #include "jit/include_scan.h"
@@ -93,6 +94,10 @@ const std::vector<jit::IncludeDir>& ModuleBuilder::cuda_include_dirs() {
 }
 
 absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
+  // exit() waits for the build (NVRTC, the driver's module loads, the disk
+  // cache) before any library's exit handlers run (base/exit_gate.h).
+  FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("building"),
+                      absl::StrCat("building '", spec.name, "'"));
   auto start = std::chrono::steady_clock::now();
   // 1. The target: explicit, else the runtime's override, else the device.
   jit::Target target;
