@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -32,7 +34,22 @@ void Drain() {
   }
 }
 
+// exit() runs the calling thread's thread_local destructors before any
+// atexit handler (glibc's __run_exit_handlers), so a watch living in the
+// main thread drains first, whoever registered exit handlers since. Only
+// the main thread: another thread's thread_local destructors also run when
+// that thread simply ends.
+struct MainThreadWatch {
+  ~MainThreadWatch() { Drain(); }
+};
+
 }  // namespace
+
+void ExitGate::WatchCallingThread() {
+  if (static_cast<pid_t>(syscall(SYS_gettid)) != getpid()) return;
+  static thread_local MainThreadWatch watch;
+  (void)&watch;
+}
 
 ExitGate::Pass::~Pass() {
   if (!held_) return;

@@ -13,10 +13,15 @@
 //   FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("NVRTC"), "building");
 //   ... call NVRTC ...
 //
-// What it cannot cover: exit() while another thread is inside dlopen()
-// of such a library (glibc's loader lock and the library's half-run
-// initialisers): fj_runtime_options's preload flag, or destroying the
-// runtime before exit, avoids that window.
+// That order is not enough alone: NVRTC (LLVM inside) registers more exit
+// handlers while it compiles, and the first dlopen of NVRTC registers them
+// while its initialisers run; those run before the handler (seen on the
+// H200 host: exit() 30 ms into the first builds crashed in
+// nvrtcCompileProgram). So the main thread also carries a thread_local
+// watch (WatchCallingThread, from Runtime::Create): exit() runs the calling
+// thread's thread_local destructors before any atexit handler, and the
+// watch drains there. An exit() from another thread relies on the handler
+// alone; a process that does that destroys its runtimes first.
 #ifndef FLEETJIT_BASE_EXIT_GATE_H_
 #define FLEETJIT_BASE_EXIT_GATE_H_
 
@@ -53,6 +58,14 @@ class ExitGate {
   // destructors must wait. The first passes released call it too (a
   // library's lazily built statics register theirs on first use).
   static void RunBeforeExistingExitHandlers();
+
+  // Called on the thread that creates a runtime: when it is the main
+  // thread, a thread_local watch of it drains first at exit(), before every
+  // atexit handler (also those a library registers lazily, mid-compile,
+  // after the handler above). It keeps the library loaded until the main
+  // thread ends (glibc pins a library whose thread_local destructors are
+  // pending), so a dlclose of it unloads nothing.
+  static void WatchCallingThread();
 
   // For tests: whether exit has closed the gate.
   static bool closed();

@@ -4,12 +4,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/exit_gate.h"
 #include "base/status_macros.h"
 #include "runtime/launch.h"
 
 namespace fleetjit {
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
+  // exit() on this thread, when it is the main one, waits for builds in
+  // flight before any library's exit handlers run (base/exit_gate.h).
+  ExitGate::WatchCallingThread();
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->options_ = std::move(options);
   rt->logger_ = LoggerFor(rt->options_);

@@ -19,6 +19,8 @@
 //   process_helper build DIR VARIANT
 //       Builds one variant through the C ABI (NVRTC from the environment:
 //       the crash tests point FLEETJIT_LIBNVRTC at a fake that aborts).
+#include <execinfo.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -203,8 +205,28 @@ int Build(const std::string& dir, int variant) {
 }  // namespace
 }  // namespace fleetjit::testing
 
+// On SIGSEGV/SIGBUS/SIGABRT, the faulting thread's frames to stderr (raw
+// addresses with their libraries; addr2line resolves them), then the
+// default action: a crash on a GPU host, where there is no debugger, still
+// says where it happened.
+void PrintCrashStack(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  char line[64];
+  const int len = snprintf(line, sizeof(line), "process_helper: signal %d; stack:\n", sig);
+  if (len > 0) (void)!write(2, line, static_cast<size_t>(len));
+  backtrace_symbols_fd(frames, n, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
 int main(int argc, char** argv) {
   using namespace fleetjit::testing;
+  {
+    void* warm[1];
+    backtrace(warm, 1);  // loads libgcc's unwinder now, not in the handler
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT}) signal(sig, PrintCrashStack);
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   auto number = [&](size_t i) {
     int64_t v = 0;

@@ -801,14 +801,14 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
  * ~100 ms otherwise paid by the first build or load). Preloading NVRTC on a
  * host without it fails the create with FJ_UNAVAILABLE.
  *
- * Exit with builds in flight: exit() waits (30 s at most) for the NVRTC
- * compiles and launch-thunk code generation in flight before any library's
- * exit handlers run, and a build that would start after exit began fails
- * with FJ_FAILED_PRECONDITION; the cache only holds whole entries. One window is
- * left: exit() while the process's first dlopen of NVRTC is still running
- * on another thread (~35 ms, glibc runs the handlers NVRTC's initialisers
- * have registered so far). A process that may exit with builds in flight
- * sets FJ_RUNTIME_PRELOAD_NVRTC, or destroys its runtimes before exit. */
+ * Exit with builds in flight: exit() on the thread that created a runtime,
+ * when that is the main thread (returning from main() included), first
+ * waits (30 s at most) for the builds in flight, NVRTC and the driver's
+ * module loads included, before any library's exit handlers run; a build
+ * that would start after that is FJ_FAILED_PRECONDITION, and the cache
+ * only ever holds whole entries. The library then stays loaded until the
+ * main thread ends (a dlclose unloads nothing). exit() from another thread
+ * is not waited for so surely: such a process destroys its runtimes first. */
 
 /* ------------------------------------------------------------------------ */
 /* End of "In a server"                                                      */
