@@ -98,22 +98,17 @@ void CopyEngine::set_logger(Logger logger) {
   logger_ = std::move(logger);
 }
 
-void CopyEngine::Note(absl::string_view message) {
-  Logger logger;
-  {
-    absl::MutexLock lock(&mu_);
-    logger = logger_;
-  }
-  logger.Log(LogLevel::kInfo, absl::StrCat("fj_copy: ", message));
-}
+void CopyEngine::Note(absl::string_view message) { Log(LogLevel::kInfo, message); }
 
-void CopyEngine::Warn(absl::string_view message) {
+void CopyEngine::Warn(absl::string_view message) { Log(LogLevel::kWarn, message); }
+
+void CopyEngine::Log(LogLevel level, absl::string_view message) {
   Logger logger;
   {
     absl::MutexLock lock(&mu_);
     logger = logger_;
   }
-  logger.Log(LogLevel::kWarn, absl::StrCat("fj_copy: ", message));
+  logger.Log(level, absl::StrCat("fj_copy: ", message));
 }
 
 CopyEngine::Counters CopyEngine::counters() const {

@@ -114,6 +114,8 @@ class CopyEngine {
                               const copy::Placement& src, const copy::Placement& dst,
                               Stream stream);
   void Note(absl::string_view message);
+  // Both go through here: the logger copied under the lock, used outside it.
+  void Log(LogLevel level, absl::string_view message);
 
   Runtime& runtime_;
   const DriverApi* api_;
