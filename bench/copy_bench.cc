@@ -99,13 +99,19 @@ std::unique_ptr<TileCopy> Prepare(fj_runtime* rt, fj_stream* stream, int sms, ui
   auto t = std::make_unique<TileCopy>();
   std::string source = kKernel, def = "-DSTAGES=" + std::to_string(c.stages),
               unroll = "-DFJ_FAST_UNROLL=" + std::to_string(c.unroll);
-  // FJ_COPY_BENCH_NVRTC: one more NVRTC option for every build (e.g.
-  // --maxrregcount=80), for register and occupancy studies.
+  // FJ_COPY_BENCH_NVRTC: more NVRTC options for every build, separated by
+  // spaces (e.g. "--maxrregcount=80 -DFJ_FAST_UNROLL=4"), for register and
+  // occupancy studies.
   const char* extra_env = std::getenv("FJ_COPY_BENCH_NVRTC");
-  std::string extra = extra_env != nullptr ? extra_env : "";
+  std::vector<std::string> extra;
+  for (std::string e = extra_env != nullptr ? extra_env : ""; !e.empty();) {
+    size_t end = e.find(' ');
+    if (end != 0) extra.push_back(e.substr(0, end));
+    e = end == std::string::npos ? "" : e.substr(end + 1);
+  }
   std::vector<fj_str> opts = {Str(def)};
   if (c.unroll > 0) opts.push_back(Str(unroll));
-  if (!extra.empty()) opts.push_back(Str(extra));
+  for (const std::string& e : extra) opts.push_back(Str(e));
   fj_build_options o{};
   o.struct_size = sizeof(o);
   o.source = Str(source);
@@ -226,6 +232,9 @@ int main() {
       // (bench/results/2026-11-30-h200-copy-sweep.txt): one warp per CTA,
       // and for sync one 32 KiB row (168 registers allow 3 x 128 threads).
       {2, 128, 64, 3, 32},   {2, 256, 32, 3, 64},   {2, 8192, 1, 3, 128},
+      // With the fast paths inlined (no stack frame per tile), two CTAs of
+      // two warps with three stages led cp_async's sweep (0.940-0.948x).
+      {3, 256, 32, 2, 64},   {3, 128, 64, 2, 64},
   };
   std::vector<fj_copy_impl> impls = {FJ_COPY_IMPL_TMA, FJ_COPY_IMPL_CP_ASYNC, FJ_COPY_IMPL_SYNC};
   // FJ_COPY_BENCH_ONLY="impl,stages,box_x,box_y,ctas_per_sm,threads[,unroll]"

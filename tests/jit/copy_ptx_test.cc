@@ -316,5 +316,79 @@ TEST_F(CopyBuildTest, ExamplesAndConformanceKernelsBuild) {
   }
 }
 
+// A pipelined tile copy (loads in a prologue and in the loop, a store per
+// tile), the shape of bench/copy_bench's kernel.
+constexpr const char* kPipelinedCopy = R"(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void tile_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out,
+                                     int tiles_x, int tiles) {
+  extern __shared__ __align__(128) float buf[];
+  __shared__ fj::barrier bars[2];
+  const int bx = in.box(0), by = in.box(1);
+  if (threadIdx.x == 0) for (int s = 0; s < 2; ++s) bars[s].init(fj::block_threads());
+  __syncthreads();
+  for (int s = 0; s < 2; ++s) {
+    int t = blockIdx.x + s * gridDim.x;
+    fj::load_tile(buf + s * bx * by, in, fj::at(t % tiles_x * bx, t / tiles_x * by), bars[s],
+                  t < tiles);
+    bars[s].arrive();
+  }
+  for (int k = 0;; ++k) {
+    int t = blockIdx.x + k * gridDim.x;
+    if (t >= tiles) break;
+    bars[k % 2].wait((k / 2) & 1);
+    fj::store_tile(out, fj::at(t % tiles_x * bx, t / tiles_x * by), buf + k % 2 * bx * by);
+    fj::commit_group();
+    fj::wait_group_read<0>();
+    int tn = t + 2 * gridDim.x;
+    fj::load_tile(buf + k % 2 * bx * by, in, fj::at(tn % tiles_x * bx, tn / tiles_x * by),
+                  bars[k % 2], tn < tiles);
+    bars[k % 2].arrive();
+  }
+  fj::wait_group<0>();
+}
+)";
+
+// The PTX of entry `name`, from its .entry line to its closing brace.
+std::string EntryBody(const std::string& ptx, const std::string& name) {
+  const size_t begin = ptx.find(".entry " + name);
+  if (begin == std::string::npos) return "";
+  const size_t end = ptx.find("\n}", begin);
+  return ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The common tile paths (the row walks of the software loads and stores)
+// are inlined into the kernel, and the kernel keeps nothing in local
+// memory. Called, they took the coords by reference and saved registers in
+// a stack frame: per tile, per thread, local stores that the streaming
+// loads evicted to L2 (+16% L2 write sectors in Nsight Compute) and 10% of
+// the copy's bandwidth on the H200 (bench/copy_bench, sync 0.85x -> 0.93x).
+TEST_F(CopyBuildTest, TileFastPathsAreInlinedWithoutLocalMemory) {
+  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
+                                     {"sm_80", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kSync},
+                                     {"sm_90", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kTma}};
+  for (const Combo& c : combos) {
+    SCOPED_TRACE(absl::StrCat(c.target, " ", CopyImplName(c.impl)));
+    auto a = Build(kPipelinedCopy, c.target, c.impl);
+    ASSERT_TRUE(a.ok()) << a.status();
+    const std::string body = EntryBody(a->ptx, "tile_copy");
+    ASSERT_FALSE(body.empty()) << "no tile_copy entry in the PTX";
+    EXPECT_FALSE(Has(body, "st.local") || Has(body, "ld.local"))
+        << "the tile copy's kernel uses local memory";
+    // The software store's row walk (the tma store's fallback too).
+    EXPECT_TRUE(Has(body, "ld.shared.v4.u32") && Has(body, "st.global.v4.u32"))
+        << "the tile store's row walk is not inlined";
+    if (c.impl == CopyImpl::kSync) {
+      EXPECT_TRUE(Has(body, "ld.global.v4.u32") && Has(body, "st.shared.v4.u32"))
+          << "the sync tile load's row walk is not inlined";
+    } else if (c.impl == CopyImpl::kCpAsync) {
+      EXPECT_TRUE(Has(body, "cp.async.cg.shared.global"))
+          << "the cp_async tile load's row walk is not inlined";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fleetjit::jit

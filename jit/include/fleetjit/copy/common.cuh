@@ -532,47 +532,28 @@ FJ_DEV void st_shared16(void* s, const uint4& v) {
 #define FJ_FAST_UNROLL 8
 #endif
 
-// Fast-path tile store: a batch of ld.shared, then the st.global.
+// Fast-path tile store (see tile_fast), its common case (plan_rows): a
+// batch of ld.shared, then the st.global. False when the box needs the
+// chunk cursor.
 template <int R>
-__device__ __noinline__ void store_tile_fast(const tensor_param& p,
-                                             const coords& c,
-                                             const unsigned char* smem) {
-  const unsigned n = block_threads(), total = fast_chunks<R>(p);
-  unsigned i = thread_rank();
-  unsigned char* base = (unsigned char*)p.data;
-  const row_walk w = plan_rows<R>(p, c, i, n);
-  if (w.ok) {
-    const unsigned char* s = smem + w.s;
-    unsigned char* g = base + w.g;
-    unsigned k = 0;
-    for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
-      uint4 v[FJ_FAST_UNROLL];
-#pragma unroll
-      for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = ld_shared16(s + j * w.sstep);
-#pragma unroll
-      for (int j = 0; j < FJ_FAST_UNROLL; ++j) st_global16(g + j * w.gstep, v[j]);
-      s += FJ_FAST_UNROLL * w.sstep;
-      g += FJ_FAST_UNROLL * w.gstep;
-    }
-    for (; k < w.count; ++k, s += w.sstep, g += w.gstep) st_global16(g, ld_shared16(s));
-    return;
-  }
-  chunk_cursor<R> cur;
-  cur.init(p, c, i, n);
-  for (; i < total; i += FJ_FAST_UNROLL * n) {
+FJ_DEV bool store_rows(const tensor_param& p, const coords& c,
+                       const unsigned char* smem) {
+  const row_walk w = plan_rows<R>(p, c, thread_rank(), block_threads());
+  if (!w.ok) return false;
+  const unsigned char* s = smem + w.s;
+  unsigned char* g = (unsigned char*)p.data + w.g;
+  unsigned k = 0;
+  for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      if (i + j * n < total) v[j] = ld_shared16(smem + (u64)(i + j * n) * 16);
-    }
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = ld_shared16(s + j * w.sstep);
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      if (i + j * n < total) {
-        st_global16(base + cur.g, v[j]);
-        cur.next();
-      }
-    }
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) st_global16(g + j * w.gstep, v[j]);
+    s += FJ_FAST_UNROLL * w.sstep;
+    g += FJ_FAST_UNROLL * w.gstep;
   }
+  for (; k < w.count; ++k, s += w.sstep, g += w.gstep) st_global16(g, ld_shared16(s));
+  return true;
 }
 
 // Bytes of one tile (the box) of `p`.
@@ -598,16 +579,47 @@ struct store_op {
   }
 };
 
+// The rest of a tile store: fast-path boxes that need the chunk cursor
+// (batches of ld.shared, then the st.global), and the
+// walker. Not inlined: one copy per rank however many call sites.
+template <int R>
+__device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
+                                             const unsigned char* smem) {
+  if (!tile_fast<R>(p, c, smem, true)) {
+    store_op op{(unsigned)p.elem_bytes};
+    walk_tile<R>(p, c, (unsigned char*)smem, true, op);
+    return;
+  }
+  unsigned char* base = (unsigned char*)p.data;
+  const unsigned n = block_threads(), total = fast_chunks<R>(p);
+  unsigned i = thread_rank();
+  chunk_cursor<R> cur;
+  cur.init(p, c, i, n);
+  for (; i < total; i += FJ_FAST_UNROLL * n) {
+    uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      if (i + j * n < total) v[j] = ld_shared16(smem + (u64)(i + j * n) * 16);
+    }
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      if (i + j * n < total) {
+        st_global16(base + cur.g, v[j]);
+        cur.next();
+      }
+    }
+  }
+}
+
+// The common case is inlined at each call site (as a call it cost a stack
+// frame per tile in local memory; see sync.cuh's load_tile_span).
 template <int R>
 FJ_DEV void store_tile_generic(const tensor_param& p, const coords& c,
                                const void* smem, bool pred) {
   if (!pred) return;
-  if (tile_fast<R>(p, c, smem, true)) {
-    store_tile_fast<R>(p, c, (const unsigned char*)smem);
-    return;
-  }
-  store_op op{(unsigned)p.elem_bytes};
-  walk_tile<R>(p, c, (unsigned char*)smem, true, op);
+  const unsigned char* s = (const unsigned char*)smem;
+  if (tile_fast<R>(p, c, smem, true) && store_rows<R>(p, c, s)) return;
+  store_tile_slow<R>(p, c, s);
 }
 
 // Per-line L2 prefetch of the in-bounds part of a tile (no tensor map).

@@ -190,29 +190,49 @@ struct load_op {
   }
 };
 
-// Fast-path tile load (see detail::tile_fast): one cp.async.cg of 16 bytes
-// per chunk, addresses from the cursor instead of the walker's divisions.
+// Fast-path tile load (see detail::tile_fast), its common case
+// (detail::plan_rows): one cp.async.cg of 16 bytes per chunk, each address
+// one add from the last. False when the box needs the chunk cursor.
 template <int R>
-__device__ __noinline__ void issue_tile_fast(unsigned char* smem,
-                                             const tensor_param& p,
-                                             const coords& c) {
-  const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
-  unsigned i = detail::thread_rank();
-  const unsigned char* base = (const unsigned char*)p.data;
-  const detail::row_walk w = detail::plan_rows<R>(p, c, i, n);
-  if (w.ok) {
-    unsigned char* s = smem + w.s;
-    const unsigned char* g = base + w.g;
-    unsigned k = 0;
-    for (; k + 4 <= w.count; k += 4) {
+FJ_DEV bool issue_rows(unsigned char* smem, const tensor_param& p,
+                       const coords& c) {
+  const detail::row_walk w =
+      detail::plan_rows<R>(p, c, detail::thread_rank(), detail::block_threads());
+  if (!w.ok) return false;
+  unsigned char* s = smem + w.s;
+  const unsigned char* g = (const unsigned char*)p.data + w.g;
+  unsigned k = 0;
+  for (; k + 4 <= w.count; k += 4) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) cp_async(s + j * w.sstep, g + j * w.gstep, 16, 16);
-      s += 4 * w.sstep;
-      g += 4 * w.gstep;
-    }
-    for (; k < w.count; ++k, s += w.sstep, g += w.gstep) cp_async(s, g, 16, 16);
+    for (int j = 0; j < 4; ++j) cp_async(s + j * w.sstep, g + j * w.gstep, 16, 16);
+    s += 4 * w.sstep;
+    g += 4 * w.gstep;
+  }
+  for (; k < w.count; ++k, s += w.sstep, g += w.gstep) cp_async(s, g, 16, 16);
+  return true;
+}
+
+// The rest of a tile load: false predicates, fast-path boxes that need the
+// chunk cursor (addresses without the walker's divisions), and the walker.
+// Not inlined: one copy per rank however many call sites (build time).
+template <int R>
+__device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
+                                             coords c, bool pred,
+                                             pred_mode mode) {
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
     return;
   }
+  if (!detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds)) {
+    load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
+    detail::walk_tile<R>(p, c, (unsigned char*)dst,
+                         p.oob != oob_promise_in_bounds, op);
+    return;
+  }
+  unsigned char* smem = (unsigned char*)dst;
+  const unsigned char* base = (const unsigned char*)p.data;
+  const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
+  unsigned i = detail::thread_rank();
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
 #pragma unroll 4
@@ -221,22 +241,16 @@ __device__ __noinline__ void issue_tile_fast(unsigned char* smem,
     cur.next();
   }
 }
-
-// Not inlined: one copy per rank however many call sites (build time).
+// The common case is inlined at each call site (as a call it cost a stack
+// frame per tile in local memory; see sync.cuh's load_tile_span).
 template <int R>
-__device__ __noinline__ void issue_tile(void* dst, const tensor_param& p,
-                                        coords c, bool pred, pred_mode mode) {
-  if (!pred) {
-    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
+FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
+                       bool pred, pred_mode mode) {
+  if (pred && detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds) &&
+      issue_rows<R>((unsigned char*)dst, p, c)) {
     return;
   }
-  if (detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds)) {
-    issue_tile_fast<R>((unsigned char*)dst, p, c);
-    return;
-  }
-  load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
-  detail::walk_tile<R>(p, c, (unsigned char*)dst,
-                       p.oob != oob_promise_in_bounds, op);
+  issue_tile_slow<R>(dst, p, c, pred, mode);
 }
 template <int R, class Done>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,

@@ -115,40 +115,61 @@ struct load_op {
   }
 };
 
-// Fast-path tile load (see detail::tile_fast): a batch of independent
-// 16-byte ld.global per thread, then their st.shared, so FJ_FAST_UNROLL
-// loads per thread are in flight instead of one.
+// Fast-path tile load (see detail::tile_fast), its common case
+// (detail::plan_rows): a batch of independent 16-byte ld.global per
+// thread, then their st.shared, so FJ_FAST_UNROLL loads per thread are in
+// flight instead of one. False when the box needs the chunk cursor.
 template <int R>
-__device__ __noinline__ void load_tile_fast(unsigned char* smem,
-                                            const tensor_param& p,
-                                            const coords& c) {
-  const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
-  unsigned i = detail::thread_rank();
-  const unsigned char* base = (const unsigned char*)p.data;
-  const detail::row_walk w = detail::plan_rows<R>(p, c, i, n);
-  if (w.ok) {
-    unsigned char* s = smem + w.s;
-    const unsigned char* g = base + w.g;
-    unsigned k = 0;
-    for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
-      uint4 v[FJ_FAST_UNROLL];
-#pragma unroll
-      for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = detail::ld_global16(g + j * w.gstep);
-#pragma unroll
-      for (int j = 0; j < FJ_FAST_UNROLL; ++j) detail::st_shared16(s + j * w.sstep, v[j]);
-      s += FJ_FAST_UNROLL * w.sstep;
-      g += FJ_FAST_UNROLL * w.gstep;
-    }
-    const unsigned rest = w.count - k;  // < FJ_FAST_UNROLL, loads still batched
+FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
+                      const coords& c) {
+  const detail::row_walk w =
+      detail::plan_rows<R>(p, c, detail::thread_rank(), detail::block_threads());
+  if (!w.ok) return false;
+  unsigned char* s = smem + w.s;
+  const unsigned char* g = (const unsigned char*)p.data + w.g;
+  unsigned k = 0;
+  for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
-      if ((unsigned)j < rest) v[j] = detail::ld_global16(g + j * w.gstep);
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = detail::ld_global16(g + j * w.gstep);
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
-      if ((unsigned)j < rest) detail::st_shared16(s + j * w.sstep, v[j]);
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) detail::st_shared16(s + j * w.sstep, v[j]);
+    s += FJ_FAST_UNROLL * w.sstep;
+    g += FJ_FAST_UNROLL * w.gstep;
+  }
+  const unsigned rest = w.count - k;  // < FJ_FAST_UNROLL, loads still batched
+  uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+  for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+    if ((unsigned)j < rest) v[j] = detail::ld_global16(g + j * w.gstep);
+#pragma unroll
+  for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+    if ((unsigned)j < rest) detail::st_shared16(s + j * w.sstep, v[j]);
+  return true;
+}
+
+// The rest of a tile load: false predicates, fast-path boxes that need the
+// chunk cursor (batches of FJ_FAST_UNROLL loads per thread), and the
+// walker. Not inlined: one copy per rank however many call sites (build
+// time).
+template <int R>
+__device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
+                                            coords c, bool pred,
+                                            pred_mode mode) {
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
     return;
   }
+  if (!detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds)) {
+    load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
+    detail::walk_tile<R>(p, c, (unsigned char*)dst,
+                         p.oob != oob_promise_in_bounds, op);
+    return;
+  }
+  unsigned char* smem = (unsigned char*)dst;
+  const unsigned char* base = (const unsigned char*)p.data;
+  const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
+  unsigned i = detail::thread_rank();
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
   for (; i < total; i += FJ_FAST_UNROLL * n) {
@@ -168,23 +189,20 @@ __device__ __noinline__ void load_tile_fast(unsigned char* smem,
   }
 }
 
-// Not inlined: one copy per rank however many call sites (build time).
+// The common case is inlined at each call site. As a call, it cost the
+// copy a stack frame per tile (the coords and saved registers in local
+// memory, which the streaming loads evicted to L2: +16% L2 write sectors
+// under Nsight Compute) and a tenth of its bandwidth on the H200 (sync
+// 0.85x -> 0.93x of cuMemcpyDtoD, bench/copy_bench).
 template <int R>
-__device__ __noinline__ void load_tile_span(void* dst, const tensor_param& p,
-                                            coords c, bool pred,
-                                            pred_mode mode) {
+FJ_DEV void load_tile_span(void* dst, const tensor_param& p, const coords& c,
+                           bool pred, pred_mode mode) {
   __syncthreads();
-  if (!pred) {
-    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
+  if (pred && detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds) &&
+      load_rows<R>((unsigned char*)dst, p, c)) {
     return;
   }
-  if (detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds)) {
-    load_tile_fast<R>((unsigned char*)dst, p, c);
-    return;
-  }
-  load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
-  detail::walk_tile<R>(p, c, (unsigned char*)dst,
-                       p.oob != oob_promise_in_bounds, op);
+  load_tile_slow<R>(dst, p, c, pred, mode);
 }
 template <int R, class Done>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c, Done&,

@@ -363,7 +363,8 @@ FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 // predicate leaves the phase to the arrivals alone and nothing hangs.
 // Not inlined: a kernel that loads tiles in several places (a pipeline's
 // prologue and steady state) then compiles the TMA path and its software
-// fallback once, not once per call site (coords by value: no local memory).
+// fallback once, not once per call site. (Inlining it changed nothing on
+// the H200, 0.957x of D2D both ways; the software paths inline theirs.)
 template <int R>
 __device__ __noinline__ void load_tile_bar(void* dst, const tensor_param& p,
                                            coords c,
