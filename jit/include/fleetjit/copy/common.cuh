@@ -563,6 +563,24 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
   return n;
 }
 
+// What the sync and cp_async tile loads share off their fast paths: a false
+// predicate (zero fill under pred_zero) and boxes the fast path cannot take
+// (the walker, with the implementation's `Op`). False for a fast-path box,
+// which the implementation moves itself.
+template <int R, class Op>
+FJ_DEV bool load_tile_unusual(void* dst, const tensor_param& p, const coords& c,
+                              bool pred, pred_mode mode) {
+  if (!pred) {
+    if (mode == pred_zero) fill_block(dst, box_bytes(p, R), 0);
+    return true;
+  }
+  const bool check = p.oob != oob_promise_in_bounds;
+  if (tile_fast<R>(p, c, dst, check)) return false;
+  Op op{oob_fill_pattern(p), (unsigned)p.elem_bytes};
+  walk_tile<R>(p, c, (unsigned char*)dst, check, op);
+  return true;
+}
+
 // --------------------------------------------------- software tile ops
 // Tile store, generic path (every impl without a tensor map): in-bounds
 // elements are written to GMEM, the rest is clipped.

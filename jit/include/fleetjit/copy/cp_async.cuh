@@ -219,16 +219,7 @@ template <int R>
 __device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
                                              coords c, bool pred,
                                              pred_mode mode) {
-  if (!pred) {
-    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
-    return;
-  }
-  if (!detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds)) {
-    load_op op{detail::oob_fill_pattern(p), (unsigned)p.elem_bytes};
-    detail::walk_tile<R>(p, c, (unsigned char*)dst,
-                         p.oob != oob_promise_in_bounds, op);
-    return;
-  }
+  if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode)) return;
   unsigned char* smem = (unsigned char*)dst;
   const unsigned char* base = (const unsigned char*)p.data;
   const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
