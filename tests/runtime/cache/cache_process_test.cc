@@ -123,7 +123,8 @@ TEST(CacheProcessTest, KillDashNineDuringWritesNeverServesACorruptEntry) {
     writer_args.push_back(ready_file);
     pid_t writer = Spawn(writer_args);
     ASSERT_GT(writer, 0);
-    // Kill at a random moment once it writes (each entry takes a few ms).
+    // Kill at a random moment once it has stored its first entry (each
+    // entry takes a few ms; more on a loaded machine).
     struct stat st;
     for (int waited = 0; ::stat(ready_file.c_str(), &st) != 0 && waited < 60000;
          ++waited) {

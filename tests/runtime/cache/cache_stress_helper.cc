@@ -7,7 +7,7 @@
 //       must be the item's artifact. Exit 0, or 1 on any error or mismatch.
 //   cache_stress_helper write-loop DIR SEED COUNT IMAGE_BYTES [READY]
 //       Store random items forever (to be killed with SIGKILL); creates
-//       file READY once the artifacts are prepared and writing starts.
+//       file READY once its first item is stored.
 //   cache_stress_helper read-loop DIR SEED COUNT IMAGE_BYTES SECONDS [STOP]
 //       Load random items for SECONDS, or until file STOP exists; a loaded
 //       item must be the right one and no entry may be rejected (a killed
@@ -73,11 +73,15 @@ int WriteLoop(const std::string& dir, uint64_t seed, int count, size_t image,
     artifacts.push_back(ArtifactFor(seed, i, image));
   }
   Rng rng(static_cast<uint64_t>(::getpid()));
-  if (!ready_file.empty()) WriteFile(ready_file, "ready");
-  for (;;) {
+  for (bool first = true;; first = false) {
     int i = static_cast<int>(rng() % count);
     absl::Status s = disk.Store(keys[i], artifacts[i]);
     if (!s.ok()) return Fail(s.ToString());
+    // READY after the first store: every writer publishes one entry, so
+    // the reader has entries to check however slow the disk (under load a
+    // store can outlast the whole kill window), and kills land in the
+    // stores after it.
+    if (first && !ready_file.empty()) WriteFile(ready_file, "ready");
   }
 }
 
