@@ -563,21 +563,28 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
   return n;
 }
 
+// Whether a tile load takes the fast path (see tile_fast): asked once, at
+// the call site, and passed on to the out-of-line rest.
+template <int R>
+FJ_DEV bool load_fast(const tensor_param& p, const coords& c, const void* smem,
+                      bool pred) {
+  return pred && tile_fast<R>(p, c, smem, p.oob != oob_promise_in_bounds);
+}
+
 // What the sync and cp_async tile loads share off their fast paths: a false
 // predicate (zero fill under pred_zero) and boxes the fast path cannot take
-// (the walker, with the implementation's `Op`). False for a fast-path box,
-// which the implementation moves itself.
+// (the walker, with the implementation's `Op`). False for a fast-path box
+// (`fast`, from load_fast), which the implementation moves itself.
 template <int R, class Op>
 FJ_DEV bool load_tile_unusual(void* dst, const tensor_param& p, const coords& c,
-                              bool pred, pred_mode mode) {
+                              bool pred, pred_mode mode, bool fast) {
   if (!pred) {
     if (mode == pred_zero) fill_block(dst, box_bytes(p, R), 0);
     return true;
   }
-  const bool check = p.oob != oob_promise_in_bounds;
-  if (tile_fast<R>(p, c, dst, check)) return false;
+  if (fast) return false;
   Op op{oob_fill_pattern(p), (unsigned)p.elem_bytes};
-  walk_tile<R>(p, c, (unsigned char*)dst, check, op);
+  walk_tile<R>(p, c, (unsigned char*)dst, p.oob != oob_promise_in_bounds, op);
   return true;
 }
 
@@ -602,8 +609,9 @@ struct store_op {
 // walker. Not inlined: one copy per rank however many call sites.
 template <int R>
 __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
-                                             const unsigned char* smem) {
-  if (!tile_fast<R>(p, c, smem, true)) {
+                                             const unsigned char* smem,
+                                             bool fast) {
+  if (!fast) {
     store_op op{(unsigned)p.elem_bytes};
     walk_tile<R>(p, c, (unsigned char*)smem, true, op);
     return;
@@ -636,8 +644,9 @@ FJ_DEV void store_tile_generic(const tensor_param& p, const coords& c,
                                const void* smem, bool pred) {
   if (!pred) return;
   const unsigned char* s = (const unsigned char*)smem;
-  if (tile_fast<R>(p, c, smem, true) && store_rows<R>(p, c, s)) return;
-  store_tile_slow<R>(p, c, s);
+  const bool fast = tile_fast<R>(p, c, smem, true);
+  if (fast && store_rows<R>(p, c, s)) return;
+  store_tile_slow<R>(p, c, s, fast);
 }
 
 // Per-line L2 prefetch of the in-bounds part of a tile (no tensor map).

@@ -155,8 +155,8 @@ FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
 template <int R>
 __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
                                             coords c, bool pred,
-                                            pred_mode mode) {
-  if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode)) return;
+                                            pred_mode mode, bool fast) {
+  if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast)) return;
   unsigned char* smem = (unsigned char*)dst;
   const unsigned char* base = (const unsigned char*)p.data;
   const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
@@ -189,11 +189,9 @@ template <int R>
 FJ_DEV void load_tile_span(void* dst, const tensor_param& p, const coords& c,
                            bool pred, pred_mode mode) {
   __syncthreads();
-  if (pred && detail::tile_fast<R>(p, c, dst, p.oob != oob_promise_in_bounds) &&
-      load_rows<R>((unsigned char*)dst, p, c)) {
-    return;
-  }
-  load_tile_slow<R>(dst, p, c, pred, mode);
+  const bool fast = detail::load_fast<R>(p, c, dst, pred);
+  if (fast && load_rows<R>((unsigned char*)dst, p, c)) return;
+  load_tile_slow<R>(dst, p, c, pred, mode, fast);
 }
 template <int R, class Done>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c, Done&,
