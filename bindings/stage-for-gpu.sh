@@ -11,7 +11,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 dest="$(realpath -m "${1:-$repo/.device/bindings}")"
 export FLEETJIT_LIB_DIR="$(realpath -m "${FLEETJIT_LIB_DIR:-$repo/build/lib}")"
-export FLEETJIT_INCLUDE_DIR="$(realpath -m "${FLEETJIT_INCLUDE_DIR:-$repo/capi/include}")"
+export FLEETJIT_INCLUDE_DIR="$(realpath -m "${FLEETJIT_INCLUDE_DIR:-$repo/include}")"
 command -v cargo >/dev/null || export PATH="$HOME/.cargo/bin:$PATH"
 rm -rf "$dest" && mkdir -p "$dest"
 

@@ -6,7 +6,7 @@
 #   bindings/test.sh rust|go         # one suite only
 #
 # FLEETJIT_LIB_DIR      directory holding libfleetjit.so(.1) (default <repo>/build/lib)
-# FLEETJIT_INCLUDE_DIR  directory holding fleetjit/fleetjit.h (default <repo>/capi/include)
+# FLEETJIT_INCLUDE_DIR  directory holding fleetjit/fleetjit.h (default <repo>/include)
 #
 # Both suites pass without a GPU (the GPU launch tests then skip and say
 # why). Prints each suite's summary lines and exits non-zero if any suite
@@ -18,7 +18,7 @@ set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 lib_dir="$(realpath -m "${FLEETJIT_LIB_DIR:-$repo/build/lib}")"
-inc_dir="$(realpath -m "${FLEETJIT_INCLUDE_DIR:-$repo/capi/include}")"
+inc_dir="$(realpath -m "${FLEETJIT_INCLUDE_DIR:-$repo/include}")"
 export FLEETJIT_LIB_DIR="$lib_dir" FLEETJIT_INCLUDE_DIR="$inc_dir"
 suites=("${@:-rust go}")
 suites=(${suites[*]})

@@ -1,6 +1,7 @@
 # `cmake --install BUILD --prefix P` lays out a relocatable tree:
 #
-#   P/include/fleetjit/fleetjit.h           the C ABI, the only public header
+#   P/include/fleetjit/fleetjit.h           the C ABI, the only public C header
+#   P/include/fleetjit/copy.cuh, copy/*     the device-side copy layer (also embedded)
 #   P/lib/libfleetjit.so.1.0.0 (+ .so.1, .so links)   DT_RPATH $ORIGIN/fleetjit
 #   P/lib/fleetjit/libfleetjit_core.so      private, DT_RPATH $ORIGIN
 #   P/lib/fleetjit/libabsl_*.so.20220623    Debian's shared abseil it needs
@@ -51,8 +52,14 @@ add_dependencies(fleetjit_cli fj_floor)
 target_include_directories(fleetjit_cli PRIVATE ${CMAKE_BINARY_DIR}/generated)
 
 # 1. The C ABI: header, library, links.
-install(FILES ${CMAKE_SOURCE_DIR}/capi/include/fleetjit/fleetjit.h
+install(FILES ${CMAKE_SOURCE_DIR}/include/fleetjit/fleetjit.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fleetjit)
+# The device-side copy layer, for editors and offline nvcc builds; fleetjit's
+# own NVRTC builds use the copy embedded in the library.
+install(FILES ${CMAKE_SOURCE_DIR}/include/fleetjit/copy.cuh
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fleetjit)
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/fleetjit/copy/
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fleetjit/copy)
 install(TARGETS fleetjit LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 
 # 2. The private core and the shared abseil copied beside it at build time.

@@ -1,5 +1,5 @@
 // Tensor arguments: from a caller's DLPack-style fj_tensor_arg to the
-// 320-byte fj::tensor_param a kernel receives (jit/include/fleetjit/copy/
+// 320-byte fj::tensor_param a kernel receives (include/fleetjit/copy/
 // tensor_param.h).
 //
 // Encoding checks the tensor (NULLs, struct_size, rank 1..5, dtype, tile box,

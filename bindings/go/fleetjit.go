@@ -1,5 +1,5 @@
 // Package fleetjit is a cgo binding of fleetjit, the CUDA JIT runtime behind
-// libfleetjit.so.1 (C ABI: capi/include/fleetjit/fleetjit.h).
+// libfleetjit.so.1 (C ABI: include/fleetjit/fleetjit.h).
 //
 // Errors are *Error values carrying the fj_code, the library's message and
 // the NVRTC build log of a build error. Handles (Runtime, Module, Stream,
@@ -16,14 +16,14 @@
 // read lock and every Close its write lock, so all methods, Close included,
 // are safe for concurrent use.
 //
-// Build flags: by default the package compiles against ../../capi/include
+// Build flags: by default the package compiles against ../../include
 // and links ../../build/lib (with an rpath); set CGO_CFLAGS and CGO_LDFLAGS
 // (see bindings/test.sh) to use another tree. Those come first on the
 // command line, so they win.
 package fleetjit
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../capi/include
+#cgo CFLAGS: -I${SRCDIR}/../../include
 #cgo LDFLAGS: -L${SRCDIR}/../../build/lib -Wl,-rpath,${SRCDIR}/../../build/lib -lfleetjit
 #include <stdlib.h>
 #include <string.h>

@@ -11,7 +11,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 cd "$prefix"
 fail=0
 bad() { echo "FAIL: $*" >&2; fail=1; }
-for f in include/fleetjit/fleetjit.h lib/libfleetjit.so.1.0.0 lib/libfleetjit.so.1 \
+for f in include/fleetjit/fleetjit.h include/fleetjit/copy.cuh include/fleetjit/copy/tma.cuh lib/libfleetjit.so.1.0.0 lib/libfleetjit.so.1 \
          lib/libfleetjit.so lib/fleetjit/libfleetjit_core.so \
          lib/cmake/fleetjit/fleetjitConfig.cmake lib/cmake/fleetjit/fleetjitConfigVersion.cmake \
          lib/pkgconfig/fleetjit.pc bin/fleetjit share/fleetjit/fleetjit_floor.txt; do

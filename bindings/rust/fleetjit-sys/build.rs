@@ -5,7 +5,7 @@
 //!    passed on as `DEP_FLEETJIT_LIB_DIR` to crates that depend on this one
 //!    (the `fleetjit` crate uses it to set an rpath for its own tests).
 //! 2. Layout probe: compiles a tiny C program against the public header
-//!    (`$FLEETJIT_INCLUDE_DIR`, else `<repo>/capi/include`) with the system C
+//!    (`$FLEETJIT_INCLUDE_DIR`, else `<repo>/include`) with the system C
 //!    compiler (`$CC`, else `cc`), runs it, and writes
 //!    `$OUT_DIR/layout_check.rs`: a function that compares every `sizeof`,
 //!    `offsetof`, enum value and version macro of the header with the Rust
@@ -265,7 +265,7 @@ fn main() {
     let lib_dir = lib_dir.canonicalize().unwrap_or(lib_dir);
     let include_dir = env::var_os("FLEETJIT_INCLUDE_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("capi/include"));
+        .unwrap_or_else(|| root.join("include"));
     let include_dir = include_dir.canonicalize().unwrap_or(include_dir);
     let header = include_dir.join("fleetjit/fleetjit.h");
     println!("cargo:rerun-if-changed={}", header.display());

@@ -1,5 +1,5 @@
 //! Raw FFI declarations for `libfleetjit.so.1`, written by hand from
-//! `capi/include/fleetjit/fleetjit.h` (no bindgen). Names, types, field order
+//! `include/fleetjit/fleetjit.h` (no bindgen). Names, types, field order
 //! and values match the header exactly; `tests/layout.rs` checks every size,
 //! alignment, offset, enum value and version macro against the C compiler's
 //! view of the header.

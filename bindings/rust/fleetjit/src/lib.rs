@@ -1,5 +1,5 @@
 //! Safe Rust bindings for fleetjit, the CUDA JIT runtime behind
-//! `libfleetjit.so.1` (C ABI: `capi/include/fleetjit/fleetjit.h`).
+//! `libfleetjit.so.1` (C ABI: `include/fleetjit/fleetjit.h`).
 //!
 //! ```no_run
 //! use fleetjit::{BuildOptions, Runtime, RuntimeOptions};
