@@ -39,6 +39,25 @@
  *     the macros to check the library you loaded.
  *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
  *     this boundary.
+ * 10. Each declaration says which minor version brought it: "(since 1.0)"
+ *     or "(since 1.1)". A field or enumerator added later says so where it
+ *     stands; a 1.0 caller's shorter struct_size never reaches it (rule 5).
+ * 11. Coordinates in this header (shape, strides, fj_tensor_arg.box,
+ *     fj_copy_desc.src_start, fj_prefetch_desc.tile_*) are outermost-first,
+ *     DLPack's order: index 0 is the slowest-varying dimension. Device code
+ *     (<fleetjit/copy.cuh>: fj::tensor::shape(d), box(d), tile coordinates)
+ *     counts from the innermost, as PTX and CUtensorMap do: its d = 0 is
+ *     this header's ndim - 1. The runtime reverses the order once.
+ * 12. This header states contracts. What they cost on real GPUs (times,
+ *     bandwidths) is measured in docs/measurements.md, from the files under
+ *     bench/results/; what each GPU generation can do natively and what the
+ *     copy layer emulates is in docs/copy-matrix.md.
+ *
+ * Sections, by topic: versions; strings and status; targets and copy
+ * implementations; runtime (options, start-up, exit); devices; streams;
+ * memory; builds (blocking, CUDA's headers, asynchronous, images built
+ * elsewhere, the module cache); tensors; kernels and launch; tensor copies,
+ * L2 prefetch and peer access; logs.
  */
 #ifndef FLEETJIT_FLEETJIT_H_
 #define FLEETJIT_FLEETJIT_H_
@@ -56,22 +75,25 @@ extern "C" {
 #define FJ_API
 #endif
 
+/* ------------------------------------------------------------------------ */
+/* Versions                                                                 */
+
+/* The version of this header (since 1.0). */
 #define FJ_VERSION_MAJOR 1
 #define FJ_VERSION_MINOR 1
-/* (major << 16) | minor of the library actually loaded. */
+/* (major << 16) | minor of the library actually loaded (since 1.0). */
 FJ_API uint32_t fj_version(void);
 
 /* ------------------------------------------------------------------------ */
-/* Strings                                                                   */
+/* Strings and status (since 1.0)                                           */
 
+/* A UTF-8 string with an explicit length (since 1.0). */
 typedef struct fj_str {
   const char* data; /* UTF-8, need not be NUL-terminated; may be NULL if size 0 */
   size_t size;      /* bytes */
 } fj_str;
 
-/* ------------------------------------------------------------------------ */
-/* Status                                                                    */
-
+/* The closed set of status codes (since 1.0); each says when it is used. */
 typedef enum fj_code {
   FJ_OK = 0,
   /* A caller error: NULL pointer, bad struct_size, stale handle, enum value
@@ -102,27 +124,30 @@ typedef enum fj_code {
 } fj_code;
 #define FJ_CODE_LAST FJ_INTERNAL
 
+/* (since 1.0) */
 typedef struct fj_status fj_status;
 
-/* The status's code; FJ_OK for NULL. */
+/* The status's code; FJ_OK for NULL. (since 1.0) */
 FJ_API fj_code fj_status_code(const fj_status* status);
 /* The message, NUL-terminated, valid until fj_status_free(). "" for NULL.
- * If out_size is not NULL it receives the length without the NUL. */
+ * If out_size is not NULL it receives the length without the NUL.
+ * (since 1.0) */
 FJ_API const char* fj_status_message(const fj_status* status, size_t* out_size);
 /* A named detail of the status, or NULL if absent. Build errors carry
  * "build_log", "options", "target" and "copy_impl"; CUDA errors carry
- * "cuda_call" and "cuda_error". Valid until fj_status_free(). */
+ * "cuda_call" and "cuda_error". Valid until fj_status_free(). (since 1.0) */
 FJ_API const char* fj_status_detail(const fj_status* status, fj_str key,
                                     size_t* out_size);
-/* Frees a status. NULL is accepted. */
+/* Frees a status. NULL is accepted. (since 1.0) */
 FJ_API void fj_status_free(fj_status* status);
-/* The name of a code ("INVALID_ARGUMENT"); "UNKNOWN" out of range. */
+/* The name of a code ("INVALID_ARGUMENT"); "UNKNOWN" out of range.
+ * (since 1.0) */
 FJ_API const char* fj_code_name(fj_code code);
 
 /* ------------------------------------------------------------------------ */
-/* Copy implementations and the copy plan                                   */
+/* Targets and copy implementations (since 1.0)                             */
 
-/* How <fleetjit/copy.cuh> moves data on a device. */
+/* How <fleetjit/copy.cuh> moves data on a device. (since 1.0) */
 typedef enum fj_copy_impl {
   FJ_COPY_IMPL_AUTO = 0,     /* choose from the target's compute capability */
   FJ_COPY_IMPL_SYNC = 1,     /* ld/st + block barrier: any GPU */
@@ -131,7 +156,8 @@ typedef enum fj_copy_impl {
 } fj_copy_impl;
 #define FJ_COPY_IMPL_LAST FJ_COPY_IMPL_TMA
 
-/* Effects the copy layer offers on every device, natively or emulated. */
+/* Effects the copy layer offers on every device, natively or emulated.
+ * (since 1.0) */
 typedef enum fj_feature {
   FJ_FEATURE_BARRIER = 0,        /* copies complete on an fj::barrier */
   FJ_FEATURE_GROUP_WAIT = 1,     /* commit / wait for <= N groups */
@@ -146,17 +172,20 @@ typedef enum fj_feature {
   FJ_FEATURE_COUNT = 10
 } fj_feature;
 
+/* (since 1.0) */
 typedef enum fj_support {
   FJ_SUPPORT_NATIVE = 1,   /* the hardware does it */
   FJ_SUPPORT_EMULATED = 2  /* the copy layer builds it from other parts */
 } fj_support;
 
 /* The stable lower-case name of an implementation ("tma"), feature
- * ("group_wait") or support level ("native"). "unknown" out of range. */
+ * ("group_wait") or support level ("native"). "unknown" out of range.
+ * (since 1.0) */
 FJ_API const char* fj_copy_impl_name(fj_copy_impl impl);
 FJ_API const char* fj_feature_name(fj_feature feature);
 FJ_API const char* fj_support_name(fj_support support);
 
+/* (since 1.0) */
 typedef struct fj_copy_plan {
   size_t struct_size;
   const void* ext;
@@ -167,23 +196,27 @@ typedef struct fj_copy_plan {
 
 /* The copy plan for a target name ("sm_90", "sm_90a", "compute_80") and an
  * optional forced implementation. Needs no GPU and no runtime. Forcing an
- * implementation the target lacks is FJ_FAILED_PRECONDITION. */
+ * implementation the target lacks is FJ_FAILED_PRECONDITION. (since 1.0) */
 FJ_API fj_status* fj_copy_plan_for_target(fj_str target, fj_copy_impl impl,
                                           fj_copy_plan* out_plan);
 
 /* ------------------------------------------------------------------------ */
-/* Runtime                                                                   */
+/* Runtime (since 1.0)                                                      */
 
+/* A runtime: the loaded driver and compiler, the module cache, and every
+ * handle made from it (since 1.0). */
 typedef struct fj_runtime fj_runtime;
 
+/* Bits of fj_runtime_options.flags (since 1.0). */
 typedef enum fj_runtime_flags {
   FJ_RUNTIME_DISABLE_DISK_CACHE = 1u << 0,
   /* Launch through the generic path only (no JIT-built launch thunks). */
   FJ_RUNTIME_DISABLE_THUNKS = 1u << 1,
-  /* Since 1.1: load NVRTC inside fj_runtime_create (see "In a server"). */
+  /* Since 1.1: load NVRTC inside fj_runtime_create (see "Start-up"). */
   FJ_RUNTIME_PRELOAD_NVRTC = 1u << 2
 } fj_runtime_flags;
 
+/* How to create a runtime (since 1.0; NULL options = all defaults). */
 typedef struct fj_runtime_options {
   size_t struct_size;
   const void* ext;
@@ -216,7 +249,7 @@ typedef struct fj_runtime_options {
   fj_str fleet_key;
   /* Since 1.1 (a caller built before these fields gets no callback and no
    * pre-opening): log lines through the caller; see fj_log_level under
-   * "In a server". NULL log_fn = the library logs nothing (unless
+   * "Logs". NULL log_fn = the library logs nothing (unless
    * FLEETJIT_LOG is set: then to stderr). log_level is an fj_log_level;
    * FJ_LOG_OFF (0) with a log_fn means the default, FJ_LOG_WARN. */
   void (*log_fn)(void* user, int32_t level, fj_str message);
@@ -233,32 +266,50 @@ typedef struct fj_runtime_options {
   size_t num_preopen_devices;
 } fj_runtime_options;
 
-/* Environment variables override the options (fleetjit info lists those in
- * effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
- * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
- * FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
- * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS,
- * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1), FLEETJIT_PREOPEN
- * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC (1|0), since 1.1. */
+/* Environment variables override the options (since 1.0; fleetjit info lists
+ * those in effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL
+ * (auto|sync|cp_async|tma), FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES,
+ * FLEETJIT_CACHE=0, FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA,
+ * FLEETJIT_LIBNVRTC, FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY,
+ * FLEETJIT_LIBHIREDIS, FLEETJIT_LOG (off|error|warn|info|debug, since 1.1),
+ * FLEETJIT_PREOPEN (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC (1|0), since
+ * 1.1. */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
- * GPU is not an error here: the runtime reports 0 devices. */
+ * GPU is not an error here: the runtime reports 0 devices. (since 1.0) */
 FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options,
                                     fj_runtime** out_runtime);
 /* Releases the runtime's contexts, modules, streams and memory. NULL is
- * accepted. Handles created from it become invalid. */
+ * accepted. Handles created from it become invalid. (since 1.0) */
 FJ_API fj_status* fj_runtime_destroy(fj_runtime* runtime);
 
 /* Why the driver is unavailable ("" if it loaded), NUL-terminated, valid
- * for the runtime's life. */
+ * for the runtime's life. (since 1.0) */
 FJ_API const char* fj_runtime_driver_error(const fj_runtime* runtime);
 
-/* ------------------------------------------------------------------------ */
-/* Devices                                                                   */
+/* Start-up (since 1.1): fj_runtime_options.preopen_devices opens device
+ * contexts and FJ_RUNTIME_PRELOAD_NVRTC loads NVRTC inside fj_runtime_create,
+ * so that the first build or load does not pay for them (what each costs:
+ * docs/measurements.md, "Process start"). Preloading NVRTC on a host without it
+ * fails the create with FJ_UNAVAILABLE.
+ *
+ * Exit with builds in flight (since 1.1): exit() on the thread that created a
+ * runtime, when that is the main thread (returning from main() included), first
+ * waits (30 s at most) for the builds in flight, NVRTC and the driver's module
+ * loads included, before any library's exit handlers run; a build that would
+ * start after that is FJ_FAILED_PRECONDITION, and the cache only ever holds
+ * whole entries. The library then stays loaded until the main thread ends (a
+ * dlclose unloads nothing). exit() from another thread is not waited for so
+ * surely: such a process destroys its runtimes first. */
 
-/* Number of visible CUDA devices: 0 when there is no driver or no GPU. */
+/* ------------------------------------------------------------------------ */
+/* Devices (since 1.0)                                                      */
+
+/* Number of visible CUDA devices: 0 when there is no driver or no GPU.
+ * (since 1.0) */
 FJ_API fj_status* fj_device_count(const fj_runtime* runtime, int32_t* out_count);
 
+/* Facts about one device and the copy plan chosen for it (since 1.0). */
 typedef struct fj_device_info {
   size_t struct_size;
   const void* ext;
@@ -278,41 +329,40 @@ typedef struct fj_device_info {
   fj_copy_plan plan;                      /* target and copy plan chosen */
 } fj_device_info;
 
-/* Facts about device `ordinal` and the copy plan fleetjit will use on it. */
+/* Facts about device `ordinal` and the copy plan fleetjit will use on it.
+ * (since 1.0) */
 FJ_API fj_status* fj_device_info_get(fj_runtime* runtime, int32_t ordinal,
                                      fj_device_info* out_info);
 
 /* ------------------------------------------------------------------------ */
-/* Memory and streams (enough to drive kernels end to end)                  */
+/* Streams                                                                  */
 
+/* A stream of one device (since 1.0): one fleetjit created, or one of the
+ * caller's, wrapped. */
 typedef struct fj_stream fj_stream;
 
-/* Allocates device memory on device `ordinal`. The address is returned in
- * *out_address and must be freed with fj_mem_free on the same runtime. */
-FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal,
-                               uint64_t bytes, uint64_t* out_address);
-/* Frees an address returned by fj_mem_alloc. 0 is accepted. An address not
- * allocated by this runtime is FJ_INVALID_ARGUMENT. */
-FJ_API fj_status* fj_mem_free(fj_runtime* runtime, uint64_t address);
-/* Copies host -> device, device -> host, device -> device. With a NULL
- * stream the copy is complete on return; with a stream it is ordered on it
- * and host memory must stay live until the stream is synchronised. The
- * device ranges must lie inside allocations of this runtime. */
-FJ_API fj_status* fj_memcpy_htod(fj_runtime* runtime, uint64_t dst,
-                                 const void* src, uint64_t bytes,
-                                 fj_stream* stream);
-FJ_API fj_status* fj_memcpy_dtoh(fj_runtime* runtime, void* dst, uint64_t src,
-                                 uint64_t bytes, fj_stream* stream);
-FJ_API fj_status* fj_memcpy_dtod(fj_runtime* runtime, uint64_t dst,
-                                 uint64_t src, uint64_t bytes,
-                                 fj_stream* stream);
-/* Sets `bytes` bytes at dst to `value` (e.g. to poison an output). */
-FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst,
-                               uint8_t value, uint64_t bytes, fj_stream* stream);
-
-/* Creates a non-blocking stream on device `ordinal`. */
+/* Creates a non-blocking stream on device `ordinal`. (since 1.0) */
 FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
                                    fj_stream** out_stream);
+/* Wraps a CUstream the caller owns (torch.cuda.current_stream().cuda_stream,
+ * a CuPy stream's ptr) as an fj_stream of device `device`: launches, copies
+ * (fj_memcpy*, fj_memset_d8, fj_copy, fj_prefetch) and
+ * fj_stream_synchronize on it are ordered on the caller's stream, with the
+ * caller's own work, with no synchronisation in between.
+ *
+ * The stream is borrowed: fleetjit never destroys it. fj_stream_destroy of
+ * the wrapper (and fj_runtime_destroy) only forgets it, without waiting;
+ * the caller keeps it alive while the wrapper is used. `cu_stream` may be
+ * 0 or CU_STREAM_LEGACY (1): the legacy default stream; or
+ * CU_STREAM_PER_THREAD (2): the per-thread default stream of the thread
+ * making each call. Any other value must be a live stream of the device's
+ * primary context (the one fleetjit, PyTorch and CuPy use): one of another
+ * context or device is FJ_INVALID_ARGUMENT, as is a handle the driver
+ * does not know. A bad device is FJ_NOT_FOUND, no GPU FJ_UNAVAILABLE.
+ * Wrapping the same CUstream twice gives two independent wrappers.
+ * (since 1.1) */
+FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
+                                 uint64_t cu_stream, fj_stream** out_stream);
 /* Waits for all work on the stream; reports a kernel fault as a status.
  *
  * Kernel faults (an illegal address, a trap, a misaligned access) and how
@@ -321,34 +371,66 @@ FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
  * kernel last launched on that device. From then on every call that
  * touches a device of this runtime returns FJ_FAILED_PRECONDITION quoting
  * that first fault: the CUDA driver keeps such errors ("sticky") for every
- * context of the process, not only the faulting GPU's (measured on two
- * H200s, driver 580: after a fault on GPU 0, GPU 1's allocations, loads and
- * launches failed too, and resetting GPU 0's primary context did not bring
- * it back). Calls that need no device still work: builds for named targets,
+ * context of the process, not only the faulting GPU's, and resetting a
+ * primary context does not clear them (docs/measurements.md, "Kernel
+ * faults"). Calls that need no device still work: builds for named targets,
  * cache statistics, fj_module_load of images for later use. To recover,
  * a caller must end the process and start a new one (a server: let its
  * supervisor restart the worker); destroying and re-creating the runtime in
- * the same process does not clear the driver's error. */
+ * the same process does not clear the driver's error. (since 1.0) */
 FJ_API fj_status* fj_stream_synchronize(fj_stream* stream);
-/* Destroys a stream after its work completes. NULL is accepted. */
+/* Destroys a stream after its work completes. NULL is accepted. (since 1.0) */
 FJ_API fj_status* fj_stream_destroy(fj_stream* stream);
 
 /* ------------------------------------------------------------------------ */
-/* Modules and kernels                                                       */
+/* Memory (since 1.0; enough to drive kernels end to end)                   */
 
+/* Allocates device memory on device `ordinal`. The address is returned in
+ * *out_address and must be freed with fj_mem_free on the same runtime.
+ * (since 1.0) */
+FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal,
+                               uint64_t bytes, uint64_t* out_address);
+/* Frees an address returned by fj_mem_alloc. 0 is accepted. An address not
+ * allocated by this runtime is FJ_INVALID_ARGUMENT. (since 1.0) */
+FJ_API fj_status* fj_mem_free(fj_runtime* runtime, uint64_t address);
+/* Copies host -> device, device -> host, device -> device. With a NULL
+ * stream the copy is complete on return; with a stream it is ordered on it
+ * and host memory must stay live until the stream is synchronised. The
+ * device ranges must lie inside allocations of this runtime. (since 1.0) */
+FJ_API fj_status* fj_memcpy_htod(fj_runtime* runtime, uint64_t dst,
+                                 const void* src, uint64_t bytes,
+                                 fj_stream* stream);
+FJ_API fj_status* fj_memcpy_dtoh(fj_runtime* runtime, void* dst, uint64_t src,
+                                 uint64_t bytes, fj_stream* stream);
+FJ_API fj_status* fj_memcpy_dtod(fj_runtime* runtime, uint64_t dst,
+                                 uint64_t src, uint64_t bytes,
+                                 fj_stream* stream);
+/* Sets `bytes` bytes at dst to `value` (e.g. to poison an output).
+ * (since 1.0) */
+FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst,
+                               uint8_t value, uint64_t bytes, fj_stream* stream);
+
+/* ------------------------------------------------------------------------ */
+/* Builds: blocking (since 1.0)                                             */
+
+/* A built module: an image for one target, loaded on devices as its
+ * kernels are looked up (since 1.0). */
 typedef struct fj_module fj_module;
-typedef struct fj_kernel fj_kernel;
 
+/* What a build produces (since 1.0). */
 typedef enum fj_output {
   FJ_OUTPUT_AUTO = 0,  /* cubin for sm_XX targets, PTX for compute_XX */
   FJ_OUTPUT_CUBIN = 1,
   FJ_OUTPUT_PTX = 2
 } fj_output;
 
+/* Bits of fj_build_options.flags (since 1.0). */
 typedef enum fj_build_flags {
   FJ_BUILD_NO_CACHE = 1u << 0 /* neither read nor write any cache tier */
 } fj_build_flags;
 
+/* What to build: fj_module_build and fj_module_build_async take it
+ * (since 1.0). */
 typedef struct fj_build_options {
   size_t struct_size;
   const void* ext;
@@ -377,28 +459,15 @@ typedef struct fj_build_options {
   size_t num_include_dirs;
 } fj_build_options;
 
-/* Where a module came from. */
+/* Where a module came from. (since 1.0) */
 typedef enum fj_cache_result {
   FJ_CACHE_COMPILED = 0,    /* NVRTC ran */
   FJ_CACHE_MEMORY_HIT = 1,
   FJ_CACHE_DISK_HIT = 2,
-  FJ_CACHE_REMOTE_HIT = 3   /* from the fleet's remote tier */
+  FJ_CACHE_REMOTE_HIT = 3   /* from the fleet's remote tier (since 1.1) */
 } fj_cache_result;
 
-/* Hosts without NVRTC. A host with the driver alone builds nothing, but
- * fj_module_build still succeeds when another host (e.g. a CPU build box
- * running `fleetjit build --target sm_90 --publish`) published the same
- * build: same source, options, target, copy implementation and fleetjit
- * version, any NVRTC. Such a host looks the build up without a compiler in
- * the key, follows the signed pointer the publisher wrote, and uses the
- * entry only if everything but the compiler matches exactly and the
- * recorded compiler's output loads on this driver (a cubin needs a driver
- * of the same or a later CUDA major version; PTX one that knows its ISA).
- * The module then reports FJ_CACHE_REMOTE_HIT (or FJ_CACHE_DISK_HIT once
- * kept locally). Otherwise the build fails with NVRTC's UNAVAILABLE status,
- * which says that no published entry was found. A host with NVRTC never
- * takes another compiler's output. */
-
+/* A module's target, implementation and origin (since 1.0). */
 typedef struct fj_module_info {
   size_t struct_size;
   const void* ext;
@@ -414,26 +483,23 @@ typedef struct fj_module_info {
 /* Builds (or fetches from the cache) a module. A compile error is
  * FJ_BUILD_ERROR with the log in the "build_log" detail; a header NVRTC
  * could not open is named in the message with every folder searched
- * (details "missing_header" and "searched"). */
+ * (details "missing_header" and "searched"). (since 1.0) */
 FJ_API fj_status* fj_module_build(fj_runtime* runtime,
                                   const fj_build_options* options,
                                   fj_module** out_module);
+/* What the module holds and where it came from (since 1.0). */
 FJ_API fj_status* fj_module_info_get(const fj_module* module,
                                      fj_module_info* out_info);
-/* The built image (cubin or PTX text), valid while the module lives. */
+/* The built image (cubin or PTX text), valid while the module lives.
+ * (since 1.0) */
 FJ_API fj_status* fj_module_image(const fj_module* module,
                                   const void** out_data, size_t* out_size);
-/* Destroys a module; its kernels become invalid. NULL is accepted. */
+/* Destroys a module; its kernels become invalid. NULL is accepted.
+ * (since 1.0) */
 FJ_API fj_status* fj_module_destroy(fj_module* module);
 
-/* Looks a kernel up by its extern "C" name or one of the module's name
- * expressions, loading the module on `device` (its context) if needed. The
- * kernel belongs to the module. */
-FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
-                                       int32_t device, fj_kernel** out_kernel);
-
 /* ------------------------------------------------------------------------ */
-/* CUDA's headers (since 1.1)                                                */
+/* Builds: CUDA's headers (since 1.1)                                       */
 
 /* Every build searches CUDA's header folders after the caller's, so
  * <cuda_fp16.h>, <cuda_bf16.h>, <cuda_fp8.h>, <cuda/std/...>, <cub/...>
@@ -446,410 +512,57 @@ FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
  * (NUL-terminated, valid for the runtime's life) to folder `index` and why
  * it is searched ("CUDA_HOME", "/usr/local/cuda", ...); `*out_count` (may
  * be NULL) to the number of folders. With out_path and out_origin NULL it
- * only counts; otherwise an index past the last is FJ_OUT_OF_RANGE. */
+ * only counts; otherwise an index past the last is FJ_OUT_OF_RANGE.
+ * (since 1.1) */
 FJ_API fj_status* fj_runtime_include_dir(fj_runtime* runtime, size_t index,
                                          size_t* out_count,
                                          const char** out_path,
                                          const char** out_origin);
 
 /* ------------------------------------------------------------------------ */
-/* Tensors (DLPack-compatible)                                               */
-
-/* Layout-identical to DLPack's DLTensor (dlpack.h >= 0.6): a caller can pass
- * a DLTensor* cast to fj_tensor*. Shape and strides are outermost-first, in
- * elements; NULL strides mean compact row-major. */
-typedef struct fj_dl_device {
-  int32_t device_type; /* kDLCUDA = 2 */
-  int32_t device_id;
-} fj_dl_device;
-typedef struct fj_dl_dtype {
-  uint8_t code;  /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLFloat8... */
-  uint8_t bits;
-  uint16_t lanes;
-} fj_dl_dtype;
-typedef struct fj_tensor {
-  void* data;
-  fj_dl_device device;
-  int32_t ndim;
-  fj_dl_dtype dtype;
-  int64_t* shape;
-  int64_t* strides;
-  uint64_t byte_offset;
-} fj_tensor;
-
-typedef enum fj_oob {
-  FJ_OOB_PROMISE_IN_BOUNDS = 0, /* the kernel never reads outside */
-  FJ_OOB_ZEROS = 1,             /* out-of-bounds elements read as 0 */
-  FJ_OOB_NAN = 2                /* as NaN (floating-point types only) */
-} fj_oob;
-
-/* FP8 has no DLPack code in 0.6: use these with bits = 8. */
-#define FJ_DL_FLOAT8_E4M3 0x80
-#define FJ_DL_FLOAT8_E5M2 0x81
-
-/* A tensor argument: the borrowed tensor plus how kernels tile it. */
-typedef struct fj_tensor_arg {
-  size_t struct_size;
-  const void* ext;
-  const fj_tensor* tensor; /* borrowed for the duration of the launch call */
-  /* Tile extents, outermost-first like shape; box[i] = 0 means shape[i]. */
-  uint32_t box[5];
-  fj_oob oob;
-} fj_tensor_arg;
-
-/* How the tma implementation would move a tensor argument. */
-typedef struct fj_tensor_check {
-  size_t struct_size;
-  const void* ext;
-  int32_t tma;       /* 1: a TMA tensor map describes it; 0: it falls back to
-                        cp.async for that argument (the launch still works) */
-  char reason[256];  /* why not, NUL-terminated and possibly cut ("" if tma) */
-} fj_tensor_check;
-
-/* Checks `arg` as fj_launch would (rank, dtype, shape, strides, box, oob)
- * and fills `out_check` with whether TMA can describe it. An argument that
- * fj_launch would refuse returns that status. Needs no runtime or GPU. */
-FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg,
-                                      fj_tensor_check* out_check);
-
-/* ------------------------------------------------------------------------ */
-/* Launch                                                                    */
-
-typedef enum fj_arg_kind {
-  FJ_ARG_I8 = 1, FJ_ARG_I16 = 2, FJ_ARG_I32 = 3, FJ_ARG_I64 = 4,
-  FJ_ARG_U8 = 5, FJ_ARG_U16 = 6, FJ_ARG_U32 = 7, FJ_ARG_U64 = 8,
-  FJ_ARG_F16 = 9,  /* IEEE half bits in v.u16 */
-  FJ_ARG_BF16 = 10, /* bfloat16 bits in v.u16 */
-  FJ_ARG_F32 = 11, FJ_ARG_F64 = 12,
-  FJ_ARG_POINTER = 13, /* device address in v.pointer */
-  FJ_ARG_BYTES = 14,   /* a struct by value: v.bytes, `size` bytes */
-  FJ_ARG_TENSOR = 15   /* v.tensor */
-} fj_arg_kind;
-#define FJ_ARG_KIND_LAST FJ_ARG_TENSOR
-
-/* One kernel argument. An array of these is read with the stride
- * args[0].struct_size; every element must carry the same struct_size.
- * The elements are read in place, so the array must be aligned for fj_arg
- * and the stride a multiple of alignof(fj_arg) (8 on 64-bit hosts), as
- * sizeof(fj_arg) of any compiler is. Since 1.1 a misaligned array or
- * stride is FJ_INVALID_ARGUMENT (1.0 read it misaligned). */
-typedef struct fj_arg {
-  size_t struct_size;
-  fj_arg_kind kind;
-  uint32_t size; /* bytes, for FJ_ARG_BYTES only */
-  union {
-    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
-    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
-    float f32; double f64;
-    uint64_t pointer;
-    const void* bytes;
-    const fj_tensor_arg* tensor;
-  } v;
-} fj_arg;
-
-typedef struct fj_launch_config {
-  size_t struct_size;
-  const void* ext;
-  uint32_t grid[3];     /* 0 entries count as 1 */
-  uint32_t block[3];
-  uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB is opted in */
-  uint32_t cluster[3];  /* all 0 = no cluster */
-  fj_stream* stream;    /* NULL = the device's legacy default stream */
-} fj_launch_config;
-
-/* Launches `kernel` asynchronously. Arguments are checked against the
- * kernel's parameters (count, size, kind, tensor rank and dtype where the
- * kernel declares them) and the configuration against the device's limits
- * before the driver is called. */
-FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
-                            const fj_arg* args, size_t num_args);
-
-typedef struct fj_kernel_info {
-  size_t struct_size;
-  const void* ext;
-  char lowered_name[512];
-  int32_t num_params;
-  uint32_t param_bytes;
-  int32_t max_threads_per_block;
-  int32_t static_shared_bytes;
-  int32_t num_regs;
-  int32_t uses_thunk; /* 1 if launches go through a JIT-built host thunk */
-} fj_kernel_info;
-
-FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
-                                     fj_kernel_info* out_info);
-
-/* ------------------------------------------------------------------------ */
-/* Module cache                                                              */
-
-typedef enum fj_remote_state {
-  FJ_REMOTE_OFF = 0,          /* not configured */
-  FJ_REMOTE_UNAVAILABLE = 1,  /* configured but off: no hiredis, no key, bad URL */
-  FJ_REMOTE_CLOSED = 2,       /* in use */
-  FJ_REMOTE_OPEN = 3,         /* failing: not asked until the cooldown ends */
-  FJ_REMOTE_HALF_OPEN = 4     /* the next call probes it */
-} fj_remote_state;
-
-typedef struct fj_cache_stats {
-  size_t struct_size;
-  const void* ext;
-  uint64_t memory_hits;
-  uint64_t disk_hits;
-  uint64_t misses;
-  uint64_t compiles;
-  double compile_ms_total;
-  uint64_t evictions;
-  uint64_t rejected_entries; /* corrupt, foreign-owned or unsafe, rebuilt */
-  uint64_t disk_entries;
-  uint64_t disk_bytes;
-  /* Since 1.1 (a caller built against 1.0 passes a shorter struct_size and
-   * gets the fields above): the remote tier (all 0 when it is off). */
-  fj_remote_state remote_state;
-  uint64_t remote_hits;
-  uint64_t remote_misses;
-  uint64_t remote_errors;        /* failed or timed-out calls */
-  uint64_t remote_rejected;      /* refused: bad signature, key or size */
-  uint64_t remote_writes;        /* entries published */
-  uint64_t remote_write_drops;   /* not published: queue full, Redis down */
-  uint64_t remote_breaker_opens;
-} fj_cache_stats;
-
-FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime,
-                                     fj_cache_stats* out_stats);
-/* Empties the memory tier and deletes this cache's disk entries. */
-FJ_API fj_status* fj_cache_clear(fj_runtime* runtime);
-/* Waits until the cache work that earlier builds left to the background is
- * done: disk entries written, and remote publications sent (at most
- * timeout_ms for those; DEADLINE_EXCEEDED if they are still queued). Builds
- * never wait for the remote tier; call this before exiting a process whose
- * builds must reach the fleet (fj_runtime_destroy also sends what is
- * queued, each write bounded by the tier's timeouts). */
-FJ_API fj_status* fj_cache_flush(fj_runtime* runtime, uint32_t timeout_ms);
-
-/* ------------------------------------------------------------------------ */
-/* Tensor copies, L2 prefetch and peer access (since 1.1)                    */
-
-/* A copy of a window of `src` into `dst`:
- *
- *   dst[i] = src[src_start + i]   where that element lies inside src,
- *            the fill             elsewhere: 0 (FJ_OOB_ZEROS), NaN
- *                                 (FJ_OOB_NAN, floating-point dtypes),
- *
- * for every index i of dst (dst's shape is the window's extent). With
- * gather_index, the outermost coordinate of src is instead
- * gather_index[i0] + src_start[0]: rows of a paged KV cache, gathered into
- * consecutive rows of dst. A row whose index lies outside src reads as the
- * fill (zeros under FJ_OOB_PROMISE_IN_BOUNDS): a bad index never faults.
- *
- * Tensors are 1-5-D, of one dtype (no conversion), with any strides; each
- * may be device memory of this GPU, of a peer GPU, or pinned host memory
- * (kDLCUDAHost, or kDLCPU if the driver knows it as pinned), classified
- * with cuPointerGetAttributes. A dense, in-bounds copy of a dense window
- * takes the driver's copy engine (cuMemcpyAsync / cuMemcpyPeerAsync): as
- * fast as cuMemcpy. Any other copy runs a kernel built from
- * <fleetjit/copy.cuh> with the device's copy implementation (honouring
- * fj_runtime_options.copy_impl_override and FLEETJIT_COPY_IMPL), cached
- * like any module. */
-typedef struct fj_copy_desc {
-  size_t struct_size;
-  const void* ext;
-  const fj_tensor* src;
-  /* Window start in src per dimension, outermost-first like shape; may be
-   * negative or run past the end under FJ_OOB_ZEROS / FJ_OOB_NAN. Entries
-   * past src->ndim must be 0. */
-  int64_t src_start[5];
-  fj_oob oob;
-  const fj_tensor* dst;
-  /* Optional (NULL = none): 1-D int32/int64 with dst->shape[0] entries. */
-  const fj_tensor* gather_index;
-} fj_copy_desc;
-
-/* Copies per `desc`, ordered on `stream` (whose GPU runs the kernel), or
- * with a NULL stream on the legacy default stream of dst's GPU (else
- * src's). Asynchronous: host memory must stay live until the stream has
- * passed the copy. Bad input is FJ_INVALID_ARGUMENT before anything is
- * enqueued: NULLs, ranks or dtypes that differ, unknown dtypes, addresses
- * not aligned to the element, a window leaving src under
- * FJ_OOB_PROMISE_IN_BOUNDS, NaN fill of an integer dtype, src and dst
- * whose byte ranges overlap, host memory that is not pinned, a range
- * running outside its allocation. A peer GPU's memory that the copy kernel
- * must reach needs fj_peer_enable first (FJ_FAILED_PRECONDITION says so);
- * between GPUs with no P2P path the source is staged through pinned host
- * memory and the copy completes before the call returns (a log line at
- * level info says so). */
-FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc,
-                          fj_stream* stream);
-
-/* What fj_prefetch does. Figures: two H200s joined by NVLink (NV18), GPU0
- * reading 8-24 MiB that GPU1 owns (docs: copy-matrix.md). */
-typedef enum fj_prefetch_mode {
-  /* LOCAL_L2 for the reader's own memory, WARM_OWNER_L2 for a peer's;
-   * pinned host memory needs STAGE_LOCAL (and a stage buffer). */
-  FJ_PREFETCH_AUTO = 0,
-  /* A kernel on the reader issues L2 prefetches (cp.async.bulk.prefetch.L2
-   * on sm_90, prefetch.global.L2 below) over the range. Local memory only:
-   * on a peer address it warms neither GPU's L2 (measured: 1177 ns vs
-   * 1189 ns cold per dependent load, streaming 12% slower), so it is
-   * refused there. */
-  FJ_PREFETCH_LOCAL_L2 = 1,
-  /* The prefetch kernel runs on the GPU that owns the memory, on an
-   * internal stream ordered after the caller's stream's earlier work and
-   * before its later work. The owner's L2 serves NVLink reads: dependent
-   * loads from the reader ~15% faster (1025 vs 1189 ns); streaming stays
-   * NVLink-bound (~255-315 GB/s). Needs no peer access. */
-  FJ_PREFETCH_WARM_OWNER_L2 = 2,
-  /* Copies the data into a caller-given buffer on the reader
-   * (stage_address, stage_bytes): re-reads then run at local HBM speed,
-   * 3-7x faster than over NVLink (707-1767 vs 255-314 GB/s measured). The
-   * reader must then read the stage buffer, not the original. */
-  FJ_PREFETCH_STAGE_LOCAL = 3
-} fj_prefetch_mode;
-#define FJ_PREFETCH_MODE_LAST FJ_PREFETCH_STAGE_LOCAL
-
-typedef struct fj_prefetch_desc {
-  size_t struct_size;
-  const void* ext;
-  /* A byte range... */
-  uint64_t address;
-  uint64_t bytes;
-  /* ...or, when tensor is not NULL, the tile of tensor starting at
-   * tile_start with tile_extent elements per dimension (outermost-first;
-   * extent 0 = to the end), clipped to the tensor. */
-  const fj_tensor* tensor;
-  int64_t tile_start[5];
-  int64_t tile_extent[5];
-  fj_prefetch_mode mode;
-  /* The GPU that will read the data; -1 = the stream's GPU (with a NULL
-   * stream: the owner). */
-  int32_t reader_device;
-  /* FJ_PREFETCH_STAGE_LOCAL: device memory on the reader that receives the
-   * data (a tile lands dense, row-major), and its capacity in bytes. */
-  uint64_t stage_address;
-  uint64_t stage_bytes;
-} fj_prefetch_desc;
-
-/* Prefetches per `desc`, ordered on `stream` (NULL: the legacy default
- * stream of the reader). A hint for the L2 modes: it never changes what a
- * later read returns. Bad input is FJ_INVALID_ARGUMENT, including
- * FJ_PREFETCH_LOCAL_L2 on a peer's or host memory. */
-FJ_API fj_status* fj_prefetch(fj_runtime* runtime, const fj_prefetch_desc* desc,
-                              fj_stream* stream);
-
-/* Peer access from GPU `reader` to memory owned by GPU `owner` (one
- * direction; call again with the roles swapped for the other). */
-/* *out_can_access = 1 when the hardware has a P2P path (always for
- * reader == owner), else 0. */
-FJ_API fj_status* fj_peer_query(fj_runtime* runtime, int32_t reader,
-                                int32_t owner, int32_t* out_can_access);
-/* Lets kernels on `reader` (fj_copy's included) use `owner`'s memory.
- * Idempotent. Without a P2P path: FJ_FAILED_PRECONDITION (copies between
- * the two are staged through pinned host memory instead). */
-FJ_API fj_status* fj_peer_enable(fj_runtime* runtime, int32_t reader,
-                                 int32_t owner);
-/* Undoes fj_peer_enable. Idempotent. */
-FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader,
-                                  int32_t owner);
-
-/* ------------------------------------------------------------------------ */
-/* In a server: the caller's streams, log lines, start-up (since 1.1)       */
-
-/* Log levels of fj_runtime_options.log_level and of the log callback. A
- * line is passed when its level is at or below the runtime's level.
- * FLEETJIT_LOG=off|error|warn|info|debug overrides the option (a malformed
- * value fails fj_runtime_create with FJ_INVALID_ARGUMENT); with
- * FLEETJIT_LOG set and no log_fn, lines go to stderr. Otherwise the library
- * never writes to stderr or stdout.
- *
- * The callback receives one whole line without a trailing newline (e.g.
- * "cache: refused entry ...: bad checksum"); the message is valid only
- * during the call. It may be called from any thread, including the
- * runtime's background thread, concurrently, and during
- * fj_runtime_destroy; it must not call back into fleetjit. Lines at warn:
- * refused or unwritable cache entries, the remote tier going off or
- * failing, background failures; at info: TMA fallbacks of a tensor
- * argument, copies staged through host memory. */
-typedef enum fj_log_level {
-  FJ_LOG_OFF = 0,
-  FJ_LOG_ERROR = 1,
-  FJ_LOG_WARN = 2,
-  FJ_LOG_INFO = 3,
-  FJ_LOG_DEBUG = 4
-} fj_log_level;
-#define FJ_LOG_LEVEL_LAST FJ_LOG_DEBUG
-
-/* Wraps a CUstream the caller owns (torch.cuda.current_stream().cuda_stream,
- * a CuPy stream's ptr) as an fj_stream of device `device`: launches, copies
- * (fj_memcpy*, fj_memset_d8, fj_copy, fj_prefetch) and
- * fj_stream_synchronize on it are ordered on the caller's stream, with the
- * caller's own work, with no synchronisation in between.
- *
- * The stream is borrowed: fleetjit never destroys it. fj_stream_destroy of
- * the wrapper (and fj_runtime_destroy) only forgets it, without waiting;
- * the caller keeps it alive while the wrapper is used. `cu_stream` may be
- * 0 or CU_STREAM_LEGACY (1): the legacy default stream; or
- * CU_STREAM_PER_THREAD (2): the per-thread default stream of the thread
- * making each call. Any other value must be a live stream of the device's
- * primary context (the one fleetjit, PyTorch and CuPy use): one of another
- * context or device is FJ_INVALID_ARGUMENT, as is a handle the driver
- * does not know. A bad device is FJ_NOT_FOUND, no GPU FJ_UNAVAILABLE.
- * Wrapping the same CUstream twice gives two independent wrappers. */
-FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
-                                 uint64_t cu_stream, fj_stream** out_stream);
-
-/* Start-up: fj_runtime_options.preopen_devices opens device contexts and
- * FJ_RUNTIME_PRELOAD_NVRTC loads NVRTC inside fj_runtime_create (each costs
- * ~100 ms otherwise paid by the first build or load). Preloading NVRTC on a
- * host without it fails the create with FJ_UNAVAILABLE.
- *
- * Exit with builds in flight: exit() on the thread that created a runtime,
- * when that is the main thread (returning from main() included), first
- * waits (30 s at most) for the builds in flight, NVRTC and the driver's
- * module loads included, before any library's exit handlers run; a build
- * that would start after that is FJ_FAILED_PRECONDITION, and the cache
- * only ever holds whole entries. The library then stays loaded until the
- * main thread ends (a dlclose unloads nothing). exit() from another thread
- * is not waited for so surely: such a process destroys its runtimes first. */
-
-/* ------------------------------------------------------------------------ */
-/* End of "In a server"                                                      */
-
-/* Builds that do not block, and modules built elsewhere (ABI 1.1 additions) */
+/* Builds that do not block (since 1.1)                                     */
 
 /* An asynchronous build: fj_module_build's work, run on a pool of threads
  * the runtime owns (at most min(hardware threads, 8) builds at once).
  * Blocking and asynchronous builds share the module cache's single flight:
- * any number of callers of one build, mixing both, compile it once. */
+ * any number of callers of one build, mixing both, compile it once.
+ * (since 1.1) */
 typedef struct fj_build fj_build;
 
 /* Starts building per `options` and returns at once. Every string and array
  * of `options` is copied before the call returns. Errors found before the
  * build starts (NULLs, struct_size, enum values) are returned here; the
  * build's own errors (FJ_BUILD_ERROR with its "build_log" detail, no NVRTC,
- * ...) come from fj_build_take. Destroy the handle with fj_build_destroy. */
+ * ...) come from fj_build_take. Destroy the handle with fj_build_destroy.
+ * (since 1.1) */
 FJ_API fj_status* fj_module_build_async(fj_runtime* runtime,
                                         const fj_build_options* options,
                                         fj_build** out_build);
 /* *out_done = 1 once the build has finished (successfully or not), else 0.
- * Never blocks. */
+ * Never blocks. (since 1.1) */
 FJ_API fj_status* fj_build_poll(const fj_build* build, int32_t* out_done);
 /* Waits until the build finishes or `timeout_ms` passes (UINT32_MAX:
  * forever); *out_done says which (1 finished, 0 timed out). A timeout is
- * not an error. */
+ * not an error. (since 1.1) */
 FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms,
                                 int32_t* out_done);
 /* Waits for the build, then hands over its module (owned by the caller, as
  * from fj_module_build) or returns its error status. Once: a second take
  * is FJ_FAILED_PRECONDITION. The fj_build handle stays valid until
- * fj_build_destroy. */
+ * fj_build_destroy. (since 1.1) */
 FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module);
 /* Gives up the build. One not started yet is skipped; one running finishes
  * in the background and its module is dropped (a cached build stays in the
  * module cache for later builds). A module already taken is not affected.
  * NULL is accepted. fj_runtime_destroy destroys its builds: it skips those
  * not started and waits for those running (a compile cannot be stopped),
- * and their handles become invalid. */
+ * and their handles become invalid. (since 1.1) */
 FJ_API fj_status* fj_build_destroy(fj_build* build);
 
+/* ------------------------------------------------------------------------ */
+/* Modules built elsewhere (since 1.1)                                      */
+
+/* The format of an image given to fj_module_load (since 1.1). */
 typedef enum fj_image_kind {
   FJ_IMAGE_AUTO = 0,   /* sniffed: ELF = cubin, 0xBA55ED50 = fatbin, text
                         * starting with "//" or ".version" = PTX */
@@ -859,6 +572,7 @@ typedef enum fj_image_kind {
 } fj_image_kind;
 #define FJ_IMAGE_KIND_LAST FJ_IMAGE_FATBIN
 
+/* An image built elsewhere, and how to read it (since 1.1). */
 typedef struct fj_module_load_options {
   size_t struct_size;
   const void* ext;
@@ -885,10 +599,378 @@ typedef struct fj_module_load_options {
  * FJ_FAILED_PRECONDITION), never a crash.
  * Loaded modules are not cached by build key: one image (by SHA-256) loaded
  * twice shares its loaded copy per device, and no cache tier is written.
- * fj_module_info_get reports FJ_CACHE_COMPILED and build_ms 0. */
+ * fj_module_info_get reports FJ_CACHE_COMPILED and build_ms 0. (since 1.1) */
 FJ_API fj_status* fj_module_load(fj_runtime* runtime,
                                  const fj_module_load_options* options,
                                  fj_module** out_module);
+
+/* ------------------------------------------------------------------------ */
+/* The module cache (since 1.0)                                             */
+
+/* Hosts without NVRTC. A host with the driver alone builds nothing, but
+ * fj_module_build still succeeds when another host (e.g. a CPU build box
+ * running `fleetjit build --target sm_90 --publish`) published the same
+ * build: same source, options, target, copy implementation and fleetjit
+ * version, any NVRTC. Such a host looks the build up without a compiler in
+ * the key, follows the signed pointer the publisher wrote, and uses the
+ * entry only if everything but the compiler matches exactly and the
+ * recorded compiler's output loads on this driver (a cubin needs a driver
+ * of the same or a later CUDA major version; PTX one that knows its ISA).
+ * The module then reports FJ_CACHE_REMOTE_HIT (or FJ_CACHE_DISK_HIT once
+ * kept locally). Otherwise the build fails with NVRTC's UNAVAILABLE status,
+ * which says that no published entry was found. A host with NVRTC never
+ * takes another compiler's output. */
+
+/* The state of the remote tier's circuit breaker (since 1.1). */
+typedef enum fj_remote_state {
+  FJ_REMOTE_OFF = 0,          /* not configured */
+  FJ_REMOTE_UNAVAILABLE = 1,  /* configured but off: no hiredis, no key, bad URL */
+  FJ_REMOTE_CLOSED = 2,       /* in use */
+  FJ_REMOTE_OPEN = 3,         /* failing: not asked until the cooldown ends */
+  FJ_REMOTE_HALF_OPEN = 4     /* the next call probes it */
+} fj_remote_state;
+
+/* Counters of the module cache (since 1.0). */
+typedef struct fj_cache_stats {
+  size_t struct_size;
+  const void* ext;
+  uint64_t memory_hits;
+  uint64_t disk_hits;
+  uint64_t misses;
+  uint64_t compiles;
+  double compile_ms_total;
+  uint64_t evictions;
+  uint64_t rejected_entries; /* corrupt, foreign-owned or unsafe, rebuilt */
+  uint64_t disk_entries;
+  uint64_t disk_bytes;
+  /* Since 1.1 (a caller built against 1.0 passes a shorter struct_size and
+   * gets the fields above): the remote tier (all 0 when it is off). */
+  fj_remote_state remote_state;
+  uint64_t remote_hits;
+  uint64_t remote_misses;
+  uint64_t remote_errors;        /* failed or timed-out calls */
+  uint64_t remote_rejected;      /* refused: bad signature, key or size */
+  uint64_t remote_writes;        /* entries published */
+  uint64_t remote_write_drops;   /* not published: queue full, Redis down */
+  uint64_t remote_breaker_opens;
+} fj_cache_stats;
+
+/* The cache's counters, summed over its tiers (since 1.0). */
+FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime,
+                                     fj_cache_stats* out_stats);
+/* Empties the memory tier and deletes this cache's disk entries. (since 1.0) */
+FJ_API fj_status* fj_cache_clear(fj_runtime* runtime);
+/* Waits until the cache work that earlier builds left to the background is
+ * done: disk entries written, and remote publications sent (at most
+ * timeout_ms for those; DEADLINE_EXCEEDED if they are still queued). Builds
+ * never wait for the remote tier; call this before exiting a process whose
+ * builds must reach the fleet (fj_runtime_destroy also sends what is
+ * queued, each write bounded by the tier's timeouts). (since 1.1) */
+FJ_API fj_status* fj_cache_flush(fj_runtime* runtime, uint32_t timeout_ms);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors (since 1.0; DLPack-compatible)                                   */
+
+/* Layout-identical to DLPack's DLTensor (dlpack.h >= 0.6): a caller can pass
+ * a DLTensor* cast to fj_tensor*. Shape and strides are outermost-first, in
+ * elements; NULL strides mean compact row-major. (since 1.0) */
+typedef struct fj_dl_device {
+  int32_t device_type; /* kDLCUDA = 2 */
+  int32_t device_id;
+} fj_dl_device;
+/* (since 1.0) */
+typedef struct fj_dl_dtype {
+  uint8_t code;  /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLFloat8... */
+  uint8_t bits;
+  uint16_t lanes;
+} fj_dl_dtype;
+/* (since 1.0) */
+typedef struct fj_tensor {
+  void* data;
+  fj_dl_device device;
+  int32_t ndim;
+  fj_dl_dtype dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+} fj_tensor;
+
+/* (since 1.0) */
+typedef enum fj_oob {
+  FJ_OOB_PROMISE_IN_BOUNDS = 0, /* the kernel never reads outside */
+  FJ_OOB_ZEROS = 1,             /* out-of-bounds elements read as 0 */
+  FJ_OOB_NAN = 2                /* as NaN (floating-point types only) */
+} fj_oob;
+
+/* FP8 has no DLPack code in 0.6: use these with bits = 8. (since 1.0) */
+#define FJ_DL_FLOAT8_E4M3 0x80
+#define FJ_DL_FLOAT8_E5M2 0x81
+
+/* A tensor argument: the borrowed tensor plus how kernels tile it.
+ * (since 1.0) */
+typedef struct fj_tensor_arg {
+  size_t struct_size;
+  const void* ext;
+  const fj_tensor* tensor; /* borrowed for the duration of the launch call */
+  /* Tile extents, outermost-first like shape (box[0] is the outermost
+   * dimension; device code's fj::tensor::box(d) counts from the innermost,
+   * so box(0) there is box[ndim - 1] here). box[i] = 0 means shape[i].
+   * Entries past tensor->ndim must be 0 (a 3-D box on a 2-D tensor is
+   * FJ_INVALID_ARGUMENT). Under FJ_OOB_PROMISE_IN_BOUNDS a box larger than
+   * shape[i] is FJ_INVALID_ARGUMENT (no tile of it could lie inside); under
+   * FJ_OOB_ZEROS / FJ_OOB_NAN the part past the tensor reads as the fill.
+   * A box over 256 in a dimension is valid, but TMA cannot describe it:
+   * that argument falls back to cp.async (fj_tensor_check says so). */
+  uint32_t box[5];
+  fj_oob oob;
+} fj_tensor_arg;
+
+/* How the tma implementation would move a tensor argument. (since 1.0) */
+typedef struct fj_tensor_check {
+  size_t struct_size;
+  const void* ext;
+  int32_t tma;       /* 1: a TMA tensor map describes it; 0: it falls back to
+                        cp.async for that argument (the launch still works) */
+  char reason[256];  /* why not, NUL-terminated and possibly cut ("" if tma) */
+} fj_tensor_check;
+
+/* Checks `arg` as fj_launch would (rank, dtype, shape, strides, box, oob)
+ * and fills `out_check` with whether TMA can describe it. An argument that
+ * fj_launch would refuse returns that status. Needs no runtime or GPU.
+ * (since 1.0) */
+FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg,
+                                      fj_tensor_check* out_check);
+
+/* ------------------------------------------------------------------------ */
+/* Kernels and launch (since 1.0)                                           */
+
+/* A kernel of a module, loaded on one device (since 1.0). */
+typedef struct fj_kernel fj_kernel;
+
+/* Looks a kernel up by its extern "C" name or one of the module's name
+ * expressions, loading the module on `device` (its context) if needed. The
+ * kernel belongs to the module. (since 1.0) */
+FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
+                                       int32_t device, fj_kernel** out_kernel);
+
+/* The C type of a kernel argument (since 1.0). */
+typedef enum fj_arg_kind {
+  FJ_ARG_I8 = 1, FJ_ARG_I16 = 2, FJ_ARG_I32 = 3, FJ_ARG_I64 = 4,
+  FJ_ARG_U8 = 5, FJ_ARG_U16 = 6, FJ_ARG_U32 = 7, FJ_ARG_U64 = 8,
+  FJ_ARG_F16 = 9,  /* IEEE half bits in v.u16 */
+  FJ_ARG_BF16 = 10, /* bfloat16 bits in v.u16 */
+  FJ_ARG_F32 = 11, FJ_ARG_F64 = 12,
+  FJ_ARG_POINTER = 13, /* device address in v.pointer */
+  FJ_ARG_BYTES = 14,   /* a struct by value: v.bytes, `size` bytes */
+  FJ_ARG_TENSOR = 15   /* v.tensor */
+} fj_arg_kind;
+#define FJ_ARG_KIND_LAST FJ_ARG_TENSOR
+
+/* One kernel argument. An array of these is read with the stride
+ * args[0].struct_size; every element must carry the same struct_size.
+ * The elements are read in place, so the array must be aligned for fj_arg
+ * and the stride a multiple of alignof(fj_arg) (8 on 64-bit hosts), as
+ * sizeof(fj_arg) of any compiler is. Since 1.1 a misaligned array or
+ * stride is FJ_INVALID_ARGUMENT (1.0 read it misaligned). (since 1.0) */
+typedef struct fj_arg {
+  size_t struct_size;
+  fj_arg_kind kind;
+  uint32_t size; /* bytes, for FJ_ARG_BYTES only */
+  union {
+    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+    float f32; double f64;
+    uint64_t pointer;
+    const void* bytes;
+    const fj_tensor_arg* tensor;
+  } v;
+} fj_arg;
+
+/* Grid, block, shared memory, cluster and stream of a launch (since 1.0). */
+typedef struct fj_launch_config {
+  size_t struct_size;
+  const void* ext;
+  uint32_t grid[3];     /* 0 entries count as 1 */
+  uint32_t block[3];
+  uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB is opted in */
+  uint32_t cluster[3];  /* all 0 = no cluster */
+  fj_stream* stream;    /* NULL = the device's legacy default stream */
+} fj_launch_config;
+
+/* Launches `kernel` asynchronously. Arguments are checked against the
+ * kernel's parameters (count, size, kind, tensor rank and dtype where the
+ * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type, or a
+ * CUDA vector type such as float4, whose element size must then match the
+ * tensor's) and the configuration against the device's limits before the
+ * driver is called. (since 1.0) */
+FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
+                            const fj_arg* args, size_t num_args);
+
+/* A kernel's lowered name, parameters and resources (since 1.0). */
+typedef struct fj_kernel_info {
+  size_t struct_size;
+  const void* ext;
+  char lowered_name[512];
+  int32_t num_params;
+  uint32_t param_bytes;
+  int32_t max_threads_per_block;
+  int32_t static_shared_bytes;
+  int32_t num_regs;
+  int32_t uses_thunk; /* 1 if launches go through a JIT-built host thunk */
+} fj_kernel_info;
+
+/* The kernel's parameters and resources on its device (since 1.0). */
+FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
+                                     fj_kernel_info* out_info);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor copies, L2 prefetch and peer access (since 1.1)                   */
+
+/* A copy of a window of `src` into `dst`:
+ *
+ * dst[i] = src[src_start + i] where that element lies inside src, the fill
+ * elsewhere: 0 (FJ_OOB_ZEROS), NaN (FJ_OOB_NAN, floating-point dtypes),
+ *
+ * for every index i of dst (dst's shape is the window's extent). With
+ * gather_index, the outermost coordinate of src is instead gather_index[i0] +
+ * src_start[0]: rows of a paged KV cache, gathered into consecutive rows of
+ * dst. A row whose index lies outside src reads as the fill (zeros under
+ * FJ_OOB_PROMISE_IN_BOUNDS): a bad index never faults.
+ *
+ * Tensors are 1-5-D, of one dtype (no conversion), with any strides; each may
+ * be device memory of this GPU, of a peer GPU, or pinned host memory
+ * (kDLCUDAHost, or kDLCPU if the driver knows it as pinned), classified with
+ * cuPointerGetAttributes. A dense, in-bounds copy of a dense window takes the
+ * driver's copy engine (cuMemcpyAsync / cuMemcpyPeerAsync). Any other copy runs
+ * a kernel built from <fleetjit/copy.cuh> with the device's copy implementation
+ * (honouring fj_runtime_options.copy_impl_override and FLEETJIT_COPY_IMPL),
+ * cached like any module. (since 1.1) */
+typedef struct fj_copy_desc {
+  size_t struct_size;
+  const void* ext;
+  const fj_tensor* src;
+  /* Window start in src per dimension, outermost-first like shape; may be
+   * negative or run past the end under FJ_OOB_ZEROS / FJ_OOB_NAN. Entries
+   * past src->ndim must be 0. */
+  int64_t src_start[5];
+  fj_oob oob;
+  const fj_tensor* dst;
+  /* Optional (NULL = none): 1-D int32/int64 with dst->shape[0] entries. */
+  const fj_tensor* gather_index;
+} fj_copy_desc;
+
+/* Copies per `desc`, ordered on `stream` (whose GPU runs the kernel), or
+ * with a NULL stream on the legacy default stream of dst's GPU (else
+ * src's). Asynchronous: host memory must stay live until the stream has
+ * passed the copy. Bad input is FJ_INVALID_ARGUMENT before anything is
+ * enqueued: NULLs, ranks or dtypes that differ, unknown dtypes, addresses
+ * not aligned to the element, a window leaving src under
+ * FJ_OOB_PROMISE_IN_BOUNDS, NaN fill of an integer dtype, src and dst
+ * whose byte ranges overlap, host memory that is not pinned, a range
+ * running outside its allocation. A peer GPU's memory that the copy kernel
+ * must reach needs fj_peer_enable first (FJ_FAILED_PRECONDITION says so);
+ * between GPUs with no P2P path the source is staged through pinned host
+ * memory and the copy completes before the call returns (a log line at
+ * level info says so). (since 1.1) */
+FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc,
+                          fj_stream* stream);
+
+/* What fj_prefetch does (since 1.1). Why each mode exists, and what it
+ * bought on two GPUs joined by NVLink, is measured in docs/measurements.md
+ * ("Peer memory and L2"). */
+typedef enum fj_prefetch_mode {
+  /* LOCAL_L2 for the reader's own memory, WARM_OWNER_L2 for a peer's;
+   * pinned host memory needs STAGE_LOCAL (and a stage buffer). */
+  FJ_PREFETCH_AUTO = 0,
+  /* A kernel on the reader issues L2 prefetches (cp.async.bulk.prefetch.L2
+   * on sm_90, prefetch.global.L2 below) over the range. Local memory only:
+   * on a peer address it warms neither GPU's L2, so it is refused there. */
+  FJ_PREFETCH_LOCAL_L2 = 1,
+  /* The prefetch kernel runs on the GPU that owns the memory, on an
+   * internal stream ordered after the caller's stream's earlier work and
+   * before its later work. The owner's L2 serves NVLink reads, so the
+   * reader's dependent loads get faster; streaming reads stay bound by the
+   * link. Needs no peer access. */
+  FJ_PREFETCH_WARM_OWNER_L2 = 2,
+  /* Copies the data into a caller-given buffer on the reader
+   * (stage_address, stage_bytes): re-reads then run at the speed of
+   * local memory, not of the link. The reader must then read the stage
+   * buffer, not the original. */
+  FJ_PREFETCH_STAGE_LOCAL = 3
+} fj_prefetch_mode;
+#define FJ_PREFETCH_MODE_LAST FJ_PREFETCH_STAGE_LOCAL
+
+/* What to prefetch, for which reader, and how (since 1.1). */
+typedef struct fj_prefetch_desc {
+  size_t struct_size;
+  const void* ext;
+  /* A byte range... */
+  uint64_t address;
+  uint64_t bytes;
+  /* ...or, when tensor is not NULL, the tile of tensor starting at
+   * tile_start with tile_extent elements per dimension (outermost-first;
+   * extent 0 = to the end), clipped to the tensor. */
+  const fj_tensor* tensor;
+  int64_t tile_start[5];
+  int64_t tile_extent[5];
+  fj_prefetch_mode mode;
+  /* The GPU that will read the data; -1 = the stream's GPU (with a NULL
+   * stream: the owner). */
+  int32_t reader_device;
+  /* FJ_PREFETCH_STAGE_LOCAL: device memory on the reader that receives the
+   * data (a tile lands dense, row-major), and its capacity in bytes. */
+  uint64_t stage_address;
+  uint64_t stage_bytes;
+} fj_prefetch_desc;
+
+/* Prefetches per `desc`, ordered on `stream` (NULL: the legacy default
+ * stream of the reader). A hint for the L2 modes: it never changes what a
+ * later read returns. Bad input is FJ_INVALID_ARGUMENT, including
+ * FJ_PREFETCH_LOCAL_L2 on a peer's or host memory. (since 1.1) */
+FJ_API fj_status* fj_prefetch(fj_runtime* runtime, const fj_prefetch_desc* desc,
+                              fj_stream* stream);
+
+/* Peer access from GPU `reader` to memory owned by GPU `owner` (one
+ * direction; call again with the roles swapped for the other). */
+/* *out_can_access = 1 when the hardware has a P2P path (always for
+ * reader == owner), else 0. (since 1.1) */
+FJ_API fj_status* fj_peer_query(fj_runtime* runtime, int32_t reader,
+                                int32_t owner, int32_t* out_can_access);
+/* Lets kernels on `reader` (fj_copy's included) use `owner`'s memory.
+ * Idempotent. Without a P2P path: FJ_FAILED_PRECONDITION (copies between
+ * the two are staged through pinned host memory instead). (since 1.1) */
+FJ_API fj_status* fj_peer_enable(fj_runtime* runtime, int32_t reader,
+                                 int32_t owner);
+/* Undoes fj_peer_enable. Idempotent. (since 1.1) */
+FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader,
+                                  int32_t owner);
+
+/* ------------------------------------------------------------------------ */
+/* Logs (since 1.1)                                                         */
+
+/* Log levels of fj_runtime_options.log_level and of the log callback. A
+ * line is passed when its level is at or below the runtime's level.
+ * FLEETJIT_LOG=off|error|warn|info|debug overrides the option (a malformed
+ * value fails fj_runtime_create with FJ_INVALID_ARGUMENT); with
+ * FLEETJIT_LOG set and no log_fn, lines go to stderr. Otherwise the library
+ * never writes to stderr or stdout.
+ *
+ * The callback receives one whole line without a trailing newline (e.g.
+ * "cache: refused entry ...: bad checksum"); the message is valid only
+ * during the call. It may be called from any thread, including the
+ * runtime's background thread, concurrently, and during
+ * fj_runtime_destroy; it must not call back into fleetjit. Lines at warn:
+ * refused or unwritable cache entries, the remote tier going off or
+ * failing, background failures; at info: TMA fallbacks of a tensor
+ * argument, copies staged through host memory. (since 1.1) */
+typedef enum fj_log_level {
+  FJ_LOG_OFF = 0,
+  FJ_LOG_ERROR = 1,
+  FJ_LOG_WARN = 2,
+  FJ_LOG_INFO = 3,
+  FJ_LOG_DEBUG = 4
+} fj_log_level;
+#define FJ_LOG_LEVEL_LAST FJ_LOG_DEBUG
 
 #ifdef __cplusplus
 } /* extern "C" */
