@@ -8,7 +8,7 @@
 //     embedded headers                                          goal <= 1.25x
 //  4. fleetjit cold build of the copy.cuh kernel
 //  5. a libcu++ <cuda/barrier> + memcpy_async kernel (what users would
-//     include instead; anchors.md: 1.05-1.57 s)
+//     include instead; docs/measurements.md: 1.05-1.57 s)
 //  6. row 3 through an NVRTC precompiled header (made once in this
 //     process: jit/nvrtc_pch.h), and rows 3 and 6 for a kernel that also
 //     includes <cuda_fp16.h> and <cuda_bf16.h> (-I/usr/local/cuda/include)

@@ -390,7 +390,7 @@ int Main(int argc, char** argv) {
   std::printf("SHA-256 block function: %s\n\n",
               internal::Sha256HardwareAvailable() ? "SHA-NI" : "portable");
   std::printf("| %-74s | %-20s | %-34s |\n", "measure", "fleetjit",
-              "reference (anchors.md, H200 host)");
+              "reference (docs/measurements.md)");
   std::printf("|%s|%s|%s|\n", std::string(76, '-').c_str(),
               std::string(22, '-').c_str(), std::string(36, '-').c_str());
 
@@ -511,7 +511,7 @@ int Main(int argc, char** argv) {
   }
   Row("(GPU part, added separately) cuModuleLoadData", "-", "cubin: 0.022 ms");
   std::printf(
-      "\nAnchors are the H200 host's figures from anchors.md, quoted for\n"
+      "\nAnchors are the H200 host's figures from docs/measurements.md, quoted for\n"
       "reference; the figures on the left were measured in this run.\n");
   if (own_dir) {
     std::error_code ec;

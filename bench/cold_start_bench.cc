@@ -3,7 +3,7 @@
 // from fj_module_build to a launchable kernel (disk hit + module load),
 // next to the driver's own start-up (cuInit + context) and a cold NVRTC
 // build measured the same way. Medians over 7 fresh processes.
-//   anchors.md: CuPy with its disk cache warm took 230-245 ms per kernel.
+//   docs/measurements.md: CuPy with its disk cache warm took 230-245 ms per kernel.
 // Under scripts/with-redis (FJ_REDIS_URL set), also a remote hit (issue 13):
 // one process compiles and publishes to Redis, then fresh processes with
 // empty disk caches fetch it, with NVRTC and without (FLEETJIT_LIBNVRTC

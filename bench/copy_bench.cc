@@ -6,7 +6,7 @@
 // anchor (median of 10 timings of 5 back-to-back copies) and verified.
 //
 // Goals (issue 10): every implementation >= 0.92x, tma and cp_async >= 0.93x
-// DtoD (the best hand-tuned SM copy reached 0.930-0.933x, anchors.md).
+// DtoD (the best hand-tuned SM copy reached 0.930-0.933x, docs/measurements.md).
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -299,7 +299,7 @@ int main() {
   }
   std::printf("\n%-34s %8.3f ms %8.0f GB/s   1.000x\n", "cuMemcpyDtoD (anchor)", anchor_ms, anchor_gbs);
   for (const std::string& s : summary) std::printf("%s\n", s.c_str());
-  std::printf("goals (issue 10): every implementation >= 0.92x, tma and cp_async >= 0.93x; the best of ~50 hand-tuned kernels reached 0.930-0.933x (anchors.md)\n");
+  std::printf("goals (issue 10): every implementation >= 0.92x, tma and cp_async >= 0.93x; the best of ~50 hand-tuned kernels reached 0.930-0.933x (docs/measurements.md)\n");
   fj_mem_free(b.rt, b.src);
   fj_mem_free(b.rt, b.dst);
   fj_stream_destroy(b.stream);

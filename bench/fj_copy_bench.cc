@@ -273,7 +273,7 @@ void PeerCopiesAndPrefetch(Ctx& c) {
                   bytes / (ms * 1e6));
     }
   }
-  std::printf("  anchors (copy-matrix.md, H200 x2): cold 1189 ns, owner-warmed 1025 ns "
+  std::printf("  anchors (docs/measurements.md, H200 x2): cold 1189 ns, owner-warmed 1025 ns "
               "(~15%% lower); re-read after a local copy 3-7x faster than over NVLink\n");
   for (uint64_t a : {*peer, *local, *flush0, *flush1, *out}) Die(rt.Free(a), "free");
 }

@@ -68,7 +68,8 @@
 //    fj_ct_tile_store blocks do not overlap in bounds; oob_promise_in_bounds
 //    only with in-bounds tiles; pred uniform per case (it is, by layout).
 //
-// The refusals of copy-matrix.md (JAX Mosaic GPU), as runs of these kernels:
+// The refusals of docs/copy-matrix.md (JAX Mosaic GPU), as runs of these
+// kernels:
 //  - wait_gmem_to_smem on Hopper (seed 002): fj_ct_groups, or any kernel
 //    with flags & 1, under tma;
 //  - copy_gmem_to_smem without a barrier on Hopper: fj_ct_span_load /

@@ -6,7 +6,7 @@
 // classified by the driver and its route planned (placement.h), then:
 //   - dense, in-bounds copies call the driver's copy engine
 //     (cuMemcpyAsync / cuMemcpyPeerAsync): as fast as cuMemcpy, since an SM
-//     copy tops out near 0.93x of it on an H200 (anchors.md);
+//     copy tops out near 0.93x of it on an H200 (docs/measurements.md);
 //   - everything else launches fj_tile_copy (kernels/tile_copy.cu), built
 //     through Runtime::Build for the executing GPU with the device's copy
 //     implementation (or the runtime's override), cached like any module.

@@ -95,7 +95,7 @@ struct PrefetchRoute {
 
 // Resolves kAuto and checks the mode against where the data lives. Never
 // a reader-side prefetch of a peer address: measured on two H200s it warms
-// neither L2 (copy-matrix.md), so kLocalL2 on a peer's memory is refused
+// neither L2 (docs/measurements.md), so kLocalL2 on a peer's memory is refused
 // and kAuto picks kWarmOwnerL2. `stage` is the stage buffer's placement
 // (kStageLocal only). Pure.
 absl::StatusOr<PrefetchRoute> PlanPrefetchRoute(const ValidatedPrefetch& v,

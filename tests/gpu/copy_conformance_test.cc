@@ -3,7 +3,7 @@
 // implementation the device can run (plus the PTX rows that run the
 // pre-Hopper paths through the driver JIT), on fresh random cases with
 // poisoned outputs, compared with the host reference. Then one named test
-// per refusal in copy-matrix.md's "What the anchors refuse" table that
+// per refusal in docs/copy-matrix.md's "Refusals elsewhere" table that
 // issue 3 covers, showing the effect working.
 //
 // A fresh seed per run is printed; FLEETJIT_SELFTEST_SEED=N reproduces it,
@@ -223,7 +223,7 @@ TEST(CopyConformance, TmaFallsBackPerTensor) {
 }
 
 // ------------------------------------------ the anchors' refusals, working
-// copy-matrix.md: `wait_gmem_to_smem` on Hopper+ is refused (seed 002).
+// docs/copy-matrix.md: `wait_gmem_to_smem` on Hopper+ is refused (seed 002).
 // Under tma, loads in a group complete by a group wait.
 TEST(CopyConformanceRefusals, WaitForCpAsyncGroupsOnHopper) {
   REQUIRE_GPU();
