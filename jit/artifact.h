@@ -34,7 +34,10 @@ struct ParamSpec {
   uint32_t offset = 0;  // bytes into the parameter buffer
   uint32_t size = 0;
   uint32_t align = 1;
-  int32_t tensor_dtype = -1;  // fj::dtype_code, or -1 if not declared
+  // fj::dtype_code; -1 if not declared; -(1 + sizeof(T)) when T names no
+  // dtype but its size is known (CUDA vector types: float4 is -17), so a
+  // launch checks the element size (runtime/tensor_encoder.cc).
+  int32_t tensor_dtype = -1;
   int32_t tensor_rank = 0;
   std::string type_name;      // demangled C++ type, "" if unknown
 };

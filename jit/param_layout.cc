@@ -178,6 +178,33 @@ int DtypeOfCxxType(absl::string_view t) {
   return -1;
 }
 
+// sizeof(T) for CUDA's vector types (float4, __half2, ...), which name no
+// dtype but whose size the runtime can check; 0 for any other type. A
+// user's own struct is not known here: the mangled name gives its name,
+// not its size.
+int VectorTypeBytes(absl::string_view t) {
+  t = absl::StripAsciiWhitespace(t);
+  if (t == "__half2" || t == "half2" || t == "__nv_bfloat162") return 4;
+  struct Base {
+    absl::string_view name;
+    int bytes;
+  };
+  static constexpr Base kBases[] = {
+      {"char", 1},  {"uchar", 1},    {"short", 2},     {"ushort", 2},
+      {"int", 4},   {"uint", 4},     {"float", 4},     {"long", 8},
+      {"ulong", 8}, {"longlong", 8}, {"ulonglong", 8}, {"double", 8},
+  };
+  if (t.empty()) return 0;
+  const char lanes = t.back();
+  if (lanes != '1' && lanes != '2' && lanes != '3' && lanes != '4') return 0;
+  absl::string_view base = t.substr(0, t.size() - 1);
+  for (const Base& b : kBases) {
+    // CUDA's 3-lane types have no padding (float3 is 12 bytes).
+    if (base == b.name) return b.bytes * (lanes - '0');
+  }
+  return 0;
+}
+
 void ClassifyCxxParam(absl::string_view type, ParamSpec& spec) {
   spec.type_name = std::string(type);
   absl::string_view t = absl::StripSuffix(type, " const");
@@ -192,6 +219,10 @@ void ClassifyCxxParam(absl::string_view type, ParamSpec& spec) {
     std::vector<std::string> parts = SplitTopLevel(inner);
     if (parts.size() == 2) {
       spec.tensor_dtype = DtypeOfCxxType(parts[0]);
+      const int vector_bytes = VectorTypeBytes(parts[0]);
+      if (spec.tensor_dtype < 0 && vector_bytes > 0) {
+        spec.tensor_dtype = -1 - vector_bytes;
+      }
       int rank = 0;
       if (absl::SimpleAtoi(parts[1], &rank)) spec.tensor_rank = rank;
     }

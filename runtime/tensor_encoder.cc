@@ -176,6 +176,22 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
 
 absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
                            int32_t declared_rank, int32_t declared_dtype) {
+  if (declared_dtype < -1) {
+    // No dtype, but the element's size (jit::DeclaredElemBytes).
+    const int bytes = -1 - declared_dtype;
+    if (bytes != fj::dtype_info(dtype).bytes) {
+      return ArgError(
+          arg_index,
+          absl::StrCat("the kernel declares ", bytes,
+                       "-byte elements but the "
+                       "caller passed ",
+                       DtypeName(dtype), " (", fj::dtype_info(dtype).bytes,
+                       " bytes); shape and box count the tensor's own "
+                       "elements, so a wider element type reads the wrong "
+                       "data"));
+    }
+    declared_dtype = -1;
+  }
   if (declared_rank > 0 && rank != declared_rank) {
     return ArgError(arg_index,
                     absl::StrCat("the kernel declares a rank-", declared_rank,
@@ -297,6 +313,21 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   if (t->shape == nullptr) return ArgError(arg_index, "shape is NULL");
   if (t->data == nullptr) return ArgError(arg_index, "data is NULL");
 
+  // A box of another rank than the tensor's is a caller's mistake (a 3-D
+  // box for a 2-D tensor), refused rather than cut to the tensor's rank.
+  int box_rank = 0;
+  for (int i = 0; i < FJ_TP_MAX_RANK; ++i) {
+    if (arg->box[i] != 0) box_rank = i + 1;
+  }
+  if (box_rank > t->ndim) {
+    return ArgError(
+        arg_index,
+        absl::StrCat("a rank-", box_rank, " box (box[", box_rank - 1,
+                     "] = ", arg->box[box_rank - 1], ") on a rank-", t->ndim,
+                     " tensor: box has one entry per dimension, outermost-"
+                     "first like shape, and entries past ndim must be 0"));
+  }
+
   TensorDesc d;
   d.rank = t->ndim;
   d.dtype = *dtype_or;
@@ -356,6 +387,30 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     d.box[dim] = static_cast<int32_t>(b);
   }
   const int32_t oob = RawOob(arg);
+  // Under PROMISE_IN_BOUNDS no tile of a box larger than the tensor lies
+  // inside it; the implementations would disagree on what the rest reads.
+  for (int i = 0; oob == FJ_OOB_PROMISE_IN_BOUNDS && i < n; ++i) {
+    const int dim = n - 1 - i;
+    if (t->shape[i] > 0 && d.box[dim] > t->shape[i]) {
+      bool reversed_fits = true;
+      for (int j = 0; j < n; ++j) {
+        const int64_t rb = d.box[j];  // box[n-1-j] read innermost-first
+        if (t->shape[j] > 0 && rb > t->shape[j]) reversed_fits = false;
+      }
+      return ArgError(
+          arg_index,
+          absl::StrCat(
+              "box[", i, "] = ", d.box[dim], " exceeds shape[", i,
+              "] = ", t->shape[i],
+              " under FJ_OOB_PROMISE_IN_BOUNDS (box and shape are both "
+              "outermost-first)",
+              reversed_fits ? "; the box reversed would fit: was it given "
+                              "innermost-first?"
+                            : "",
+              "; give FJ_OOB_ZEROS or FJ_OOB_NAN to read the part outside as "
+              "the fill, or a smaller box"));
+    }
+  }
   switch (oob) {
     case FJ_OOB_PROMISE_IN_BOUNDS:
       d.oob = fj::oob_promise_in_bounds;
@@ -413,7 +468,8 @@ std::string TmaRejection(const TensorDesc& d) {
   for (int dim = 0; dim < n; ++dim) {
     if (d.box[dim] < 1 || d.box[dim] > 256) {
       return absl::StrCat("box[", caller_dim(dim), "] is ", d.box[dim],
-                          "; TMA boxes are 1..256");
+                          " (outermost-first); TMA boxes are 1..256 per "
+                          "dimension");
     }
   }
   if ((static_cast<int64_t>(d.box[0]) * d.elem_bytes) % 16 != 0) {

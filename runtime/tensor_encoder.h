@@ -105,8 +105,10 @@ class TensorEncoder {
 
   // Writes all 320 bytes of the parameter to `out` (any alignment) for
   // argument `arg_index`. `declared_rank` (0 = any) and `declared_dtype`
-  // (-1 = any) come from the kernel's signature; a mismatch is
-  // INVALID_ARGUMENT. A tensor TMA cannot describe is not an error.
+  // (-1 = any; below -1, an element of -1 - declared_dtype bytes, see
+  // jit::ParamSpec::tensor_dtype) come from the kernel's signature; a
+  // mismatch is INVALID_ARGUMENT. A tensor TMA cannot describe is not an
+  // error.
   absl::Status Encode(size_t arg_index, const fj_tensor_arg* arg,
                       int32_t declared_rank, int32_t declared_dtype,
                       jit::CopyImpl impl, void* out) const;

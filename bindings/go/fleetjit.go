@@ -665,6 +665,11 @@ func Ptr(address uint64) Arg { return Arg{kind: C.FJ_ARG_POINTER, bits: address}
 // Mem passes the address of a device allocation.
 func Mem(d *DeviceMemory) Arg { return Ptr(d.Address()) }
 
+// Tensor arguments (FJ_TENSOR parameters) are not offered by this package
+// yet. In the C ABI a tensor's box, like its shape, is outermost-first
+// (index 0 is the slowest-varying dimension), while device code counts from
+// the innermost (fj::tensor::box(0)); see rule 11 of <fleetjit/fleetjit.h>.
+
 // Bytes passes a struct by value (copied for the call).
 func Bytes(b []byte) Arg { return Arg{kind: C.FJ_ARG_BYTES, bytes: append([]byte(nil), b...)} }
 

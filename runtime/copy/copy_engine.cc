@@ -283,7 +283,9 @@ absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec, const ValidatedC
   src_a.tensor = &src_t;
   dst_a.tensor = &dst_t;
   src_a.oob = v.oob == fj::oob_nan ? FJ_OOB_NAN : FJ_OOB_ZEROS;
-  dst_a.oob = FJ_OOB_PROMISE_IN_BOUNDS;
+  // dst is only stored to (stores clip at its edges in every mode); its
+  // tiles may run past it, which PROMISE_IN_BOUNDS refuses (DescribeTensor).
+  dst_a.oob = FJ_OOB_ZEROS;
   copy::TileShape tiles;
   auto tile_for = [&](jit::CopyImpl i) {
     const copy::CopyLaunchShape shape = copy::CopyShapeFor(i);

@@ -36,7 +36,8 @@ absl::StatusOr<TensorDesc> Describe(const fj_tensor* t, absl::string_view name,
   fj_tensor_arg arg{};
   arg.struct_size = sizeof(arg);
   arg.tensor = &copy;
-  for (uint32_t& b : arg.box) b = 1;
+  // One box entry per dimension: entries past ndim must stay 0.
+  for (int i = 0; i < copy.ndim && i < FJ_TP_MAX_RANK; ++i) arg.box[i] = 1;
   auto desc = DescribeTensor(&arg, 0);
   if (!desc.ok()) {
     absl::string_view m = desc.status().message();

@@ -3,6 +3,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <random>
 #include <string>
 
@@ -42,6 +43,59 @@ TEST(CapiStatusTest, NullStatusIsOk) {
   EXPECT_STREQ(fj_code_name(static_cast<fj_code>(77)), "UNKNOWN");
   EXPECT_STREQ(fj_copy_impl_name(static_cast<fj_copy_impl>(9)), "unknown");
   EXPECT_STREQ(fj_feature_name(static_cast<fj_feature>(-1)), "unknown");
+}
+
+// fj_tensor_arg_check (no runtime, no GPU) names a box's mistakes: a box
+// of more dimensions than the tensor, and a box past the tensor under
+// FJ_OOB_PROMISE_IN_BOUNDS; with a fill the same box is valid.
+TEST(CapiTensorCheckTest, BoxMistakesAreNamed) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int round = 0; round < 20; ++round) {
+    int64_t shape[2] = {static_cast<int64_t>(2 + rng() % 60),
+                        static_cast<int64_t>(64 * (1 + rng() % 4))};
+    fj_tensor t{reinterpret_cast<void*>(uintptr_t{0x7f0000000000}),
+                {2, 0},
+                2,
+                {2, 32, 1},
+                shape,
+                nullptr,
+                0};
+    fj_tensor_arg a{};
+    a.struct_size = sizeof(a);
+    a.tensor = &t;
+    a.box[0] = 1 + rng() % shape[0];
+    a.box[1] = 64;
+    fj_tensor_check check{};
+    check.struct_size = sizeof(check);
+    fj_status* st = fj_tensor_arg_check(&a, &check);
+    ASSERT_EQ(st, nullptr) << fj_status_message(st, nullptr);
+    EXPECT_EQ(check.tma, 1) << check.reason;
+
+    a.box[2] = 1 + rng() % 8;  // a rank-3 box
+    st = fj_tensor_arg_check(&a, &check);
+    ASSERT_NE(st, nullptr);
+    EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT);
+    std::string m = fj_status_message(st, nullptr);
+    EXPECT_NE(m.find("rank-3 box"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank-2 tensor"), std::string::npos) << m;
+    fj_status_free(st);
+    a.box[2] = 0;
+
+    a.box[0] = static_cast<uint32_t>(shape[0] + 1 + rng() % 16);
+    st = fj_tensor_arg_check(&a, &check);
+    ASSERT_NE(st, nullptr);
+    EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT);
+    m = fj_status_message(st, nullptr);
+    EXPECT_NE(m.find("exceeds shape[0] = " + std::to_string(shape[0])),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("outermost-first"), std::string::npos) << m;
+    fj_status_free(st);
+    a.oob = FJ_OOB_ZEROS;
+    st = fj_tensor_arg_check(&a, &check);
+    EXPECT_EQ(st, nullptr) << fj_status_message(st, nullptr);
+    fj_status_free(st);
+  }
 }
 
 TEST_F(CapiTest, NullArgumentsAreStatuses) {

@@ -71,6 +71,32 @@ TEST(ParamLayoutTest, CxxSignatureGivesKindsAndTensorTypes) {
   EXPECT_EQ((*params)[4].kind, ParamKind::kSigned);  // char
 }
 
+// A tensor of a CUDA vector type declares no dtype but its element size
+// (tensor_dtype -(1 + sizeof(T))), which a launch checks; a user's own
+// struct declares neither (the mangled name has no size).
+TEST(ParamLayoutTest, VectorElementTypesCarryTheirSize) {
+  struct Case {
+    const char* mangled;
+    int32_t want;
+  } cases[] = {
+      {"_Z1kPfiN2fj6tensorI6float4Li2EEEdc", -17},
+      {"_Z1kPfiN2fj6tensorI7__half2Li2EEEdc", -5},
+      {"_Z1kPfiN2fj6tensorI7double2Li2EEEdc", -17},
+      {"_Z1kPfiN2fj6tensorI5uint3Li2EEEdc", -13},
+      {"_Z1kPfiN2fj6tensorI5char2Li2EEEdc", -3},
+      {"_Z1kPfiN2fj6tensorI4PairLi2EEEdc", -1},
+      {"_Z1kPfiN2fj6tensorIiLi2EEEdc", 7},  // int: dtype i32
+  };
+  for (const Case& c : cases) {
+    auto params = ParsePtxParams(kPtx, "_Z1kPfiN2fj6tensorIfLi2EEEdc");
+    ASSERT_TRUE(params.ok());
+    ASSERT_TRUE(ApplyCxxSignature(c.mangled, *params).ok()) << c.mangled;
+    EXPECT_EQ((*params)[2].kind, ParamKind::kTensor) << c.mangled;
+    EXPECT_EQ((*params)[2].tensor_rank, 2) << c.mangled;
+    EXPECT_EQ((*params)[2].tensor_dtype, c.want) << c.mangled;
+  }
+}
+
 TEST(ParamLayoutTest, MalformedListsAreDataLoss) {
   EXPECT_EQ(ParsePtxParams(".entry k(\n .param .zz k_0\n)\n{", "k").status().code(),
             absl::StatusCode::kDataLoss);

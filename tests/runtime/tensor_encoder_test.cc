@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -184,6 +186,81 @@ TEST(DescribeTensor, RejectsBadTensorsWithTheArgumentIndex) {
         << c.name << ": " << d.status();
   }
   EXPECT_FALSE(DescribeTensor(nullptr, 0).ok());
+}
+
+// A box of more dimensions than the tensor (a 3-D box for a 2-D tensor)
+// is refused with both ranks named, whatever the shape.
+TEST(DescribeTensor, RefusesABoxOfAnotherRank) {
+  std::mt19937_64 rng = testing::SeededRng("RefusesABoxOfAnotherRank");
+  for (int round = 0; round < 50; ++round) {
+    const int ndim = 1 + static_cast<int>(rng() % 4);
+    std::vector<int64_t> dims;
+    for (int i = 0; i < ndim; ++i) dims.push_back(1 + rng() % 64);
+    TestTensor t;
+    t.Set(kBase, ndim, 2, 32, dims, rng() % 2 == 0);
+    for (int i = 0; i < ndim; ++i) t.arg.box[i] = 1 + rng() % dims[i];
+    ASSERT_TRUE(DescribeTensor(&t.arg, 2).ok());
+    const int box_rank = ndim + 1 + static_cast<int>(rng() % (5 - ndim));
+    t.arg.box[box_rank - 1] = 1 + rng() % 16;
+    auto d = DescribeTensor(&t.arg, 2);
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string m(d.status().message());
+    EXPECT_TRUE(absl::StrContains(m, "argument 2")) << m;
+    EXPECT_TRUE(absl::StrContains(m, absl::StrCat("rank-", box_rank, " box")))
+        << m;
+    EXPECT_TRUE(absl::StrContains(m, absl::StrCat("rank-", ndim, " tensor")))
+        << m;
+    // fj_tensor_arg_check's path (CheckTensorArg) and the launch path
+    // (Encode) share this check.
+    DriverApi api = FakeDriver();
+    TensorEncoder e(&api, "k", nullptr, nullptr);
+    alignas(64) fj::tensor_param p;
+    EXPECT_FALSE(e.Encode(2, &t.arg, 0, -1, jit::CopyImpl::kTma, &p).ok());
+  }
+}
+
+// Under FJ_OOB_PROMISE_IN_BOUNDS a box larger than the tensor in a
+// dimension is refused, naming the order; with a fill it is accepted and
+// the part outside reads as the fill.
+TEST(DescribeTensor, RefusesABoxPastTheTensorUnlessItFills) {
+  std::mt19937_64 rng = testing::SeededRng("RefusesABoxPastTheTensor");
+  for (int round = 0; round < 50; ++round) {
+    const int64_t rows = 2 + rng() % 30, cols = 64 + 16 * (rng() % 8);
+    TestTensor t;
+    t.Set(kBase, 2, 2, 32, {rows, cols}, true);
+    t.arg.oob = FJ_OOB_PROMISE_IN_BOUNDS;
+    // Given innermost-first by mistake: {cols-ish, rows-ish}.
+    t.arg.box[0] = static_cast<uint32_t>(rows + 1 + rng() % 16);
+    t.arg.box[1] = static_cast<uint32_t>(1 + rng() % rows);
+    if (t.arg.box[0] > cols) t.arg.box[0] = static_cast<uint32_t>(cols);
+    auto d = DescribeTensor(&t.arg, 1);
+    ASSERT_FALSE(d.ok());
+    const std::string m(d.status().message());
+    EXPECT_TRUE(absl::StrContains(
+        m,
+        absl::StrCat("box[0] = ", t.arg.box[0], " exceeds shape[0] = ", rows)))
+        << m;
+    EXPECT_TRUE(absl::StrContains(m, "outermost-first")) << m;
+    EXPECT_TRUE(absl::StrContains(m, "innermost-first?")) << m;
+    for (fj_oob fill : {FJ_OOB_ZEROS, FJ_OOB_NAN}) {
+      t.arg.oob = fill;
+      d = DescribeTensor(&t.arg, 1);
+      ASSERT_TRUE(d.ok()) << d.status();
+      EXPECT_EQ(d->box[1], static_cast<int32_t>(t.arg.box[0]));
+    }
+  }
+  // A box over 256 is no error: TMA says why it cannot, naming the order.
+  TestTensor t;
+  t.Set(kBase, 2, 2, 32, {512, 512}, true);
+  t.arg.oob = FJ_OOB_PROMISE_IN_BOUNDS;
+  t.arg.box[0] = 300;
+  t.arg.box[1] = 16;
+  auto d = DescribeTensor(&t.arg, 0);
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string why = TmaRejection(*d);
+  EXPECT_TRUE(absl::StrContains(why, "box[0] is 300 (outermost-first)")) << why;
+  EXPECT_TRUE(absl::StrContains(why, "1..256")) << why;
 }
 
 TEST(TmaRejection, AcceptsWhatTmaCanDescribe) {
@@ -397,6 +474,34 @@ TEST(TensorEncoder, ChecksTheDeclaredRankAndDtype) {
   }
 }
 
+// A kernel's FJ_TENSOR(float4, 2) declares 16-byte elements (tensor_dtype
+// -17, jit/param_layout.cc): an f32 tensor is refused, a 16-byte dtype
+// passes; the cached path checks the same.
+TEST(TensorEncoder, ChecksTheDeclaredElementSize) {
+  DriverApi api = FakeDriver();
+  TensorEncoder e(&api, "k", nullptr, nullptr);
+  TestTensor f32, f16;
+  f32.Set(kBase, 2, 2, 32, {16, 16}, true);
+  f16.Set(kBase, 2, 2, 16, {16, 32}, true);
+  alignas(64) fj::tensor_param p;
+  for (bool cached : {false, true}) {
+    e.set_cache_enabled(cached);
+    for (int pass = 0; pass < 2; ++pass) {  // the second may hit the cache
+      absl::Status s =
+          e.Encode(5, &f32.arg, 2, -1 - 16, jit::CopyImpl::kTma, &p);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "argument 5")) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "16-byte elements")) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "f32 (4 bytes)")) << s;
+      // __half2 (4 bytes) over f32 has the tensor's element size.
+      EXPECT_TRUE(
+          e.Encode(5, &f32.arg, 2, -1 - 4, jit::CopyImpl::kTma, &p).ok());
+      s = e.Encode(5, &f16.arg, 2, -1 - 4, jit::CopyImpl::kTma, &p);
+      EXPECT_TRUE(absl::StrContains(s.message(), "f16 (2 bytes)")) << s;
+    }
+  }
+}
+
 TEST(TensorEncoder, ReusesMapsWhileTheTensorIsUnchanged) {
   DriverApi api = FakeDriver();
   std::atomic<uint64_t> owner{0};
@@ -504,6 +609,11 @@ TEST(TensorEncoder, NeverBreaksTheDriverRules) {
     if (t.arg.oob == FJ_OOB_NAN &&
         !DtypeIsFloat(*DtypeFromDlpack(t.tensor.dtype))) {
       t.arg.oob = FJ_OOB_ZEROS;
+    }
+    // A box past the tensor is refused under PROMISE_IN_BOUNDS
+    // (RefusesABoxPastTheTensorUnlessItFills): keep those in bounds.
+    for (int d = 0; t.arg.oob == FJ_OOB_PROMISE_IN_BOUNDS && d < ndim; ++d) {
+      t.arg.box[d] = std::min<uint32_t>(t.arg.box[d], dims[d]);
     }
     alignas(64) fj::tensor_param p;
     absl::Status s = e.Encode(0, &t.arg, 0, -1, jit::CopyImpl::kTma, &p);

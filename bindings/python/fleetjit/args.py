@@ -2,7 +2,8 @@
 
 A value becomes one fj_arg by these rules, first match wins:
   - Scalar (i32(5), f32(1.5), u64(...), pointer(addr), ...): that kind.
-  - Tensor(obj, box, oob): FJ_ARG_TENSOR, for FJ_TENSOR(...) parameters.
+  - Tensor(obj, box, oob): FJ_ARG_TENSOR, for FJ_TENSOR(...) parameters
+    (box outermost-first, like shape; or box_innermost_first=).
   - DeviceBuffer or any tensor-like object (__dlpack__ or
     __cuda_array_interface__): FJ_ARG_POINTER to its first element, for
     `T*` parameters.
@@ -83,17 +84,34 @@ class Tensor:
     """A tensor argument for an FJ_TENSOR(T, rank) parameter.
 
     obj:  anything tensors.borrow() accepts (torch, CuPy, JAX, NumPy arrays...)
-    box:  tile extents, outermost-first like the shape (None/0 = whole extent)
+    box:  tile extents, OUTERMOST-FIRST like the shape: box=(rows, cols) for
+          a 2-D tensor of shape (rows, cols). None or 0 = the whole extent;
+          a shorter tuple leaves the inner dimensions whole. Device code
+          counts the other way (fj::tensor::box(0) is the innermost).
+    box_innermost_first:  the same extents given innermost-first, as device
+          code and CUDA's tensor maps count them: (cols, rows). Give box or
+          this, not both.
     oob:  "promise_in_bounds" (default), "zeros" or "nan": what reads outside
-          the tensor return
+          the tensor return. Under "promise_in_bounds" a box larger than the
+          tensor in a dimension is refused by the library.
+    A box with more extents than the tensor has dimensions is a ValueError.
     """
 
-    def __init__(self, obj, box=None, oob="promise_in_bounds"):
+    def __init__(self, obj, box=None, oob="promise_in_bounds", *,
+                 box_innermost_first=None):
         if oob not in _ffi.OOB:
             raise ValueError(f"oob must be one of {sorted(_ffi.OOB)}")
+        if box is not None and box_innermost_first is not None:
+            raise ValueError("give box (outermost-first, like shape) or "
+                             "box_innermost_first, not both")
+        if box_innermost_first is not None:
+            box = tuple(reversed(tuple(int(b) for b in box_innermost_first)))
         box = tuple(int(b) for b in (box or ()))
         if len(box) > 5:
             raise ValueError("box has at most 5 extents")
+        if any(b < 0 or b > 0xFFFFFFFF for b in box):
+            raise ValueError(f"box {box} (outermost-first, like shape): "
+                             "extents are 0..2^32-1")
         self.obj = obj
         self.box = box
         self.oob = oob
@@ -101,6 +119,12 @@ class Tensor:
     def to_c(self, keep, stream=None, device_id=0):
         """An fj_tensor_arg (kept alive in `keep`) describing the borrowed tensor."""
         borrowed = tensors.borrow(self.obj, stream=stream, device_id=device_id)
+        ndim = borrowed.tensor.ndim
+        if len(self.box) > ndim:
+            raise ValueError(
+                f"box {self.box} has {len(self.box)} extents but the tensor "
+                f"has {ndim} dimensions (shape {borrowed.shape}); box is "
+                "outermost-first, like shape")
         arg = _ffi.new(_ffi.fj_tensor_arg)
         arg.tensor = borrowed.address
         for i, b in enumerate(self.box):

@@ -3,6 +3,8 @@ hand-made DLPack 1.0 versioned capsule, and __cuda_array_interface__, each
 read back through the library's own tensor check (fj_tensor_arg_check)."""
 import ctypes
 import gc
+import os
+import random
 import unittest
 
 import _env  # noqa: F401
@@ -89,6 +91,46 @@ class CudaArrayInterfaceTest(unittest.TestCase):
             fleetjit.Tensor(_CudaArrayInterface(dense[:, ::2]), box=(32, 64)))
         self.assertFalse(tma)
         self.assertNotEqual(reason, "")
+
+    def test_box_order_is_named_and_checked(self):
+        # box is outermost-first like shape; box_innermost_first= is the
+        # device's order. Both describe the same tile.
+        seed = os.environ.get("FJ_TEST_SEED") or str(random.randrange(1 << 30))
+        rng = random.Random(seed)
+        rows, cols = rng.randrange(17, 128), 64 * rng.randrange(2, 6)
+        self._testMethodDoc = f"FJ_TEST_SEED={seed}: rows {rows}, cols {cols}"
+        dense = np.zeros((rows, cols), dtype=np.float32)
+        by_outer = fleetjit.Tensor(_CudaArrayInterface(dense), box=(16, 64))
+        by_inner = fleetjit.Tensor(_CudaArrayInterface(dense),
+                                   box_innermost_first=(64, 16))
+        self.assertEqual(by_outer.box, by_inner.box)
+        self.assertEqual(fleetjit.tensor_check(by_inner), (True, ""))
+        with self.assertRaises(ValueError):
+            fleetjit.Tensor(dense, box=(1, 1), box_innermost_first=(1, 1))
+        # A 3-D box on a 2-D tensor: refused, naming the order.
+        with self.assertRaises(ValueError) as cm:
+            fleetjit.tensor_check(
+                fleetjit.Tensor(_CudaArrayInterface(dense), box=(2, 16, 64)))
+        self.assertIn("outermost-first", str(cm.exception))
+        self.assertIn("2 dimensions", str(cm.exception))
+        # The box given innermost-first by mistake runs past the rows.
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            fleetjit.tensor_check(
+                fleetjit.Tensor(_CudaArrayInterface(dense), box=(cols, 16)))
+        self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+        self.assertIn(f"box[0] = {cols} exceeds shape[0] = {rows}",
+                      cm.exception.message)
+        self.assertIn("innermost-first?", cm.exception.message)
+        # With a fill the same box is valid: the rows past the end read as 0.
+        tma, reason = fleetjit.tensor_check(fleetjit.Tensor(
+            _CudaArrayInterface(dense), box=(cols, 16), oob="zeros"))
+        self.assertEqual(tma, cols <= 256, reason)
+        # Over 256 in a dimension: valid, but no tensor map (cp.async).
+        tma, reason = fleetjit.tensor_check(fleetjit.Tensor(
+            _CudaArrayInterface(dense), box=(1, cols), oob="zeros"))
+        self.assertEqual(tma, cols <= 256, reason)
+        if cols > 256:
+            self.assertIn("1..256", reason)
 
     def test_misaligned_strides_are_refused(self):
         class Odd:

@@ -950,6 +950,13 @@ pub enum Arg<'a> {
     /// A struct by value.
     Bytes(&'a [u8]),
     /// A DLPack-compatible tensor argument, borrowed for the launch call.
+    ///
+    /// Its `box_` (the C field `box`) is outermost-first, like the tensor's
+    /// `shape`: `box_[0]` is the slowest-varying dimension, and entries past
+    /// `ndim` must be 0. Device code counts the other way
+    /// (`fj::tensor::box(0)` is the innermost dimension). A box of another
+    /// rank, or one larger than the tensor under `FJ_OOB_PROMISE_IN_BOUNDS`,
+    /// is an `INVALID_ARGUMENT` error from the launch, naming the order.
     Tensor(&'a sys::fj_tensor_arg),
 }
 
