@@ -164,6 +164,19 @@ struct tensor {
   static_assert(R >= 1 && R <= FJ_TP_MAX_RANK, "tensor rank must be 1..5");
   tensor_param p;
 
+  // ---- compile-time check: an fj::tensor is never copied ----------------
+  // TMA reads the tensor map at the address of the kernel's
+  // __grid_constant__ parameter; a copy (a by-value function parameter,
+  // `auto u = t;`) lives in local memory, where TMA cannot read it. So a
+  // copy does not compile: pass `const fj::tensor<T, R>&`, and declare the
+  // kernel's parameter with FJ_TENSOR(T, R). NVRTC still accepts the
+  // parameter itself, with the same 320-byte, 64-aligned PTX layout (checked
+  // for sm_80 and sm_90 over examples/, conformance/ and the copy kernels).
+  tensor() = default;
+  tensor(const tensor&) = delete;
+  tensor& operator=(const tensor&) = delete;
+  // ---- end of the check ---------------------------------------------------
+
   FJ_DEV T* data() const { return (T*)p.data; }
   FJ_DEV long long shape(int d) const { return p.shape[d]; }
   FJ_DEV long long stride(int d) const { return p.stride[d]; }
