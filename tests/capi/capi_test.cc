@@ -234,6 +234,48 @@ TEST_F(CapiTest, CompileErrorsCarryTheBuildLog) {
   fj_status_free(st);
 }
 
+// An fj::tensor copied in device code (a by-value parameter of a device
+// function) is a compile error on every implementation: TMA needs the
+// __grid_constant__ parameter's own address. Passed by reference, the same
+// kernel builds.
+TEST_F(CapiTest, ATensorCopiedInDeviceCodeDoesNotCompile) {
+  const std::string body =
+      "__device__ float first(PARAM t) { return t.data()[0]; }\n"
+      "extern \"C\" __global__ void k(FJ_TENSOR(float, 2) t, float* o) {\n"
+      "  o[threadIdx.x] = first(t);\n"
+      "}\n";
+  auto with = [&](const char* param) {
+    std::string src = "#include <fleetjit/copy.cuh>\n" + body;
+    src.replace(src.find("PARAM"), 5, param);
+    return src;
+  };
+  const std::string by_value = with("fj::tensor<float, 2>");
+  const std::string by_ref = with("const fj::tensor<float, 2>&");
+  for (const char* target : {"sm_80", "sm_90", "compute_80"}) {
+    for (fj_copy_impl impl : {FJ_COPY_IMPL_AUTO, FJ_COPY_IMPL_SYNC}) {
+      fj_build_options o = BuildOptions(by_value.c_str(), target);
+      o.copy_impl = impl;
+      o.flags = FJ_BUILD_NO_CACHE;
+      fj_module* m = nullptr;
+      fj_status* st = fj_module_build(rt_, &o, &m);
+      ASSERT_EQ(fj_status_code(st), FJ_BUILD_ERROR) << target;
+      size_t n = 0;
+      const char* log = fj_status_detail(st, S("build_log"), &n);
+      ASSERT_NE(log, nullptr);
+      EXPECT_NE(std::string(log, n).find("deleted function"), std::string::npos)
+          << std::string(log, n);
+      fj_status_free(st);
+      o = BuildOptions(by_ref.c_str(), target);
+      o.copy_impl = impl;
+      o.flags = FJ_BUILD_NO_CACHE;
+      st = fj_module_build(rt_, &o, &m);
+      ASSERT_EQ(st, nullptr)
+          << target << ": " << fj_status_message(st, nullptr);
+      fj_module_destroy(m);
+    }
+  }
+}
+
 TEST_F(CapiTest, AMissingKernelNameIsNotFound) {
   fj_build_options o = BuildOptions(kKernel, "sm_80");
   fj_module* m = nullptr;
