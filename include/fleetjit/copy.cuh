@@ -347,25 +347,6 @@ FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
 }
 
 // ------------------------------------------------------- tile lists
-namespace detail {
-struct coord_list {
-  const coords* cs;
-  FJ_DEV coords operator()(int i) const { return cs[i]; }
-};
-struct coord_gather {
-  coords base;
-  int dim;
-  const int* idx;
-  FJ_DEV coords operator()(int i) const {
-    coords c = base;
-    const int v = idx[i];
-#pragma unroll
-    for (int d = 0; d < FJ_TP_MAX_RANK; ++d)
-      if (d == dim) c.v[d] = v;
-    return c;
-  }
-};
-}  // namespace detail
 
 // k tiles at the k coordinates cs[0..k-1]: tile i lands at smem_dst + i *
 // t.box_elems(), all completing on `bar` (one expect_tx under tma) or in
