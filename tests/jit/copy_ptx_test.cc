@@ -438,6 +438,40 @@ extern "C" __global__ void one_tile(FJ_TENSOR(unsigned short, 2) in, int y) {
 }
 )";
 
+// The guide's idiom (copy.cuh, performance guide 1.), with a swizzled
+// read for the consumers' work: it builds everywhere, and its only block
+// barrier is the one after the barriers' init.
+constexpr const char* kGuideIdiom = R"(
+#include <fleetjit/copy.cuh>
+constexpr int S = 3;                           // stages: see 4.
+extern "C" __global__ void __launch_bounds__(288)
+rows(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out, int tiles) {
+  extern __shared__ __align__(1024) unsigned char smem[];  // S tiles
+  __shared__ fj::barrier full[S], empty[S];
+  const unsigned warp = threadIdx.x / 32, consumers = blockDim.x / 32 - 1;
+  if (threadIdx.x == 0)
+    for (int i = 0; i < S; ++i) {
+      full[i].init(1);              // the producer's one arrival
+      empty[i].init(consumers);     // one arrival per consumer warp
+    }
+  __syncthreads();                  // the only block barrier
+  fj::pipeline<S> p;                // stage() and phase(), per thread
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x, p.advance()) {
+    float* buf = (float*)(smem + p.stage() * in.box_bytes());
+    const fj::coords at = fj::at(0, t * in.box(1));
+    if (warp == 0) {                // producer: all 32 lanes
+      empty[p.stage()].wait(p.phase() ^ 1);  // consumers freed it
+      fj::load_tile(fj::warp, buf, in, at, full[p.stage()]);
+      full[p.stage()].arrive(fj::warp);      // attach, then arrive
+    } else {                        // consumers
+      full[p.stage()].wait(p.phase());
+      fj::tile_ref<float, fj::swz128> tr(buf, in.box(0)); if (tr(1, threadIdx.x % 32) == 1.5f) out.data()[t] = 1.f;
+      empty[p.stage()].arrive(fj::warp);
+    }
+  }
+}
+)";
+
 int Count(const std::string& ptx, const std::regex& re) {
   return static_cast<int>(
       std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re),
@@ -461,6 +495,9 @@ TEST_F(CopyBuildTest, WarpScopeCallsHaveNoBlockBarrier) {
     EXPECT_EQ(Count(a->ptx, block_barrier), 0)
         << "a warp-scope call synchronises the block";
     EXPECT_TRUE(Has(a->ptx, "bar.warp.sync")) << "the warp's own sync";
+    auto g = Build(kGuideIdiom, c.target, c.impl);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(Count(g->ptx, block_barrier), 1) << "the guide's idiom";
     if (c.impl == CopyImpl::kCpAsync) {
       // Each lane's copies attach without counting (the non-.noinc form).
       EXPECT_TRUE(Has(a->ptx, "cp.async.mbarrier.arrive.shared.b64"));
