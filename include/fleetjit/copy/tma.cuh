@@ -734,7 +734,12 @@ FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
   if ((p.flags & FJ_TP_HAS_TMAP) == 0 || !tmap_coords_ok(p, c)) {
     detail::prefetch_tile_lines<R>(p, c);
   } else if (leader()) {
-    tensor_prefetch<R>(p.tmap, c);
+    const unsigned n = tile_pieces<R>(p);  // a split box: every piece
+    for (unsigned i = 0; i < n; ++i) {
+      coords q = c;
+      if (n > 1) piece_at<R>(p, q, i);
+      tensor_prefetch<R>(p.tmap, q);
+    }
   }
 }
 FJ_DEV void prefetch_tensormap(const tensor_param& p) {
