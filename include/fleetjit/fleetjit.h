@@ -706,6 +706,17 @@ typedef enum fj_oob {
 #define FJ_DL_FLOAT8_E4M3 0x80
 #define FJ_DL_FLOAT8_E5M2 0x81
 
+/* The SMEM layout of a tensor's tiles: the TMA swizzle modes, written in
+ * software under cp_async and sync (<fleetjit/copy.cuh>, fj::swizzle). A
+ * swizzled tensor's innermost box extent times the element size must equal
+ * the width (32, 64 or 128 bytes). (since 1.2) */
+typedef enum fj_swizzle {
+  FJ_SWIZZLE_NONE = 0,
+  FJ_SWIZZLE_32B = 1,
+  FJ_SWIZZLE_64B = 2,
+  FJ_SWIZZLE_128B = 3
+} fj_swizzle;
+
 /* A tensor argument: the borrowed tensor plus how kernels tile it.
  * (since 1.0) */
 typedef struct fj_tensor_arg {
@@ -719,10 +730,14 @@ typedef struct fj_tensor_arg {
    * FJ_INVALID_ARGUMENT). Under FJ_OOB_PROMISE_IN_BOUNDS a box larger than
    * shape[i] is FJ_INVALID_ARGUMENT (no tile of it could lie inside); under
    * FJ_OOB_ZEROS / FJ_OOB_NAN the part past the tensor reads as the fill.
-   * A box over 256 in a dimension is valid, but TMA cannot describe it:
-   * that argument falls back to cp.async (fj_tensor_check says so). */
+   * A box of any extent is valid: one above the TMA limit (256 per
+   * dimension) is split into several hardware copies behind one barrier;
+   * one that no split fits falls back to cp.async for that argument
+   * (fj_tensor_check says so and why). */
   uint32_t box[5];
   fj_oob oob;
+  /* (since 1.2; a 1.0/1.1 caller's shorter struct_size reads as NONE) */
+  fj_swizzle swizzle;
 } fj_tensor_arg;
 
 /* How the tma implementation would move a tensor argument. (since 1.0) */

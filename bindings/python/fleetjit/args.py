@@ -94,13 +94,19 @@ class Tensor:
     oob:  "promise_in_bounds" (default), "zeros" or "nan": what reads outside
           the tensor return. Under "promise_in_bounds" a box larger than the
           tensor in a dimension is refused by the library.
+    swizzle: the SMEM layout of its tiles, the TMA swizzle width in bytes:
+          0 (default, none), 32, 64 or 128; box's innermost extent times the
+          element size must equal it (see fj::swizzle in <fleetjit/copy.cuh>)
     A box with more extents than the tensor has dimensions is a ValueError.
     """
 
-    def __init__(self, obj, box=None, oob="promise_in_bounds", *,
+    def __init__(self, obj, box=None, oob="promise_in_bounds", swizzle=0, *,
                  box_innermost_first=None):
         if oob not in _ffi.OOB:
             raise ValueError(f"oob must be one of {sorted(_ffi.OOB)}")
+        if swizzle not in _ffi.SWIZZLE:
+            raise ValueError(
+                f"swizzle must be one of {sorted(_ffi.SWIZZLE)} (bytes)")
         if box is not None and box_innermost_first is not None:
             raise ValueError("give box (outermost-first, like shape) or "
                              "box_innermost_first, not both")
@@ -115,6 +121,7 @@ class Tensor:
         self.obj = obj
         self.box = box
         self.oob = oob
+        self.swizzle = swizzle
 
     def to_c(self, keep, stream=None, device_id=0):
         """An fj_tensor_arg (kept alive in `keep`) describing the borrowed tensor."""
@@ -130,6 +137,7 @@ class Tensor:
         for i, b in enumerate(self.box):
             arg.box[i] = b
         arg.oob = _ffi.OOB[self.oob]
+        arg.swizzle = _ffi.SWIZZLE[self.swizzle]
         keep.extend((borrowed, arg))
         return arg
 
