@@ -151,22 +151,15 @@ struct ThreadedNs {
 template <typename Batch>
 ThreadedNs OnThreads(int threads, Batch batch, int batches = 200) {
   std::vector<double> per_thread(threads);
-  std::atomic<int> ready{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      ready.fetch_add(1);
-      while (ready.load() < threads) std::this_thread::yield();
-      std::vector<double> mine;
-      for (int b = 0; b < batches; ++b) {
-        const auto start = Clock::now();
-        batch(t);
-        mine.push_back(Ns(Clock::now() - start) / kBatch);
-      }
-      per_thread[t] = Median(mine);
-    });
-  }
-  for (std::thread& t : pool) t.join();
+  measure::OnThreadsTogether(threads, [&](int t) {
+    std::vector<double> mine;
+    for (int b = 0; b < batches; ++b) {
+      const auto start = Clock::now();
+      batch(t);
+      mine.push_back(Ns(Clock::now() - start) / kBatch);
+    }
+    per_thread[t] = Median(mine);
+  });
   return {Median(per_thread), *std::max_element(per_thread.begin(), per_thread.end())};
 }
 

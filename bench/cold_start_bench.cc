@@ -4,7 +4,7 @@
 // next to the driver's own start-up (cuInit + context) and a cold NVRTC
 // build measured the same way. Medians over 7 fresh processes.
 //   docs/measurements.md: CuPy with its disk cache warm took 230-245 ms per kernel.
-// Under scripts/with-redis (FJ_REDIS_URL set), also a remote hit (issue 13):
+// Under scripts/dev/with-redis (FJ_REDIS_URL set), also a remote hit (issue 13):
 // one process compiles and publishes to Redis, then fresh processes with
 // empty disk caches fetch it, with NVRTC and without (FLEETJIT_LIBNVRTC
 // pointing nowhere: a host with the driver alone). Goal <= 5 ms from the

@@ -233,21 +233,14 @@ struct ThreadedLaunches {
 template <typename Launch, typename Sync>
 void LaunchOnThreads(int threads, int batches, Launch launch, Sync sync,
                      std::vector<std::vector<double>>& us) {
-  std::atomic<int> ready{0};
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      ready.fetch_add(1);
-      while (ready.load() < threads) std::this_thread::yield();
-      for (int b = 0; b < batches; ++b) {
-        const auto start = Clock::now();
-        for (int i = 0; i < kBatch; ++i) launch(t);
-        us[t].push_back(UsPer(start, kBatch));
-        sync(t);
-      }
-    });
-  }
-  for (std::thread& t : pool) t.join();
+  measure::OnThreadsTogether(threads, [&](int t) {
+    for (int b = 0; b < batches; ++b) {
+      const auto start = Clock::now();
+      for (int i = 0; i < kBatch; ++i) launch(t);
+      us[t].push_back(UsPer(start, kBatch));
+      sync(t);
+    }
+  });
 }
 
 ThreadedLaunches Summarise(const std::vector<std::vector<double>>& us) {

@@ -1,4 +1,4 @@
-# Dependencies, all from Debian packages (scripts/install-deps installs them):
+# Dependencies, all from Debian packages (scripts/dev/install-deps installs them):
 # abseil (shared, libabsl-dev), LLVM 14 (static, llvm-14-dev), GoogleTest,
 # the hiredis headers (libhiredis-dev) and the CUDA headers. libcuda, NVRTC
 # and hiredis are dlopen'ed at run time: nothing links against them.
@@ -18,7 +18,7 @@ endif()
 
 # abseil: Debian's static archives are not PIC, so link the shared ones.
 # FJ_ABSL_PREFIX names another build of the same abseil (its include/ and
-# lib/): scripts/ci-tsan points it at one built with -fsanitize=thread from
+# lib/): scripts/ci/tsan points it at one built with -fsanitize=thread from
 # Debian's source package, so that ThreadSanitizer sees abseil's locks.
 set(FJ_ABSL_PREFIX "" CACHE PATH "an abseil install to use instead of Debian's")
 set(FJ_ABSL_LIBDIR /usr/lib/x86_64-linux-gnu)

@@ -7,7 +7,7 @@
 # compiles only in a target that links fj_runtime, directly or through the
 # chain. The folder is exposed through a link under
 # ${CMAKE_BINARY_DIR}/layers/<target>/, never through the repository root.
-# scripts/check-layers (run by .ci/run) additionally rejects an include
+# scripts/ci/check-layers (run by .ci/run) additionally rejects an include
 # that points up the chain, e.g. from jit/ into runtime/.
 
 # fj_layer(TARGET FOLDER SOURCES...): declares the layer TARGET built from

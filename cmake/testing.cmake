@@ -6,7 +6,8 @@
 include(GoogleTest)
 function(fj_add_test name)
   add_executable(${name} ${ARGN})
-  target_link_libraries(${name} PRIVATE fleetjit_core GTest::gtest GTest::gtest_main Threads::Threads)
+  target_link_libraries(${name} PRIVATE fleetjit_core GTest::gtest GTest::gtest_main Threads::Threads
+                        fj_test_stacks)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
   set_target_properties(${name} PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

@@ -1,5 +1,6 @@
 #include "runtime/background_worker.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -23,7 +24,11 @@ WorkerRegistry& Registry() {
 
 BackgroundWorker::BackgroundWorker() {
   static std::once_flag registered;
-  std::call_once(registered, [] { std::atexit(&StopAllAtExit); });
+  std::call_once(registered, [] {
+    std::atexit(&StopAllAtExit);
+    pthread_atfork(&PrepareForkAll, &AfterForkInParentAll,
+                   &AfterForkInChildAll);
+  });
   absl::MutexLock lock(&Registry().mu);
   Registry().workers.insert(this);
 }
@@ -43,6 +48,7 @@ BackgroundWorker::~BackgroundWorker() {
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
+    forking_ = false;  // out of the registry: no fork handler will clear it
   }
   thread_.join();
 }
@@ -90,10 +96,49 @@ void BackgroundWorker::StopAtExit() {
   queue_.clear();
   if (getpid() != pid_) return;
   mu_.Await(absl::Condition(
-      +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-        return !w->running_;
-      },
+      +[](BackgroundWorker* w)
+           ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return !w->running_; },
       this));
+}
+
+// fork(): every worker finishes its job first (see the header). The
+// registry lock is not held across fork(), so a runtime created meanwhile
+// on another thread has an idle worker (its thread starts with a job).
+void BackgroundWorker::PrepareForkAll() {
+  absl::MutexLock lock(&Registry().mu);
+  for (BackgroundWorker* w : Registry().workers) w->PrepareFork();
+}
+
+void BackgroundWorker::AfterForkInParentAll() {
+  absl::MutexLock lock(&Registry().mu);
+  for (BackgroundWorker* w : Registry().workers) w->AfterFork(false);
+}
+
+void BackgroundWorker::AfterForkInChildAll() {
+  absl::MutexLock lock(&Registry().mu);
+  for (BackgroundWorker* w : Registry().workers) w->AfterFork(true);
+}
+
+void BackgroundWorker::PrepareFork() {
+  absl::MutexLock lock(&mu_);
+  if (!thread_.joinable() || getpid() != pid_) return;         // no thread here
+  if (thread_.get_id() == std::this_thread::get_id()) return;  // from a job
+  forking_ = true;
+  // Parked once this returns: it waits in Loop's Await, holding nothing.
+  mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](BackgroundWorker* w)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return !w->running_; },
+          this),
+      kForkWaitLimit);
+}
+
+void BackgroundWorker::AfterFork(bool in_child) {
+  absl::MutexLock lock(&mu_);
+  forking_ = false;
+  // The child has no worker thread: the parent's queued jobs are dropped
+  // (and Loop's condition stays false for the thread the child lacks).
+  if (in_child && thread_.joinable()) queue_.clear();
 }
 
 void BackgroundWorker::Loop() {
@@ -101,7 +146,9 @@ void BackgroundWorker::Loop() {
   for (;;) {
     mu_.Await(absl::Condition(
         +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
-          return w->exiting_ || w->stop_ || (!w->hold_ && !w->queue_.empty());
+          return w->exiting_ ||
+                 (!w->forking_ &&
+                  (w->stop_ || (!w->hold_ && !w->queue_.empty())));
         },
         this));
     if (exiting_ || queue_.empty()) return;  // empty: stop_ and drained

@@ -9,6 +9,20 @@
 // inside LLVM while the process tears LLVM down. What was dropped is only
 // lost work (see Runtime::Build). A forked child never sees the parent's
 // thread: it runs its own jobs inline and drops inherited ones.
+//
+// fork() while a job runs: the child would inherit the locks the job held
+// at that instant, in LLVM (its pass registry, taken while a first thunk
+// generation registers passes), abseil and the runtime, owned by a thread
+// the child does not have; the child's first thunk generation, or the
+// destruction of the parent's runtime, then waits forever (fork_test hung
+// so on the H200 host). So a pthread_atfork prepare handler (registered
+// with the first worker) lets each worker finish the job it runs and
+// start none until fork() returns (kForkWaitLimit at most, after which
+// the fork goes ahead as before); the child forgets the queued jobs, the
+// parent's worker resumes them. A fork() from inside a job (say, a log
+// callback) does not wait for itself. Threads that are not workers are the
+// caller's: fork() while another thread is inside a fleetjit call is not
+// supported.
 #ifndef FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
 #define FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
 
@@ -20,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace fleetjit {
 
@@ -38,9 +53,17 @@ class BackgroundWorker {
   // Tests: while held, jobs are queued but not started.
   void SetHold(bool hold);
 
+  // How long fork() waits for a running job.
+  static constexpr absl::Duration kForkWaitLimit = absl::Seconds(10);
+
  private:
   static void StopAllAtExit();
+  static void PrepareForkAll();
+  static void AfterForkInParentAll();
+  static void AfterForkInChildAll();
   void StopAtExit();
+  void PrepareFork();
+  void AfterFork(bool in_child);
   void Loop();
 
   absl::Mutex mu_;
@@ -49,6 +72,8 @@ class BackgroundWorker {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;     // ~: drain, then end
   bool exiting_ ABSL_GUARDED_BY(mu_) = false;  // exit(): drop, end
   bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  bool forking_ ABSL_GUARDED_BY(mu_) =
+      false;  // fork() in progress: start nothing
   std::thread thread_;
   pid_t pid_ = 0;
 };

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/dlpack_codes.h"
 
 namespace fleetjit {
 namespace {
@@ -22,15 +23,14 @@ static_assert(alignof(fj::tensor_param) == 64, "tensor_param layout is ABI");
 static_assert(sizeof(CUtensorMap) == sizeof(fj::tensor_param{}.tmap),
               "CUtensorMap must fit tensor_param::tmap");
 
-// DLPack codes this file needs (dlpack.h >= 0.6; kDLBool is 0.8's).
-constexpr uint8_t kDLInt = 0;
-constexpr uint8_t kDLUInt = 1;
-constexpr uint8_t kDLFloat = 2;
-constexpr uint8_t kDLBfloat = 4;
-constexpr uint8_t kDLBool = 6;
-constexpr int32_t kDLCUDA = 2;
-constexpr int32_t kDLCUDAHost = 3;
-constexpr int32_t kDLCUDAManaged = 13;
+using dlpack::kDLBfloat;
+using dlpack::kDLBool;
+using dlpack::kDLCUDA;
+using dlpack::kDLCUDAHost;
+using dlpack::kDLCUDAManaged;
+using dlpack::kDLFloat;
+using dlpack::kDLInt;
+using dlpack::kDLUInt;
 
 constexpr int64_t kMaxExtent = int64_t{1} << 48;  // sane upper bound
 constexpr int64_t kMaxStride = int64_t{1} << 56;  // |stride| * 8 fits int64

@@ -32,6 +32,11 @@ double NowMs();
 // The median (the mean of the middle two for an even count); 0 for none.
 double Median(std::vector<double> v);
 
+// Runs body(t) for t = 0 .. threads-1, each on its own thread, released
+// together (each waits until every one has started, so none runs alone
+// while the others are still being created), and joins them.
+void OnThreadsTogether(int threads, const std::function<void(int)>& body);
+
 // Milliseconds per run of `run`: the median over `samples` of `batch` runs
 // followed by `sync` (see above).
 double TimeMs(const std::function<void()>& run,

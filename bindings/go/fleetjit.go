@@ -18,7 +18,7 @@
 //
 // Build flags: by default the package compiles against ../../include
 // and links ../../build/lib (with an rpath); set CGO_CFLAGS and CGO_LDFLAGS
-// (see bindings/test.sh) to use another tree. Those come first on the
+// (see scripts/dev/test-bindings) to use another tree. Those come first on the
 // command line, so they win.
 package fleetjit
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,17 +14,23 @@ import (
 	"fleetjit.dev/fleetjit"
 )
 
-const saxpy = `
-extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
+// The corpus kernel (examples/saxpy.cu: saxpy and the axpy<T> template),
+// read from the source tree: ../../examples from this package's folder (go
+// test's working directory), or $FJ_EXAMPLES_DIR (the staged runner
+// sets it).
+var saxpy = readCorpus("saxpy.cu")
+
+func readCorpus(name string) string {
+	dir := os.Getenv("FJ_EXAMPLES_DIR")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "examples")
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		panic("the kernel corpus: " + err.Error() + " (set FJ_EXAMPLES_DIR to the repository's examples/)")
+	}
+	return string(b)
 }
-template <typename T>
-__global__ void axpy(T* y, const T* x, T a, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] = a * x[i] + y[i];
-}
-`
 
 // newRuntime makes a runtime with its own disk cache under t.TempDir().
 func newRuntime(t *testing.T) *fleetjit.Runtime {

@@ -14,31 +14,8 @@
 #include "base/exit_gate.h"
 #include "fleetjit/fleetjit.h"
 #include "jit/thunk/arg_rules.h"
+#include "jit/thunk/llvm.h"
 #include "jit/thunk/thunk_abi.h"
-// LLVM is linked statically and hidden (--exclude-libs): templates and
-// inline functions instantiated here must be hidden too, or a host
-// process's own LLVM could interpose (or be interposed by) them.
-// (GCC only: clang rejects the pragma around LLVM 14's headers, whose
-// LLVM_EXTERNAL_VISIBILITY classes conflict with it; clang builds fleetjit
-// only for the fuzz targets, -DFJ_FUZZ=ON, which ship nothing.)
-#if !defined(__clang__)
-#pragma GCC visibility push(hidden)
-#endif
-#include "llvm/ADT/SmallVector.h"
-#include "llvm/IR/IRBuilder.h"
-#include "llvm/IR/LLVMContext.h"
-#include "llvm/IR/LegacyPassManager.h"
-#include "llvm/IR/Module.h"
-#include "llvm/IR/Verifier.h"
-#include "llvm/MC/TargetRegistry.h"
-#include "llvm/Support/Host.h"
-#include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/raw_ostream.h"
-#include "llvm/Target/TargetMachine.h"
-#include "llvm/Target/TargetOptions.h"
-#if !defined(__clang__)
-#pragma GCC visibility pop
-#endif
 
 namespace fleetjit::jit {
 namespace {

@@ -12,26 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/exit_gate.h"
+#include "jit/thunk/llvm.h"
 #include "jit/thunk/thunk_codegen.h"
-// LLVM is linked statically and hidden (--exclude-libs): templates and
-// inline functions instantiated here must be hidden too, or a host
-// process's own LLVM could interpose (or be interposed by) them.
-// (GCC only: clang rejects the pragma around LLVM 14's headers, whose
-// LLVM_EXTERNAL_VISIBILITY classes conflict with it; clang builds fleetjit
-// only for the fuzz targets, -DFJ_FUZZ=ON, which ship nothing.)
-#if !defined(__clang__)
-#pragma GCC visibility push(hidden)
-#endif
-#include "llvm/ADT/Triple.h"
-#include "llvm/ExecutionEngine/Orc/Core.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
-#include "llvm/ExecutionEngine/Orc/LLJIT.h"
-#include "llvm/Object/ObjectFile.h"
-#include "llvm/Support/Error.h"
-#include "llvm/Support/MemoryBuffer.h"
-#if !defined(__clang__)
-#pragma GCC visibility pop
-#endif
 
 namespace fleetjit::jit {
 

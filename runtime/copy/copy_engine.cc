@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/dlpack_codes.h"
 #include "base/status_macros.h"
 #include "runtime/copy/copy_kernels.h"
 #include "runtime/launch.h"
@@ -21,7 +22,7 @@ using copy::ValidatedCopy;
 
 namespace {
 
-constexpr int32_t kDLCUDA = 2;
+using dlpack::kDLCUDA;
 constexpr int kPrefetchCtasPerSm = 4;
 constexpr uint64_t kPrefetchPiece = 64 * 1024;
 

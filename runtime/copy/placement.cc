@@ -5,13 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/dlpack_codes.h"
 #include "base/status_macros.h"
 
 namespace fleetjit::copy {
 namespace {
 
-constexpr int32_t kDLCUDA = 2;
-constexpr int32_t kDLCUDAHost = 3;
+using dlpack::kDLCUDA;
+using dlpack::kDLCUDAHost;
+using dlpack::kDLCUDAManaged;
 // The copy kernel's tile coordinates are 32-bit (fj::coords, TMA).
 constexpr int64_t kMaxKernelCoord = (int64_t{1} << 31) - 512;
 
@@ -32,7 +34,7 @@ absl::Status CheckOperand(absl::string_view name, const Placement& p,
         name, span.lo));
   }
   if (p.kind == MemoryKind::kDevice && device_type != kDLCUDA &&
-      device_type != 13 /* kDLCUDAManaged */) {
+      device_type != kDLCUDAManaged) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": device_type is ", device_type,
         " (host) but the address is device memory of GPU ", p.device));

@@ -12,11 +12,11 @@
 #         removed, a struct shrunk, a signature or enumerator value changed.
 #         (An array member that grows is reported as retyped: if it is the
 #         last member, the change is in fact an addition; record it.)
-# scripts/update-abi-baseline records a deliberate change.
+# scripts/dev/update-abi-baseline records a deliberate change.
 set -uo pipefail
 lib=$1 baseline=$2 supp=$3
 if ! command -v abidiff >/dev/null; then
-  echo "abidiff is missing: apt-get install abigail-tools (scripts/install-deps)" >&2
+  echo "abidiff is missing: apt-get install abigail-tools (scripts/dev/install-deps)" >&2
   exit 1
 fi
 if ! readelf -S "$lib" | grep '\.debug_info' >/dev/null; then
@@ -24,7 +24,7 @@ if ! readelf -S "$lib" | grep '\.debug_info' >/dev/null; then
   exit 1
 fi
 # The library is read exactly as the baseline was written
-# (scripts/update-abi-baseline), then the two representations are compared.
+# (scripts/dev/update-abi-baseline), then the two representations are compared.
 current=$(mktemp --suffix=.abi)
 trap 'rm -f "$current"' EXIT
 if ! abidw --suppressions "$supp" --drop-undefined-syms --no-corpus-path --no-comp-dir-path \
@@ -32,7 +32,7 @@ if ! abidw --suppressions "$supp" --drop-undefined-syms --no-corpus-path --no-co
   echo "abidw failed on $lib"; exit 1
 fi
 report=$(abidiff "$baseline" "$current" 2>&1); rc=$?
-update="scripts/update-abi-baseline"
+update="scripts/dev/update-abi-baseline"
 if (( rc & 3 )); then
   echo "abidiff failed to run (exit $rc):"; echo "$report"; exit 1
 fi

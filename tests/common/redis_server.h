@@ -2,7 +2,7 @@
 // socket in a temp directory, no persistence. Tests that need Redis call
 // RedisServer::Start and GTEST_SKIP with `skip_reason` when it fails
 // (redis-server not installed: `apt-get install redis-server`, as
-// scripts/install-deps does). Kill/Restart/Pause/Resume let a test take
+// scripts/dev/install-deps does). Kill/Restart/Pause/Resume let a test take
 // the server away mid-run.
 #ifndef FLEETJIT_TESTS_COMMON_REDIS_SERVER_H_
 #define FLEETJIT_TESTS_COMMON_REDIS_SERVER_H_

@@ -15,7 +15,7 @@
 //    the context is dead: fleetjit makes no more calls into it, and its
 //    objects go with it when it is released;
 //  - not hang (a watchdog aborts a run past kRunLimit) and not crash.
-// Host leaks are LeakSanitizer's (scripts/ci-sanitize runs this test).
+// Host leaks are LeakSanitizer's (scripts/ci/sanitize runs this test).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>

@@ -66,7 +66,7 @@ FAKE_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int n,
                                          const char* const* options) {
   if (const char* crash = std::getenv("FJ_FAKE_NVRTC_CRASH")) {
     // A real SIGSEGV, not a null store: under -fsanitize=undefined
-    // (scripts/ci-sanitize) a null store is a UBSan report, not a crash.
+    // (scripts/ci/sanitize) a null store is a UBSan report, not a crash.
     if (std::strcmp(crash, "segv") == 0) std::raise(SIGSEGV);
     std::abort();
   }

@@ -9,15 +9,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "runtime/background_worker.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
 #include "tests/common/seed.h"
 #include "tests/common/test_paths.h"
@@ -238,6 +242,42 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
   EXPECT_EQ(after.modules, 0);
   EXPECT_EQ(after.context_retains, 0);
   std::system((std::string("rm -rf ") + dir).c_str());
+}
+
+// fork() during a background job (a thunk generation inside LLVM, a disk
+// publication) must not hand the child the locks that job holds: fork()
+// waits until the running job is done and starts no other; the child drops
+// the queued jobs and runs its own inline; the parent's worker resumes.
+TEST(ForkTest, ForkWaitsForTheRunningBackgroundJobAndTheParentResumes) {
+  auto rng = SeededRng("ForkWaitsForTheRunningBackgroundJobAndTheParentResumes");
+  const int job_ms = 100 + static_cast<int>(rng() % 100);
+  BackgroundWorker worker;
+  std::atomic<bool> started{false}, finished{false};
+  std::atomic<int> queued_ran{0};
+  worker.Post([&] {
+    started = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(job_ms));
+    finished = true;
+  });
+  const int queued = 2 + static_cast<int>(rng() % 3);
+  for (int i = 0; i < queued; ++i) worker.Post([&] { ++queued_ran; });
+  while (!started) std::this_thread::yield();
+  const int code = InChild([&] {
+    if (!finished) return 1;  // forked in the middle of the job
+    if (queued_ran != 0) return 2;  // a job started while fork() waited
+    // The child's own job runs inline; the parent's queued ones never do.
+    bool ran = false;
+    worker.Post([&] { ran = true; });
+    if (!ran || queued_ran != 0) return 3;
+    worker.WaitIdle();  // no thread here to wait for: returns
+    return queued_ran == 0 ? 0 : 4;
+  });
+  EXPECT_EQ(code, 0) << "1: fork() did not wait for the running job; 2: a "
+                        "queued job started during fork(); 3/4: the child ran "
+                        "an inherited job or not its own";
+  worker.WaitIdle();
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(queued_ran, queued);  // the parent's queue resumed after fork()
 }
 
 TEST(ForkTest, RealDriverChildIsRefusedAndANewRuntimeSaysWhatItGot) {

@@ -80,7 +80,7 @@ class NvrtcFaultsTest : public ::testing::Test {
     if (access(FakeNvrtc().c_str(), R_OK) != 0) {
       GTEST_SKIP()
           << "the stand-in NVRTC is not here (" << FakeNvrtc()
-          << "): scripts/stage-for-gpu does not carry tests/fake_nvrtc/";
+          << "): scripts/gpu-host/stage --build does not carry tests/fake_nvrtc/";
     }
     setenv("FJ_FAKE_NVRTC_REAL", real_.c_str(), 1);
     for (const char* v : {"FJ_FAKE_NVRTC_VERSION", "FJ_FAKE_NVRTC_CRASH",

@@ -247,7 +247,7 @@ TEST(ProcessFaultsTest, ExitWithBuildsInFlightNeitherHangsNorCorrupts) {
       base += 100;
       std::string out;
       // The child leaks its runtime on purpose (exit without destroy): no
-      // LeakSanitizer verdict on it under scripts/ci-sanitize.
+      // LeakSanitizer verdict on it under scripts/ci/sanitize.
       const char* asan = std::getenv("ASAN_OPTIONS");
       const int code = RunChild(
           {Helper(), "exit-in-flight", cache, mode, std::to_string(delay_ms),

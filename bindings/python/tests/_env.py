@@ -28,17 +28,9 @@ CACHE_DIR = tempfile.mkdtemp(prefix="fleetjit-pytest-")
 atexit.register(shutil.rmtree, CACHE_DIR, True)
 os.environ["FLEETJIT_CACHE_DIR"] = CACHE_DIR
 
-SAXPY = r'''
-extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-template <typename T>
-__global__ void axpy(T* y, const T* x, T a, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] = a * x[i] + y[i];
-}
-'''
+# The corpus kernel (saxpy and the axpy<T> template), one file for every
+# test, bench and binding.
+SAXPY = (_REPO / "examples" / "saxpy.cu").read_text()
 
 _counter = [0]
 

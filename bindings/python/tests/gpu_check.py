@@ -27,11 +27,9 @@ import fleetjit  # noqa: E402
 from fleetjit import _ffi  # noqa: E402
 
 TILED_COPY = HERE.parents[3] / "examples" / "tiled_copy.cu"
-SAXPY = r'''
-extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}'''
+# The corpus kernel (saxpy and the axpy<T> template), one file for every
+# test, bench and binding.
+SAXPY = (pathlib.Path(__file__).resolve().parents[3] / "examples" / "saxpy.cu").read_text()
 BOX_Y, BOX_X = 32, 64
 
 results = []  # (status, name, detail)

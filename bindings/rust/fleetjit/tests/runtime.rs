@@ -7,17 +7,9 @@ use fleetjit::{
 };
 use std::path::PathBuf;
 
-const SAXPY: &str = r#"
-extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-template <typename T>
-__global__ void axpy(T* y, const T* x, T a, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    y[i] = a * x[i] + y[i];
-}
-"#;
+// The corpus kernel (examples/saxpy.cu: saxpy and the axpy<T> template),
+// compiled in, so the staged test binary needs no source tree.
+const SAXPY: &str = include_str!("../../../../examples/saxpy.cu");
 
 /// A runtime with its own disk cache directory, removed on drop.
 struct TestRuntime {
