@@ -1,0 +1,170 @@
+// gemm_mma: one GEMM main loop, C = A B^T, f16 operands, f32 accumulation
+// with mma.sync (m16n8k16) fed by ldmatrix, f16 result. The operand tiles
+// come through the copy layer (one tile load per operand per k step, on a
+// STAGES-deep ring of barriers). The same source runs under every copy
+// implementation (sync, cp_async, tma); mma.sync needs sm_80 or newer.
+//
+// Arguments: (a: FJ_TENSOR(unsigned short, 3), b: FJ_TENSOR(unsigned short, 3),
+//             c: unsigned short*, m, n, k)
+//   - A is f16 [M][K] and B is f16 [N][K] (both K-contiguous, as
+//     torch.nn.functional.linear takes them), passed as "panel" views:
+//     shape (K / 8, rows, 8) with strides (8, K, 1), i.e.
+//     x.view(rows, K // 8, 8).permute(1, 0, 2), and box (BK / 8, BM, 8)
+//     for A, (BK / 8, BN, 8) for B. A tile then lands in SMEM as
+//     [BK / 8][rows][8]: the 8 rows that one ldmatrix 8x8 matrix reads are
+//     128 contiguous bytes, so ldmatrix is free of bank conflicts without a
+//     swizzle or padding.
+//   - c: f16 [M][N] row-major. M % BM == 0, N % BN == 0, K % BK == 0.
+//   - Launch: grid = (N / BN, M / BM), block = 32 * WM * WN threads,
+//     dynamic shared memory = STAGES * (BM + BN) * BK * 2 + 128 bytes.
+// Result: c[i][j] = sum over l of a[i][l] * b[j][l], accumulated in f32.
+#include <fleetjit/copy.cuh>
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef WM  // warps along M
+#define WM 2
+#endif
+#ifndef WN  // warps along N
+#define WN 4
+#endif
+
+#define WTM (BM / WM)  // warp tile
+#define WTN (BN / WN)
+#define MI (WTM / 16)  // m16 fragments per warp
+#define NI (WTN / 8)   // n8 fragments per warp
+#if WTM % 16 != 0 || WTN % 16 != 0 || BK % 16 != 0
+#error "gemm_mma: warp tiles must be multiples of 16 x 16, BK of 16"
+#endif
+
+namespace {
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(a));
+}
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
+                                          unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
+  unsigned short l, h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(lo));
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(hi));
+  return (unsigned)l | ((unsigned)h << 16);
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(WM* WN * 32)
+    gemm_mma(FJ_TENSOR(unsigned short, 3) a, FJ_TENSOR(unsigned short, 3) b,
+             unsigned short* __restrict__ c, int m, int n, int k) {
+  // 1. STAGES slots of one A tile [BK/8][BM][8] and one B tile
+  //    [BK/8][BN][8], a barrier per slot.
+  extern __shared__ unsigned char smem_raw[];
+  unsigned short* ring =
+      (unsigned short*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  __shared__ fj::barrier full[STAGES];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) full[s].init(fj::block_threads());
+  }
+  __syncthreads();
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int ktiles = k / BK;
+  auto slot_a = [&](int s) { return ring + s * (BM + BN) * BK; };
+  auto slot_b = [&](int s) { return ring + s * (BM + BN) * BK + BM * BK; };
+  // K step kt into slot kt % STAGES (tile coordinates innermost first:
+  // element in the group of 8, row, group of 8 along K).
+  auto fill = [&](int kt) {
+    const int s = kt % STAGES;
+    fj::load_tile(slot_a(s), a, fj::at(0, m0, kt * (BK / 8)), full[s]);
+    fj::load_tile(slot_b(s), b, fj::at(0, n0, kt * (BK / 8)), full[s]);
+    full[s].arrive();
+  };
+  for (int kt = 0; kt < STAGES && kt < ktiles; ++kt) fill(kt);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / WN, wn = warp % WN;
+  // ldmatrix row addresses: lane l feeds row l % 8 of matrix l / 8.
+  // A (x4 per m16 fragment): matrix j covers rows + 8 (j % 2), K + 8 (j / 2).
+  // B (x4 per pair of n8 fragments): matrix j covers n + 8 (j / 2), K + 8 (j % 2).
+  const int j = lane / 8, r8 = lane % 8;
+  const int a_row = wm * WTM + (j % 2) * 8 + r8, a_kc = j / 2;
+  const int b_row = wn * WTN + (j / 2) * 8 + r8, b_kc = j % 2;
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int q = 0; q < NI; ++q)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][q][e] = 0.f;
+
+  // 2. Main loop: wait for step kt, multiply it, refill its slot with step
+  //    kt + STAGES (the load's block barrier keeps it from overwriting a
+  //    slot a warp still reads).
+  for (int kt = 0; kt < ktiles; ++kt) {
+    const int s = kt % STAGES;
+    full[s].wait((kt / STAGES) & 1);
+    const unsigned short* sa = slot_a(s);
+    const unsigned short* sb = slot_b(s);
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      unsigned fa[MI][4], fb[NI / 2][4];
+#pragma unroll
+      for (int i = 0; i < MI; ++i) {
+        ldmatrix_x4(fa[i], sa + ((kk * 2 + a_kc) * BM + a_row + i * 16) * 8);
+      }
+#pragma unroll
+      for (int p = 0; p < NI / 2; ++p) {
+        ldmatrix_x4(fb[p], sb + ((kk * 2 + b_kc) * BN + b_row + p * 16) * 8);
+      }
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int q = 0; q < NI; ++q)
+          mma_16816(acc[i][q], fa[i], fb[q / 2][(q % 2) * 2],
+                    fb[q / 2][(q % 2) * 2 + 1]);
+    }
+    if (kt + STAGES < ktiles) fill(kt + STAGES);
+  }
+
+  // 3. Epilogue: fragment (i, q) holds rows g, g + 8 and columns 2 t, 2 t + 1
+  //    of its 16 x 8 block (g = lane / 4, t = lane % 4).
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+#pragma unroll
+    for (int q = 0; q < NI; ++q) {
+      const int row = m0 + wm * WTM + i * 16 + g;
+      const int col = n0 + wn * WTN + q * 8 + 2 * t;
+      if (col + 1 < n + 1) {
+        if (row < m) {
+          *(unsigned*)(c + (long long)row * n + col) =
+              pack_f16x2(acc[i][q][0], acc[i][q][1]);
+        }
+        if (row + 8 < m) {
+          *(unsigned*)(c + (long long)(row + 8) * n + col) =
+              pack_f16x2(acc[i][q][2], acc[i][q][3]);
+        }
+      }
+    }
+  }
+}
