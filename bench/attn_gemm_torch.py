@@ -32,9 +32,14 @@ IMPLS = [("tma", None), ("cp_async", None), ("sync", None),
          ("cp_async@compute_80", "compute_80")]
 
 
+PROFILE = False  # --profile: one launch per case (for ncu), no timing
+
+
 def time_ms(fn, launches=20, samples=7):
     """GPU milliseconds per call of fn: median over samples of `launches`
     calls queued behind a GPU sleep, timed with CUDA events."""
+    if PROFILE:
+        return 1.0
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -52,12 +57,32 @@ def time_ms(fn, launches=20, samples=7):
     return statistics.median(out)
 
 
+_MODULES = {}
+
+
 def build(rt, source, impl, defines):
-    name, target = impl
-    copy_impl = name.split("@")[0]
-    opts = [f"-D{k}={v}" for k, v in defines.items()]
-    return rt.build(source, name="bench.cu", target=target,
-                    copy_impl=copy_impl, nvrtc_options=opts)
+    """The module for (source, impl, defines), built once (prebuild() builds
+    them all on a thread pool first: NVRTC runs outside the GIL)."""
+    key = (source, impl, tuple(sorted(defines.items())))
+    if key not in _MODULES:
+        name, target = impl
+        copy_impl = name.split("@")[0]
+        opts = [f"-D{k}={v}" for k, v in defines.items()]
+        _MODULES[key] = rt.build(source, name="bench.cu", target=target,
+                                 copy_impl=copy_impl, nvrtc_options=opts)
+    return _MODULES[key]
+
+
+def prebuild(rt, jobs):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(job):
+        try:
+            build(rt, *job)
+        except fleetjit.FleetjitError as e:
+            print(f"  build failed ({job[1][0]}, {job[2]}): {e}")
+    with ThreadPoolExecutor(max_workers=min(12, os.cpu_count() or 2)) as pool:
+        list(pool.map(one, jobs))
 
 
 # ------------------------------------------------------------------ decode
@@ -127,19 +152,33 @@ def decode_launcher(rt, src, impl, cfg, d):
     part = torch.empty(B * H * chunks * (D + 2), device="cuda")
     counters = torch.zeros(B * H, device="cuda", dtype=torch.int32)
     out = torch.empty(B, H, D, device="cuda", dtype=torch.half)
-    box = (1, 1, PAGE, D)
+    box = (PAGE, D)
     # oob="nan": a page id outside the cache would read NaN and fail the check.
-    kt = fleetjit.Tensor(d["k"], box=box, oob="nan")
-    vt = fleetjit.Tensor(d["v"], box=box, oob="nan")
-    smem = cfg["STAGES"] * cfg["STAGE_PAGES"] * 2 * PAGE * D * 2 + 128
+    kt = fleetjit.Tensor(d["k"].view(-1, D), box=box, oob="nan")
+    vt = fleetjit.Tensor(d["v"].view(-1, D), box=box, oob="nan")
+    smem = cfg["NSTAGES"] * cfg["STAGE_PAGES"] * 2 * PAGE * D * 2 + 128
     args = [kt, vt, d["q"], d["table"], d["lens"], d["max_pages"],
             (1.0 / math.sqrt(D)) * math.log2(math.e), part, counters, out]
     stream = torch.cuda.current_stream()
 
     def launch():
-        kern.launch(grid=(chunks, H, B), block=32 * cfg["WARPS"], args=args,
+        kern.launch(grid=(chunks, H, B), block=32 * (cfg["WARPS"] + cfg["PRODUCER"]),
+                    args=args,
                     stream=stream, shared_bytes=smem)
+    launch.tensor = kt
     return launch, out, kern, smem
+
+
+def decode_configs(quick):
+    base = dict(NSTAGES=4, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4, PRODUCER=1)
+    configs = [base]
+    if not quick:
+        for change in (dict(PRODUCER=0), dict(NSTAGES=3), dict(NSTAGES=6),
+                       dict(CHUNK_PAGES=8), dict(CHUNK_PAGES=32),
+                       dict(NSTAGES=3, STAGE_PAGES=4),
+                       dict(NSTAGES=6, STAGE_PAGES=4, WARPS=8)):
+            configs.append({**base, **change})
+    return configs
 
 
 def run_decode(rt, quick, examples, results, only_case=None):
@@ -166,19 +205,15 @@ def run_decode(rt, quick, examples, results, only_case=None):
           f"(same traffic as the kernel): {copy_half_ms * 1e3:.1f} us")
     print(f"  torch SDPA on pre-gathered K/V: {sdpa_ms * 1e3:.1f} us = "
           f"{copy_ms / sdpa_ms:.2f} of the copy (max err {sdpa_err:.1e})")
-    configs = [dict(STAGES=4, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4)]
-    if not quick:
-        configs += [dict(STAGES=3, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4),
-                    dict(STAGES=6, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4),
-                    dict(STAGES=4, STAGE_PAGES=2, CHUNK_PAGES=8, WARPS=4),
-                    dict(STAGES=3, STAGE_PAGES=4, CHUNK_PAGES=16, WARPS=4),
-                    dict(STAGES=4, STAGE_PAGES=2, CHUNK_PAGES=32, WARPS=4)]
+    configs = decode_configs(quick)
+    prebuild(rt, [(src, impl, cfg) for impl in IMPLS for cfg in configs])
     ok_all = True
     for impl in IMPLS:
         best = None
         for cfg in configs:
-            tag = (f"S{cfg['STAGES']} P{cfg['STAGE_PAGES']} "
-                   f"C{cfg['CHUNK_PAGES']} W{cfg['WARPS']}")
+            tag = (f"S{cfg['NSTAGES']} P{cfg['STAGE_PAGES']} "
+                   f"C{cfg['CHUNK_PAGES']} W{cfg['WARPS']} "
+                   f"{'producer' if cfg['PRODUCER'] else 'block'}")
             try:
                 launch, out, kern, smem = decode_launcher(rt, src, impl, cfg, d)
             except fleetjit.FleetjitError as e:
@@ -186,8 +221,15 @@ def run_decode(rt, quick, examples, results, only_case=None):
                 ok_all = False
                 continue
             out.fill_(float("nan"))
-            launch()
+            try:
+                launch()
+            except fleetjit.FleetjitError as e:
+                print(f"  {impl[0]:20s} {tag}: launch refused: {e}")
+                ok_all = False
+                continue
             torch.cuda.synchronize()
+            if impl == IMPLS[0] and cfg == configs[0]:
+                print(f"  K/V tensor through TMA: {fleetjit.tensor_check(launch.tensor)}")
             err = (out.float() - ref).abs().max().item()
             ok = not math.isnan(err) and err < 2e-2
             ms = time_ms(launch)
@@ -219,26 +261,30 @@ def gemm_launcher(rt, src, impl, cfg, a, b, c):
     bv = b.view(n, kdim // 8, 8).permute(1, 0, 2)
     at = fleetjit.Tensor(av, box=(bk // 8, bm, 8))
     bt = fleetjit.Tensor(bv, box=(bk // 8, bn, 8))
-    smem = cfg["STAGES"] * (bm + bn) * bk * 2 + 128
-    threads = 32 * cfg["WM"] * cfg["WN"]
+    smem = cfg["NSTAGES"] * (bm + bn) * bk * 2 + 128
+    threads = 32 * (cfg["WM"] * cfg["WN"] + cfg["PRODUCER"])
     stream = torch.cuda.current_stream()
     args = [at, bt, c, m, n, kdim]
 
     def launch():
         kern.launch(grid=(n // bn, m // bm), block=threads, args=args,
                     stream=stream, shared_bytes=smem)
+    launch.tensor = at
     return launch, kern, smem
 
 
 def run_gemm(rt, quick, examples, results):
     src = open(os.path.join(examples, "gemm_mma.cu")).read()
-    configs = [dict(BM=128, BN=128, BK=32, STAGES=4, WM=2, WN=4)]
+    base = dict(BM=128, BN=128, BK=32, NSTAGES=4, WM=2, WN=4, PRODUCER=1)
+    configs = [base]
     if not quick:
-        configs += [dict(BM=128, BN=128, BK=64, STAGES=3, WM=2, WN=4),
-                    dict(BM=128, BN=256, BK=32, STAGES=4, WM=2, WN=4),
-                    dict(BM=256, BN=128, BK=32, STAGES=3, WM=4, WN=2)]
+        for change in (dict(PRODUCER=0), dict(BK=64, NSTAGES=3),
+                       dict(BN=256, NSTAGES=3), dict(BN=256, NSTAGES=3, PRODUCER=0),
+                       dict(BM=256, NSTAGES=3, WM=4, WN=2)):
+            configs.append({**base, **change})
+    prebuild(rt, [(src, impl, cfg) for impl in IMPLS for cfg in configs])
     ok_all = True
-    for size in (4096, 8192):
+    for size in ((4096,) if PROFILE else (4096, 8192)):
         gen = torch.Generator(device="cuda").manual_seed(size)
         a = torch.randn(size, size, device="cuda", generator=gen).half()
         b = torch.randn(size, size, device="cuda", generator=gen).half()
@@ -256,8 +302,9 @@ def run_gemm(rt, quick, examples, results):
         for impl in IMPLS:
             best = None
             for cfg in configs:
-                tag = (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} S{cfg['STAGES']} "
-                       f"{cfg['WM']}x{cfg['WN']} warps")
+                tag = (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} S{cfg['NSTAGES']} "
+                       f"{cfg['WM']}x{cfg['WN']} warps "
+                       f"{'producer' if cfg['PRODUCER'] else 'block'}")
                 try:
                     launch, kern, smem = gemm_launcher(rt, src, impl, cfg, a, b, c)
                 except fleetjit.FleetjitError as e:
@@ -265,8 +312,16 @@ def run_gemm(rt, quick, examples, results):
                     ok_all = False
                     continue
                 c.fill_(float("nan"))
-                launch()
+                try:
+                    launch()
+                except fleetjit.FleetjitError as e:
+                    print(f"  {impl[0]:20s} {tag}: launch refused: {e}")
+                    ok_all = False
+                    continue
                 torch.cuda.synchronize()
+                if impl == IMPLS[0] and cfg == configs[0]:
+                    print(f"  A panel view through TMA: "
+                          f"{fleetjit.tensor_check(launch.tensor)}")
                 err = (c.float() - ref).abs().max().item() / scale
                 ok = not math.isnan(err) and err < max(4 * cub_err, 2e-3)
                 ms = time_ms(launch, launches=10, samples=5)
@@ -292,7 +347,11 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one configuration each")
     ap.add_argument("--only", choices=["decode", "gemm"])
     ap.add_argument("--examples", default=os.path.join(HERE, "..", "examples"))
+    ap.add_argument("--profile", action="store_true",
+                    help="launch each case once, untimed (run under ncu)")
     args = ap.parse_args()
+    global PROFILE
+    PROFILE = args.profile
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, {props.multi_processor_count} SMs, torch "
           f"{torch.__version__}, fleetjit {fleetjit.library_version()}")

@@ -1,7 +1,10 @@
 // gemm_mma: one GEMM main loop, C = A B^T, f16 operands, f32 accumulation
 // with mma.sync (m16n8k16) fed by ldmatrix, f16 result. The operand tiles
 // come through the copy layer (one tile load per operand per k step, on a
-// STAGES-deep ring of barriers). The same source runs under every copy
+// NSTAGES-deep ring of barriers). With PRODUCER=1 (the default) one extra
+// warp issues the loads (fj::warp scope) on full/empty barrier pairs
+// (fj::pipeline) and the WM x WN MMA warps never meet at a block barrier;
+// PRODUCER=0 loads block-collectively between k steps. The same source runs under every copy
 // implementation (sync, cp_async, tma); mma.sync needs sm_80 or newer.
 //
 // Arguments: (a: FJ_TENSOR(unsigned short, 3), b: FJ_TENSOR(unsigned short, 3),
@@ -15,8 +18,9 @@
 //     128 contiguous bytes, so ldmatrix is free of bank conflicts without a
 //     swizzle or padding.
 //   - c: f16 [M][N] row-major. M % BM == 0, N % BN == 0, K % BK == 0.
-//   - Launch: grid = (N / BN, M / BM), block = 32 * WM * WN threads,
-//     dynamic shared memory = STAGES * (BM + BN) * BK * 2 + 128 bytes.
+//   - Launch: grid = (N / BN, M / BM), block = 32 * (WM * WN + PRODUCER)
+//     threads,
+//     dynamic shared memory = NSTAGES * (BM + BN) * BK * 2 + 128 bytes.
 // Result: c[i][j] = sum over l of a[i][l] * b[j][l], accumulated in f32.
 #include <fleetjit/copy.cuh>
 
@@ -29,8 +33,8 @@
 #ifndef BK
 #define BK 32
 #endif
-#ifndef STAGES
-#define STAGES 4
+#ifndef NSTAGES
+#define NSTAGES 4
 #endif
 #ifndef WM  // warps along M
 #define WM 2
@@ -38,6 +42,10 @@
 #ifndef WN  // warps along N
 #define WN 4
 #endif
+#ifndef PRODUCER  // 1: one more warp issues the tile loads (fj::warp)
+#define PRODUCER 1
+#endif
+#define MMA_WARPS (WM * WN)
 
 #define WTM (BM / WM)  // warp tile
 #define WTN (BN / WN)
@@ -73,32 +81,58 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(WM* WN * 32)
+extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
     gemm_mma(FJ_TENSOR(unsigned short, 3) a, FJ_TENSOR(unsigned short, 3) b,
              unsigned short* __restrict__ c, int m, int n, int k) {
-  // 1. STAGES slots of one A tile [BK/8][BM][8] and one B tile
+  // 1. NSTAGES slots of one A tile [BK/8][BM][8] and one B tile
   //    [BK/8][BN][8], a barrier per slot.
   extern __shared__ unsigned char smem_raw[];
   unsigned short* ring =
       (unsigned short*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
-  __shared__ fj::barrier full[STAGES];
+  __shared__ fj::barrier full[NSTAGES];
+#if PRODUCER
+  __shared__ fj::barrier empty[NSTAGES];
+#endif
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) full[s].init(fj::block_threads());
+    for (int s = 0; s < NSTAGES; ++s) {
+#if PRODUCER
+      full[s].init(1);
+      empty[s].init(MMA_WARPS);
+#else
+      full[s].init(fj::block_threads());
+#endif
+    }
   }
   __syncthreads();
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int ktiles = k / BK;
   auto slot_a = [&](int s) { return ring + s * (BM + BN) * BK; };
   auto slot_b = [&](int s) { return ring + s * (BM + BN) * BK + BM * BK; };
-  // K step kt into slot kt % STAGES (tile coordinates innermost first:
-  // element in the group of 8, row, group of 8 along K).
+  // Tile coordinates, innermost first: element in the group of 8, row,
+  // group of 8 along K.
+#if PRODUCER
+  if (threadIdx.x / 32 == MMA_WARPS) {
+    fj::pipeline<NSTAGES> pl;
+    for (int kt = 0; kt < ktiles; ++kt, pl.advance()) {
+      const int s = pl.stage();
+      empty[s].wait(pl.phase() ^ 1);  // the MMA warps are done with it
+      fj::load_tile(fj::warp, slot_a(s), a, fj::at(0, m0, kt * (BK / 8)),
+                    full[s]);
+      fj::load_tile(fj::warp, slot_b(s), b, fj::at(0, n0, kt * (BK / 8)),
+                    full[s]);
+      full[s].arrive(fj::warp);
+    }
+    return;  // no block barrier follows
+  }
+#else
   auto fill = [&](int kt) {
-    const int s = kt % STAGES;
+    const int s = kt % NSTAGES;
     fj::load_tile(slot_a(s), a, fj::at(0, m0, kt * (BK / 8)), full[s]);
     fj::load_tile(slot_b(s), b, fj::at(0, n0, kt * (BK / 8)), full[s]);
     full[s].arrive();
   };
-  for (int kt = 0; kt < STAGES && kt < ktiles; ++kt) fill(kt);
+  for (int kt = 0; kt < NSTAGES && kt < ktiles; ++kt) fill(kt);
+#endif
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wm = warp / WN, wn = warp % WN;
@@ -117,12 +151,13 @@ extern "C" __global__ void __launch_bounds__(WM* WN * 32)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][q][e] = 0.f;
 
-  // 2. Main loop: wait for step kt, multiply it, refill its slot with step
-  //    kt + STAGES (the load's block barrier keeps it from overwriting a
-  //    slot a warp still reads).
-  for (int kt = 0; kt < ktiles; ++kt) {
-    const int s = kt % STAGES;
-    full[s].wait((kt / STAGES) & 1);
+  // 2. Main loop: wait for step kt, multiply it, release its slot (or, with
+  //    PRODUCER=0, refill it with step kt + NSTAGES: the load's block barrier
+  //    keeps it from overwriting a slot a warp still reads).
+  fj::pipeline<NSTAGES> pl;
+  for (int kt = 0; kt < ktiles; ++kt, pl.advance()) {
+    const int s = pl.stage();
+    full[s].wait(pl.phase());
     const unsigned short* sa = slot_a(s);
     const unsigned short* sb = slot_b(s);
 #pragma unroll
@@ -143,7 +178,11 @@ extern "C" __global__ void __launch_bounds__(WM* WN * 32)
           mma_16816(acc[i][q], fa[i], fb[q / 2][(q % 2) * 2],
                     fb[q / 2][(q % 2) * 2 + 1]);
     }
-    if (kt + STAGES < ktiles) fill(kt + STAGES);
+#if PRODUCER
+    empty[s].arrive(fj::warp);
+#else
+    if (kt + NSTAGES < ktiles) fill(kt + NSTAGES);
+#endif
   }
 
   // 3. Epilogue: fragment (i, q) holds rows g, g + 8 and columns 2 t, 2 t + 1
@@ -155,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(WM* WN * 32)
     for (int q = 0; q < NI; ++q) {
       const int row = m0 + wm * WTM + i * 16 + g;
       const int col = n0 + wn * WTN + q * 8 + 2 * t;
-      if (col + 1 < n + 1) {
+      if (col < n) {
         if (row < m) {
           *(unsigned*)(c + (long long)row * n + col) =
               pack_f16x2(acc[i][q][0], acc[i][q][1]);

@@ -3,27 +3,36 @@
 // 16-token pages, ragged sequence lengths. The same source runs under every
 // copy implementation (sync, cp_async, tma).
 //
-// Arguments: (k_cache, v_cache: FJ_TENSOR(unsigned short, 4), q, page_table,
+// Arguments: (k_cache, v_cache: FJ_TENSOR(unsigned short, 2), q, page_table,
 //             seq_lens, max_pages, scale_log2, part, counters, out)
-//   - k_cache, v_cache: f16 pages [num_pages][H][16][128] (DLPack order,
-//     outermost first), box (1, 1, 16, 128): one tile is one head's page,
-//     4 KiB. Any oob mode (tiles never leave the cache).
+//   - k_cache, v_cache: f16 pages [num_pages][H][16][128] passed as 2-D
+//     [num_pages * H * 16][128] (DLPack order, outermost first) with box
+//     (16, 128): one tile is one head's page, 4 KiB, at row
+//     (page * H + head) * 16. (As 2-D, the software tile path walks a page
+//     as evenly strided rows; a 4-D box (1, 1, 16, 128) took the slower
+//     chunk cursor.) Any oob mode: tiles never leave the cache.
 //   - q, out: f16 [B][H][128]; page_table: int32 [B][max_pages] (page ids
 //     of sequence b in order); seq_lens: int32 [B], each >= 1.
 //   - scale_log2: softmax scale times log2(e) (1/sqrt(128) * 1.4427...).
 //   - part: f32 workspace [B * H][max_chunks][130]; counters: u32 [B * H],
 //     zero before the first launch (every launch leaves them zero).
 //   - Launch: grid = (max_chunks, H, B) with max_chunks =
-//     ceil(max_pages / CHUNK_PAGES), block = 32 * WARPS threads,
-//     dynamic shared memory = STAGES * STAGE_PAGES * 8192 + 128 bytes.
+//     ceil(max_pages / CHUNK_PAGES), block = 32 * (WARPS + PRODUCER)
+//     threads, dynamic shared memory = NSTAGES * STAGE_PAGES * 8192 + 128
+//     bytes.
 // Result: out[b][h] = softmax(q k^T * scale) v over the first seq_lens[b]
 // tokens of sequence b. Tokens past the length are never used, whatever
 // their pages hold (the benchmark fills them with NaN).
 //
 // How it works: split-K over the sequence. CTA (c, h, b) takes pages
 // [c * CHUNK_PAGES, (c + 1) * CHUNK_PAGES) of sequence b and streams them
-// through a STAGES-deep ring of SMEM slots, STAGE_PAGES K pages and as many
-// V pages per slot, each page one tile load of the page the table names.
+// through a NSTAGES-deep ring of SMEM slots, STAGE_PAGES K pages and as many
+// V pages per slot: per slot, one fj::gather_tiles of the K pages the table
+// names and one of the V pages, each behind the slot's one barrier. With
+// PRODUCER=1 (the default) one extra warp issues the gathers (fj::warp
+// scope) on a full/empty barrier pair per slot (fj::pipeline), and the
+// WARPS consumer warps only wait; PRODUCER=0 issues them block-collectively
+// between slots, as the layer's first API had to.
 // Every warp keeps its own online softmax (max, sum, 128-wide accumulator)
 // over its share of each slot, so the consumers never synchronise inside a
 // slot; the warps merge in SMEM at the end. A sequence of one chunk writes
@@ -31,8 +40,8 @@
 // `part`, and the last CTA of (b, h) to finish (a counter) merges them.
 #include <fleetjit/copy.cuh>
 
-#ifndef STAGES
-#define STAGES 4
+#ifndef NSTAGES
+#define NSTAGES 4
 #endif
 #ifndef STAGE_PAGES
 #define STAGE_PAGES 2
@@ -40,8 +49,11 @@
 #ifndef CHUNK_PAGES
 #define CHUNK_PAGES 16
 #endif
-#ifndef WARPS
+#ifndef WARPS  // consumer warps
 #define WARPS 4
+#endif
+#ifndef PRODUCER  // 1: a producer warp issues the copies (fj::warp)
+#define PRODUCER 1
 #endif
 
 #define PAGE 16         // tokens per page
@@ -91,9 +103,9 @@ __device__ __forceinline__ float exp2_(float x) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
-    paged_decode(FJ_TENSOR(unsigned short, 4) k_cache,
-                 FJ_TENSOR(unsigned short, 4) v_cache,
+extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
+    paged_decode(FJ_TENSOR(unsigned short, 2) k_cache,
+                 FJ_TENSOR(unsigned short, 2) v_cache,
                  const unsigned short* __restrict__ q,
                  const int* __restrict__ page_table,
                  const int* __restrict__ seq_lens, int max_pages,
@@ -110,43 +122,74 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
   const int pages = min(CHUNK_PAGES, seq_pages - p0);
   const int slots = (pages + STAGE_PAGES - 1) / STAGE_PAGES;
 
-  // 1. STAGES slots of STAGE_PAGES K pages then STAGE_PAGES V pages, a
+  // 1. NSTAGES slots of STAGE_PAGES K pages then STAGE_PAGES V pages, a
   //    barrier per slot, this chunk's page ids.
   extern __shared__ unsigned char smem_raw[];
   unsigned short* ring =
       (unsigned short*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
-  __shared__ fj::barrier full[STAGES];
-  __shared__ int page_ids[CHUNK_PAGES];
+  __shared__ fj::barrier full[NSTAGES];
+#if PRODUCER
+  __shared__ fj::barrier empty[NSTAGES];
+#endif
+  __shared__ int page_rows[CHUNK_PAGES];  // cache row of each page's head h
   __shared__ float merge[WARPS][PART];
   __shared__ int last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (tid < CHUNK_PAGES) {
-    page_ids[tid] = tid < pages ? page_table[(long long)b * max_pages + p0 + tid]
-                                : 0;
+    page_rows[tid] =
+        tid < pages
+            ? (page_table[(long long)b * max_pages + p0 + tid] * heads + h) *
+                  PAGE
+            : 0;
   }
   if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) full[s].init(fj::block_threads());
+    for (int s = 0; s < NSTAGES; ++s) {
+#if PRODUCER
+      full[s].init(1);          // the producer's one arrival
+      empty[s].init(WARPS);     // one per consumer warp
+#else
+      full[s].init(fj::block_threads());
+#endif
+    }
   }
   __syncthreads();
 
-  // Slot k (of this chunk) into ring slot k % STAGES. Pages past the chunk
-  // are predicated off: the slot's phase still completes.
-  auto fill = [&](int k) {
-    unsigned short* slot = ring + (k % STAGES) * (2 * STAGE_PAGES * PAGE * DIM);
-    fj::barrier& bar = full[k % STAGES];
-#pragma unroll
-    for (int i = 0; i < STAGE_PAGES; ++i) {
-      const int pg = k * STAGE_PAGES + i;
-      const bool ok = pg < pages;
-      const int id = page_ids[ok ? pg : 0];
-      fj::load_tile(slot + i * PAGE * DIM, k_cache, fj::at(0, 0, h, id), bar,
-                    ok);
-      fj::load_tile(slot + (STAGE_PAGES + i) * PAGE * DIM, v_cache,
-                    fj::at(0, 0, h, id), bar, ok);
-    }
-    bar.arrive();
+  // Slot k (of this chunk) into ring stage `st`: its K pages, then its V
+  // pages, two gathers on the stage's barrier (the chunk's last slot may
+  // hold fewer pages; the rest of its SMEM is never read).
+  auto slot_of = [&](int st) {
+    return ring + st * (2 * STAGE_PAGES * PAGE * DIM);
   };
-  for (int k = 0; k < STAGES && k < slots; ++k) fill(k);
+#if PRODUCER
+  if (warp == WARPS) {
+    // The producer warp: wait until the consumers released the stage, then
+    // gather into it. No block barrier anywhere in this loop.
+    fj::pipeline<NSTAGES> pl;
+    for (int k = 0; k < slots; ++k, pl.advance()) {
+      const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
+      unsigned short* slot = slot_of(pl.stage());
+      fj::barrier& bar = full[pl.stage()];
+      empty[pl.stage()].wait(pl.phase() ^ 1);
+      fj::gather_tiles(fj::warp, slot, k_cache, fj::at(0, 0), 1,
+                       page_rows + k * STAGE_PAGES, n, bar);
+      fj::gather_tiles(fj::warp, slot + STAGE_PAGES * PAGE * DIM, v_cache,
+                       fj::at(0, 0), 1, page_rows + k * STAGE_PAGES, n, bar);
+      bar.arrive(fj::warp);
+    }
+  }
+#else
+  auto fill = [&](int k) {
+    const int st = k % NSTAGES;
+    const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
+    unsigned short* slot = slot_of(st);
+    fj::gather_tiles(slot, k_cache, fj::at(0, 0), 1,
+                     page_rows + k * STAGE_PAGES, n, full[st]);
+    fj::gather_tiles(slot + STAGE_PAGES * PAGE * DIM, v_cache, fj::at(0, 0),
+                     1, page_rows + k * STAGE_PAGES, n, full[st]);
+    full[st].arrive();
+  };
+  for (int k = 0; k < NSTAGES && k < slots; ++k) fill(k);
+#endif
 
   // 2. This lane's share of q: dims [8 * sub, +8) and [64 + 8 * sub, +8)
   //    for the score passes (8 lanes per token, 4 tokens per pass).
@@ -165,10 +208,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
   //    dims [4 * lane, +4).
   float m = NEG_INF, l = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int tok_base = p0 * PAGE + warp * WARP_TOKENS;
-  for (int k = 0; k < slots; ++k) {
-    const unsigned short* slot =
-        ring + (k % STAGES) * (2 * STAGE_PAGES * PAGE * DIM);
-    full[k % STAGES].wait((k / STAGES) & 1);
+  fj::pipeline<NSTAGES> pl;
+  for (int k = 0; k < slots && warp < WARPS; ++k, pl.advance()) {
+    const unsigned short* slot = slot_of(pl.stage());
+    full[pl.stage()].wait(pl.phase());
     const unsigned short* kw = slot + warp * WARP_TOKENS * DIM;
     const unsigned short* vw = kw + STAGE_PAGES * PAGE * DIM;
     const int tok0 = tok_base + k * SLOT_TOKENS;  // this warp's first token
@@ -231,17 +274,23 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32)
         }
       }
     }
-    // Refill the slot: block-collective (the block is uniform in k), and
+#if PRODUCER
+    empty[pl.stage()].arrive(fj::warp);  // this warp is done with the stage
+#else
+    // Refill the stage: block-collective (the block is uniform in k), and
     // the call's block barrier keeps it from overwriting what a warp reads.
-    if (k + STAGES < slots) fill(k + STAGES);
+    if (k + NSTAGES < slots) fill(k + NSTAGES);
+#endif
   }
 
-  // 4. Merge the warps: thread d < 128 owns dim d.
+  // 4. Merge the consumer warps: thread d < 128 owns dim d.
+  if (warp < WARPS) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) merge[warp][4 * lane + i] = acc[i];
-  if (lane == 0) {
-    merge[warp][DIM] = m;
-    merge[warp][DIM + 1] = l;
+    for (int i = 0; i < 4; ++i) merge[warp][4 * lane + i] = acc[i];
+    if (lane == 0) {
+      merge[warp][DIM] = m;
+      merge[warp][DIM + 1] = l;
+    }
   }
   __syncthreads();
   const int bh = b * heads + h;
