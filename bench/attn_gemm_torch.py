@@ -60,6 +60,20 @@ def time_ms(fn, launches=20, samples=7):
 _MODULES = {}
 
 
+def finish_or_die(what, limit_s=10.0):
+    """Waits for the GPU's queued work; exits the process if it hangs (a
+    barrier protocol bug would otherwise stall the whole run)."""
+    import time
+    done = torch.cuda.Event()
+    done.record()
+    t0 = time.time()
+    while not done.query():
+        if time.time() - t0 > limit_s:
+            print(f"HANG: {what} did not finish in {limit_s} s", flush=True)
+            os._exit(3)
+        time.sleep(0.001)
+
+
 def build(rt, source, impl, defines):
     """The module for (source, impl, defines), built once (prebuild() builds
     them all on a thread pool first: NVRTC runs outside the GIL)."""
@@ -176,7 +190,9 @@ def decode_configs(quick):
         for change in (dict(PRODUCER=0), dict(NSTAGES=3), dict(NSTAGES=6),
                        dict(CHUNK_PAGES=8), dict(CHUNK_PAGES=32),
                        dict(NSTAGES=3, STAGE_PAGES=4),
-                       dict(NSTAGES=6, STAGE_PAGES=4, WARPS=8)):
+                       dict(NSTAGES=6, STAGE_PAGES=4, WARPS=8),
+                       dict(NSTAGES=2, PRODUCER=0),
+                       dict(NSTAGES=2, STAGE_PAGES=4, PRODUCER=0)):
             configs.append({**base, **change})
     return configs
 
@@ -227,7 +243,7 @@ def run_decode(rt, quick, examples, results, only_case=None):
                 print(f"  {impl[0]:20s} {tag}: launch refused: {e}")
                 ok_all = False
                 continue
-            torch.cuda.synchronize()
+            finish_or_die(f"paged_decode {impl[0]} {tag}")
             if impl == IMPLS[0] and cfg == configs[0]:
                 print(f"  K/V tensor through TMA: {fleetjit.tensor_check(launch.tensor)}")
             err = (out.float() - ref).abs().max().item()
@@ -318,7 +334,7 @@ def run_gemm(rt, quick, examples, results):
                     print(f"  {impl[0]:20s} {tag}: launch refused: {e}")
                     ok_all = False
                     continue
-                torch.cuda.synchronize()
+                finish_or_die(f"gemm_mma {impl[0]} {tag}")
                 if impl == IMPLS[0] and cfg == configs[0]:
                     print(f"  A panel view through TMA: "
                           f"{fleetjit.tensor_check(launch.tensor)}")
@@ -358,10 +374,15 @@ def main():
     results = []
     ok = True
     with fleetjit.Runtime() as rt:
-        if args.only in (None, "decode"):
-            ok = run_decode(rt, args.quick, args.examples, results) and ok
-        if args.only in (None, "gemm"):
-            ok = run_gemm(rt, args.quick, args.examples, results) and ok
+        import traceback
+        for part, fn in (("decode", run_decode), ("gemm", run_gemm)):
+            if args.only not in (None, part):
+                continue
+            try:
+                ok = fn(rt, args.quick, args.examples, results) and ok
+            except Exception:  # report it, and still run the other part
+                traceback.print_exc()
+                ok = False
     print("\nkernel x impl (best configuration): fraction of the anchor "
           "(decode: D2D copy of the same bytes; GEMM: cuBLAS), ratio to torch")
     print(f"{'kernel':18s} {'impl':20s} {'of anchor':>9s} {'x torch':>8s} "
