@@ -28,8 +28,9 @@ import torch.nn.functional as F
 import fleetjit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-IMPLS = [("tma", None), ("cp_async", None), ("sync", None),
-         ("cp_async@compute_80", "compute_80")]
+ALL_IMPLS = [("tma", None), ("cp_async", None), ("sync", None),
+             ("cp_async@compute_80", "compute_80")]
+IMPLS = ALL_IMPLS
 
 
 PROFILE = False  # --profile: one launch per case (for ncu), no timing
@@ -117,21 +118,23 @@ def decode_data(gen):
     for b, n in enumerate(seq_pages):
         table[b, :n] = perm[off:off + n].to(torch.int32)
         off += n
-    k = torch.randn(num_pages, H, PAGE, D, generator=gen).half()
-    v = torch.randn(num_pages, H, PAGE, D, generator=gen).half()
+    g = torch.Generator(device="cuda").manual_seed(int(perm[0]))
+    k = torch.randn(num_pages, H, PAGE, D, generator=g, device="cuda").half()
+    v = torch.randn(num_pages, H, PAGE, D, generator=g, device="cuda").half()
     nan = float("nan")
-    k[perm[used:]] = nan
-    v[perm[used:]] = nan
+    unused = perm[used:].cuda()
+    k[unused] = nan
+    v[unused] = nan
     for b, n in enumerate(lens.tolist()):
         last = int(table[b, seq_pages[b] - 1])
         if n % PAGE:
             k[last, :, n % PAGE:] = nan
             v[last, :, n % PAGE:] = nan
-    q = torch.randn(B, H, D, generator=gen).half()
+    q = torch.randn(B, H, D, generator=g, device="cuda").half()
     dev = "cuda"
     return dict(lens=lens.to(dev, torch.int32), lens_list=lens.tolist(),
-                seq_pages=seq_pages, table=table.to(dev), k=k.to(dev),
-                v=v.to(dev), q=q.to(dev), max_pages=max_pages)
+                seq_pages=seq_pages, table=table.to(dev), k=k, v=v, q=q,
+                max_pages=max_pages)
 
 
 def decode_reference(d):
@@ -363,11 +366,16 @@ def main():
     ap.add_argument("--quick", action="store_true", help="one configuration each")
     ap.add_argument("--only", choices=["decode", "gemm"])
     ap.add_argument("--examples", default=os.path.join(HERE, "..", "examples"))
+    ap.add_argument("--impl", choices=[name for name, _ in ALL_IMPLS],
+                    help="only this implementation (one process each keeps "
+                         "a hang in one from losing the others)")
     ap.add_argument("--profile", action="store_true",
                     help="launch each case once, untimed (run under ncu)")
     args = ap.parse_args()
-    global PROFILE
+    global PROFILE, IMPLS
     PROFILE = args.profile
+    if args.impl:
+        IMPLS = [i for i in ALL_IMPLS if i[0] == args.impl]
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, {props.multi_processor_count} SMs, torch "
           f"{torch.__version__}, fleetjit {fleetjit.library_version()}")
