@@ -252,7 +252,7 @@ def run_decode(rt, quick, examples, results, only_case=None):
             err = (out.float() - ref).abs().max().item()
             ok = not math.isnan(err) and err < 2e-2
             ms = time_ms(launch)
-            info = kern.info()
+            info = kern.info
             line = (f"  {impl[0]:20s} {tag}: {ms * 1e3:7.1f} us  "
                     f"{copy_ms / ms:5.2f} of copy ({copy_half_ms / ms:4.2f} "
                     f"same-traffic)  {sdpa_ms / ms:5.2f}x torch  "
@@ -344,7 +344,7 @@ def run_gemm(rt, quick, examples, results):
                 err = (c.float() - ref).abs().max().item() / scale
                 ok = not math.isnan(err) and err < max(4 * cub_err, 2e-3)
                 ms = time_ms(launch, launches=10, samples=5)
-                info = kern.info()
+                info = kern.info
                 print(f"  {impl[0]:20s} {tag}: {ms:.3f} ms "
                       f"{2 * size ** 3 / ms / 1e9:4.0f} TFLOP/s  "
                       f"{cub_ms / ms:.2f} of cuBLAS  {info.num_regs} regs  "

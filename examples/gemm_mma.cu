@@ -5,7 +5,7 @@
 // warp issues the loads (fj::warp scope) on full/empty barrier pairs
 // (fj::pipeline) and the WM x WN MMA warps never meet at a block barrier;
 // PRODUCER=0 loads block-collectively between k steps. The same source runs under every copy
-// implementation (sync, cp_async, tma); mma.sync needs sm_80 or newer.
+// implementation (sync, cp_async, tma), on sm_75 and newer.
 //
 // Arguments: (a: FJ_TENSOR(unsigned short, 3), b: FJ_TENSOR(unsigned short, 3),
 //             c: unsigned short*, m, n, k)
@@ -64,13 +64,28 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
       : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
       : "r"(a));
 }
+// d += a b for one 16 x 8 x 16 block. sm_75 has no m16n8k16 for f16: there
+// it is two m16n8k8 (a[0..1] and b0 hold k 0-7, a[2..3] and b1 k 8-15).
 __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
                                           unsigned b0, unsigned b1) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b0));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
 }
 __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
   unsigned short l, h;

@@ -114,6 +114,13 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
                  unsigned short* __restrict__ out) {
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int heads = gridDim.y, max_chunks = gridDim.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // The chunk's page ids do not depend on the length: their load overlaps
+  // the length's (entries past the sequence are read, never used).
+  int my_page = 0;
+  if (tid < CHUNK_PAGES && c * CHUNK_PAGES + tid < max_pages) {
+    my_page = page_table[(long long)b * max_pages + c * CHUNK_PAGES + tid];
+  }
   const int len = seq_lens[b];
   const int seq_pages = (len + PAGE - 1) / PAGE;
   const int p0 = c * CHUNK_PAGES;
@@ -134,13 +141,8 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
   __shared__ int page_rows[CHUNK_PAGES];  // cache row of each page's head h
   __shared__ float merge[WARPS][PART];
   __shared__ int last;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   if (tid < CHUNK_PAGES) {
-    page_rows[tid] =
-        tid < pages
-            ? (page_table[(long long)b * max_pages + p0 + tid] * heads + h) *
-                  PAGE
-            : 0;
+    page_rows[tid] = tid < pages ? (my_page * heads + h) * PAGE : 0;
   }
   if (tid == 0) {
     for (int s = 0; s < NSTAGES; ++s) {
