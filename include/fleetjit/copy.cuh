@@ -175,6 +175,14 @@ struct tensor {
   }
   FJ_DEV unsigned box_bytes() const { return box_elems() * sizeof(T); }
   FJ_DEV bool has_tmap() const { return (p.flags & FJ_TP_HAS_TMAP) != 0; }
+  // The SMEM layout of its tiles: 0 none, 1 32B, 2 64B, 3 128B swizzle.
+  FJ_DEV int swizzle() const { return p.swizzle; }
+  // Whether tiles of this tensor are laid out as `S` (swz_none ... swz128)
+  // expects: check it once where a kernel relies on tile_ref<T, S>.
+  template <class S>
+  FJ_DEV bool swizzled_as() const {
+    return (unsigned)p.swizzle == S::mode;
+  }
 };
 static_assert(sizeof(tensor<float, 2>) == 320 &&
                   alignof(tensor<float, 2>) == 64,
@@ -195,9 +203,20 @@ FJ_DEV void barrier::init(unsigned count) { impl::barrier_init(*this, count); }
 FJ_DEV void barrier::arrive() { impl::arrive(*this); }
 FJ_DEV bool barrier::test(unsigned parity) { return impl::test(*this, parity); }
 FJ_DEV void barrier::wait(unsigned parity) { impl::wait(*this, parity); }
+FJ_DEV void barrier::arrive(warp_t) { impl::arrive_warp(*this); }
 FJ_DEV void barrier::arrive_and_wait(unsigned parity) {
   impl::arrive(*this);
   impl::wait(*this, parity);
+}
+
+// Orders this thread's earlier SMEM writes before copies that another
+// thread issues after a barrier (tma: fence.proxy.async; else nothing).
+// Threads that wrote a tile call it before handing the tile to a producer
+// warp's fj::store_tile(fj::warp, ...) (block-scope calls do it themselves).
+FJ_DEV void fence_smem() {
+#if FJ_COPY_IMPL == 2
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 }
 
 // ----------------------------------------------------------------- groups
@@ -209,6 +228,26 @@ FJ_DEV void wait_group() {
 template <int N>
 FJ_DEV void wait_group_read() {
   impl::wait_group_read<N>();
+}
+// The warp-scope forms: the groups of the calling warp's stores (and
+// in_group loads); wait_group syncs the warp, not the block.
+FJ_DEV void commit_group(block_t) { impl::commit_group(); }
+FJ_DEV void commit_group(warp_t w) { impl::commit_group(w); }
+template <int N>
+FJ_DEV void wait_group(block_t) {
+  impl::wait_group<N>();
+}
+template <int N>
+FJ_DEV void wait_group(warp_t w) {
+  impl::wait_group<N>(w);
+}
+template <int N>
+FJ_DEV void wait_group_read(block_t) {
+  impl::wait_group_read<N>();
+}
+template <int N>
+FJ_DEV void wait_group_read(warp_t w) {
+  impl::wait_group_read<N>(w);
 }
 
 // ------------------------------------------------------------ contiguous
@@ -231,6 +270,26 @@ FJ_DEV void load_multicast(void* smem_dst, const void* gmem_src, unsigned bytes,
 // Copies `bytes` bytes SMEM -> GMEM in the open group.
 FJ_DEV void store(void* gmem_dst, const void* smem_src, unsigned bytes,
                   bool pred = true) {
+  impl::store(gmem_dst, smem_src, bytes, pred);
+}
+// Warp scope (see the guide): one warp issues; the copy attaches to `bar`'s
+// current phase without arriving; the warp then calls bar.arrive(fj::warp).
+FJ_DEV void load(warp_t w, void* smem_dst, const void* gmem_src,
+                 unsigned bytes, barrier& bar, bool pred = true,
+                 pred_mode mode = pred_skip) {
+  impl::load(w, smem_dst, gmem_src, bytes, bar, pred, mode);
+}
+FJ_DEV void load(block_t, void* smem_dst, const void* gmem_src,
+                 unsigned bytes, barrier& bar, bool pred = true,
+                 pred_mode mode = pred_skip) {
+  impl::load(smem_dst, gmem_src, bytes, bar, pred, mode);
+}
+FJ_DEV void store(warp_t w, void* gmem_dst, const void* smem_src,
+                  unsigned bytes, bool pred = true) {
+  impl::store(w, gmem_dst, smem_src, bytes, pred);
+}
+FJ_DEV void store(block_t, void* gmem_dst, const void* smem_src,
+                  unsigned bytes, bool pred = true) {
   impl::store(gmem_dst, smem_src, bytes, pred);
 }
 
@@ -261,6 +320,87 @@ template <class T, int R>
 FJ_DEV void store_tile(const tensor<T, R>& t, coords c, const T* smem_src,
                        bool pred = true) {
   impl::store_tile<R>(t.p, c, smem_src, pred);
+}
+template <class T, int R>
+FJ_DEV void store_tile(block_t, const tensor<T, R>& t, coords c,
+                       const T* smem_src, bool pred = true) {
+  impl::store_tile<R>(t.p, c, smem_src, pred);
+}
+template <class T, int R>
+FJ_DEV void store_tile(warp_t w, const tensor<T, R>& t, coords c,
+                       const T* smem_src, bool pred = true) {
+  impl::store_tile<R>(w, t.p, c, smem_src, pred);
+}
+
+// Warp-scope tile load: attaches to `bar` (no arrival; see load above).
+template <class T, int R>
+FJ_DEV void load_tile(warp_t w, T* smem_dst, const tensor<T, R>& t, coords c,
+                      barrier& bar, bool pred = true,
+                      pred_mode mode = pred_skip) {
+  impl::load_tile<R>(w, smem_dst, t.p, c, bar, pred, mode);
+}
+template <class T, int R>
+FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
+                      barrier& bar, bool pred = true,
+                      pred_mode mode = pred_skip) {
+  impl::load_tile<R>(smem_dst, t.p, c, bar, pred, mode);
+}
+
+// ------------------------------------------------------- tile lists
+namespace detail {
+struct coord_list {
+  const coords* cs;
+  FJ_DEV coords operator()(int i) const { return cs[i]; }
+};
+struct coord_gather {
+  coords base;
+  int dim;
+  const int* idx;
+  FJ_DEV coords operator()(int i) const {
+    coords c = base;
+    const int v = idx[i];
+#pragma unroll
+    for (int d = 0; d < FJ_TP_MAX_RANK; ++d)
+      if (d == dim) c.v[d] = v;
+    return c;
+  }
+};
+}  // namespace detail
+
+// k tiles at the k coordinates cs[0..k-1]: tile i lands at smem_dst + i *
+// t.box_elems(), all completing on `bar` (one expect_tx under tma) or in
+// the open group. Scope: none/fj::block (block-collective) or fj::warp.
+template <class T, int R, class Done>
+FJ_DEV void load_tiles(T* smem_dst, const tensor<T, R>& t, const coords* cs,
+                       int k, Done& bar, bool pred = true,
+                       pred_mode mode = pred_skip) {
+  impl::load_tiles<R>(block, smem_dst, t.p, detail::coord_list{cs}, k, bar,
+                      pred, mode);
+}
+template <class Scope, class T, int R, class Done>
+FJ_DEV void load_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
+                       const coords* cs, int k, Done& bar, bool pred = true,
+                       pred_mode mode = pred_skip) {
+  impl::load_tiles<R>(sc, smem_dst, t.p, detail::coord_list{cs}, k, bar, pred,
+                      mode);
+}
+// A gather (a page table): tile i is the tile at `base` with coordinate
+// `dim` replaced by idx[i] (idx in GMEM or SMEM, read by the issuing
+// threads), landing at smem_dst + i * t.box_elems().
+template <class T, int R, class Done>
+FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R>& t, coords base,
+                         int dim, const int* idx, int k, Done& bar,
+                         bool pred = true, pred_mode mode = pred_skip) {
+  impl::load_tiles<R>(block, smem_dst, t.p, detail::coord_gather{base, dim, idx},
+                      k, bar, pred, mode);
+}
+template <class Scope, class T, int R, class Done>
+FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
+                         coords base, int dim, const int* idx, int k,
+                         Done& bar, bool pred = true,
+                         pred_mode mode = pred_skip) {
+  impl::load_tiles<R>(sc, smem_dst, t.p, detail::coord_gather{base, dim, idx},
+                      k, bar, pred, mode);
 }
 
 // --------------------------------------------------------------- prefetch

@@ -49,7 +49,7 @@ inline int __ffs(int x) { return __builtin_ffs(x); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 // Each replayed thread runs alone: its warp's active mask is itself.
 inline unsigned __activemask() { return 1u << (threadIdx.x % 32); }
-inline void __syncwarp(unsigned) {}
+inline void __syncwarp(unsigned = 0xffffffffu) {}
 inline unsigned __match_any_sync(unsigned mask, unsigned long long) {
   return mask;
 }

@@ -22,6 +22,14 @@
 
 namespace fj {
 
+// Scope tags: who calls a copy. fj::block (the default, no tag): every
+// thread of the block, starting with a block barrier. fj::warp: the 32
+// lanes of one warp, converged, with the same arguments; no block barrier.
+struct block_t {};
+struct warp_t {};
+constexpr block_t block{};
+constexpr warp_t warp{};
+
 // A barrier in shared memory (8 bytes, the size of an mbarrier). Declare it
 // `__shared__`; see <fleetjit/copy.cuh> for the contract. The methods are
 // defined by the implementation the build selected.
@@ -30,6 +38,10 @@ struct __align__(8) barrier {
 
   FJ_DEV void init(unsigned count);
   FJ_DEV void arrive();
+  // One arrival for the calling warp (all 32 lanes call it, converged):
+  // made by lane 0 after the warp's earlier copies were issued and its
+  // SMEM writes released.
+  FJ_DEV void arrive(warp_t);
   FJ_DEV bool test(unsigned parity);
   FJ_DEV void wait(unsigned parity);
   FJ_DEV void arrive_and_wait(unsigned parity);
@@ -59,6 +71,59 @@ FJ_DEV coords at(int c0, int c1 = 0, int c2 = 0, int c3 = 0, int c4 = 0) {
   return c;
 }
 
+// Stage index and phase parity of a STAGES-deep ring of buffers, each with
+// its barriers: stage() in [0, STAGES), phase() in {0, 1}; advance() moves
+// to the next stage and flips the phase when it wraps to stage 0.
+template <int STAGES>
+struct pipeline {
+  static_assert(STAGES >= 1, "a pipeline has at least one stage");
+  unsigned stage_ = 0, phase_ = 0;
+  FJ_DEV unsigned stage() const { return stage_; }
+  FJ_DEV unsigned phase() const { return phase_; }
+  FJ_DEV void advance() {
+    if (++stage_ == (unsigned)STAGES) {
+      stage_ = 0;
+      phase_ ^= 1u;
+    }
+  }
+};
+
+// Swizzled SMEM layouts: the TMA patterns (CU_TENSOR_MAP_SWIZZLE_*). A
+// tile of a tensor passed with swizzle W has rows of W bytes (box[0] *
+// elem_bytes == W); byte `b` of the dense row-major tile lives at
+// swizzle<S>::offset(b) in SMEM under every implementation. The tile must
+// be aligned to the pattern's repeat (S::repeat bytes: 256, 512, 1024).
+struct swz_none {
+  static constexpr unsigned mode = 0, mask = 0, bytes = 0, repeat = 16;
+};
+struct swz32 {
+  static constexpr unsigned mode = 1, mask = 1, bytes = 32, repeat = 256;
+};
+struct swz64 {
+  static constexpr unsigned mode = 2, mask = 3, bytes = 64, repeat = 512;
+};
+struct swz128 {
+  static constexpr unsigned mode = 3, mask = 7, bytes = 128, repeat = 1024;
+};
+template <class S>
+struct swizzle {
+  // Logical byte offset in the tile -> physical byte offset.
+  static FJ_DEV constexpr unsigned offset(unsigned b) {
+    return b ^ (((b >> 7) & S::mask) << 4);
+  }
+};
+// A typed view of a (possibly swizzled) SMEM tile of `row_elems` per row.
+template <class T, class S = swz_none>
+struct tile_ref {
+  T* base;
+  unsigned row_elems;
+  FJ_DEV tile_ref(T* smem, unsigned row) : base(smem), row_elems(row) {}
+  FJ_DEV T& operator()(unsigned row, unsigned col) const {
+    const unsigned b = (row * row_elems + col) * (unsigned)sizeof(T);
+    return *(T*)((unsigned char*)base + swizzle<S>::offset(b));
+  }
+};
+
 namespace detail {
 
 typedef unsigned long long u64;
@@ -68,6 +133,30 @@ FJ_DEV unsigned thread_rank() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 FJ_DEV unsigned block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
+FJ_DEV unsigned lane_id() { return thread_rank() & 31u; }
+
+// The threads that share a copy's work: this thread's rank among them and
+// their number (the block, or one warp's 32 lanes).
+struct team {
+  unsigned rank, size;
+};
+FJ_DEV team block_team() { return team{thread_rank(), block_threads()}; }
+FJ_DEV team warp_team() { return team{lane_id(), 32u}; }
+FJ_DEV team team_of(block_t) { return block_team(); }
+FJ_DEV team team_of(warp_t) { return warp_team(); }
+
+// Entering a copy call: the block's barrier, or the warp's.
+FJ_DEV void enter_scope(block_t) { __syncthreads(); }
+FJ_DEV void enter_scope(warp_t) { __syncwarp(); }
+
+// The runtime swizzle of a tile (tensor_param::swizzle): the XOR mask of
+// the 16-byte chunk bits, 0 for none. swz() maps a tile byte offset.
+FJ_DEV unsigned swz_mask(const tensor_param& p) {
+  return (1u << (p.swizzle & 3u)) - 1u;
+}
+FJ_DEV unsigned swz(unsigned b, unsigned mask) {
+  return b ^ (((b >> 7) & mask) << 4);
+}
 FJ_DEV unsigned smem_u32(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
@@ -208,22 +297,25 @@ FJ_DEV unsigned widest(u64 bits) {
 // only false predicates under pred_zero reach it, and one copy instead of
 // one per call site (each a loop over put()'s five widths) keeps NVRTC
 // builds fast.
-__device__ __noinline__ inline void fill_block(void* dst, unsigned bytes, u64 pattern) {
+__device__ __noinline__ inline void fill_block(void* dst, unsigned bytes,
+                                               u64 pattern,
+                                               team tm = block_team()) {
   unsigned char* d = (unsigned char*)dst;
   const unsigned w = widest(addr(d) | bytes);
-  for (unsigned i = thread_rank() * w; i < bytes; i += block_threads() * w)
+  for (unsigned i = tm.rank * w; i < bytes; i += tm.size * w)
     put(d + i, pattern >> ((i & 7) * 8), w);
 }
 
 // Block-cooperative generic copy of `bytes` bytes (any alignment).
-FJ_DEV void move_block(void* dst, const void* src, unsigned bytes) {
+FJ_DEV void move_block(void* dst, const void* src, unsigned bytes,
+                       team tm = block_team()) {
   unsigned char* d = (unsigned char*)dst;
   const unsigned char* s = (const unsigned char*)src;
   const unsigned w = widest(addr(d) - addr(s));
   unsigned head = (unsigned)(-addr(d) & (w - 1));
   if (head > bytes) head = bytes;
   const unsigned body = (bytes - head) & ~(w - 1);
-  const unsigned t = thread_rank(), n = block_threads();
+  const unsigned t = tm.rank, n = tm.size;
   for (unsigned i = t; i < head; i += n) d[i] = s[i];
   for (unsigned i = head + t * w; i < head + body; i += n * w)
     move(d + i, s + i, w);
@@ -231,12 +323,13 @@ FJ_DEV void move_block(void* dst, const void* src, unsigned bytes) {
 }
 
 // Block-cooperative bytewise copy and fill, for the ends of a span.
-FJ_DEV void move_bytes(void* dst, const void* src, unsigned n) {
-  for (unsigned i = thread_rank(); i < n; i += block_threads())
+FJ_DEV void move_bytes(void* dst, const void* src, unsigned n,
+                       team tm = block_team()) {
+  for (unsigned i = tm.rank; i < n; i += tm.size)
     ((unsigned char*)dst)[i] = ((const unsigned char*)src)[i];
 }
-FJ_DEV void zero_bytes(void* dst, unsigned n) {
-  for (unsigned i = thread_rank(); i < n; i += block_threads())
+FJ_DEV void zero_bytes(void* dst, unsigned n, team tm = block_team()) {
+  for (unsigned i = tm.rank; i < n; i += tm.size)
     ((unsigned char*)dst)[i] = 0;
 }
 
@@ -274,8 +367,9 @@ FJ_DEV span_split split_span(const void* dst, const void* src, unsigned bytes) {
 // per tile costs nothing next to the walk.
 template <int R, class Op>
 __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
-                                       unsigned char* smem, bool check,
-                                       Op& op) {
+                                       unsigned char* smem, bool check, Op& op,
+                                       team tm) {
+  const unsigned m = swz_mask(p);
   const unsigned eb = (unsigned)p.elem_bytes;
   const unsigned box0 = (unsigned)p.box[0];
   const i64 s0 = p.stride[0];
@@ -295,7 +389,7 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
   for (int d = 1; d < R; ++d) rows *= (unsigned)p.box[d];
   const unsigned total = rows * cpr;
   const unsigned char* base = (const unsigned char*)p.data;
-  for (unsigned i = thread_rank(); i < total; i += block_threads()) {
+  for (unsigned i = tm.rank; i < total; i += tm.size) {
     const unsigned row = i / cpr;
     const unsigned ch = i - row * cpr;
     // Outer coordinates of this row, and whether they are in bounds.
@@ -314,7 +408,7 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
       goff += g * p.stride[d];
     }
     const i64 x0 = (i64)c.v[0] + (i64)ch * k;  // first element's coordinate
-    unsigned char* s = smem + ((u64)row * box0 + (u64)ch * k) * eb;
+    unsigned char* s = smem + swz(((unsigned)row * box0 + ch * k) * eb, m);
     const unsigned char* g = base + (goff + x0 * s0) * (i64)eb;
     if (!check) {
       op.full(s, g, w);
@@ -535,24 +629,39 @@ FJ_DEV void st_shared16(void* s, const uint4& v) {
 // Fast-path tile store (see tile_fast), its common case (plan_rows): a
 // batch of ld.shared, then the st.global. False when the box needs the
 // chunk cursor.
-template <int R>
-FJ_DEV bool store_rows(const tensor_param& p, const coords& c,
-                       const unsigned char* smem) {
-  const row_walk w = plan_rows<R>(p, c, thread_rank(), block_threads());
-  if (!w.ok) return false;
-  const unsigned char* s = smem + w.s;
-  unsigned char* g = (unsigned char*)p.data + w.g;
+// Under a swizzle (m != 0) each chunk's SMEM offset goes through swz().
+template <bool SW>
+FJ_DEV void store_rows_body(const row_walk& w, const unsigned char* smem,
+                            unsigned char* g, unsigned m) {
+  unsigned s = w.s;
   unsigned k = 0;
   for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = ld_shared16(s + j * w.sstep);
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      const unsigned o = s + j * w.sstep;
+      v[j] = ld_shared16(smem + (SW ? swz(o, m) : o));
+    }
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) st_global16(g + j * w.gstep, v[j]);
     s += FJ_FAST_UNROLL * w.sstep;
     g += FJ_FAST_UNROLL * w.gstep;
   }
-  for (; k < w.count; ++k, s += w.sstep, g += w.gstep) st_global16(g, ld_shared16(s));
+  for (; k < w.count; ++k, s += w.sstep, g += w.gstep)
+    st_global16(g, ld_shared16(smem + (SW ? swz(s, m) : s)));
+}
+template <int R>
+FJ_DEV bool store_rows(const tensor_param& p, const coords& c,
+                       const unsigned char* smem, team tm) {
+  const row_walk w = plan_rows<R>(p, c, tm.rank, tm.size);
+  if (!w.ok) return false;
+  unsigned char* g = (unsigned char*)p.data + w.g;
+  const unsigned m = swz_mask(p);
+  if (m != 0) {
+    store_rows_body<true>(w, smem, g, m);
+  } else {
+    store_rows_body<false>(w, smem, g, 0);
+  }
   return true;
 }
 
@@ -577,14 +686,15 @@ FJ_DEV bool load_fast(const tensor_param& p, const coords& c, const void* smem,
 // (`fast`, from load_fast), which the implementation moves itself.
 template <int R, class Op>
 FJ_DEV bool load_tile_unusual(void* dst, const tensor_param& p, const coords& c,
-                              bool pred, pred_mode mode, bool fast) {
+                              bool pred, pred_mode mode, bool fast, team tm) {
   if (!pred) {
-    if (mode == pred_zero) fill_block(dst, box_bytes(p, R), 0);
+    if (mode == pred_zero) fill_block(dst, box_bytes(p, R), 0, tm);
     return true;
   }
   if (fast) return false;
   Op op{oob_fill_pattern(p), (unsigned)p.elem_bytes};
-  walk_tile<R>(p, c, (unsigned char*)dst, p.oob != oob_promise_in_bounds, op);
+  walk_tile<R>(p, c, (unsigned char*)dst, p.oob != oob_promise_in_bounds, op,
+               tm);
   return true;
 }
 
@@ -610,22 +720,22 @@ struct store_op {
 template <int R>
 __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
                                              const unsigned char* smem,
-                                             bool fast) {
+                                             bool fast, team tm) {
   if (!fast) {
     store_op op{(unsigned)p.elem_bytes};
-    walk_tile<R>(p, c, (unsigned char*)smem, true, op);
+    walk_tile<R>(p, c, (unsigned char*)smem, true, op, tm);
     return;
   }
   unsigned char* base = (unsigned char*)p.data;
-  const unsigned n = block_threads(), total = fast_chunks<R>(p);
-  unsigned i = thread_rank();
+  const unsigned n = tm.size, total = fast_chunks<R>(p), m = swz_mask(p);
+  unsigned i = tm.rank;
   chunk_cursor<R> cur;
   cur.init(p, c, i, n);
   for (; i < total; i += FJ_FAST_UNROLL * n) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      if (i + j * n < total) v[j] = ld_shared16(smem + (u64)(i + j * n) * 16);
+      if (i + j * n < total) v[j] = ld_shared16(smem + swz((i + j * n) * 16, m));
     }
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
@@ -641,12 +751,13 @@ __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
 // frame per tile in local memory; see sync.cuh's load_tile_span).
 template <int R>
 FJ_DEV void store_tile_generic(const tensor_param& p, const coords& c,
-                               const void* smem, bool pred) {
+                               const void* smem, bool pred,
+                               team tm = block_team()) {
   if (!pred) return;
   const unsigned char* s = (const unsigned char*)smem;
   const bool fast = tile_fast<R>(p, c, smem, true);
-  if (fast && store_rows<R>(p, c, s)) return;
-  store_tile_slow<R>(p, c, s, fast);
+  if (fast && store_rows<R>(p, c, s, tm)) return;
+  store_tile_slow<R>(p, c, s, fast, tm);
 }
 
 // Per-line L2 prefetch of the in-bounds part of a tile (no tensor map).
@@ -715,6 +826,18 @@ FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
                        bool pred) {
   __syncthreads();
   detail::store_tile_generic<R>(p, c, src, pred);
+}
+// Warp scope: the warp's 32 lanes store the tile (no block barrier).
+template <int R>
+FJ_DEV void store_tile(warp_t, const tensor_param& p, const coords& c,
+                       const void* src, bool pred) {
+  __syncwarp();
+  detail::store_tile_generic<R>(p, c, src, pred, detail::warp_team());
+}
+FJ_DEV void store(warp_t, void* dst, const void* src, unsigned bytes,
+                  bool pred) {
+  __syncwarp();
+  if (pred) detail::move_block(dst, src, bytes, detail::warp_team());
 }
 FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
   detail::prefetch_span_lines(src, bytes);

@@ -37,6 +37,12 @@ FJ_DEV void arrive(barrier& b) {
       "mbarrier.arrive.shared.b64 st, [%0];\n\t}" ::"r"(detail::smem_u32(&b))
       : "memory");
 }
+// One arrival for a warp, by lane 0 once every lane got here (the lanes'
+// copies are attached already; mbarrier.arrive releases at CTA scope).
+FJ_DEV void arrive_warp(barrier& b) {
+  __syncwarp();
+  if (detail::lane_id() == 0) arrive(b);
+}
 FJ_DEV bool test(barrier& b, unsigned parity) {
   unsigned done;
   asm volatile(
@@ -92,6 +98,16 @@ template <int N>
 FJ_DEV void wait_group_read() {
   wait_group<N>();
 }
+FJ_DEV void commit_group(warp_t) { commit_group(); }
+template <int N>
+FJ_DEV void wait_group(warp_t) {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  __syncwarp();
+}
+template <int N>
+FJ_DEV void wait_group_read(warp_t w) {
+  wait_group<N>(w);
+}
 
 // One cp.async of `w` bytes (4, 8 or 16): the first `src_bytes` come from
 // GMEM, the rest of the chunk is zero-filled (src_bytes = 0 reads nothing).
@@ -121,29 +137,30 @@ FJ_DEV void cp_async(void* s, const void* g, unsigned w, unsigned src_bytes) {
 // ------------------------------------------------------------ contiguous
 // Issues this thread's share of a span copy (no block barrier, no attach).
 FJ_DEV void issue_span(void* dst, const void* src, unsigned bytes, bool pred,
-                       pred_mode mode) {
+                       pred_mode mode,
+                       detail::team tm = detail::block_team()) {
   if (!pred && mode == pred_skip) return;
   const detail::span_split sp = detail::split_span(dst, src, bytes);
   unsigned char* d = (unsigned char*)dst;
   const unsigned char* s = (const unsigned char*)src;
   if (sp.w < 4) {  // no common 4-byte alignment: cp.async cannot help
     if (pred) {
-      detail::move_block(d, s, bytes);
+      detail::move_block(d, s, bytes, tm);
     } else {
-      detail::zero_bytes(d, bytes);
+      detail::zero_bytes(d, bytes, tm);
     }
     return;
   }
-  const unsigned t = detail::thread_rank(), n = detail::block_threads();
+  const unsigned t = tm.rank, n = tm.size;
   for (unsigned i = sp.head + t * sp.w; i < sp.head + sp.body; i += n * sp.w)
     cp_async(d + i, s + i, sp.w, pred ? sp.w : 0);
   const unsigned tail = sp.head + sp.body;
   if (pred) {
-    detail::move_bytes(d, s, sp.head);
-    detail::move_bytes(d + tail, s + tail, sp.tail);
+    detail::move_bytes(d, s, sp.head, tm);
+    detail::move_bytes(d + tail, s + tail, sp.tail, tm);
   } else {
-    detail::zero_bytes(d, sp.head);
-    detail::zero_bytes(d + tail, sp.tail);
+    detail::zero_bytes(d, sp.head, tm);
+    detail::zero_bytes(d + tail, sp.tail, tm);
   }
 }
 template <class Done>
@@ -158,6 +175,13 @@ FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
                            Done& done, unsigned short, bool pred,
                            pred_mode mode) {
   load(dst, src, bytes, done, pred, mode);
+}
+// Warp scope: the lanes split the span; each attaches its cp.asyncs.
+FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes,
+                 barrier& b, bool pred, pred_mode mode) {
+  __syncwarp();
+  issue_span(dst, src, bytes, pred, mode, detail::warp_team());
+  attach(b);
 }
 // cp.async has no SMEM->GMEM direction: threads store directly.
 FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
@@ -193,22 +217,36 @@ struct load_op {
 // Fast-path tile load (see detail::tile_fast), its common case
 // (detail::plan_rows): one cp.async.cg of 16 bytes per chunk, each address
 // one add from the last. False when the box needs the chunk cursor.
-template <int R>
-FJ_DEV bool issue_rows(unsigned char* smem, const tensor_param& p,
-                       const coords& c) {
-  const detail::row_walk w =
-      detail::plan_rows<R>(p, c, detail::thread_rank(), detail::block_threads());
-  if (!w.ok) return false;
-  unsigned char* s = smem + w.s;
-  const unsigned char* g = (const unsigned char*)p.data + w.g;
+// Under a swizzle (SW) each chunk's SMEM offset goes through detail::swz.
+template <bool SW>
+FJ_DEV void issue_rows_body(const detail::row_walk& w, unsigned char* smem,
+                            const unsigned char* g, unsigned m) {
+  unsigned s = w.s;
   unsigned k = 0;
   for (; k + 4 <= w.count; k += 4) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) cp_async(s + j * w.sstep, g + j * w.gstep, 16, 16);
+    for (int j = 0; j < 4; ++j) {
+      const unsigned o = s + j * w.sstep;
+      cp_async(smem + (SW ? detail::swz(o, m) : o), g + j * w.gstep, 16, 16);
+    }
     s += 4 * w.sstep;
     g += 4 * w.gstep;
   }
-  for (; k < w.count; ++k, s += w.sstep, g += w.gstep) cp_async(s, g, 16, 16);
+  for (; k < w.count; ++k, s += w.sstep, g += w.gstep)
+    cp_async(smem + (SW ? detail::swz(s, m) : s), g, 16, 16);
+}
+template <int R>
+FJ_DEV bool issue_rows(unsigned char* smem, const tensor_param& p,
+                       const coords& c, detail::team tm) {
+  const detail::row_walk w = detail::plan_rows<R>(p, c, tm.rank, tm.size);
+  if (!w.ok) return false;
+  const unsigned char* g = (const unsigned char*)p.data + w.g;
+  const unsigned m = detail::swz_mask(p);
+  if (m != 0) {
+    issue_rows_body<true>(w, smem, g, m);
+  } else {
+    issue_rows_body<false>(w, smem, g, 0);
+  }
   return true;
 }
 
@@ -218,17 +256,20 @@ FJ_DEV bool issue_rows(unsigned char* smem, const tensor_param& p,
 template <int R>
 __device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
                                              coords c, bool pred,
-                                             pred_mode mode, bool fast) {
-  if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast)) return;
+                                             pred_mode mode, bool fast,
+                                             detail::team tm) {
+  if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
+    return;
   unsigned char* smem = (unsigned char*)dst;
   const unsigned char* base = (const unsigned char*)p.data;
-  const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
-  unsigned i = detail::thread_rank();
+  const unsigned n = tm.size, total = detail::fast_chunks<R>(p);
+  const unsigned m = detail::swz_mask(p);
+  unsigned i = tm.rank;
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
 #pragma unroll 4
   for (; i < total; i += n) {
-    cp_async(smem + (detail::u64)i * 16, base + cur.g, 16, 16);
+    cp_async(smem + detail::swz(i * 16, m), base + cur.g, 16, 16);
     cur.next();
   }
 }
@@ -236,10 +277,11 @@ __device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
 // frame per tile in local memory; see sync.cuh's load_tile_span).
 template <int R>
 FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
-                       bool pred, pred_mode mode) {
+                       bool pred, pred_mode mode,
+                       detail::team tm = detail::block_team()) {
   const bool fast = detail::load_fast<R>(p, c, dst, pred);
-  if (fast && issue_rows<R>((unsigned char*)dst, p, c)) return;
-  issue_tile_slow<R>(dst, p, c, pred, mode, fast);
+  if (fast && issue_rows<R>((unsigned char*)dst, p, c, tm)) return;
+  issue_tile_slow<R>(dst, p, c, pred, mode, fast, tm);
 }
 template <int R, class Done>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
@@ -254,7 +296,29 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
                                 bool pred, pred_mode mode) {
   load_tile<R>(dst, p, c, done, pred, mode);
 }
+// Warp scope: the lanes split the tile; each attaches its cp.asyncs to
+// `b` (net zero on the pending count: the producer still arrives).
+template <int R>
+FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p,
+                      const coords& c, barrier& b, bool pred, pred_mode mode) {
+  __syncwarp();
+  issue_tile<R>(dst, p, c, pred, mode, detail::warp_team());
+  attach(b);
+}
+// k tiles at cs(0..k-1), tile i at dst + i * box bytes, all on `done`.
+template <int R, class Scope, class Coords, class Done>
+FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
+                       const Coords& cs, int k, Done& done, bool pred,
+                       pred_mode mode) {
+  detail::enter_scope(sc);
+  const unsigned bb = detail::box_bytes(p, R);
+  for (int i = 0; i < k; ++i)
+    issue_tile<R>((unsigned char*)dst + (unsigned)i * bb, p, cs(i), pred, mode,
+                  detail::team_of(sc));
+  attach(done);
+}
 // Stores and prefetches: the software ones (common.cuh, soft_impl).
+using soft_impl::store;
 using soft_impl::store_tile;
 using soft_impl::prefetch_l2;
 using soft_impl::prefetch_tile;

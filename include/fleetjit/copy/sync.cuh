@@ -48,6 +48,22 @@ FJ_DEV void arrive(barrier& b) {
     old = atomicCAS(w, seen, next);
   } while (old != seen);
 }
+// One arrival for a warp: its lanes' writes are released to lane 0
+// (__syncwarp), which releases them with the arrival.
+FJ_DEV void arrive_warp(barrier& b) {
+  __syncwarp();
+  if (detail::lane_id() != 0) return;
+  __threadfence_block();
+  unsigned* w = &words(b)[0];
+  const unsigned limit = 2 * words(b)[1];
+  unsigned old = *(volatile unsigned*)w, seen;
+  do {
+    seen = old;
+    unsigned next = seen + 1;
+    if (next >= limit) next -= limit;
+    old = atomicCAS(w, seen, next);
+  } while (old != seen);
+}
 FJ_DEV bool test(barrier& b, unsigned parity) {
   const volatile unsigned* w = words(b);
   const unsigned current = w[0] >= w[1] ? 1u : 0u;
@@ -70,6 +86,15 @@ FJ_DEV void wait_group() {
 template <int N>
 FJ_DEV void wait_group_read() {
   __syncthreads();
+}
+FJ_DEV void commit_group(warp_t) {}
+template <int N>
+FJ_DEV void wait_group(warp_t) {
+  __syncwarp();
+}
+template <int N>
+FJ_DEV void wait_group_read(warp_t) {
+  __syncwarp();
 }
 
 // ------------------------------------------------------------ contiguous
@@ -100,6 +125,16 @@ FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
   __syncthreads();  // every thread's writes to src are in
   if (pred) detail::move_block(dst, src, bytes);
 }
+// Warp scope: the warp's lanes copy; the caller's barrier orders the rest.
+FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes,
+                 barrier&, bool pred, pred_mode mode) {
+  const detail::team tm = detail::warp_team();
+  if (pred) {
+    detail::move_block(dst, src, bytes, tm);
+  } else if (mode == pred_zero) {
+    detail::fill_block(dst, bytes, 0, tm);
+  }
+}
 
 // ------------------------------------------------------------------ tiles
 struct load_op {
@@ -118,22 +153,22 @@ struct load_op {
 // Fast-path tile load (see detail::tile_fast), its common case
 // (detail::plan_rows): a batch of independent 16-byte ld.global per
 // thread, then their st.shared, so FJ_FAST_UNROLL loads per thread are in
-// flight instead of one. False when the box needs the chunk cursor.
-template <int R>
-FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
-                      const coords& c) {
-  const detail::row_walk w =
-      detail::plan_rows<R>(p, c, detail::thread_rank(), detail::block_threads());
-  if (!w.ok) return false;
-  unsigned char* s = smem + w.s;
-  const unsigned char* g = (const unsigned char*)p.data + w.g;
+// flight instead of one. Under a swizzle (SW) each chunk's SMEM offset goes
+// through detail::swz. False when the box needs the chunk cursor.
+template <bool SW>
+FJ_DEV void load_rows_body(const detail::row_walk& w, unsigned char* smem,
+                           const unsigned char* g, unsigned m) {
+  unsigned s = w.s;
   unsigned k = 0;
   for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = detail::ld_global16(g + j * w.gstep);
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) detail::st_shared16(s + j * w.sstep, v[j]);
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      const unsigned o = s + j * w.sstep;
+      detail::st_shared16(smem + (SW ? detail::swz(o, m) : o), v[j]);
+    }
     s += FJ_FAST_UNROLL * w.sstep;
     g += FJ_FAST_UNROLL * w.gstep;
   }
@@ -143,8 +178,24 @@ FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
   for (int j = 0; j < FJ_FAST_UNROLL; ++j)
     if ((unsigned)j < rest) v[j] = detail::ld_global16(g + j * w.gstep);
 #pragma unroll
-  for (int j = 0; j < FJ_FAST_UNROLL; ++j)
-    if ((unsigned)j < rest) detail::st_shared16(s + j * w.sstep, v[j]);
+  for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+    const unsigned o = s + j * w.sstep;
+    if ((unsigned)j < rest)
+      detail::st_shared16(smem + (SW ? detail::swz(o, m) : o), v[j]);
+  }
+}
+template <int R>
+FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
+                      const coords& c, detail::team tm) {
+  const detail::row_walk w = detail::plan_rows<R>(p, c, tm.rank, tm.size);
+  if (!w.ok) return false;
+  const unsigned char* g = (const unsigned char*)p.data + w.g;
+  const unsigned m = detail::swz_mask(p);
+  if (m != 0) {
+    load_rows_body<true>(w, smem, g, m);
+  } else {
+    load_rows_body<false>(w, smem, g, 0);
+  }
   return true;
 }
 
@@ -155,12 +206,15 @@ FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
 template <int R>
 __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
                                             coords c, bool pred,
-                                            pred_mode mode, bool fast) {
-  if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast)) return;
+                                            pred_mode mode, bool fast,
+                                            detail::team tm) {
+  if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
+    return;
   unsigned char* smem = (unsigned char*)dst;
   const unsigned char* base = (const unsigned char*)p.data;
-  const unsigned n = detail::block_threads(), total = detail::fast_chunks<R>(p);
-  unsigned i = detail::thread_rank();
+  const unsigned n = tm.size, total = detail::fast_chunks<R>(p);
+  const unsigned m = detail::swz_mask(p);
+  unsigned i = tm.rank;
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
   for (; i < total; i += FJ_FAST_UNROLL * n) {
@@ -175,7 +229,7 @@ __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
       if (i + j * n < total)
-        detail::st_shared16(smem + (detail::u64)(i + j * n) * 16, v[j]);
+        detail::st_shared16(smem + detail::swz((i + j * n) * 16, m), v[j]);
     }
   }
 }
@@ -186,17 +240,40 @@ __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
 // under Nsight Compute) and a tenth of its bandwidth on the H200 (sync
 // 0.85x -> 0.93x of cuMemcpyDtoD, bench/copy_bench).
 template <int R>
+FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
+                       bool pred, pred_mode mode, detail::team tm) {
+  const bool fast = detail::load_fast<R>(p, c, dst, pred);
+  if (fast && load_rows<R>((unsigned char*)dst, p, c, tm)) return;
+  load_tile_slow<R>(dst, p, c, pred, mode, fast, tm);
+}
+template <int R>
 FJ_DEV void load_tile_span(void* dst, const tensor_param& p, const coords& c,
                            bool pred, pred_mode mode) {
   __syncthreads();
-  const bool fast = detail::load_fast<R>(p, c, dst, pred);
-  if (fast && load_rows<R>((unsigned char*)dst, p, c)) return;
-  load_tile_slow<R>(dst, p, c, pred, mode, fast);
+  issue_tile<R>(dst, p, c, pred, mode, detail::block_team());
 }
 template <int R, class Done>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c, Done&,
                       bool pred, pred_mode mode) {
   load_tile_span<R>(dst, p, c, pred, mode);
+}
+// Warp scope: the warp's lanes move the tile; no block barrier.
+template <int R>
+FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p,
+                      const coords& c, barrier&, bool pred, pred_mode mode) {
+  issue_tile<R>(dst, p, c, pred, mode, detail::warp_team());
+}
+// k tiles at cs(0..k-1), tile i at dst + i * box bytes (the block's or the
+// warp's threads); they complete with the call.
+template <int R, class Scope, class Coords, class Done>
+FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
+                       const Coords& cs, int k, Done&, bool pred,
+                       pred_mode mode) {
+  detail::enter_scope(sc);
+  const unsigned bb = detail::box_bytes(p, R);
+  for (int i = 0; i < k; ++i)
+    issue_tile<R>((unsigned char*)dst + (unsigned)i * bb, p, cs(i), pred, mode,
+                  detail::team_of(sc));
 }
 template <int R, class Done>
 FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
@@ -205,6 +282,7 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
   load_tile_span<R>(dst, p, c, pred, mode);
 }
 // Stores and prefetches: the software ones (common.cuh, soft_impl).
+using soft_impl::store;
 using soft_impl::store_tile;
 using soft_impl::prefetch_l2;
 using soft_impl::prefetch_tile;

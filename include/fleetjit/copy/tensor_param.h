@@ -20,6 +20,9 @@
 
 #define FJ_TP_MAX_RANK 5
 #define FJ_TP_HAS_TMAP 0x1u
+// The tensor map's box (hw_box) is smaller than the tile (box): the device
+// splits one tile copy into several tensor copies (see hw_box below).
+#define FJ_TP_SPLIT_BOX 0x2u
 
 namespace fj {
 
@@ -71,6 +74,17 @@ enum oob_mode : int {
   oob_nan = 2,
 };
 
+// How a tile is laid out in SMEM: the TMA swizzle modes. Values are ABI.
+// Under mode m (1..3) the 16-byte chunk bits [4, 4 + m) of a byte offset in
+// the tile are XORed with bits [7, 7 + m): rows of 16 << m bytes, a pattern
+// that repeats every 128 << m bytes.
+enum swizzle_mode : int {
+  swizzle_none = 0,
+  swizzle_32b = 1,
+  swizzle_64b = 2,
+  swizzle_128b = 3,
+};
+
 struct alignas(64) tensor_param {
   unsigned char tmap[128];           // CUtensorMap, valid if FJ_TP_HAS_TMAP
   void* data;                        // address of element (0, ..., 0)
@@ -82,7 +96,16 @@ struct alignas(64) tensor_param {
   int elem_bytes;                    // 1, 2, 4 or 8
   int oob;                           // oob_mode
   unsigned int flags;                // FJ_TP_* bits
-  int reserved[4];                   // zero; room to grow without a resize
+  // The box of the encoded tensor map, minus one, per dim (valid with
+  // FJ_TP_HAS_TMAP): a tile is box[] elements per dim; a TMA copy moves at
+  // most 256 per dim, so the host picks a hardware box that tiles the box in
+  // SMEM-contiguous pieces (hw_box == box in every inner dim but one, 1 in
+  // the dims above it) and sets FJ_TP_SPLIT_BOX when they differ.
+  unsigned char hw_box_m1[FJ_TP_MAX_RANK];
+  // The SMEM layout of a tile: fj::swizzle_mode (0 none, 1 32B, 2 64B,
+  // 3 128B), the TMA XOR pattern. Software paths write the same bytes.
+  unsigned char swizzle;
+  unsigned char reserved[10];  // zero; room to grow without a resize
 };
 
 }  // namespace fj

@@ -51,6 +51,7 @@ namespace cpa = cp_async_impl;
 // ---------------------------------------------------------------- barrier
 // The same mbarrier as cp_async (try_wait on sm_90+), plus expect_tx.
 using cpa::arrive;
+using cpa::arrive_warp;
 using cpa::barrier_init;
 using cpa::test;
 using cpa::wait;
@@ -74,6 +75,14 @@ FJ_DEV void enter() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
 }
+// A warp-scope call: the warp's own SMEM writes are ordered before its
+// copies (other warps' writes are ordered by the caller's barrier, after
+// they called fj::fence_async()).
+FJ_DEV void enter(warp_t) {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncwarp();
+}
+FJ_DEV void enter(block_t) { enter(); }
 
 // ----------------------------------------------------------------- groups
 // Loads in a group are cp.async (see the top); stores are bulk copies in
@@ -97,6 +106,27 @@ FJ_DEV void wait_group_read() {
   if (leader())
     asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
   __syncthreads();
+}
+// Warp scope: lane 0 issues the warp's bulk stores, so it commits and
+// waits on them; the others only have cp.async groups.
+FJ_DEV void commit_group(warp_t) {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+  if (detail::lane_id() == 0)
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+FJ_DEV void wait_group(warp_t) {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  if (detail::lane_id() == 0)
+    asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+  __syncwarp();
+}
+template <int N>
+FJ_DEV void wait_group_read(warp_t) {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+  if (detail::lane_id() == 0)
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+  __syncwarp();
 }
 
 // ------------------------------------------------------------ contiguous
@@ -185,6 +215,55 @@ FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
   load(dst, src, bytes, g, pred, mode);
 }
 
+// Warp scope: lane 0 issues the bulk body, the lanes move the ends.
+FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes,
+                 barrier& b, bool pred, pred_mode mode) {
+  enter(warp);
+  const detail::team tm = detail::warp_team();
+  const detail::span_split sp = detail::split_span(dst, src, bytes);
+  if (sp.w < 16 || sp.body == 0) {
+    cpa::issue_span(dst, src, bytes, pred, mode, tm);
+    cpa::attach(b);
+    return;
+  }
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, bytes, 0, tm);
+    return;
+  }
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  if (tm.rank == 0) {
+    expect_tx(b, sp.body);
+    bulk_load(d + sp.head, s + sp.head, sp.body, b);
+  }
+  const unsigned tail = sp.head + sp.body;
+  detail::move_bytes(d, s, sp.head, tm);
+  detail::move_bytes(d + tail, s + tail, sp.tail, tm);
+}
+FJ_DEV void store(warp_t, void* dst, const void* src, unsigned bytes,
+                  bool pred) {
+  enter(warp);
+  if (!pred) return;
+  const detail::team tm = detail::warp_team();
+  const detail::span_split sp = detail::split_span(dst, src, bytes);
+  if (sp.w < 16 || sp.body == 0) {
+    detail::move_block(dst, src, bytes, tm);
+    return;
+  }
+  unsigned char* d = (unsigned char*)dst;
+  const unsigned char* s = (const unsigned char*)src;
+  if (tm.rank == 0) {
+    asm volatile(
+        "cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(
+            d + sp.head),
+        "r"(detail::smem_u32(s + sp.head)), "r"(sp.body)
+        : "memory");
+  }
+  const unsigned tail = sp.head + sp.body;
+  detail::move_bytes(d, s, sp.head, tm);
+  detail::move_bytes(d + tail, s + tail, sp.tail, tm);
+}
+
 FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
   enter();
   if (!pred) return;
@@ -209,27 +288,53 @@ FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
 
 // ------------------------------------------------------------------ tiles
 // Whether this tile copy can go through the tensor map.
-// Emulation: a tile-mode tensor copy whose innermost start coordinate is
-// not 16-byte aligned (c0 * elem_bytes % 16 != 0) faults on the H200 with an
-// illegal instruction (measured, tests/gpu/tma_tile_test.cc), so such tiles
-// take the cp.async path instead.
+// Emulation (FJ_TMA_ANY_START=0, the default): a tile-mode tensor copy whose
+// innermost start coordinate is not 16-byte aligned (c0 * elem_bytes % 16
+// != 0) faulted on the H200 with an illegal instruction (measured in
+// November, tests/gpu/tma_tile_test.cc), so such tiles take the cp.async
+// path instead. The PTX ISA allows any signed start coordinate; build with
+// -DFJ_TMA_ANY_START=1 to send them through TMA (tma_tile_test's
+// "any_start" variants check that build on the GPU).
+#ifndef FJ_TMA_ANY_START
+#define FJ_TMA_ANY_START 0
+#endif
 FJ_DEV bool tmap_coords_ok(const tensor_param& p, const coords& c) {
+#if FJ_TMA_ANY_START
+  return true;
+#else
   return ((long long)c.v[0] * p.elem_bytes) % 16 == 0;
+#endif
 }
-// Emulation: tile stores through the tensor map faulted on the H200 for
-// tiles that leave the tensor (measured by the conformance matrix, e.g. a
-// bf16 rank-1 store at the ragged end), so only tiles wholly inside it use
-// TMA; edge tiles take the clipped thread store.
+// Emulation (FJ_TMA_EDGE_STORE=0, the default): tile stores through the
+// tensor map faulted on the H200 for tiles that leave the tensor (measured
+// by the conformance matrix, e.g. a bf16 rank-1 store at the ragged end),
+// so only tiles wholly inside it use TMA; edge tiles take the clipped
+// thread store. The PTX ISA clips tensor stores at the bounds;
+// -DFJ_TMA_EDGE_STORE=1 sends edge tiles through TMA.
+#ifndef FJ_TMA_EDGE_STORE
+#define FJ_TMA_EDGE_STORE 0
+#endif
 template <int R>
 FJ_DEV bool tile_inside(const tensor_param& p, const coords& c) {
+#if FJ_TMA_EDGE_STORE
+  return true;
+#else
   for (int d = 0; d < R; ++d) {
     if (c.v[d] < 0 || (long long)c.v[d] + p.box[d] > p.shape[d]) return false;
   }
   return true;
+#endif
+}
+// SMEM alignment a tensor copy needs: 128 bytes, or the swizzle pattern's
+// repeat (256/512/1024 bytes) so that the pattern matches the software one.
+FJ_DEV unsigned tmap_smem_align(const tensor_param& p) {
+  const unsigned m = p.swizzle & 3u;
+  return m == 0 ? 128u : (128u << m);
 }
 FJ_DEV bool use_tmap(const tensor_param& p, const void* smem,
                      const coords& c) {
-  return (p.flags & FJ_TP_HAS_TMAP) != 0 && (detail::addr(smem) & 127) == 0 &&
+  return (p.flags & FJ_TP_HAS_TMAP) != 0 &&
+         (detail::addr(smem) & (tmap_smem_align(p) - 1)) == 0 &&
          tmap_coords_ok(p, c) &&
          !(p.oob == oob_nan &&
            (p.dtype == dtype_f8e4m3 || p.dtype == dtype_f8e5m2));
@@ -358,43 +463,97 @@ FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 #undef FJ_TP
 }
 
+// A box larger than the tensor map's (FJ_TP_SPLIT_BOX): piece i of the
+// tile, its start coordinates and SMEM byte offset. The host chose hw_box
+// so that the pieces tile the box exactly and each is contiguous in SMEM.
+template <int R>
+FJ_DEV unsigned tile_pieces(const tensor_param& p) {
+  if ((p.flags & FJ_TP_SPLIT_BOX) == 0) return 1;
+  unsigned n = 1;
+#pragma unroll
+  for (int d = 0; d < R; ++d)
+    n *= (unsigned)p.box[d] / ((unsigned)p.hw_box_m1[d] + 1);
+  return n;
+}
+template <int R>
+FJ_DEV unsigned piece_at(const tensor_param& p, coords& q, unsigned i) {
+  unsigned off = 0, inner = (unsigned)p.elem_bytes;
+#pragma unroll
+  for (int d = 0; d < R; ++d) {
+    const unsigned h = (unsigned)p.hw_box_m1[d] + 1;
+    const unsigned n = (unsigned)p.box[d] / h;
+    const unsigned k = i % n;
+    i /= n;
+    q.v[d] += (int)(k * h);
+    off += k * h * inner;
+    inner *= (unsigned)p.box[d];
+  }
+  return off;
+}
+// Issues the pieces i = first, first + step, ... of the tile at `c` into
+// SMEM address `s`, completing on barrier address `bb` (multicast to
+// `mask` when it is not 0).
+template <int R>
+FJ_DEV void issue_pieces(unsigned s, const tensor_param& p, const coords& c,
+                         unsigned bb, unsigned short mask, unsigned first,
+                         unsigned step) {
+  if ((p.flags & FJ_TP_SPLIT_BOX) == 0) {
+    if (first != 0) return;
+    if (mask == 0) {
+      tensor_load<R>(s, p.tmap, c, bb);
+    } else {
+      tensor_load_multicast<R>(s, p.tmap, c, bb, mask);
+    }
+    return;
+  }
+  const unsigned n = tile_pieces<R>(p);
+  for (unsigned i = first; i < n; i += step) {
+    coords q = c;
+    const unsigned off = piece_at<R>(p, q, i);
+    if (mask == 0) {
+      tensor_load<R>(s + off, p.tmap, q, bb);
+    } else {
+      tensor_load_multicast<R>(s + off, p.tmap, q, bb, mask);
+    }
+  }
+}
+
 // Tile load on a barrier; `mask` != 0 multicasts (see multicast_peers).
-// The predicate gates the issue and the expect_tx together, so a false
+// The caller entered the call (block: enter(); warp: enter(warp)). The
+// predicate gates the issue and the expect_tx together, so a false
 // predicate leaves the phase to the arrivals alone and nothing hangs.
+// One expect_tx covers the whole box; the pieces of a split box are issued
+// by the first warp's lanes (tm: the block, or the calling warp).
 // Not inlined: a kernel that loads tiles in several places (a pipeline's
 // prologue and steady state) then compiles the TMA path and its software
 // fallback once, not once per call site. (Inlining it changed nothing on
 // the H200, 0.957x of D2D both ways; the software paths inline theirs.)
 template <int R>
 __device__ __noinline__ void load_tile_bar(void* dst, const tensor_param& p,
-                                           coords c,
-                          barrier& b, unsigned short mask, bool pred,
-                          pred_mode mode) {
-  enter();
+                                           coords c, barrier& b,
+                                           unsigned short mask, bool pred,
+                                           pred_mode mode, detail::team tm) {
   if (!use_tmap(p, dst, c)) {
-    cpa::issue_tile<R>(dst, p, c, pred, mode);
+    cpa::issue_tile<R>(dst, p, c, pred, mode, tm);
     cpa::attach(b);
     return;
   }
   if (!pred) {
-    if (mode == pred_zero) detail::fill_block(dst, detail::box_bytes(p, R), 0);
+    if (mode == pred_zero)
+      detail::fill_block(dst, detail::box_bytes(p, R), 0, tm);
     return;
   }
-  if (leader()) {
-    // The full box is counted, in-bounds or not: TMA writes all of it.
-    expect_tx(b, detail::box_bytes(p, R));
-    const unsigned s = detail::smem_u32(dst), bb = detail::smem_u32(&b);
-    if (mask == 0) {
-      tensor_load<R>(s, p.tmap, c, bb);
-    } else if (is_multicast_issuer(mask)) {
-      tensor_load_multicast<R>(s, p.tmap, c, bb, mask);
-    }
-  }
+  // The full box is counted, in-bounds or not: TMA writes all of it.
+  if (tm.rank == 0) expect_tx(b, detail::box_bytes(p, R));
+  if (tm.rank >= 32 || (mask != 0 && !is_multicast_issuer(mask))) return;
+  issue_pieces<R>(detail::smem_u32(dst), p, c, detail::smem_u32(&b), mask,
+                  tm.rank, tm.size < 32 ? tm.size : 32);
 }
 template <int R>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
                       barrier& b, bool pred, pred_mode mode) {
-  load_tile_bar<R>(dst, p, c, b, 0, pred, mode);
+  enter();
+  load_tile_bar<R>(dst, p, c, b, 0, pred, mode, detail::block_team());
 }
 template <int R>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
@@ -402,12 +561,21 @@ FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
   enter();
   cpa::issue_tile<R>(dst, p, c, pred, mode);
 }
+// Warp scope: lane 0 expects the bytes, the lanes issue the pieces.
+template <int R>
+FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p,
+                      const coords& c, barrier& b, bool pred, pred_mode mode) {
+  enter(warp);
+  load_tile_bar<R>(dst, p, c, b, 0, pred, mode, detail::warp_team());
+}
 template <int R>
 FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
                                 const coords& c, barrier& b,
                                 unsigned short mask, bool pred,
                                 pred_mode mode) {
-  load_tile_bar<R>(dst, p, c, b, multicast_peers(mask), pred, mode);
+  enter();
+  load_tile_bar<R>(dst, p, c, b, multicast_peers(mask), pred, mode,
+                   detail::block_team());
 }
 template <int R>
 FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
@@ -416,17 +584,102 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
   load_tile<R>(dst, p, c, g, pred, mode);
 }
 
-// Tile store: the tensor map clips at the tensor's bounds in hardware.
+// k tiles at cs(0..k-1) on one barrier, tile i at dst + i * box bytes: one
+// expect_tx for the tiles TMA takes, their pieces spread over the first
+// warp's lanes; a tile TMA cannot take goes through cp.async (attached).
+template <int R, class Coords>
+__device__ __noinline__ void load_tiles_bar(unsigned char* dst,
+                                            const tensor_param& p,
+                                            const Coords& cs, int k,
+                                            barrier& b, bool pred,
+                                            pred_mode mode, detail::team tm) {
+  const unsigned bb = detail::box_bytes(p, R);
+  if (!pred) {
+    if (mode == pred_zero) detail::fill_block(dst, bb * (unsigned)k, 0, tm);
+    return;
+  }
+  unsigned ok = 0;
+  for (int i = 0; i < k; ++i) ok += use_tmap(p, dst + i * bb, cs(i)) ? 1 : 0;
+  if (tm.rank == 0 && ok != 0) expect_tx(b, ok * bb);
+  const unsigned lanes = tm.size < 32 ? tm.size : 32;
+  const unsigned sb = detail::smem_u32(&b), s0 = detail::smem_u32(dst);
+  bool soft = false;
+  for (int i = 0; i < k; ++i) {
+    const coords c = cs(i);
+    if (use_tmap(p, dst + i * bb, c)) {
+      if (tm.rank < 32) {  // piece j of tile i: lane (i + j) % lanes
+        const unsigned first = (tm.rank + lanes - (unsigned)i % lanes) % lanes;
+        issue_pieces<R>(s0 + i * bb, p, c, sb, 0, first, lanes);
+      }
+    } else {
+      cpa::issue_tile<R>(dst + i * bb, p, c, true, mode, tm);
+      soft = true;
+    }
+  }
+  if (soft) cpa::attach(b);
+}
+template <int R, class Scope, class Coords>
+FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
+                       const Coords& cs, int k, barrier& b, bool pred,
+                       pred_mode mode) {
+  enter(sc);
+  load_tiles_bar<R, Coords>((unsigned char*)dst, p, cs, k, b, pred, mode,
+                            detail::team_of(sc));
+}
+template <int R, class Scope, class Coords>
+FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
+                       const Coords& cs, int k, in_group_t, bool pred,
+                       pred_mode mode) {
+  enter(sc);
+  const unsigned bb = detail::box_bytes(p, R);
+  for (int i = 0; i < k; ++i)
+    cpa::issue_tile<R>((unsigned char*)dst + i * bb, p, cs(i), pred, mode,
+                       detail::team_of(sc));
+}
+
+// Tile store: the tensor map clips at the tensor's bounds in hardware; a
+// split box is one tensor store per piece, all by one thread (`issuer`).
+template <int R>
+FJ_DEV bool store_tmap_ok(const tensor_param& p, const coords& c,
+                          const void* src) {
+  return (p.flags & FJ_TP_HAS_TMAP) != 0 &&
+         (detail::addr(src) & (tmap_smem_align(p) - 1)) == 0 &&
+         tmap_coords_ok(p, c) && tile_inside<R>(p, c);
+}
+template <int R>
+FJ_DEV void store_pieces(const tensor_param& p, const coords& c,
+                         const void* src) {
+  const unsigned s = detail::smem_u32(src);
+  if ((p.flags & FJ_TP_SPLIT_BOX) == 0) {
+    tensor_store<R>(p.tmap, c, s);
+    return;
+  }
+  const unsigned n = tile_pieces<R>(p);
+  for (unsigned i = 0; i < n; ++i) {
+    coords q = c;
+    const unsigned off = piece_at<R>(p, q, i);
+    tensor_store<R>(p.tmap, q, s + off);
+  }
+}
 template <int R>
 FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
                        bool pred) {
   enter();
-  if ((p.flags & FJ_TP_HAS_TMAP) == 0 || (detail::addr(src) & 127) != 0 ||
-      !tmap_coords_ok(p, c) || !tile_inside<R>(p, c)) {
+  if (!store_tmap_ok<R>(p, c, src)) {
     detail::store_tile_generic<R>(p, c, src, pred);
     return;
   }
-  if (pred && leader()) tensor_store<R>(p.tmap, c, detail::smem_u32(src));
+  if (pred && leader()) store_pieces<R>(p, c, src);
+}
+template <int R>
+FJ_DEV void store_tile(warp_t, const tensor_param& p, const coords& c,
+                       const void* src, bool pred) {
+  enter(warp);
+  if (!store_tmap_ok<R>(p, c, src)) {
+    detail::store_tile_generic<R>(p, c, src, pred, detail::warp_team());
+    return;
+  }
+  if (pred && detail::lane_id() == 0) store_pieces<R>(p, c, src);
 }
 
 // --------------------------------------------------------------- prefetch
