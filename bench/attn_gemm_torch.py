@@ -275,11 +275,16 @@ def gemm_launcher(rt, src, impl, cfg, a, b, c):
     m, kdim = a.shape
     n = b.shape[0]
     bm, bn, bk = cfg["BM"], cfg["BN"], cfg["BK"]
-    # Panel views (K / 8, rows, 8): see examples/gemm_mma.cu.
-    av = a.view(m, kdim // 8, 8).permute(1, 0, 2)
-    bv = b.view(n, kdim // 8, 8).permute(1, 0, 2)
-    at = fleetjit.Tensor(av, box=(bk // 8, bm, 8))
-    bt = fleetjit.Tensor(bv, box=(bk // 8, bn, 8))
+    if cfg.get("SWIZZLE"):  # 2-D tiles in the 128-byte swizzle, BK = 64
+        bk = 64
+        at = fleetjit.Tensor(a, box=(bm, bk), swizzle=128)
+        bt = fleetjit.Tensor(b, box=(bn, bk), swizzle=128)
+    else:
+        # Panel views (K / 8, rows, 8): see examples/gemm_mma.cu.
+        av = a.view(m, kdim // 8, 8).permute(1, 0, 2)
+        bv = b.view(n, kdim // 8, 8).permute(1, 0, 2)
+        at = fleetjit.Tensor(av, box=(bk // 8, bm, 8))
+        bt = fleetjit.Tensor(bv, box=(bk // 8, bn, 8))
     smem = cfg["NSTAGES"] * (bm + bn) * bk * 2 + 128
     threads = 32 * (cfg["WM"] * cfg["WN"] + cfg["PRODUCER"])
     stream = torch.cuda.current_stream()
@@ -301,6 +306,10 @@ def run_gemm(rt, quick, examples, results):
                        dict(BN=256, NSTAGES=3), dict(BN=256, NSTAGES=3, PRODUCER=0),
                        dict(BM=256, NSTAGES=3, WM=4, WN=2)):
             configs.append({**base, **change})
+        import inspect
+        if "swizzle" in inspect.signature(fleetjit.Tensor.__init__).parameters:
+            for st in (3, 4):  # the layer's 128-byte swizzle (BK = 64)
+                configs.append({**base, "SWIZZLE": 128, "BK": 64, "NSTAGES": st})
     prebuild(rt, [(src, impl, cfg) for impl in IMPLS for cfg in configs])
     ok_all = True
     for size in ((4096,) if PROFILE else (4096, 8192)):
@@ -323,7 +332,8 @@ def run_gemm(rt, quick, examples, results):
             for cfg in configs:
                 tag = (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} S{cfg['NSTAGES']} "
                        f"{cfg['WM']}x{cfg['WN']} warps "
-                       f"{'producer' if cfg['PRODUCER'] else 'block'}")
+                       f"{'producer' if cfg['PRODUCER'] else 'block'}"
+                       f"{' swz128' if cfg.get('SWIZZLE') else ' panels'}")
                 try:
                     launch, kern, smem = gemm_launcher(rt, src, impl, cfg, a, b, c)
                 except fleetjit.FleetjitError as e:

@@ -473,6 +473,8 @@ const std::vector<KernelCase>& Cases() {
       RowCase(RowProblem::kSoftmax, 8192, 4096),
       TransposeCase(5000, 4100, "aligned"),
       TransposeCase(4097, 3001, "ragged"),
+      PagedDecodeCase(),
+      GemmMmaCase(4096),
   };
   return cases;
 }

@@ -79,6 +79,10 @@ struct KernelCase {
       make;
 };
 const std::vector<KernelCase>& Cases();
+// The entries of examples/paged_decode.cu and examples/gemm_mma.cu
+// (bench/reference_kernels_attn.cc).
+KernelCase PagedDecodeCase();
+KernelCase GemmMmaCase(int n);
 
 // The example's source text (the copy bundled into the binary).
 absl::StatusOr<std::string> Source(const KernelCase& c);

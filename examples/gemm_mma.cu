@@ -4,8 +4,8 @@
 // NSTAGES-deep ring of barriers). With PRODUCER=1 (the default) one extra
 // warp issues the loads (fj::warp scope) on full/empty barrier pairs
 // (fj::pipeline) and the WM x WN MMA warps never meet at a block barrier;
-// PRODUCER=0 loads block-collectively between k steps. The same source runs under every copy
-// implementation (sync, cp_async, tma), on sm_75 and newer.
+// PRODUCER=0 loads block-collectively between k steps. The same source runs
+// under every copy implementation (sync, cp_async, tma), on sm_75 and newer.
 //
 // Arguments: (a: FJ_TENSOR(unsigned short, 3), b: FJ_TENSOR(unsigned short, 3),
 //             c: unsigned short*, m, n, k)
@@ -17,6 +17,12 @@
 //     [BK / 8][rows][8]: the 8 rows that one ldmatrix 8x8 matrix reads are
 //     128 contiguous bytes, so ldmatrix is free of bank conflicts without a
 //     swizzle or padding.
+//     With -DSWIZZLE=128 the operands are plain 2-D tensors instead, A [M][K]
+//     and B [N][K] with box (BM, 64) / (BN, 64) and swizzle 128
+//     (fleetjit.Tensor(x, box=..., swizzle=128)), BK = 64: a tile lands as
+//     rows of 128 bytes in the TMA 128-byte XOR pattern (the same bytes
+//     under cp_async and sync), read through fj::swizzle<fj::swz128>; TMA
+//     then moves 128-byte rows rather than 16-byte ones.
 //   - c: f16 [M][N] row-major. M % BM == 0, N % BN == 0, K % BK == 0.
 //   - Launch: grid = (N / BN, M / BM), block = 32 * (WM * WN + PRODUCER)
 //     threads,
@@ -41,6 +47,18 @@
 #endif
 #ifndef WN  // warps along N
 #define WN 4
+#endif
+#ifndef SWIZZLE  // 0: panel views; 128: 2-D tiles in the 128-byte swizzle
+#define SWIZZLE 0
+#endif
+#if SWIZZLE == 128
+#undef BK
+#define BK 64  // one 128-byte swizzle row of f16
+#define OPERAND_RANK 2
+#elif SWIZZLE == 0
+#define OPERAND_RANK 3
+#else
+#error "gemm_mma: SWIZZLE must be 0 or 128"
 #endif
 #ifndef PRODUCER  // 1: one more warp issues the tile loads (fj::warp)
 #define PRODUCER 1
@@ -94,10 +112,25 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
   return (unsigned)l | ((unsigned)h << 16);
 }
 
+// The element offset in an operand tile of the 8 halves (16 bytes) at
+// `row`, K group `kc` (K = 8 kc .. 8 kc + 7). Panels: [BK / 8][rows][8],
+// the 8 rows of one ldmatrix matrix contiguous. Swizzled: rows of 128
+// bytes with chunk kc of row r at chunk kc ^ (r % 8), so the 8 rows of a
+// matrix land in 8 different bank groups.
+__device__ __forceinline__ unsigned operand_offset(int row, int kc, int rows) {
+#if SWIZZLE
+  (void)rows;
+  return fj::swizzle<fj::swz128>::offset((unsigned)(row * 128 + kc * 16)) / 2;
+#else
+  return (unsigned)((kc * rows + row) * 8);
+#endif
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
-    gemm_mma(FJ_TENSOR(unsigned short, 3) a, FJ_TENSOR(unsigned short, 3) b,
+    gemm_mma(FJ_TENSOR(unsigned short, OPERAND_RANK) a,
+             FJ_TENSOR(unsigned short, OPERAND_RANK) b,
              unsigned short* __restrict__ c, int m, int n, int k) {
   // 1. NSTAGES slots of one A tile [BK/8][BM][8] and one B tile
   //    [BK/8][BN][8], a barrier per slot.
@@ -119,8 +152,20 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
     }
   }
   __syncthreads();
+#if SWIZZLE
+  // Tiles laid out otherwise would be read wrong: fail loudly instead.
+  if (!a.swizzled_as<fj::swz128>() || !b.swizzled_as<fj::swz128>()) __trap();
+#endif
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int ktiles = k / BK;
+  // Where k step kt of the rows from r0 starts, innermost first.
+  auto tile_at = [](int r0, int kt) {
+#if SWIZZLE
+    return fj::at(kt * BK, r0);
+#else
+    return fj::at(0, r0, kt * (BK / 8));  // (in the group of 8, row, group)
+#endif
+  };
   auto slot_a = [&](int s) { return ring + s * (BM + BN) * BK; };
   auto slot_b = [&](int s) { return ring + s * (BM + BN) * BK + BM * BK; };
   // Tile coordinates, innermost first: element in the group of 8, row,
@@ -131,10 +176,8 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
     for (int kt = 0; kt < ktiles; ++kt, pl.advance()) {
       const int s = pl.stage();
       empty[s].wait(pl.phase() ^ 1);  // the MMA warps are done with it
-      fj::load_tile(fj::warp, slot_a(s), a, fj::at(0, m0, kt * (BK / 8)),
-                    full[s]);
-      fj::load_tile(fj::warp, slot_b(s), b, fj::at(0, n0, kt * (BK / 8)),
-                    full[s]);
+      fj::load_tile(fj::warp, slot_a(s), a, tile_at(m0, kt), full[s]);
+      fj::load_tile(fj::warp, slot_b(s), b, tile_at(n0, kt), full[s]);
       full[s].arrive(fj::warp);
     }
     return;  // no block barrier follows
@@ -142,8 +185,8 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
 #else
   auto fill = [&](int kt) {
     const int s = kt % NSTAGES;
-    fj::load_tile(slot_a(s), a, fj::at(0, m0, kt * (BK / 8)), full[s]);
-    fj::load_tile(slot_b(s), b, fj::at(0, n0, kt * (BK / 8)), full[s]);
+    fj::load_tile(slot_a(s), a, tile_at(m0, kt), full[s]);
+    fj::load_tile(slot_b(s), b, tile_at(n0, kt), full[s]);
     full[s].arrive();
   };
   for (int kt = 0; kt < NSTAGES && kt < ktiles; ++kt) fill(kt);
@@ -153,7 +196,8 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
   const int wm = warp / WN, wn = warp % WN;
   // ldmatrix row addresses: lane l feeds row l % 8 of matrix l / 8.
   // A (x4 per m16 fragment): matrix j covers rows + 8 (j % 2), K + 8 (j / 2).
-  // B (x4 per pair of n8 fragments): matrix j covers n + 8 (j / 2), K + 8 (j % 2).
+  // B (x4 per pair of n8 fragments): matrix j covers n + 8 (j / 2), K + 8 (j %
+  // 2).
   const int j = lane / 8, r8 = lane % 8;
   const int a_row = wm * WTM + (j % 2) * 8 + r8, a_kc = j / 2;
   const int b_row = wn * WTN + (j / 2) * 8 + r8, b_kc = j % 2;
@@ -180,11 +224,13 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
       unsigned fa[MI][4], fb[NI / 2][4];
 #pragma unroll
       for (int i = 0; i < MI; ++i) {
-        ldmatrix_x4(fa[i], sa + ((kk * 2 + a_kc) * BM + a_row + i * 16) * 8);
+        ldmatrix_x4(fa[i],
+                    sa + operand_offset(a_row + i * 16, kk * 2 + a_kc, BM));
       }
 #pragma unroll
       for (int p = 0; p < NI / 2; ++p) {
-        ldmatrix_x4(fb[p], sb + ((kk * 2 + b_kc) * BN + b_row + p * 16) * 8);
+        ldmatrix_x4(fb[p],
+                    sb + operand_offset(b_row + p * 16, kk * 2 + b_kc, BN));
       }
 #pragma unroll
       for (int i = 0; i < MI; ++i)

@@ -147,8 +147,8 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
   if (tid == 0) {
     for (int s = 0; s < NSTAGES; ++s) {
 #if PRODUCER
-      full[s].init(1);          // the producer's one arrival
-      empty[s].init(WARPS);     // one per consumer warp
+      full[s].init(1);       // the producer's one arrival
+      empty[s].init(WARPS);  // one per consumer warp
 #else
       full[s].init(fj::block_threads());
 #endif
@@ -186,8 +186,8 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
     unsigned short* slot = slot_of(st);
     fj::gather_tiles(slot, k_cache, fj::at(0, 0), 1,
                      page_rows + k * STAGE_PAGES, n, full[st]);
-    fj::gather_tiles(slot + STAGE_PAGES * PAGE * DIM, v_cache, fj::at(0, 0),
-                     1, page_rows + k * STAGE_PAGES, n, full[st]);
+    fj::gather_tiles(slot + STAGE_PAGES * PAGE * DIM, v_cache, fj::at(0, 0), 1,
+                     page_rows + k * STAGE_PAGES, n, full[st]);
     full[st].arrive();
   };
   for (int k = 0; k < NSTAGES && k < slots; ++k) fill(k);
@@ -216,7 +216,7 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
     full[pl.stage()].wait(pl.phase());
     const unsigned short* kw = slot + warp * WARP_TOKENS * DIM;
     const unsigned short* vw = kw + STAGE_PAGES * PAGE * DIM;
-    const int tok0 = tok_base + k * SLOT_TOKENS;  // this warp's first token
+    const int tok0 = tok_base + k * SLOT_TOKENS;     // this warp's first token
     const int valid = min(WARP_TOKENS, len - tok0);  // may be <= 0
     if (valid > 0) {
       // Scores: pass r gives token 4 r + grp to lanes 8 grp .. 8 grp + 7.
@@ -259,8 +259,8 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
       m = m_new;
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[i] *= corr;
-      // acc += p_t v_t over the valid tokens only: V past the length may
-      // be NaN, and 0 * NaN is NaN.
+        // acc += p_t v_t over the valid tokens only: V past the length may
+        // be NaN, and 0 * NaN is NaN.
 #pragma unroll
       for (int t = 0; t < WARP_TOKENS; ++t) {
         const float p = __shfl_sync(0xFFFFFFFFu, s[t / 4], (t % 4) * 8);

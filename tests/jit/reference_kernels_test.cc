@@ -88,7 +88,7 @@ TEST_F(ReferenceKernelsBuild, PtxHoldsEachImplementationsCopies) {
   };
   const std::vector<Want> wants = {
       {FJ_COPY_IMPL_TMA, "cp.async.bulk.shared::cluster.global",
-       "cp.async.bulk.tensor.2d"},
+       "cp.async.bulk.tensor"},
       {FJ_COPY_IMPL_CP_ASYNC, "cp.async.cg.shared.global", "cp.async"},
       {FJ_COPY_IMPL_SYNC, nullptr, nullptr},
   };
@@ -105,7 +105,9 @@ TEST_F(ReferenceKernelsBuild, PtxHoldsEachImplementationsCopies) {
       ASSERT_TRUE(m.ok()) << m.status();
       const std::string ptx = Ptx(*m);
       EXPECT_NE(ptx.find(".entry " + c.entry), std::string::npos);
-      const char* want = c.kernel == "transpose" ? w.tile : w.row;
+      const bool tiles = c.kernel == "transpose" ||
+                         c.kernel == "paged_decode" || c.kernel == "gemm_mma";
+      const char* want = tiles ? w.tile : w.row;
       if (want != nullptr) {
         EXPECT_NE(ptx.find(want), std::string::npos) << "no " << want;
       } else {
