@@ -16,6 +16,8 @@
 //   - scale_log2: softmax scale times log2(e) (1/sqrt(128) * 1.4427...).
 //   - part: f32 workspace [B * H][max_chunks][130]; counters: u32 [B * H],
 //     zero before the first launch (every launch leaves them zero).
+//     A sequence may span at most WARPS * 65 chunks (260 by default:
+//     66,560 tokens with CHUNK_PAGES = 16); a longer one traps.
 //   - Launch: grid = (max_chunks, H, B) with max_chunks =
 //     ceil(max_pages / CHUNK_PAGES), block = 32 * (WARPS + PRODUCER)
 //     threads, dynamic shared memory = NSTAGES * STAGE_PAGES * 8192 + 128
@@ -327,15 +329,34 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
   __syncthreads();
   if (!last) return;
   __threadfence();
+  // Every chunk's max and sum into SMEM at once (the warps' merge area is
+  // free now), then each thread's column with 8 loads in flight: a loop of
+  // dependent L2 loads cost one L2 round trip per chunk, serialised.
   const float* all = part + (long long)bh * max_chunks * PART;
+  float* cm = &merge[0][0];  // chunk maxima, then chunk sums
+  float* cl = cm + chunks;
+  if (2 * chunks > WARPS * PART) __trap();  // see the header: length bound
+  for (int j = tid; j < chunks; j += blockDim.x) {
+    cm[j] = ld_cg(all + j * PART + DIM);
+    cl[j] = ld_cg(all + j * PART + DIM + 1);
+  }
+  __syncthreads();
+  float M = NEG_INF;
+  for (int j = 0; j < chunks; ++j) M = fmaxf(M, cm[j]);
+  float L = 0.f;
+  for (int j = 0; j < chunks; ++j) L = fmaf(cl[j], exp2_(cm[j] - M), L);
   for (int d = tid; d < DIM; d += blockDim.x) {
-    float M = NEG_INF;
-    for (int j = 0; j < chunks; ++j) M = fmaxf(M, ld_cg(all + j * PART + DIM));
-    float A = 0.f, L = 0.f;
-    for (int j = 0; j < chunks; ++j) {
-      const float e = exp2_(ld_cg(all + j * PART + DIM) - M);
-      A = fmaf(ld_cg(all + j * PART + d), e, A);
-      L = fmaf(ld_cg(all + j * PART + DIM + 1), e, L);
+    float A = 0.f;
+    for (int j0 = 0; j0 < chunks; j0 += 8) {
+      float v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        v[i] = j0 + i < chunks ? ld_cg(all + (j0 + i) * PART + d) : 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (j0 + i < chunks) A = fmaf(v[i], exp2_(cm[j0 + i] - M), A);
+      }
     }
     out[(long long)bh * DIM + d] = f2h(A / L);
   }
