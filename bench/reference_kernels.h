@@ -111,6 +111,8 @@ struct RunOptions {
   int batch = 10;    // launches per timing
   std::string filter;  // only cases whose name contains it ("" = all)
   bool sweep = true;   // false: shapes[0] only
+  std::string variant;  // only this Variant::name ("" = all)
+  Shape shape{0, 0, 0};  // threads > 0: only this shape
   // Called after each cell (progress for the benchmark's log).
   std::function<void(const Result&)> on_result;
 };
