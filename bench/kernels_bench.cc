@@ -22,10 +22,11 @@ int main(int argc, char** argv) {
   RunOptions options;
   if (argc > 1) options.filter = argv[1];
   if (argc > 2) options.variant = argv[2];
-  if (argc > 3 && std::sscanf(argv[3], "%d/%d/%d", &options.shape.threads,
-                              &options.shape.ctas_per_sm,
-                              &options.shape.stages) != 3) {
-    std::printf("kernels_bench: shape '%s' is not THREADS/CTAS_PER_SM/STAGES\n", argv[3]);
+  if (argc > 3 &&
+      std::sscanf(argv[3], "%d/%d/%d", &options.shape.threads,
+                  &options.shape.ctas_per_sm, &options.shape.stages) != 3) {
+    std::printf("kernels_bench: shape '%s' is not THREADS/CTAS_PER_SM/STAGES\n",
+                argv[3]);
     return 2;
   }
   options.on_result = [](const Result& r) {
@@ -46,12 +47,16 @@ int main(int argc, char** argv) {
   std::string device;
   auto results = Run(options, &device);
   if (!results.ok()) {
-    std::printf("kernels_bench: %s\n", std::string(results.status().message()).c_str());
+    std::printf("kernels_bench: %s\n",
+                std::string(results.status().message()).c_str());
     return absl::IsUnavailable(results.status()) ? 0 : 1;
   }
-  std::printf("\nkernels_bench on %s: fraction = cuMemcpyDtoDAsync of the input's bytes / kernel, GPU time\n%s",
-              device.c_str(), FormatTable(*results).c_str());
+  std::printf(
+      "\nkernels_bench on %s: fraction = cuMemcpyDtoDAsync of the input's "
+      "bytes / kernel, GPU time\n%s",
+      device.c_str(), FormatTable(*results).c_str());
   bool ok = true;
-  for (const Result& r : *results) ok = ok && (r.skipped.empty() ? r.verified == "ok" : true);
+  for (const Result& r : *results)
+    ok = ok && (r.skipped.empty() ? r.verified == "ok" : true);
   return ok ? 0 : 1;
 }

@@ -6,10 +6,11 @@
 // to PTX holding the instructions its implementation promises (the span
 // and tile loads of the kernel become bulk copies under tma, cp.async
 // under cp_async, neither under sync).
+#include "bench/reference_kernels.h"
+
 #include <string>
 #include <vector>
 
-#include "bench/reference_kernels.h"
 #include "gtest/gtest.h"
 
 namespace fleetjit::refk {
@@ -36,14 +37,15 @@ std::string Ptx(fj_module* m) {
   fj_status* st = fj_module_image(m, &data, &size);
   EXPECT_EQ(st, nullptr) << (st ? fj_status_message(st, nullptr) : "");
   fj_status_free(st);
-  return data == nullptr ? "" : std::string(static_cast<const char*>(data), size);
+  return data == nullptr ? ""
+                         : std::string(static_cast<const char*>(data), size);
 }
 
 TEST_F(ReferenceKernelsBuild, EveryKernelForEveryNamedTarget) {
   const std::vector<Target> targets = {
-      {"sm_75", FJ_COPY_IMPL_SYNC},     {"sm_80", FJ_COPY_IMPL_CP_ASYNC},
-      {"sm_90", FJ_COPY_IMPL_TMA},      {"sm_90", FJ_COPY_IMPL_CP_ASYNC},
-      {"sm_90", FJ_COPY_IMPL_SYNC},     {"compute_80", FJ_COPY_IMPL_CP_ASYNC},
+      {"sm_75", FJ_COPY_IMPL_SYNC}, {"sm_80", FJ_COPY_IMPL_CP_ASYNC},
+      {"sm_90", FJ_COPY_IMPL_TMA},  {"sm_90", FJ_COPY_IMPL_CP_ASYNC},
+      {"sm_90", FJ_COPY_IMPL_SYNC}, {"compute_80", FJ_COPY_IMPL_CP_ASYNC},
   };
   int built = 0;
   for (const KernelCase& c : Cases()) {
@@ -63,7 +65,8 @@ TEST_F(ReferenceKernelsBuild, EveryKernelForEveryNamedTarget) {
         SCOPED_TRACE(c.name + " " + v.name + " " + t.target + " stages " +
                      std::to_string(stages));
         absl::StatusOr<fj_module*> m = Build(rt_, c, v, stages);
-        if (!m.ok() && m.status().message().find("NVRTC") != std::string::npos &&
+        if (!m.ok() &&
+            m.status().message().find("NVRTC") != std::string::npos &&
             m.status().message().find("UNAVAILABLE") != std::string::npos) {
           GTEST_SKIP() << "no NVRTC: " << m.status();
         }
