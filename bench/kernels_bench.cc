@@ -5,7 +5,10 @@
 // of the copy, registers and SMEM (fj_kernel_info), the launch shape that
 // won the sweep, and the output checked against the CPU reference.
 //
-//   build/bench/kernels_bench [FILTER]   # FILTER: a substring of the name
+//   build/bench/kernels_bench [FILTER [IMPL [THREADS/CTAS_PER_SM/STAGES]]]
+//     FILTER: a substring of the kernel's name ("" = all), IMPL: one
+//     variant (tma, cp_async, sync, cp_async@compute_80), and one launch
+//     shape instead of the sweep (for a profiler: ncu -k regex:rmsnorm ...).
 //
 // Goals (issue 20): >= 0.85 of the copy under tma and cp_async, >= 0.70
 // under sync. The torch comparison is bench/kernels_torch.py.
@@ -18,6 +21,14 @@ int main(int argc, char** argv) {
   using namespace fleetjit::refk;  // NOLINT
   RunOptions options;
   if (argc > 1) options.filter = argv[1];
+  if (argc > 2) options.variant = argv[2];
+  if (argc > 3 &&
+      std::sscanf(argv[3], "%d/%d/%d", &options.shape.threads,
+                  &options.shape.ctas_per_sm, &options.shape.stages) != 3) {
+    std::printf("kernels_bench: shape '%s' is not THREADS/CTAS_PER_SM/STAGES\n",
+                argv[3]);
+    return 2;
+  }
   options.on_result = [](const Result& r) {
     if (!r.skipped.empty()) {
       std::printf("  %-36s %-20s not measured: %s\n", r.kernel.c_str(),
@@ -36,12 +47,16 @@ int main(int argc, char** argv) {
   std::string device;
   auto results = Run(options, &device);
   if (!results.ok()) {
-    std::printf("kernels_bench: %s\n", std::string(results.status().message()).c_str());
+    std::printf("kernels_bench: %s\n",
+                std::string(results.status().message()).c_str());
     return absl::IsUnavailable(results.status()) ? 0 : 1;
   }
-  std::printf("\nkernels_bench on %s: fraction = cuMemcpyDtoDAsync of the input's bytes / kernel, GPU time\n%s",
-              device.c_str(), FormatTable(*results).c_str());
+  std::printf(
+      "\nkernels_bench on %s: fraction = cuMemcpyDtoDAsync of the input's "
+      "bytes / kernel, GPU time\n%s",
+      device.c_str(), FormatTable(*results).c_str());
   bool ok = true;
-  for (const Result& r : *results) ok = ok && (r.skipped.empty() ? r.verified == "ok" : true);
+  for (const Result& r : *results)
+    ok = ok && (r.skipped.empty() ? r.verified == "ok" : true);
   return ok ? 0 : 1;
 }

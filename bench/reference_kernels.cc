@@ -21,9 +21,9 @@ using ::fleetjit::selftest::internal::I32Arg;
 using ::fleetjit::selftest::internal::PtrArg;
 using ::fleetjit::selftest::internal::TensorArg;
 
-#define REFK_RETURN_IF_ERROR(expr)      \
-  do {                                  \
-    absl::Status refk_st_ = (expr);     \
+#define REFK_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    absl::Status refk_st_ = (expr);      \
     if (!refk_st_.ok()) return refk_st_; \
   } while (0)
 
@@ -38,7 +38,9 @@ absl::Status Fj(fj_status* st, const std::string& what) {
   return absl::InternalError(msg);
 }
 
-uint32_t Round128(uint64_t n) { return static_cast<uint32_t>((n + 127) & ~127ull); }
+uint32_t Round128(uint64_t n) {
+  return static_cast<uint32_t>((n + 127) & ~127ull);
+}
 
 // bf16 <-> float on the host (round to nearest even, as the kernels).
 float BfToF(uint16_t b) {
@@ -117,9 +119,8 @@ class RowProblem : public Problem {
 
   static absl::StatusOr<std::unique_ptr<Problem>> Make(fj_runtime* rt,
                                                        int device,
-                                                       uint32_t seed,
-                                                       Kind kind, int rows,
-                                                       int cols) {
+                                                       uint32_t seed, Kind kind,
+                                                       int rows, int cols) {
     auto p = std::unique_ptr<RowProblem>(new RowProblem(rt, device));
     p->kind_ = kind;
     p->rows_ = rows;
@@ -139,14 +140,17 @@ class RowProblem : public Problem {
       float* out = &p->want_[static_cast<size_t>(r) * cols];
       if (kind == kRmsNorm) {
         double ss = 0;
-        for (int c = 0; c < cols; ++c) ss += double(BfToF(xr[c])) * BfToF(xr[c]);
+        for (int c = 0; c < cols; ++c)
+          ss += double(BfToF(xr[c])) * BfToF(xr[c]);
         const double inv = 1.0 / std::sqrt(ss / cols + kEps);
-        for (int c = 0; c < cols; ++c) out[c] = float(BfToF(xr[c]) * inv * BfToF(w[c]));
+        for (int c = 0; c < cols; ++c)
+          out[c] = float(BfToF(xr[c]) * inv * BfToF(w[c]));
       } else {
         double m = -INFINITY, sum = 0;
         for (int c = 0; c < cols; ++c) m = std::max(m, double(BfToF(xr[c])));
         for (int c = 0; c < cols; ++c) sum += std::exp(BfToF(xr[c]) - m);
-        for (int c = 0; c < cols; ++c) out[c] = float(std::exp(BfToF(xr[c]) - m) / sum);
+        for (int c = 0; c < cols; ++c)
+          out[c] = float(std::exp(BfToF(xr[c]) - m) / sum);
       }
     }
     absl::StatusOr<uint64_t> dx = p->buf_.Upload(x.data(), n * 2);
@@ -166,7 +170,8 @@ class RowProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int sms, fj_launch_config* cfg) const override {
+  void Configure(const Shape& s, int sms,
+                 fj_launch_config* cfg) const override {
     const uint64_t row = 2ull * cols_;
     cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
     cfg->block[0] = static_cast<uint32_t>(s.threads);
@@ -207,7 +212,8 @@ class TransposeProblem : public Problem {
                                                        int device,
                                                        uint32_t seed, int rows,
                                                        int cols, int box) {
-    auto p = std::unique_ptr<TransposeProblem>(new TransposeProblem(rt, device));
+    auto p =
+        std::unique_ptr<TransposeProblem>(new TransposeProblem(rt, device));
     p->rows_ = rows;
     p->cols_ = cols;
     p->box_ = box;
@@ -219,7 +225,8 @@ class TransposeProblem : public Problem {
     p->want_.resize(n);
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < cols; ++c) {
-        p->want_[static_cast<size_t>(c) * rows + r] = in[static_cast<size_t>(r) * cols + c];
+        p->want_[static_cast<size_t>(c) * rows + r] =
+            in[static_cast<size_t>(r) * cols + c];
       }
     }
     absl::StatusOr<uint64_t> din = p->buf_.Upload(in.data(), n * 4);
@@ -231,10 +238,20 @@ class TransposeProblem : public Problem {
     p->in_shape_[1] = cols;
     p->out_shape_[0] = cols;
     p->out_shape_[1] = rows;
-    p->in_t_ = fj_tensor{reinterpret_cast<void*>(*din), {2, device}, 2,
-                         {2, 32, 1}, p->in_shape_, nullptr, 0};
-    p->out_t_ = fj_tensor{reinterpret_cast<void*>(*dout), {2, device}, 2,
-                          {2, 32, 1}, p->out_shape_, nullptr, 0};
+    p->in_t_ = fj_tensor{reinterpret_cast<void*>(*din),
+                         {2, device},
+                         2,
+                         {2, 32, 1},
+                         p->in_shape_,
+                         nullptr,
+                         0};
+    p->out_t_ = fj_tensor{reinterpret_cast<void*>(*dout),
+                          {2, device},
+                          2,
+                          {2, 32, 1},
+                          p->out_shape_,
+                          nullptr,
+                          0};
     for (fj_tensor_arg* a : {&p->in_arg_, &p->out_arg_}) {
       a->struct_size = sizeof(fj_tensor_arg);
       a->box[0] = a->box[1] = static_cast<uint32_t>(box);
@@ -250,7 +267,8 @@ class TransposeProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int sms, fj_launch_config* cfg) const override {
+  void Configure(const Shape& s, int sms,
+                 fj_launch_config* cfg) const override {
     cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
     cfg->block[0] = static_cast<uint32_t>(s.threads);
     cfg->shared_bytes = 128 + (s.stages + 2) * box_ * box_ * 4;
@@ -289,8 +307,10 @@ KernelCase RowCase(RowProblem::Kind kind, int rows, int cols) {
   c.copy_bytes = 2ull * rows * cols;
   // {threads, CTAs/SM, stages}: SMEM per SM stays <= 227 KiB.
   // Three pipeline depths (three builds per implementation).
-  c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2},
-              {64, 4, 3},  {128, 4, 1}, {256, 2, 1}};
+  // The 1-stage shapes with many CTAs are for sync, whose loads do not
+  // overlap the block's own work: other CTAs hide them.
+  c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2}, {64, 4, 3},
+              {128, 4, 1}, {256, 2, 1}, {128, 5, 1}, {64, 8, 1}};
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
     return RowProblem::Make(rt, device, seed, kind, rows, cols);
   };
@@ -306,8 +326,8 @@ KernelCase TransposeCase(int rows, int cols, const char* what) {
   c.stages_macro = "TR_STAGES";
   c.copy_bytes = 4ull * rows * cols;
   // Box 64 (16 KiB tiles): SMEM = (stages + 2) * 16 KiB.
-  c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2}, {256, 2, 4},
-              {512, 2, 3}};
+  c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2},
+              {256, 2, 4}, {128, 4, 1}, {128, 2, 4}};
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
     return TransposeProblem::Make(rt, device, seed, rows, cols, 64);
   };
@@ -320,21 +340,24 @@ class Gpu {
  public:
   static absl::StatusOr<std::unique_ptr<Gpu>> Open(int device) {
     auto g = std::unique_ptr<Gpu>(new Gpu());
-    REFK_RETURN_IF_ERROR(Fj(fj_runtime_create(nullptr, &g->rt_), "fj_runtime_create"));
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_runtime_create(nullptr, &g->rt_), "fj_runtime_create"));
     int32_t count = 0;
-    REFK_RETURN_IF_ERROR(Fj(fj_device_count(g->rt_, &count), "fj_device_count"));
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_device_count(g->rt_, &count), "fj_device_count"));
     if (count == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "no GPU (", fj_runtime_driver_error(g->rt_), ")"));
+      return absl::UnavailableError(
+          absl::StrCat("no GPU (", fj_runtime_driver_error(g->rt_), ")"));
     }
     if (device < 0 || device >= count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("device ", device, ": this host has ", count, " GPU(s)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device ", device, ": this host has ", count, " GPU(s)"));
     }
     g->device_ = device;
     fj_device_info info{};
     info.struct_size = sizeof(info);
-    REFK_RETURN_IF_ERROR(Fj(fj_device_info_get(g->rt_, device, &info), "device info"));
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_device_info_get(g->rt_, device, &info), "device info"));
     g->sms_ = info.sm_count;
     g->name_ = absl::StrFormat("%s (sm_%d%d, %d SMs)", info.name, info.cc_major,
                                info.cc_minor, info.sm_count);
@@ -343,18 +366,23 @@ class Gpu {
     g->api_ = std::move(*api);
     const DriverApi& a = *g->api_;
     CUdevice dev;
-    REFK_RETURN_IF_ERROR(CheckCu(a, a.cuDeviceGet(&dev, device), "cuDeviceGet"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuDeviceGet(&dev, device), "cuDeviceGet"));
     REFK_RETURN_IF_ERROR(CheckCu(a, a.cuDevicePrimaryCtxRetain(&g->ctx_, dev),
                                  "cuDevicePrimaryCtxRetain"));
-    REFK_RETURN_IF_ERROR(CheckCu(a, a.cuCtxSetCurrent(g->ctx_), "cuCtxSetCurrent"));
-    REFK_RETURN_IF_ERROR(CheckCu(
-        a, a.cuStreamCreate(&g->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
-    REFK_RETURN_IF_ERROR(CheckCu(a, a.cuEventCreate(&g->e0_, 0), "cuEventCreate"));
-    REFK_RETURN_IF_ERROR(CheckCu(a, a.cuEventCreate(&g->e1_, 0), "cuEventCreate"));
-    REFK_RETURN_IF_ERROR(Fj(fj_stream_wrap(g->rt_, device,
-                                           reinterpret_cast<uint64_t>(g->stream_),
-                                           &g->wrapped_),
-                            "fj_stream_wrap"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuCtxSetCurrent(g->ctx_), "cuCtxSetCurrent"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuStreamCreate(&g->stream_, CU_STREAM_NON_BLOCKING),
+                "cuStreamCreate"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuEventCreate(&g->e0_, 0), "cuEventCreate"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuEventCreate(&g->e1_, 0), "cuEventCreate"));
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_stream_wrap(g->rt_, device,
+                          reinterpret_cast<uint64_t>(g->stream_), &g->wrapped_),
+           "fj_stream_wrap"));
     return g;
   }
   ~Gpu() {
@@ -382,17 +410,21 @@ class Gpu {
   absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work,
                                 int samples, int batch) {
     const DriverApi& a = *api_;
-    REFK_RETURN_IF_ERROR(CheckCu(a, a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
     for (int i = 0; i < 3; ++i) REFK_RETURN_IF_ERROR(work());
     std::vector<double> ms;
     for (int s = 0; s < samples; ++s) {
-      REFK_RETURN_IF_ERROR(CheckCu(a, a.cuEventRecord(e0_, stream_), "cuEventRecord"));
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventRecord(e0_, stream_), "cuEventRecord"));
       for (int i = 0; i < batch; ++i) REFK_RETURN_IF_ERROR(work());
-      REFK_RETURN_IF_ERROR(CheckCu(a, a.cuEventRecord(e1_, stream_), "cuEventRecord"));
-      REFK_RETURN_IF_ERROR(CheckCu(a, a.cuEventSynchronize(e1_), "cuEventSynchronize"));
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventRecord(e1_, stream_), "cuEventRecord"));
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventSynchronize(e1_), "cuEventSynchronize"));
       float t = 0;
-      REFK_RETURN_IF_ERROR(CheckCu(a, a.cuEventElapsedTime(&t, e0_, e1_),
-                                   "cuEventElapsedTime"));
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventElapsedTime(&t, e0_, e1_), "cuEventElapsedTime"));
       ms.push_back(double(t) / batch);
     }
     std::sort(ms.begin(), ms.end());
@@ -402,10 +434,14 @@ class Gpu {
   // The anchor: cuMemcpyDtoDAsync of `bytes` on the same stream.
   absl::StatusOr<double> CopyMs(uint64_t bytes, int samples, int batch) {
     uint64_t src = 0, dst = 0;
-    absl::Status st = Fj(fj_mem_alloc(rt_, device_, bytes, &src), "fj_mem_alloc");
-    if (st.ok()) st = Fj(fj_mem_alloc(rt_, device_, bytes, &dst), "fj_mem_alloc");
-    if (st.ok()) st = Fj(fj_memset_d8(rt_, src, 0x5A, bytes, nullptr), "memset");
-    absl::StatusOr<double> ms = st;
+    absl::Status st =
+        Fj(fj_mem_alloc(rt_, device_, bytes, &src), "fj_mem_alloc");
+    if (st.ok())
+      st = Fj(fj_mem_alloc(rt_, device_, bytes, &dst), "fj_mem_alloc");
+    if (st.ok())
+      st = Fj(fj_memset_d8(rt_, src, 0x5A, bytes, nullptr), "memset");
+    absl::StatusOr<double> ms = 0.0;
+    if (!st.ok()) ms = st;
     if (st.ok()) {
       const DriverApi& a = *api_;
       ms = TimeMs(
@@ -448,9 +484,10 @@ absl::StatusOr<std::unique_ptr<Built>> BuildKernel(fj_runtime* rt,
   absl::StatusOr<fj_module*> m = Build(rt, c, v, stages);
   if (!m.ok()) return m.status();
   b->module = *m;
-  REFK_RETURN_IF_ERROR(Fj(fj_module_get_kernel(b->module, fj_str{c.entry.data(), c.entry.size()},
-                                               0, &b->kernel),
-                          "fj_module_get_kernel"));
+  REFK_RETURN_IF_ERROR(
+      Fj(fj_module_get_kernel(b->module, fj_str{c.entry.data(), c.entry.size()},
+                              0, &b->kernel),
+         "fj_module_get_kernel"));
   return b;
 }
 
@@ -521,22 +558,27 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
   std::vector<Result> results;
   uint32_t seed = std::random_device{}();
   for (const KernelCase& c : Cases()) {
-    if (!options.filter.empty() && c.name.find(options.filter) == std::string::npos) {
+    if (!options.filter.empty() &&
+        c.name.find(options.filter) == std::string::npos) {
       continue;
     }
-    absl::StatusOr<std::unique_ptr<Problem>> p = c.make(gpu.rt(), gpu.device(), seed++);
+    absl::StatusOr<std::unique_ptr<Problem>> p =
+        c.make(gpu.rt(), gpu.device(), seed++);
     if (!p.ok()) return p.status();
     for (const Variant& v : Variants()) {
+      if (!options.variant.empty() && options.variant != v.name) continue;
       Result r;
       r.kernel = c.name;
       r.impl = v.name;
       // 1. Each shape briefly; the fastest is kept.
       std::vector<Shape> shapes = c.shapes;
       if (!options.sweep) shapes.resize(1);
+      if (options.shape.threads > 0) shapes = {options.shape};
       double best = 1e30;
       std::string why;
       for (const Shape& s : shapes) {
-        absl::StatusOr<std::unique_ptr<Built>> b = BuildKernel(gpu.rt(), c, v, s.stages);
+        absl::StatusOr<std::unique_ptr<Built>> b =
+            BuildKernel(gpu.rt(), c, v, s.stages);
         if (!b.ok()) {
           why = std::string(b.status().message());
           break;
@@ -548,7 +590,10 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
         const std::vector<fj_arg>& args = (*p)->Args();
         fj_kernel* k = (*b)->kernel;
         absl::StatusOr<double> ms = gpu.TimeMs(
-            [&] { return Fj(fj_launch(k, &cfg, args.data(), args.size()), "fj_launch"); },
+            [&] {
+              return Fj(fj_launch(k, &cfg, args.data(), args.size()),
+                        "fj_launch");
+            },
             3, 3);
         if (!ms.ok()) {
           why = std::string(ms.status().message());  // e.g. SMEM refused
@@ -567,7 +612,8 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
         continue;
       }
       // 2. The fastest fully, right after the anchor; then verified.
-      absl::StatusOr<std::unique_ptr<Built>> b = BuildKernel(gpu.rt(), c, v, r.shape.stages);
+      absl::StatusOr<std::unique_ptr<Built>> b =
+          BuildKernel(gpu.rt(), c, v, r.shape.stages);
       if (!b.ok()) return b.status();
       fj_launch_config cfg{};
       cfg.struct_size = sizeof(cfg);
@@ -578,9 +624,11 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       auto launch = [&] {
         return Fj(fj_launch(k, &cfg, args.data(), args.size()), "fj_launch");
       };
-      absl::StatusOr<double> copy_ms = gpu.CopyMs(c.copy_bytes, options.samples, options.batch);
+      absl::StatusOr<double> copy_ms =
+          gpu.CopyMs(c.copy_bytes, options.samples, options.batch);
       if (!copy_ms.ok()) return copy_ms.status();
-      absl::StatusOr<double> ms = gpu.TimeMs(launch, options.samples, options.batch);
+      absl::StatusOr<double> ms =
+          gpu.TimeMs(launch, options.samples, options.batch);
       if (!ms.ok()) return ms.status();
       r.ms = *ms;
       r.copy_ms = *copy_ms;
@@ -588,7 +636,8 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       r.dynamic_smem = static_cast<int>(cfg.shared_bytes);
       fj_kernel_info info{};
       info.struct_size = sizeof(info);
-      REFK_RETURN_IF_ERROR(Fj(fj_kernel_info_get(k, &info), "fj_kernel_info_get"));
+      REFK_RETURN_IF_ERROR(
+          Fj(fj_kernel_info_get(k, &info), "fj_kernel_info_get"));
       r.regs = info.num_regs;
       r.static_smem = info.static_shared_bytes;
       REFK_RETURN_IF_ERROR(gpu.Sync());
@@ -606,9 +655,8 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
 
 std::string FormatTable(const std::vector<Result>& results) {
   std::string out = absl::StrFormat(
-      "%-36s %-20s %8s %9s %9s %5s %8s %-16s %s\n", "kernel", "impl",
-      "of copy", "us", "copy us", "regs", "smem B", "shape thr/cta/st",
-      "check");
+      "%-36s %-20s %8s %9s %9s %5s %8s %-16s %s\n", "kernel", "impl", "of copy",
+      "us", "copy us", "regs", "smem B", "shape thr/cta/st", "check");
   for (const Result& r : results) {
     if (!r.skipped.empty()) {
       absl::StrAppendFormat(&out, "%-36s %-20s not measured: %s\n", r.kernel,

@@ -66,12 +66,12 @@ class Problem {
 };
 
 struct KernelCase {
-  std::string name;          // "rmsnorm [8192, 4096] bf16"
-  std::string kernel;        // "rmsnorm": the family, for filters
-  std::string example;       // "examples/rmsnorm.cu" (bundled with the CLI)
-  std::string entry;         // the extern "C" kernel
-  std::string stages_macro;  // "RMS_STAGES"
-  uint64_t copy_bytes = 0;   // the D2D anchor copies this many bytes
+  std::string name;           // "rmsnorm [8192, 4096] bf16"
+  std::string kernel;         // "rmsnorm": the family, for filters
+  std::string example;        // "examples/rmsnorm.cu" (bundled with the CLI)
+  std::string entry;          // the extern "C" kernel
+  std::string stages_macro;   // "RMS_STAGES"
+  uint64_t copy_bytes = 0;    // the D2D anchor copies this many bytes
   std::vector<Shape> shapes;  // tried by the benchmark; [0] by the tests
   // Allocates and fills the problem on `rt`'s device `device`.
   std::function<absl::StatusOr<std::unique_ptr<Problem>>(
@@ -100,8 +100,8 @@ struct Result {
   std::string kernel;  // KernelCase::name
   std::string impl;    // Variant::name
   Shape shape;
-  double ms = 0;       // GPU time of one launch (median)
-  double copy_ms = 0;  // cuMemcpyDtoDAsync of copy_bytes, same run
+  double ms = 0;        // GPU time of one launch (median)
+  double copy_ms = 0;   // cuMemcpyDtoDAsync of copy_bytes, same run
   double fraction = 0;  // copy_ms / ms
   int regs = 0, static_smem = 0, dynamic_smem = 0;
   std::string verified;  // "ok" or what was wrong
@@ -111,10 +111,12 @@ struct Result {
 
 struct RunOptions {
   int device = 0;
-  int samples = 10;  // timings per figure (median)
-  int batch = 10;    // launches per timing
-  std::string filter;  // only cases whose name contains it ("" = all)
-  bool sweep = true;   // false: shapes[0] only
+  int samples = 10;      // timings per figure (median)
+  int batch = 10;        // launches per timing
+  std::string filter;    // only cases whose name contains it ("" = all)
+  bool sweep = true;     // false: shapes[0] only
+  std::string variant;   // only this Variant::name ("" = all)
+  Shape shape{0, 0, 0};  // threads > 0: only this shape
   // Called after each cell (progress for the benchmark's log).
   std::function<void(const Result&)> on_result;
 };

@@ -96,8 +96,8 @@ extern "C" __global__ void rmsnorm(const unsigned short* x,
     full[s].wait((k / RMS_STAGES) & 1);
     const long long row = (long long)g * warps + warp;
     if (row < rows) {
-      const uint4* xv = (const uint4*)(stages + s * stage_bytes +
-                                       (unsigned)warp * row_bytes);
+      const uint4* xv =
+          (const uint4*)(stages + s * stage_bytes + (unsigned)warp * row_bytes);
       float ss = 0.f;
       for (int v = lane; v < vecs; v += 32) {
         const uint4 q = xv[v];

@@ -19,10 +19,10 @@ absl::StatusOr<BenchReport> BenchKernels(const BenchOptions& options) {
   if (!results.ok()) return results.status();
   BenchReport report;
   report.context["device_name"] = device;
-  report.context["timing"] =
-      "GPU time (CUDA events), median of " + std::to_string(run.samples) +
-      " timings of " + std::to_string(run.batch) +
-      " launches; GB/s = 2 x the input's bytes / time";
+  report.context["timing"] = "GPU time (CUDA events), median of " +
+                             std::to_string(run.samples) + " timings of " +
+                             std::to_string(run.batch) +
+                             " launches; GB/s = 2 x the input's bytes / time";
   for (const refk::Result& r : *results) {
     const std::string name = absl::StrCat(r.kernel, ", ", r.impl);
     if (!r.skipped.empty()) {
@@ -47,9 +47,9 @@ absl::StatusOr<BenchReport> BenchKernels(const BenchOptions& options) {
     row.notes["regs"] = r.regs;
     row.notes["static_smem"] = r.static_smem;
     row.notes["dynamic_smem"] = r.dynamic_smem;
-    row.notes["shape"] = absl::StrCat(r.shape.threads, " threads, ",
-                                      r.shape.ctas_per_sm, " CTA/SM, ",
-                                      r.shape.stages, " stages");
+    row.notes["shape"] =
+        absl::StrCat(r.shape.threads, " threads, ", r.shape.ctas_per_sm,
+                     " CTA/SM, ", r.shape.stages, " stages");
     row.notes["verified"] = r.verified;
     report.rows.push_back(std::move(row));
   }

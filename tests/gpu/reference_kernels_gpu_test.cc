@@ -90,15 +90,17 @@ TEST_P(ReferenceKernelsGpu, MatchesTheCpuReferenceUnderEveryImplementation) {
   EXPECT_GT(ran, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Cases, ReferenceKernelsGpu, ::testing::Range<size_t>(0, Cases().size()),
-    [](const ::testing::TestParamInfo<size_t>& info) {
-      std::string n;
-      for (char ch : Cases()[info.param].name) {
-        n += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
-      }
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Cases, ReferenceKernelsGpu,
+                         ::testing::Range<size_t>(0, Cases().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) {
+                           std::string n;
+                           for (char ch : Cases()[info.param].name) {
+                             n += (std::isalnum(static_cast<unsigned char>(ch))
+                                       ? ch
+                                       : '_');
+                           }
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace fleetjit::refk
