@@ -285,7 +285,7 @@ def gemm_launcher(rt, src, impl, cfg, a, b, c):
         bv = b.view(n, kdim // 8, 8).permute(1, 0, 2)
         at = fleetjit.Tensor(av, box=(bk // 8, bm, 8))
         bt = fleetjit.Tensor(bv, box=(bk // 8, bn, 8))
-    smem = cfg["NSTAGES"] * (bm + bn) * bk * 2 + 128
+    smem = cfg["NSTAGES"] * (bm + bn) * bk * 2 + (1024 if cfg.get("SWIZZLE") else 128)
     threads = 32 * (cfg["WM"] * cfg["WN"] + cfg["PRODUCER"])
     stream = torch.cuda.current_stream()
     args = [at, bt, c, m, n, kdim]

@@ -26,7 +26,9 @@
 //   - c: f16 [M][N] row-major. M % BM == 0, N % BN == 0, K % BK == 0.
 //   - Launch: grid = (N / BN, M / BM), block = 32 * (WM * WN + PRODUCER)
 //     threads,
-//     dynamic shared memory = NSTAGES * (BM + BN) * BK * 2 + 128 bytes.
+//     dynamic shared memory = NSTAGES * (BM + BN) * BK * 2 + 128 bytes
+//     (+ 1024 instead of + 128 with SWIZZLE=128: swizzled tiles are
+//     aligned to the pattern's 1024-byte repeat).
 // Result: c[i][j] = sum over l of a[i][l] * b[j][l], accumulated in f32.
 #include <fleetjit/copy.cuh>
 
@@ -55,8 +57,10 @@
 #undef BK
 #define BK 64  // one 128-byte swizzle row of f16
 #define OPERAND_RANK 2
+#define ALIGN 1024  // fj::swz128::repeat
 #elif SWIZZLE == 0
 #define OPERAND_RANK 3
+#define ALIGN 128  // TMA's tile alignment
 #else
 #error "gemm_mma: SWIZZLE must be 0 or 128"
 #endif
@@ -136,7 +140,8 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
   //    [BK/8][BN][8], a barrier per slot.
   extern __shared__ unsigned char smem_raw[];
   unsigned short* ring =
-      (unsigned short*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+      (unsigned short*)(smem_raw +
+                        (-__cvta_generic_to_shared(smem_raw) & (ALIGN - 1)));
   __shared__ fj::barrier full[NSTAGES];
 #if PRODUCER
   __shared__ fj::barrier empty[NSTAGES];
