@@ -41,6 +41,14 @@
 //                             predicates                   const u8* preds,
 //                                                          int pred_mode, int
 //                                                          tiles, T* out)
+// fj_ct_warp_pipeline_e{E}_r{R} the same ring fed by      (as fj_ct_pipeline)
+//                             one producer warp (fj::warp,
+//                             fj::pipeline, full/empty
+//                             barriers); blockDim.x % 32 == 0
+// fj_ct_gather_e{E}_r{R}      `tiles` tiles per block in   (as fj_ct_pipeline;
+//                             one fj::load_tiles (warp     preds and pred_mode
+//                             scope when blockDim.x % 32   unused) smem: tiles *
+//                             == 0), one barrier           round_up(box, 128)
 // E = element bytes (1, 2, 4, 8; T = u8, u16, u32, u64: the copies are
 // bitwise, the tensor's dtype decides the NaN fill), R = rank 1..5.
 //
@@ -332,6 +340,80 @@ __device__ void fj_ct_pipeline(const fj::tensor<T, R>& t, const int* coords,
   }
 }
 
+// fj_ct_pipeline's ring with a producer warp: warp 0 issues every tile
+// (after the consumers freed its slot: the empty barriers), every warp
+// dumps it. Same output as fj_ct_pipeline (a skipped tile keeps the slot's
+// previous tile). blockDim.x must be a multiple of 32.
+template <class T, int R>
+__device__ void fj_ct_warp_pipeline(const fj::tensor<T, R>& t, const int* coords,
+                                    const unsigned char* preds, int pred_mode,
+                                    int tiles, T* out) {
+  unsigned char* sm = fj_ct_buffer();
+  __shared__ fj::barrier full[FJ_CT_STAGES], empty[FJ_CT_STAGES];
+  const unsigned slot = fj_ct_round128(t.box_bytes()), elems = t.box_elems();
+  const unsigned warps = blockDim.x / 32;
+  for (unsigned i = threadIdx.x; i < FJ_CT_STAGES * slot; i += blockDim.x)
+    sm[i] = fj_ct_stale(blockIdx.x, i);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < FJ_CT_STAGES; ++s) {
+      full[s].init(1);
+      empty[s].init(warps);
+    }
+  }
+  __syncthreads();
+  const unsigned first = blockIdx.x * tiles;
+  const bool producer = threadIdx.x < 32;
+  fj::pipeline<FJ_CT_STAGES> pp, cp;
+  auto issue = [&](int k) {
+    empty[pp.stage()].wait(pp.phase() ^ 1);
+    const unsigned ci = first + k;
+    fj::load_tile(fj::warp, (T*)(sm + pp.stage() * slot), t,
+                  fj_ct_coords(coords + ci * 5), full[pp.stage()],
+                  preds[ci] != 0, (fj::pred_mode)pred_mode);
+    full[pp.stage()].arrive(fj::warp);
+    pp.advance();
+  };
+  if (producer)
+    for (int k = 0; k < FJ_CT_STAGES && k < tiles; ++k) issue(k);
+  for (int k = 0; k < tiles; ++k) {
+    full[cp.stage()].wait(cp.phase());
+    const T* tile = (const T*)(sm + cp.stage() * slot);
+    T* o = out + (unsigned long long)(first + k) * elems;
+    for (unsigned i = threadIdx.x; i < elems; i += blockDim.x) o[i] = tile[i];
+    empty[cp.stage()].arrive(fj::warp);
+    cp.advance();
+    if (producer && k + FJ_CT_STAGES < tiles) issue(k + FJ_CT_STAGES);
+  }
+}
+
+// `tiles` tiles per block (cases blockIdx.x * tiles + k) in one tile-list
+// load on one barrier: by warp 0 (fj::warp) when blockDim.x is a multiple
+// of 32, else by the block; all dumped.
+template <class T, int R>
+__device__ void fj_ct_gather(const fj::tensor<T, R>& t, const int* coords,
+                             int tiles, T* out) {
+  unsigned char* sm = fj_ct_buffer();
+  __shared__ fj::barrier bar;
+  const unsigned elems = t.box_elems(), bytes = tiles * t.box_bytes();
+  const bool warp = blockDim.x % 32 == 0;
+  for (unsigned i = threadIdx.x; i < bytes; i += blockDim.x)
+    sm[i] = fj_ct_stale(blockIdx.x, i);
+  if (threadIdx.x == 0) bar.init(warp ? 1 : fj::block_threads());
+  __syncthreads();
+  const fj::coords* cs = (const fj::coords*)(coords + blockIdx.x * tiles * 5);
+  if (!warp) {
+    fj::load_tiles((T*)sm, t, cs, tiles, bar);
+    bar.arrive();
+  } else if (threadIdx.x < 32) {
+    fj::load_tiles(fj::warp, (T*)sm, t, cs, tiles, bar);
+    bar.arrive(fj::warp);
+  }
+  bar.wait(0);
+  T* o = out + (unsigned long long)blockIdx.x * tiles * elems;
+  for (unsigned i = threadIdx.x; i < tiles * elems; i += blockDim.x)
+    o[i] = ((const T*)sm)[i];
+}
+
 #define FJ_CT_TILE_KERNELS(E, T, R)                                     \
   extern "C" __global__ void fj_ct_tile_load_e##E##_r##R(               \
       FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
@@ -347,6 +429,16 @@ __device__ void fj_ct_pipeline(const fj::tensor<T, R>& t, const int* coords,
       FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
       int pred_mode, int tiles, T* out) {                               \
     fj_ct_pipeline<T, R>(t, coords, preds, pred_mode, tiles, out);      \
+  }                                                                     \
+  extern "C" __global__ void fj_ct_warp_pipeline_e##E##_r##R(           \
+      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
+      int pred_mode, int tiles, T* out) {                               \
+    fj_ct_warp_pipeline<T, R>(t, coords, preds, pred_mode, tiles, out); \
+  }                                                                     \
+  extern "C" __global__ void fj_ct_gather_e##E##_r##R(                  \
+      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
+      int pred_mode, int tiles, T* out) {                               \
+    fj_ct_gather<T, R>(t, coords, tiles, out);                          \
   }
 
 // -DFJ_CT_ELEM=e and/or -DFJ_CT_RANK=r build only those tile kernels (the

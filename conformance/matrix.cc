@@ -173,6 +173,14 @@ int Matrix::PickThreads(Rng& rng, Row& row, const std::string& kernel) {
   return std::max(t, 1);
 }
 
+int Matrix::WholeWarps(Row& row, const std::string& kernel, int t) {
+  if (Kernel(row, kernel).ok()) {  // a failure here shows at the launch
+    std::lock_guard<std::mutex> l(kernels_mu_);
+    t = std::min(t, row.max_threads[kernel]);
+  }
+  return std::max(t / 32 * 32, 32);
+}
+
 std::string Matrix::Label(const Ctx& c) const {
   return absl::StrCat(c.feature, "/", c.row.spec.name, " ", c.v.name,
                       " case ", c.index, " (seed ", seed_, ")");

@@ -128,6 +128,8 @@ class Matrix {
   absl::StatusOr<fj_kernel*> Kernel(Row& row, const std::string& name);
   // A block size: any 1-D size works; favour the common ones.
   int PickThreads(Rng& rng, Row& row, const std::string& kernel);
+  // `t` rounded down to whole warps (at least one) within kernel's limit.
+  int WholeWarps(Row& row, const std::string& kernel, int t);
   std::string Label(const Ctx& c) const;
   std::string Repro(const Ctx& c) const;
 

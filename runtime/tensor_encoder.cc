@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -71,6 +72,11 @@ inline void CopyParam(void* dst, const void* src) {
 #endif
 }
 
+// Indexed by fj::swizzle_mode.
+constexpr CUtensorMapSwizzle kSwizzles[4] = {
+    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
+    CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
+
 bool KnownDtype(int dtype) { return dtype >= 0 && dtype < fj::dtype_count; }
 
 // The oob field as the int it is in memory: a caller may store any value,
@@ -81,6 +87,18 @@ int32_t RawOob(const fj_tensor_arg* arg) {
               reinterpret_cast<const char*>(arg) + offsetof(fj_tensor_arg, oob),
               sizeof(oob));
   return oob;
+}
+
+// The swizzle field as the int it is in memory; NONE for a 1.0 caller.
+int32_t RawSwizzle(const fj_tensor_arg* arg) {
+  if (arg->struct_size < offsetof(fj_tensor_arg, swizzle) + sizeof(int32_t))
+    return FJ_SWIZZLE_NONE;
+  int32_t swizzle;
+  std::memcpy(&swizzle,
+              reinterpret_cast<const char*>(arg) +
+                  offsetof(fj_tensor_arg, swizzle),
+              sizeof(swizzle));
+  return swizzle;
 }
 
 absl::Status ArgError(size_t arg_index, absl::string_view message) {
@@ -106,7 +124,7 @@ struct alignas(16) TensorKey {
   uint8_t bits;
   uint16_t lanes;
   int32_t oob;
-  int32_t flags;  // bit 0: strides given; bit 1: TMA wanted
+  int32_t flags;  // bit 0: strides given; bit 1: TMA wanted; 2-9: swizzle
 };
 static_assert(sizeof(TensorKey) == 144, "TensorKey must have no padding");
 
@@ -149,7 +167,7 @@ size_t CacheIndex(const void* owner, size_t arg_index) {
 // False when the tensor is too malformed to key (the slow path reports it).
 bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
               TensorKey* key) {
-  if (arg == nullptr || arg->struct_size < sizeof(fj_tensor_arg)) return false;
+  if (arg == nullptr || arg->struct_size < kTensorArgV1Size) return false;
   const fj_tensor* t = arg->tensor;
   if (t == nullptr || t->ndim < 1 || t->ndim > FJ_TP_MAX_RANK ||
       t->shape == nullptr) {
@@ -165,7 +183,10 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
   key->bits = t->dtype.bits;
   key->lanes = t->dtype.lanes;
   key->oob = RawOob(arg);
-  key->flags = (t->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0);
+  const int32_t swizzle = RawSwizzle(arg);
+  if (swizzle < 0 || swizzle > 255) return false;  // the slow path reports it
+  key->flags = (t->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0) |
+               (swizzle << 2);
   for (int i = 0; i < t->ndim; ++i) {
     key->shape[i] = t->shape[i];
     key->box[i] = arg->box[i];
@@ -270,12 +291,12 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   if (arg == nullptr) {
     return ArgError(arg_index, "fj_arg.v.tensor is NULL");
   }
-  if (arg->struct_size < sizeof(fj_tensor_arg)) {
+  if (arg->struct_size < kTensorArgV1Size) {
     return ArgError(
         arg_index,
         absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
-                     ", smaller than the first version (",
-                     sizeof(fj_tensor_arg), ")"));
+                     ", smaller than the first version (", kTensorArgV1Size,
+                     ")"));
   }
   const fj_tensor* t = arg->tensor;
   if (t == nullptr) return ArgError(arg_index, "fj_tensor_arg.tensor is NULL");
@@ -377,7 +398,53 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
       return ArgError(arg_index,
                       absl::StrCat("oob is ", oob, ", not an fj_oob value"));
   }
+  const int32_t swizzle = RawSwizzle(arg);
+  if (swizzle < FJ_SWIZZLE_NONE || swizzle > FJ_SWIZZLE_128B) {
+    return ArgError(arg_index, absl::StrCat("swizzle is ", swizzle,
+                                            ", not an fj_swizzle value"));
+  }
+  d.swizzle = static_cast<fj::swizzle_mode>(swizzle);
+  if (swizzle != FJ_SWIZZLE_NONE) {
+    const int64_t width = int64_t{16} << swizzle;
+    const int64_t row = static_cast<int64_t>(d.box[0]) * d.elem_bytes;
+    if (row != width) {
+      return ArgError(
+          arg_index,
+          absl::StrCat("swizzle ", width, "B needs the innermost box extent "
+                       "(box[", n - 1, "]) times the element size to be ",
+                       width, " bytes; it is ", d.box[0], " x ", d.elem_bytes,
+                       " = ", row));
+    }
+  }
   return d;
+}
+
+std::string HardwareBox(const TensorDesc& d, int32_t hw[FJ_TP_MAX_RANK]) {
+  const int n = d.rank;
+  const int64_t align =
+      d.swizzle == fj::swizzle_none ? 128 : int64_t{128} << d.swizzle;
+  int64_t inner = d.elem_bytes;  // bytes of one element of dimension dim
+  int dim = 0;
+  for (; dim < n && d.box[dim] <= 256; ++dim) {
+    hw[dim] = d.box[dim];
+    inner *= d.box[dim];
+  }
+  for (int e = dim; e < n; ++e) hw[e] = 1;
+  if (dim == n) return "";
+  const int32_t b = d.box[dim];
+  for (int32_t h = 256; h >= 1; --h) {
+    if (b % h != 0) continue;
+    const int64_t piece = inner * h;
+    if (piece % align != 0) continue;
+    hw[dim] = h;
+    return "";
+  }
+  return absl::StrCat(
+      "box[", n - 1 - dim, "] = ", b,
+      " is over TMA's 256 per copy and has no divisor up to 256 that makes "
+      "pieces of a multiple of ",
+      align, " bytes; a multiple of ", align / std::gcd<int64_t>(align, inner),
+      " there splits (the part past the tensor reads as the oob fill)");
 }
 
 std::string TmaRejection(const TensorDesc& d) {
@@ -411,15 +478,22 @@ std::string TmaRejection(const TensorDesc& d) {
     }
   }
   for (int dim = 0; dim < n; ++dim) {
-    if (d.box[dim] < 1 || d.box[dim] > 256) {
+    if (d.box[dim] < 1) {
       return absl::StrCat("box[", caller_dim(dim), "] is ", d.box[dim],
-                          "; TMA boxes are 1..256");
+                          "; TMA boxes are at least 1");
     }
   }
   if ((static_cast<int64_t>(d.box[0]) * d.elem_bytes) % 16 != 0) {
     return absl::StrCat("the inner box (box[", caller_dim(0), "] = ", d.box[0],
                         " x ", d.elem_bytes,
                         " bytes) is not a multiple of 16 bytes");
+  }
+  int32_t hw[FJ_TP_MAX_RANK];
+  std::string why = HardwareBox(d, hw);
+  if (!why.empty()) return why;
+  if ((static_cast<int64_t>(hw[0]) * d.elem_bytes) % 16 != 0) {
+    return absl::StrCat("the inner hardware box (", hw[0], " x ",
+                        d.elem_bytes, " bytes) is not a multiple of 16 bytes");
   }
   if (d.oob == fj::oob_nan && !kDtypes[d.dtype].tma_float) {
     return absl::StrCat("NaN fill needs a TMA floating-point type; ",
@@ -441,6 +515,7 @@ void FillTensorParam(const TensorDesc& d, fj::tensor_param* out) {
   out->elem_bytes = d.elem_bytes;
   out->oob = d.oob;
   out->flags = 0;
+  out->swizzle = static_cast<unsigned char>(d.swizzle);
 }
 
 absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
@@ -452,9 +527,14 @@ absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
   cuuint64_t strides[FJ_TP_MAX_RANK] = {};
   cuuint32_t box[FJ_TP_MAX_RANK] = {};
   cuuint32_t element_strides[FJ_TP_MAX_RANK] = {1, 1, 1, 1, 1};
+  int32_t hw[FJ_TP_MAX_RANK] = {};
+  const std::string why = HardwareBox(d, hw);
+  if (!why.empty()) return absl::InvalidArgumentError(why);
+  bool split = false;
   for (int dim = 0; dim < d.rank; ++dim) {
     dims[dim] = static_cast<cuuint64_t>(d.shape[dim]);
-    box[dim] = static_cast<cuuint32_t>(d.box[dim]);
+    box[dim] = static_cast<cuuint32_t>(hw[dim]);
+    split = split || hw[dim] != d.box[dim];
     if (dim > 0) {
       strides[dim - 1] = static_cast<cuuint64_t>(d.stride[dim] * d.elem_bytes);
     }
@@ -463,11 +543,18 @@ absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
       reinterpret_cast<CUtensorMap*>(out->tmap), kDtypes[d.dtype].tma,
       static_cast<cuuint32_t>(d.rank),
       reinterpret_cast<void*>(static_cast<uintptr_t>(d.address)), dims, strides,
-      box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, kSwizzles[d.swizzle],
+      CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
       d.oob == fj::oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
                            : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return CheckCu(api, r, "cuTensorMapEncodeTiled");
+  absl::Status encoded = CheckCu(api, r, "cuTensorMapEncodeTiled");
+  if (!encoded.ok()) return encoded;
+  for (int dim = 0; dim < FJ_TP_MAX_RANK; ++dim) {
+    out->hw_box_m1[dim] =
+        dim < d.rank ? static_cast<unsigned char>(hw[dim] - 1) : 0;
+  }
+  if (split) out->flags |= FJ_TP_SPLIT_BOX;
+  return absl::OkStatus();
 }
 
 // ---------------------------------------------------------------------------

@@ -53,7 +53,11 @@ struct TensorDesc {
   int64_t stride[FJ_TP_MAX_RANK] = {};  // elements
   int32_t box[FJ_TP_MAX_RANK] = {};     // resolved: never 0
   fj::oob_mode oob = fj::oob_promise_in_bounds;
+  fj::swizzle_mode swizzle = fj::swizzle_none;
 };
+
+// The first fj_tensor_arg (1.0): everything before `swizzle`.
+constexpr size_t kTensorArgV1Size = offsetof(fj_tensor_arg, swizzle);
 
 // The fj::dtype_code of a DLPack dtype (lanes must be 1). Accepts kDLInt
 // 8/16/32/64, kDLUInt 8/16/32, kDLFloat 16/32/64, kDLBfloat 16, kDLBool 8
@@ -71,20 +75,30 @@ bool DtypeIsFloat(int dtype);
 absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
                                           size_t arg_index);
 
+// The tensor map's box for `desc` (parameter order) in `hw`: the tile's box
+// where every extent is within TMA's 1..256, else a box that tiles it in
+// pieces contiguous in SMEM: hw == box in the dimensions below the first
+// one over 256 (k), hw[k] the largest divisor of box[k] up to 256 whose
+// piece is a multiple of 128 bytes (the swizzle repeat under a swizzle;
+// for k = 0 also a multiple of 16 bytes), 1 above k. "" or why none exists.
+std::string HardwareBox(const TensorDesc& desc, int32_t hw[FJ_TP_MAX_RANK]);
+
 // Why TMA cannot describe `desc` ("" when it can), per the rules of
 // cuTensorMapEncodeTiled: 16-byte-aligned address, inner stride 1, outer
 // strides in bytes positive multiples of 16 below 2^40, extents 1..2^32,
-// box extents 1..256 with the inner box a multiple of 16 bytes, and NaN
-// fill only for dtypes TMA treats as floating point (not fp8).
+// a hardware box (HardwareBox) with the inner box a multiple of 16 bytes,
+// and NaN fill only for dtypes TMA treats as floating point (not fp8).
 std::string TmaRejection(const TensorDesc& desc);
 
 // Writes the parameter for `desc` without a tensor map (flags clear).
 void FillTensorParam(const TensorDesc& desc, fj::tensor_param* out);
 
 // Encodes desc's CUtensorMap into out->tmap (128 bytes) with
-// api.cuTensorMapEncodeTiled: no interleave, no swizzle, L2 promotion 128B,
-// NaN fill for oob_nan. `out` must be 64-byte aligned. On a driver refusal
-// the status carries the driver's error; the caller falls back.
+// api.cuTensorMapEncodeTiled: no interleave, desc's swizzle, the hardware
+// box (recorded in out->hw_box_m1, FJ_TP_SPLIT_BOX when it differs from the
+// box), L2 promotion 128B, NaN fill for oob_nan. `out` must be 64-byte
+// aligned. On a driver refusal the status carries the driver's error; the
+// caller falls back.
 absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& desc,
                              fj::tensor_param* out);
 

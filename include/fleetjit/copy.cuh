@@ -14,6 +14,132 @@
 // against this header never changes between them. It needs no system
 // headers and no libcu++.
 //
+// ===================================================== performance guide
+//
+// 1. The idiom to copy: a producer warp and a ring of STAGES buffers.
+//
+//   #include <fleetjit/copy.cuh>
+//   constexpr int S = 3;                           // stages: see 4.
+//   extern "C" __global__ void __launch_bounds__(288)
+//   rows(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out, int tiles) {
+//     extern __shared__ __align__(1024) unsigned char smem[];  // S tiles
+//     __shared__ fj::barrier full[S], empty[S];
+//     const unsigned warp = threadIdx.x / 32, consumers = blockDim.x / 32 - 1;
+//     if (threadIdx.x == 0)
+//       for (int i = 0; i < S; ++i) {
+//         full[i].init(1);              // the producer's one arrival
+//         empty[i].init(consumers);     // one arrival per consumer warp
+//       }
+//     __syncthreads();                  // the only block barrier
+//     fj::pipeline<S> p;                // stage() and phase(), per thread
+//     for (int t = blockIdx.x; t < tiles; t += gridDim.x, p.advance()) {
+//       float* buf = (float*)(smem + p.stage() * in.box_bytes());
+//       const fj::coords at = fj::at(0, t * in.box(1));
+//       if (warp == 0) {                // producer: all 32 lanes
+//         empty[p.stage()].wait(p.phase() ^ 1);  // consumers freed it
+//         fj::load_tile(fj::warp, buf, in, at, full[p.stage()]);
+//         full[p.stage()].arrive(fj::warp);      // attach, then arrive
+//       } else {                        // consumers
+//         full[p.stage()].wait(p.phase());
+//         ... work on buf (fj::tile_ref for a swizzled tile) ...
+//         empty[p.stage()].arrive(fj::warp);
+//       }
+//     }
+//   }
+//
+// A warp-scope copy attaches to the barrier's current phase without
+// counting as an arrival; the phase completes when `count` arrivals were
+// made and every attached copy has landed. The first wait on empty[] uses
+// phase() ^ 1 = 1, which a fresh barrier has already completed. Results go
+// out the same way: consumers write a tile, call fj::fence_smem(), arrive
+// on a barrier the producer waits on; the producer calls
+// fj::store_tile(fj::warp, ...), fj::commit_group(fj::warp) and, before
+// reusing that SMEM (or exiting), fj::wait_group_read<0>(fj::warp) /
+// fj::wait_group<0>(fj::warp). The block-collective calls (no tag) start
+// with a block barrier each and suit simple kernels (see the example
+// below); a loop of them costs one __syncthreads() per call.
+//
+// Types and functions the idiom uses, all in namespace fj:
+//   tensor<T, R> (FJ_TENSOR(T, R)), coords, at(c0, ...) (dimension 0
+//   innermost: at(x, y) is column x of row y), barrier (init, arrive,
+//   arrive(fj::warp), wait, test, arrive_and_wait), pipeline<S>, warp /
+//   block (scope tags), in_group (group tag), pred_skip / pred_zero
+//   (pred_mode), swz_none / swz32 / swz64 / swz128, swizzle<S>::offset,
+//   tile_ref<T, S>, load, load_tile, load_tiles, gather_tiles, store,
+//   store_tile, commit_group, wait_group<N>, wait_group_read<N>,
+//   fence_smem, prefetch_l2, prefetch_tile, prefetch_tensormap,
+//   block_threads, cluster_rank, cluster_size, cluster_sync, copy_impl.
+//   (barrier, coords, at, pipeline, the tags and swizzles are declared in
+//   copy/common.cuh, which this header includes; the rest below.)
+//
+// 2. When a tile goes through the tensor map (tma). The host encodes a
+//    CUtensorMap (cuTensorMapEncodeTiled) when the tensor has
+//      - a 16-byte aligned address, dimension 0 contiguous (stride 1), and
+//        outer strides that are positive multiples of 16 bytes below 2^40;
+//      - extents 1..2^32; the inner box (box[0] * elem_bytes) a multiple of
+//        16 bytes; no NaN fill for fp8 (TMA moves fp8 as bytes);
+//      - a box of at most 256 elements per dimension per hardware copy. A
+//        larger box is split by the host into a hardware box that tiles it
+//        in SMEM-contiguous pieces of a multiple of 128 bytes (the largest
+//        divisor up to 256 of the first dimension over 256; 1 above it):
+//        a bf16 row of 4096 is 16 copies of 256 behind one barrier and one
+//        expect_tx. A box with no such divisor (a bf16 row of 4000) gets no
+//        tensor map: round it up (4032 or 4096, with oob = zeros) instead.
+//    Per call, a tile also needs its SMEM destination 128-byte aligned
+//    (the swizzle's repeat, 256/512/1024 bytes, under a swizzle) and, in
+//    this build, its innermost start coordinate 16-byte aligned (c0 *
+//    elem_bytes % 16 == 0; see tma.cuh's FJ_TMA_ANY_START). fj_tensor_arg_
+//    check (<fleetjit/fleetjit.h>) says whether a tensor gets a map, and
+//    why not; a launch that falls back logs it once (FLEETJIT_LOG=info).
+//
+// 3. Fallbacks and their cost (H200, fraction of a cuMemcpyDtoD of the
+//    same bytes; bench/copy_bench and bench/results/):
+//      - tile copy as tuned: tma 0.961x, cp_async 0.943x, sync 0.934x.
+//      - no tensor map (the rules of 2.) or SMEM not aligned: cp.async
+//        tile walk by the calling threads, the cp_async figure when rows
+//        are 16-byte aligned; it costs the issuing threads' time, so a
+//        producer warp moves less than the copy engine would.
+//      - innermost start not 16-byte aligned (a ragged or shifted tile):
+//        the walker in element-sized chunks, the one slow case: a ragged
+//        f32 transpose ran at 0.17x against 0.78x aligned (issue 20).
+//        Keep c0 a multiple of 16 / elem_bytes: pad the tensor's rows or
+//        start tiles at aligned columns and let oob fill the edge.
+//      - a tile store that leaves the tensor: clipped thread stores of the
+//        calling threads (rows of 16-byte chunks where aligned); tiles
+//        inside stay on TMA.
+//      - a false predicate under pred_zero (tma): threads store the zeros.
+//      - loads with fj::in_group (no barrier) under tma: cp.async.
+//      - swizzle under cp_async / sync: one XOR per 16-byte chunk.
+//
+// 4. Stages, boxes and threads per implementation (copy_bench's best on
+//    the H200; start there and measure):
+//      tma       2-3 stages of 256x64 f32 boxes (64 KiB), 1 CTA per SM;
+//                one producer warp is enough: the copy engine moves it.
+//      cp_async  2-4 stages of 128x64 boxes, 128-512 threads issuing: the
+//                bytes in flight are the threads' cp.asyncs, so the
+//                producer should be the block (or several warps), not one.
+//      sync      2 stages of 128x64, 3 CTAs of 128 threads per SM: each
+//                thread keeps FJ_FAST_UNROLL (8) 16-byte loads in flight;
+//                the load costs about 128 registers at its peak (ptxas,
+//                sm_90; -DFJ_FAST_UNROLL=4 trades bytes in flight for
+//                fewer).
+//    One source runs everywhere: a warp-scope producer under cp_async or
+//    sync moves the tile with its 32 lanes only (correct, at a fraction of
+//    the bandwidth); a kernel that must be fast on every implementation
+//    can branch on fj::copy_impl (a constexpr) to give the load to more
+//    warps there.
+//
+// 5. Swizzled tiles. Pass the tensor with fj_tensor_arg.swizzle (Python:
+//    fleetjit.Tensor(x, box=..., swizzle=128)); its box row must be the
+//    swizzle width (box[0] * elem_bytes == 32/64/128). SMEM then holds the
+//    TMA pattern under every implementation: read it through
+//    fj::tile_ref<T, fj::swz128> tile(buf, t.box(0)); tile(row, col), or
+//    fj::swizzle<fj::swz128>::offset(byte). The kernel checks the tensor's
+//    mode with t.swizzled_as<fj::swz128>() (the runtime cannot see which
+//    accessor a kernel uses). Stores read SMEM through the same pattern.
+//
+// ============================================================ reference
+//
 // Example: scale a 2-D tensor tile by tile, ragged edges included.
 //
 //   #include <fleetjit/copy.cuh>
@@ -35,14 +161,21 @@
 //   }
 //
 // Conventions (the cooperation contract; the conformance tests check it):
-//  1. Copy, store and prefetch calls are block-collective: every thread of
-//     the block calls them, in the same order, with the same arguments
-//     (predicates included). Under tma thread rank 0 issues the copy engine;
-//     under cp_async and sync the threads split the work.
-//  2. Every load and store call starts with a block barrier (and, under tma,
-//     a proxy fence): SMEM that threads wrote or read before the call may be
-//     overwritten (loads) or is what gets stored (stores). No other
-//     synchronisation is needed around a call within one block.
+//  1. Copy, store and prefetch calls without a scope tag (or with fj::block)
+//     are block-collective: every thread of the block calls them, in the
+//     same order, with the same arguments (predicates included). Under tma
+//     thread rank 0 issues the copy engine (the first warp's lanes issue
+//     the pieces of a split box or a gather); under cp_async and sync the
+//     threads split the work. With fj::warp, the 32 lanes of one warp call
+//     them, converged, with the same arguments; the rest of the block does
+//     not (see the guide, 1.).
+//  2. Every block-scope load and store call starts with a block barrier
+//     (and, under tma, a proxy fence): SMEM that threads wrote or read
+//     before the call may be overwritten (loads) or is what gets stored
+//     (stores). No other synchronisation is needed around a call within
+//     one block. A warp-scope call only syncs its warp: the caller orders
+//     the destination (an "empty" barrier) and, for stores of SMEM other
+//     warps wrote, has the writers call fj::fence_smem() first.
 //  3. fj::barrier lives in shared memory. One thread calls init(count),
 //     then the block synchronises (__syncthreads(), or fj::cluster_sync()
 //     when other CTAs multicast into this one). A phase completes when
@@ -51,7 +184,9 @@
 //     called: every thread that calls a load on `bar` must arrive() on
 //     `bar` afterwards in that phase. So a barrier that copies complete on
 //     has count = fj::block_threads(), and each thread calls arrive() once
-//     per phase after its copy calls.
+//     per phase after its copy calls. A warp-scope load attaches to the
+//     phase without counting: its warp arrives with arrive(fj::warp), one
+//     arrival, so a barrier fed by one producer warp has count 1.
 //  4. wait(parity) returns once the phase with that parity has completed;
 //     phase k has parity k & 1. As with mbarriers, wait(1) on a fresh
 //     barrier returns at once (the phase before phase 0 counts as done).
@@ -71,7 +206,10 @@
 //     barrier protocol is unchanged: threads still arrive, nothing hangs.
 //  7. Tiles: a tile is the tensor's box (tensor_param::box) starting at
 //     signed coordinates (fj::coords, dimension 0 innermost); it lands in
-//     SMEM dense and row-major (dimension 0 fastest). Elements outside the
+//     SMEM dense and row-major (dimension 0 fastest), under the tensor's
+//     swizzle if it has one (the guide, 5.). A box may exceed 256 per
+//     dimension (the guide, 2.). load_tiles / gather_tiles put k tiles at
+//     smem + i * box_elems, all on one barrier. Elements outside the
 //     tensor read per the tensor's oob mode: oob_zeros gives 0, oob_nan a
 //     quiet NaN (f32 7FC00000, f64 7FF8..., f16 7E00, bf16 7FC0, e4m3 7F,
 //     e5m2 7E; integer dtypes read 0), oob_promise_in_bounds is unchecked.
@@ -347,25 +485,6 @@ FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
 }
 
 // ------------------------------------------------------- tile lists
-namespace detail {
-struct coord_list {
-  const coords* cs;
-  FJ_DEV coords operator()(int i) const { return cs[i]; }
-};
-struct coord_gather {
-  coords base;
-  int dim;
-  const int* idx;
-  FJ_DEV coords operator()(int i) const {
-    coords c = base;
-    const int v = idx[i];
-#pragma unroll
-    for (int d = 0; d < FJ_TP_MAX_RANK; ++d)
-      if (d == dim) c.v[d] = v;
-    return c;
-  }
-};
-}  // namespace detail
 
 // k tiles at the k coordinates cs[0..k-1]: tile i lands at smem_dst + i *
 // t.box_elems(), all completing on `bar` (one expect_tx under tma) or in

@@ -487,14 +487,29 @@ typedef enum fj_oob {
 #define FJ_DL_FLOAT8_E4M3 0x80
 #define FJ_DL_FLOAT8_E5M2 0x81
 
+/* The SMEM layout of a tensor's tiles (since 1.1): the TMA swizzle modes,
+ * written in software under cp_async and sync (<fleetjit/copy.cuh>,
+ * fj::swizzle). A swizzled tensor's innermost box extent times the element
+ * size must equal the width (32, 64 or 128 bytes). */
+typedef enum fj_swizzle {
+  FJ_SWIZZLE_NONE = 0,
+  FJ_SWIZZLE_32B = 1,
+  FJ_SWIZZLE_64B = 2,
+  FJ_SWIZZLE_128B = 3
+} fj_swizzle;
+
 /* A tensor argument: the borrowed tensor plus how kernels tile it. */
 typedef struct fj_tensor_arg {
   size_t struct_size;
   const void* ext;
   const fj_tensor* tensor; /* borrowed for the duration of the launch call */
-  /* Tile extents, outermost-first like shape; box[i] = 0 means shape[i]. */
+  /* Tile extents, outermost-first like shape; box[i] = 0 means shape[i].
+   * Any extent: a box above the TMA limit (256 per dimension) is split
+   * into several tensor copies behind one barrier. */
   uint32_t box[5];
   fj_oob oob;
+  /* Since 1.1 (a 1.0 caller's shorter struct_size reads as NONE). */
+  fj_swizzle swizzle;
 } fj_tensor_arg;
 
 /* How the tma implementation would move a tensor argument. */

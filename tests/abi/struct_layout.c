@@ -41,7 +41,7 @@ int main(void) {
   FIELD(fj_tensor, dtype); FIELD(fj_tensor, shape); FIELD(fj_tensor, strides);
   FIELD(fj_tensor, byte_offset);
   SIZE(fj_tensor_arg); FIELD(fj_tensor_arg, tensor); FIELD(fj_tensor_arg, box);
-  FIELD(fj_tensor_arg, oob);
+  FIELD(fj_tensor_arg, oob); FIELD(fj_tensor_arg, swizzle);
   SIZE(fj_tensor_check); FIELD(fj_tensor_check, tma); FIELD(fj_tensor_check, reason);
   SIZE(fj_arg); FIELD(fj_arg, kind); FIELD(fj_arg, size); FIELD(fj_arg, v);
   SIZE(fj_launch_config); FIELD(fj_launch_config, grid); FIELD(fj_launch_config, block);

@@ -46,6 +46,24 @@ __device__ __noinline__ void through_function(const fj::tensor<T, R>& t, T* out,
     through_function<unsigned, R>(t, out, c);                                        \
   }
 FJ_PROBE(1) FJ_PROBE(2) FJ_PROBE(3) FJ_PROBE(4) FJ_PROBE(5)
+// The tile at (c, ...) stored back into `o` (same shape as t) at the same
+// place: a store that leaves the tensor when the tile straddles its end.
+#define FJ_STORE_PROBE(R)                                                          \
+  extern "C" __global__ void store_r##R(FJ_TENSOR(float, R) t, FJ_TENSOR(float, R) o, \
+                                        int c) {                                   \
+    extern __shared__ unsigned char smem_raw[];                                    \
+    float* tile = (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127)); \
+    __shared__ fj::barrier bar;                                                    \
+    if (threadIdx.x == 0) bar.init(fj::block_threads());                           \
+    __syncthreads();                                                               \
+    fj::load_tile(tile, t, fj::at(c, c, c, c, c), bar);                            \
+    bar.arrive();                                                                  \
+    bar.wait(0);                                                                   \
+    fj::store_tile(o, fj::at(c, c, c, c, c), tile);                                \
+    fj::commit_group();                                                            \
+    fj::wait_group<0>();                                                           \
+  }
+FJ_STORE_PROBE(1) FJ_STORE_PROBE(2) FJ_STORE_PROBE(3)
 )";
 
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
@@ -53,7 +71,10 @@ fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
 // Runs one kernel on a random rank-R f32 tensor (extent `extent` per dim,
 // box `bx` per dim) and compares the tile at (c, ..., c). Returns 0 on
 // success, 77 when there is no TMA-capable GPU.
-int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c) {
+// `option` (e.g. "-DFJ_TMA_ANY_START=1") goes to NVRTC; "store_r*" kernels
+// store the tile back and the whole output tensor is compared.
+int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c,
+             const std::string& option = "") {
   fj_runtime* rt = nullptr;
   if (fj_runtime_create(nullptr, &rt) != nullptr) return 10;
   int32_t count = 0;
@@ -66,6 +87,12 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c) {
   std::string src = kSource;
   o.source = S(src);
   o.copy_impl = FJ_COPY_IMPL_TMA;
+  const fj_str opt = S(option);
+  if (!option.empty()) {
+    o.nvrtc_options = &opt;
+    o.num_nvrtc_options = 1;
+  }
+  const bool store = kernel.rfind("store_", 0) == 0;
   fj_module* m = nullptr;
   if (fj_module_build(rt, &o, &m) != nullptr) return 11;
   fj_kernel* k = nullptr;
@@ -91,9 +118,45 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c) {
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
   for (int d = 0; d < rank; ++d) ta.box[d] = box[d];
-  fj_arg args[3] = {ct::TensorArg(&ta), ct::PtrArg(out), ct::I32Arg(c)};
   fj_launch_config cfg =
       ct::LaunchConfig(1, 128, static_cast<uint32_t>(box_elems * 4 + 128));
+  if (store) {
+    // A poisoned output tensor: only the tile's in-bounds part changes.
+    ta.oob = FJ_OOB_ZEROS;
+    uint64_t odata = 0;
+    if (fj_mem_alloc(rt, 0, n * 4, &odata)) return 13;
+    fj_memset_d8(rt, odata, 0xCD, n * 4, nullptr);
+    fj_tensor ot = t;
+    ot.data = reinterpret_cast<void*>(odata);
+    fj_tensor_arg oa = ta;
+    oa.tensor = &ot;
+    fj_arg sargs[3] = {ct::TensorArg(&ta), ct::TensorArg(&oa), ct::I32Arg(c)};
+    fj_status* st = fj_launch(k, &cfg, sargs, 3);
+    if (st != nullptr) {
+      std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+      return 14;
+    }
+    std::vector<float> got(n);
+    st = fj_memcpy_dtoh(rt, got.data(), odata, n * 4, nullptr);
+    if (st != nullptr) {
+      std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+      return 15;
+    }
+    float poison;
+    std::memset(&poison, 0xCD, 4);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rem = i;
+      bool in = true;
+      for (int d = 0; d < rank; ++d) {
+        const int64_t x = rem % extent;
+        rem /= extent;
+        in = in && x >= c && x < c + bx;
+      }
+      if (std::memcmp(&got[i], in ? &host[i] : &poison, 4) != 0) return 16;
+    }
+    return 0;
+  }
+  fj_arg args[3] = {ct::TensorArg(&ta), ct::PtrArg(out), ct::I32Arg(c)};
   fj_status* st = fj_launch(k, &cfg, args, 3);
   if (st != nullptr) {
     std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
@@ -144,5 +207,46 @@ INSTANTIATE_TEST_SUITE_P(Ranks, TmaTileTest,
                                             ::testing::Values(Shape{8, 4, 1}, Shape{8, 4, 0},
                                                               Shape{8, 4, 4}, Shape{8, 8, 0},
                                                               Shape{64, 16, 16}, Shape{41, 4, 1})));
+
+// The two emulations tma.cuh keeps from November's H200 runs, forced off:
+// a tile whose innermost start is not 16-byte aligned through TMA
+// (-DFJ_TMA_ANY_START=1), and a tile store that leaves the tensor through
+// TMA (-DFJ_TMA_EDGE_STORE=1). The PTX ISA allows both. The probe must
+// either copy right or fail loudly (a CUDA error, exit 15): never return
+// wrong data. Which one it is, is printed: that is the measurement that
+// decides whether the emulations can go (tma.cuh, FJ_TMA_ANY_START).
+struct Cliff {
+  const char* kernel;
+  int rank, extent, bx, c;
+  const char* option;
+};
+class TmaCliffTest : public ::testing::TestWithParam<Cliff> {};
+TEST_P(TmaCliffTest, ForcedTmaCopiesRightOrFailsLoudly) {
+  const Cliff k = GetParam();
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) _exit(RunProbe(k.kernel, k.rank, k.extent, k.bx, k.c, k.option));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << k.kernel << " crashed the process";
+  const int rc = WEXITSTATUS(status);
+  if (rc == 77) GTEST_SKIP() << "needs a GPU with TMA (sm_90+)";
+  std::printf("[ cliff    ] %s %s rank %d extent %d box %d at %d: %s\n", k.option,
+              k.kernel, k.rank, k.extent, k.bx, k.c,
+              rc == 0 ? "TMA copies it right" : rc == 15 ? "faults" : "other");
+  EXPECT_TRUE(rc == 0 || rc == 15) << "exit " << rc << " (16: wrong data)";
+}
+INSTANTIATE_TEST_SUITE_P(
+    Forced, TmaCliffTest,
+    ::testing::Values(Cliff{"direct_r1", 1, 41, 4, 1, "-DFJ_TMA_ANY_START=1"},
+                      Cliff{"direct_r2", 2, 41, 4, 1, "-DFJ_TMA_ANY_START=1"},
+                      Cliff{"function_r2", 2, 41, 8, 3, "-DFJ_TMA_ANY_START=1"},
+                      Cliff{"direct_r3", 3, 8, 4, 1, "-DFJ_TMA_ANY_START=1"},
+                      Cliff{"store_r1", 1, 41, 16, 32, "-DFJ_TMA_EDGE_STORE=1"},
+                      Cliff{"store_r2", 2, 41, 16, 32, "-DFJ_TMA_EDGE_STORE=1"},
+                      Cliff{"store_r3", 3, 9, 8, 4, "-DFJ_TMA_EDGE_STORE=1"},
+                      // The defaults (emulated) on the same tiles: right.
+                      Cliff{"store_r2", 2, 41, 16, 32, ""},
+                      Cliff{"direct_r2", 2, 41, 4, 1, ""}));
 
 }  // namespace

@@ -390,5 +390,136 @@ TEST_F(CopyBuildTest, TileFastPathsAreInlinedWithoutLocalMemory) {
   }
 }
 
+// A producer warp on its own: a one-warp block initialises the barriers,
+// then issues every warp-scope call (spans, tiles, a gather, stores,
+// groups, arrivals). Nothing in it may be a block barrier.
+constexpr const char* kWarpScope = R"(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void producer(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out,
+                                    FJ_TENSOR(unsigned short, 3) kv, const int* pages,
+                                    const unsigned char* g, unsigned char* go, int n,
+                                    int k) {
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ fj::barrier full[2];
+  if (threadIdx.x == 0) { full[0].init(1); full[1].init(1); }
+  __syncwarp();
+  fj::pipeline<2> p;
+  for (int t = 0; t < n; ++t) {
+    fj::load_tile(fj::warp, (float*)smem, in, fj::at(0, t), full[p.stage()], t & 1,
+                  fj::pred_zero);
+    full[p.stage()].arrive(fj::warp);
+    full[p.stage()].wait(p.phase());
+    p.advance();
+  }
+  fj::gather_tiles(fj::warp, (unsigned short*)(smem + 65536), kv, fj::at(0, 0, 0), 2,
+                   pages, k, full[0]);
+  fj::load(fj::warp, smem + 131072, g + 3, n, full[0]);
+  full[0].arrive(fj::warp);
+  full[0].wait(0);
+  fj::store_tile(fj::warp, out, fj::at(n - 1, 3), (const float*)smem);
+  fj::store(fj::warp, go + 32, smem + 16, n);
+  fj::commit_group(fj::warp);
+  fj::wait_group_read<0>(fj::warp);
+  fj::wait_group<0>(fj::warp);
+}
+)";
+
+// A single warp-scope tile load (a box of any size): one expect_tx.
+constexpr const char* kOneWarpTile = R"(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void one_tile(FJ_TENSOR(unsigned short, 2) in, int y) {
+  extern __shared__ __align__(1024) unsigned short tile[];
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(1);
+  __syncwarp();
+  fj::load_tile(fj::warp, tile, in, fj::at(0, y), bar);
+  bar.arrive(fj::warp);
+  bar.wait(0);
+}
+)";
+
+// The guide's idiom (copy.cuh, performance guide 1.), with a swizzled
+// read for the consumers' work: it builds everywhere, and its only block
+// barrier is the one after the barriers' init.
+constexpr const char* kGuideIdiom = R"(
+#include <fleetjit/copy.cuh>
+constexpr int S = 3;                           // stages: see 4.
+extern "C" __global__ void __launch_bounds__(288)
+rows(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out, int tiles) {
+  extern __shared__ __align__(1024) unsigned char smem[];  // S tiles
+  __shared__ fj::barrier full[S], empty[S];
+  const unsigned warp = threadIdx.x / 32, consumers = blockDim.x / 32 - 1;
+  if (threadIdx.x == 0)
+    for (int i = 0; i < S; ++i) {
+      full[i].init(1);              // the producer's one arrival
+      empty[i].init(consumers);     // one arrival per consumer warp
+    }
+  __syncthreads();                  // the only block barrier
+  fj::pipeline<S> p;                // stage() and phase(), per thread
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x, p.advance()) {
+    float* buf = (float*)(smem + p.stage() * in.box_bytes());
+    const fj::coords at = fj::at(0, t * in.box(1));
+    if (warp == 0) {                // producer: all 32 lanes
+      empty[p.stage()].wait(p.phase() ^ 1);  // consumers freed it
+      fj::load_tile(fj::warp, buf, in, at, full[p.stage()]);
+      full[p.stage()].arrive(fj::warp);      // attach, then arrive
+    } else {                        // consumers
+      full[p.stage()].wait(p.phase());
+      fj::tile_ref<float, fj::swz128> tr(buf, in.box(0)); if (tr(1, threadIdx.x % 32) == 1.5f) out.data()[t] = 1.f;
+      empty[p.stage()].arrive(fj::warp);
+    }
+  }
+}
+)";
+
+int Count(const std::string& ptx, const std::regex& re) {
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(ptx.begin(), ptx.end(), re),
+                    std::sregex_iterator()));
+}
+
+// Warp-scope calls contain no block barrier (bar.sync / barrier.sync /
+// bar.cta), under every implementation, on sm_75 to sm_90.
+TEST_F(CopyBuildTest, WarpScopeCallsHaveNoBlockBarrier) {
+  const std::regex block_barrier(
+      R"(\b(bar\.sync|barrier\.sync|bar\.cta|barrier\.cta|bar\.red|bar\.arrive)\b)");
+  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
+                                     {"sm_80", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kSync},
+                                     {"sm_90", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kTma}};
+  for (const Combo& c : combos) {
+    SCOPED_TRACE(absl::StrCat(c.target, " ", CopyImplName(c.impl)));
+    auto a = Build(kWarpScope, c.target, c.impl);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(Count(a->ptx, block_barrier), 0)
+        << "a warp-scope call synchronises the block";
+    EXPECT_TRUE(Has(a->ptx, "bar.warp.sync")) << "the warp's own sync";
+    auto g = Build(kGuideIdiom, c.target, c.impl);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(Count(g->ptx, block_barrier), 1) << "the guide's idiom";
+    if (c.impl == CopyImpl::kCpAsync) {
+      // Each lane's copies attach without counting (the non-.noinc form).
+      EXPECT_TRUE(Has(a->ptx, "cp.async.mbarrier.arrive.shared.b64"));
+      EXPECT_FALSE(Has(a->ptx, "cp.async.mbarrier.arrive.noinc"));
+    }
+    if (c.impl == CopyImpl::kTma) {
+      EXPECT_TRUE(Has(a->ptx, "cp.async.bulk.tensor.2d.shared::cluster"));
+      EXPECT_TRUE(Has(a->ptx, "cp.async.bulk.tensor.3d.shared::cluster"));
+      EXPECT_TRUE(Has(a->ptx, "cp.async.bulk.tensor.2d.global.shared::cta"));
+    }
+  }
+}
+
+// Under tma a tile load of any box size raises the transaction count once:
+// the pieces of a split box share one expect_tx (tests/jit/
+// copy_emulation_test.cc runs the split and counts the copies).
+TEST_F(CopyBuildTest, AWarpTileLoadHasOneExpectTx) {
+  auto a = Build(kOneWarpTile, "sm_90", CopyImpl::kTma);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Count(a->ptx, std::regex(R"(mbarrier\.expect_tx)")), 1);
+  EXPECT_GE(Count(a->ptx, std::regex(R"(cp\.async\.bulk\.tensor\.2d)")), 1);
+}
+
 }  // namespace
 }  // namespace fleetjit::jit

@@ -131,6 +131,11 @@ inline CUresult FakeEncodeTiled(
     }
   }
   if (ok) ok = (uint64_t{box[0]} * elem) % 16 == 0;
+  // A swizzled map's inner box is at most the swizzle width.
+  if (ok && swizzle != CU_TENSOR_MAP_SWIZZLE_NONE) {
+    ok = swizzle <= CU_TENSOR_MAP_SWIZZLE_128B &&
+         uint64_t{box[0]} * elem <= (uint64_t{16} << swizzle);
+  }
   if (ok && fill == CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA) {
     ok = dtype == CU_TENSOR_MAP_DATA_TYPE_FLOAT16 ||
          dtype == CU_TENSOR_MAP_DATA_TYPE_FLOAT32 ||

@@ -228,13 +228,18 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
        "positive"},
       {"stride over 2^40",
        [](TestTensor& t) { t.strides[0] = int64_t{1} << 38; }, "below 2^40"},
-      {"box over 256", [](TestTensor& t) { t.arg.box[0] = 300; }, "1..256"},
-      {"whole extent over 256",
+      // 301 rows: no divisor up to 256 but 7 and 43, whose pieces of
+      // 7 x 64 / 43 x 64 bytes are not multiples of 128.
+      {"box over 256 without a piece", [](TestTensor& t) {
+         t.shape[0] = 400;
+         t.arg.box[0] = 301;
+       }, "over TMA's 256"},
+      {"whole extent over 256 without a piece",
        [](TestTensor& t) {
-         t.shape[0] = 1000;
+         t.shape[0] = 1001;
          t.arg.box[0] = 0;
        },
-       "1..256"},
+       "over TMA's 256"},
       {"inner box 12 bytes", [](TestTensor& t) { t.arg.box[1] = 3; },
        "16 bytes"},
       {"fp8 nan",
@@ -263,6 +268,120 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
     EXPECT_TRUE(absl::StrContains(why, c.reason))
         << c.name << ": '" << why << "'";
   }
+}
+
+// Boxes over 256 per dimension: the hardware box tiles the box in pieces
+// contiguous in SMEM, each a multiple of 128 bytes.
+TEST(HardwareBox, SplitsBoxesOverTheTmaLimit) {
+  struct Case {
+    int bits;
+    std::vector<int64_t> shape;  // outermost-first
+    std::vector<uint32_t> box;   // outermost-first
+    std::vector<int32_t> hw;     // parameter order (dim 0 innermost)
+  } cases[] = {
+      {16, {8192, 4096}, {1, 4096}, {256, 1}},     // an RMSNorm row, bf16
+      {16, {8192, 4096}, {4, 4096}, {256, 1}},     // four rows: 64 pieces
+      {32, {5000, 4100}, {32, 32}, {32, 32}},      // no split
+      {32, {5000, 512}, {1024, 64}, {64, 256}},    // outer dim split
+      {16, {64, 8000}, {1, 4000}, {200, 1}},       // not: 400 B, see below
+      // A middle dim split: 150 rows of 64 bytes are 75 x 128 bytes.
+      {8, {2, 400, 1024}, {1, 300, 64}, {64, 150, 1}},
+  };
+  for (const Case& c : cases) {
+    TestTensor t;
+    const int rank = static_cast<int>(c.shape.size());
+    t.Set(kBase, rank, 2, c.bits, c.shape, false);
+    if (c.bits == 8) t.tensor.dtype = {1, 8, 1};
+    if (c.bits == 16) t.tensor.dtype = {2, 16, 1};
+    for (int i = 0; i < rank; ++i) t.arg.box[i] = c.box[i];
+    auto d = DescribeTensor(&t.arg, 0);
+    ASSERT_TRUE(d.ok()) << d.status();
+    int32_t hw[FJ_TP_MAX_RANK] = {};
+    const std::string why = HardwareBox(*d, hw);
+    if (c.box.back() == 4000) {  // 4000 bf16 has no 128-byte piece
+      EXPECT_TRUE(absl::StrContains(why, "a multiple of 64")) << why;
+      continue;
+    }
+    ASSERT_EQ(why, "");
+    for (int i = 0; i < rank; ++i) EXPECT_EQ(hw[i], c.hw[i]) << "dim " << i;
+    EXPECT_EQ(TmaRejection(*d), "");
+  }
+}
+
+TEST(TensorEncoder, EncodesTheHardwareBoxAndRecordsIt) {
+  DriverApi api = FakeDriver();
+  TensorEncoder e(&api, "test.cu:k", nullptr, nullptr);
+  e.set_cache_enabled(false);
+  TestTensor t;
+  t.Set(kBase, 2, 2, 16, {8192, 4096}, false);
+  t.tensor.dtype = {4, 16, 1};  // bf16
+  t.arg.box[0] = 2;
+  t.arg.box[1] = 4096;
+  fj::tensor_param p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma);
+  EXPECT_EQ(p.flags, FJ_TP_HAS_TMAP | FJ_TP_SPLIT_BOX);
+  EXPECT_EQ(p.box[0], 4096);  // the tile is still the caller's box
+  EXPECT_EQ(p.box[1], 2);
+  EXPECT_EQ(p.hw_box_m1[0], 255);
+  EXPECT_EQ(p.hw_box_m1[1], 0);
+  EXPECT_EQ(testing::t_last_encode.box[0], 256u);
+  EXPECT_EQ(testing::t_last_encode.box[1], 1u);
+  EXPECT_EQ(testing::g_fake_encode_rule_violations.load(), 0u);
+  // A box within the limit: hw == box, no split flag.
+  t.arg.box[1] = 256;
+  p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma);
+  EXPECT_EQ(p.flags, FJ_TP_HAS_TMAP);
+  EXPECT_EQ(p.hw_box_m1[0], 255);
+  EXPECT_EQ(p.hw_box_m1[1], 1);
+}
+
+TEST(TensorEncoder, SwizzleReachesTheMapAndTheParameter) {
+  DriverApi api = FakeDriver();
+  TensorEncoder e(&api, "test.cu:k", nullptr, nullptr);
+  e.set_cache_enabled(false);
+  const CUtensorMapSwizzle want[] = {
+      CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
+      CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
+  for (int m = 0; m < 4; ++m) {
+    TestTensor t;
+    t.Set(kBase, 2, 2, 16, {512, 512}, false);
+    t.arg.box[0] = 64;
+    t.arg.box[1] = m == 0 ? 64 : (16u << m) / 2;  // rows of the width
+    t.arg.swizzle = static_cast<fj_swizzle>(m);
+    for (jit::CopyImpl impl : {jit::CopyImpl::kTma, jit::CopyImpl::kSync}) {
+      fj::tensor_param p = EncodeOrDie(e, t.arg, impl);
+      EXPECT_EQ(p.swizzle, m) << "every impl writes the swizzle";
+      if (impl == jit::CopyImpl::kTma) {
+        EXPECT_EQ(p.flags & FJ_TP_HAS_TMAP, FJ_TP_HAS_TMAP) << m;
+        EXPECT_EQ(testing::t_last_encode.swizzle, want[m]);
+      }
+    }
+  }
+  EXPECT_EQ(testing::g_fake_encode_rule_violations.load(), 0u);
+}
+
+TEST(TensorEncoder, RefusesASwizzleTheBoxDoesNotFit) {
+  DriverApi api = FakeDriver();
+  TensorEncoder e(&api, "test.cu:k", nullptr, nullptr);
+  TestTensor t;
+  t.Set(kBase, 2, 2, 32, {512, 512}, false);
+  t.arg.box[0] = 8;
+  t.arg.box[1] = 64;  // 256-byte rows
+  t.arg.swizzle = FJ_SWIZZLE_128B;
+  alignas(64) fj::tensor_param p;
+  absl::Status s = e.Encode(3, &t.arg, 0, -1, jit::CopyImpl::kCpAsync, &p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "argument 3")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "128 bytes; it is 64 x 4 = 256"))
+      << s;
+  t.arg.swizzle = static_cast<fj_swizzle>(7);
+  s = e.Encode(3, &t.arg, 0, -1, jit::CopyImpl::kTma, &p);
+  EXPECT_TRUE(absl::StrContains(s.message(), "not an fj_swizzle value")) << s;
+  // A 1.0 caller (struct_size without the field) reads as no swizzle.
+  t.arg.box[1] = 32;
+  t.arg.struct_size = kTensorArgV1Size;
+  s = e.Encode(0, &t.arg, 0, -1, jit::CopyImpl::kTma, &p);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(p.swizzle, 0);
 }
 
 TEST(TensorEncoder, EncodesATensorMapOnTmaOnly) {

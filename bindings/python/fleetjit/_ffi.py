@@ -92,7 +92,8 @@ class fj_tensor(Structure):
 class fj_tensor_arg(Structure):
     _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
                 ("tensor", c_void_p),  # const fj_tensor*: often a producer's DLTensor
-                ("box", c_uint32 * 5), ("oob", c_int)]
+                ("box", c_uint32 * 5), ("oob", c_int),
+                ("swizzle", c_int)]  # fj_swizzle, since 1.1
 
 
 class fj_tensor_check(Structure):
@@ -148,6 +149,8 @@ COPY_IMPLS = {"auto": 0, "sync": 1, "cp_async": 2, "tma": 3}
 OUTPUTS = {"auto": 0, "cubin": 1, "ptx": 2}
 CACHE_RESULTS = {0: "compiled", 1: "memory_hit", 2: "disk_hit"}
 OOB = {"promise_in_bounds": 0, "zeros": 1, "nan": 2}
+# fj_swizzle by width in bytes (0 = none).
+SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
 RUNTIME_DISABLE_DISK_CACHE = 1 << 0
 RUNTIME_DISABLE_THUNKS = 1 << 1
 BUILD_NO_CACHE = 1 << 0

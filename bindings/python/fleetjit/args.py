@@ -86,17 +86,23 @@ class Tensor:
     box:  tile extents, outermost-first like the shape (None/0 = whole extent)
     oob:  "promise_in_bounds" (default), "zeros" or "nan": what reads outside
           the tensor return
+    swizzle: the SMEM layout of its tiles, the TMA swizzle width in bytes:
+          0 (default, none), 32, 64 or 128; box's innermost extent times the
+          element size must equal it (see fj::swizzle in <fleetjit/copy.cuh>)
     """
 
-    def __init__(self, obj, box=None, oob="promise_in_bounds"):
+    def __init__(self, obj, box=None, oob="promise_in_bounds", swizzle=0):
         if oob not in _ffi.OOB:
             raise ValueError(f"oob must be one of {sorted(_ffi.OOB)}")
+        if swizzle not in _ffi.SWIZZLE:
+            raise ValueError(f"swizzle must be one of {sorted(_ffi.SWIZZLE)} (bytes)")
         box = tuple(int(b) for b in (box or ()))
         if len(box) > 5:
             raise ValueError("box has at most 5 extents")
         self.obj = obj
         self.box = box
         self.oob = oob
+        self.swizzle = swizzle
 
     def to_c(self, keep, stream=None, device_id=0):
         """An fj_tensor_arg (kept alive in `keep`) describing the borrowed tensor."""
@@ -106,6 +112,7 @@ class Tensor:
         for i, b in enumerate(self.box):
             arg.box[i] = b
         arg.oob = _ffi.OOB[self.oob]
+        arg.swizzle = _ffi.SWIZZLE[self.swizzle]
         keep.extend((borrowed, arg))
         return arg
 

@@ -110,7 +110,7 @@ const STRUCTS: &[(&str, &[&str])] = &[
     ),
     (
         "fj_tensor_arg",
-        &["struct_size", "ext", "tensor", "box_", "oob"],
+        &["struct_size", "ext", "tensor", "box_", "oob", "swizzle"],
     ),
     ("fj_tensor_check", &["struct_size", "ext", "tma", "reason"]),
     ("fj_arg", &["struct_size", "kind", "size", "v"]),

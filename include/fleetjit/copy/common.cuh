@@ -145,6 +145,26 @@ FJ_DEV team warp_team() { return team{lane_id(), 32u}; }
 FJ_DEV team team_of(block_t) { return block_team(); }
 FJ_DEV team team_of(warp_t) { return warp_team(); }
 
+// The coordinates of a tile list (fj::load_tiles) and of a gather
+// (fj::gather_tiles): tile i's start.
+struct coord_list {
+  const coords* cs;
+  FJ_DEV coords operator()(int i) const { return cs[i]; }
+};
+struct coord_gather {
+  coords base;
+  int dim;
+  const int* idx;
+  FJ_DEV coords operator()(int i) const {
+    coords c = base;
+    const int v = idx[i];
+#pragma unroll
+    for (int d = 0; d < FJ_TP_MAX_RANK; ++d)
+      if (d == dim) c.v[d] = v;
+    return c;
+  }
+};
+
 // Entering a copy call: the block's barrier, or the warp's.
 FJ_DEV void enter_scope(block_t) { __syncthreads(); }
 FJ_DEV void enter_scope(warp_t) { __syncwarp(); }

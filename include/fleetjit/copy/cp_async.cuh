@@ -77,9 +77,13 @@ FJ_DEV void wait(barrier& b, unsigned parity) {
 // Without .noinc the pending count is raised by one first, so this is not
 // an arrival of its own: the thread still arrives with barrier::arrive().
 FJ_DEV void attach(barrier& b) {
+#ifdef FJ_COPY_HOST_EMULATION
+  fj_host_attach(&b);  // test seam
+#else
   asm volatile(
       "cp.async.mbarrier.arrive.shared.b64 [%0];" ::"r"(detail::smem_u32(&b))
       : "memory");
+#endif
 }
 FJ_DEV void attach(in_group_t) {}
 
@@ -106,7 +110,7 @@ FJ_DEV void wait_group(warp_t) {
 }
 template <int N>
 FJ_DEV void wait_group_read(warp_t w) {
-  wait_group<N>(w);
+  cp_async_impl::wait_group<N>(w);
 }
 
 // One cp.async of `w` bytes (4, 8 or 16): the first `src_bytes` come from

@@ -62,24 +62,33 @@ FJ_DEV bool leader() { return detail::thread_rank() == 0; }
 // issuing thread before it arrives, so the phase cannot complete before the
 // copy's complete_tx (which may land before this: the count goes negative).
 FJ_DEV void expect_tx(barrier& b, unsigned bytes) {
+#ifdef FJ_COPY_HOST_EMULATION
+  fj_host_expect_tx(&b, bytes);  // test seam (tests/jit/copy_emulation_test)
+#else
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(
                    detail::smem_u32(&b)),
                "r"(bytes)
                : "memory");
+#endif
 }
 
 // Every load and store starts here: SMEM written by ordinary stores (any
 // thread) is ordered before the copy engine's accesses, which the leader
 // issues after the barrier.
-FJ_DEV void enter() {
+FJ_DEV void fence_proxy() {
+#ifndef FJ_COPY_HOST_EMULATION
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+FJ_DEV void enter() {
+  fence_proxy();
   __syncthreads();
 }
 // A warp-scope call: the warp's own SMEM writes are ordered before its
 // copies (other warps' writes are ordered by the caller's barrier, after
 // they called fj::fence_async()).
 FJ_DEV void enter(warp_t) {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  fence_proxy();
   __syncwarp();
 }
 FJ_DEV void enter(block_t) { enter(); }
@@ -346,6 +355,10 @@ FJ_DEV bool use_tmap(const tensor_param& p, const void* smem,
 template <int R>
 FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
                         unsigned b) {
+#ifdef FJ_COPY_HOST_EMULATION
+  fj_host_tensor_load(s, m, c.v, R, b);  // test seam
+  return;
+#endif
 #define FJ_TL(D)            \
   "cp.async.bulk.tensor." D \
   ".shared::cluster.global.tile.mbarrier::complete_tx::bytes "
@@ -378,6 +391,10 @@ FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
 template <int R>
 FJ_DEV void tensor_load_multicast(unsigned s, const void* m, const coords& c,
                                   unsigned b, unsigned short k) {
+#ifdef FJ_COPY_HOST_EMULATION
+  fj_host_tensor_load(s, m, c.v, R, b);  // test seam
+  return;
+#endif
 #define FJ_TM(D)                 \
   "cp.async.bulk.tensor." D      \
   ".shared::cluster.global.tile" \
@@ -412,6 +429,10 @@ FJ_DEV void tensor_load_multicast(unsigned s, const void* m, const coords& c,
 
 template <int R>
 FJ_DEV void tensor_store(const void* m, const coords& c, unsigned s) {
+#ifdef FJ_COPY_HOST_EMULATION
+  fj_host_tensor_store(m, c.v, R, s);  // test seam
+  return;
+#endif
 #define FJ_TS(D) \
   "cp.async.bulk.tensor." D ".global.shared::cta.tile.bulk_group "
   const int* v = c.v;

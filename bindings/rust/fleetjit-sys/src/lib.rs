@@ -271,6 +271,12 @@ pub const FJ_OOB_PROMISE_IN_BOUNDS: fj_oob = 0;
 pub const FJ_OOB_ZEROS: fj_oob = 1;
 pub const FJ_OOB_NAN: fj_oob = 2;
 
+pub type fj_swizzle = u32;
+pub const FJ_SWIZZLE_NONE: fj_swizzle = 0;
+pub const FJ_SWIZZLE_32B: fj_swizzle = 1;
+pub const FJ_SWIZZLE_64B: fj_swizzle = 2;
+pub const FJ_SWIZZLE_128B: fj_swizzle = 3;
+
 pub const FJ_DL_FLOAT8_E4M3: u8 = 0x80;
 pub const FJ_DL_FLOAT8_E5M2: u8 = 0x81;
 
@@ -283,6 +289,8 @@ pub struct fj_tensor_arg {
     /// `box` in C (reserved in Rust).
     pub box_: [u32; 5],
     pub oob: fj_oob,
+    /// Since 1.1.
+    pub swizzle: fj_swizzle,
 }
 
 #[repr(C)]
