@@ -46,13 +46,6 @@ __device__ __forceinline__ unsigned round128(unsigned n) {
   return (n + 127u) & ~127u;
 }
 constexpr float kLog2e = 1.4426950408889634f;
-// 2^x in one MUFU op (ex2(-inf) = 0); exp2f adds range handling that this
-// kernel, bound by the MUFU and the copy together, cannot afford.
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 }  // namespace
 
@@ -112,8 +105,8 @@ extern "C" __global__ void softmax(const unsigned short* x, unsigned short* y,
         const float nm = fmaxf(m, vm);
         float add = 0.f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) add += ex2(t[e] - nm);
-        l = l * ex2(m - nm) + add;
+        for (int e = 0; e < 8; ++e) add += exp2f(t[e] - nm);
+        l = l * exp2f(m - nm) + add;
         m = nm;
       }
 #pragma unroll
@@ -122,8 +115,8 @@ extern "C" __global__ void softmax(const unsigned short* x, unsigned short* y,
         const float ol = __shfl_xor_sync(~0u, l, o);
         const float nm = fmaxf(m, om);
         // A lane that saw no element has m = -inf, l = 0: adds nothing.
-        l = (m == nm ? l : l * ex2(m - nm)) +
-            (om == nm ? ol : ol * ex2(om - nm));
+        l = (m == nm ? l : l * exp2f(m - nm)) +
+            (om == nm ? ol : ol * exp2f(om - nm));
         m = nm;
       }
       const float inv = 1.f / l;
@@ -134,8 +127,8 @@ extern "C" __global__ void softmax(const unsigned short* x, unsigned short* y,
         unsigned o[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          o[e] = bf_pack(ex2(bf_lo(u[e]) * kLog2e - m) * inv,
-                         ex2(bf_hi(u[e]) * kLog2e - m) * inv);
+          o[e] = bf_pack(exp2f(bf_lo(u[e]) * kLog2e - m) * inv,
+                         exp2f(bf_hi(u[e]) * kLog2e - m) * inv);
         }
         yv[v] = make_uint4(o[0], o[1], o[2], o[3]);
       }

@@ -111,19 +111,20 @@ int RunBench(std::vector<std::string> args) {
                  "one, removed)");
   if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
   if (verb.empty()) {
-    std::fprintf(
-        stderr, "fleetjit bench: say what to measure: copy, launch or build\n");
+    std::fprintf(stderr,
+                 "fleetjit bench: say what to measure: copy, launch, build or "
+                 "kernels\n");
     return kExitUsage;
   }
   if (verb != "build" && !options.target.empty()) {
     std::fprintf(stderr, "fleetjit bench: --target is for 'bench build'\n");
     return kExitUsage;
   }
-  absl::StatusOr<BenchReport> report =
-      verb == "copy"      ? BenchCopy(options)
-      : verb == "launch"  ? BenchLaunch(options)
-      : verb == "kernels" ? BenchKernels(options)
-                          : BenchBuild(options);
+  absl::StatusOr<BenchReport> report = verb == "copy"     ? BenchCopy(options)
+                                       : verb == "launch" ? BenchLaunch(options)
+                                       : verb == "kernels"
+                                           ? BenchKernels(options)
+                                           : BenchBuild(options);
   if (!report.ok()) {
     std::fprintf(stderr, "fleetjit bench %s: %s\n", verb.c_str(),
                  std::string(report.status().message()).c_str());
