@@ -63,6 +63,9 @@ struct BenchReport {
 absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& options);
 absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& options);
 absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& options);
+// kernels: the reference kernels x copy implementations vs the D2D copy
+// of the same bytes (tools/bench_kernels.cc).
+absl::StatusOr<BenchReport> BenchKernels(const BenchOptions& options);
 
 // An fj_status as an absl::Status ("what: CODE: message"), freeing it.
 absl::Status FromFj(fj_status* status, const char* what);

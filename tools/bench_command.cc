@@ -89,10 +89,12 @@ int RunBench(std::vector<std::string> args) {
       "launch rate\n"
       "  build   plain NVRTC compile vs fleetjit cold build, disk hit and "
       "memory hit (runs "
-      "without a GPU for a named --target)",
+      "without a GPU for a named --target)\n"
+      "  kernels the reference kernels (examples/) under each copy "
+      "implementation vs a D2D copy of the same bytes",
       "fleetjit bench");
-  app.add_option("what", verb, "copy, launch or build")
-      ->check(CLI::IsMember({"copy", "launch", "build"}));
+  app.add_option("what", verb, "copy, launch, build or kernels")
+      ->check(CLI::IsMember({"copy", "launch", "build", "kernels"}));
   app.add_flag("--json", json, "print one JSON object");
   app.add_option("--device", options.device, "the GPU to measure (default 0)")
       ->check(CLI::NonNegativeNumber);
@@ -109,8 +111,9 @@ int RunBench(std::vector<std::string> args) {
                  "one, removed)");
   if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
   if (verb.empty()) {
-    std::fprintf(
-        stderr, "fleetjit bench: say what to measure: copy, launch or build\n");
+    std::fprintf(stderr,
+                 "fleetjit bench: say what to measure: copy, launch, build or "
+                 "kernels\n");
     return kExitUsage;
   }
   if (verb != "build" && !options.target.empty()) {
@@ -119,7 +122,9 @@ int RunBench(std::vector<std::string> args) {
   }
   absl::StatusOr<BenchReport> report = verb == "copy"     ? BenchCopy(options)
                                        : verb == "launch" ? BenchLaunch(options)
-                                                          : BenchBuild(options);
+                                       : verb == "kernels"
+                                           ? BenchKernels(options)
+                                           : BenchBuild(options);
   if (!report.ok()) {
     std::fprintf(stderr, "fleetjit bench %s: %s\n", verb.c_str(),
                  std::string(report.status().message()).c_str());

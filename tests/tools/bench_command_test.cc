@@ -36,8 +36,8 @@ bool Empty(const std::string& dir) {
 TEST(BenchCommandTest, HelpNamesTheThreeBenches) {
   CliRun run = RunCli({"bench", "--help"});
   EXPECT_EQ(run.code, 0) << run.err;
-  for (const char* word :
-       {"copy", "launch", "build", "--json", "--target", "--device"}) {
+  for (const char* word : {"copy", "launch", "build", "kernels", "--json",
+                           "--target", "--device"}) {
     EXPECT_TRUE(absl::StrContains(run.out, word)) << word << ": " << run.out;
   }
   EXPECT_EQ(run.err, "");
@@ -50,7 +50,7 @@ TEST(BenchCommandTest, BadWordsAndFlagsAreNamedAndExit2) {
   };
   const std::vector<Case> cases = {
       {{"bench", "frobnicate"}, "frobnicate"},
-      {{"bench"}, "copy, launch or build"},
+      {{"bench"}, "copy, launch, build or kernels"},
       {{"bench", "copy", "--mib", "0"}, "--mib"},
       {{"bench", "launch", "--reps", "-4"}, "--reps"},
       {{"bench", "copy", "--device", "-1"}, "--device"},
@@ -72,6 +72,7 @@ TEST(BenchCommandTest, WithoutAGpuTheDeviceBenchesExit3SayingWhy) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"bench", "copy"},
         {"bench", "launch", "--json"},
+        {"bench", "kernels"},
         {"bench", "build"}}) {
     CliRun run = RunCli(args);
     EXPECT_EQ(run.code, 3) << args[1] << ": " << run.out << run.err;

@@ -71,17 +71,18 @@ FJ_DEV coords at(int c0, int c1 = 0, int c2 = 0, int c3 = 0, int c4 = 0) {
   return c;
 }
 
-// Stage index and phase parity of a STAGES-deep ring of buffers, each with
-// its barriers: stage() in [0, STAGES), phase() in {0, 1}; advance() moves
-// to the next stage and flips the phase when it wraps to stage 0.
-template <int STAGES>
+// Stage index and phase parity of a Stages-deep ring of buffers, each with
+// its barriers: stage() in [0, Stages), phase() in {0, 1}; advance() moves
+// to the next stage and flips the phase when it wraps to stage 0. (Not
+// named STAGES: kernels define that macro, often with -DSTAGES=n.)
+template <int Stages>
 struct pipeline {
-  static_assert(STAGES >= 1, "a pipeline has at least one stage");
+  static_assert(Stages >= 1, "a pipeline has at least one stage");
   unsigned stage_ = 0, phase_ = 0;
   FJ_DEV unsigned stage() const { return stage_; }
   FJ_DEV unsigned phase() const { return phase_; }
   FJ_DEV void advance() {
-    if (++stage_ == (unsigned)STAGES) {
+    if (++stage_ == (unsigned)Stages) {
       stage_ = 0;
       phase_ ^= 1u;
     }

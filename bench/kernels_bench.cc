@@ -1,0 +1,62 @@
+// The reference kernels (bench/reference_kernels.h: RMSNorm, softmax,
+// transpose, ...) under every copy implementation, each against a
+// cuMemcpyDtoDAsync of the same bytes in the same run: GPU time (CUDA
+// events, 3 warm-ups, median of 10 timings of 10 launches), the fraction
+// of the copy, registers and SMEM (fj_kernel_info), the launch shape that
+// won the sweep, and the output checked against the CPU reference.
+//
+//   build/bench/kernels_bench [FILTER [IMPL [THREADS/CTAS_PER_SM/STAGES]]]
+//     FILTER: a substring of the kernel's name ("" = all), IMPL: one
+//     variant (tma, cp_async, sync, cp_async@compute_80), and one launch
+//     shape instead of the sweep (for a profiler: ncu -k regex:rmsnorm ...).
+//
+// Goals (issue 20): >= 0.85 of the copy under tma and cp_async, >= 0.70
+// under sync. The torch comparison is bench/kernels_torch.py.
+#include <cstdio>
+#include <string>
+
+#include "bench/reference_kernels.h"
+
+int main(int argc, char** argv) {
+  using namespace fleetjit::refk;  // NOLINT
+  RunOptions options;
+  if (argc > 1) options.filter = argv[1];
+  if (argc > 2) options.variant = argv[2];
+  if (argc > 3 &&
+      std::sscanf(argv[3], "%d/%d/%d", &options.shape.threads,
+                  &options.shape.ctas_per_sm, &options.shape.stages) != 3) {
+    std::printf("kernels_bench: shape '%s' is not THREADS/CTAS_PER_SM/STAGES\n",
+                argv[3]);
+    return 2;
+  }
+  options.on_result = [](const Result& r) {
+    if (!r.skipped.empty()) {
+      std::printf("  %-36s %-20s not measured: %s\n", r.kernel.c_str(),
+                  r.impl.c_str(), r.skipped.c_str());
+    } else {
+      std::printf("  %-36s %-20s %.3fx of the copy (", r.kernel.c_str(),
+                  r.impl.c_str(), r.fraction);
+      for (const auto& [s, ms] : r.tried) {
+        std::printf(" %d/%d/%d %.1fus", s.threads, s.ctas_per_sm, s.stages,
+                    ms * 1e3);
+      }
+      std::printf(" ) %s\n", r.verified.c_str());
+    }
+    std::fflush(stdout);
+  };
+  std::string device;
+  auto results = Run(options, &device);
+  if (!results.ok()) {
+    std::printf("kernels_bench: %s\n",
+                std::string(results.status().message()).c_str());
+    return absl::IsUnavailable(results.status()) ? 0 : 1;
+  }
+  std::printf(
+      "\nkernels_bench on %s: fraction = cuMemcpyDtoDAsync of the input's "
+      "bytes / kernel, GPU time\n%s",
+      device.c_str(), FormatTable(*results).c_str());
+  bool ok = true;
+  for (const Result& r : *results)
+    ok = ok && (r.skipped.empty() ? r.verified == "ok" : true);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,674 @@
+#include "bench/reference_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "conformance/c_abi.h"
+#include "platform/driver_api.h"
+#include "tools/bundled_kernels.h"
+
+namespace fleetjit::refk {
+namespace {
+
+using ::fleetjit::selftest::internal::F32Arg;
+using ::fleetjit::selftest::internal::I32Arg;
+using ::fleetjit::selftest::internal::PtrArg;
+using ::fleetjit::selftest::internal::TensorArg;
+
+#define REFK_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    absl::Status refk_st_ = (expr);      \
+    if (!refk_st_.ok()) return refk_st_; \
+  } while (0)
+
+fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
+
+// An fj_status as an absl::Status ("what: CODE: message"), freeing it.
+absl::Status Fj(fj_status* st, const std::string& what) {
+  if (st == nullptr) return absl::OkStatus();
+  std::string msg = absl::StrCat(what, ": ", fj_code_name(fj_status_code(st)),
+                                 ": ", fj_status_message(st, nullptr));
+  fj_status_free(st);
+  return absl::InternalError(msg);
+}
+
+uint32_t Round128(uint64_t n) {
+  return static_cast<uint32_t>((n + 127) & ~127ull);
+}
+
+// bf16 <-> float on the host (round to nearest even, as the kernels).
+float BfToF(uint16_t b) {
+  uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+uint16_t FToBf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7fc0;
+  return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// Device buffers owned by a problem, freed with it.
+class Buffers {
+ public:
+  Buffers(fj_runtime* rt, int device) : rt_(rt), device_(device) {}
+  ~Buffers() {
+    for (uint64_t a : all_) fj_status_free(fj_mem_free(rt_, a));
+  }
+  absl::StatusOr<uint64_t> Alloc(uint64_t bytes) {
+    uint64_t a = 0;
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_mem_alloc(rt_, device_, bytes, &a), "fj_mem_alloc"));
+    all_.push_back(a);
+    return a;
+  }
+  absl::StatusOr<uint64_t> Upload(const void* host, uint64_t bytes) {
+    absl::StatusOr<uint64_t> a = Alloc(bytes);
+    if (!a.ok()) return a.status();
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_memcpy_htod(rt_, *a, host, bytes, nullptr), "upload"));
+    return *a;
+  }
+  absl::Status Poison(uint64_t a, uint64_t bytes) {
+    return Fj(fj_memset_d8(rt_, a, 0xFF, bytes, nullptr), "poison");
+  }
+  absl::Status Download(void* host, uint64_t a, uint64_t bytes) {
+    return Fj(fj_memcpy_dtoh(rt_, host, a, bytes, nullptr), "read back");
+  }
+
+ private:
+  fj_runtime* rt_;
+  int device_;
+  std::vector<uint64_t> all_;
+};
+
+// Compares `got` with `want` within |d| <= rtol * |want| + atol (NaN in
+// `got` always fails).
+absl::Status Compare(const std::vector<float>& got,
+                     const std::vector<float>& want, double rtol, double atol,
+                     int64_t row_len) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (!(d <= rtol * std::fabs(want[i]) + atol)) {
+      return absl::InternalError(absl::StrFormat(
+          "element [%d][%d] is %.9g, the CPU reference %.9g (tolerance "
+          "%.3g * |ref| + %.3g)",
+          static_cast<int64_t>(i) / row_len, static_cast<int64_t>(i) % row_len,
+          got[i], want[i], rtol, atol));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ------------------------------------------------------------ row kernels
+// RMSNorm and softmax over [rows, cols] bf16: (x, [w], y, rows, cols[, eps])
+// with one row per warp and `stages` stages of threads / 32 rows.
+class RowProblem : public Problem {
+ public:
+  enum Kind { kRmsNorm, kSoftmax };
+  static constexpr float kEps = 1e-6f;
+  static constexpr double kRtol = 1.0 / 256;  // two bf16 roundings' worth
+
+  static absl::StatusOr<std::unique_ptr<Problem>> Make(fj_runtime* rt,
+                                                       int device,
+                                                       uint32_t seed, Kind kind,
+                                                       int rows, int cols) {
+    auto p = std::unique_ptr<RowProblem>(new RowProblem(rt, device));
+    p->kind_ = kind;
+    p->rows_ = rows;
+    p->cols_ = cols;
+    const size_t n = static_cast<size_t>(rows) * cols;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> xd(kind == kRmsNorm ? -2.f : -8.f,
+                                             kind == kRmsNorm ? 2.f : 8.f);
+    std::uniform_real_distribution<float> wd(0.5f, 1.5f);
+    std::vector<uint16_t> x(n), w(cols);
+    for (auto& v : x) v = FToBf(xd(rng));
+    for (auto& v : w) v = FToBf(wd(rng));
+    // The CPU reference, in double from the bf16 inputs.
+    p->want_.resize(n);
+    for (int r = 0; r < rows; ++r) {
+      const uint16_t* xr = &x[static_cast<size_t>(r) * cols];
+      float* out = &p->want_[static_cast<size_t>(r) * cols];
+      if (kind == kRmsNorm) {
+        double ss = 0;
+        for (int c = 0; c < cols; ++c)
+          ss += double(BfToF(xr[c])) * BfToF(xr[c]);
+        const double inv = 1.0 / std::sqrt(ss / cols + kEps);
+        for (int c = 0; c < cols; ++c)
+          out[c] = float(BfToF(xr[c]) * inv * BfToF(w[c]));
+      } else {
+        double m = -INFINITY, sum = 0;
+        for (int c = 0; c < cols; ++c) m = std::max(m, double(BfToF(xr[c])));
+        for (int c = 0; c < cols; ++c) sum += std::exp(BfToF(xr[c]) - m);
+        for (int c = 0; c < cols; ++c)
+          out[c] = float(std::exp(BfToF(xr[c]) - m) / sum);
+      }
+    }
+    absl::StatusOr<uint64_t> dx = p->buf_.Upload(x.data(), n * 2);
+    if (!dx.ok()) return dx.status();
+    absl::StatusOr<uint64_t> dw = p->buf_.Upload(w.data(), cols * 2ull);
+    if (!dw.ok()) return dw.status();
+    absl::StatusOr<uint64_t> dy = p->buf_.Alloc(n * 2);
+    if (!dy.ok()) return dy.status();
+    p->y_ = *dy;
+    p->args_ = {PtrArg(*dx)};
+    if (kind == kRmsNorm) p->args_.push_back(PtrArg(*dw));
+    p->args_.push_back(PtrArg(*dy));
+    p->args_.push_back(I32Arg(rows));
+    p->args_.push_back(I32Arg(cols));
+    if (kind == kRmsNorm) p->args_.push_back(F32Arg(kEps));
+    return std::unique_ptr<Problem>(std::move(p));
+  }
+
+  const std::vector<fj_arg>& Args() override { return args_; }
+  void Configure(const Shape& s, int sms,
+                 fj_launch_config* cfg) const override {
+    const uint64_t row = 2ull * cols_;
+    cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
+    cfg->block[0] = static_cast<uint32_t>(s.threads);
+    cfg->shared_bytes = 128 + (kind_ == kRmsNorm ? Round128(row) : 0) +
+                        s.stages * Round128(row * (s.threads / 32));
+  }
+  absl::Status Poison() override {
+    return buf_.Poison(y_, 2ull * rows_ * cols_);
+  }
+  absl::Status Verify() override {
+    const size_t n = static_cast<size_t>(rows_) * cols_;
+    std::vector<uint16_t> y(n);
+    REFK_RETURN_IF_ERROR(buf_.Download(y.data(), y_, n * 2));
+    std::vector<float> got(n);
+    for (size_t i = 0; i < n; ++i) got[i] = BfToF(y[i]);
+    return Compare(got, want_, kRtol, kind_ == kRmsNorm ? 1e-6 : 1e-9, cols_);
+  }
+  std::string Tolerance() const override {
+    return absl::StrFormat("|d| <= |ref| / 256 + %g (bf16 output)",
+                           kind_ == kRmsNorm ? 1e-6 : 1e-9);
+  }
+
+ private:
+  RowProblem(fj_runtime* rt, int device) : buf_(rt, device) {}
+  Buffers buf_;
+  Kind kind_ = kRmsNorm;
+  int rows_ = 0, cols_ = 0;
+  uint64_t y_ = 0;
+  std::vector<fj_arg> args_;
+  std::vector<float> want_;
+};
+
+// -------------------------------------------------------------- transpose
+// out[cols][rows] = in[rows][cols], f32, square box {box, box}.
+class TransposeProblem : public Problem {
+ public:
+  static absl::StatusOr<std::unique_ptr<Problem>> Make(fj_runtime* rt,
+                                                       int device,
+                                                       uint32_t seed, int rows,
+                                                       int cols, int box) {
+    auto p =
+        std::unique_ptr<TransposeProblem>(new TransposeProblem(rt, device));
+    p->rows_ = rows;
+    p->cols_ = cols;
+    p->box_ = box;
+    const size_t n = static_cast<size_t>(rows) * cols;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(-1000.f, 1000.f);
+    std::vector<float> in(n);
+    for (auto& v : in) v = d(rng);
+    p->want_.resize(n);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        p->want_[static_cast<size_t>(c) * rows + r] =
+            in[static_cast<size_t>(r) * cols + c];
+      }
+    }
+    absl::StatusOr<uint64_t> din = p->buf_.Upload(in.data(), n * 4);
+    if (!din.ok()) return din.status();
+    absl::StatusOr<uint64_t> dout = p->buf_.Alloc(n * 4);
+    if (!dout.ok()) return dout.status();
+    p->out_ = *dout;
+    p->in_shape_[0] = rows;
+    p->in_shape_[1] = cols;
+    p->out_shape_[0] = cols;
+    p->out_shape_[1] = rows;
+    p->in_t_ = fj_tensor{reinterpret_cast<void*>(*din),
+                         {2, device},
+                         2,
+                         {2, 32, 1},
+                         p->in_shape_,
+                         nullptr,
+                         0};
+    p->out_t_ = fj_tensor{reinterpret_cast<void*>(*dout),
+                          {2, device},
+                          2,
+                          {2, 32, 1},
+                          p->out_shape_,
+                          nullptr,
+                          0};
+    for (fj_tensor_arg* a : {&p->in_arg_, &p->out_arg_}) {
+      a->struct_size = sizeof(fj_tensor_arg);
+      a->box[0] = a->box[1] = static_cast<uint32_t>(box);
+      a->oob = FJ_OOB_ZEROS;
+    }
+    p->in_arg_.tensor = &p->in_t_;
+    p->out_arg_.tensor = &p->out_t_;
+    const int tiles_x = (cols + box - 1) / box;
+    const int tiles = tiles_x * ((rows + box - 1) / box);
+    p->args_ = {TensorArg(&p->in_arg_), TensorArg(&p->out_arg_),
+                I32Arg(tiles_x), I32Arg(tiles)};
+    return std::unique_ptr<Problem>(std::move(p));
+  }
+
+  const std::vector<fj_arg>& Args() override { return args_; }
+  void Configure(const Shape& s, int sms,
+                 fj_launch_config* cfg) const override {
+    cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
+    cfg->block[0] = static_cast<uint32_t>(s.threads);
+    cfg->shared_bytes = 128 + (s.stages + 2) * box_ * box_ * 4;
+  }
+  absl::Status Poison() override {
+    return buf_.Poison(out_, 4ull * rows_ * cols_);
+  }
+  absl::Status Verify() override {
+    const size_t n = static_cast<size_t>(rows_) * cols_;
+    std::vector<float> got(n);
+    REFK_RETURN_IF_ERROR(buf_.Download(got.data(), out_, n * 4));
+    return Compare(got, want_, 0, 0, rows_);
+  }
+  std::string Tolerance() const override { return "exact"; }
+
+ private:
+  TransposeProblem(fj_runtime* rt, int device) : buf_(rt, device) {}
+  Buffers buf_;
+  int rows_ = 0, cols_ = 0, box_ = 0;
+  uint64_t out_ = 0;
+  int64_t in_shape_[2] = {}, out_shape_[2] = {};
+  fj_tensor in_t_{}, out_t_{};
+  fj_tensor_arg in_arg_{}, out_arg_{};
+  std::vector<fj_arg> args_;
+  std::vector<float> want_;
+};
+
+KernelCase RowCase(RowProblem::Kind kind, int rows, int cols) {
+  const bool rms = kind == RowProblem::kRmsNorm;
+  KernelCase c;
+  c.kernel = rms ? "rmsnorm" : "softmax";
+  c.name = absl::StrFormat("%s [%d, %d] bf16", c.kernel, rows, cols);
+  c.example = absl::StrCat("examples/", c.kernel, ".cu");
+  c.entry = c.kernel;
+  c.stages_macro = rms ? "RMS_STAGES" : "SMX_STAGES";
+  c.copy_bytes = 2ull * rows * cols;
+  // {threads, CTAs/SM, stages}: SMEM per SM stays <= 227 KiB.
+  // Three pipeline depths (three builds per implementation).
+  c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2},
+              {64, 4, 3},  {128, 4, 1}, {256, 2, 1}};
+  c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
+    return RowProblem::Make(rt, device, seed, kind, rows, cols);
+  };
+  return c;
+}
+
+KernelCase TransposeCase(int rows, int cols, const char* what) {
+  KernelCase c;
+  c.kernel = "transpose";
+  c.name = absl::StrFormat("transpose [%d, %d] f32 %s", rows, cols, what);
+  c.example = "examples/transpose.cu";
+  c.entry = "transpose";
+  c.stages_macro = "TR_STAGES";
+  c.copy_bytes = 4ull * rows * cols;
+  // Box 64 (16 KiB tiles): SMEM = (stages + 2) * 16 KiB.
+  c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2}, {256, 2, 4}};
+  c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
+    return TransposeProblem::Make(rt, device, seed, rows, cols, 64);
+  };
+  return c;
+}
+
+// The GPU, a stream on it (a driver CUstream wrapped for fj_launch) and the
+// driver entry points for events and the anchor copy.
+class Gpu {
+ public:
+  static absl::StatusOr<std::unique_ptr<Gpu>> Open(int device) {
+    auto g = std::unique_ptr<Gpu>(new Gpu());
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_runtime_create(nullptr, &g->rt_), "fj_runtime_create"));
+    int32_t count = 0;
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_device_count(g->rt_, &count), "fj_device_count"));
+    if (count == 0) {
+      return absl::UnavailableError(
+          absl::StrCat("no GPU (", fj_runtime_driver_error(g->rt_), ")"));
+    }
+    if (device < 0 || device >= count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device ", device, ": this host has ", count, " GPU(s)"));
+    }
+    g->device_ = device;
+    fj_device_info info{};
+    info.struct_size = sizeof(info);
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_device_info_get(g->rt_, device, &info), "device info"));
+    g->sms_ = info.sm_count;
+    g->name_ = absl::StrFormat("%s (sm_%d%d, %d SMs)", info.name, info.cc_major,
+                               info.cc_minor, info.sm_count);
+    absl::StatusOr<DriverApiPtr> api = LoadDriverApi("");
+    if (!api.ok()) return api.status();
+    g->api_ = std::move(*api);
+    const DriverApi& a = *g->api_;
+    CUdevice dev;
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuDeviceGet(&dev, device), "cuDeviceGet"));
+    REFK_RETURN_IF_ERROR(CheckCu(a, a.cuDevicePrimaryCtxRetain(&g->ctx_, dev),
+                                 "cuDevicePrimaryCtxRetain"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuCtxSetCurrent(g->ctx_), "cuCtxSetCurrent"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuStreamCreate(&g->stream_, CU_STREAM_NON_BLOCKING),
+                "cuStreamCreate"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuEventCreate(&g->e0_, 0), "cuEventCreate"));
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuEventCreate(&g->e1_, 0), "cuEventCreate"));
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_stream_wrap(g->rt_, device,
+                          reinterpret_cast<uint64_t>(g->stream_), &g->wrapped_),
+           "fj_stream_wrap"));
+    return g;
+  }
+  ~Gpu() {
+    fj_status_free(fj_stream_destroy(wrapped_));
+    if (api_ != nullptr) {
+      if (e0_ != nullptr) api_->cuEventDestroy(e0_);
+      if (e1_ != nullptr) api_->cuEventDestroy(e1_);
+      if (stream_ != nullptr) api_->cuStreamDestroy(stream_);
+      CUdevice dev;
+      if (ctx_ != nullptr && api_->cuDeviceGet(&dev, device_) == CUDA_SUCCESS) {
+        api_->cuDevicePrimaryCtxRelease(dev);
+      }
+    }
+    fj_status_free(fj_runtime_destroy(rt_));
+  }
+
+  fj_runtime* rt() const { return rt_; }
+  fj_stream* stream() const { return wrapped_; }
+  int sms() const { return sms_; }
+  int device() const { return device_; }
+  const std::string& name() const { return name_; }
+
+  // GPU milliseconds per call of `work` (which enqueues on stream()): the
+  // median of `samples` event timings of `batch` calls, after 3 warm-ups.
+  absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work,
+                                int samples, int batch) {
+    const DriverApi& a = *api_;
+    REFK_RETURN_IF_ERROR(
+        CheckCu(a, a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+    for (int i = 0; i < 3; ++i) REFK_RETURN_IF_ERROR(work());
+    std::vector<double> ms;
+    for (int s = 0; s < samples; ++s) {
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventRecord(e0_, stream_), "cuEventRecord"));
+      for (int i = 0; i < batch; ++i) REFK_RETURN_IF_ERROR(work());
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventRecord(e1_, stream_), "cuEventRecord"));
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventSynchronize(e1_), "cuEventSynchronize"));
+      float t = 0;
+      REFK_RETURN_IF_ERROR(
+          CheckCu(a, a.cuEventElapsedTime(&t, e0_, e1_), "cuEventElapsedTime"));
+      ms.push_back(double(t) / batch);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms.size() % 2 ? ms[ms.size() / 2]
+                         : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+  }
+  // The anchor: cuMemcpyDtoDAsync of `bytes` on the same stream.
+  absl::StatusOr<double> CopyMs(uint64_t bytes, int samples, int batch) {
+    uint64_t src = 0, dst = 0;
+    absl::Status st =
+        Fj(fj_mem_alloc(rt_, device_, bytes, &src), "fj_mem_alloc");
+    if (st.ok())
+      st = Fj(fj_mem_alloc(rt_, device_, bytes, &dst), "fj_mem_alloc");
+    if (st.ok())
+      st = Fj(fj_memset_d8(rt_, src, 0x5A, bytes, nullptr), "memset");
+    absl::StatusOr<double> ms = 0.0;
+    if (!st.ok()) ms = st;
+    if (st.ok()) {
+      const DriverApi& a = *api_;
+      ms = TimeMs(
+          [&] {
+            return CheckCu(a, a.cuMemcpyDtoDAsync(dst, src, bytes, stream_),
+                           "cuMemcpyDtoDAsync");
+          },
+          samples, batch);
+    }
+    if (src != 0) fj_status_free(fj_mem_free(rt_, src));
+    if (dst != 0) fj_status_free(fj_mem_free(rt_, dst));
+    return ms;
+  }
+  absl::Status Sync() { return Fj(fj_stream_synchronize(wrapped_), "sync"); }
+
+ private:
+  Gpu() = default;
+  fj_runtime* rt_ = nullptr;
+  DriverApiPtr api_;
+  CUcontext ctx_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUevent e0_ = nullptr, e1_ = nullptr;
+  fj_stream* wrapped_ = nullptr;
+  int device_ = 0, sms_ = 0;
+  std::string name_;
+};
+
+// A built kernel of one case and variant at one pipeline depth.
+struct Built {
+  fj_module* module = nullptr;
+  fj_kernel* kernel = nullptr;
+  ~Built() { fj_status_free(fj_module_destroy(module)); }
+};
+
+absl::StatusOr<std::unique_ptr<Built>> BuildKernel(fj_runtime* rt,
+                                                   const KernelCase& c,
+                                                   const Variant& v,
+                                                   int stages) {
+  auto b = std::make_unique<Built>();
+  absl::StatusOr<fj_module*> m = Build(rt, c, v, stages);
+  if (!m.ok()) return m.status();
+  b->module = *m;
+  REFK_RETURN_IF_ERROR(
+      Fj(fj_module_get_kernel(b->module, fj_str{c.entry.data(), c.entry.size()},
+                              0, &b->kernel),
+         "fj_module_get_kernel"));
+  return b;
+}
+
+}  // namespace
+
+const std::vector<Variant>& Variants() {
+  static const std::vector<Variant> v = {
+      {"tma", FJ_COPY_IMPL_TMA, ""},
+      {"cp_async", FJ_COPY_IMPL_CP_ASYNC, ""},
+      {"sync", FJ_COPY_IMPL_SYNC, ""},
+      {"cp_async@compute_80", FJ_COPY_IMPL_CP_ASYNC, "compute_80"},
+  };
+  return v;
+}
+
+const std::vector<KernelCase>& Cases() {
+  static const std::vector<KernelCase> cases = {
+      RowCase(RowProblem::kRmsNorm, 8192, 4096),
+      RowCase(RowProblem::kRmsNorm, 8191, 4000),
+      RowCase(RowProblem::kSoftmax, 8192, 4096),
+      TransposeCase(5000, 4100, "aligned"),
+      TransposeCase(4097, 3001, "ragged"),
+      PagedDecodeCase(),
+      GemmMmaCase(4096),
+  };
+  return cases;
+}
+
+absl::StatusOr<std::string> Source(const KernelCase& c) {
+  const cli::BundledKernel* k = cli::FindBundledKernel(c.example);
+  if (k == nullptr) {
+    return absl::NotFoundError(absl::StrCat(c.example, " is not bundled"));
+  }
+  return std::string(k->content);
+}
+
+absl::StatusOr<fj_module*> Build(fj_runtime* rt, const KernelCase& c,
+                                 const Variant& v, int stages,
+                                 const std::string& target, fj_output output) {
+  absl::StatusOr<std::string> source = Source(c);
+  if (!source.ok()) return source.status();
+  const std::string def = absl::StrCat("-D", c.stages_macro, "=", stages);
+  const std::string name = c.example.substr(c.example.rfind('/') + 1);
+  const std::string tgt = target.empty() ? v.target : target;
+  fj_str opt = Str(def);
+  fj_build_options o{};
+  o.struct_size = sizeof(o);
+  o.source = Str(*source);
+  o.name = Str(name);
+  o.nvrtc_options = &opt;
+  o.num_nvrtc_options = 1;
+  o.target = Str(tgt);
+  o.copy_impl = v.impl;
+  o.output = output;
+  fj_module* m = nullptr;
+  REFK_RETURN_IF_ERROR(Fj(fj_module_build(rt, &o, &m),
+                          absl::StrCat("building ", c.example, " (", v.name,
+                                       tgt.empty() ? "" : " for ", tgt, ")")));
+  return m;
+}
+
+absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
+                                        std::string* device_name) {
+  absl::StatusOr<std::unique_ptr<Gpu>> gpu_or = Gpu::Open(options.device);
+  if (!gpu_or.ok()) return gpu_or.status();
+  Gpu& gpu = **gpu_or;
+  if (device_name != nullptr) *device_name = gpu.name();
+  std::vector<Result> results;
+  uint32_t seed = std::random_device{}();
+  for (const KernelCase& c : Cases()) {
+    if (!options.filter.empty() &&
+        c.name.find(options.filter) == std::string::npos) {
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<Problem>> p =
+        c.make(gpu.rt(), gpu.device(), seed++);
+    if (!p.ok()) return p.status();
+    for (const Variant& v : Variants()) {
+      if (!options.variant.empty() && options.variant != v.name) continue;
+      Result r;
+      r.kernel = c.name;
+      r.impl = v.name;
+      // 1. Each shape briefly; the fastest is kept.
+      std::vector<Shape> shapes = c.shapes;
+      if (!options.sweep) shapes.resize(1);
+      if (options.shape.threads > 0) shapes = {options.shape};
+      double best = 1e30;
+      std::string why;
+      for (const Shape& s : shapes) {
+        absl::StatusOr<std::unique_ptr<Built>> b =
+            BuildKernel(gpu.rt(), c, v, s.stages);
+        if (!b.ok()) {
+          why = std::string(b.status().message());
+          break;
+        }
+        fj_launch_config cfg{};
+        cfg.struct_size = sizeof(cfg);
+        cfg.stream = gpu.stream();
+        (*p)->Configure(s, gpu.sms(), &cfg);
+        const std::vector<fj_arg>& args = (*p)->Args();
+        fj_kernel* k = (*b)->kernel;
+        absl::StatusOr<double> ms = gpu.TimeMs(
+            [&] {
+              return Fj(fj_launch(k, &cfg, args.data(), args.size()),
+                        "fj_launch");
+            },
+            3, 3);
+        if (!ms.ok()) {
+          why = std::string(ms.status().message());  // e.g. SMEM refused
+          continue;
+        }
+        r.tried.emplace_back(s, *ms);
+        if (*ms < best) {
+          best = *ms;
+          r.shape = s;
+        }
+      }
+      if (r.tried.empty()) {
+        r.skipped = why.empty() ? "no shape launched" : why;
+        results.push_back(r);
+        if (options.on_result) options.on_result(results.back());
+        continue;
+      }
+      // 2. The fastest fully, right after the anchor; then verified.
+      absl::StatusOr<std::unique_ptr<Built>> b =
+          BuildKernel(gpu.rt(), c, v, r.shape.stages);
+      if (!b.ok()) return b.status();
+      fj_launch_config cfg{};
+      cfg.struct_size = sizeof(cfg);
+      cfg.stream = gpu.stream();
+      (*p)->Configure(r.shape, gpu.sms(), &cfg);
+      const std::vector<fj_arg>& args = (*p)->Args();
+      fj_kernel* k = (*b)->kernel;
+      auto launch = [&] {
+        return Fj(fj_launch(k, &cfg, args.data(), args.size()), "fj_launch");
+      };
+      absl::StatusOr<double> copy_ms =
+          gpu.CopyMs(c.copy_bytes, options.samples, options.batch);
+      if (!copy_ms.ok()) return copy_ms.status();
+      absl::StatusOr<double> ms =
+          gpu.TimeMs(launch, options.samples, options.batch);
+      if (!ms.ok()) return ms.status();
+      r.ms = *ms;
+      r.copy_ms = *copy_ms;
+      r.fraction = r.copy_ms / r.ms;
+      r.dynamic_smem = static_cast<int>(cfg.shared_bytes);
+      fj_kernel_info info{};
+      info.struct_size = sizeof(info);
+      REFK_RETURN_IF_ERROR(
+          Fj(fj_kernel_info_get(k, &info), "fj_kernel_info_get"));
+      r.regs = info.num_regs;
+      r.static_smem = info.static_shared_bytes;
+      REFK_RETURN_IF_ERROR(gpu.Sync());
+      REFK_RETURN_IF_ERROR((*p)->Poison());
+      REFK_RETURN_IF_ERROR(launch());
+      REFK_RETURN_IF_ERROR(gpu.Sync());
+      absl::Status ok = (*p)->Verify();
+      r.verified = ok.ok() ? "ok" : std::string(ok.message());
+      results.push_back(r);
+      if (options.on_result) options.on_result(results.back());
+    }
+  }
+  return results;
+}
+
+std::string FormatTable(const std::vector<Result>& results) {
+  std::string out = absl::StrFormat(
+      "%-36s %-20s %8s %9s %9s %5s %8s %-16s %s\n", "kernel", "impl", "of copy",
+      "us", "copy us", "regs", "smem B", "shape thr/cta/st", "check");
+  for (const Result& r : results) {
+    if (!r.skipped.empty()) {
+      absl::StrAppendFormat(&out, "%-36s %-20s not measured: %s\n", r.kernel,
+                            r.impl, r.skipped);
+      continue;
+    }
+    absl::StrAppendFormat(
+        &out, "%-36s %-20s %8.3f %9.1f %9.1f %5d %8d %-16s %s\n", r.kernel,
+        r.impl, r.fraction, r.ms * 1e3, r.copy_ms * 1e3, r.regs,
+        r.static_smem + r.dynamic_smem,
+        absl::StrFormat("%d/%d/%d", r.shape.threads, r.shape.ctas_per_sm,
+                        r.shape.stages),
+        r.verified);
+  }
+  return out;
+}
+
+}  // namespace fleetjit::refk

@@ -1,0 +1,275 @@
+// gemm_mma: one GEMM main loop, C = A B^T, f16 operands, f32 accumulation
+// with mma.sync (m16n8k16) fed by ldmatrix, f16 result. The operand tiles
+// come through the copy layer (one tile load per operand per k step, on a
+// NSTAGES-deep ring of barriers). With PRODUCER=1 (the default) one extra
+// warp issues the loads (fj::warp scope) on full/empty barrier pairs
+// (fj::pipeline) and the WM x WN MMA warps never meet at a block barrier;
+// PRODUCER=0 loads block-collectively between k steps. The same source runs
+// under every copy implementation (sync, cp_async, tma), on sm_75 and newer.
+//
+// Arguments: (a: FJ_TENSOR(unsigned short, 3), b: FJ_TENSOR(unsigned short, 3),
+//             c: unsigned short*, m, n, k)
+//   - A is f16 [M][K] and B is f16 [N][K] (both K-contiguous, as
+//     torch.nn.functional.linear takes them), passed as "panel" views:
+//     shape (K / 8, rows, 8) with strides (8, K, 1), i.e.
+//     x.view(rows, K // 8, 8).permute(1, 0, 2), and box (BK / 8, BM, 8)
+//     for A, (BK / 8, BN, 8) for B. A tile then lands in SMEM as
+//     [BK / 8][rows][8]: the 8 rows that one ldmatrix 8x8 matrix reads are
+//     128 contiguous bytes, so ldmatrix is free of bank conflicts without a
+//     swizzle or padding.
+//     With -DSWIZZLE=128 the operands are plain 2-D tensors instead, A [M][K]
+//     and B [N][K] with box (BM, 64) / (BN, 64) and swizzle 128
+//     (fleetjit.Tensor(x, box=..., swizzle=128)), BK = 64: a tile lands as
+//     rows of 128 bytes in the TMA 128-byte XOR pattern (the same bytes
+//     under cp_async and sync), read through fj::swizzle<fj::swz128>; TMA
+//     then moves 128-byte rows rather than 16-byte ones.
+//   - c: f16 [M][N] row-major. M % BM == 0, N % BN == 0, K % BK == 0.
+//   - Launch: grid = (N / BN, M / BM), block = 32 * (WM * WN + PRODUCER)
+//     threads,
+//     dynamic shared memory = NSTAGES * (BM + BN) * BK * 2 + 128 bytes
+//     (+ 1024 instead of + 128 with SWIZZLE=128: swizzled tiles are
+//     aligned to the pattern's 1024-byte repeat).
+// Result: c[i][j] = sum over l of a[i][l] * b[j][l], accumulated in f32.
+#include <fleetjit/copy.cuh>
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef NSTAGES
+#define NSTAGES 4
+#endif
+#ifndef WM  // warps along M
+#define WM 2
+#endif
+#ifndef WN  // warps along N
+#define WN 4
+#endif
+#ifndef SWIZZLE  // 0: panel views; 128: 2-D tiles in the 128-byte swizzle
+#define SWIZZLE 0
+#endif
+#if SWIZZLE == 128
+#undef BK
+#define BK 64  // one 128-byte swizzle row of f16
+#define OPERAND_RANK 2
+#define ALIGN 1024  // fj::swz128::repeat
+#elif SWIZZLE == 0
+#define OPERAND_RANK 3
+#define ALIGN 128  // TMA's tile alignment
+#else
+#error "gemm_mma: SWIZZLE must be 0 or 128"
+#endif
+#ifndef PRODUCER  // 1: one more warp issues the tile loads (fj::warp)
+#define PRODUCER 1
+#endif
+#define MMA_WARPS (WM * WN)
+
+#define WTM (BM / WM)  // warp tile
+#define WTN (BN / WN)
+#define MI (WTM / 16)  // m16 fragments per warp
+#define NI (WTN / 8)   // n8 fragments per warp
+#if WTM % 16 != 0 || WTN % 16 != 0 || BK % 16 != 0
+#error "gemm_mma: warp tiles must be multiples of 16 x 16, BK of 16"
+#endif
+
+namespace {
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile(
+      "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+      : "r"(a));
+}
+// d += a b for one 16 x 8 x 16 block. sm_75 has no m16n8k16 for f16: there
+// it is two m16n8k8 (a[0..1] and b0 hold k 0-7, a[2..3] and b1 k 8-15).
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
+                                          unsigned b0, unsigned b1) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b0));
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5}, {%6}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[2]), "r"(a[3]), "r"(b1));
+#endif
+}
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
+  unsigned short l, h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(l) : "f"(lo));
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(hi));
+  return (unsigned)l | ((unsigned)h << 16);
+}
+
+// The element offset in an operand tile of the 8 halves (16 bytes) at
+// `row`, K group `kc` (K = 8 kc .. 8 kc + 7). Panels: [BK / 8][rows][8],
+// the 8 rows of one ldmatrix matrix contiguous. Swizzled: rows of 128
+// bytes with chunk kc of row r at chunk kc ^ (r % 8), so the 8 rows of a
+// matrix land in 8 different bank groups.
+__device__ __forceinline__ unsigned operand_offset(int row, int kc, int rows) {
+#if SWIZZLE
+  (void)rows;
+  return fj::swizzle<fj::swz128>::offset((unsigned)(row * 128 + kc * 16)) / 2;
+#else
+  return (unsigned)((kc * rows + row) * 8);
+#endif
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
+    gemm_mma(FJ_TENSOR(unsigned short, OPERAND_RANK) a,
+             FJ_TENSOR(unsigned short, OPERAND_RANK) b,
+             unsigned short* __restrict__ c, int m, int n, int k) {
+  // 1. NSTAGES slots of one A tile [BK/8][BM][8] and one B tile
+  //    [BK/8][BN][8], a barrier per slot.
+  extern __shared__ unsigned char smem_raw[];
+  unsigned short* ring =
+      (unsigned short*)(smem_raw +
+                        (-__cvta_generic_to_shared(smem_raw) & (ALIGN - 1)));
+  __shared__ fj::barrier full[NSTAGES];
+#if PRODUCER
+  __shared__ fj::barrier empty[NSTAGES];
+#endif
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NSTAGES; ++s) {
+#if PRODUCER
+      full[s].init(1);
+      empty[s].init(MMA_WARPS);
+#else
+      full[s].init(fj::block_threads());
+#endif
+    }
+  }
+  __syncthreads();
+#if SWIZZLE
+  // Tiles laid out otherwise would be read wrong: fail loudly instead.
+  if (!a.swizzled_as<fj::swz128>() || !b.swizzled_as<fj::swz128>()) __trap();
+#endif
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int ktiles = k / BK;
+  // Where k step kt of the rows from r0 starts, innermost first.
+  auto tile_at = [](int r0, int kt) {
+#if SWIZZLE
+    return fj::at(kt * BK, r0);
+#else
+    return fj::at(0, r0, kt * (BK / 8));  // (in the group of 8, row, group)
+#endif
+  };
+  auto slot_a = [&](int s) { return ring + s * (BM + BN) * BK; };
+  auto slot_b = [&](int s) { return ring + s * (BM + BN) * BK + BM * BK; };
+  // Tile coordinates, innermost first: element in the group of 8, row,
+  // group of 8 along K.
+#if PRODUCER
+  if (threadIdx.x / 32 == MMA_WARPS) {
+    fj::pipeline<NSTAGES> pl;
+    for (int kt = 0; kt < ktiles; ++kt, pl.advance()) {
+      const int s = pl.stage();
+      empty[s].wait(pl.phase() ^ 1);  // the MMA warps are done with it
+      fj::load_tile(fj::warp, slot_a(s), a, tile_at(m0, kt), full[s]);
+      fj::load_tile(fj::warp, slot_b(s), b, tile_at(n0, kt), full[s]);
+      full[s].arrive(fj::warp);
+    }
+    return;  // no block barrier follows
+  }
+#else
+  auto fill = [&](int kt) {
+    const int s = kt % NSTAGES;
+    fj::load_tile(slot_a(s), a, tile_at(m0, kt), full[s]);
+    fj::load_tile(slot_b(s), b, tile_at(n0, kt), full[s]);
+    full[s].arrive();
+  };
+  for (int kt = 0; kt < NSTAGES && kt < ktiles; ++kt) fill(kt);
+#endif
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wm = warp / WN, wn = warp % WN;
+  // ldmatrix row addresses: lane l feeds row l % 8 of matrix l / 8.
+  // A (x4 per m16 fragment): matrix j covers rows + 8 (j % 2), K + 8 (j / 2).
+  // B (x4 per pair of n8 fragments): matrix j covers n + 8 (j / 2), K + 8 (j %
+  // 2).
+  const int j = lane / 8, r8 = lane % 8;
+  const int a_row = wm * WTM + (j % 2) * 8 + r8, a_kc = j / 2;
+  const int b_row = wn * WTN + (j / 2) * 8 + r8, b_kc = j % 2;
+
+  float acc[MI][NI][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int q = 0; q < NI; ++q)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][q][e] = 0.f;
+
+  // 2. Main loop: wait for step kt, multiply it, release its slot (or, with
+  //    PRODUCER=0, refill it with step kt + NSTAGES: the load's block barrier
+  //    keeps it from overwriting a slot a warp still reads).
+  fj::pipeline<NSTAGES> pl;
+  for (int kt = 0; kt < ktiles; ++kt, pl.advance()) {
+    const int s = pl.stage();
+    full[s].wait(pl.phase());
+    const unsigned short* sa = slot_a(s);
+    const unsigned short* sb = slot_b(s);
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      unsigned fa[MI][4], fb[NI / 2][4];
+#pragma unroll
+      for (int i = 0; i < MI; ++i) {
+        ldmatrix_x4(fa[i],
+                    sa + operand_offset(a_row + i * 16, kk * 2 + a_kc, BM));
+      }
+#pragma unroll
+      for (int p = 0; p < NI / 2; ++p) {
+        ldmatrix_x4(fb[p],
+                    sb + operand_offset(b_row + p * 16, kk * 2 + b_kc, BN));
+      }
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int q = 0; q < NI; ++q)
+          mma_16816(acc[i][q], fa[i], fb[q / 2][(q % 2) * 2],
+                    fb[q / 2][(q % 2) * 2 + 1]);
+    }
+#if PRODUCER
+    empty[s].arrive(fj::warp);
+#else
+    if (kt + NSTAGES < ktiles) fill(kt + NSTAGES);
+#endif
+  }
+
+  // 3. Epilogue: fragment (i, q) holds rows g, g + 8 and columns 2 t, 2 t + 1
+  //    of its 16 x 8 block (g = lane / 4, t = lane % 4).
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+#pragma unroll
+    for (int q = 0; q < NI; ++q) {
+      const int row = m0 + wm * WTM + i * 16 + g;
+      const int col = n0 + wn * WTN + q * 8 + 2 * t;
+      if (col < n) {
+        if (row < m) {
+          *(unsigned*)(c + (long long)row * n + col) =
+              pack_f16x2(acc[i][q][0], acc[i][q][1]);
+        }
+        if (row + 8 < m) {
+          *(unsigned*)(c + (long long)(row + 8) * n + col) =
+              pack_f16x2(acc[i][q][2], acc[i][q][3]);
+        }
+      }
+    }
+  }
+}

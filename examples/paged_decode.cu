@@ -1,0 +1,364 @@
+// paged_decode: one decode step of paged attention (one query token per
+// sequence), f16 in and out, f32 softmax and accumulation, head_dim 128,
+// 16-token pages, ragged sequence lengths. The same source runs under every
+// copy implementation (sync, cp_async, tma).
+//
+// Arguments: (k_cache, v_cache: FJ_TENSOR(unsigned short, 2), q, page_table,
+//             seq_lens, max_pages, scale_log2, part, counters, out)
+//   - k_cache, v_cache: f16 pages [num_pages][H][16][128] passed as 2-D
+//     [num_pages * H * 16][128] (DLPack order, outermost first) with box
+//     (16, 128): one tile is one head's page, 4 KiB, at row
+//     (page * H + head) * 16. (As 2-D, the software tile path walks a page
+//     as evenly strided rows; a 4-D box (1, 1, 16, 128) took the slower
+//     chunk cursor.) Any oob mode: tiles never leave the cache.
+//   - q, out: f16 [B][H][128]; page_table: int32 [B][max_pages] (page ids
+//     of sequence b in order); seq_lens: int32 [B], each >= 1.
+//   - scale_log2: softmax scale times log2(e) (1/sqrt(128) * 1.4427...).
+//   - part: f32 workspace [B * H][max_chunks][130]; counters: u32 [B * H],
+//     zero before the first launch (every launch leaves them zero).
+//     A sequence may span at most WARPS * 65 chunks (260 by default:
+//     66,560 tokens with CHUNK_PAGES = 16); a longer one traps.
+//   - Launch: grid = (max_chunks, H, B) with max_chunks =
+//     ceil(max_pages / CHUNK_PAGES), block = 32 * (WARPS + PRODUCER)
+//     threads, dynamic shared memory = NSTAGES * STAGE_PAGES * 8192 + 128
+//     bytes.
+// Result: out[b][h] = softmax(q k^T * scale) v over the first seq_lens[b]
+// tokens of sequence b. Tokens past the length are never used, whatever
+// their pages hold (the benchmark fills them with NaN).
+//
+// How it works: split-K over the sequence. CTA (c, h, b) takes pages
+// [c * CHUNK_PAGES, (c + 1) * CHUNK_PAGES) of sequence b and streams them
+// through a NSTAGES-deep ring of SMEM slots, STAGE_PAGES K pages and as many
+// V pages per slot: per slot, one fj::gather_tiles of the K pages the table
+// names and one of the V pages, each behind the slot's one barrier. With
+// PRODUCER=1 (the default) one extra warp issues the gathers (fj::warp
+// scope) on a full/empty barrier pair per slot (fj::pipeline), and the
+// WARPS consumer warps only wait; PRODUCER=0 issues them block-collectively
+// between slots, as the layer's first API had to.
+// Every warp keeps its own online softmax (max, sum, 128-wide accumulator)
+// over its share of each slot, so the consumers never synchronise inside a
+// slot; the warps merge in SMEM at the end. A sequence of one chunk writes
+// `out` directly. Otherwise each CTA writes its unnormalised partial to
+// `part`, and the last CTA of (b, h) to finish (a counter) merges them.
+#include <fleetjit/copy.cuh>
+
+#ifndef NSTAGES
+#define NSTAGES 4
+#endif
+#ifndef STAGE_PAGES
+#define STAGE_PAGES 2
+#endif
+#ifndef CHUNK_PAGES
+#define CHUNK_PAGES 16
+#endif
+#ifndef WARPS  // consumer warps
+#define WARPS 4
+#endif
+#ifndef PRODUCER  // 1: a producer warp issues the copies (fj::warp)
+#define PRODUCER 1
+#endif
+
+#define PAGE 16         // tokens per page
+#define DIM 128         // head_dim
+#define PART (DIM + 2)  // floats per partial: accumulator, max, sum
+#define NEG_INF __int_as_float(0xFF800000u)
+
+// The slot's tokens split evenly over the warps, 4 tokens per score pass.
+#define SLOT_TOKENS (STAGE_PAGES * PAGE)
+#define WARP_TOKENS (SLOT_TOKENS / WARPS)
+#define PASSES (WARP_TOKENS / 4)
+#if WARP_TOKENS % 4 != 0 || PASSES < 1
+#error "paged_decode: STAGE_PAGES * 16 must be a multiple of 4 * WARPS"
+#endif
+#if CHUNK_PAGES % STAGE_PAGES != 0
+#error "paged_decode: CHUNK_PAGES must be a multiple of STAGE_PAGES"
+#endif
+
+namespace {
+
+__device__ __forceinline__ float h2f(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned short f2h(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+// Both halves of a packed f16 pair, low half first.
+__device__ __forceinline__ void h2x2(unsigned v, float& lo, float& hi) {
+  lo = h2f((unsigned short)(v & 0xFFFFu));
+  hi = h2f((unsigned short)(v >> 16));
+}
+// A load that skips L1: partials other CTAs wrote.
+__device__ __forceinline__ float ld_cg(const float* p) {
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ float exp2_(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
+    paged_decode(FJ_TENSOR(unsigned short, 2) k_cache,
+                 FJ_TENSOR(unsigned short, 2) v_cache,
+                 const unsigned short* __restrict__ q,
+                 const int* __restrict__ page_table,
+                 const int* __restrict__ seq_lens, int max_pages,
+                 float scale_log2, float* __restrict__ part,
+                 unsigned* __restrict__ counters,
+                 unsigned short* __restrict__ out) {
+  const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int heads = gridDim.y, max_chunks = gridDim.x;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // The chunk's page ids do not depend on the length: their load overlaps
+  // the length's (entries past the sequence are read, never used).
+  int my_page = 0;
+  if (tid < CHUNK_PAGES && c * CHUNK_PAGES + tid < max_pages) {
+    my_page = page_table[(long long)b * max_pages + c * CHUNK_PAGES + tid];
+  }
+  const int len = seq_lens[b];
+  const int seq_pages = (len + PAGE - 1) / PAGE;
+  const int p0 = c * CHUNK_PAGES;
+  if (p0 >= seq_pages) return;  // the whole CTA: nothing of this sequence
+  const int chunks = (seq_pages + CHUNK_PAGES - 1) / CHUNK_PAGES;
+  const int pages = min(CHUNK_PAGES, seq_pages - p0);
+  const int slots = (pages + STAGE_PAGES - 1) / STAGE_PAGES;
+
+  // 1. NSTAGES slots of STAGE_PAGES K pages then STAGE_PAGES V pages, a
+  //    barrier per slot, this chunk's page ids.
+  extern __shared__ unsigned char smem_raw[];
+  unsigned short* ring =
+      (unsigned short*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  __shared__ fj::barrier full[NSTAGES];
+#if PRODUCER
+  __shared__ fj::barrier empty[NSTAGES];
+#endif
+  __shared__ int page_rows[CHUNK_PAGES];  // cache row of each page's head h
+  __shared__ float merge[WARPS][PART];
+  __shared__ int last;
+  if (tid < CHUNK_PAGES) {
+    page_rows[tid] = tid < pages ? (my_page * heads + h) * PAGE : 0;
+  }
+  if (tid == 0) {
+    for (int s = 0; s < NSTAGES; ++s) {
+#if PRODUCER
+      full[s].init(1);       // the producer's one arrival
+      empty[s].init(WARPS);  // one per consumer warp
+#else
+      full[s].init(fj::block_threads());
+#endif
+    }
+  }
+  __syncthreads();
+
+  // Slot k (of this chunk) into ring stage `st`: its K pages, then its V
+  // pages, two gathers on the stage's barrier (the chunk's last slot may
+  // hold fewer pages; the rest of its SMEM is never read).
+  auto slot_of = [&](int st) {
+    return ring + st * (2 * STAGE_PAGES * PAGE * DIM);
+  };
+#if PRODUCER
+  if (warp == WARPS) {
+    // The producer warp: wait until the consumers released the stage, then
+    // gather into it. No block barrier anywhere in this loop.
+    fj::pipeline<NSTAGES> pl;
+    for (int k = 0; k < slots; ++k, pl.advance()) {
+      const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
+      unsigned short* slot = slot_of(pl.stage());
+      fj::barrier& bar = full[pl.stage()];
+      empty[pl.stage()].wait(pl.phase() ^ 1);
+      fj::gather_tiles(fj::warp, slot, k_cache, fj::at(0, 0), 1,
+                       page_rows + k * STAGE_PAGES, n, bar);
+      fj::gather_tiles(fj::warp, slot + STAGE_PAGES * PAGE * DIM, v_cache,
+                       fj::at(0, 0), 1, page_rows + k * STAGE_PAGES, n, bar);
+      bar.arrive(fj::warp);
+    }
+  }
+#else
+  auto fill = [&](int k) {
+    const int st = k % NSTAGES;
+    const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
+    unsigned short* slot = slot_of(st);
+    fj::gather_tiles(slot, k_cache, fj::at(0, 0), 1,
+                     page_rows + k * STAGE_PAGES, n, full[st]);
+    fj::gather_tiles(slot + STAGE_PAGES * PAGE * DIM, v_cache, fj::at(0, 0), 1,
+                     page_rows + k * STAGE_PAGES, n, full[st]);
+    full[st].arrive();
+  };
+  for (int k = 0; k < NSTAGES && k < slots; ++k) fill(k);
+#endif
+
+  // 2. This lane's share of q: dims [8 * sub, +8) and [64 + 8 * sub, +8)
+  //    for the score passes (8 lanes per token, 4 tokens per pass).
+  const int grp = lane / 8, sub = lane % 8;
+  float qf[16];
+  {
+    const uint4* qv =
+        (const uint4*)(q + ((long long)b * heads + h) * DIM) + sub;
+    const uint4 a = qv[0], z = qv[8];
+    const unsigned w[8] = {a.x, a.y, a.z, a.w, z.x, z.y, z.z, z.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) h2x2(w[i], qf[2 * i], qf[2 * i + 1]);
+  }
+
+  // 3. Per warp: running max m (log2 domain), sum l, and the accumulator of
+  //    dims [4 * lane, +4).
+  float m = NEG_INF, l = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+  const int tok_base = p0 * PAGE + warp * WARP_TOKENS;
+  fj::pipeline<NSTAGES> pl;
+  for (int k = 0; k < slots && warp < WARPS; ++k, pl.advance()) {
+    const unsigned short* slot = slot_of(pl.stage());
+    full[pl.stage()].wait(pl.phase());
+    const unsigned short* kw = slot + warp * WARP_TOKENS * DIM;
+    const unsigned short* vw = kw + STAGE_PAGES * PAGE * DIM;
+    const int tok0 = tok_base + k * SLOT_TOKENS;     // this warp's first token
+    const int valid = min(WARP_TOKENS, len - tok0);  // may be <= 0
+    if (valid > 0) {
+      // Scores: pass r gives token 4 r + grp to lanes 8 grp .. 8 grp + 7.
+      float s[PASSES];
+#pragma unroll
+      for (int r = 0; r < PASSES; ++r) {
+        const int t = 4 * r + grp;
+        const uint4* row = (const uint4*)(kw + t * DIM) + sub;
+        const uint4 a = row[0], z = row[8];
+        const unsigned w[8] = {a.x, a.y, a.z, a.w, z.x, z.y, z.z, z.w};
+        float d = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          float lo, hi;
+          h2x2(w[i], lo, hi);
+          d = fmaf(qf[2 * i], lo, d);
+          d = fmaf(qf[2 * i + 1], hi, d);
+        }
+        d += __shfl_xor_sync(0xFFFFFFFFu, d, 1);
+        d += __shfl_xor_sync(0xFFFFFFFFu, d, 2);
+        d += __shfl_xor_sync(0xFFFFFFFFu, d, 4);
+        s[r] = t < valid ? d * scale_log2 : NEG_INF;
+      }
+      float mx = s[0];
+#pragma unroll
+      for (int r = 1; r < PASSES; ++r) mx = fmaxf(mx, s[r]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 8));
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 16));
+      const float m_new = fmaxf(m, mx);  // finite: token 0 is valid
+      const float corr = exp2_(m - m_new);
+      float ps = 0.f;
+#pragma unroll
+      for (int r = 0; r < PASSES; ++r) {
+        s[r] = exp2_(s[r] - m_new);  // 0 for tokens past the length
+        ps += s[r];
+      }
+      ps += __shfl_xor_sync(0xFFFFFFFFu, ps, 8);
+      ps += __shfl_xor_sync(0xFFFFFFFFu, ps, 16);
+      l = l * corr + ps;
+      m = m_new;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] *= corr;
+        // acc += p_t v_t over the valid tokens only: V past the length may
+        // be NaN, and 0 * NaN is NaN.
+#pragma unroll
+      for (int t = 0; t < WARP_TOKENS; ++t) {
+        const float p = __shfl_sync(0xFFFFFFFFu, s[t / 4], (t % 4) * 8);
+        if (t < valid) {
+          const uint2 v = *((const uint2*)(vw + t * DIM) + lane);
+          float v0, v1, v2, v3;
+          h2x2(v.x, v0, v1);
+          h2x2(v.y, v2, v3);
+          acc[0] = fmaf(p, v0, acc[0]);
+          acc[1] = fmaf(p, v1, acc[1]);
+          acc[2] = fmaf(p, v2, acc[2]);
+          acc[3] = fmaf(p, v3, acc[3]);
+        }
+      }
+    }
+#if PRODUCER
+    empty[pl.stage()].arrive(fj::warp);  // this warp is done with the stage
+#else
+    // Refill the stage: block-collective (the block is uniform in k), and
+    // the call's block barrier keeps it from overwriting what a warp reads.
+    if (k + NSTAGES < slots) fill(k + NSTAGES);
+#endif
+  }
+
+  // 4. Merge the consumer warps: thread d < 128 owns dim d.
+  if (warp < WARPS) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) merge[warp][4 * lane + i] = acc[i];
+    if (lane == 0) {
+      merge[warp][DIM] = m;
+      merge[warp][DIM + 1] = l;
+    }
+  }
+  __syncthreads();
+  const int bh = b * heads + h;
+  float* mine = part + ((long long)bh * max_chunks + c) * PART;
+  for (int d = tid; d < DIM; d += blockDim.x) {
+    float M = NEG_INF;
+    for (int w = 0; w < WARPS; ++w) M = fmaxf(M, merge[w][DIM]);
+    float A = 0.f, L = 0.f;
+    for (int w = 0; w < WARPS; ++w) {
+      const float mw = merge[w][DIM];
+      if (mw == NEG_INF) continue;  // a warp that saw no valid token
+      const float e = exp2_(mw - M);
+      A = fmaf(merge[w][d], e, A);
+      L = fmaf(merge[w][DIM + 1], e, L);
+    }
+    if (chunks == 1) {
+      out[(long long)bh * DIM + d] = f2h(A / L);
+    } else {
+      mine[d] = A;
+      if (d == 0) {
+        mine[DIM] = M;
+        mine[DIM + 1] = L;
+      }
+    }
+  }
+  if (chunks == 1) return;
+
+  // 5. The last CTA of (b, h) merges the chunks (threadFenceReduction).
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&counters[bh], 1u) == (unsigned)chunks - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // Every chunk's max and sum into SMEM at once (the warps' merge area is
+  // free now), then each thread's column with 8 loads in flight: a loop of
+  // dependent L2 loads cost one L2 round trip per chunk, serialised.
+  const float* all = part + (long long)bh * max_chunks * PART;
+  float* cm = &merge[0][0];  // chunk maxima, then chunk sums
+  float* cl = cm + chunks;
+  if (2 * chunks > WARPS * PART) __trap();  // see the header: length bound
+  for (int j = tid; j < chunks; j += blockDim.x) {
+    cm[j] = ld_cg(all + j * PART + DIM);
+    cl[j] = ld_cg(all + j * PART + DIM + 1);
+  }
+  __syncthreads();
+  float M = NEG_INF;
+  for (int j = 0; j < chunks; ++j) M = fmaxf(M, cm[j]);
+  float L = 0.f;
+  for (int j = 0; j < chunks; ++j) L = fmaf(cl[j], exp2_(cm[j] - M), L);
+  for (int d = tid; d < DIM; d += blockDim.x) {
+    float A = 0.f;
+    for (int j0 = 0; j0 < chunks; j0 += 8) {
+      float v[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        v[i] = j0 + i < chunks ? ld_cg(all + (j0 + i) * PART + d) : 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (j0 + i < chunks) A = fmaf(v[i], exp2_(cm[j0 + i] - M), A);
+      }
+    }
+    out[(long long)bh * DIM + d] = f2h(A / L);
+  }
+  if (tid == 0) counters[bh] = 0;  // ready for the next launch
+}

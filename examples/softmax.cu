@@ -1,0 +1,143 @@
+// softmax: y[r][c] = exp(x[r][c] - max_c x[r]) / sum_c exp(x[r][c] - max_c
+// x[r]) over each row of a bf16 matrix, f32 math. One source for every
+// copy implementation (sync, cp_async, tma).
+//
+// Arguments: (x: const bf16* [rows][cols], y: bf16* [rows][cols],
+//             rows: int, cols: int)
+//   - bf16 travels as unsigned short; cols % 8 == 0 and x, y 16-byte
+//     aligned (rows are whole 16-byte vectors).
+//   - Launch: any grid (blocks walk row groups grid-stride), block =
+//     32 * W threads (one row per warp, W rows per stage), dynamic shared
+//     memory = 128 + SMX_STAGES * round128(W * 2 * cols) bytes.
+//   - -DSMX_STAGES=N sets the pipeline depth (default 2).
+// How it uses <fleetjit/copy.cuh>: as examples/rmsnorm.cu, a stage is the
+// W rows of a group, one contiguous span, one fj::load on its barrier.
+// Each warp makes two passes over its row in SMEM: an online max and sum
+// of exponentials (one read), then the normalised output, written with
+// 16-byte stores from registers.
+#include <fleetjit/copy.cuh>
+
+#ifndef SMX_STAGES
+#define SMX_STAGES 2
+#endif
+
+namespace {
+
+__device__ __forceinline__ float bf_lo(unsigned v) {
+  return __uint_as_float(v << 16);
+}
+__device__ __forceinline__ float bf_hi(unsigned v) {
+  return __uint_as_float(v & 0xffff0000u);
+}
+// Two floats to two bf16 (round to nearest even), a in the low half.
+__device__ __forceinline__ unsigned bf_pack(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+  return r;
+#else
+  unsigned ua = __float_as_uint(a), ub = __float_as_uint(b);
+  ua = (a != a) ? 0x7fc00000u : ua + 0x7fffu + ((ua >> 16) & 1u);
+  ub = (b != b) ? 0x7fc00000u : ub + 0x7fffu + ((ub >> 16) & 1u);
+  return (ua >> 16) | (ub & 0xffff0000u);
+#endif
+}
+__device__ __forceinline__ unsigned round128(unsigned n) {
+  return (n + 127u) & ~127u;
+}
+constexpr float kLog2e = 1.4426950408889634f;
+
+}  // namespace
+
+extern "C" __global__ void softmax(const unsigned short* x, unsigned short* y,
+                                   int rows, int cols) {
+  // 1. SMEM: SMX_STAGES stages of W rows, 128-byte aligned.
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* stages =
+      smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127);
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const unsigned row_bytes = 2u * cols;
+  const unsigned stage_bytes = round128(warps * row_bytes);
+  __shared__ fj::barrier full[SMX_STAGES];
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < SMX_STAGES; ++s) full[s].init(fj::block_threads());
+  }
+  __syncthreads();
+
+  // 2. Prologue: group g = blockIdx.x + k * gridDim.x lands in stage
+  //    k % SMX_STAGES; a group past the end is predicated off.
+  const int groups = (rows + warps - 1) / warps;
+  for (int s = 0; s < SMX_STAGES; ++s) {
+    const int g = blockIdx.x + s * gridDim.x;
+    const bool ok = g < groups;
+    const int n = ok ? min(warps, rows - g * warps) : 0;
+    fj::load(stages + s * stage_bytes, x + (long long)g * warps * cols,
+             n * row_bytes, full[s], ok);
+    full[s].arrive();
+  }
+
+  // 3. Steady state: one row per warp, then refill the stage.
+  const int vecs = cols / 8;
+  for (int k = 0;; ++k) {
+    const int g = blockIdx.x + k * gridDim.x;
+    if (g >= groups) break;
+    const int s = k % SMX_STAGES;
+    full[s].wait((k / SMX_STAGES) & 1);
+    const long long row = (long long)g * warps + warp;
+    if (row < rows) {
+      const uint4* xv =
+          (const uint4*)(stages + s * stage_bytes + (unsigned)warp * row_bytes);
+      // Online max and sum, in log2 units: sum of 2^(x*log2e - m).
+      float m = -__int_as_float(0x7f800000), l = 0.f;
+      for (int v = lane; v < vecs; v += 32) {
+        const uint4 q = xv[v];
+        const unsigned u[4] = {q.x, q.y, q.z, q.w};
+        float t[8];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          t[2 * e] = bf_lo(u[e]) * kLog2e;
+          t[2 * e + 1] = bf_hi(u[e]) * kLog2e;
+        }
+        float vm = t[0];
+#pragma unroll
+        for (int e = 1; e < 8; ++e) vm = fmaxf(vm, t[e]);
+        const float nm = fmaxf(m, vm);
+        float add = 0.f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) add += exp2f(t[e] - nm);
+        l = l * exp2f(m - nm) + add;
+        m = nm;
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        const float om = __shfl_xor_sync(~0u, m, o);
+        const float ol = __shfl_xor_sync(~0u, l, o);
+        const float nm = fmaxf(m, om);
+        // A lane that saw no element has m = -inf, l = 0: adds nothing.
+        l = (m == nm ? l : l * exp2f(m - nm)) +
+            (om == nm ? ol : ol * exp2f(om - nm));
+        m = nm;
+      }
+      const float inv = 1.f / l;
+      uint4* yv = (uint4*)(y + row * cols);
+      for (int v = lane; v < vecs; v += 32) {
+        const uint4 q = xv[v];
+        const unsigned u[4] = {q.x, q.y, q.z, q.w};
+        unsigned o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          o[e] = bf_pack(exp2f(bf_lo(u[e]) * kLog2e - m) * inv,
+                         exp2f(bf_hi(u[e]) * kLog2e - m) * inv);
+        }
+        yv[v] = make_uint4(o[0], o[1], o[2], o[3]);
+      }
+    }
+    const int next = g + SMX_STAGES * gridDim.x;
+    const bool ok = next < groups;
+    const int n = ok ? min(warps, rows - next * warps) : 0;
+    fj::load(stages + s * stage_bytes, x + (long long)next * warps * cols,
+             n * row_bytes, full[s], ok);
+    full[s].arrive();
+  }
+}
