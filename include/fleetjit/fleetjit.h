@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define FJ_VERSION_MAJOR 1
-#define FJ_VERSION_MINOR 1
+#define FJ_VERSION_MINOR 2
 /* (major << 16) | minor of the library actually loaded. */
 FJ_API uint32_t fj_version(void);
 
@@ -98,9 +98,14 @@ typedef enum fj_code {
    * cluster limits. */
   FJ_OUT_OF_RANGE = 8,
   /* A bug in fleetjit. Please report it with the message. */
-  FJ_INTERNAL = 9
+  FJ_INTERNAL = 9,
+  /* (since 1.2) A wait bounded by the caller ran out of time before the
+   * work was done: fj_cache_flush with remote publications still queued
+   * after timeout_ms. The work goes on; calling again may succeed. (A
+   * timed-out fj_build_wait is not an error: it reports *out_done = 0.) */
+  FJ_DEADLINE_EXCEEDED = 10
 } fj_code;
-#define FJ_CODE_LAST FJ_INTERNAL
+#define FJ_CODE_LAST FJ_DEADLINE_EXCEEDED
 
 typedef struct fj_status fj_status;
 
