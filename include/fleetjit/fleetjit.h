@@ -199,7 +199,13 @@ typedef struct fj_runtime_options {
   /* Build every module for this target instead of the live device's
    * ("sm_80", "compute_80"). Empty = live device. */
   fj_str target_override;
-  /* Force a copy implementation for every build. AUTO = choose. */
+  /* Force a copy implementation for every build whose target has it (as
+   * FLEETJIT_COPY_IMPL does). A build for a target that lacks it gets that
+   * target's best implementation instead (fj_module_info's copy_impl says
+   * which; a log line at info says why), so forcing tma to rehearse the
+   * fleet does not refuse a suite's builds for sm_80. An implementation
+   * set in fj_build_options.copy_impl is not softened: one its target
+   * lacks is FJ_FAILED_PRECONDITION. AUTO = choose. */
   fj_copy_impl copy_impl_override;
   uint32_t flags; /* fj_runtime_flags */
   /* Disk cache directory. Empty = $FLEETJIT_CACHE_DIR, else
@@ -232,19 +238,25 @@ typedef struct fj_runtime_options {
    * for it; an entry -1 means every device (none without a GPU: not an
    * error). An ordinal that does not exist fails the create.
    * FLEETJIT_PREOPEN=all|none|N[,N...] replaces the list (all = {-1}),
-   * and FLEETJIT_PRELOAD_NVRTC=1|0 sets or clears FJ_RUNTIME_PRELOAD_NVRTC;
-   * another value fails the create with FJ_INVALID_ARGUMENT. */
+   * and FLEETJIT_PRELOAD_NVRTC (a switch: 1|0, true|false, on|off, yes|no)
+   * sets or clears FJ_RUNTIME_PRELOAD_NVRTC; another value fails the
+   * create with FJ_INVALID_ARGUMENT. */
   const int32_t* preopen_devices;
   size_t num_preopen_devices;
 } fj_runtime_options;
 
 /* Environment variables override the options (fleetjit info lists those in
- * effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
- * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE=0,
- * FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
+ * effect; docs/configuration.md is their table, with each one's values):
+ * FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
+ * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE,
+ * FLEETJIT_THUNKS, FLEETJIT_PCH, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
  * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS,
  * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1), FLEETJIT_PREOPEN
- * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC (1|0), since 1.1. */
+ * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC, since 1.1. The switches
+ * (FLEETJIT_CACHE, _THUNKS, _PCH, _PRELOAD_NVRTC) take 1|0, true|false,
+ * on|off or yes|no in any case; a malformed value of any variable fails
+ * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the
+ * values it accepts. */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
  * GPU is not an error here: the runtime reports 0 devices. */
@@ -369,7 +381,10 @@ typedef struct fj_build_options {
    * target override, else the live device `device`. */
   fj_str target;
   int32_t device;            /* ordinal used when target is empty */
-  fj_copy_impl copy_impl;    /* AUTO = the runtime's override, else chosen */
+  /* AUTO = the runtime's override where the target has it, else chosen;
+   * another value is used as is, and one the target lacks is
+   * FJ_FAILED_PRECONDITION. */
+  fj_copy_impl copy_impl;
   fj_output output;
   uint32_t flags;            /* fj_build_flags */
   /* Since 1.1 (a 1.0 caller's shorter struct_size reads as none): folders
@@ -625,7 +640,7 @@ FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime,
 FJ_API fj_status* fj_cache_clear(fj_runtime* runtime);
 /* Waits until the cache work that earlier builds left to the background is
  * done: disk entries written, and remote publications sent (at most
- * timeout_ms for those; DEADLINE_EXCEEDED if they are still queued). Builds
+ * timeout_ms for those; FJ_DEADLINE_EXCEEDED if they are still queued). Builds
  * never wait for the remote tier; call this before exiting a process whose
  * builds must reach the fleet (fj_runtime_destroy also sends what is
  * queued, each write bounded by the tier's timeouts). */
