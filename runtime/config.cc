@@ -156,7 +156,8 @@ constexpr EnvVariable kVariables[] = {
      },
      false},
     {"FLEETJIT_LOG", "off|error|warn|info|debug",
-     "The log level; without the caller's log_fn, lines go to stderr.",
+     "The log level; without the caller's log_fn, lines are printed on the "
+     "standard error stream.",
      [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
        FJ_ASSIGN_OR_RETURN(o.log_level, ParseLogLevel(v));
        // The user asked for the lines: without the caller's sink, stderr.
