@@ -54,8 +54,7 @@ struct RuntimeOptions {
   // Start-up work done inside Runtime::Create: device ordinals whose
   // primary contexts are opened (-1 = every device), and NVRTC loaded.
   // FLEETJIT_PREOPEN=all|none|N[,N...] replaces the list ("all" = {-1},
-  // "none" = {}); the switch FLEETJIT_PRELOAD_NVRTC (kSwitchSyntax) sets
-  // the flag.
+  // "none" = {}); FLEETJIT_PRELOAD_NVRTC=1|0 sets the flag.
   std::vector<int> preopen_devices;
   bool preload_nvrtc = false;
   // Names of the environment variables that changed the options above.
