@@ -77,9 +77,9 @@ CacheConfig Config(const std::string& dir, const std::string& url) {
   c.memory = false;  // every call goes to the tier under test
   c.remote.url = url;
   c.remote.fleet_key = kFleetKey;
-  c.log = [](absl::string_view line) {
-    std::fprintf(stderr, "%.*s\n", int(line.size()), line.data());
-  };
+  c.log = Logger(LogLevel::kDebug, [](LogLevel, absl::string_view line) {
+    std::fprintf(stderr, "fleetjit: %.*s\n", int(line.size()), line.data());
+  });
   return c;
 }
 

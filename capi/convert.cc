@@ -329,11 +329,13 @@ fj_cache_stats FjCacheStats(const CacheStats& s) {
   out.rejected_entries = s.rejected_entries;
   out.disk_entries = s.disk_entries;
   out.disk_bytes = s.disk_bytes;
-  out.remote_state = s.remote_state == "off"         ? FJ_REMOTE_OFF
-                     : s.remote_state == "closed"    ? FJ_REMOTE_CLOSED
-                     : s.remote_state == "open"      ? FJ_REMOTE_OPEN
-                     : s.remote_state == "half-open" ? FJ_REMOTE_HALF_OPEN
-                                                     : FJ_REMOTE_UNAVAILABLE;
+  switch (s.remote) {  // no default: a new state needs a public value
+    case CacheStats::Remote::kOff: out.remote_state = FJ_REMOTE_OFF; break;
+    case CacheStats::Remote::kUnavailable: out.remote_state = FJ_REMOTE_UNAVAILABLE; break;
+    case CacheStats::Remote::kClosed: out.remote_state = FJ_REMOTE_CLOSED; break;
+    case CacheStats::Remote::kOpen: out.remote_state = FJ_REMOTE_OPEN; break;
+    case CacheStats::Remote::kHalfOpen: out.remote_state = FJ_REMOTE_HALF_OPEN; break;
+  }
   out.remote_hits = s.remote_hits;
   out.remote_misses = s.remote_misses;
   out.remote_errors = s.remote_errors;

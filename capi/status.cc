@@ -18,24 +18,50 @@ fj_status* OutOfMemory() {
 
 }  // namespace
 
-fj_code CodeOf(const absl::Status& status) {
-  if (status.ok()) return FJ_OK;
-  // Decided where the error arose (CheckCu, from the CUresult table).
-  if (std::optional<int> code = PublicCodeOf(status)) {
-    if (*code > FJ_OK && *code <= FJ_CODE_LAST) return static_cast<fj_code>(*code);
-  }
-  if (status.GetPayload(std::string(kPayloadPrefix) + "build_log").has_value()) {
-    return FJ_BUILD_ERROR;
-  }
-  switch (status.code()) {
+static_assert(static_cast<int>(PublicCode::kBuildError) == FJ_BUILD_ERROR);
+
+// No default: -Wswitch names an absl code added here without a decision.
+fj_code CodeOfAbsl(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return FJ_OK;
     case absl::StatusCode::kInvalidArgument: return FJ_INVALID_ARGUMENT;
     case absl::StatusCode::kNotFound: return FJ_NOT_FOUND;
     case absl::StatusCode::kUnavailable: return FJ_UNAVAILABLE;
     case absl::StatusCode::kFailedPrecondition: return FJ_FAILED_PRECONDITION;
     case absl::StatusCode::kResourceExhausted: return FJ_RESOURCE_EXHAUSTED;
     case absl::StatusCode::kOutOfRange: return FJ_OUT_OF_RANGE;
-    default: return FJ_INTERNAL;
+    case absl::StatusCode::kDeadlineExceeded: return FJ_DEADLINE_EXCEEDED;
+    // The rest have no public twin. Those the core makes stay inside it
+    // (kCancelled: a build given up; kDataLoss, kPermissionDenied: a cache
+    // entry refused and rebuilt; kUnimplemented: a Redis reply type), so
+    // one that reaches a caller is fleetjit's bug.
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnauthenticated:
+      return FJ_INTERNAL;
+    case absl::StatusCode::
+        kDoNotUseReservedForFutureExpansionUseDefaultInSwitchInstead_:
+      return FJ_INTERNAL;
   }
+  return FJ_INTERNAL;  // a value outside the enum
+}
+
+fj_code CodeOf(const absl::Status& status) {
+  if (status.ok()) return FJ_OK;
+  // Decided where the error arose (CheckCu from the CUresult table, the
+  // NVRTC build for a rejected source).
+  if (std::optional<int> code = PublicCodeOf(status)) {
+    if (*code > FJ_OK && *code <= FJ_CODE_LAST) {
+      return static_cast<fj_code>(*code);
+    }
+  }
+  return CodeOfAbsl(status.code());
 }
 
 fj_status* ToFjStatus(const absl::Status& status) {
@@ -99,6 +125,7 @@ FJ_API const char* fj_code_name(fj_code code) {
     case FJ_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
     case FJ_OUT_OF_RANGE: return "OUT_OF_RANGE";
     case FJ_INTERNAL: return "INTERNAL";
+    case FJ_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
   }
   return "UNKNOWN";
 }

@@ -22,8 +22,13 @@ namespace fleetjit::capi {
 // fleetjit detail payload. Never throws: on allocation failure returns a
 // static out-of-memory status that fj_status_free ignores.
 fj_status* ToFjStatus(const absl::Status& status);
-// The fj_code a status maps to.
+// The fj_code a status maps to, the one decision of a public code: the
+// code its origin set (SetPublicCode, base/status_macros.h), else that of
+// its absl code.
 fj_code CodeOf(const absl::Status& status);
+// The fj_code of a status without a code set by its origin; every absl code
+// has one (FJ_INTERNAL for those no public entry should return).
+fj_code CodeOfAbsl(absl::StatusCode code);
 
 }  // namespace fleetjit::capi
 

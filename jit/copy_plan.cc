@@ -92,6 +92,18 @@ CopyImpl ChooseCopyImplementation(const Target& target) {
   return CopyImpl::kSync;
 }
 
+bool TargetHasCopyImpl(const Target& target, CopyImpl impl) {
+  return target.arch >= MinArch(impl);
+}
+
+std::optional<CopyImpl> RuntimeOverrideFor(const Target& target,
+                                           std::optional<CopyImpl> forced) {
+  if (forced.has_value() && !TargetHasCopyImpl(target, *forced)) {
+    return std::nullopt;
+  }
+  return forced;
+}
+
 absl::StatusOr<CopyPlan> MakeCopyPlan(const Target& target,
                                       std::optional<CopyImpl> forced) {
   CopyPlan plan;

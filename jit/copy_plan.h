@@ -43,6 +43,19 @@ std::optional<CopyImpl> ParseCopyImpl(absl::string_view name);
 // The fastest implementation the target's hardware has.
 CopyImpl ChooseCopyImplementation(const Target& target);
 
+// True if the target's hardware has `impl`.
+bool TargetHasCopyImpl(const Target& target, CopyImpl impl);
+
+// The runtime-wide forced implementation (fj_runtime_options'
+// copy_impl_override, FLEETJIT_COPY_IMPL) as it applies to a build for
+// `target`: itself where the target has it, else nullopt, so the target
+// gets its own best implementation. Forcing one to rehearse the fleet does
+// not refuse the builds a suite makes for older targets. An implementation
+// forced for one build (fj_build_options.copy_impl) is not softened:
+// MakeCopyPlan refuses it.
+std::optional<CopyImpl> RuntimeOverrideFor(const Target& target,
+                                           std::optional<CopyImpl> forced);
+
 // The plan for `target`, with `forced` if given. FAILED_PRECONDITION when
 // the target's hardware lacks the forced implementation.
 absl::StatusOr<CopyPlan> MakeCopyPlan(const Target& target,

@@ -61,6 +61,7 @@ absl::Status BuildError(const BuildRequest& request,
     SetDetail(status, "missing_header", missing);
     SetDetail(status, "searched", searched);
   }
+  SetPublicCode(status, PublicCode::kBuildError);
   SetDetail(status, "build_log", log);
   SetDetail(status, "options", absl::StrJoin(options, " "));
   SetDetail(status, "target", request.target.Name());
@@ -161,7 +162,11 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
     // NVRTC itself failed (out of memory, an internal error): not the
     // source's fault, and named as NVRTC's.
     absl::Status status = CheckNvrtc(*api, compiled, "nvrtcCompileProgram");
-    if (!log.empty()) SetDetail(status, "build_log", log);
+    // With a log it is reported as a build error, carrying the log.
+    if (!log.empty()) {
+      SetPublicCode(status, PublicCode::kBuildError);
+      SetDetail(status, "build_log", log);
+    }
     return Annotate(status, absl::StrCat("compiling '", request.name, "' for ",
                                          request.target.Name()));
   }

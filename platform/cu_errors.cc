@@ -31,6 +31,7 @@ CuErrorRow DescribeCuError(CUresult result) {
   return CuErrorRow{result, "CUDA_ERROR", FJ_CUDA_ERROR, kRecoverable};
 }
 
+// No default: -Wswitch names a code added to fj_code without a decision.
 absl::StatusCode AbslCodeFor(fj_code code) {
   switch (code) {
     case FJ_OK: return absl::StatusCode::kOk;
@@ -40,8 +41,13 @@ absl::StatusCode AbslCodeFor(fj_code code) {
     case FJ_FAILED_PRECONDITION: return absl::StatusCode::kFailedPrecondition;
     case FJ_RESOURCE_EXHAUSTED: return absl::StatusCode::kResourceExhausted;
     case FJ_OUT_OF_RANGE: return absl::StatusCode::kOutOfRange;
-    default: return absl::StatusCode::kInternal;
+    case FJ_DEADLINE_EXCEEDED: return absl::StatusCode::kDeadlineExceeded;
+    case FJ_BUILD_ERROR:
+    case FJ_CUDA_ERROR:
+    case FJ_INTERNAL:
+      return absl::StatusCode::kInternal;
   }
+  return absl::StatusCode::kInternal;
 }
 
 }  // namespace fleetjit

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "absl/status/status.h"
@@ -14,10 +13,9 @@ static_assert(HIREDIS_MAJOR == 0 && HIREDIS_MINOR == 14,
 namespace fleetjit {
 namespace {
 
-absl::StatusOr<const HiredisApi*> Load() {
-  const char* configured = std::getenv("FLEETJIT_LIBHIREDIS");
+absl::StatusOr<const HiredisApi*> Load(absl::string_view configured) {
   const std::string file =
-      configured != nullptr && *configured ? configured : "libhiredis.so.0.14";
+      configured.empty() ? "libhiredis.so.0.14" : std::string(configured);
   // Never dlclose'd: contexts may outlive any one owner.
   void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -41,9 +39,9 @@ absl::StatusOr<const HiredisApi*> Load() {
 
 }  // namespace
 
-absl::StatusOr<const HiredisApi*> LoadHiredis() {
+absl::StatusOr<const HiredisApi*> LoadHiredis(absl::string_view file) {
   static const absl::StatusOr<const HiredisApi*>* loaded =
-      new absl::StatusOr<const HiredisApi*>(Load());
+      new absl::StatusOr<const HiredisApi*>(Load(file));
   return *loaded;
 }
 

@@ -18,6 +18,7 @@
 #include <hiredis/hiredis.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fleetjit {
 
@@ -27,10 +28,12 @@ struct HiredisApi {
 #undef FJ_HIREDIS
 };
 
-// The process-wide table, loaded on the first call (thread-safe; the
-// outcome, success or failure, is kept). UNAVAILABLE names the file tried
-// and the package to install.
-absl::StatusOr<const HiredisApi*> LoadHiredis();
+// The process-wide table, loaded on the first call from `file` ("" =
+// libhiredis.so.0.14; the runtime passes FLEETJIT_LIBHIREDIS, read by
+// runtime/config.cc), thread-safe; the outcome, success or failure, is kept
+// and later calls' `file` is ignored. UNAVAILABLE names the file tried and
+// the package to install.
+absl::StatusOr<const HiredisApi*> LoadHiredis(absl::string_view file = "");
 
 }  // namespace fleetjit
 

@@ -5,12 +5,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 
 namespace fleetjit {
 namespace {
 
+// The only getenv of the library (tests/runtime/config_test checks it).
 const char* Env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && v[0] != '\0' ? v : nullptr;
@@ -24,9 +26,12 @@ absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text) {
   std::vector<int> ordinals;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     int ordinal = -1;
-    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &ordinal) || ordinal < 0) {
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(item), &ordinal) ||
+        ordinal < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "'", text, "': expected all, none or device ordinals separated by commas (e.g. 0,1); '",
+          "'", text,
+          "': expected all, none or device ordinals separated by commas "
+          "(e.g. 0,1); '",
           item, "' is not an ordinal"));
     }
     ordinals.push_back(ordinal);
@@ -34,96 +39,210 @@ absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text) {
   return ordinals;
 }
 
-absl::StatusOr<bool> ParseSwitch(absl::string_view text) {
-  if (text == "1") return true;
-  if (text == "0") return false;
-  return absl::InvalidArgumentError(absl::StrCat("'", text, "': expected 1 or 0"));
+absl::Status SetSwitch(absl::string_view v, bool& field) {
+  FJ_ASSIGN_OR_RETURN(field, ParseSwitch(v));
+  return absl::OkStatus();
 }
 
-}  // namespace
+// The table. Constant-initialised (function pointers and literals only):
+// nothing runs at library load.
+constexpr EnvVariable kVariables[] = {
+    {"FLEETJIT_TARGET", "sm_XX|compute_XX",
+     "Builds for this target instead of the device's (see the README's "
+     "forced-implementation rule).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       FJ_ASSIGN_OR_RETURN(o.target_override, jit::ParseTarget(v));
+       return absl::OkStatus();
+     },
+     false},
+    {"FLEETJIT_COPY_IMPL", "auto|sync|cp_async|tma",
+     "Forces the copy implementation of builds whose target has it; a "
+     "target that lacks it gets its own best one (logged at info).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       if (v == "auto") {
+         o.copy_impl_override.reset();
+       } else if (auto impl = jit::ParseCopyImpl(v)) {
+         o.copy_impl_override = *impl;
+       } else {
+         return absl::InvalidArgumentError(
+             absl::StrCat("'", v, "': expected auto, sync, cp_async or tma"));
+       }
+       return absl::OkStatus();
+     },
+     false},
+    {"FLEETJIT_CACHE_DIR", "PATH",
+     "The disk cache's folder (default $XDG_CACHE_HOME/fleetjit, else "
+     "~/.cache/fleetjit).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.cache.dir = std::string(v);
+       return absl::OkStatus();
+     },
+     true},
+    {"FLEETJIT_CACHE_MAX_BYTES", "BYTES",
+     "The disk cache's size bound, a positive byte count.",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       if (!absl::SimpleAtoi(v, &o.cache.max_bytes) || o.cache.max_bytes == 0) {
+         return absl::InvalidArgumentError(
+             absl::StrCat("'", v, "': expected a positive byte count"));
+       }
+       return absl::OkStatus();
+     },
+     true},
+    {"FLEETJIT_CACHE", kSwitchSyntax, "Turns the disk cache on or off.",
+     [](absl::string_view v, RuntimeOptions& o) {
+       return SetSwitch(v, o.cache.disk);
+     },
+     true},
+    {"FLEETJIT_REMOTE_CACHE", "redis://...|unix://...",
+     "The fleet's shared Redis tier (docs/fleet-cache.md).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.cache.remote.url = std::string(v);
+       return absl::OkStatus();
+     },
+     true},
+    {"FLEETJIT_FLEET_KEY", "HEX",
+     "The HMAC key that signs and checks remote entries (at least 16 "
+     "bytes).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.cache.remote.fleet_key = std::string(v);
+       return absl::OkStatus();
+     },
+     true},
+    {"FLEETJIT_LIBHIREDIS", "PATH",
+     "The hiredis 0.14 library the remote tier loads (default "
+     "libhiredis.so.0.14).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.cache.remote.libhiredis_path = std::string(v);
+       return absl::OkStatus();
+     },
+     true},
+    {"FLEETJIT_PCH", kSwitchSyntax,
+     "Turns NVRTC precompiled headers of the copy layer on or off.",
+     [](absl::string_view v, RuntimeOptions& o) { return SetSwitch(v, o.pch); },
+     false},
+    {"FLEETJIT_THUNKS", kSwitchSyntax,
+     "Turns the LLVM launch thunks on or off (off: the generic launch path).",
+     [](absl::string_view v, RuntimeOptions& o) {
+       return SetSwitch(v, o.thunks);
+     },
+     false},
+    {"FLEETJIT_LIBCUDA", "PATH",
+     "The CUDA driver library (default libcuda.so.1).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.libcuda_path = std::string(v);
+       return absl::OkStatus();
+     },
+     false},
+    {"FLEETJIT_LIBNVRTC", "PATH",
+     "The NVRTC library (default: searched beside the toolkit and Python "
+     "packages).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.libnvrtc_path = std::string(v);
+       return absl::OkStatus();
+     },
+     false},
+    {"FLEETJIT_PREOPEN", "all|none|N[,N...]",
+     "Device ordinals whose contexts fj_runtime_create opens (all: every "
+     "device).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       FJ_ASSIGN_OR_RETURN(o.preopen_devices, ParseDeviceList(v));
+       return absl::OkStatus();
+     },
+     false},
+    {"FLEETJIT_PRELOAD_NVRTC", kSwitchSyntax,
+     "Loads NVRTC inside fj_runtime_create rather than at the first build.",
+     [](absl::string_view v, RuntimeOptions& o) {
+       return SetSwitch(v, o.preload_nvrtc);
+     },
+     false},
+    {"FLEETJIT_LOG", "off|error|warn|info|debug",
+     "The log level; without the caller's log_fn, lines are printed on the "
+     "standard error stream.",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       FJ_ASSIGN_OR_RETURN(o.log_level, ParseLogLevel(v));
+       // The user asked for the lines: without the caller's sink, stderr.
+       if (!o.log_sink) o.log_sink = StderrLogSink();
+       return absl::OkStatus();
+     },
+     false},
+};
 
-absl::Status ApplyCacheEnvironment(CacheConfig& cache, std::vector<std::string>& overrides) {
-  if (const char* v = Env("FLEETJIT_CACHE_DIR")) {
-    cache.dir = v;
-    overrides.push_back("FLEETJIT_CACHE_DIR");
+// Applies the rows `cache_only` selects, naming the variable on error.
+absl::Status ApplyRows(RuntimeOptions& options, bool cache_only,
+                       std::vector<std::string>& overrides) {
+  for (const EnvVariable& row : kVariables) {
+    if (cache_only && !row.cache) continue;
+    const char* v = Env(row.name);
+    if (v == nullptr) continue;
+    absl::Status applied = row.apply(v, options);
+    if (!applied.ok()) return Annotate(applied, row.name);
+    overrides.push_back(row.name);
   }
-  if (const char* v = Env("FLEETJIT_CACHE_MAX_BYTES")) {
-    if (!absl::SimpleAtoi(v, &cache.max_bytes) || cache.max_bytes == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "FLEETJIT_CACHE_MAX_BYTES='", v, "': expected a positive byte count"));
-    }
-    overrides.push_back("FLEETJIT_CACHE_MAX_BYTES");
-  }
-  if (const char* v = Env("FLEETJIT_CACHE")) {
-    cache.disk = absl::string_view(v) != "0";
-    overrides.push_back("FLEETJIT_CACHE");
-  }
-  if (const char* v = Env("FLEETJIT_REMOTE_CACHE")) {
-    cache.remote.url = v;
-    overrides.push_back("FLEETJIT_REMOTE_CACHE");
-  }
-  if (const char* v = Env("FLEETJIT_FLEET_KEY")) {
-    cache.remote.fleet_key = v;
-    overrides.push_back("FLEETJIT_FLEET_KEY");
-  }
+  return absl::OkStatus();
+}
+
+void ApplyCacheHome(CacheConfig& cache) {
   // Where the default directory lies; the caller's own variables, not
   // overrides.
   const char* xdg = Env("XDG_CACHE_HOME");
   const char* home = Env("HOME");
   cache.xdg_cache_home = xdg != nullptr ? xdg : "";
   cache.home = home != nullptr ? home : "";
+}
+
+}  // namespace
+
+absl::Span<const EnvVariable> EnvVariables() { return kVariables; }
+
+absl::StatusOr<bool> ParseSwitch(absl::string_view text) {
+  const std::string word = absl::AsciiStrToLower(text);
+  if (word == "1" || word == "true" || word == "on" || word == "yes") {
+    return true;
+  }
+  if (word == "0" || word == "false" || word == "off" || word == "no") {
+    return false;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", text,
+      "': expected 1, 0, true, false, on, off, yes or no (any case)"));
+}
+
+std::string EnvVariablesMarkdown() {
+  std::string out =
+      "| Variable | Values | What it sets |\n"
+      "|---|---|---|\n";
+  for (const EnvVariable& row : kVariables) {
+    absl::StrAppend(&out, "| `", row.name, "` | `",
+                    absl::StrReplaceAll(row.syntax, {{"|", "\\|"}}), "` | ",
+                    row.help, " |\n");
+  }
+  return out;
+}
+
+std::optional<std::string> EnvValue(absl::string_view name) {
+  for (const EnvVariable& row : kVariables) {
+    if (row.name != name) continue;
+    if (const char* v = Env(row.name)) return std::string(v);
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+absl::Status ApplyCacheEnvironment(CacheConfig& cache,
+                                   std::vector<std::string>& overrides) {
+  RuntimeOptions options;
+  options.cache = cache;
+  FJ_RETURN_IF_ERROR(ApplyRows(options, /*cache_only=*/true, overrides));
+  cache = std::move(options.cache);
+  ApplyCacheHome(cache);
   return absl::OkStatus();
 }
 
 absl::Status ApplyEnvironment(RuntimeOptions& options) {
-  if (const char* v = Env("FLEETJIT_TARGET")) {
-    FJ_ASSIGN_OR_RETURN(options.target_override, jit::ParseTarget(v),
-                        "FLEETJIT_TARGET");
-    options.env_overrides.push_back("FLEETJIT_TARGET");
-  }
-  if (const char* v = Env("FLEETJIT_COPY_IMPL")) {
-    if (absl::string_view(v) == "auto") {
-      options.copy_impl_override.reset();
-    } else if (auto impl = jit::ParseCopyImpl(v)) {
-      options.copy_impl_override = *impl;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "FLEETJIT_COPY_IMPL='", v, "': expected auto, sync, cp_async or tma"));
-    }
-    options.env_overrides.push_back("FLEETJIT_COPY_IMPL");
-  }
-  FJ_RETURN_IF_ERROR(ApplyCacheEnvironment(options.cache, options.env_overrides), "");
-  if (const char* v = Env("FLEETJIT_PCH")) {
-    options.pch = absl::string_view(v) != "0";
-    options.env_overrides.push_back("FLEETJIT_PCH");
-  }
-  if (const char* v = Env("FLEETJIT_THUNKS")) {
-    options.thunks = absl::string_view(v) != "0";
-    options.env_overrides.push_back("FLEETJIT_THUNKS");
-  }
-  if (const char* v = Env("FLEETJIT_LIBCUDA")) {
-    options.libcuda_path = v;
-    options.env_overrides.push_back("FLEETJIT_LIBCUDA");
-  }
-  if (const char* v = Env("FLEETJIT_LIBNVRTC")) {
-    options.libnvrtc_path = v;
-    options.env_overrides.push_back("FLEETJIT_LIBNVRTC");
-  }
+  FJ_RETURN_IF_ERROR(
+      ApplyRows(options, /*cache_only=*/false, options.env_overrides));
+  ApplyCacheHome(options.cache);
   ApplyCudaHeaderEnvironment(options.cuda_headers);
-  if (const char* v = Env("FLEETJIT_PREOPEN")) {
-    FJ_ASSIGN_OR_RETURN(options.preopen_devices, ParseDeviceList(v), "FLEETJIT_PREOPEN");
-    options.env_overrides.push_back("FLEETJIT_PREOPEN");
-  }
-  if (const char* v = Env("FLEETJIT_PRELOAD_NVRTC")) {
-    FJ_ASSIGN_OR_RETURN(options.preload_nvrtc, ParseSwitch(v), "FLEETJIT_PRELOAD_NVRTC");
-    options.env_overrides.push_back("FLEETJIT_PRELOAD_NVRTC");
-  }
-  if (const char* v = Env("FLEETJIT_LOG")) {
-    FJ_ASSIGN_OR_RETURN(options.log_level, ParseLogLevel(v), "FLEETJIT_LOG");
-    // The user asked for the lines: without the caller's sink, stderr.
-    if (!options.log_sink) options.log_sink = StderrLogSink();
-    options.env_overrides.push_back("FLEETJIT_LOG");
-  }
   return absl::OkStatus();
 }
 
@@ -133,7 +252,9 @@ Logger LoggerFor(const RuntimeOptions& options) {
 }
 
 void ApplyCudaHeaderEnvironment(CudaHeaderSearch& search) {
-  auto value = [](const char* name) { return std::string(Env(name) ? Env(name) : ""); };
+  auto value = [](const char* name) {
+    return std::string(Env(name) ? Env(name) : "");
+  };
   search.cuda_home = value("CUDA_HOME");
   search.cuda_path = value("CUDA_PATH");
   search.python_package_dirs =

@@ -1,8 +1,10 @@
 // How a runtime is configured: RuntimeOptions (the one options struct, with
 // its defaults) and ApplyEnvironment, the one reader of the FLEETJIT_*
-// variables that override it. Lower layers never read the environment
-// themselves; they take these resolved values (the cache directory, the
-// thunk switch) from the options.
+// variables that override it. The variables are one table (EnvVariables:
+// name, syntax, help and the parser that sets a field), which also drives
+// `fleetjit info` and docs/configuration.md. Lower layers never read the
+// environment themselves; they take these resolved values (the cache
+// directory, the thunk switch, the hiredis file) from the options.
 //
 //   RuntimeOptions options;            // defaults
 //   options.cache.disk = false;        // the caller's choices
@@ -16,6 +18,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "base/log.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
@@ -56,6 +61,33 @@ struct RuntimeOptions {
   std::vector<std::string> env_overrides;
 };
 
+// One FLEETJIT_* variable: a row of the table ApplyEnvironment reads.
+struct EnvVariable {
+  const char* name;    // "FLEETJIT_CACHE"
+  const char* syntax;  // the accepted values, e.g. kSwitchSyntax
+  const char* help;    // what it sets, one sentence
+  // Sets the field from `value` (not empty). A malformed value is
+  // INVALID_ARGUMENT saying what is accepted (the caller names the variable).
+  absl::Status (*apply)(absl::string_view value, RuntimeOptions& options);
+  bool cache;  // read by ApplyCacheEnvironment too
+};
+
+// Every FLEETJIT_* variable the runtime reads, in the order it reads them.
+absl::Span<const EnvVariable> EnvVariables();
+
+// The syntax of every on/off variable: 1|0, true|false, on|off or yes|no,
+// in any case. Anything else is INVALID_ARGUMENT naming these words.
+inline constexpr char kSwitchSyntax[] = "1|0|true|false|on|off|yes|no";
+absl::StatusOr<bool> ParseSwitch(absl::string_view text);
+
+// The Markdown table of EnvVariables() that docs/configuration.md holds
+// between its "generated" markers (tests/runtime/config_test checks it).
+std::string EnvVariablesMarkdown();
+
+// The value of a FLEETJIT_* variable of the table (nullopt when unset or
+// empty), for callers that report the configuration (`fleetjit info`).
+std::optional<std::string> EnvValue(absl::string_view name);
+
 // Applies the FLEETJIT_* overrides (see fleetjit.h) to `options`, recording
 // each variable that changed something in env_overrides. An empty variable
 // counts as unset. A malformed value is INVALID_ARGUMENT naming the
@@ -64,10 +96,11 @@ struct RuntimeOptions {
 absl::Status ApplyEnvironment(RuntimeOptions& options);
 
 // The cache's part of ApplyEnvironment, for callers that want only that
-// (test fixtures): FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES,
-// FLEETJIT_CACHE, FLEETJIT_REMOTE_CACHE and FLEETJIT_FLEET_KEY (recorded in
-// `overrides`), and where the default directory lies, XDG_CACHE_HOME and
-// HOME (not overrides: not recorded).
+// (test fixtures): the table's cache rows (FLEETJIT_CACHE_DIR,
+// FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE, FLEETJIT_REMOTE_CACHE,
+// FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS; recorded in `overrides`), and
+// where the default directory lies, XDG_CACHE_HOME and HOME (not
+// overrides: not recorded).
 absl::Status ApplyCacheEnvironment(CacheConfig& cache, std::vector<std::string>& overrides);
 
 // Fills `search` from CUDA_HOME, CUDA_PATH and the Python prefixes

@@ -111,9 +111,23 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
                         "without a GPU)");
     target = jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor);
   }
-  // 2. The copy implementation, checked against the target's hardware.
-  std::optional<jit::CopyImpl> forced =
-      spec.copy_impl.has_value() ? spec.copy_impl : options_.copy_impl_override;
+  // 2. The copy implementation: the build's own, checked against the
+  // target's hardware; else the runtime's forced one where the target has
+  // it (jit::RuntimeOverrideFor), else the target's best.
+  std::optional<jit::CopyImpl> forced = spec.copy_impl;
+  if (!forced.has_value()) {
+    forced = jit::RuntimeOverrideFor(target, options_.copy_impl_override);
+    if (!forced.has_value() && options_.copy_impl_override.has_value()) {
+      LoggerFor(options_).Log(
+          LogLevel::kInfo,
+          absl::StrCat("building '", spec.name, "' for ", target.Name(),
+                       " with ",
+                       jit::CopyImplName(jit::ChooseCopyImplementation(target)),
+                       ": the forced copy implementation ",
+                       jit::CopyImplName(*options_.copy_impl_override),
+                       " needs a newer target"));
+    }
+  }
   FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, jit::MakeCopyPlan(target, forced),
                       absl::StrCat("building '", spec.name, "'"));
 

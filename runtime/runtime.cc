@@ -17,12 +17,10 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->options_ = std::move(options);
   rt->logger_ = LoggerFor(rt->options_);
-  if (!rt->options_.cache.log) {
-    // Cache and remote tier lines ("fleetjit: cache: ...") at warn.
-    rt->options_.cache.log = [logger = rt->logger_](absl::string_view line) {
-      absl::ConsumePrefix(&line, "fleetjit: ");
-      logger.Log(LogLevel::kWarn, line);
-    };
+  // Cache and remote-tier lines ("cache: ...") at their own levels,
+  // unless the caller gave the cache a logger of its own.
+  if (!rt->options_.cache.log.Enabled(LogLevel::kError)) {
+    rt->options_.cache.log = rt->logger_;
   }
   absl::Status driver_status;
   auto driver = LoadDriverApi(rt->options_.libcuda_path);
@@ -87,7 +85,8 @@ absl::StatusOr<jit::CopyPlan> Runtime::PlanForDevice(int ordinal) const {
   FJ_ASSIGN_OR_RETURN(Device * d, device(ordinal), "planning copies");
   jit::Target target = options_.target_override.value_or(
       jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor));
-  return jit::MakeCopyPlan(target, options_.copy_impl_override);
+  return jit::MakeCopyPlan(
+      target, jit::RuntimeOverrideFor(target, options_.copy_impl_override));
 }
 
 absl::StatusOr<DeviceReport> Runtime::DescribeDevice(int ordinal) const {

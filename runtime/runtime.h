@@ -123,10 +123,6 @@ class Runtime {
     return memory_->Allocate(ordinal, bytes);
   }
   absl::Status Free(uint64_t address) { return memory_->Free(address); }
-  // Checks [address, address+bytes) lies in one allocation; returns its device.
-  absl::StatusOr<Device*> DeviceOfRange(uint64_t address, uint64_t bytes) const {
-    return memory_->DeviceOfRange(address, bytes);
-  }
   // A copy or fill on `stream` (one of this runtime's), or synchronous
   // when null; see DeviceMemory::Copy.
   absl::Status Copy(const CopyRequest& request, Stream* stream) {

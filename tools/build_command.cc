@@ -52,18 +52,26 @@ int FinishPublishing(fj_runtime* rt) {
 // A runtime for --publish: the disk tier is skipped, so a module is either
 // found remotely or compiled and published.
 fj_runtime* CreatePublishingRuntime() {
-  const char* url = std::getenv("FLEETJIT_REMOTE_CACHE");
-  if (url == nullptr || *url == '\0') {
-    std::fprintf(stderr,
-                 "fleetjit build: --publish needs a remote cache: set "
-                 "FLEETJIT_REMOTE_CACHE and FLEETJIT_FLEET_KEY\n");
-    return nullptr;
-  }
   fj_runtime_options ro{};
   ro.struct_size = sizeof(ro);
   ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
   fj_runtime* rt = nullptr;
   if (Failed(fj_runtime_create(&ro, &rt), "creating the runtime")) return nullptr;
+  // The runtime read FLEETJIT_REMOTE_CACHE (runtime/config.h): off means
+  // it is not set.
+  fj_cache_stats stats{};
+  stats.struct_size = sizeof(stats);
+  if (Failed(fj_cache_stats_get(rt, &stats), "reading the cache state")) {
+    fj_status_free(fj_runtime_destroy(rt));
+    return nullptr;
+  }
+  if (stats.remote_state == FJ_REMOTE_OFF) {
+    std::fprintf(stderr,
+                 "fleetjit build: --publish needs a remote cache: set "
+                 "FLEETJIT_REMOTE_CACHE and FLEETJIT_FLEET_KEY\n");
+    fj_status_free(fj_runtime_destroy(rt));
+    return nullptr;
+  }
   return rt;
 }
 

@@ -1,25 +1,26 @@
 // fleetjit info [--json] [--target sm_XX,...] [--impl X]: the devices and
 // the copy plan fleetjit uses on each, or the plan for named targets (no
 // GPU needed).
-#include <unistd.h>
-
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fleetjit_floor.h"  // generated: cmake/floor.cmake
+#include "runtime/config.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
-
-extern char** environ;
 
 namespace fleetjit::cli {
 namespace {
 
+// The variables of the runtime's table (runtime/config.h) that are set, as
+// NAME=value.
 std::vector<std::string> EnvironmentOverrides() {
   std::vector<std::string> out;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (std::strncmp(*e, "FLEETJIT_", 9) == 0) out.emplace_back(*e);
+  for (const EnvVariable& row : EnvVariables()) {
+    if (std::optional<std::string> v = EnvValue(row.name)) {
+      out.push_back(std::string(row.name) + "=" + *v);
+    }
   }
   return out;
 }

@@ -112,6 +112,7 @@ const (
 	ResourceExhausted  Code = C.FJ_RESOURCE_EXHAUSTED
 	OutOfRange         Code = C.FJ_OUT_OF_RANGE
 	Internal           Code = C.FJ_INTERNAL
+	DeadlineExceeded   Code = C.FJ_DEADLINE_EXCEEDED // since 1.2: fj_cache_flush's timeout
 )
 
 // String is the library's name for the code ("INVALID_ARGUMENT").

@@ -73,6 +73,26 @@ func TestVersionMajorMatchesLoadedLibrary(t *testing.T) {
 	t.Logf("libfleetjit %d.%d", major, minor)
 }
 
+func TestCodesAreTheLibrarysNames(t *testing.T) {
+	named := map[fleetjit.Code]string{
+		fleetjit.OK: "OK", fleetjit.InvalidArgument: "INVALID_ARGUMENT",
+		fleetjit.NotFound: "NOT_FOUND", fleetjit.Unavailable: "UNAVAILABLE",
+		fleetjit.FailedPrecondition: "FAILED_PRECONDITION",
+		fleetjit.BuildError: "BUILD_ERROR", fleetjit.CudaError: "CUDA_ERROR",
+		fleetjit.ResourceExhausted: "RESOURCE_EXHAUSTED",
+		fleetjit.OutOfRange: "OUT_OF_RANGE", fleetjit.Internal: "INTERNAL",
+		fleetjit.DeadlineExceeded: "DEADLINE_EXCEEDED",
+	}
+	for code, name := range named {
+		if got := code.String(); got != name {
+			t.Errorf("code %d is %q, want %q", int(code), got, name)
+		}
+	}
+	if got := fleetjit.Code(len(named)).String(); got != "UNKNOWN" {
+		t.Errorf("code %d past the last is %q, want UNKNOWN", len(named), got)
+	}
+}
+
 func TestDeviceReport(t *testing.T) {
 	rt := newRuntime(t)
 	n, err := rt.DeviceCount()

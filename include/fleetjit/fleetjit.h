@@ -80,7 +80,7 @@ extern "C" {
 
 /* The version of this header (since 1.0). */
 #define FJ_VERSION_MAJOR 1
-#define FJ_VERSION_MINOR 1
+#define FJ_VERSION_MINOR 2
 /* (major << 16) | minor of the library actually loaded (since 1.0). */
 FJ_API uint32_t fj_version(void);
 
@@ -120,9 +120,14 @@ typedef enum fj_code {
    * cluster limits. */
   FJ_OUT_OF_RANGE = 8,
   /* A bug in fleetjit. Please report it with the message. */
-  FJ_INTERNAL = 9
+  FJ_INTERNAL = 9,
+  /* (since 1.2) A wait bounded by the caller ran out of time before the
+   * work was done: fj_cache_flush with remote publications still queued
+   * after timeout_ms. The work goes on; calling again may succeed. (A
+   * timed-out fj_build_wait is not an error: it reports *out_done = 0.) */
+  FJ_DEADLINE_EXCEEDED = 10
 } fj_code;
-#define FJ_CODE_LAST FJ_INTERNAL
+#define FJ_CODE_LAST FJ_DEADLINE_EXCEEDED
 
 /* (since 1.0) */
 typedef struct fj_status fj_status;
@@ -227,7 +232,13 @@ typedef struct fj_runtime_options {
   /* Build every module for this target instead of the live device's
    * ("sm_80", "compute_80"). Empty = live device. */
   fj_str target_override;
-  /* Force a copy implementation for every build. AUTO = choose. */
+  /* Force a copy implementation for every build whose target has it (as
+   * FLEETJIT_COPY_IMPL does). A build for a target that lacks it gets that
+   * target's best implementation instead (fj_module_info's copy_impl says
+   * which; a log line at info says why), so forcing tma to rehearse the
+   * fleet does not refuse a suite's builds for sm_80. An implementation
+   * set in fj_build_options.copy_impl is not softened: one its target
+   * lacks is FJ_FAILED_PRECONDITION. AUTO = choose. */
   fj_copy_impl copy_impl_override;
   uint32_t flags; /* fj_runtime_flags */
   /* Disk cache directory. Empty = $FLEETJIT_CACHE_DIR, else
@@ -260,20 +271,25 @@ typedef struct fj_runtime_options {
    * for it; an entry -1 means every device (none without a GPU: not an
    * error). An ordinal that does not exist fails the create.
    * FLEETJIT_PREOPEN=all|none|N[,N...] replaces the list (all = {-1}),
-   * and FLEETJIT_PRELOAD_NVRTC=1|0 sets or clears FJ_RUNTIME_PRELOAD_NVRTC;
-   * another value fails the create with FJ_INVALID_ARGUMENT. */
+   * and FLEETJIT_PRELOAD_NVRTC (a switch: 1|0, true|false, on|off, yes|no)
+   * sets or clears FJ_RUNTIME_PRELOAD_NVRTC; another value fails the
+   * create with FJ_INVALID_ARGUMENT. */
   const int32_t* preopen_devices;
   size_t num_preopen_devices;
 } fj_runtime_options;
 
-/* Environment variables override the options (since 1.0; fleetjit info lists
- * those in effect): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL
- * (auto|sync|cp_async|tma), FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES,
- * FLEETJIT_CACHE=0, FLEETJIT_THUNKS=0, FLEETJIT_PCH=0, FLEETJIT_LIBCUDA,
- * FLEETJIT_LIBNVRTC, FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY,
- * FLEETJIT_LIBHIREDIS, FLEETJIT_LOG (off|error|warn|info|debug, since 1.1),
- * FLEETJIT_PREOPEN (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC (1|0), since
- * 1.1. */
+/* Environment variables override the options (since 1.0; fleetjit info
+ * lists those in effect; docs/configuration.md is their table, with each
+ * one's values): FLEETJIT_TARGET, FLEETJIT_COPY_IMPL (auto|sync|cp_async|tma),
+ * FLEETJIT_CACHE_DIR, FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE,
+ * FLEETJIT_THUNKS, FLEETJIT_PCH, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
+ * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS,
+ * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1), FLEETJIT_PREOPEN
+ * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC, since 1.1. The switches
+ * (FLEETJIT_CACHE, _THUNKS, _PCH, _PRELOAD_NVRTC) take 1|0, true|false,
+ * on|off or yes|no in any case; a malformed value of any variable fails
+ * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the
+ * values it accepts. */
 
 /* Creates a runtime. options may be NULL for defaults. A missing driver or
  * GPU is not an error here: the runtime reports 0 devices. (since 1.0) */
@@ -446,7 +462,10 @@ typedef struct fj_build_options {
    * target override, else the live device `device`. */
   fj_str target;
   int32_t device;            /* ordinal used when target is empty */
-  fj_copy_impl copy_impl;    /* AUTO = the runtime's override, else chosen */
+  /* AUTO = the runtime's override where the target has it, else chosen;
+   * another value is used as is, and one the target lacks is
+   * FJ_FAILED_PRECONDITION. */
+  fj_copy_impl copy_impl;
   fj_output output;
   uint32_t flags;            /* fj_build_flags */
   /* Since 1.1 (a 1.0 caller's shorter struct_size reads as none): folders
@@ -662,7 +681,7 @@ FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime,
 FJ_API fj_status* fj_cache_clear(fj_runtime* runtime);
 /* Waits until the cache work that earlier builds left to the background is
  * done: disk entries written, and remote publications sent (at most
- * timeout_ms for those; DEADLINE_EXCEEDED if they are still queued). Builds
+ * timeout_ms for those; FJ_DEADLINE_EXCEEDED if they are still queued). Builds
  * never wait for the remote tier; call this before exiting a process whose
  * builds must reach the fleet (fj_runtime_destroy also sends what is
  * queued, each write bounded by the tier's timeouts). (since 1.1) */

@@ -180,13 +180,13 @@ std::string DiskCache::EntryPath(absl::string_view digest) const {
                       kEntrySuffix);
 }
 
-void CacheLog(const CacheLogger& log, absl::string_view message) {
-  // The library writes nothing to stderr: without a logger, nothing.
-  if (log) log(absl::StrCat("fleetjit: cache: ", message));
+void CacheLog(const Logger& log, LogLevel level, absl::string_view message) {
+  // The library writes nothing to stderr: without a sink, nothing.
+  if (log.Enabled(level)) log.Log(level, absl::StrCat("cache: ", message));
 }
 
-void DiskCache::Log(absl::string_view message) const {
-  CacheLog(log_, message);
+void DiskCache::Log(absl::string_view message, LogLevel level) const {
+  CacheLog(log_, level, message);
 }
 
 void DiskCache::ReadFailure(const std::string& path, absl::string_view why) {
@@ -504,7 +504,8 @@ void DiskCache::Evict() {
     if (evicted > 0) {
       Log(absl::StrCat("evicted ", evicted, " least recently used entries (",
                        freed, " bytes): ", dir_, " held ", before,
-                       " bytes, over its cap of ", max_bytes_));
+                       " bytes, over its cap of ", max_bytes_),
+          LogLevel::kInfo);
     }
   }
   absl::MutexLock lock(&mu_);

@@ -52,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "base/log.h"
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
 
@@ -59,12 +60,14 @@ struct stat;
 
 namespace fleetjit {
 
-// Receives whole log lines, already prefixed "fleetjit: cache: ". Empty =
-// drop them (the runtime installs one that feeds its Logger).
-using CacheLogger = std::function<void(absl::string_view line)>;
+// The cache logs through base/log.h's Logger, each line at its own level:
+// refused or unwritable entries and remote-tier trouble at warn, evictions
+// and a remote tier that answers again at info. A default Logger drops
+// them (the runtime passes its own).
+using CacheLogger = Logger;
 
-// Sends "fleetjit: cache: " + message to `log`, if it is set.
-void CacheLog(const CacheLogger& log, absl::string_view message);
+// Sends "cache: " + message to `log` at `level`.
+void CacheLog(const Logger& log, LogLevel level, absl::string_view message);
 
 // The directory a cache uses: `configured` if non-empty, else
 // `xdg_cache_home`/fleetjit (if absolute), else `home`/.cache/fleetjit (the
@@ -130,7 +133,7 @@ class DiskCache {
   std::string EntryPath(absl::string_view digest) const;
 
  private:
-  void Log(absl::string_view message) const;
+  void Log(absl::string_view message, LogLevel level = LogLevel::kWarn) const;
   // Logs the first entry that could not be read (later ones are counted).
   void ReadFailure(const std::string& path, absl::string_view why);
   void Reject(int shard_fd, const std::string& name, const std::string& path,

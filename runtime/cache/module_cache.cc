@@ -37,7 +37,8 @@ ModuleCache::ModuleCache(CacheConfig config)
       remote_ = *std::move(remote);
     } else {
       remote_status_ = remote.status();
-      CacheLog(config_.log, absl::StrCat("remote tier off: ",
+      CacheLog(config_.log, LogLevel::kWarn,
+               absl::StrCat("remote tier off: ",
                                          remote_status_.message()));
     }
   }
@@ -238,7 +239,7 @@ absl::Status ModuleCache::StoreToDisk(const CacheKey& key,
   if (!stored.ok() &&
       stored.code() != absl::StatusCode::kFailedPrecondition &&
       !write_failure_logged_.exchange(true)) {
-    CacheLog(config_.log,
+    CacheLog(config_.log, LogLevel::kWarn,
              absl::StrCat("not saving to the disk cache: ", stored.message(),
                           " (further write failures are not logged)"));
   }
@@ -293,7 +294,12 @@ CacheStats ModuleCache::stats() const {
   }
   if (remote_ != nullptr) {
     RemoteCacheStats r = remote_->stats();
-    s.remote_state = r.state;
+    switch (r.state) {  // no default: a new breaker state needs a decision
+      case CircuitBreaker::State::kClosed: s.remote = CacheStats::Remote::kClosed; break;
+      case CircuitBreaker::State::kOpen: s.remote = CacheStats::Remote::kOpen; break;
+      case CircuitBreaker::State::kHalfOpen: s.remote = CacheStats::Remote::kHalfOpen; break;
+    }
+    s.remote_state = CircuitBreakerStateName(r.state);
     s.remote_hits = remote_hits_.load(std::memory_order_relaxed);
     s.remote_misses = r.misses;
     s.remote_errors = r.errors;
@@ -303,6 +309,7 @@ CacheStats ModuleCache::stats() const {
     s.remote_write_drops = r.write_drops;
     s.remote_breaker_opens = r.breaker_opens;
   } else if (!remote_status_.ok()) {
+    s.remote = CacheStats::Remote::kUnavailable;
     s.remote_state = absl::StrCat("unavailable: ", remote_status_.message());
   }
   return s;

@@ -66,9 +66,10 @@ struct CacheConfig {
   bool memory = true;
   // The shared tier behind memory and disk; off unless remote.url is set.
   RemoteCacheConfig remote;
-  // Rejection, eviction and write-failure lines ("fleetjit: cache: ...");
-  // empty = dropped (Runtime::Create routes them to its Logger).
-  CacheLogger log;
+  // Rejection, eviction and write-failure lines ("cache: ...", each at its
+  // level: see CacheLog); a default Logger drops them (Runtime::Create
+  // gives the cache its own Logger).
+  Logger log;
 };
 
 enum class CacheSource { kCompiled, kMemory, kDisk, kRemote };
@@ -86,9 +87,12 @@ struct CacheStats {
   uint64_t rejected_entries = 0;  // disk entries refused and deleted
   uint64_t disk_entries = 0;
   uint64_t disk_bytes = 0;
-  // The remote tier: "off", "unavailable: <why>" (configured but refused,
-  // e.g. no hiredis or no fleet key), or its breaker's state ("closed",
-  // "open", "half-open").
+  // The remote tier: off (not configured), unavailable (configured but
+  // refused, e.g. no hiredis or no fleet key), or its breaker's state.
+  // remote_state is its name for people: "off", "unavailable: <why>",
+  // "closed", "open" or "half-open".
+  enum class Remote { kOff, kUnavailable, kClosed, kOpen, kHalfOpen };
+  Remote remote = Remote::kOff;
   std::string remote_state = "off";
   uint64_t remote_hits = 0;      // served from the remote tier
   uint64_t remote_misses = 0;    // asked, absent

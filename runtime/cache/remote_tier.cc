@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Create(
   }
   absl::StatusOr<std::string> key = ParseFleetKey(config.fleet_key);
   if (!key.ok()) return key.status();
-  absl::StatusOr<const HiredisApi*> hiredis = LoadHiredis();
+  absl::StatusOr<const HiredisApi*> hiredis = LoadHiredis(config.libhiredis_path);
   if (!hiredis.ok()) return hiredis.status();
   return std::unique_ptr<RemoteTier>(
       new RemoteTier(config, *std::move(url), *std::move(key), std::move(log)));
@@ -109,7 +109,8 @@ absl::StatusOr<absl::string_view> RemoteTier::Open(
 std::nullopt_t RemoteTier::Reject(absl::string_view name,
                                   absl::string_view reason) {
   rejected_.fetch_add(1, std::memory_order_relaxed);
-  CacheLog(log_, absl::StrCat("refusing remote entry ", name, " from ",
+  CacheLog(log_, LogLevel::kWarn,
+           absl::StrCat("refusing remote entry ", name, " from ",
                               url_.Redacted(), ": ", reason, "; rebuilding"));
   return std::nullopt;
 }
@@ -120,8 +121,8 @@ void RemoteTier::RecordCall(const absl::Status& status,
   breaker_.Record(status.ok());
   if (status.ok()) {
     if (failing_.exchange(false)) {
-      CacheLog(log_, absl::StrCat("remote cache ", url_.Redacted(),
-                                  " answers again"));
+      CacheLog(log_, LogLevel::kInfo,
+               absl::StrCat("remote cache ", url_.Redacted(), " answers again"));
     }
     return;
   }
@@ -131,7 +132,8 @@ void RemoteTier::RecordCall(const absl::Status& status,
   const bool opened = before != CircuitBreaker::State::kOpen &&
                       breaker_.state() == CircuitBreaker::State::kOpen;
   if (!failing_.exchange(true) || opened) {
-    CacheLog(log_, absl::StrCat(
+    CacheLog(log_, LogLevel::kWarn,
+             absl::StrCat(
                        "remote cache ", what, ": ", status.message(),
                        opened ? absl::StrCat("; not asking it for ",
                                              config_.breaker_cooldown_ms, " ms")
@@ -348,7 +350,7 @@ RemoteCacheStats RemoteTier::stats() const {
   s.writes = writes_.load(std::memory_order_relaxed);
   s.write_drops = write_drops_.load(std::memory_order_relaxed);
   s.breaker_opens = breaker_.opens();
-  s.state = CircuitBreakerStateName(breaker_.state());
+  s.state = breaker_.state();
   {
     absl::MutexLock lock(&pool_mu_);
     s.redirects = redirects_;

@@ -71,6 +71,9 @@ struct RemoteCacheConfig {
   // The HMAC key (hex, or raw bytes: see ParseFleetKey), at least 16
   // bytes; overridden by $FLEETJIT_FLEET_KEY. Required.
   std::string fleet_key;
+  // The hiredis library dlopen'ed for the tier ("" = libhiredis.so.0.14;
+  // FLEETJIT_LIBHIREDIS). Process-wide: the first tier's choice holds.
+  std::string libhiredis_path;
   std::string prefix = "fleetjit:";
   uint64_t max_entry_bytes = uint64_t{64} << 20;  // larger: not published
   int64_t ttl_ms = 0;                             // 0 = no expiry
@@ -95,7 +98,7 @@ struct RemoteCacheStats {
                              // too large, or the write failed
   uint64_t breaker_opens = 0;
   uint64_t redirects = 0;  // MOVED/ASK followed
-  std::string state;       // "closed", "open", "half-open"
+  CircuitBreaker::State state = CircuitBreaker::State::kClosed;
 };
 
 class RemoteTier {

@@ -94,11 +94,6 @@ CopyEngine::~CopyEngine() {
   }
 }
 
-void CopyEngine::set_logger(Logger logger) {
-  absl::MutexLock lock(&mu_);
-  logger_ = std::move(logger);
-}
-
 void CopyEngine::Note(absl::string_view message) { Log(LogLevel::kInfo, message); }
 
 void CopyEngine::Warn(absl::string_view message) { Log(LogLevel::kWarn, message); }

@@ -90,9 +90,8 @@ class CopyEngine {
   bool PeerEnabled(int reader, int owner) const;
 
   Counters counters() const;
-  // Where notes go (staging through host memory). Default: the runtime's
-  // logger (the caller's sink; stderr when FLEETJIT_LOG is set).
-  void set_logger(Logger logger);
+  // Notes (staging through host memory) go to the runtime's logger (the
+  // caller's sink; stderr when FLEETJIT_LOG is set).
   // A warning through the same sink: a failed release or query that the
   // copy survives (the object is left to the driver, or the copy is staged).
   void Warn(absl::string_view message);

@@ -165,7 +165,7 @@ static void CheckValue(fj_runtime* rt, int32_t v) {
 int main(void) {
   fj_runtime* rt = NULL;
   fj_status* st = fj_runtime_create(NULL, &rt);
-  /* Outside every enum here: FJ_CODE_LAST + 1 (10) is one past the longest
+  /* Outside every enum here: FJ_CODE_LAST + 1 (11) is past the longest
    * (fj_code, and fj_feature's FJ_FEATURE_COUNT). */
   const int32_t values[] = {0x7fffffff, -1, INT32_MIN, FJ_CODE_LAST + 1, 4096};
   size_t i;

@@ -1,8 +1,12 @@
 // The "In a server" part of the C ABI (since 1.1) on a machine without a
 // GPU: fj_stream_wrap's refusals, log lines through the caller's callback
 // (a refused disk-cache entry at warn; nothing under FLEETJIT_LOG=off),
-// FLEETJIT_LOG and the options' validation, and preopen_devices.
+// FLEETJIT_LOG and the options' validation, and preopen_devices; and
+// fj_cache_flush's deadline (since 1.2).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstddef>
@@ -257,6 +261,71 @@ TEST(LogTest, RefusedCacheEntryReachesTheCallbackAtWarnAndNothingAtOff) {
   }
   std::lock_guard<std::mutex> lock(captured.mu);
   EXPECT_TRUE(captured.lines.empty()) << captured.lines[0].second;
+}
+
+// fj_cache_flush (since 1.2): a remote tier that never answers keeps the
+// publication of a build queued past timeout_ms, and the C ABI says
+// FJ_DEADLINE_EXCEEDED, as the header promises (not FJ_INTERNAL, "a bug in
+// fleetjit"). With time enough the write ends (it fails, bounded by the
+// tier's timeouts) and the flush succeeds.
+TEST(CacheFlushTest, PublicationsStillQueuedAfterTheTimeoutAreDeadlineExceeded) {
+  // A Redis that accepts connections (the kernel's backlog) and never
+  // replies: each command waits for the tier's command timeout.
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 64), 0);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+
+  std::mt19937_64 rng(std::random_device{}());
+  char key[65];
+  std::snprintf(key, sizeof(key), "%016llx%016llx%016llx%016llx",
+                static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()));
+  TempDir dir;
+  ScopedEnv cache_env("FLEETJIT_CACHE_DIR", dir.path().c_str());
+  ScopedEnv remote_env("FLEETJIT_REMOTE_CACHE", url.c_str());
+  ScopedEnv key_env("FLEETJIT_FLEET_KEY", key);
+  ScopedEnv log_env("FLEETJIT_LOG", nullptr);
+  fj_runtime* rt = nullptr;
+  ASSERT_EQ(Code(fj_runtime_create(nullptr, &rt)), FJ_OK);
+  fj_cache_stats stats{};
+  stats.struct_size = sizeof(stats);
+  ASSERT_EQ(Code(fj_cache_stats_get(rt, &stats)), FJ_OK);
+  if (stats.remote_state == FJ_REMOTE_UNAVAILABLE) {
+    fj_runtime_destroy(rt);
+    close(listener);
+    GTEST_SKIP() << "no hiredis here: the remote tier is off";
+  }
+  ASSERT_EQ(stats.remote_state, FJ_REMOTE_CLOSED);
+  const std::string source = "extern \"C\" __global__ void k(int* p) { p[0] = " +
+                             std::to_string(rng() % 1000000) + "; }";
+  if (BuildOnce(rt, source) != FJ_OK) {
+    fj_runtime_destroy(rt);
+    close(listener);
+    GTEST_SKIP() << "no NVRTC here";
+  }
+  // The publication waits on a server that never answers: 0 ms is too
+  // little.
+  fj_status* st = fj_cache_flush(rt, 0);
+  EXPECT_EQ(fj_status_code(st), FJ_DEADLINE_EXCEEDED) << fj_status_message(st, nullptr);
+  EXPECT_STREQ(fj_code_name(fj_status_code(st)), "DEADLINE_EXCEEDED");
+  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("still queued after 0 ms"),
+            std::string::npos)
+      << fj_status_message(st, nullptr);
+  fj_status_free(st);
+  // Time enough: the write ends (failed, counted) and nothing is queued.
+  EXPECT_EQ(Code(fj_cache_flush(rt, 10000)), FJ_OK);
+  ASSERT_EQ(Code(fj_cache_stats_get(rt, &stats)), FJ_OK);
+  EXPECT_GE(stats.remote_errors, 1u);
+  EXPECT_EQ(stats.remote_writes, 0u);
+  EXPECT_EQ(Code(fj_runtime_destroy(rt)), FJ_OK);
+  close(listener);
 }
 
 }  // namespace

@@ -2,7 +2,13 @@
 // from what the status carries explicitly, never from a stand-in absl code.
 #include "capi/status.h"
 
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "base/status_macros.h"
+#include "platform/cu_errors.h"
 #include "gtest/gtest.h"
 #include "platform/driver_api.h"
 
@@ -30,9 +36,68 @@ TEST(CapiStatusTest, AbslCodesWithoutAPublicCode) {
   EXPECT_EQ(CodeOf(absl::FailedPreconditionError("x")), FJ_FAILED_PRECONDITION);
   // kAborted no longer stands in for FJ_CUDA_ERROR.
   EXPECT_EQ(CodeOf(absl::AbortedError("x")), FJ_INTERNAL);
+  // A build error is decided where NVRTC rejected the source (SetPublicCode
+  // in jit/nvrtc_build.cc), not guessed from a payload.
   absl::Status build = absl::InternalError("nvrtc failed");
+  SetPublicCode(build, PublicCode::kBuildError);
   SetDetail(build, "build_log", "error: ...");
-  EXPECT_EQ(CodeOf(build), FJ_BUILD_ERROR);
+  EXPECT_EQ(CodeOf(Annotate(build, "building 'k'")), FJ_BUILD_ERROR);
+  absl::Status log_only = absl::InternalError("nvrtc failed");
+  SetDetail(log_only, "build_log", "error: ...");
+  EXPECT_EQ(CodeOf(log_only), FJ_INTERNAL);
+  EXPECT_EQ(CodeOf(absl::DeadlineExceededError("x")), FJ_DEADLINE_EXCEEDED);
+}
+
+// Every absl code (the reserved one too) maps, through the one mapping, to
+// a documented fj_code with a name; only kOk is FJ_OK; the C status keeps
+// code and message.
+TEST(CapiStatusTest, EveryAbslCodeMapsToADocumentedCode) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::vector<int> absl_codes;
+  for (int c = 0; c <= 16; ++c) absl_codes.push_back(c);
+  absl_codes.push_back(static_cast<int>(
+      absl::StatusCode::kDoNotUseReservedForFutureExpansionUseDefaultInSwitchInstead_));
+  for (int raw : absl_codes) {
+    const auto code = static_cast<absl::StatusCode>(raw);
+    SCOPED_TRACE(absl::StatusCodeToString(code));
+    const fj_code mapped = CodeOfAbsl(code);
+    EXPECT_GE(mapped, FJ_OK);
+    EXPECT_LE(mapped, FJ_CODE_LAST);
+    EXPECT_STRNE(fj_code_name(mapped), "UNKNOWN");
+    EXPECT_EQ(mapped == FJ_OK, code == absl::StatusCode::kOk);
+    if (code == absl::StatusCode::kOk) continue;
+    const std::string message = "m" + std::to_string(rng());
+    absl::Status s(code, message);
+    EXPECT_EQ(CodeOf(s), mapped);
+    fj_status* out = ToFjStatus(s);
+    ASSERT_NE(out, nullptr);
+    EXPECT_EQ(fj_status_code(out), mapped);
+    EXPECT_EQ(std::string(fj_status_message(out, nullptr)), message);
+    fj_status_free(out);
+  }
+}
+
+// Each fj_code has its own name; the absl code a lower layer gives a public
+// code (AbslCodeFor) maps back to it wherever that code has an absl twin.
+TEST(CapiStatusTest, EveryPublicCodeHasANameAndRoundTrips) {
+  std::set<std::string> names;
+  for (int c = FJ_OK; c <= FJ_CODE_LAST; ++c) {
+    const fj_code code = static_cast<fj_code>(c);
+    const std::string name = fj_code_name(code);
+    EXPECT_NE(name, "UNKNOWN") << c;
+    EXPECT_TRUE(names.insert(name).second) << name;
+    const absl::StatusCode twin = AbslCodeFor(code);
+    if (twin != absl::StatusCode::kInternal) {
+      EXPECT_EQ(CodeOfAbsl(twin), code) << name;
+    }
+  }
+  EXPECT_STREQ(fj_code_name(FJ_DEADLINE_EXCEEDED), "DEADLINE_EXCEEDED");
+  EXPECT_EQ(AbslCodeFor(FJ_DEADLINE_EXCEEDED), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_STREQ(fj_code_name(static_cast<fj_code>(FJ_CODE_LAST + 1)), "UNKNOWN");
+  // A public code set out of range is ignored, not trusted.
+  absl::Status forged = absl::NotFoundError("x");
+  SetPublicCode(forged, FJ_CODE_LAST + 1);
+  EXPECT_EQ(CodeOf(forged), FJ_NOT_FOUND);
 }
 
 }  // namespace

@@ -347,7 +347,7 @@ TEST(DiskFaultsTest, EveryStoreOperationFailingInTurnLeavesNoPartialEntry) {
     uint64_t n_ops = 0;
     {
       TempDir dir;
-      DiskCache cache(dir.Sub("cache"), 0, nullptr);
+      DiskCache cache(dir.Sub("cache"), 0, Logger());
       if (replace)
         ASSERT_TRUE(
             cache.Store(KeyFor(seed, 0), ArtifactFor(seed, 1, 300)).ok());
@@ -361,7 +361,7 @@ TEST(DiskFaultsTest, EveryStoreOperationFailingInTurnLeavesNoPartialEntry) {
       SCOPED_TRACE(
           absl::StrCat(replace ? "replacing" : "new", ": operation ", nth));
       TempDir dir;
-      DiskCache cache(dir.Sub("cache"), 0, nullptr);
+      DiskCache cache(dir.Sub("cache"), 0, Logger());
       const jit::Artifact old_artifact = ArtifactFor(seed, 1, 300);
       if (replace) ASSERT_TRUE(cache.Store(KeyFor(seed, 0), old_artifact).ok());
       const jit::Artifact artifact = ArtifactFor(seed, 0, 5000);
@@ -394,7 +394,9 @@ TEST(DiskFaultsTest, EveryLoadOperationFailingInTurnIsAMissOrTheEntry) {
   TempDir dir;
   std::vector<std::string> lines;
   DiskCache cache(dir.Sub("cache"), 0,
-                  [&](absl::string_view l) { lines.emplace_back(l); });
+                  Logger(LogLevel::kDebug, [&](LogLevel, absl::string_view l) {
+                    lines.emplace_back(l);
+                  }));
   const jit::Artifact artifact = ArtifactFor(seed, 0, 20000);
   ASSERT_TRUE(cache.Store(KeyFor(seed, 0), artifact).ok());
   uint64_t n_ops = 0;
@@ -445,7 +447,8 @@ TEST(DiskFaultsTest, RealReadOnlyFolderAsAnotherUser) {
     if (::mkdir(cache_dir.c_str(), 0700) != 0) _exit(11);
     std::vector<std::string> lines;
     CacheConfig config{cache_dir};
-    config.log = [&](absl::string_view l) { lines.emplace_back(l); };
+    config.log = Logger(LogLevel::kDebug,
+                        [&](LogLevel, absl::string_view l) { lines.emplace_back(l); });
     int built = 0;
     auto build = [&](int i) {
       return [&built, seed, i]() -> absl::StatusOr<jit::Artifact> {

@@ -78,7 +78,7 @@ int Publish(const std::string& dir, uint64_t seed, int keys) {
 }
 
 int Verify(const std::string& dir, uint64_t seed, int keys) {
-  DiskCache disk(dir, 0, nullptr);
+  DiskCache disk(dir, 0, Logger());
   int served = 0, corrupt_served = 0;
   for (int i = 0; i < keys; ++i) {
     std::optional<jit::Artifact> got = disk.Load(KeyFor(seed, i));

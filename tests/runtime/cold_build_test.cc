@@ -51,7 +51,7 @@ class TempDir {
 std::unique_ptr<Runtime> NewRuntime(const std::string& dir, bool thunks = true) {
   RuntimeOptions options;
   options.cache.dir = dir;
-  options.cache.log = [](absl::string_view) {};
+  options.cache.log = Logger();
   options.thunks = thunks;
   auto rt = Runtime::Create(options);
   EXPECT_TRUE(rt.ok()) << rt.status();
@@ -269,7 +269,7 @@ TEST(ColdBuild, ExitWithoutDestroyLeavesNoCorruptEntry) {
 TEST(ColdBuild, ModuleCacheUpdateReplacesBothTiers) {
   TempDir dir;
   CacheConfig config{dir.path()};
-  config.log = [](absl::string_view) {};
+  config.log = Logger();
   ModuleCache cache(config);
   CacheKeyInputs inputs;
   inputs.source = "update test";

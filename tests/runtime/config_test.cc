@@ -2,6 +2,8 @@
 #include "runtime/config.h"
 
 #include <algorithm>
+#include <cctype>
+#include <iterator>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -118,31 +120,165 @@ TEST(ConfigTest, ABadPreopenValueNamesTheVariableAndTheItem) {
   }
 }
 
-TEST(ConfigTest, PreloadNvrtcIsOneOrZero) {
-  EnvGuard guard({"FLEETJIT_PRELOAD_NVRTC"});
-  for (bool initial : {false, true}) {
-    for (const char* v : {"1", "0"}) {
-      ::setenv("FLEETJIT_PRELOAD_NVRTC", v, 1);
+// Every switch takes the one syntax, in any case, and refuses anything
+// else by the variable's name and the accepted words.
+TEST(ConfigTest, EverySwitchTakesOneSyntax) {
+  struct Switch {
+    const char* name;
+    bool RuntimeOptions::*field;  // null: the cache's disk switch
+  };
+  const std::vector<Switch> switches = {{"FLEETJIT_CACHE", nullptr},
+                                        {"FLEETJIT_PCH", &RuntimeOptions::pch},
+                                        {"FLEETJIT_THUNKS", &RuntimeOptions::thunks},
+                                        {"FLEETJIT_PRELOAD_NVRTC",
+                                         &RuntimeOptions::preload_nvrtc}};
+  EnvGuard guard({"FLEETJIT_CACHE", "FLEETJIT_PCH", "FLEETJIT_THUNKS",
+                  "FLEETJIT_PRELOAD_NVRTC"});
+  std::mt19937 rng(std::random_device{}());
+  auto random_case = [&](std::string word) {
+    for (char& c : word) {
+      if (rng() % 2) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    return word;
+  };
+  for (const Switch& sw : switches) {
+    SCOPED_TRACE(sw.name);
+    auto value = [&](const RuntimeOptions& o) {
+      return sw.field == nullptr ? o.cache.disk : o.*(sw.field);
+    };
+    for (const bool want : {true, false}) {
+      for (const char* word : want ? std::vector<const char*>{"1", "true", "on", "yes"}
+                                   : std::vector<const char*>{"0", "false", "off", "no"}) {
+        const std::string v = random_case(word);
+        ::setenv(sw.name, v.c_str(), 1);
+        RuntimeOptions options;  // poisoned: the opposite of the answer
+        if (sw.field == nullptr) {
+          options.cache.disk = !want;
+        } else {
+          options.*(sw.field) = !want;
+        }
+        absl::Status s = ApplyEnvironment(options);
+        ASSERT_TRUE(s.ok()) << v << ": " << s;
+        EXPECT_EQ(value(options), want) << v;
+        EXPECT_EQ(options.env_overrides.back(), sw.name) << v;
+      }
+    }
+    // Values the old parsers took ("2" was on for three of them, "yes" was
+    // refused by one) and others: each refused, by name.
+    const std::string noise = std::to_string(rng() % 1000 + 2);
+    for (const std::string& bad : {noise, std::string("enable"), std::string("y"),
+                                   std::string("0x1"), std::string("truee")}) {
+      ::setenv(sw.name, bad.c_str(), 1);
       RuntimeOptions options;
-      options.preload_nvrtc = initial;
-      ASSERT_TRUE(ApplyEnvironment(options).ok());
-      EXPECT_EQ(options.preload_nvrtc, v[0] == '1');
-      EXPECT_EQ(options.env_overrides.back(), "FLEETJIT_PRELOAD_NVRTC");
+      absl::Status s = ApplyEnvironment(options);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+      EXPECT_TRUE(absl::StrContains(s.message(), sw.name)) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("'", bad, "'"))) << s;
+      EXPECT_TRUE(absl::StrContains(
+          s.message(), "expected 1, 0, true, false, on, off, yes or no"))
+          << s;
+    }
+    ::unsetenv(sw.name);
+  }
+}
+
+// Each row of the table is applied: a fresh value set for a variable lands
+// in its field and is recorded as an override.
+TEST(ConfigTest, TheTableDrivesParsing) {
+  std::vector<const char*> names;
+  for (const EnvVariable& row : EnvVariables()) names.push_back(row.name);
+  EnvGuard guard(names);
+  const std::string tag = std::to_string(std::random_device{}());
+  ::setenv("FLEETJIT_LIBHIREDIS", ("/x/hiredis" + tag + ".so").c_str(), 1);
+  ::setenv("FLEETJIT_LIBNVRTC", ("/x/nvrtc" + tag + ".so").c_str(), 1);
+  RuntimeOptions options;
+  ASSERT_TRUE(ApplyEnvironment(options).ok());
+  EXPECT_EQ(options.cache.remote.libhiredis_path, "/x/hiredis" + tag + ".so");
+  EXPECT_EQ(options.libnvrtc_path, "/x/nvrtc" + tag + ".so");
+  EXPECT_EQ(options.env_overrides,
+            (std::vector<std::string>{"FLEETJIT_LIBHIREDIS", "FLEETJIT_LIBNVRTC"}));
+  EXPECT_EQ(EnvValue("FLEETJIT_LIBNVRTC"), "/x/nvrtc" + tag + ".so");
+  EXPECT_EQ(EnvValue("FLEETJIT_TARGET"), std::nullopt);
+  // The cache's part reads the cache rows only.
+  CacheConfig cache;
+  std::vector<std::string> overrides;
+  ASSERT_TRUE(ApplyCacheEnvironment(cache, overrides).ok());
+  EXPECT_EQ(cache.remote.libhiredis_path, "/x/hiredis" + tag + ".so");
+  EXPECT_EQ(overrides, std::vector<std::string>{"FLEETJIT_LIBHIREDIS"});
+  // Every row is documented and named once.
+  std::vector<std::string> seen;
+  for (const EnvVariable& row : EnvVariables()) {
+    EXPECT_TRUE(absl::StartsWith(row.name, "FLEETJIT_")) << row.name;
+    EXPECT_NE(std::string(row.syntax), "") << row.name;
+    EXPECT_GT(std::string(row.help).size(), 10u) << row.name;
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), row.name), 0) << row.name;
+    seen.push_back(row.name);
+  }
+}
+
+// The lists users read are the table's: every FLEETJIT_* name the header
+// and the README mention is a row (FLEETJIT_LIBRARY is the bindings' own,
+// read by them before any runtime exists), and every row is named in the
+// header's list.
+TEST(ConfigTest, TheHeaderAndReadmeNameOnlyTheTablesVariables) {
+  namespace fs = std::filesystem;
+  const fs::path root = FJ_SOURCE_DIR;
+  if (!fs::exists(root / "README.md")) GTEST_SKIP() << "no source tree at " << root;
+  std::vector<std::string> rows;
+  for (const EnvVariable& row : EnvVariables()) rows.push_back(row.name);
+  const std::regex name(R"(FLEETJIT_[A-Z0-9_]*[A-Z0-9])");
+  for (const char* file : {"include/fleetjit/fleetjit.h", "README.md"}) {
+    std::ifstream in(root / file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(text.empty()) << file;
+    for (std::sregex_iterator it(text.begin(), text.end(), name), end; it != end; ++it) {
+      const std::string n = it->str();
+      if (n == "FLEETJIT_LIBRARY" || absl::StartsWith(n, "FLEETJIT_FLEETJIT_H")) continue;
+      EXPECT_NE(std::find(rows.begin(), rows.end(), n), rows.end())
+          << file << " names " << n << ", which runtime/config.cc does not read";
+    }
+    if (std::string(file) == "include/fleetjit/fleetjit.h") {
+      for (const std::string& r : rows) {
+        EXPECT_TRUE(absl::StrContains(text, r)) << file << " does not name " << r;
+      }
     }
   }
-  for (const char* bad : {"yes", "2", "true", "on"}) {
-    ::setenv("FLEETJIT_PRELOAD_NVRTC", bad, 1);
-    RuntimeOptions options;
-    absl::Status s = ApplyEnvironment(options);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_TRUE(absl::StrContains(s.message(), "FLEETJIT_PRELOAD_NVRTC")) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), "expected 1 or 0")) << s;
+}
+
+// docs/configuration.md holds the table's Markdown between its markers.
+TEST(ConfigTest, TheConfigurationDocIsCurrent) {
+  namespace fs = std::filesystem;
+  const fs::path doc = fs::path(FJ_SOURCE_DIR) / "docs" / "configuration.md";
+  if (!fs::exists(doc)) GTEST_SKIP() << "no source tree at " << FJ_SOURCE_DIR;
+  std::ifstream in(doc);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const std::string begin = "<!-- BEGIN generated by runtime/config.cc (EnvVariablesMarkdown) -->\n";
+  const std::string end = "<!-- END generated -->";
+  const size_t b = text.find(begin);
+  const size_t e = text.find(end);
+  ASSERT_NE(b, std::string::npos) << "no BEGIN marker in " << doc;
+  ASSERT_NE(e, std::string::npos) << "no END marker in " << doc;
+  ASSERT_LT(b, e);
+  const std::string current = text.substr(b + begin.size(), e - b - begin.size());
+  const std::string want = EnvVariablesMarkdown();
+  const char* update = std::getenv("FJ_UPDATE_CONFIG_DOC");
+  if (update != nullptr && std::string(update) == "1" && current != want) {
+    std::ofstream(doc, std::ios::trunc)
+        << text.substr(0, b + begin.size()) << want << text.substr(e);
+    GTEST_SKIP() << "rewrote " << doc;
+  }
+  EXPECT_EQ(current, want) << doc << " is stale: run FJ_UPDATE_CONFIG_DOC=1 "
+                           << "config_test --gtest_filter='*DocIsCurrent'";
+  for (const EnvVariable& row : EnvVariables()) {
+    EXPECT_TRUE(absl::StrContains(want, absl::StrCat("`", row.name, "`"))) << row.name;
   }
 }
 
 TEST(ConfigTest, TheCacheLocationAndRemoteTierComeFromTheEnvironmentHere) {
   EnvGuard guard({"FLEETJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "FLEETJIT_REMOTE_CACHE",
-                  "FLEETJIT_FLEET_KEY", "FLEETJIT_CACHE_MAX_BYTES", "FLEETJIT_CACHE"});
+                  "FLEETJIT_FLEET_KEY", "FLEETJIT_CACHE_MAX_BYTES", "FLEETJIT_CACHE",
+                  "FLEETJIT_LIBHIREDIS"});
   const std::string tag = std::to_string(std::random_device{}());
   ::setenv("XDG_CACHE_HOME", ("/x/xdg" + tag).c_str(), 1);
   ::setenv("HOME", ("/x/home" + tag).c_str(), 1);
@@ -192,11 +328,12 @@ TEST(ConfigTest, OnlyConfigReadsTheEnvironment) {
       "runtime/config.cc",
       "platform/nvrtc_locate.cc",  // LD_LIBRARY_PATH: the dynamic loader's own search
       "jit/nvrtc_pch.cc",          // TMPDIR: where scratch files go
-      "platform/hiredis_api.cc",   // FLEETJIT_LIBHIREDIS: one process-wide dlopen
+      "tools/bench_build.cc",      // TMPDIR: where its scratch cache goes
+      "tools/child_process.cc",    // environ: the child's, for `fleetjit matrix`
   };
   const std::regex reads(R"(\bgetenv\b|\benviron\b)");
   std::vector<std::string> found;
-  for (const char* layer : {"base", "platform", "jit", "runtime", "capi"}) {
+  for (const char* layer : {"base", "platform", "jit", "runtime", "capi", "tools"}) {
     for (const auto& e : fs::recursive_directory_iterator(root / layer)) {
       const std::string ext = e.path().extension().string();
       if (ext != ".cc" && ext != ".h") continue;

@@ -48,7 +48,7 @@ class TempDir {
 
 std::unique_ptr<Runtime> NewRuntime(RuntimeOptions options = {}) {
   options.cache.disk = false;
-  options.cache.log = [](absl::string_view) {};
+  options.cache.log = Logger();
   options.thunks = false;
   auto rt = Runtime::Create(options);
   EXPECT_TRUE(rt.ok()) << rt.status();

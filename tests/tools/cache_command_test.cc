@@ -51,7 +51,7 @@ class CacheCommandTest : public ::testing::Test {
     return {code, text};
   }
   std::string EntryPath(int i) {
-    return DiskCache(cache_dir_, 0, nullptr).EntryPath(KeyFor(seed_, i).digest);
+    return DiskCache(cache_dir_, 0, Logger()).EntryPath(KeyFor(seed_, i).digest);
   }
 
   const uint64_t seed_;

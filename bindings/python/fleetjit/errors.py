@@ -4,6 +4,13 @@ import ctypes
 
 from . import _ffi
 
+# The fj_code names, indexed by value (fj_code_name of each; 1.2 added
+# DEADLINE_EXCEEDED). FleetjitError.code is one of them, or "UNKNOWN" from a
+# newer library.
+CODES = ("OK", "INVALID_ARGUMENT", "NOT_FOUND", "UNAVAILABLE", "FAILED_PRECONDITION",
+         "BUILD_ERROR", "CUDA_ERROR", "RESOURCE_EXHAUSTED", "OUT_OF_RANGE", "INTERNAL",
+         "DEADLINE_EXCEEDED")
+
 # Keys of fj_status_detail() that the library documents.
 _DETAIL_KEYS = ("build_log", "options", "target", "copy_impl", "cuda_call", "cuda_error")
 

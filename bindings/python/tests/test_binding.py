@@ -28,6 +28,12 @@ class VersionTest(unittest.TestCase):
         finally:
             _ffi.EXPECTED_MAJOR = saved
 
+    def test_code_names_match_the_library(self):
+        fj = fleetjit.errors.lib()
+        for value, name in enumerate(fleetjit.errors.CODES):
+            self.assertEqual(fj.fj_code_name(value).decode(), name)
+        self.assertEqual(fj.fj_code_name(len(fleetjit.errors.CODES)).decode(), "UNKNOWN")
+
     def test_library_path_comes_from_the_environment(self):
         self.assertEqual(fleetjit.library_path(), os.environ["FLEETJIT_LIBRARY"])
 

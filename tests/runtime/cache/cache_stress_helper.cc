@@ -65,7 +65,7 @@ int Build(const std::string& dir, uint64_t seed, int count, size_t image) {
 
 int WriteLoop(const std::string& dir, uint64_t seed, int count, size_t image,
               const std::string& ready_file) {
-  DiskCache disk(dir, 0, nullptr);
+  DiskCache disk(dir, 0, Logger());
   std::vector<CacheKey> keys;
   std::vector<jit::Artifact> artifacts;
   for (int i = 0; i < count; ++i) {
@@ -87,7 +87,7 @@ int WriteLoop(const std::string& dir, uint64_t seed, int count, size_t image,
 
 int ReadLoop(const std::string& dir, uint64_t seed, int count, size_t image,
              double seconds, const std::string& stop_file) {
-  DiskCache disk(dir, 0, nullptr);
+  DiskCache disk(dir, 0, Logger());
   std::vector<CacheKey> keys;
   std::vector<std::string> expected;
   for (int i = 0; i < count; ++i) {

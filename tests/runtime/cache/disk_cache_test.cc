@@ -39,14 +39,14 @@ class DiskCacheTest : public ::testing::Test {
     c.dir = dir_.Sub("cache");
     c.memory = false;
     if (max_bytes != 0) c.max_bytes = max_bytes;
-    c.log = [this](absl::string_view line) {
+    c.log = Logger(LogLevel::kDebug, [this](LogLevel, absl::string_view line) {
       std::lock_guard<std::mutex> lock(log_mu_);
       log_.emplace_back(line);
-    };
+    });
     return c;
   }
   std::string Path(int index) {
-    return DiskCache(dir_.Sub("cache"), 0, nullptr)
+    return DiskCache(dir_.Sub("cache"), 0, Logger())
         .EntryPath(KeyFor(seed_, index).digest);
   }
   absl::StatusOr<ModuleCache::Result> Get(ModuleCache& cache, int index) {
@@ -68,7 +68,7 @@ class DiskCacheTest : public ::testing::Test {
     std::lock_guard<std::mutex> lock(log_mu_);
     for (const std::string& line : log_) {
       if (absl::StrContains(line, text) &&
-          line.rfind("fleetjit: cache: ", 0) == 0) {
+          line.rfind("cache: ", 0) == 0) {
         return true;
       }
     }

@@ -31,10 +31,10 @@ class ModuleCacheTest : public ::testing::Test {
   CacheConfig Config() {
     CacheConfig c;
     c.dir = dir_.Sub("cache");
-    c.log = [this](absl::string_view line) {
+    c.log = Logger(LogLevel::kDebug, [this](LogLevel, absl::string_view line) {
       std::lock_guard<std::mutex> lock(log_mu_);
       log_.emplace_back(line);
-    };
+    });
     return c;
   }
   // A build that counts its calls and returns item `index`'s artifact.
@@ -461,7 +461,7 @@ TEST_F(ModuleCacheTest, UnwritableDirectoryStillBuildsAndLogsOnce) {
   }
   ASSERT_EQ(log_.size(), 1u);
   EXPECT_EQ(log_.size(), lines_after_first);
-  EXPECT_EQ(log_[0].rfind("fleetjit: cache: ", 0), 0u) << log_[0];
+  EXPECT_EQ(log_[0].rfind("cache: ", 0), 0u) << log_[0];
   EXPECT_NE(log_[0].find(config.dir), std::string::npos) << log_[0];
 }
 

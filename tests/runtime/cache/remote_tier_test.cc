@@ -43,11 +43,11 @@ constexpr size_t kImage = 64 << 10;
 struct Lines {
   absl::Mutex mu;
   std::vector<std::string> lines;
-  CacheLogger logger() {
-    return [this](absl::string_view line) {
+  Logger logger() {
+    return Logger(LogLevel::kDebug, [this](LogLevel, absl::string_view line) {
       absl::MutexLock lock(&mu);
       lines.emplace_back(line);
-    };
+    });
   }
   bool Contains(absl::string_view text) {
     absl::MutexLock lock(&mu);
@@ -74,7 +74,7 @@ CacheConfig Config(const std::string& dir, const std::string& url,
   if (lines != nullptr)
     c.log = lines->logger();
   else
-    c.log = [](absl::string_view) {};
+    c.log = Logger();
   return c;
 }
 

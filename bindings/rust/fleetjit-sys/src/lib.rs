@@ -21,7 +21,7 @@
 use core::ffi::{c_char, c_void};
 
 pub const FJ_VERSION_MAJOR: u32 = 1;
-pub const FJ_VERSION_MINOR: u32 = 1;
+pub const FJ_VERSION_MINOR: u32 = 2;
 
 // ----------------------------------------------------------------- strings
 #[repr(C)]
@@ -59,7 +59,8 @@ pub const FJ_CUDA_ERROR: fj_code = 6;
 pub const FJ_RESOURCE_EXHAUSTED: fj_code = 7;
 pub const FJ_OUT_OF_RANGE: fj_code = 8;
 pub const FJ_INTERNAL: fj_code = 9;
-pub const FJ_CODE_LAST: fj_code = FJ_INTERNAL;
+pub const FJ_DEADLINE_EXCEEDED: fj_code = 10;
+pub const FJ_CODE_LAST: fj_code = FJ_DEADLINE_EXCEEDED;
 
 /// Opaque status object.
 #[repr(C)]

@@ -139,6 +139,8 @@ c_enum!(
         ResourceExhausted = sys::FJ_RESOURCE_EXHAUSTED,
         OutOfRange = sys::FJ_OUT_OF_RANGE,
         Internal = sys::FJ_INTERNAL,
+        /// Since 1.2: a bounded wait ran out (`fj_cache_flush`).
+        DeadlineExceeded = sys::FJ_DEADLINE_EXCEEDED,
     }
 );
 

@@ -397,6 +397,7 @@ fn codes_convert_both_ways_and_keep_unknown_values() {
         (Code::ResourceExhausted, sys::FJ_RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"),
         (Code::OutOfRange, sys::FJ_OUT_OF_RANGE, "OUT_OF_RANGE"),
         (Code::Internal, sys::FJ_INTERNAL, "INTERNAL"),
+        (Code::DeadlineExceeded, sys::FJ_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"),
     ];
     for (code, raw, name) in named {
         assert_eq!(code.raw(), raw, "{name}");
@@ -404,7 +405,7 @@ fn codes_convert_both_ways_and_keep_unknown_values() {
         assert_eq!(code.name(), name);
     }
     // A newer library's code survives the round trip.
-    for raw in [sys::FJ_INTERNAL + 1, 77, u32::MAX] {
+    for raw in [sys::FJ_CODE_LAST + 1, 77, u32::MAX] {
         assert_eq!(Code::from_raw(raw), Code::Unknown(raw));
         assert_eq!(Code::Unknown(raw).raw(), raw);
         assert_eq!(Code::Unknown(raw).name(), "UNKNOWN");
