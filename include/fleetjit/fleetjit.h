@@ -39,8 +39,8 @@
  *     the macros to check the library you loaded.
  *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
  *     this boundary.
- * 10. Each declaration says which minor version brought it: "(since 1.0)"
- *     or "(since 1.1)". A field or enumerator added later says so where it
+ * 10. Each declaration says which minor version brought it: "(since 1.0)",
+ *     "(since 1.1)" or "(since 1.2)". A field or enumerator added later says so where it
  *     stands; a 1.0 caller's shorter struct_size never reaches it (rule 5).
  * 11. Coordinates in this header (shape, strides, fj_tensor_arg.box,
  *     fj_copy_desc.src_start, fj_prefetch_desc.tile_*) are outermost-first,
