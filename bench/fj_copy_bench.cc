@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "runtime/copy/copy_engine.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit::bench {

@@ -32,10 +32,10 @@
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "runtime/launch.h"
-#include "runtime/launch_thunks.h"
+#include "runtime/launch/launch.h"
+#include "runtime/launch/launch_thunks.h"
 #include "runtime/runtime.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit::bench {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "base/status_macros.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit::capi {
 

@@ -29,7 +29,7 @@
 #include "jit/copy_plan.h"
 #include "jit/target.h"
 #include "runtime/copy/copy_spec.h"
-#include "runtime/module_import.h"
+#include "runtime/build/module_import.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit::capi {

@@ -336,8 +336,8 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device, uint64_t c
 }
 
 // ------------------------------------------- asynchronous builds, loading
-// fj_build a PendingBuild (runtime/build_pool.h); fj_module_load over
-// Runtime::LoadModule (runtime/module_import.h).
+// fj_build a PendingBuild (runtime/build/build_pool.h); fj_module_load over
+// Runtime::LoadModule (runtime/build/module_import.h).
 
 FJ_API fj_status* fj_module_build_async(fj_runtime* runtime, const fj_build_options* options,
                                         fj_build** out_build) {

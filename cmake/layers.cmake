@@ -3,7 +3,7 @@
 #   fj_base -> fj_platform -> fj_jit -> fj_thunk -> fj_runtime -> libfleetjit.so.1
 #
 # Each is an OBJECT library whose sources live in one folder, and each
-# exposes only its own folder to includers: `#include "runtime/launch.h"`
+# exposes only its own folder to includers: `#include "runtime/launch/launch.h"`
 # compiles only in a target that links fj_runtime, directly or through the
 # chain. The folder is exposed through a link under
 # ${CMAKE_BINARY_DIR}/layers/<target>/, never through the repository root.

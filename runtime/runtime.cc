@@ -6,7 +6,7 @@
 #include "absl/strings/strip.h"
 #include "base/exit_gate.h"
 #include "base/status_macros.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 
 namespace fleetjit {
 

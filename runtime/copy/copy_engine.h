@@ -40,7 +40,7 @@
 #include "base/log.h"
 #include "runtime/copy/copy_spec.h"
 #include "runtime/copy/placement.h"
-#include "runtime/kernel.h"
+#include "runtime/load/kernel.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "runtime/copy/copy_engine.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 
 namespace fleetjit {
 

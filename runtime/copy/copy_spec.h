@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit::copy {
 

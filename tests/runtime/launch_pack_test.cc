@@ -17,7 +17,7 @@
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 #include "tests/runtime/launch_test_util.h"
 
 namespace fleetjit {

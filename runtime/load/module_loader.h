@@ -20,9 +20,9 @@
 #include "base/thread_shards.h"
 #include "jit/artifact.h"
 #include "platform/driver_api.h"
-#include "runtime/device.h"
-#include "runtime/kernel.h"
-#include "runtime/module_builder.h"
+#include "runtime/device/device.h"
+#include "runtime/load/kernel.h"
+#include "runtime/build/module_builder.h"
 
 namespace fleetjit {
 

@@ -23,8 +23,8 @@
 #include "jit/image_reader.h"
 #include "jit/target.h"
 #include "platform/driver_api.h"
-#include "runtime/device.h"
-#include "runtime/module_builder.h"
+#include "runtime/device/device.h"
+#include "runtime/build/module_builder.h"
 
 namespace fleetjit {
 

@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 #include "platform/driver_api.h"
 
 namespace fleetjit {
@@ -41,7 +41,7 @@ struct LoadedKernel {
   std::atomic<const LaunchThunk*> thunk{nullptr};
   std::string display_name;  // "module.cu:kernel" for messages
 
-  // --- Launch path state (runtime/launch.cc) -------------------------------
+  // --- Launch path state (runtime/launch/launch.cc) -------------------------------
   // Set once the dynamic shared memory limit was raised to the device's
   // opt-in maximum (minus static shared memory).
   std::atomic<bool> dynamic_shared_raised{false};

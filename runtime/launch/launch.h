@@ -32,11 +32,11 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 #include "platform/cu_errors.h"
 #include "platform/driver_api.h"
-#include "runtime/kernel.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/load/kernel.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit {
 

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "jit/artifact.h"
 #include "platform/driver_api.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 
 namespace fleetjit {
 

@@ -1,4 +1,4 @@
-#include "runtime/module_builder.h"
+#include "runtime/build/module_builder.h"
 
 #include <chrono>
 
@@ -13,8 +13,8 @@
 #include "platform/cuda_headers.h"
 #include "platform/nvrtc_locate.h"
 #include "runtime/cache/published_compiler.h"
-#include "runtime/module_loader.h"
-#include "runtime/param_relayout.h"
+#include "runtime/load/module_loader.h"
+#include "runtime/load/param_relayout.h"
 
 namespace fleetjit {
 namespace {

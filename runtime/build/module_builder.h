@@ -22,13 +22,13 @@
 #include "jit/nvrtc_build.h"
 #include "jit/target.h"
 #include "platform/nvrtc_library.h"
-#include "runtime/background_worker.h"
+#include "runtime/build/background_worker.h"
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/config.h"
-#include "runtime/device.h"
-#include "runtime/kernel.h"
-#include "runtime/launch_thunks.h"
+#include "runtime/device/device.h"
+#include "runtime/load/kernel.h"
+#include "runtime/launch/launch_thunks.h"
 
 namespace fleetjit {
 

@@ -1,4 +1,4 @@
-#include "runtime/launch_thunks.h"
+#include "runtime/launch/launch_thunks.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"

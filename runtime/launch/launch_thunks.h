@@ -31,7 +31,7 @@
 #include "jit/artifact.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "runtime/kernel.h"
+#include "runtime/load/kernel.h"
 
 namespace fleetjit {
 

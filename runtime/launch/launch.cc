@@ -1,4 +1,4 @@
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 
 #include <algorithm>
 #include <cstring>

@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "runtime/module_builder.h"
+#include "runtime/build/module_builder.h"
 
 namespace fleetjit {
 
