@@ -273,7 +273,7 @@ int RunGpu(Runtime& rt) {
   build.source = kSource;
   build.name = "launch_bench.cu";
   build.use_cache = false;
-  auto record = rt.Build(build);
+  auto record = rt.BuildRecord(build);
   DieIf(record.status(), "building the bench kernels");
   rt.WaitForBackgroundWork();  // thunks are generated after a cold build
   const jit::Artifact& artifact = *record->artifact;
@@ -303,8 +303,8 @@ int RunGpu(Runtime& rt) {
 
   // 2. The kernels, with thunks attached.
   LaunchThunks thunks(true);
-  auto args_kernel = rt.GetKernel(*record, "empty_args", 0);
-  auto tensor_kernel = rt.GetKernel(*record, "empty_tensors", 0);
+  auto args_kernel = rt.LoadKernel(*record, "empty_args", 0);
+  auto tensor_kernel = rt.LoadKernel(*record, "empty_tensors", 0);
   DieIf(args_kernel.status(), "loading empty_args");
   DieIf(tensor_kernel.status(), "loading empty_tensors");
   LoadedKernel& ka = **args_kernel;

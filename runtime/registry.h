@@ -25,7 +25,7 @@
 #include "base/thread_shards.h"
 #include "runtime/build/build_pool.h"
 #include "runtime/load/kernel.h"
-#include "runtime/build/module_builder.h"
+#include "runtime/load/module.h"
 #include "runtime/device/stream.h"
 
 namespace fleetjit {

@@ -7,10 +7,10 @@
 // static objects exist, so it runs before their destructors) drops every
 // worker's queued jobs and waits for the one running, so no thread is
 // inside LLVM while the process tears LLVM down. What was dropped is only
-// lost work (see Runtime::Build). A forked child never sees the parent's
+// lost work (see Runtime::BuildRecord). A forked child never sees the parent's
 // thread: it runs its own jobs inline and drops inherited ones.
-#ifndef FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
-#define FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
+#ifndef FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_
+#define FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_
 
 #include <sys/types.h>
 
@@ -55,4 +55,4 @@ class BackgroundWorker {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
+#endif  // FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_

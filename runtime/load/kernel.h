@@ -1,7 +1,7 @@
 // A kernel loaded on one device: what a launch needs, gathered once so the
 // launch path allocates nothing and takes no lock.
-#ifndef FLEETJIT_RUNTIME_KERNEL_H_
-#define FLEETJIT_RUNTIME_KERNEL_H_
+#ifndef FLEETJIT_RUNTIME_LOAD_KERNEL_H_
+#define FLEETJIT_RUNTIME_LOAD_KERNEL_H_
 
 #include <cuda.h>
 
@@ -27,7 +27,7 @@ struct LoadedKernel {
   CUcontext context = nullptr;
   CUfunction function = nullptr;
   // The layout launches pack by: the artifact's entry, or `relaid_entry`
-  // when the driver placed the parameters elsewhere (see Runtime::GetKernel).
+  // when the driver placed the parameters elsewhere (see Runtime::LoadKernel).
   const jit::KernelEntry* entry = nullptr;
   jit::CopyImpl copy_impl = jit::CopyImpl::kSync;
   // Function attributes read at load.
@@ -65,4 +65,4 @@ struct LoadedKernel {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_KERNEL_H_
+#endif  // FLEETJIT_RUNTIME_LOAD_KERNEL_H_

@@ -66,7 +66,7 @@ std::vector<LoadedKernel*> ModuleLoader::ThunkableKernels(const std::string& rec
   return kernels;
 }
 
-absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord& module,
+absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::LoadKernel(const ModuleRecord& module,
                                                            absl::string_view name,
                                                            int ordinal) {
   Shard& shard = *shards_[ThisThreadShard()];

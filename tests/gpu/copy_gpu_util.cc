@@ -306,7 +306,7 @@ absl::Status GpuFixture::RunInto(const CopyCase& c, std::optional<jit::CopyImpl>
   spec.index = c.gather ? &ix : nullptr;
   spec.impl = impl;
   spec.force_kernel = force_kernel;
-  absl::Status st = rt().copy().Copy(spec, {exec, stream(exec)});
+  absl::Status st = rt().copy().CopyTensorWindow(spec, {exec, stream(exec)});
   Sync(exec);
   *dst_bytes = dst.Download();
   return st;
@@ -384,9 +384,9 @@ extern "C" __global__ void tiled_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2
   spec.name = "peer_tma_read.cu";
   spec.device = 0;
   spec.copy_impl = jit::CopyImpl::kTma;
-  auto record = rt.Build(spec);
+  auto record = rt.BuildRecord(spec);
   ASSERT_TRUE(record.ok()) << record.status();
-  auto k = rt.GetKernel(*record, "tiled_copy", 0);
+  auto k = rt.LoadKernel(*record, "tiled_copy", 0);
   ASSERT_TRUE(k.ok()) << k.status();
   const int64_t rows = 100, cols = 256;
   Buffer in = f.Device(1, rows * cols * 4), out = f.Device(0, rows * cols * 4);

@@ -63,7 +63,7 @@ absl::StatusOr<ModuleRecord> BuildIt(Runtime& rt, int variant = 0) {
   spec.source = absl::StrCat(kSource, "// variant ", variant, "\n");
   spec.name = "cold_build.cu";
   spec.target = *jit::ParseTarget("sm_90");
-  return rt.Build(spec);
+  return rt.BuildRecord(spec);
 }
 
 #define BUILD_OR_SKIP(var, expr)                                            \
