@@ -253,8 +253,7 @@ void PeerCopiesAndPrefetch(Ctx& c) {
       a[1].v.i64 = steps;
       a[2].kind = FJ_ARG_POINTER;
       a[2].v.pointer = *out;
-      fj_launch_config one{};
-      one.struct_size = sizeof(one);
+      LaunchConfig one;
       one.grid[0] = one.block[0] = 1;
       c.Current(0);
       const double t0 = NowMs();
@@ -262,8 +261,7 @@ void PeerCopiesAndPrefetch(Ctx& c) {
       c.Sync(0);
       const double chase_ns = (NowMs() - t0) * 1e6 / steps;
       a[1].v.i64 = static_cast<int64_t>(bytes / 16);
-      fj_launch_config many{};
-      many.struct_size = sizeof(many);
+      LaunchConfig many;
       many.grid[0] = static_cast<uint32_t>(4 * sms);
       many.block[0] = 512;
       const double ms = c.Time(0, [&] {

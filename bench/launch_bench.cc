@@ -327,6 +327,10 @@ int RunGpu(Runtime& rt) {
   cfg.struct_size = sizeof(cfg);
   cfg.grid[0] = 1;
   cfg.block[0] = 32;
+  // The same geometry as the runtime takes it (capi/convert.cc converts).
+  LaunchConfig launch_cfg;
+  launch_cfg.grid[0] = cfg.grid[0];
+  launch_cfg.block[0] = cfg.block[0];
   std::vector<fj_arg> scalar_args = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
                                      Arg(FJ_ARG_F32), Arg(FJ_ARG_I32)};
   scalar_args[0].v.pointer = *a;
@@ -401,9 +405,9 @@ int RunGpu(Runtime& rt) {
     };
   };
   auto ours = [&](LoadedKernel& k, const std::vector<fj_arg>& args) {
-    return [&k, &args, &cfg, &stream] {
-      absl::Status s =
-          Launch(k, cfg, stream, args.data(), args.size(), sizeof(fj_arg));
+    return [&k, &args, &launch_cfg, &stream] {
+      absl::Status s = Launch(k, launch_cfg, stream, args.data(), args.size(),
+                              sizeof(fj_arg));
       if (!s.ok()) Die(s.ToString());
     };
   };

@@ -410,8 +410,7 @@ extern "C" __global__ void tiled_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2
   }
   args[0].v.tensor = &ai;
   args[1].v.tensor = &ao;
-  fj_launch_config cfg{};
-  cfg.struct_size = sizeof(cfg);
+  LaunchConfig cfg;
   cfg.grid[0] = cols / 64;
   cfg.grid[1] = (rows + 31) / 32;
   cfg.block[0] = 128;
