@@ -277,7 +277,7 @@ FJ_API fj_status* fj_cache_clear(fj_runtime* runtime) {
 
 // ------------------------------------------ copies, prefetches, peer access
 // Thin entries over CopyEngine (runtime/copy/copy_engine.h); the
-// descriptors become specs in runtime/copy/copy_request.h.
+// descriptors become specs (runtime/copy/copy_request.h) in capi/convert.cc.
 
 FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc, fj_stream* stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {

@@ -41,7 +41,8 @@ class RuntimeKernelSource final : public copy::KernelSource {
 
 Runtime::Runtime() = default;
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
+    RuntimeOptions options) {
   // exit() on this thread, when it is the main one, waits for builds in
   // flight before any library's exit handlers run (base/exit_gate.h).
   ExitGate::WatchCallingThread();
@@ -62,14 +63,17 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   } else {
     driver_status = driver.status();
   }
-  FJ_ASSIGN_OR_RETURN(rt->devices_, DeviceList::Open(rt->driver_.get(), driver_status, &rt->logger_), "");
+  FJ_ASSIGN_OR_RETURN(
+      rt->devices_,
+      DeviceList::Open(rt->driver_.get(), driver_status, &rt->logger_), "");
   rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
   rt->thunks_ = std::make_unique<LaunchThunks>(rt->options_.thunks);
   rt->memory_ = std::make_unique<DeviceMemory>(rt->driver_.get(), rt->devices_);
   rt->loader_ = std::make_unique<ModuleLoader>(rt->driver_.get(), rt->devices_,
                                                &rt->logger_);
-  rt->builder_ = std::make_unique<ModuleBuilder>(rt->options_, rt->driver_.get(), rt->devices_,
-                                                 *rt->cache_, *rt->thunks_, *rt->loader_);
+  rt->builder_ = std::make_unique<ModuleBuilder>(
+      rt->options_, rt->driver_.get(), rt->devices_, *rt->cache_, *rt->thunks_,
+      *rt->loader_);
   FJ_RETURN_IF_ERROR(rt->StartUp(), "starting up (fj_runtime_options)");
   return rt;
 }
@@ -85,16 +89,19 @@ absl::Status Runtime::StartUp() {
     }
     FJ_ASSIGN_OR_RETURN(Device * d, devices_.at(ordinal),
                         absl::StrCat("preopen_devices names device ", ordinal));
-    FJ_RETURN_IF_ERROR(d->MakeCurrent().status(), absl::StrCat("opening device ", ordinal));
+    FJ_RETURN_IF_ERROR(d->MakeCurrent().status(),
+                       absl::StrCat("opening device ", ordinal));
   }
   if (options_.preload_nvrtc) {
-    FJ_RETURN_IF_ERROR(builder_->compiler_identity().status(), "preloading NVRTC");
+    FJ_RETURN_IF_ERROR(builder_->compiler_identity().status(),
+                       "preloading NVRTC");
     FJ_RETURN_IF_ERROR(builder_->nvrtc()->Get().status(), "preloading NVRTC");
   }
   return absl::OkStatus();
 }
 
-absl::Status Runtime::Destroy(std::unique_ptr<Runtime> runtime, ReleaseTagFn release) {
+absl::Status Runtime::Destroy(std::unique_ptr<Runtime> runtime,
+                              ReleaseTagFn release) {
   return runtime->registry_.DestroyAll(release);
 }
 
@@ -129,9 +136,10 @@ absl::StatusOr<DeviceReport> Runtime::DescribeDevice(int ordinal) const {
 }
 
 absl::StatusOr<LoadedKernel*> Runtime::LoadKernel(const ModuleRecord& module,
-                                                  absl::string_view name, int ordinal) {
-  FJ_ASSIGN_OR_RETURN(ModuleLoader::Loaded loaded, loader_->LoadKernel(module, name, ordinal),
-                      "");
+                                                  absl::string_view name,
+                                                  int ordinal) {
+  FJ_ASSIGN_OR_RETURN(ModuleLoader::Loaded loaded,
+                      loader_->LoadKernel(module, name, ordinal), "");
   // After the insertion (see ModuleBuilder::RunFollowUp): the thunk is an
   // atomic, and a kernel without one launches generically.
   if (loaded.is_new && loaded.kernel->relaid_entry == nullptr) {
@@ -145,15 +153,18 @@ absl::StatusOr<Module*> Runtime::BuildModule(const BuildSpec& spec) {
   return registry_.AddModule(this, std::move(record));
 }
 
-absl::StatusOr<KernelRef*> Runtime::OpenKernel(Module& module, absl::string_view name,
+absl::StatusOr<KernelRef*> Runtime::OpenKernel(Module& module,
+                                               absl::string_view name,
                                                int ordinal) {
-  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, LoadKernel(module.record, name, ordinal), "");
+  FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
+                      LoadKernel(module.record, name, ordinal), "");
   return registry_.AddKernel(module, k);
 }
 
 absl::StatusOr<Stream*> Runtime::CreateStream(int ordinal) {
   FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "");
-  FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, Stream::Create(this, *driver_, *dev), "");
+  FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
+                      Stream::Create(this, *driver_, *dev), "");
   return registry_.AddStream(std::move(stream));
 }
 
@@ -164,9 +175,11 @@ absl::StatusOr<Stream*> Runtime::WrapStream(int ordinal, uint64_t cu_stream) {
   return registry_.AddStream(std::move(stream));
 }
 
-absl::Status Runtime::LaunchKernel(KernelRef& k, const LaunchConfig& cfg, Stream* stream,
-                                   const fj_arg* args, size_t num_args, size_t arg_stride) {
-  return LaunchAndNote(*k.kernel, cfg, stream == nullptr ? nullptr : stream->handle(), args,
+absl::Status Runtime::LaunchKernel(KernelRef& k, const LaunchConfig& cfg,
+                                   Stream* stream, const fj_arg* args,
+                                   size_t num_args, size_t arg_stride) {
+  return LaunchAndNote(*k.kernel, cfg,
+                       stream == nullptr ? nullptr : stream->handle(), args,
                        num_args, arg_stride);
 }
 
@@ -174,7 +187,8 @@ CopyEngine& Runtime::copy() {
   absl::MutexLock lock(&copy_mu_);
   if (copy_ == nullptr) {
     copy_kernels_ = std::make_unique<RuntimeKernelSource>(*this);
-    copy_ = std::make_shared<CopyEngine>(driver_.get(), devices_, *copy_kernels_, logger_);
+    copy_ = std::make_shared<CopyEngine>(driver_.get(), devices_,
+                                         *copy_kernels_, logger_);
   }
   return *copy_;
 }

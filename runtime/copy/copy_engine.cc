@@ -24,7 +24,9 @@ using copy::ValidatedCopy;
 
 CopyEngine::CopyEngine(const DriverApi* api, const DeviceList& devices,
                        copy::KernelSource& kernels, Logger logger)
-    : api_(api), devices_(devices), kernels_(devices, kernels),
+    : api_(api),
+      devices_(devices),
+      kernels_(devices, kernels),
       logger_(std::move(logger)) {}
 
 CopyEngine::~CopyEngine() {
@@ -32,11 +34,14 @@ CopyEngine::~CopyEngine() {
   absl::MutexLock lock(&mu_);
   for (auto& [device, stream] : streams_) {
     auto dev = devices_.at(device);
-    absl::Status status = dev.ok() ? (*dev)->MakeCurrent().status() : dev.status();
-    if (status.ok()) status = CheckCu(*api_, api_->cuStreamDestroy(stream), "cuStreamDestroy");
+    absl::Status status =
+        dev.ok() ? (*dev)->MakeCurrent().status() : dev.status();
+    if (status.ok())
+      status = CheckCu(*api_, api_->cuStreamDestroy(stream), "cuStreamDestroy");
     if (!status.ok()) {
       logger_.Log(LogLevel::kWarn,
-                  absl::StrCat("fj_copy: GPU ", device, "'s copy stream is left to the driver: ",
+                  absl::StrCat("fj_copy: GPU ", device,
+                               "'s copy stream is left to the driver: ",
                                status.message()));
     }
   }
@@ -47,9 +52,13 @@ void CopyEngine::set_logger(Logger logger) {
   logger_ = std::move(logger);
 }
 
-void CopyEngine::Note(absl::string_view message) { Log(LogLevel::kInfo, message); }
+void CopyEngine::Note(absl::string_view message) {
+  Log(LogLevel::kInfo, message);
+}
 
-void CopyEngine::Warn(absl::string_view message) { Log(LogLevel::kWarn, message); }
+void CopyEngine::Warn(absl::string_view message) {
+  Log(LogLevel::kWarn, message);
+}
 
 void CopyEngine::Log(LogLevel level, absl::string_view message) {
   Logger logger;
@@ -74,12 +83,13 @@ CopyEngine::Counters CopyEngine::counters() const {
 
 absl::Status CopyEngine::CheckDriver() const {
   if (api_ == nullptr || devices_.count() == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "no CUDA device: ", devices_.driver_status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device: ", devices_.driver_status().message()));
   }
   if (IsForkedChild(*api_)) {
     return absl::FailedPreconditionError(
-        "CUDA was initialised by the parent process; a fork() child cannot use it");
+        "CUDA was initialised by the parent process; a fork() child cannot use "
+        "it");
   }
   return absl::OkStatus();
 }
@@ -98,7 +108,8 @@ absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
   }
   int can = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_, api_->cuDeviceCanAccessPeer(&can, r->handle(), o->handle()),
+      CheckCu(*api_,
+              api_->cuDeviceCanAccessPeer(&can, r->handle(), o->handle()),
               "cuDeviceCanAccessPeer"),
       absl::StrCat("GPU ", reader, " -> GPU ", owner));
   absl::MutexLock lock(&mu_);
@@ -107,7 +118,8 @@ absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
 }
 
 absl::Status CopyEngine::EnablePeer(int reader, int owner) {
-  FJ_ASSIGN_OR_RETURN(bool can, CanAccessPeer(reader, owner), "enabling peer access");
+  FJ_ASSIGN_OR_RETURN(bool can, CanAccessPeer(reader, owner),
+                      "enabling peer access");
   if (reader == owner) return absl::OkStatus();
   if (!can) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -116,7 +128,8 @@ absl::Status CopyEngine::EnablePeer(int reader, int owner) {
   }
   FJ_ASSIGN_OR_RETURN(Device * o, devices_.at(owner), "");
   FJ_ASSIGN_OR_RETURN(Device * r, devices_.at(reader), "");
-  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(), "enabling peer access");
+  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(),
+                      "enabling peer access");
   FJ_RETURN_IF_ERROR(r->MakeCurrent().status(), "enabling peer access");
   CUresult result = api_->cuCtxEnablePeerAccess(owner_ctx, 0);
   if (result != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
@@ -133,7 +146,8 @@ absl::Status CopyEngine::DisablePeer(int reader, int owner) {
   FJ_ASSIGN_OR_RETURN(Device * o, devices_.at(owner), "disabling peer access");
   FJ_ASSIGN_OR_RETURN(Device * r, devices_.at(reader), "disabling peer access");
   if (reader == owner) return absl::OkStatus();
-  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(), "disabling peer access");
+  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(),
+                      "disabling peer access");
   FJ_RETURN_IF_ERROR(r->MakeCurrent().status(), "disabling peer access");
   CUresult result = api_->cuCtxDisablePeerAccess(owner_ctx);
   if (result != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) {
@@ -173,7 +187,8 @@ absl::StatusOr<CUstream> CopyEngine::OwnStream(int device) {
   if (it != streams_.end()) return it->second;
   CUstream s = nullptr;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_, api_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"),
+      CheckCu(*api_, api_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
+              "cuStreamCreate"),
       absl::StrCat("creating the copy stream of GPU ", device));
   streams_[device] = s;
   return s;
@@ -184,20 +199,23 @@ namespace {
 // Pinned host memory for staging, freed on every path out.
 class HostStage {
  public:
-  HostStage(const DriverApi& api, CopyEngine& engine) : api_(api), engine_(engine) {}
+  HostStage(const DriverApi& api, CopyEngine& engine)
+      : api_(api), engine_(engine) {}
   ~HostStage() {
     if (ptr_ == nullptr) return;
-    const absl::Status freed = CheckCu(api_, api_.cuMemFreeHost(ptr_), "cuMemFreeHost");
+    const absl::Status freed =
+        CheckCu(api_, api_.cuMemFreeHost(ptr_), "cuMemFreeHost");
     if (!freed.ok()) {
-      engine_.Warn(absl::StrCat("the host staging buffer is left to the driver: ",
-                                freed.message()));
+      engine_.Warn(absl::StrCat(
+          "the host staging buffer is left to the driver: ", freed.message()));
     }
   }
   absl::Status Allocate(uint64_t bytes) {
-    return CheckCu(api_,
-                   api_.cuMemHostAlloc(&ptr_, bytes,
-                                       CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
-                   "cuMemHostAlloc");
+    return CheckCu(
+        api_,
+        api_.cuMemHostAlloc(
+            &ptr_, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+        "cuMemHostAlloc");
   }
   uint64_t address() const { return reinterpret_cast<uint64_t>(ptr_); }
 
@@ -210,19 +228,26 @@ class HostStage {
 }  // namespace
 
 absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
-  // 1. Everything the caller's structs alone can refuse, before any driver call.
+  // 1. Everything the caller's structs alone can refuse, before any driver
+  // call.
   FJ_ASSIGN_OR_RETURN(ValidatedCopy v, copy::ValidateCopy(spec), "fj_copy");
   FJ_RETURN_IF_ERROR(CheckDriver(), "fj_copy");
   if (stream.device >= devices_.count()) {
-    return absl::InvalidArgumentError(absl::StrCat("fj_copy: stream GPU ", stream.device));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fj_copy: stream GPU ", stream.device));
   }
   if (v.elements == 0) return absl::OkStatus();
 
   // 2. Where each operand lives (any context will do for the query).
-  FJ_ASSIGN_OR_RETURN(Device * any, devices_.at(std::max(stream.device, 0)), "fj_copy");
+  FJ_ASSIGN_OR_RETURN(Device * any, devices_.at(std::max(stream.device, 0)),
+                      "fj_copy");
   FJ_RETURN_IF_ERROR(any->MakeCurrent().status(), "fj_copy");
-  FJ_ASSIGN_OR_RETURN(Placement src, copy::ClassifyAddress(*api_, v.src_span.lo), "fj_copy: src");
-  FJ_ASSIGN_OR_RETURN(Placement dst, copy::ClassifyAddress(*api_, v.dst_span.lo), "fj_copy: dst");
+  FJ_ASSIGN_OR_RETURN(Placement src,
+                      copy::ClassifyAddress(*api_, v.src_span.lo),
+                      "fj_copy: src");
+  FJ_ASSIGN_OR_RETURN(Placement dst,
+                      copy::ClassifyAddress(*api_, v.dst_span.lo),
+                      "fj_copy: dst");
   Placement index;
   if (v.gather.has_value()) {
     FJ_ASSIGN_OR_RETURN(index, copy::ClassifyAddress(*api_, v.gather->span.lo),
@@ -231,8 +256,9 @@ absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
   // 3. The route.
   FJ_ASSIGN_OR_RETURN(
       CopyRoute route,
-      copy::PlanCopyRoute(v, src, dst, v.gather.has_value() ? &index : nullptr, stream.device,
-                          devices_.count(), spec.force_kernel, Peers()),
+      copy::PlanCopyRoute(v, src, dst, v.gather.has_value() ? &index : nullptr,
+                          stream.device, devices_.count(), spec.force_kernel,
+                          Peers()),
       "fj_copy");
   if (!route.note.empty()) Note(route.note);
 
@@ -244,10 +270,11 @@ absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
       return absl::OkStatus();
     case CopyPath::kDriver: {
       FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
-      FJ_RETURN_IF_ERROR(
-          CheckCu(*api_, api_->cuMemcpyAsync(v.dst.address, src_at, v.bytes(), stream.stream),
-                  "cuMemcpyAsync"),
-          absl::StrCat("fj_copy of ", v.bytes(), " bytes"));
+      FJ_RETURN_IF_ERROR(CheckCu(*api_,
+                                 api_->cuMemcpyAsync(v.dst.address, src_at,
+                                                     v.bytes(), stream.stream),
+                                 "cuMemcpyAsync"),
+                         absl::StrCat("fj_copy of ", v.bytes(), " bytes"));
       n_driver_.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
     }
@@ -257,39 +284,43 @@ absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
       FJ_ASSIGN_OR_RETURN(CUcontext src_ctx, s->MakeCurrent(), "fj_copy");
       FJ_ASSIGN_OR_RETURN(CUcontext dst_ctx, d->MakeCurrent(), "fj_copy");
       FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
-      FJ_RETURN_IF_ERROR(CheckCu(*api_,
-                                 api_->cuMemcpyPeerAsync(v.dst.address, dst_ctx, src_at,
-                                                         src_ctx, v.bytes(), stream.stream),
-                                 "cuMemcpyPeerAsync"),
-                         absl::StrCat("fj_copy of ", v.bytes(), " bytes from GPU ",
-                                      src.device, " to GPU ", dst.device));
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*api_,
+                  api_->cuMemcpyPeerAsync(v.dst.address, dst_ctx, src_at,
+                                          src_ctx, v.bytes(), stream.stream),
+                  "cuMemcpyPeerAsync"),
+          absl::StrCat("fj_copy of ", v.bytes(), " bytes from GPU ", src.device,
+                       " to GPU ", dst.device));
       n_driver_peer_.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
     }
     case CopyPath::kKernel:
-      return Annotate(RunKernelRoute(spec, v, route, src, dst, stream), "fj_copy");
+      return Annotate(RunKernelRoute(spec, v, route, src, dst, stream),
+                      "fj_copy");
   }
   return absl::InternalError("fj_copy: unknown route");
 }
 
-absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec, const ValidatedCopy& v,
-                                        const CopyRoute& route, const Placement& src,
+absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
+                                        const ValidatedCopy& v,
+                                        const CopyRoute& route,
+                                        const Placement& src,
                                         const Placement& dst, Stream stream) {
   FJ_ASSIGN_OR_RETURN(Device * exec, devices_.at(route.exec_device), "");
   const bool host_operand = src.kind != MemoryKind::kDevice ||
                             dst.kind != MemoryKind::kDevice || route.stage_src;
   if (!route.synchronous) {
-    return kernels_.LaunchCopy(spec, v, v.src.address, host_operand, route.exec_device,
-                            stream.stream);
+    return kernels_.LaunchCopy(spec, v, v.src.address, host_operand,
+                               route.exec_device, stream.stream);
   }
   // Synchronous: after the caller's earlier work, on the executing GPU's
   // stream, finished before returning.
   if (stream.device >= 0) {
     FJ_ASSIGN_OR_RETURN(Device * caller, devices_.at(stream.device), "");
     FJ_RETURN_IF_ERROR(caller->MakeCurrent().status(), "");
-    FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuStreamSynchronize(stream.stream), "cuStreamSynchronize"),
-        "waiting for the caller's stream before a staged copy");
+    FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuStreamSynchronize(stream.stream),
+                               "cuStreamSynchronize"),
+                       "waiting for the caller's stream before a staged copy");
   }
   CUstream run = stream.stream;
   if (stream.device != route.exec_device) {
@@ -305,82 +336,101 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec, const ValidatedCop
                        absl::StrCat("staging ", v.src_span.size(), " bytes"));
     FJ_RETURN_IF_ERROR(
         CheckCu(*api_,
-                api_->cuMemcpyDtoH(reinterpret_cast<void*>(stage.address()), v.src_span.lo,
-                                   v.src_span.size()),
+                api_->cuMemcpyDtoH(reinterpret_cast<void*>(stage.address()),
+                                   v.src_span.lo, v.src_span.size()),
                 "cuMemcpyDtoH"),
         absl::StrCat("staging src from GPU ", src.device));
     src_address = stage.address() + (v.src.address - v.src_span.lo);
     n_staged_.fetch_add(1, std::memory_order_relaxed);
   }
-  FJ_RETURN_IF_ERROR(
-      kernels_.LaunchCopy(spec, v, src_address, host_operand, route.exec_device, run), "");
+  FJ_RETURN_IF_ERROR(kernels_.LaunchCopy(spec, v, src_address, host_operand,
+                                         route.exec_device, run),
+                     "");
   FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "");
   return CheckStickyError(*exec, *api_, api_->cuStreamSynchronize(run),
                           "staged copy: cuStreamSynchronize");
 }
 
-absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec, Stream stream) {
-  FJ_ASSIGN_OR_RETURN(copy::ValidatedPrefetch v, copy::ValidatePrefetch(spec), "fj_prefetch");
+absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec,
+                                  Stream stream) {
+  FJ_ASSIGN_OR_RETURN(copy::ValidatedPrefetch v, copy::ValidatePrefetch(spec),
+                      "fj_prefetch");
   FJ_RETURN_IF_ERROR(CheckDriver(), "fj_prefetch");
   if (stream.device >= devices_.count() ||
       v.reader_device >= devices_.count()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "fj_prefetch: GPU ", std::max(stream.device, v.reader_device), " does not exist"));
+        "fj_prefetch: GPU ", std::max(stream.device, v.reader_device),
+        " does not exist"));
   }
   if (v.bytes() == 0) return absl::OkStatus();
-  FJ_ASSIGN_OR_RETURN(Device * any, devices_.at(std::max(stream.device, 0)), "fj_prefetch");
+  FJ_ASSIGN_OR_RETURN(Device * any, devices_.at(std::max(stream.device, 0)),
+                      "fj_prefetch");
   FJ_RETURN_IF_ERROR(any->MakeCurrent().status(), "fj_prefetch");
-  FJ_ASSIGN_OR_RETURN(Placement data, copy::ClassifyAddress(*api_, v.rows.span.lo),
+  FJ_ASSIGN_OR_RETURN(Placement data,
+                      copy::ClassifyAddress(*api_, v.rows.span.lo),
                       "fj_prefetch");
   Placement stage;
   if (v.stage_address != 0) {
-    FJ_ASSIGN_OR_RETURN(stage, copy::ClassifyAddress(*api_, v.stage_address), "fj_prefetch");
+    FJ_ASSIGN_OR_RETURN(stage, copy::ClassifyAddress(*api_, v.stage_address),
+                        "fj_prefetch");
   }
   FJ_ASSIGN_OR_RETURN(copy::PrefetchRoute route,
-                      copy::PlanPrefetchRoute(v, data, &stage, stream.device), "fj_prefetch");
+                      copy::PlanPrefetchRoute(v, data, &stage, stream.device),
+                      "fj_prefetch");
   // The caller's stream, or the reader's legacy default stream.
-  FJ_ASSIGN_OR_RETURN(Device * reader, devices_.at(route.reader), "fj_prefetch");
+  FJ_ASSIGN_OR_RETURN(Device * reader, devices_.at(route.reader),
+                      "fj_prefetch");
 
   switch (route.mode) {
     case PrefetchMode::kLocalL2:
-      FJ_RETURN_IF_ERROR(kernels_.LaunchPrefetch(v.rows, route.reader, stream.stream),
-                         "fj_prefetch");
+      FJ_RETURN_IF_ERROR(
+          kernels_.LaunchPrefetch(v.rows, route.reader, stream.stream),
+          "fj_prefetch");
       n_prefetch_local_.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
     case PrefetchMode::kWarmOwnerL2: {
       if (route.owner == route.reader) {
-        FJ_RETURN_IF_ERROR(kernels_.LaunchPrefetch(v.rows, route.reader, stream.stream),
-                           "fj_prefetch");
+        FJ_RETURN_IF_ERROR(
+            kernels_.LaunchPrefetch(v.rows, route.reader, stream.stream),
+            "fj_prefetch");
         n_prefetch_warm_.fetch_add(1, std::memory_order_relaxed);
         return absl::OkStatus();
       }
       // On the owner's stream, between the caller's earlier and later work.
-      FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(route.owner), "fj_prefetch");
-      FJ_ASSIGN_OR_RETURN(CUstream owner_stream, OwnStream(route.owner), "fj_prefetch");
+      FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(route.owner),
+                          "fj_prefetch");
+      FJ_ASSIGN_OR_RETURN(CUstream owner_stream, OwnStream(route.owner),
+                          "fj_prefetch");
       CUevent before = nullptr, after = nullptr;
       FJ_RETURN_IF_ERROR(reader->MakeCurrent().status(), "fj_prefetch");
       FJ_RETURN_IF_ERROR(
-          CheckCu(*api_, api_->cuEventCreate(&before, CU_EVENT_DISABLE_TIMING), "cuEventCreate"),
+          CheckCu(*api_, api_->cuEventCreate(&before, CU_EVENT_DISABLE_TIMING),
+                  "cuEventCreate"),
           "fj_prefetch");
-      absl::Status status =
-          CheckCu(*api_, api_->cuEventRecord(before, stream.stream), "cuEventRecord");
+      absl::Status status = CheckCu(
+          *api_, api_->cuEventRecord(before, stream.stream), "cuEventRecord");
       if (status.ok()) status = owner->MakeCurrent().status();
       if (status.ok()) {
-        status = CheckCu(*api_, api_->cuStreamWaitEvent(owner_stream, before, 0),
-                         "cuStreamWaitEvent");
+        status =
+            CheckCu(*api_, api_->cuStreamWaitEvent(owner_stream, before, 0),
+                    "cuStreamWaitEvent");
       }
-      if (status.ok()) status = kernels_.LaunchPrefetch(v.rows, route.owner, owner_stream);
+      if (status.ok())
+        status = kernels_.LaunchPrefetch(v.rows, route.owner, owner_stream);
       if (status.ok()) {
-        status = CheckCu(*api_, api_->cuEventCreate(&after, CU_EVENT_DISABLE_TIMING),
-                         "cuEventCreate");
+        status =
+            CheckCu(*api_, api_->cuEventCreate(&after, CU_EVENT_DISABLE_TIMING),
+                    "cuEventCreate");
       }
       if (status.ok()) {
-        status = CheckCu(*api_, api_->cuEventRecord(after, owner_stream), "cuEventRecord");
+        status = CheckCu(*api_, api_->cuEventRecord(after, owner_stream),
+                         "cuEventRecord");
       }
       if (status.ok()) status = reader->MakeCurrent().status();
       if (status.ok()) {
-        status = CheckCu(*api_, api_->cuStreamWaitEvent(stream.stream, after, 0),
-                         "cuStreamWaitEvent");
+        status =
+            CheckCu(*api_, api_->cuStreamWaitEvent(stream.stream, after, 0),
+                    "cuStreamWaitEvent");
       }
       // Destroying a recorded event is fine: the driver frees it once done.
       for (CUevent event : {before, after}) {
@@ -392,8 +442,9 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec, Stream stream)
                             destroyed.message()));
         }
       }
-      FJ_RETURN_IF_ERROR(status, absl::StrCat("fj_prefetch: warming GPU ", route.owner,
-                                              "'s L2 for GPU ", route.reader));
+      FJ_RETURN_IF_ERROR(status,
+                         absl::StrCat("fj_prefetch: warming GPU ", route.owner,
+                                      "'s L2 for GPU ", route.reader));
       n_prefetch_warm_.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
     }
@@ -421,24 +472,28 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec, Stream stream)
         CopySpec c;
         c.src = &src_t;
         c.dst = &dst_t;
-        return Annotate(CopyTensorWindow(c, Stream{route.reader, stream.stream}),
-                        "fj_prefetch (stage_local)");
+        return Annotate(
+            CopyTensorWindow(c, Stream{route.reader, stream.stream}),
+            "fj_prefetch (stage_local)");
       }
       FJ_RETURN_IF_ERROR(reader->MakeCurrent().status(), "fj_prefetch");
       if (route.owner >= 0 && route.owner != route.reader) {
-        FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(route.owner), "fj_prefetch");
-        FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, owner->MakeCurrent(), "fj_prefetch");
-        FJ_ASSIGN_OR_RETURN(CUcontext reader_ctx, reader->MakeCurrent(), "fj_prefetch");
+        FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(route.owner),
+                            "fj_prefetch");
+        FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, owner->MakeCurrent(),
+                            "fj_prefetch");
+        FJ_ASSIGN_OR_RETURN(CUcontext reader_ctx, reader->MakeCurrent(),
+                            "fj_prefetch");
         return Annotate(CheckCu(*api_,
-                                api_->cuMemcpyPeerAsync(v.stage_address, reader_ctx,
-                                                        v.rows.base, owner_ctx, v.bytes(),
-                                                        stream.stream),
+                                api_->cuMemcpyPeerAsync(
+                                    v.stage_address, reader_ctx, v.rows.base,
+                                    owner_ctx, v.bytes(), stream.stream),
                                 "cuMemcpyPeerAsync"),
                         "fj_prefetch (stage_local)");
       }
       return Annotate(CheckCu(*api_,
-                              api_->cuMemcpyAsync(v.stage_address, v.rows.base, v.bytes(),
-                                                  stream.stream),
+                              api_->cuMemcpyAsync(v.stage_address, v.rows.base,
+                                                  v.bytes(), stream.stream),
                               "cuMemcpyAsync"),
                       "fj_prefetch (stage_local)");
     }
