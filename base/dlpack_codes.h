@@ -17,6 +17,7 @@ constexpr uint8_t kDLBfloat = 4;
 constexpr uint8_t kDLBool = 6;
 
 // DLDeviceType (fj_tensor::device.device_type).
+constexpr int32_t kDLCPU = 1;
 constexpr int32_t kDLCUDA = 2;
 constexpr int32_t kDLCUDAHost = 3;
 constexpr int32_t kDLCUDAManaged = 13;

@@ -135,7 +135,7 @@ ColdTimes FleetjitCold(fleetjit::Runtime& rt, const std::string& source) {
   spec.name = "bench.cu";
   spec.target = *fleetjit::jit::ParseTarget("sm_90");
   double t0 = NowMs();
-  auto record = rt.Build(spec);
+  auto record = rt.BuildRecord(spec);
   double returned = NowMs() - t0;
   if (!record.ok()) {
     std::fprintf(stderr, "build_bench: fleetjit build: %s\n",

@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
 #include "runtime/copy/copy_engine.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit::bench {
@@ -85,7 +85,7 @@ void LocalCopies(Ctx& c) {
   copy::CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
-  const double dense = c.Time(0, [&] { Die(rt.copy().Copy(spec, {0, c.stream[0]}), "fj_copy"); });
+  const double dense = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy"); });
   std::printf("1. contiguous 2 GiB f32 [%" PRId64 " x %" PRId64 "], GB/s = (read + written) / time\n",
               kRows, kCols);
   Line("cuMemcpyDtoDAsync (anchor)", dtod, 2.0 * kBytes, dtod);
@@ -112,7 +112,7 @@ void LocalCopies(Ctx& c) {
       continue;
     }
     w.impl = impl;
-    const double ms = c.Time(0, [&] { Die(rt.copy().Copy(w, {0, c.stream[0]}), "fj_copy"); });
+    const double ms = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(w, {0, c.stream[0]}), "fj_copy"); });
     // Verify: row 0 zeros, row 1 = src row 0 (0x3C bytes).
     std::vector<uint32_t> row(kCols);
     c.Current(0);
@@ -178,7 +178,7 @@ void PeerCopiesAndPrefetch(Ctx& c) {
   copy::CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
-  const double dense = c.Time(0, [&] { Die(rt.copy().Copy(spec, {0, c.stream[0]}), "fj_copy"); });
+  const double dense = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy"); });
   std::printf("3. peer copy 1 GiB GPU1 -> GPU0 (P2P path: %s), GB/s = bytes / time\n",
               *can ? "yes" : "no, staged");
   Line("cuMemcpyPeerAsync (anchor)", anchor, double(gib), anchor);
@@ -186,7 +186,7 @@ void PeerCopiesAndPrefetch(Ctx& c) {
   std::printf("  goal >= 0.95x: %s\n", anchor / dense >= 0.95 ? "met" : "NOT MET");
   if (*can) {
     spec.force_kernel = true;
-    const double k = c.Time(0, [&] { Die(rt.copy().Copy(spec, {0, c.stream[0]}), "fj_copy"); });
+    const double k = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy"); });
     Line("fj_copy kernel reading over NVLink (info)", k, double(gib), anchor);
   }
 
@@ -194,10 +194,10 @@ void PeerCopiesAndPrefetch(Ctx& c) {
   BuildSpec probe;
   probe.source = kProbe;
   probe.name = "fj_copy_bench_probe.cu";
-  auto record = rt.Build(probe);
+  auto record = rt.BuildRecord(probe);
   Die(record.status(), "probe build");
-  LoadedKernel* chase = *rt.GetKernel(*record, "chase", 0);
-  LoadedKernel* stream_read = *rt.GetKernel(*record, "stream_read", 0);
+  LoadedKernel* chase = *rt.LoadKernel(*record, "chase", 0);
+  LoadedKernel* stream_read = *rt.LoadKernel(*record, "stream_read", 0);
   auto flush0 = rt.Allocate(0, 256 << 20), flush1 = rt.Allocate(1, 256 << 20);
   auto out = rt.Allocate(0, 64);
   Die(flush0.status(), "alloc");
@@ -253,8 +253,7 @@ void PeerCopiesAndPrefetch(Ctx& c) {
       a[1].v.i64 = steps;
       a[2].kind = FJ_ARG_POINTER;
       a[2].v.pointer = *out;
-      fj_launch_config one{};
-      one.struct_size = sizeof(one);
+      LaunchConfig one;
       one.grid[0] = one.block[0] = 1;
       c.Current(0);
       const double t0 = NowMs();
@@ -262,8 +261,7 @@ void PeerCopiesAndPrefetch(Ctx& c) {
       c.Sync(0);
       const double chase_ns = (NowMs() - t0) * 1e6 / steps;
       a[1].v.i64 = static_cast<int64_t>(bytes / 16);
-      fj_launch_config many{};
-      many.struct_size = sizeof(many);
+      LaunchConfig many;
       many.grid[0] = static_cast<uint32_t>(4 * sms);
       many.block[0] = 512;
       const double ms = c.Time(0, [&] {

@@ -32,10 +32,10 @@
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "runtime/launch.h"
-#include "runtime/launch_thunks.h"
+#include "runtime/launch/launch.h"
+#include "runtime/launch/launch_thunks.h"
 #include "runtime/runtime.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit::bench {
 namespace {
@@ -266,7 +266,7 @@ int RunGpu(Runtime& rt) {
   build.source = kSource;
   build.name = "launch_bench.cu";
   build.use_cache = false;
-  auto record = rt.Build(build);
+  auto record = rt.BuildRecord(build);
   DieIf(record.status(), "building the bench kernels");
   rt.WaitForBackgroundWork();  // thunks are generated after a cold build
   const jit::Artifact& artifact = *record->artifact;
@@ -296,8 +296,8 @@ int RunGpu(Runtime& rt) {
 
   // 2. The kernels, with thunks attached.
   LaunchThunks thunks(true);
-  auto args_kernel = rt.GetKernel(*record, "empty_args", 0);
-  auto tensor_kernel = rt.GetKernel(*record, "empty_tensors", 0);
+  auto args_kernel = rt.LoadKernel(*record, "empty_args", 0);
+  auto tensor_kernel = rt.LoadKernel(*record, "empty_tensors", 0);
   DieIf(args_kernel.status(), "loading empty_args");
   DieIf(tensor_kernel.status(), "loading empty_tensors");
   LoadedKernel& ka = **args_kernel;
@@ -320,6 +320,10 @@ int RunGpu(Runtime& rt) {
   cfg.struct_size = sizeof(cfg);
   cfg.grid[0] = 1;
   cfg.block[0] = 32;
+  // The same geometry as the runtime takes it (capi/convert.cc converts).
+  LaunchConfig launch_cfg;
+  launch_cfg.grid[0] = cfg.grid[0];
+  launch_cfg.block[0] = cfg.block[0];
   std::vector<fj_arg> scalar_args = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
                                      Arg(FJ_ARG_F32), Arg(FJ_ARG_I32)};
   scalar_args[0].v.pointer = *a;
@@ -394,9 +398,9 @@ int RunGpu(Runtime& rt) {
     };
   };
   auto ours = [&](LoadedKernel& k, const std::vector<fj_arg>& args) {
-    return [&k, &args, &cfg, &stream] {
-      absl::Status s =
-          Launch(k, cfg, stream, args.data(), args.size(), sizeof(fj_arg));
+    return [&k, &args, &launch_cfg, &stream] {
+      absl::Status s = Launch(k, launch_cfg, stream, args.data(), args.size(),
+                              sizeof(fj_arg));
       if (!s.ok()) Die(s.ToString());
     };
   };

@@ -154,7 +154,7 @@ int Main(int argc, char** argv) {
       spec.target = *jit::ParseTarget("sm_90");
       spec.use_cache = false;
       auto start = Clock::now();
-      auto r = (*rt)->Build(spec);
+      auto r = (*rt)->BuildRecord(spec);
       if (!r.ok()) break;
       ms.push_back(Ms(Clock::now() - start));
       cubin_bytes = r->artifact->image.size();

@@ -1,11 +1,13 @@
 #include "capi/convert.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 
 #include "base/status_macros.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit::capi {
 
@@ -42,22 +44,41 @@ absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array, size_
   return out;
 }
 
+// The copy implementation is numbered three ways: fj_copy_impl (the C
+// ABI's, 0 = auto), jit::CopyImpl (the runtime's) and -DFJ_COPY_IMPL (the
+// device layer's, jit/nvrtc_build.cc ties it to jit::CopyImpl). An
+// fj_copy_impl other than auto is its jit::CopyImpl plus one; these two
+// functions are the only bridges, and the asserts tie every value.
+constexpr int32_t kFjCopyImplOffset = FJ_COPY_IMPL_SYNC;
+constexpr jit::CopyImpl CopyImplOfFj(int32_t impl) {
+  return static_cast<jit::CopyImpl>(impl - kFjCopyImplOffset);
+}
+constexpr fj_copy_impl FjOfCopyImpl(jit::CopyImpl impl) {
+  return static_cast<fj_copy_impl>(static_cast<int32_t>(impl) + kFjCopyImplOffset);
+}
+static_assert(FJ_COPY_IMPL_AUTO == 0 && kFjCopyImplOffset == 1);
+static_assert(CopyImplOfFj(FJ_COPY_IMPL_SYNC) == jit::CopyImpl::kSync);
+static_assert(CopyImplOfFj(FJ_COPY_IMPL_CP_ASYNC) == jit::CopyImpl::kCpAsync);
+static_assert(CopyImplOfFj(FJ_COPY_IMPL_TMA) == jit::CopyImpl::kTma);
+static_assert(FjOfCopyImpl(jit::CopyImpl::kSync) == FJ_COPY_IMPL_SYNC);
+static_assert(FjOfCopyImpl(jit::CopyImpl::kCpAsync) == FJ_COPY_IMPL_CP_ASYNC);
+static_assert(FjOfCopyImpl(jit::CopyImpl::kTma) == FJ_COPY_IMPL_TMA);
+static_assert(FJ_COPY_IMPL_LAST == FJ_COPY_IMPL_TMA, "a new fj_copy_impl needs its asserts");
+
 absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int32_t value, const char* field) {
   FJ_ASSIGN_OR_RETURN(int32_t impl,
                       CheckEnum(value, field, "fj_copy_impl", FJ_COPY_IMPL_AUTO, FJ_COPY_IMPL_LAST),
                       "");
   if (impl == FJ_COPY_IMPL_AUTO) return std::optional<jit::CopyImpl>();
-  return std::optional(static_cast<jit::CopyImpl>(impl - 1));
+  return std::optional(CopyImplOfFj(impl));
 }
 
-fj_copy_impl ToFjCopyImpl(jit::CopyImpl impl) {
-  return static_cast<fj_copy_impl>(static_cast<int>(impl) + 1);
-}
+fj_copy_impl ToFjCopyImpl(jit::CopyImpl impl) { return FjOfCopyImpl(impl); }
 
 const char* CopyImplName(int32_t impl) {
   if (impl == FJ_COPY_IMPL_AUTO) return "auto";
   if (impl < FJ_COPY_IMPL_AUTO || impl > FJ_COPY_IMPL_LAST) return "unknown";
-  return jit::CopyImplName(static_cast<jit::CopyImpl>(impl - 1)).data();
+  return jit::CopyImplName(CopyImplOfFj(impl)).data();
 }
 
 const char* FeatureName(int32_t feature) {
@@ -210,13 +231,37 @@ absl::StatusOr<ImageSpec> ReadImageSpec(const fj_module_load_options* options) {
 absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc) {
   fj_copy_desc d;
   FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_copy_desc), d), "");
-  return copy::CopySpecOf(d);
+  // Field by field. The oob field is read as the int it is in memory, so
+  // any value a caller stored reaches ValidateCopy's range check. The C ABI
+  // forces neither the implementation nor the kernel path.
+  copy::CopySpec spec{.src = d.src, .oob = RawEnum(d.oob), .dst = d.dst,
+                      .index = d.gather_index, .impl = std::nullopt,
+                      .force_kernel = false};
+  static_assert(sizeof(d.src_start) == sizeof(spec.start));
+  std::copy(std::begin(d.src_start), std::end(d.src_start), spec.start.begin());
+  return spec;
 }
 
 absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(const fj_prefetch_desc* desc) {
   fj_prefetch_desc d;
   FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_prefetch_desc), d), "");
-  return copy::PrefetchSpecOf(d);
+  // Field by field; mode read as an int, like oob above.
+  copy::PrefetchSpec spec{.address = d.address, .bytes = d.bytes, .tensor = d.tensor,
+                          .mode = RawEnum(d.mode), .reader_device = d.reader_device,
+                          .stage_address = d.stage_address, .stage_bytes = d.stage_bytes};
+  static_assert(sizeof(d.tile_start) == sizeof(spec.start));
+  std::copy(std::begin(d.tile_start), std::end(d.tile_start), spec.start.begin());
+  std::copy(std::begin(d.tile_extent), std::end(d.tile_extent), spec.extent.begin());
+  return spec;
+}
+
+LaunchConfig LaunchConfigOf(const fj_launch_config& cfg) {
+  LaunchConfig out;
+  std::copy(std::begin(cfg.grid), std::end(cfg.grid), out.grid);
+  std::copy(std::begin(cfg.block), std::end(cfg.block), out.block);
+  out.shared_bytes = cfg.shared_bytes;
+  std::copy(std::begin(cfg.cluster), std::end(cfg.cluster), out.cluster);
+  return out;
 }
 
 absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args) {

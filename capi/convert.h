@@ -28,8 +28,8 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
-#include "runtime/copy/copy_spec.h"
-#include "runtime/module_import.h"
+#include "runtime/copy/copy_request.h"
+#include "runtime/build/image_import.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit::capi {
@@ -112,6 +112,9 @@ struct PlanRequest {
   std::optional<jit::CopyImpl> impl;
 };
 absl::StatusOr<PlanRequest> ReadPlanRequest(fj_str target, int32_t impl);
+
+// fj_launch_config's geometry (the stream is resolved by the caller).
+LaunchConfig LaunchConfigOf(const fj_launch_config& cfg);
 
 // fj_runtime_options (NULL: defaults), without the environment.
 absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* options);

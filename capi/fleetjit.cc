@@ -27,7 +27,7 @@ namespace {
 fj_status* CopyEntry(fj_runtime* runtime, fj_stream* stream, const CopyRequest& request) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(stream, rt), "");
-    return rt->Copy(request, s);
+    return rt->CopyMemory(request, s);
   });
 }
 
@@ -247,7 +247,7 @@ FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config, c
     Runtime* rt = k->module->runtime;
     FJ_ASSIGN_OR_RETURN(Stream * stream, StreamOf(cfg.stream, rt), "");
     FJ_ASSIGN_OR_RETURN(size_t stride, ReadArgStride(args, num_args), "");
-    return rt->LaunchKernel(*k, cfg, stream, args, num_args, stride);
+    return rt->LaunchKernel(*k, LaunchConfigOf(cfg), stream, args, num_args, stride);
   });
 }
 
@@ -277,13 +277,13 @@ FJ_API fj_status* fj_cache_clear(fj_runtime* runtime) {
 
 // ------------------------------------------ copies, prefetches, peer access
 // Thin entries over CopyEngine (runtime/copy/copy_engine.h); the
-// descriptors become specs in runtime/copy/copy_spec.h.
+// descriptors become specs (runtime/copy/copy_request.h) in capi/convert.cc.
 
 FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc, fj_stream* stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     FJ_ASSIGN_OR_RETURN(copy::CopySpec spec, ReadCopyDesc(desc), "");
     FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt), "");
-    return rt->copy().Copy(spec, s);
+    return rt->copy().CopyTensorWindow(spec, s);
   });
 }
 
@@ -336,8 +336,8 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device, uint64_t c
 }
 
 // ------------------------------------------- asynchronous builds, loading
-// fj_build a PendingBuild (runtime/build_pool.h); fj_module_load over
-// Runtime::LoadModule (runtime/module_import.h).
+// fj_build a PendingBuild (runtime/build/build_pool.h); fj_module_load over
+// Runtime::LoadModule (runtime/build/image_import.h).
 
 FJ_API fj_status* fj_module_build_async(fj_runtime* runtime, const fj_build_options* options,
                                         fj_build** out_build) {

@@ -1,17 +1,28 @@
-# The layers of fleetjit are build targets, linked as a chain:
+# The layers of fleetjit are build targets, linked as a graph:
 #
-#   fj_base -> fj_platform -> fj_jit -> fj_thunk -> fj_runtime -> libfleetjit.so.1
+#   fj_base -> fj_platform -> fj_jit -> fj_thunk
+#   fj_jit -> fj_runtime_cache -> fj_runtime_config
+#   fj_jit -> fj_runtime_device
+#   fj_runtime_device + fj_runtime_cache -> fj_runtime_load
+#   fj_runtime_load + fj_thunk -> fj_runtime_launch
+#   fj_runtime_launch + fj_runtime_config -> fj_runtime_build
+#   fj_runtime_launch -> fj_runtime_copy
+#   fj_runtime_build + fj_runtime_copy -> fj_runtime (the facade)
+#   fj_runtime -> libfleetjit_core.so -> libfleetjit.so.1 (capi/)
 #
-# Each is an OBJECT library whose sources live in one folder, and each
-# exposes only its own folder to includers: `#include "runtime/launch.h"`
-# compiles only in a target that links fj_runtime, directly or through the
-# chain. The folder is exposed through a link under
-# ${CMAKE_BINARY_DIR}/layers/<target>/, never through the repository root.
-# scripts/ci/check-layers (run by .ci/run) additionally rejects an include
-# that points up the chain, e.g. from jit/ into runtime/.
+# Each is an OBJECT library whose sources live in one folder (the runtime's
+# rooms are folders of runtime/; fj_runtime_config is the one file
+# runtime/config.h), and each exposes only its own folder to includers:
+# `#include "runtime/launch/launch.h"` compiles only in a target that links
+# fj_runtime_launch, directly or through the graph. The folder is exposed
+# through a link under ${CMAKE_BINARY_DIR}/layers/<target>/, never through
+# the repository root. scripts/ci/check-layers (run by .ci/run) additionally
+# rejects an include that points up or across the graph, e.g. from
+# runtime/copy/ into runtime/build/ or from jit/ into runtime/.
 
 # fj_layer(TARGET FOLDER SOURCES...): declares the layer TARGET built from
-# SOURCES, exposing FOLDER (relative to the source root) as "FOLDER/...".
+# SOURCES, exposing FOLDER (relative to the source root; a single file works
+# too) as "FOLDER/...".
 function(fj_layer target folder)
   add_library(${target} OBJECT ${ARGN})
   set(root ${CMAKE_BINARY_DIR}/layers/${target})

@@ -17,8 +17,8 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
-#include "runtime/launch.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/launch.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace {
 

@@ -71,6 +71,14 @@ absl::Status BuildError(const BuildRequest& request,
 
 }  // namespace
 
+// -DFJ_COPY_IMPL selects the device layer's implementation
+// (include/fleetjit/copy.cuh: 0 sync, 1 cp_async, 2 tma): jit::CopyImpl's
+// own numbering, tied here.
+static_assert(static_cast<int>(CopyImpl::kSync) == 0 &&
+                  static_cast<int>(CopyImpl::kCpAsync) == 1 &&
+                  static_cast<int>(CopyImpl::kTma) == 2,
+              "jit::CopyImpl must number like FJ_COPY_IMPL in copy.cuh");
+
 std::vector<std::string> BuildOptions(const BuildRequest& request) {
   std::vector<std::string> options = {
       request.target.NvrtcArchOption(),

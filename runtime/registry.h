@@ -23,10 +23,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "base/thread_shards.h"
-#include "runtime/build_pool.h"
-#include "runtime/kernel.h"
-#include "runtime/module_builder.h"
-#include "runtime/stream.h"
+#include "runtime/build/build_pool.h"
+#include "runtime/load/kernel.h"
+#include "runtime/load/module.h"
+#include "runtime/device/stream.h"
 
 namespace fleetjit {
 

@@ -1,16 +1,48 @@
 #include "runtime/runtime.h"
 
-#include "runtime/copy/copy_engine.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/exit_gate.h"
 #include "base/status_macros.h"
-#include "runtime/launch.h"
+#include "runtime/copy/copy_engine.h"
+#include "runtime/copy/copy_kernels.h"
+#include "runtime/launch/launch.h"
 
 namespace fleetjit {
 
-absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options) {
+namespace {
+
+// The copy engine's kernel source: builds and loads through the runtime
+// like any module (BuildRecord, LoadKernel).
+class RuntimeKernelSource final : public copy::KernelSource {
+ public:
+  explicit RuntimeKernelSource(Runtime& runtime) : runtime_(runtime) {}
+
+  absl::StatusOr<LoadedKernel*> KernelFor(const BuildSpec& spec,
+                                          absl::string_view kernel) override {
+    FJ_ASSIGN_OR_RETURN(ModuleRecord record, runtime_.BuildRecord(spec),
+                        "building the copy kernel");
+    FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
+                        runtime_.LoadKernel(record, kernel, spec.device),
+                        "loading the copy kernel");
+    return k;
+  }
+
+  absl::StatusOr<jit::CopyImpl> DefaultImpl(int device) const override {
+    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device), "");
+    return plan.impl;
+  }
+
+ private:
+  Runtime& runtime_;
+};
+
+}  // namespace
+
+Runtime::Runtime() = default;
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
+    RuntimeOptions options) {
   // exit() on this thread, when it is the main one, waits for builds in
   // flight before any library's exit handlers run (base/exit_gate.h).
   ExitGate::WatchCallingThread();
@@ -29,14 +61,17 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(RuntimeOptions options)
   } else {
     driver_status = driver.status();
   }
-  FJ_ASSIGN_OR_RETURN(rt->devices_, DeviceList::Open(rt->driver_.get(), driver_status, &rt->logger_), "");
+  FJ_ASSIGN_OR_RETURN(
+      rt->devices_,
+      DeviceList::Open(rt->driver_.get(), driver_status, &rt->logger_), "");
   rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
   rt->thunks_ = std::make_unique<LaunchThunks>(rt->options_.thunks);
   rt->memory_ = std::make_unique<DeviceMemory>(rt->driver_.get(), rt->devices_);
   rt->loader_ = std::make_unique<ModuleLoader>(rt->driver_.get(), rt->devices_,
                                                &rt->logger_);
-  rt->builder_ = std::make_unique<ModuleBuilder>(rt->options_, rt->driver_.get(), rt->devices_,
-                                                 *rt->cache_, *rt->thunks_, *rt->loader_);
+  rt->builder_ = std::make_unique<ModuleBuilder>(
+      rt->options_, rt->driver_.get(), rt->devices_, *rt->cache_, *rt->thunks_,
+      *rt->loader_);
   FJ_RETURN_IF_ERROR(rt->StartUp(), "starting up (fj_runtime_options)");
   return rt;
 }
@@ -52,16 +87,19 @@ absl::Status Runtime::StartUp() {
     }
     FJ_ASSIGN_OR_RETURN(Device * d, devices_.at(ordinal),
                         absl::StrCat("preopen_devices names device ", ordinal));
-    FJ_RETURN_IF_ERROR(d->MakeCurrent().status(), absl::StrCat("opening device ", ordinal));
+    FJ_RETURN_IF_ERROR(d->MakeCurrent().status(),
+                       absl::StrCat("opening device ", ordinal));
   }
   if (options_.preload_nvrtc) {
-    FJ_RETURN_IF_ERROR(builder_->compiler_identity().status(), "preloading NVRTC");
+    FJ_RETURN_IF_ERROR(builder_->compiler_identity().status(),
+                       "preloading NVRTC");
     FJ_RETURN_IF_ERROR(builder_->nvrtc()->Get().status(), "preloading NVRTC");
   }
   return absl::OkStatus();
 }
 
-absl::Status Runtime::Destroy(std::unique_ptr<Runtime> runtime, ReleaseTagFn release) {
+absl::Status Runtime::Destroy(std::unique_ptr<Runtime> runtime,
+                              ReleaseTagFn release) {
   return runtime->registry_.DestroyAll(release);
 }
 
@@ -73,6 +111,7 @@ Runtime::~Runtime() {
   {
     absl::MutexLock lock(&copy_mu_);
     copy_.reset();
+    copy_kernels_.reset();
   }
   build_pool_.reset();  // cancels queued builds, joins running ones
   registry_.DestroyAll([](ObjectKind, uint64_t) { return true; }).IgnoreError();
@@ -95,9 +134,11 @@ absl::StatusOr<DeviceReport> Runtime::DescribeDevice(int ordinal) const {
   return DeviceReport{&d->facts(), std::move(plan), driver_->driver_version};
 }
 
-absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
-                                                 absl::string_view name, int ordinal) {
-  FJ_ASSIGN_OR_RETURN(ModuleLoader::Loaded loaded, loader_->GetKernel(module, name, ordinal), "");
+absl::StatusOr<LoadedKernel*> Runtime::LoadKernel(const ModuleRecord& module,
+                                                  absl::string_view name,
+                                                  int ordinal) {
+  FJ_ASSIGN_OR_RETURN(ModuleLoader::Loaded loaded,
+                      loader_->LoadKernel(module, name, ordinal), "");
   // After the insertion (see ModuleBuilder::RunFollowUp): the thunk is an
   // atomic, and a kernel without one launches generically.
   if (loaded.is_new && loaded.kernel->relaid_entry == nullptr) {
@@ -107,19 +148,22 @@ absl::StatusOr<LoadedKernel*> Runtime::GetKernel(const ModuleRecord& module,
 }
 
 absl::StatusOr<Module*> Runtime::BuildModule(const BuildSpec& spec) {
-  FJ_ASSIGN_OR_RETURN(ModuleRecord record, Build(spec), "");
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, BuildRecord(spec), "");
   return registry_.AddModule(this, std::move(record));
 }
 
-absl::StatusOr<KernelRef*> Runtime::OpenKernel(Module& module, absl::string_view name,
+absl::StatusOr<KernelRef*> Runtime::OpenKernel(Module& module,
+                                               absl::string_view name,
                                                int ordinal) {
-  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, GetKernel(module.record, name, ordinal), "");
+  FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
+                      LoadKernel(module.record, name, ordinal), "");
   return registry_.AddKernel(module, k);
 }
 
 absl::StatusOr<Stream*> Runtime::CreateStream(int ordinal) {
   FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "");
-  FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, Stream::Create(this, *driver_, *dev), "");
+  FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
+                      Stream::Create(this, *driver_, *dev), "");
   return registry_.AddStream(std::move(stream));
 }
 
@@ -130,19 +174,22 @@ absl::StatusOr<Stream*> Runtime::WrapStream(int ordinal, uint64_t cu_stream) {
   return registry_.AddStream(std::move(stream));
 }
 
-absl::Status Runtime::LaunchKernel(KernelRef& k, const fj_launch_config& cfg, Stream* stream,
-                                   const fj_arg* args, size_t num_args, size_t arg_stride) {
-  LoadedKernel& kernel = *k.kernel;
-  // A launch reads the driver's status only when it fails, so a fork()
-  // child is refused here, before anything reaches the driver.
-  if (kernel.api != nullptr && IsForkedChild(*kernel.api)) {
-    return CheckCu(*kernel.api, CUDA_SUCCESS, "cuLaunchKernelEx");
+absl::Status Runtime::LaunchKernel(KernelRef& k, const LaunchConfig& cfg,
+                                   Stream* stream, const fj_arg* args,
+                                   size_t num_args, size_t arg_stride) {
+  return LaunchAndNote(*k.kernel, cfg,
+                       stream == nullptr ? nullptr : stream->handle(), args,
+                       num_args, arg_stride);
+}
+
+CopyEngine& Runtime::copy() {
+  absl::MutexLock lock(&copy_mu_);
+  if (copy_ == nullptr) {
+    copy_kernels_ = std::make_unique<RuntimeKernelSource>(*this);
+    copy_ = std::make_shared<CopyEngine>(driver_.get(), devices_,
+                                         *copy_kernels_, logger_);
   }
-  FJ_RETURN_IF_ERROR(Launch(kernel, cfg, stream == nullptr ? nullptr : stream->handle(), args,
-                            num_args, arg_stride),
-                     "");
-  kernel.device->NoteLaunch(&kernel.display_name);
-  return absl::OkStatus();
+  return *copy_;
 }
 
 }  // namespace fleetjit

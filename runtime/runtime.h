@@ -1,14 +1,24 @@
-// The fleetjit runtime: one per fj_runtime handle, and a facade over the
-// parts that do the work, each in its own file:
-//   config.h          RuntimeOptions and the FLEETJIT_* environment
-//   device.h          the devices (DeviceList) and their poisoning
-//   module_builder.h  builds (cache, NVRTC) and the background thunk pipeline
-//   module_loader.h   per-context loading of images and kernels
-//   memory.h          the allocation registry, copies and fills
-//   stream.h          streams
-//   registry.h        the objects handed to callers and their destroy cascade
-//   build_pool.h      builds that do not block (fj_module_build_async)
-//   module_import.h   modules built elsewhere (fj_module_load)
+// The fleetjit runtime: one per fj_runtime handle, and the facade over the
+// rooms that do the work. It constructs every part, hands each the narrow
+// pieces it needs, and defines every Runtime:: method. The rooms, each its
+// own layer (cmake/layers.cmake; runtime/CMakeLists.txt), bottom up:
+//   cache/     the module cache: keys, entries, memory, disk, remote tiers
+//   device/    devices and their poisoning (device.h), device memory,
+//              copies and fills (memory.h), streams (stream.h)
+//   config.h   RuntimeOptions and the FLEETJIT_* environment
+//   load/      module records (module.h: BuildSpec, ModuleRecord), per-context
+//              loading of images and kernels (module_loader.h, kernel.h),
+//              parameter relayout
+//   launch/    the launch wire format (wire.h), launches (launch.h), launch
+//              thunks, the tensor encoder
+//   build/     builds: cache, NVRTC and the background thunk pipeline
+//              (module_builder.h), builds that do not block (build_pool.h,
+//              fj_module_build_async), modules built elsewhere
+//              (image_import.h, fj_module_load)
+//   copy/      fj_copy, fj_prefetch, fj_peer_* (copy_engine.h), which sees
+//              the runtime only through a kernel source, the devices and the
+//              launcher
+//   registry.h the objects handed to callers and their destroy cascade
 //
 // It owns the driver (loaded at creation; absent is not an error), the
 // devices, the NVRTC library (loaded on the first compile), the module
@@ -24,26 +34,30 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/cache/module_cache.h"
-#include "runtime/build_pool.h"
+#include "runtime/build/build_pool.h"
 #include "runtime/config.h"
-#include "runtime/device.h"
-#include "runtime/kernel.h"
-#include "runtime/launch_thunks.h"
-#include "runtime/memory.h"
-#include "runtime/module_builder.h"
-#include "runtime/module_import.h"
-#include "runtime/module_loader.h"
+#include "runtime/device/device.h"
+#include "runtime/load/kernel.h"
+#include "runtime/launch/launch_thunks.h"
+#include "runtime/device/memory.h"
+#include "runtime/build/module_builder.h"
+#include "runtime/build/image_import.h"
+#include "runtime/load/module_loader.h"
+#include "runtime/launch/launch.h"
+#include "runtime/launch/wire.h"
 #include "runtime/registry.h"
-#include "runtime/stream.h"
+#include "runtime/device/stream.h"
 
 namespace fleetjit {
 
 class CopyEngine;  // runtime/copy/copy_engine.h
+namespace copy {
+class KernelSource;  // runtime/copy/copy_kernels.h
+}  // namespace copy
 
 // What fj_device_info reports about one device.
 struct DeviceReport {
@@ -91,7 +105,9 @@ class Runtime {
   // dropped: a later process then compiles the module again (it was never
   // on disk) or, if only the thunk was missing, regenerates it once in its
   // background. Nothing partial is ever published.
-  absl::StatusOr<ModuleRecord> Build(const BuildSpec& spec) { return builder_->Build(spec); }
+  absl::StatusOr<ModuleRecord> BuildRecord(const BuildSpec& spec) {
+    return builder_->BuildRecord(spec);
+  }
 
   // Blocks until the background work queued so far (thunk generation,
   // disk publication) is done. For tests, benchmarks and callers that want
@@ -104,8 +120,8 @@ class Runtime {
 
   // The kernel `name` of `module` loaded on `ordinal`; loads the image into
   // that device's context once, however many modules share it.
-  absl::StatusOr<LoadedKernel*> GetKernel(const ModuleRecord& module,
-                                          absl::string_view name, int ordinal);
+  absl::StatusOr<LoadedKernel*> LoadKernel(const ModuleRecord& module,
+                                           absl::string_view name, int ordinal);
 
   ModuleCache& cache() { return *cache_; }
   CacheStats cache_stats() const { return cache_->stats(); }
@@ -125,17 +141,17 @@ class Runtime {
   absl::Status Free(uint64_t address) { return memory_->Free(address); }
   // A copy or fill on `stream` (one of this runtime's), or synchronous
   // when null; see DeviceMemory::Copy.
-  absl::Status Copy(const CopyRequest& request, Stream* stream) {
+  absl::Status CopyMemory(const CopyRequest& request, Stream* stream) {
     return memory_->Copy(request, stream == nullptr ? nullptr : stream->handle());
   }
 
   // The objects handed to callers, owned by this runtime (registry.h).
-  // Build, kept until DestroyModule or the runtime's destruction.
+  // BuildRecord, kept until DestroyModule or the runtime's destruction.
   absl::StatusOr<Module*> BuildModule(const BuildSpec& spec);
   void DestroyModule(Module* module, ReleaseTagFn release) {
     registry_.DestroyModule(module, release);
   }
-  // GetKernel, kept until its module is destroyed.
+  // LoadKernel, kept until its module is destroyed.
   absl::StatusOr<KernelRef*> OpenKernel(Module& module, absl::string_view name, int ordinal);
   absl::StatusOr<Stream*> CreateStream(int ordinal);
   // fj_stream_wrap: borrows the caller's `cu_stream` on `ordinal` (see
@@ -145,11 +161,11 @@ class Runtime {
   // Launches `k` on `stream` (one of this runtime's, or null for the legacy
   // default stream) and notes it as its device's last kernel. See Launch
   // in launch.h for `cfg` and `arg_stride`.
-  absl::Status LaunchKernel(KernelRef& k, const fj_launch_config& cfg, Stream* stream,
+  absl::Status LaunchKernel(KernelRef& k, const LaunchConfig& cfg, Stream* stream,
                             const fj_arg* args, size_t num_args, size_t arg_stride);
 
   // Asynchronous builds and imported images (runtime/runtime_async.cc).
-  // Queues Build(spec) on this runtime's build pool (at most
+  // Queues BuildRecord(spec) on this runtime's build pool (at most
   // BuildPool::DefaultThreads() at once); kept until DestroyBuild or the
   // runtime's destruction, which cancels queued builds and waits for the
   // running ones.
@@ -158,15 +174,16 @@ class Runtime {
   // error; FAILED_PRECONDITION once taken.
   absl::StatusOr<Module*> TakeBuild(PendingBuild& build);
   void DestroyBuild(PendingBuild* build) { registry_.DestroyBuild(build); }
-  // An image built elsewhere (module_import.h), kept like BuildModule's.
+  // An image built elsewhere (image_import.h), kept like BuildModule's.
   absl::StatusOr<Module*> LoadModule(const ImageSpec& spec);
 
   // Tensor copies, L2 prefetches and peer access (fj_copy, fj_prefetch,
-  // fj_peer_*): created on first use. Defined in runtime/copy/copy_engine.cc.
+  // fj_peer_*): created on first use, with this runtime's devices, a kernel
+  // source over its builder and loader, and the launcher.
   CopyEngine& copy();
 
  private:
-  Runtime() = default;
+  Runtime();
   // Start-up work the options ask for: preopen_devices, preload_nvrtc.
   absl::Status StartUp();
 
@@ -186,6 +203,8 @@ class Runtime {
   // Last: destroyed first, before the devices and the driver it uses (its
   // streams and peer contexts).
   absl::Mutex copy_mu_;
+  // What the copy engine builds its kernels through (outlives it).
+  std::unique_ptr<copy::KernelSource> copy_kernels_ ABSL_GUARDED_BY(copy_mu_);
   std::shared_ptr<CopyEngine> copy_ ABSL_GUARDED_BY(copy_mu_);
 };
 

@@ -7,7 +7,7 @@ namespace fleetjit {
 PendingBuild* Runtime::SubmitBuild(BuildSpec spec) {
   // The spec is owned here: the caller's strings may die once this returns.
   std::shared_ptr<BuildJob> job = build_pool_->Submit(
-      [this, spec = std::move(spec)] { return Build(spec); });
+      [this, spec = std::move(spec)] { return BuildRecord(spec); });
   return registry_.AddBuild(this, std::move(job));
 }
 

@@ -1,7 +1,7 @@
 // Which caller arguments a kernel parameter accepts.
 //
 // One table, used by both launch paths: the generic packer
-// (runtime/launch.cc) interprets it on every launch, and the thunk
+// (runtime/launch/launch.cc) interprets it on every launch, and the thunk
 // generator (thunk_codegen.cc) compiles it into straight-line checks. Since
 // both read the same answer, a call the thunk accepts is exactly a call the
 // generic path accepts.

@@ -1,3 +1,6 @@
+// CopyEngine: construction, peer access, the copy streams, and the routes
+// of CopyTensorWindow and Prefetch: validate, classify, route, run
+// (copy_engine.h explains the routes; copy_kernels.cc launches the kernels).
 #include "runtime/copy/copy_engine.h"
 
 #include <algorithm>
@@ -5,10 +8,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "base/dlpack_codes.h"
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "runtime/copy/copy_kernels.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 
 namespace fleetjit {
 
@@ -20,83 +22,38 @@ using copy::Placement;
 using copy::PrefetchMode;
 using copy::ValidatedCopy;
 
-namespace {
-
-using dlpack::kDLCUDA;
-constexpr int kPrefetchCtasPerSm = 4;
-constexpr uint64_t kPrefetchPiece = 64 * 1024;
-
-// An fj_tensor (DLPack order) for a kernel argument: `like`'s dtype, the
-// desc's geometry at `address`. The arrays live in `shape`/`strides`.
-fj_tensor KernelTensor(const fj_tensor& like, const TensorDesc& d, uint64_t address,
-                       int64_t* shape, int64_t* strides) {
-  fj_tensor t = like;
-  t.data = reinterpret_cast<void*>(address);
-  t.byte_offset = 0;
-  t.device.device_type = kDLCUDA;  // the encoder's check; the kernel sees an address
-  for (int i = 0; i < d.rank; ++i) {
-    shape[i] = d.shape[d.rank - 1 - i];
-    strides[i] = d.stride[d.rank - 1 - i];
-  }
-  t.shape = shape;
-  t.strides = strides;
-  return t;
-}
-
-fj_arg TensorArgOf(const fj_tensor_arg* a) {
-  fj_arg arg{};
-  arg.struct_size = sizeof(arg);
-  arg.kind = FJ_ARG_TENSOR;
-  arg.v.tensor = a;
-  return arg;
-}
-
-fj_arg BytesArg(const void* p, uint32_t size) {
-  fj_arg arg{};
-  arg.struct_size = sizeof(arg);
-  arg.kind = FJ_ARG_BYTES;
-  arg.size = size;
-  arg.v.bytes = p;
-  return arg;
-}
-
-uint32_t FloorPow2(uint32_t v) {
-  uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
-
-}  // namespace
-
-// ----------------------------------------------------------- the accessor
-// Runtime::copy() lives here, beside what it creates (runtime.h declares it).
-CopyEngine& Runtime::copy() {
-  absl::MutexLock lock(&copy_mu_);
-  if (copy_ == nullptr) copy_ = std::make_shared<CopyEngine>(*this);
-  return *copy_;
-}
-
-CopyEngine::CopyEngine(Runtime& runtime)
-    : runtime_(runtime), api_(runtime.driver()), logger_(runtime.logger()) {}
+CopyEngine::CopyEngine(const DriverApi* api, const DeviceList& devices,
+                       copy::KernelSource& kernels, Logger logger)
+    : api_(api),
+      devices_(devices),
+      kernels_(devices, kernels),
+      logger_(std::move(logger)) {}
 
 CopyEngine::~CopyEngine() {
   if (api_ == nullptr || IsForkedChild(*api_)) return;
   absl::MutexLock lock(&mu_);
   for (auto& [device, stream] : streams_) {
-    auto dev = runtime_.device(device);
-    absl::Status status = dev.ok() ? (*dev)->MakeCurrent().status() : dev.status();
-    if (status.ok()) status = CheckCu(*api_, api_->cuStreamDestroy(stream), "cuStreamDestroy");
+    auto dev = devices_.at(device);
+    absl::Status status =
+        dev.ok() ? (*dev)->MakeCurrent().status() : dev.status();
+    if (status.ok())
+      status = CheckCu(*api_, api_->cuStreamDestroy(stream), "cuStreamDestroy");
     if (!status.ok()) {
       logger_.Log(LogLevel::kWarn,
-                  absl::StrCat("fj_copy: GPU ", device, "'s copy stream is left to the driver: ",
+                  absl::StrCat("fj_copy: GPU ", device,
+                               "'s copy stream is left to the driver: ",
                                status.message()));
     }
   }
 }
 
-void CopyEngine::Note(absl::string_view message) { Log(LogLevel::kInfo, message); }
+void CopyEngine::Note(absl::string_view message) {
+  Log(LogLevel::kInfo, message);
+}
 
-void CopyEngine::Warn(absl::string_view message) { Log(LogLevel::kWarn, message); }
+void CopyEngine::Warn(absl::string_view message) {
+  Log(LogLevel::kWarn, message);
+}
 
 void CopyEngine::Log(LogLevel level, absl::string_view message) {
   Logger logger;
@@ -111,7 +68,7 @@ CopyEngine::Counters CopyEngine::counters() const {
   Counters c;
   c.driver = n_driver_.load();
   c.driver_peer = n_driver_peer_.load();
-  c.kernel = n_kernel_.load();
+  c.kernel = kernels_.copies_launched();
   c.staged = n_staged_.load();
   c.prefetch_local = n_prefetch_local_.load();
   c.prefetch_warm_owner = n_prefetch_warm_.load();
@@ -120,13 +77,14 @@ CopyEngine::Counters CopyEngine::counters() const {
 }
 
 absl::Status CopyEngine::CheckDriver() const {
-  if (api_ == nullptr || runtime_.device_count() == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "no CUDA device: ", runtime_.driver_status().message()));
+  if (api_ == nullptr || devices_.count() == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("no CUDA device: ", devices_.driver_status().message()));
   }
   if (IsForkedChild(*api_)) {
     return absl::FailedPreconditionError(
-        "CUDA was initialised by the parent process; a fork() child cannot use it");
+        "CUDA was initialised by the parent process; a fork() child cannot use "
+        "it");
   }
   return absl::OkStatus();
 }
@@ -135,8 +93,8 @@ absl::Status CopyEngine::CheckDriver() const {
 
 absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
   FJ_RETURN_IF_ERROR(CheckDriver(), "querying peer access");
-  FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader), "querying peer access");
-  FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner), "querying peer access");
+  FJ_ASSIGN_OR_RETURN(Device * r, devices_.at(reader), "querying peer access");
+  FJ_ASSIGN_OR_RETURN(Device * o, devices_.at(owner), "querying peer access");
   if (reader == owner) return true;
   {
     absl::MutexLock lock(&mu_);
@@ -145,7 +103,8 @@ absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
   }
   int can = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_, api_->cuDeviceCanAccessPeer(&can, r->handle(), o->handle()),
+      CheckCu(*api_,
+              api_->cuDeviceCanAccessPeer(&can, r->handle(), o->handle()),
               "cuDeviceCanAccessPeer"),
       absl::StrCat("GPU ", reader, " -> GPU ", owner));
   absl::MutexLock lock(&mu_);
@@ -154,16 +113,18 @@ absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
 }
 
 absl::Status CopyEngine::EnablePeer(int reader, int owner) {
-  FJ_ASSIGN_OR_RETURN(bool can, CanAccessPeer(reader, owner), "enabling peer access");
+  FJ_ASSIGN_OR_RETURN(bool can, CanAccessPeer(reader, owner),
+                      "enabling peer access");
   if (reader == owner) return absl::OkStatus();
   if (!can) {
     return absl::FailedPreconditionError(absl::StrCat(
         "GPU ", reader, " has no P2P path to GPU ", owner,
         "; copies between them are staged through pinned host memory"));
   }
-  FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner), "");
-  FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader), "");
-  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(), "enabling peer access");
+  FJ_ASSIGN_OR_RETURN(Device * o, devices_.at(owner), "");
+  FJ_ASSIGN_OR_RETURN(Device * r, devices_.at(reader), "");
+  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(),
+                      "enabling peer access");
   FJ_RETURN_IF_ERROR(r->MakeCurrent().status(), "enabling peer access");
   CUresult result = api_->cuCtxEnablePeerAccess(owner_ctx, 0);
   if (result != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
@@ -177,10 +138,11 @@ absl::Status CopyEngine::EnablePeer(int reader, int owner) {
 
 absl::Status CopyEngine::DisablePeer(int reader, int owner) {
   FJ_RETURN_IF_ERROR(CheckDriver(), "disabling peer access");
-  FJ_ASSIGN_OR_RETURN(Device * o, runtime_.device(owner), "disabling peer access");
-  FJ_ASSIGN_OR_RETURN(Device * r, runtime_.device(reader), "disabling peer access");
+  FJ_ASSIGN_OR_RETURN(Device * o, devices_.at(owner), "disabling peer access");
+  FJ_ASSIGN_OR_RETURN(Device * r, devices_.at(reader), "disabling peer access");
   if (reader == owner) return absl::OkStatus();
-  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(), "disabling peer access");
+  FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(),
+                      "disabling peer access");
   FJ_RETURN_IF_ERROR(r->MakeCurrent().status(), "disabling peer access");
   CUresult result = api_->cuCtxDisablePeerAccess(owner_ctx);
   if (result != CUDA_ERROR_PEER_ACCESS_NOT_ENABLED) {
@@ -212,162 +174,328 @@ copy::PeerState CopyEngine::Peers() {
   return peers;
 }
 
-// ------------------------------------------------------- kernels, streams
-
-absl::StatusOr<LoadedKernel*> CopyEngine::Kernel(int device, jit::CopyImpl impl,
-                                                 int elem_bytes, int rank) {
-  const auto key = std::make_tuple(device, static_cast<int>(impl), elem_bytes, rank);
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = kernels_.find(key);
-    if (it != kernels_.end()) return it->second;
-  }
-  // Built outside the lock: Runtime::Build is thread-safe and compiles a
-  // key once; a racing thread gets the same LoadedKernel.
-  absl::StatusOr<BuildSpec> spec = rank == 0 ? copy::PrefetchBuild(device, impl)
-                                             : copy::TileCopyBuild(elem_bytes, rank, device, impl);
-  if (!spec.ok()) return spec.status();
-  FJ_ASSIGN_OR_RETURN(ModuleRecord record, runtime_.Build(*spec), "building the copy kernel");
-  FJ_ASSIGN_OR_RETURN(
-      LoadedKernel * k,
-      runtime_.GetKernel(record, rank == 0 ? copy::kPrefetchKernel : copy::kTileCopyKernel,
-                         device),
-      "loading the copy kernel");
-  absl::MutexLock lock(&mu_);
-  kernels_[key] = k;
-  return k;
-}
-
 absl::StatusOr<CUstream> CopyEngine::OwnStream(int device) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, runtime_.device(device), "");
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device), "");
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
   absl::MutexLock lock(&mu_);
   auto it = streams_.find(device);
   if (it != streams_.end()) return it->second;
   CUstream s = nullptr;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_, api_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate"),
+      CheckCu(*api_, api_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
+              "cuStreamCreate"),
       absl::StrCat("creating the copy stream of GPU ", device));
   streams_[device] = s;
   return s;
 }
 
-absl::Status CopyEngine::LaunchCopyKernel(const CopySpec& spec, const ValidatedCopy& v,
-                                          uint64_t src_address, bool host_operand,
-                                          int device, CUstream stream) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, runtime_.device(device), "");
-  const DeviceFacts& f = dev->facts();
+namespace {
 
-  // The implementation: the caller's, else the device's plan.
-  jit::CopyImpl impl;
-  if (v.impl.has_value()) {
-    impl = *v.impl;
-  } else {
-    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device), "");
-    impl = plan.impl;
-  }
-
-  // The kernel's tensors: src whole (the window is a coordinate offset),
-  // dst whole, both tiled by the same box. promise_in_bounds is read with
-  // zero fill: the window is in bounds (checked), but a tile's box may
-  // overhang it and must not read outside src.
-  int64_t s_shape[5], s_strides[5], d_shape[5], d_strides[5];
-  fj_tensor src_t = KernelTensor(*spec.src, v.src, src_address, s_shape, s_strides);
-  fj_tensor dst_t = KernelTensor(*spec.dst, v.dst, v.dst.address, d_shape, d_strides);
-  fj_tensor_arg src_a{}, dst_a{};
-  src_a.struct_size = dst_a.struct_size = sizeof(fj_tensor_arg);
-  src_a.tensor = &src_t;
-  dst_a.tensor = &dst_t;
-  src_a.oob = v.oob == fj::oob_nan ? FJ_OOB_NAN : FJ_OOB_ZEROS;
-  // dst is only stored to (stores clip at its edges in every mode); its
-  // tiles may run past it, which PROMISE_IN_BOUNDS refuses (DescribeTensor).
-  dst_a.oob = FJ_OOB_ZEROS;
-  copy::TileShape tiles;
-  auto tile_for = [&](jit::CopyImpl i) {
-    const copy::CopyLaunchShape shape = copy::CopyShapeFor(i);
-    const uint32_t budget = static_cast<uint32_t>(
-        std::max(1024, (f.shared_per_block_optin - 256) / copy::kCopyStages));
-    tiles = copy::ChooseTiles(v.dst, v.gather.has_value(), shape.max_row_bytes,
-                              FloorPow2(std::min(shape.max_tile_bytes, budget)));
-    for (int d = 0; d < v.dst.rank; ++d) {
-      src_a.box[d] = dst_a.box[d] = static_cast<uint32_t>(tiles.box[v.dst.rank - 1 - d]);
-    }
-  };
-  tile_for(impl);
-
-  // tma needs a tensor map for both tensors to be worth it, and device
-  // memory; otherwise cp.async, with its own tiles.
-  if (impl == jit::CopyImpl::kTma) {
-    FJ_ASSIGN_OR_RETURN(TensorDesc sd, DescribeTensor(&src_a, 0), "copy kernel src");
-    FJ_ASSIGN_OR_RETURN(TensorDesc dd, DescribeTensor(&dst_a, 1), "copy kernel dst");
-    // A gathered row outside src is a box wholly outside the tensor. On the
-    // H200 such a TMA load under the NaN fill mode did not produce the NaN
-    // fill (CopyGpuTest.PagedGatherWithBadIndicesFills, 2026-11-30), so NaN
-    // gathers take cp.async, whose fill is the layer's own.
-    const bool nan_gather = v.gather.has_value() && v.oob == fj::oob_nan;
-    if (host_operand || nan_gather || !TmaRejection(sd).empty() ||
-        !TmaRejection(dd).empty()) {
-      impl = jit::CopyImpl::kCpAsync;
-      tile_for(impl);
+// Pinned host memory for staging, freed on every path out.
+class HostStage {
+ public:
+  HostStage(const DriverApi& api, CopyEngine& engine)
+      : api_(api), engine_(engine) {}
+  ~HostStage() {
+    if (ptr_ == nullptr) return;
+    const absl::Status freed =
+        CheckCu(api_, api_.cuMemFreeHost(ptr_), "cuMemFreeHost");
+    if (!freed.ok()) {
+      engine_.Warn(absl::StrCat(
+          "the host staging buffer is left to the driver: ", freed.message()));
     }
   }
-  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, impl, v.dst.elem_bytes, v.dst.rank),
-                      "");
-
-  copy::CopyKernelArgs a{};
-  for (int d = 0; d < 5; ++d) {
-    a.tiles[d] = tiles.tiles[d];
-    a.start[d] = static_cast<int32_t>(d < v.dst.rank ? v.start[d] : 0);
+  absl::Status Allocate(uint64_t bytes) {
+    return CheckCu(
+        api_,
+        api_.cuMemHostAlloc(
+            &ptr_, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+        "cuMemHostAlloc");
   }
-  a.total = tiles.total;
+  uint64_t address() const { return reinterpret_cast<uint64_t>(ptr_); }
+
+ private:
+  const DriverApi& api_;
+  CopyEngine& engine_;
+  void* ptr_ = nullptr;
+};
+
+}  // namespace
+
+absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
+  // 1. Everything the caller's structs alone can refuse, before any driver
+  // call.
+  FJ_ASSIGN_OR_RETURN(ValidatedCopy v, copy::ValidateCopy(spec), "fj_copy");
+  FJ_RETURN_IF_ERROR(CheckDriver(), "fj_copy");
+  if (stream.device >= devices_.count()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fj_copy: stream GPU ", stream.device));
+  }
+  if (v.elements == 0) return absl::OkStatus();
+
+  // 2. Where each operand lives (any context will do for the query).
+  FJ_ASSIGN_OR_RETURN(Device * any, devices_.at(std::max(stream.device, 0)),
+                      "fj_copy");
+  FJ_RETURN_IF_ERROR(any->MakeCurrent().status(), "fj_copy");
+  FJ_ASSIGN_OR_RETURN(Placement src,
+                      copy::ClassifyAddress(*api_, v.src_span.lo),
+                      "fj_copy: src");
+  FJ_ASSIGN_OR_RETURN(Placement dst,
+                      copy::ClassifyAddress(*api_, v.dst_span.lo),
+                      "fj_copy: dst");
+  Placement index;
   if (v.gather.has_value()) {
-    a.index_bytes = v.gather->elem_bytes;
-    a.index = v.gather->address;
-    a.index_stride = v.gather->stride;
+    FJ_ASSIGN_OR_RETURN(index, copy::ClassifyAddress(*api_, v.gather->span.lo),
+                        "fj_copy: index");
   }
-  a.src_rows = v.src.shape[v.src.rank - 1];
-  const fj_arg args[3] = {TensorArgOf(&src_a), TensorArgOf(&dst_a),
-                          BytesArg(&a, sizeof(a))};
-  fj_launch_config cfg{};
-  cfg.struct_size = sizeof(cfg);
-  const copy::CopyLaunchShape shape = copy::CopyShapeFor(impl);
-  cfg.grid[0] = static_cast<uint32_t>(
-      std::min<int64_t>(tiles.total, int64_t{shape.ctas_per_sm} * std::max(1, f.sm_count)));
-  cfg.block[0] = static_cast<uint32_t>(shape.threads);
-  cfg.shared_bytes = copy::kCopyStages * tiles.tile_bytes + 128;
-  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
-  FJ_RETURN_IF_ERROR(Launch(*k, cfg, stream, args, 3, sizeof(fj_arg)), "");
-  dev->NoteLaunch(&k->display_name);
-  n_kernel_.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
+  // 3. The route.
+  FJ_ASSIGN_OR_RETURN(
+      CopyRoute route,
+      copy::PlanCopyRoute(v, src, dst, v.gather.has_value() ? &index : nullptr,
+                          stream.device, devices_.count(), spec.force_kernel,
+                          Peers()),
+      "fj_copy");
+  if (!route.note.empty()) Note(route.note);
+
+  // 4. Run it.
+  FJ_ASSIGN_OR_RETURN(Device * exec, devices_.at(route.exec_device), "fj_copy");
+  const uint64_t src_at = copy::WindowView(v).address;
+  switch (route.path) {
+    case CopyPath::kNothing:
+      return absl::OkStatus();
+    case CopyPath::kDriver: {
+      FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
+      FJ_RETURN_IF_ERROR(CheckCu(*api_,
+                                 api_->cuMemcpyAsync(v.dst.address, src_at,
+                                                     v.bytes(), stream.stream),
+                                 "cuMemcpyAsync"),
+                         absl::StrCat("fj_copy of ", v.bytes(), " bytes"));
+      n_driver_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    case CopyPath::kDriverPeer: {
+      FJ_ASSIGN_OR_RETURN(Device * s, devices_.at(src.device), "fj_copy");
+      FJ_ASSIGN_OR_RETURN(Device * d, devices_.at(dst.device), "fj_copy");
+      FJ_ASSIGN_OR_RETURN(CUcontext src_ctx, s->MakeCurrent(), "fj_copy");
+      FJ_ASSIGN_OR_RETURN(CUcontext dst_ctx, d->MakeCurrent(), "fj_copy");
+      FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*api_,
+                  api_->cuMemcpyPeerAsync(v.dst.address, dst_ctx, src_at,
+                                          src_ctx, v.bytes(), stream.stream),
+                  "cuMemcpyPeerAsync"),
+          absl::StrCat("fj_copy of ", v.bytes(), " bytes from GPU ", src.device,
+                       " to GPU ", dst.device));
+      n_driver_peer_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    case CopyPath::kKernel:
+      return Annotate(RunKernelRoute(spec, v, route, src, dst, stream),
+                      "fj_copy");
+  }
+  return absl::InternalError("fj_copy: unknown route");
 }
 
-absl::Status CopyEngine::LaunchPrefetchKernel(const copy::PrefetchRows& rows, int device,
-                                              CUstream stream) {
-  if (rows.row_bytes == 0 || rows.rows() == 0) return absl::OkStatus();
-  FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device), "");
-  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, plan.impl, 1, 0), "");
-  FJ_ASSIGN_OR_RETURN(Device * dev, runtime_.device(device), "");
-  copy::PrefetchKernelArgs a{};
-  a.base = rows.base;
-  a.row_bytes = rows.row_bytes;
-  for (int i = 0; i < 4; ++i) {
-    a.count[i] = std::max<int64_t>(rows.count[i], 1);
-    a.stride[i] = rows.stride[i];
+absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
+                                        const ValidatedCopy& v,
+                                        const CopyRoute& route,
+                                        const Placement& src,
+                                        const Placement& dst, Stream stream) {
+  FJ_ASSIGN_OR_RETURN(Device * exec, devices_.at(route.exec_device), "");
+  const bool host_operand = src.kind != MemoryKind::kDevice ||
+                            dst.kind != MemoryKind::kDevice || route.stage_src;
+  if (!route.synchronous) {
+    return kernels_.LaunchCopy(spec, v, v.src.address, host_operand,
+                               route.exec_device, stream.stream);
   }
-  a.piece = kPrefetchPiece;
-  a.pieces_per_row = static_cast<int64_t>((rows.row_bytes + kPrefetchPiece - 1) / kPrefetchPiece);
-  a.total = a.pieces_per_row * rows.rows();
-  const fj_arg args[1] = {BytesArg(&a, sizeof(a))};
-  fj_launch_config cfg{};
-  cfg.struct_size = sizeof(cfg);
-  cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
-      a.total, int64_t{kPrefetchCtasPerSm} * std::max(1, dev->facts().sm_count)));
-  cfg.block[0] = 128;
-  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
-  FJ_RETURN_IF_ERROR(Launch(*k, cfg, stream, args, 1, sizeof(fj_arg)), "");
-  dev->NoteLaunch(&k->display_name);
-  return absl::OkStatus();
+  // Synchronous: after the caller's earlier work, on the executing GPU's
+  // stream, finished before returning.
+  if (stream.device >= 0) {
+    FJ_ASSIGN_OR_RETURN(Device * caller, devices_.at(stream.device), "");
+    FJ_RETURN_IF_ERROR(caller->MakeCurrent().status(), "");
+    FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuStreamSynchronize(stream.stream),
+                               "cuStreamSynchronize"),
+                       "waiting for the caller's stream before a staged copy");
+  }
+  CUstream run = stream.stream;
+  if (stream.device != route.exec_device) {
+    FJ_ASSIGN_OR_RETURN(run, OwnStream(route.exec_device), "");
+  }
+  HostStage stage(*api_, *this);
+  uint64_t src_address = v.src.address;
+  if (route.stage_src) {
+    // src's bytes, as they are now, into pinned memory the kernel reads.
+    FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(src.device), "");
+    FJ_RETURN_IF_ERROR(owner->MakeCurrent().status(), "");
+    FJ_RETURN_IF_ERROR(stage.Allocate(v.src_span.size()),
+                       absl::StrCat("staging ", v.src_span.size(), " bytes"));
+    FJ_RETURN_IF_ERROR(
+        CheckCu(*api_,
+                api_->cuMemcpyDtoH(reinterpret_cast<void*>(stage.address()),
+                                   v.src_span.lo, v.src_span.size()),
+                "cuMemcpyDtoH"),
+        absl::StrCat("staging src from GPU ", src.device));
+    src_address = stage.address() + (v.src.address - v.src_span.lo);
+    n_staged_.fetch_add(1, std::memory_order_relaxed);
+  }
+  FJ_RETURN_IF_ERROR(kernels_.LaunchCopy(spec, v, src_address, host_operand,
+                                         route.exec_device, run),
+                     "");
+  FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "");
+  return CheckStickyError(*exec, *api_, api_->cuStreamSynchronize(run),
+                          "staged copy: cuStreamSynchronize");
+}
+
+absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec,
+                                  Stream stream) {
+  FJ_ASSIGN_OR_RETURN(copy::ValidatedPrefetch v, copy::ValidatePrefetch(spec),
+                      "fj_prefetch");
+  FJ_RETURN_IF_ERROR(CheckDriver(), "fj_prefetch");
+  if (stream.device >= devices_.count() ||
+      v.reader_device >= devices_.count()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fj_prefetch: GPU ", std::max(stream.device, v.reader_device),
+        " does not exist"));
+  }
+  if (v.bytes() == 0) return absl::OkStatus();
+  FJ_ASSIGN_OR_RETURN(Device * any, devices_.at(std::max(stream.device, 0)),
+                      "fj_prefetch");
+  FJ_RETURN_IF_ERROR(any->MakeCurrent().status(), "fj_prefetch");
+  FJ_ASSIGN_OR_RETURN(Placement data,
+                      copy::ClassifyAddress(*api_, v.rows.span.lo),
+                      "fj_prefetch");
+  Placement stage;
+  if (v.stage_address != 0) {
+    FJ_ASSIGN_OR_RETURN(stage, copy::ClassifyAddress(*api_, v.stage_address),
+                        "fj_prefetch");
+  }
+  FJ_ASSIGN_OR_RETURN(copy::PrefetchRoute route,
+                      copy::PlanPrefetchRoute(v, data, &stage, stream.device),
+                      "fj_prefetch");
+  // The caller's stream, or the reader's legacy default stream.
+  FJ_ASSIGN_OR_RETURN(Device * reader, devices_.at(route.reader),
+                      "fj_prefetch");
+
+  switch (route.mode) {
+    case PrefetchMode::kLocalL2:
+      FJ_RETURN_IF_ERROR(
+          kernels_.LaunchPrefetch(v.rows, route.reader, stream.stream),
+          "fj_prefetch");
+      n_prefetch_local_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    case PrefetchMode::kWarmOwnerL2: {
+      if (route.owner == route.reader) {
+        FJ_RETURN_IF_ERROR(
+            kernels_.LaunchPrefetch(v.rows, route.reader, stream.stream),
+            "fj_prefetch");
+        n_prefetch_warm_.fetch_add(1, std::memory_order_relaxed);
+        return absl::OkStatus();
+      }
+      // On the owner's stream, between the caller's earlier and later work.
+      FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(route.owner),
+                          "fj_prefetch");
+      FJ_ASSIGN_OR_RETURN(CUstream owner_stream, OwnStream(route.owner),
+                          "fj_prefetch");
+      CUevent before = nullptr, after = nullptr;
+      FJ_RETURN_IF_ERROR(reader->MakeCurrent().status(), "fj_prefetch");
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*api_, api_->cuEventCreate(&before, CU_EVENT_DISABLE_TIMING),
+                  "cuEventCreate"),
+          "fj_prefetch");
+      absl::Status status = CheckCu(
+          *api_, api_->cuEventRecord(before, stream.stream), "cuEventRecord");
+      if (status.ok()) status = owner->MakeCurrent().status();
+      if (status.ok()) {
+        status =
+            CheckCu(*api_, api_->cuStreamWaitEvent(owner_stream, before, 0),
+                    "cuStreamWaitEvent");
+      }
+      if (status.ok())
+        status = kernels_.LaunchPrefetch(v.rows, route.owner, owner_stream);
+      if (status.ok()) {
+        status =
+            CheckCu(*api_, api_->cuEventCreate(&after, CU_EVENT_DISABLE_TIMING),
+                    "cuEventCreate");
+      }
+      if (status.ok()) {
+        status = CheckCu(*api_, api_->cuEventRecord(after, owner_stream),
+                         "cuEventRecord");
+      }
+      if (status.ok()) status = reader->MakeCurrent().status();
+      if (status.ok()) {
+        status =
+            CheckCu(*api_, api_->cuStreamWaitEvent(stream.stream, after, 0),
+                    "cuStreamWaitEvent");
+      }
+      // Destroying a recorded event is fine: the driver frees it once done.
+      for (CUevent event : {before, after}) {
+        if (event == nullptr) continue;
+        const absl::Status destroyed =
+            CheckCu(*api_, api_->cuEventDestroy(event), "cuEventDestroy");
+        if (!destroyed.ok()) {
+          Warn(absl::StrCat("fj_prefetch: an event is left to the driver: ",
+                            destroyed.message()));
+        }
+      }
+      FJ_RETURN_IF_ERROR(status,
+                         absl::StrCat("fj_prefetch: warming GPU ", route.owner,
+                                      "'s L2 for GPU ", route.reader));
+      n_prefetch_warm_.fetch_add(1, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    case PrefetchMode::kStageLocal: {
+      n_prefetch_stage_.fetch_add(1, std::memory_order_relaxed);
+      if (v.tile.has_value()) {
+        // The tile, densely, into the stage buffer: an fj_copy.
+        int64_t shape[5], dense[5], strides[5];
+        const TensorDesc& t = *v.tile;
+        fj_tensor src_t = *spec.tensor;
+        src_t.data = reinterpret_cast<void*>(t.address);
+        src_t.byte_offset = 0;
+        for (int i = 0; i < t.rank; ++i) {
+          shape[i] = t.shape[t.rank - 1 - i];
+          strides[i] = t.stride[t.rank - 1 - i];
+        }
+        src_t.shape = shape;
+        src_t.strides = strides;
+        fj_tensor dst_t = src_t;
+        dst_t.data = reinterpret_cast<void*>(v.stage_address);
+        dst_t.device = fj_dl_device{2, route.reader};
+        std::copy(shape, shape + t.rank, dense);
+        dst_t.shape = dense;
+        dst_t.strides = nullptr;
+        CopySpec c;
+        c.src = &src_t;
+        c.dst = &dst_t;
+        return Annotate(
+            CopyTensorWindow(c, Stream{route.reader, stream.stream}),
+            "fj_prefetch (stage_local)");
+      }
+      FJ_RETURN_IF_ERROR(reader->MakeCurrent().status(), "fj_prefetch");
+      if (route.owner >= 0 && route.owner != route.reader) {
+        FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(route.owner),
+                            "fj_prefetch");
+        FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, owner->MakeCurrent(),
+                            "fj_prefetch");
+        FJ_ASSIGN_OR_RETURN(CUcontext reader_ctx, reader->MakeCurrent(),
+                            "fj_prefetch");
+        return Annotate(CheckCu(*api_,
+                                api_->cuMemcpyPeerAsync(
+                                    v.stage_address, reader_ctx, v.rows.base,
+                                    owner_ctx, v.bytes(), stream.stream),
+                                "cuMemcpyPeerAsync"),
+                        "fj_prefetch (stage_local)");
+      }
+      return Annotate(CheckCu(*api_,
+                              api_->cuMemcpyAsync(v.stage_address, v.rows.base,
+                                                  v.bytes(), stream.stream),
+                              "cuMemcpyAsync"),
+                      "fj_prefetch (stage_local)");
+    }
+    case PrefetchMode::kAuto:
+      break;
+  }
+  return absl::InternalError("fj_prefetch: unresolved mode");
 }
 
 }  // namespace fleetjit

@@ -1,14 +1,17 @@
 // CopyEngine: strided tensor copies, L2 prefetches and peer access for one
 // runtime (fj_copy, fj_prefetch, fj_peer_*). Reached through
-// Runtime::copy(); thread-safe.
+// Runtime::copy(); thread-safe. It sees the runtime through three narrow
+// interfaces the runtime hands in: the driver and the devices (DeviceList),
+// a kernel source (copy_kernels.h: a launchable kernel for an embedded
+// source on a device), and the launcher (LaunchAndNote, launch/launch.h).
 //
-// A copy is validated without the driver (copy_spec.h), its memory is
+// A copy is validated without the driver (copy_request.h), its memory is
 // classified by the driver and its route planned (placement.h), then:
 //   - dense, in-bounds copies call the driver's copy engine
 //     (cuMemcpyAsync / cuMemcpyPeerAsync): as fast as cuMemcpy, since an SM
 //     copy tops out near 0.93x of it on an H200 (docs/measurements.md);
 //   - everything else launches fj_tile_copy (kernels/tile_copy.cu), built
-//     through Runtime::Build for the executing GPU with the device's copy
+//     through the kernel source for the executing GPU with the device's copy
 //     implementation (or the runtime's override), cached like any module.
 //     Pinned host operands use cp_async instead of tma (a tensor map over
 //     PCIe-mapped host memory is not something we measured), as do tensors
@@ -17,12 +20,14 @@
 //   CopySpec spec;
 //   spec.src = &src; spec.dst = &dst; spec.oob = FJ_OOB_ZEROS;
 //   spec.start = {-1, 3};                 // outermost-first
-//   FJ_RETURN_IF_ERROR(rt.copy().Copy(spec, {0, stream}), "padding a tile");
+//   FJ_RETURN_IF_ERROR(rt.copy().CopyTensorWindow(spec, {0, stream}),
+//                      "padding a tile");
 //
 // Streams: the work is ordered on the caller's stream, whose GPU runs the
 // kernel; without one, on the legacy default stream of dst's GPU (else
 // src's). Host memory must stay live until the stream passes the copy.
-// Between GPUs with no P2P path the copy completes before Copy returns.
+// Between GPUs with no P2P path the copy completes before CopyTensorWindow
+// returns.
 #ifndef FLEETJIT_RUNTIME_COPY_COPY_ENGINE_H_
 #define FLEETJIT_RUNTIME_COPY_COPY_ENGINE_H_
 
@@ -38,10 +43,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "base/log.h"
-#include "runtime/copy/copy_spec.h"
+#include "platform/driver_api.h"
+#include "runtime/copy/copy_kernels.h"
+#include "runtime/copy/copy_request.h"
 #include "runtime/copy/placement.h"
-#include "runtime/kernel.h"
-#include "runtime/runtime.h"
+#include "runtime/device/device.h"
 
 namespace fleetjit {
 
@@ -64,14 +70,17 @@ class CopyEngine {
     uint64_t prefetch_stage = 0;
   };
 
-  explicit CopyEngine(Runtime& runtime);
+  // `api` (null without a driver), `devices` and `kernels` outlive the
+  // engine; `logger` is where its notes and warnings go.
+  CopyEngine(const DriverApi* api, const DeviceList& devices,
+             copy::KernelSource& kernels, Logger logger);
   ~CopyEngine();
   CopyEngine(const CopyEngine&) = delete;
   CopyEngine& operator=(const CopyEngine&) = delete;
 
-  // Copies spec.src's window into spec.dst (see copy_spec.h for the
+  // Copies spec.src's window into spec.dst (see copy_request.h for the
   // semantics). Every bad input is a status before anything is enqueued.
-  absl::Status Copy(const copy::CopySpec& spec, Stream stream);
+  absl::Status CopyTensorWindow(const copy::CopySpec& spec, Stream stream);
 
   // Warms L2 for a range or a tile, or stages it on the reader, per the
   // mode (placement.h: PlanPrefetchRoute). Asynchronous on the stream; a
@@ -99,15 +108,7 @@ class CopyEngine {
  private:
   absl::Status CheckDriver() const;
   copy::PeerState Peers();
-  absl::StatusOr<LoadedKernel*> Kernel(int device, jit::CopyImpl impl, int elem_bytes,
-                                       int rank);
   absl::StatusOr<CUstream> OwnStream(int device);
-  // Launches fj_tile_copy for `v` with src read at `src_address`.
-  absl::Status LaunchCopyKernel(const copy::CopySpec& spec, const copy::ValidatedCopy& v,
-                                uint64_t src_address, bool host_operand, int device,
-                                CUstream stream);
-  absl::Status LaunchPrefetchKernel(const copy::PrefetchRows& rows, int device,
-                                    CUstream stream);
   absl::Status RunKernelRoute(const copy::CopySpec& spec, const copy::ValidatedCopy& v,
                               const copy::CopyRoute& route,
                               const copy::Placement& src, const copy::Placement& dst,
@@ -116,18 +117,17 @@ class CopyEngine {
   // Both go through here: the logger copied under the lock, used outside it.
   void Log(LogLevel level, absl::string_view message);
 
-  Runtime& runtime_;
   const DriverApi* api_;
+  const DeviceList& devices_;
+  copy::CopyKernels kernels_;
 
   mutable absl::Mutex mu_;
-  // (device, impl, elem_bytes, rank); rank 0 = the prefetch kernel.
-  std::map<std::tuple<int, int, int, int>, LoadedKernel*> kernels_ ABSL_GUARDED_BY(mu_);
   std::map<int, CUstream> streams_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, bool> paths_ ABSL_GUARDED_BY(mu_);
   std::set<std::pair<int, int>> enabled_ ABSL_GUARDED_BY(mu_);
   Logger logger_ ABSL_GUARDED_BY(mu_);
 
-  std::atomic<uint64_t> n_driver_{0}, n_driver_peer_{0}, n_kernel_{0}, n_staged_{0};
+  std::atomic<uint64_t> n_driver_{0}, n_driver_peer_{0}, n_staged_{0};
   std::atomic<uint64_t> n_prefetch_local_{0}, n_prefetch_warm_{0}, n_prefetch_stage_{0};
 };
 

@@ -1,23 +1,62 @@
 #include "runtime/copy/copy_kernels.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/dlpack_codes.h"
+#include "base/status_macros.h"
+#include "runtime/launch/launch.h"
 
 namespace fleetjit::copy {
+
+namespace {
+
+using dlpack::kDLCUDA;
+constexpr int kPrefetchCtasPerSm = 4;
+constexpr uint64_t kPrefetchPiece = 64 * 1024;
+
+// An fj_tensor (DLPack order) for a kernel argument: `like`'s dtype, the
+// desc's geometry at `address`. The arrays live in `shape`/`strides`.
+fj_tensor KernelTensor(const fj_tensor& like, const TensorDesc& d,
+                       uint64_t address, int64_t* shape, int64_t* strides) {
+  fj_tensor t = like;
+  t.data = reinterpret_cast<void*>(address);
+  t.byte_offset = 0;
+  t.device.device_type =
+      kDLCUDA;  // the encoder's check; the kernel sees an address
+  for (int i = 0; i < d.rank; ++i) {
+    shape[i] = d.shape[d.rank - 1 - i];
+    strides[i] = d.stride[d.rank - 1 - i];
+  }
+  t.shape = shape;
+  t.strides = strides;
+  return t;
+}
+
+uint32_t FloorPow2(uint32_t v) {
+  uint32_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+
+}  // namespace
 
 absl::StatusOr<absl::string_view> CopyKernelSource(absl::string_view file) {
   for (size_t i = 0; i < kCopyKernelsCount; ++i) {
     if (kCopyKernels[i].path == file) return kCopyKernels[i].content;
   }
-  return absl::InternalError(absl::StrCat("copy kernel '", file, "' is not embedded"));
+  return absl::InternalError(
+      absl::StrCat("copy kernel '", file, "' is not embedded"));
 }
 
 absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
                                         std::optional<jit::CopyImpl> impl,
                                         std::optional<jit::Target> target) {
-  if (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4 && elem_bytes != 8) {
-    return absl::InvalidArgumentError(absl::StrCat("element of ", elem_bytes, " bytes"));
+  if (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4 &&
+      elem_bytes != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("element of ", elem_bytes, " bytes"));
   }
   if (rank < 1 || rank > 5) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank));
@@ -29,7 +68,8 @@ absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
   source = *found;
   spec.source = std::string(source);
   spec.name = "fleetjit/copy/tile_copy.cu";
-  spec.options = {absl::StrCat("-DFJ_EB=", elem_bytes), absl::StrCat("-DFJ_RANK=", rank),
+  spec.options = {absl::StrCat("-DFJ_EB=", elem_bytes),
+                  absl::StrCat("-DFJ_RANK=", rank),
                   absl::StrCat("-DFJ_STAGES=", kCopyStages)};
   spec.device = device;
   spec.copy_impl = impl;
@@ -37,7 +77,8 @@ absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
   return spec;
 }
 
-absl::StatusOr<BuildSpec> PrefetchBuild(int device, std::optional<jit::CopyImpl> impl,
+absl::StatusOr<BuildSpec> PrefetchBuild(int device,
+                                        std::optional<jit::CopyImpl> impl,
                                         std::optional<jit::Target> target) {
   auto found = CopyKernelSource("prefetch.cu");
   if (!found.ok()) return found.status();
@@ -48,6 +89,156 @@ absl::StatusOr<BuildSpec> PrefetchBuild(int device, std::optional<jit::CopyImpl>
   spec.copy_impl = impl;
   spec.target = target;
   return spec;
+}
+
+// ------------------------------------------------------------ launches
+
+absl::StatusOr<LoadedKernel*> CopyKernels::Kernel(int device,
+                                                  jit::CopyImpl impl,
+                                                  int elem_bytes, int rank) {
+  const auto key =
+      std::make_tuple(device, static_cast<int>(impl), elem_bytes, rank);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return it->second;
+  }
+  // Built outside the lock: the source is thread-safe and compiles a key
+  // once; a racing thread gets the same LoadedKernel.
+  absl::StatusOr<BuildSpec> spec =
+      rank == 0 ? PrefetchBuild(device, impl)
+                : TileCopyBuild(elem_bytes, rank, device, impl);
+  if (!spec.ok()) return spec.status();
+  FJ_ASSIGN_OR_RETURN(
+      LoadedKernel * k,
+      source_.KernelFor(*spec, rank == 0 ? kPrefetchKernel : kTileCopyKernel),
+      "");
+  absl::MutexLock lock(&mu_);
+  kernels_[key] = k;
+  return k;
+}
+
+absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
+                                     const ValidatedCopy& v,
+                                     uint64_t src_address, bool host_operand,
+                                     int device, CUstream stream) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device), "");
+  const DeviceFacts& f = dev->facts();
+
+  // The implementation: the caller's, else the device's plan.
+  jit::CopyImpl impl;
+  if (v.impl.has_value()) {
+    impl = *v.impl;
+  } else {
+    FJ_ASSIGN_OR_RETURN(impl, source_.DefaultImpl(device), "");
+  }
+
+  // The kernel's tensors: src whole (the window is a coordinate offset),
+  // dst whole, both tiled by the same box. promise_in_bounds is read with
+  // zero fill: the window is in bounds (checked), but a tile's box may
+  // overhang it and must not read outside src.
+  int64_t s_shape[5], s_strides[5], d_shape[5], d_strides[5];
+  fj_tensor src_t =
+      KernelTensor(*spec.src, v.src, src_address, s_shape, s_strides);
+  fj_tensor dst_t =
+      KernelTensor(*spec.dst, v.dst, v.dst.address, d_shape, d_strides);
+  fj_tensor_arg src_a{}, dst_a{};
+  src_a.struct_size = dst_a.struct_size = sizeof(fj_tensor_arg);
+  src_a.tensor = &src_t;
+  dst_a.tensor = &dst_t;
+  src_a.oob = v.oob == fj::oob_nan ? FJ_OOB_NAN : FJ_OOB_ZEROS;
+  // dst is only stored to (stores clip at its edges in every mode); its
+  // tiles may run past it, which PROMISE_IN_BOUNDS refuses (DescribeTensor).
+  dst_a.oob = FJ_OOB_ZEROS;
+  TileShape tiles;
+  auto tile_for = [&](jit::CopyImpl i) {
+    const CopyLaunchShape shape = CopyShapeFor(i);
+    const uint32_t budget = static_cast<uint32_t>(
+        std::max(1024, (f.shared_per_block_optin - 256) / kCopyStages));
+    tiles = ChooseTiles(v.dst, v.gather.has_value(), shape.max_row_bytes,
+                        FloorPow2(std::min(shape.max_tile_bytes, budget)));
+    for (int d = 0; d < v.dst.rank; ++d) {
+      src_a.box[d] = dst_a.box[d] =
+          static_cast<uint32_t>(tiles.box[v.dst.rank - 1 - d]);
+    }
+  };
+  tile_for(impl);
+
+  // tma needs a tensor map for both tensors to be worth it, and device
+  // memory; otherwise cp.async, with its own tiles.
+  if (impl == jit::CopyImpl::kTma) {
+    FJ_ASSIGN_OR_RETURN(TensorDesc sd, DescribeTensor(&src_a, 0),
+                        "copy kernel src");
+    FJ_ASSIGN_OR_RETURN(TensorDesc dd, DescribeTensor(&dst_a, 1),
+                        "copy kernel dst");
+    // A gathered row outside src is a box wholly outside the tensor. On the
+    // H200 such a TMA load under the NaN fill mode did not produce the NaN
+    // fill (CopyGpuTest.PagedGatherWithBadIndicesFills, 2026-11-30), so NaN
+    // gathers take cp.async, whose fill is the layer's own.
+    const bool nan_gather = v.gather.has_value() && v.oob == fj::oob_nan;
+    if (host_operand || nan_gather || !TmaRejection(sd).empty() ||
+        !TmaRejection(dd).empty()) {
+      impl = jit::CopyImpl::kCpAsync;
+      tile_for(impl);
+    }
+  }
+  FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
+                      Kernel(device, impl, v.dst.elem_bytes, v.dst.rank), "");
+
+  CopyKernelArgs a{};
+  for (int d = 0; d < 5; ++d) {
+    a.tiles[d] = tiles.tiles[d];
+    a.start[d] = static_cast<int32_t>(d < v.dst.rank ? v.start[d] : 0);
+  }
+  a.total = tiles.total;
+  if (v.gather.has_value()) {
+    a.index_bytes = v.gather->elem_bytes;
+    a.index = v.gather->address;
+    a.index_stride = v.gather->stride;
+  }
+  a.src_rows = v.src.shape[v.src.rank - 1];
+  const fj_arg args[3] = {WireTensorArg(&src_a), WireTensorArg(&dst_a),
+                          WireBytesArg(&a, sizeof(a))};
+  LaunchConfig cfg;
+  const CopyLaunchShape shape = CopyShapeFor(impl);
+  cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
+      tiles.total, int64_t{shape.ctas_per_sm} * std::max(1, f.sm_count)));
+  cfg.block[0] = static_cast<uint32_t>(shape.threads);
+  cfg.shared_bytes = kCopyStages * tiles.tile_bytes + 128;
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
+  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 3, sizeof(fj_arg)),
+                     "");
+  n_copies_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status CopyKernels::LaunchPrefetch(const PrefetchRows& rows, int device,
+                                         CUstream stream) {
+  if (rows.row_bytes == 0 || rows.rows() == 0) return absl::OkStatus();
+  FJ_ASSIGN_OR_RETURN(jit::CopyImpl impl, source_.DefaultImpl(device), "");
+  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, impl, 1, 0), "");
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device), "");
+  PrefetchKernelArgs a{};
+  a.base = rows.base;
+  a.row_bytes = rows.row_bytes;
+  for (int i = 0; i < 4; ++i) {
+    a.count[i] = std::max<int64_t>(rows.count[i], 1);
+    a.stride[i] = rows.stride[i];
+  }
+  a.piece = kPrefetchPiece;
+  a.pieces_per_row = static_cast<int64_t>(
+      (rows.row_bytes + kPrefetchPiece - 1) / kPrefetchPiece);
+  a.total = a.pieces_per_row * rows.rows();
+  const fj_arg args[1] = {WireBytesArg(&a, sizeof(a))};
+  LaunchConfig cfg;
+  cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
+      a.total,
+      int64_t{kPrefetchCtasPerSm} * std::max(1, dev->facts().sm_count)));
+  cfg.block[0] = 128;
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
+  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 1, sizeof(fj_arg)),
+                     "");
+  return absl::OkStatus();
 }
 
 }  // namespace fleetjit::copy

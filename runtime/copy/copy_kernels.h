@@ -1,7 +1,8 @@
 // The device kernels of fj_copy and fj_prefetch (runtime/copy/kernels/),
-// embedded in the library by cmake/embed.cmake and built through
-// Runtime::Build like any module, so they are cached in memory and on disk
-// per target and copy implementation.
+// embedded in the library by cmake/embed.cmake, built through a
+// KernelSource (the runtime's builder and loader) like any module, so they
+// are cached in memory and on disk per target and copy implementation, and
+// launched by CopyKernels.
 //
 //   tile_copy.cu  fj_tile_copy: a window of a tensor into another, tile by
 //                 tile through <fleetjit/copy.cuh> (one module per element
@@ -10,15 +11,25 @@
 #ifndef FLEETJIT_RUNTIME_COPY_COPY_KERNELS_H_
 #define FLEETJIT_RUNTIME_COPY_COPY_KERNELS_H_
 
+#include <cuda.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <tuple>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
-#include "runtime/runtime.h"
+#include "runtime/copy/copy_request.h"
+#include "runtime/device/device.h"
+#include "runtime/load/kernel.h"
+#include "runtime/load/module.h"
 
 namespace fleetjit::copy {
 
@@ -84,6 +95,57 @@ absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
 // The build of the prefetch kernel.
 absl::StatusOr<BuildSpec> PrefetchBuild(int device, std::optional<jit::CopyImpl> impl,
                                         std::optional<jit::Target> target = {});
+
+// What the copy kernels ask of the runtime that owns them (the facade
+// implements it with its builder and loader, runtime/runtime.cc).
+class KernelSource {
+ public:
+  virtual ~KernelSource() = default;
+  // A launchable kernel: `kernel` of the embedded source `spec` (one of the
+  // builds above), built like any module and loaded on spec.device. Its
+  // errors say which step failed ("building the copy kernel", "loading the
+  // copy kernel").
+  virtual absl::StatusOr<LoadedKernel*> KernelFor(const BuildSpec& spec,
+                                                  absl::string_view kernel) = 0;
+  // The copy implementation builds for `device` get when none is asked for:
+  // the device's plan under the runtime's overrides.
+  virtual absl::StatusOr<jit::CopyImpl> DefaultImpl(int device) const = 0;
+};
+
+// The copy and prefetch kernels of one runtime: each (device, impl, element
+// width, rank) built and loaded once, then launched. Thread-safe.
+class CopyKernels {
+ public:
+  // `devices` and `source` outlive this.
+  CopyKernels(const DeviceList& devices, KernelSource& source)
+      : devices_(devices), source_(source) {}
+
+  // Launches fj_tile_copy for `v` (validated from `spec`) on `device`'s
+  // `stream`, with src read at `src_address`. `host_operand`: an operand is
+  // host memory (or staged there), so tma gives way to cp_async.
+  absl::Status LaunchCopy(const CopySpec& spec, const ValidatedCopy& v,
+                          uint64_t src_address, bool host_operand, int device,
+                          CUstream stream);
+  // Launches fj_prefetch_rows over `rows` on `device`'s `stream`.
+  absl::Status LaunchPrefetch(const PrefetchRows& rows, int device,
+                              CUstream stream);
+  // fj_tile_copy launches so far.
+  uint64_t copies_launched() const {
+    return n_copies_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  absl::StatusOr<LoadedKernel*> Kernel(int device, jit::CopyImpl impl,
+                                       int elem_bytes, int rank);
+
+  const DeviceList& devices_;
+  KernelSource& source_;
+  absl::Mutex mu_;
+  // (device, impl, elem_bytes, rank); rank 0 = the prefetch kernel.
+  std::map<std::tuple<int, int, int, int>, LoadedKernel*> kernels_
+      ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> n_copies_{0};
+};
 
 }  // namespace fleetjit::copy
 

@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "platform/driver_api.h"
-#include "runtime/copy/copy_spec.h"
+#include "runtime/copy/copy_request.h"
 
 namespace fleetjit::copy {
 

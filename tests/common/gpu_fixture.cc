@@ -1,5 +1,7 @@
 #include "tests/common/gpu_fixture.h"
 
+#include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -146,7 +148,7 @@ absl::StatusOr<LoadedKernel*> LoadKernel(const KernelSpec& spec) {
   build.name_expressions = spec.name_expressions;
   build.copy_impl = spec.impl;
   build.use_cache = false;
-  auto record = g.runtime->Build(build);
+  auto record = g.runtime->BuildRecord(build);
   if (!record.ok()) return record.status();
   // The runtime generates thunks in the background after a build and
   // attaches them to loaded kernels when ready: let that finish first, so
@@ -155,7 +157,7 @@ absl::StatusOr<LoadedKernel*> LoadKernel(const KernelSpec& spec) {
   std::lock_guard<std::mutex> lock(g.mu);
   g.modules.push_back(*record);
   const ModuleRecord& kept = g.modules.back();
-  auto k = g.runtime->GetKernel(kept, spec.name, 0);
+  auto k = g.runtime->LoadKernel(kept, spec.name, 0);
   if (!k.ok()) return k.status();
   // The runtime attaches thunks at load; this build is the kernel's own
   // (uncached), so detaching it affects no other test.
@@ -187,7 +189,13 @@ void DeviceBuffer::Poison(uint8_t byte) {
 
 absl::Status LaunchArgs(LoadedKernel* k, const fj_launch_config& cfg,
                         CUstream stream, const std::vector<fj_arg>& args) {
-  return Launch(*k, cfg, stream, args.data(), args.size(), sizeof(fj_arg));
+  // The geometry of `cfg`, as the C shim converts it (capi/convert.cc).
+  LaunchConfig c;
+  std::copy(std::begin(cfg.grid), std::end(cfg.grid), c.grid);
+  std::copy(std::begin(cfg.block), std::end(cfg.block), c.block);
+  c.shared_bytes = cfg.shared_bytes;
+  std::copy(std::begin(cfg.cluster), std::end(cfg.cluster), c.cluster);
+  return Launch(*k, c, stream, args.data(), args.size(), sizeof(fj_arg));
 }
 
 absl::Status Sync(CUstream stream, absl::string_view what) {

@@ -30,8 +30,8 @@
 #include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 #include "conformance/c_abi.h"
-#include "runtime/launch.h"
-#include "runtime/launch_thunks.h"
+#include "runtime/launch/launch.h"
+#include "runtime/launch/launch_thunks.h"
 #include "runtime/runtime.h"
 #include "tests/common/seed.h"
 

@@ -98,7 +98,7 @@ TEST_F(CopyGpuTest, UnpinnedHostMemoryIsRefused) {
   CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
-  absl::Status st = rt().copy().Copy(spec, {});
+  absl::Status st = rt().copy().CopyTensorWindow(spec, {});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("not pinned"), absl::string_view::npos) << st;
 }
@@ -111,7 +111,7 @@ TEST_F(CopyGpuTest, ARangePastItsAllocationIsRefused) {
   CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
-  absl::Status st = rt().copy().Copy(spec, {});
+  absl::Status st = rt().copy().CopyTensorWindow(spec, {});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
 }
 

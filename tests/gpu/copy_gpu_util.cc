@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 
 namespace fleetjit::copy::testutil {
 
@@ -306,7 +306,7 @@ absl::Status GpuFixture::RunInto(const CopyCase& c, std::optional<jit::CopyImpl>
   spec.index = c.gather ? &ix : nullptr;
   spec.impl = impl;
   spec.force_kernel = force_kernel;
-  absl::Status st = rt().copy().Copy(spec, {exec, stream(exec)});
+  absl::Status st = rt().copy().CopyTensorWindow(spec, {exec, stream(exec)});
   Sync(exec);
   *dst_bytes = dst.Download();
   return st;
@@ -384,9 +384,9 @@ extern "C" __global__ void tiled_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2
   spec.name = "peer_tma_read.cu";
   spec.device = 0;
   spec.copy_impl = jit::CopyImpl::kTma;
-  auto record = rt.Build(spec);
+  auto record = rt.BuildRecord(spec);
   ASSERT_TRUE(record.ok()) << record.status();
-  auto k = rt.GetKernel(*record, "tiled_copy", 0);
+  auto k = rt.LoadKernel(*record, "tiled_copy", 0);
   ASSERT_TRUE(k.ok()) << k.status();
   const int64_t rows = 100, cols = 256;
   Buffer in = f.Device(1, rows * cols * 4), out = f.Device(0, rows * cols * 4);
@@ -410,8 +410,7 @@ extern "C" __global__ void tiled_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2
   }
   args[0].v.tensor = &ai;
   args[1].v.tensor = &ao;
-  fj_launch_config cfg{};
-  cfg.struct_size = sizeof(cfg);
+  LaunchConfig cfg;
   cfg.grid[0] = cols / 64;
   cfg.grid[1] = (rows + 31) / 32;
   cfg.block[0] = 128;

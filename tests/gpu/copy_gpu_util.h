@@ -1,6 +1,6 @@
 // Fixtures of the fj_copy GPU tests: a runtime shared by a suite, buffers
 // on a GPU or in pinned host memory, random copy cases and their host
-// reference (the semantics of runtime/copy/copy_spec.h, written again
+// reference (the semantics of runtime/copy/copy_request.h, written again
 // independently, element by element).
 #ifndef FLEETJIT_TESTS_GPU_COPY_GPU_UTIL_H_
 #define FLEETJIT_TESTS_GPU_COPY_GPU_UTIL_H_

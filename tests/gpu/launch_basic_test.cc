@@ -37,7 +37,7 @@ TEST(LaunchGpuSource, BuildsForSm90UnderEveryImplementationWithThunks) {
     build.target = *jit::ParseTarget("sm_90");
     build.copy_impl = impl;
     build.use_cache = false;
-    auto record = (*rt)->Build(build);
+    auto record = (*rt)->BuildRecord(build);
     if (!record.ok() && absl::StrContains(record.status().message(), "NVRTC")) {
       GTEST_SKIP() << "no NVRTC: " << record.status();
     }

@@ -117,14 +117,14 @@ TEST(LaunchGpu, TwoRuntimesAndThunksOff) {
     build.source = kLaunchSource;
     build.name = kLaunchSourceName;
     build.use_cache = false;
-    auto record = (*rt)->Build(build);
+    auto record = (*rt)->BuildRecord(build);
     ASSERT_TRUE(record.ok()) << record.status();
     // The thunk object is generated after Build returns (never with
     // thunks off); kernels loaded after that get it at load.
     EXPECT_TRUE(record->artifact->thunk_object.empty());
     (*rt)->WaitForBackgroundWork();
     EXPECT_EQ((*rt)->thunks().stats().objects_generated, thunks ? 1u : 0u);
-    auto k = (*rt)->GetKernel(*record, "axpy", 0);
+    auto k = (*rt)->LoadKernel(*record, "axpy", 0);
     ASSERT_TRUE(k.ok()) << k.status();
     EXPECT_EQ((*k)->thunk.load() != nullptr, thunks);
     ASSIGN_OR_FAIL(LoadedKernel * ours,

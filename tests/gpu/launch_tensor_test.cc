@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 #include "tests/common/gpu_fixture.h"
 
 namespace fleetjit::testing {

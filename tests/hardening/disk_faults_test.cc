@@ -193,7 +193,7 @@ void ExpectCleanAndServed(const std::string& dir,
   auto rt = NewRuntime(dir, nullptr);
   ASSERT_NE(rt, nullptr);
   for (size_t v = 0; v < images.size(); ++v) {
-    auto built = rt->Build(Spec(static_cast<int>(v)));
+    auto built = rt->BuildRecord(Spec(static_cast<int>(v)));
     ASSERT_TRUE(built.ok()) << built.status();
     EXPECT_EQ(built->artifact->image, images[v]) << "variant " << v;
   }
@@ -207,7 +207,7 @@ std::vector<std::string> BuildAll(Runtime& rt, int count = kVariants) {
   std::vector<std::string> images;
   for (int round = 0; round < 2; ++round) {
     for (int v = 0; v < count; ++v) {
-      auto built = rt.Build(Spec(v));
+      auto built = rt.BuildRecord(Spec(v));
       EXPECT_TRUE(built.ok()) << built.status();
       if (!built.ok()) return {};
       if (round == 0) images.push_back(built->artifact->image);
@@ -297,11 +297,11 @@ TEST(DiskFaultsTest, FolderDeletedMidRun) {
   auto rt = NewRuntime(cache_dir, &lines);
   ASSERT_NE(rt, nullptr);
   SKIP_WITHOUT_NVRTC(*rt);
-  auto a = rt->Build(Spec(0));
+  auto a = rt->BuildRecord(Spec(0));
   ASSERT_TRUE(a.ok()) << a.status();
   rt->WaitForBackgroundWork();
   std::filesystem::remove_all(cache_dir);
-  auto b = rt->Build(Spec(1));  // between builds: recreated, silently
+  auto b = rt->BuildRecord(Spec(1));  // between builds: recreated, silently
   ASSERT_TRUE(b.ok()) << b.status();
   rt->WaitForBackgroundWork();
   EXPECT_TRUE(std::filesystem::exists(cache_dir));
@@ -309,13 +309,13 @@ TEST(DiskFaultsTest, FolderDeletedMidRun) {
   {
     ScopedFaults faults(0, 0);
     faults.At(FileOp::kRename, [&] { std::filesystem::remove_all(cache_dir); });
-    auto c = rt->Build(Spec(2));
+    auto c = rt->BuildRecord(Spec(2));
     ASSERT_TRUE(c.ok()) << c.status();
     rt->WaitForBackgroundWork();
     EXPECT_GT(faults.total(), 0u);
   }
   EXPECT_EQ(lines.Matching(strerror(ENOENT)).size(), 1u) << lines.All();
-  auto again = rt->Build(Spec(2));  // the memory tier still has it
+  auto again = rt->BuildRecord(Spec(2));  // the memory tier still has it
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->source, CacheSource::kMemory);
   std::vector<std::string> images = {a->artifact->image, b->artifact->image,

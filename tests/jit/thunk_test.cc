@@ -364,7 +364,7 @@ TEST(ThunkRuntime, CacheHitsCarryTheThunkObjectWithoutCodegen) {
     spec.source = "#include <fleetjit/copy/tensor_param.h>\n" + source;
     spec.name = "thunk_cache.cu";
     spec.target = *ParseTarget("sm_90");
-    return rt.Build(spec);
+    return rt.BuildRecord(spec);
   };
   fleetjit::RuntimeOptions options;
   options.cache.dir = dir;

@@ -17,12 +17,12 @@
 #include "jit/artifact.h"
 #include "jit/target.h"
 #include "jit/thunk/arg_rules.h"
-#include "runtime/kernel.h"
-#include "runtime/launch.h"
-#include "runtime/launch_thunks.h"
+#include "runtime/load/kernel.h"
+#include "runtime/launch/launch.h"
+#include "runtime/launch/launch_thunks.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/runtime.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit {
 namespace {
@@ -63,7 +63,7 @@ absl::StatusOr<ModuleRecord> BuildIt(Runtime& rt, int variant = 0) {
   spec.source = absl::StrCat(kSource, "// variant ", variant, "\n");
   spec.name = "cold_build.cu";
   spec.target = *jit::ParseTarget("sm_90");
-  return rt.Build(spec);
+  return rt.BuildRecord(spec);
 }
 
 #define BUILD_OR_SKIP(var, expr)                                            \

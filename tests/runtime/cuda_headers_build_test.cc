@@ -94,7 +94,7 @@ TEST(CudaHeadersBuildTest, AFakeToolkitInCudaHomeReachesTheBuild) {
   ASSERT_FALSE(dirs.empty());
   EXPECT_EQ(dirs[0].path, toolkit.path() + "/include");
   EXPECT_EQ(dirs[0].origin, "CUDA_HOME");
-  auto built = rt->Build(Spec(R"(
+  auto built = rt->BuildRecord(Spec(R"(
 #include <fake_toolkit.h>
 extern "C" __global__ void k(int* p) { *p = FAKE_TOOLKIT_VALUE; }
 )"));
@@ -107,16 +107,16 @@ TEST(CudaHeadersBuildTest, AnEditedUserHeaderRebuildsAndAnUnchangedOneHits) {
   auto rt = NewRuntime();
   ASSERT_NE(rt, nullptr);
   SKIP_WITHOUT_NVRTC(*rt);
-  auto first = rt->Build(Spec(kUserKernel, {user.path()}));
+  auto first = rt->BuildRecord(Spec(kUserKernel, {user.path()}));
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->source, CacheSource::kCompiled);
-  auto again = rt->Build(Spec(kUserKernel, {user.path()}));
+  auto again = rt->BuildRecord(Spec(kUserKernel, {user.path()}));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->source, CacheSource::kMemory);
   EXPECT_EQ(again->key, first->key);
   // Same size, so only the content (and the time) says it changed.
   user.Write("user_config.h", "#define USER_VALUE 2\n");
-  auto edited = rt->Build(Spec(kUserKernel, {user.path()}));
+  auto edited = rt->BuildRecord(Spec(kUserKernel, {user.path()}));
   ASSERT_TRUE(edited.ok()) << edited.status();
   EXPECT_EQ(edited->source, CacheSource::kCompiled);
   EXPECT_NE(edited->key, first->key);
@@ -141,14 +141,14 @@ TEST(CudaHeadersBuildTest, SameSizeEditsBackToBackEachRebuild) {
   for (int version = 0; version < 3; ++version) {
     const int value = order[version];
     user.Write("user_config.h", absl::StrCat("#define USER_VALUE ", value, "\n"));
-    auto built = rt->Build(Spec(kUserKernel, {user.path()}));
+    auto built = rt->BuildRecord(Spec(kUserKernel, {user.path()}));
     ASSERT_TRUE(built.ok()) << built.status();
     EXPECT_EQ(built->source, CacheSource::kCompiled) << "version " << version;
     EXPECT_TRUE(keys.insert(built->key).second) << "version " << version << " reused a key";
     EXPECT_TRUE(absl::StrContains(built->artifact->ptx, absl::StrCat(" ", value, ";")))
         << "version " << version << " (" << value << ") was not built from the edited header";
     // Unchanged, it hits.
-    auto again = rt->Build(Spec(kUserKernel, {user.path()}));
+    auto again = rt->BuildRecord(Spec(kUserKernel, {user.path()}));
     ASSERT_TRUE(again.ok()) << again.status();
     EXPECT_EQ(again->source, CacheSource::kMemory);
     EXPECT_EQ(again->key, built->key);
@@ -163,9 +163,9 @@ TEST(CudaHeadersBuildTest, TheSameHeaderInAnotherFolderSharesTheKey) {
   auto rt = NewRuntime();
   ASSERT_NE(rt, nullptr);
   SKIP_WITHOUT_NVRTC(*rt);
-  auto in_a = rt->Build(Spec(kUserKernel, {a.path()}));
+  auto in_a = rt->BuildRecord(Spec(kUserKernel, {a.path()}));
   ASSERT_TRUE(in_a.ok()) << in_a.status();
-  auto in_b = rt->Build(Spec(kUserKernel, {b.path()}));
+  auto in_b = rt->BuildRecord(Spec(kUserKernel, {b.path()}));
   ASSERT_TRUE(in_b.ok()) << in_b.status();
   EXPECT_EQ(in_a->key, in_b->key);
   EXPECT_EQ(in_b->source, CacheSource::kMemory);
@@ -184,11 +184,11 @@ extern "C" __global__ void tuned(int* p) { *p = TUNING; }
   auto rt = NewRuntime();
   ASSERT_NE(rt, nullptr);
   SKIP_WITHOUT_NVRTC(*rt);
-  auto without = rt->Build(Spec(source, {user.path()}));
+  auto without = rt->BuildRecord(Spec(source, {user.path()}));
   ASSERT_TRUE(without.ok()) << without.status();
   EXPECT_EQ(without->source, CacheSource::kCompiled);
   user.Write("optional_tuning.h", "#define TUNING 9\n");
-  auto with = rt->Build(Spec(source, {user.path()}));
+  auto with = rt->BuildRecord(Spec(source, {user.path()}));
   ASSERT_TRUE(with.ok()) << with.status();
   EXPECT_EQ(with->source, CacheSource::kCompiled);
   EXPECT_NE(with->key, without->key);
@@ -205,7 +205,7 @@ extern "C" __global__ void k() {}
 )",
                         {user.path()});
   spec.options = {"-I/nonexistent/from_options"};
-  auto built = rt->Build(spec);
+  auto built = rt->BuildRecord(spec);
   ASSERT_FALSE(built.ok());
   EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(built.status().message());
@@ -241,7 +241,7 @@ TEST(CudaHeadersBuildTest, Fp16AndBf16KernelBuildsForSm90) {
   ASSERT_NE(rt, nullptr);
   SKIP_WITHOUT_NVRTC(*rt);
   auto start = std::chrono::steady_clock::now();
-  auto built = rt->Build(Spec(R"(
+  auto built = rt->BuildRecord(Spec(R"(
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 extern "C" __global__ void axpy_half(const __half* x, __nv_bfloat16* y, float a, int n) {
@@ -257,7 +257,7 @@ extern "C" __global__ void axpy_half(const __half* x, __nv_bfloat16* y, float a,
               built->artifact->compile_ms, ms);
   // A second build is a memory hit: the header scan is memoized.
   start = std::chrono::steady_clock::now();
-  auto again = rt->Build(Spec(R"(
+  auto again = rt->BuildRecord(Spec(R"(
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 extern "C" __global__ void axpy_half(const __half* x, __nv_bfloat16* y, float a, int n) {
@@ -290,7 +290,7 @@ extern "C" __global__ void block_sum(const float* in, float* out) {
 }
 )";
   auto start = std::chrono::steady_clock::now();
-  auto built = rt->Build(Spec(source));
+  auto built = rt->BuildRecord(Spec(source));
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
@@ -298,7 +298,7 @@ extern "C" __global__ void block_sum(const float* in, float* out) {
   std::printf("CUB BlockReduce kernel: compile %.0f ms, build %.0f ms\n",
               built->artifact->compile_ms, ms);
   start = std::chrono::steady_clock::now();
-  auto again = rt->Build(Spec(source));
+  auto again = rt->BuildRecord(Spec(source));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->source, CacheSource::kMemory);
   std::printf(

@@ -18,7 +18,7 @@
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 #include "tests/runtime/launch_test_util.h"
 
 namespace fleetjit {
@@ -533,12 +533,11 @@ DeviceFacts H200Facts() {
   return f;
 }
 
-fj_launch_config Config(std::initializer_list<uint32_t> grid,
-                        std::initializer_list<uint32_t> block,
-                        uint32_t shared = 0,
-                        std::initializer_list<uint32_t> cluster = {0, 0, 0}) {
-  fj_launch_config c{};
-  c.struct_size = sizeof(c);
+LaunchConfig Config(std::initializer_list<uint32_t> grid,
+                    std::initializer_list<uint32_t> block,
+                    uint32_t shared = 0,
+                    std::initializer_list<uint32_t> cluster = {0, 0, 0}) {
+  LaunchConfig c;
   std::copy(grid.begin(), grid.end(), c.grid);
   std::copy(block.begin(), block.end(), c.block);
   std::copy(cluster.begin(), cluster.end(), c.cluster);
@@ -572,7 +571,7 @@ TEST(LaunchConfig, NormalisesAndAcceptsValidConfigs) {
 TEST(LaunchConfig, RejectsWhatTheDeviceCannotRun) {
   struct Case {
     const char* name;
-    fj_launch_config cfg;
+    LaunchConfig cfg;
     DeviceFacts facts;
     int kernel_max_threads;
     int static_shared;
@@ -631,7 +630,7 @@ TEST(LaunchConfig, StickyErrors) {
 
 TEST(LaunchConfig, AnUnloadedKernelIsAStatus) {
   LoadedKernel k;
-  fj_launch_config cfg = Config({1, 1, 1}, {1, 1, 1});
+  LaunchConfig cfg = Config({1, 1, 1}, {1, 1, 1});
   absl::Status s = Launch(k, cfg, nullptr, nullptr, 0, 0);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
 }

@@ -1,6 +1,6 @@
 // Tensor arguments: validation, dimension order, strides, TMA decisions,
 // tensor map encoding (with a fake cuTensorMapEncodeTiled) and reuse.
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 #include <gtest/gtest.h>
 

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   spec.name = "saxpy.cu";
   spec.target = *jit::ParseTarget("sm_90");
   spec.output = BuildSpec::Output::kCubin;
-  absl::StatusOr<ModuleRecord> record = (*rt)->Build(spec);
+  absl::StatusOr<ModuleRecord> record = (*rt)->BuildRecord(spec);
   if (!record.ok()) {
     std::cerr << record.status() << "\n";
     return 1;

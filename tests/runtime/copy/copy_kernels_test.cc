@@ -10,7 +10,7 @@
 #include "jit/nvrtc_build.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/copy/copy_kernels.h"
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 
 namespace fleetjit::copy {
 namespace {

@@ -1,11 +1,11 @@
-#include "runtime/module_loader.h"
+#include "runtime/load/module_loader.h"
 
 #include <climits>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "jit/param_layout.h"
-#include "runtime/param_relayout.h"
+#include "runtime/load/param_relayout.h"
 
 namespace fleetjit {
 
@@ -66,7 +66,7 @@ std::vector<LoadedKernel*> ModuleLoader::ThunkableKernels(const std::string& rec
   return kernels;
 }
 
-absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::GetKernel(const ModuleRecord& module,
+absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::LoadKernel(const ModuleRecord& module,
                                                            absl::string_view name,
                                                            int ordinal) {
   Shard& shard = *shards_[ThisThreadShard()];

@@ -1,4 +1,4 @@
-#include "runtime/build_pool.h"
+#include "runtime/build/build_pool.h"
 
 #include <algorithm>
 #include <new>

@@ -5,8 +5,8 @@
 // A copy that reports a sticky driver error (a kernel's fault surfacing at
 // the copy: the CUresult table, platform/cu_errors.h) poisons the device it
 // ran on; later calls on that device then fail fast.
-#ifndef FLEETJIT_RUNTIME_MEMORY_H_
-#define FLEETJIT_RUNTIME_MEMORY_H_
+#ifndef FLEETJIT_RUNTIME_DEVICE_MEMORY_H_
+#define FLEETJIT_RUNTIME_DEVICE_MEMORY_H_
 
 #include <cuda.h>
 
@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "platform/driver_api.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 
 namespace fleetjit {
 
@@ -69,4 +69,4 @@ class DeviceMemory {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_MEMORY_H_
+#endif  // FLEETJIT_RUNTIME_DEVICE_MEMORY_H_

@@ -1,4 +1,4 @@
-#include "runtime/module_builder.h"
+#include "runtime/build/module_builder.h"
 
 #include <chrono>
 
@@ -13,8 +13,8 @@
 #include "platform/cuda_headers.h"
 #include "platform/nvrtc_locate.h"
 #include "runtime/cache/published_compiler.h"
-#include "runtime/module_loader.h"
-#include "runtime/param_relayout.h"
+#include "runtime/load/module_loader.h"
+#include "runtime/load/param_relayout.h"
 
 namespace fleetjit {
 namespace {
@@ -93,7 +93,7 @@ const std::vector<jit::IncludeDir>& ModuleBuilder::cuda_include_dirs() {
   return cuda_dirs_;
 }
 
-absl::StatusOr<ModuleRecord> ModuleBuilder::Build(const BuildSpec& spec) {
+absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
   // exit() waits for the build (NVRTC, the driver's module loads, the disk
   // cache) before any library's exit handlers run (base/exit_gate.h).
   FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("building"),
@@ -288,7 +288,7 @@ void ModuleBuilder::RunFollowUp(const std::optional<CacheKey>& key,
                                         " not generated (launches stay generic): ",
                                         generated.message()));
     }
-    // 2. Attach it to the kernels loaded meanwhile. GetKernel inserts a
+    // 2. Attach it to the kernels loaded meanwhile. LoadKernel inserts a
     // kernel before it reads the job's state, and we mark the job done
     // before we list the kernels: each kernel is seen by one side or both
     // (Attach is idempotent).

@@ -3,8 +3,8 @@
 // use), and runs the thunk pipeline: after a cold build, the background
 // worker generates the launch thunk object, attaches it to the kernels
 // loaded meanwhile and publishes the artifact to the disk cache.
-#ifndef FLEETJIT_RUNTIME_MODULE_BUILDER_H_
-#define FLEETJIT_RUNTIME_MODULE_BUILDER_H_
+#ifndef FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
+#define FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
 
 #include <memory>
 #include <optional>
@@ -22,41 +22,18 @@
 #include "jit/nvrtc_build.h"
 #include "jit/target.h"
 #include "platform/nvrtc_library.h"
-#include "runtime/background_worker.h"
+#include "runtime/build/background_worker.h"
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/config.h"
-#include "runtime/device.h"
-#include "runtime/kernel.h"
-#include "runtime/launch_thunks.h"
+#include "runtime/device/device.h"
+#include "runtime/load/kernel.h"
+#include "runtime/load/module.h"
+#include "runtime/launch/launch_thunks.h"
 
 namespace fleetjit {
 
 class ModuleLoader;
-
-// A built module: its artifact and where it came from. Loading on a device
-// goes through the runtime, which loads each image once per context.
-struct ModuleRecord {
-  std::shared_ptr<const jit::Artifact> artifact;
-  std::string key;  // cache digest, or a unique id when uncached
-  CacheSource source = CacheSource::kCompiled;
-  double build_ms = 0;
-  std::string name;
-};
-
-struct BuildSpec {
-  std::string source;
-  std::string name = "kernel.cu";
-  std::vector<std::string> options;
-  // Folders searched for #include before CUDA's (after any -I in options).
-  std::vector<std::string> include_dirs;
-  std::vector<std::string> name_expressions;
-  std::optional<jit::Target> target;  // else override, else device
-  int device = 0;
-  std::optional<jit::CopyImpl> copy_impl;  // else override, else chosen
-  enum class Output { kAuto, kCubin, kPtx } output = Output::kAuto;
-  bool use_cache = true;
-};
 
 class ModuleBuilder {
  public:
@@ -68,8 +45,8 @@ class ModuleBuilder {
   // written whole) while everything it uses still exists.
   ~ModuleBuilder();
 
-  // See Runtime::Build.
-  absl::StatusOr<ModuleRecord> Build(const BuildSpec& spec);
+  // See Runtime::BuildRecord.
+  absl::StatusOr<ModuleRecord> BuildRecord(const BuildSpec& spec);
 
   // Gives `k` (a kernel just loaded from the image of `record_key`) its
   // thunk, unless the record's thunk is still being generated (the
@@ -139,4 +116,4 @@ class ModuleBuilder {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_MODULE_BUILDER_H_
+#endif  // FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_

@@ -3,8 +3,8 @@
 // (fj_stream_wrap). Owned by the runtime's registry (registry.h), which
 // closes it when the caller destroys it or the runtime; closing a borrowed
 // stream only forgets it.
-#ifndef FLEETJIT_RUNTIME_STREAM_H_
-#define FLEETJIT_RUNTIME_STREAM_H_
+#ifndef FLEETJIT_RUNTIME_DEVICE_STREAM_H_
+#define FLEETJIT_RUNTIME_DEVICE_STREAM_H_
 
 #include <cuda.h>
 
@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "platform/driver_api.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 
 namespace fleetjit {
 
@@ -63,4 +63,4 @@ class Stream {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_STREAM_H_
+#endif  // FLEETJIT_RUNTIME_DEVICE_STREAM_H_

@@ -1,4 +1,4 @@
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>

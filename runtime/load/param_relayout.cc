@@ -1,4 +1,4 @@
-#include "runtime/param_relayout.h"
+#include "runtime/load/param_relayout.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"

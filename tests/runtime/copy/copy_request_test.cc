@@ -1,7 +1,7 @@
 // fj_copy / fj_prefetch validation on the CPU: every bad input the
 // callers' structs alone reveal is a status naming it (no driver call),
 // and the tile choice meets the copy layer's and TMA's limits.
-#include "runtime/copy/copy_spec.h"
+#include "runtime/copy/copy_request.h"
 
 #include <cstdint>
 #include <vector>

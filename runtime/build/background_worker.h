@@ -7,7 +7,7 @@
 // static objects exist, so it runs before their destructors) drops every
 // worker's queued jobs and waits for the one running, so no thread is
 // inside LLVM while the process tears LLVM down. What was dropped is only
-// lost work (see Runtime::Build). A forked child never sees the parent's
+// lost work (see Runtime::BuildRecord). A forked child never sees the parent's
 // thread: it runs its own jobs inline and drops inherited ones.
 //
 // fork() while a job runs: the child would inherit the locks the job held
@@ -23,8 +23,8 @@
 // callback) does not wait for itself. Threads that are not workers are the
 // caller's: fork() while another thread is inside a fleetjit call is not
 // supported.
-#ifndef FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
-#define FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
+#ifndef FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_
+#define FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_
 
 #include <sys/types.h>
 
@@ -80,4 +80,4 @@ class BackgroundWorker {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_BACKGROUND_WORKER_H_
+#endif  // FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_

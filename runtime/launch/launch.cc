@@ -1,4 +1,4 @@
-#include "runtime/launch.h"
+#include "runtime/launch/launch.h"
 
 #include <algorithm>
 #include <cstring>
@@ -76,7 +76,7 @@ absl::Status AllowNonPortableClusters(LoadedKernel& k) {
 }  // namespace
 
 absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
-                               int static_shared, const fj_launch_config& cfg,
+                               int static_shared, const LaunchConfig& cfg,
                                LaunchShape* out) {
   static constexpr const char* kAxis[3] = {"x", "y", "z"};
   LaunchShape s;
@@ -360,7 +360,7 @@ __attribute__((noinline)) absl::Status PackAndLaunch(
 
 }  // namespace
 
-absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
+absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg,
                     CUstream stream, const fj_arg* args, size_t num_args,
                     size_t arg_stride) {
   if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
@@ -384,6 +384,19 @@ absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
   }
   return PackAndLaunch<jit::kMaxParamBytes>(k, shape, stream, args, num_args,
                                             arg_stride);
+}
+
+absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
+                           CUstream stream, const fj_arg* args,
+                           size_t num_args, size_t arg_stride) {
+  // A launch reads the driver's status only when it fails, so a fork()
+  // child is refused here, before anything reaches the driver.
+  if (k.api != nullptr && IsForkedChild(*k.api)) {
+    return CheckCu(*k.api, CUDA_SUCCESS, "cuLaunchKernelEx");
+  }
+  FJ_RETURN_IF_ERROR(Launch(k, cfg, stream, args, num_args, arg_stride), "");
+  k.device->NoteLaunch(&k.display_name);
+  return absl::OkStatus();
 }
 
 absl::Status CheckStickyError(Device& device, const DriverApi& api,

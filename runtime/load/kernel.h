@@ -1,7 +1,7 @@
 // A kernel loaded on one device: what a launch needs, gathered once so the
 // launch path allocates nothing and takes no lock.
-#ifndef FLEETJIT_RUNTIME_KERNEL_H_
-#define FLEETJIT_RUNTIME_KERNEL_H_
+#ifndef FLEETJIT_RUNTIME_LOAD_KERNEL_H_
+#define FLEETJIT_RUNTIME_LOAD_KERNEL_H_
 
 #include <cuda.h>
 
@@ -12,7 +12,7 @@
 #include "base/log.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 #include "platform/driver_api.h"
 
 namespace fleetjit {
@@ -27,7 +27,7 @@ struct LoadedKernel {
   CUcontext context = nullptr;
   CUfunction function = nullptr;
   // The layout launches pack by: the artifact's entry, or `relaid_entry`
-  // when the driver placed the parameters elsewhere (see Runtime::GetKernel).
+  // when the driver placed the parameters elsewhere (see Runtime::LoadKernel).
   const jit::KernelEntry* entry = nullptr;
   jit::CopyImpl copy_impl = jit::CopyImpl::kSync;
   // Function attributes read at load.
@@ -41,7 +41,7 @@ struct LoadedKernel {
   std::atomic<const LaunchThunk*> thunk{nullptr};
   std::string display_name;  // "module.cu:kernel" for messages
 
-  // --- Launch path state (runtime/launch.cc) -------------------------------
+  // --- Launch path state (runtime/launch/launch.cc) -------------------------------
   // Set once the dynamic shared memory limit was raised to the device's
   // opt-in maximum (minus static shared memory).
   std::atomic<bool> dynamic_shared_raised{false};
@@ -65,4 +65,4 @@ struct LoadedKernel {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_KERNEL_H_
+#endif  // FLEETJIT_RUNTIME_LOAD_KERNEL_H_

@@ -19,8 +19,8 @@
 // call), so the C ABI's bad-input statuses are testable on any machine.
 // Where the memory lives (this GPU, a peer, pinned host) is decided later,
 // by runtime/copy/placement.h.
-#ifndef FLEETJIT_RUNTIME_COPY_COPY_SPEC_H_
-#define FLEETJIT_RUNTIME_COPY_COPY_SPEC_H_
+#ifndef FLEETJIT_RUNTIME_COPY_COPY_REQUEST_H_
+#define FLEETJIT_RUNTIME_COPY_COPY_REQUEST_H_
 
 #include <array>
 #include <cstdint>
@@ -28,9 +28,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/launch/tensor_encoder.h"
+#include "runtime/launch/wire.h"
 
 namespace fleetjit::copy {
 
@@ -40,7 +40,9 @@ struct CopySpec {
   // Window start in src, outermost-first like shape (DLPack order); any
   // value, negative or past the end, as long as the fill mode allows it.
   std::array<int64_t, FJ_TP_MAX_RANK> start{};
-  int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS;  // fj_oob, range-checked
+  // fj_oob, range-checked (capi/convert.cc reads the C field as the int
+  // it is in memory, so any value a caller stored reaches ValidateCopy).
+  int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS;
   const fj_tensor* dst = nullptr;
   // Optional gather: a 1-D int32/int64 tensor with dst->shape[0] entries.
   const fj_tensor* index = nullptr;
@@ -97,11 +99,6 @@ struct ValidatedCopy {
 
 // Every check that needs no driver. INVALID_ARGUMENT naming the field.
 absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec);
-
-// fj_copy's descriptor as a spec, field by field (the C ABI has checked
-// its struct_size). The oob field is read as the int it is in memory, so
-// any value a caller stored reaches ValidateCopy's range check.
-CopySpec CopySpecOf(const fj_copy_desc& desc);
 
 // The bytes `t` covers: from its lowest to its highest element, inclusive
 // (negative strides included). Empty for a tensor with no elements.
@@ -183,11 +180,8 @@ struct ValidatedPrefetch {
 // Every check of a prefetch that needs no driver.
 absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec);
 
-// fj_prefetch's descriptor as a spec (mode read as an int, like oob above).
-PrefetchSpec PrefetchSpecOf(const fj_prefetch_desc& desc);
-
 const char* PrefetchModeName(PrefetchMode mode);
 
 }  // namespace fleetjit::copy
 
-#endif  // FLEETJIT_RUNTIME_COPY_COPY_SPEC_H_
+#endif  // FLEETJIT_RUNTIME_COPY_COPY_REQUEST_H_

@@ -1,7 +1,7 @@
 // A CUDA device as fleetjit sees it: its facts, its copy plan and its
 // primary context (retained lazily, released by the runtime).
-#ifndef FLEETJIT_RUNTIME_DEVICE_H_
-#define FLEETJIT_RUNTIME_DEVICE_H_
+#ifndef FLEETJIT_RUNTIME_DEVICE_DEVICE_H_
+#define FLEETJIT_RUNTIME_DEVICE_DEVICE_H_
 
 #include <cuda.h>
 
@@ -145,4 +145,4 @@ class DeviceList {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_DEVICE_H_
+#endif  // FLEETJIT_RUNTIME_DEVICE_DEVICE_H_

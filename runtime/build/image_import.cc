@@ -1,4 +1,4 @@
-#include "runtime/module_import.h"
+#include "runtime/build/image_import.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "runtime/stream.h"
+#include "runtime/device/stream.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"

@@ -5,7 +5,7 @@
 //   1. After NVRTC compiles a module, the runtime's background worker runs
 //      AddThunkObject on a copy of the artifact and republishes it to the
 //      module cache under the same key, so the cache stores the object and
-//      a later cache hit never runs LLVM code generation (Runtime::Build).
+//      a later cache hit never runs LLVM code generation (Runtime::BuildRecord).
 //   2. When a kernel is loaded on a device (or, for kernels loaded before
 //      their object was ready, when the background generation finishes),
 //      Attach links the artifact's
@@ -18,8 +18,8 @@
 // (FLEETJIT_THUNKS=0 or FJ_RUNTIME_DISABLE_THUNKS), launches take the
 // generic path, which behaves identically. A failure here is never fatal:
 // the kernel keeps the generic path and the status says why.
-#ifndef FLEETJIT_RUNTIME_LAUNCH_THUNKS_H_
-#define FLEETJIT_RUNTIME_LAUNCH_THUNKS_H_
+#ifndef FLEETJIT_RUNTIME_LAUNCH_LAUNCH_THUNKS_H_
+#define FLEETJIT_RUNTIME_LAUNCH_LAUNCH_THUNKS_H_
 
 #include <map>
 #include <memory>
@@ -31,7 +31,7 @@
 #include "jit/artifact.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "runtime/kernel.h"
+#include "runtime/load/kernel.h"
 
 namespace fleetjit {
 
@@ -81,4 +81,4 @@ class LaunchThunks {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_LAUNCH_THUNKS_H_
+#endif  // FLEETJIT_RUNTIME_LAUNCH_LAUNCH_THUNKS_H_

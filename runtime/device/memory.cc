@@ -1,4 +1,4 @@
-#include "runtime/memory.h"
+#include "runtime/device/memory.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -1,4 +1,4 @@
-#include "runtime/launch_thunks.h"
+#include "runtime/launch/launch_thunks.h"
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -77,7 +77,7 @@ absl::Status LaunchThunks::Attach(const jit::Artifact& artifact,
   if (k.thunk.load(std::memory_order_acquire) != nullptr)
     return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  // Two attachers may race (GetKernel and the background generator).
+  // Two attachers may race (LoadKernel and the background generator).
   if (k.thunk.load(std::memory_order_acquire) != nullptr)
     return absl::OkStatus();
   absl::Status status = AttachLocked(artifact, k);

@@ -19,8 +19,8 @@
 // A sticky CUDA error (a faulting kernel) poisons the kernel's device: the
 // status names the kernel, and every later launch on that device fails
 // with it, while other devices keep working.
-#ifndef FLEETJIT_RUNTIME_LAUNCH_H_
-#define FLEETJIT_RUNTIME_LAUNCH_H_
+#ifndef FLEETJIT_RUNTIME_LAUNCH_LAUNCH_H_
+#define FLEETJIT_RUNTIME_LAUNCH_LAUNCH_H_
 
 #include <cuda.h>
 
@@ -29,19 +29,26 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "fleetjit/fleetjit.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 #include "platform/cu_errors.h"
 #include "platform/driver_api.h"
-#include "runtime/kernel.h"
-#include "runtime/tensor_encoder.h"
+#include "runtime/load/kernel.h"
+#include "runtime/launch/tensor_encoder.h"
+#include "runtime/launch/wire.h"
 
 namespace fleetjit {
 
-// The first version of fj_arg; a smaller struct_size is INVALID_ARGUMENT.
-inline constexpr size_t kMinArgStructSize = sizeof(fj_arg);
+// A launch configuration: fj_launch_config's geometry, without its C
+// framing (struct_size, ext) or its stream (capi/convert.cc converts and
+// resolves the stream).
+struct LaunchConfig {
+  uint32_t grid[3] = {0, 0, 0};  // 0 entries count as 1
+  uint32_t block[3] = {0, 0, 0};
+  uint32_t shared_bytes = 0;  // dynamic shared memory
+  uint32_t cluster[3] = {0, 0, 0};  // all 0 = no cluster
+};
 
 // A launch configuration after its checks: zero entries became 1.
 struct LaunchShape {
@@ -58,7 +65,7 @@ struct LaunchShape {
 // limit, FAILED_PRECONDITION for clusters on a device without them. Pure:
 // needs no GPU.
 absl::Status CheckLaunchConfig(const DeviceFacts& facts, int kernel_max_threads,
-                               int static_shared, const fj_launch_config& cfg,
+                               int static_shared, const LaunchConfig& cfg,
                                LaunchShape* out);
 
 // Checks the argument array itself: args non-NULL when n > 0, and
@@ -84,12 +91,19 @@ absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
                            bool use_thunk, uint8_t* buffer, size_t buffer_size);
 
 // Launches `k` on `stream` (a CUstream of k's context, or nullptr for the
-// legacy default stream). `cfg` is already struct_size-normalised by the C
-// shim, which also resolved cfg.stream (an fj_stream handle) into `stream`;
-// cfg.stream itself is not read. `arg_stride` is args[0].struct_size.
-absl::Status Launch(LoadedKernel& k, const fj_launch_config& cfg,
+// legacy default stream). The C shim converted fj_launch_config into `cfg`
+// and resolved its stream (an fj_stream handle) into `stream`. `args` is
+// the wire format (wire.h); `arg_stride` is args[0].struct_size.
+absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg,
                     CUstream stream, const fj_arg* args, size_t num_args,
                     size_t arg_stride);
+
+// The launch every caller takes (fj_launch, the copy and prefetch kernels):
+// refuses a fork() child before anything reaches the driver, runs Launch,
+// and notes `k` as its device's last kernel (what a later fault names).
+absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
+                           CUstream stream, const fj_arg* args,
+                           size_t num_args, size_t arg_stride);
 
 // OK for CUDA_SUCCESS. Otherwise the CheckCu status of `result`, prefixed
 // with `what` (e.g. "kernel 'saxpy.cu:k': cuStreamSynchronize"); for a
@@ -102,4 +116,4 @@ absl::Status CheckStickyError(Device& device, const DriverApi& api,
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_LAUNCH_H_
+#endif  // FLEETJIT_RUNTIME_LAUNCH_LAUNCH_H_

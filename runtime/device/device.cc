@@ -1,4 +1,4 @@
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"

@@ -24,8 +24,8 @@
 //                                     spec_dtype, jit::CopyImpl::kTma,
 //                                     buffer + spec.offset),
 //                      "packing arguments");
-#ifndef FLEETJIT_RUNTIME_TENSOR_ENCODER_H_
-#define FLEETJIT_RUNTIME_TENSOR_ENCODER_H_
+#ifndef FLEETJIT_RUNTIME_LAUNCH_TENSOR_ENCODER_H_
+#define FLEETJIT_RUNTIME_LAUNCH_TENSOR_ENCODER_H_
 
 #include <atomic>
 #include <cstddef>
@@ -37,9 +37,9 @@
 #include "absl/strings/string_view.h"
 #include "fleetjit/copy/tensor_param.h"
 #include "base/log.h"
-#include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
+#include "runtime/launch/wire.h"
 
 namespace fleetjit {
 
@@ -143,4 +143,4 @@ class TensorEncoder {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_TENSOR_ENCODER_H_
+#endif  // FLEETJIT_RUNTIME_LAUNCH_TENSOR_ENCODER_H_

@@ -1,10 +1,10 @@
 // Builds that do not block the caller (fj_module_build_async): a bounded
 // pool of threads owned by the runtime runs them, each through the same
-// ModuleBuilder::Build as a blocking build, so the module cache's single
+// ModuleBuilder::BuildRecord as a blocking build, so the module cache's single
 // flight holds across both (64 callers of one source, blocking or not,
 // compile once).
 //
-//   std::shared_ptr<BuildJob> job = pool.Submit([=] { return Build(spec); });
+//   std::shared_ptr<BuildJob> job = pool.Submit([=] { return BuildRecord(spec); });
 //   job->Wait(absl::InfiniteDuration());
 //   absl::StatusOr<ModuleRecord> record = job->Take();  // once
 //
@@ -13,8 +13,8 @@
 // built stays in the module cache). ~BuildPool cancels the queued jobs
 // (CANCELLED) and joins the running ones: a compile cannot be interrupted,
 // so destruction waits at most for the builds in progress.
-#ifndef FLEETJIT_RUNTIME_BUILD_POOL_H_
-#define FLEETJIT_RUNTIME_BUILD_POOL_H_
+#ifndef FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
+#define FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
 
 #include <atomic>
 #include <deque>
@@ -28,7 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "runtime/module_builder.h"
+#include "runtime/load/module.h"
 
 namespace fleetjit {
 
@@ -86,4 +86,4 @@ class BuildPool {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_BUILD_POOL_H_
+#endif  // FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_

@@ -1,4 +1,4 @@
-#include "runtime/copy/copy_spec.h"
+#include "runtime/copy/copy_request.h"
 
 #include <algorithm>
 #include <iterator>
@@ -6,15 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
-#include "base/raw_enum.h"
+#include "base/dlpack_codes.h"
 #include "base/status_macros.h"
 
 namespace fleetjit::copy {
 namespace {
 
-constexpr int32_t kDLCPU = 1;
-constexpr int32_t kDLCUDAHost = 3;
-constexpr uint8_t kDLInt = 0;
+using dlpack::kDLCPU;
+using dlpack::kDLCUDAHost;
+using dlpack::kDLInt;
 // Window starts beyond this are refused before any arithmetic on them.
 constexpr int64_t kMaxStart = int64_t{1} << 48;
 
@@ -217,25 +217,6 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
   }
   v.impl = spec.impl;
   return v;
-}
-
-CopySpec CopySpecOf(const fj_copy_desc& desc) {
-  // The C ABI forces neither the implementation nor the kernel path.
-  CopySpec spec{.src = desc.src, .oob = RawEnum(desc.oob), .dst = desc.dst,
-                .index = desc.gather_index, .impl = std::nullopt, .force_kernel = false};
-  static_assert(sizeof(desc.src_start) == sizeof(spec.start));
-  std::copy(std::begin(desc.src_start), std::end(desc.src_start), spec.start.begin());
-  return spec;
-}
-
-PrefetchSpec PrefetchSpecOf(const fj_prefetch_desc& desc) {
-  PrefetchSpec spec{.address = desc.address, .bytes = desc.bytes, .tensor = desc.tensor,
-                    .mode = RawEnum(desc.mode), .reader_device = desc.reader_device,
-                    .stage_address = desc.stage_address, .stage_bytes = desc.stage_bytes};
-  static_assert(sizeof(desc.tile_start) == sizeof(spec.start));
-  std::copy(std::begin(desc.tile_start), std::end(desc.tile_start), spec.start.begin());
-  std::copy(std::begin(desc.tile_extent), std::end(desc.tile_extent), spec.extent.begin());
-  return spec;
 }
 
 TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_row_bytes,

@@ -3,8 +3,8 @@
 // on sm_90, not 0). These read the driver's layout (cuFuncGetParamInfo,
 // CUDA 12.4+) so packing matches what the kernel reads: at build time when
 // the image runs on a local device, and at load time otherwise.
-#ifndef FLEETJIT_RUNTIME_PARAM_RELAYOUT_H_
-#define FLEETJIT_RUNTIME_PARAM_RELAYOUT_H_
+#ifndef FLEETJIT_RUNTIME_LOAD_PARAM_RELAYOUT_H_
+#define FLEETJIT_RUNTIME_LOAD_PARAM_RELAYOUT_H_
 
 #include <cuda.h>
 
@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "jit/artifact.h"
 #include "platform/driver_api.h"
-#include "runtime/device.h"
+#include "runtime/device/device.h"
 
 namespace fleetjit {
 
@@ -32,4 +32,4 @@ absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_PARAM_RELAYOUT_H_
+#endif  // FLEETJIT_RUNTIME_LOAD_PARAM_RELAYOUT_H_

@@ -3,8 +3,8 @@
 // image, at the parameter offsets this driver uses. The loaded kernels live
 // as long as the loader (LoadedKernel* stay valid); ~ModuleLoader unloads
 // every image.
-#ifndef FLEETJIT_RUNTIME_MODULE_LOADER_H_
-#define FLEETJIT_RUNTIME_MODULE_LOADER_H_
+#ifndef FLEETJIT_RUNTIME_LOAD_MODULE_LOADER_H_
+#define FLEETJIT_RUNTIME_LOAD_MODULE_LOADER_H_
 
 #include <map>
 #include <memory>
@@ -20,9 +20,9 @@
 #include "base/thread_shards.h"
 #include "jit/artifact.h"
 #include "platform/driver_api.h"
-#include "runtime/device.h"
-#include "runtime/kernel.h"
-#include "runtime/module_builder.h"
+#include "runtime/device/device.h"
+#include "runtime/load/kernel.h"
+#include "runtime/load/module.h"
 
 namespace fleetjit {
 
@@ -47,7 +47,7 @@ class ModuleLoader {
   // whose driver layout differs from the artifact's gets a relaid entry.
   // A kernel loaded before is found in this thread's shard of the loader
   // (base/thread_shards.h): the lookup writes nothing other threads write.
-  absl::StatusOr<Loaded> GetKernel(const ModuleRecord& module,
+  absl::StatusOr<Loaded> LoadKernel(const ModuleRecord& module,
                                    absl::string_view name, int ordinal);
 
   // The kernels loaded from the images of `record_key` that pack by the
@@ -80,7 +80,7 @@ class ModuleLoader {
     absl::flat_hash_map<KernelKey, std::unique_ptr<KnownKernel>> known ABSL_GUARDED_BY(mu);
   };
   std::unique_ptr<CacheLinePadded<Shard>[]> shards_{new CacheLinePadded<Shard>[kThreadShards]};
-  // The slow path of GetKernel: loads what is missing.
+  // The slow path of LoadKernel: loads what is missing.
   absl::StatusOr<Loaded> Load(const ModuleRecord& module, absl::string_view name, int ordinal);
 
   const DriverApi* driver_;
@@ -94,4 +94,4 @@ class ModuleLoader {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_MODULE_LOADER_H_
+#endif  // FLEETJIT_RUNTIME_LOAD_MODULE_LOADER_H_
