@@ -359,7 +359,8 @@ bool IsBlankOrLineComment(absl::string_view line) {
 }  // namespace
 
 std::string PchIncludePrefix(absl::string_view source) {
-  std::vector<std::string> includes;
+  std::vector<std::string> directives;
+  bool has_include = false;
   for (absl::string_view line : absl::StrSplit(source, '\n')) {
     if (absl::StrContains(line, "/*") || absl::EndsWith(line, "\\")) return "";
     if (IsBlankOrLineComment(line)) continue;
@@ -367,6 +368,13 @@ std::string PchIncludePrefix(absl::string_view source) {
     if (!absl::StartsWith(directive, "#")) break;  // the first line of code
     absl::string_view rest =
         absl::StripLeadingAsciiWhitespace(directive.substr(1));
+    // A one-line #define or #undef is part of the preprocessor state the
+    // PCH records (NVRTC checks it too: warning 630), so it joins the key
+    // as written (examples/pipelined_tiles.cu has one after its include).
+    if (absl::StartsWith(rest, "define") || absl::StartsWith(rest, "undef")) {
+      directives.emplace_back(directive);
+      continue;
+    }
     if (!absl::StartsWith(rest, "include")) return "";
     // Only the embedded headers (<fleetjit/...>, fixed for the process) go
     // into a PCH: its key names the include lines, not the headers' bytes,
@@ -377,9 +385,10 @@ std::string PchIncludePrefix(absl::string_view source) {
         !absl::StartsWith(name, "\"fleetjit/")) {
       return "";  // NVRTC would put this header in the PCH too
     }
-    includes.emplace_back(directive);
+    directives.emplace_back(directive);
+    has_include = true;
   }
-  return absl::StrJoin(includes, "\n");
+  return has_include ? absl::StrJoin(directives, "\n") : "";
 }
 
 bool NvrtcHasPch(const NvrtcApi& api) {

@@ -59,10 +59,11 @@ struct NvrtcApi;
 
 namespace fleetjit::jit {
 
-// The source's leading #include lines (blank and // comment lines skipped),
-// one per line, or "" when a PCH cannot be keyed safely: no #include, a
-// block comment, a line continuation or another directive before the
-// first line of code.
+// The source's leading #include lines of embedded headers and one-line
+// #define/#undef lines (blank and // comment lines skipped), one per line,
+// or "" when a PCH cannot be keyed safely: no #include, an include of
+// another header, a block comment, a line continuation or another
+// directive (#if, #pragma, ...) before the first line of code.
 std::string PchIncludePrefix(absl::string_view source);
 
 // Whether `api` can build with PCHs (NVRTC 12.8+ with its PCH entry points).
