@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <map>
 
 #include "absl/base/thread_annotations.h"
