@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,6 +94,7 @@ const std::string& EmbeddedHeadersDigest() {
 
 struct Mapping {
   uintptr_t begin, end;
+  bool stack = false;  // the main thread's stack ("[stack]")
 };
 
 // The process's mappings below the 47-bit user limit, in address order.
@@ -114,7 +116,8 @@ std::vector<Mapping> ReadMappings() {
         !absl::SimpleHexAtoi(range[1], &e)) {
       continue;
     }
-    maps.push_back({static_cast<uintptr_t>(b), static_cast<uintptr_t>(e)});
+    maps.push_back({static_cast<uintptr_t>(b), static_cast<uintptr_t>(e),
+                    absl::EndsWith(line, "[stack]")});
   }
   return maps;
 }
@@ -156,12 +159,27 @@ HeapPlacement PlaceHeap(const NvrtcApi& api) {
   // mmap NVRTC makes lands right below them.
   std::vector<Mapping> reserved;
   uintptr_t cursor = want + size;
+  struct rlimit limit;
+  uintptr_t stack_room = uintptr_t{1} << 30;  // 1 GiB when unlimited
+  if (getrlimit(RLIMIT_STACK, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    stack_room = static_cast<uintptr_t>(limit.rlim_cur);
+  }
+  stack_room += uintptr_t{1} << 20;  // the kernel's stack guard gap
   std::vector<Mapping> maps = ReadMappings();
   maps.push_back({kUserTop, kUserTop});
   for (const Mapping& m : maps) {
     if (m.end <= cursor) continue;
     if (m.begin > cursor) {
-      const uintptr_t end = std::min(m.begin, kUserTop);
+      uintptr_t end = std::min(m.begin, kUserTop);
+      // Below the main stack, what it may grow into stays free: the stack
+      // may grow during the probe build, and the kernel's top-down mmap
+      // never uses that range anyway (its base lies below it).
+      if (m.stack)
+        end = std::min(end, m.end > stack_room ? m.end - stack_room : 0);
+      if (end <= cursor) {
+        cursor = std::max(cursor, m.end);
+        continue;
+      }
       void* p = mmap(
           reinterpret_cast<void*>(cursor), end - cursor, PROT_NONE,
           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1,

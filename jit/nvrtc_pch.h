@@ -13,9 +13,12 @@
 // PCH written by another process is rejected (warning 20282). So the first
 // PCH build of a process places the heap at one fixed address
 // (kPchHeapAddress): it reserves, PROT_NONE, every free range above
-// kPchHeapAddress + size, runs a trivial PCH build (NVRTC allocates the heap
-// in the one gap left, at kPchHeapAddress), releases the reservations and
-// checks /proc/self/maps. When that worked, PCHs go to and come from a
+// kPchHeapAddress + size (but the main stack's room to grow, which mmap
+// never uses), runs a trivial PCH build (NVRTC allocates the heap in the
+// one gap left, at kPchHeapAddress), releases the reservations and checks
+// /proc/self/maps (about 50 ms, once per process). Another thread's mmap
+// during those 50 ms may take the gap: the check then fails and PCHs stay
+// in-process. When that worked, PCHs go to and come from a
 // PchFileStore (the module cache's disk tier), keyed by the heap's address
 // and size, the embedded headers' digest, the options and the include
 // lines; the store adds the compiler identity. A stored PCH that NVRTC
