@@ -16,11 +16,32 @@
 //     examples/pipelined_tiles.cu (a real user of the layer)  goal <= 3x
 // Medians of 7 compiles for sm_90 (no GPU needed). Every compiled source is
 // unique (a counter in a comment) so no cache can answer.
+//
+// `build_bench --fresh N [--dir D]`: what a server's first build costs, in
+// fresh processes. Spawns N children per row, rows interleaved, each child
+// one runtime and one Build (NVRTC loaded and started in it), its module
+// cold, and reports medians of the Build call's wall time, of the child's
+// whole life (spawn to exit) and of its CPU time (getrusage of the child:
+// steadier than wall time on a shared machine):
+//  - examples/saxpy.cu (the anchor);
+//  - examples/pipelined_tiles.cu with the PCH file warm (the disk tier holds
+//    it, jit/nvrtc_pch.h), absent (an empty cache: the child creates it),
+//    and with FLEETJIT_PCH=0;
+//  - saxpy + #include <fleetjit/copy.cuh> (the header alone), PCH warm and
+//    absent.
+// The goal (issue 20): a kernel that includes <fleetjit/copy.cuh> builds in
+// a fresh process in at most 1.5x saxpy's time.
 #include <nvrtc.h>
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -31,6 +52,8 @@
 #include "runtime/runtime.h"
 #include "tools/bundled_kernels.h"
 #include "jit/target.h"
+
+extern char** environ;
 
 namespace fleetjit::bench {
 namespace {
@@ -152,10 +175,166 @@ ColdTimes FleetjitCold(fleetjit::Runtime& rt, const std::string& source) {
   return {returned, done, returned - record->artifact->compile_ms};
 }
 
+// --- fresh-process mode -----------------------------------------------
+
+std::string FreshSource(const std::string& kind) {
+  const fleetjit::cli::BundledKernel* k = fleetjit::cli::FindBundledKernel(
+      kind == "tiles" ? "examples/pipelined_tiles.cu" : "examples/saxpy.cu");
+  if (k == nullptr) return "";
+  std::string source(k->content);
+  if (kind == "include") source = "#include <fleetjit/copy.cuh>\n" + source;
+  return Unique(source.c_str());
+}
+
+// The child: one Build of `kind` on the cache at `dir`; writes
+// "<build ms> <pch file_used> <pch created>" to `out`.
+int FreshChild(const std::string& kind, const std::string& dir, bool pch,
+               const std::string& out) {
+  fleetjit::RuntimeOptions options;
+  options.cache.dir = dir;
+  options.pch = pch;
+  const std::string source = FreshSource(kind);
+  double t0 = NowMs();
+  auto rt = fleetjit::Runtime::Create(options);
+  if (!rt.ok()) return 1;
+  fleetjit::BuildSpec spec;
+  spec.source = source;
+  spec.name = kind + ".cu";
+  spec.target = *fleetjit::jit::ParseTarget("sm_90");
+  double b0 = NowMs();
+  auto record = (*rt)->Build(spec);
+  double build = NowMs() - b0;
+  if (!record.ok() || record->source != fleetjit::CacheSource::kCompiled) {
+    std::fprintf(stderr, "build_bench child: %s\n",
+                 record.ok() ? "not a cold build"
+                             : std::string(record.status().message()).c_str());
+    return 1;
+  }
+  (*rt)->WaitForBackgroundWork();
+  const fleetjit::jit::PchStats s = fleetjit::jit::GetPchStats();
+  std::ofstream(out) << build << " " << s.file_used << " " << s.created << " "
+                     << NowMs() - t0 << "\n";
+  return 0;
+}
+
+struct FreshRun {
+  double build_ms = -1, life_ms = -1, cpu_ms = -1;
+  int file_used = 0, created = 0;
+};
+
+FreshRun SpawnChild(const std::string& self, const std::string& kind,
+                    const std::string& dir, bool pch) {
+  FreshRun r;
+  const std::string out = dir + "/.bench-report";
+  std::string a0 = self, a1 = "--child", a2 = kind, a3 = dir,
+              a4 = pch ? "1" : "0", a5 = out;
+  char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(),
+                  a4.data(), a5.data(), nullptr};
+  double t0 = NowMs();
+  pid_t pid = -1;
+  if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, environ) != 0) {
+    return r;
+  }
+  int status = 0;
+  struct rusage usage;
+  if (wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "build_bench: a %s child failed\n", kind.c_str());
+    std::exit(1);
+  }
+  r.life_ms = NowMs() - t0;
+  r.cpu_ms = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+             (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+  std::ifstream in(out);
+  double ignored = 0;
+  in >> r.build_ms >> r.file_used >> r.created >> ignored;
+  std::remove(out.c_str());
+  return r;
+}
+
+int FreshMain(const std::string& self, int n, std::string root) {
+  if (root.empty()) {
+    char tmpl[] = "/tmp/fleetjit-bench-fresh-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return 1;
+    root = tmpl;
+  }
+  // warm: a cache that holds the PCHs (made by one priming child per
+  // kernel); each absent run gets an empty cache.
+  const std::string warm = root + "/warm";
+  std::filesystem::create_directories(warm);
+  SpawnChild(self, "tiles", warm, true);
+  SpawnChild(self, "include", warm, true);
+  struct Row {
+    const char* label;
+    const char* kind;
+    enum { kWarm, kAbsent, kOff } pch;
+    std::vector<FreshRun> runs;
+  } rows[] = {
+      {"examples/saxpy.cu (anchor)", "saxpy", Row::kAbsent, {}},
+      {"examples/pipelined_tiles.cu, PCH file warm", "tiles", Row::kWarm, {}},
+      {"examples/pipelined_tiles.cu, PCH file absent", "tiles", Row::kAbsent, {}},
+      {"examples/pipelined_tiles.cu, FLEETJIT_PCH=0", "tiles", Row::kOff, {}},
+      {"saxpy + #include <fleetjit/copy.cuh>, PCH file warm", "include", Row::kWarm, {}},
+      {"saxpy + #include <fleetjit/copy.cuh>, PCH file absent", "include", Row::kAbsent, {}},
+  };
+  int fresh_dirs = 0;
+  for (int i = 0; i < n; ++i) {
+    for (Row& row : rows) {
+      std::string dir = warm;
+      if (row.pch != Row::kWarm) {
+        dir = root + "/cold-" + std::to_string(fresh_dirs++);
+        std::filesystem::create_directories(dir);
+      }
+      row.runs.push_back(SpawnChild(self, row.kind, dir, row.pch != Row::kOff));
+      if (dir != warm) std::filesystem::remove_all(dir);
+    }
+  }
+  auto median = [](const std::vector<FreshRun>& runs, double FreshRun::*field) {
+    std::vector<double> v;
+    for (const FreshRun& r : runs) v.push_back(r.*field);
+    return Median(v);
+  };
+  const Row& anchor = rows[0];
+  const double a_build = median(anchor.runs, &FreshRun::build_ms),
+               a_life = median(anchor.runs, &FreshRun::life_ms),
+               a_cpu = median(anchor.runs, &FreshRun::cpu_ms);
+  std::printf("build_bench --fresh: %d fresh processes per row (interleaved), "
+              "target sm_90, medians; ratios to the anchor\n", n);
+  std::printf("%-54s %17s %17s %17s %s\n", "", "Build() wall", "process wall",
+              "process CPU", "PCH used/made");
+  for (const Row& row : rows) {
+    const double b = median(row.runs, &FreshRun::build_ms),
+                 l = median(row.runs, &FreshRun::life_ms),
+                 c = median(row.runs, &FreshRun::cpu_ms);
+    int used = 0, made = 0;
+    for (const FreshRun& r : row.runs) {
+      used += r.file_used;
+      made += r.created;
+    }
+    std::printf("%-54s %8.1f ms %5.2fx %8.1f ms %5.2fx %8.1f ms %5.2fx %d/%d of %zu\n",
+                row.label, b, b / a_build, l, l / a_life, c, c / a_cpu, used, made,
+                row.runs.size());
+  }
+  std::printf("goal: a kernel including <fleetjit/copy.cuh> <= 1.5x saxpy "
+              "(fresh process, PCH file warm)\n");
+  std::filesystem::remove_all(root);
+  return 0;
+}
+
 }  // namespace
 }  // namespace fleetjit::bench
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 6 && std::strcmp(argv[1], "--child") == 0) {
+    return fleetjit::bench::FreshChild(argv[2], argv[3],
+                                       std::strcmp(argv[4], "1") == 0, argv[5]);
+  }
+  if (argc >= 3 && std::strcmp(argv[1], "--fresh") == 0) {
+    std::string dir = argc >= 5 && std::strcmp(argv[3], "--dir") == 0 ? argv[4] : "";
+    return fleetjit::bench::FreshMain(
+        std::filesystem::read_symlink("/proc/self/exe").string(), std::atoi(argv[2]),
+        dir);
+  }
   using namespace fleetjit::bench;  // NOLINT
   auto api_or = fleetjit::NvrtcLibrary::Default().Get();
   if (!api_or.ok()) {

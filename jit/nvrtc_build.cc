@@ -151,7 +151,9 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
   }
   std::vector<std::string> options = BuildOptions(request);
   for (const IncludeDir& d : request.include_dirs) options.push_back("-I" + d.path);
-  if (request.use_pch) pch = StartPchBuild(*api, options, request.source);
+  if (request.use_pch) {
+    pch = StartPchBuild(*api, options, request.source, request.pch_files);
+  }
   std::vector<const char*> option_ptrs;
   for (const std::string& o : options) option_ptrs.push_back(o.c_str());
   if (pch != nullptr) {
@@ -159,8 +161,8 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
   }
   nvrtcResult compiled = api->nvrtcCompileProgram(
       guard.program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
-  if (pch != nullptr) pch->Finish(guard.program, compiled == NVRTC_SUCCESS);
   std::string log = ProgramLog(*api, guard.program);
+  if (pch != nullptr) pch->Finish(guard.program, compiled == NVRTC_SUCCESS, &log);
   if (compiled == NVRTC_ERROR_COMPILATION || compiled == NVRTC_ERROR_INVALID_OPTION) {
     // The source or the caller's options: a build error with NVRTC's log.
     if (log.empty()) log = api->nvrtcGetErrorString(compiled);

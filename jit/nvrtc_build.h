@@ -23,6 +23,8 @@ class NvrtcLibrary;
 
 namespace fleetjit::jit {
 
+class PchFileStore;
+
 // A folder NVRTC searches for #include, and why it is searched (for error
 // messages and `fleetjit info`): "include_dirs", "CUDA_HOME", ...
 struct IncludeDir {
@@ -49,6 +51,9 @@ struct BuildRequest {
   // default: on the machines measured so far mapping the ~10 MB PCH cost
   // more than parsing <fleetjit/copy.cuh> (bench/build_bench.cc).
   bool use_pch = false;
+  // With use_pch: where PCHs are kept for other processes (the module
+  // cache's disk tier), or null to keep them in this process.
+  PchFileStore* pch_files = nullptr;
 };
 
 // The exact option list a request compiles with (part of the cache key).

@@ -151,6 +151,7 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
                       {"path", e.path},
                       {"target", e.target},
                       {"copy_impl", e.copy_impl},
+                      {"kind", e.kind},
                       {"compiler", e.compiler},
                       {"bytes", e.bytes},
                       {"last_used_unix", e.last_used_unix},
@@ -171,8 +172,11 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
     if (verify && e.problem.empty()) continue;
     std::string digest = e.digest.empty() ? e.path : e.digest.substr(0, 16);
     std::string detail = e.problem.empty() ? e.compiler : "BAD: " + e.problem;
+    // A precompiled header entry (jit/nvrtc_pch.h) is named in TARGET.
+    const std::string target =
+        e.kind == "pch" ? e.target + " pch" : e.target;
     std::fprintf(out, "%-16s  %-12s %-8s %10llu  %-19s  %s\n", digest.c_str(),
-                 e.target.c_str(), e.copy_impl.c_str(),
+                 target.c_str(), e.copy_impl.c_str(),
                  static_cast<unsigned long long>(e.bytes),
                  LocalTime(e.last_used_unix).c_str(), detail.c_str());
   }

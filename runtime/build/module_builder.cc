@@ -10,6 +10,7 @@
 #include "jit/embedded.h"
 #include "jit/include_scan.h"
 #include "jit/nvrtc_build.h"
+#include "jit/nvrtc_pch.h"
 #include "platform/cuda_headers.h"
 #include "platform/nvrtc_locate.h"
 #include "runtime/cache/published_compiler.h"
@@ -33,6 +34,71 @@ std::vector<std::string> SearchedPaths(const jit::BuildRequest& request) {
   for (jit::IncludeDir& d : jit::SearchedDirs(request)) paths.push_back(std::move(d.path));
   return paths;
 }
+
+// Precompiled headers in the module cache's disk tier (jit/nvrtc_pch.h): an
+// entry per PCH, keyed by jit's key material plus the compiler identity,
+// the target, the copy implementation and the embedded headers' digest;
+// its image is the PCH. The disk tier checks it (owner, key, checksum),
+// counts it in the byte cap and evicts it like any entry.
+class CachePchStore : public jit::PchFileStore {
+ public:
+  CachePchStore(ModuleCache& cache, const RuntimeOptions& options,
+                const jit::BuildRequest& request, std::string compiler,
+                std::string headers_digest)
+      : cache_(cache),
+        options_(options),
+        request_(request),
+        compiler_(std::move(compiler)),
+        headers_digest_(std::move(headers_digest)) {}
+
+  std::optional<std::string> Load(const std::string& key) override {
+    std::optional<jit::Artifact> found = cache_.LoadDiskOnly(Key(key));
+    // An empty image is what Drop leaves: absent.
+    if (!found.has_value() || found->image.empty()) return std::nullopt;
+    if (found->image.size() > jit::kMaxPchFileBytes) {
+      Log("a stored precompiled header has an implausible size; ignored");
+      return std::nullopt;
+    }
+    return std::move(found->image);
+  }
+
+  void Drop(const std::string& key) override { Store(key, ""); }
+
+  void Store(const std::string& key, absl::string_view pch) override {
+    jit::Artifact artifact;
+    artifact.target = request_.target;
+    artifact.copy_impl = request_.copy_impl;
+    artifact.compiler = compiler_;
+    artifact.image = std::string(pch);
+    absl::Status stored = cache_.StoreDiskOnly(Key(key), artifact);
+    if (!stored.ok()) {
+      Log(absl::StrCat("precompiled header not stored: ", stored.message()));
+    }
+  }
+
+  void Log(absl::string_view message) override {
+    LoggerFor(options_).Log(LogLevel::kInfo, absl::StrCat("pch: ", message));
+  }
+
+ private:
+  CacheKey Key(const std::string& material) const {
+    CacheKeyInputs inputs;
+    inputs.source = material;
+    inputs.headers = {{"fleetjit embedded headers (sha256)", headers_digest_}};
+    inputs.options = jit::BuildOptions(request_);
+    inputs.target = request_.target.Name();
+    inputs.copy_impl = std::string(jit::CopyImplName(request_.copy_impl));
+    inputs.compiler = compiler_;
+    inputs.name_expressions = {kPchNameExpression};
+    return MakeCacheKey(inputs);
+  }
+
+  ModuleCache& cache_;
+  const RuntimeOptions& options_;
+  const jit::BuildRequest& request_;
+  const std::string compiler_;
+  const std::string headers_digest_;
+};
 
 }  // namespace
 
@@ -154,6 +220,12 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
   const absl::StatusOr<std::string>& compiler = compiler_identity();
   if (!compiler.ok() && !spec.use_cache) {
     return Annotate(compiler.status(), absl::StrCat("building '", spec.name, "'"));
+  }
+  // PCHs outlive the process in the disk tier when the build may use it.
+  std::optional<CachePchStore> pch_store;
+  if (request.use_pch && spec.use_cache && compiler.ok() && cache_.has_disk()) {
+    pch_store.emplace(cache_, options_, request, *compiler, headers_digest_);
+    request.pch_files = &*pch_store;
   }
   ModuleRecord record;
   record.name = spec.name;

@@ -62,6 +62,10 @@ struct CacheKey {
 
 CacheKey MakeCacheKey(const CacheKeyInputs& inputs);
 
+// The name expression that marks the key of a precompiled header entry
+// (runtime/module_builder.cc): no C++ name expression reads so.
+inline constexpr char kPchNameExpression[] = "<precompiled header>";
+
 // True for 64 lowercase hex characters: the only digests the disk tier
 // turns into file names.
 bool IsCacheDigest(absl::string_view digest);

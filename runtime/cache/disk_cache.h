@@ -79,6 +79,7 @@ std::string ResolveCacheDir(absl::string_view configured, absl::string_view xdg_
 
 struct CacheEntryInfo {
   std::string digest, path, target, copy_impl, compiler;
+  std::string kind;  // "module", or "pch" (a precompiled header)
   uint64_t bytes = 0;
   int64_t last_used_unix = 0;  // the entry's mtime
   std::string problem;         // "" if valid

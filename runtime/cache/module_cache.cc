@@ -230,6 +230,17 @@ bool ModuleCache::FlushRemote(absl::Duration timeout) {
   return remote_ == nullptr || remote_->Flush(timeout);
 }
 
+std::optional<jit::Artifact> ModuleCache::LoadDiskOnly(const CacheKey& key) {
+  if (!use_disk_) return std::nullopt;
+  return disk_->Load(key);
+}
+
+absl::Status ModuleCache::StoreDiskOnly(const CacheKey& key,
+                                        const jit::Artifact& artifact) {
+  if (!use_disk_) return absl::OkStatus();
+  return StoreToDisk(key, artifact);
+}
+
 absl::Status ModuleCache::StoreToDisk(const CacheKey& key,
                                       const jit::Artifact& artifact) {
   absl::Status stored = disk_->Store(key, artifact);

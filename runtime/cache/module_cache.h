@@ -168,6 +168,15 @@ class ModuleCache {
   absl::Status Update(const CacheKey& key,
                       std::shared_ptr<const jit::Artifact> artifact);
 
+  // Precompiled headers (jit/nvrtc_pch.h) live in the disk tier alone, as
+  // entries whose key names kPchNameExpression (never the memory or the
+  // remote tier: a PCH only serves a build on this host, and is ~10 MB).
+  // Checked, counted in the byte cap and evicted like module entries.
+  // nullopt when there is no disk tier, no entry, or it was rejected.
+  std::optional<jit::Artifact> LoadDiskOnly(const CacheKey& key);
+  absl::Status StoreDiskOnly(const CacheKey& key, const jit::Artifact& artifact);
+  bool has_disk() const { return use_disk_; }
+
   // The counters, and disk_entries/disk_bytes from a scan of the directory
   // (cost grows with the number of entries: call it for reports, not per
   // build).

@@ -95,3 +95,5 @@ FORWARD(nvrtcGetLoweredName,
 FORWARD(nvrtcGetNumSupportedArchs, (int* n), (n))
 FORWARD(nvrtcGetSupportedArchs, (int* archs), (archs))
 FORWARD(nvrtcGetPCHCreateStatus, (nvrtcProgram prog), (prog))
+FORWARD(nvrtcGetPCHHeapSize, (size_t * size), (size))
+FORWARD(nvrtcSetPCHHeapSize, (size_t size), (size))

@@ -52,6 +52,13 @@ TEST(PchIncludePrefixTest, KeepsOnlyTheLeadingIncludes) {
   EXPECT_EQ(PchIncludePrefix("#include <a.h>\n#define A 1\nint x;\n"), "");
   EXPECT_EQ(PchIncludePrefix("/* c */\n#include <a.h>\nint x;\n"), "");
   EXPECT_EQ(PchIncludePrefix("#include <a.h>\n#if 1\nint x;\n#endif\n"), "");
+  // One-line #define/#undef join the key as written; not alone.
+  EXPECT_EQ(PchIncludePrefix("#define A 1\n#include <fleetjit/copy.cuh>\n"
+                             "// c\n#undef A\nint x;\n"),
+            "#define A 1\n#include <fleetjit/copy.cuh>\n#undef A");
+  EXPECT_EQ(PchIncludePrefix("#define A 1\nint x;\n"), "");
+  EXPECT_EQ(PchIncludePrefix("#include <fleetjit/copy.cuh>\n#define A \\\n 1\n"), "");
+  EXPECT_EQ(PchIncludePrefix("#include <fleetjit/copy.cuh>\n#if 1\nint x;\n#endif\n"), "");
 }
 
 class NvrtcPchTest : public ::testing::Test {
@@ -104,6 +111,30 @@ TEST_F(NvrtcPchTest, OutputsAreIdenticalWithAndWithoutPch) {
       EXPECT_EQ(a->image, plain->image) << c.target;
       EXPECT_EQ(a->log, plain->log) << c.target;
       EXPECT_EQ(a->kernels.size(), plain->kernels.size());
+    }
+  }
+}
+
+// A #define after the include is part of the PCH's key: two values get two
+// PCHs, and each build through its PCH matches its plain build (the value
+// reaches the code, so a PCH of the other value would show).
+TEST_F(NvrtcPchTest, ADefineAfterTheIncludeIsKeyed) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int value : {3, 5}) {
+      const std::string source = absl::StrCat(
+          "#include <fleetjit/copy.cuh>\n#define FJ_TEST_STAGES ", value,
+          "\n// define test\nextern \"C\" __global__ void k(int* p) {\n"
+          "  p[threadIdx.x] = FJ_TEST_STAGES * threadIdx.x;\n}\n");
+      auto plain = BuildModule(Request(source, "sm_90", CopyImpl::kTma, false));
+      ASSERT_TRUE(plain.ok()) << plain.status();
+      const PchStats before = GetPchStats();
+      auto pch = BuildModule(Request(source, "sm_90", CopyImpl::kTma, true));
+      ASSERT_TRUE(pch.ok()) << pch.status();
+      const PchStats after = GetPchStats();
+      EXPECT_EQ(after.created + after.used, before.created + before.used + 1);
+      if (pass == 1) EXPECT_EQ(after.used, before.used + 1) << value;
+      EXPECT_EQ(pch->ptx, plain->ptx) << value;
+      EXPECT_EQ(pch->log, plain->log) << value;
     }
   }
 }
