@@ -21,7 +21,7 @@
 #include "absl/strings/match.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
-#include "runtime/background_worker.h"
+#include "runtime/build/background_worker.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
 #include "tests/common/seed.h"
 #include "tests/common/test_paths.h"
