@@ -331,32 +331,36 @@ absl::Status Matrix::Pipeline(Ctx& c) {
   // by a producer warp (fj::warp, fj::pipeline) and a tile-list load
   // (fj::load_tiles, at most 3 tiles: the ring's SMEM).
   const int form = (c.index + c.index / 5) % 3;
-  const char* family =
-      form == 0 ? "fj_ct_pipeline" : form == 1 ? "fj_ct_warp_pipeline" : "fj_ct_gather";
+  const char* family = form == 0   ? "fj_ct_pipeline"
+                       : form == 1 ? "fj_ct_warp_pipeline"
+                                   : "fj_ct_gather";
   int tiles = static_cast<int>(rng.Int(1, 9));
   if (form == 2) tiles = std::min(tiles, 3);
   const int n = blocks * tiles;
   TileLoads t;
-  FJ_CT_RETURN_IF_ERROR(DrawTileLoads(c, g, in_bounds, n, n, 0.7, family, t), "");
+  FJ_CT_RETURN_IF_ERROR(DrawTileLoads(c, g, in_bounds, n, n, 0.7, family, t),
+                        "");
   if (form == 1) t.threads = WholeWarps(c.row, t.kernel, t.threads);
   HostTensor ht = g.Host();
   if (form == 2) {
     std::fill(t.preds.begin(), t.preds.end(), 1);  // one call, no predicates
-    RefTileLoad(ht, t.coords.data(), t.preds.data(), t.pred_mode, n, 1, t.want.data());
+    RefTileLoad(ht, t.coords.data(), t.preds.data(), t.pred_mode, n, 1,
+                t.want.data());
   } else {
     RefPipeline(ht, t.coords.data(), t.preds.data(), t.pred_mode, blocks, tiles,
                 t.want.data());
   }
   CellLaunch l = TileLoadLaunch(c, g, t, tiles, blocks, PipelineSmemBytes(g.p), n);
-  l.what = absl::StrCat(t.kernel, " <<<", blocks, ", ", t.threads, ", ", l.shape.smem, ">>> ",
-                        tiles,
-                        form == 2   ? " tiles/block in one load_tiles ("
-                        : form == 1 ? " tiles/block (3-stage ring, producer warp), pred_mode "
-                                    : " tiles/block (3-stage ring), pred_mode ",
-                        form == 2                   ? (t.threads % 32 ? "block" : "warp")
-                        : t.pred_mode == kPredZero ? "zero"
-                                                    : "skip",
-                        form == 2 ? ")" : "", ", tensor ", TensorText(c, g, t.targ, t.threads));
+  l.what = absl::StrCat(
+      t.kernel, " <<<", blocks, ", ", t.threads, ", ", l.shape.smem, ">>> ",
+      tiles,
+      form == 2   ? " tiles/block in one load_tiles ("
+      : form == 1 ? " tiles/block (3-stage ring, producer warp), pred_mode "
+                  : " tiles/block (3-stage ring), pred_mode ",
+      form == 2                  ? (t.threads % 32 ? "block" : "warp")
+      : t.pred_mode == kPredZero ? "zero"
+                                 : "skip",
+      form == 2 ? ")" : "", ", tensor ", TensorText(c, g, t.targ, t.threads));
   return RunCell(c, l, [&] { return TileLoadVerdict(g, t, n, 1, "tile (block * tiles + k)"); });
 }
 

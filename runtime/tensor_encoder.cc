@@ -94,10 +94,10 @@ int32_t RawSwizzle(const fj_tensor_arg* arg) {
   if (arg->struct_size < offsetof(fj_tensor_arg, swizzle) + sizeof(int32_t))
     return FJ_SWIZZLE_NONE;
   int32_t swizzle;
-  std::memcpy(&swizzle,
-              reinterpret_cast<const char*>(arg) +
-                  offsetof(fj_tensor_arg, swizzle),
-              sizeof(swizzle));
+  std::memcpy(
+      &swizzle,
+      reinterpret_cast<const char*>(arg) + offsetof(fj_tensor_arg, swizzle),
+      sizeof(swizzle));
   return swizzle;
 }
 
@@ -185,8 +185,8 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
   key->oob = RawOob(arg);
   const int32_t swizzle = RawSwizzle(arg);
   if (swizzle < 0 || swizzle > 255) return false;  // the slow path reports it
-  key->flags = (t->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0) |
-               (swizzle << 2);
+  key->flags =
+      (t->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0) | (swizzle << 2);
   for (int i = 0; i < t->ndim; ++i) {
     key->shape[i] = t->shape[i];
     key->box[i] = arg->box[i];
@@ -408,12 +408,13 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     const int64_t width = int64_t{16} << swizzle;
     const int64_t row = static_cast<int64_t>(d.box[0]) * d.elem_bytes;
     if (row != width) {
-      return ArgError(
-          arg_index,
-          absl::StrCat("swizzle ", width, "B needs the innermost box extent "
-                       "(box[", n - 1, "]) times the element size to be ",
-                       width, " bytes; it is ", d.box[0], " x ", d.elem_bytes,
-                       " = ", row));
+      return ArgError(arg_index,
+                      absl::StrCat("swizzle ", width,
+                                   "B needs the innermost box extent "
+                                   "(box[",
+                                   n - 1, "]) times the element size to be ",
+                                   width, " bytes; it is ", d.box[0], " x ",
+                                   d.elem_bytes, " = ", row));
     }
   }
   return d;
@@ -492,8 +493,8 @@ std::string TmaRejection(const TensorDesc& d) {
   std::string why = HardwareBox(d, hw);
   if (!why.empty()) return why;
   if ((static_cast<int64_t>(hw[0]) * d.elem_bytes) % 16 != 0) {
-    return absl::StrCat("the inner hardware box (", hw[0], " x ",
-                        d.elem_bytes, " bytes) is not a multiple of 16 bytes");
+    return absl::StrCat("the inner hardware box (", hw[0], " x ", d.elem_bytes,
+                        " bytes) is not a multiple of 16 bytes");
   }
   if (d.oob == fj::oob_nan && !kDtypes[d.dtype].tma_float) {
     return absl::StrCat("NaN fill needs a TMA floating-point type; ",

@@ -412,22 +412,20 @@ FJ_DEV void store(void* gmem_dst, const void* smem_src, unsigned bytes,
 }
 // Warp scope (see the guide): one warp issues; the copy attaches to `bar`'s
 // current phase without arriving; the warp then calls bar.arrive(fj::warp).
-FJ_DEV void load(warp_t w, void* smem_dst, const void* gmem_src,
-                 unsigned bytes, barrier& bar, bool pred = true,
-                 pred_mode mode = pred_skip) {
+FJ_DEV void load(warp_t w, void* smem_dst, const void* gmem_src, unsigned bytes,
+                 barrier& bar, bool pred = true, pred_mode mode = pred_skip) {
   impl::load(w, smem_dst, gmem_src, bytes, bar, pred, mode);
 }
-FJ_DEV void load(block_t, void* smem_dst, const void* gmem_src,
-                 unsigned bytes, barrier& bar, bool pred = true,
-                 pred_mode mode = pred_skip) {
+FJ_DEV void load(block_t, void* smem_dst, const void* gmem_src, unsigned bytes,
+                 barrier& bar, bool pred = true, pred_mode mode = pred_skip) {
   impl::load(smem_dst, gmem_src, bytes, bar, pred, mode);
 }
 FJ_DEV void store(warp_t w, void* gmem_dst, const void* smem_src,
                   unsigned bytes, bool pred = true) {
   impl::store(w, gmem_dst, smem_src, bytes, pred);
 }
-FJ_DEV void store(block_t, void* gmem_dst, const void* smem_src,
-                  unsigned bytes, bool pred = true) {
+FJ_DEV void store(block_t, void* gmem_dst, const void* smem_src, unsigned bytes,
+                  bool pred = true) {
   impl::store(gmem_dst, smem_src, bytes, pred);
 }
 
@@ -510,14 +508,13 @@ template <class T, int R, class Done>
 FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R>& t, coords base,
                          int dim, const int* idx, int k, Done& bar,
                          bool pred = true, pred_mode mode = pred_skip) {
-  impl::load_tiles<R>(block, smem_dst, t.p, detail::coord_gather{base, dim, idx},
-                      k, bar, pred, mode);
+  impl::load_tiles<R>(block, smem_dst, t.p,
+                      detail::coord_gather{base, dim, idx}, k, bar, pred, mode);
 }
 template <class Scope, class T, int R, class Done>
 FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
-                         coords base, int dim, const int* idx, int k,
-                         Done& bar, bool pred = true,
-                         pred_mode mode = pred_skip) {
+                         coords base, int dim, const int* idx, int k, Done& bar,
+                         bool pred = true, pred_mode mode = pred_skip) {
   impl::load_tiles<R>(sc, smem_dst, t.p, detail::coord_gather{base, dim, idx},
                       k, bar, pred, mode);
 }

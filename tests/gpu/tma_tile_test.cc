@@ -133,13 +133,15 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c,
     fj_arg sargs[3] = {ct::TensorArg(&ta), ct::TensorArg(&oa), ct::I32Arg(c)};
     fj_status* st = fj_launch(k, &cfg, sargs, 3);
     if (st != nullptr) {
-      std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+      std::fprintf(stderr, "%s: %s\n", kernel.c_str(),
+                   fj_status_message(st, nullptr));
       return 14;
     }
     std::vector<float> got(n);
     st = fj_memcpy_dtoh(rt, got.data(), odata, n * 4, nullptr);
     if (st != nullptr) {
-      std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+      std::fprintf(stderr, "%s: %s\n", kernel.c_str(),
+                   fj_status_message(st, nullptr));
       return 15;
     }
     float poison;
@@ -225,15 +227,18 @@ TEST_P(TmaCliffTest, ForcedTmaCopiesRightOrFailsLoudly) {
   const Cliff k = GetParam();
   std::fflush(nullptr);
   pid_t pid = fork();
-  if (pid == 0) _exit(RunProbe(k.kernel, k.rank, k.extent, k.bx, k.c, k.option));
+  if (pid == 0)
+    _exit(RunProbe(k.kernel, k.rank, k.extent, k.bx, k.c, k.option));
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << k.kernel << " crashed the process";
   const int rc = WEXITSTATUS(status);
   if (rc == 77) GTEST_SKIP() << "needs a GPU with TMA (sm_90+)";
-  std::printf("[ cliff    ] %s %s rank %d extent %d box %d at %d: %s\n", k.option,
-              k.kernel, k.rank, k.extent, k.bx, k.c,
-              rc == 0 ? "TMA copies it right" : rc == 15 ? "faults" : "other");
+  std::printf("[ cliff    ] %s %s rank %d extent %d box %d at %d: %s\n",
+              k.option, k.kernel, k.rank, k.extent, k.bx, k.c,
+              rc == 0    ? "TMA copies it right"
+              : rc == 15 ? "faults"
+                         : "other");
   EXPECT_TRUE(rc == 0 || rc == 15) << "exit " << rc << " (16: wrong data)";
 }
 INSTANTIATE_TEST_SUITE_P(

@@ -157,8 +157,8 @@ void HostTensorCopy(bool load, unsigned s, const fj::tensor_param& p,
     }
     uint8_t* gp = static_cast<uint8_t*>(p.data) + off * eb;
     for (unsigned b = 0; b < eb; ++b) {
-      uint8_t* sp = SmemAt(TmaSwizzle(s + static_cast<unsigned>(e * eb + b),
-                                      p.swizzle));
+      uint8_t* sp =
+          SmemAt(TmaSwizzle(s + static_cast<unsigned>(e * eb + b), p.swizzle));
       if (load) {
         *sp = in ? gp[b] : static_cast<uint8_t>(fill >> (8 * (b % 8)));
       } else if (in) {
@@ -172,11 +172,9 @@ void fj_host_tensor_load(unsigned s, const void* map, const int* c, int rank,
   ++g_tma.loads;
   HostTensorCopy(true, s, *static_cast<const fj::tensor_param*>(map), c, rank);
 }
-void fj_host_tensor_store(const void* map, const int* c, int rank,
-                          unsigned s) {
+void fj_host_tensor_store(const void* map, const int* c, int rank, unsigned s) {
   ++g_tma.stores;
-  HostTensorCopy(false, s, *static_cast<const fj::tensor_param*>(map), c,
-                 rank);
+  HostTensorCopy(false, s, *static_cast<const fj::tensor_param*>(map), c, rank);
 }
 #endif
 
@@ -704,8 +702,8 @@ RandomTensor MakeTmaTensor(std::mt19937& rng, int elem_bytes,
     p.box[d] = box[d];
     p.hw_box_m1[d] = static_cast<unsigned char>(hw[d] - 1);
     if (hw[d] != box[d]) p.flags |= FJ_TP_SPLIT_BOX;
-    stride *= d == 0 ? (shape[0] * elem_bytes + 15) / 16 * 16 / elem_bytes
-                     : shape[d];
+    stride *=
+        d == 0 ? (shape[0] * elem_bytes + 15) / 16 * 16 / elem_bytes : shape[d];
   }
   r.storage.resize(static_cast<size_t>(stride) * elem_bytes + 16);
   for (auto& b : r.storage) b = static_cast<uint8_t>(rng());
@@ -739,10 +737,10 @@ TEST(CopyEmulationTest, SplitBoxesAreOneExpectTxAndTileTheBox) {
     std::vector<int64_t> shape;
     std::vector<int> box, hw;
   } cases[] = {
-      {2, {4100, 3}, {1024, 2}, {256, 1}},       // a wide row: dim 0 split
-      {4, {70, 600}, {64, 512}, {64, 256}},      // an outer dim split
+      {2, {4100, 3}, {1024, 2}, {256, 1}},            // a wide row: dim 0 split
+      {4, {70, 600}, {64, 512}, {64, 256}},           // an outer dim split
       {1, {64, 300, 3}, {64, 300, 1}, {64, 150, 1}},  // a middle one
-      {8, {40, 7, 5}, {32, 6, 2}, {32, 6, 2}},   // no split
+      {8, {40, 7, 5}, {32, 6, 2}, {32, 6, 2}},        // no split
   };
   g_tma.smem = g_smem;
   ASSERT_EQ(reinterpret_cast<uintptr_t>(g_smem) >> 32,
@@ -842,8 +840,8 @@ TEST(CopyEmulationTest, GatherUnderTmaIssuesKTensorCopies) {
     EXPECT_EQ(g_tma.loads, pieces * k) << iter;
     EXPECT_EQ(g_tma.attaches, 0u) << iter;
     ptrdiff_t first = -1;
-    ASSERT_EQ(CountMismatches(p.dtype, 2, want.data(), g_smem,
-                              BoxElems(p) * k, &first),
+    ASSERT_EQ(CountMismatches(p.dtype, 2, want.data(), g_smem, BoxElems(p) * k,
+                              &first),
               0u)
         << "iter " << iter << " first bad element " << first;
   }
@@ -875,7 +873,9 @@ TEST(CopyEmulationTest, SoftwareSwizzleMatchesTheTmaPatternByteForByte) {
     RandomTensor t = MakeTmaTensor(
         rng, eb,
         r3 ? std::vector<int64_t>{row * 2 + 5, rows + 3, 3}
-           : std::vector<int64_t>{row + 1 + static_cast<int64_t>(rng() % (3 * row)), rows + 9},
+           : std::vector<int64_t>{row + 1 +
+                                      static_cast<int64_t>(rng() % (3 * row)),
+                                  rows + 9},
         r3 ? std::vector<int>{row, rows, 2} : std::vector<int>{row, rows},
         r3 ? std::vector<int>{row, rows, 2} : std::vector<int>{row, rows},
         1 + rng() % 2, mode);
@@ -909,9 +909,9 @@ TEST(CopyEmulationTest, SoftwareSwizzleMatchesTheTmaPatternByteForByte) {
     }
     // The store reads the swizzled image back: the tensor gets the tile.
     RandomTensor got = t;
-    got.host.data = got.storage.data() +
-                    (static_cast<const uint8_t*>(t.host.data) -
-                     t.storage.data());
+    got.host.data =
+        got.storage.data() +
+        (static_cast<const uint8_t*>(t.host.data) - t.storage.data());
     got.host.param.data = got.host.data;
     std::vector<uint8_t> want_store = t.storage;
     HostTensor ref = t.host;

@@ -230,10 +230,12 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
        [](TestTensor& t) { t.strides[0] = int64_t{1} << 38; }, "below 2^40"},
       // 301 rows: no divisor up to 256 but 7 and 43, whose pieces of
       // 7 x 64 / 43 x 64 bytes are not multiples of 128.
-      {"box over 256 without a piece", [](TestTensor& t) {
+      {"box over 256 without a piece",
+       [](TestTensor& t) {
          t.shape[0] = 400;
          t.arg.box[0] = 301;
-       }, "over TMA's 256"},
+       },
+       "over TMA's 256"},
       {"whole extent over 256 without a piece",
        [](TestTensor& t) {
          t.shape[0] = 1001;
@@ -279,11 +281,11 @@ TEST(HardwareBox, SplitsBoxesOverTheTmaLimit) {
     std::vector<uint32_t> box;   // outermost-first
     std::vector<int32_t> hw;     // parameter order (dim 0 innermost)
   } cases[] = {
-      {16, {8192, 4096}, {1, 4096}, {256, 1}},     // an RMSNorm row, bf16
-      {16, {8192, 4096}, {4, 4096}, {256, 1}},     // four rows: 64 pieces
-      {32, {5000, 4100}, {32, 32}, {32, 32}},      // no split
-      {32, {5000, 512}, {1024, 64}, {64, 256}},    // outer dim split
-      {16, {64, 8000}, {1, 4000}, {200, 1}},       // not: 400 B, see below
+      {16, {8192, 4096}, {1, 4096}, {256, 1}},   // an RMSNorm row, bf16
+      {16, {8192, 4096}, {4, 4096}, {256, 1}},   // four rows: 64 pieces
+      {32, {5000, 4100}, {32, 32}, {32, 32}},    // no split
+      {32, {5000, 512}, {1024, 64}, {64, 256}},  // outer dim split
+      {16, {64, 8000}, {1, 4000}, {200, 1}},     // not: 400 B, see below
       // A middle dim split: 150 rows of 64 bytes are 75 x 128 bytes.
       {8, {2, 400, 1024}, {1, 300, 64}, {64, 150, 1}},
   };

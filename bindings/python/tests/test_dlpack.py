@@ -176,5 +176,35 @@ class VersionedCapsuleTest(unittest.TestCase):
             tensors.from_capsule(new(4096, b"used_dltensor", None))
 
 
+class _Interface:
+    """A CUDA array (never touched: tensor_check reads no memory)."""
+
+    def __init__(self, shape, typestr="<f4"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                         "data": (1 << 20, False), "strides": None,
+                                         "version": 3}
+
+
+class SwizzleAndBoxTest(unittest.TestCase):
+    def test_swizzle_and_boxes_over_256(self):
+        dense = _Interface((256, 4096))
+        # 32 f32 = 128 bytes per box row: the 128-byte swizzle fits.
+        tma, reason = fleetjit.tensor_check(fleetjit.Tensor(dense, box=(8, 32), swizzle=128))
+        self.assertTrue(tma, reason)
+        # 64 f32 = 256 bytes: refused, whatever the implementation.
+        with self.assertRaisesRegex(fleetjit.FleetjitError, "swizzle 128B"):
+            fleetjit.tensor_check(fleetjit.Tensor(dense, box=(8, 64), swizzle=128))
+        with self.assertRaises(ValueError):
+            fleetjit.Tensor(dense, swizzle=48)
+        # A 2048-wide row is split into tensor copies of 256: still TMA.
+        tma, reason = fleetjit.tensor_check(fleetjit.Tensor(dense, box=(1, 2048)))
+        self.assertTrue(tma, reason)
+        # A 4000-wide f16 row has no 128-byte piece: no map, and why.
+        tma, reason = fleetjit.tensor_check(
+            fleetjit.Tensor(_Interface((8, 4000), "<f2"), box=(1, 4000)))
+        self.assertFalse(tma)
+        self.assertIn("multiple of 64", reason)
+
+
 if __name__ == "__main__":
     unittest.main()

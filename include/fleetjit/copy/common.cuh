@@ -349,8 +349,7 @@ FJ_DEV void move_bytes(void* dst, const void* src, unsigned n,
     ((unsigned char*)dst)[i] = ((const unsigned char*)src)[i];
 }
 FJ_DEV void zero_bytes(void* dst, unsigned n, team tm = block_team()) {
-  for (unsigned i = tm.rank; i < n; i += tm.size)
-    ((unsigned char*)dst)[i] = 0;
+  for (unsigned i = tm.rank; i < n; i += tm.size) ((unsigned char*)dst)[i] = 0;
 }
 
 // How a contiguous copy splits: `head` bytes to reach `w` alignment (w is
@@ -755,7 +754,8 @@ __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      if (i + j * n < total) v[j] = ld_shared16(smem + swz((i + j * n) * 16, m));
+      if (i + j * n < total)
+        v[j] = ld_shared16(smem + swz((i + j * n) * 16, m));
     }
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {

@@ -141,8 +141,7 @@ FJ_DEV void cp_async(void* s, const void* g, unsigned w, unsigned src_bytes) {
 // ------------------------------------------------------------ contiguous
 // Issues this thread's share of a span copy (no block barrier, no attach).
 FJ_DEV void issue_span(void* dst, const void* src, unsigned bytes, bool pred,
-                       pred_mode mode,
-                       detail::team tm = detail::block_team()) {
+                       pred_mode mode, detail::team tm = detail::block_team()) {
   if (!pred && mode == pred_skip) return;
   const detail::span_split sp = detail::split_span(dst, src, bytes);
   unsigned char* d = (unsigned char*)dst;
@@ -181,8 +180,8 @@ FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
   load(dst, src, bytes, done, pred, mode);
 }
 // Warp scope: the lanes split the span; each attaches its cp.asyncs.
-FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes,
-                 barrier& b, bool pred, pred_mode mode) {
+FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes, barrier& b,
+                 bool pred, pred_mode mode) {
   __syncwarp();
   issue_span(dst, src, bytes, pred, mode, detail::warp_team());
   attach(b);
@@ -303,8 +302,8 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
 // Warp scope: the lanes split the tile; each attaches its cp.asyncs to
 // `b` (net zero on the pending count: the producer still arrives).
 template <int R>
-FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p,
-                      const coords& c, barrier& b, bool pred, pred_mode mode) {
+FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
+                      barrier& b, bool pred, pred_mode mode) {
   __syncwarp();
   issue_tile<R>(dst, p, c, pred, mode, detail::warp_team());
   attach(b);
@@ -322,11 +321,11 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
   attach(done);
 }
 // Stores and prefetches: the software ones (common.cuh, soft_impl).
+using soft_impl::prefetch_l2;
+using soft_impl::prefetch_tensormap;
+using soft_impl::prefetch_tile;
 using soft_impl::store;
 using soft_impl::store_tile;
-using soft_impl::prefetch_l2;
-using soft_impl::prefetch_tile;
-using soft_impl::prefetch_tensormap;
 
 }  // namespace cp_async_impl
 }  // namespace fj

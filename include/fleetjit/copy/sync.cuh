@@ -126,8 +126,8 @@ FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
   if (pred) detail::move_block(dst, src, bytes);
 }
 // Warp scope: the warp's lanes copy; the caller's barrier orders the rest.
-FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes,
-                 barrier&, bool pred, pred_mode mode) {
+FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes, barrier&,
+                 bool pred, pred_mode mode) {
   const detail::team tm = detail::warp_team();
   if (pred) {
     detail::move_block(dst, src, bytes, tm);
@@ -180,7 +180,8 @@ FJ_DEV void load_rows_body(const detail::row_walk& w, unsigned char* smem,
   if (k + FJ_FAST_UNROLL / 2 <= w.count) {
     uint4 v[FJ_FAST_UNROLL / 2];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL / 2; ++j) v[j] = detail::ld_global16(g + j * w.gstep);
+    for (int j = 0; j < FJ_FAST_UNROLL / 2; ++j)
+      v[j] = detail::ld_global16(g + j * w.gstep);
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL / 2; ++j) {
       const unsigned o = s + j * w.sstep;
@@ -191,7 +192,8 @@ FJ_DEV void load_rows_body(const detail::row_walk& w, unsigned char* smem,
     k += FJ_FAST_UNROLL / 2;
   }
   for (; k < w.count; ++k, s += w.sstep, g += w.gstep)
-    detail::st_shared16(smem + (SW ? detail::swz(s, m) : s), detail::ld_global16(g));
+    detail::st_shared16(smem + (SW ? detail::swz(s, m) : s),
+                        detail::ld_global16(g));
 }
 template <int R>
 FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
@@ -214,9 +216,8 @@ FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
 // time).
 template <int R>
 __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
-                                            coords c, bool pred,
-                                            pred_mode mode, bool fast,
-                                            detail::team tm) {
+                                            coords c, bool pred, pred_mode mode,
+                                            bool fast, detail::team tm) {
   if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
     return;
   unsigned char* smem = (unsigned char*)dst;
@@ -268,8 +269,8 @@ FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c, Done&,
 }
 // Warp scope: the warp's lanes move the tile; no block barrier.
 template <int R>
-FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p,
-                      const coords& c, barrier&, bool pred, pred_mode mode) {
+FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
+                      barrier&, bool pred, pred_mode mode) {
   issue_tile<R>(dst, p, c, pred, mode, detail::warp_team());
 }
 // k tiles at cs(0..k-1), tile i at dst + i * box bytes (the block's or the
@@ -291,11 +292,11 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
   load_tile_span<R>(dst, p, c, pred, mode);
 }
 // Stores and prefetches: the software ones (common.cuh, soft_impl).
+using soft_impl::prefetch_l2;
+using soft_impl::prefetch_tensormap;
+using soft_impl::prefetch_tile;
 using soft_impl::store;
 using soft_impl::store_tile;
-using soft_impl::prefetch_l2;
-using soft_impl::prefetch_tile;
-using soft_impl::prefetch_tensormap;
 
 }  // namespace sync_impl
 }  // namespace fj

@@ -225,8 +225,8 @@ FJ_DEV void load_multicast(void* dst, const void* src, unsigned bytes,
 }
 
 // Warp scope: lane 0 issues the bulk body, the lanes move the ends.
-FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes,
-                 barrier& b, bool pred, pred_mode mode) {
+FJ_DEV void load(warp_t, void* dst, const void* src, unsigned bytes, barrier& b,
+                 bool pred, pred_mode mode) {
   enter(warp);
   const detail::team tm = detail::warp_team();
   const detail::span_split sp = detail::split_span(dst, src, bytes);
@@ -584,8 +584,8 @@ FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
 }
 // Warp scope: lane 0 expects the bytes, the lanes issue the pieces.
 template <int R>
-FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p,
-                      const coords& c, barrier& b, bool pred, pred_mode mode) {
+FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
+                      barrier& b, bool pred, pred_mode mode) {
   enter(warp);
   load_tile_bar<R>(dst, p, c, b, 0, pred, mode, detail::warp_team());
 }
@@ -611,9 +611,9 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
 template <int R, class Coords>
 __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
                                             const tensor_param& p,
-                                            const Coords& cs, int k,
-                                            barrier& b, bool pred,
-                                            pred_mode mode, detail::team tm) {
+                                            const Coords& cs, int k, barrier& b,
+                                            bool pred, pred_mode mode,
+                                            detail::team tm) {
   const unsigned bb = detail::box_bytes(p, R);
   if (!pred) {
     if (mode == pred_zero) detail::fill_block(dst, bb * (unsigned)k, 0, tm);
@@ -734,7 +734,12 @@ FJ_DEV void prefetch_tile(const tensor_param& p, const coords& c) {
   if ((p.flags & FJ_TP_HAS_TMAP) == 0 || !tmap_coords_ok(p, c)) {
     detail::prefetch_tile_lines<R>(p, c);
   } else if (leader()) {
-    tensor_prefetch<R>(p.tmap, c);
+    const unsigned n = tile_pieces<R>(p);  // a split box: every piece
+    for (unsigned i = 0; i < n; ++i) {
+      coords q = c;
+      if (n > 1) piece_at<R>(p, q, i);
+      tensor_prefetch<R>(p.tmap, q);
+    }
   }
 }
 FJ_DEV void prefetch_tensormap(const tensor_param& p) {
