@@ -170,7 +170,7 @@ class RowProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int sms,
+  void Configure(const Shape& s, int sms, fj_copy_impl,
                  fj_launch_config* cfg) const override {
     const uint64_t row = 2ull * cols_;
     cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
@@ -267,11 +267,13 @@ class TransposeProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int sms,
+  void Configure(const Shape& s, int sms, fj_copy_impl impl,
                  fj_launch_config* cfg) const override {
     cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
     cfg->block[0] = static_cast<uint32_t>(s.threads);
-    cfg->shared_bytes = 128 + (s.stages + 2) * box_ * box_ * 4;
+    // TR_OUTS out tiles: two under tma (a bulk store in flight), else one.
+    const int outs = impl == FJ_COPY_IMPL_TMA ? 2 : 1;
+    cfg->shared_bytes = 128 + (s.stages + outs) * box_ * box_ * 4;
   }
   absl::Status Poison() override {
     return buf_.Poison(out_, 4ull * rows_ * cols_);
@@ -305,10 +307,16 @@ KernelCase RowCase(RowProblem::Kind kind, int rows, int cols) {
   c.entry = c.kernel;
   c.stages_macro = rms ? "RMS_STAGES" : "SMX_STAGES";
   c.copy_bytes = 2ull * rows * cols;
-  // {threads, CTAs/SM, stages}: SMEM per SM stays <= 227 KiB.
-  // Three pipeline depths (three builds per implementation).
-  c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2},
-              {64, 4, 3},  {128, 4, 1}, {256, 2, 1}};
+  // {threads, CTAs/SM, stages}: SMEM per SM stays <= 227 KiB (a shape
+  // past it runs with fewer resident CTAs). Three pipeline depths (three
+  // builds per implementation). The 1-stage shapes with many small CTAs
+  // (1-8 rows each) are for sync: there fj::load is the block's own
+  // ld/st, whose latency no stage of the same CTA hides, so other resident
+  // CTAs must (softmax 8-64 KiB per CTA, RMSNorm 8 KiB more for w).
+  c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2}, {64, 4, 3},
+              {128, 4, 1}, {256, 2, 1}, {128, 5, 1}, {128, 6, 1},
+              {256, 3, 1}, {64, 6, 2},  {64, 8, 1},  {64, 12, 1},
+              {32, 16, 1}, {32, 24, 1}};
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
     return RowProblem::Make(rt, device, seed, kind, rows, cols);
   };
@@ -323,8 +331,12 @@ KernelCase TransposeCase(int rows, int cols, const char* what) {
   c.entry = "transpose";
   c.stages_macro = "TR_STAGES";
   c.copy_bytes = 4ull * rows * cols;
-  // Box 64 (16 KiB tiles): SMEM = (stages + 2) * 16 KiB.
-  c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2}, {256, 2, 4}};
+  // Box 64 (16 KiB tiles): SMEM = (stages + out tiles) * 16 KiB, two out
+  // tiles under tma, one elsewhere. The 1-stage shapes are for sync (its
+  // loads are the block's own; other CTAs hide them): 32 KiB per CTA.
+  c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2}, {256, 2, 4},
+              {128, 4, 1}, {256, 4, 1}, {128, 6, 1}, {128, 4, 2},
+              {64, 8, 1},  {128, 2, 4}};
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
     return TransposeProblem::Make(rt, device, seed, rows, cols, 64);
   };
@@ -581,7 +593,7 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
         fj_launch_config cfg{};
         cfg.struct_size = sizeof(cfg);
         cfg.stream = gpu.stream();
-        (*p)->Configure(s, gpu.sms(), &cfg);
+        (*p)->Configure(s, gpu.sms(), v.impl, &cfg);
         const std::vector<fj_arg>& args = (*p)->Args();
         fj_kernel* k = (*b)->kernel;
         absl::StatusOr<double> ms = gpu.TimeMs(
@@ -613,7 +625,7 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       fj_launch_config cfg{};
       cfg.struct_size = sizeof(cfg);
       cfg.stream = gpu.stream();
-      (*p)->Configure(r.shape, gpu.sms(), &cfg);
+      (*p)->Configure(r.shape, gpu.sms(), v.impl, &cfg);
       const std::vector<fj_arg>& args = (*p)->Args();
       fj_kernel* k = (*b)->kernel;
       auto launch = [&] {

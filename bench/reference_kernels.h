@@ -52,8 +52,10 @@ class Problem {
   virtual ~Problem() = default;
   // The kernel's arguments (valid while the problem lives).
   virtual const std::vector<fj_arg>& Args() = 0;
-  // grid, block and dynamic shared memory for `shape` on `sms` SMs.
-  virtual void Configure(const Shape& shape, int sms,
+  // grid, block and dynamic shared memory for `shape` on `sms` SMs, for a
+  // build of copy implementation `impl` (a kernel may size its SMEM per
+  // implementation).
+  virtual void Configure(const Shape& shape, int sms, fj_copy_impl impl,
                          fj_launch_config* cfg) const = 0;
   // Fills the outputs with NaN bytes (0xFF), so a kernel that skips an
   // element is caught.

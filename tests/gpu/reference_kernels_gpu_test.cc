@@ -66,7 +66,7 @@ TEST_P(ReferenceKernelsGpu, MatchesTheCpuReferenceUnderEveryImplementation) {
       fj_launch_config cfg{};
       cfg.struct_size = sizeof(cfg);
       cfg.stream = stream_;
-      (*p)->Configure(s, info_.sm_count, &cfg);
+      (*p)->Configure(s, info_.sm_count, v.impl, &cfg);
       ASSERT_TRUE((*p)->Poison().ok());
       const std::vector<fj_arg>& args = (*p)->Args();
       fj_status* st = fj_launch(k, &cfg, args.data(), args.size());
