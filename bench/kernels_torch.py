@@ -34,6 +34,9 @@ ROW_SHAPES = [(256, 1, 2), (128, 2, 2), (128, 3, 2), (64, 4, 3), (128, 4, 1), (2
               (32, 16, 1), (32, 24, 1)]
 TR_SHAPES = [(256, 2, 3), (256, 3, 2), (128, 3, 2), (256, 2, 4), (128, 4, 1), (256, 4, 1),
              (128, 6, 1), (128, 4, 2), (64, 8, 1), (128, 2, 4)]
+# (threads, CTAs/SM, stages, define): as the C++ table's shapes with a define.
+SMX_EXTRA = [(t, c, st, "SMX_RVECS=16") for t, c, st in ((128, 3, 2), (128, 2, 2), (256, 1, 2), (128, 4, 1), (64, 6, 2))]
+TR_EXTRA = [(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 3, 2), (256, 2, 1))]
 SWEEP_SAMPLES = 3  # each shape briefly; the fastest is timed with SAMPLES
 VARIANTS = [("tma", "tma", None), ("cp_async", "cp_async", None), ("sync", "sync", None),
             ("cp_async@compute_80", "cp_async", "compute_80")]
@@ -113,9 +116,9 @@ def main():
     rows_out = []
     failures = []
 
-    def build(name, impl, target, macro, stages):
+    def build(name, impl, target, macro, stages, define=None):
         m = rt.build(src[name], name=f"{name}.cu", copy_impl=impl, target=target,
-                     nvrtc_options=[f"-D{macro}={stages}"])
+                     nvrtc_options=[f"-D{macro}={stages}"] + ([f"-D{define}"] if define else []))
         return m.kernel(name)
 
     cases = []
@@ -138,7 +141,7 @@ def main():
             args = [fleetjit.Tensor(x, box=(BOX, BOX), oob="zeros"),
                     fleetjit.Tensor(y, box=(BOX, BOX), oob="zeros"),
                     fleetjit.i32(tiles_x), fleetjit.i32(tiles)]
-            shapes, macro = TR_SHAPES, "TR_STAGES"
+            shapes, macro = [sh + (None,) for sh in TR_SHAPES] + TR_EXTRA, "TR_STAGES"
             # TR_OUTS out tiles: two under tma, one under cp_async and sync.
             smem = lambda t, st, impl: 128 + (st + (2 if impl == "tma" else 1)) * BOX * BOX * 4  # noqa: E731
             tri_fn = None
@@ -169,7 +172,7 @@ def main():
                     tri_fn = lambda: tri[2][(rows,)](x, y, cols, BLOCK=blk)  # noqa: E731
             if tri is None:
                 tri_fn = None
-            shapes = ROW_SHAPES
+            shapes = [sh + (None,) for sh in ROW_SHAPES] + (SMX_EXTRA if kind == "softmax" else [])
             ref = torch_fn()
         nbytes = x.numel() * x.element_size()
         a, b = torch.empty(nbytes, dtype=torch.uint8, device="cuda"), torch.empty(nbytes, dtype=torch.uint8, device="cuda")
@@ -185,9 +188,9 @@ def main():
             rows_out.append((label, "triton (written here)", copy_ms / tri_ms, torch_ms / tri_ms, "", ""))
         for vname, impl, target in VARIANTS:
             best = None
-            for t, c, st in shapes:
+            for t, c, st, define in shapes:
                 try:
-                    k = build(kind, impl, target, macro, st)
+                    k = build(kind, impl, target, macro, st, define)
                 except fleetjit.FleetjitError as e:
                     print(f"  {label} {vname}: not built: {e}")
                     break
@@ -199,7 +202,7 @@ def main():
                     print(f"  {label} {vname} {t}/{c}/{st}: launch refused: {e}")
                     continue
                 if best is None or ms < best[0]:
-                    best = (ms, k, (t, c, st), launch)
+                    best = (ms, k, (t, c, st, define), launch)
             if best is None:
                 continue
             ms, k, shape, launch = best
@@ -224,7 +227,8 @@ def main():
             info = k.info
             rows_out.append((label, vname, copy_ms / ms, torch_ms / ms,
                              f"{info.num_regs} regs, {smem(shape[0], shape[2], impl) + info.static_shared_bytes} B smem, "
-                             f"{shape[0]}/{shape[1]}/{shape[2]}", "ok" if ok else "WRONG"))
+                             f"{shape[0]}/{shape[1]}/{shape[2]}" + (f",{shape[3]}" if shape[3] else ""),
+                             "ok" if ok else "WRONG"))
             print(f"  {label:34s} {vname:20s} {copy_ms / ms:.3f} of copy, {torch_ms / ms:.2f}x torch", flush=True)
 
     print(f"\nkernels_torch on {dev.name} ({sms} SMs), torch {torch.__version__}; "

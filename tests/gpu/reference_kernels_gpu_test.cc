@@ -53,11 +53,10 @@ TEST_P(ReferenceKernelsGpu, MatchesTheCpuReferenceUnderEveryImplementation) {
       continue;
     }
     for (const Shape& s : c.shapes) {
-      SCOPED_TRACE(c.name + " under " + v.name + ", " +
-                   std::to_string(s.threads) + " threads, " +
-                   std::to_string(s.stages) + " stages; tolerance " +
-                   (*p)->Tolerance());
-      absl::StatusOr<fj_module*> m = Build(rt_, c, v, s.stages);
+      SCOPED_TRACE(c.name + " under " + v.name + ", " + ShapeName(s) +
+                   " (threads/CTAs/stages); tolerance " + (*p)->Tolerance());
+      absl::StatusOr<fj_module*> m =
+          Build(rt_, c, v, s.stages, "", FJ_OUTPUT_AUTO, s.define);
       ASSERT_TRUE(m.ok()) << m.status();
       fj_kernel* k = nullptr;
       ASSERT_EQ(fj_module_get_kernel(*m, fj_str{c.entry.data(), c.entry.size()},
