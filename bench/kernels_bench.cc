@@ -37,8 +37,7 @@ int main(int argc, char** argv) {
       std::printf("  %-36s %-20s %.3fx of the copy (", r.kernel.c_str(),
                   r.impl.c_str(), r.fraction);
       for (const auto& [s, ms] : r.tried) {
-        std::printf(" %d/%d/%d %.1fus", s.threads, s.ctas_per_sm, s.stages,
-                    ms * 1e3);
+        std::printf(" %s %.1fus", ShapeName(s).c_str(), ms * 1e3);
       }
       std::printf(" ) %s\n", r.verified.c_str());
     }

@@ -29,8 +29,15 @@ BATCH = 10
 SLEEP_CYCLES = 20_000_000  # ~10 ms at 2 GHz: longer than queuing BATCH launches
 
 # The launch shapes bench/reference_kernels.cc sweeps: (threads, CTAs/SM, stages).
-ROW_SHAPES = [(256, 1, 2), (128, 2, 2), (128, 3, 2), (64, 4, 3), (128, 4, 1), (256, 2, 1)]
-TR_SHAPES = [(256, 2, 3), (256, 3, 2), (128, 3, 2), (256, 2, 4)]
+ROW_SHAPES = [(256, 1, 2), (128, 2, 2), (128, 3, 2), (64, 4, 3), (128, 4, 1), (256, 2, 1),
+              (128, 5, 1), (128, 6, 1), (256, 3, 1), (64, 6, 2), (64, 8, 1), (64, 12, 1),
+              (32, 16, 1), (32, 24, 1)]
+TR_SHAPES = [(256, 2, 3), (256, 3, 2), (128, 3, 2), (256, 2, 4), (128, 4, 1), (256, 4, 1),
+             (128, 6, 1), (128, 4, 2), (64, 8, 1), (128, 2, 4)]
+# (threads, CTAs/SM, stages, define): as the C++ table's shapes with a define.
+SMX_EXTRA = [(t, c, st, "SMX_RVECS=16") for t, c, st in ((128, 3, 2), (128, 2, 2), (256, 1, 2), (128, 4, 1), (64, 6, 2))]
+TR_EXTRA = [(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 3, 2), (256, 2, 1))]
+SWEEP_SAMPLES = 3  # each shape briefly; the fastest is timed with SAMPLES
 VARIANTS = [("tma", "tma", None), ("cp_async", "cp_async", None), ("sync", "sync", None),
             ("cp_async@compute_80", "cp_async", "compute_80")]
 BOX = 64  # transpose tiles, as the C++ table
@@ -40,13 +47,13 @@ def r128(n):
     return (n + 127) & ~127
 
 
-def gpu_ms(torch, fn):
+def gpu_ms(torch, fn, samples=SAMPLES):
     """Median GPU ms of one call of fn (events around BATCH queued calls)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     out = []
-    for _ in range(SAMPLES):
+    for _ in range(samples):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(SLEEP_CYCLES)
         start.record()
@@ -109,9 +116,9 @@ def main():
     rows_out = []
     failures = []
 
-    def build(name, impl, target, macro, stages):
+    def build(name, impl, target, macro, stages, define=None):
         m = rt.build(src[name], name=f"{name}.cu", copy_impl=impl, target=target,
-                     nvrtc_options=[f"-D{macro}={stages}"])
+                     nvrtc_options=[f"-D{macro}={stages}"] + ([f"-D{define}"] if define else []))
         return m.kernel(name)
 
     cases = []
@@ -134,8 +141,9 @@ def main():
             args = [fleetjit.Tensor(x, box=(BOX, BOX), oob="zeros"),
                     fleetjit.Tensor(y, box=(BOX, BOX), oob="zeros"),
                     fleetjit.i32(tiles_x), fleetjit.i32(tiles)]
-            shapes, macro = TR_SHAPES, "TR_STAGES"
-            smem = lambda t, st: 128 + (st + 2) * BOX * BOX * 4  # noqa: E731
+            shapes, macro = [sh + (None,) for sh in TR_SHAPES] + TR_EXTRA, "TR_STAGES"
+            # TR_OUTS out tiles: two under tma, one under cp_async and sync.
+            smem = lambda t, st, impl: 128 + (st + (2 if impl == "tma" else 1)) * BOX * BOX * 4  # noqa: E731
             tri_fn = None
         else:
             label = f"{kind} [{rows}, {cols}] bf16"
@@ -149,7 +157,7 @@ def main():
                 torch_name = "F.rms_norm"
                 args = [x, w, y, fleetjit.i32(rows), fleetjit.i32(cols), fleetjit.f32(eps)]
                 macro = "RMS_STAGES"
-                smem = lambda t, st: 128 + r128(2 * cols) + st * r128(2 * cols * (t // 32))  # noqa: E731
+                smem = lambda t, st, impl: 128 + r128(2 * cols) + st * r128(2 * cols * (t // 32))  # noqa: E731
                 if tri is not None:
                     blk = tri[0].next_power_of_2(cols)
                     tri_fn = lambda: tri[1][(rows,)](x, w, y, cols, eps, BLOCK=blk)  # noqa: E731
@@ -158,13 +166,13 @@ def main():
                 torch_name = "torch.softmax"
                 args = [x, y, fleetjit.i32(rows), fleetjit.i32(cols)]
                 macro = "SMX_STAGES"
-                smem = lambda t, st: 128 + st * r128(2 * cols * (t // 32))  # noqa: E731
+                smem = lambda t, st, impl: 128 + st * r128(2 * cols * (t // 32))  # noqa: E731
                 if tri is not None:
                     blk = tri[0].next_power_of_2(cols)
                     tri_fn = lambda: tri[2][(rows,)](x, y, cols, BLOCK=blk)  # noqa: E731
             if tri is None:
                 tri_fn = None
-            shapes = ROW_SHAPES
+            shapes = [sh + (None,) for sh in ROW_SHAPES] + (SMX_EXTRA if kind == "softmax" else [])
             ref = torch_fn()
         nbytes = x.numel() * x.element_size()
         a, b = torch.empty(nbytes, dtype=torch.uint8, device="cuda"), torch.empty(nbytes, dtype=torch.uint8, device="cuda")
@@ -180,21 +188,21 @@ def main():
             rows_out.append((label, "triton (written here)", copy_ms / tri_ms, torch_ms / tri_ms, "", ""))
         for vname, impl, target in VARIANTS:
             best = None
-            for t, c, st in shapes:
+            for t, c, st, define in shapes:
                 try:
-                    k = build(kind, impl, target, macro, st)
+                    k = build(kind, impl, target, macro, st, define)
                 except fleetjit.FleetjitError as e:
                     print(f"  {label} {vname}: not built: {e}")
                     break
-                launch = (lambda k=k, g=c * sms, t=t, sh=smem(t, st):  # noqa: E731
+                launch = (lambda k=k, g=c * sms, t=t, sh=smem(t, st, impl):  # noqa: E731
                           k.launch(g, t, args, stream=stream, shared_bytes=sh))
                 try:
-                    ms = gpu_ms(torch, launch)
+                    ms = gpu_ms(torch, launch, SWEEP_SAMPLES)
                 except fleetjit.FleetjitError as e:
                     print(f"  {label} {vname} {t}/{c}/{st}: launch refused: {e}")
                     continue
                 if best is None or ms < best[0]:
-                    best = (ms, k, (t, c, st), launch)
+                    best = (ms, k, (t, c, st, define), launch)
             if best is None:
                 continue
             ms, k, shape, launch = best
@@ -218,8 +226,9 @@ def main():
                 failures.append(f"{label} {vname}")
             info = k.info
             rows_out.append((label, vname, copy_ms / ms, torch_ms / ms,
-                             f"{info.num_regs} regs, {smem(shape[0], shape[2]) + info.static_shared_bytes} B smem, "
-                             f"{shape[0]}/{shape[1]}/{shape[2]}", "ok" if ok else "WRONG"))
+                             f"{info.num_regs} regs, {smem(shape[0], shape[2], impl) + info.static_shared_bytes} B smem, "
+                             f"{shape[0]}/{shape[1]}/{shape[2]}" + (f",{shape[3]}" if shape[3] else ""),
+                             "ok" if ok else "WRONG"))
             print(f"  {label:34s} {vname:20s} {copy_ms / ms:.3f} of copy, {torch_ms / ms:.2f}x torch", flush=True)
 
     print(f"\nkernels_torch on {dev.name} ({sms} SMs), torch {torch.__version__}; "

@@ -170,7 +170,7 @@ class RowProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int sms,
+  void Configure(const Shape& s, int sms, fj_copy_impl,
                  fj_launch_config* cfg) const override {
     const uint64_t row = 2ull * cols_;
     cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
@@ -267,11 +267,13 @@ class TransposeProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int sms,
+  void Configure(const Shape& s, int sms, fj_copy_impl impl,
                  fj_launch_config* cfg) const override {
     cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
     cfg->block[0] = static_cast<uint32_t>(s.threads);
-    cfg->shared_bytes = 128 + (s.stages + 2) * box_ * box_ * 4;
+    // TR_OUTS out tiles: two under tma (a bulk store in flight), else one.
+    const int outs = impl == FJ_COPY_IMPL_TMA ? 2 : 1;
+    cfg->shared_bytes = 128 + (s.stages + outs) * box_ * box_ * 4;
   }
   absl::Status Poison() override {
     return buf_.Poison(out_, 4ull * rows_ * cols_);
@@ -305,10 +307,24 @@ KernelCase RowCase(RowProblem::Kind kind, int rows, int cols) {
   c.entry = c.kernel;
   c.stages_macro = rms ? "RMS_STAGES" : "SMX_STAGES";
   c.copy_bytes = 2ull * rows * cols;
-  // {threads, CTAs/SM, stages}: SMEM per SM stays <= 227 KiB.
-  // Three pipeline depths (three builds per implementation).
-  c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2},
-              {64, 4, 3},  {128, 4, 1}, {256, 2, 1}};
+  // {threads, CTAs/SM, stages}: SMEM per SM stays <= 227 KiB (a shape
+  // past it runs with fewer resident CTAs). Three pipeline depths (three
+  // builds per implementation). The 1-stage shapes with many small CTAs
+  // (1-8 rows each) are for sync: there fj::load is the block's own
+  // ld/st, whose latency no stage of the same CTA hides, so other resident
+  // CTAs must (softmax 8-64 KiB per CTA, RMSNorm 8 KiB more for w).
+  c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2}, {64, 4, 3},  {128, 4, 1},
+              {256, 2, 1}, {128, 5, 1}, {128, 6, 1}, {256, 3, 1}, {64, 6, 2},
+              {64, 8, 1},  {64, 12, 1}, {32, 16, 1}, {32, 24, 1}};
+  if (!rms) {
+    // The softmax's row read once from SMEM into registers (about 160
+    // registers: fewer resident warps) instead of twice.
+    for (Shape s : std::vector<Shape>{
+             {128, 3, 2}, {128, 2, 2}, {256, 1, 2}, {128, 4, 1}, {64, 6, 2}}) {
+      s.define = "SMX_RVECS=16";
+      c.shapes.push_back(s);
+    }
+  }
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
     return RowProblem::Make(rt, device, seed, kind, rows, cols);
   };
@@ -323,8 +339,18 @@ KernelCase TransposeCase(int rows, int cols, const char* what) {
   c.entry = "transpose";
   c.stages_macro = "TR_STAGES";
   c.copy_bytes = 4ull * rows * cols;
-  // Box 64 (16 KiB tiles): SMEM = (stages + 2) * 16 KiB.
-  c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2}, {256, 2, 4}};
+  // Box 64 (16 KiB tiles): SMEM = (stages + out tiles) * 16 KiB, two out
+  // tiles under tma, one elsewhere. The 1-stage shapes are for sync (its
+  // loads are the block's own; other CTAs hide them): 32 KiB per CTA.
+  c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2}, {256, 2, 4}, {128, 4, 1},
+              {256, 4, 1}, {128, 6, 1}, {128, 4, 2}, {64, 8, 1},  {128, 2, 4}};
+  // The layer's fast-path batch at 4 chunks per thread instead of 8: 128
+  // registers under sync instead of 161-166 (NVRTC 13, sm_90), so 4 CTAs
+  // of 128 threads per SM instead of 3.
+  for (Shape s : std::vector<Shape>{{128, 4, 1}, {128, 3, 2}, {256, 2, 1}}) {
+    s.define = "FJ_FAST_UNROLL=4";
+    c.shapes.push_back(s);
+  }
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
     return TransposeProblem::Make(rt, device, seed, rows, cols, 64);
   };
@@ -476,9 +502,10 @@ struct Built {
 absl::StatusOr<std::unique_ptr<Built>> BuildKernel(fj_runtime* rt,
                                                    const KernelCase& c,
                                                    const Variant& v,
-                                                   int stages) {
+                                                   const Shape& s) {
   auto b = std::make_unique<Built>();
-  absl::StatusOr<fj_module*> m = Build(rt, c, v, stages);
+  absl::StatusOr<fj_module*> m =
+      Build(rt, c, v, s.stages, "", FJ_OUTPUT_AUTO, s.define);
   if (!m.ok()) return m.status();
   b->module = *m;
   REFK_RETURN_IF_ERROR(
@@ -521,21 +548,28 @@ absl::StatusOr<std::string> Source(const KernelCase& c) {
   return std::string(k->content);
 }
 
+std::string ShapeName(const Shape& s) {
+  return absl::StrFormat("%d/%d/%d%s%s", s.threads, s.ctas_per_sm, s.stages,
+                         s.define ? "," : "", s.define ? s.define : "");
+}
+
 absl::StatusOr<fj_module*> Build(fj_runtime* rt, const KernelCase& c,
                                  const Variant& v, int stages,
-                                 const std::string& target, fj_output output) {
+                                 const std::string& target, fj_output output,
+                                 const char* define) {
   absl::StatusOr<std::string> source = Source(c);
   if (!source.ok()) return source.status();
   const std::string def = absl::StrCat("-D", c.stages_macro, "=", stages);
+  const std::string def2 = define ? absl::StrCat("-D", define) : "";
   const std::string name = c.example.substr(c.example.rfind('/') + 1);
   const std::string tgt = target.empty() ? v.target : target;
-  fj_str opt = Str(def);
+  fj_str opts[2] = {Str(def), Str(def2)};
   fj_build_options o{};
   o.struct_size = sizeof(o);
   o.source = Str(*source);
   o.name = Str(name);
-  o.nvrtc_options = &opt;
-  o.num_nvrtc_options = 1;
+  o.nvrtc_options = opts;
+  o.num_nvrtc_options = define ? 2 : 1;
   o.target = Str(tgt);
   o.copy_impl = v.impl;
   o.output = output;
@@ -575,7 +609,7 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       std::string why;
       for (const Shape& s : shapes) {
         absl::StatusOr<std::unique_ptr<Built>> b =
-            BuildKernel(gpu.rt(), c, v, s.stages);
+            BuildKernel(gpu.rt(), c, v, s);
         if (!b.ok()) {
           why = std::string(b.status().message());
           break;
@@ -583,7 +617,7 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
         fj_launch_config cfg{};
         cfg.struct_size = sizeof(cfg);
         cfg.stream = gpu.stream();
-        (*p)->Configure(s, gpu.sms(), &cfg);
+        (*p)->Configure(s, gpu.sms(), v.impl, &cfg);
         const std::vector<fj_arg>& args = (*p)->Args();
         fj_kernel* k = (*b)->kernel;
         absl::StatusOr<double> ms = gpu.TimeMs(
@@ -610,12 +644,12 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       }
       // 2. The fastest fully, right after the anchor; then verified.
       absl::StatusOr<std::unique_ptr<Built>> b =
-          BuildKernel(gpu.rt(), c, v, r.shape.stages);
+          BuildKernel(gpu.rt(), c, v, r.shape);
       if (!b.ok()) return b.status();
       fj_launch_config cfg{};
       cfg.struct_size = sizeof(cfg);
       cfg.stream = gpu.stream();
-      (*p)->Configure(r.shape, gpu.sms(), &cfg);
+      (*p)->Configure(r.shape, gpu.sms(), v.impl, &cfg);
       const std::vector<fj_arg>& args = (*p)->Args();
       fj_kernel* k = (*b)->kernel;
       auto launch = [&] {
@@ -663,10 +697,7 @@ std::string FormatTable(const std::vector<Result>& results) {
     absl::StrAppendFormat(
         &out, "%-36s %-20s %8.3f %9.1f %9.1f %5d %8d %-16s %s\n", r.kernel,
         r.impl, r.fraction, r.ms * 1e3, r.copy_ms * 1e3, r.regs,
-        r.static_smem + r.dynamic_smem,
-        absl::StrFormat("%d/%d/%d", r.shape.threads, r.shape.ctas_per_sm,
-                        r.shape.stages),
-        r.verified);
+        r.static_smem + r.dynamic_smem, ShapeName(r.shape), r.verified);
   }
   return out;
 }

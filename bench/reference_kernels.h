@@ -43,7 +43,12 @@ struct Shape {
   int threads = 256;
   int ctas_per_sm = 1;
   int stages = 2;
+  // One more -D for this shape's build, or null (e.g. "SMX_RVECS=16": the
+  // softmax with its row held in registers).
+  const char* define = nullptr;
 };
+// "threads/CTAs/stages" and ",DEFINE" when the shape has one.
+std::string ShapeName(const Shape& s);
 
 // One problem on the GPU: its buffers (inputs random, fixed per seed), the
 // kernel's arguments and the CPU reference.
@@ -52,8 +57,10 @@ class Problem {
   virtual ~Problem() = default;
   // The kernel's arguments (valid while the problem lives).
   virtual const std::vector<fj_arg>& Args() = 0;
-  // grid, block and dynamic shared memory for `shape` on `sms` SMs.
-  virtual void Configure(const Shape& shape, int sms,
+  // grid, block and dynamic shared memory for `shape` on `sms` SMs, for a
+  // build of copy implementation `impl` (a kernel may size its SMEM per
+  // implementation).
+  virtual void Configure(const Shape& shape, int sms, fj_copy_impl impl,
                          fj_launch_config* cfg) const = 0;
   // Fills the outputs with NaN bytes (0xFF), so a kernel that skips an
   // element is caught.
@@ -87,13 +94,15 @@ KernelCase GemmMmaCase(int n);
 // The example's source text (the copy bundled into the binary).
 absl::StatusOr<std::string> Source(const KernelCase& c);
 
-// Builds `c` for `v` with -D<stages_macro>=`stages`; `target` overrides
+// Builds `c` for `v` with -D<stages_macro>=`stages` (and -D`define`, when
+// not null); `target` overrides
 // v.target when not empty (the CI test names sm_75, sm_80, sm_90), and
 // `output` the image kind (AUTO: cubin for sm_XX, PTX for compute_XX).
 absl::StatusOr<fj_module*> Build(fj_runtime* rt, const KernelCase& c,
                                  const Variant& v, int stages,
                                  const std::string& target = "",
-                                 fj_output output = FJ_OUTPUT_AUTO);
+                                 fj_output output = FJ_OUTPUT_AUTO,
+                                 const char* define = nullptr);
 
 // One measured cell of the table.
 struct Result {

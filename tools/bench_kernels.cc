@@ -47,9 +47,10 @@ absl::StatusOr<BenchReport> BenchKernels(const BenchOptions& options) {
     row.notes["regs"] = r.regs;
     row.notes["static_smem"] = r.static_smem;
     row.notes["dynamic_smem"] = r.dynamic_smem;
-    row.notes["shape"] =
-        absl::StrCat(r.shape.threads, " threads, ", r.shape.ctas_per_sm,
-                     " CTA/SM, ", r.shape.stages, " stages");
+    row.notes["shape"] = absl::StrCat(
+        r.shape.threads, " threads, ", r.shape.ctas_per_sm, " CTA/SM, ",
+        r.shape.stages, " stages",
+        r.shape.define ? absl::StrCat(", -D", r.shape.define) : std::string());
     row.notes["verified"] = r.verified;
     report.rows.push_back(std::move(row));
   }

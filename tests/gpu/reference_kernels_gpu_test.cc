@@ -8,8 +8,10 @@
 // tries is run, so every pipeline depth and block size is covered. Skips,
 // saying why, without a GPU or on a GPU too old for an implementation.
 #include <cctype>
+#include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "bench/reference_kernels.h"
 #include "gtest/gtest.h"
 #include "tests/common/seed.h"
@@ -52,12 +54,17 @@ TEST_P(ReferenceKernelsGpu, MatchesTheCpuReferenceUnderEveryImplementation) {
                   c.name.c_str(), v.name, cc);
       continue;
     }
+    std::set<std::string> seen;  // threads, stages, define: grids differ only
     for (const Shape& s : c.shapes) {
-      SCOPED_TRACE(c.name + " under " + v.name + ", " +
-                   std::to_string(s.threads) + " threads, " +
-                   std::to_string(s.stages) + " stages; tolerance " +
-                   (*p)->Tolerance());
-      absl::StatusOr<fj_module*> m = Build(rt_, c, v, s.stages);
+      if (!seen.insert(absl::StrCat(s.threads, "/", s.stages, ",",
+                                    s.define ? s.define : ""))
+               .second) {
+        continue;
+      }
+      SCOPED_TRACE(c.name + " under " + v.name + ", " + ShapeName(s) +
+                   " (threads/CTAs/stages); tolerance " + (*p)->Tolerance());
+      absl::StatusOr<fj_module*> m =
+          Build(rt_, c, v, s.stages, "", FJ_OUTPUT_AUTO, s.define);
       ASSERT_TRUE(m.ok()) << m.status();
       fj_kernel* k = nullptr;
       ASSERT_EQ(fj_module_get_kernel(*m, fj_str{c.entry.data(), c.entry.size()},
@@ -66,7 +73,7 @@ TEST_P(ReferenceKernelsGpu, MatchesTheCpuReferenceUnderEveryImplementation) {
       fj_launch_config cfg{};
       cfg.struct_size = sizeof(cfg);
       cfg.stream = stream_;
-      (*p)->Configure(s, info_.sm_count, &cfg);
+      (*p)->Configure(s, info_.sm_count, v.impl, &cfg);
       ASSERT_TRUE((*p)->Poison().ok());
       const std::vector<fj_arg>& args = (*p)->Args();
       fj_status* st = fj_launch(k, &cfg, args.data(), args.size());

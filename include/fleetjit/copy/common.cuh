@@ -407,11 +407,19 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
   unsigned rows = 1;
 #pragma unroll
   for (int d = 1; d < R; ++d) rows *= (unsigned)p.box[d];
-  const unsigned total = rows * cpr;
+  // Rows go to groups of `lanes` consecutive threads (a power of two up to
+  // 32 that covers a row's chunks and divides the team), chunks of a row to
+  // a group's threads: each row's address and bounds are worked out once,
+  // and a chunk costs adds and compares (no divide per chunk). Consecutive
+  // threads still take consecutive chunks of a row.
+  unsigned lanes = 1;
+  while (lanes < 32 && lanes < cpr) lanes <<= 1;
+  while (tm.size % lanes != 0) lanes >>= 1;
+  const unsigned sub = tm.rank % lanes, groups = tm.size / lanes;
+  const unsigned row_bytes = box0 * eb;
   const unsigned char* base = (const unsigned char*)p.data;
-  for (unsigned i = tm.rank; i < total; i += tm.size) {
-    const unsigned row = i / cpr;
-    const unsigned ch = i - row * cpr;
+  const i64 lo0 = -(i64)c.v[0], hi0 = p.shape[0] - (i64)c.v[0];
+  for (unsigned row = tm.rank / lanes; row < rows; row += groups) {
     // Outer coordinates of this row, and whether they are in bounds.
     i64 goff = 0;
     bool ok = true;
@@ -427,23 +435,28 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
       ok = ok && g >= 0 && g < p.shape[d];
       goff += g * p.stride[d];
     }
-    const i64 x0 = (i64)c.v[0] + (i64)ch * k;  // first element's coordinate
-    unsigned char* s = smem + swz(((unsigned)row * box0 + ch * k) * eb, m);
-    const unsigned char* g = base + (goff + x0 * s0) * (i64)eb;
-    if (!check) {
-      op.full(s, g, w);
-      continue;
-    }
-    const i64 lo_ll = x0 < 0 ? -x0 : 0;
-    const i64 hi_ll = p.shape[0] - x0;
-    const unsigned lo = lo_ll >= k ? k : (unsigned)lo_ll;
-    const unsigned hi = hi_ll <= 0 ? 0 : (hi_ll >= k ? k : (unsigned)hi_ll);
-    if (!ok || hi <= lo) {
-      op.oob(s, w);
-    } else if (lo == 0 && hi == k) {
-      op.full(s, g, w);
-    } else {
-      op.part(s, g, w, lo, hi, k);
+    const unsigned char* grow = base + (goff + (i64)c.v[0] * s0) * (i64)eb;
+    const i64 gstep = (i64)k * s0 * eb;  // GMEM bytes per chunk
+    const unsigned srow = row * row_bytes;
+    for (unsigned ch = sub; ch < cpr; ch += lanes) {
+      unsigned char* s = smem + swz(srow + ch * w, m);
+      const unsigned char* g = grow + (i64)ch * gstep;
+      if (!check) {
+        op.full(s, g, w);
+        continue;
+      }
+      // Elements [lo, hi) of this chunk's k are inside dimension 0.
+      const i64 e0 = (i64)ch * k;
+      const i64 lo_ll = lo0 - e0, hi_ll = hi0 - e0;
+      const unsigned lo = lo_ll <= 0 ? 0 : (lo_ll >= k ? k : (unsigned)lo_ll);
+      const unsigned hi = hi_ll <= 0 ? 0 : (hi_ll >= k ? k : (unsigned)hi_ll);
+      if (!ok || hi <= lo) {
+        op.oob(s, w);
+      } else if (lo == 0 && hi == k) {
+        op.full(s, g, w);
+      } else {
+        op.part(s, g, w, lo, hi, k);
+      }
     }
   }
 }
