@@ -276,7 +276,8 @@ class DecodeProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int, fj_launch_config* cfg) const override {
+  void Configure(const Shape& s, int, fj_copy_impl,
+                 fj_launch_config* cfg) const override {
     cfg->grid[0] = kChunks;
     cfg->grid[1] = kH;
     cfg->grid[2] = kB;
@@ -394,7 +395,8 @@ class GemmProblem : public Problem {
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
-  void Configure(const Shape& s, int, fj_launch_config* cfg) const override {
+  void Configure(const Shape& s, int, fj_copy_impl,
+                 fj_launch_config* cfg) const override {
     cfg->grid[0] = static_cast<uint32_t>(n_ / kBn);
     cfg->grid[1] = static_cast<uint32_t>(n_ / kBm);
     cfg->block[0] = static_cast<uint32_t>(s.threads);

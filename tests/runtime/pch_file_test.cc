@@ -140,7 +140,7 @@ TEST(PchFileChild, DISABLED_Build) {
   RuntimeOptions options;
   options.cache.dir = dir;
   options.cache.memory = false;
-  options.cache.log = [](absl::string_view) {};
+  options.cache.log = Logger();  // logs nothing
   options.thunks = false;
   options.pch = true;
   auto rt = Runtime::Create(options);
@@ -151,7 +151,7 @@ TEST(PchFileChild, DISABLED_Build) {
   spec.target = *jit::ParseTarget(std::getenv("FJ_PCH_CHILD_TARGET"));
   const std::string option = std::getenv("FJ_PCH_CHILD_OPTION");
   if (!option.empty()) spec.options.push_back(option);
-  auto built = (*rt)->Build(spec);
+  auto built = (*rt)->BuildRecord(spec);
   ASSERT_TRUE(built.ok()) << built.status();
   const jit::PchStats s = jit::GetPchStats();
   std::ofstream out(std::getenv("FJ_PCH_CHILD_OUT"));
@@ -232,7 +232,7 @@ TEST_F(PchFileTest, ASecondProcessReusesThePchFile) {
 // PCH), else the file's bytes are damaged in place (a corrupt entry).
 void TamperWithPch(const std::string& dir, bool reseal,
                    const std::function<void(std::string&)>& damage) {
-  DiskCache disk(dir, 0, nullptr);
+  DiskCache disk(dir, 0, Logger());
   auto entries = disk.List(false);
   ASSERT_TRUE(entries.ok());
   for (const CacheEntryInfo& e : *entries) {
