@@ -35,7 +35,7 @@ absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array, size_
     fj_str s;
     std::memcpy(&s, array + i, sizeof(s));  // the array may lie anywhere
     const std::string field = absl::StrCat(name, "[", i, "]");
-    FJ_ASSIGN_OR_RETURN(std::string text, ReadStr(s, field.c_str()), "");
+    FJ_ASSIGN_OR_RETURN(std::string text, ReadStr(s, field.c_str()));
     if (!allow_empty && text.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(field, " is empty"));
     }
@@ -67,8 +67,7 @@ static_assert(FJ_COPY_IMPL_LAST == FJ_COPY_IMPL_TMA, "a new fj_copy_impl needs i
 
 absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int32_t value, const char* field) {
   FJ_ASSIGN_OR_RETURN(int32_t impl,
-                      CheckEnum(value, field, "fj_copy_impl", FJ_COPY_IMPL_AUTO, FJ_COPY_IMPL_LAST),
-                      "");
+                      CheckEnum(value, field, "fj_copy_impl", FJ_COPY_IMPL_AUTO, FJ_COPY_IMPL_LAST));
   if (impl == FJ_COPY_IMPL_AUTO) return std::optional<jit::CopyImpl>();
   return std::optional(CopyImplOfFj(impl));
 }
@@ -94,9 +93,9 @@ const char* SupportName(int32_t support) {
 
 absl::StatusOr<PlanRequest> ReadPlanRequest(fj_str target, int32_t impl) {
   PlanRequest r;
-  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(target, "target"), "");
-  FJ_ASSIGN_OR_RETURN(r.target, jit::ParseTarget(name), "");
-  FJ_ASSIGN_OR_RETURN(r.impl, ReadCopyImpl(impl, "impl"), "");
+  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(target, "target"));
+  FJ_ASSIGN_OR_RETURN(r.target, jit::ParseTarget(name));
+  FJ_ASSIGN_OR_RETURN(r.impl, ReadCopyImpl(impl, "impl"));
   return r;
 }
 
@@ -107,8 +106,7 @@ namespace {
 absl::Status ReadServerOptions(const fj_runtime_options& o, RuntimeOptions& opts) {
   FJ_ASSIGN_OR_RETURN(
       int32_t level,
-      CheckEnum(o.log_level, "options->log_level", "fj_log_level", FJ_LOG_OFF, FJ_LOG_LEVEL_LAST),
-      "");
+      CheckEnum(o.log_level, "options->log_level", "fj_log_level", FJ_LOG_OFF, FJ_LOG_LEVEL_LAST));
   if (o.log_fn != nullptr) {
     if (level != FJ_LOG_OFF) opts.log_level = static_cast<LogLevel>(level);
     opts.log_sink = [fn = o.log_fn, user = o.log_user](LogLevel level, absl::string_view m) {
@@ -132,7 +130,7 @@ absl::Status ReadServerOptions(const fj_runtime_options& o, RuntimeOptions& opts
 
 // A target name, empty for none.
 absl::StatusOr<std::optional<jit::Target>> ReadOptionalTarget(fj_str s, const char* name) {
-  FJ_ASSIGN_OR_RETURN(std::string text, ReadStr(s, name), "");
+  FJ_ASSIGN_OR_RETURN(std::string text, ReadStr(s, name));
   if (text.empty()) return std::optional<jit::Target>();
   FJ_ASSIGN_OR_RETURN(jit::Target target, jit::ParseTarget(text), name);
   return std::optional(target);
@@ -145,14 +143,13 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
   if (options == nullptr) return opts;
   fj_runtime_options o;
   FJ_RETURN_IF_ERROR(
-      ReadStruct(options, "options", offsetof(fj_runtime_options, remote_cache_url), o), "");
-  FJ_ASSIGN_OR_RETURN(opts.libcuda_path, ReadStr(o.libcuda_path, "libcuda_path"), "");
-  FJ_ASSIGN_OR_RETURN(opts.libnvrtc_path, ReadStr(o.libnvrtc_path, "libnvrtc_path"), "");
+      ReadStruct(options, "options", offsetof(fj_runtime_options, remote_cache_url), o));
+  FJ_ASSIGN_OR_RETURN(opts.libcuda_path, ReadStr(o.libcuda_path, "libcuda_path"));
+  FJ_ASSIGN_OR_RETURN(opts.libnvrtc_path, ReadStr(o.libnvrtc_path, "libnvrtc_path"));
   FJ_ASSIGN_OR_RETURN(opts.target_override,
-                      ReadOptionalTarget(o.target_override, "target_override"), "");
+                      ReadOptionalTarget(o.target_override, "target_override"));
   FJ_ASSIGN_OR_RETURN(opts.copy_impl_override,
-                      ReadCopyImpl(RawEnum(o.copy_impl_override), "options->copy_impl_override"),
-                      "");
+                      ReadCopyImpl(RawEnum(o.copy_impl_override), "options->copy_impl_override"));
   constexpr uint32_t kKnownFlags =
       FJ_RUNTIME_DISABLE_DISK_CACHE | FJ_RUNTIME_DISABLE_THUNKS | FJ_RUNTIME_PRELOAD_NVRTC;
   if ((o.flags & ~kKnownFlags) != 0) {
@@ -162,37 +159,33 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* opti
   opts.cache.disk = (o.flags & FJ_RUNTIME_DISABLE_DISK_CACHE) == 0;
   opts.thunks = (o.flags & FJ_RUNTIME_DISABLE_THUNKS) == 0;
   opts.preload_nvrtc = (o.flags & FJ_RUNTIME_PRELOAD_NVRTC) != 0;
-  FJ_ASSIGN_OR_RETURN(opts.cache.dir, ReadStr(o.cache_dir, "cache_dir"), "");
+  FJ_ASSIGN_OR_RETURN(opts.cache.dir, ReadStr(o.cache_dir, "cache_dir"));
   if (o.cache_max_bytes != 0) opts.cache.max_bytes = o.cache_max_bytes;
-  FJ_ASSIGN_OR_RETURN(opts.cache.remote.url, ReadStr(o.remote_cache_url, "remote_cache_url"), "");
-  FJ_ASSIGN_OR_RETURN(opts.cache.remote.fleet_key, ReadStr(o.fleet_key, "fleet_key"), "");
-  FJ_RETURN_IF_ERROR(ReadServerOptions(o, opts), "");
+  FJ_ASSIGN_OR_RETURN(opts.cache.remote.url, ReadStr(o.remote_cache_url, "remote_cache_url"));
+  FJ_ASSIGN_OR_RETURN(opts.cache.remote.fleet_key, ReadStr(o.fleet_key, "fleet_key"));
+  FJ_RETURN_IF_ERROR(ReadServerOptions(o, opts));
   return opts;
 }
 
 absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options) {
   fj_build_options o;
-  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", offsetof(fj_build_options, include_dirs), o),
-                     "");
+  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", offsetof(fj_build_options, include_dirs), o));
   BuildSpec spec;
-  FJ_ASSIGN_OR_RETURN(spec.source, ReadStr(o.source, "source"), "");
+  FJ_ASSIGN_OR_RETURN(spec.source, ReadStr(o.source, "source"));
   if (spec.source.empty()) return absl::InvalidArgumentError("source is empty");
-  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "name"), "");
+  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "name"));
   if (!name.empty()) spec.name = name;
   FJ_ASSIGN_OR_RETURN(spec.options,
-                      ReadStrArray(o.nvrtc_options, o.num_nvrtc_options, "nvrtc_options"), "");
+                      ReadStrArray(o.nvrtc_options, o.num_nvrtc_options, "nvrtc_options"));
   FJ_ASSIGN_OR_RETURN(spec.name_expressions,
-                      ReadStrArray(o.name_expressions, o.num_name_expressions, "name_expressions"),
-                      "");
-  FJ_ASSIGN_OR_RETURN(std::optional<jit::Target> target, ReadOptionalTarget(o.target, "target"),
-                      "");
+                      ReadStrArray(o.name_expressions, o.num_name_expressions, "name_expressions"));
+  FJ_ASSIGN_OR_RETURN(std::optional<jit::Target> target, ReadOptionalTarget(o.target, "target"));
   if (target.has_value()) spec.target = *target;
   spec.device = o.device;
-  FJ_ASSIGN_OR_RETURN(spec.copy_impl, ReadCopyImpl(RawEnum(o.copy_impl), "options->copy_impl"), "");
+  FJ_ASSIGN_OR_RETURN(spec.copy_impl, ReadCopyImpl(RawEnum(o.copy_impl), "options->copy_impl"));
   FJ_ASSIGN_OR_RETURN(
       int32_t output,
-      CheckEnum(RawEnum(o.output), "options->output", "fj_output", FJ_OUTPUT_AUTO, FJ_OUTPUT_PTX),
-      "");
+      CheckEnum(RawEnum(o.output), "options->output", "fj_output", FJ_OUTPUT_AUTO, FJ_OUTPUT_PTX));
   static constexpr BuildSpec::Output kOutputs[] = {
       BuildSpec::Output::kAuto, BuildSpec::Output::kCubin, BuildSpec::Output::kPtx};
   spec.output = kOutputs[output];
@@ -203,34 +196,33 @@ absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options) {
   // Since 1.1 (zero when a 1.0 caller's struct ends before them).
   FJ_ASSIGN_OR_RETURN(
       spec.include_dirs,
-      ReadStrArray(o.include_dirs, o.num_include_dirs, "include_dirs", /*allow_empty=*/false), "");
+      ReadStrArray(o.include_dirs, o.num_include_dirs, "include_dirs", /*allow_empty=*/false));
   return spec;
 }
 
 absl::StatusOr<ImageSpec> ReadImageSpec(const fj_module_load_options* options) {
   fj_module_load_options o;
-  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", sizeof(fj_module_load_options), o), "");
+  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", sizeof(fj_module_load_options), o));
   if (o.image == nullptr || o.image_size == 0) {
     return absl::InvalidArgumentError("options->image is NULL or empty");
   }
   FJ_ASSIGN_OR_RETURN(int32_t kind,
                       CheckEnum(RawEnum(o.kind), "options->kind", "fj_image_kind", FJ_IMAGE_AUTO,
-                                FJ_IMAGE_KIND_LAST),
-                      "");
+                                FJ_IMAGE_KIND_LAST));
   static constexpr jit::ImageKind kKinds[] = {jit::ImageKind::kAuto, jit::ImageKind::kCubin,
                                               jit::ImageKind::kPtx, jit::ImageKind::kFatbin};
   ImageSpec spec;
   spec.image.assign(static_cast<const char*>(o.image), o.image_size);
   spec.kind = kKinds[kind];
-  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "options->name"), "");
+  FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "options->name"));
   if (!name.empty()) spec.name = std::move(name);
-  FJ_ASSIGN_OR_RETURN(spec.target, ReadOptionalTarget(o.target, "options->target"), "");
+  FJ_ASSIGN_OR_RETURN(spec.target, ReadOptionalTarget(o.target, "options->target"));
   return spec;
 }
 
 absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc) {
   fj_copy_desc d;
-  FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_copy_desc), d), "");
+  FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_copy_desc), d));
   // Field by field. The oob field is read as the int it is in memory, so
   // any value a caller stored reaches ValidateCopy's range check. The C ABI
   // forces neither the implementation nor the kernel path.
@@ -244,7 +236,7 @@ absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc) {
 
 absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(const fj_prefetch_desc* desc) {
   fj_prefetch_desc d;
-  FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_prefetch_desc), d), "");
+  FJ_RETURN_IF_ERROR(ReadStruct(desc, "desc", sizeof(fj_prefetch_desc), d));
   // Field by field; mode read as an int, like oob above.
   copy::PrefetchSpec spec{.address = d.address, .bytes = d.bytes, .tensor = d.tensor,
                           .mode = RawEnum(d.mode), .reader_device = d.reader_device,
@@ -399,7 +391,7 @@ absl::StatusOr<fj_tensor_check> CheckTensorArg(const fj_tensor_arg* arg) {
   const size_t size = StructSize(arg);
   std::memcpy(&copy, arg, std::min(size, sizeof(copy)));
   copy.struct_size = size;
-  FJ_ASSIGN_OR_RETURN(TensorDesc desc, DescribeTensor(&copy, 0), "");
+  FJ_ASSIGN_OR_RETURN(TensorDesc desc, DescribeTensor(&copy, 0));
   const std::string why = TmaRejection(desc);
   fj_tensor_check check{};
   check.struct_size = sizeof(check);

@@ -27,13 +27,13 @@ absl::StatusOr<Stream*> GetStream(const fj_stream* h) {
 
 absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt) {
   if (h == nullptr) return nullptr;
-  FJ_ASSIGN_OR_RETURN(Stream * s, GetStream(h), "");
+  FJ_ASSIGN_OR_RETURN(Stream * s, GetStream(h));
   if (s->owner() != rt) return absl::InvalidArgumentError("stream belongs to another runtime");
   return s;
 }
 
 absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h, Runtime* rt) {
-  FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(h, rt), "");
+  FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(h, rt));
   if (s == nullptr) return CopyEngine::Stream{};
   return CopyEngine::Stream{s->device().facts().ordinal, s->handle()};
 }

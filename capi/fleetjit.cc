@@ -26,7 +26,7 @@ namespace {
 // One of the four plain copies (fj_memcpy_*, fj_memset_d8).
 fj_status* CopyEntry(fj_runtime* runtime, fj_stream* stream, const CopyRequest& request) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(stream, rt), "");
+    FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(stream, rt));
     return rt->CopyMemory(request, s);
   });
 }
@@ -52,9 +52,9 @@ FJ_API const char* fj_support_name(fj_support support) { return SupportName(RawE
 FJ_API fj_status* fj_copy_plan_for_target(fj_str target, fj_copy_impl impl,
                                           fj_copy_plan* out_plan) {
   return Guard([&]() -> absl::Status {
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_plan, "out_plan", sizeof(fj_copy_plan)), "");
-    FJ_ASSIGN_OR_RETURN(PlanRequest request, ReadPlanRequest(target, RawEnum(impl)), "");
-    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, jit::MakeCopyPlan(request.target, request.impl), "");
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_plan, "out_plan", sizeof(fj_copy_plan)));
+    FJ_ASSIGN_OR_RETURN(PlanRequest request, ReadPlanRequest(target, RawEnum(impl)));
+    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, jit::MakeCopyPlan(request.target, request.impl));
     return WriteOutStruct(FjCopyPlan(plan), out_plan);
   });
 }
@@ -64,7 +64,7 @@ FJ_API fj_status* fj_copy_plan_for_target(fj_str target, fj_copy_impl impl,
 FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options, fj_runtime** out_runtime) {
   return Guard([&]() -> absl::Status {
     if (out_runtime == nullptr) return NullArgument("out_runtime");
-    FJ_ASSIGN_OR_RETURN(RuntimeOptions opts, ReadRuntimeOptions(options), "");
+    FJ_ASSIGN_OR_RETURN(RuntimeOptions opts, ReadRuntimeOptions(options));
     FJ_RETURN_IF_ERROR(ApplyEnvironment(opts), "reading FLEETJIT_* variables");
     FJ_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(opts)),
                         "creating the runtime");
@@ -74,7 +74,7 @@ FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options, fj_runtim
 
 FJ_API fj_status* fj_runtime_destroy(fj_runtime* runtime) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Runtime * rt, Take<Runtime>(runtime, HandleType::kRuntime, "runtime"), "");
+    FJ_ASSIGN_OR_RETURN(Runtime * rt, Take<Runtime>(runtime, HandleType::kRuntime, "runtime"));
     if (rt == nullptr) return absl::OkStatus();
     return Runtime::Destroy(std::unique_ptr<Runtime>(rt), ReleaseTag);
   });
@@ -100,8 +100,8 @@ FJ_API fj_status* fj_device_count(const fj_runtime* runtime, int32_t* out_count)
 FJ_API fj_status* fj_device_info_get(fj_runtime* runtime, int32_t ordinal,
                                      fj_device_info* out_info) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_device_info)), "");
-    FJ_ASSIGN_OR_RETURN(DeviceReport report, rt->DescribeDevice(ordinal), "");
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_device_info)));
+    FJ_ASSIGN_OR_RETURN(DeviceReport report, rt->DescribeDevice(ordinal));
     return WriteOutStruct(FjDeviceInfo(report), out_info);
   });
 }
@@ -112,7 +112,7 @@ FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal, uint64_t by
                                uint64_t* out_address) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_address == nullptr) return NullArgument("out_address");
-    FJ_ASSIGN_OR_RETURN(*out_address, rt->Allocate(ordinal, bytes), "");
+    FJ_ASSIGN_OR_RETURN(*out_address, rt->Allocate(ordinal, bytes));
     return absl::OkStatus();
   });
 }
@@ -148,21 +148,21 @@ FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst, uint8_t value,
 FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal, fj_stream** out_stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_stream == nullptr) return NullArgument("out_stream");
-    FJ_ASSIGN_OR_RETURN(Stream * s, rt->CreateStream(ordinal), "");
+    FJ_ASSIGN_OR_RETURN(Stream * s, rt->CreateStream(ordinal));
     return Publish(HandleType::kStream, s, out_stream, [&] { rt->DestroyStream(s).IgnoreError(); });
   });
 }
 
 FJ_API fj_status* fj_stream_synchronize(fj_stream* stream) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Stream * s, GetStream(stream), "");
+    FJ_ASSIGN_OR_RETURN(Stream * s, GetStream(stream));
     return s->Synchronize();
   });
 }
 
 FJ_API fj_status* fj_stream_destroy(fj_stream* stream) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Stream * s, Take<Stream>(stream, HandleType::kStream, "stream"), "");
+    FJ_ASSIGN_OR_RETURN(Stream * s, Take<Stream>(stream, HandleType::kStream, "stream"));
     return s == nullptr ? absl::OkStatus() : s->owner()->DestroyStream(s);
   });
 }
@@ -173,16 +173,16 @@ FJ_API fj_status* fj_module_build(fj_runtime* runtime, const fj_build_options* o
                                   fj_module** out_module) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_module == nullptr) return NullArgument("out_module");
-    FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options), "");
-    FJ_ASSIGN_OR_RETURN(Module * m, rt->BuildModule(spec), "");
+    FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options));
+    FJ_ASSIGN_OR_RETURN(Module * m, rt->BuildModule(spec));
     return Publish(HandleType::kModule, m, out_module, [&] { rt->DestroyModule(m, ReleaseTag); });
   });
 }
 
 FJ_API fj_status* fj_module_info_get(const fj_module* module, fj_module_info* out_info) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module), "");
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_module_info)), "");
+    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_module_info)));
     return WriteOutStruct(FjModuleInfo(m->record), out_info);
   });
 }
@@ -190,7 +190,7 @@ FJ_API fj_status* fj_module_info_get(const fj_module* module, fj_module_info* ou
 FJ_API fj_status* fj_module_image(const fj_module* module, const void** out_data,
                                   size_t* out_size) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module), "");
+    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
     if (out_data == nullptr) return NullArgument("out_data");
     if (out_size == nullptr) return NullArgument("out_size");
     *out_data = m->record.artifact->image.data();
@@ -201,7 +201,7 @@ FJ_API fj_status* fj_module_image(const fj_module* module, const void** out_data
 
 FJ_API fj_status* fj_module_destroy(fj_module* module) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, Take<Module>(module, HandleType::kModule, "module"), "");
+    FJ_ASSIGN_OR_RETURN(Module * m, Take<Module>(module, HandleType::kModule, "module"));
     if (m != nullptr) m->runtime->DestroyModule(m, ReleaseTag);
     return absl::OkStatus();
   });
@@ -210,10 +210,10 @@ FJ_API fj_status* fj_module_destroy(fj_module* module) {
 FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name, int32_t device,
                                        fj_kernel** out_kernel) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module), "");
+    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
     if (out_kernel == nullptr) return NullArgument("out_kernel");
-    FJ_ASSIGN_OR_RETURN(std::string kernel_name, ReadStr(name, "name"), "");
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, m->runtime->OpenKernel(*m, kernel_name, device), "");
+    FJ_ASSIGN_OR_RETURN(std::string kernel_name, ReadStr(name, "name"));
+    FJ_ASSIGN_OR_RETURN(KernelRef * k, m->runtime->OpenKernel(*m, kernel_name, device));
     // On failure the untagged KernelRef goes with its module.
     return Publish(HandleType::kKernel, k, out_kernel, [] {});
   });
@@ -221,8 +221,8 @@ FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name, int32_t d
 
 FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel, fj_kernel_info* out_info) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel), "");
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_kernel_info)), "");
+    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_kernel_info)));
     return WriteOutStruct(FjKernelInfo(*k->kernel), out_info);
   });
 }
@@ -230,8 +230,8 @@ FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel, fj_kernel_info* ou
 FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg, fj_tensor_check* out_check) {
   return Guard([&]() -> absl::Status {
     if (arg == nullptr) return NullArgument("arg");
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_check, "out_check", sizeof(fj_tensor_check)), "");
-    FJ_ASSIGN_OR_RETURN(fj_tensor_check check, CheckTensorArg(arg), "");
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_check, "out_check", sizeof(fj_tensor_check)));
+    FJ_ASSIGN_OR_RETURN(fj_tensor_check check, CheckTensorArg(arg));
     return WriteOutStruct(check, out_check);
   });
 }
@@ -241,12 +241,12 @@ FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg, fj_tensor_check*
 FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config, const fj_arg* args,
                             size_t num_args) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel), "");
+    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
     fj_launch_config cfg;
-    FJ_RETURN_IF_ERROR(ReadStruct(config, "config", sizeof(fj_launch_config), cfg), "");
+    FJ_RETURN_IF_ERROR(ReadStruct(config, "config", sizeof(fj_launch_config), cfg));
     Runtime* rt = k->module->runtime;
-    FJ_ASSIGN_OR_RETURN(Stream * stream, StreamOf(cfg.stream, rt), "");
-    FJ_ASSIGN_OR_RETURN(size_t stride, ReadArgStride(args, num_args), "");
+    FJ_ASSIGN_OR_RETURN(Stream * stream, StreamOf(cfg.stream, rt));
+    FJ_ASSIGN_OR_RETURN(size_t stride, ReadArgStride(args, num_args));
     return rt->LaunchKernel(*k, LaunchConfigOf(cfg), stream, args, num_args, stride);
   });
 }
@@ -257,7 +257,7 @@ FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime, fj_cache_stats* out_st
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     // 1.0 callers' structs end before the remote tier's fields.
     const size_t v1_size = offsetof(fj_cache_stats, remote_state);
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_stats, "out_stats", v1_size), "");
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_stats, "out_stats", v1_size));
     return WriteOutStruct(FjCacheStats(rt->cache_stats()), out_stats);
   });
 }
@@ -281,8 +281,8 @@ FJ_API fj_status* fj_cache_clear(fj_runtime* runtime) {
 
 FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc, fj_stream* stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(copy::CopySpec spec, ReadCopyDesc(desc), "");
-    FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt), "");
+    FJ_ASSIGN_OR_RETURN(copy::CopySpec spec, ReadCopyDesc(desc));
+    FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt));
     return rt->copy().CopyTensorWindow(spec, s);
   });
 }
@@ -290,8 +290,8 @@ FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc, fj_stre
 FJ_API fj_status* fj_prefetch(fj_runtime* runtime, const fj_prefetch_desc* desc,
                               fj_stream* stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(copy::PrefetchSpec spec, ReadPrefetchDesc(desc), "");
-    FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt), "");
+    FJ_ASSIGN_OR_RETURN(copy::PrefetchSpec spec, ReadPrefetchDesc(desc));
+    FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt));
     return rt->copy().Prefetch(spec, s);
   });
 }
@@ -300,7 +300,7 @@ FJ_API fj_status* fj_peer_query(fj_runtime* runtime, int32_t reader, int32_t own
                                 int32_t* out_can_access) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_can_access == nullptr) return NullArgument("out_can_access");
-    FJ_ASSIGN_OR_RETURN(bool can, rt->copy().CanAccessPeer(reader, owner), "");
+    FJ_ASSIGN_OR_RETURN(bool can, rt->copy().CanAccessPeer(reader, owner));
     return WriteBool(can, out_can_access, "out_can_access");
   });
 }
@@ -343,7 +343,7 @@ FJ_API fj_status* fj_module_build_async(fj_runtime* runtime, const fj_build_opti
                                         fj_build** out_build) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_build == nullptr) return NullArgument("out_build");
-    FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options), "");  // copies every string
+    FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options));  // copies every string
     PendingBuild* b = rt->SubmitBuild(std::move(spec));
     return Publish(HandleType::kBuild, b, out_build, [&] { rt->DestroyBuild(b); });
   });
@@ -351,14 +351,14 @@ FJ_API fj_status* fj_module_build_async(fj_runtime* runtime, const fj_build_opti
 
 FJ_API fj_status* fj_build_poll(const fj_build* build, int32_t* out_done) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build), "");
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
     return WriteBool(b->job->done(), out_done, "out_done");
   });
 }
 
 FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms, int32_t* out_done) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build), "");
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
     if (out_done == nullptr) return NullArgument("out_done");
     return WriteBool(b->job->Wait(ReadTimeout(timeout_ms)), out_done, "out_done");
   });
@@ -366,9 +366,9 @@ FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms, int32_t* o
 
 FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build), "");
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
     if (out_module == nullptr) return NullArgument("out_module");
-    FJ_ASSIGN_OR_RETURN(Module * m, b->runtime->TakeBuild(*b), "");
+    FJ_ASSIGN_OR_RETURN(Module * m, b->runtime->TakeBuild(*b));
     return Publish(HandleType::kModule, m, out_module,
                    [&] { b->runtime->DestroyModule(m, ReleaseTag); });
   });
@@ -376,8 +376,7 @@ FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module) {
 
 FJ_API fj_status* fj_build_destroy(fj_build* build) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, Take<PendingBuild>(build, HandleType::kBuild, "build"),
-                        "");
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b, Take<PendingBuild>(build, HandleType::kBuild, "build"));
     if (b != nullptr) b->runtime->DestroyBuild(b);
     return absl::OkStatus();
   });
@@ -387,8 +386,8 @@ FJ_API fj_status* fj_module_load(fj_runtime* runtime, const fj_module_load_optio
                                  fj_module** out_module) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_module == nullptr) return NullArgument("out_module");
-    FJ_ASSIGN_OR_RETURN(ImageSpec spec, ReadImageSpec(options), "");
-    FJ_ASSIGN_OR_RETURN(Module * m, rt->LoadModule(spec), "");
+    FJ_ASSIGN_OR_RETURN(ImageSpec spec, ReadImageSpec(options));
+    FJ_ASSIGN_OR_RETURN(Module * m, rt->LoadModule(spec));
     return Publish(HandleType::kModule, m, out_module, [&] { rt->DestroyModule(m, ReleaseTag); });
   });
 }

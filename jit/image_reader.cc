@@ -112,7 +112,7 @@ absl::StatusOr<std::vector<std::string>> CubinKernelNames(
     absl::string_view image) {
   if (!IsElf(image)) return Malformed("no ELF magic");
   Bytes elf(image);
-  FJ_ASSIGN_OR_RETURN(std::vector<Section> sections, ReadSections(elf), "");
+  FJ_ASSIGN_OR_RETURN(std::vector<Section> sections, ReadSections(elf));
   uint16_t shstrndx = elf.Read<uint16_t>(62);
   absl::flat_hash_set<std::string> info_sections;
   if (shstrndx < sections.size()) {
@@ -196,7 +196,7 @@ absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image,
                                            std::optional<Target> target) {
   if (image.empty()) return absl::InvalidArgumentError("the image is empty");
   if (kind == ImageKind::kAuto) {
-    FJ_ASSIGN_OR_RETURN(kind, SniffImageKind(image), "");
+    FJ_ASSIGN_OR_RETURN(kind, SniffImageKind(image));
   }
   Artifact artifact;
   artifact.image = std::string(image);
@@ -240,15 +240,15 @@ absl::StatusOr<Artifact> ArtifactFromImage(absl::string_view image,
     }
     case ImageKind::kCubin: {
       if (!target.has_value()) {
-        FJ_ASSIGN_OR_RETURN(target, CubinTarget(image), "");
+        FJ_ASSIGN_OR_RETURN(target, CubinTarget(image));
       }
-      FJ_ASSIGN_OR_RETURN(names, CubinKernelNames(image), "");
+      FJ_ASSIGN_OR_RETURN(names, CubinKernelNames(image));
       break;
     }
     case ImageKind::kFatbin: {
       if (!target.has_value())
         target = Target{0, '\0', true};  // the driver picks
-      FJ_ASSIGN_OR_RETURN(names, FatbinKernelNames(image), "");
+      FJ_ASSIGN_OR_RETURN(names, FatbinKernelNames(image));
       break;
     }
     case ImageKind::kAuto:

@@ -29,7 +29,7 @@ class RuntimeKernelSource final : public copy::KernelSource {
   }
 
   absl::StatusOr<jit::CopyImpl> DefaultImpl(int device) const override {
-    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device), "");
+    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, runtime_.PlanForDevice(device));
     return plan.impl;
   }
 
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
   }
   FJ_ASSIGN_OR_RETURN(
       rt->devices_,
-      DeviceList::Open(rt->driver_.get(), driver_status, &rt->logger_), "");
+      DeviceList::Open(rt->driver_.get(), driver_status, &rt->logger_));
   rt->cache_ = std::make_unique<ModuleCache>(rt->options_.cache);
   rt->thunks_ = std::make_unique<LaunchThunks>(rt->options_.thunks);
   rt->memory_ = std::make_unique<DeviceMemory>(rt->driver_.get(), rt->devices_);
@@ -129,8 +129,8 @@ absl::StatusOr<jit::CopyPlan> Runtime::PlanForDevice(int ordinal) const {
 }
 
 absl::StatusOr<DeviceReport> Runtime::DescribeDevice(int ordinal) const {
-  FJ_ASSIGN_OR_RETURN(Device * d, device(ordinal), "");
-  FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, PlanForDevice(ordinal), "");
+  FJ_ASSIGN_OR_RETURN(Device * d, device(ordinal));
+  FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, PlanForDevice(ordinal));
   return DeviceReport{&d->facts(), std::move(plan), driver_->driver_version};
 }
 
@@ -138,7 +138,7 @@ absl::StatusOr<LoadedKernel*> Runtime::LoadKernel(const ModuleRecord& module,
                                                   absl::string_view name,
                                                   int ordinal) {
   FJ_ASSIGN_OR_RETURN(ModuleLoader::Loaded loaded,
-                      loader_->LoadKernel(module, name, ordinal), "");
+                      loader_->LoadKernel(module, name, ordinal));
   // After the insertion (see ModuleBuilder::RunFollowUp): the thunk is an
   // atomic, and a kernel without one launches generically.
   if (loaded.is_new && loaded.kernel->relaid_entry == nullptr) {
@@ -148,7 +148,7 @@ absl::StatusOr<LoadedKernel*> Runtime::LoadKernel(const ModuleRecord& module,
 }
 
 absl::StatusOr<Module*> Runtime::BuildModule(const BuildSpec& spec) {
-  FJ_ASSIGN_OR_RETURN(ModuleRecord record, BuildRecord(spec), "");
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, BuildRecord(spec));
   return registry_.AddModule(this, std::move(record));
 }
 
@@ -156,21 +156,21 @@ absl::StatusOr<KernelRef*> Runtime::OpenKernel(Module& module,
                                                absl::string_view name,
                                                int ordinal) {
   FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
-                      LoadKernel(module.record, name, ordinal), "");
+                      LoadKernel(module.record, name, ordinal));
   return registry_.AddKernel(module, k);
 }
 
 absl::StatusOr<Stream*> Runtime::CreateStream(int ordinal) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "");
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
   FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
-                      Stream::Create(this, *driver_, *dev), "");
+                      Stream::Create(this, *driver_, *dev));
   return registry_.AddStream(std::move(stream));
 }
 
 absl::StatusOr<Stream*> Runtime::WrapStream(int ordinal, uint64_t cu_stream) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal), "");
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
   FJ_ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream,
-                      Stream::Wrap(this, *driver_, *dev, cu_stream), "");
+                      Stream::Wrap(this, *driver_, *dev, cu_stream));
   return registry_.AddStream(std::move(stream));
 }
 

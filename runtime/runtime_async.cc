@@ -12,13 +12,13 @@ PendingBuild* Runtime::SubmitBuild(BuildSpec spec) {
 }
 
 absl::StatusOr<Module*> Runtime::TakeBuild(PendingBuild& build) {
-  FJ_ASSIGN_OR_RETURN(ModuleRecord record, build.job->Take(), "");
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, build.job->Take());
   return registry_.AddModule(this, std::move(record));
 }
 
 absl::StatusOr<Module*> Runtime::LoadModule(const ImageSpec& spec) {
   FJ_ASSIGN_OR_RETURN(ModuleRecord record,
-                      ImportImage(driver_.get(), devices_, spec), "");
+                      ImportImage(driver_.get(), devices_, spec));
   return registry_.AddModule(this, std::move(record));
 }
 

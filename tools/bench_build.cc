@@ -37,8 +37,7 @@ class Builder {
     o.struct_size = sizeof(o);
     o.cache_dir = fj_str{cache_dir_.data(), cache_dir_.size()};
     fj_runtime* rt = nullptr;
-    FJ_RETURN_IF_ERROR(FromFj(fj_runtime_create(&o, &rt), "fj_runtime_create"),
-                       "");
+    FJ_RETURN_IF_ERROR(FromFj(fj_runtime_create(&o, &rt), "fj_runtime_create"));
     return rt;
   }
   // Milliseconds fj_module_build of `source` took; fails unless the module
@@ -52,15 +51,14 @@ class Builder {
     b.target = fj_str{target_.data(), target_.size()};
     fj_module* m = nullptr;
     const double t0 = measure::NowMs();
-    FJ_RETURN_IF_ERROR(FromFj(fj_module_build(rt, &b, &m), "fj_module_build"),
-                       "");
+    FJ_RETURN_IF_ERROR(FromFj(fj_module_build(rt, &b, &m), "fj_module_build"));
     const double ms = measure::NowMs() - t0;
     fj_module_info info{};
     info.struct_size = sizeof(info);
     absl::Status st =
         FromFj(fj_module_info_get(m, &info), "fj_module_info_get");
     fj_status_free(fj_module_destroy(m));
-    FJ_RETURN_IF_ERROR(st, "");
+    FJ_RETURN_IF_ERROR(st);
     if (info.cache_result != expected) {
       return absl::FailedPreconditionError(absl::StrCat(
           "expected a ", CacheResultName(expected), ", got a ",
@@ -84,17 +82,16 @@ absl::StatusOr<std::string> TargetFor(const BenchOptions& o,
   if (!o.target.empty()) return o.target;
   fj_runtime* rt = nullptr;
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_runtime_create(nullptr, &rt), "fj_runtime_create"), "");
+      FromFj(fj_runtime_create(nullptr, &rt), "fj_runtime_create"));
   absl::Cleanup destroy = [&] { fj_status_free(fj_runtime_destroy(rt)); };
   int32_t count = 0;
-  FJ_RETURN_IF_ERROR(FromFj(fj_device_count(rt, &count), "fj_device_count"),
-                     "");
+  FJ_RETURN_IF_ERROR(FromFj(fj_device_count(rt, &count), "fj_device_count"));
   if (count == 0) {
     return absl::UnavailableError(
         absl::StrCat("no GPU (", fj_runtime_driver_error(rt),
                      "); name a target: --target sm_90"));
   }
-  FJ_ASSIGN_OR_RETURN(context["device"], DeviceJson(rt, o.device), "");
+  FJ_ASSIGN_OR_RETURN(context["device"], DeviceJson(rt, o.device));
   return context["device"]["target"].get<std::string>();
 }
 
@@ -102,8 +99,7 @@ absl::StatusOr<std::string> TargetFor(const BenchOptions& o,
 
 absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
   BenchReport report;
-  FJ_ASSIGN_OR_RETURN(const std::string target, TargetFor(o, report.context),
-                      "");
+  FJ_ASSIGN_OR_RETURN(const std::string target, TargetFor(o, report.context));
   // The anchor's NVRTC: the file the runtime's loader would open.
   RuntimeOptions options;
   FJ_RETURN_IF_ERROR(ApplyEnvironment(options), "reading FLEETJIT_* variables");
@@ -134,7 +130,7 @@ absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
     dir = pattern;
   }
   Builder builder(dir, target);
-  FJ_ASSIGN_OR_RETURN(fj_runtime * rt, builder.NewRuntime(), "");
+  FJ_ASSIGN_OR_RETURN(fj_runtime * rt, builder.NewRuntime());
   absl::Cleanup destroy = [&] { fj_status_free(fj_runtime_destroy(rt)); };
   // Warm-ups: NVRTC's own start-up, once each way; `warm` is the build a
   // fresh runtime makes first (a disk hit), so the timed disk hits do not
@@ -146,7 +142,7 @@ absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
       "bare NVRTC");
   FJ_RETURN_IF_ERROR(builder.BuildMs(rt, warm, FJ_CACHE_COMPILED).status(),
                      "warm-up");
-  FJ_RETURN_IF_ERROR(Builder::Flush(rt), "");
+  FJ_RETURN_IF_ERROR(Builder::Flush(rt));
 
   const int reps = o.reps > 0 ? o.reps : 5;
   std::vector<double> bare, cold, disk, memory;
@@ -167,8 +163,8 @@ absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& o) {
                         "memory hit");
     memory.push_back(m);
     if (!disk_skipped.empty()) continue;
-    FJ_RETURN_IF_ERROR(Builder::Flush(rt), "");
-    FJ_ASSIGN_OR_RETURN(fj_runtime * fresh, builder.NewRuntime(), "");
+    FJ_RETURN_IF_ERROR(Builder::Flush(rt));
+    FJ_ASSIGN_OR_RETURN(fj_runtime * fresh, builder.NewRuntime());
     absl::StatusOr<double> d = builder.BuildMs(fresh, warm, FJ_CACHE_DISK_HIT);
     if (d.ok()) d = builder.BuildMs(fresh, source, FJ_CACHE_DISK_HIT);
     fj_status_free(fj_runtime_destroy(fresh));

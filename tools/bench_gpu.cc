@@ -30,10 +30,10 @@ class GpuBench {
                                                         bool second) {
     auto b = std::unique_ptr<GpuBench>(new GpuBench);
     FJ_RETURN_IF_ERROR(
-        FromFj(fj_runtime_create(nullptr, &b->rt_), "fj_runtime_create"), "");
+        FromFj(fj_runtime_create(nullptr, &b->rt_), "fj_runtime_create"));
     int32_t count = 0;
     FJ_RETURN_IF_ERROR(
-        FromFj(fj_device_count(b->rt_, &count), "fj_device_count"), "");
+        FromFj(fj_device_count(b->rt_, &count), "fj_device_count"));
     if (count == 0) {
       return absl::UnavailableError(
           absl::StrCat("no GPU (", fj_runtime_driver_error(b->rt_),
@@ -82,7 +82,7 @@ class GpuBench {
   CUstream stream(size_t i) const { return streams_[i]; }
   fj_stream* wrapped(size_t i) const { return wrapped_[i]; }
   absl::Status Sync(size_t i) const {
-    FJ_RETURN_IF_ERROR(Enter(i), "");
+    FJ_RETURN_IF_ERROR(Enter(i));
     return CheckCu(*api_, api_->cuStreamSynchronize(streams_[i]),
                    "cuStreamSynchronize");
   }
@@ -90,7 +90,7 @@ class GpuBench {
   absl::StatusOr<uint64_t> Alloc(size_t i, uint64_t bytes) {
     uint64_t a = 0;
     FJ_RETURN_IF_ERROR(
-        FromFj(fj_mem_alloc(rt_, devices_[i], bytes, &a), "fj_mem_alloc"), "");
+        FromFj(fj_mem_alloc(rt_, devices_[i], bytes, &a), "fj_mem_alloc"));
     allocations_.push_back(a);
     return a;
   }
@@ -102,23 +102,21 @@ class GpuBench {
     CUcontext ctx = nullptr;
     CUstream stream = nullptr;
     FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuDeviceGet(&dev, ordinal), "cuDeviceGet"), "");
+        CheckCu(*api_, api_->cuDeviceGet(&dev, ordinal), "cuDeviceGet"));
     FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuDevicePrimaryCtxRetain(&ctx, dev),
-                               "cuDevicePrimaryCtxRetain"),
-                       "");
+                               "cuDevicePrimaryCtxRetain"));
     FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"), "");
+        CheckCu(*api_, api_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
     FJ_RETURN_IF_ERROR(
         CheckCu(*api_, api_->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
-                "cuStreamCreate"),
-        "");
+                "cuStreamCreate"));
     fj_stream* wrapped = nullptr;
     absl::Status st =
         FromFj(fj_stream_wrap(rt_, ordinal, reinterpret_cast<uint64_t>(stream),
                               &wrapped),
                "wrap");
     if (!st.ok()) api_->cuStreamDestroy(stream);
-    FJ_RETURN_IF_ERROR(st, "");
+    FJ_RETURN_IF_ERROR(st);
     contexts_.push_back(ctx);
     streams_.push_back(stream);
     wrapped_.push_back(wrapped);
@@ -160,9 +158,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadBack(GpuBench& b, uint64_t at,
   std::vector<uint8_t> out(bytes);
   FJ_RETURN_IF_ERROR(
       FromFj(fj_memcpy_dtoh(b.rt(), out.data(), at, bytes, b.wrapped(0)),
-             "dtoh"),
-      "");
-  FJ_RETURN_IF_ERROR(b.Sync(0), "");
+             "dtoh"));
+  FJ_RETURN_IF_ERROR(b.Sync(0));
   return out;
 }
 
@@ -183,7 +180,7 @@ BenchRow CopyRow(std::string name, std::string anchor, double anchor_ms,
 
 absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   FJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuBench> b,
-                      GpuBench::Open(o.device, true), "");
+                      GpuBench::Open(o.device, true));
   const DriverApi& api = b->api();
   const int dev = b->devices()[0];
   const int samples = o.reps > 0 ? o.reps : 10;
@@ -194,22 +191,20 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
       std::max<int64_t>(2, (int64_t{o.mib} << 20) / (cols * 4));
   const uint64_t bytes = uint64_t(rows * cols * 4),
                  src_bytes = uint64_t(rows * src_cols * 4);
-  FJ_ASSIGN_OR_RETURN(uint64_t src, b->Alloc(0, src_bytes), "");
-  FJ_ASSIGN_OR_RETURN(uint64_t dst, b->Alloc(0, bytes), "");
+  FJ_ASSIGN_OR_RETURN(uint64_t src, b->Alloc(0, src_bytes));
+  FJ_ASSIGN_OR_RETURN(uint64_t dst, b->Alloc(0, bytes));
   // Random first two rows (what the checks read), a pattern elsewhere.
   std::vector<uint8_t> head(size_t(2 * src_cols * 4));
   std::mt19937_64 rng(std::random_device{}());
   for (uint8_t& x : head) x = static_cast<uint8_t>(rng());
   FJ_RETURN_IF_ERROR(
       FromFj(fj_memset_d8(b->rt(), src, 0x3C, src_bytes, b->wrapped(0)),
-             "memset"),
-      "");
+             "memset"));
   FJ_RETURN_IF_ERROR(FromFj(fj_memcpy_htod(b->rt(), src, head.data(),
                                            head.size(), b->wrapped(0)),
-                            "htod"),
-                     "");
+                            "htod"));
   BenchReport report;
-  FJ_ASSIGN_OR_RETURN(report.context["device"], DeviceJson(b->rt(), dev), "");
+  FJ_ASSIGN_OR_RETURN(report.context["device"], DeviceJson(b->rt(), dev));
   report.context["mib"] = bytes >> 20;
   report.context["timing"] =
       absl::StrCat("median of ", samples, " samples of 5 runs");
@@ -231,12 +226,10 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
     err.Keep(fj_copy(b->rt(), &desc, b->wrapped(0)), "fj_copy");
   };
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"),
-      "");
+      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"));
   const double dense_ms = measure::TimeMs(copy, sync0, samples);
   FJ_RETURN_IF_ERROR(err.status, "contiguous copies");
-  FJ_ASSIGN_OR_RETURN(std::vector<uint8_t> got, ReadBack(*b, dst, head.size()),
-                      "");
+  FJ_ASSIGN_OR_RETURN(std::vector<uint8_t> got, ReadBack(*b, dst, head.size()));
   if (std::memcmp(got.data(), head.data(), got.size()) != 0) {
     return absl::InternalError("fj_copy (contiguous) copied wrong data");
   }
@@ -251,11 +244,10 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   desc.src_start[1] = 32;
   desc.oob = FJ_OOB_ZEROS;
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"),
-      "");
+      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"));
   const double window_ms = measure::TimeMs(copy, sync0, samples);
   FJ_RETURN_IF_ERROR(err.status, "window copies");
-  FJ_ASSIGN_OR_RETURN(got, ReadBack(*b, dst, size_t(2 * cols * 4)), "");
+  FJ_ASSIGN_OR_RETURN(got, ReadBack(*b, dst, size_t(2 * cols * 4)));
   bool ok = std::all_of(got.begin(), got.begin() + cols * 4,
                         [](uint8_t x) { return x == 0; });
   ok = ok &&
@@ -277,7 +269,7 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   const int other = b->devices()[1];
   int32_t can = 0;
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_peer_query(b->rt(), dev, other, &can), "fj_peer_query"), "");
+      FromFj(fj_peer_query(b->rt(), dev, other, &can), "fj_peer_query"));
   if (!can) {
     report.skipped.push_back(
         {"peer copy",
@@ -285,13 +277,12 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
     return report;
   }
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_peer_enable(b->rt(), dev, other), "fj_peer_enable"), "");
-  FJ_ASSIGN_OR_RETURN(uint64_t peer, b->Alloc(1, bytes), "");
+      FromFj(fj_peer_enable(b->rt(), dev, other), "fj_peer_enable"));
+  FJ_ASSIGN_OR_RETURN(uint64_t peer, b->Alloc(1, bytes));
   FJ_RETURN_IF_ERROR(FromFj(fj_memcpy_htod(b->rt(), peer, head.data(),
                                            head.size(), b->wrapped(1)),
-                            "htod"),
-                     "");
-  FJ_RETURN_IF_ERROR(b->Sync(1), "");
+                            "htod"));
+  FJ_RETURN_IF_ERROR(b->Sync(1));
   const double peer_anchor_ms = measure::TimeMs(
       [&] {
         err.Keep(
@@ -307,11 +298,10 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   desc.src = &ps;
   desc.dst = &d;
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"),
-      "");
+      FromFj(fj_memset_d8(b->rt(), dst, 0xEE, bytes, b->wrapped(0)), "poison"));
   const double peer_ms = measure::TimeMs(copy, sync0, samples);
   FJ_RETURN_IF_ERROR(err.status, "peer copies");
-  FJ_ASSIGN_OR_RETURN(got, ReadBack(*b, dst, head.size()), "");
+  FJ_ASSIGN_OR_RETURN(got, ReadBack(*b, dst, head.size()));
   if (std::memcmp(got.data(), head.data(), got.size()) != 0) {
     return absl::InternalError("fj_copy (peer) copied wrong data");
   }
@@ -324,7 +314,7 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
 
 absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   FJ_ASSIGN_OR_RETURN(std::unique_ptr<GpuBench> b,
-                      GpuBench::Open(o.device, false), "");
+                      GpuBench::Open(o.device, false));
   const DriverApi& api = b->api();
   const int dev = b->devices()[0];
   // 1. One kernel, built by fleetjit for this GPU; the anchor loads the
@@ -340,15 +330,14 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   bo.output = FJ_OUTPUT_CUBIN;
   fj_module* module = nullptr;
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_module_build(b->rt(), &bo, &module), "fj_module_build"), "");
+      FromFj(fj_module_build(b->rt(), &bo, &module), "fj_module_build"));
   absl::Cleanup destroy_module = [&] {
     fj_status_free(fj_module_destroy(module));
   };
   fj_kernel* kernel = nullptr;
   FJ_RETURN_IF_ERROR(FromFj(fj_module_get_kernel(
                                 module, fj_str{"empty_args", 10}, dev, &kernel),
-                            "kernel"),
-                     "");
+                            "kernel"));
   // Launch thunks are made in the background after a build: measure once
   // the kernel has one (or after 5 s, on the generic path).
   fj_kernel_info info{};
@@ -356,27 +345,25 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   for (const double start = measure::NowMs();
        measure::NowMs() - start < 5000;) {
     FJ_RETURN_IF_ERROR(
-        FromFj(fj_kernel_info_get(kernel, &info), "fj_kernel_info_get"), "");
+        FromFj(fj_kernel_info_get(kernel, &info), "fj_kernel_info_get"));
     if (info.uses_thunk) break;
   }
   const void* image = nullptr;
   size_t image_size = 0;
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_module_image(module, &image, &image_size), "image"), "");
-  FJ_RETURN_IF_ERROR(b->Enter(0), "");
+      FromFj(fj_module_image(module, &image, &image_size), "image"));
+  FJ_RETURN_IF_ERROR(b->Enter(0));
   CUmodule raw_module = nullptr;
   CUfunction function = nullptr;
   FJ_RETURN_IF_ERROR(CheckCu(api, api.cuModuleLoadData(&raw_module, image),
-                             "cuModuleLoadData"),
-                     "");
+                             "cuModuleLoadData"));
   absl::Cleanup unload = [&] { api.cuModuleUnload(raw_module); };
   FJ_RETURN_IF_ERROR(
       CheckCu(api, api.cuModuleGetFunction(&function, raw_module, "empty_args"),
-              "GetFunction"),
-      "");
+              "GetFunction"));
 
   // 2. The same arguments both ways, on the same stream.
-  FJ_ASSIGN_OR_RETURN(uint64_t buffer, b->Alloc(0, 8192), "");
+  FJ_ASSIGN_OR_RETURN(uint64_t buffer, b->Alloc(0, 8192));
   CUdeviceptr p0 = buffer, p1 = buffer + 4096;
   float c = 2.0f;
   int n = 1024;
@@ -409,7 +396,7 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   FJ_RETURN_IF_ERROR(err.status, "launching");
 
   BenchReport report;
-  FJ_ASSIGN_OR_RETURN(report.context["device"], DeviceJson(b->rt(), dev), "");
+  FJ_ASSIGN_OR_RETURN(report.context["device"], DeviceJson(b->rt(), dev));
   report.context["timing"] = absl::StrCat(
       "median of ", rounds, " interleaved batches of ", batch, " launches");
   BenchRow per{"host time per launch, empty kernel, 4 arguments",
@@ -442,7 +429,7 @@ absl::StatusOr<Json> DeviceJson(fj_runtime* rt, int device) {
   fj_device_info info{};
   info.struct_size = sizeof(info);
   FJ_RETURN_IF_ERROR(
-      FromFj(fj_device_info_get(rt, device, &info), "fj_device_info_get"), "");
+      FromFj(fj_device_info_get(rt, device, &info), "fj_device_info_get"));
   return Json{{"ordinal", info.ordinal},
               {"name", info.name},
               {"cc", absl::StrCat(info.cc_major, ".", info.cc_minor)},

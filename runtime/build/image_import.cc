@@ -28,7 +28,7 @@ absl::Status ReadDriverParams(const DriverApi& api, Device& device,
         "12.4+ "
         "driver); load the PTX instead");
   }
-  FJ_RETURN_IF_ERROR(device.MakeCurrent().status(), "");
+  FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
   CUmodule module = nullptr;
   FJ_RETURN_IF_ERROR(
       CheckCu(api, api.cuModuleLoadData(&module, artifact.image.data()),

@@ -238,7 +238,7 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     }
   }
   auto compile = [&]() -> absl::StatusOr<jit::Artifact> {
-    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, jit::BuildModule(*nvrtc_, request), "");
+    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, jit::BuildModule(*nvrtc_, request));
     // Parameter offsets are the driver's to choose (64-byte-aligned tensor
     // parameters move with the architecture's parameter bank). When the
     // image runs on a device here, take its layout now, so the thunks and
@@ -302,15 +302,14 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
         ModuleCache::Result result,
         cache_.GetOrBuild(key, compile,
                            options_.cache.memory ? ModuleCache::DiskStore::kDeferred
-                                                 : ModuleCache::DiskStore::kNow),
-        "");
+                                                 : ModuleCache::DiskStore::kNow));
     record.artifact = std::move(result.artifact);
     record.source = result.source;
     record.key = key.digest;
     ScheduleFollowUp(std::move(key), record.key, record.artifact,
                      result.disk_store_pending);
   } else {
-    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile(), "");
+    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile());
     record.artifact = std::make_shared<const jit::Artifact>(std::move(artifact));
     {
       absl::MutexLock lock(&uncached_mu_);

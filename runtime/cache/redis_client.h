@@ -6,7 +6,7 @@
 //                       "remote cache");
 //   RedisClient client(url, RedisTimeouts{});
 //   FJ_RETURN_IF_ERROR(client.Set("k", "v", /*ttl_ms=*/0), "publishing");
-//   FJ_ASSIGN_OR_RETURN(std::optional<std::string> v, client.Get("k"), "");
+//   FJ_ASSIGN_OR_RETURN(std::optional<std::string> v, client.Get("k"));
 //
 // URLs: redis://[[user]:password@]host[:port][/db], and
 // unix://[[user]:password@]/path/to.sock[?db=N]. rediss:// (TLS) is refused

@@ -121,8 +121,8 @@ absl::Status CopyEngine::EnablePeer(int reader, int owner) {
         "GPU ", reader, " has no P2P path to GPU ", owner,
         "; copies between them are staged through pinned host memory"));
   }
-  FJ_ASSIGN_OR_RETURN(Device * o, devices_.at(owner), "");
-  FJ_ASSIGN_OR_RETURN(Device * r, devices_.at(reader), "");
+  FJ_ASSIGN_OR_RETURN(Device * o, devices_.at(owner));
+  FJ_ASSIGN_OR_RETURN(Device * r, devices_.at(reader));
   FJ_ASSIGN_OR_RETURN(CUcontext owner_ctx, o->MakeCurrent(),
                       "enabling peer access");
   FJ_RETURN_IF_ERROR(r->MakeCurrent().status(), "enabling peer access");
@@ -175,8 +175,8 @@ copy::PeerState CopyEngine::Peers() {
 }
 
 absl::StatusOr<CUstream> CopyEngine::OwnStream(int device) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device), "");
-  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device));
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
   absl::MutexLock lock(&mu_);
   auto it = streams_.find(device);
   if (it != streams_.end()) return it->second;
@@ -301,7 +301,7 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
                                         const CopyRoute& route,
                                         const Placement& src,
                                         const Placement& dst, Stream stream) {
-  FJ_ASSIGN_OR_RETURN(Device * exec, devices_.at(route.exec_device), "");
+  FJ_ASSIGN_OR_RETURN(Device * exec, devices_.at(route.exec_device));
   const bool host_operand = src.kind != MemoryKind::kDevice ||
                             dst.kind != MemoryKind::kDevice || route.stage_src;
   if (!route.synchronous) {
@@ -311,22 +311,22 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
   // Synchronous: after the caller's earlier work, on the executing GPU's
   // stream, finished before returning.
   if (stream.device >= 0) {
-    FJ_ASSIGN_OR_RETURN(Device * caller, devices_.at(stream.device), "");
-    FJ_RETURN_IF_ERROR(caller->MakeCurrent().status(), "");
+    FJ_ASSIGN_OR_RETURN(Device * caller, devices_.at(stream.device));
+    FJ_RETURN_IF_ERROR(caller->MakeCurrent().status());
     FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuStreamSynchronize(stream.stream),
                                "cuStreamSynchronize"),
                        "waiting for the caller's stream before a staged copy");
   }
   CUstream run = stream.stream;
   if (stream.device != route.exec_device) {
-    FJ_ASSIGN_OR_RETURN(run, OwnStream(route.exec_device), "");
+    FJ_ASSIGN_OR_RETURN(run, OwnStream(route.exec_device));
   }
   HostStage stage(*api_, *this);
   uint64_t src_address = v.src.address;
   if (route.stage_src) {
     // src's bytes, as they are now, into pinned memory the kernel reads.
-    FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(src.device), "");
-    FJ_RETURN_IF_ERROR(owner->MakeCurrent().status(), "");
+    FJ_ASSIGN_OR_RETURN(Device * owner, devices_.at(src.device));
+    FJ_RETURN_IF_ERROR(owner->MakeCurrent().status());
     FJ_RETURN_IF_ERROR(stage.Allocate(v.src_span.size()),
                        absl::StrCat("staging ", v.src_span.size(), " bytes"));
     FJ_RETURN_IF_ERROR(
@@ -339,9 +339,8 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
     n_staged_.fetch_add(1, std::memory_order_relaxed);
   }
   FJ_RETURN_IF_ERROR(kernels_.LaunchCopy(spec, v, src_address, host_operand,
-                                         route.exec_device, run),
-                     "");
-  FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "");
+                                         route.exec_device, run));
+  FJ_RETURN_IF_ERROR(exec->MakeCurrent().status());
   return CheckStickyError(*exec, *api_, api_->cuStreamSynchronize(run),
                           "staged copy: cuStreamSynchronize");
 }

@@ -111,8 +111,7 @@ absl::StatusOr<LoadedKernel*> CopyKernels::Kernel(int device,
   if (!spec.ok()) return spec.status();
   FJ_ASSIGN_OR_RETURN(
       LoadedKernel * k,
-      source_.KernelFor(*spec, rank == 0 ? kPrefetchKernel : kTileCopyKernel),
-      "");
+      source_.KernelFor(*spec, rank == 0 ? kPrefetchKernel : kTileCopyKernel));
   absl::MutexLock lock(&mu_);
   kernels_[key] = k;
   return k;
@@ -122,7 +121,7 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
                                      const ValidatedCopy& v,
                                      uint64_t src_address, bool host_operand,
                                      int device, CUstream stream) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device), "");
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device));
   const DeviceFacts& f = dev->facts();
 
   // The implementation: the caller's, else the device's plan.
@@ -130,7 +129,7 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
   if (v.impl.has_value()) {
     impl = *v.impl;
   } else {
-    FJ_ASSIGN_OR_RETURN(impl, source_.DefaultImpl(device), "");
+    FJ_ASSIGN_OR_RETURN(impl, source_.DefaultImpl(device));
   }
 
   // The kernel's tensors: src whole (the window is a coordinate offset),
@@ -183,7 +182,7 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
     }
   }
   FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
-                      Kernel(device, impl, v.dst.elem_bytes, v.dst.rank), "");
+                      Kernel(device, impl, v.dst.elem_bytes, v.dst.rank));
 
   CopyKernelArgs a{};
   for (int d = 0; d < 5; ++d) {
@@ -205,9 +204,8 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
       tiles.total, int64_t{shape.ctas_per_sm} * std::max(1, f.sm_count)));
   cfg.block[0] = static_cast<uint32_t>(shape.threads);
   cfg.shared_bytes = kCopyStages * tiles.tile_bytes + 128;
-  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
-  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 3, sizeof(fj_arg)),
-                     "");
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
+  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 3, sizeof(fj_arg)));
   n_copies_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -215,9 +213,9 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
 absl::Status CopyKernels::LaunchPrefetch(const PrefetchRows& rows, int device,
                                          CUstream stream) {
   if (rows.row_bytes == 0 || rows.rows() == 0) return absl::OkStatus();
-  FJ_ASSIGN_OR_RETURN(jit::CopyImpl impl, source_.DefaultImpl(device), "");
-  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, impl, 1, 0), "");
-  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device), "");
+  FJ_ASSIGN_OR_RETURN(jit::CopyImpl impl, source_.DefaultImpl(device));
+  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, Kernel(device, impl, 1, 0));
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device));
   PrefetchKernelArgs a{};
   a.base = rows.base;
   a.row_bytes = rows.row_bytes;
@@ -235,9 +233,8 @@ absl::Status CopyKernels::LaunchPrefetch(const PrefetchRows& rows, int device,
       a.total,
       int64_t{kPrefetchCtasPerSm} * std::max(1, dev->facts().sm_count)));
   cfg.block[0] = 128;
-  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
-  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 1, sizeof(fj_arg)),
-                     "");
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
+  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 1, sizeof(fj_arg)));
   return absl::OkStatus();
 }
 

@@ -103,8 +103,8 @@ TensorDesc WindowView(const ValidatedCopy& v) {
 
 absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
   ValidatedCopy v;
-  FJ_ASSIGN_OR_RETURN(v.src, Describe(spec.src, "src", &v.src_device_type, &v.src_device_id), "");
-  FJ_ASSIGN_OR_RETURN(v.dst, Describe(spec.dst, "dst", &v.dst_device_type, &v.dst_device_id), "");
+  FJ_ASSIGN_OR_RETURN(v.src, Describe(spec.src, "src", &v.src_device_type, &v.src_device_id));
+  FJ_ASSIGN_OR_RETURN(v.dst, Describe(spec.dst, "dst", &v.dst_device_type, &v.dst_device_id));
   const int rank = v.dst.rank;
   if (v.src.rank != rank) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -164,7 +164,7 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
 
   if (spec.index != nullptr) {
     int32_t dt = 0, id = 0;
-    FJ_ASSIGN_OR_RETURN(TensorDesc idx, Describe(spec.index, "index", &dt, &id), "");
+    FJ_ASSIGN_OR_RETURN(TensorDesc idx, Describe(spec.index, "index", &dt, &id));
     if (idx.rank != 1) {
       return Invalid("index", absl::StrCat("has rank ", idx.rank, "; a gather index is 1-D"));
     }
@@ -185,7 +185,7 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
     g.stride = idx.stride[0];
     g.device_type = dt;
     g.device_id = id;
-    FJ_ASSIGN_OR_RETURN(g.span, SpanOf(idx, "index"), "");
+    FJ_ASSIGN_OR_RETURN(g.span, SpanOf(idx, "index"));
     v.gather = g;
   }
   // Under promise_in_bounds nothing may fall outside src (a gathered
@@ -203,8 +203,8 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
       }
     }
   }
-  FJ_ASSIGN_OR_RETURN(v.src_span, SpanOf(v.src, "src"), "");
-  FJ_ASSIGN_OR_RETURN(v.dst_span, SpanOf(v.dst, "dst"), "");
+  FJ_ASSIGN_OR_RETURN(v.src_span, SpanOf(v.src, "src"));
+  FJ_ASSIGN_OR_RETURN(v.dst_span, SpanOf(v.dst, "dst"));
   if (v.elements > 0 && v.src_span.Overlaps(v.dst_span)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "src ", SpanText(v.src_span), " and dst ", SpanText(v.dst_span),
@@ -279,7 +279,7 @@ absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec) {
   uint64_t dense_bytes = 0;
   if (spec.tensor != nullptr) {
     int32_t dt = 0, id = 0;
-    FJ_ASSIGN_OR_RETURN(TensorDesc t, Describe(spec.tensor, "tensor", &dt, &id), "");
+    FJ_ASSIGN_OR_RETURN(TensorDesc t, Describe(spec.tensor, "tensor", &dt, &id));
     const int rank = t.rank;
     TensorDesc tile = t;
     int64_t offset = 0;
@@ -306,7 +306,7 @@ absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec) {
       offset += lo * t.stride[d];
     }
     tile.address = t.address + uint64_t(offset * t.elem_bytes);
-    FJ_ASSIGN_OR_RETURN(rows.span, SpanOf(tile, "tensor tile"), "");
+    FJ_ASSIGN_OR_RETURN(rows.span, SpanOf(tile, "tensor tile"));
     int64_t elements = 1;
     for (int d = 0; d < rank; ++d) elements *= tile.shape[d];
     dense_bytes = uint64_t(elements) * tile.elem_bytes;

@@ -144,13 +144,13 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement&
                                         bool force_kernel, const PeerState& peers) {
   // Every operand: pinned if host, what the caller said, inside its allocation.
   FJ_RETURN_IF_ERROR(CheckOperand("src", src, v.src_device_type, v.src_device_id,
-                                  v.src_span), "");
+                                  v.src_span));
   FJ_RETURN_IF_ERROR(CheckOperand("dst", dst, v.dst_device_type, v.dst_device_id,
-                                  v.dst_span), "");
+                                  v.dst_span));
   if (v.gather.has_value()) {
     if (index == nullptr) return absl::InternalError("gather without the index's placement");
     FJ_RETURN_IF_ERROR(CheckOperand("index", *index, v.gather->device_type,
-                                    v.gather->device_id, v.gather->span), "");
+                                    v.gather->device_id, v.gather->span));
   }
   CopyRoute route;
   if (stream_device >= 0) {
@@ -192,7 +192,7 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement&
     route.synchronous = true;
     dst_reach = absl::OkStatus();
   }
-  FJ_RETURN_IF_ERROR(dst_reach, "");
+  FJ_RETURN_IF_ERROR(dst_reach);
   absl::Status src_reach = Reach(route.exec_device, src, peers, "src");
   if (absl::IsNotFound(src_reach)) {
     route.stage_src = true;
@@ -201,7 +201,7 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement&
                               ": staged through pinned host memory (synchronous)");
     src_reach = absl::OkStatus();
   }
-  FJ_RETURN_IF_ERROR(src_reach, "");
+  FJ_RETURN_IF_ERROR(src_reach);
   if (index != nullptr) {
     absl::Status index_reach = Reach(route.exec_device, *index, peers, "index");
     if (absl::IsNotFound(index_reach)) {
@@ -209,7 +209,7 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement&
           index_reach.message(), "; put the gather index on GPU ",
           route.exec_device, " or in pinned host memory"));
     }
-    FJ_RETURN_IF_ERROR(index_reach, "");
+    FJ_RETURN_IF_ERROR(index_reach);
   }
   for (int d = 0; d < v.dst.rank; ++d) {
     const int64_t reach = std::max<int64_t>(std::abs(v.start[d]) + v.dst.shape[d],
@@ -230,7 +230,7 @@ absl::StatusOr<PrefetchRoute> PlanPrefetchRoute(const ValidatedPrefetch& v,
                                                 int stream_device) {
   FJ_RETURN_IF_ERROR(CheckOperand("data", data, data.kind == MemoryKind::kDevice
                                                     ? kDLCUDA : kDLCUDAHost,
-                                  data.device, v.rows.span), "");
+                                  data.device, v.rows.span));
   if (v.reader_device >= 0 && stream_device >= 0 && v.reader_device != stream_device) {
     return absl::InvalidArgumentError(absl::StrCat(
         "reader_device is ", v.reader_device, " but the stream is on GPU ",

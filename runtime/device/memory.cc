@@ -96,7 +96,7 @@ absl::Status DeviceMemory::Copy(const CopyRequest& request, CUstream s) {
   if (kind == Kind::kDtoH || kind == Kind::kDtoD) {
     FJ_ASSIGN_OR_RETURN(dev, DeviceOfRange(request.src_device, bytes), "src");
   }
-  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "");
+  FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
   const DriverApi& api = *driver_;
   auto d = static_cast<CUdeviceptr>(request.dst_device);
   auto sd = static_cast<CUdeviceptr>(request.src_device);

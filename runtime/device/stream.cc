@@ -9,18 +9,17 @@ namespace fleetjit {
 absl::StatusOr<std::unique_ptr<Stream>> Stream::Create(Runtime* owner,
                                                        const DriverApi& api,
                                                        Device& device) {
-  FJ_RETURN_IF_ERROR(device.MakeCurrent().status(), "");
+  FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
   std::unique_ptr<Stream> stream(new Stream(owner, api, device));
   FJ_RETURN_IF_ERROR(
       CheckCu(api, api.cuStreamCreate(&stream->stream_, CU_STREAM_NON_BLOCKING),
-              "cuStreamCreate"),
-      "");
+              "cuStreamCreate"));
   return stream;
 }
 
 absl::StatusOr<std::unique_ptr<Stream>> Stream::Wrap(Runtime* owner, const DriverApi& api,
                                                      Device& device, uint64_t cu_stream) {
-  FJ_ASSIGN_OR_RETURN(CUcontext primary, device.MakeCurrent(), "");
+  FJ_ASSIGN_OR_RETURN(CUcontext primary, device.MakeCurrent());
   std::unique_ptr<Stream> stream(new Stream(owner, api, device));
   stream->borrowed_ = true;
   // The legacy and per-thread default streams are valid in every context.
@@ -55,7 +54,7 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Wrap(Runtime* owner, const Drive
 Stream::~Stream() { (void)Close(); }
 
 absl::Status Stream::Synchronize() {
-  FJ_RETURN_IF_ERROR(device_.MakeCurrent().status(), "");
+  FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
   return device_.CheckAfterWork(api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
 }
 

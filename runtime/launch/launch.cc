@@ -394,7 +394,7 @@ absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
   if (k.api != nullptr && IsForkedChild(*k.api)) {
     return CheckCu(*k.api, CUDA_SUCCESS, "cuLaunchKernelEx");
   }
-  FJ_RETURN_IF_ERROR(Launch(k, cfg, stream, args, num_args, arg_stride), "");
+  FJ_RETURN_IF_ERROR(Launch(k, cfg, stream, args, num_args, arg_stride));
   k.device->NoteLaunch(&k.display_name);
   return absl::OkStatus();
 }

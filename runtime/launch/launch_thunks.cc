@@ -38,7 +38,7 @@ absl::StatusOr<const LaunchThunk*> LaunchThunks::OwnThunk(
                         "generating a launch thunk");
     ++stats_.objects_generated;
     stats_.codegen_ms_total += local.ir_ms + local.codegen_ms;
-    FJ_ASSIGN_OR_RETURN(jit::ThunkLibrary * library, jit_->Load(object), "");
+    FJ_ASSIGN_OR_RETURN(jit::ThunkLibrary * library, jit_->Load(object));
     it = own_.emplace(symbol, library).first;
   }
   return jit_->Find(it->second, entry, impl);
@@ -46,7 +46,7 @@ absl::StatusOr<const LaunchThunk*> LaunchThunks::OwnThunk(
 
 absl::Status LaunchThunks::AttachLocked(const jit::Artifact& artifact,
                                         LoadedKernel& k) {
-  FJ_RETURN_IF_ERROR(EnsureJit(), "");
+  FJ_RETURN_IF_ERROR(EnsureJit());
   const jit::ThunkJitStats before = jit_->stats();
   absl::StatusOr<const LaunchThunk*> thunk =
       absl::NotFoundError("the artifact carries no thunk object");

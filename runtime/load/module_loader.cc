@@ -77,7 +77,7 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::LoadKernel(const ModuleRecord
       return Loaded{it->second->kernel, false, it->second->image_artifact};
     }
   }
-  FJ_ASSIGN_OR_RETURN(Loaded loaded, Load(module, name, ordinal), "");
+  FJ_ASSIGN_OR_RETURN(Loaded loaded, Load(module, name, ordinal));
   auto known = std::make_unique<KnownKernel>();
   known->storage = absl::StrCat(module.key, name);
   known->kernel = loaded.kernel;

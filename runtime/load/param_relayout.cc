@@ -31,7 +31,7 @@ absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
 
 absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
                                      jit::Artifact& artifact) {
-  FJ_RETURN_IF_ERROR(device.MakeCurrent().status(), "");
+  FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
   CUmodule module = nullptr;
   FJ_RETURN_IF_ERROR(
       CheckCu(api, api.cuModuleLoadData(&module, artifact.image.data()),

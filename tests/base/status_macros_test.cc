@@ -25,7 +25,7 @@ absl::Status ReturnNoContext(absl::Status s) {
   return absl::OkStatus();
 }
 absl::Status ReturnEmptyContext(absl::Status s) {
-  FJ_RETURN_IF_ERROR(s, "");
+  FJ_RETURN_IF_ERROR(s);
   return absl::OkStatus();
 }
 absl::Status ReturnContext(absl::Status s, const std::string& context) {
@@ -39,7 +39,7 @@ absl::StatusOr<int> AssignNoContext(absl::StatusOr<int> v) {
 }
 absl::StatusOr<int> AssignEmptyContext(absl::StatusOr<int> v) {
   int x = -1;  // an lvalue, assigned
-  FJ_ASSIGN_OR_RETURN(x, Value(std::move(v)), "");
+  FJ_ASSIGN_OR_RETURN(x, Value(std::move(v)));
   return x + 1;
 }
 absl::StatusOr<int> AssignContext(absl::StatusOr<int> v,
