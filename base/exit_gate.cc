@@ -27,7 +27,8 @@ void ForgetPassesInChild() { active.store(0, std::memory_order_relaxed); }
 
 void Drain() {
   closing.store(true, std::memory_order_seq_cst);
-  const auto deadline = std::chrono::steady_clock::now() + ExitGate::kDrainLimit;
+  const auto deadline =
+      std::chrono::steady_clock::now() + ExitGate::kDrainLimit;
   while (active.load(std::memory_order_seq_cst) > 0 &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -10,7 +10,8 @@
 // Enter() calls fail, and exit waits for the passes out (kDrainLimit at
 // most) before any library is torn down.
 //
-//   FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("NVRTC"), "building");
+//   FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("NVRTC"),
+//   "building");
 //   ... call NVRTC ...
 //
 // That order is not enough alone: NVRTC (LLVM inside) registers more exit

@@ -25,22 +25,32 @@ std::atomic<void*> fault_user{nullptr};
 // The errno a test wants `op` to fail with, or 0.
 int InjectedErrno(FileOp op) {
   FileFaultHook hook = fault_hook.load(std::memory_order_acquire);
-  return hook == nullptr ? 0 : hook(op, fault_user.load(std::memory_order_acquire));
+  return hook == nullptr ? 0
+                         : hook(op, fault_user.load(std::memory_order_acquire));
 }
 
 }  // namespace
 
 const char* FileOpName(FileOp op) {
   switch (op) {
-    case FileOp::kOpen: return "open";
-    case FileOp::kCreate: return "create";
-    case FileOp::kMkdir: return "mkdir";
-    case FileOp::kRead: return "read";
-    case FileOp::kMap: return "map";
-    case FileOp::kWrite: return "write";
-    case FileOp::kFsync: return "fsync";
-    case FileOp::kClose: return "close";
-    case FileOp::kRename: return "rename";
+    case FileOp::kOpen:
+      return "open";
+    case FileOp::kCreate:
+      return "create";
+    case FileOp::kMkdir:
+      return "mkdir";
+    case FileOp::kRead:
+      return "read";
+    case FileOp::kMap:
+      return "map";
+    case FileOp::kWrite:
+      return "write";
+    case FileOp::kFsync:
+      return "fsync";
+    case FileOp::kClose:
+      return "close";
+    case FileOp::kRename:
+      return "rename";
   }
   return "unknown";
 }
@@ -51,7 +61,8 @@ void SetFileFaultHookForTesting(FileFaultHook hook, void* user) {
 }
 
 int OpenAt(int dir_fd, const char* name, int flags, mode_t mode) {
-  if (int err = InjectedErrno((flags & O_CREAT) ? FileOp::kCreate : FileOp::kOpen)) {
+  if (int err =
+          InjectedErrno((flags & O_CREAT) ? FileOp::kCreate : FileOp::kOpen)) {
     errno = err;
     return -1;
   }
@@ -149,7 +160,8 @@ absl::Status MakeDirs(const std::string& path) {
 
 absl::StatusOr<std::string> ReadFully(int fd, uint64_t size) {
   if (int err = InjectedErrno(FileOp::kRead)) {
-    return absl::UnavailableError(absl::StrCat("read failed: ", ErrnoText(err)));
+    return absl::UnavailableError(
+        absl::StrCat("read failed: ", ErrnoText(err)));
   }
   std::string data(size, '\0');
   uint64_t done = 0;
@@ -220,7 +232,8 @@ FileContents::~FileContents() {
 
 absl::StatusOr<FileContents> FileContents::Load(int fd, uint64_t size) {
   FileContents contents;
-  if (size > 0 && !IsNetworkFileSystem(fd) && InjectedErrno(FileOp::kMap) == 0) {
+  if (size > 0 && !IsNetworkFileSystem(fd) &&
+      InjectedErrno(FileOp::kMap) == 0) {
     void* p =
         ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (p != MAP_FAILED && !AllResident(p, size)) {
@@ -265,7 +278,8 @@ absl::Status WriteFully(int fd, absl::string_view data) {
   if (int err = InjectedErrno(FileOp::kWrite)) {
     // As a full disk does: part of the data lands, then the error.
     (void)WriteAll(fd, data.substr(0, data.size() / 2));
-    return absl::UnavailableError(absl::StrCat("write failed: ", ErrnoText(err)));
+    return absl::UnavailableError(
+        absl::StrCat("write failed: ", ErrnoText(err)));
   }
   return WriteAll(fd, data);
 }

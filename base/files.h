@@ -9,8 +9,8 @@
 // their choosing (ENOSPC, EIO, EACCES, EROFS, ...), SQLite-style:
 //
 //   files::SetFileFaultHookForTesting(
-//       [](files::FileOp op, void*) { return op == files::FileOp::kWrite ? ENOSPC : 0; },
-//       nullptr);
+//       [](files::FileOp op, void*) { return op == files::FileOp::kWrite ?
+//       ENOSPC : 0; }, nullptr);
 #ifndef FLEETJIT_BASE_FILES_H_
 #define FLEETJIT_BASE_FILES_H_
 
@@ -104,7 +104,7 @@ enum class FileOp {
   kMap,     // FileContents::Load's mmap (on failure it reads instead)
   kWrite,   // WriteFully: half of the data is written, then the error
   kFsync,
-  kClose,   // Close (a close that reports an error)
+  kClose,  // Close (a close that reports an error)
   kRename,
 };
 const char* FileOpName(FileOp op);

@@ -10,12 +10,12 @@ namespace fleetjit {
 
 absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view text) {
   const std::string t = absl::AsciiStrToLower(text);
-  for (LogLevel l : {LogLevel::kOff, LogLevel::kError, LogLevel::kWarn, LogLevel::kInfo,
-                     LogLevel::kDebug}) {
+  for (LogLevel l : {LogLevel::kOff, LogLevel::kError, LogLevel::kWarn,
+                     LogLevel::kInfo, LogLevel::kDebug}) {
     if (t == LogLevelName(l)) return l;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("log level '", text, "': expected off, error, warn, info or debug"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "log level '", text, "': expected off, error, warn, info or debug"));
 }
 
 const char* LogLevelName(LogLevel level) {
@@ -36,14 +36,16 @@ const char* LogLevelName(LogLevel level) {
 
 LogSink StderrLogSink() {
   return [](LogLevel level, absl::string_view message) {
-    std::string line = absl::StrCat("fleetjit: ", LogLevelName(level), ": ", message, "\n");
+    std::string line =
+        absl::StrCat("fleetjit: ", LogLevelName(level), ": ", message, "\n");
     std::fputs(line.c_str(), stderr);  // one call: lines do not interleave
   };
 }
 
 Logger::Logger(LogLevel level, LogSink sink)
     : level_(level),
-      sink_(sink ? std::make_shared<const LogSink>(std::move(sink)) : nullptr) {}
+      sink_(sink ? std::make_shared<const LogSink>(std::move(sink)) : nullptr) {
+}
 
 void Logger::Log(LogLevel level, absl::string_view message) const {
   if (!Enabled(level)) return;

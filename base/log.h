@@ -21,7 +21,13 @@
 namespace fleetjit {
 
 // Values match fj_log_level in <fleetjit/fleetjit.h>.
-enum class LogLevel : int { kOff = 0, kError = 1, kWarn = 2, kInfo = 3, kDebug = 4 };
+enum class LogLevel : int {
+  kOff = 0,
+  kError = 1,
+  kWarn = 2,
+  kInfo = 3,
+  kDebug = 4
+};
 
 using LogSink = std::function<void(LogLevel, absl::string_view)>;
 

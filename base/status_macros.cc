@@ -10,7 +10,8 @@ namespace fleetjit {
 
 absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok() || context.empty()) return status;
-  absl::Status out(status.code(), absl::StrCat(context, ": ", status.message()));
+  absl::Status out(status.code(),
+                   absl::StrCat(context, ": ", status.message()));
   status.ForEachPayload(
       [&out](absl::string_view url, const absl::Cord& payload) {
         out.SetPayload(url, payload);

@@ -16,12 +16,12 @@
 #ifndef FLEETJIT_BASE_STATUS_MACROS_H_
 #define FLEETJIT_BASE_STATUS_MACROS_H_
 
-#include "absl/strings/string_view.h"
 #include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fleetjit {
 
@@ -67,28 +67,28 @@ std::optional<int> PublicCodeOf(const absl::Status& status);
 
 // FJ_RETURN_IF_ERROR(expr[, context]): evaluates `expr` (an absl::Status);
 // on failure returns it, annotated with `context` if one is given.
-#define FJ_RETURN_IF_ERROR(expr, ...)                                       \
-  do {                                                                      \
-    ::absl::Status fj_status_ = (expr);                                     \
-    if (!fj_status_.ok()) {                                                 \
-      return ::fleetjit::Annotate(                                          \
-          fj_status_, ::fleetjit::status_internal::Context(__VA_ARGS__));   \
-    }                                                                       \
+#define FJ_RETURN_IF_ERROR(expr, ...)                                     \
+  do {                                                                    \
+    ::absl::Status fj_status_ = (expr);                                   \
+    if (!fj_status_.ok()) {                                               \
+      return ::fleetjit::Annotate(                                        \
+          fj_status_, ::fleetjit::status_internal::Context(__VA_ARGS__)); \
+    }                                                                     \
   } while (0)
 
 // FJ_ASSIGN_OR_RETURN(lhs, expr[, context]): evaluates `expr` (an
 // absl::StatusOr<T>); on failure returns its status, annotated with
 // `context` if one is given, else moves the value into `lhs` (a declaration
 // or lvalue).
-#define FJ_ASSIGN_OR_RETURN(lhs, expr, ...)                                  \
+#define FJ_ASSIGN_OR_RETURN(lhs, expr, ...)                                 \
   FJ_ASSIGN_OR_RETURN_IMPL_(FJ_STATUS_CONCAT_(fj_statusor_, __LINE__), lhs, \
-                            expr,                                            \
+                            expr,                                           \
                             ::fleetjit::status_internal::Context(__VA_ARGS__))
-#define FJ_ASSIGN_OR_RETURN_IMPL_(var, lhs, expr, context)   \
-  auto var = (expr);                                         \
-  if (!var.ok()) {                                           \
-    return ::fleetjit::Annotate(var.status(), (context));    \
-  }                                                          \
+#define FJ_ASSIGN_OR_RETURN_IMPL_(var, lhs, expr, context) \
+  auto var = (expr);                                       \
+  if (!var.ok()) {                                         \
+    return ::fleetjit::Annotate(var.status(), (context));  \
+  }                                                        \
   lhs = std::move(var).value()
 
 #endif  // FLEETJIT_BASE_STATUS_MACROS_H_

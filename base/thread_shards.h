@@ -43,7 +43,10 @@ class ABSL_LOCKABLE ShardMutex {
 };
 class ABSL_SCOPED_LOCKABLE ShardLock {
  public:
-  explicit ShardLock(ShardMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  explicit ShardLock(ShardMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
+      : mu_(mu) {
+    mu_->Lock();
+  }
   ~ShardLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
   ShardLock(const ShardLock&) = delete;
   ShardLock& operator=(const ShardLock&) = delete;

@@ -8,7 +8,8 @@ namespace fleetjit::bench {
 
 void Check(fj_status* status, const char* what) {
   if (status == nullptr) return;
-  std::fprintf(stderr, "bench: %s: %s: %s\n", what, fj_code_name(fj_status_code(status)),
+  std::fprintf(stderr, "bench: %s: %s: %s\n", what,
+               fj_code_name(fj_status_code(status)),
                fj_status_message(status, nullptr));
   fj_status_free(status);
   std::exit(1);

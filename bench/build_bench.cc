@@ -48,17 +48,18 @@
 #include "bench/bench_util.h"
 #include "jit/embedded.h"
 #include "jit/nvrtc_pch.h"
+#include "jit/target.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/runtime.h"
 #include "tools/bundled_kernels.h"
-#include "jit/target.h"
 
 extern char** environ;
 
 namespace fleetjit::bench {
 namespace {
 
-constexpr const char* kPlain = measure::kPlainKernel;  // as `fleetjit bench build`
+constexpr const char* kPlain =
+    measure::kPlainKernel;  // as `fleetjit bench build`
 
 constexpr const char* kWithLayer = R"(
 #include <fleetjit/copy.cuh>
@@ -107,9 +108,11 @@ double BareNvrtc(const NvrtcApi& api, const std::string& source, bool headers,
                        jit::kEmbeddedHeaders[i].content.data()});
     }
   }
-  std::vector<std::string> opts = {"-arch=sm_90", "-std=c++17", "-DFJ_COPY_IMPL=2"};
+  std::vector<std::string> opts = {"-arch=sm_90", "-std=c++17",
+                                   "-DFJ_COPY_IMPL=2"};
   opts.insert(opts.end(), extra.begin(), extra.end());
-  absl::StatusOr<double> ms = measure::BareNvrtcMs(api, source, opts, files, pch_created);
+  absl::StatusOr<double> ms =
+      measure::BareNvrtcMs(api, source, opts, files, pch_created);
   if (!ms.ok()) {
     std::fprintf(stderr, "%s\n", std::string(ms.status().message()).c_str());
     return -1;
@@ -142,7 +145,8 @@ double BareWithPch(const NvrtcApi& api, const std::string& source,
 }
 
 struct ColdTimes {
-  double returned_ms;  // Build() call to a returned module: what a caller waits for
+  double returned_ms;  // Build() call to a returned module: what a caller waits
+                       // for
   double done_ms;      // Build() call to the end of its background work
                        // (thunk object generated + disk entry published)
   double own_ms;       // returned_ms minus the NVRTC build inside it (jit::
@@ -169,7 +173,8 @@ ColdTimes FleetjitCold(fleetjit::Runtime& rt, const std::string& source) {
   rt.WaitForBackgroundWork();
   double done = NowMs() - t0;
   if (record->source != fleetjit::CacheSource::kCompiled) {
-    std::fprintf(stderr, "build_bench: expected a cold build, got a cache hit\n");
+    std::fprintf(stderr,
+                 "build_bench: expected a cold build, got a cache hit\n");
     std::exit(1);
   }
   return {returned, done, returned - record->artifact->compile_ms};
@@ -272,10 +277,19 @@ int FreshMain(const std::string& self, int n, std::string root) {
   } rows[] = {
       {"examples/saxpy.cu (anchor)", "saxpy", Row::kAbsent, {}},
       {"examples/pipelined_tiles.cu, PCH file warm", "tiles", Row::kWarm, {}},
-      {"examples/pipelined_tiles.cu, PCH file absent", "tiles", Row::kAbsent, {}},
+      {"examples/pipelined_tiles.cu, PCH file absent",
+       "tiles",
+       Row::kAbsent,
+       {}},
       {"examples/pipelined_tiles.cu, FLEETJIT_PCH=0", "tiles", Row::kOff, {}},
-      {"saxpy + #include <fleetjit/copy.cuh>, PCH file warm", "include", Row::kWarm, {}},
-      {"saxpy + #include <fleetjit/copy.cuh>, PCH file absent", "include", Row::kAbsent, {}},
+      {"saxpy + #include <fleetjit/copy.cuh>, PCH file warm",
+       "include",
+       Row::kWarm,
+       {}},
+      {"saxpy + #include <fleetjit/copy.cuh>, PCH file absent",
+       "include",
+       Row::kAbsent,
+       {}},
   };
   int fresh_dirs = 0;
   for (int i = 0; i < n; ++i) {
@@ -298,8 +312,10 @@ int FreshMain(const std::string& self, int n, std::string root) {
   const double a_build = median(anchor.runs, &FreshRun::build_ms),
                a_life = median(anchor.runs, &FreshRun::life_ms),
                a_cpu = median(anchor.runs, &FreshRun::cpu_ms);
-  std::printf("build_bench --fresh: %d fresh processes per row (interleaved), "
-              "target sm_90, medians; ratios to the anchor\n", n);
+  std::printf(
+      "build_bench --fresh: %d fresh processes per row (interleaved), "
+      "target sm_90, medians; ratios to the anchor\n",
+      n);
   std::printf("%-54s %17s %17s %17s %s\n", "", "Build() wall", "process wall",
               "process CPU", "PCH used/made");
   for (const Row& row : rows) {
@@ -311,12 +327,14 @@ int FreshMain(const std::string& self, int n, std::string root) {
       used += r.file_used;
       made += r.created;
     }
-    std::printf("%-54s %8.1f ms %5.2fx %8.1f ms %5.2fx %8.1f ms %5.2fx %d/%d of %zu\n",
-                row.label, b, b / a_build, l, l / a_life, c, c / a_cpu, used, made,
-                row.runs.size());
+    std::printf(
+        "%-54s %8.1f ms %5.2fx %8.1f ms %5.2fx %8.1f ms %5.2fx %d/%d of %zu\n",
+        row.label, b, b / a_build, l, l / a_life, c, c / a_cpu, used, made,
+        row.runs.size());
   }
-  std::printf("goal: a kernel including <fleetjit/copy.cuh> <= 1.5x saxpy "
-              "(fresh process, PCH file warm)\n");
+  std::printf(
+      "goal: a kernel including <fleetjit/copy.cuh> <= 1.5x saxpy "
+      "(fresh process, PCH file warm)\n");
   std::filesystem::remove_all(root);
   return 0;
 }
@@ -330,23 +348,27 @@ int main(int argc, char** argv) {
                                        std::strcmp(argv[4], "1") == 0, argv[5]);
   }
   if (argc >= 3 && std::strcmp(argv[1], "--fresh") == 0) {
-    std::string dir = argc >= 5 && std::strcmp(argv[3], "--dir") == 0 ? argv[4] : "";
+    std::string dir =
+        argc >= 5 && std::strcmp(argv[3], "--dir") == 0 ? argv[4] : "";
     return fleetjit::bench::FreshMain(
-        std::filesystem::read_symlink("/proc/self/exe").string(), std::atoi(argv[2]),
-        dir);
+        std::filesystem::read_symlink("/proc/self/exe").string(),
+        std::atoi(argv[2]), dir);
   }
   using namespace fleetjit::bench;  // NOLINT
   auto api_or = fleetjit::NvrtcLibrary::Default().Get();
   if (!api_or.ok()) {
-    std::printf("build_bench: no NVRTC: %s\n", std::string(api_or.status().message()).c_str());
+    std::printf("build_bench: no NVRTC: %s\n",
+                std::string(api_or.status().message()).c_str());
     return 0;
   }
   const fleetjit::NvrtcApi& api = **api_or;
   fleetjit::RuntimeOptions options;
-  (void)fleetjit::ApplyCacheEnvironment(options.cache, options.env_overrides);  // FLEETJIT_CACHE_DIR
+  (void)fleetjit::ApplyCacheEnvironment(
+      options.cache, options.env_overrides);  // FLEETJIT_CACHE_DIR
   auto rt_or = fleetjit::Runtime::Create(options);
   if (!rt_or.ok()) {
-    std::printf("build_bench: runtime: %s\n", std::string(rt_or.status().message()).c_str());
+    std::printf("build_bench: runtime: %s\n",
+                std::string(rt_or.status().message()).c_str());
     return 1;
   }
   fleetjit::Runtime& rt = **rt_or;
@@ -356,13 +378,16 @@ int main(int argc, char** argv) {
   BareNvrtc(api, Unique(kPlain), false);
   FleetjitCold(rt, Unique(kPlain));
   FleetjitCold(rt, Unique(kWithLayer));
-  std::vector<double> bare, cold, cold_done, cold_own, layer_bare, layer_cold, layer_done;
+  std::vector<double> bare, cold, cold_done, cold_own, layer_bare, layer_cold,
+      layer_done;
   std::vector<double> include_only, include_fp16, saxpy_cold, tiles_cold;
-  const std::string with_include = std::string("#include <fleetjit/copy.cuh>\n") + kPlain;
-  const std::string with_fp16 = std::string(
-                                    "#include <fleetjit/copy.cuh>\n#include <cuda_fp16.h>\n"
-                                    "#include <cuda_bf16.h>\n") +
-                                kPlain;
+  const std::string with_include =
+      std::string("#include <fleetjit/copy.cuh>\n") + kPlain;
+  const std::string with_fp16 =
+      std::string(
+          "#include <fleetjit/copy.cuh>\n#include <cuda_fp16.h>\n"
+          "#include <cuda_bf16.h>\n") +
+      kPlain;
   const std::vector<std::string> cuda_include = {"-I/usr/local/cuda/include"};
   const fleetjit::cli::BundledKernel* saxpy =
       fleetjit::cli::FindBundledKernel("examples/saxpy.cu");
@@ -377,9 +402,12 @@ int main(int argc, char** argv) {
   for (int i = 0; i < reps; ++i) {
     bare.push_back(BareNvrtc(api, Unique(kPlain), false));
     include_only.push_back(BareNvrtc(api, Unique(with_include.c_str()), true));
-    include_fp16.push_back(BareNvrtc(api, Unique(with_fp16.c_str()), true, cuda_include));
-    saxpy_cold.push_back(FleetjitCold(rt, Unique(saxpy_source.c_str())).returned_ms);
-    tiles_cold.push_back(FleetjitCold(rt, Unique(tiles_source.c_str())).returned_ms);
+    include_fp16.push_back(
+        BareNvrtc(api, Unique(with_fp16.c_str()), true, cuda_include));
+    saxpy_cold.push_back(
+        FleetjitCold(rt, Unique(saxpy_source.c_str())).returned_ms);
+    tiles_cold.push_back(
+        FleetjitCold(rt, Unique(tiles_source.c_str())).returned_ms);
     ColdTimes c = FleetjitCold(rt, Unique(kPlain));
     cold.push_back(c.returned_ms);
     cold_done.push_back(c.done_ms);
@@ -390,57 +418,76 @@ int main(int argc, char** argv) {
     layer_done.push_back(l.done_ms);
   }
   double b = Median(bare);
-  std::printf("build_bench: NVRTC %d.%d, target sm_90, median of %d\n", api.major, api.minor, reps);
-  std::printf("%-60s %9.2f ms  1.00x\n", "bare NVRTC, plain kernel, no includes (anchor)", b);
+  std::printf("build_bench: NVRTC %d.%d, target sm_90, median of %d\n",
+              api.major, api.minor, reps);
+  std::printf("%-60s %9.2f ms  1.00x\n",
+              "bare NVRTC, plain kernel, no includes (anchor)", b);
   std::printf("%-60s %9.2f ms  %.3fx  (goal <= 1.05x)\n",
-              "fleetjit cold build, plain kernel (module returned)", Median(cold),
-              Median(cold) / b);
-  std::printf("%-60s %9.2f ms  %.3fx  (thunk + disk publish, off the caller's path)\n",
-              "  ... until its background work is done", Median(cold_done),
-              Median(cold_done) / b);
+              "fleetjit cold build, plain kernel (module returned)",
+              Median(cold), Median(cold) / b);
+  std::printf(
+      "%-60s %9.2f ms  %.3fx  (thunk + disk publish, off the caller's path)\n",
+      "  ... until its background work is done", Median(cold_done),
+      Median(cold_done) / b);
   std::vector<double> cold_nvrtc;
-  for (size_t i = 0; i < cold.size(); ++i) cold_nvrtc.push_back(cold[i] - cold_own[i]);
-  std::printf("%-60s %9.2f ms  %.3fx  (NVRTC with the embedded headers, PTX + cubin, PTX parameter parse)\n",
-              "  ... of which its NVRTC build (jit::BuildModule)", Median(cold_nvrtc),
-              Median(cold_nvrtc) / b);
-  std::printf("%-60s %9.3f ms  %.3fx  (key, cache lookup, device layouts, queueing)\n",
-              "  ... of which fleetjit's own work (outside NVRTC build)", Median(cold_own),
-              Median(cold_own) / b);
+  for (size_t i = 0; i < cold.size(); ++i)
+    cold_nvrtc.push_back(cold[i] - cold_own[i]);
+  std::printf(
+      "%-60s %9.2f ms  %.3fx  (NVRTC with the embedded headers, PTX + cubin, "
+      "PTX parameter parse)\n",
+      "  ... of which its NVRTC build (jit::BuildModule)", Median(cold_nvrtc),
+      Median(cold_nvrtc) / b);
+  std::printf(
+      "%-60s %9.3f ms  %.3fx  (key, cache lookup, device layouts, queueing)\n",
+      "  ... of which fleetjit's own work (outside NVRTC build)",
+      Median(cold_own), Median(cold_own) / b);
   std::printf("%-60s %9.2f ms  %.3fx  (goal <= 1.25x: the header's own cost)\n",
-              "bare NVRTC, the plain kernel + #include <fleetjit/copy.cuh>", Median(include_only),
-              Median(include_only) / b);
+              "bare NVRTC, the plain kernel + #include <fleetjit/copy.cuh>",
+              Median(include_only), Median(include_only) / b);
   const double include_pch = BareWithPch(api, with_include, {}, reps);
   if (include_pch > 0) {
-    std::printf("%-60s %9.2f ms  %.3fx  (PCH made once in-process; off by default)\n",
-                "  ... the same through a precompiled header", include_pch, include_pch / b);
+    std::printf(
+        "%-60s %9.2f ms  %.3fx  (PCH made once in-process; off by default)\n",
+        "  ... the same through a precompiled header", include_pch,
+        include_pch / b);
   } else {
-    std::printf("  ... through a precompiled header: not measured (NVRTC < 12.8)\n");
+    std::printf(
+        "  ... through a precompiled header: not measured (NVRTC < 12.8)\n");
   }
   std::printf("%-60s %9.2f ms  %.3fx\n",
-              "bare NVRTC, + copy.cuh, <cuda_fp16.h>, <cuda_bf16.h>", Median(include_fp16),
-              Median(include_fp16) / b);
+              "bare NVRTC, + copy.cuh, <cuda_fp16.h>, <cuda_bf16.h>",
+              Median(include_fp16), Median(include_fp16) / b);
   const double fp16_pch = BareWithPch(api, with_fp16, cuda_include, reps);
   if (fp16_pch > 0) {
-    std::printf("%-60s %9.2f ms  %.3fx\n", "  ... the same through a precompiled header",
-                fp16_pch, fp16_pch / b);
+    std::printf("%-60s %9.2f ms  %.3fx\n",
+                "  ... the same through a precompiled header", fp16_pch,
+                fp16_pch / b);
   }
-  std::printf("%-60s %9.2f ms  %.3fx\n", "fleetjit cold build, examples/saxpy.cu (anchor 2)",
+  std::printf("%-60s %9.2f ms  %.3fx\n",
+              "fleetjit cold build, examples/saxpy.cu (anchor 2)",
               Median(saxpy_cold), Median(saxpy_cold) / b);
-  std::printf("%-60s %9.2f ms  %.3fx  vs saxpy (anchor 2, %.2f ms)  (goal <= 3x)\n",
-              "fleetjit cold build, examples/pipelined_tiles.cu", Median(tiles_cold),
-              Median(tiles_cold) / Median(saxpy_cold), Median(saxpy_cold));
-  std::printf("%-60s %9.2f ms  %.3fx  (a TMA tile copy: the layer's code generation too)\n",
-              "bare NVRTC, tile-copy kernel using <fleetjit/copy.cuh>",
-              Median(layer_bare), Median(layer_bare) / b);
-  std::printf("%-60s %9.2f ms  %.3fx\n", "fleetjit cold build, copy.cuh kernel (module returned)",
+  std::printf(
+      "%-60s %9.2f ms  %.3fx  vs saxpy (anchor 2, %.2f ms)  (goal <= 3x)\n",
+      "fleetjit cold build, examples/pipelined_tiles.cu", Median(tiles_cold),
+      Median(tiles_cold) / Median(saxpy_cold), Median(saxpy_cold));
+  std::printf(
+      "%-60s %9.2f ms  %.3fx  (a TMA tile copy: the layer's code generation "
+      "too)\n",
+      "bare NVRTC, tile-copy kernel using <fleetjit/copy.cuh>",
+      Median(layer_bare), Median(layer_bare) / b);
+  std::printf("%-60s %9.2f ms  %.3fx\n",
+              "fleetjit cold build, copy.cuh kernel (module returned)",
               Median(layer_cold), Median(layer_cold) / b);
-  std::printf("%-60s %9.2f ms  %.3fx\n", "  ... until its background work is done",
-              Median(layer_done), Median(layer_done) / b);
-  std::vector<std::string> cccl = {"-I/usr/local/cuda/include/cccl", "-I/usr/local/cuda/include"};
+  std::printf("%-60s %9.2f ms  %.3fx\n",
+              "  ... until its background work is done", Median(layer_done),
+              Median(layer_done) / b);
+  std::vector<std::string> cccl = {"-I/usr/local/cuda/include/cccl",
+                                   "-I/usr/local/cuda/include"};
   double libcuxx = BareNvrtc(api, Unique(kLibcuxx), false, cccl);
   if (libcuxx > 0) {
-    std::printf("%-52s %9.2f ms  %.3fx  (one compile)\n", "bare NVRTC, libcu++ <cuda/barrier> kernel",
-                libcuxx, libcuxx / b);
+    std::printf("%-52s %9.2f ms  %.3fx  (one compile)\n",
+                "bare NVRTC, libcu++ <cuda/barrier> kernel", libcuxx,
+                libcuxx / b);
   } else {
     std::printf("libcu++ kernel: not measured (CCCL headers not found)\n");
   }

@@ -160,18 +160,22 @@ ThreadedNs OnThreads(int threads, Batch batch, int batches = 200) {
     }
     per_thread[t] = Median(mine);
   });
-  return {Median(per_thread), *std::max_element(per_thread.begin(), per_thread.end())};
+  return {Median(per_thread),
+          *std::max_element(per_thread.begin(), per_thread.end())};
 }
 
 void HitRow(const std::string& what, ThreadedNs ns, double goal_ns) {
   Row(what,
-      ns.median >= 10000 ? absl::StrFormat("%.1f us (slowest %.1f)", ns.median / 1000,
-                                           ns.slowest / 1000)
-                         : absl::StrFormat("%.0f ns (slowest %.0f)", ns.median, ns.slowest),
-      goal_ns > 0 ? absl::StrFormat("goal <= %.0f ns: %s (on %u cores)", goal_ns,
-                                    ns.median <= goal_ns ? "met" : "MISSED",
-                                    std::thread::hardware_concurrency())
-                  : absl::StrFormat("on %u cores", std::thread::hardware_concurrency()));
+      ns.median >= 10000
+          ? absl::StrFormat("%.1f us (slowest %.1f)", ns.median / 1000,
+                            ns.slowest / 1000)
+          : absl::StrFormat("%.0f ns (slowest %.0f)", ns.median, ns.slowest),
+      goal_ns > 0
+          ? absl::StrFormat("goal <= %.0f ns: %s (on %u cores)", goal_ns,
+                            ns.median <= goal_ns ? "met" : "MISSED",
+                            std::thread::hardware_concurrency())
+          : absl::StrFormat("on %u cores",
+                            std::thread::hardware_concurrency()));
 }
 
 constexpr char kSaxpy[] = R"(
@@ -198,8 +202,8 @@ void CapiHits(const std::string& cache_dir) {
   bo.name = Str("saxpy.cu");
   fj_module* first = nullptr;
   if (fj_status* s = fj_module_build(rt, &bo, &first)) {
-    Row("fj_module_build memory hit (+ fj_module_destroy)",
-        "skipped", std::string(fj_status_message(s, nullptr)).substr(0, 34));
+    Row("fj_module_build memory hit (+ fj_module_destroy)", "skipped",
+        std::string(fj_status_message(s, nullptr)).substr(0, 34));
     fj_status_free(s);
     Check(fj_runtime_destroy(rt), "fj_runtime_destroy");
     return;
@@ -230,11 +234,13 @@ void CapiHits(const std::string& cache_dir) {
     Check(fj_module_info_get(m, &info), "fj_module_info_get");
     Check(fj_module_destroy(m), "fj_module_destroy");
     if (info.cache_result != FJ_CACHE_MEMORY_HIT) {
-      std::fprintf(stderr, "cache_bench: fj_module_build was not a memory hit\n");
+      std::fprintf(stderr,
+                   "cache_bench: fj_module_build was not a memory hit\n");
       std::exit(1);
     }
-    HitRow(absl::StrFormat("fj_module_build memory hit + fj_module_destroy, %d thread%s",
-                           threads, threads == 1 ? "" : "s"),
+    HitRow(absl::StrFormat(
+               "fj_module_build memory hit + fj_module_destroy, %d thread%s",
+               threads, threads == 1 ? "" : "s"),
            pair, 0);
     Row(absl::StrFormat("  of which fj_module_destroy (median thread)"),
         absl::StrFormat("%.0f ns", Median(destroy_ns)), "");
@@ -248,15 +254,21 @@ void CapiHits(const std::string& cache_dir) {
 // nowhere (as real headers test for optional ones); `top.h` includes all.
 void WriteFakeToolkit(const std::string& root, int count) {
   std::mt19937_64 rng(count);
-  auto name = [](int i) { return absl::StrFormat("lib/d%02d/h%03d.h", i / 16, i); };
+  auto name = [](int i) {
+    return absl::StrFormat("lib/d%02d/h%03d.h", i / 16, i);
+  };
   std::string top;
   for (int i = 0; i < count; ++i) {
-    std::filesystem::create_directories(absl::StrFormat("%s/lib/d%02d", root, i / 16));
+    std::filesystem::create_directories(
+        absl::StrFormat("%s/lib/d%02d", root, i / 16));
     int sibling = (i / 16) * 16 + (i + 1) % 16;
     if (sibling >= count) sibling = i;
-    std::string text = absl::StrFormat("#pragma once\n#include \"h%03d.h\"\n", sibling);
-    for (int k = 0; k < 8; ++k) absl::StrAppend(&text, "#include <", name(rng() % count), ">\n");
-    absl::StrAppend(&text, "#if 0\n#include <optional_", i % 7, ".h>\n#endif\n");
+    std::string text =
+        absl::StrFormat("#pragma once\n#include \"h%03d.h\"\n", sibling);
+    for (int k = 0; k < 8; ++k)
+      absl::StrAppend(&text, "#include <", name(rng() % count), ">\n");
+    absl::StrAppend(&text, "#if 0\n#include <optional_", i % 7,
+                    ".h>\n#endif\n");
     text.resize(text.size() + 1500, ' ');
     absl::StrAppend(&text, "\n#define H", i, " ", rng() % 1000, "\n");
     std::FILE* f = std::fopen((root + "/" + name(i)).c_str(), "w");
@@ -297,8 +309,8 @@ void ScanRows(const std::string& what, const std::string& source,
     if (s->headers.size() != warm.headers.size()) std::exit(1);
   }
   const double before = Median(full), after = Median(kept);
-  Row(absl::StrFormat("%s: %zu headers, %zu paths checked", what, warm.headers.size(),
-                      looked_at),
+  Row(absl::StrFormat("%s: %zu headers, %zu paths checked", what,
+                      warm.headers.size(), looked_at),
       absl::StrFormat("%.3f ms (full: %.3f)", after, before),
       absl::StrFormat("kept %.1fx faster; min %.3f vs %.3f", before / after,
                       *std::min_element(kept.begin(), kept.end()),
@@ -308,7 +320,8 @@ void ScanRows(const std::string& what, const std::string& source,
 void IncludeScanHits(const std::string& dir) {
   const std::string toolkit = dir + "/fake_toolkit";
   WriteFakeToolkit(toolkit, 400);
-  ScanRows("include scan on a hit, fake toolkit", "#include <top.h>\n", {dir + "/no_such", toolkit});
+  ScanRows("include scan on a hit, fake toolkit", "#include <top.h>\n",
+           {dir + "/no_such", toolkit});
   // CUDA's own headers, where the runtime finds them.
   RuntimeOptions options;
   options.cache.disk = false;
@@ -319,10 +332,12 @@ void IncludeScanHits(const std::string& dir) {
   bool cub = false;
   for (const jit::IncludeDir& d : (*rt)->cuda_include_dirs()) {
     dirs.push_back(d.path);
-    cub = cub || jit::IdentityOf(d.path + "/cub/block/block_reduce.cuh").regular();
+    cub = cub ||
+          jit::IdentityOf(d.path + "/cub/block/block_reduce.cuh").regular();
   }
   if (!cub) {
-    Row("include scan on a hit, <cub/block/block_reduce.cuh>", "skipped", "no CCCL found");
+    Row("include scan on a hit, <cub/block/block_reduce.cuh>", "skipped",
+        "no CCCL found");
     return;
   }
   ScanRows("include scan on a hit, <cub/block/block_reduce.cuh>",
@@ -357,7 +372,8 @@ extern "C" __global__ void block_sum(const float* in, float* out) {
   Row("Runtime::Build memory hit, CUB BlockReduce kernel (key + scan)",
       absl::StrFormat("%.3f ms (min %.3f)", Median(hits),
                       *std::min_element(hits.begin(), hits.end())),
-      absl::StrFormat("cold build %.0f ms; H200 before: 13.61", cold->build_ms));
+      absl::StrFormat("cold build %.0f ms; H200 before: 13.61",
+                      cold->build_ms));
 }
 
 int Main(int argc, char** argv) {
@@ -406,8 +422,8 @@ int Main(int argc, char** argv) {
         }
       });
       if (failed) return 1;
-      HitRow(absl::StrFormat("ModuleCache memory hit, %d thread%s at once", threads,
-                             threads == 1 ? "" : "s"),
+      HitRow(absl::StrFormat("ModuleCache memory hit, %d thread%s at once",
+                             threads, threads == 1 ? "" : "s"),
              per_call, 1000);
     }
   }
@@ -504,7 +520,8 @@ int Main(int argc, char** argv) {
   }
   Row("(GPU part, added separately) cuModuleLoadData", "-", "cubin: 0.022 ms");
   std::printf(
-      "\nAnchors are the H200 host's figures from docs/measurements.md, quoted for\n"
+      "\nAnchors are the H200 host's figures from docs/measurements.md, quoted "
+      "for\n"
       "reference; the figures on the left were measured in this run.\n");
   if (own_dir) {
     std::error_code ec;

@@ -3,9 +3,10 @@
 // from fj_module_build to a launchable kernel (disk hit + module load),
 // next to the driver's own start-up (cuInit + context) and a cold NVRTC
 // build measured the same way. Medians over 7 fresh processes.
-//   docs/measurements.md: CuPy with its disk cache warm took 230-245 ms per kernel.
-// Under scripts/dev/with-redis (FJ_REDIS_URL set), also a remote hit (issue 13):
-// one process compiles and publishes to Redis, then fresh processes with
+//   docs/measurements.md: CuPy with its disk cache warm took 230-245 ms per
+//   kernel.
+// Under scripts/dev/with-redis (FJ_REDIS_URL set), also a remote hit (issue
+// 13): one process compiles and publishes to Redis, then fresh processes with
 // empty disk caches fetch it, with NVRTC and without (FLEETJIT_LIBNVRTC
 // pointing nowhere: a host with the driver alone). Goal <= 5 ms from the
 // build call to a launchable kernel. Every child launches the kernel and
@@ -16,9 +17,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -86,7 +87,8 @@ int Child(bool use_cache) {
   Check(fj_memcpy_dtoh(rt, y.data(), dy, kN * 4, nullptr), "download y");
   for (int i = 0; i < kN; ++i) {
     if (y[i] != 2.f * x[i]) {
-      std::fprintf(stderr, "cold_start_bench: y[%d] = %g, expected %g\n", i, y[i], 2.f * x[i]);
+      std::fprintf(stderr, "cold_start_bench: y[%d] = %g, expected %g\n", i,
+                   y[i], 2.f * x[i]);
       return 1;
     }
   }
@@ -124,8 +126,9 @@ Sample RunChild(const char* self, const char* mode) {
   waitpid(pid, &status, 0);
   Sample s{};
   if (n <= 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      std::sscanf(buf, "%lf %lf %lf %lf %d %d", &s.driver_ms, &s.build_ms, &s.launchable_ms,
-                  &s.launch_ms, &s.cache_result, &s.nvrtc) != 6) {
+      std::sscanf(buf, "%lf %lf %lf %lf %d %d", &s.driver_ms, &s.build_ms,
+                  &s.launchable_ms, &s.launch_ms, &s.cache_result,
+                  &s.nvrtc) != 6) {
     std::fprintf(stderr, "cold_start_bench: child (%s) failed\n", mode);
     std::exit(1);
   }
@@ -138,7 +141,8 @@ Sample RunChild(const char* self, const char* mode) {
 bool RemoteRows(const char* self, const std::string& dir, const char* url) {
   setenv("FLEETJIT_REMOTE_CACHE", url, 1);
   setenv("FLEETJIT_FLEET_KEY",
-         "hex:0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0", 1);
+         "hex:0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0",
+         1);
   int round = 0;
   auto fresh_dir = [&] {
     std::string d = dir + "/remote-" + std::to_string(round++);
@@ -147,7 +151,8 @@ bool RemoteRows(const char* self, const std::string& dir, const char* url) {
   fresh_dir();
   Sample pub = RunChild(self, "--child-hit");
   if (pub.cache_result != FJ_CACHE_COMPILED) {
-    std::fprintf(stderr, "cold_start_bench: the publisher did not compile (%d)\n",
+    std::fprintf(stderr,
+                 "cold_start_bench: the publisher did not compile (%d)\n",
                  pub.cache_result);
     return false;
   }
@@ -160,7 +165,9 @@ bool RemoteRows(const char* self, const std::string& dir, const char* url) {
       fresh_dir();
       Sample h = RunChild(self, "--child-hit");
       if (h.cache_result != FJ_CACHE_REMOTE_HIT) {
-        std::fprintf(stderr, "cold_start_bench: expected a remote hit, got %d\n", h.cache_result);
+        std::fprintf(stderr,
+                     "cold_start_bench: expected a remote hit, got %d\n",
+                     h.cache_result);
         return false;
       }
       nvrtc += h.nvrtc;
@@ -169,14 +176,16 @@ bool RemoteRows(const char* self, const std::string& dir, const char* url) {
       launch.push_back(h.launch_ms);
     }
     const char* host = with_nvrtc ? "host with NVRTC" : "host without NVRTC";
-    std::printf("remote hit (%s, Redis %s), fresh process, empty disk cache:\n", host, url);
+    std::printf("remote hit (%s, Redis %s), fresh process, empty disk cache:\n",
+                host, url);
     std::printf("  %-56s %9.3f ms\n", "fj_module_build", Median(build));
     std::printf("  %-56s %9.3f ms   (goal <= 5 ms)\n",
                 "build call -> launchable kernel (incl. load)", Median(ready));
-    std::printf("  %-56s %9.3f ms   output verified\n", "first launch + synchronize",
-                Median(launch));
+    std::printf("  %-56s %9.3f ms   output verified\n",
+                "first launch + synchronize", Median(launch));
     std::printf("  NVRTC loaded by processes that hit: %d of 7\n", nvrtc);
-    ok = ok && (with_nvrtc || nvrtc == 0);  // a driver-only host never loads NVRTC
+    ok = ok &&
+         (with_nvrtc || nvrtc == 0);  // a driver-only host never loads NVRTC
   }
   unsetenv("FLEETJIT_LIBNVRTC");
   return ok;
@@ -188,14 +197,17 @@ bool RemoteRows(const char* self, const std::string& dir, const char* url) {
 int main(int argc, char** argv) {
   using namespace fleetjit::bench;  // NOLINT
   if (argc == 2 && std::strcmp(argv[1], "--child-hit") == 0) return Child(true);
-  if (argc == 2 && std::strcmp(argv[1], "--child-cold") == 0) return Child(false);
+  if (argc == 2 && std::strcmp(argv[1], "--child-cold") == 0)
+    return Child(false);
   fj_runtime* rt = nullptr;
   Check(fj_runtime_create(nullptr, &rt), "runtime");
   int32_t count = 0;
   Check(fj_device_count(rt, &count), "devices");
   fj_runtime_destroy(rt);
   if (count == 0) {
-    std::printf("cold_start_bench: no GPU; the CPU part of a disk hit is in cache_bench\n");
+    std::printf(
+        "cold_start_bench: no GPU; the CPU part of a disk hit is in "
+        "cache_bench\n");
     return 0;
   }
   char dir[] = "/tmp/fj_cold_start.XXXXXX";
@@ -208,12 +220,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   // 2. Fresh processes: disk hits, and cold NVRTC builds for comparison.
-  std::vector<double> drv, hit_build, hit_ready, hit_launch, cold_build, cold_ready;
+  std::vector<double> drv, hit_build, hit_ready, hit_launch, cold_build,
+      cold_ready;
   int nvrtc_on_hits = 0;
   for (int i = 0; i < 7; ++i) {
     Sample h = RunChild(argv[0], "--child-hit");
     if (h.cache_result != FJ_CACHE_DISK_HIT) {
-      std::fprintf(stderr, "cold_start_bench: expected a disk hit, got %d\n", h.cache_result);
+      std::fprintf(stderr, "cold_start_bench: expected a disk hit, got %d\n",
+                   h.cache_result);
       return 1;
     }
     nvrtc_on_hits += h.nvrtc;
@@ -226,15 +240,24 @@ int main(int argc, char** argv) {
     cold_ready.push_back(c.launchable_ms);
   }
   std::printf("cold_start_bench: fresh processes, median of 7\n");
-  std::printf("%-58s %9.3f ms\n", "driver start: fj_runtime_create + context (cuInit etc.)", Median(drv));
-  std::printf("%-58s %9.3f ms\n", "disk hit: fj_module_build", Median(hit_build));
-  std::printf("%-58s %9.3f ms   (goal <= 2 ms; CuPy warm disk cache: 230-245 ms)\n",
-              "disk hit: build call -> launchable kernel (incl. load)", Median(hit_ready));
-  std::printf("%-58s %9.3f ms\n", "first launch + synchronize", Median(hit_launch));
-  std::printf("%-58s %9.3f ms\n", "cold NVRTC build in a fresh process -> launchable", Median(cold_ready));
+  std::printf("%-58s %9.3f ms\n",
+              "driver start: fj_runtime_create + context (cuInit etc.)",
+              Median(drv));
+  std::printf("%-58s %9.3f ms\n", "disk hit: fj_module_build",
+              Median(hit_build));
+  std::printf(
+      "%-58s %9.3f ms   (goal <= 2 ms; CuPy warm disk cache: 230-245 ms)\n",
+      "disk hit: build call -> launchable kernel (incl. load)",
+      Median(hit_ready));
+  std::printf("%-58s %9.3f ms\n", "first launch + synchronize",
+              Median(hit_launch));
+  std::printf("%-58s %9.3f ms\n",
+              "cold NVRTC build in a fresh process -> launchable",
+              Median(cold_ready));
   std::printf("NVRTC loaded by processes that hit: %d of 7\n", nvrtc_on_hits);
   bool ok = nvrtc_on_hits == 0;
-  if (const char* url = std::getenv("FJ_REDIS_URL")) ok = RemoteRows(argv[0], dir, url) && ok;
+  if (const char* url = std::getenv("FJ_REDIS_URL"))
+    ok = RemoteRows(argv[0], dir, url) && ok;
   std::string cleanup = std::string("rm -rf ") + dir;
   return std::system(cleanup.c_str()) == 0 && ok ? 0 : 1;
 }

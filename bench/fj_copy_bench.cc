@@ -35,7 +35,8 @@ constexpr uint64_t kBytes = uint64_t(kCols) * kRows * 4;
 
 void Die(const absl::Status& s, const char* what) {
   if (s.ok()) return;
-  std::fprintf(stderr, "fj_copy_bench: %s: %s\n", what, std::string(s.ToString()).c_str());
+  std::fprintf(stderr, "fj_copy_bench: %s: %s\n", what,
+               std::string(s.ToString()).c_str());
   std::exit(1);
 }
 #define CU(call) Die(CheckCu(*api, (call), #call), "driver")
@@ -44,23 +45,35 @@ struct Ctx {
   Runtime* rt;
   const DriverApi* api;
   CUstream stream[2] = {nullptr, nullptr};
-  void Current(int d) { Die((*rt->device(d))->MakeCurrent().status(), "context"); }
-  double Time(int d, const std::function<void()>& run, int reps = 10, int batch = 5) {
-    return measure::TimeMs(run, [&] { Sync(d); }, reps, batch);
+  void Current(int d) {
+    Die((*rt->device(d))->MakeCurrent().status(), "context");
+  }
+  double Time(int d, const std::function<void()>& run, int reps = 10,
+              int batch = 5) {
+    return measure::TimeMs(
+        run, [&] { Sync(d); }, reps, batch);
   }
   void Sync(int d) {
     Current(d);
-    Die(CheckCu(*api, api->cuStreamSynchronize(stream[d]), "cuStreamSynchronize"), "sync");
+    Die(CheckCu(*api, api->cuStreamSynchronize(stream[d]),
+                "cuStreamSynchronize"),
+        "sync");
   }
 };
 
 fj_tensor Tensor2(uint64_t addr, int dev, int64_t* shape, int64_t* strides) {
-  return fj_tensor{reinterpret_cast<void*>(addr), {2, dev}, 2, {2, 32, 1}, shape, strides, 0};
+  return fj_tensor{reinterpret_cast<void*>(addr),
+                   {2, dev},
+                   2,
+                   {2, 32, 1},
+                   shape,
+                   strides,
+                   0};
 }
 
 void Line(const char* what, double ms, double bytes_moved, double anchor_ms) {
-  std::printf("  %-46s %9.3f ms %8.0f GB/s   %.3fx\n", what, ms, bytes_moved / (ms * 1e6),
-              anchor_ms / ms);
+  std::printf("  %-46s %9.3f ms %8.0f GB/s   %.3fx\n", what, ms,
+              bytes_moved / (ms * 1e6), anchor_ms / ms);
 }
 
 // 1 and 2: one GPU.
@@ -77,20 +90,24 @@ void LocalCopies(Ctx& c) {
   CU(api->cuMemsetD8(*src, 0x3C, uint64_t(kRows) * src_cols * 4));
 
   // 1. Contiguous 2 GiB.
-  const double dtod = c.Time(0, [&] {
-    CU(api->cuMemcpyDtoDAsync(*dst, *src, kBytes, c.stream[0]));
-  });
+  const double dtod = c.Time(
+      0, [&] { CU(api->cuMemcpyDtoDAsync(*dst, *src, kBytes, c.stream[0])); });
   int64_t shape[2] = {kRows, kCols};
-  fj_tensor s = Tensor2(*src, 0, shape, nullptr), d = Tensor2(*dst, 0, shape, nullptr);
+  fj_tensor s = Tensor2(*src, 0, shape, nullptr),
+            d = Tensor2(*dst, 0, shape, nullptr);
   copy::CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
-  const double dense = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy"); });
-  std::printf("1. contiguous 2 GiB f32 [%" PRId64 " x %" PRId64 "], GB/s = (read + written) / time\n",
+  const double dense = c.Time(0, [&] {
+    Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy");
+  });
+  std::printf("1. contiguous 2 GiB f32 [%" PRId64 " x %" PRId64
+              "], GB/s = (read + written) / time\n",
               kRows, kCols);
   Line("cuMemcpyDtoDAsync (anchor)", dtod, 2.0 * kBytes, dtod);
   Line("fj_copy (driver route)", dense, 2.0 * kBytes, dtod);
-  std::printf("  goal >= 0.98x: %s\n", dtod / dense >= 0.98 ? "met" : "NOT MET");
+  std::printf("  goal >= 0.98x: %s\n",
+              dtod / dense >= 0.98 ? "met" : "NOT MET");
 
   // 2. A strided window with zero fill: rows of src_cols, window starting
   // one row above src and 32 columns in: the first row is all fill.
@@ -104,15 +121,19 @@ void LocalCopies(Ctx& c) {
   std::printf("2. window [%" PRId64 " x %" PRId64 "] of [%" PRId64 " x %" PRId64
               "] at (-1, 32), zero fill, vs the same bytes contiguous\n",
               kRows, kCols, kRows, src_cols);
-  Line("cuMemcpyDtoDAsync of the same bytes (anchor)", dtod, 2.0 * kBytes, dtod);
+  Line("cuMemcpyDtoDAsync of the same bytes (anchor)", dtod, 2.0 * kBytes,
+       dtod);
   const int arch = (*rt.device(0))->facts().arch();
-  for (jit::CopyImpl impl : {jit::CopyImpl::kTma, jit::CopyImpl::kCpAsync, jit::CopyImpl::kSync}) {
+  for (jit::CopyImpl impl :
+       {jit::CopyImpl::kTma, jit::CopyImpl::kCpAsync, jit::CopyImpl::kSync}) {
     if ((impl == jit::CopyImpl::kTma && arch < 90) ||
         (impl == jit::CopyImpl::kCpAsync && arch < 80)) {
       continue;
     }
     w.impl = impl;
-    const double ms = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(w, {0, c.stream[0]}), "fj_copy"); });
+    const double ms = c.Time(0, [&] {
+      Die(rt.copy().CopyTensorWindow(w, {0, c.stream[0]}), "fj_copy");
+    });
     // Verify: row 0 zeros, row 1 = src row 0 (0x3C bytes).
     std::vector<uint32_t> row(kCols);
     c.Current(0);
@@ -121,7 +142,8 @@ void LocalCopies(Ctx& c) {
     CU(api->cuMemcpyDtoH(row.data(), *dst + kCols * 4, kCols * 4));
     ok = ok && row[0] == 0x3C3C3C3Cu && row[kCols - 1] == 0x3C3C3C3Cu;
     Line(absl::StrCat("fj_copy window, ", jit::CopyImplName(impl),
-                      ok ? " (verified)" : " (WRONG)").c_str(),
+                      ok ? " (verified)" : " (WRONG)")
+             .c_str(),
          ms, 2.0 * kBytes, dtod);
   }
   std::printf("  goal >= 0.90x (device's default implementation)\n");
@@ -152,8 +174,9 @@ void PeerCopiesAndPrefetch(Ctx& c) {
   Runtime& rt = *c.rt;
   const DriverApi* api = c.api;
   if (rt.device_count() < 2) {
-    std::printf("3. peer copy 1 GiB: skipped: needs two GPUs (this host has %d)\n",
-                rt.device_count());
+    std::printf(
+        "3. peer copy 1 GiB: skipped: needs two GPUs (this host has %d)\n",
+        rt.device_count());
     std::printf("4. peer-prefetch strategy table: skipped: needs two GPUs\n");
     return;
   }
@@ -168,25 +191,33 @@ void PeerCopiesAndPrefetch(Ctx& c) {
   c.Current(1);
   CU(api->cuMemsetD8(*peer, 0x5A, gib));
   CU(api->cuCtxSynchronize());
-  CUcontext ctx0 = *(*rt.device(0))->MakeCurrent(), ctx1 = *(*rt.device(1))->MakeCurrent();
+  CUcontext ctx0 = *(*rt.device(0))->MakeCurrent(),
+            ctx1 = *(*rt.device(1))->MakeCurrent();
   c.Current(0);
   const double anchor = c.Time(0, [&] {
     CU(api->cuMemcpyPeerAsync(*local, ctx0, *peer, ctx1, gib, c.stream[0]));
   });
   int64_t shape[2] = {8192, 32768};  // 1 GiB of f32
-  fj_tensor s = Tensor2(*peer, 1, shape, nullptr), d = Tensor2(*local, 0, shape, nullptr);
+  fj_tensor s = Tensor2(*peer, 1, shape, nullptr),
+            d = Tensor2(*local, 0, shape, nullptr);
   copy::CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
-  const double dense = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy"); });
-  std::printf("3. peer copy 1 GiB GPU1 -> GPU0 (P2P path: %s), GB/s = bytes / time\n",
-              *can ? "yes" : "no, staged");
+  const double dense = c.Time(0, [&] {
+    Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy");
+  });
+  std::printf(
+      "3. peer copy 1 GiB GPU1 -> GPU0 (P2P path: %s), GB/s = bytes / time\n",
+      *can ? "yes" : "no, staged");
   Line("cuMemcpyPeerAsync (anchor)", anchor, double(gib), anchor);
   Line("fj_copy (driver peer route)", dense, double(gib), anchor);
-  std::printf("  goal >= 0.95x: %s\n", anchor / dense >= 0.95 ? "met" : "NOT MET");
+  std::printf("  goal >= 0.95x: %s\n",
+              anchor / dense >= 0.95 ? "met" : "NOT MET");
   if (*can) {
     spec.force_kernel = true;
-    const double k = c.Time(0, [&] { Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy"); });
+    const double k = c.Time(0, [&] {
+      Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy");
+    });
     Line("fj_copy kernel reading over NVLink (info)", k, double(gib), anchor);
   }
 
@@ -203,8 +234,11 @@ void PeerCopiesAndPrefetch(Ctx& c) {
   Die(flush0.status(), "alloc");
   Die(flush1.status(), "alloc");
   const int sms = (*rt.device(0))->facts().sm_count;
-  std::printf("4. GPU0 reads data GPU1 owns, after each strategy (L2s flushed first)\n");
-  std::printf("  %-34s %10s %14s %14s\n", "strategy", "MiB", "dep. load ns", "re-read GB/s");
+  std::printf(
+      "4. GPU0 reads data GPU1 owns, after each strategy (L2s flushed "
+      "first)\n");
+  std::printf("  %-34s %10s %14s %14s\n", "strategy", "MiB", "dep. load ns",
+              "re-read GB/s");
   for (uint64_t mib : {8, 24}) {
     const uint64_t bytes = mib << 20;
     // A chain through the buffer, one hop per 4 KiB.
@@ -213,9 +247,10 @@ void PeerCopiesAndPrefetch(Ctx& c) {
     for (uint64_t h = 0; h < hops; ++h) chain[h * 512] = ((h + 1) % hops) * 512;
     c.Current(1);
     CU(api->cuMemcpyHtoD(*peer, chain.data(), bytes));
-    for (const char* strategy : {"nothing (cold)", "FJ_PREFETCH_LOCAL_L2 (refused)",
-                                 "FJ_PREFETCH_AUTO -> WARM_OWNER_L2",
-                                 "FJ_PREFETCH_STAGE_LOCAL (reads the copy)"}) {
+    for (const char* strategy :
+         {"nothing (cold)", "FJ_PREFETCH_LOCAL_L2 (refused)",
+          "FJ_PREFETCH_AUTO -> WARM_OWNER_L2",
+          "FJ_PREFETCH_STAGE_LOCAL (reads the copy)"}) {
       for (int dev : {0, 1}) {
         c.Current(dev);
         CU(api->cuMemsetD8(dev == 0 ? *flush0 : *flush1, 0x11, 256 << 20));
@@ -229,7 +264,8 @@ void PeerCopiesAndPrefetch(Ctx& c) {
       if (std::strstr(strategy, "LOCAL_L2") != nullptr) {
         p.mode = static_cast<int32_t>(copy::PrefetchMode::kLocalL2);
         absl::Status st = rt.copy().Prefetch(p, {0, c.stream[0]});
-        std::printf("  %-34s %10" PRIu64 " %14s %14s  (%s)\n", strategy, mib, "-", "-",
+        std::printf("  %-34s %10" PRIu64 " %14s %14s  (%s)\n", strategy, mib,
+                    "-", "-",
                     st.ok() ? "ran?!" : "INVALID_ARGUMENT, as designed");
         continue;
       }
@@ -264,16 +300,24 @@ void PeerCopiesAndPrefetch(Ctx& c) {
       LaunchConfig many;
       many.grid[0] = static_cast<uint32_t>(4 * sms);
       many.block[0] = 512;
-      const double ms = c.Time(0, [&] {
-        Die(Launch(*stream_read, many, c.stream[0], a, 3, sizeof(fj_arg)), "read");
-      }, 7, 1);
-      std::printf("  %-34s %10" PRIu64 " %14.0f %14.0f\n", strategy, mib, chase_ns,
-                  bytes / (ms * 1e6));
+      const double ms = c.Time(
+          0,
+          [&] {
+            Die(Launch(*stream_read, many, c.stream[0], a, 3, sizeof(fj_arg)),
+                "read");
+          },
+          7, 1);
+      std::printf("  %-34s %10" PRIu64 " %14.0f %14.0f\n", strategy, mib,
+                  chase_ns, bytes / (ms * 1e6));
     }
   }
-  std::printf("  anchors (docs/measurements.md, H200 x2): cold 1189 ns, owner-warmed 1025 ns "
-              "(~15%% lower); re-read after a local copy 3-7x faster than over NVLink\n");
-  for (uint64_t a : {*peer, *local, *flush0, *flush1, *out}) Die(rt.Free(a), "free");
+  std::printf(
+      "  anchors (docs/measurements.md, H200 x2): cold 1189 ns, owner-warmed "
+      "1025 ns "
+      "(~15%% lower); re-read after a local copy 3-7x faster than over "
+      "NVLink\n");
+  for (uint64_t a : {*peer, *local, *flush0, *flush1, *out})
+    Die(rt.Free(a), "free");
 }
 
 }  // namespace
@@ -298,8 +342,8 @@ int main() {
     CU(api->cuStreamCreate(&c.stream[d], CU_STREAM_NON_BLOCKING));
   }
   const DeviceFacts& f = (*(*rt)->device(0))->facts();
-  std::printf("fj_copy_bench on %s (sm_%d, %d SMs), %d GPU(s)\n", f.name.c_str(), f.arch(),
-              f.sm_count, (*rt)->device_count());
+  std::printf("fj_copy_bench on %s (sm_%d, %d SMs), %d GPU(s)\n",
+              f.name.c_str(), f.arch(), f.sm_count, (*rt)->device_count());
   LocalCopies(c);
   PeerCopiesAndPrefetch(c);
   return 0;

@@ -34,8 +34,8 @@
 #include "jit/thunk/thunk_jit.h"
 #include "runtime/launch/launch.h"
 #include "runtime/launch/launch_thunks.h"
-#include "runtime/runtime.h"
 #include "runtime/launch/tensor_encoder.h"
+#include "runtime/runtime.h"
 
 namespace fleetjit::bench {
 namespace {
@@ -482,12 +482,14 @@ int RunGpu(Runtime& rt) {
     constexpr int kPhases = 4;
     constexpr int kBatchesPerPhase = 100;
     CUcontext ctx = nullptr;
-    DieIf(CheckCu(api, api.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"), "context");
+    DieIf(CheckCu(api, api.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"),
+          "context");
     std::vector<CUstream> raw_streams(kThreads);
     std::vector<fj_stream*> fj_streams(kThreads);
     std::vector<fj_launch_config> fj_cfgs(kThreads, cfg);
     for (int t = 0; t < kThreads; ++t) {
-      DieIf(CheckCu(api, api.cuStreamCreate(&raw_streams[t], CU_STREAM_NON_BLOCKING),
+      DieIf(CheckCu(api,
+                    api.cuStreamCreate(&raw_streams[t], CU_STREAM_NON_BLOCKING),
                     "cuStreamCreate"),
             "stream");
       Check(fj_stream_create(crt, 0, &fj_streams[t]), "fj_stream_create");
@@ -497,7 +499,8 @@ int RunGpu(Runtime& rt) {
     auto raw_launch = [&](int t) {
       static thread_local bool current = false;
       if (!current) {
-        if (api.cuCtxSetCurrent(ctx) != CUDA_SUCCESS) Die("cuCtxSetCurrent failed");
+        if (api.cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+          Die("cuCtxSetCurrent failed");
         current = true;
       }
       if (api.cuLaunchKernel(ka.function, 1, 1, 1, 32, 1, 1, 0, raw_streams[t],
@@ -506,10 +509,12 @@ int RunGpu(Runtime& rt) {
       }
     };
     auto raw_sync = [&](int t) {
-      if (api.cuStreamSynchronize(raw_streams[t]) != CUDA_SUCCESS) Die("sync failed");
+      if (api.cuStreamSynchronize(raw_streams[t]) != CUDA_SUCCESS)
+        Die("sync failed");
     };
     auto fj_launch_one = [&](int t) {
-      Check(fj_launch(ckernel, &fj_cfgs[t], scalar_args.data(), 4), "fj_launch");
+      Check(fj_launch(ckernel, &fj_cfgs[t], scalar_args.data(), 4),
+            "fj_launch");
     };
     auto fj_sync = [&](int t) {
       Check(fj_stream_synchronize(fj_streams[t]), "fj_stream_synchronize");
@@ -520,21 +525,24 @@ int RunGpu(Runtime& rt) {
     LaunchOnThreads(kThreads, 20, fj_launch_one, fj_sync, warm);
     for (int phase = 0; phase < kPhases; ++phase) {
       LaunchOnThreads(kThreads, kBatchesPerPhase, raw_launch, raw_sync, raw_us);
-      LaunchOnThreads(kThreads, kBatchesPerPhase, fj_launch_one, fj_sync, fj_us);
+      LaunchOnThreads(kThreads, kBatchesPerPhase, fj_launch_one, fj_sync,
+                      fj_us);
     }
     const ThreadedLaunches raw16 = Summarise(raw_us), fj16 = Summarise(fj_us);
     const double ratio = fj16.launches_per_s / raw16.launches_per_s;
     std::printf(
-        "\n(e) %d threads, each on its own stream (%d phases of %d batches of %d, "
+        "\n(e) %d threads, each on its own stream (%d phases of %d batches of "
+        "%d, "
         "alternating raw and fj_launch; %u hardware threads):\n",
-        kThreads, kPhases, kBatchesPerPhase, kBatch, std::thread::hardware_concurrency());
+        kThreads, kPhases, kBatchesPerPhase, kBatch,
+        std::thread::hardware_concurrency());
     std::printf("  %-40s %14s %14s\n", "path", "launches/s", "us/launch");
-    std::printf("  %-40s %14.0f %14.3f\n", "raw cuLaunchKernel", raw16.launches_per_s,
-                raw16.median_us);
-    std::printf("  %-40s %14.0f %14.3f\n", "fj_launch (C ABI), 4 args", fj16.launches_per_s,
-                fj16.median_us);
-    std::printf("  fj_launch / raw throughput: %.3fx (goal >= 0.9x: %s)\n", ratio,
-                ratio >= 0.9 ? "met" : "MISSED");
+    std::printf("  %-40s %14.0f %14.3f\n", "raw cuLaunchKernel",
+                raw16.launches_per_s, raw16.median_us);
+    std::printf("  %-40s %14.0f %14.3f\n", "fj_launch (C ABI), 4 args",
+                fj16.launches_per_s, fj16.median_us);
+    std::printf("  fj_launch / raw throughput: %.3fx (goal >= 0.9x: %s)\n",
+                ratio, ratio >= 0.9 ? "met" : "MISSED");
     for (int t = 0; t < kThreads; ++t) {
       Check(fj_stream_destroy(fj_streams[t]), "fj_stream_destroy");
       api.cuStreamDestroy(raw_streams[t]);
@@ -557,7 +565,8 @@ int main() {
   using namespace fleetjit;
   std::printf("fleetjit launch_bench\n");
   RuntimeOptions options;
-  (void)ApplyCacheEnvironment(options.cache, options.env_overrides);  // FLEETJIT_CACHE_DIR
+  (void)ApplyCacheEnvironment(options.cache,
+                              options.env_overrides);  // FLEETJIT_CACHE_DIR
   auto rt = Runtime::Create(options);
   if (!rt.ok() || (*rt)->device_count() == 0) {
     std::printf(

@@ -12,7 +12,8 @@
 //     (breaker open), each next to the same miss with no remote tier.
 //
 //   scripts/dev/with-redis build/bench/remote_cache_bench [--rounds N]
-// (reads $FJ_REDIS_URL and $FJ_REDIS_SOCKET, which scripts/dev/with-redis sets).
+// (reads $FJ_REDIS_URL and $FJ_REDIS_SOCKET, which scripts/dev/with-redis
+// sets).
 #include <stdio.h>
 #include <unistd.h>
 
@@ -121,7 +122,8 @@ int Main(int argc, char** argv) {
   const char* url = std::getenv("FJ_REDIS_URL");
   const char* socket = std::getenv("FJ_REDIS_SOCKET");
   if (url == nullptr || socket == nullptr) {
-    std::fprintf(stderr, "run under scripts/dev/with-redis (FJ_REDIS_URL unset)\n");
+    std::fprintf(stderr,
+                 "run under scripts/dev/with-redis (FJ_REDIS_URL unset)\n");
     return 77;
   }
   const std::string unix_url = absl::StrCat("unix://", socket);

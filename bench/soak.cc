@@ -20,8 +20,8 @@
 //
 // Without a GPU it launches on the fake CUDA driver (libfj_fake_cuda.so
 // beside the build's libraries, or --fake-driver) and says so; on a GPU host
-// the real driver. scripts/gpu-host/gpu-check runs it on the H200 when given a soak
-// duration.
+// the real driver. scripts/gpu-host/gpu-check runs it on the H200 when given a
+// soak duration.
 #include <unistd.h>
 
 #include <atomic>

@@ -28,8 +28,8 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
-#include "runtime/copy/copy_request.h"
 #include "runtime/build/image_import.h"
+#include "runtime/copy/copy_request.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit::capi {
@@ -50,13 +50,14 @@ size_t StructSize(const T* in) {
 // struct_size: shorter than `min_size` (version 1) is an error, longer is
 // fine (the unknown tail is ignored).
 template <typename T>
-absl::Status ReadStruct(const T* in, const char* name, size_t min_size, T& out) {
+absl::Status ReadStruct(const T* in, const char* name, size_t min_size,
+                        T& out) {
   if (in == nullptr) return NullArgument(name);
   const size_t size = StructSize(in);
   if (size < min_size) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "->struct_size is ", size, "; at least ",
-                                                   min_size, " expected (set it to sizeof(", name,
-                                                   "))"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "->struct_size is ", size, "; at least ", min_size,
+                     " expected (set it to sizeof(", name, "))"));
   }
   std::memset(&out, 0, sizeof(T));
   std::memcpy(&out, in, std::min(size, sizeof(T)));
@@ -70,9 +71,9 @@ absl::Status CheckOutStruct(const T* out, const char* name, size_t min_size) {
   if (out == nullptr) return NullArgument(name);
   const size_t size = StructSize(out);
   if (size < min_size) {
-    return absl::InvalidArgumentError(absl::StrCat(name, "->struct_size is ", size, "; at least ",
-                                                   min_size, " expected (set it to sizeof(", name,
-                                                   ") before the call)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, "->struct_size is ", size, "; at least ", min_size,
+        " expected (set it to sizeof(", name, ") before the call)"));
   }
   return absl::OkStatus();
 }
@@ -89,16 +90,20 @@ absl::Status WriteOutStruct(const T& full, T* out) {
 
 // An enum value in [first, last], else INVALID_ARGUMENT
 // "FIELD is VALUE, not an TYPE (FIRST..LAST)".
-absl::StatusOr<int32_t> CheckEnum(int32_t value, const char* field, const char* type, int32_t first,
+absl::StatusOr<int32_t> CheckEnum(int32_t value, const char* field,
+                                  const char* type, int32_t first,
                                   int32_t last);
 
 absl::StatusOr<std::string> ReadStr(fj_str s, const char* name);
 // `count` strings of `array` ("name[i]" in messages); NULL with a count is
 // an error. Empty strings are refused when `allow_empty` is false.
-absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array, size_t count,
-                                                      const char* name, bool allow_empty = true);
+absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array,
+                                                      size_t count,
+                                                      const char* name,
+                                                      bool allow_empty = true);
 // An fj_copy_impl (as RawEnum read it) of the field `field`.
-absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int32_t value, const char* field);
+absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int32_t value,
+                                                          const char* field);
 fj_copy_impl ToFjCopyImpl(jit::CopyImpl impl);
 
 // The stable names of enum values ("unknown" out of range).
@@ -117,11 +122,13 @@ absl::StatusOr<PlanRequest> ReadPlanRequest(fj_str target, int32_t impl);
 LaunchConfig LaunchConfigOf(const fj_launch_config& cfg);
 
 // fj_runtime_options (NULL: defaults), without the environment.
-absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(const fj_runtime_options* options);
+absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(
+    const fj_runtime_options* options);
 absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options);
 absl::StatusOr<ImageSpec> ReadImageSpec(const fj_module_load_options* options);
 absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc);
-absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(const fj_prefetch_desc* desc);
+absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(
+    const fj_prefetch_desc* desc);
 // Checks the fj_arg array: `args` aligned, args[0].struct_size (the
 // stride) at least sizeof(fj_arg) and a multiple of alignof(fj_arg).
 // Returns the stride; 0 without arguments.
@@ -136,8 +143,9 @@ fj_kernel_info FjKernelInfo(const LoadedKernel& kernel);
 fj_cache_stats FjCacheStats(const CacheStats& stats);
 absl::StatusOr<fj_tensor_check> CheckTensorArg(const fj_tensor_arg* arg);
 // fj_runtime_include_dir's outputs for folder `index` of `dirs`.
-absl::Status WriteIncludeDir(const std::vector<jit::IncludeDir>& dirs, size_t index,
-                             size_t* out_count, const char** out_path, const char** out_origin);
+absl::Status WriteIncludeDir(const std::vector<jit::IncludeDir>& dirs,
+                             size_t index, size_t* out_count,
+                             const char** out_path, const char** out_origin);
 
 }  // namespace fleetjit::capi
 

@@ -6,7 +6,8 @@ namespace fleetjit::capi {
 
 absl::Status NotLive(const char* name, const char* extra) {
   return absl::InvalidArgumentError(
-      absl::StrCat(name, " is not a live fj_", name, " handle (destroyed or foreign", extra, ")"));
+      absl::StrCat(name, " is not a live fj_", name,
+                   " handle (destroyed or foreign", extra, ")"));
 }
 
 absl::StatusOr<Runtime*> GetRuntime(const fj_runtime* h) {
@@ -16,7 +17,8 @@ absl::StatusOr<Module*> GetModule(const fj_module* h) {
   return LookUp<Module>(h, HandleType::kModule, "module");
 }
 absl::StatusOr<KernelRef*> GetKernel(const fj_kernel* h) {
-  return LookUp<KernelRef>(h, HandleType::kKernel, "kernel", ", or its module was destroyed");
+  return LookUp<KernelRef>(h, HandleType::kKernel, "kernel",
+                           ", or its module was destroyed");
 }
 absl::StatusOr<PendingBuild*> GetBuild(const fj_build* h) {
   return LookUp<PendingBuild>(h, HandleType::kBuild, "build");
@@ -28,19 +30,22 @@ absl::StatusOr<Stream*> GetStream(const fj_stream* h) {
 absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt) {
   if (h == nullptr) return nullptr;
   FJ_ASSIGN_OR_RETURN(Stream * s, GetStream(h));
-  if (s->owner() != rt) return absl::InvalidArgumentError("stream belongs to another runtime");
+  if (s->owner() != rt)
+    return absl::InvalidArgumentError("stream belongs to another runtime");
   return s;
 }
 
-absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h, Runtime* rt) {
+absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h,
+                                                Runtime* rt) {
   FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(h, rt));
   if (s == nullptr) return CopyEngine::Stream{};
   return CopyEngine::Stream{s->device().facts().ordinal, s->handle()};
 }
 
 bool ReleaseTag(ObjectKind kind, uint64_t tag) {
-  static constexpr HandleType kTypes[] = {HandleType::kModule, HandleType::kKernel,
-                                          HandleType::kStream, HandleType::kBuild};
+  static constexpr HandleType kTypes[] = {
+      HandleType::kModule, HandleType::kKernel, HandleType::kStream,
+      HandleType::kBuild};
   return ReleaseHandle(tag, kTypes[static_cast<int>(kind)]) != nullptr;
 }
 

@@ -30,7 +30,8 @@ fj_status* Guard(F&& body) {
   } catch (const std::bad_alloc&) {
     return ToFjStatus(absl::ResourceExhaustedError("out of host memory"));
   } catch (const std::exception& e) {
-    return ToFjStatus(absl::InternalError(absl::StrCat("unexpected exception: ", e.what())));
+    return ToFjStatus(
+        absl::InternalError(absl::StrCat("unexpected exception: ", e.what())));
   } catch (...) {
     return ToFjStatus(absl::InternalError("unexpected exception"));
   }
@@ -42,8 +43,8 @@ absl::Status NotLive(const char* name, const char* extra = "");
 // The object behind a caller's handle of kind `type`, or a status naming
 // the argument: NULL, or not a live handle of that kind.
 template <typename Object, typename Handle>
-absl::StatusOr<Object*> LookUp(const Handle* h, HandleType type, const char* name,
-                               const char* extra = "") {
+absl::StatusOr<Object*> LookUp(const Handle* h, HandleType type,
+                               const char* name, const char* extra = "") {
   if (h == nullptr) return NullArgument(name);
   auto* obj = static_cast<Object*>(LookupHandle(HandleValue(h), type));
   if (obj == nullptr) return NotLive(name, extra);
@@ -59,7 +60,8 @@ absl::StatusOr<Stream*> GetStream(const fj_stream* h);
 // to `rt`.
 absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt);
 // The same as CopyEngine takes it: the GPU and CUstream (NULL: none).
-absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h, Runtime* rt);
+absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h,
+                                                Runtime* rt);
 
 // Guard around `body(Runtime*)` for the runtime behind `h` (a status
 // naming "runtime" when it is not live).
@@ -90,7 +92,8 @@ bool ReleaseTag(ObjectKind kind, uint64_t tag);
 // handle table is full, calls `undo` (which destroys the object) and
 // returns RESOURCE_EXHAUSTED.
 template <typename Handle, typename Object, typename Undo>
-absl::Status Publish(HandleType type, Object* object, Handle** out, Undo&& undo) {
+absl::Status Publish(HandleType type, Object* object, Handle** out,
+                     Undo&& undo) {
   uint64_t h = RegisterHandle(type, object);
   if (h == 0) {
     undo();

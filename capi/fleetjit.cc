@@ -24,7 +24,8 @@ using namespace fleetjit::capi;  // NOLINT
 namespace {
 
 // One of the four plain copies (fj_memcpy_*, fj_memset_d8).
-fj_status* CopyEntry(fj_runtime* runtime, fj_stream* stream, const CopyRequest& request) {
+fj_status* CopyEntry(fj_runtime* runtime, fj_stream* stream,
+                     const CopyRequest& request) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(stream, rt));
     return rt->CopyMemory(request, s);
@@ -42,31 +43,44 @@ absl::Status WriteBool(bool value, int32_t* out, const char* name) {
 
 extern "C" {
 
-FJ_API uint32_t fj_version(void) { return (uint32_t{FJ_VERSION_MAJOR} << 16) | FJ_VERSION_MINOR; }
+FJ_API uint32_t fj_version(void) {
+  return (uint32_t{FJ_VERSION_MAJOR} << 16) | FJ_VERSION_MINOR;
+}
 
 // The enum arguments are read as ints (RawEnum): any value may arrive.
-FJ_API const char* fj_copy_impl_name(fj_copy_impl impl) { return CopyImplName(RawEnum(impl)); }
-FJ_API const char* fj_feature_name(fj_feature feature) { return FeatureName(RawEnum(feature)); }
-FJ_API const char* fj_support_name(fj_support support) { return SupportName(RawEnum(support)); }
+FJ_API const char* fj_copy_impl_name(fj_copy_impl impl) {
+  return CopyImplName(RawEnum(impl));
+}
+FJ_API const char* fj_feature_name(fj_feature feature) {
+  return FeatureName(RawEnum(feature));
+}
+FJ_API const char* fj_support_name(fj_support support) {
+  return SupportName(RawEnum(support));
+}
 
 FJ_API fj_status* fj_copy_plan_for_target(fj_str target, fj_copy_impl impl,
                                           fj_copy_plan* out_plan) {
   return Guard([&]() -> absl::Status {
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_plan, "out_plan", sizeof(fj_copy_plan)));
-    FJ_ASSIGN_OR_RETURN(PlanRequest request, ReadPlanRequest(target, RawEnum(impl)));
-    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, jit::MakeCopyPlan(request.target, request.impl));
+    FJ_RETURN_IF_ERROR(
+        CheckOutStruct(out_plan, "out_plan", sizeof(fj_copy_plan)));
+    FJ_ASSIGN_OR_RETURN(PlanRequest request,
+                        ReadPlanRequest(target, RawEnum(impl)));
+    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan,
+                        jit::MakeCopyPlan(request.target, request.impl));
     return WriteOutStruct(FjCopyPlan(plan), out_plan);
   });
 }
 
 // ---------------------------------------------------------------- runtime
 
-FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options, fj_runtime** out_runtime) {
+FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options,
+                                    fj_runtime** out_runtime) {
   return Guard([&]() -> absl::Status {
     if (out_runtime == nullptr) return NullArgument("out_runtime");
     FJ_ASSIGN_OR_RETURN(RuntimeOptions opts, ReadRuntimeOptions(options));
     FJ_RETURN_IF_ERROR(ApplyEnvironment(opts), "reading FLEETJIT_* variables");
-    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, Runtime::Create(std::move(opts)),
+    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt,
+                        Runtime::Create(std::move(opts)),
                         "creating the runtime");
     return PublishRuntime(std::move(rt), out_runtime);
   });
@@ -74,7 +88,8 @@ FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options, fj_runtim
 
 FJ_API fj_status* fj_runtime_destroy(fj_runtime* runtime) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Runtime * rt, Take<Runtime>(runtime, HandleType::kRuntime, "runtime"));
+    FJ_ASSIGN_OR_RETURN(
+        Runtime * rt, Take<Runtime>(runtime, HandleType::kRuntime, "runtime"));
     if (rt == nullptr) return absl::OkStatus();
     return Runtime::Destroy(std::unique_ptr<Runtime>(rt), ReleaseTag);
   });
@@ -89,7 +104,8 @@ FJ_API const char* fj_runtime_driver_error(const fj_runtime* runtime) {
 
 // ---------------------------------------------------------------- devices
 
-FJ_API fj_status* fj_device_count(const fj_runtime* runtime, int32_t* out_count) {
+FJ_API fj_status* fj_device_count(const fj_runtime* runtime,
+                                  int32_t* out_count) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_count == nullptr) return NullArgument("out_count");
     *out_count = rt->device_count();
@@ -100,7 +116,8 @@ FJ_API fj_status* fj_device_count(const fj_runtime* runtime, int32_t* out_count)
 FJ_API fj_status* fj_device_info_get(fj_runtime* runtime, int32_t ordinal,
                                      fj_device_info* out_info) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_device_info)));
+    FJ_RETURN_IF_ERROR(
+        CheckOutStruct(out_info, "out_info", sizeof(fj_device_info)));
     FJ_ASSIGN_OR_RETURN(DeviceReport report, rt->DescribeDevice(ordinal));
     return WriteOutStruct(FjDeviceInfo(report), out_info);
   });
@@ -108,8 +125,8 @@ FJ_API fj_status* fj_device_info_get(fj_runtime* runtime, int32_t ordinal,
 
 // ---------------------------------------------------------------- memory
 
-FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal, uint64_t bytes,
-                               uint64_t* out_address) {
+FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal,
+                               uint64_t bytes, uint64_t* out_address) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_address == nullptr) return NullArgument("out_address");
     FJ_ASSIGN_OR_RETURN(*out_address, rt->Allocate(ordinal, bytes));
@@ -122,34 +139,48 @@ FJ_API fj_status* fj_mem_free(fj_runtime* runtime, uint64_t address) {
 }
 
 using Kind = CopyRequest::Kind;
-FJ_API fj_status* fj_memcpy_htod(fj_runtime* runtime, uint64_t dst, const void* src, uint64_t bytes,
+FJ_API fj_status* fj_memcpy_htod(fj_runtime* runtime, uint64_t dst,
+                                 const void* src, uint64_t bytes,
                                  fj_stream* stream) {
   return CopyEntry(runtime, stream,
-                   {.kind = Kind::kHtoD, .dst_device = dst, .src_host = src, .bytes = bytes});
+                   {.kind = Kind::kHtoD,
+                    .dst_device = dst,
+                    .src_host = src,
+                    .bytes = bytes});
 }
-FJ_API fj_status* fj_memcpy_dtoh(fj_runtime* runtime, void* dst, uint64_t src, uint64_t bytes,
+FJ_API fj_status* fj_memcpy_dtoh(fj_runtime* runtime, void* dst, uint64_t src,
+                                 uint64_t bytes, fj_stream* stream) {
+  return CopyEntry(runtime, stream,
+                   {.kind = Kind::kDtoH,
+                    .dst_host = dst,
+                    .src_device = src,
+                    .bytes = bytes});
+}
+FJ_API fj_status* fj_memcpy_dtod(fj_runtime* runtime, uint64_t dst,
+                                 uint64_t src, uint64_t bytes,
                                  fj_stream* stream) {
   return CopyEntry(runtime, stream,
-                   {.kind = Kind::kDtoH, .dst_host = dst, .src_device = src, .bytes = bytes});
+                   {.kind = Kind::kDtoD,
+                    .dst_device = dst,
+                    .src_device = src,
+                    .bytes = bytes});
 }
-FJ_API fj_status* fj_memcpy_dtod(fj_runtime* runtime, uint64_t dst, uint64_t src, uint64_t bytes,
-                                 fj_stream* stream) {
-  return CopyEntry(runtime, stream,
-                   {.kind = Kind::kDtoD, .dst_device = dst, .src_device = src, .bytes = bytes});
-}
-FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst, uint8_t value, uint64_t bytes,
-                               fj_stream* stream) {
-  return CopyEntry(runtime, stream,
-                   {.kind = Kind::kSet, .dst_device = dst, .value = value, .bytes = bytes});
+FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst, uint8_t value,
+                               uint64_t bytes, fj_stream* stream) {
+  return CopyEntry(
+      runtime, stream,
+      {.kind = Kind::kSet, .dst_device = dst, .value = value, .bytes = bytes});
 }
 
 // ---------------------------------------------------------------- streams
 
-FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal, fj_stream** out_stream) {
+FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
+                                   fj_stream** out_stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_stream == nullptr) return NullArgument("out_stream");
     FJ_ASSIGN_OR_RETURN(Stream * s, rt->CreateStream(ordinal));
-    return Publish(HandleType::kStream, s, out_stream, [&] { rt->DestroyStream(s).IgnoreError(); });
+    return Publish(HandleType::kStream, s, out_stream,
+                   [&] { rt->DestroyStream(s).IgnoreError(); });
   });
 }
 
@@ -162,33 +193,38 @@ FJ_API fj_status* fj_stream_synchronize(fj_stream* stream) {
 
 FJ_API fj_status* fj_stream_destroy(fj_stream* stream) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Stream * s, Take<Stream>(stream, HandleType::kStream, "stream"));
+    FJ_ASSIGN_OR_RETURN(Stream * s,
+                        Take<Stream>(stream, HandleType::kStream, "stream"));
     return s == nullptr ? absl::OkStatus() : s->owner()->DestroyStream(s);
   });
 }
 
 // ---------------------------------------------------------------- modules
 
-FJ_API fj_status* fj_module_build(fj_runtime* runtime, const fj_build_options* options,
+FJ_API fj_status* fj_module_build(fj_runtime* runtime,
+                                  const fj_build_options* options,
                                   fj_module** out_module) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_module == nullptr) return NullArgument("out_module");
     FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options));
     FJ_ASSIGN_OR_RETURN(Module * m, rt->BuildModule(spec));
-    return Publish(HandleType::kModule, m, out_module, [&] { rt->DestroyModule(m, ReleaseTag); });
+    return Publish(HandleType::kModule, m, out_module,
+                   [&] { rt->DestroyModule(m, ReleaseTag); });
   });
 }
 
-FJ_API fj_status* fj_module_info_get(const fj_module* module, fj_module_info* out_info) {
+FJ_API fj_status* fj_module_info_get(const fj_module* module,
+                                     fj_module_info* out_info) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_module_info)));
+    FJ_RETURN_IF_ERROR(
+        CheckOutStruct(out_info, "out_info", sizeof(fj_module_info)));
     return WriteOutStruct(FjModuleInfo(m->record), out_info);
   });
 }
 
-FJ_API fj_status* fj_module_image(const fj_module* module, const void** out_data,
-                                  size_t* out_size) {
+FJ_API fj_status* fj_module_image(const fj_module* module,
+                                  const void** out_data, size_t* out_size) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
     if (out_data == nullptr) return NullArgument("out_data");
@@ -201,36 +237,42 @@ FJ_API fj_status* fj_module_image(const fj_module* module, const void** out_data
 
 FJ_API fj_status* fj_module_destroy(fj_module* module) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, Take<Module>(module, HandleType::kModule, "module"));
+    FJ_ASSIGN_OR_RETURN(Module * m,
+                        Take<Module>(module, HandleType::kModule, "module"));
     if (m != nullptr) m->runtime->DestroyModule(m, ReleaseTag);
     return absl::OkStatus();
   });
 }
 
-FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name, int32_t device,
-                                       fj_kernel** out_kernel) {
+FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
+                                       int32_t device, fj_kernel** out_kernel) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
     if (out_kernel == nullptr) return NullArgument("out_kernel");
     FJ_ASSIGN_OR_RETURN(std::string kernel_name, ReadStr(name, "name"));
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, m->runtime->OpenKernel(*m, kernel_name, device));
+    FJ_ASSIGN_OR_RETURN(KernelRef * k,
+                        m->runtime->OpenKernel(*m, kernel_name, device));
     // On failure the untagged KernelRef goes with its module.
     return Publish(HandleType::kKernel, k, out_kernel, [] {});
   });
 }
 
-FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel, fj_kernel_info* out_info) {
+FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
+                                     fj_kernel_info* out_info) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info", sizeof(fj_kernel_info)));
+    FJ_RETURN_IF_ERROR(
+        CheckOutStruct(out_info, "out_info", sizeof(fj_kernel_info)));
     return WriteOutStruct(FjKernelInfo(*k->kernel), out_info);
   });
 }
 
-FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg, fj_tensor_check* out_check) {
+FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg,
+                                      fj_tensor_check* out_check) {
   return Guard([&]() -> absl::Status {
     if (arg == nullptr) return NullArgument("arg");
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_check, "out_check", sizeof(fj_tensor_check)));
+    FJ_RETURN_IF_ERROR(
+        CheckOutStruct(out_check, "out_check", sizeof(fj_tensor_check)));
     FJ_ASSIGN_OR_RETURN(fj_tensor_check check, CheckTensorArg(arg));
     return WriteOutStruct(check, out_check);
   });
@@ -238,22 +280,25 @@ FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg, fj_tensor_check*
 
 // ---------------------------------------------------------------- launch
 
-FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config, const fj_arg* args,
-                            size_t num_args) {
+FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
+                            const fj_arg* args, size_t num_args) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
     fj_launch_config cfg;
-    FJ_RETURN_IF_ERROR(ReadStruct(config, "config", sizeof(fj_launch_config), cfg));
+    FJ_RETURN_IF_ERROR(
+        ReadStruct(config, "config", sizeof(fj_launch_config), cfg));
     Runtime* rt = k->module->runtime;
     FJ_ASSIGN_OR_RETURN(Stream * stream, StreamOf(cfg.stream, rt));
     FJ_ASSIGN_OR_RETURN(size_t stride, ReadArgStride(args, num_args));
-    return rt->LaunchKernel(*k, LaunchConfigOf(cfg), stream, args, num_args, stride);
+    return rt->LaunchKernel(*k, LaunchConfigOf(cfg), stream, args, num_args,
+                            stride);
   });
 }
 
 // ---------------------------------------------------------------- cache
 
-FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime, fj_cache_stats* out_stats) {
+FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime,
+                                     fj_cache_stats* out_stats) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     // 1.0 callers' structs end before the remote tier's fields.
     const size_t v1_size = offsetof(fj_cache_stats, remote_state);
@@ -265,9 +310,10 @@ FJ_API fj_status* fj_cache_stats_get(fj_runtime* runtime, fj_cache_stats* out_st
 FJ_API fj_status* fj_cache_flush(fj_runtime* runtime, uint32_t timeout_ms) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     rt->WaitForBackgroundWork();
-    if (rt->cache().FlushRemote(ReadTimeout(timeout_ms))) return absl::OkStatus();
-    return absl::DeadlineExceededError(
-        absl::StrCat("remote cache publications still queued after ", timeout_ms, " ms"));
+    if (rt->cache().FlushRemote(ReadTimeout(timeout_ms)))
+      return absl::OkStatus();
+    return absl::DeadlineExceededError(absl::StrCat(
+        "remote cache publications still queued after ", timeout_ms, " ms"));
   });
 }
 
@@ -279,7 +325,8 @@ FJ_API fj_status* fj_cache_clear(fj_runtime* runtime) {
 // Thin entries over CopyEngine (runtime/copy/copy_engine.h); the
 // descriptors become specs (runtime/copy/copy_request.h) in capi/convert.cc.
 
-FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc, fj_stream* stream) {
+FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc,
+                          fj_stream* stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     FJ_ASSIGN_OR_RETURN(copy::CopySpec spec, ReadCopyDesc(desc));
     FJ_ASSIGN_OR_RETURN(CopyEngine::Stream s, CopyStreamOf(stream, rt));
@@ -296,8 +343,8 @@ FJ_API fj_status* fj_prefetch(fj_runtime* runtime, const fj_prefetch_desc* desc,
   });
 }
 
-FJ_API fj_status* fj_peer_query(fj_runtime* runtime, int32_t reader, int32_t owner,
-                                int32_t* out_can_access) {
+FJ_API fj_status* fj_peer_query(fj_runtime* runtime, int32_t reader,
+                                int32_t owner, int32_t* out_can_access) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_can_access == nullptr) return NullArgument("out_can_access");
     FJ_ASSIGN_OR_RETURN(bool can, rt->copy().CanAccessPeer(reader, owner));
@@ -305,20 +352,30 @@ FJ_API fj_status* fj_peer_query(fj_runtime* runtime, int32_t reader, int32_t own
   });
 }
 
-FJ_API fj_status* fj_peer_enable(fj_runtime* runtime, int32_t reader, int32_t owner) {
-  return OnRuntime(runtime, [&](Runtime* rt) { return rt->copy().EnablePeer(reader, owner); });
-}
-
-FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader, int32_t owner) {
-  return OnRuntime(runtime, [&](Runtime* rt) { return rt->copy().DisablePeer(reader, owner); });
-}
-
-// ---------------------------------------------------------------- CUDA's headers
-
-FJ_API fj_status* fj_runtime_include_dir(fj_runtime* runtime, size_t index, size_t* out_count,
-                                         const char** out_path, const char** out_origin) {
+FJ_API fj_status* fj_peer_enable(fj_runtime* runtime, int32_t reader,
+                                 int32_t owner) {
   return OnRuntime(runtime, [&](Runtime* rt) {
-    return WriteIncludeDir(rt->cuda_include_dirs(), index, out_count, out_path, out_origin);
+    return rt->copy().EnablePeer(reader, owner);
+  });
+}
+
+FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader,
+                                  int32_t owner) {
+  return OnRuntime(runtime, [&](Runtime* rt) {
+    return rt->copy().DisablePeer(reader, owner);
+  });
+}
+
+// ---------------------------------------------------------------- CUDA's
+// headers
+
+FJ_API fj_status* fj_runtime_include_dir(fj_runtime* runtime, size_t index,
+                                         size_t* out_count,
+                                         const char** out_path,
+                                         const char** out_origin) {
+  return OnRuntime(runtime, [&](Runtime* rt) {
+    return WriteIncludeDir(rt->cuda_include_dirs(), index, out_count, out_path,
+                           out_origin);
   });
 }
 
@@ -326,12 +383,14 @@ FJ_API fj_status* fj_runtime_include_dir(fj_runtime* runtime, size_t index, size
 // The caller's streams; log and start-up options are read by
 // ReadRuntimeOptions (convert.cc) and applied by Runtime::Create.
 
-FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device, uint64_t cu_stream,
-                                 fj_stream** out_stream) {
+FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
+                                 uint64_t cu_stream, fj_stream** out_stream) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_stream == nullptr) return NullArgument("out_stream");
-    FJ_ASSIGN_OR_RETURN(Stream * s, rt->WrapStream(device, cu_stream), "fj_stream_wrap");
-    return Publish(HandleType::kStream, s, out_stream, [&] { rt->DestroyStream(s).IgnoreError(); });
+    FJ_ASSIGN_OR_RETURN(Stream * s, rt->WrapStream(device, cu_stream),
+                        "fj_stream_wrap");
+    return Publish(HandleType::kStream, s, out_stream,
+                   [&] { rt->DestroyStream(s).IgnoreError(); });
   });
 }
 
@@ -339,13 +398,16 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device, uint64_t c
 // fj_build a PendingBuild (runtime/build/build_pool.h); fj_module_load over
 // Runtime::LoadModule (runtime/build/image_import.h).
 
-FJ_API fj_status* fj_module_build_async(fj_runtime* runtime, const fj_build_options* options,
+FJ_API fj_status* fj_module_build_async(fj_runtime* runtime,
+                                        const fj_build_options* options,
                                         fj_build** out_build) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_build == nullptr) return NullArgument("out_build");
-    FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options));  // copies every string
+    FJ_ASSIGN_OR_RETURN(BuildSpec spec,
+                        ReadBuildSpec(options));  // copies every string
     PendingBuild* b = rt->SubmitBuild(std::move(spec));
-    return Publish(HandleType::kBuild, b, out_build, [&] { rt->DestroyBuild(b); });
+    return Publish(HandleType::kBuild, b, out_build,
+                   [&] { rt->DestroyBuild(b); });
   });
 }
 
@@ -356,11 +418,13 @@ FJ_API fj_status* fj_build_poll(const fj_build* build, int32_t* out_done) {
   });
 }
 
-FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms, int32_t* out_done) {
+FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms,
+                                int32_t* out_done) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
     if (out_done == nullptr) return NullArgument("out_done");
-    return WriteBool(b->job->Wait(ReadTimeout(timeout_ms)), out_done, "out_done");
+    return WriteBool(b->job->Wait(ReadTimeout(timeout_ms)), out_done,
+                     "out_done");
   });
 }
 
@@ -376,19 +440,22 @@ FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module) {
 
 FJ_API fj_status* fj_build_destroy(fj_build* build) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, Take<PendingBuild>(build, HandleType::kBuild, "build"));
+    FJ_ASSIGN_OR_RETURN(PendingBuild * b,
+                        Take<PendingBuild>(build, HandleType::kBuild, "build"));
     if (b != nullptr) b->runtime->DestroyBuild(b);
     return absl::OkStatus();
   });
 }
 
-FJ_API fj_status* fj_module_load(fj_runtime* runtime, const fj_module_load_options* options,
+FJ_API fj_status* fj_module_load(fj_runtime* runtime,
+                                 const fj_module_load_options* options,
                                  fj_module** out_module) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_module == nullptr) return NullArgument("out_module");
     FJ_ASSIGN_OR_RETURN(ImageSpec spec, ReadImageSpec(options));
     FJ_ASSIGN_OR_RETURN(Module * m, rt->LoadModule(spec));
-    return Publish(HandleType::kModule, m, out_module, [&] { rt->DestroyModule(m, ReleaseTag); });
+    return Publish(HandleType::kModule, m, out_module,
+                   [&] { rt->DestroyModule(m, ReleaseTag); });
   });
 }
 

@@ -25,10 +25,10 @@ struct Slot {
 // unloaded with no handle live.
 std::atomic<Slot*> g_chunks[kMaxChunks];
 std::mutex g_mu;
-uint32_t g_next_index = 0;            // guarded by g_mu
-uint32_t g_live = 0;                  // guarded by g_mu: handles registered, not released
-bool g_freed = false;                 // guarded by g_mu: FreeHandleTable ran
-std::vector<uint32_t>* g_free_list;   // guarded by g_mu
+uint32_t g_next_index = 0;  // guarded by g_mu
+uint32_t g_live = 0;        // guarded by g_mu: handles registered, not released
+bool g_freed = false;       // guarded by g_mu: FreeHandleTable ran
+std::vector<uint32_t>* g_free_list;  // guarded by g_mu
 
 Slot* SlotAt(uint32_t index) {
   Slot* chunk = g_chunks[index / kChunkSize].load(std::memory_order_acquire);
@@ -84,7 +84,8 @@ uint64_t RegisterHandle(HandleType type, void* object) {
 void* LookupHandle(uint64_t handle, HandleType type) {
   uint64_t index_plus_one = handle & kIndexMask;
   if (index_plus_one == 0) return nullptr;
-  if (((handle >> kIndexBits) & 0xff) != static_cast<uint8_t>(type)) return nullptr;
+  if (((handle >> kIndexBits) & 0xff) != static_cast<uint8_t>(type))
+    return nullptr;
   uint32_t index = static_cast<uint32_t>(index_plus_one - 1);
   if (index >= kChunkSize * kMaxChunks) return nullptr;
   Slot* slot = SlotAt(index);

@@ -17,12 +17,13 @@
 
 // Returns the status of `expr` from the enclosing function when it is not
 // OK, with `context` (may be "") put in front of its message.
-#define FJ_CT_RETURN_IF_ERROR(expr, context)                                  \
-  do {                                                                        \
-    absl::Status fj_ct_status_ = (expr);                                      \
-    if (!fj_ct_status_.ok()) {                                                \
-      return ::fleetjit::selftest::internal::WithContext(fj_ct_status_, context); \
-    }                                                                         \
+#define FJ_CT_RETURN_IF_ERROR(expr, context)                            \
+  do {                                                                  \
+    absl::Status fj_ct_status_ = (expr);                                \
+    if (!fj_ct_status_.ok()) {                                          \
+      return ::fleetjit::selftest::internal::WithContext(fj_ct_status_, \
+                                                         context);      \
+    }                                                                   \
   } while (0)
 
 namespace fleetjit::selftest::internal {

@@ -41,8 +41,8 @@ const std::vector<Variant>& Variants() {
       // out-of-bounds fill on ragged tiles.
       {"tile_load.oob_zeros", "oob_zeros", Kind::kTileLoad, 20, Done::kAny,
        false, false, false, kOobZeros},
-      {"pipeline.oob_zeros", "oob_zeros", Kind::kPipeline, 5, Done::kAny,
-       false, false, false, kOobZeros},
+      {"pipeline.oob_zeros", "oob_zeros", Kind::kPipeline, 5, Done::kAny, false,
+       false, false, kOobZeros},
       {"tile_load.oob_nan", "oob_nan", Kind::kTileLoad, 30, Done::kAny, false,
        false, false, kOobNan, true, true},
       {"pipeline.oob_nan", "oob_nan", Kind::kPipeline, 5, Done::kAny, false,
@@ -58,8 +58,8 @@ const std::vector<Variant>& Variants() {
       {"tile_load.prefetch", "l2_prefetch", Kind::kTileLoad, 10, Done::kAny,
        false, false, true, kOobPromise | kOobZeros | kOobNan},
       // 3-stage barrier ring with per-tile predicates.
-      {"pipeline", "pipeline", Kind::kPipeline, 15, Done::kBarrier, true,
-       false, false, kOobPromise | kOobZeros | kOobNan},
+      {"pipeline", "pipeline", Kind::kPipeline, 15, Done::kBarrier, true, false,
+       false, kOobPromise | kOobZeros | kOobNan},
   };
   return *v;
 }
@@ -67,25 +67,53 @@ const std::vector<Variant>& Variants() {
 fj_dl_dtype DlDtype(int dtype) {
   fj_dl_dtype d{0, 8, 1};
   switch (dtype) {
-    case fj::dtype_f32: d = {2, 32, 1}; break;
-    case fj::dtype_f16: d = {2, 16, 1}; break;
-    case fj::dtype_bf16: d = {4, 16, 1}; break;
-    case fj::dtype_f8e4m3: d = {FJ_DL_FLOAT8_E4M3, 8, 1}; break;
-    case fj::dtype_f8e5m2: d = {FJ_DL_FLOAT8_E5M2, 8, 1}; break;
-    case fj::dtype_i8: d = {0, 8, 1}; break;
-    case fj::dtype_u8: d = {1, 8, 1}; break;
-    case fj::dtype_i32: d = {0, 32, 1}; break;
-    case fj::dtype_u32: d = {1, 32, 1}; break;
-    case fj::dtype_f64: d = {2, 64, 1}; break;
-    case fj::dtype_i64: d = {0, 64, 1}; break;
-    case fj::dtype_i16: d = {0, 16, 1}; break;
-    case fj::dtype_u16: d = {1, 16, 1}; break;
+    case fj::dtype_f32:
+      d = {2, 32, 1};
+      break;
+    case fj::dtype_f16:
+      d = {2, 16, 1};
+      break;
+    case fj::dtype_bf16:
+      d = {4, 16, 1};
+      break;
+    case fj::dtype_f8e4m3:
+      d = {FJ_DL_FLOAT8_E4M3, 8, 1};
+      break;
+    case fj::dtype_f8e5m2:
+      d = {FJ_DL_FLOAT8_E5M2, 8, 1};
+      break;
+    case fj::dtype_i8:
+      d = {0, 8, 1};
+      break;
+    case fj::dtype_u8:
+      d = {1, 8, 1};
+      break;
+    case fj::dtype_i32:
+      d = {0, 32, 1};
+      break;
+    case fj::dtype_u32:
+      d = {1, 32, 1};
+      break;
+    case fj::dtype_f64:
+      d = {2, 64, 1};
+      break;
+    case fj::dtype_i64:
+      d = {0, 64, 1};
+      break;
+    case fj::dtype_i16:
+      d = {0, 16, 1};
+      break;
+    case fj::dtype_u16:
+      d = {1, 16, 1};
+      break;
   }
   return d;
 }
 
 const char* OobName(int oob) {
-  return oob == fj::oob_zeros ? "zeros" : oob == fj::oob_nan ? "nan" : "promise_in_bounds";
+  return oob == fj::oob_zeros ? "zeros"
+         : oob == fj::oob_nan ? "nan"
+                              : "promise_in_bounds";
 }
 
 // Float data must hold no NaN, so a NaN in the output can only be the fill:
@@ -105,7 +133,9 @@ std::string Hex(const uint8_t* p, int n) {
   return s;
 }
 
-size_t BoxBytes(const fj::tensor_param& p) { return BoxElems(p) * p.elem_bytes; }
+size_t BoxBytes(const fj::tensor_param& p) {
+  return BoxElems(p) * p.elem_bytes;
+}
 
 // A random tensor of `rank` and `dtype`. With `in_bounds` every dimension
 // is at least its box (promise_in_bounds tiles fit). About 70% are shaped
@@ -272,7 +302,8 @@ void MakeSpans(Rng& rng, int groups, int cpb, int64_t src_cap, bool preds,
       sc.src_off = static_cast<int32_t>(so);
       sc.bytes = bytes;
       sc.pred = preds ? (rng.Chance(0.5) ? 1 : 0) : 1;
-      sc.mode = preds ? (mode_base + j) % 2 : static_cast<int32_t>(rng.Int(0, 1));
+      sc.mode =
+          preds ? (mode_base + j) % 2 : static_cast<int32_t>(rng.Int(0, 1));
       group.push_back(sc);
     }
     std::shuffle(group.begin(), group.end(), rng);
@@ -284,17 +315,19 @@ absl::Status CheckSpans(const std::vector<SpanCase>& cases, int cpb,
                         int64_t src_cap, bool load) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const SpanCase& a = cases[i];
-    if (a.bytes < 0 || a.dst_off < 0 || a.src_off < 0 || a.dst_off + a.bytes > kSpanCap ||
+    if (a.bytes < 0 || a.dst_off < 0 || a.src_off < 0 ||
+        a.dst_off + a.bytes > kSpanCap ||
         a.src_off + a.bytes > (load ? src_cap : kSpanCap)) {
-      return absl::InternalError(absl::StrCat("selftest bug: span case ", i, " out of range"));
+      return absl::InternalError(
+          absl::StrCat("selftest bug: span case ", i, " out of range"));
     }
     const size_t g0 = i / cpb * cpb;
     for (size_t j = g0; j < i; ++j) {
       const SpanCase& b = cases[j];
       if (a.dst_off < b.dst_off + b.bytes && b.dst_off < a.dst_off + a.bytes &&
           a.bytes > 0 && b.bytes > 0) {
-        return absl::InternalError(
-            absl::StrCat("selftest bug: span destinations ", j, " and ", i, " overlap"));
+        return absl::InternalError(absl::StrCat(
+            "selftest bug: span destinations ", j, " and ", i, " overlap"));
       }
     }
   }

@@ -24,9 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "conformance/reference.h"
 #include "fleetjit/copy/tensor_param.h"
 #include "fleetjit/fleetjit.h"
-#include "conformance/reference.h"
 
 namespace fleetjit::selftest::internal {
 
@@ -100,8 +100,15 @@ inline constexpr uint8_t kPoisons[] = {0xA5, 0x5A, 0xC3, 0x3C, 0x96};
 // ---------------------------------------------------------------------------
 // Variants: the unit of case generation.
 
-enum class Kind { kBarrier, kSpanLoad, kSpanStore, kGroups, kTileLoad,
-                  kTileStore, kPipeline };
+enum class Kind {
+  kBarrier,
+  kSpanLoad,
+  kSpanStore,
+  kGroups,
+  kTileLoad,
+  kTileStore,
+  kPipeline
+};
 enum class Done { kAny, kBarrier, kGroup };
 inline constexpr int kOobPromise = 1 << fj::oob_promise_in_bounds;
 inline constexpr int kOobZeros = 1 << fj::oob_zeros;
@@ -128,9 +135,9 @@ const std::vector<Variant>& Variants();
 // Dtypes.
 
 inline constexpr int kAllDtypes[] = {
-    fj::dtype_f32,  fj::dtype_f16, fj::dtype_bf16, fj::dtype_f8e4m3,
-    fj::dtype_f8e5m2, fj::dtype_i8, fj::dtype_u8,  fj::dtype_i32,
-    fj::dtype_u32,  fj::dtype_f64, fj::dtype_i64,  fj::dtype_i16,
+    fj::dtype_f32,    fj::dtype_f16, fj::dtype_bf16, fj::dtype_f8e4m3,
+    fj::dtype_f8e5m2, fj::dtype_i8,  fj::dtype_u8,   fj::dtype_i32,
+    fj::dtype_u32,    fj::dtype_f64, fj::dtype_i64,  fj::dtype_i16,
     fj::dtype_u16};
 inline constexpr int kFloatDtypes[] = {fj::dtype_f32,    fj::dtype_f16,
                                        fj::dtype_bf16,   fj::dtype_f8e4m3,
@@ -164,7 +171,7 @@ struct GenTensor {
   int64_t dl_shape[FJ_TP_MAX_RANK] = {};
   int64_t dl_strides[FJ_TP_MAX_RANK] = {};
   bool pass_strides = true;
-  uint64_t shift = 0;       // bytes past the arena start (alignment)
+  uint64_t shift = 0;         // bytes past the arena start (alignment)
   bool split_offset = false;  // shift passed as byte_offset
   std::string shape_note;     // why TMA should not describe it, "" if it should
 

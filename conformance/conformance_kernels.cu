@@ -47,7 +47,8 @@
 //                             barriers); blockDim.x % 32 == 0
 // fj_ct_gather_e{E}_r{R}      `tiles` tiles per block in   (as fj_ct_pipeline;
 //                             one fj::load_tiles (warp     preds and pred_mode
-//                             scope when blockDim.x % 32   unused) smem: tiles *
+//                             scope when blockDim.x % 32   unused) smem: tiles
+//                             *
 //                             == 0), one barrier           round_up(box, 128)
 // E = element bytes (1, 2, 4, 8; T = u8, u16, u32, u64: the copies are
 // bitwise, the tensor's dtype decides the NaN fill), R = rank 1..5.
@@ -346,7 +347,8 @@ __device__ void fj_ct_pipeline(const fj::tensor<T, R>& t, const int* coords,
 // dumps it. Same output as fj_ct_pipeline (a skipped tile keeps the slot's
 // previous tile). blockDim.x must be a multiple of 32.
 template <class T, int R>
-__device__ void fj_ct_warp_pipeline(const fj::tensor<T, R>& t, const int* coords,
+__device__ void fj_ct_warp_pipeline(const fj::tensor<T, R>& t,
+                                    const int* coords,
                                     const unsigned char* preds, int pred_mode,
                                     int tiles, T* out) {
   unsigned char* sm = fj_ct_buffer();

@@ -22,10 +22,14 @@ Matrix::~Matrix() {
 
 absl::Status Matrix::Init(const fj_device_info& info) {
   info_ = info;
-  FJ_CT_RETURN_IF_ERROR(Fj(fj_stream_create(rt_, device_, &stream_), "creating a stream"), "");
-  FJ_CT_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &in_), "allocating"), "");
-  FJ_CT_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &out_), "allocating"), "");
-  FJ_CT_RETURN_IF_ERROR(Fj(fj_mem_alloc(rt_, device_, kAuxBytes, &aux_), "allocating"), "");
+  FJ_CT_RETURN_IF_ERROR(
+      Fj(fj_stream_create(rt_, device_, &stream_), "creating a stream"), "");
+  FJ_CT_RETURN_IF_ERROR(
+      Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &in_), "allocating"), "");
+  FJ_CT_RETURN_IF_ERROR(
+      Fj(fj_mem_alloc(rt_, device_, kArenaBytes, &out_), "allocating"), "");
+  FJ_CT_RETURN_IF_ERROR(
+      Fj(fj_mem_alloc(rt_, device_, kAuxBytes, &aux_), "allocating"), "");
   return absl::OkStatus();
 }
 
@@ -41,11 +45,13 @@ void Matrix::AddRow(RowSpec spec) {
 void Matrix::BuildAll(const std::function<void(const std::string&)>& log) {
   const EmbeddedKernel* file = nullptr;
   for (size_t i = 0; i < kConformanceKernelsCount; ++i) {
-    if (kConformanceKernels[i].path == kKernelFile) file = &kConformanceKernels[i];
+    if (kConformanceKernels[i].path == kKernelFile)
+      file = &kConformanceKernels[i];
   }
   if (file == nullptr) {
     for (auto& r : rows_) {
-      r->build_error = absl::StrCat(kKernelFile, " is not embedded in this build");
+      r->build_error =
+          absl::StrCat(kKernelFile, " is not embedded in this build");
     }
     return;
   }
@@ -68,21 +74,35 @@ void Matrix::BuildAll(const std::function<void(const std::string&)>& log) {
 
 // Runs `launches` launches of variant `v` on `row` into `t`. A non-OK
 // status means the device is unusable (poisoned by a fault).
-absl::Status Matrix::RunVariant(Row& row, const Variant& v, const std::string& feature,
-                                Tally& t) {
+absl::Status Matrix::RunVariant(Row& row, const Variant& v,
+                                const std::string& feature, Tally& t) {
   const int n = v.launches * scale_;
   for (int i = 0; i < n; ++i) {
     Rng rng(Mix(seed_ ^ Mix(HashName(v.name) + static_cast<uint64_t>(i))));
     Ctx c{row, v, feature, i, rng, t};
     absl::Status s;
     switch (v.kind) {
-      case Kind::kBarrier: s = Barrier(c); break;
-      case Kind::kSpanLoad: s = SpanLoad(c); break;
-      case Kind::kSpanStore: s = SpanStore(c); break;
-      case Kind::kGroups: s = Groups(c); break;
-      case Kind::kTileLoad: s = TileLoad(c); break;
-      case Kind::kTileStore: s = TileStore(c); break;
-      case Kind::kPipeline: s = Pipeline(c); break;
+      case Kind::kBarrier:
+        s = Barrier(c);
+        break;
+      case Kind::kSpanLoad:
+        s = SpanLoad(c);
+        break;
+      case Kind::kSpanStore:
+        s = SpanStore(c);
+        break;
+      case Kind::kGroups:
+        s = Groups(c);
+        break;
+      case Kind::kTileLoad:
+        s = TileLoad(c);
+        break;
+      case Kind::kTileStore:
+        s = TileStore(c);
+        break;
+      case Kind::kPipeline:
+        s = Pipeline(c);
+        break;
     }
     if (s.ok()) continue;
     if (absl::StartsWith(s.message(), "the device stopped working")) return s;
@@ -106,8 +126,9 @@ void Matrix::Build(Row& row, const std::string& source) {
   o.device = device_;
   o.copy_impl = row.spec.impl;
   o.output = FJ_OUTPUT_AUTO;
-  absl::Status s = Fj(fj_module_build(rt_, &o, &row.module),
-                      absl::StrCat("building ", kKernelFile, " for ", row.spec.name));
+  absl::Status s =
+      Fj(fj_module_build(rt_, &o, &row.module),
+         absl::StrCat("building ", kKernelFile, " for ", row.spec.name));
   if (!s.ok()) {
     row.module = nullptr;
     row.build_error = std::string(s.message());
@@ -116,7 +137,8 @@ void Matrix::Build(Row& row, const std::string& source) {
   fj_module_info mi{};
   mi.struct_size = sizeof(mi);
   s = Fj(fj_module_info_get(row.module, &mi), "module info");
-  const double build_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double build_s =
+      std::chrono::duration<double>(Clock::now() - t0).count();
   // Loading the first kernel loads the module (and JITs PTX) on the device.
   const auto t1 = Clock::now();
   auto k = Kernel(row, "fj_ct_barrier");
@@ -124,19 +146,21 @@ void Matrix::Build(Row& row, const std::string& source) {
     row.build_error = std::string(k.status().message());
     return;
   }
-  const double load_s = std::chrono::duration<double>(Clock::now() - t1).count();
+  const double load_s =
+      std::chrono::duration<double>(Clock::now() - t1).count();
   if (s.ok()) {
     row.built_for = mi.target;
     if (mi.copy_impl != row.spec.impl) {
-      row.build_error = absl::StrCat("the module was built with copy implementation ",
-                                     fj_copy_impl_name(mi.copy_impl), ", not ",
-                                     fj_copy_impl_name(row.spec.impl));
+      row.build_error =
+          absl::StrCat("the module was built with copy implementation ",
+                       fj_copy_impl_name(mi.copy_impl), ", not ",
+                       fj_copy_impl_name(row.spec.impl));
       return;
     }
     row.build_note = absl::StrFormat(
         "%s, %s, %s in %.2f s, loaded in %.2f s", mi.target,
         mi.output == FJ_OUTPUT_PTX ? "PTX (driver JIT)" : "cubin",
-        mi.cache_result == FJ_CACHE_COMPILED     ? "compiled"
+        mi.cache_result == FJ_CACHE_COMPILED   ? "compiled"
         : mi.cache_result == FJ_CACHE_DISK_HIT ? "disk cache hit"
                                                : "memory cache hit",
         build_s, load_s);
@@ -151,20 +175,24 @@ absl::StatusOr<fj_kernel*> Matrix::Kernel(Row& row, const std::string& name) {
   }
   if (row.module == nullptr) return absl::FailedPreconditionError("no module");
   fj_kernel* k = nullptr;
-  FJ_CT_RETURN_IF_ERROR(Fj(fj_module_get_kernel(row.module, Str(name), device_, &k),
-                              absl::StrCat("loading kernel ", name)), "");
+  FJ_CT_RETURN_IF_ERROR(
+      Fj(fj_module_get_kernel(row.module, Str(name), device_, &k),
+         absl::StrCat("loading kernel ", name)),
+      "");
   fj_kernel_info ki{};
   ki.struct_size = sizeof(ki);
   FJ_CT_RETURN_IF_ERROR(Fj(fj_kernel_info_get(k, &ki), "kernel info"), "");
   std::lock_guard<std::mutex> l(kernels_mu_);
   row.kernels[name] = k;
-  row.max_threads[name] = ki.max_threads_per_block > 0 ? ki.max_threads_per_block : 1024;
+  row.max_threads[name] =
+      ki.max_threads_per_block > 0 ? ki.max_threads_per_block : 1024;
   return k;
 }
 
 // A block size: any 1-D size works; favour the common ones.
 int Matrix::PickThreads(Rng& rng, Row& row, const std::string& kernel) {
-  static constexpr int kSizes[] = {1, 32, 33, 64, 96, 128, 128, 160, 256, 256, 384, 512};
+  static constexpr int kSizes[] = {1,   32,  33,  64,  96,  128,
+                                   128, 160, 256, 256, 384, 512};
   int t = kSizes[rng.Int(0, sizeof(kSizes) / sizeof(kSizes[0]) - 1)];
   if (Kernel(row, kernel).ok()) {  // a failure here shows at the launch
     std::lock_guard<std::mutex> l(kernels_mu_);
@@ -182,8 +210,8 @@ int Matrix::WholeWarps(Row& row, const std::string& kernel, int t) {
 }
 
 std::string Matrix::Label(const Ctx& c) const {
-  return absl::StrCat(c.feature, "/", c.row.spec.name, " ", c.v.name,
-                      " case ", c.index, " (seed ", seed_, ")");
+  return absl::StrCat(c.feature, "/", c.row.spec.name, " ", c.v.name, " case ",
+                      c.index, " (seed ", seed_, ")");
 }
 
 std::string Matrix::Repro(const Ctx& c) const {
@@ -196,12 +224,14 @@ std::string Matrix::Repro(const Ctx& c) const {
 
 absl::Status Matrix::Upload(uint64_t dst, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
-  return Fj(fj_memcpy_htod(rt_, dst, src, bytes, stream_), "copying to the device");
+  return Fj(fj_memcpy_htod(rt_, dst, src, bytes, stream_),
+            "copying to the device");
 }
 
 absl::Status Matrix::Download(void* dst, uint64_t src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
-  return Fj(fj_memcpy_dtoh(rt_, dst, src, bytes, stream_), "copying to the host");
+  return Fj(fj_memcpy_dtoh(rt_, dst, src, bytes, stream_),
+            "copying to the host");
 }
 
 absl::Status Matrix::Poison(uint64_t dst, uint8_t value, size_t bytes) {
@@ -211,16 +241,19 @@ absl::Status Matrix::Poison(uint64_t dst, uint8_t value, size_t bytes) {
 
 // The pipeline of every cell: stages the inputs, poisons the output,
 // launches, reads back, synchronises, and tallies `compare`'s verdict.
-absl::Status Matrix::RunCell(Ctx& c, CellLaunch& l, const std::function<Verdict()>& compare) {
+absl::Status Matrix::RunCell(Ctx& c, CellLaunch& l,
+                             const std::function<Verdict()>& compare) {
   for (const Staged& in : l.inputs) {
     FJ_CT_RETURN_IF_ERROR(Upload(in.dst, in.src, in.bytes), "");
   }
   FJ_CT_RETURN_IF_ERROR(Poison(l.poison_at, l.poison, l.poison_bytes), "");
-  auto ok = LaunchAndWait(c, l, [&] { return Download(l.got, l.got_from, l.got_bytes); });
+  auto ok = LaunchAndWait(
+      c, l, [&] { return Download(l.got, l.got_from, l.got_bytes); });
   if (!ok.ok()) return ok.status();
   if (!*ok) return absl::OkStatus();
   const Verdict v = compare();
-  if (v.bad > 0) c.t.Fail(v.bad, absl::StrCat(Repro(c), " ", l.what, ": ", v.text));
+  if (v.bad > 0)
+    c.t.Fail(v.bad, absl::StrCat(Repro(c), " ", l.what, ": ", v.text));
   return absl::OkStatus();
 }
 
@@ -228,8 +261,8 @@ absl::Status Matrix::RunCell(Ctx& c, CellLaunch& l, const std::function<Verdict(
 // A launch or run error is a failure of all the launch's cases; false is
 // returned and the caller skips the comparison. A non-OK status means the
 // device no longer works.
-absl::StatusOr<bool> Matrix::LaunchAndWait(Ctx& c, const CellLaunch& l,
-                                           const std::function<absl::Status()>& after) {
+absl::StatusOr<bool> Matrix::LaunchAndWait(
+    Ctx& c, const CellLaunch& l, const std::function<absl::Status()>& after) {
   const std::string& kernel = l.kernel;
   const Shape& s = l.shape;
   ++c.t.launches;
@@ -262,20 +295,21 @@ absl::Status Matrix::Healthy(const Ctx& c, const absl::Status& error) {
   absl::Status probe = Poison(aux_, 0, 16);
   if (probe.ok()) probe = Fj(fj_stream_synchronize(stream_), "synchronising");
   if (probe.ok()) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the device stopped working after ", Label(c), ": ", error.message(),
-      " (then: ", probe.message(), ")"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("the device stopped working after ", Label(c), ": ",
+                   error.message(), " (then: ", probe.message(), ")"));
 }
 
 // For the tile kernels: fills the tensor argument for `g` at `base` and
 // counts it; returns `data`, the coordinates and the predicates to stage.
-std::vector<Matrix::Staged> Matrix::StageTiles(Ctx& c, const GenTensor& g, uint64_t base,
-                                               Staged data, const std::vector<int32_t>& coords,
-                                               const std::vector<uint8_t>& preds,
-                                               fj_tensor* tensor, fj_tensor_arg* targ) {
+std::vector<Matrix::Staged> Matrix::StageTiles(
+    Ctx& c, const GenTensor& g, uint64_t base, Staged data,
+    const std::vector<int32_t>& coords, const std::vector<uint8_t>& preds,
+    fj_tensor* tensor, fj_tensor_arg* targ) {
   g.Fill(base, device_, tensor, targ);
   CountTma(c, *targ);
-  return {data, {aux_, coords.data(), coords.size() * 4},
+  return {data,
+          {aux_, coords.data(), coords.size() * 4},
           {aux_ + kAuxPredsOffset, preds.data(), preds.size()}};
 }
 
@@ -302,20 +336,20 @@ void Matrix::CountTma(Ctx& c, const fj_tensor_arg& a) {
   }
 }
 
-std::string Matrix::TensorText(const Ctx& c, const GenTensor& g, const fj_tensor_arg& a,
-                               int threads) const {
+std::string Matrix::TensorText(const Ctx& c, const GenTensor& g,
+                               const fj_tensor_arg& a, int threads) const {
   std::string tma = "n/a";
   if (c.row.spec.impl == FJ_COPY_IMPL_TMA) {
     const std::string why = CheckTensor(a);
     tma = why.empty() ? "yes" : absl::StrCat("no (", why, ")");
   }
-  return absl::StrCat(fj::dtype_info(g.p.dtype).name, " rank ", g.p.rank, " shape ",
-                      Outer(g.p.shape, g.p.rank), " strides ",
-                      Outer(g.p.stride, g.p.rank), g.pass_strides ? "" : " (passed as NULL)",
-                      " box ", Outer(g.p.box, g.p.rank), " (outermost-first), base +",
-                      g.shift, " B", g.split_offset ? " (byte_offset)" : "",
-                      ", oob ", OobName(g.p.oob), ", TMA map: ", tma, ", ",
-                      threads, " threads/block");
+  return absl::StrCat(
+      fj::dtype_info(g.p.dtype).name, " rank ", g.p.rank, " shape ",
+      Outer(g.p.shape, g.p.rank), " strides ", Outer(g.p.stride, g.p.rank),
+      g.pass_strides ? "" : " (passed as NULL)", " box ",
+      Outer(g.p.box, g.p.rank), " (outermost-first), base +", g.shift, " B",
+      g.split_offset ? " (byte_offset)" : "", ", oob ", OobName(g.p.oob),
+      ", TMA map: ", tma, ", ", threads, " threads/block");
 }
 
 }  // namespace fleetjit::selftest::internal

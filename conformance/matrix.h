@@ -21,25 +21,25 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "fleetjit/fleetjit.h"
 #include "conformance/c_abi.h"
 #include "conformance/case_gen.h"
 #include "conformance/watchdog.h"
+#include "fleetjit/fleetjit.h"
 
 namespace fleetjit::selftest::internal {
 
 inline constexpr const char* kKernelFile = "conformance/conformance_kernels.cu";
 inline constexpr uint64_t kArenaBytes = 16ull << 20;  // tensors / outputs
-inline constexpr uint64_t kAuxBytes = 1ull << 20;     // cases, coords, predicates
+inline constexpr uint64_t kAuxBytes = 1ull << 20;  // cases, coords, predicates
 inline constexpr uint64_t kAuxPredsOffset = kAuxBytes / 2;
 inline constexpr int kMaxSamples = 3;
 
 // Rows: an implementation, optionally on a named (PTX) target.
 struct RowSpec {
-  std::string name;        // "tma", "cp_async@compute_80"
+  std::string name;  // "tma", "cp_async@compute_80"
   fj_copy_impl impl;
-  std::string target;      // "" = the live device
-  int target_cc = 0;       // e.g. 90, 80, 75
+  std::string target;  // "" = the live device
+  int target_cc = 0;   // e.g. 90, 80, 75
 };
 
 // ---------------------------------------------------------------------------
@@ -70,7 +70,8 @@ struct Tally {
   std::vector<std::string> samples;
   void Fail(int n, std::string what) {
     failures += n;
-    if (static_cast<int>(samples.size()) < kMaxSamples) samples.push_back(std::move(what));
+    if (static_cast<int>(samples.size()) < kMaxSamples)
+      samples.push_back(std::move(what));
   }
 };
 
@@ -108,8 +109,8 @@ class Matrix {
 
   // Runs `launches` launches of variant `v` on `row` into `t`. A non-OK
   // status means the device is unusable (poisoned by a fault).
-  absl::Status RunVariant(Row& row, const Variant& v, const std::string& feature,
-                          Tally& t);
+  absl::Status RunVariant(Row& row, const Variant& v,
+                          const std::string& feature, Tally& t);
 
  private:
   struct Ctx {
@@ -144,16 +145,16 @@ class Matrix {
     size_t bytes;
   };
   struct CellLaunch {
-    std::vector<Staged> inputs;     // copied to the device first
-    uint64_t poison_at = 0;         // then poison_bytes set to poison
+    std::vector<Staged> inputs;  // copied to the device first
+    uint64_t poison_at = 0;      // then poison_bytes set to poison
     uint8_t poison = 0;
     size_t poison_bytes = 0;
     std::string kernel;
     Shape shape;
     std::vector<fj_arg> args;
-    int cases = 0;                  // what a failed launch fails
-    std::string what;               // the launch, for messages
-    void* got = nullptr;            // got_bytes read back from got_from
+    int cases = 0;        // what a failed launch fails
+    std::string what;     // the launch, for messages
+    void* got = nullptr;  // got_bytes read back from got_from
     uint64_t got_from = 0;
     size_t got_bytes = 0;
   };
@@ -162,37 +163,41 @@ class Matrix {
   // launches, reads back, synchronises, and tallies `compare`'s verdict
   // (not called when the launch failed: its cases are failed instead). A
   // non-OK status means the device no longer works, or staging failed.
-  absl::Status RunCell(Ctx& c, CellLaunch& l, const std::function<Verdict()>& compare);
+  absl::Status RunCell(Ctx& c, CellLaunch& l,
+                       const std::function<Verdict()>& compare);
   // Launches, downloads (`after` queues the copies back) and synchronises.
   // A launch or run error is a failure of all `cases` of the launch; false
   // is returned and the caller skips the comparison. A non-OK status means
   // the device no longer works.
-  absl::StatusOr<bool> LaunchAndWait(Ctx& c, const CellLaunch& l,
-                                     const std::function<absl::Status()>& after);
+  absl::StatusOr<bool> LaunchAndWait(
+      Ctx& c, const CellLaunch& l, const std::function<absl::Status()>& after);
   // Whether the device still works after `error` (a fault poisons it).
   absl::Status Healthy(const Ctx& c, const absl::Status& error);
   // For the tile kernels: fills the tensor argument for `g` at `base` (an
   // arena) and counts it as a map or a fallback; returns the inputs to
   // stage: `data` (the elements), then the coordinates and predicates.
-  std::vector<Staged> StageTiles(Ctx& c, const GenTensor& g, uint64_t base, Staged data,
+  std::vector<Staged> StageTiles(Ctx& c, const GenTensor& g, uint64_t base,
+                                 Staged data,
                                  const std::vector<int32_t>& coords,
-                                 const std::vector<uint8_t>& preds, fj_tensor* tensor,
-                                 fj_tensor_arg* targ);
+                                 const std::vector<uint8_t>& preds,
+                                 fj_tensor* tensor, fj_tensor_arg* targ);
   // Draws `tiles` tiles of g (predicates true with `pred_chance`) and the
   // rest of `t` for kernel `family`_e<bytes>_r<rank> writing `boxes` boxes.
-  absl::Status DrawTileLoads(Ctx& c, const GenTensor& g, bool in_bounds, int tiles, int boxes,
-                             double pred_chance, absl::string_view family, TileLoads& t);
+  absl::Status DrawTileLoads(Ctx& c, const GenTensor& g, bool in_bounds,
+                             int tiles, int boxes, double pred_chance,
+                             absl::string_view family, TileLoads& t);
   // The launch of `t` on `grid` blocks with `smem` bytes of shared memory,
   // failing `cases` cases if it fails: the tensor in the input arena with
   // its coordinates and predicates staged, t.got.size() bytes of the output
   // poisoned and read back into t.got. The tile-load kernels all take
   // (tensor, coords, preds, pred_mode, `arg`, out).
-  CellLaunch TileLoadLaunch(Ctx& c, const GenTensor& g, TileLoads& t, int32_t arg, uint32_t grid,
-                            uint32_t smem, int cases);
+  CellLaunch TileLoadLaunch(Ctx& c, const GenTensor& g, TileLoads& t,
+                            int32_t arg, uint32_t grid, uint32_t smem,
+                            int cases);
   // Counts tensor maps vs fallbacks on tma rows (the runtime's own rules).
   void CountTma(Ctx& c, const fj_tensor_arg& a);
-  std::string TensorText(const Ctx& c, const GenTensor& g, const fj_tensor_arg& a,
-                         int threads) const;
+  std::string TensorText(const Ctx& c, const GenTensor& g,
+                         const fj_tensor_arg& a, int threads) const;
 
   // The cells (span_cells.cc, tile_cells.cc): one launch of a variant.
   absl::Status Barrier(Ctx& c);

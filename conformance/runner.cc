@@ -64,7 +64,8 @@ absl::StatusOr<RowSpec> ParseRow(absl::string_view name, int device_cc) {
     if (absl::ConsumePrefix(&digits, "compute_") ||
         absl::ConsumePrefix(&digits, "sm_")) {
       std::string d(digits);
-      while (!d.empty() && !absl::ascii_isdigit(static_cast<unsigned char>(d.back()))) {
+      while (!d.empty() &&
+             !absl::ascii_isdigit(static_cast<unsigned char>(d.back()))) {
         d.pop_back();  // "90a", "100f"
       }
       if (!absl::SimpleAtoi(d, &r.target_cc)) r.target_cc = -1;
@@ -72,8 +73,9 @@ absl::StatusOr<RowSpec> ParseRow(absl::string_view name, int device_cc) {
       r.target_cc = -1;
     }
     if (r.target_cc <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bad target '", target, "' in '", name, "': use compute_XX or sm_XX"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad target '", target, "' in '", name,
+                       "': use compute_XX or sm_XX"));
     }
     r.target = std::string(target);
     if (r.target_cc > device_cc) {
@@ -110,11 +112,13 @@ absl::StatusOr<fj_device_info> LiveDevice(fj_runtime* rt, int device) {
   if (count == 0) {
     const char* why = fj_runtime_driver_error(rt);
     return absl::UnavailableError(absl::StrCat(
-        "no CUDA GPU: ", why != nullptr && *why != '\0' ? why : "the driver reports 0 devices"));
+        "no CUDA GPU: ",
+        why != nullptr && *why != '\0' ? why : "the driver reports 0 devices"));
   }
   if (device < 0 || device >= count) {
-    return absl::NotFoundError(absl::StrCat("device ", device, " does not exist (", count,
-                                            " device", count == 1 ? "" : "s", ")"));
+    return absl::NotFoundError(
+        absl::StrCat("device ", device, " does not exist (", count, " device",
+                     count == 1 ? "" : "s", ")"));
   }
   fj_device_info info{};
   info.struct_size = sizeof(info);
@@ -127,8 +131,9 @@ absl::StatusOr<fj_device_info> LiveDevice(fj_runtime* rt, int device) {
 
 const std::vector<std::string>& MatrixFeatures() {
   static const auto* f = new std::vector<std::string>{
-      "barrier",   "group_wait", "copy_g2s",  "copy_s2g",    "predicate", "tile_copy",
-      "oob_zeros", "oob_nan",    "multicast", "l2_prefetch", "pipeline"};
+      "barrier",   "group_wait",  "copy_g2s",  "copy_s2g",
+      "predicate", "tile_copy",   "oob_zeros", "oob_nan",
+      "multicast", "l2_prefetch", "pipeline"};
   return *f;
 }
 
@@ -153,7 +158,8 @@ std::vector<std::string> FeatureVariants(absl::string_view feature) {
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> DeviceImpls(fj_runtime* rt, int device) {
+absl::StatusOr<std::vector<std::string>> DeviceImpls(fj_runtime* rt,
+                                                     int device) {
   auto info = LiveDevice(rt, device);
   if (!info.ok()) return info.status();
   return DefaultRows(info->cc_major * 10 + info->cc_minor);
@@ -174,7 +180,8 @@ absl::StatusOr<std::vector<CellResult>> RunConformanceMatrix(
   if (!info.ok()) return info.status();
   const int cc = info->cc_major * 10 + info->cc_minor;
   if (options.scale < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("scale is ", options.scale, "; it must be >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("scale is ", options.scale, "; it must be >= 1"));
   }
   // Columns and variants.
   std::vector<std::string> features =
@@ -182,14 +189,17 @@ absl::StatusOr<std::vector<CellResult>> RunConformanceMatrix(
   for (const std::string& f : features) {
     if (std::find(MatrixFeatures().begin(), MatrixFeatures().end(), f) ==
         MatrixFeatures().end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown feature '", f, "'; features: ", absl::StrJoin(MatrixFeatures(), ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown feature '", f,
+                       "'; features: ", absl::StrJoin(MatrixFeatures(), ", ")));
     }
   }
   for (const std::string& v : options.variants) {
-    if (std::find(AllVariants().begin(), AllVariants().end(), v) == AllVariants().end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown variant '", v, "'; variants: ", absl::StrJoin(AllVariants(), ", ")));
+    if (std::find(AllVariants().begin(), AllVariants().end(), v) ==
+        AllVariants().end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown variant '", v,
+                       "'; variants: ", absl::StrJoin(AllVariants(), ", ")));
     }
   }
   auto variants_of = [&](const std::string& f) {
@@ -207,7 +217,8 @@ absl::StatusOr<std::vector<CellResult>> RunConformanceMatrix(
   };
   // Rows.
   std::vector<RowSpec> specs;
-  for (const std::string& name : options.impls.empty() ? DefaultRows(cc) : options.impls) {
+  for (const std::string& name :
+       options.impls.empty() ? DefaultRows(cc) : options.impls) {
     auto spec = ParseRow(name, cc);
     if (!spec.ok()) return spec.status();
     specs.push_back(*spec);
@@ -218,8 +229,9 @@ absl::StatusOr<std::vector<CellResult>> RunConformanceMatrix(
   if (!s.ok()) return s;
   for (auto& spec : specs) m.AddRow(spec);
   if (options.log) {
-    options.log(absl::StrCat("building ", kKernelFile, " for ", specs.size(), " row",
-                             specs.size() == 1 ? "" : "s", " (in parallel)"));
+    options.log(absl::StrCat("building ", kKernelFile, " for ", specs.size(),
+                             " row", specs.size() == 1 ? "" : "s",
+                             " (in parallel)"));
   }
   m.BuildAll(options.log);
 
@@ -236,9 +248,10 @@ absl::StatusOr<std::vector<CellResult>> RunConformanceMatrix(
       const auto t0 = Clock::now();
       Tally t;
       if (!row->build_error.empty()) {
-        t.Fail(1, absl::StrCat("[impl ", row->spec.name, ", feature ", f,
-                               "] not run: the conformance kernels did not build: ",
-                               row->build_error));
+        t.Fail(1, absl::StrCat(
+                      "[impl ", row->spec.name, ", feature ", f,
+                      "] not run: the conformance kernels did not build: ",
+                      row->build_error));
       } else if (!dead.ok()) {
         t.Fail(1, absl::StrCat("[impl ", row->spec.name, ", feature ", f,
                                "] not run: ", dead.message()));
@@ -258,7 +271,8 @@ absl::StatusOr<std::vector<CellResult>> RunConformanceMatrix(
       cell.fallbacks = t.fallbacks;
       cell.failure_samples = t.samples;
       if (!t.samples.empty()) cell.first_failure = t.samples.front();
-      cell.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      cell.ms =
+          std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       if (progress) progress(cell);
       results.push_back(std::move(cell));
     }

@@ -44,7 +44,8 @@ static SpanDiff DiffSpans(const uint8_t* want, const uint8_t* got,
     }
     if (!hit) stray = true;
   }
-  d.bad_cases = static_cast<int>(std::count(case_bad.begin(), case_bad.end(), true));
+  d.bad_cases =
+      static_cast<int>(std::count(case_bad.begin(), case_bad.end(), true));
   if (d.bytes > 0 && d.bad_cases == 0 && stray) d.bad_cases = 1;
   return d;
 }
@@ -53,12 +54,13 @@ static SpanDiff DiffSpans(const uint8_t* want, const uint8_t* got,
 // each); returns the wrong blocks and describes the first in *first with
 // describe(b, wrong elements, first wrong element).
 template <typename T, typename Describe>
-int CompareBlocks(int blocks, size_t per, int dtype, int elem, const T* want, const T* got,
-                  Describe describe, std::string* first) {
+int CompareBlocks(int blocks, size_t per, int dtype, int elem, const T* want,
+                  const T* got, Describe describe, std::string* first) {
   int bad = 0;
   for (int b = 0; b < blocks; ++b) {
     ptrdiff_t f = -1;
-    const size_t n = CountMismatches(dtype, elem, want + b * per, got + b * per, per, &f);
+    const size_t n =
+        CountMismatches(dtype, elem, want + b * per, got + b * per, per, &f);
     if (n == 0) continue;
     ++bad;
     if (first->empty()) *first = describe(b, n, f);
@@ -70,8 +72,9 @@ int CompareBlocks(int blocks, size_t per, int dtype, int elem, const T* want, co
 // cases_of(b); returns the wrong spans and describes the first wrong block
 // in *first with describe(b, diff, spans).
 template <typename CasesOf, typename Describe>
-int CompareSpanBlocks(int blocks, int cpb, const uint8_t* want, const uint8_t* got,
-                      CasesOf cases_of, Describe describe, std::string* first) {
+int CompareSpanBlocks(int blocks, int cpb, const uint8_t* want,
+                      const uint8_t* got, CasesOf cases_of, Describe describe,
+                      std::string* first) {
   int bad = 0;
   for (int b = 0; b < blocks; ++b) {
     const size_t region = static_cast<size_t>(b) * kSpanCap;
@@ -85,8 +88,9 @@ int CompareSpanBlocks(int blocks, int cpb, const uint8_t* want, const uint8_t* g
 }
 
 static std::string SpanText(const SpanCase& s, bool load) {
-  return absl::StrFormat("{%s %d, %s %d, %d bytes, pred %d%s}", load ? "src" : "smem",
-                         s.src_off, load ? "smem" : "out", s.dst_off, s.bytes, s.pred,
+  return absl::StrFormat("{%s %d, %s %d, %d bytes, pred %d%s}",
+                         load ? "src" : "smem", s.src_off,
+                         load ? "smem" : "out", s.dst_off, s.bytes, s.pred,
                          load ? (s.mode == kPredZero ? " zero" : " skip") : "");
 }
 
@@ -94,7 +98,7 @@ static std::string SpanText(const SpanCase& s, bool load) {
 
 absl::Status Matrix::Barrier(Ctx& c) {
   Rng& rng = c.rng;
-  const int threads = PickThreads(rng, c.row, "fj_ct_barrier") ;
+  const int threads = PickThreads(rng, c.row, "fj_ct_barrier");
   const int phases = static_cast<int>(rng.Int(0, 9));
   const int blocks = static_cast<int>(rng.Int(1, 6));
   const uint8_t poison = kPoisons[rng.Int(0, 4)];
@@ -111,29 +115,33 @@ absl::Status Matrix::Barrier(Ctx& c) {
   l.shape.block = threads;
   l.shape.smem = BarrierSmemBytes(threads);
   l.cases = blocks;
-  l.what = absl::StrFormat("fj_ct_barrier <<<%d, %d, %u>>> phases %d", blocks, threads,
-                           l.shape.smem, phases);
+  l.what = absl::StrFormat("fj_ct_barrier <<<%d, %d, %u>>> phases %d", blocks,
+                           threads, l.shape.smem, phases);
   l.got = got.data();
   l.got_from = out_;
   l.got_bytes = words * 4;
   return RunCell(c, l, [&] {
     const size_t per = static_cast<size_t>(phases + 1) * threads;
     auto describe = [&](int b, size_t n, ptrdiff_t f) {
-      const size_t k = static_cast<size_t>(f) / threads, th = static_cast<size_t>(f) % threads;
+      const size_t k = static_cast<size_t>(f) / threads,
+                   th = static_cast<size_t>(f) % threads;
       return absl::StrFormat(
-          "block %d: %zu of %zu words differ; first: %s of thread %zu: expected 0x%08x got "
+          "block %d: %zu of %zu words differ; first: %s of thread %zu: "
+          "expected 0x%08x got "
           "0x%08x",
           b, n, per,
-          k < static_cast<size_t>(phases) ? absl::StrCat("phase ", k, " word")
-                                          : std::string("flags word (1 = test(1) fresh, 2 = "
-                                                        "!test(0) before arrival, 4 = test "
-                                                        "of the last phase)"),
+          k < static_cast<size_t>(phases)
+              ? absl::StrCat("phase ", k, " word")
+              : std::string("flags word (1 = test(1) fresh, 2 = "
+                            "!test(0) before arrival, 4 = test "
+                            "of the last phase)"),
           th, want[b * per + f], got[b * per + f]);
     };
     std::string first;
-    const int bad = CompareBlocks(blocks, per, fj::dtype_u32, 4, want.data(), got.data(),
-                                  describe, &first);
-    return Verdict{bad, absl::StrCat(bad, " of ", blocks, " blocks wrong; ", first)};
+    const int bad = CompareBlocks(blocks, per, fj::dtype_u32, 4, want.data(),
+                                  got.data(), describe, &first);
+    return Verdict{bad,
+                   absl::StrCat(bad, " of ", blocks, " blocks wrong; ", first)};
   });
 }
 
@@ -147,7 +155,8 @@ absl::Status Matrix::SpanLoad(Ctx& c) {
   const int blocks = groups * cs;
   const int64_t src_size = rng.Int(kSpanCap + 64, 64 * 1024);
   int flags = 0;
-  if (v.done == Done::kGroup || (v.done == Done::kAny && rng.Chance(0.5))) flags |= kInGroup;
+  if (v.done == Done::kGroup || (v.done == Done::kAny && rng.Chance(0.5)))
+    flags |= kInGroup;
   if (v.prefetch || rng.Chance(0.15)) flags |= kPrefetch;
   if (v.multicast) flags = (flags & ~kInGroup) | kMulticast;
   std::vector<uint8_t> src(static_cast<size_t>(src_size));
@@ -167,16 +176,20 @@ absl::Status Matrix::SpanLoad(Ctx& c) {
   l.poison = poison;
   l.poison_bytes = out_bytes;
   l.kernel = "fj_ct_span_load";
-  l.args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb), I32Arg(flags)};
+  l.args = {PtrArg(in_), PtrArg(out_), PtrArg(aux_), I32Arg(cpb),
+            I32Arg(flags)};
   l.shape.grid = blocks;
   l.shape.block = threads;
   l.shape.smem = SpanSmemBytes();
   l.shape.cluster = cs > 1 ? cs : 0;
   l.cases = groups * cpb;
   l.what = absl::StrFormat(
-      "fj_ct_span_load <<<%d, %d, %u>>>%s flags %d (%s%s%s), %d cases/block, src %d B", blocks,
-      threads, l.shape.smem, cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), flags,
-      flags & kInGroup ? "group" : "barrier", flags & kPrefetch ? "+prefetch" : "",
+      "fj_ct_span_load <<<%d, %d, %u>>>%s flags %d (%s%s%s), %d cases/block, "
+      "src %d B",
+      blocks, threads, l.shape.smem,
+      cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), flags,
+      flags & kInGroup ? "group" : "barrier",
+      flags & kPrefetch ? "+prefetch" : "",
       flags & kMulticast ? "+multicast" : "", cpb, src_size);
   l.got = got.data();
   l.got_from = out_;
@@ -188,19 +201,22 @@ absl::Status Matrix::SpanLoad(Ctx& c) {
       const int fb = d.first_byte;
       const std::string owner =
           d.first_owner < 0
-              ? std::string("a byte outside every span (must keep its stale value)")
-              : absl::StrCat("span ", SpanText(bc[d.first_owner], true), " at byte ",
-                             fb - bc[d.first_owner].dst_off);
+              ? std::string(
+                    "a byte outside every span (must keep its stale value)")
+              : absl::StrCat("span ", SpanText(bc[d.first_owner], true),
+                             " at byte ", fb - bc[d.first_owner].dst_off);
       return absl::StrFormat(
-          "block %d (cluster rank %d): %zu of %d SMEM bytes differ; first: SMEM byte %d, %s: "
+          "block %d (cluster rank %d): %zu of %d SMEM bytes differ; first: "
+          "SMEM byte %d, %s: "
           "expected 0x%02x got 0x%02x (poison 0x%02x, stale 0x%02x)",
-          b, b % cs, d.bytes, kSpanCap, fb, owner, w[fb], g[fb], poison, StaleByte(b, fb));
+          b, b % cs, d.bytes, kSpanCap, fb, owner, w[fb], g[fb], poison,
+          StaleByte(b, fb));
     };
     std::string first;
     const int bad = CompareSpanBlocks(
         blocks, cpb, want.data(), got.data(),
-        [&](int b) { return cases.data() + static_cast<size_t>(b / cs) * cpb; }, describe,
-        &first);
+        [&](int b) { return cases.data() + static_cast<size_t>(b / cs) * cpb; },
+        describe, &first);
     return Verdict{bad, absl::StrCat(bad, " spans wrong; ", first)};
   });
 }
@@ -235,8 +251,8 @@ absl::Status Matrix::SpanStore(Ctx& c) {
   l.shape.block = threads;
   l.shape.smem = SpanSmemBytes();
   l.cases = blocks * cpb;
-  l.what = absl::StrFormat("fj_ct_span_store <<<%d, %d, %u>>>, %d cases/block", blocks,
-                           threads, l.shape.smem, cpb);
+  l.what = absl::StrFormat("fj_ct_span_store <<<%d, %d, %u>>>, %d cases/block",
+                           blocks, threads, l.shape.smem, cpb);
   l.got = got.data();
   l.got_from = out_;
   l.got_bytes = bytes;
@@ -247,17 +263,20 @@ absl::Status Matrix::SpanStore(Ctx& c) {
       const std::string owner =
           d.first_owner < 0
               ? std::string("a byte no store covers (must keep the poison)")
-              : absl::StrCat("store ", SpanText(bc[d.first_owner], false), " at byte ",
-                             fb - bc[d.first_owner].dst_off);
+              : absl::StrCat("store ", SpanText(bc[d.first_owner], false),
+                             " at byte ", fb - bc[d.first_owner].dst_off);
       return absl::StrFormat(
-          "block %d: %zu of %d output bytes differ; first: out byte %d of the block, %s: "
+          "block %d: %zu of %d output bytes differ; first: out byte %d of the "
+          "block, %s: "
           "expected 0x%02x got 0x%02x (poison 0x%02x)",
-          b, d.bytes, kSpanCap, fb, owner, want[region + fb], got[region + fb], poison);
+          b, d.bytes, kSpanCap, fb, owner, want[region + fb], got[region + fb],
+          poison);
     };
     std::string first;
     const int bad = CompareSpanBlocks(
         blocks, cpb, want.data(), got.data(),
-        [&](int b) { return cases.data() + static_cast<size_t>(b) * cpb; }, describe, &first);
+        [&](int b) { return cases.data() + static_cast<size_t>(b) * cpb; },
+        describe, &first);
     return Verdict{bad, absl::StrCat(bad, " stores wrong; ", first)};
   });
 }
@@ -288,7 +307,8 @@ absl::Status Matrix::Groups(Ctx& c) {
   l.shape.smem = GroupsSmemBytes(chunk_bytes);
   l.cases = blocks;
   l.what = absl::StrFormat(
-      "fj_ct_groups <<<%d, %d, %u>>> %d chunks of %d bytes (4-slot ring, wait_group<2>)",
+      "fj_ct_groups <<<%d, %d, %u>>> %d chunks of %d bytes (4-slot ring, "
+      "wait_group<2>)",
       blocks, threads, l.shape.smem, chunks, chunk_bytes);
   l.got = got.data();
   l.got_from = out_;
@@ -297,14 +317,16 @@ absl::Status Matrix::Groups(Ctx& c) {
     const size_t per = static_cast<size_t>(chunks) * chunk_bytes;
     auto describe = [&](int b, size_t n, ptrdiff_t f) {
       return absl::StrFormat(
-          "block %d: %zu of %zu bytes differ; first: chunk %d byte %d: expected 0x%02x got "
+          "block %d: %zu of %zu bytes differ; first: chunk %d byte %d: "
+          "expected 0x%02x got "
           "0x%02x (poison 0x%02x)",
-          b, n, per, static_cast<int>(f / chunk_bytes), static_cast<int>(f % chunk_bytes),
-          want[b * per + f], got[b * per + f], poison);
+          b, n, per, static_cast<int>(f / chunk_bytes),
+          static_cast<int>(f % chunk_bytes), want[b * per + f],
+          got[b * per + f], poison);
     };
     std::string first;
-    const int bad = CompareBlocks(blocks, per, fj::dtype_u8, 1, want.data(), got.data(),
-                                  describe, &first);
+    const int bad = CompareBlocks(blocks, per, fj::dtype_u8, 1, want.data(),
+                                  got.data(), describe, &first);
     return Verdict{bad, absl::StrCat(bad, " blocks wrong; ", first)};
   });
 }

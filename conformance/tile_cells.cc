@@ -29,14 +29,16 @@ std::string ElementText(const fj::tensor_param& p, const int32_t* coords,
     g[d] = coords[d] + idx[d];
     in = in && g[d] >= 0 && g[d] < p.shape[d];
   }
-  return absl::StrCat("element ", e, " = box index ", Outer(idx, p.rank), ", tensor index ",
-                      Outer(g, p.rank), in ? " (in bounds)" : " (out of bounds)");
+  return absl::StrCat("element ", e, " = box index ", Outer(idx, p.rank),
+                      ", tensor index ", Outer(g, p.rank),
+                      in ? " (in bounds)" : " (out of bounds)");
 }
 
 // Compares `tiles` boxes; tile k's case is cases[k / per_case].
-int CompareTiles(const fj::tensor_param& p, const uint8_t* want, const uint8_t* got,
-                 int tiles, const int32_t* coords, const uint8_t* preds, int per_case,
-                 const char* unit, std::string* first) {
+int CompareTiles(const fj::tensor_param& p, const uint8_t* want,
+                 const uint8_t* got, int tiles, const int32_t* coords,
+                 const uint8_t* preds, int per_case, const char* unit,
+                 std::string* first) {
   const size_t elems = BoxElems(p), bytes = elems * p.elem_bytes;
   // Any NaN matches any NaN only under NaN fill (the data holds none).
   const int cmp_dtype = p.oob == fj::oob_nan ? p.dtype : fj::dtype_u8;
@@ -51,10 +53,11 @@ int CompareTiles(const fj::tensor_param& p, const uint8_t* want, const uint8_t* 
       const int ci = k / per_case;
       const int32_t* cc = coords + static_cast<size_t>(ci) * kCaseInts;
       *first = absl::StrCat(
-          unit, " ", k, ": tile at ", Outer(cc, p.rank), ", pred ", preds[ci], ", ",
-          TileInBounds(p, cc) ? "in bounds" : "ragged", ": ", n, " of ", elems,
-          " elements differ; first: ", ElementText(p, cc, static_cast<size_t>(f)),
-          ": expected ", Hex(want + k * bytes + f * p.elem_bytes, p.elem_bytes), " got ",
+          unit, " ", k, ": tile at ", Outer(cc, p.rank), ", pred ", preds[ci],
+          ", ", TileInBounds(p, cc) ? "in bounds" : "ragged", ": ", n, " of ",
+          elems, " elements differ; first: ",
+          ElementText(p, cc, static_cast<size_t>(f)), ": expected ",
+          Hex(want + k * bytes + f * p.elem_bytes, p.elem_bytes), " got ",
           Hex(got + k * bytes + f * p.elem_bytes, p.elem_bytes));
     }
   }
@@ -64,8 +67,9 @@ int CompareTiles(const fj::tensor_param& p, const uint8_t* want, const uint8_t* 
 // Draws `n` tiles' coordinates (kCaseInts each) and predicates (true with
 // probability `pred_chance` where the variant has predicates, else always):
 // per tile, its coordinates then its predicate.
-absl::Status MakeTiles(Rng& rng, const Variant& v, const fj::tensor_param& p, bool in_bounds,
-                       int n, double pred_chance, std::vector<int32_t>* coords,
+absl::Status MakeTiles(Rng& rng, const Variant& v, const fj::tensor_param& p,
+                       bool in_bounds, int n, double pred_chance,
+                       std::vector<int32_t>* coords,
                        std::vector<uint8_t>* preds) {
   coords->assign(static_cast<size_t>(n) * kCaseInts, 0);
   preds->assign(n, 0);
@@ -73,7 +77,8 @@ absl::Status MakeTiles(Rng& rng, const Variant& v, const fj::tensor_param& p, bo
     MakeCoords(rng, p, in_bounds, coords->data() + k * kCaseInts);
     (*preds)[k] = v.preds ? (rng.Chance(pred_chance) ? 1 : 0) : 1;
     if (in_bounds && !TileInBounds(p, coords->data() + k * kCaseInts)) {
-      return absl::InternalError("selftest bug: promise_in_bounds tile out of bounds");
+      return absl::InternalError(
+          "selftest bug: promise_in_bounds tile out of bounds");
     }
   }
   return absl::OkStatus();
@@ -83,8 +88,9 @@ absl::Status MakeTiles(Rng& rng, const Variant& v, const fj::tensor_param& p, bo
 // expected contents (g.host): each wrong element is attributed to the tile
 // covering it, or counted as a stray write.
 Verdict CompareStore(const GenTensor& g, const std::vector<uint8_t>& got,
-                     const std::vector<int32_t>& coords, const std::vector<uint8_t>& preds,
-                     int blocks, uint8_t poison) {
+                     const std::vector<int32_t>& coords,
+                     const std::vector<uint8_t>& preds, int blocks,
+                     uint8_t poison) {
   const fj::tensor_param& p = g.p;
   const int rank = p.rank;
   const size_t span = g.host.size();
@@ -94,7 +100,8 @@ Verdict CompareStore(const GenTensor& g, const std::vector<uint8_t>& got,
   size_t nbad = 0;
   std::string first;
   for (size_t e = 0; e < span / eb; ++e) {
-    if (std::memcmp(g.host.data() + e * eb, got.data() + e * eb, eb) == 0) continue;
+    if (std::memcmp(g.host.data() + e * eb, got.data() + e * eb, eb) == 0)
+      continue;
     ++nbad;
     // Tensor index of linear element e, if it is one (else padding).
     int64_t idx[FJ_TP_MAX_RANK] = {};
@@ -111,7 +118,8 @@ Verdict CompareStore(const GenTensor& g, const std::vector<uint8_t>& got,
       for (int k = 0; k < blocks && owner < 0; ++k) {
         const int32_t* cc = coords.data() + k * kCaseInts;
         bool in = true;
-        for (int d = 0; d < rank; ++d) in = in && idx[d] >= cc[d] && idx[d] < cc[d] + p.box[d];
+        for (int d = 0; d < rank; ++d)
+          in = in && idx[d] >= cc[d] && idx[d] < cc[d] + p.box[d];
         if (in) owner = k;
       }
     }
@@ -131,30 +139,33 @@ Verdict CompareStore(const GenTensor& g, const std::vector<uint8_t>& got,
         const int32_t* cc = coords.data() + owner * kCaseInts;
         int64_t bi[FJ_TP_MAX_RANK] = {};
         for (int d = 0; d < rank; ++d) bi[d] = idx[d] - cc[d];
-        where = absl::StrCat("tensor index ", Outer(idx, rank), " = block ", owner,
-                             "'s tile at ", Outer(cc, rank), " (pred ", preds[owner],
-                             ") box index ", Outer(bi, rank));
+        where = absl::StrCat("tensor index ", Outer(idx, rank), " = block ",
+                             owner, "'s tile at ", Outer(cc, rank), " (pred ",
+                             preds[owner], ") box index ", Outer(bi, rank));
       }
-      first = absl::StrCat("first: linear element ", e, ", ", where, ": expected ",
-                           Hex(g.host.data() + e * eb, eb), " got ",
-                           Hex(got.data() + e * eb, eb),
+      first = absl::StrCat("first: linear element ", e, ", ", where,
+                           ": expected ", Hex(g.host.data() + e * eb, eb),
+                           " got ", Hex(got.data() + e * eb, eb),
                            absl::StrFormat(" (poison 0x%02x)", poison));
     }
   }
   if (nbad == 0) return {};
-  int bad = static_cast<int>(std::count(tile_bad.begin(), tile_bad.end(), true));
+  int bad =
+      static_cast<int>(std::count(tile_bad.begin(), tile_bad.end(), true));
   if (bad == 0) bad = 1;
-  return {bad, absl::StrCat(nbad, " elements wrong",
-                            stray ? " (some outside every tile)" : "", "; ", first)};
+  return {bad,
+          absl::StrCat(nbad, " elements wrong",
+                       stray ? " (some outside every tile)" : "", "; ", first)};
 }
 
 }  // namespace
 
-absl::Status Matrix::DrawTileLoads(Ctx& c, const GenTensor& g, bool in_bounds, int tiles,
-                                   int boxes, double pred_chance, absl::string_view family,
-                                   TileLoads& t) {
-  FJ_CT_RETURN_IF_ERROR(
-      MakeTiles(c.rng, c.v, g.p, in_bounds, tiles, pred_chance, &t.coords, &t.preds), "");
+absl::Status Matrix::DrawTileLoads(Ctx& c, const GenTensor& g, bool in_bounds,
+                                   int tiles, int boxes, double pred_chance,
+                                   absl::string_view family, TileLoads& t) {
+  FJ_CT_RETURN_IF_ERROR(MakeTiles(c.rng, c.v, g.p, in_bounds, tiles,
+                                  pred_chance, &t.coords, &t.preds),
+                        "");
   t.pred_mode = c.v.preds ? c.index % 2 : static_cast<int>(c.rng.Int(0, 1));
   t.kernel = absl::StrCat(family, "_e", g.p.elem_bytes, "_r", g.p.rank);
   t.threads = PickThreads(c.rng, c.row, t.kernel);
@@ -168,16 +179,19 @@ absl::Status Matrix::DrawTileLoads(Ctx& c, const GenTensor& g, bool in_bounds, i
   return absl::OkStatus();
 }
 
-Matrix::CellLaunch Matrix::TileLoadLaunch(Ctx& c, const GenTensor& g, TileLoads& t, int32_t arg,
-                                          uint32_t grid, uint32_t smem, int cases) {
+Matrix::CellLaunch Matrix::TileLoadLaunch(Ctx& c, const GenTensor& g,
+                                          TileLoads& t, int32_t arg,
+                                          uint32_t grid, uint32_t smem,
+                                          int cases) {
   CellLaunch l;
-  l.args = {TensorArg(&t.targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
-            I32Arg(t.pred_mode), I32Arg(arg), PtrArg(out_)};
+  l.args = {TensorArg(&t.targ),  PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+            I32Arg(t.pred_mode), I32Arg(arg),  PtrArg(out_)};
   l.shape.grid = grid;
   l.shape.smem = smem;
   l.cases = cases;
-  l.inputs = StageTiles(c, g, in_, {in_ + g.shift, g.host.data(), g.host.size()}, t.coords,
-                        t.preds, &t.tensor, &t.targ);
+  l.inputs =
+      StageTiles(c, g, in_, {in_ + g.shift, g.host.data(), g.host.size()},
+                 t.coords, t.preds, &t.tensor, &t.targ);
   l.poison_at = out_;
   l.poison = t.poison;
   l.poison_bytes = t.got.size();
@@ -192,12 +206,14 @@ Matrix::CellLaunch Matrix::TileLoadLaunch(Ctx& c, const GenTensor& g, TileLoads&
 namespace {
 
 // The verdict on `boxes` loaded tiles of `t` (box k loads tile k / per_case).
-Verdict TileLoadVerdict(const GenTensor& g, const TileLoads& t, int boxes, int per_case,
-                        const char* unit) {
+Verdict TileLoadVerdict(const GenTensor& g, const TileLoads& t, int boxes,
+                        int per_case, const char* unit) {
   std::string first;
-  const int bad = CompareTiles(g.p, t.want.data(), t.got.data(), boxes, t.coords.data(),
-                               t.preds.data(), per_case, unit, &first);
-  return Verdict{bad, absl::StrCat(bad, " of ", boxes, " tiles wrong; ", first)};
+  const int bad =
+      CompareTiles(g.p, t.want.data(), t.got.data(), boxes, t.coords.data(),
+                   t.preds.data(), per_case, unit, &first);
+  return Verdict{bad,
+                 absl::StrCat(bad, " of ", boxes, " tiles wrong; ", first)};
 }
 
 }  // namespace
@@ -215,23 +231,29 @@ absl::Status Matrix::TileLoad(Ctx& c) {
   const int blocks = groups * cs;
   TileLoads t;
   FJ_CT_RETURN_IF_ERROR(
-      DrawTileLoads(c, g, in_bounds, groups, blocks, 0.5, "fj_ct_tile_load", t), "");
+      DrawTileLoads(c, g, in_bounds, groups, blocks, 0.5, "fj_ct_tile_load", t),
+      "");
   int flags = 0;
-  if (v.done == Done::kGroup || (v.done == Done::kAny && rng.Chance(0.5))) flags |= kInGroup;
+  if (v.done == Done::kGroup || (v.done == Done::kAny && rng.Chance(0.5)))
+    flags |= kInGroup;
   if (v.prefetch || rng.Chance(0.15)) flags |= kPrefetch;
   if (v.multicast) flags = (flags & ~kInGroup) | kMulticast;
   HostTensor ht = g.Host();
-  RefTileLoad(ht, t.coords.data(), t.preds.data(), t.pred_mode, blocks, cs, t.want.data());
-  CellLaunch l = TileLoadLaunch(c, g, t, flags, blocks, TileSmemBytes(g.p), blocks);
+  RefTileLoad(ht, t.coords.data(), t.preds.data(), t.pred_mode, blocks, cs,
+              t.want.data());
+  CellLaunch l =
+      TileLoadLaunch(c, g, t, flags, blocks, TileSmemBytes(g.p), blocks);
   l.shape.cluster = cs > 1 ? cs : 0;
   l.what = absl::StrCat(
       t.kernel, " <<<", blocks, ", ", t.threads, ", ", l.shape.smem, ">>>",
-      cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), " flags ", flags, " (",
-      flags & kInGroup ? "group" : "barrier", flags & kPrefetch ? "+prefetch" : "",
+      cs > 1 ? absl::StrCat(" cluster ", cs) : std::string(), " flags ", flags,
+      " (", flags & kInGroup ? "group" : "barrier",
+      flags & kPrefetch ? "+prefetch" : "",
       flags & kMulticast ? "+multicast" : "", "), pred_mode ",
       t.pred_mode == kPredZero ? "zero" : "skip", ", tensor ",
       TensorText(c, g, t.targ, t.threads));
-  return RunCell(c, l, [&] { return TileLoadVerdict(g, t, blocks, cs, "block"); });
+  return RunCell(c, l,
+                 [&] { return TileLoadVerdict(g, t, blocks, cs, "block"); });
 }
 
 absl::Status Matrix::TileStore(Ctx& c) {
@@ -247,7 +269,8 @@ absl::Status Matrix::TileStore(Ctx& c) {
   // Tiles on a grid shifted by `origin` (so they straddle the edges),
   // distinct cells, hence no overlap; ragged grids reach one cell past
   // each end.
-  int64_t origin[FJ_TP_MAX_RANK] = {}, lo[FJ_TP_MAX_RANK] = {}, hi[FJ_TP_MAX_RANK] = {};
+  int64_t origin[FJ_TP_MAX_RANK] = {}, lo[FJ_TP_MAX_RANK] = {},
+          hi[FJ_TP_MAX_RANK] = {};
   int64_t cells = 1;
   for (int d = 0; d < rank; ++d) {
     const int64_t b = p.box[d];
@@ -272,17 +295,20 @@ absl::Status Matrix::TileStore(Ctx& c) {
       for (int d = 0; d < rank; ++d) cell[d] = rng.Int(lo[d], hi[d] - 1);
     } while (!used.insert(cell).second);
     for (int d = 0; d < rank; ++d) {
-      coords[k * kCaseInts + d] = static_cast<int32_t>(origin[d] + cell[d] * p.box[d]);
+      coords[k * kCaseInts + d] =
+          static_cast<int32_t>(origin[d] + cell[d] * p.box[d]);
     }
     preds[k] = v.preds ? (rng.Chance(0.5) ? 1 : 0) : 1;
     if (in_bounds && !TileInBounds(p, coords.data() + k * kCaseInts)) {
-      return absl::InternalError("selftest bug: promise_in_bounds store tile out of bounds");
+      return absl::InternalError(
+          "selftest bug: promise_in_bounds store tile out of bounds");
     }
   }
   const size_t elems = BoxElems(p), box_bytes = elems * p.elem_bytes;
   std::vector<uint8_t> src(box_bytes * blocks);
   rng.Fill(src.data(), src.size());
-  const std::string kernel = absl::StrCat("fj_ct_tile_store_e", p.elem_bytes, "_r", rank);
+  const std::string kernel =
+      absl::StrCat("fj_ct_tile_store_e", p.elem_bytes, "_r", rank);
   const int threads = PickThreads(rng, c.row, kernel);
   const uint8_t poison = kPoisons[rng.Int(0, 4)];
   // The tensor lives in `out_`, poisoned; g.host becomes its expected
@@ -298,23 +324,27 @@ absl::Status Matrix::TileStore(Ctx& c) {
   fj_tensor tensor;
   fj_tensor_arg targ;
   CellLaunch l;
-  l.inputs = StageTiles(c, g, out_, {in_, src.data(), src.size()}, coords, preds, &tensor,
-                        &targ);
+  l.inputs = StageTiles(c, g, out_, {in_, src.data(), src.size()}, coords,
+                        preds, &tensor, &targ);
   l.poison_at = out_ + g.shift;
   l.poison = poison;
   l.poison_bytes = span;
   l.kernel = kernel;
-  l.args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset), PtrArg(in_)};
+  l.args = {TensorArg(&targ), PtrArg(aux_), PtrArg(aux_ + kAuxPredsOffset),
+            PtrArg(in_)};
   l.shape.grid = blocks;
   l.shape.block = threads;
   l.shape.smem = TileSmemBytes(p);
   l.cases = blocks;
-  l.what = absl::StrCat(kernel, " <<<", blocks, ", ", threads, ", ", l.shape.smem,
-                        ">>>, tensor ", TensorText(c, g, targ, threads));
+  l.what =
+      absl::StrCat(kernel, " <<<", blocks, ", ", threads, ", ", l.shape.smem,
+                   ">>>, tensor ", TensorText(c, g, targ, threads));
   l.got = got.data();
   l.got_from = out_ + g.shift;
   l.got_bytes = span;
-  return RunCell(c, l, [&] { return CompareStore(g, got, coords, preds, blocks, poison); });
+  return RunCell(c, l, [&] {
+    return CompareStore(g, got, coords, preds, blocks, poison);
+  });
 }
 
 absl::Status Matrix::Pipeline(Ctx& c) {
@@ -350,7 +380,8 @@ absl::Status Matrix::Pipeline(Ctx& c) {
     RefPipeline(ht, t.coords.data(), t.preds.data(), t.pred_mode, blocks, tiles,
                 t.want.data());
   }
-  CellLaunch l = TileLoadLaunch(c, g, t, tiles, blocks, PipelineSmemBytes(g.p), n);
+  CellLaunch l =
+      TileLoadLaunch(c, g, t, tiles, blocks, PipelineSmemBytes(g.p), n);
   l.what = absl::StrCat(
       t.kernel, " <<<", blocks, ", ", t.threads, ", ", l.shape.smem, ">>> ",
       tiles,
@@ -361,7 +392,9 @@ absl::Status Matrix::Pipeline(Ctx& c) {
       : t.pred_mode == kPredZero ? "zero"
                                  : "skip",
       form == 2 ? ")" : "", ", tensor ", TensorText(c, g, t.targ, t.threads));
-  return RunCell(c, l, [&] { return TileLoadVerdict(g, t, n, 1, "tile (block * tiles + k)"); });
+  return RunCell(c, l, [&] {
+    return TileLoadVerdict(g, t, n, 1, "tile (block * tiles + k)");
+  });
 }
 
 }  // namespace fleetjit::selftest::internal

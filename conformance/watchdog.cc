@@ -33,7 +33,8 @@ void Watchdog::Loop() {
   while (!stop_) {
     cv_.wait_for(l, std::chrono::seconds(1));
     if (stop_ || !active_) continue;
-    const double s = std::chrono::duration<double>(Clock::now() - since_).count();
+    const double s =
+        std::chrono::duration<double>(Clock::now() - since_).count();
     if (s >= 15.0 * (warned_ + 1)) {
       ++warned_;
       std::fprintf(stderr,

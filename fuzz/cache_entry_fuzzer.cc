@@ -78,7 +78,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Any (key, payload) split of the input round-trips through an entry.
   if (size > 0) {
     size_t cut = data[0] % size;
-    absl::string_view key = bytes.substr(1, cut), payload = bytes.substr(1 + cut);
+    absl::string_view key = bytes.substr(1, cut),
+                      payload = bytes.substr(1 + cut);
     std::string encoded = fleetjit::EncodeCacheEntry(key, payload);
     auto decoded = fleetjit::DecodeCacheEntry(encoded);
     Check(decoded.ok() && decoded->key == key && decoded->payload == payload);

@@ -40,7 +40,7 @@ constexpr const char kSource[] =
     " { }\n";
 constexpr const char kTarget[] = "sm_80";
 
-bool g_have_module = false;  // the init's build succeeded (NVRTC present)
+bool g_have_module = false;       // the init's build succeeded (NVRTC present)
 fj_runtime* g_runtime = nullptr;  // lives across inputs (see the top)
 
 void Use(FuzzedDataProvider& in, fj_status* st) {
@@ -70,10 +70,13 @@ fj_build_options GoodBuild() {
 }
 
 template <typename T>
-T Pick(FuzzedDataProvider& in, const std::vector<T>& live, uintptr_t forged_tag) {
+T Pick(FuzzedDataProvider& in, const std::vector<T>& live,
+       uintptr_t forged_tag) {
   switch (in.ConsumeIntegralInRange<int>(0, 5)) {
-    case 0: return nullptr;
-    case 1: return reinterpret_cast<T>(in.ConsumeIntegral<uintptr_t>() | forged_tag);
+    case 0:
+      return nullptr;
+    case 1:
+      return reinterpret_cast<T>(in.ConsumeIntegral<uintptr_t>() | forged_tag);
     default:
       if (live.empty()) return nullptr;
       return live[in.ConsumeIntegralInRange<size_t>(0, live.size() - 1)];
@@ -143,13 +146,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 0: {  // create a runtime
         if (runtimes.all.size() >= 3) break;
         fj_runtime_options o{};
-        o.struct_size = in.ConsumeBool() ? sizeof(o)
-                                         : in.ConsumeIntegralInRange<size_t>(0, sizeof(o));
+        o.struct_size = in.ConsumeBool()
+                            ? sizeof(o)
+                            : in.ConsumeIntegralInRange<size_t>(0, sizeof(o));
         // Never a runtime that would compile the cached request again: no
         // DISABLE_DISK_CACHE, and a copy override of AUTO or out of range.
-        o.flags = in.ConsumeIntegralInRange<uint32_t>(0, 4) & ~uint32_t{FJ_RUNTIME_DISABLE_DISK_CACHE};
-        o.copy_impl_override = static_cast<fj_copy_impl>(in.ConsumeBool() ? 0 : in.ConsumeIntegralInRange<int>(4, 9));
-        runtimes.Add(CreateRuntime(in.ConsumeIntegralInRange<int>(0, 3) ? &o : nullptr));
+        o.flags = in.ConsumeIntegralInRange<uint32_t>(0, 4) &
+                  ~uint32_t{FJ_RUNTIME_DISABLE_DISK_CACHE};
+        o.copy_impl_override = static_cast<fj_copy_impl>(
+            in.ConsumeBool() ? 0 : in.ConsumeIntegralInRange<int>(4, 9));
+        runtimes.Add(
+            CreateRuntime(in.ConsumeIntegralInRange<int>(0, 3) ? &o : nullptr));
         break;
       }
       case 1:  // destroy a runtime (any handle)
@@ -167,61 +174,82 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           if (in.ConsumeBool()) o.source = S(src);
           o.nvrtc_options = in.ConsumeBool() ? opts : nullptr;
           o.num_nvrtc_options = in.ConsumeIntegralInRange<size_t>(0, 2);
-          o.copy_impl = static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-1, 5));
-          o.output = static_cast<fj_output>(in.ConsumeIntegralInRange<int>(-1, 3));
+          o.copy_impl =
+              static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-1, 5));
+          o.output =
+              static_cast<fj_output>(in.ConsumeIntegralInRange<int>(-1, 3));
           o.flags = in.ConsumeIntegral<uint32_t>();
           o.struct_size = in.ConsumeIntegralInRange<size_t>(0, sizeof(o));
-          if (o.struct_size < offsetof(fj_build_options, target) + sizeof(fj_str))
-            o.struct_size = 0;  // no target: would need a device (or compile on a GPU host)
+          if (o.struct_size <
+              offsetof(fj_build_options, target) + sizeof(fj_str))
+            o.struct_size =
+                0;  // no target: would need a device (or compile on a GPU host)
         }
         fj_module* m = nullptr;
-        Use(in, fj_module_build(rt, in.ConsumeIntegralInRange<int>(0, 7) ? &o : nullptr,
-                                in.ConsumeIntegralInRange<int>(0, 7) ? &m : nullptr));
+        Use(in, fj_module_build(
+                    rt, in.ConsumeIntegralInRange<int>(0, 7) ? &o : nullptr,
+                    in.ConsumeIntegralInRange<int>(0, 7) ? &m : nullptr));
         modules.Add(m);
         break;
       }
       case 3: {  // look up a kernel
-        static const char* const kNames[] = {"k", "s", "s(pair, double, unsigned char, short, long long)", "nope", ""};
-        std::string name = in.ConsumeBool() ? std::string(in.PickValueInArray(kNames))
-                                            : in.ConsumeRandomLengthString(16);
+        static const char* const kNames[] = {
+            "k", "s", "s(pair, double, unsigned char, short, long long)",
+            "nope", ""};
+        std::string name = in.ConsumeBool()
+                               ? std::string(in.PickValueInArray(kNames))
+                               : in.ConsumeRandomLengthString(16);
         fj_kernel* k = nullptr;
-        Use(in, fj_module_get_kernel(mod, S(name), in.ConsumeIntegral<uint32_t>() & 3,
-                                     in.ConsumeIntegralInRange<int>(0, 7) ? &k : nullptr));
+        Use(in, fj_module_get_kernel(
+                    mod, S(name), in.ConsumeIntegral<uint32_t>() & 3,
+                    in.ConsumeIntegralInRange<int>(0, 7) ? &k : nullptr));
         if (k != nullptr) kernels.push_back(k);
         break;
       }
       case 4: {  // kernel info
         fj_kernel_info info{};
         info.struct_size = in.ConsumeBool() ? sizeof(info)
-                                            : in.ConsumeIntegralInRange<size_t>(0, sizeof(info));
-        Use(in, fj_kernel_info_get(ker, in.ConsumeIntegralInRange<int>(0, 7) ? &info : nullptr));
+                                            : in.ConsumeIntegralInRange<size_t>(
+                                                  0, sizeof(info));
+        Use(in,
+            fj_kernel_info_get(
+                ker, in.ConsumeIntegralInRange<int>(0, 7) ? &info : nullptr));
         break;
       }
       case 5: {  // launch with random arguments
         fj_launch_config cfg{};
         cfg.struct_size = in.ConsumeBool() ? sizeof(cfg)
-                                           : in.ConsumeIntegralInRange<size_t>(0, sizeof(cfg));
-        for (auto& g : cfg.grid) g = in.ConsumeIntegralInRange<uint32_t>(0, 70000);
-        for (auto& b : cfg.block) b = in.ConsumeIntegralInRange<uint32_t>(0, 2048);
-        for (auto& c : cfg.cluster) c = in.ConsumeIntegralInRange<uint32_t>(0, 17);
+                                           : in.ConsumeIntegralInRange<size_t>(
+                                                 0, sizeof(cfg));
+        for (auto& g : cfg.grid)
+          g = in.ConsumeIntegralInRange<uint32_t>(0, 70000);
+        for (auto& b : cfg.block)
+          b = in.ConsumeIntegralInRange<uint32_t>(0, 2048);
+        for (auto& c : cfg.cluster)
+          c = in.ConsumeIntegralInRange<uint32_t>(0, 17);
         cfg.shared_bytes = in.ConsumeIntegral<uint32_t>();
         cfg.stream = in.ConsumeIntegralInRange<int>(0, 3)
                          ? nullptr
-                         : reinterpret_cast<fj_stream*>(in.ConsumeIntegral<uintptr_t>() | 8);
+                         : reinterpret_cast<fj_stream*>(
+                               in.ConsumeIntegral<uintptr_t>() | 8);
         size_t n = in.ConsumeIntegralInRange<size_t>(0, 7);
         std::vector<fj_arg> args(n);
         uint8_t blob[64] = {};
         for (auto& a : args) {
-          a.struct_size = in.ConsumeIntegralInRange<int>(0, 7) ? sizeof(fj_arg)
-                                                                : in.ConsumeIntegral<uint8_t>() % sizeof(fj_arg);
-          a.kind = static_cast<fj_arg_kind>(in.ConsumeIntegralInRange<int>(0, 16));
+          a.struct_size = in.ConsumeIntegralInRange<int>(0, 7)
+                              ? sizeof(fj_arg)
+                              : in.ConsumeIntegral<uint8_t>() % sizeof(fj_arg);
+          a.kind =
+              static_cast<fj_arg_kind>(in.ConsumeIntegralInRange<int>(0, 16));
           a.size = in.ConsumeIntegralInRange<uint32_t>(0, 72);
           a.v.u64 = in.ConsumeIntegral<uint64_t>();
-          if (a.kind == FJ_ARG_BYTES) a.v.bytes = a.size <= sizeof(blob) ? blob : nullptr;
+          if (a.kind == FJ_ARG_BYTES)
+            a.v.bytes = a.size <= sizeof(blob) ? blob : nullptr;
           if (a.kind == FJ_ARG_TENSOR) a.v.tensor = nullptr;
         }
-        Use(in, fj_launch(ker, in.ConsumeIntegralInRange<int>(0, 7) ? &cfg : nullptr,
-                          n == 0 && in.ConsumeBool() ? nullptr : args.data(), n));
+        Use(in, fj_launch(
+                    ker, in.ConsumeIntegralInRange<int>(0, 7) ? &cfg : nullptr,
+                    n == 0 && in.ConsumeBool() ? nullptr : args.data(), n));
         break;
       }
       case 6:  // destroy a module (any handle)
@@ -231,7 +259,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 7: {  // module info and image
         fj_module_info info{};
         info.struct_size = in.ConsumeBool() ? sizeof(info)
-                                            : in.ConsumeIntegralInRange<size_t>(0, sizeof(info));
+                                            : in.ConsumeIntegralInRange<size_t>(
+                                                  0, sizeof(info));
         Use(in, fj_module_info_get(mod, in.ConsumeBool() ? &info : nullptr));
         const void* image = nullptr;
         size_t bytes = 0;
@@ -241,9 +270,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 8: {  // cache statistics and flush
         fj_cache_stats stats{};
-        stats.struct_size = in.ConsumeBool() ? sizeof(stats)
-                                             : in.ConsumeIntegralInRange<size_t>(0, sizeof(stats));
-        Use(in, fj_cache_stats_get(rt, in.ConsumeIntegralInRange<int>(0, 7) ? &stats : nullptr));
+        stats.struct_size =
+            in.ConsumeBool()
+                ? sizeof(stats)
+                : in.ConsumeIntegralInRange<size_t>(0, sizeof(stats));
+        Use(in,
+            fj_cache_stats_get(
+                rt, in.ConsumeIntegralInRange<int>(0, 7) ? &stats : nullptr));
         Use(in, fj_cache_flush(rt, 0));
         break;
       }
@@ -252,23 +285,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         Use(in, fj_device_count(rt, in.ConsumeBool() ? &count : nullptr));
         fj_device_info info{};
         info.struct_size = in.ConsumeBool() ? sizeof(info)
-                                            : in.ConsumeIntegralInRange<size_t>(0, sizeof(info));
-        Use(in, fj_device_info_get(rt, in.ConsumeIntegralInRange<int32_t>(-2, 9), &info));
-        (void)fj_runtime_driver_error(rt != nullptr && !runtimes.all.empty() ? runtimes.all[0] : nullptr);
+                                            : in.ConsumeIntegralInRange<size_t>(
+                                                  0, sizeof(info));
+        Use(in, fj_device_info_get(
+                    rt, in.ConsumeIntegralInRange<int32_t>(-2, 9), &info));
+        (void)fj_runtime_driver_error(
+            rt != nullptr && !runtimes.all.empty() ? runtimes.all[0] : nullptr);
         Use(in, fj_mem_free(rt, in.ConsumeIntegral<uint64_t>()));
         fj_stream* s = nullptr;
-        Use(in, fj_stream_create(rt, in.ConsumeIntegralInRange<int32_t>(-1, 2), &s));
+        Use(in, fj_stream_create(rt, in.ConsumeIntegralInRange<int32_t>(-1, 2),
+                                 &s));
         if (s != nullptr) Use(in, fj_stream_destroy(s));
-        Use(in, fj_stream_synchronize(reinterpret_cast<fj_stream*>(in.ConsumeIntegral<uintptr_t>())));
+        Use(in, fj_stream_synchronize(reinterpret_cast<fj_stream*>(
+                    in.ConsumeIntegral<uintptr_t>())));
         break;
       }
       case 10: {  // copy plans
-        std::string t = in.ConsumeBool() ? std::string("sm_90a") : in.ConsumeRandomLengthString(12);
+        std::string t = in.ConsumeBool() ? std::string("sm_90a")
+                                         : in.ConsumeRandomLengthString(12);
         fj_copy_plan plan{};
         plan.struct_size = in.ConsumeBool() ? sizeof(plan)
-                                            : in.ConsumeIntegralInRange<size_t>(0, sizeof(plan));
-        Use(in, fj_copy_plan_for_target(S(t), static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-1, 5)),
-                                        in.ConsumeBool() ? &plan : nullptr));
+                                            : in.ConsumeIntegralInRange<size_t>(
+                                                  0, sizeof(plan));
+        Use(in,
+            fj_copy_plan_for_target(S(t),
+                                    static_cast<fj_copy_impl>(
+                                        in.ConsumeIntegralInRange<int>(-1, 5)),
+                                    in.ConsumeBool() ? &plan : nullptr));
         break;
       }
       case 11: {  // a tensor check
@@ -281,7 +324,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         t.data = reinterpret_cast<void*>(in.ConsumeIntegral<uintptr_t>());
         t.device.device_type = in.ConsumeIntegralInRange<int32_t>(0, 14);
         t.ndim = in.ConsumeIntegralInRange<int32_t>(-1, 5);
-        t.dtype = {in.ConsumeIntegralInRange<uint8_t>(0, 10), in.ConsumeIntegral<uint8_t>(), 1};
+        t.dtype = {in.ConsumeIntegralInRange<uint8_t>(0, 10),
+                   in.ConsumeIntegral<uint8_t>(), 1};
         t.shape = shape;
         t.strides = in.ConsumeBool() ? strides : nullptr;
         t.byte_offset = in.ConsumeIntegral<uint64_t>();
@@ -297,9 +341,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 12:  // names of codes and enums
         (void)fj_code_name(static_cast<fj_code>(in.ConsumeIntegral<int>()));
-        (void)fj_copy_impl_name(static_cast<fj_copy_impl>(in.ConsumeIntegral<int>()));
-        (void)fj_feature_name(static_cast<fj_feature>(in.ConsumeIntegral<int>()));
-        (void)fj_support_name(static_cast<fj_support>(in.ConsumeIntegral<int>()));
+        (void)fj_copy_impl_name(
+            static_cast<fj_copy_impl>(in.ConsumeIntegral<int>()));
+        (void)fj_feature_name(
+            static_cast<fj_feature>(in.ConsumeIntegral<int>()));
+        (void)fj_support_name(
+            static_cast<fj_support>(in.ConsumeIntegral<int>()));
         (void)fj_version();
         break;
       case 13:  // a NULL status is OK and may be freed

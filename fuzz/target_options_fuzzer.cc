@@ -38,18 +38,22 @@ struct Padded {
 
 size_t PickSize(FuzzedDataProvider& in, size_t real) {
   switch (in.ConsumeIntegralInRange<int>(0, 3)) {
-    case 0: return real;
-    case 1: return in.ConsumeIntegralInRange<size_t>(0, real);
-    case 2: return in.ConsumeIntegralInRange<size_t>(real, real + 256);
-    default: return in.ConsumeIntegralInRange<size_t>(0, 2 * sizeof(size_t));
+    case 0:
+      return real;
+    case 1:
+      return in.ConsumeIntegralInRange<size_t>(0, real);
+    case 2:
+      return in.ConsumeIntegralInRange<size_t>(real, real + 256);
+    default:
+      return in.ConsumeIntegralInRange<size_t>(0, 2 * sizeof(size_t));
   }
 }
 
-const char* const kEnv[] = {
-    "FLEETJIT_TARGET",  "FLEETJIT_COPY_IMPL", "FLEETJIT_CACHE_DIR",
-    "FLEETJIT_CACHE_MAX_BYTES", "FLEETJIT_CACHE", "FLEETJIT_THUNKS",
-    "FLEETJIT_LIBCUDA", "FLEETJIT_LIBNVRTC", "FLEETJIT_REMOTE_CACHE",
-    "FLEETJIT_FLEET_KEY"};
+const char* const kEnv[] = {"FLEETJIT_TARGET",       "FLEETJIT_COPY_IMPL",
+                            "FLEETJIT_CACHE_DIR",    "FLEETJIT_CACHE_MAX_BYTES",
+                            "FLEETJIT_CACHE",        "FLEETJIT_THUNKS",
+                            "FLEETJIT_LIBCUDA",      "FLEETJIT_LIBNVRTC",
+                            "FLEETJIT_REMOTE_CACHE", "FLEETJIT_FLEET_KEY"};
 
 }  // namespace
 
@@ -72,7 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Padded<fj_copy_plan> plan;
     plan.get()->struct_size = PickSize(in, sizeof(fj_copy_plan));
     auto e = static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-2, 6));
-    Free(fj_copy_plan_for_target(S(name), e, in.ConsumeBool() ? plan.get() : nullptr));
+    Free(fj_copy_plan_for_target(S(name), e,
+                                 in.ConsumeBool() ? plan.get() : nullptr));
     (void)fj_copy_impl_name(e);
     (void)fj_feature_name(static_cast<fj_feature>(in.ConsumeIntegral<int>()));
     (void)fj_support_name(static_cast<fj_support>(in.ConsumeIntegral<int>()));
@@ -83,7 +88,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     int n = in.ConsumeIntegralInRange<int>(0, 4);
     for (int i = 0; i < n; ++i) {
-      const char* var = kEnv[in.ConsumeIntegralInRange<size_t>(0, std::size(kEnv) - 1)];
+      const char* var =
+          kEnv[in.ConsumeIntegralInRange<size_t>(0, std::size(kEnv) - 1)];
       std::string value = in.ConsumeRandomLengthString(64);
       setenv(var, value.c_str(), 1);
     }
@@ -102,13 +108,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string url = "\x01" + in.ConsumeRandomLengthString(32);
     fj_runtime_options* o = ro.get();
     o->target_override = S(t);
-    o->copy_impl_override = static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-1, 6));
-    o->flags = in.ConsumeIntegral<uint32_t>() | (1u << 31);  // unknown flag: refused
+    o->copy_impl_override =
+        static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-1, 6));
+    o->flags =
+        in.ConsumeIntegral<uint32_t>() | (1u << 31);  // unknown flag: refused
     o->remote_cache_url = S(url);
     o->struct_size = PickSize(in, sizeof(fj_runtime_options));
     fj_runtime* rt = nullptr;
     fj_status* st = fj_runtime_create(o, &rt);
-    if (fj_status_code(st) == FJ_OK) __builtin_trap();  // the flag must be refused
+    if (fj_status_code(st) == FJ_OK)
+      __builtin_trap();  // the flag must be refused
     Free(st);
   }
 
@@ -138,7 +147,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     o->num_nvrtc_options = in.ConsumeIntegralInRange<size_t>(0, 3);
     o->name_expressions = in.ConsumeBool() ? opts : nullptr;
     o->num_name_expressions = in.ConsumeIntegralInRange<size_t>(0, 3);
-    o->copy_impl = static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-1, 6));
+    o->copy_impl =
+        static_cast<fj_copy_impl>(in.ConsumeIntegralInRange<int>(-1, 6));
     o->output = static_cast<fj_output>(in.ConsumeIntegralInRange<int>(-1, 4));
     o->flags = in.ConsumeIntegral<uint32_t>();
     o->struct_size = PickSize(in, sizeof(fj_build_options));

@@ -50,8 +50,9 @@ void FillTensor(FuzzedDataProvider& in, Tensor& x) {
   for (int i = 0; i < 8; ++i) {
     x.shape[i] = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(0, 4096)
                                   : in.ConsumeIntegral<int64_t>();
-    x.strides[i] = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(-2, 1 << 20)
-                                    : in.ConsumeIntegral<int64_t>();
+    x.strides[i] = in.ConsumeBool()
+                       ? in.ConsumeIntegralInRange<int64_t>(-2, 1 << 20)
+                       : in.ConsumeIntegral<int64_t>();
   }
   x.t.shape = in.ConsumeIntegralInRange<int>(0, 15) ? x.shape : nullptr;
   x.t.strides = in.ConsumeBool() ? x.strides : nullptr;
@@ -60,10 +61,12 @@ void FillTensor(FuzzedDataProvider& in, Tensor& x) {
       in.ConsumeBool() ? in.ConsumeIntegralInRange<uintptr_t>(0, 1) << 40 |
                              (in.ConsumeIntegralInRange<uintptr_t>(0, 255) << 4)
                        : in.ConsumeIntegral<uintptr_t>());
-  x.t.byte_offset = in.ConsumeBool() ? in.ConsumeIntegralInRange<uint64_t>(0, 64)
-                                     : in.ConsumeIntegral<uint64_t>();
+  x.t.byte_offset = in.ConsumeBool()
+                        ? in.ConsumeIntegralInRange<uint64_t>(0, 64)
+                        : in.ConsumeIntegral<uint64_t>();
   x.arg.struct_size = in.ConsumeBool() ? sizeof(fj_tensor_arg)
-                                       : in.ConsumeIntegralInRange<size_t>(0, sizeof(fj_tensor_arg));
+                                       : in.ConsumeIntegralInRange<size_t>(
+                                             0, sizeof(fj_tensor_arg));
   x.arg.tensor = in.ConsumeIntegralInRange<int>(0, 15) ? &x.t : nullptr;
   for (auto& b : x.arg.box) {
     b = in.ConsumeBool() ? in.ConsumeIntegralInRange<uint32_t>(0, 300)
@@ -100,7 +103,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     Tensor x;
     FillTensor(in, x);
-    const fj_tensor_arg* arg = in.ConsumeIntegralInRange<int>(0, 15) ? &x.arg : nullptr;
+    const fj_tensor_arg* arg =
+        in.ConsumeIntegralInRange<int>(0, 15) ? &x.arg : nullptr;
     auto desc = fleetjit::DescribeTensor(arg, 0);
     if (desc.ok()) {
       std::string why = fleetjit::TmaRejection(*desc);
@@ -108,10 +112,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fleetjit::FillTensorParam(*desc, &param);
     }
     fj_tensor_check check{};
-    check.struct_size = in.ConsumeBool() ? sizeof(check)
-                                         : in.ConsumeIntegralInRange<size_t>(0, sizeof(check));
-    fj_status* st = fj_tensor_arg_check(arg,
-                                        in.ConsumeBool() ? &check : nullptr);
+    check.struct_size =
+        in.ConsumeBool() ? sizeof(check)
+                         : in.ConsumeIntegralInRange<size_t>(0, sizeof(check));
+    fj_status* st =
+        fj_tensor_arg_check(arg, in.ConsumeBool() ? &check : nullptr);
     // The C ABI and the runtime agree on what is a valid tensor.
     if (st == nullptr && check.struct_size == sizeof(check)) {
       Check(desc.ok());
@@ -125,23 +130,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   entry.name = entry.lowered_name = "fuzzed";
   uint32_t offset = 0;
   int num_params = in.ConsumeIntegralInRange<int>(0, 8);
-  for (int i = 0; i < num_params; ++i) entry.params.push_back(RandomParam(in, offset));
+  for (int i = 0; i < num_params; ++i)
+    entry.params.push_back(RandomParam(in, offset));
   entry.param_bytes = offset;
 
   size_t n = in.ConsumeIntegralInRange<size_t>(0, 9);
-  size_t stride = in.ConsumeBool()
-                      ? sizeof(fj_arg)
-                      : in.ConsumeIntegralInRange<size_t>(0, sizeof(fj_arg) + 32);
+  size_t stride = in.ConsumeBool() ? sizeof(fj_arg)
+                                   : in.ConsumeIntegralInRange<size_t>(
+                                         0, sizeof(fj_arg) + 32);
   // Elements sit at a multiple of alignof(fj_arg), as a newer caller's
-  // longer struct would (see the report: an odd struct_size is read misaligned).
+  // longer struct would (see the report: an odd struct_size is read
+  // misaligned).
   size_t cell = (std::max(stride, sizeof(fj_arg)) + 7) / 8 * 8;
   std::vector<unsigned char> storage(cell * std::max<size_t>(n, 1) + 64, 0);
   std::vector<std::unique_ptr<Tensor>> tensors;
   std::vector<std::vector<unsigned char>> blobs;
   for (size_t i = 0; i < n; ++i) {
     fj_arg a{};
-    a.struct_size = in.ConsumeIntegralInRange<int>(0, 7) ? stride
-                                                         : in.ConsumeIntegral<uint8_t>();
+    a.struct_size = in.ConsumeIntegralInRange<int>(0, 7)
+                        ? stride
+                        : in.ConsumeIntegral<uint8_t>();
     a.kind = static_cast<fj_arg_kind>(in.ConsumeIntegralInRange<int>(0, 16));
     a.size = in.ConsumeBool() ? in.ConsumeIntegralInRange<uint32_t>(0, 400)
                               : in.ConsumeIntegral<uint32_t>();
@@ -150,7 +158,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       tensors.push_back(std::make_unique<Tensor>());
       FillTensor(in, *tensors.back());
       a.v.tensor = &tensors.back()->arg;
-    } else if (a.kind == FJ_ARG_BYTES && a.size <= 4096 && in.ConsumeIntegralInRange<int>(0, 7)) {
+    } else if (a.kind == FJ_ARG_BYTES && a.size <= 4096 &&
+               in.ConsumeIntegralInRange<int>(0, 7)) {
       // By-value bytes: the caller's buffer holds `size` bytes.
       blobs.emplace_back(a.size, 0xab);
       a.v.bytes = blobs.back().data();
@@ -168,7 +177,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)fleetjit::CheckArgArray(args, n, stride);
   stride = cell;
 
-  auto impl = static_cast<fleetjit::jit::CopyImpl>(in.ConsumeIntegralInRange<int>(0, 2));
+  auto impl = static_cast<fleetjit::jit::CopyImpl>(
+      in.ConsumeIntegralInRange<int>(0, 2));
   fleetjit::TensorEncoder encoder(nullptr, "fuzzed", nullptr, nullptr);
   encoder.set_cache_enabled(in.ConsumeBool());
   std::vector<uint8_t> buffer(entry.param_bytes + 1, 0xcd);

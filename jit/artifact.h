@@ -8,10 +8,10 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
 
@@ -24,9 +24,9 @@ enum class ParamKind : uint8_t {
   kUnsigned = 2,  // unsigned integer (also bool, char)
   kFloat = 3,     // float16 (2), float (4), double (8); bf16 is kBFloat
   kBFloat = 4,
-  kPointer = 5,   // any T*
-  kTensor = 6,    // fj::tensor<T, R> (tensor_dtype, tensor_rank set)
-  kStruct = 7,    // other by-value struct
+  kPointer = 5,  // any T*
+  kTensor = 6,   // fj::tensor<T, R> (tensor_dtype, tensor_rank set)
+  kStruct = 7,   // other by-value struct
 };
 
 struct ParamSpec {
@@ -39,7 +39,7 @@ struct ParamSpec {
   // launch checks the element size (runtime/tensor_encoder.cc).
   int32_t tensor_dtype = -1;
   int32_t tensor_rank = 0;
-  std::string type_name;      // demangled C++ type, "" if unknown
+  std::string type_name;  // demangled C++ type, "" if unknown
 };
 
 struct KernelEntry {
@@ -53,10 +53,10 @@ struct Artifact {
   Target target;
   CopyImpl copy_impl = CopyImpl::kSync;
   bool is_ptx = false;
-  std::string image;         // cubin bytes, or PTX text when is_ptx
-  std::string ptx;           // PTX (always kept: layouts and inspection)
-  std::string log;           // NVRTC's log (warnings)
-  std::string compiler;      // compiler identity, e.g. "nvrtc 13.0 (...)"
+  std::string image;     // cubin bytes, or PTX text when is_ptx
+  std::string ptx;       // PTX (always kept: layouts and inspection)
+  std::string log;       // NVRTC's log (warnings)
+  std::string compiler;  // compiler identity, e.g. "nvrtc 13.0 (...)"
   double compile_ms = 0;
   std::vector<KernelEntry> kernels;
   std::string thunk_object;  // ELF object of the launch thunks, or ""

@@ -7,9 +7,12 @@ namespace {
 
 int MinArch(CopyImpl impl) {
   switch (impl) {
-    case CopyImpl::kSync: return 0;
-    case CopyImpl::kCpAsync: return 80;  // cp.async arrived with Ampere
-    case CopyImpl::kTma: return 90;      // bulk copies and TMA with Hopper
+    case CopyImpl::kSync:
+      return 0;
+    case CopyImpl::kCpAsync:
+      return 80;  // cp.async arrived with Ampere
+    case CopyImpl::kTma:
+      return 90;  // bulk copies and TMA with Hopper
   }
   return 0;
 }
@@ -26,23 +29,23 @@ Support SupportOf(CopyImpl impl, Feature f, const Target& target) {
       return f == kCopyS2G || f == kL2Prefetch ? N : E;
     case CopyImpl::kCpAsync:
       switch (f) {
-        case kBarrier:      // mbarrier + cp.async.mbarrier.arrive (sm_80)
-        case kGroupWait:    // cp.async.commit_group / wait_group
+        case kBarrier:    // mbarrier + cp.async.mbarrier.arrive (sm_80)
+        case kGroupWait:  // cp.async.commit_group / wait_group
         case kCopyG2S:
         case kCopyS2G:
-        case kPredicate:    // src-size 0 / ignore-src
-        case kOobZeros:     // src-size clamping
+        case kPredicate:  // src-size 0 / ignore-src
+        case kOobZeros:   // src-size clamping
         case kL2Prefetch:
           return N;
-        default:            // tiles walked in software, NaN by stores,
-          return E;         // no clusters below sm_90
+        default:     // tiles walked in software, NaN by stores,
+          return E;  // no clusters below sm_90
       }
     case CopyImpl::kTma:
       switch (f) {
-        case kGroupWait:    // TMA loads complete only on mbarriers: grouped
-          return E;         // loads go through cp.async instead
-        case kMulticast:    // .multicast::cluster: sm_90, and the
-                            // arch/family-specific Blackwell datacenter targets
+        case kGroupWait:  // TMA loads complete only on mbarriers: grouped
+          return E;       // loads go through cp.async instead
+        case kMulticast:  // .multicast::cluster: sm_90, and the
+                          // arch/family-specific Blackwell datacenter targets
           return target.arch == 90 ||
                          ((target.arch == 100 || target.arch == 103 ||
                            target.arch == 110) &&
@@ -60,17 +63,20 @@ Support SupportOf(CopyImpl impl, Feature f, const Target& target) {
 
 absl::string_view CopyImplName(CopyImpl impl) {
   switch (impl) {
-    case CopyImpl::kSync: return "sync";
-    case CopyImpl::kCpAsync: return "cp_async";
-    case CopyImpl::kTma: return "tma";
+    case CopyImpl::kSync:
+      return "sync";
+    case CopyImpl::kCpAsync:
+      return "cp_async";
+    case CopyImpl::kTma:
+      return "tma";
   }
   return "unknown";
 }
 
 absl::string_view FeatureName(Feature feature) {
   static constexpr absl::string_view kNames[kFeatureCount] = {
-      "barrier", "group_wait", "copy_g2s", "copy_s2g", "predicate",
-      "tile_copy", "oob_zeros", "oob_nan", "multicast", "l2_prefetch"};
+      "barrier",   "group_wait", "copy_g2s", "copy_s2g",  "predicate",
+      "tile_copy", "oob_zeros",  "oob_nan",  "multicast", "l2_prefetch"};
   int i = static_cast<int>(feature);
   return i >= 0 && i < kFeatureCount ? kNames[i] : "unknown";
 }
@@ -113,8 +119,8 @@ absl::StatusOr<CopyPlan> MakeCopyPlan(const Target& target,
     return absl::FailedPreconditionError(absl::StrCat(
         "copy implementation '", CopyImplName(plan.impl), "' needs sm_",
         MinArch(plan.impl), " or newer; target ", target.Name(),
-        " lacks it (choose ",
-        CopyImplName(ChooseCopyImplementation(target)), " or auto)"));
+        " lacks it (choose ", CopyImplName(ChooseCopyImplementation(target)),
+        " or auto)"));
   }
   for (int i = 0; i < kFeatureCount; ++i) {
     plan.support[i] = SupportOf(plan.impl, static_cast<Feature>(i), target);

@@ -9,9 +9,9 @@
 
 #include <array>
 #include <optional>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "jit/target.h"
 
 namespace fleetjit::jit {
@@ -21,8 +21,16 @@ enum class CopyImpl { kSync = 0, kCpAsync = 1, kTma = 2 };
 
 // Indexed like fj_feature in the C header.
 enum class Feature {
-  kBarrier, kGroupWait, kCopyG2S, kCopyS2G, kPredicate, kTileCopy,
-  kOobZeros, kOobNan, kMulticast, kL2Prefetch,
+  kBarrier,
+  kGroupWait,
+  kCopyG2S,
+  kCopyS2G,
+  kPredicate,
+  kTileCopy,
+  kOobZeros,
+  kOobNan,
+  kMulticast,
+  kL2Prefetch,
 };
 inline constexpr int kFeatureCount = 10;
 
@@ -34,9 +42,9 @@ struct CopyPlan {
   std::array<Support, kFeatureCount> support{};
 };
 
-absl::string_view CopyImplName(CopyImpl impl);    // "sync", "cp_async", "tma"
-absl::string_view FeatureName(Feature feature);   // "group_wait"
-absl::string_view SupportName(Support support);   // "native", "emulated"
+absl::string_view CopyImplName(CopyImpl impl);   // "sync", "cp_async", "tma"
+absl::string_view FeatureName(Feature feature);  // "group_wait"
+absl::string_view SupportName(Support support);  // "native", "emulated"
 // Parses "sync" | "cp_async" | "tma" (also "cp.async"); nullopt otherwise.
 std::optional<CopyImpl> ParseCopyImpl(absl::string_view name);
 

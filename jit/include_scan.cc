@@ -21,7 +21,9 @@
 namespace fleetjit::jit {
 namespace {
 
-int64_t Ns(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; }
+int64_t Ns(const struct timespec& t) {
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
 
 int64_t NowNs() {
   struct timespec t;
@@ -43,12 +45,14 @@ class FactsMemo {
  public:
   // The facts of the regular file at `path`, whose stat() said `identity`;
   // null if it cannot be read.
-  std::shared_ptr<const FileFacts> Get(const std::string& path, const FileIdentity& identity,
+  std::shared_ptr<const FileFacts> Get(const std::string& path,
+                                       const FileIdentity& identity,
                                        int64_t racy_window_ns) {
     {
       absl::MutexLock lock(&mu_);
       auto it = facts_.find(path);
-      if (it != facts_.end() && !it->second->racy && it->second->identity == identity) {
+      if (it != facts_.end() && !it->second->racy &&
+          it->second->identity == identity) {
         return it->second;
       }
     }
@@ -57,11 +61,13 @@ class FactsMemo {
     const int64_t read_at = NowNs();
     files::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.ok()) return nullptr;
-    auto content = files::ReadFully(fd.get(), static_cast<uint64_t>(identity.size));
+    auto content =
+        files::ReadFully(fd.get(), static_cast<uint64_t>(identity.size));
     if (!content.ok()) return nullptr;
     auto f = std::make_shared<FileFacts>();
     f->identity = identity;
-    f->racy = std::max(identity.mtime_ns, identity.ctime_ns) + racy_window_ns > read_at;
+    f->racy = std::max(identity.mtime_ns, identity.ctime_ns) + racy_window_ns >
+              read_at;
     f->sha256 = Sha256::Hex(Sha256::Hash(*content));
     f->includes = IncludeDirectives(*content, &f->computed);
     absl::MutexLock lock(&mu_);
@@ -71,7 +77,8 @@ class FactsMemo {
 
  private:
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const FileFacts>> facts_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<const FileFacts>> facts_
+      ABSL_GUARDED_BY(mu_);
 };
 
 FactsMemo& Memo() {
@@ -117,15 +124,18 @@ void VouchForMissingPaths(IncludeScan& scan, int64_t racy_window_ns) {
       if (inserted) it->second = IdentityOf(folder);
       const FileIdentity& f = it->second;
       if (f.kind == FileIdentity::kDirectory) {
-        if (std::max(f.mtime_ns, f.ctime_ns) + racy_window_ns <= now && NothingAt(child)) {
-          if (inserted || std::find(vouching.begin(), vouching.end(), folder) == vouching.end()) {
+        if (std::max(f.mtime_ns, f.ctime_ns) + racy_window_ns <= now &&
+            NothingAt(child)) {
+          if (inserted || std::find(vouching.begin(), vouching.end(), folder) ==
+                              vouching.end()) {
             vouching.push_back(folder);
           }
           vouched = true;
         }
         break;
       }
-      if (f.kind != FileIdentity::kAbsent) break;  // a file where a folder would be
+      if (f.kind != FileIdentity::kAbsent)
+        break;  // a file where a folder would be
       child = std::move(folder);
     }
     if (!vouched) kept.emplace_back(std::move(path), identity);
@@ -154,14 +164,15 @@ FileIdentity IdentityOf(const std::string& path) {
   return id;
 }
 
-std::vector<std::pair<bool, std::string>> IncludeDirectives(absl::string_view text,
-                                                            int* computed) {
+std::vector<std::pair<bool, std::string>> IncludeDirectives(
+    absl::string_view text, int* computed) {
   std::vector<std::pair<bool, std::string>> out;
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == absl::string_view::npos) end = text.size();
-    absl::string_view line = absl::StripLeadingAsciiWhitespace(text.substr(pos, end - pos));
+    absl::string_view line =
+        absl::StripLeadingAsciiWhitespace(text.substr(pos, end - pos));
     pos = end + 1;
     if (line.empty() || line[0] != '#') continue;
     line = absl::StripLeadingAsciiWhitespace(line.substr(1));
@@ -188,12 +199,14 @@ IncludeScan ScanIncludes(const IncludeScanRequest& request) {
     std::string from_dir;  // folder of the including file ("" for the source)
   };
   std::deque<Pending> queue;
-  for (auto& [angled, name] : IncludeDirectives(request.source, &scan.computed_includes)) {
+  for (auto& [angled, name] :
+       IncludeDirectives(request.source, &scan.computed_includes)) {
     queue.push_back({angled, name, ""});
   }
   // Each path is looked at once per scan, and each directive resolved once:
   // the same name from the same folder always finds the same file.
-  absl::flat_hash_map<std::string, size_t> probed;  // path -> index in scan.probes
+  absl::flat_hash_map<std::string, size_t>
+      probed;  // path -> index in scan.probes
   auto probe = [&](const std::string& path) -> const FileIdentity& {
     auto [it, inserted] = probed.try_emplace(path, scan.probes.size());
     if (inserted) scan.probes.emplace_back(path, IdentityOf(path));
@@ -208,7 +221,8 @@ IncludeScan ScanIncludes(const IncludeScanRequest& request) {
     const bool absolute = !p.name.empty() && p.name[0] == '/';
     const bool relative_first = !absolute && !p.angled && !p.from_dir.empty();
     if (!resolved
-             .insert(relative_first ? absl::StrCat("\"", p.from_dir, std::string(1, '\0'), p.name)
+             .insert(relative_first ? absl::StrCat("\"", p.from_dir,
+                                                   std::string(1, '\0'), p.name)
                                     : absl::StrCat("<", p.name))
              .second) {
       continue;
@@ -218,7 +232,8 @@ IncludeScan ScanIncludes(const IncludeScanRequest& request) {
       candidates.push_back(p.name);
     } else {
       if (relative_first) candidates.push_back(p.from_dir + "/" + p.name);
-      for (const std::string& dir : request.dirs) candidates.push_back(dir + "/" + p.name);
+      for (const std::string& dir : request.dirs)
+        candidates.push_back(dir + "/" + p.name);
     }
     std::shared_ptr<const FileFacts> facts;
     std::string found;
@@ -232,7 +247,8 @@ IncludeScan ScanIncludes(const IncludeScanRequest& request) {
       }
     }
     if (found.empty()) {
-      if (seen_absent.insert(p.name).second) scan.headers.push_back({p.name, "", ""});
+      if (seen_absent.insert(p.name).second)
+        scan.headers.push_back({p.name, "", ""});
       continue;
     }
     if (!seen_paths.insert(found).second) continue;
@@ -244,7 +260,8 @@ IncludeScan ScanIncludes(const IncludeScanRequest& request) {
     }
   }
   for (const ScannedHeader& h : scan.headers) {
-    scan.key_records.emplace_back(h.name, h.sha256.empty() ? "absent" : h.sha256);
+    scan.key_records.emplace_back(h.name,
+                                  h.sha256.empty() ? "absent" : h.sha256);
   }
   VouchForMissingPaths(scan, request.racy_window_ns);
   std::sort(scan.key_records.begin(), scan.key_records.end());
@@ -258,28 +275,31 @@ bool StillValid(const IncludeScan& scan) {
   return true;
 }
 
-// ---------------------------------------------------------------- IncludeScanner
+// ----------------------------------------------------------------
+// IncludeScanner
 
-IncludeScanner::IncludeScanner(std::function<bool(absl::string_view)> is_embedded,
-                               int64_t racy_window_ns)
+IncludeScanner::IncludeScanner(
+    std::function<bool(absl::string_view)> is_embedded, int64_t racy_window_ns)
     : is_embedded_(std::move(is_embedded)),
       racy_window_ns_(racy_window_ns),
       shards_(new CacheLinePadded<Shard>[kThreadShards]) {}
 
 IncludeScanner::~IncludeScanner() = default;
 
-size_t IncludeScanner::KeyOf(absl::string_view source, const std::vector<std::string>& dirs) {
+size_t IncludeScanner::KeyOf(absl::string_view source,
+                             const std::vector<std::string>& dirs) {
   return absl::HashOf(source, dirs);
 }
 
 uint64_t IncludeScanner::reused() const {
   uint64_t n = 0;
-  for (int i = 0; i < kThreadShards; ++i) n += shards_[i]->reused.load(std::memory_order_relaxed);
+  for (int i = 0; i < kThreadShards; ++i)
+    n += shards_[i]->reused.load(std::memory_order_relaxed);
   return n;
 }
 
-std::shared_ptr<const IncludeScan> IncludeScanner::Scan(absl::string_view source,
-                                                        const std::vector<std::string>& dirs) {
+std::shared_ptr<const IncludeScan> IncludeScanner::Scan(
+    absl::string_view source, const std::vector<std::string>& dirs) {
   // 1. A source naming only embedded headers reads nothing from disk.
   int computed = 0;
   bool on_disk = false;
@@ -293,7 +313,9 @@ std::shared_ptr<const IncludeScan> IncludeScanner::Scan(absl::string_view source
   }
   // 2. This thread's shard: its scan of the key, if still valid.
   const size_t key = KeyOf(source, dirs);
-  auto matches = [&](const Entry& e) { return e.source == source && e.dirs == dirs; };
+  auto matches = [&](const Entry& e) {
+    return e.source == source && e.dirs == dirs;
+  };
   auto usable = [](const IncludeScan& s) { return !s.racy && StillValid(s); };
   Shard& shard = *shards_[ThisThreadShard()];
   ShardLock shard_lock(&shard.mu);

@@ -80,8 +80,9 @@ struct FileIdentity {
   bool regular() const { return kind == kFile; }
   bool operator==(const FileIdentity& o) const {
     return kind == o.kind &&
-           (kind == kAbsent || (dev == o.dev && ino == o.ino && size == o.size &&
-                                mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns));
+           (kind == kAbsent ||
+            (dev == o.dev && ino == o.ino && size == o.size &&
+             mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns));
   }
 };
 // stat() of `path` (following symbolic links).
@@ -111,8 +112,8 @@ bool StillValid(const IncludeScan& scan);
 
 // The `#include` names of `text`, in order: (true, name) for <name>,
 // (false, name) for "name". Exposed for tests.
-std::vector<std::pair<bool, std::string>> IncludeDirectives(absl::string_view text,
-                                                            int* computed = nullptr);
+std::vector<std::pair<bool, std::string>> IncludeDirectives(
+    absl::string_view text, int* computed = nullptr);
 
 // ScanIncludes with memory, for one fixed set of embedded names: a scan of
 // (source, dirs) is reused while StillValid, else done again. Thread-safe; a
@@ -144,7 +145,8 @@ class IncludeScanner {
     absl::flat_hash_map<size_t, Entry> entries ABSL_GUARDED_BY(mu);
     std::atomic<uint64_t> reused{0};
   };
-  static size_t KeyOf(absl::string_view source, const std::vector<std::string>& dirs);
+  static size_t KeyOf(absl::string_view source,
+                      const std::vector<std::string>& dirs);
 
   const std::function<bool(absl::string_view)> is_embedded_;
   const int64_t racy_window_ns_;

@@ -7,11 +7,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "base/exit_gate.h"
+#include "base/status_macros.h"
 #include "jit/embedded.h"
 #include "jit/nvrtc_pch.h"
 #include "jit/param_layout.h"
 #include "platform/nvrtc_library.h"
-#include "base/status_macros.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -27,7 +27,8 @@ struct ProgramGuard {
 
 std::string ProgramLog(const NvrtcApi& api, nvrtcProgram program) {
   size_t size = 0;
-  if (api.nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) {
+  if (api.nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS ||
+      size <= 1) {
     return "";
   }
   std::string log(size, '\0');
@@ -101,7 +102,8 @@ std::vector<IncludeDir> SearchedDirs(const BuildRequest& request) {
       dirs.push_back({std::string(opt), "nvrtc_options"});
     }
   }
-  dirs.insert(dirs.end(), request.include_dirs.begin(), request.include_dirs.end());
+  dirs.insert(dirs.end(), request.include_dirs.begin(),
+              request.include_dirs.end());
   return dirs;
 }
 
@@ -135,35 +137,40 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
   // program is destroyed: nothing of the PCH heap outlives the slot.
   std::unique_ptr<PchBuild> pch;
   ProgramGuard guard{api};
-  FJ_RETURN_IF_ERROR(
-      CheckNvrtc(*api,
-                 api->nvrtcCreateProgram(
-                     &guard.program, request.source.c_str(),
-                     request.name.c_str(), static_cast<int>(header_names.size()),
-                     header_sources.data(), header_names.data()),
-                 "nvrtcCreateProgram"),
-      absl::StrCat("building '", request.name, "'"));
+  FJ_RETURN_IF_ERROR(CheckNvrtc(*api,
+                                api->nvrtcCreateProgram(
+                                    &guard.program, request.source.c_str(),
+                                    request.name.c_str(),
+                                    static_cast<int>(header_names.size()),
+                                    header_sources.data(), header_names.data()),
+                                "nvrtcCreateProgram"),
+                     absl::StrCat("building '", request.name, "'"));
   for (const std::string& expr : request.name_expressions) {
     FJ_RETURN_IF_ERROR(
-        CheckNvrtc(*api, api->nvrtcAddNameExpression(guard.program, expr.c_str()),
+        CheckNvrtc(*api,
+                   api->nvrtcAddNameExpression(guard.program, expr.c_str()),
                    "nvrtcAddNameExpression"),
         absl::StrCat("adding name expression '", expr, "'"));
   }
   std::vector<std::string> options = BuildOptions(request);
-  for (const IncludeDir& d : request.include_dirs) options.push_back("-I" + d.path);
+  for (const IncludeDir& d : request.include_dirs)
+    options.push_back("-I" + d.path);
   if (request.use_pch) {
     pch = StartPchBuild(*api, options, request.source, request.pch_files);
   }
   std::vector<const char*> option_ptrs;
   for (const std::string& o : options) option_ptrs.push_back(o.c_str());
   if (pch != nullptr) {
-    for (const std::string& o : pch->options()) option_ptrs.push_back(o.c_str());
+    for (const std::string& o : pch->options())
+      option_ptrs.push_back(o.c_str());
   }
   nvrtcResult compiled = api->nvrtcCompileProgram(
       guard.program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
   std::string log = ProgramLog(*api, guard.program);
-  if (pch != nullptr) pch->Finish(guard.program, compiled == NVRTC_SUCCESS, &log);
-  if (compiled == NVRTC_ERROR_COMPILATION || compiled == NVRTC_ERROR_INVALID_OPTION) {
+  if (pch != nullptr)
+    pch->Finish(guard.program, compiled == NVRTC_SUCCESS, &log);
+  if (compiled == NVRTC_ERROR_COMPILATION ||
+      compiled == NVRTC_ERROR_INVALID_OPTION) {
     // The source or the caller's options: a build error with NVRTC's log.
     if (log.empty()) log = api->nvrtcGetErrorString(compiled);
     return BuildError(request, options, log);
@@ -187,15 +194,17 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
   artifact.log = std::move(log);
   artifact.compiler = absl::StrCat("nvrtc ", api->major, ".", api->minor);
   size_t ptx_size = 0;
-  FJ_RETURN_IF_ERROR(CheckNvrtc(*api, api->nvrtcGetPTXSize(guard.program, &ptx_size),
-                                "nvrtcGetPTXSize"),
-                     "reading PTX");
+  FJ_RETURN_IF_ERROR(
+      CheckNvrtc(*api, api->nvrtcGetPTXSize(guard.program, &ptx_size),
+                 "nvrtcGetPTXSize"),
+      "reading PTX");
   artifact.ptx.resize(ptx_size);
   FJ_RETURN_IF_ERROR(
       CheckNvrtc(*api, api->nvrtcGetPTX(guard.program, artifact.ptx.data()),
                  "nvrtcGetPTX"),
       "reading PTX");
-  while (!artifact.ptx.empty() && artifact.ptx.back() == '\0') artifact.ptx.pop_back();
+  while (!artifact.ptx.empty() && artifact.ptx.back() == '\0')
+    artifact.ptx.pop_back();
   artifact.is_ptx = request.target.ptx || request.emit_ptx;
   if (artifact.is_ptx) {
     artifact.image = artifact.ptx;
@@ -207,7 +216,8 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
         "reading the cubin");
     artifact.image.resize(cubin_size);
     FJ_RETURN_IF_ERROR(
-        CheckNvrtc(*api, api->nvrtcGetCUBIN(guard.program, artifact.image.data()),
+        CheckNvrtc(*api,
+                   api->nvrtcGetCUBIN(guard.program, artifact.image.data()),
                    "nvrtcGetCUBIN"),
         "reading the cubin");
   }
@@ -215,10 +225,11 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
   // Kernels: every name expression, then every extern "C" entry.
   for (const std::string& expr : request.name_expressions) {
     const char* lowered = nullptr;
-    FJ_RETURN_IF_ERROR(
-        CheckNvrtc(*api, api->nvrtcGetLoweredName(guard.program, expr.c_str(), &lowered),
-                   "nvrtcGetLoweredName"),
-        absl::StrCat("looking up '", expr, "'"));
+    FJ_RETURN_IF_ERROR(CheckNvrtc(*api,
+                                  api->nvrtcGetLoweredName(
+                                      guard.program, expr.c_str(), &lowered),
+                                  "nvrtcGetLoweredName"),
+                       absl::StrCat("looking up '", expr, "'"));
     KernelEntry entry;
     entry.name = expr;
     entry.lowered_name = lowered;
@@ -236,7 +247,8 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
     artifact.kernels.push_back(std::move(entry));
   }
   for (KernelEntry& entry : artifact.kernels) {
-    FJ_ASSIGN_OR_RETURN(entry.params, ParsePtxParams(artifact.ptx, entry.lowered_name),
+    FJ_ASSIGN_OR_RETURN(entry.params,
+                        ParsePtxParams(artifact.ptx, entry.lowered_name),
                         absl::StrCat("reading the parameters of ", entry.name));
     FJ_RETURN_IF_ERROR(ApplyCxxSignature(entry.lowered_name, entry.params),
                        absl::StrCat("reading the signature of ", entry.name));

@@ -34,11 +34,11 @@ struct IncludeDir {
 
 struct BuildRequest {
   std::string source;
-  std::string name = "kernel.cu";          // for logs
+  std::string name = "kernel.cu";  // for logs
   Target target;
   CopyImpl copy_impl = CopyImpl::kSync;
-  bool emit_ptx = false;                   // PTX even for an sm_XX target
-  std::vector<std::string> options;        // extra NVRTC options
+  bool emit_ptx = false;                      // PTX even for an sm_XX target
+  std::vector<std::string> options;           // extra NVRTC options
   std::vector<std::string> name_expressions;  // e.g. "scale<float>"
   // Searched in this order after any -I in `options` (the caller's folders,
   // then CUDA's). Not part of BuildOptions(): paths differ between machines,

@@ -129,12 +129,12 @@ struct PchStats {
   int busy = 0;           // builds that went without: another PCH build ran
   int skipped = 0;        // builds that went without: key failed, or full
   // Across processes (a PchFileStore given):
-  int heap_placed = 0;     // 1 once the heap is at kPchHeapAddress
-  int heap_unplaced = 0;   // 1 if placing it failed (PCHs stay in-process)
-  int file_loaded = 0;     // PCHs read from the store
-  int file_used = 0;       // builds NVRTC ran with a PCH read from the store
-  int file_rejected = 0;   // stored PCHs NVRTC did not take
-  int file_stored = 0;     // PCHs handed to the store
+  int heap_placed = 0;    // 1 once the heap is at kPchHeapAddress
+  int heap_unplaced = 0;  // 1 if placing it failed (PCHs stay in-process)
+  int file_loaded = 0;    // PCHs read from the store
+  int file_used = 0;      // builds NVRTC ran with a PCH read from the store
+  int file_rejected = 0;  // stored PCHs NVRTC did not take
+  int file_stored = 0;    // PCHs handed to the store
 };
 PchStats GetPchStats();
 

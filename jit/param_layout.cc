@@ -1,5 +1,7 @@
 #include "jit/param_layout.h"
 
+#include <cxxabi.h>
+
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
@@ -9,7 +11,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "fleetjit/copy/tensor_param.h"
-#include <cxxabi.h>
 
 namespace fleetjit::jit {
 namespace {
@@ -22,7 +23,7 @@ bool IsIdentChar(char c) {
 // Finds ".entry <name>(" as a whole word and returns the text between the
 // parentheses.
 absl::StatusOr<absl::string_view> EntryParamText(absl::string_view ptx,
-                                                absl::string_view name) {
+                                                 absl::string_view name) {
   size_t pos = 0;
   while ((pos = ptx.find(".entry", pos)) != absl::string_view::npos) {
     size_t p = pos + 6;
@@ -94,10 +95,11 @@ absl::StatusOr<std::vector<ParamSpec>> ParsePtxParams(
       if (t == ".align" && i + 1 < tokens.size() - 1) {
         if (!absl::SimpleAtoi(tokens[++i], &align) || align == 0 ||
             (align & (align - 1)) != 0) {
-          return absl::DataLossError(absl::StrCat("bad .align in '", decl, "'"));
+          return absl::DataLossError(
+              absl::StrCat("bad .align in '", decl, "'"));
         }
-      } else if (t.size() >= 3 && (t[1] == 'u' || t[1] == 's' || t[1] == 'b' ||
-                                   t[1] == 'f') &&
+      } else if (t.size() >= 3 &&
+                 (t[1] == 'u' || t[1] == 's' || t[1] == 'b' || t[1] == 'f') &&
                  elem == 0) {
         uint32_t bits = 0;
         if (absl::SimpleAtoi(t.substr(2), &bits) && bits % 8 == 0 && bits > 0) {
@@ -164,8 +166,10 @@ int DtypeOfCxxType(absl::string_view t) {
   t = absl::StripAsciiWhitespace(t);
   if (t == "float") return fj::dtype_f32;
   if (t == "double") return fj::dtype_f64;
-  if (t == "__half" || t == "half" || absl::EndsWith(t, "::f16")) return fj::dtype_f16;
-  if (absl::StrContains(t, "bfloat16") || absl::EndsWith(t, "::bf16")) return fj::dtype_bf16;
+  if (t == "__half" || t == "half" || absl::EndsWith(t, "::f16"))
+    return fj::dtype_f16;
+  if (absl::StrContains(t, "bfloat16") || absl::EndsWith(t, "::bf16"))
+    return fj::dtype_bf16;
   if (absl::StrContains(t, "e4m3")) return fj::dtype_f8e4m3;
   if (absl::StrContains(t, "e5m2")) return fj::dtype_f8e5m2;
   if (t == "signed char" || t == "char") return fj::dtype_i8;
@@ -273,11 +277,12 @@ absl::Status ApplyCxxSignature(absl::string_view lowered_name,
   std::vector<std::string> types = SplitTopLevel(list);
   if (types.size() == 1 && types[0] == "void") types.clear();
   if (types.size() != params.size()) {
-    return absl::InternalError(absl::StrCat(
-        "kernel ", demangled, " declares ", types.size(),
-        " parameters but its PTX has ", params.size()));
+    return absl::InternalError(
+        absl::StrCat("kernel ", demangled, " declares ", types.size(),
+                     " parameters but its PTX has ", params.size()));
   }
-  for (size_t i = 0; i < types.size(); ++i) ClassifyCxxParam(types[i], params[i]);
+  for (size_t i = 0; i < types.size(); ++i)
+    ClassifyCxxParam(types[i], params[i]);
   return absl::OkStatus();
 }
 

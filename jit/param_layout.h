@@ -10,10 +10,10 @@
 #define FLEETJIT_JIT_PARAM_LAYOUT_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "jit/artifact.h"
 
 namespace fleetjit::jit {

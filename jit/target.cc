@@ -3,17 +3,17 @@
 #include <algorithm>
 #include <array>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 
 namespace fleetjit::jit {
 namespace {
 
 // Architectures any NVRTC of CUDA 12 or 13 knows. Whether the loaded NVRTC
 // supports one is checked by NVRTC itself (13 dropped sm_70 and below).
-constexpr std::array<int, 20> kKnownArchs = {50, 52, 53, 60, 61, 62, 70,
-                                             72, 75, 80, 86, 87, 88, 89,
+constexpr std::array<int, 20> kKnownArchs = {50, 52,  53,  60,  61,  62, 70,
+                                             72, 75,  80,  86,  87,  88, 89,
                                              90, 100, 103, 110, 120, 121};
 
 bool IsKnownArch(int arch) {
@@ -56,9 +56,11 @@ absl::StatusOr<Target> ParseTarget(absl::string_view name) {
       !std::all_of(rest.begin(), rest.end(),
                    [](char c) { return c >= '0' && c <= '9'; }) ||
       !absl::SimpleAtoi(rest, &arch) || !IsKnownArch(arch)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown target '", name, "': expected sm_XX[a|f] or compute_XX[a|f] "
-        "with XX one of ", KnownArchitectures()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown target '", name,
+                     "': expected sm_XX[a|f] or compute_XX[a|f] "
+                     "with XX one of ",
+                     KnownArchitectures()));
   }
   if (t.suffix == 'a' && arch < 90) {
     return absl::InvalidArgumentError(absl::StrCat(

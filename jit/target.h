@@ -7,16 +7,16 @@
 #define FLEETJIT_JIT_TARGET_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fleetjit::jit {
 
 struct Target {
-  int arch = 0;          // compute capability * 10 + minor, e.g. 90
-  char suffix = '\0';    // '\0', 'a' (arch-specific) or 'f' (family)
-  bool ptx = false;      // compute_XX: PTX output
+  int arch = 0;        // compute capability * 10 + minor, e.g. 90
+  char suffix = '\0';  // '\0', 'a' (arch-specific) or 'f' (family)
+  bool ptx = false;    // compute_XX: PTX output
 
   // "sm_90a" or "compute_80".
   std::string Name() const;

@@ -40,7 +40,8 @@ std::vector<std::string> Glob(const std::string& pattern) {
 class DirList {
  public:
   // Adds `include` (and its cccl/ subfolder) if it holds headers.
-  void AddToolkitInclude(const std::string& include, const std::string& origin) {
+  void AddToolkitInclude(const std::string& include,
+                         const std::string& origin) {
     if (!IsDir(include)) return;
     Add(include, origin);
     if (IsDir(include + "/cccl")) Add(include + "/cccl", origin + " (CCCL)");
@@ -60,7 +61,8 @@ class DirList {
 
 }  // namespace
 
-std::vector<CudaIncludeDir> FindCudaIncludeDirs(const CudaHeaderSearch& search) {
+std::vector<CudaIncludeDir> FindCudaIncludeDirs(
+    const CudaHeaderSearch& search) {
   DirList list;
   if (!search.cuda_home.empty()) {
     list.AddToolkitInclude(search.cuda_home + "/include", "CUDA_HOME");
@@ -73,40 +75,47 @@ std::vector<CudaIncludeDir> FindCudaIncludeDirs(const CudaHeaderSearch& search) 
     // nvidia/<pkg>/lib/libnvrtc.so.N: the headers are in <root>/include.
     std::string lib_dir = Parent(RealPath(search.nvrtc_library));
     std::string root = Parent(lib_dir);
-    list.AddToolkitInclude(root + "/include", "the toolkit of the NVRTC in use");
+    list.AddToolkitInclude(root + "/include",
+                           "the toolkit of the NVRTC in use");
     // Debian/Ubuntu multiarch toolkits: <root>/lib/x86_64-linux-gnu. Only
     // there: for /usr/local/cuda/lib64 it would add /usr/local/include.
     if (lib_dir.find("-linux-gnu") != std::string::npos) {
-      list.AddToolkitInclude(Parent(root) + "/include", "the toolkit of the NVRTC in use");
+      list.AddToolkitInclude(Parent(root) + "/include",
+                             "the toolkit of the NVRTC in use");
     }
   }
   if (!search.default_root.empty()) {
-    list.AddToolkitInclude(search.default_root + "/include", search.default_root);
+    list.AddToolkitInclude(search.default_root + "/include",
+                           search.default_root);
   }
   for (const std::string& packages : search.python_package_dirs) {
     for (const std::string& inc : Glob(packages + "/nvidia/*/include")) {
-      list.AddToolkitInclude(inc, "Python wheel " + inc.substr(packages.size() + 1));
+      list.AddToolkitInclude(inc,
+                             "Python wheel " + inc.substr(packages.size() + 1));
     }
   }
   return list.Take();
 }
 
-std::vector<std::string> DefaultPythonPackageDirs(const std::string& virtual_env,
-                                                  const std::string& conda_prefix) {
+std::vector<std::string> DefaultPythonPackageDirs(
+    const std::string& virtual_env, const std::string& conda_prefix) {
   std::vector<std::string> out;
   auto add_prefix = [&](const std::string& prefix) {
     for (const char* kind : {"dist-packages", "site-packages"}) {
-      for (const std::string& d : Glob(prefix + "/lib/python3*/" + kind)) out.push_back(d);
+      for (const std::string& d : Glob(prefix + "/lib/python3*/" + kind))
+        out.push_back(d);
     }
   };
   if (!virtual_env.empty()) add_prefix(virtual_env);
   if (!conda_prefix.empty()) add_prefix(conda_prefix);
   add_prefix("/usr/local");
   add_prefix("/usr");
-  if (IsDir("/usr/lib/python3/dist-packages")) out.push_back("/usr/lib/python3/dist-packages");
+  if (IsDir("/usr/lib/python3/dist-packages"))
+    out.push_back("/usr/lib/python3/dist-packages");
   std::vector<std::string> unique;
   for (const std::string& d : out) {
-    if (std::find(unique.begin(), unique.end(), d) == unique.end()) unique.push_back(d);
+    if (std::find(unique.begin(), unique.end(), d) == unique.end())
+      unique.push_back(d);
   }
   return unique;
 }

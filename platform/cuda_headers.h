@@ -44,8 +44,8 @@ std::vector<CudaIncludeDir> FindCudaIncludeDirs(const CudaHeaderSearch& search);
 // The usual homes of Python packages on this machine: dist-packages and
 // site-packages of /usr/local/lib/python3.*, /usr/lib/python3*, and of
 // $VIRTUAL_ENV and $CONDA_PREFIX when given (pass "" when unset).
-std::vector<std::string> DefaultPythonPackageDirs(const std::string& virtual_env,
-                                                  const std::string& conda_prefix);
+std::vector<std::string> DefaultPythonPackageDirs(
+    const std::string& virtual_env, const std::string& conda_prefix);
 
 }  // namespace fleetjit
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "platform/cu_errors.h"
 #include "base/status_macros.h"
+#include "platform/cu_errors.h"
 
 namespace fleetjit {
 namespace {
@@ -23,7 +23,9 @@ using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
 // every CheckCu and every launch). 0 until the first LoadDriverApi.
 std::atomic<int> current_pid{0};
 
-void NoteFork() { current_pid.store(static_cast<int>(getpid()), std::memory_order_relaxed); }
+void NoteFork() {
+  current_pid.store(static_cast<int>(getpid()), std::memory_order_relaxed);
+}
 
 // Registers the handler once; glibc drops it if this library is unloaded.
 void TrackForks() {
@@ -52,9 +54,9 @@ absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
   void* handle = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot load the CUDA driver '", lib, "': ", err ? err : "unknown",
-        "; ", kInstallHint));
+    return absl::UnavailableError(
+        absl::StrCat("cannot load the CUDA driver '", lib,
+                     "': ", err ? err : "unknown", "; ", kInstallHint));
   }
   DriverApiPtr api(new DriverApi);
   api->handle = handle;
@@ -62,32 +64,32 @@ absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
   TrackForks();
   api->loader_pid = static_cast<int>(getpid());
 
-  auto get_proc = reinterpret_cast<GetProcAddressFn>(
-      dlsym(handle, "cuGetProcAddress_v2"));
+  auto get_proc =
+      reinterpret_cast<GetProcAddressFn>(dlsym(handle, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
     return absl::UnavailableError(absl::StrCat(
         "the CUDA driver '", lib,
         "' is older than CUDA 12 (no cuGetProcAddress_v2); ", kInstallHint));
   }
   std::string missing;
-#define FJ_CU(name, version, required)                                       \
-  {                                                                          \
-    void* fn = nullptr;                                                      \
-    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;       \
-    CUresult r = get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT,  \
-                          &found);                                           \
-    if (r == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS && fn) {   \
-      api->name = reinterpret_cast<decltype(api->name)>(fn);                 \
-    } else if (required) {                                                   \
-      absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);         \
-    }                                                                        \
+#define FJ_CU(name, version, required)                                      \
+  {                                                                         \
+    void* fn = nullptr;                                                     \
+    CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;     \
+    CUresult r =                                                            \
+        get_proc(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &found); \
+    if (r == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS && fn) {  \
+      api->name = reinterpret_cast<decltype(api->name)>(fn);                \
+    } else if (required) {                                                  \
+      absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);        \
+    }                                                                       \
   }
 #include "platform/driver_symbols.inc"
 #undef FJ_CU
   if (!missing.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        "the CUDA driver '", lib, "' lacks entry points: ", missing, "; ",
-        kInstallHint));
+    return absl::UnavailableError(
+        absl::StrCat("the CUDA driver '", lib,
+                     "' lacks entry points: ", missing, "; ", kInstallHint));
   }
   auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(handle, "cuInit"));
   if (init == nullptr) {
@@ -115,7 +117,8 @@ absl::Status CheckCu(const DriverApi& api, CUresult result,
                      absl::string_view call) {
   if (IsForkedChild(api)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        call, ": called in a fork() child of the process that initialised "
+        call,
+        ": called in a fork() child of the process that initialised "
         "CUDA; CUDA is not fork-safe: create the runtime after fork()"));
   }
   if (result == CUDA_SUCCESS) return absl::OkStatus();
@@ -129,14 +132,14 @@ absl::Status CheckCu(const DriverApi& api, CUresult result,
       api.cuGetErrorString(result, &text) != CUDA_SUCCESS) {
     text = nullptr;
   }
-  std::string error = absl::StrCat(name ? name : "CUDA_ERROR",
-                                   "(", static_cast<int>(result), ")");
+  std::string error = absl::StrCat(name ? name : "CUDA_ERROR", "(",
+                                   static_cast<int>(result), ")");
   // The table decides the public code (carried explicitly) and the absl
   // code that goes with it; poisoning reads the same table (IsStickyError).
   const CuErrorRow row = DescribeCuError(result);
-  absl::Status status(AbslCodeFor(row.code),
-                      absl::StrCat(call, ": ", error, ": ",
-                                   text ? text : "no description"));
+  absl::Status status(
+      AbslCodeFor(row.code),
+      absl::StrCat(call, ": ", error, ": ", text ? text : "no description"));
   SetPublicCode(status, row.code);
   SetDetail(status, "cuda_call", call);
   SetDetail(status, "cuda_error", error);

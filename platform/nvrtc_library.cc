@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
-#include "base/exit_gate.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/exit_gate.h"
 
 namespace fleetjit {
 
@@ -71,9 +71,11 @@ void WarmUpOncePerProcess(const NvrtcApi& api) {
     warmed->push_back(api.library_path);
   }
   nvrtcProgram program = nullptr;
-  if (api.nvrtcCreateProgram(&program, "extern \"C\" __global__ void fj_warm_up() {}",
-                             "fleetjit_warm_up.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS) {
-    (void)api.nvrtcCompileProgram(program, 0, nullptr);  // a warm-up: any outcome
+  if (api.nvrtcCreateProgram(
+          &program, "extern \"C\" __global__ void fj_warm_up() {}",
+          "fleetjit_warm_up.cu", 0, nullptr, nullptr) == NVRTC_SUCCESS) {
+    (void)api.nvrtcCompileProgram(program, 0,
+                                  nullptr);  // a warm-up: any outcome
     (void)api.nvrtcDestroyProgram(&program);
   }
   ExitGate::RunBeforeExistingExitHandlers();
@@ -111,10 +113,10 @@ absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
     }
     NvrtcApi api;
     std::string missing;
-#define FJ_NVRTC(name, required)                                           \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name));   \
-  if (api.name == nullptr && required) {                                   \
-    absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);         \
+#define FJ_NVRTC(name, required)                                         \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name)); \
+  if (api.name == nullptr && required) {                                 \
+    absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);       \
   }
 #include "platform/nvrtc_symbols.inc"
 #undef FJ_NVRTC
@@ -123,16 +125,17 @@ absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
       only_wrong_versions = false;
       continue;
     }
-    absl::Status version =
-        CheckNvrtc(api, api.nvrtcVersion(&api.major, &api.minor), "nvrtcVersion");
+    absl::Status version = CheckNvrtc(
+        api, api.nvrtcVersion(&api.major, &api.minor), "nvrtcVersion");
     if (!version.ok()) {
       errors.push_back(absl::StrCat(candidate, ": ", version.message()));
       only_wrong_versions = false;
       continue;
     }
-    if (std::string wrong = WrongVersion(api.major, api.minor); !wrong.empty()) {
-      errors.push_back(absl::StrCat(candidate, " reports NVRTC ", api.major, ".",
-                                    api.minor, ": ", wrong));
+    if (std::string wrong = WrongVersion(api.major, api.minor);
+        !wrong.empty()) {
+      errors.push_back(absl::StrCat(candidate, " reports NVRTC ", api.major,
+                                    ".", api.minor, ": ", wrong));
       continue;
     }
     api.library_path = candidate;

@@ -101,7 +101,8 @@ absl::Status ApplyEnvironment(RuntimeOptions& options);
 // FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS; recorded in `overrides`), and
 // where the default directory lies, XDG_CACHE_HOME and HOME (not
 // overrides: not recorded).
-absl::Status ApplyCacheEnvironment(CacheConfig& cache, std::vector<std::string>& overrides);
+absl::Status ApplyCacheEnvironment(CacheConfig& cache,
+                                   std::vector<std::string>& overrides);
 
 // Fills `search` from CUDA_HOME, CUDA_PATH and the Python prefixes
 // (DefaultPythonPackageDirs of VIRTUAL_ENV and CONDA_PREFIX). These are the

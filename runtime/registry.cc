@@ -9,8 +9,9 @@ namespace {
 // Takes the element holding `object` out of `v`; null if it is not there.
 template <typename T>
 std::unique_ptr<T> TakeOut(std::vector<std::unique_ptr<T>>& v, T* object) {
-  auto it = std::find_if(v.begin(), v.end(),
-                         [object](const std::unique_ptr<T>& p) { return p.get() == object; });
+  auto it = std::find_if(
+      v.begin(), v.end(),
+      [object](const std::unique_ptr<T>& p) { return p.get() == object; });
   if (it == v.end()) return nullptr;
   std::unique_ptr<T> out = std::move(*it);
   v.erase(it);
@@ -56,7 +57,8 @@ Module* Registry::AddModule(Runtime* runtime, ModuleRecord record) {
 
 KernelRef* Registry::AddKernel(Module& module, LoadedKernel* kernel) {
   absl::MutexLock lock(&module.mu);
-  module.kernels.push_back(std::make_unique<KernelRef>(KernelRef{&module, kernel}));
+  module.kernels.push_back(
+      std::make_unique<KernelRef>(KernelRef{&module, kernel}));
   return module.kernels.back().get();
 }
 
@@ -66,8 +68,10 @@ Stream* Registry::AddStream(std::unique_ptr<Stream> stream) {
   return streams_.back().get();
 }
 
-PendingBuild* Registry::AddBuild(Runtime* runtime, std::shared_ptr<BuildJob> job) {
-  auto build = std::make_unique<PendingBuild>(PendingBuild{runtime, std::move(job)});
+PendingBuild* Registry::AddBuild(Runtime* runtime,
+                                 std::shared_ptr<BuildJob> job) {
+  auto build =
+      std::make_unique<PendingBuild>(PendingBuild{runtime, std::move(job)});
   absl::MutexLock lock(&mu_);
   builds_.push_back(std::move(build));
   return builds_.back().get();

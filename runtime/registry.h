@@ -1,8 +1,8 @@
 // The objects a runtime hands to a caller (the C shim) and owns for it:
-// modules, the kernels taken from them, streams and asynchronous builds; and the destroy
-// cascade between them. Destroying a module destroys the kernels taken from
-// it; destroying the runtime destroys its streams (synchronised first) and
-// its modules.
+// modules, the kernels taken from them, streams and asynchronous builds; and
+// the destroy cascade between them. Destroying a module destroys the kernels
+// taken from it; destroying the runtime destroys its streams (synchronised
+// first) and its modules.
 //
 // Each object carries a `tag`, the caller's name for it (a C handle value).
 // When a cascade takes an object down it first asks the caller to give up
@@ -24,9 +24,9 @@
 #include "absl/synchronization/mutex.h"
 #include "base/thread_shards.h"
 #include "runtime/build/build_pool.h"
+#include "runtime/device/stream.h"
 #include "runtime/load/kernel.h"
 #include "runtime/load/module.h"
-#include "runtime/device/stream.h"
 
 namespace fleetjit {
 
@@ -93,10 +93,12 @@ class Registry {
   // from the shard that holds it.
   struct ModuleShard {
     ShardMutex mu;
-    absl::flat_hash_map<Module*, std::unique_ptr<Module>> modules ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<Module*, std::unique_ptr<Module>> modules
+        ABSL_GUARDED_BY(mu);
   };
-  std::unique_ptr<CacheLinePadded<ModuleShard>[]> module_shards_{
-      new CacheLinePadded<ModuleShard>[kThreadShards]};
+  std::unique_ptr<CacheLinePadded<ModuleShard>[]> module_shards_ {
+    new CacheLinePadded<ModuleShard>[ kThreadShards ]
+  };
 
   absl::Mutex mu_;
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);

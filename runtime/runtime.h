@@ -37,20 +37,20 @@
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
 #include "platform/nvrtc_library.h"
-#include "runtime/cache/module_cache.h"
 #include "runtime/build/build_pool.h"
+#include "runtime/build/image_import.h"
+#include "runtime/build/module_builder.h"
+#include "runtime/cache/module_cache.h"
 #include "runtime/config.h"
 #include "runtime/device/device.h"
-#include "runtime/load/kernel.h"
-#include "runtime/launch/launch_thunks.h"
 #include "runtime/device/memory.h"
-#include "runtime/build/module_builder.h"
-#include "runtime/build/image_import.h"
-#include "runtime/load/module_loader.h"
-#include "runtime/launch/launch.h"
-#include "runtime/launch/wire.h"
-#include "runtime/registry.h"
 #include "runtime/device/stream.h"
+#include "runtime/launch/launch.h"
+#include "runtime/launch/launch_thunks.h"
+#include "runtime/launch/wire.h"
+#include "runtime/load/kernel.h"
+#include "runtime/load/module_loader.h"
+#include "runtime/registry.h"
 
 namespace fleetjit {
 
@@ -68,11 +68,13 @@ struct DeviceReport {
 
 class Runtime {
  public:
-  static absl::StatusOr<std::unique_ptr<Runtime>> Create(RuntimeOptions options);
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(
+      RuntimeOptions options);
   // fj_runtime_destroy: the registry's cascade (registry.h), asking
   // `release` to give up each object's tag, then ~Runtime. Returns the
   // first error closing a stream.
-  static absl::Status Destroy(std::unique_ptr<Runtime> runtime, ReleaseTagFn release);
+  static absl::Status Destroy(std::unique_ptr<Runtime> runtime,
+                              ReleaseTagFn release);
   ~Runtime();
 
   const RuntimeOptions& options() const { return options_; }
@@ -83,7 +85,9 @@ class Runtime {
   const absl::Status& driver_status() const { return devices_.driver_status(); }
 
   int device_count() const { return devices_.count(); }
-  absl::StatusOr<Device*> device(int ordinal) const { return devices_.at(ordinal); }
+  absl::StatusOr<Device*> device(int ordinal) const {
+    return devices_.at(ordinal);
+  }
   // The copy plan used for builds on `ordinal` (honours the overrides).
   absl::StatusOr<jit::CopyPlan> PlanForDevice(int ordinal) const;
   absl::StatusOr<DeviceReport> DescribeDevice(int ordinal) const;
@@ -116,7 +120,9 @@ class Runtime {
   // Tests: while held, background work is queued but not started (so a
   // test can observe the state before it). ~Runtime and
   // WaitForBackgroundWork release the hold.
-  void HoldBackgroundWorkForTesting(bool hold) { builder_->HoldBackgroundWorkForTesting(hold); }
+  void HoldBackgroundWorkForTesting(bool hold) {
+    builder_->HoldBackgroundWorkForTesting(hold);
+  }
 
   // The kernel `name` of `module` loaded on `ordinal`; loads the image into
   // that device's context once, however many modules share it.
@@ -130,9 +136,13 @@ class Runtime {
   // attached at kernel load or when generated.
   LaunchThunks& thunks() { return *thunks_; }
   // "nvrtc 13.0 ..." identity used in cache keys; loads nothing.
-  absl::StatusOr<std::string> compiler_identity() { return builder_->compiler_identity(); }
+  absl::StatusOr<std::string> compiler_identity() {
+    return builder_->compiler_identity();
+  }
   // CUDA's header folders every build searches (ModuleBuilder).
-  const std::vector<jit::IncludeDir>& cuda_include_dirs() { return builder_->cuda_include_dirs(); }
+  const std::vector<jit::IncludeDir>& cuda_include_dirs() {
+    return builder_->cuda_include_dirs();
+  }
 
   // Device memory, tracked so a foreign address is refused (memory.h).
   absl::StatusOr<uint64_t> Allocate(int ordinal, uint64_t bytes) {
@@ -142,7 +152,8 @@ class Runtime {
   // A copy or fill on `stream` (one of this runtime's), or synchronous
   // when null; see DeviceMemory::Copy.
   absl::Status CopyMemory(const CopyRequest& request, Stream* stream) {
-    return memory_->Copy(request, stream == nullptr ? nullptr : stream->handle());
+    return memory_->Copy(request,
+                         stream == nullptr ? nullptr : stream->handle());
   }
 
   // The objects handed to callers, owned by this runtime (registry.h).
@@ -152,17 +163,21 @@ class Runtime {
     registry_.DestroyModule(module, release);
   }
   // LoadKernel, kept until its module is destroyed.
-  absl::StatusOr<KernelRef*> OpenKernel(Module& module, absl::string_view name, int ordinal);
+  absl::StatusOr<KernelRef*> OpenKernel(Module& module, absl::string_view name,
+                                        int ordinal);
   absl::StatusOr<Stream*> CreateStream(int ordinal);
   // fj_stream_wrap: borrows the caller's `cu_stream` on `ordinal` (see
   // Stream::Wrap); destroying it only forgets it.
   absl::StatusOr<Stream*> WrapStream(int ordinal, uint64_t cu_stream);
-  absl::Status DestroyStream(Stream* stream) { return registry_.DestroyStream(stream); }
+  absl::Status DestroyStream(Stream* stream) {
+    return registry_.DestroyStream(stream);
+  }
   // Launches `k` on `stream` (one of this runtime's, or null for the legacy
   // default stream) and notes it as its device's last kernel. See Launch
   // in launch.h for `cfg` and `arg_stride`.
-  absl::Status LaunchKernel(KernelRef& k, const LaunchConfig& cfg, Stream* stream,
-                            const fj_arg* args, size_t num_args, size_t arg_stride);
+  absl::Status LaunchKernel(KernelRef& k, const LaunchConfig& cfg,
+                            Stream* stream, const fj_arg* args, size_t num_args,
+                            size_t arg_stride);
 
   // Asynchronous builds and imported images (runtime/runtime_async.cc).
   // Queues BuildRecord(spec) on this runtime's build pool (at most

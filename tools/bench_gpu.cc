@@ -156,9 +156,8 @@ fj_tensor Tensor2(uint64_t address, int device, int64_t* shape) {
 absl::StatusOr<std::vector<uint8_t>> ReadBack(GpuBench& b, uint64_t at,
                                               size_t bytes) {
   std::vector<uint8_t> out(bytes);
-  FJ_RETURN_IF_ERROR(
-      FromFj(fj_memcpy_dtoh(b.rt(), out.data(), at, bytes, b.wrapped(0)),
-             "dtoh"));
+  FJ_RETURN_IF_ERROR(FromFj(
+      fj_memcpy_dtoh(b.rt(), out.data(), at, bytes, b.wrapped(0)), "dtoh"));
   FJ_RETURN_IF_ERROR(b.Sync(0));
   return out;
 }
@@ -197,12 +196,11 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   std::vector<uint8_t> head(size_t(2 * src_cols * 4));
   std::mt19937_64 rng(std::random_device{}());
   for (uint8_t& x : head) x = static_cast<uint8_t>(rng());
-  FJ_RETURN_IF_ERROR(
-      FromFj(fj_memset_d8(b->rt(), src, 0x3C, src_bytes, b->wrapped(0)),
-             "memset"));
-  FJ_RETURN_IF_ERROR(FromFj(fj_memcpy_htod(b->rt(), src, head.data(),
-                                           head.size(), b->wrapped(0)),
-                            "htod"));
+  FJ_RETURN_IF_ERROR(FromFj(
+      fj_memset_d8(b->rt(), src, 0x3C, src_bytes, b->wrapped(0)), "memset"));
+  FJ_RETURN_IF_ERROR(FromFj(
+      fj_memcpy_htod(b->rt(), src, head.data(), head.size(), b->wrapped(0)),
+      "htod"));
   BenchReport report;
   FJ_ASSIGN_OR_RETURN(report.context["device"], DeviceJson(b->rt(), dev));
   report.context["mib"] = bytes >> 20;
@@ -279,9 +277,9 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   FJ_RETURN_IF_ERROR(
       FromFj(fj_peer_enable(b->rt(), dev, other), "fj_peer_enable"));
   FJ_ASSIGN_OR_RETURN(uint64_t peer, b->Alloc(1, bytes));
-  FJ_RETURN_IF_ERROR(FromFj(fj_memcpy_htod(b->rt(), peer, head.data(),
-                                           head.size(), b->wrapped(1)),
-                            "htod"));
+  FJ_RETURN_IF_ERROR(FromFj(
+      fj_memcpy_htod(b->rt(), peer, head.data(), head.size(), b->wrapped(1)),
+      "htod"));
   FJ_RETURN_IF_ERROR(b->Sync(1));
   const double peer_anchor_ms = measure::TimeMs(
       [&] {
@@ -335,9 +333,9 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
     fj_status_free(fj_module_destroy(module));
   };
   fj_kernel* kernel = nullptr;
-  FJ_RETURN_IF_ERROR(FromFj(fj_module_get_kernel(
-                                module, fj_str{"empty_args", 10}, dev, &kernel),
-                            "kernel"));
+  FJ_RETURN_IF_ERROR(FromFj(
+      fj_module_get_kernel(module, fj_str{"empty_args", 10}, dev, &kernel),
+      "kernel"));
   // Launch thunks are made in the background after a build: measure once
   // the kernel has one (or after 5 s, on the generic path).
   fj_kernel_info info{};

@@ -56,7 +56,8 @@ fj_runtime* CreatePublishingRuntime() {
   ro.struct_size = sizeof(ro);
   ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
   fj_runtime* rt = nullptr;
-  if (Failed(fj_runtime_create(&ro, &rt), "creating the runtime")) return nullptr;
+  if (Failed(fj_runtime_create(&ro, &rt), "creating the runtime"))
+    return nullptr;
   // The runtime read FLEETJIT_REMOTE_CACHE (runtime/config.h): off means
   // it is not set.
   fj_cache_stats stats{};

@@ -173,8 +173,7 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
     std::string digest = e.digest.empty() ? e.path : e.digest.substr(0, 16);
     std::string detail = e.problem.empty() ? e.compiler : "BAD: " + e.problem;
     // A precompiled header entry (jit/nvrtc_pch.h) is named in TARGET.
-    const std::string target =
-        e.kind == "pch" ? e.target + " pch" : e.target;
+    const std::string target = e.kind == "pch" ? e.target + " pch" : e.target;
     std::fprintf(out, "%-16s  %-12s %-8s %10llu  %-19s  %s\n", digest.c_str(),
                  target.c_str(), e.copy_impl.c_str(),
                  static_cast<unsigned long long>(e.bytes),

@@ -26,10 +26,11 @@ std::vector<std::string> EnvironmentOverrides() {
 }
 
 void PrintPlanText(const fj_copy_plan& plan, const char* indent) {
-  std::printf("%scopy plan: target %s, implementation %s\n", indent, plan.target,
-              fj_copy_impl_name(plan.impl));
+  std::printf("%scopy plan: target %s, implementation %s\n", indent,
+              plan.target, fj_copy_impl_name(plan.impl));
   for (int f = 0; f < FJ_FEATURE_COUNT; ++f) {
-    std::printf("%s  %-12s %s\n", indent, fj_feature_name(static_cast<fj_feature>(f)),
+    std::printf("%s  %-12s %s\n", indent,
+                fj_feature_name(static_cast<fj_feature>(f)),
                 fj_support_name(plan.support[f]));
   }
 }
@@ -130,7 +131,8 @@ int RunInfo(std::vector<std::string> args) {
           "CUDA headers: not found (set CUDA_HOME, or pass include folders)\n");
     }
     for (const auto& d : out["include_folders"]) {
-      std::printf("CUDA headers: %s (%s)\n", d["path"].get<std::string>().c_str(),
+      std::printf("CUDA headers: %s (%s)\n",
+                  d["path"].get<std::string>().c_str(),
                   d["origin"].get<std::string>().c_str());
     }
     if (count == 0) {

@@ -37,17 +37,20 @@ int RunSaxpy(fj_runtime* rt, const std::string& source) {
   std::string name = kExample;
   o.name = Str(name);
   fj_module* module = nullptr;
-  if (Failed(fj_module_build(rt, &o, &module), "building the example")) return kExitFailure;
+  if (Failed(fj_module_build(rt, &o, &module), "building the example"))
+    return kExitFailure;
   fj_module_info info{};
   info.struct_size = sizeof(info);
   fj_module_info_get(module, &info);
-  std::printf("built %s for %s (copy implementation %s) in %.1f ms (%s)\n", kExample,
-              info.target, fj_copy_impl_name(info.copy_impl), info.build_ms,
-              info.cache_result == FJ_CACHE_COMPILED ? "compiled"
+  std::printf("built %s for %s (copy implementation %s) in %.1f ms (%s)\n",
+              kExample, info.target, fj_copy_impl_name(info.copy_impl),
+              info.build_ms,
+              info.cache_result == FJ_CACHE_COMPILED   ? "compiled"
               : info.cache_result == FJ_CACHE_DISK_HIT ? "disk cache hit"
                                                        : "memory cache hit");
   fj_kernel* kernel = nullptr;
-  if (Failed(fj_module_get_kernel(module, Str("saxpy"), 0, &kernel), "loading saxpy")) {
+  if (Failed(fj_module_get_kernel(module, Str("saxpy"), 0, &kernel),
+             "loading saxpy")) {
     return kExitFailure;
   }
   std::mt19937 rng(std::random_device{}());
@@ -78,15 +81,19 @@ int RunSaxpy(fj_runtime* rt, const std::string& source) {
   cfg.block[0] = 256;
   cfg.grid[0] = (n + 255) / 256;
   fj_stream* stream = nullptr;
-  if (Failed(fj_stream_create(rt, 0, &stream), "creating a stream")) return kExitFailure;
+  if (Failed(fj_stream_create(rt, 0, &stream), "creating a stream"))
+    return kExitFailure;
   cfg.stream = stream;
   auto t0 = std::chrono::steady_clock::now();
   if (Failed(fj_launch(kernel, &cfg, args, 4), "launching saxpy") ||
       Failed(fj_stream_synchronize(stream), "running saxpy")) {
     return kExitFailure;
   }
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (Failed(fj_memcpy_dtoh(rt, out.data(), dy, bytes, nullptr), "reading y")) return kExitFailure;
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - t0)
+                  .count();
+  if (Failed(fj_memcpy_dtoh(rt, out.data(), dy, bytes, nullptr), "reading y"))
+    return kExitFailure;
   int bad = 0;
   double max_err = 0;
   for (int i = 0; i < n; ++i) {
@@ -95,8 +102,9 @@ int RunSaxpy(fj_runtime* rt, const std::string& source) {
     max_err = std::max(max_err, err);
     if (!(err <= 1e-5 * (1 + std::fabs(ref)))) ++bad;
   }
-  std::printf("saxpy on %d random floats: launch+sync %.3f ms, max |error| %.2e, %s\n", n, ms,
-              max_err, bad == 0 ? "PASS" : "FAIL");
+  std::printf(
+      "saxpy on %d random floats: launch+sync %.3f ms, max |error| %.2e, %s\n",
+      n, ms, max_err, bad == 0 ? "PASS" : "FAIL");
   fj_mem_free(rt, dx);
   fj_mem_free(rt, dy);
   fj_stream_destroy(stream);
@@ -119,12 +127,14 @@ int RunTiledCopy(fj_runtime* rt) {
   std::string name = file;
   o.name = Str(name);
   fj_module* module = nullptr;
-  if (Failed(fj_module_build(rt, &o, &module), "building tiled_copy")) return kExitFailure;
+  if (Failed(fj_module_build(rt, &o, &module), "building tiled_copy"))
+    return kExitFailure;
   fj_module_info info{};
   info.struct_size = sizeof(info);
   fj_module_info_get(module, &info);
   fj_kernel* kernel = nullptr;
-  if (Failed(fj_module_get_kernel(module, Str("tiled_copy"), 0, &kernel), "loading tiled_copy")) {
+  if (Failed(fj_module_get_kernel(module, Str("tiled_copy"), 0, &kernel),
+             "loading tiled_copy")) {
     return kExitFailure;
   }
   // 1. A ragged input (not a multiple of the tile) and a larger output.
@@ -132,18 +142,33 @@ int RunTiledCopy(fj_runtime* rt) {
   const uint32_t box_y = 32, box_x = 64;
   std::mt19937 rng(std::random_device{}());
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> in(in_shape[0] * in_shape[1]), out(out_shape[0] * out_shape[1]);
+  std::vector<float> in(in_shape[0] * in_shape[1]),
+      out(out_shape[0] * out_shape[1]);
   for (float& v : in) v = dist(rng);
   uint64_t din = 0, dout = 0;
   if (Failed(fj_mem_alloc(rt, 0, in.size() * 4, &din), "allocating") ||
       Failed(fj_mem_alloc(rt, 0, out.size() * 4, &dout), "allocating") ||
-      Failed(fj_memcpy_htod(rt, din, in.data(), in.size() * 4, nullptr), "copying in") ||
-      Failed(fj_memset_d8(rt, dout, 0xC3, out.size() * 4, nullptr), "poisoning out")) {
+      Failed(fj_memcpy_htod(rt, din, in.data(), in.size() * 4, nullptr),
+             "copying in") ||
+      Failed(fj_memset_d8(rt, dout, 0xC3, out.size() * 4, nullptr),
+             "poisoning out")) {
     return kExitFailure;
   }
   // 2. Tensor arguments: DLPack layout plus the tile box and OOB mode.
-  fj_tensor tin{reinterpret_cast<void*>(din), {2, 0}, 2, {2, 32, 1}, in_shape, nullptr, 0};
-  fj_tensor tout{reinterpret_cast<void*>(dout), {2, 0}, 2, {2, 32, 1}, out_shape, nullptr, 0};
+  fj_tensor tin{reinterpret_cast<void*>(din),
+                {2, 0},
+                2,
+                {2, 32, 1},
+                in_shape,
+                nullptr,
+                0};
+  fj_tensor tout{reinterpret_cast<void*>(dout),
+                 {2, 0},
+                 2,
+                 {2, 32, 1},
+                 out_shape,
+                 nullptr,
+                 0};
   fj_tensor_arg ain{}, aout{};
   ain.struct_size = aout.struct_size = sizeof(fj_tensor_arg);
   ain.tensor = &tin;
@@ -165,21 +190,25 @@ int RunTiledCopy(fj_runtime* rt) {
   cfg.block[0] = 256;
   cfg.shared_bytes = box_x * box_y * 4 + 128;
   if (Failed(fj_launch(kernel, &cfg, args, 2), "launching tiled_copy") ||
-      Failed(fj_memcpy_dtoh(rt, out.data(), dout, out.size() * 4, nullptr), "reading out")) {
+      Failed(fj_memcpy_dtoh(rt, out.data(), dout, out.size() * 4, nullptr),
+             "reading out")) {
     return kExitFailure;
   }
   // 3. Inside `in`: a copy; outside: zeros.
   int64_t bad = 0;
   for (int64_t y = 0; y < out_shape[0]; ++y) {
     for (int64_t x = 0; x < out_shape[1]; ++x) {
-      float want = y < in_shape[0] && x < in_shape[1] ? in[y * in_shape[1] + x] : 0.f;
+      float want =
+          y < in_shape[0] && x < in_shape[1] ? in[y * in_shape[1] + x] : 0.f;
       if (std::memcmp(&out[y * out_shape[1] + x], &want, 4) != 0) ++bad;
     }
   }
-  std::printf("tiled_copy (%s) of a ragged %lldx%lld tensor into %lldx%lld, %ux%u tiles: %s\n",
-              fj_copy_impl_name(info.copy_impl), (long long)in_shape[0], (long long)in_shape[1],
-              (long long)out_shape[0], (long long)out_shape[1], box_y, box_x,
-              bad == 0 ? "PASS" : "FAIL");
+  std::printf(
+      "tiled_copy (%s) of a ragged %lldx%lld tensor into %lldx%lld, %ux%u "
+      "tiles: %s\n",
+      fj_copy_impl_name(info.copy_impl), (long long)in_shape[0],
+      (long long)in_shape[1], (long long)out_shape[0], (long long)out_shape[1],
+      box_y, box_x, bad == 0 ? "PASS" : "FAIL");
   fj_mem_free(rt, din);
   fj_mem_free(rt, dout);
   fj_module_destroy(module);
@@ -204,7 +233,8 @@ int RunDemo(std::vector<std::string> args) {
   if (rc != kExitOk) return rc;
   std::string source;
   if (!LoadKernelSource(kExample, &source)) {
-    std::fprintf(stderr, "fleetjit demo: the bundled %s is missing\n", kExample);
+    std::fprintf(stderr, "fleetjit demo: the bundled %s is missing\n",
+                 kExample);
     return kExitFailure;
   }
   fj_runtime* rt = CreateRuntime();

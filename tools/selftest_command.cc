@@ -7,8 +7,8 @@
 // every copy implementation the GPU can run, plus PTX targets that run the
 // pre-Hopper paths through the driver JIT. Prints one line per (feature,
 // implementation), a total, and as its LAST line a one-line summary
-// (scripts/gpu-host/gpu-check prints it). --json prints one object: a device's, or
-// with --device all {"devices": [one per device], ...}. Exit codes: 0 all
+// (scripts/gpu-host/gpu-check prints it). --json prints one object: a device's,
+// or with --device all {"devices": [one per device], ...}. Exit codes: 0 all
 // pass, 1 any failure, 2 usage, 3 no GPU.
 #include <chrono>
 #include <cinttypes>

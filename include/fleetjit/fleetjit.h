@@ -40,8 +40,9 @@
  *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
  *     this boundary.
  * 10. Each declaration says which minor version brought it: "(since 1.0)",
- *     "(since 1.1)" or "(since 1.2)". A field or enumerator added later says so where it
- *     stands; a 1.0 caller's shorter struct_size never reaches it (rule 5).
+ *     "(since 1.1)" or "(since 1.2)". A field or enumerator added later says so
+ * where it stands; a 1.0 caller's shorter struct_size never reaches it (rule
+ * 5).
  * 11. Coordinates in this header (shape, strides, fj_tensor_arg.box,
  *     fj_copy_desc.src_start, fj_prefetch_desc.tile_*) are outermost-first,
  *     DLPack's order: index 0 is the slowest-varying dimension. Device code
@@ -89,8 +90,9 @@ FJ_API uint32_t fj_version(void);
 
 /* A UTF-8 string with an explicit length (since 1.0). */
 typedef struct fj_str {
-  const char* data; /* UTF-8, need not be NUL-terminated; may be NULL if size 0 */
-  size_t size;      /* bytes */
+  const char*
+      data;    /* UTF-8, need not be NUL-terminated; may be NULL if size 0 */
+  size_t size; /* bytes */
 } fj_str;
 
 /* The closed set of status codes (since 1.0); each says when it is used. */
@@ -164,23 +166,23 @@ typedef enum fj_copy_impl {
 /* Effects the copy layer offers on every device, natively or emulated.
  * (since 1.0) */
 typedef enum fj_feature {
-  FJ_FEATURE_BARRIER = 0,        /* copies complete on an fj::barrier */
-  FJ_FEATURE_GROUP_WAIT = 1,     /* commit / wait for <= N groups */
-  FJ_FEATURE_COPY_G2S = 2,       /* contiguous GMEM -> SMEM */
-  FJ_FEATURE_COPY_S2G = 3,       /* contiguous SMEM -> GMEM */
-  FJ_FEATURE_PREDICATE = 4,      /* per-copy user predicate */
-  FJ_FEATURE_TILE_COPY = 5,      /* 1-5-D strided tile copies */
-  FJ_FEATURE_OOB_ZEROS = 6,      /* out-of-bounds reads as zero */
-  FJ_FEATURE_OOB_NAN = 7,        /* out-of-bounds reads as NaN */
-  FJ_FEATURE_MULTICAST = 8,      /* cluster collective copies */
-  FJ_FEATURE_L2_PREFETCH = 9,    /* L2 prefetch of spans and tiles */
+  FJ_FEATURE_BARRIER = 0,     /* copies complete on an fj::barrier */
+  FJ_FEATURE_GROUP_WAIT = 1,  /* commit / wait for <= N groups */
+  FJ_FEATURE_COPY_G2S = 2,    /* contiguous GMEM -> SMEM */
+  FJ_FEATURE_COPY_S2G = 3,    /* contiguous SMEM -> GMEM */
+  FJ_FEATURE_PREDICATE = 4,   /* per-copy user predicate */
+  FJ_FEATURE_TILE_COPY = 5,   /* 1-5-D strided tile copies */
+  FJ_FEATURE_OOB_ZEROS = 6,   /* out-of-bounds reads as zero */
+  FJ_FEATURE_OOB_NAN = 7,     /* out-of-bounds reads as NaN */
+  FJ_FEATURE_MULTICAST = 8,   /* cluster collective copies */
+  FJ_FEATURE_L2_PREFETCH = 9, /* L2 prefetch of spans and tiles */
   FJ_FEATURE_COUNT = 10
 } fj_feature;
 
 /* (since 1.0) */
 typedef enum fj_support {
-  FJ_SUPPORT_NATIVE = 1,   /* the hardware does it */
-  FJ_SUPPORT_EMULATED = 2  /* the copy layer builds it from other parts */
+  FJ_SUPPORT_NATIVE = 1,  /* the hardware does it */
+  FJ_SUPPORT_EMULATED = 2 /* the copy layer builds it from other parts */
 } fj_support;
 
 /* The stable lower-case name of an implementation ("tma"), feature
@@ -194,8 +196,8 @@ FJ_API const char* fj_support_name(fj_support support);
 typedef struct fj_copy_plan {
   size_t struct_size;
   const void* ext;
-  char target[32];        /* canonical target, e.g. "sm_90a", "compute_80" */
-  fj_copy_impl impl;      /* the implementation chosen (never AUTO) */
+  char target[32];   /* canonical target, e.g. "sm_90a", "compute_80" */
+  fj_copy_impl impl; /* the implementation chosen (never AUTO) */
   fj_support support[FJ_FEATURE_COUNT]; /* indexed by fj_feature */
 } fj_copy_plan;
 
@@ -323,7 +325,8 @@ FJ_API const char* fj_runtime_driver_error(const fj_runtime* runtime);
 
 /* Number of visible CUDA devices: 0 when there is no driver or no GPU.
  * (since 1.0) */
-FJ_API fj_status* fj_device_count(const fj_runtime* runtime, int32_t* out_count);
+FJ_API fj_status* fj_device_count(const fj_runtime* runtime,
+                                  int32_t* out_count);
 
 /* Facts about one device and the copy plan chosen for it (since 1.0). */
 typedef struct fj_device_info {
@@ -335,14 +338,14 @@ typedef struct fj_device_info {
   int32_t cc_minor;
   int32_t sm_count;
   uint64_t total_memory_bytes;
-  int32_t shared_memory_per_block;        /* default limit, bytes */
-  int32_t shared_memory_per_block_optin;  /* opt-in maximum, bytes */
+  int32_t shared_memory_per_block;       /* default limit, bytes */
+  int32_t shared_memory_per_block_optin; /* opt-in maximum, bytes */
   int32_t shared_memory_per_sm;
   int32_t l2_cache_bytes;
   int32_t max_threads_per_block;
-  int32_t cluster_launch;                 /* 1 if clusters can be launched */
-  int32_t driver_version;                 /* e.g. 13000 */
-  fj_copy_plan plan;                      /* target and copy plan chosen */
+  int32_t cluster_launch; /* 1 if clusters can be launched */
+  int32_t driver_version; /* e.g. 13000 */
+  fj_copy_plan plan;      /* target and copy plan chosen */
 } fj_device_info;
 
 /* Facts about device `ordinal` and the copy plan fleetjit will use on it.
@@ -423,8 +426,8 @@ FJ_API fj_status* fj_memcpy_dtod(fj_runtime* runtime, uint64_t dst,
                                  fj_stream* stream);
 /* Sets `bytes` bytes at dst to `value` (e.g. to poison an output).
  * (since 1.0) */
-FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst,
-                               uint8_t value, uint64_t bytes, fj_stream* stream);
+FJ_API fj_status* fj_memset_d8(fj_runtime* runtime, uint64_t dst, uint8_t value,
+                               uint64_t bytes, fj_stream* stream);
 
 /* ------------------------------------------------------------------------ */
 /* Builds: blocking (since 1.0)                                             */
@@ -435,7 +438,7 @@ typedef struct fj_module fj_module;
 
 /* What a build produces (since 1.0). */
 typedef enum fj_output {
-  FJ_OUTPUT_AUTO = 0,  /* cubin for sm_XX targets, PTX for compute_XX */
+  FJ_OUTPUT_AUTO = 0, /* cubin for sm_XX targets, PTX for compute_XX */
   FJ_OUTPUT_CUBIN = 1,
   FJ_OUTPUT_PTX = 2
 } fj_output;
@@ -450,9 +453,9 @@ typedef enum fj_build_flags {
 typedef struct fj_build_options {
   size_t struct_size;
   const void* ext;
-  fj_str source;            /* CUDA C++; <fleetjit/copy.cuh> is available */
-  fj_str name;              /* a name for logs and file stems, e.g. "saxpy.cu" */
-  const fj_str* nvrtc_options;   /* extra NVRTC options, e.g. "-DTILE=64" */
+  fj_str source; /* CUDA C++; <fleetjit/copy.cuh> is available */
+  fj_str name;   /* a name for logs and file stems, e.g. "saxpy.cu" */
+  const fj_str* nvrtc_options; /* extra NVRTC options, e.g. "-DTILE=64" */
   size_t num_nvrtc_options;
   /* Kernels to instantiate and look up by their C++ name, e.g.
    * "scale<float>". extern "C" kernels need no entry. */
@@ -461,13 +464,13 @@ typedef struct fj_build_options {
   /* "sm_XX[a]" (cubin) or "compute_XX[a]" (PTX). Empty = the runtime's
    * target override, else the live device `device`. */
   fj_str target;
-  int32_t device;            /* ordinal used when target is empty */
+  int32_t device; /* ordinal used when target is empty */
   /* AUTO = the runtime's override where the target has it, else chosen;
    * another value is used as is, and one the target lacks is
    * FJ_FAILED_PRECONDITION. */
   fj_copy_impl copy_impl;
   fj_output output;
-  uint32_t flags;            /* fj_build_flags */
+  uint32_t flags; /* fj_build_flags */
   /* Since 1.1 (a 1.0 caller's shorter struct_size reads as none): folders
    * searched for #include, in order, after any -I in nvrtc_options and
    * before CUDA's own headers, which every build finds by itself (see
@@ -480,10 +483,10 @@ typedef struct fj_build_options {
 
 /* Where a module came from. (since 1.0) */
 typedef enum fj_cache_result {
-  FJ_CACHE_COMPILED = 0,    /* NVRTC ran */
+  FJ_CACHE_COMPILED = 0, /* NVRTC ran */
   FJ_CACHE_MEMORY_HIT = 1,
   FJ_CACHE_DISK_HIT = 2,
-  FJ_CACHE_REMOTE_HIT = 3   /* from the fleet's remote tier (since 1.1) */
+  FJ_CACHE_REMOTE_HIT = 3 /* from the fleet's remote tier (since 1.1) */
 } fj_cache_result;
 
 /* A module's target, implementation and origin (since 1.0). */
@@ -492,10 +495,10 @@ typedef struct fj_module_info {
   const void* ext;
   char target[32];
   fj_copy_impl copy_impl;
-  fj_output output;          /* CUBIN or PTX, never AUTO */
+  fj_output output; /* CUBIN or PTX, never AUTO */
   fj_cache_result cache_result;
-  double build_ms;           /* wall time of fj_module_build */
-  double compile_ms;         /* NVRTC time when compiled, else the original */
+  double build_ms;   /* wall time of fj_module_build */
+  double compile_ms; /* NVRTC time when compiled, else the original */
   uint64_t image_bytes;
 } fj_module_info;
 
@@ -583,8 +586,8 @@ FJ_API fj_status* fj_build_destroy(fj_build* build);
 
 /* The format of an image given to fj_module_load (since 1.1). */
 typedef enum fj_image_kind {
-  FJ_IMAGE_AUTO = 0,   /* sniffed: ELF = cubin, 0xBA55ED50 = fatbin, text
-                        * starting with "//" or ".version" = PTX */
+  FJ_IMAGE_AUTO = 0, /* sniffed: ELF = cubin, 0xBA55ED50 = fatbin, text
+                      * starting with "//" or ".version" = PTX */
   FJ_IMAGE_CUBIN = 1,
   FJ_IMAGE_PTX = 2,
   FJ_IMAGE_FATBIN = 3
@@ -595,10 +598,10 @@ typedef enum fj_image_kind {
 typedef struct fj_module_load_options {
   size_t struct_size;
   const void* ext;
-  const void* image;   /* the bytes (PTX need not be NUL-terminated) */
+  const void* image; /* the bytes (PTX need not be NUL-terminated) */
   size_t image_size;
   fj_image_kind kind;
-  fj_str name;         /* for messages; empty = "image" */
+  fj_str name; /* for messages; empty = "image" */
   /* "sm_XX" / "compute_XX" to override what the image says (a PTX's
    * .target, a cubin's ELF header). Empty = the image's own; a fatbin
    * without one loads wherever the driver finds an entry. */
@@ -642,11 +645,12 @@ FJ_API fj_status* fj_module_load(fj_runtime* runtime,
 
 /* The state of the remote tier's circuit breaker (since 1.1). */
 typedef enum fj_remote_state {
-  FJ_REMOTE_OFF = 0,          /* not configured */
-  FJ_REMOTE_UNAVAILABLE = 1,  /* configured but off: no hiredis, no key, bad URL */
-  FJ_REMOTE_CLOSED = 2,       /* in use */
-  FJ_REMOTE_OPEN = 3,         /* failing: not asked until the cooldown ends */
-  FJ_REMOTE_HALF_OPEN = 4     /* the next call probes it */
+  FJ_REMOTE_OFF = 0, /* not configured */
+  FJ_REMOTE_UNAVAILABLE =
+      1,                  /* configured but off: no hiredis, no key, bad URL */
+  FJ_REMOTE_CLOSED = 2,   /* in use */
+  FJ_REMOTE_OPEN = 3,     /* failing: not asked until the cooldown ends */
+  FJ_REMOTE_HALF_OPEN = 4 /* the next call probes it */
 } fj_remote_state;
 
 /* Counters of the module cache (since 1.0). */
@@ -667,10 +671,10 @@ typedef struct fj_cache_stats {
   fj_remote_state remote_state;
   uint64_t remote_hits;
   uint64_t remote_misses;
-  uint64_t remote_errors;        /* failed or timed-out calls */
-  uint64_t remote_rejected;      /* refused: bad signature, key or size */
-  uint64_t remote_writes;        /* entries published */
-  uint64_t remote_write_drops;   /* not published: queue full, Redis down */
+  uint64_t remote_errors;      /* failed or timed-out calls */
+  uint64_t remote_rejected;    /* refused: bad signature, key or size */
+  uint64_t remote_writes;      /* entries published */
+  uint64_t remote_write_drops; /* not published: queue full, Redis down */
   uint64_t remote_breaker_opens;
 } fj_cache_stats;
 
@@ -699,7 +703,7 @@ typedef struct fj_dl_device {
 } fj_dl_device;
 /* (since 1.0) */
 typedef struct fj_dl_dtype {
-  uint8_t code;  /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLFloat8... */
+  uint8_t code; /* kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLFloat8... */
   uint8_t bits;
   uint16_t lanes;
 } fj_dl_dtype;
@@ -763,9 +767,9 @@ typedef struct fj_tensor_arg {
 typedef struct fj_tensor_check {
   size_t struct_size;
   const void* ext;
-  int32_t tma;       /* 1: a TMA tensor map describes it; 0: it falls back to
-                        cp.async for that argument (the launch still works) */
-  char reason[256];  /* why not, NUL-terminated and possibly cut ("" if tma) */
+  int32_t tma;      /* 1: a TMA tensor map describes it; 0: it falls back to
+                       cp.async for that argument (the launch still works) */
+  char reason[256]; /* why not, NUL-terminated and possibly cut ("" if tma) */
 } fj_tensor_check;
 
 /* Checks `arg` as fj_launch would (rank, dtype, shape, strides, box, oob)
@@ -789,11 +793,18 @@ FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
 
 /* The C type of a kernel argument (since 1.0). */
 typedef enum fj_arg_kind {
-  FJ_ARG_I8 = 1, FJ_ARG_I16 = 2, FJ_ARG_I32 = 3, FJ_ARG_I64 = 4,
-  FJ_ARG_U8 = 5, FJ_ARG_U16 = 6, FJ_ARG_U32 = 7, FJ_ARG_U64 = 8,
-  FJ_ARG_F16 = 9,  /* IEEE half bits in v.u16 */
+  FJ_ARG_I8 = 1,
+  FJ_ARG_I16 = 2,
+  FJ_ARG_I32 = 3,
+  FJ_ARG_I64 = 4,
+  FJ_ARG_U8 = 5,
+  FJ_ARG_U16 = 6,
+  FJ_ARG_U32 = 7,
+  FJ_ARG_U64 = 8,
+  FJ_ARG_F16 = 9,   /* IEEE half bits in v.u16 */
   FJ_ARG_BF16 = 10, /* bfloat16 bits in v.u16 */
-  FJ_ARG_F32 = 11, FJ_ARG_F64 = 12,
+  FJ_ARG_F32 = 11,
+  FJ_ARG_F64 = 12,
   FJ_ARG_POINTER = 13, /* device address in v.pointer */
   FJ_ARG_BYTES = 14,   /* a struct by value: v.bytes, `size` bytes */
   FJ_ARG_TENSOR = 15   /* v.tensor */
@@ -811,9 +822,16 @@ typedef struct fj_arg {
   fj_arg_kind kind;
   uint32_t size; /* bytes, for FJ_ARG_BYTES only */
   union {
-    int8_t i8; int16_t i16; int32_t i32; int64_t i64;
-    uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
-    float f32; double f64;
+    int8_t i8;
+    int16_t i16;
+    int32_t i32;
+    int64_t i64;
+    uint8_t u8;
+    uint16_t u16;
+    uint32_t u32;
+    uint64_t u64;
+    float f32;
+    double f64;
     uint64_t pointer;
     const void* bytes;
     const fj_tensor_arg* tensor;
@@ -824,11 +842,11 @@ typedef struct fj_arg {
 typedef struct fj_launch_config {
   size_t struct_size;
   const void* ext;
-  uint32_t grid[3];     /* 0 entries count as 1 */
+  uint32_t grid[3]; /* 0 entries count as 1 */
   uint32_t block[3];
   uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB is opted in */
-  uint32_t cluster[3];  /* all 0 = no cluster */
-  fj_stream* stream;    /* NULL = the device's legacy default stream */
+  uint32_t cluster[3];   /* all 0 = no cluster */
+  fj_stream* stream;     /* NULL = the device's legacy default stream */
 } fj_launch_config;
 
 /* Launches `kernel` asynchronously. Arguments are checked against the

@@ -318,7 +318,6 @@ class ThunkModuleBuilder {
   llvm::Value* buffer_ = nullptr;
 };
 
-
 absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> MakeTargetMachine() {
   InitializeLlvmOnce();
   const std::string triple = ThunkTargetTriple();
@@ -343,7 +342,6 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> MakeTargetMachine() {
   }
   return machine;
 }
-
 
 // Target machines, reused across thunk generations. Creating one (and its
 // subtarget, which the machine caches) was a large part of each object's

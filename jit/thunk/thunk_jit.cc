@@ -157,8 +157,8 @@ absl::StatusOr<ThunkLibrary*> ThunkJit::Load(absl::string_view object) {
   };
   if (llvm::Error error = impl_->jit->addObjectFile(
           library->dylib(), llvm::MemoryBuffer::getMemBufferCopy(
-                               llvm::StringRef(object.data(), object.size()),
-                               "fleetjit_thunks"))) {
+                                llvm::StringRef(object.data(), object.size()),
+                                "fleetjit_thunks"))) {
     release();
     return FromLlvm(std::move(error), "launch thunks: adding the object");
   }

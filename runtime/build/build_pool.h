@@ -4,9 +4,9 @@
 // flight holds across both (64 callers of one source, blocking or not,
 // compile once).
 //
-//   std::shared_ptr<BuildJob> job = pool.Submit([=] { return BuildRecord(spec); });
-//   job->Wait(absl::InfiniteDuration());
-//   absl::StatusOr<ModuleRecord> record = job->Take();  // once
+//   std::shared_ptr<BuildJob> job = pool.Submit([=] { return BuildRecord(spec);
+//   }); job->Wait(absl::InfiniteDuration()); absl::StatusOr<ModuleRecord>
+//   record = job->Take();  // once
 //
 // A job whose every holder gave up interest (Abandon) before it started is
 // skipped; one already running finishes and its result is dropped (what it

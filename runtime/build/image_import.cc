@@ -54,7 +54,8 @@ absl::Status ReadDriverParams(const DriverApi& api, Device& device,
       if (r == CUDA_ERROR_INVALID_VALUE) break;
       status = CheckCu(api, r, "cuFuncGetParamInfo");
       if (!status.ok()) {
-        status = Annotate(status, absl::StrCat("kernel '", entry.name, "', parameter ", i));
+        status = Annotate(
+            status, absl::StrCat("kernel '", entry.name, "', parameter ", i));
         break;
       }
       jit::ParamSpec p;
@@ -66,8 +67,9 @@ absl::Status ReadDriverParams(const DriverApi& api, Device& device,
     if (!status.ok()) break;
     entry.param_bytes = jit::ParamBufferBytes(entry.params);
   }
-  device.LogReleaseFailure(CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
-                           "a module loaded to read its parameters");
+  device.LogReleaseFailure(
+      CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
+      "a module loaded to read its parameters");
   return status;
 }
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "base/sha256.h"
 #include "base/exit_gate.h"
+#include "base/sha256.h"
 #include "base/status_macros.h"
 #include "jit/embedded.h"
 #include "jit/include_scan.h"
@@ -31,7 +31,8 @@ bool IsEmbeddedHeader(absl::string_view name) {
 // follows.
 std::vector<std::string> SearchedPaths(const jit::BuildRequest& request) {
   std::vector<std::string> paths;
-  for (jit::IncludeDir& d : jit::SearchedDirs(request)) paths.push_back(std::move(d.path));
+  for (jit::IncludeDir& d : jit::SearchedDirs(request))
+    paths.push_back(std::move(d.path));
   return paths;
 }
 
@@ -102,9 +103,10 @@ class CachePchStore : public jit::PchFileStore {
 
 }  // namespace
 
-ModuleBuilder::ModuleBuilder(const RuntimeOptions& options, const DriverApi* driver,
-                             const DeviceList& devices, ModuleCache& cache,
-                             LaunchThunks& thunks, ModuleLoader& loader)
+ModuleBuilder::ModuleBuilder(const RuntimeOptions& options,
+                             const DriverApi* driver, const DeviceList& devices,
+                             ModuleCache& cache, LaunchThunks& thunks,
+                             ModuleLoader& loader)
     : options_(options),
       driver_(driver),
       devices_(devices),
@@ -139,8 +141,9 @@ void ModuleBuilder::ResolveCompiler() {
       identity_ = CompilerIdentity(*path);
       // "nvrtc 13.0.88 libnvrtc.so.13 size=N": the library must report the
       // version its cache key names.
-      std::vector<std::string> words =
-          identity_.ok() ? absl::StrSplit(*identity_, ' ') : std::vector<std::string>{};
+      std::vector<std::string> words = identity_.ok()
+                                           ? absl::StrSplit(*identity_, ' ')
+                                           : std::vector<std::string>{};
       nvrtc_ = std::make_unique<NvrtcLibrary>(std::vector<std::string>{*path},
                                               words.size() > 1 ? words[1] : "");
     } else {
@@ -210,16 +213,18 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     request.include_dirs.push_back({dir, "include_dirs"});
   }
   const std::vector<jit::IncludeDir>& cuda_dirs = cuda_include_dirs();
-  request.include_dirs.insert(request.include_dirs.end(), cuda_dirs.begin(), cuda_dirs.end());
+  request.include_dirs.insert(request.include_dirs.end(), cuda_dirs.begin(),
+                              cuda_dirs.end());
   if (spec.output == BuildSpec::Output::kCubin && target.ptx) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a cubin needs an sm_XX target, not ", target.Name()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a cubin needs an sm_XX target, not ", target.Name()));
   }
 
   // 3. Fetch or compile. Without NVRTC only a published entry can serve.
   const absl::StatusOr<std::string>& compiler = compiler_identity();
   if (!compiler.ok() && !spec.use_cache) {
-    return Annotate(compiler.status(), absl::StrCat("building '", spec.name, "'"));
+    return Annotate(compiler.status(),
+                    absl::StrCat("building '", spec.name, "'"));
   }
   // PCHs outlive the process in the disk tier when the build may use it.
   std::optional<CachePchStore> pch_store;
@@ -238,13 +243,15 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     }
   }
   auto compile = [&]() -> absl::StatusOr<jit::Artifact> {
-    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, jit::BuildModule(*nvrtc_, request));
+    FJ_ASSIGN_OR_RETURN(jit::Artifact artifact,
+                        jit::BuildModule(*nvrtc_, request));
     // Parameter offsets are the driver's to choose (64-byte-aligned tensor
     // parameters move with the architecture's parameter bank). When the
     // image runs on a device here, take its layout now, so the thunks and
     // the cached artifact match what a load will find.
     if (layout_device >= 0) {
-      FJ_RETURN_IF_ERROR(AdoptDeviceParamLayouts(*driver_, devices_.get(layout_device), artifact),
+      FJ_RETURN_IF_ERROR(AdoptDeviceParamLayouts(
+                             *driver_, devices_.get(layout_device), artifact),
                          absl::StrCat("building '", spec.name, "'"));
     }
     // The launch thunks travel in the artifact, so the cache stores them and
@@ -273,16 +280,19 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
       // No NVRTC here: the rule of runtime/cache/cache_key.h ("Hosts
       // without a compiler") picks what another host published.
       int driver_version = 0;
-      if (driver_ != nullptr) (void)driver_->cuDriverGetVersion(&driver_version);
+      if (driver_ != nullptr)
+        (void)driver_->cuDriverGetVersion(&driver_version);
       CacheKey agnostic = CompilerAgnosticKey(inputs);
-      absl::StatusOr<ModuleCache::Result> published = cache_.GetPublished(
-          agnostic, [&](absl::string_view recorded) {
-            return CheckPublishedCompiler(recorded, inputs.target, driver_version);
+      absl::StatusOr<ModuleCache::Result> published =
+          cache_.GetPublished(agnostic, [&](absl::string_view recorded) {
+            return CheckPublishedCompiler(recorded, inputs.target,
+                                          driver_version);
           });
       if (!published.ok()) {
-        return Annotate(compiler.status(),
-                        absl::StrCat("building '", spec.name, "' (and without a compiler: ",
-                                     published.status().message(), ")"));
+        return Annotate(
+            compiler.status(),
+            absl::StrCat("building '", spec.name, "' (and without a compiler: ",
+                         published.status().message(), ")"));
       }
       record.artifact = std::move(published->artifact);
       record.source = published->source;
@@ -301,8 +311,9 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     FJ_ASSIGN_OR_RETURN(
         ModuleCache::Result result,
         cache_.GetOrBuild(key, compile,
-                           options_.cache.memory ? ModuleCache::DiskStore::kDeferred
-                                                 : ModuleCache::DiskStore::kNow));
+                          options_.cache.memory
+                              ? ModuleCache::DiskStore::kDeferred
+                              : ModuleCache::DiskStore::kNow));
     record.artifact = std::move(result.artifact);
     record.source = result.source;
     record.key = key.digest;
@@ -310,7 +321,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
                      result.disk_store_pending);
   } else {
     FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile());
-    record.artifact = std::make_shared<const jit::Artifact>(std::move(artifact));
+    record.artifact =
+        std::make_shared<const jit::Artifact>(std::move(artifact));
     {
       absl::MutexLock lock(&uncached_mu_);
       record.key = absl::StrCat("uncached-", ++uncached_counter_);
@@ -323,10 +335,9 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
   return record;
 }
 
-void ModuleBuilder::ScheduleFollowUp(std::optional<CacheKey> key,
-                               const std::string& record_key,
-                               std::shared_ptr<const jit::Artifact> artifact,
-                               bool disk_pending) {
+void ModuleBuilder::ScheduleFollowUp(
+    std::optional<CacheKey> key, const std::string& record_key,
+    std::shared_ptr<const jit::Artifact> artifact, bool disk_pending) {
   bool need_thunk = false;
   if (thunks_.enabled() && artifact->thunk_object.empty()) {
     // Once per record key: memory hits of a module whose thunk is being
@@ -341,10 +352,10 @@ void ModuleBuilder::ScheduleFollowUp(std::optional<CacheKey> key,
   });
 }
 
-void ModuleBuilder::RunFollowUp(const std::optional<CacheKey>& key,
-                          const std::string& record_key,
-                          const std::shared_ptr<const jit::Artifact>& artifact,
-                          bool need_thunk, bool disk_pending) {
+void ModuleBuilder::RunFollowUp(
+    const std::optional<CacheKey>& key, const std::string& record_key,
+    const std::shared_ptr<const jit::Artifact>& artifact, bool need_thunk,
+    bool disk_pending) {
   std::shared_ptr<const jit::Artifact> published = artifact;
   if (need_thunk) {
     // 1. The thunk object, on a copy: callers may be reading `artifact`.
@@ -355,9 +366,10 @@ void ModuleBuilder::RunFollowUp(const std::optional<CacheKey>& key,
       published = std::move(with_thunk);
     } else if (!generated.ok()) {
       LoggerFor(options_).Log(
-          LogLevel::kWarn, absl::StrCat("background: launch thunk for ", record_key,
-                                        " not generated (launches stay generic): ",
-                                        generated.message()));
+          LogLevel::kWarn,
+          absl::StrCat(
+              "background: launch thunk for ", record_key,
+              " not generated (launches stay generic): ", generated.message()));
     }
     // 2. Attach it to the kernels loaded meanwhile. LoadKernel inserts a
     // kernel before it reads the job's state, and we mark the job done
@@ -383,7 +395,8 @@ void ModuleBuilder::RunFollowUp(const std::optional<CacheKey>& key,
 }
 
 void ModuleBuilder::AttachThunk(const std::string& record_key,
-                                const jit::Artifact& image_artifact, LoadedKernel& k) {
+                                const jit::Artifact& image_artifact,
+                                LoadedKernel& k) {
   if (!thunks_.enabled()) return;
   const jit::Artifact* source = &image_artifact;
   std::shared_ptr<const jit::Artifact> with_thunk;  // keeps `source` alive

@@ -27,9 +27,9 @@
 #include "runtime/cache/module_cache.h"
 #include "runtime/config.h"
 #include "runtime/device/device.h"
+#include "runtime/launch/launch_thunks.h"
 #include "runtime/load/kernel.h"
 #include "runtime/load/module.h"
-#include "runtime/launch/launch_thunks.h"
 
 namespace fleetjit {
 
@@ -51,8 +51,8 @@ class ModuleBuilder {
   // Gives `k` (a kernel just loaded from the image of `record_key`) its
   // thunk, unless the record's thunk is still being generated (the
   // generator attaches it then).
-  void AttachThunk(const std::string& record_key, const jit::Artifact& image_artifact,
-                   LoadedKernel& k);
+  void AttachThunk(const std::string& record_key,
+                   const jit::Artifact& image_artifact, LoadedKernel& k);
 
   void WaitForBackgroundWork() { background_->WaitIdle(); }
   void HoldBackgroundWorkForTesting(bool hold) { background_->SetHold(hold); }
@@ -79,10 +79,12 @@ class ModuleBuilder {
   // Queues what a build leaves to the background: the thunk object of
   // `artifact` when it has none (thunks on, once per record key), and the
   // disk store when `disk_pending`. `key` is absent for uncached builds.
-  void ScheduleFollowUp(std::optional<CacheKey> key, const std::string& record_key,
+  void ScheduleFollowUp(std::optional<CacheKey> key,
+                        const std::string& record_key,
                         std::shared_ptr<const jit::Artifact> artifact,
                         bool disk_pending);
-  void RunFollowUp(const std::optional<CacheKey>& key, const std::string& record_key,
+  void RunFollowUp(const std::optional<CacheKey>& key,
+                   const std::string& record_key,
                    const std::shared_ptr<const jit::Artifact>& artifact,
                    bool need_thunk, bool disk_pending);
 
@@ -109,7 +111,8 @@ class ModuleBuilder {
   absl::Mutex thunk_jobs_mu_;
   // Record key -> its background thunk generation (absent: none needed or
   // none started).
-  absl::flat_hash_map<std::string, ThunkJob> thunk_jobs_ ABSL_GUARDED_BY(thunk_jobs_mu_);
+  absl::flat_hash_map<std::string, ThunkJob> thunk_jobs_
+      ABSL_GUARDED_BY(thunk_jobs_mu_);
   // Last: destroyed first (and ~ModuleBuilder resets it explicitly).
   std::unique_ptr<BackgroundWorker> background_;
 };

@@ -4,8 +4,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "runtime/cache/cache_key.h"
 #include "base/sha256.h"
+#include "runtime/cache/cache_key.h"
 
 namespace fleetjit {
 namespace {

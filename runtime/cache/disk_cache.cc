@@ -15,9 +15,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "runtime/cache/cache_entry.h"
 #include "base/files.h"
 #include "base/sha256.h"
+#include "runtime/cache/cache_entry.h"
 
 namespace fleetjit {
 namespace {
@@ -70,14 +70,16 @@ Fd OpenRoot(const DiskCache& cache, bool create,
             const std::function<void(absl::string_view)>& refuse) {
   const std::string& dir = cache.dir();
   if (dir.empty()) return Fd();
-  Fd root(files::OpenAt(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  Fd root(
+      files::OpenAt(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.ok() && errno == ENOENT && create) {
     absl::Status made = files::MakeDirs(dir);
     if (!made.ok()) {
       refuse(absl::StrCat(made.message(), "; not saving to disk"));
       return Fd();
     }
-    root = Fd(files::OpenAt(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    root = Fd(files::OpenAt(AT_FDCWD, dir.c_str(),
+                            O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   }
   if (!root.ok()) {
     if (errno != ENOENT) {
@@ -139,7 +141,8 @@ Fd OpenShard(int root, const std::string& name, bool create,
 
 }  // namespace
 
-std::string ResolveCacheDir(absl::string_view configured, absl::string_view xdg_cache_home,
+std::string ResolveCacheDir(absl::string_view configured,
+                            absl::string_view xdg_cache_home,
                             absl::string_view home_dir) {
   std::string dir(configured);
   if (dir.empty() && !xdg_cache_home.empty() && xdg_cache_home[0] == '/') {
@@ -250,8 +253,8 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
     return std::nullopt;
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  std::string problem = S_ISREG(st.st_mode) ? files::OwnershipProblem(st)
-                                            : "not a regular file";
+  std::string problem =
+      S_ISREG(st.st_mode) ? files::OwnershipProblem(st) : "not a regular file";
   if (problem.empty() && size > kMaxEntryBytes) {
     problem = absl::StrCat("implausibly large (", size, " bytes)");
   }
@@ -342,9 +345,9 @@ absl::Status DiskCache::Store(const CacheKey& key,
       }
     }
     temp = TempName(key.digest);
-    file = Fd(files::OpenAt(shard.get(), temp.c_str(),
-                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                            0600));
+    file = Fd(files::OpenAt(
+        shard.get(), temp.c_str(),
+        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     err = file.ok() ? 0 : errno;
   }
   if (!file.ok()) {
@@ -362,8 +365,8 @@ absl::Status DiskCache::Store(const CacheKey& key,
   if (status.ok() && files::Close(file.Release()) != 0) {
     status = absl::UnavailableError(absl::StrCat("close: ", ErrnoText(errno)));
   }
-  if (status.ok() &&
-      files::RenameAt(shard.get(), temp.c_str(), shard.get(), name.c_str()) != 0) {
+  if (status.ok() && files::RenameAt(shard.get(), temp.c_str(), shard.get(),
+                                     name.c_str()) != 0) {
     status = absl::UnavailableError(absl::StrCat("rename: ", ErrnoText(errno)));
   }
   if (!status.ok()) {
@@ -470,8 +473,8 @@ void DiskCache::Evict() {
         if (temp || !IsEntryName(name)) return;  // temps: see AfterStore
         total += st.st_size;
         per_shard[ShardIndex(shard_name)] += st.st_size;
-        entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name, name,
-                           static_cast<uint64_t>(st.st_size)});
+        entries.push_back({st.st_mtim.tv_sec, st.st_mtim.tv_nsec, shard_name,
+                           name, static_cast<uint64_t>(st.st_size)});
       });
 
   if (total > max_bytes_) {

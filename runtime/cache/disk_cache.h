@@ -74,7 +74,8 @@ void CacheLog(const Logger& log, LogLevel level, absl::string_view message);
 // password database's home when `home` is empty). Made absolute. "" if none
 // can be found (the disk tier is then off). Reads no environment: the
 // values come from the caller (runtime/config.h, ApplyEnvironment).
-std::string ResolveCacheDir(absl::string_view configured, absl::string_view xdg_cache_home,
+std::string ResolveCacheDir(absl::string_view configured,
+                            absl::string_view xdg_cache_home,
                             absl::string_view home);
 
 struct CacheEntryInfo {

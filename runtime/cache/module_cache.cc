@@ -25,8 +25,8 @@ struct ModuleCache::Slot {
 ModuleCache::ModuleCache(CacheConfig config)
     : config_(std::move(config)),
       use_disk_(config_.disk && !ResolvedDir(config_).empty()),
-      disk_(std::make_unique<DiskCache>(ResolvedDir(config_),
-                                        config_.max_bytes, config_.log)),
+      disk_(std::make_unique<DiskCache>(ResolvedDir(config_), config_.max_bytes,
+                                        config_.log)),
       shards_(new CacheLinePadded<Shard>[kThreadShards]) {
   if (!config_.remote.url.empty()) {
     // A remote tier that cannot start leaves the local tiers working; the
@@ -38,8 +38,7 @@ ModuleCache::ModuleCache(CacheConfig config)
     } else {
       remote_status_ = remote.status();
       CacheLog(config_.log, LogLevel::kWarn,
-               absl::StrCat("remote tier off: ",
-                                         remote_status_.message()));
+               absl::StrCat("remote tier off: ", remote_status_.message()));
     }
   }
 }
@@ -50,16 +49,14 @@ const std::string& ModuleCache::dir() const { return disk_->dir(); }
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
     const CacheKey& key,
-    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
-    DiskStore store) {
+    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build, DiskStore store) {
   return Get(key, [&] { return Fill(key, build, store); });
 }
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::GetPublished(
     const CacheKey& agnostic_key,
     absl::FunctionRef<absl::Status(absl::string_view compiler)> accept) {
-  return Get(agnostic_key,
-             [&] { return FillPublished(agnostic_key, accept); });
+  return Get(agnostic_key, [&] { return FillPublished(agnostic_key, accept); });
 }
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::Get(
@@ -86,7 +83,8 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Get(
     if (finished != nullptr) {
       // Under the shard's lock: an Update or Clear that changed the shared
       // map after the read above sweeps this shard after this insertion.
-      std::shared_ptr<const jit::Artifact> mine = LocalReference(std::move(finished));
+      std::shared_ptr<const jit::Artifact> mine =
+          LocalReference(std::move(finished));
       shard.hits.emplace(key.digest, mine);
       shard.memory_hits.fetch_add(1, std::memory_order_relaxed);
       return Result{std::move(mine), CacheSource::kMemory};
@@ -113,7 +111,8 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Get(
   }
 
   // 3. Lead: disk, remote, then build, then hand the result to the
-  // waiters. If build() throws, the guard hands them an error so that they never hang.
+  // waiters. If build() throws, the guard hands them an error so that they
+  // never hang.
   struct ThrowGuard {
     ModuleCache* cache;
     const std::string& digest;
@@ -153,8 +152,7 @@ void ModuleCache::Publish(
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
     const CacheKey& key,
-    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
-    DiskStore store) {
+    absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build, DiskStore store) {
   if (use_disk_) {
     if (std::optional<jit::Artifact> found = disk_->Load(key)) {
       disk_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -219,11 +217,10 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::FillPublished(
   return absl::NotFoundError(absl::StrCat(
       "no published entry for this build (", agnostic_key.digest.substr(0, 12),
       "...) in the ",
-      remote_ != nullptr ? "local or remote cache"
-      : remote_status_.ok()
-          ? "local cache (no remote tier is configured)"
-          : absl::StrCat("local cache (remote tier off: ",
-                         remote_status_.message(), ")")));
+      remote_ != nullptr    ? "local or remote cache"
+      : remote_status_.ok() ? "local cache (no remote tier is configured)"
+                            : absl::StrCat("local cache (remote tier off: ",
+                                           remote_status_.message(), ")")));
 }
 
 bool ModuleCache::FlushRemote(absl::Duration timeout) {
@@ -247,8 +244,7 @@ absl::Status ModuleCache::StoreToDisk(const CacheKey& key,
   // A cache that cannot be written still serves this process (memory
   // tier); say so once rather than on every build. FAILED_PRECONDITION
   // means the disk tier refused its directory and already said why.
-  if (!stored.ok() &&
-      stored.code() != absl::StatusCode::kFailedPrecondition &&
+  if (!stored.ok() && stored.code() != absl::StatusCode::kFailedPrecondition &&
       !write_failure_logged_.exchange(true)) {
     CacheLog(config_.log, LogLevel::kWarn,
              absl::StrCat("not saving to the disk cache: ", stored.message(),
@@ -257,8 +253,8 @@ absl::Status ModuleCache::StoreToDisk(const CacheKey& key,
   return stored;
 }
 
-absl::Status ModuleCache::Update(const CacheKey& key,
-                                 std::shared_ptr<const jit::Artifact> artifact) {
+absl::Status ModuleCache::Update(
+    const CacheKey& key, std::shared_ptr<const jit::Artifact> artifact) {
   if (artifact == nullptr) {
     return absl::InvalidArgumentError("ModuleCache::Update: no artifact");
   }
@@ -306,9 +302,15 @@ CacheStats ModuleCache::stats() const {
   if (remote_ != nullptr) {
     RemoteCacheStats r = remote_->stats();
     switch (r.state) {  // no default: a new breaker state needs a decision
-      case CircuitBreaker::State::kClosed: s.remote = CacheStats::Remote::kClosed; break;
-      case CircuitBreaker::State::kOpen: s.remote = CacheStats::Remote::kOpen; break;
-      case CircuitBreaker::State::kHalfOpen: s.remote = CacheStats::Remote::kHalfOpen; break;
+      case CircuitBreaker::State::kClosed:
+        s.remote = CacheStats::Remote::kClosed;
+        break;
+      case CircuitBreaker::State::kOpen:
+        s.remote = CacheStats::Remote::kOpen;
+        break;
+      case CircuitBreaker::State::kHalfOpen:
+        s.remote = CacheStats::Remote::kHalfOpen;
+        break;
     }
     s.remote_state = CircuitBreakerStateName(r.state);
     s.remote_hits = remote_hits_.load(std::memory_order_relaxed);

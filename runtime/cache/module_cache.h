@@ -1,11 +1,12 @@
 // The module cache: built artifacts by cache key, in memory and on disk.
 //
 // GetOrBuild looks in the memory tier, then the disk tier, then the remote
-// tier (remote_tier.h, when configured), and only then calls `build`. Within a process one key is built once at a time (single
-// flight): concurrent callers of a key wait for the one build and share its
-// result, while distinct keys build in parallel (no lock is held around
-// `build`). Across processes duplicate builds are harmless: entries are
-// published atomically and any one of them is a correct result.
+// tier (remote_tier.h, when configured), and only then calls `build`. Within a
+// process one key is built once at a time (single flight): concurrent callers
+// of a key wait for the one build and share its result, while distinct keys
+// build in parallel (no lock is held around `build`). Across processes
+// duplicate builds are harmless: entries are published atomically and any one
+// of them is a correct result.
 //
 //   ModuleCache cache(CacheConfig{});            // no I/O yet
 //   CacheKey key = MakeCacheKey(inputs);
@@ -174,7 +175,8 @@ class ModuleCache {
   // Checked, counted in the byte cap and evicted like module entries.
   // nullopt when there is no disk tier, no entry, or it was rejected.
   std::optional<jit::Artifact> LoadDiskOnly(const CacheKey& key);
-  absl::Status StoreDiskOnly(const CacheKey& key, const jit::Artifact& artifact);
+  absl::Status StoreDiskOnly(const CacheKey& key,
+                             const jit::Artifact& artifact);
   bool has_disk() const { return use_disk_; }
 
   // The counters, and disk_entries/disk_bytes from a scan of the directory

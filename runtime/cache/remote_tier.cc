@@ -34,7 +34,8 @@ absl::StatusOr<std::unique_ptr<RemoteTier>> RemoteTier::Create(
   }
   absl::StatusOr<std::string> key = ParseFleetKey(config.fleet_key);
   if (!key.ok()) return key.status();
-  absl::StatusOr<const HiredisApi*> hiredis = LoadHiredis(config.libhiredis_path);
+  absl::StatusOr<const HiredisApi*> hiredis =
+      LoadHiredis(config.libhiredis_path);
   if (!hiredis.ok()) return hiredis.status();
   return std::unique_ptr<RemoteTier>(
       new RemoteTier(config, *std::move(url), *std::move(key), std::move(log)));
@@ -111,7 +112,7 @@ std::nullopt_t RemoteTier::Reject(absl::string_view name,
   rejected_.fetch_add(1, std::memory_order_relaxed);
   CacheLog(log_, LogLevel::kWarn,
            absl::StrCat("refusing remote entry ", name, " from ",
-                              url_.Redacted(), ": ", reason, "; rebuilding"));
+                        url_.Redacted(), ": ", reason, "; rebuilding"));
   return std::nullopt;
 }
 
@@ -121,8 +122,9 @@ void RemoteTier::RecordCall(const absl::Status& status,
   breaker_.Record(status.ok());
   if (status.ok()) {
     if (failing_.exchange(false)) {
-      CacheLog(log_, LogLevel::kInfo,
-               absl::StrCat("remote cache ", url_.Redacted(), " answers again"));
+      CacheLog(
+          log_, LogLevel::kInfo,
+          absl::StrCat("remote cache ", url_.Redacted(), " answers again"));
     }
     return;
   }
@@ -132,12 +134,12 @@ void RemoteTier::RecordCall(const absl::Status& status,
   const bool opened = before != CircuitBreaker::State::kOpen &&
                       breaker_.state() == CircuitBreaker::State::kOpen;
   if (!failing_.exchange(true) || opened) {
-    CacheLog(log_, LogLevel::kWarn,
-             absl::StrCat(
-                       "remote cache ", what, ": ", status.message(),
-                       opened ? absl::StrCat("; not asking it for ",
-                                             config_.breaker_cooldown_ms, " ms")
-                              : std::string()));
+    CacheLog(
+        log_, LogLevel::kWarn,
+        absl::StrCat("remote cache ", what, ": ", status.message(),
+                     opened ? absl::StrCat("; not asking it for ",
+                                           config_.breaker_cooldown_ms, " ms")
+                            : std::string()));
   }
 }
 

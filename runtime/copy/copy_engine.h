@@ -61,10 +61,10 @@ class CopyEngine {
   };
   // What ran, counted since creation (tests and benchmarks read these).
   struct Counters {
-    uint64_t driver = 0;        // cuMemcpyAsync
-    uint64_t driver_peer = 0;   // cuMemcpyPeerAsync
-    uint64_t kernel = 0;        // fj_tile_copy launches
-    uint64_t staged = 0;        // kernel copies staged through pinned host
+    uint64_t driver = 0;       // cuMemcpyAsync
+    uint64_t driver_peer = 0;  // cuMemcpyPeerAsync
+    uint64_t kernel = 0;       // fj_tile_copy launches
+    uint64_t staged = 0;       // kernel copies staged through pinned host
     uint64_t prefetch_local = 0;
     uint64_t prefetch_warm_owner = 0;
     uint64_t prefetch_stage = 0;
@@ -109,10 +109,11 @@ class CopyEngine {
   absl::Status CheckDriver() const;
   copy::PeerState Peers();
   absl::StatusOr<CUstream> OwnStream(int device);
-  absl::Status RunKernelRoute(const copy::CopySpec& spec, const copy::ValidatedCopy& v,
+  absl::Status RunKernelRoute(const copy::CopySpec& spec,
+                              const copy::ValidatedCopy& v,
                               const copy::CopyRoute& route,
-                              const copy::Placement& src, const copy::Placement& dst,
-                              Stream stream);
+                              const copy::Placement& src,
+                              const copy::Placement& dst, Stream stream);
   void Note(absl::string_view message);
   // Both go through here: the logger copied under the lock, used outside it.
   void Log(LogLevel level, absl::string_view message);
@@ -128,7 +129,8 @@ class CopyEngine {
   Logger logger_ ABSL_GUARDED_BY(mu_);
 
   std::atomic<uint64_t> n_driver_{0}, n_driver_peer_{0}, n_staged_{0};
-  std::atomic<uint64_t> n_prefetch_local_{0}, n_prefetch_warm_{0}, n_prefetch_stage_{0};
+  std::atomic<uint64_t> n_prefetch_local_{0}, n_prefetch_warm_{0},
+      n_prefetch_stage_{0};
 };
 
 }  // namespace fleetjit

@@ -93,7 +93,8 @@ absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
                                         std::optional<jit::CopyImpl> impl,
                                         std::optional<jit::Target> target = {});
 // The build of the prefetch kernel.
-absl::StatusOr<BuildSpec> PrefetchBuild(int device, std::optional<jit::CopyImpl> impl,
+absl::StatusOr<BuildSpec> PrefetchBuild(int device,
+                                        std::optional<jit::CopyImpl> impl,
                                         std::optional<jit::Target> target = {});
 
 // What the copy kernels ask of the runtime that owns them (the facade

@@ -51,7 +51,8 @@ absl::StatusOr<Span> SpanOf(const TensorDesc& t, absl::string_view name) {
   __int128 lo = 0, hi = 0;
   for (int d = 0; d < t.rank; ++d) {
     if (t.shape[d] == 0) return Span{t.address, t.address};
-    const __int128 reach = __int128(t.shape[d] - 1) * t.stride[d] * t.elem_bytes;
+    const __int128 reach =
+        __int128(t.shape[d] - 1) * t.stride[d] * t.elem_bytes;
     (reach < 0 ? lo : hi) += reach;
   }
   lo += t.address;
@@ -103,13 +104,15 @@ TensorDesc WindowView(const ValidatedCopy& v) {
 
 absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
   ValidatedCopy v;
-  FJ_ASSIGN_OR_RETURN(v.src, Describe(spec.src, "src", &v.src_device_type, &v.src_device_id));
-  FJ_ASSIGN_OR_RETURN(v.dst, Describe(spec.dst, "dst", &v.dst_device_type, &v.dst_device_id));
+  FJ_ASSIGN_OR_RETURN(
+      v.src, Describe(spec.src, "src", &v.src_device_type, &v.src_device_id));
+  FJ_ASSIGN_OR_RETURN(
+      v.dst, Describe(spec.dst, "dst", &v.dst_device_type, &v.dst_device_id));
   const int rank = v.dst.rank;
   if (v.src.rank != rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "src has rank ", v.src.rank, " but dst rank ", rank,
-        "; a copy keeps the rank (give extent-1 dimensions)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("src has rank ", v.src.rank, " but dst rank ", rank,
+                     "; a copy keeps the rank (give extent-1 dimensions)"));
   }
   if (v.src.dtype != v.dst.dtype) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -154,9 +157,9 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
   // A destination element written twice would race.
   for (int d = 0; d < rank; ++d) {
     if (v.dst.stride[d] == 0 && v.dst.shape[d] > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "dst strides[", rank - 1 - d, "] is 0 with extent ", v.dst.shape[d],
-          ": its elements overlap"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("dst strides[", rank - 1 - d, "] is 0 with extent ",
+                       v.dst.shape[d], ": its elements overlap"));
     }
   }
   v.elements = 1;
@@ -164,19 +167,23 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
 
   if (spec.index != nullptr) {
     int32_t dt = 0, id = 0;
-    FJ_ASSIGN_OR_RETURN(TensorDesc idx, Describe(spec.index, "index", &dt, &id));
+    FJ_ASSIGN_OR_RETURN(TensorDesc idx,
+                        Describe(spec.index, "index", &dt, &id));
     if (idx.rank != 1) {
-      return Invalid("index", absl::StrCat("has rank ", idx.rank, "; a gather index is 1-D"));
+      return Invalid("index", absl::StrCat("has rank ", idx.rank,
+                                           "; a gather index is 1-D"));
     }
     const fj_dl_dtype t = spec.index->dtype;
     if (t.code != kDLInt || (t.bits != 32 && t.bits != 64)) {
-      return Invalid("index", absl::StrCat("has dtype ", DtypeName(idx.dtype),
-                                           "; a gather index is int32 or int64"));
+      return Invalid("index",
+                     absl::StrCat("has dtype ", DtypeName(idx.dtype),
+                                  "; a gather index is int32 or int64"));
     }
     if (idx.shape[0] != v.dst.shape[rank - 1]) {
-      return Invalid("index", absl::StrCat("has ", idx.shape[0],
-                                           " entries but dst has ", v.dst.shape[rank - 1],
-                                           " rows (its outermost extent)"));
+      return Invalid(
+          "index",
+          absl::StrCat("has ", idx.shape[0], " entries but dst has ",
+                       v.dst.shape[rank - 1], " rows (its outermost extent)"));
     }
     GatherIndex g;
     g.address = idx.address;
@@ -210,17 +217,18 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
         "src ", SpanText(v.src_span), " and dst ", SpanText(v.dst_span),
         " overlap; fj_copy needs disjoint memory"));
   }
-  if (v.gather.has_value() && v.elements > 0 && v.gather->span.Overlaps(v.dst_span)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "index ", SpanText(v.gather->span), " and dst ", SpanText(v.dst_span),
-        " overlap"));
+  if (v.gather.has_value() && v.elements > 0 &&
+      v.gather->span.Overlaps(v.dst_span)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("index ", SpanText(v.gather->span), " and dst ",
+                     SpanText(v.dst_span), " overlap"));
   }
   v.impl = spec.impl;
   return v;
 }
 
-TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_row_bytes,
-                      uint32_t max_tile_bytes) {
+TileShape ChooseTiles(const TensorDesc& dst, bool gather,
+                      uint32_t max_row_bytes, uint32_t max_tile_bytes) {
   TileShape t;
   const int rank = dst.rank;
   const int64_t eb = dst.elem_bytes;
@@ -228,14 +236,17 @@ TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_row_bytes
   if (gather && rank == 1) {
     t.box[0] = 1;
   } else {
-    const int64_t cap = std::min<int64_t>(256, std::max<uint32_t>(16, max_row_bytes) / eb);
+    const int64_t cap =
+        std::min<int64_t>(256, std::max<uint32_t>(16, max_row_bytes) / eb);
     int64_t want = 1;
     while (want < extent(0) && want < cap) want *= 2;
     t.box[0] = static_cast<int32_t>(std::max<int64_t>(want, 16 / eb));
   }
   int64_t budget = std::max<int64_t>(1, max_tile_bytes / (t.box[0] * eb));
   for (int d = 1; d < rank; ++d) {
-    int64_t b = (gather && d == rank - 1) ? 1 : std::min({budget, extent(d), int64_t{256}});
+    int64_t b = (gather && d == rank - 1)
+                    ? 1
+                    : std::min({budget, extent(d), int64_t{256}});
     t.box[d] = static_cast<int32_t>(b);
     budget = std::max<int64_t>(1, budget / b);
   }
@@ -265,21 +276,23 @@ const char* PrefetchModeName(PrefetchMode mode) {
 
 absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec) {
   ValidatedPrefetch v;
-  if (spec.mode < 0 || spec.mode > static_cast<int32_t>(PrefetchMode::kStageLocal)) {
+  if (spec.mode < 0 ||
+      spec.mode > static_cast<int32_t>(PrefetchMode::kStageLocal)) {
     return absl::InvalidArgumentError(
         absl::StrCat("mode is ", spec.mode, ", not an fj_prefetch_mode value"));
   }
   v.mode = static_cast<PrefetchMode>(spec.mode);
   if (spec.reader_device < -1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("reader_device is ", spec.reader_device, "; -1 or an ordinal"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "reader_device is ", spec.reader_device, "; -1 or an ordinal"));
   }
   v.reader_device = spec.reader_device;
   PrefetchRows& rows = v.rows;
   uint64_t dense_bytes = 0;
   if (spec.tensor != nullptr) {
     int32_t dt = 0, id = 0;
-    FJ_ASSIGN_OR_RETURN(TensorDesc t, Describe(spec.tensor, "tensor", &dt, &id));
+    FJ_ASSIGN_OR_RETURN(TensorDesc t,
+                        Describe(spec.tensor, "tensor", &dt, &id));
     const int rank = t.rank;
     TensorDesc tile = t;
     int64_t offset = 0;
@@ -292,16 +305,17 @@ absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec) {
         continue;
       }
       const int d = rank - 1 - i;
-      if (spec.start[i] < 0 || spec.extent[i] < 0 || spec.start[i] >= kMaxStart ||
-          spec.extent[i] >= kMaxStart) {
+      if (spec.start[i] < 0 || spec.extent[i] < 0 ||
+          spec.start[i] >= kMaxStart || spec.extent[i] >= kMaxStart) {
         return absl::InvalidArgumentError(absl::StrCat(
             "start[", i, "] = ", spec.start[i], ", extent[", i, "] = ",
             spec.extent[i], ": a prefetched tile starts inside the tensor"));
       }
       const int64_t lo = std::min(spec.start[i], t.shape[d]);
-      const int64_t hi = spec.extent[i] == 0
-                             ? t.shape[d]
-                             : std::min(t.shape[d], spec.start[i] + spec.extent[i]);
+      const int64_t hi =
+          spec.extent[i] == 0
+              ? t.shape[d]
+              : std::min(t.shape[d], spec.start[i] + spec.extent[i]);
       tile.shape[d] = std::max<int64_t>(0, hi - lo);
       offset += lo * t.stride[d];
     }
@@ -346,17 +360,19 @@ absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec) {
   // A stage buffer given with AUTO serves pinned host data.
   if (spec.stage_address != 0) {
     if (spec.stage_bytes < dense_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "stage_bytes is ", spec.stage_bytes, "; the data needs ", dense_bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat("stage_bytes is ", spec.stage_bytes, "; the data needs ",
+                       dense_bytes));
     }
     if (spec.stage_bytes > ~uint64_t{0} - spec.stage_address) {
-      return absl::InvalidArgumentError("stage_address + stage_bytes overflows");
+      return absl::InvalidArgumentError(
+          "stage_address + stage_bytes overflows");
     }
     const Span stage{spec.stage_address, spec.stage_address + dense_bytes};
     if (stage.Overlaps(rows.span)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the stage buffer ", SpanText(stage), " overlaps the prefetched data ",
-          SpanText(rows.span)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the stage buffer ", SpanText(stage),
+                       " overlaps the prefetched data ", SpanText(rows.span)));
     }
     v.stage_address = spec.stage_address;
     v.stage_bytes = spec.stage_bytes;

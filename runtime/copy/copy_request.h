@@ -69,7 +69,7 @@ struct GatherIndex {
   uint64_t address = 0;  // data + byte_offset
   int elem_bytes = 0;    // 4 (int32) or 8 (int64)
   int64_t length = 0;
-  int64_t stride = 0;    // elements
+  int64_t stride = 0;  // elements
   int32_t device_type = 0;
   int32_t device_id = 0;
   Span span;
@@ -128,15 +128,15 @@ struct TileShape {
 // of at least 16 bytes, as TMA wants; at most 256 elements, TMA's box limit),
 // then outer dimensions innermost-first up to the budget (256 each). With a
 // gather the outermost dimension's box is 1 (each row has its own source).
-TileShape ChooseTiles(const TensorDesc& dst, bool gather, uint32_t max_row_bytes,
-                      uint32_t max_tile_bytes);
+TileShape ChooseTiles(const TensorDesc& dst, bool gather,
+                      uint32_t max_row_bytes, uint32_t max_tile_bytes);
 
 // ---------------------------------------------------------------- prefetch
 enum class PrefetchMode {
-  kAuto = 0,        // local memory: kLocalL2; a peer's: kWarmOwnerL2
-  kLocalL2 = 1,     // prefetch into the reader's L2 (local memory only)
-  kWarmOwnerL2 = 2, // prefetch on the GPU that owns the memory
-  kStageLocal = 3,  // copy into a caller-given buffer on the reader
+  kAuto = 0,         // local memory: kLocalL2; a peer's: kWarmOwnerL2
+  kLocalL2 = 1,      // prefetch into the reader's L2 (local memory only)
+  kWarmOwnerL2 = 2,  // prefetch on the GPU that owns the memory
+  kStageLocal = 3,   // copy into a caller-given buffer on the reader
 };
 
 struct PrefetchSpec {
@@ -148,7 +148,7 @@ struct PrefetchSpec {
   const fj_tensor* tensor = nullptr;
   std::array<int64_t, FJ_TP_MAX_RANK> start{};
   std::array<int64_t, FJ_TP_MAX_RANK> extent{};
-  int32_t mode = 0;          // PrefetchMode, range-checked
+  int32_t mode = 0;            // PrefetchMode, range-checked
   int32_t reader_device = -1;  // -1: the stream's device (or the owner)
   uint64_t stage_address = 0;  // kStageLocal: where the copy goes
   uint64_t stage_bytes = 0;    // its capacity

@@ -39,14 +39,16 @@ absl::Status CheckOperand(absl::string_view name, const Placement& p,
         name, ": device_type is ", device_type,
         " (host) but the address is device memory of GPU ", p.device));
   }
-  if (p.kind == MemoryKind::kDevice && device_type == kDLCUDA && device_id != p.device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name, ": device_id is ", device_id, " but the memory belongs to GPU ",
-        p.device));
+  if (p.kind == MemoryKind::kDevice && device_type == kDLCUDA &&
+      device_id != p.device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": device_id is ", device_id,
+                     " but the memory belongs to GPU ", p.device));
   }
   if (p.kind == MemoryKind::kPinnedHost && device_type == kDLCUDA) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, ": device_type is kDLCUDA but the address is pinned host memory; "
+        name,
+        ": device_type is kDLCUDA but the address is pinned host memory; "
         "say kDLCUDAHost (3)"));
   }
   if (p.allocation.size() > 0 && span.size() > 0 &&
@@ -63,10 +65,12 @@ absl::Status CheckOperand(absl::string_view name, const Placement& p,
 // turned into staging or an error by the caller) when there is no path.
 absl::Status Reach(int device, const Placement& p, const PeerState& peers,
                    absl::string_view name) {
-  if (p.kind != MemoryKind::kDevice || p.device == device) return absl::OkStatus();
+  if (p.kind != MemoryKind::kDevice || p.device == device)
+    return absl::OkStatus();
   if (!peers.has_path(device, p.device)) {
-    return absl::NotFoundError(absl::StrCat(
-        name, " is on GPU ", p.device, ", which has no P2P path from GPU ", device));
+    return absl::NotFoundError(absl::StrCat(name, " is on GPU ", p.device,
+                                            ", which has no P2P path from GPU ",
+                                            device));
   }
   if (!peers.enabled(device, p.device)) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -107,7 +111,8 @@ const char* CopyPathName(CopyPath path) {
   return "unknown";
 }
 
-absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api, uint64_t address) {
+absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api,
+                                          uint64_t address) {
   unsigned int memory_type = 0;
   int ordinal = -1;
   unsigned int managed = 0;
@@ -120,7 +125,8 @@ absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api, uint64_t address
   void* data[] = {&memory_type, &ordinal, &managed, &range_start, &range_size};
   FJ_RETURN_IF_ERROR(
       CheckCu(api,
-              api.cuPointerGetAttributes(5, attrs, data, static_cast<CUdeviceptr>(address)),
+              api.cuPointerGetAttributes(5, attrs, data,
+                                         static_cast<CUdeviceptr>(address)),
               "cuPointerGetAttributes"),
       absl::StrFormat("classifying address 0x%x", address));
   Placement p;
@@ -134,21 +140,23 @@ absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api, uint64_t address
   } else {
     p.kind = MemoryKind::kPageableHost;  // 0: not a CUDA pointer
   }
-  if (range_size > 0) p.allocation = Span{range_start, range_start + range_size};
+  if (range_size > 0)
+    p.allocation = Span{range_start, range_start + range_size};
   return p;
 }
 
-absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement& src,
-                                        const Placement& dst, const Placement* index,
-                                        int stream_device, int device_count,
-                                        bool force_kernel, const PeerState& peers) {
+absl::StatusOr<CopyRoute> PlanCopyRoute(
+    const ValidatedCopy& v, const Placement& src, const Placement& dst,
+    const Placement* index, int stream_device, int device_count,
+    bool force_kernel, const PeerState& peers) {
   // Every operand: pinned if host, what the caller said, inside its allocation.
-  FJ_RETURN_IF_ERROR(CheckOperand("src", src, v.src_device_type, v.src_device_id,
-                                  v.src_span));
-  FJ_RETURN_IF_ERROR(CheckOperand("dst", dst, v.dst_device_type, v.dst_device_id,
-                                  v.dst_span));
+  FJ_RETURN_IF_ERROR(
+      CheckOperand("src", src, v.src_device_type, v.src_device_id, v.src_span));
+  FJ_RETURN_IF_ERROR(
+      CheckOperand("dst", dst, v.dst_device_type, v.dst_device_id, v.dst_span));
   if (v.gather.has_value()) {
-    if (index == nullptr) return absl::InternalError("gather without the index's placement");
+    if (index == nullptr)
+      return absl::InternalError("gather without the index's placement");
     FJ_RETURN_IF_ERROR(CheckOperand("index", *index, v.gather->device_type,
                                     v.gather->device_id, v.gather->span));
   }
@@ -173,11 +181,13 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement&
   if (!force_kernel && !v.gather.has_value() && v.WindowInBounds() &&
       IsDense(WindowView(v)) && IsDense(v.dst)) {
     const bool two_gpus = src.kind == MemoryKind::kDevice &&
-                          dst.kind == MemoryKind::kDevice && src.device != dst.device;
+                          dst.kind == MemoryKind::kDevice &&
+                          src.device != dst.device;
     route.path = two_gpus ? CopyPath::kDriverPeer : CopyPath::kDriver;
     if (two_gpus && !peers.has_path(dst.device, src.device)) {
-      route.note = absl::StrCat("no P2P path between GPU ", src.device, " and GPU ",
-                                dst.device, ": the driver stages the copy through "
+      route.note = absl::StrCat("no P2P path between GPU ", src.device,
+                                " and GPU ", dst.device,
+                                ": the driver stages the copy through "
                                 "host memory");
     }
     return route;
@@ -187,7 +197,8 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement&
   route.path = CopyPath::kKernel;
   absl::Status dst_reach = Reach(route.exec_device, dst, peers, "dst");
   if (absl::IsNotFound(dst_reach)) {
-    // Write locally: run on dst's GPU, after the caller's stream, synchronously.
+    // Write locally: run on dst's GPU, after the caller's stream,
+    // synchronously.
     route.exec_device = dst.device;
     route.synchronous = true;
     dst_reach = absl::OkStatus();
@@ -197,23 +208,24 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v, const Placement&
   if (absl::IsNotFound(src_reach)) {
     route.stage_src = true;
     route.synchronous = true;
-    route.note = absl::StrCat(src_reach.message(),
-                              ": staged through pinned host memory (synchronous)");
+    route.note =
+        absl::StrCat(src_reach.message(),
+                     ": staged through pinned host memory (synchronous)");
     src_reach = absl::OkStatus();
   }
   FJ_RETURN_IF_ERROR(src_reach);
   if (index != nullptr) {
     absl::Status index_reach = Reach(route.exec_device, *index, peers, "index");
     if (absl::IsNotFound(index_reach)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          index_reach.message(), "; put the gather index on GPU ",
-          route.exec_device, " or in pinned host memory"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(index_reach.message(), "; put the gather index on GPU ",
+                       route.exec_device, " or in pinned host memory"));
     }
     FJ_RETURN_IF_ERROR(index_reach);
   }
   for (int d = 0; d < v.dst.rank; ++d) {
-    const int64_t reach = std::max<int64_t>(std::abs(v.start[d]) + v.dst.shape[d],
-                                            v.src.shape[d]);
+    const int64_t reach = std::max<int64_t>(
+        std::abs(v.start[d]) + v.dst.shape[d], v.src.shape[d]);
     if (reach > kMaxKernelCoord) {
       return absl::OutOfRangeError(absl::StrCat(
           "dimension ", v.dst.rank - 1 - d, " reaches element ", reach,
@@ -228,25 +240,26 @@ absl::StatusOr<PrefetchRoute> PlanPrefetchRoute(const ValidatedPrefetch& v,
                                                 const Placement& data,
                                                 const Placement* stage,
                                                 int stream_device) {
-  FJ_RETURN_IF_ERROR(CheckOperand("data", data, data.kind == MemoryKind::kDevice
-                                                    ? kDLCUDA : kDLCUDAHost,
-                                  data.device, v.rows.span));
-  if (v.reader_device >= 0 && stream_device >= 0 && v.reader_device != stream_device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "reader_device is ", v.reader_device, " but the stream is on GPU ",
-        stream_device));
+  FJ_RETURN_IF_ERROR(CheckOperand(
+      "data", data, data.kind == MemoryKind::kDevice ? kDLCUDA : kDLCUDAHost,
+      data.device, v.rows.span));
+  if (v.reader_device >= 0 && stream_device >= 0 &&
+      v.reader_device != stream_device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reader_device is ", v.reader_device,
+                     " but the stream is on GPU ", stream_device));
   }
   PrefetchRoute r;
   r.owner = data.kind == MemoryKind::kDevice ? data.device : -1;
-  r.reader = v.reader_device >= 0   ? v.reader_device
-             : stream_device >= 0   ? stream_device
-             : r.owner >= 0         ? r.owner
-                                    : 0;
+  r.reader = v.reader_device >= 0 ? v.reader_device
+             : stream_device >= 0 ? stream_device
+             : r.owner >= 0       ? r.owner
+                                  : 0;
   const bool peer = r.owner >= 0 && r.owner != r.reader;
   const bool host = data.kind == MemoryKind::kPinnedHost;
   r.mode = v.mode;
   if (r.mode == PrefetchMode::kAuto) {
-    r.mode = peer ? PrefetchMode::kWarmOwnerL2
+    r.mode = peer   ? PrefetchMode::kWarmOwnerL2
              : host ? PrefetchMode::kStageLocal
                     : PrefetchMode::kLocalL2;
     if (host && v.stage_address == 0) {
@@ -259,14 +272,16 @@ absl::StatusOr<PrefetchRoute> PlanPrefetchRoute(const ValidatedPrefetch& v,
     case PrefetchMode::kLocalL2:
       if (peer) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "FJ_PREFETCH_LOCAL_L2 of GPU ", r.owner, "'s memory from GPU ", r.reader,
+            "FJ_PREFETCH_LOCAL_L2 of GPU ", r.owner, "'s memory from GPU ",
+            r.reader,
             ": a reader-side prefetch of a peer address warms neither L2 "
             "(measured on H200s); use FJ_PREFETCH_WARM_OWNER_L2 or "
             "FJ_PREFETCH_STAGE_LOCAL"));
       }
       if (host) {
         return absl::InvalidArgumentError(
-            "FJ_PREFETCH_LOCAL_L2 of pinned host memory: use FJ_PREFETCH_STAGE_LOCAL");
+            "FJ_PREFETCH_LOCAL_L2 of pinned host memory: use "
+            "FJ_PREFETCH_STAGE_LOCAL");
       }
       r.run_device = r.reader;
       break;
@@ -278,13 +293,15 @@ absl::StatusOr<PrefetchRoute> PlanPrefetchRoute(const ValidatedPrefetch& v,
       r.run_device = r.owner;
       break;
     case PrefetchMode::kStageLocal: {
-      if (stage == nullptr) return absl::InternalError("stage placement missing");
+      if (stage == nullptr)
+        return absl::InternalError("stage placement missing");
       if (stage->kind != MemoryKind::kDevice || stage->device != r.reader) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "the stage buffer must be device memory of the reader, GPU ", r.reader,
-            "; it is ", MemoryKindName(stage->kind),
-            stage->kind == MemoryKind::kDevice ? absl::StrCat(" of GPU ", stage->device)
-                                               : std::string()));
+            "the stage buffer must be device memory of the reader, GPU ",
+            r.reader, "; it is ", MemoryKindName(stage->kind),
+            stage->kind == MemoryKind::kDevice
+                ? absl::StrCat(" of GPU ", stage->device)
+                : std::string()));
       }
       const Span s{v.stage_address, v.stage_address + v.stage_bytes};
       if (stage->allocation.size() > 0 &&

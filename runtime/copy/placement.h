@@ -37,13 +37,14 @@ const char* MemoryKindName(MemoryKind kind);
 
 struct Placement {
   MemoryKind kind = MemoryKind::kPageableHost;
-  int device = -1;    // owner, for kDevice
-  Span allocation;    // the allocation holding the address; empty = unknown
+  int device = -1;  // owner, for kDevice
+  Span allocation;  // the allocation holding the address; empty = unknown
 };
 
 // The driver's view of `address`. Needs a current context (any). A driver
 // failure is its status; an unknown address is kPageableHost, not an error.
-absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api, uint64_t address);
+absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api,
+                                          uint64_t address);
 
 // Which GPU pairs can reach each other. `has_path(reader, owner)`: the
 // hardware has a P2P path (cuDeviceCanAccessPeer); `enabled(reader,
@@ -78,19 +79,16 @@ struct CopyRoute {
 // inside the allocation) and picks the route. `stream_device` is the
 // caller's stream's GPU, or -1 for none. `device_count` bounds the
 // fallback choice of a GPU for host-to-host copies. Pure.
-absl::StatusOr<CopyRoute> PlanCopyRoute(const ValidatedCopy& v,
-                                        const Placement& src,
-                                        const Placement& dst,
-                                        const Placement* index,
-                                        int stream_device, int device_count,
-                                        bool force_kernel,
-                                        const PeerState& peers);
+absl::StatusOr<CopyRoute> PlanCopyRoute(
+    const ValidatedCopy& v, const Placement& src, const Placement& dst,
+    const Placement* index, int stream_device, int device_count,
+    bool force_kernel, const PeerState& peers);
 
 struct PrefetchRoute {
   PrefetchMode mode = PrefetchMode::kLocalL2;  // never kAuto
   int run_device = 0;  // where the prefetch kernel or the copy runs
   int reader = 0;
-  int owner = -1;      // -1 for host memory
+  int owner = -1;  // -1 for host memory
 };
 
 // Resolves kAuto and checks the mode against where the data lives. Never

@@ -9,22 +9,26 @@
 namespace fleetjit {
 
 absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
-                                                     int ordinal, const Logger* logger) {
+                                                     int ordinal,
+                                                     const Logger* logger) {
   CUdevice handle = 0;
-  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
-                     absl::StrCat("opening device ", ordinal));
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
+      absl::StrCat("opening device ", ordinal));
   std::unique_ptr<Device> device(new Device(api, handle));
   device->logger_ = logger;
   DeviceFacts& f = device->facts_;
   f.ordinal = ordinal;
   char name[256] = {};
   FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuDeviceGetName(name, sizeof(name) - 1, handle), "cuDeviceGetName"),
+      CheckCu(api, api.cuDeviceGetName(name, sizeof(name) - 1, handle),
+              "cuDeviceGetName"),
       absl::StrCat("reading device ", ordinal));
   f.name = name;
   size_t total = 0;
-  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuDeviceTotalMem(&total, handle), "cuDeviceTotalMem"),
-                     absl::StrCat("reading device ", ordinal));
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api, api.cuDeviceTotalMem(&total, handle), "cuDeviceTotalMem"),
+      absl::StrCat("reading device ", ordinal));
   f.total_memory = total;
   struct AttributeSlot {
     CUdevice_attribute attribute;
@@ -36,8 +40,10 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &f.cc_minor},
       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &f.sm_count},
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, &f.shared_per_block},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &f.shared_per_block_optin},
-      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, &f.shared_per_sm},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+       &f.shared_per_block_optin},
+      {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+       &f.shared_per_sm},
       {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &f.l2_bytes},
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &f.max_threads_per_block},
       {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, &f.max_block_dim[0]},
@@ -70,16 +76,19 @@ Device::~Device() {
   }
 }
 
-void Device::LogReleaseFailure(const absl::Status& status, absl::string_view what) const {
+void Device::LogReleaseFailure(const absl::Status& status,
+                               absl::string_view what) const {
   if (status.ok() || logger_ == nullptr) return;
-  logger_->Log(LogLevel::kWarn, absl::StrCat("device ", facts_.ordinal, ": releasing ", what,
-                                             ": ", status.message()));
+  logger_->Log(LogLevel::kWarn,
+               absl::StrCat("device ", facts_.ordinal, ": releasing ", what,
+                            ": ", status.message()));
 }
 
 absl::StatusOr<CUcontext> Device::MakeCurrent() {
   if (is_poisoned()) return poisoned();
   // Refused before the driver is reached: CUDA is not fork-safe.
-  if (IsForkedChild(api_)) return CheckCu(api_, CUDA_SUCCESS, "cuCtxGetCurrent");
+  if (IsForkedChild(api_))
+    return CheckCu(api_, CUDA_SUCCESS, "cuCtxGetCurrent");
   CUcontext ctx = context_fast_.load(std::memory_order_acquire);
   if (ctx == nullptr) {
     absl::MutexLock lock(&mu_);
@@ -90,21 +99,26 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
         // device's) is reported here too (seen on two H200s after an
         // illegal address on device 0): leave that context and retry once.
         CUcontext current = nullptr;
-        if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != nullptr) {
+        if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS ||
+            current != nullptr) {
           if (api_.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS) {
-            const absl::Status first = CheckCu(api_, r, "cuDevicePrimaryCtxRetain");
+            const absl::Status first =
+                CheckCu(api_, r, "cuDevicePrimaryCtxRetain");
             r = api_.cuDevicePrimaryCtxRetain(&context_, device_);
             if (r == CUDA_SUCCESS && logger_ != nullptr) {
-              logger_->Log(LogLevel::kWarn,
-                           absl::StrCat("device ", facts_.ordinal, ": ", first.message(),
-                                        "; retried outside the thread's current context: ok"));
+              logger_->Log(
+                  LogLevel::kWarn,
+                  absl::StrCat(
+                      "device ", facts_.ordinal, ": ", first.message(),
+                      "; retried outside the thread's current context: ok"));
             }
           }
         }
       }
       FJ_RETURN_IF_ERROR(
           CheckCu(api_, r, "cuDevicePrimaryCtxRetain"),
-          absl::StrCat("retaining the primary context of device ", facts_.ordinal));
+          absl::StrCat("retaining the primary context of device ",
+                       facts_.ordinal));
       context_fast_.store(context_, std::memory_order_release);
     }
     ctx = context_;
@@ -115,8 +129,9 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
   CUcontext current = nullptr;
   if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS) current = nullptr;
   if (current != ctx) {
-    FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
-                       absl::StrCat("entering device ", facts_.ordinal));
+    FJ_RETURN_IF_ERROR(
+        CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
+        absl::StrCat("entering device ", facts_.ordinal));
   }
   return ctx;
 }
@@ -182,33 +197,39 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
   list.driver_status_ = std::move(driver_status);
   if (api == nullptr) return list;
   int count = 0;
-  absl::Status counted = CheckCu(*api, api->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  absl::Status counted =
+      CheckCu(*api, api->cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (!counted.ok()) {
     list.driver_status_ = counted;
     count = 0;
   }
   for (int i = 0; i < count; ++i) {
-    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, Device::Open(*api, i, logger),
-                        "creating the runtime");
+    FJ_ASSIGN_OR_RETURN(std::unique_ptr<Device> d,
+                        Device::Open(*api, i, logger), "creating the runtime");
     list.devices_.push_back(std::move(d));
   }
   auto siblings = std::make_shared<std::vector<Device*>>();
-  for (const std::unique_ptr<Device>& d : list.devices_) siblings->push_back(d.get());
-  for (const std::unique_ptr<Device>& d : list.devices_) d->siblings_ = siblings;
+  for (const std::unique_ptr<Device>& d : list.devices_)
+    siblings->push_back(d.get());
+  for (const std::unique_ptr<Device>& d : list.devices_)
+    d->siblings_ = siblings;
   if (count == 0 && list.driver_status_.ok()) {
-    list.driver_status_ = absl::UnavailableError("the CUDA driver reports no GPU");
+    list.driver_status_ =
+        absl::UnavailableError("the CUDA driver reports no GPU");
   }
   return list;
 }
 
 absl::Status DeviceList::NoDevice() const {
-  absl::Status status =
-      absl::UnavailableError(absl::StrCat("no CUDA device: ", driver_status_.message()));
+  absl::Status status = absl::UnavailableError(
+      absl::StrCat("no CUDA device: ", driver_status_.message()));
   // The driver call that failed (cuda_call, cuda_error), when one did; the
   // public code stays UNAVAILABLE.
-  driver_status_.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
-    if (absl::StartsWith(url, kPayloadPrefix)) status.SetPayload(url, payload);
-  });
+  driver_status_.ForEachPayload(
+      [&](absl::string_view url, const absl::Cord& payload) {
+        if (absl::StartsWith(url, kPayloadPrefix))
+          status.SetPayload(url, payload);
+      });
   return status;
 }
 
@@ -216,8 +237,8 @@ absl::StatusOr<Device*> DeviceList::at(int ordinal) const {
   if (api_ == nullptr) return NoDevice();
   if (ordinal < 0 || ordinal >= count()) {
     if (count() == 0) return NoDevice();
-    return absl::NotFoundError(
-        absl::StrCat("device ", ordinal, " does not exist; there are ", count()));
+    return absl::NotFoundError(absl::StrCat(
+        "device ", ordinal, " does not exist; there are ", count()));
   }
   return devices_[ordinal].get();
 }

@@ -42,10 +42,10 @@ class Device {
  public:
   // Reads the facts of device `ordinal`. Release failures are logged to
   // `logger` (may be null), which must outlive the device.
-  static absl::StatusOr<std::unique_ptr<Device>> Open(const DriverApi& api,
-                                                      int ordinal,
-                                                      const Logger* logger = nullptr);
-  ~Device();  // releases the primary context if it was retained (logged if that fails)
+  static absl::StatusOr<std::unique_ptr<Device>> Open(
+      const DriverApi& api, int ordinal, const Logger* logger = nullptr);
+  ~Device();  // releases the primary context if it was retained (logged if that
+              // fails)
 
   const DeviceFacts& facts() const { return facts_; }
   CUdevice handle() const { return device_; }
@@ -80,7 +80,9 @@ class Device {
   // this device, naming the last kernel launched (PoisonAfterFault). For
   // copies and synchronisations, where a kernel's fault surfaces.
   absl::Status CheckAfterWork(CUresult result, absl::string_view call);
-  bool is_poisoned() const { return poisoned_flag_.load(std::memory_order_acquire); }
+  bool is_poisoned() const {
+    return poisoned_flag_.load(std::memory_order_acquire);
+  }
   // Whether objects of this device's context may be released: not after a
   // sticky fault (the context is dead, its objects go with it) and not in
   // a fork() child (the driver belongs to the parent).
@@ -89,7 +91,8 @@ class Device {
   // For releases (cuMemFree, cuModuleUnload, cuStreamDestroy, ...) made
   // where no caller can be told: logs `status`, if it is an error, at warn,
   // with `what` was being released.
-  void LogReleaseFailure(const absl::Status& status, absl::string_view what) const;
+  void LogReleaseFailure(const absl::Status& status,
+                         absl::string_view what) const;
 
  private:
   Device(const DriverApi& api, CUdevice device) : api_(api), device_(device) {}

@@ -22,17 +22,20 @@ absl::Status DeviceMemory::Release(Device& device, uint64_t address) {
   absl::Status status = device.MakeCurrent().status();
   if (!device.CanRelease()) return status;
   absl::Status freed =
-      CheckCu(*driver_, driver_->cuMemFree(static_cast<CUdeviceptr>(address)), "cuMemFree");
+      CheckCu(*driver_, driver_->cuMemFree(static_cast<CUdeviceptr>(address)),
+              "cuMemFree");
   return status.ok() ? freed : status;
 }
 
 absl::StatusOr<uint64_t> DeviceMemory::Allocate(int ordinal, uint64_t bytes) {
-  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(ordinal), "allocating device memory");
+  FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(ordinal),
+                      "allocating device memory");
   if (bytes == 0) return absl::InvalidArgumentError("cannot allocate 0 bytes");
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "allocating device memory");
   CUdeviceptr ptr = 0;
-  FJ_RETURN_IF_ERROR(CheckCu(*driver_, driver_->cuMemAlloc(&ptr, bytes), "cuMemAlloc"),
-                     absl::StrCat("allocating ", bytes, " bytes on device ", ordinal));
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*driver_, driver_->cuMemAlloc(&ptr, bytes), "cuMemAlloc"),
+      absl::StrCat("allocating ", bytes, " bytes on device ", ordinal));
   absl::MutexLock lock(&mu_);
   allocations_[ptr] = Allocation{bytes, ordinal};
   return static_cast<uint64_t>(ptr);
@@ -46,12 +49,14 @@ absl::Status DeviceMemory::Free(uint64_t address) {
     auto it = allocations_.find(address);
     if (it == allocations_.end()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "0x%x was not allocated by this runtime (or was freed already)", address));
+          "0x%x was not allocated by this runtime (or was freed already)",
+          address));
     }
     ordinal = it->second.ordinal;
     allocations_.erase(it);
   }
-  return Annotate(Release(devices_.get(ordinal), address), "freeing device memory");
+  return Annotate(Release(devices_.get(ordinal), address),
+                  "freeing device memory");
 }
 
 absl::StatusOr<Device*> DeviceMemory::DeviceOfRange(uint64_t address,
@@ -60,7 +65,8 @@ absl::StatusOr<Device*> DeviceMemory::DeviceOfRange(uint64_t address,
   auto it = allocations_.upper_bound(address);
   if (it == allocations_.begin()) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "device address 0x%x is not inside an allocation of this runtime", address));
+        "device address 0x%x is not inside an allocation of this runtime",
+        address));
   }
   --it;
   uint64_t offset = address - it->first;
@@ -75,8 +81,9 @@ absl::StatusOr<Device*> DeviceMemory::DeviceOfRange(uint64_t address,
 // A synchronous device-side copy or fill is complete on return: waits for
 // the context, naming the wait (not `call`) when it fails.
 absl::Status DeviceMemory::SynchronizeAfter(Device& device, const char* call) {
-  return Annotate(device.CheckAfterWork(driver_->cuCtxSynchronize(), "cuCtxSynchronize"),
-                  absl::StrCat("after ", call));
+  return Annotate(
+      device.CheckAfterWork(driver_->cuCtxSynchronize(), "cuCtxSynchronize"),
+      absl::StrCat("after ", call));
 }
 
 absl::Status DeviceMemory::Copy(const CopyRequest& request, CUstream s) {
@@ -115,7 +122,8 @@ absl::Status DeviceMemory::Copy(const CopyRequest& request, CUstream s) {
       break;
     case Kind::kDtoD:
       call = s ? "cuMemcpyDtoDAsync" : "cuMemcpyDtoD";
-      r = s ? api.cuMemcpyDtoDAsync(d, sd, bytes, s) : api.cuMemcpyDtoD(d, sd, bytes);
+      r = s ? api.cuMemcpyDtoDAsync(d, sd, bytes, s)
+            : api.cuMemcpyDtoD(d, sd, bytes);
       if (r == CUDA_SUCCESS && !s) return SynchronizeAfter(*dev, call);
       break;
     case Kind::kSet:

@@ -24,11 +24,11 @@ namespace fleetjit {
 // One copy or fill; which addresses count depends on `kind`.
 struct CopyRequest {
   enum class Kind { kHtoD, kDtoH, kDtoD, kSet } kind = Kind::kHtoD;
-  uint64_t dst_device = 0;  // kHtoD, kDtoD, kSet
-  void* dst_host = nullptr;  // kDtoH
-  uint64_t src_device = 0;  // kDtoH, kDtoD
+  uint64_t dst_device = 0;         // kHtoD, kDtoD, kSet
+  void* dst_host = nullptr;        // kDtoH
+  uint64_t src_device = 0;         // kDtoH, kDtoD
   const void* src_host = nullptr;  // kHtoD
-  uint8_t value = 0;  // kSet
+  uint8_t value = 0;               // kSet
   uint64_t bytes = 0;
 };
 

@@ -17,17 +17,21 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Create(Runtime* owner,
   return stream;
 }
 
-absl::StatusOr<std::unique_ptr<Stream>> Stream::Wrap(Runtime* owner, const DriverApi& api,
-                                                     Device& device, uint64_t cu_stream) {
+absl::StatusOr<std::unique_ptr<Stream>> Stream::Wrap(Runtime* owner,
+                                                     const DriverApi& api,
+                                                     Device& device,
+                                                     uint64_t cu_stream) {
   FJ_ASSIGN_OR_RETURN(CUcontext primary, device.MakeCurrent());
   std::unique_ptr<Stream> stream(new Stream(owner, api, device));
   stream->borrowed_ = true;
   // The legacy and per-thread default streams are valid in every context.
-  if (cu_stream == 0 || cu_stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY)) {
+  if (cu_stream == 0 ||
+      cu_stream == reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY)) {
     stream->stream_ = CU_STREAM_LEGACY;
     return stream;
   }
-  stream->stream_ = reinterpret_cast<CUstream>(static_cast<uintptr_t>(cu_stream));
+  stream->stream_ =
+      reinterpret_cast<CUstream>(static_cast<uintptr_t>(cu_stream));
   if (cu_stream == reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD) ||
       api.cuStreamGetCtx == nullptr) {
     return stream;
@@ -37,14 +41,16 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Wrap(Runtime* owner, const Drive
   if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_CONTEXT ||
       r == CUDA_ERROR_CONTEXT_IS_DESTROYED) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cu_stream 0x", absl::Hex(cu_stream), " is not a live CUstream (cuStreamGetCtx: ",
-        DescribeCuError(r).name, ")"));
+        "cu_stream 0x", absl::Hex(cu_stream),
+        " is not a live CUstream (cuStreamGetCtx: ", DescribeCuError(r).name,
+        ")"));
   }
-  FJ_RETURN_IF_ERROR(CheckCu(api, r, "cuStreamGetCtx"), "checking the wrapped stream");
+  FJ_RETURN_IF_ERROR(CheckCu(api, r, "cuStreamGetCtx"),
+                     "checking the wrapped stream");
   if (ctx != primary) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "cu_stream 0x", absl::Hex(cu_stream), " belongs to another context than device ",
-        device.facts().ordinal,
+        "cu_stream 0x", absl::Hex(cu_stream),
+        " belongs to another context than device ", device.facts().ordinal,
         "'s primary context (another device, or a context the caller created); "
         "wrap a stream of that device's primary context"));
   }
@@ -55,7 +61,8 @@ Stream::~Stream() { (void)Close(); }
 
 absl::Status Stream::Synchronize() {
   FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
-  return device_.CheckAfterWork(api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+  return device_.CheckAfterWork(api_.cuStreamSynchronize(stream_),
+                                "cuStreamSynchronize");
 }
 
 absl::Status Stream::Close() {
@@ -69,9 +76,11 @@ absl::Status Stream::Close() {
   // (the handle names its context; work still queued completes first).
   if (device_.CanRelease()) {
     if (status.ok()) {
-      status = CheckCu(api_, api_.cuStreamSynchronize(stream_), "cuStreamSynchronize");
+      status = CheckCu(api_, api_.cuStreamSynchronize(stream_),
+                       "cuStreamSynchronize");
     }
-    absl::Status destroyed = CheckCu(api_, api_.cuStreamDestroy(stream_), "cuStreamDestroy");
+    absl::Status destroyed =
+        CheckCu(api_, api_.cuStreamDestroy(stream_), "cuStreamDestroy");
     if (status.ok()) status = destroyed;
   }
   stream_ = nullptr;

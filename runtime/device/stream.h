@@ -30,8 +30,10 @@ class Stream {
   // asynchronous), CU_STREAM_PER_THREAD, or a stream the driver places in
   // the device's primary context (checked with cuStreamGetCtx where the
   // driver has it; another context is INVALID_ARGUMENT).
-  static absl::StatusOr<std::unique_ptr<Stream>> Wrap(Runtime* owner, const DriverApi& api,
-                                                      Device& device, uint64_t cu_stream);
+  static absl::StatusOr<std::unique_ptr<Stream>> Wrap(Runtime* owner,
+                                                      const DriverApi& api,
+                                                      Device& device,
+                                                      uint64_t cu_stream);
   ~Stream();  // Close() if it was not called; its status is lost
 
   // Waits for the work queued so far. A sticky error (a faulting kernel)

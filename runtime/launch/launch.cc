@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_abi.h"
-#include "base/status_macros.h"
 
 namespace fleetjit {
 namespace {
@@ -165,11 +165,12 @@ absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride) {
                      "fj_arg (",
                      kMinArgStructSize, ")"));
   }
-  if (reinterpret_cast<uintptr_t>(args) % alignof(fj_arg) != 0 || stride % alignof(fj_arg) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("args (", absl::Hex(reinterpret_cast<uintptr_t>(args)),
-                     ") and args[0].struct_size (", stride, ") must be multiples of ",
-                     alignof(fj_arg), ", the alignment of fj_arg"));
+  if (reinterpret_cast<uintptr_t>(args) % alignof(fj_arg) != 0 ||
+      stride % alignof(fj_arg) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "args (", absl::Hex(reinterpret_cast<uintptr_t>(args)),
+        ") and args[0].struct_size (", stride, ") must be multiples of ",
+        alignof(fj_arg), ", the alignment of fj_arg"));
   }
   return absl::OkStatus();
 }
@@ -360,9 +361,8 @@ __attribute__((noinline)) absl::Status PackAndLaunch(
 
 }  // namespace
 
-absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg,
-                    CUstream stream, const fj_arg* args, size_t num_args,
-                    size_t arg_stride) {
+absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
+                    const fj_arg* args, size_t num_args, size_t arg_stride) {
   if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
       k.function == nullptr) {
     return absl::FailedPreconditionError("launch: the kernel is not loaded");
@@ -387,8 +387,8 @@ absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg,
 }
 
 absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
-                           CUstream stream, const fj_arg* args,
-                           size_t num_args, size_t arg_stride) {
+                           CUstream stream, const fj_arg* args, size_t num_args,
+                           size_t arg_stride) {
   // A launch reads the driver's status only when it fails, so a fork()
   // child is refused here, before anything reaches the driver.
   if (k.api != nullptr && IsForkedChild(*k.api)) {

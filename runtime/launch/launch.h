@@ -31,12 +31,12 @@
 #include "absl/strings/string_view.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
-#include "runtime/device/device.h"
 #include "platform/cu_errors.h"
 #include "platform/driver_api.h"
-#include "runtime/load/kernel.h"
+#include "runtime/device/device.h"
 #include "runtime/launch/tensor_encoder.h"
 #include "runtime/launch/wire.h"
+#include "runtime/load/kernel.h"
 
 namespace fleetjit {
 
@@ -46,7 +46,7 @@ namespace fleetjit {
 struct LaunchConfig {
   uint32_t grid[3] = {0, 0, 0};  // 0 entries count as 1
   uint32_t block[3] = {0, 0, 0};
-  uint32_t shared_bytes = 0;  // dynamic shared memory
+  uint32_t shared_bytes = 0;        // dynamic shared memory
   uint32_t cluster[3] = {0, 0, 0};  // all 0 = no cluster
 };
 
@@ -94,16 +94,15 @@ absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
 // legacy default stream). The C shim converted fj_launch_config into `cfg`
 // and resolved its stream (an fj_stream handle) into `stream`. `args` is
 // the wire format (wire.h); `arg_stride` is args[0].struct_size.
-absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg,
-                    CUstream stream, const fj_arg* args, size_t num_args,
-                    size_t arg_stride);
+absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
+                    const fj_arg* args, size_t num_args, size_t arg_stride);
 
 // The launch every caller takes (fj_launch, the copy and prefetch kernels):
 // refuses a fork() child before anything reaches the driver, runs Launch,
 // and notes `k` as its device's last kernel (what a later fault names).
 absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
-                           CUstream stream, const fj_arg* args,
-                           size_t num_args, size_t arg_stride);
+                           CUstream stream, const fj_arg* args, size_t num_args,
+                           size_t arg_stride);
 
 // OK for CUDA_SUCCESS. Otherwise the CheckCu status of `result`, prefixed
 // with `what` (e.g. "kernel 'saxpy.cu:k': cuStreamSynchronize"); for a

@@ -5,7 +5,8 @@
 //   1. After NVRTC compiles a module, the runtime's background worker runs
 //      AddThunkObject on a copy of the artifact and republishes it to the
 //      module cache under the same key, so the cache stores the object and
-//      a later cache hit never runs LLVM code generation (Runtime::BuildRecord).
+//      a later cache hit never runs LLVM code generation
+//      (Runtime::BuildRecord).
 //   2. When a kernel is loaded on a device (or, for kernels loaded before
 //      their object was ready, when the background generation finishes),
 //      Attach links the artifact's

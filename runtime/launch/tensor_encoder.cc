@@ -43,19 +43,19 @@ struct DtypeInfo {
 
 // Indexed by fj::dtype_code. fp8 has no TMA type: its bytes move as uint8.
 constexpr DtypeInfo kDtypes[fj::dtype_count] = {
-    {CU_TENSOR_MAP_DATA_TYPE_FLOAT32, true},  // f32
-    {CU_TENSOR_MAP_DATA_TYPE_FLOAT16, true},  // f16
+    {CU_TENSOR_MAP_DATA_TYPE_FLOAT32, true},   // f32
+    {CU_TENSOR_MAP_DATA_TYPE_FLOAT16, true},   // f16
     {CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, true},  // bf16
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // f8e4m3
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // f8e5m2
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // i8
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},  // u8
-    {CU_TENSOR_MAP_DATA_TYPE_INT32, false},  // i32
-    {CU_TENSOR_MAP_DATA_TYPE_UINT32, false},  // u32
-    {CU_TENSOR_MAP_DATA_TYPE_FLOAT64, true},  // f64
-    {CU_TENSOR_MAP_DATA_TYPE_INT64, false},  // i64
-    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},  // i16
-    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},  // u16
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // f8e4m3
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // f8e5m2
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // i8
+    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // u8
+    {CU_TENSOR_MAP_DATA_TYPE_INT32, false},    // i32
+    {CU_TENSOR_MAP_DATA_TYPE_UINT32, false},   // u32
+    {CU_TENSOR_MAP_DATA_TYPE_FLOAT64, true},   // f64
+    {CU_TENSOR_MAP_DATA_TYPE_INT64, false},    // i64
+    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},   // i16
+    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},   // u16
 };
 
 // Copies one 320-byte parameter. A plain memcpy of this size compiles to
@@ -231,18 +231,14 @@ absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
 
 // ---------------------------------------------------------------------------
 
-int DtypeBytes(int dtype) {
-  return fj::dtype_info(dtype).bytes;
-}
+int DtypeBytes(int dtype) { return fj::dtype_info(dtype).bytes; }
 
 std::string DtypeName(int dtype) {
   const char* name = fj::dtype_info(dtype).name;
   return name != nullptr ? name : absl::StrCat("dtype#", dtype);
 }
 
-bool DtypeIsFloat(int dtype) {
-  return fj::dtype_info(dtype).is_float;
-}
+bool DtypeIsFloat(int dtype) { return fj::dtype_info(dtype).is_float; }
 
 absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
   if (dtype.lanes != 1) {
@@ -618,13 +614,16 @@ absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
 void TensorEncoder::ReportFallback(size_t arg_index, const char* reason) const {
   if (fallbacks_ != nullptr)
     fallbacks_->fetch_add(1, std::memory_order_relaxed);
-  if (reported_ == nullptr || logger_ == nullptr || !logger_->Enabled(LogLevel::kInfo)) return;
+  if (reported_ == nullptr || logger_ == nullptr ||
+      !logger_->Enabled(LogLevel::kInfo))
+    return;
   const uint64_t bit = uint64_t{1} << (arg_index < 63 ? arg_index : 63);
   if ((reported_->load(std::memory_order_relaxed) & bit) != 0) return;
   if ((reported_->fetch_or(bit, std::memory_order_relaxed) & bit) != 0) return;
-  logger_->Log(LogLevel::kInfo,
-               absl::StrCat("launch: ", kernel_name_, ": tensor arg ", arg_index,
-                            ": TMA cannot describe it (", reason, "); using cp_async"));
+  logger_->Log(
+      LogLevel::kInfo,
+      absl::StrCat("launch: ", kernel_name_, ": tensor arg ", arg_index,
+                   ": TMA cannot describe it (", reason, "); using cp_async"));
 }
 
 absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,

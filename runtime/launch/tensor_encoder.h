@@ -10,8 +10,8 @@
 // the tensor; when it cannot (alignment, strides, box limits, ...), the flag
 // FJ_TP_HAS_TMAP stays clear, the kernel falls back to cp.async for that
 // tensor, and the switch is counted on the kernel and reported once
-// through the runtime's logger (level info). Nothing here faults: every bad input is an INVALID_ARGUMENT status
-// naming the argument.
+// through the runtime's logger (level info). Nothing here faults: every bad
+// input is an INVALID_ARGUMENT status naming the argument.
 //
 // Encoded parameters are reused while the tensor's pointer, shape, strides,
 // box, dtype and oob mode are unchanged. The cache is per thread (keyed by
@@ -35,8 +35,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "fleetjit/copy/tensor_param.h"
 #include "base/log.h"
+#include "fleetjit/copy/tensor_param.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
 #include "runtime/launch/wire.h"

@@ -12,8 +12,8 @@
 #include "base/log.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
-#include "runtime/device/device.h"
 #include "platform/driver_api.h"
+#include "runtime/device/device.h"
 
 namespace fleetjit {
 
@@ -41,9 +41,9 @@ struct LoadedKernel {
   std::atomic<const LaunchThunk*> thunk{nullptr};
   std::string display_name;  // "module.cu:kernel" for messages
 
-  // --- Launch path state (runtime/launch/launch.cc) -------------------------------
-  // Set once the dynamic shared memory limit was raised to the device's
-  // opt-in maximum (minus static shared memory).
+  // --- Launch path state (runtime/launch/launch.cc)
+  // ------------------------------- Set once the dynamic shared memory limit
+  // was raised to the device's opt-in maximum (minus static shared memory).
   std::atomic<bool> dynamic_shared_raised{false};
   // Set once CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED is on.
   std::atomic<bool> non_portable_cluster_allowed{false};

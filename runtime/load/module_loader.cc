@@ -36,17 +36,19 @@ ModuleLoader::~ModuleLoader() {
       Device& device = *image->device;
       absl::Status status = device.MakeCurrent().status();
       if (device.CanRelease()) {
-        absl::Status unloaded =
-            CheckCu(*driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
+        absl::Status unloaded = CheckCu(
+            *driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
         if (status.ok()) status = unloaded;
       }
-      device.LogReleaseFailure(status, absl::StrCat("module ", key.first.substr(0, 16)));
+      device.LogReleaseFailure(
+          status, absl::StrCat("module ", key.first.substr(0, 16)));
     }
   }
   images_.clear();
 }
 
-std::vector<LoadedKernel*> ModuleLoader::ThunkableKernels(const std::string& record_key) {
+std::vector<LoadedKernel*> ModuleLoader::ThunkableKernels(
+    const std::string& record_key) {
   std::vector<LoadedImage*> images;
   {
     absl::MutexLock lock(&images_mu_);
@@ -66,9 +68,8 @@ std::vector<LoadedKernel*> ModuleLoader::ThunkableKernels(const std::string& rec
   return kernels;
 }
 
-absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::LoadKernel(const ModuleRecord& module,
-                                                           absl::string_view name,
-                                                           int ordinal) {
+absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::LoadKernel(
+    const ModuleRecord& module, absl::string_view name, int ordinal) {
   Shard& shard = *shards_[ThisThreadShard()];
   {
     ShardLock lock(&shard.mu);
@@ -90,8 +91,8 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::LoadKernel(const ModuleRecord
   return loaded;
 }
 
-absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& module,
-                                                      absl::string_view name, int ordinal) {
+absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(
+    const ModuleRecord& module, absl::string_view name, int ordinal) {
   const jit::Artifact& artifact = *module.artifact;
   const jit::KernelEntry* entry = artifact.FindKernel(name);
   if (entry == nullptr) {
@@ -124,11 +125,15 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& modu
       loaded->device = dev;
       loaded->artifact = module.artifact;
       FJ_RETURN_IF_ERROR(
-          CheckCu(*driver_, driver_->cuModuleLoadData(&loaded->module, artifact.image.data()),
-                  "cuModuleLoadData"),
+          CheckCu(
+              *driver_,
+              driver_->cuModuleLoadData(&loaded->module, artifact.image.data()),
+              "cuModuleLoadData"),
           absl::StrCat("loading '", module.name, "' (", artifact.target.Name(),
                        ") on device ", ordinal));
-      it = images_.emplace(std::make_pair(module.key, ordinal), std::move(loaded)).first;
+      it = images_
+               .emplace(std::make_pair(module.key, ordinal), std::move(loaded))
+               .first;
     }
     image = it->second.get();
   }
@@ -136,8 +141,9 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& modu
   // (the same module as `module.artifact`, possibly another copy of it).
   entry = image->artifact->FindKernel(name);
   if (entry == nullptr) {
-    return absl::InternalError(absl::StrCat("kernel '", name, "' of '", module.name,
-                                            "' is missing from its loaded image"));
+    return absl::InternalError(
+        absl::StrCat("kernel '", name, "' of '", module.name,
+                     "' is missing from its loaded image"));
   }
   LoadedKernel* out = nullptr;
   {
@@ -164,15 +170,17 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& modu
       CUfunction_attribute attribute;
       int* out;
     } attributes[] = {
-        {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &kernel->max_threads_per_block},
+        {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+         &kernel->max_threads_per_block},
         {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &kernel->static_shared_bytes},
         {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->num_regs},
     };
     for (auto& a : attributes) {
-      FJ_RETURN_IF_ERROR(
-          CheckCu(*driver_, driver_->cuFuncGetAttribute(a.out, a.attribute, kernel->function),
-                  "cuFuncGetAttribute"),
-          absl::StrCat("reading attributes of '", name, "'"));
+      FJ_RETURN_IF_ERROR(CheckCu(*driver_,
+                                 driver_->cuFuncGetAttribute(a.out, a.attribute,
+                                                             kernel->function),
+                                 "cuFuncGetAttribute"),
+                         absl::StrCat("reading attributes of '", name, "'"));
     }
     // Pack at the offsets this driver uses. A layout that differs from the
     // artifact's (an artifact built without this device, e.g. PTX for a fleet)
@@ -184,7 +192,8 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(const ModuleRecord& modu
     if (relaid.has_value()) {
       kernel->relaid_entry = std::make_unique<jit::KernelEntry>(*entry);
       kernel->relaid_entry->params = std::move(*relaid);
-      kernel->relaid_entry->param_bytes = jit::ParamBufferBytes(kernel->relaid_entry->params);
+      kernel->relaid_entry->param_bytes =
+          jit::ParamBufferBytes(kernel->relaid_entry->params);
       kernel->entry = kernel->relaid_entry.get();
     }
     out = kernel.get();

@@ -48,7 +48,7 @@ class ModuleLoader {
   // A kernel loaded before is found in this thread's shard of the loader
   // (base/thread_shards.h): the lookup writes nothing other threads write.
   absl::StatusOr<Loaded> LoadKernel(const ModuleRecord& module,
-                                   absl::string_view name, int ordinal);
+                                    absl::string_view name, int ordinal);
 
   // The kernels loaded from the images of `record_key` that pack by the
   // artifact's layout (not relaid): those a thunk of the artifact can serve.
@@ -62,7 +62,8 @@ class ModuleLoader {
     int ordinal;
     absl::string_view name;
     bool operator==(const KernelKey& o) const {
-      return ordinal == o.ordinal && record_key == o.record_key && name == o.name;
+      return ordinal == o.ordinal && record_key == o.record_key &&
+             name == o.name;
     }
     template <typename H>
     friend H AbslHashValue(H h, const KernelKey& k) {
@@ -76,12 +77,17 @@ class ModuleLoader {
   };
   struct Shard {
     ShardMutex mu;
-    // Kernels this shard has seen loaded; they never unload before ~ModuleLoader.
-    absl::flat_hash_map<KernelKey, std::unique_ptr<KnownKernel>> known ABSL_GUARDED_BY(mu);
+    // Kernels this shard has seen loaded; they never unload before
+    // ~ModuleLoader.
+    absl::flat_hash_map<KernelKey, std::unique_ptr<KnownKernel>> known
+        ABSL_GUARDED_BY(mu);
   };
-  std::unique_ptr<CacheLinePadded<Shard>[]> shards_{new CacheLinePadded<Shard>[kThreadShards]};
+  std::unique_ptr<CacheLinePadded<Shard>[]> shards_ {
+    new CacheLinePadded<Shard>[ kThreadShards ]
+  };
   // The slow path of LoadKernel: loads what is missing.
-  absl::StatusOr<Loaded> Load(const ModuleRecord& module, absl::string_view name, int ordinal);
+  absl::StatusOr<Loaded> Load(const ModuleRecord& module,
+                              absl::string_view name, int ordinal);
 
   const DriverApi* driver_;
   const DeviceList& devices_;

@@ -18,9 +18,9 @@ absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
                 "cuFuncGetParamInfo"),
         absl::StrCat("parameter ", i));
     if (size != params[i].size) {
-      return absl::InternalError(absl::StrCat(
-          "parameter ", i, " of ", entry.name, ": the PTX says ", params[i].size,
-          " bytes, the driver ", size));
+      return absl::InternalError(
+          absl::StrCat("parameter ", i, " of ", entry.name, ": the PTX says ",
+                       params[i].size, " bytes, the driver ", size));
     }
     differs = differs || offset != params[i].offset;
     params[i].offset = static_cast<uint32_t>(offset);
@@ -40,9 +40,10 @@ absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
   absl::Status status;
   for (jit::KernelEntry& entry : artifact.kernels) {
     CUfunction function = nullptr;
-    status = CheckCu(api,
-                     api.cuModuleGetFunction(&function, module, entry.lowered_name.c_str()),
-                     "cuModuleGetFunction");
+    status = CheckCu(
+        api,
+        api.cuModuleGetFunction(&function, module, entry.lowered_name.c_str()),
+        "cuModuleGetFunction");
     if (!status.ok()) break;
     auto relaid = DriverParamLayout(api, function, entry);
     if (!relaid.ok()) {
@@ -54,8 +55,9 @@ absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
       entry.param_bytes = jit::ParamBufferBytes(entry.params);
     }
   }
-  device.LogReleaseFailure(CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
-                           "a module loaded to read its parameter layouts");
+  device.LogReleaseFailure(
+      CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
+      "a module loaded to read its parameter layouts");
   return status;
 }
 

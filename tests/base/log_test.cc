@@ -12,8 +12,9 @@ namespace {
 
 TEST(LogTest, OnlyLinesAtOrAboveTheLevelReachTheSink) {
   std::vector<std::pair<LogLevel, std::string>> got;
-  Logger log(LogLevel::kWarn,
-             [&](LogLevel l, absl::string_view m) { got.emplace_back(l, std::string(m)); });
+  Logger log(LogLevel::kWarn, [&](LogLevel l, absl::string_view m) {
+    got.emplace_back(l, std::string(m));
+  });
   log.Log(LogLevel::kDebug, "d");
   log.Log(LogLevel::kInfo, "i");
   log.Log(LogLevel::kWarn, "w");
@@ -41,8 +42,8 @@ TEST(LogTest, AThrowingSinkIsContained) {
 }
 
 TEST(LogTest, LevelNamesRoundTripAndBadNamesAreRefused) {
-  for (LogLevel l : {LogLevel::kOff, LogLevel::kError, LogLevel::kWarn, LogLevel::kInfo,
-                     LogLevel::kDebug}) {
+  for (LogLevel l : {LogLevel::kOff, LogLevel::kError, LogLevel::kWarn,
+                     LogLevel::kInfo, LogLevel::kDebug}) {
     auto parsed = ParseLogLevel(LogLevelName(l));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, l);
@@ -50,7 +51,8 @@ TEST(LogTest, LevelNamesRoundTripAndBadNamesAreRefused) {
   EXPECT_EQ(*ParseLogLevel("WARN"), LogLevel::kWarn);
   auto bad = ParseLogLevel("verbose");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("expected off, error"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("expected off, error"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 
 TEST(NoStderrTest, OnlyStderrLogSinkWritesToStderr) {
   const fs::path root = FJ_SOURCE_DIR;
-  if (!fs::exists(root / "base" / "log.cc")) GTEST_SKIP() << "no source tree at " << root;
+  if (!fs::exists(root / "base" / "log.cc"))
+    GTEST_SKIP() << "no source tree at " << root;
   const std::regex banned(
       R"(\bstderr\b|\bstdout\b|std::cerr|std::cout|std::clog|\bperror\s*\(|)"
       R"((^|[^a-z_])(printf|puts|putchar)\s*\(|\bwrite\s*\(\s*[12]\s*,)");
@@ -47,8 +48,9 @@ TEST(NoStderrTest, OnlyStderrLogSinkWritesToStderr) {
         }
         if (!std::regex_search(code, banned)) continue;
         const std::string where = fs::relative(e.path(), root).string();
-        if (where == "base/log.cc" && code.find("std::fputs(line.c_str(), stderr)") !=
-                                          std::string::npos) {
+        if (where == "base/log.cc" &&
+            code.find("std::fputs(line.c_str(), stderr)") !=
+                std::string::npos) {
           continue;  // StderrLogSink
         }
         found.push_back(where + ":" + std::to_string(n) + ": " + line);
@@ -56,7 +58,8 @@ TEST(NoStderrTest, OnlyStderrLogSinkWritesToStderr) {
     }
   }
   EXPECT_GT(files, 50);
-  for (const std::string& f : found) ADD_FAILURE() << "writes to stderr/stdout: " << f;
+  for (const std::string& f : found)
+    ADD_FAILURE() << "writes to stderr/stdout: " << f;
 }
 
 }  // namespace

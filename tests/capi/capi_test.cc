@@ -29,7 +29,8 @@ TEST(CapiLayoutTest, TensorIsLayoutIdenticalToDLPack) {
   static_assert(offsetof(fj_tensor, dtype) == offsetof(DLTensor, dtype));
   static_assert(offsetof(fj_tensor, shape) == offsetof(DLTensor, shape));
   static_assert(offsetof(fj_tensor, strides) == offsetof(DLTensor, strides));
-  static_assert(offsetof(fj_tensor, byte_offset) == offsetof(DLTensor, byte_offset));
+  static_assert(offsetof(fj_tensor, byte_offset) ==
+                offsetof(DLTensor, byte_offset));
   static_assert(sizeof(fj_dl_dtype) == sizeof(DLDataType));
   static_assert(sizeof(fj_dl_device) == sizeof(DLDevice));
   EXPECT_EQ(kDLCUDA, 2);
@@ -109,24 +110,29 @@ TEST_F(CapiTest, NullArgumentsAreStatuses) {
   EXPECT_EQ(Code(fj_module_build(rt_, nullptr, &m)), FJ_INVALID_ARGUMENT);
   EXPECT_EQ(m, nullptr);  // outputs untouched on error
   EXPECT_EQ(Code(fj_module_info_get(nullptr, nullptr)), FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(Code(fj_module_get_kernel(nullptr, S("k"), 0, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_module_get_kernel(nullptr, S("k"), 0, nullptr)),
+            FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_launch(nullptr, nullptr, nullptr, 0)), FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_kernel_info_get(nullptr, nullptr)), FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_mem_alloc(nullptr, 0, 16, nullptr)), FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(Code(fj_memcpy_htod(rt_, 0, nullptr, 16, nullptr)), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_memcpy_htod(rt_, 0, nullptr, 16, nullptr)),
+            FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_stream_synchronize(nullptr)), FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_stream_destroy(nullptr)), FJ_OK);
   EXPECT_EQ(Code(fj_cache_stats_get(rt_, nullptr)), FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(Code(fj_copy_plan_for_target(S("sm_80"), FJ_COPY_IMPL_AUTO, nullptr)),
-            FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      Code(fj_copy_plan_for_target(S("sm_80"), FJ_COPY_IMPL_AUTO, nullptr)),
+      FJ_INVALID_ARGUMENT);
   fj_copy_plan plan{};
   plan.struct_size = sizeof(plan);
-  EXPECT_EQ(Code(fj_copy_plan_for_target(fj_str{nullptr, 5}, FJ_COPY_IMPL_AUTO, &plan)),
+  EXPECT_EQ(Code(fj_copy_plan_for_target(fj_str{nullptr, 5}, FJ_COPY_IMPL_AUTO,
+                                         &plan)),
             FJ_INVALID_ARGUMENT);
 }
 
 TEST_F(CapiTest, ShortAndZeroStructSizesAreRefused) {
-  for (size_t size : {size_t{0}, size_t{8}, offsetof(fj_build_options, include_dirs) - 1}) {
+  for (size_t size :
+       {size_t{0}, size_t{8}, offsetof(fj_build_options, include_dirs) - 1}) {
     fj_build_options o = BuildOptions(kKernel, "sm_80");
     o.struct_size = size;
     fj_module* m = nullptr;
@@ -171,7 +177,8 @@ TEST_F(CapiTest, DestroyedAndForgedHandlesAreRefused) {
             FJ_INVALID_ARGUMENT);
   std::mt19937_64 rng(std::random_device{}());
   for (int i = 0; i < 1000; ++i) {
-    auto forged = reinterpret_cast<fj_runtime*>(static_cast<uintptr_t>(rng() | 1));
+    auto forged =
+        reinterpret_cast<fj_runtime*>(static_cast<uintptr_t>(rng() | 1));
     int32_t n = 0;
     EXPECT_EQ(Code(fj_device_count(forged, &n)), FJ_INVALID_ARGUMENT);
     EXPECT_EQ(Code(fj_stream_synchronize(reinterpret_cast<fj_stream*>(forged))),
@@ -198,7 +205,8 @@ TEST_F(CapiTest, EnumValuesOutOfRangeAreRefused) {
   EXPECT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_INVALID_ARGUMENT);
   fj_copy_plan plan{};
   plan.struct_size = sizeof(plan);
-  EXPECT_EQ(Code(fj_copy_plan_for_target(S("sm_80"), static_cast<fj_copy_impl>(4), &plan)),
+  EXPECT_EQ(Code(fj_copy_plan_for_target(S("sm_80"),
+                                         static_cast<fj_copy_impl>(4), &plan)),
             FJ_INVALID_ARGUMENT);
   fj_runtime_options ro{};
   ro.struct_size = sizeof(ro);
@@ -212,7 +220,8 @@ TEST_F(CapiTest, UnknownTargetsAndForcedImplementationsAreClear) {
   fj_module* m = nullptr;
   fj_status* st = fj_module_build(rt_, &o, &m);
   EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("sm_33"), std::string::npos);
+  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("sm_33"),
+            std::string::npos);
   fj_status_free(st);
   o = BuildOptions(kKernel, "sm_80");
   o.copy_impl = FJ_COPY_IMPL_TMA;
@@ -220,7 +229,8 @@ TEST_F(CapiTest, UnknownTargetsAndForcedImplementationsAreClear) {
 }
 
 TEST_F(CapiTest, CompileErrorsCarryTheBuildLog) {
-  fj_build_options o = BuildOptions("__global__ void k() { no_such_thing(); }", "sm_80");
+  fj_build_options o =
+      BuildOptions("__global__ void k() { no_such_thing(); }", "sm_80");
   fj_module* m = nullptr;
   fj_status* st = fj_module_build(rt_, &o, &m);
   ASSERT_EQ(fj_status_code(st), FJ_BUILD_ERROR);
@@ -283,7 +293,8 @@ TEST_F(CapiTest, AMissingKernelNameIsNotFound) {
   fj_kernel* k = nullptr;
   fj_status* st = fj_module_get_kernel(m, S("not_there"), 0, &k);
   EXPECT_EQ(fj_status_code(st), FJ_NOT_FOUND);
-  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("it has: k"), std::string::npos);
+  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("it has: k"),
+            std::string::npos);
   fj_status_free(st);
   EXPECT_EQ(k, nullptr);
   EXPECT_EQ(Code(fj_module_destroy(m)), FJ_OK);
@@ -306,7 +317,8 @@ TEST_F(CapiTest, DeviceCallsWithoutAGpuAreUnavailable) {
   fj_module* m = nullptr;
   fj_status* st = fj_module_build(rt_, &o, &m);
   EXPECT_EQ(fj_status_code(st), FJ_UNAVAILABLE);
-  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("name a target"), std::string::npos);
+  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("name a target"),
+            std::string::npos);
   fj_status_free(st);
 }
 
@@ -314,8 +326,9 @@ TEST_F(CapiTest, UnknownAddressesAreRefused) {
   EXPECT_EQ(Code(fj_mem_free(rt_, 0)), FJ_OK);
   EXPECT_EQ(Code(fj_mem_free(rt_, 0x7f0000001000ull)), FJ_INVALID_ARGUMENT);
   int v = 5;
-  EXPECT_EQ(Code(fj_memcpy_htod(rt_, 0x7f0000001000ull, &v, sizeof(v), nullptr)),
-            FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      Code(fj_memcpy_htod(rt_, 0x7f0000001000ull, &v, sizeof(v), nullptr)),
+      FJ_INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "fleetjit/fleetjit.h"
-#include "tests/common/test_paths.h"
 #include "gtest/gtest.h"
+#include "tests/common/test_paths.h"
 
 namespace {
 
@@ -52,12 +52,18 @@ struct Api {
       std::fprintf(stderr, "dlopen: %s\n", dlerror());
       return false;
     }
-    runtime_create = reinterpret_cast<decltype(runtime_create)>(dlsym(handle, "fj_runtime_create"));
-    runtime_destroy = reinterpret_cast<decltype(runtime_destroy)>(dlsym(handle, "fj_runtime_destroy"));
-    module_build = reinterpret_cast<decltype(module_build)>(dlsym(handle, "fj_module_build"));
-    device_count = reinterpret_cast<decltype(device_count)>(dlsym(handle, "fj_device_count"));
-    status_free = reinterpret_cast<decltype(status_free)>(dlsym(handle, "fj_status_free"));
-    return runtime_create && runtime_destroy && module_build && device_count && status_free;
+    runtime_create = reinterpret_cast<decltype(runtime_create)>(
+        dlsym(handle, "fj_runtime_create"));
+    runtime_destroy = reinterpret_cast<decltype(runtime_destroy)>(
+        dlsym(handle, "fj_runtime_destroy"));
+    module_build = reinterpret_cast<decltype(module_build)>(
+        dlsym(handle, "fj_module_build"));
+    device_count = reinterpret_cast<decltype(device_count)>(
+        dlsym(handle, "fj_device_count"));
+    status_free = reinterpret_cast<decltype(status_free)>(
+        dlsym(handle, "fj_status_free"));
+    return runtime_create && runtime_destroy && module_build && device_count &&
+           status_free;
   }
 };
 

@@ -92,7 +92,8 @@ TEST(StreamWrapTest, RefusesBadInput) {
     fj_status* st = fj_stream_wrap(rt, bad, 0, &s);
     fj_code c = fj_status_code(st);
     EXPECT_TRUE(c == FJ_NOT_FOUND || c == FJ_UNAVAILABLE)
-        << bad << ": " << fj_code_name(c) << " " << fj_status_message(st, nullptr);
+        << bad << ": " << fj_code_name(c) << " "
+        << fj_status_message(st, nullptr);
     fj_status_free(st);
   }
   EXPECT_EQ(s, nullptr);  // outputs untouched on error
@@ -155,8 +156,10 @@ TEST(RuntimeOptionsTest, PreopenDevices) {
   fj_code c = fj_status_code(st);
   std::string m = fj_status_message(st, nullptr);
   fj_status_free(st);
-  EXPECT_TRUE(c == FJ_NOT_FOUND || c == FJ_UNAVAILABLE) << fj_code_name(c) << " " << m;
-  EXPECT_NE(m.find("preopen_devices names device " + std::to_string(n + 3)), std::string::npos)
+  EXPECT_TRUE(c == FJ_NOT_FOUND || c == FJ_UNAVAILABLE)
+      << fj_code_name(c) << " " << m;
+  EXPECT_NE(m.find("preopen_devices names device " + std::to_string(n + 3)),
+            std::string::npos)
       << m;
   EXPECT_EQ(rt, nullptr);
 
@@ -172,7 +175,8 @@ TEST(RuntimeOptionsTest, PreopenDevices) {
 class TempDir {
  public:
   TempDir() {
-    std::string t = (fs::temp_directory_path() / "fj_server_test_XXXXXX").string();
+    std::string t =
+        (fs::temp_directory_path() / "fj_server_test_XXXXXX").string();
     path_ = mkdtemp(t.data());
   }
   ~TempDir() {
@@ -207,8 +211,9 @@ TEST(LogTest, RefusedCacheEntryReachesTheCallbackAtWarnAndNothingAtOff) {
   ScopedEnv cache_env("FLEETJIT_CACHE_DIR", dir.path().c_str());
   ScopedEnv log_env("FLEETJIT_LOG", nullptr);
   std::mt19937_64 rng(std::random_device{}());
-  const std::string source = "extern \"C\" __global__ void k(int* p) { p[0] = " +
-                             std::to_string(rng() % 1000000) + "; }";
+  const std::string source =
+      "extern \"C\" __global__ void k(int* p) { p[0] = " +
+      std::to_string(rng() % 1000000) + "; }";
   // 1. Build once, so the entry is on disk.
   fj_runtime* rt = nullptr;
   ASSERT_EQ(Code(fj_runtime_create(nullptr, &rt)), FJ_OK);
@@ -223,7 +228,8 @@ TEST(LogTest, RefusedCacheEntryReachesTheCallbackAtWarnAndNothingAtOff) {
     int entries = 0;
     for (const auto& e : fs::recursive_directory_iterator(dir.path())) {
       if (e.path().extension() != ".fjc") continue;
-      std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << "not an entry";
+      std::ofstream(e.path(), std::ios::binary | std::ios::trunc)
+          << "not an entry";
       ++entries;
     }
     return entries;
@@ -268,7 +274,8 @@ TEST(LogTest, RefusedCacheEntryReachesTheCallbackAtWarnAndNothingAtOff) {
 // FJ_DEADLINE_EXCEEDED, as the header promises (not FJ_INTERNAL, "a bug in
 // fleetjit"). With time enough the write ends (it fails, bounded by the
 // tier's timeouts) and the flush succeeds.
-TEST(CacheFlushTest, PublicationsStillQueuedAfterTheTimeoutAreDeadlineExceeded) {
+TEST(CacheFlushTest,
+     PublicationsStillQueuedAfterTheTimeoutAreDeadlineExceeded) {
   // A Redis that accepts connections (the kernel's backlog) and never
   // replies: each command waits for the tier's command timeout.
   const int listener = socket(AF_INET, SOCK_STREAM, 0);
@@ -276,17 +283,21 @@ TEST(CacheFlushTest, PublicationsStillQueuedAfterTheTimeoutAreDeadlineExceeded) 
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);
   ASSERT_EQ(listen(listener, 64), 0);
   socklen_t len = sizeof(addr);
   ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const std::string url = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const std::string url =
+      "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
 
   std::mt19937_64 rng(std::random_device{}());
   char key[65];
   std::snprintf(key, sizeof(key), "%016llx%016llx%016llx%016llx",
-                static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()),
-                static_cast<unsigned long long>(rng()), static_cast<unsigned long long>(rng()));
+                static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
   TempDir dir;
   ScopedEnv cache_env("FLEETJIT_CACHE_DIR", dir.path().c_str());
   ScopedEnv remote_env("FLEETJIT_REMOTE_CACHE", url.c_str());
@@ -303,8 +314,9 @@ TEST(CacheFlushTest, PublicationsStillQueuedAfterTheTimeoutAreDeadlineExceeded) 
     GTEST_SKIP() << "no hiredis here: the remote tier is off";
   }
   ASSERT_EQ(stats.remote_state, FJ_REMOTE_CLOSED);
-  const std::string source = "extern \"C\" __global__ void k(int* p) { p[0] = " +
-                             std::to_string(rng() % 1000000) + "; }";
+  const std::string source =
+      "extern \"C\" __global__ void k(int* p) { p[0] = " +
+      std::to_string(rng() % 1000000) + "; }";
   if (BuildOnce(rt, source) != FJ_OK) {
     fj_runtime_destroy(rt);
     close(listener);
@@ -313,9 +325,11 @@ TEST(CacheFlushTest, PublicationsStillQueuedAfterTheTimeoutAreDeadlineExceeded) 
   // The publication waits on a server that never answers: 0 ms is too
   // little.
   fj_status* st = fj_cache_flush(rt, 0);
-  EXPECT_EQ(fj_status_code(st), FJ_DEADLINE_EXCEEDED) << fj_status_message(st, nullptr);
+  EXPECT_EQ(fj_status_code(st), FJ_DEADLINE_EXCEEDED)
+      << fj_status_message(st, nullptr);
   EXPECT_STREQ(fj_code_name(fj_status_code(st)), "DEADLINE_EXCEEDED");
-  EXPECT_NE(std::string(fj_status_message(st, nullptr)).find("still queued after 0 ms"),
+  EXPECT_NE(std::string(fj_status_message(st, nullptr))
+                .find("still queued after 0 ms"),
             std::string::npos)
       << fj_status_message(st, nullptr);
   fj_status_free(st);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "platform/cu_errors.h"
 #include "gtest/gtest.h"
+#include "platform/cu_errors.h"
 #include "platform/driver_api.h"
 
 namespace fleetjit::capi {
@@ -17,8 +17,9 @@ namespace {
 
 TEST(CapiStatusTest, ACudaErrorKeepsItsCodeThroughAnnotate) {
   DriverApi api;
-  absl::Status s = Annotate(CheckCu(api, CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize"),
-                            "synchronising");
+  absl::Status s =
+      Annotate(CheckCu(api, CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize"),
+               "synchronising");
   EXPECT_EQ(CodeOf(s), FJ_CUDA_ERROR);
   fj_status* out = ToFjStatus(s);
   ASSERT_NE(out, nullptr);
@@ -27,7 +28,8 @@ TEST(CapiStatusTest, ACudaErrorKeepsItsCodeThroughAnnotate) {
   EXPECT_EQ(fj_status_detail(out, fj_str{"fj_code", 7}, nullptr), nullptr);
   EXPECT_NE(fj_status_detail(out, fj_str{"cuda_call", 9}, nullptr), nullptr);
   fj_status_free(out);
-  EXPECT_EQ(CodeOf(CheckCu(api, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")), FJ_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(CodeOf(CheckCu(api, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")),
+            FJ_RESOURCE_EXHAUSTED);
 }
 
 TEST(CapiStatusTest, AbslCodesWithoutAPublicCode) {
@@ -56,7 +58,8 @@ TEST(CapiStatusTest, EveryAbslCodeMapsToADocumentedCode) {
   std::vector<int> absl_codes;
   for (int c = 0; c <= 16; ++c) absl_codes.push_back(c);
   absl_codes.push_back(static_cast<int>(
-      absl::StatusCode::kDoNotUseReservedForFutureExpansionUseDefaultInSwitchInstead_));
+      absl::StatusCode::
+          kDoNotUseReservedForFutureExpansionUseDefaultInSwitchInstead_));
   for (int raw : absl_codes) {
     const auto code = static_cast<absl::StatusCode>(raw);
     SCOPED_TRACE(absl::StatusCodeToString(code));
@@ -92,7 +95,8 @@ TEST(CapiStatusTest, EveryPublicCodeHasANameAndRoundTrips) {
     }
   }
   EXPECT_STREQ(fj_code_name(FJ_DEADLINE_EXCEEDED), "DEADLINE_EXCEEDED");
-  EXPECT_EQ(AbslCodeFor(FJ_DEADLINE_EXCEEDED), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(AbslCodeFor(FJ_DEADLINE_EXCEEDED),
+            absl::StatusCode::kDeadlineExceeded);
   EXPECT_STREQ(fj_code_name(static_cast<fj_code>(FJ_CODE_LAST + 1)), "UNKNOWN");
   // A public code set out of range is ignored, not trusted.
   absl::Status forged = absl::NotFoundError("x");

@@ -213,8 +213,7 @@ std::vector<float> RandomInts(std::mt19937_64& rng, size_t n, int range) {
 
 void HostTensor::Set(uint64_t data, std::vector<int64_t> dims,
                      std::vector<int64_t> elem_strides,
-                     std::vector<uint32_t> box, fj_oob oob,
-                     fj_dl_dtype dtype) {
+                     std::vector<uint32_t> box, fj_oob oob, fj_dl_dtype dtype) {
   shape = std::move(dims);
   strides = std::move(elem_strides);
   tensor = fj_tensor{};

@@ -117,7 +117,8 @@ using ::fleetjit::selftest::internal::F32Arg;
 using ::fleetjit::selftest::internal::I32Arg;
 using ::fleetjit::selftest::internal::PtrArg;
 using ::fleetjit::selftest::internal::TensorArg;
-inline fj_launch_config Config(uint32_t grid, uint32_t block, uint32_t shared = 0) {
+inline fj_launch_config Config(uint32_t grid, uint32_t block,
+                               uint32_t shared = 0) {
   return ::fleetjit::selftest::internal::LaunchConfig(grid, block, shared);
 }
 

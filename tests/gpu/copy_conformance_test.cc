@@ -21,8 +21,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "fleetjit/fleetjit.h"
 #include "conformance/runner.h"
+#include "fleetjit/fleetjit.h"
 
 namespace fleetjit::selftest {
 namespace {
@@ -58,17 +58,18 @@ Gpu& GetGpu() {
     if (st != nullptr || count == 0) {
       fj_status_free(st);
       const char* why = fj_runtime_driver_error(g->rt);
-      g->skip = absl::StrCat("no CUDA GPU (",
-                             why != nullptr && *why != '\0' ? why
-                                                           : "the driver reports 0 devices",
-                             ")");
+      g->skip = absl::StrCat(
+          "no CUDA GPU (",
+          why != nullptr && *why != '\0' ? why : "the driver reports 0 devices",
+          ")");
       return g;
     }
     fj_device_info info{};
     info.struct_size = sizeof(info);
     st = fj_device_info_get(g->rt, 0, &info);
     if (st != nullptr) {
-      g->skip = absl::StrCat("cannot read device 0: ", fj_status_message(st, nullptr));
+      g->skip = absl::StrCat("cannot read device 0: ",
+                             fj_status_message(st, nullptr));
       fj_status_free(st);
       return g;
     }
@@ -81,8 +82,8 @@ Gpu& GetGpu() {
     g->impls = *impls;
     std::printf("[ selftest ] device 0: %s (sm_%d), rows: %s; seed %" PRIu64
                 " (FLEETJIT_SELFTEST_SEED=%" PRIu64 " reproduces), scale %d\n",
-                info.name, g->cc, absl::StrJoin(g->impls, ", ").c_str(), g->seed, g->seed,
-                g->scale);
+                info.name, g->cc, absl::StrJoin(g->impls, ", ").c_str(),
+                g->seed, g->seed, g->scale);
     return g;
   }();
   return *gpu;
@@ -97,7 +98,8 @@ Gpu& GetGpu() {
 std::vector<std::string> Runnable(const std::vector<std::string>& wanted) {
   std::vector<std::string> out;
   for (const std::string& r : GetGpu().impls) {
-    if (std::find(wanted.begin(), wanted.end(), r) != wanted.end()) out.push_back(r);
+    if (std::find(wanted.begin(), wanted.end(), r) != wanted.end())
+      out.push_back(r);
   }
   return out;
 }
@@ -120,8 +122,9 @@ Totals RunMatrix(const std::vector<std::string>& impls,
   o.variants = variants;
   Totals t;
   auto results = RunConformanceMatrix(g.rt, o, [&](const CellResult& c) {
-    std::printf("[ cell     ] %-12s %-22s %-4s %6d cases %5d launches %8.1f ms", c.feature.c_str(),
-                c.impl.c_str(), c.failures == 0 ? "pass" : "FAIL", c.cases, c.launches, c.ms);
+    std::printf("[ cell     ] %-12s %-22s %-4s %6d cases %5d launches %8.1f ms",
+                c.feature.c_str(), c.impl.c_str(),
+                c.failures == 0 ? "pass" : "FAIL", c.cases, c.launches, c.ms);
     if (c.tensor_maps + c.fallbacks > 0) {
       std::printf("  (%d TMA maps, %d fallbacks)", c.tensor_maps, c.fallbacks);
     }
@@ -137,12 +140,13 @@ Totals RunMatrix(const std::vector<std::string>& impls,
     t.maps += c.tensor_maps;
     t.fallbacks += c.fallbacks;
     EXPECT_GT(c.cases, 0) << c.feature << " under " << c.impl << " ran no case";
-    EXPECT_EQ(c.failures, 0) << c.feature << " under " << c.impl << ": " << c.failures
-                             << " failed case(s) of " << c.cases << "\n"
-                             << absl::StrJoin(c.failure_samples, "\n");
+    EXPECT_EQ(c.failures, 0)
+        << c.feature << " under " << c.impl << ": " << c.failures
+        << " failed case(s) of " << c.cases << "\n"
+        << absl::StrJoin(c.failure_samples, "\n");
   }
-  std::printf("[ cases    ] %lld cases in %lld launches, seed %" PRIu64 "\n", t.cases,
-              t.launches, g.seed);
+  std::printf("[ cases    ] %lld cases in %lld launches, seed %" PRIu64 "\n",
+              t.cases, t.launches, g.seed);
   ::testing::Test::RecordProperty("cases", static_cast<int>(t.cases));
   ::testing::Test::RecordProperty("seed", absl::StrCat(g.seed));
   return t;
@@ -192,11 +196,11 @@ TEST(CopyConformanceMatrix, BadOptionsAreStatuses) {
 }
 
 // ------------------------------------------------- one test per feature
-#define FJ_FEATURE_TEST(Name, feature)                               \
-  TEST(CopyConformance, Name) {                                      \
-    REQUIRE_GPU();                                                   \
-    const Totals t = RunMatrix(GetGpu().impls, {feature}, {});       \
-    EXPECT_GT(t.cases, 0);                                           \
+#define FJ_FEATURE_TEST(Name, feature)                         \
+  TEST(CopyConformance, Name) {                                \
+    REQUIRE_GPU();                                             \
+    const Totals t = RunMatrix(GetGpu().impls, {feature}, {}); \
+    EXPECT_GT(t.cases, 0);                                     \
   }
 
 FJ_FEATURE_TEST(Barrier, "barrier")
@@ -216,7 +220,8 @@ FJ_FEATURE_TEST(Pipeline, "pipeline")
 // through the runtime's per-tensor fallback; the others through a map.
 TEST(CopyConformance, TmaFallsBackPerTensor) {
   REQUIRE_GPU();
-  if (GetGpu().cc < 90) GTEST_SKIP() << "tma needs sm_90; the device is sm_" << GetGpu().cc;
+  if (GetGpu().cc < 90)
+    GTEST_SKIP() << "tma needs sm_90; the device is sm_" << GetGpu().cc;
   const Totals t = RunMatrix({"tma"}, {}, {"tile_load", "tile_store"});
   EXPECT_GT(t.maps, 0) << "no tensor went through a TMA map";
   EXPECT_GT(t.fallbacks, 0) << "no tensor exercised the fallback";
@@ -227,7 +232,8 @@ TEST(CopyConformance, TmaFallsBackPerTensor) {
 // Under tma, loads in a group complete by a group wait.
 TEST(CopyConformanceRefusals, WaitForCpAsyncGroupsOnHopper) {
   REQUIRE_GPU();
-  if (GetGpu().cc < 90) GTEST_SKIP() << "needs Hopper (sm_90); the device is sm_" << GetGpu().cc;
+  if (GetGpu().cc < 90)
+    GTEST_SKIP() << "needs Hopper (sm_90); the device is sm_" << GetGpu().cc;
   RunMatrix({"tma"}, {}, {"groups", "span_load.group", "tile_load.group"}, 2);
 }
 
@@ -235,17 +241,21 @@ TEST(CopyConformanceRefusals, WaitForCpAsyncGroupsOnHopper) {
 // span and tile loads with no barrier at all (group-completed).
 TEST(CopyConformanceRefusals, CopyWithoutBarrierOnHopper) {
   REQUIRE_GPU();
-  if (GetGpu().cc < 90) GTEST_SKIP() << "needs Hopper (sm_90); the device is sm_" << GetGpu().cc;
-  RunMatrix({"tma"}, {}, {"span_load.group", "tile_load.group", "span_store"}, 2);
+  if (GetGpu().cc < 90)
+    GTEST_SKIP() << "needs Hopper (sm_90); the device is sm_" << GetGpu().cc;
+  RunMatrix({"tma"}, {}, {"span_load.group", "tile_load.group", "span_store"},
+            2);
 }
 
 // `copy_gmem_to_smem` with a barrier before Hopper is refused: copies
 // completing on an fj::barrier under cp_async and sync (and their PTX rows).
 TEST(CopyConformanceRefusals, CopyWithBarrierBeforeHopper) {
   REQUIRE_GPU();
-  const auto rows = Runnable({"cp_async", "sync", "cp_async@compute_80", "sync@compute_75"});
+  const auto rows =
+      Runnable({"cp_async", "sync", "cp_async@compute_80", "sync@compute_75"});
   ASSERT_FALSE(rows.empty());
-  RunMatrix(rows, {}, {"span_load.barrier", "tile_load.barrier", "pipeline"}, 2);
+  RunMatrix(rows, {}, {"span_load.barrier", "tile_load.barrier", "pipeline"},
+            2);
 }
 
 // A user predicate on cp.async is refused (seed 004): skip and zero modes
@@ -253,8 +263,11 @@ TEST(CopyConformanceRefusals, CopyWithBarrierBeforeHopper) {
 TEST(CopyConformanceRefusals, UserPredicateOnCpAsync) {
   REQUIRE_GPU();
   const auto rows = Runnable({"cp_async", "cp_async@compute_80"});
-  if (rows.empty()) GTEST_SKIP() << "cp_async needs sm_80; the device is sm_" << GetGpu().cc;
-  RunMatrix(rows, {}, {"span_load.pred", "tile_load.pred", "span_store.pred", "tile_store.pred"},
+  if (rows.empty())
+    GTEST_SKIP() << "cp_async needs sm_80; the device is sm_" << GetGpu().cc;
+  RunMatrix(rows, {},
+            {"span_load.pred", "tile_load.pred", "span_store.pred",
+             "tile_store.pred"},
             2);
 }
 
@@ -263,9 +276,11 @@ TEST(CopyConformanceRefusals, UserPredicateOnCpAsync) {
 TEST(CopyConformanceRefusals, OutOfBoundsFillOnCpAsync) {
   REQUIRE_GPU();
   const auto rows = Runnable({"cp_async", "cp_async@compute_80"});
-  if (rows.empty()) GTEST_SKIP() << "cp_async needs sm_80; the device is sm_" << GetGpu().cc;
-  RunMatrix(rows, {}, {"tile_load.oob_zeros", "tile_load.oob_nan", "pipeline.oob_zeros",
-                       "pipeline.oob_nan"});
+  if (rows.empty())
+    GTEST_SKIP() << "cp_async needs sm_80; the device is sm_" << GetGpu().cc;
+  RunMatrix(rows, {},
+            {"tile_load.oob_zeros", "tile_load.oob_nan", "pipeline.oob_zeros",
+             "pipeline.oob_nan"});
 }
 
 // Collective copies on cp.async are refused: multicast loads under cp_async
@@ -273,7 +288,8 @@ TEST(CopyConformanceRefusals, OutOfBoundsFillOnCpAsync) {
 // loads its part) and without a cluster on the PTX rows.
 TEST(CopyConformanceRefusals, CollectiveCopyWithoutTma) {
   REQUIRE_GPU();
-  const auto rows = Runnable({"cp_async", "sync", "cp_async@compute_80", "sync@compute_75"});
+  const auto rows =
+      Runnable({"cp_async", "sync", "cp_async@compute_80", "sync@compute_75"});
   ASSERT_FALSE(rows.empty());
   RunMatrix(rows, {}, {"span_load.multicast", "tile_load.multicast"}, 2);
 }

@@ -32,7 +32,8 @@ TEST_F(CopyGpuTest, RandomCopiesMatchTheHostReferenceUnderEveryImplementation) {
     for (int trial = 0; trial < 60; ++trial) {
       CopyCase c = CopyCase::Random(rng, /*gather=*/trial % 5 == 4);
       SCOPED_TRACE(c.Describe());
-      ASSERT_NO_FATAL_FAILURE(RunAndCheck(c, impl, /*force_kernel=*/trial % 3 == 0));
+      ASSERT_NO_FATAL_FAILURE(
+          RunAndCheck(c, impl, /*force_kernel=*/trial % 3 == 0));
     }
   }
 }
@@ -94,7 +95,13 @@ TEST_F(CopyGpuTest, UnpinnedHostMemoryIsRefused) {
   Buffer dst = Device(0, 4096);
   int64_t shape[1] = {1024};
   fj_tensor s{host.data(), {1, 0}, 1, {2, 32, 1}, shape, nullptr, 0};
-  fj_tensor d{reinterpret_cast<void*>(dst.address), {2, 0}, 1, {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor d{reinterpret_cast<void*>(dst.address),
+              {2, 0},
+              1,
+              {2, 32, 1},
+              shape,
+              nullptr,
+              0};
   CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
@@ -106,8 +113,20 @@ TEST_F(CopyGpuTest, UnpinnedHostMemoryIsRefused) {
 TEST_F(CopyGpuTest, ARangePastItsAllocationIsRefused) {
   Buffer a = Device(0, 4096), b = Device(0, 8192);
   int64_t shape[1] = {2048};  // 8 KiB of f32 from a 4 KiB allocation
-  fj_tensor s{reinterpret_cast<void*>(a.address), {2, 0}, 1, {2, 32, 1}, shape, nullptr, 0};
-  fj_tensor d{reinterpret_cast<void*>(b.address), {2, 0}, 1, {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor s{reinterpret_cast<void*>(a.address),
+              {2, 0},
+              1,
+              {2, 32, 1},
+              shape,
+              nullptr,
+              0};
+  fj_tensor d{reinterpret_cast<void*>(b.address),
+              {2, 0},
+              1,
+              {2, 32, 1},
+              shape,
+              nullptr,
+              0};
   CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
@@ -126,7 +145,13 @@ TEST_F(CopyGpuTest, LocalPrefetchRunsAndChangesNothing) {
   ASSERT_TRUE(rt().copy().Prefetch(p, {0, stream(0)}).ok());
   // A tile of a tensor, too.
   int64_t shape[2] = {1024, 2048};
-  fj_tensor t{reinterpret_cast<void*>(a.address), {2, 0}, 2, {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor t{reinterpret_cast<void*>(a.address),
+              {2, 0},
+              2,
+              {2, 32, 1},
+              shape,
+              nullptr,
+              0};
   PrefetchSpec q;
   q.tensor = &t;
   q.start = {100, 64};
@@ -152,7 +177,8 @@ TEST_F(CopyTwoGpuTest, PeerAccessIsIdempotent) {
   auto can = rt().copy().CanAccessPeer(0, 1);
   ASSERT_TRUE(can.ok()) << can.status();
   if (!*can) {
-    EXPECT_EQ(rt().copy().EnablePeer(0, 1).code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(rt().copy().EnablePeer(0, 1).code(),
+              absl::StatusCode::kFailedPrecondition);
     GTEST_SKIP() << "GPUs 0 and 1 have no P2P path";
   }
   EXPECT_TRUE(rt().copy().EnablePeer(0, 1).ok());
@@ -211,7 +237,8 @@ TEST_F(CopyTwoGpuTest, PeerPrefetchModes) {
   auto before = rt().copy().counters();
   ASSERT_TRUE(rt().copy().Prefetch(p, {0, stream(0)}).ok());
   Sync(0);
-  EXPECT_EQ(rt().copy().counters().prefetch_warm_owner, before.prefetch_warm_owner + 1);
+  EXPECT_EQ(rt().copy().counters().prefetch_warm_owner,
+            before.prefetch_warm_owner + 1);
   EXPECT_EQ(peer.Download(), pattern);
   // ...and staging copies it to the reader.
   p.mode = static_cast<int32_t>(PrefetchMode::kStageLocal);

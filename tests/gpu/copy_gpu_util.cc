@@ -35,7 +35,8 @@ std::vector<int64_t> Compact(const std::vector<int64_t>& shape) {
 }
 
 // Elements from the first to one past the last (positive strides).
-int64_t SpanElements(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+int64_t SpanElements(const std::vector<int64_t>& shape,
+                     const std::vector<int64_t>& strides) {
   int64_t last = 0;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == 0) return 0;
@@ -45,7 +46,8 @@ int64_t SpanElements(const std::vector<int64_t>& shape, const std::vector<int64_
 }
 
 // Strides with random padding (and sometimes a non-unit inner stride).
-std::vector<int64_t> Padded(std::mt19937_64& rng, const std::vector<int64_t>& shape) {
+std::vector<int64_t> Padded(std::mt19937_64& rng,
+                            const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size());
   int64_t n = rng() % 5 == 0 ? 2 : 1;
   for (size_t i = shape.size(); i-- > 0;) {
@@ -108,7 +110,8 @@ void Buffer::Upload(const std::vector<uint8_t>& data) {
     return;
   }
   ASSERT_TRUE((*rt->device(device))->MakeCurrent().ok());
-  ASSERT_EQ(rt->driver()->cuMemcpyHtoD(address, data.data(), data.size()), CUDA_SUCCESS);
+  ASSERT_EQ(rt->driver()->cuMemcpyHtoD(address, data.data(), data.size()),
+            CUDA_SUCCESS);
 }
 
 std::vector<uint8_t> Buffer::Download() const {
@@ -117,7 +120,8 @@ std::vector<uint8_t> Buffer::Download() const {
     std::memcpy(out.data(), reinterpret_cast<const void*>(address), bytes);
   } else {
     EXPECT_TRUE((*rt->device(device))->MakeCurrent().ok());
-    EXPECT_EQ(rt->driver()->cuMemcpyDtoH(out.data(), address, bytes), CUDA_SUCCESS);
+    EXPECT_EQ(rt->driver()->cuMemcpyDtoH(out.data(), address, bytes),
+              CUDA_SUCCESS);
   }
   return out;
 }
@@ -139,11 +143,13 @@ CopyCase CopyCase::Random(std::mt19937_64& rng, bool gather) {
   int64_t budget = 200000;
   for (int k = 0; k < rank; ++k) {
     const bool inner = k == rank - 1;
-    int64_t e = inner ? 1 + static_cast<int64_t>(rng() % 300) : 1 + static_cast<int64_t>(rng() % 7);
+    int64_t e = inner ? 1 + static_cast<int64_t>(rng() % 300)
+                      : 1 + static_cast<int64_t>(rng() % 7);
     e = std::max<int64_t>(1, std::min(e, budget));
     budget = std::max<int64_t>(1, budget / e);
     c.dst_shape.push_back(e);
-    c.src_shape.push_back(std::max<int64_t>(1, e + static_cast<int64_t>(rng() % 7) - 2));
+    c.src_shape.push_back(
+        std::max<int64_t>(1, e + static_cast<int64_t>(rng() % 7) - 2));
   }
   const int modes = c.dtype.is_float ? 3 : 2;
   c.oob = static_cast<int>(rng() % modes);
@@ -152,7 +158,8 @@ CopyCase CopyCase::Random(std::mt19937_64& rng, bool gather) {
     if (c.oob == FJ_OOB_PROMISE_IN_BOUNDS) {
       if (gather && k == 0) continue;
       c.src_shape[k] = std::max(c.src_shape[k], c.dst_shape[k]);
-      c.start[k] = static_cast<int64_t>(rng() % (c.src_shape[k] - c.dst_shape[k] + 1));
+      c.start[k] =
+          static_cast<int64_t>(rng() % (c.src_shape[k] - c.dst_shape[k] + 1));
     } else {
       c.start[k] = static_cast<int64_t>(rng() % (c.src_shape[k] + 5)) - 3;
     }
@@ -161,9 +168,10 @@ CopyCase CopyCase::Random(std::mt19937_64& rng, bool gather) {
     c.index_bits = rng() % 2 ? 32 : 64;
     for (int64_t r = 0; r < c.dst_shape[0]; ++r) {
       const uint64_t pick = rng() % 10;
-      c.index.push_back(pick == 0   ? -1
-                        : pick == 1 ? c.src_shape[0] + 3
-                                    : static_cast<int64_t>(rng() % c.src_shape[0]));
+      c.index.push_back(pick == 0 ? -1
+                        : pick == 1
+                            ? c.src_shape[0] + 3
+                            : static_cast<int64_t>(rng() % c.src_shape[0]));
     }
   }
   if (rng() % 2) c.src_strides = Padded(rng, c.src_shape);
@@ -172,11 +180,12 @@ CopyCase CopyCase::Random(std::mt19937_64& rng, bool gather) {
 }
 
 std::string CopyCase::Describe() const {
-  return absl::StrCat(dtype.name, " src [", absl::StrJoin(src_shape, ","), "] strides [",
-                      absl::StrJoin(src_strides, ","), "] dst [", absl::StrJoin(dst_shape, ","),
-                      "] strides [", absl::StrJoin(dst_strides, ","), "] start [",
-                      absl::StrJoin(start, ","), "] oob ", oob,
-                      gather ? absl::StrCat(" gather [", absl::StrJoin(index, ","), "]") : "");
+  return absl::StrCat(
+      dtype.name, " src [", absl::StrJoin(src_shape, ","), "] strides [",
+      absl::StrJoin(src_strides, ","), "] dst [", absl::StrJoin(dst_shape, ","),
+      "] strides [", absl::StrJoin(dst_strides, ","), "] start [",
+      absl::StrJoin(start, ","), "] oob ", oob,
+      gather ? absl::StrCat(" gather [", absl::StrJoin(index, ","), "]") : "");
 }
 
 // --------------------------------------------------------------- fixture
@@ -191,7 +200,8 @@ void GpuFixture::SetUpTestSuite() {
 void GpuFixture::TearDownTestSuite() {
   if (runtime_ != nullptr) {
     for (auto& [d, s] : streams_) {
-      if ((*runtime_->device(d))->MakeCurrent().ok()) runtime_->driver()->cuStreamDestroy(s);
+      if ((*runtime_->device(d))->MakeCurrent().ok())
+        runtime_->driver()->cuStreamDestroy(s);
     }
   }
   streams_.clear();
@@ -201,7 +211,8 @@ void GpuFixture::TearDownTestSuite() {
 void GpuFixture::SetUp() {
   if (runtime_ == nullptr || runtime_->device_count() == 0) {
     GTEST_SKIP() << "no GPU: "
-                 << (runtime_ == nullptr ? "no runtime" : runtime_->driver_status().message());
+                 << (runtime_ == nullptr ? "no runtime"
+                                         : runtime_->driver_status().message());
   }
 }
 
@@ -228,8 +239,9 @@ Buffer GpuFixture::PinnedHost(uint64_t bytes) {
   Buffer b;
   void* p = nullptr;
   EXPECT_TRUE((*rt().device(0))->MakeCurrent().ok());
-  EXPECT_EQ(rt().driver()->cuMemHostAlloc(&p, std::max<uint64_t>(bytes, 1),
-                                          CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+  EXPECT_EQ(rt().driver()->cuMemHostAlloc(
+                &p, std::max<uint64_t>(bytes, 1),
+                CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
             CUDA_SUCCESS);
   b.rt = &rt();
   b.host = true;
@@ -243,7 +255,8 @@ CUstream GpuFixture::stream(int d) {
   if (it != streams_.end()) return it->second;
   CUstream s = nullptr;
   EXPECT_TRUE((*rt().device(d))->MakeCurrent().ok());
-  EXPECT_EQ(rt().driver()->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  EXPECT_EQ(rt().driver()->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
+            CUDA_SUCCESS);
   streams_[d] = s;
   return s;
 }
@@ -253,22 +266,29 @@ void GpuFixture::Sync(int d) {
   ASSERT_EQ(rt().driver()->cuStreamSynchronize(stream(d)), CUDA_SUCCESS);
 }
 
-absl::Status GpuFixture::Run(const CopyCase& c, std::optional<jit::CopyImpl> impl,
+absl::Status GpuFixture::Run(const CopyCase& c,
+                             std::optional<jit::CopyImpl> impl,
                              bool force_kernel) {
   std::vector<uint8_t> src, dst;
   return RunInto(c, impl, force_kernel, &src, &dst);
 }
 
-absl::Status GpuFixture::RunInto(const CopyCase& c, std::optional<jit::CopyImpl> impl,
-                                 bool force_kernel, std::vector<uint8_t>* src_bytes,
+absl::Status GpuFixture::RunInto(const CopyCase& c,
+                                 std::optional<jit::CopyImpl> impl,
+                                 bool force_kernel,
+                                 std::vector<uint8_t>* src_bytes,
                                  std::vector<uint8_t>* dst_bytes) {
   const int eb = c.dtype.bytes;
-  std::vector<int64_t> ss = c.src_strides.empty() ? Compact(c.src_shape) : c.src_strides;
-  std::vector<int64_t> ds = c.dst_strides.empty() ? Compact(c.dst_shape) : c.dst_strides;
+  std::vector<int64_t> ss =
+      c.src_strides.empty() ? Compact(c.src_shape) : c.src_strides;
+  std::vector<int64_t> ds =
+      c.dst_strides.empty() ? Compact(c.dst_shape) : c.dst_strides;
   const uint64_t src_n = SpanElements(c.src_shape, ss) * eb;
   const uint64_t dst_n = SpanElements(c.dst_shape, ds) * eb;
-  Buffer src = c.src_place == Place::kDevice ? Device(c.src_device, src_n) : PinnedHost(src_n);
-  Buffer dst = c.dst_place == Place::kDevice ? Device(c.dst_device, dst_n) : PinnedHost(dst_n);
+  Buffer src = c.src_place == Place::kDevice ? Device(c.src_device, src_n)
+                                             : PinnedHost(src_n);
+  Buffer dst = c.dst_place == Place::kDevice ? Device(c.dst_device, dst_n)
+                                             : PinnedHost(dst_n);
   *src_bytes = RandomBytes(src_n, src_n * 31 + 7);
   src.Upload(*src_bytes);
   dst.Upload(std::vector<uint8_t>(dst_n, 0xCD));  // poison
@@ -292,12 +312,27 @@ absl::Status GpuFixture::RunInto(const CopyCase& c, std::optional<jit::CopyImpl>
     return p == Place::kDevice ? fj_dl_device{2, d} : fj_dl_device{3, 0};
   };
   std::vector<int64_t> src_shape = c.src_shape, dst_shape = c.dst_shape;
-  fj_tensor s{reinterpret_cast<void*>(src.address), place(c.src_place, c.src_device),
-              static_cast<int32_t>(src_shape.size()), c.dtype.dl, src_shape.data(), ss.data(), 0};
-  fj_tensor d{reinterpret_cast<void*>(dst.address), place(c.dst_place, c.dst_device),
-              static_cast<int32_t>(dst_shape.size()), c.dtype.dl, dst_shape.data(), ds.data(), 0};
-  fj_tensor ix{reinterpret_cast<void*>(index.address), {2, exec}, 1,
-               {0, static_cast<uint8_t>(c.index_bits), 1}, index_shape.data(), nullptr, 0};
+  fj_tensor s{reinterpret_cast<void*>(src.address),
+              place(c.src_place, c.src_device),
+              static_cast<int32_t>(src_shape.size()),
+              c.dtype.dl,
+              src_shape.data(),
+              ss.data(),
+              0};
+  fj_tensor d{reinterpret_cast<void*>(dst.address),
+              place(c.dst_place, c.dst_device),
+              static_cast<int32_t>(dst_shape.size()),
+              c.dtype.dl,
+              dst_shape.data(),
+              ds.data(),
+              0};
+  fj_tensor ix{reinterpret_cast<void*>(index.address),
+               {2, exec},
+               1,
+               {0, static_cast<uint8_t>(c.index_bits), 1},
+               index_shape.data(),
+               nullptr,
+               0};
   CopySpec spec;
   spec.src = &s;
   spec.dst = &d;
@@ -312,15 +347,18 @@ absl::Status GpuFixture::RunInto(const CopyCase& c, std::optional<jit::CopyImpl>
   return st;
 }
 
-void GpuFixture::RunAndCheck(const CopyCase& c, std::optional<jit::CopyImpl> impl,
+void GpuFixture::RunAndCheck(const CopyCase& c,
+                             std::optional<jit::CopyImpl> impl,
                              bool force_kernel) {
   std::vector<uint8_t> src, got;
   absl::Status st = RunInto(c, impl, force_kernel, &src, &got);
   ASSERT_TRUE(st.ok()) << st;
   const int eb = c.dtype.bytes;
   const int rank = static_cast<int>(c.dst_shape.size());
-  std::vector<int64_t> ss = c.src_strides.empty() ? Compact(c.src_shape) : c.src_strides;
-  std::vector<int64_t> ds = c.dst_strides.empty() ? Compact(c.dst_shape) : c.dst_strides;
+  std::vector<int64_t> ss =
+      c.src_strides.empty() ? Compact(c.src_shape) : c.src_strides;
+  std::vector<int64_t> ds =
+      c.dst_strides.empty() ? Compact(c.dst_shape) : c.dst_strides;
   const uint64_t fill =
       c.oob == FJ_OOB_NAN && c.dtype.is_float ? c.dtype.nan : 0;
   std::vector<bool> written(got.size() / eb, false);
@@ -336,7 +374,8 @@ void GpuFixture::RunAndCheck(const CopyCase& c, std::optional<jit::CopyImpl> imp
       dst_off += i[k] * ds[k];
     }
     written[dst_off] = true;
-    const uint8_t* want = inside ? &src[src_off * eb] : reinterpret_cast<const uint8_t*>(&fill);
+    const uint8_t* want =
+        inside ? &src[src_off * eb] : reinterpret_cast<const uint8_t*>(&fill);
     if (std::memcmp(&got[dst_off * eb], want, eb) != 0 && ++mismatches <= 5) {
       ADD_FAILURE() << "dst element [" << absl::StrJoin(i, ",") << "] "
                     << (inside ? "from src" : "fill") << " differs";
@@ -347,7 +386,8 @@ void GpuFixture::RunAndCheck(const CopyCase& c, std::optional<jit::CopyImpl> imp
     if (written[e]) continue;
     for (int b = 0; b < eb; ++b) {
       if (got[e * eb + b] != 0xCD) {
-        ADD_FAILURE() << "byte " << e * eb + b << " between dst's elements was written";
+        ADD_FAILURE() << "byte " << e * eb + b
+                      << " between dst's elements was written";
         return;
       }
     }
@@ -394,8 +434,20 @@ extern "C" __global__ void tiled_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2
   in.Upload(data);
   out.Upload(std::vector<uint8_t>(data.size(), 0xCD));
   int64_t shape[2] = {rows, cols};
-  fj_tensor ti{reinterpret_cast<void*>(in.address), {2, 1}, 2, {2, 32, 1}, shape, nullptr, 0};
-  fj_tensor to{reinterpret_cast<void*>(out.address), {2, 0}, 2, {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor ti{reinterpret_cast<void*>(in.address),
+               {2, 1},
+               2,
+               {2, 32, 1},
+               shape,
+               nullptr,
+               0};
+  fj_tensor to{reinterpret_cast<void*>(out.address),
+               {2, 0},
+               2,
+               {2, 32, 1},
+               shape,
+               nullptr,
+               0};
   fj_tensor_arg ai{}, ao{};
   ai.struct_size = ao.struct_size = sizeof(fj_tensor_arg);
   ai.tensor = &ti;
@@ -419,7 +471,8 @@ extern "C" __global__ void tiled_copy(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2
   absl::Status st = Launch(**k, cfg, f.stream(0), args, 2, sizeof(fj_arg));
   ASSERT_TRUE(st.ok()) << st;
   f.Sync(0);
-  EXPECT_EQ((*k)->tma_fallbacks.load(), 0u) << "the peer tensor had no tensor map";
+  EXPECT_EQ((*k)->tma_fallbacks.load(), 0u)
+      << "the peer tensor had no tensor map";
   EXPECT_EQ(out.Download(), data);
 }
 

@@ -85,10 +85,12 @@ class GpuFixture : public ::testing::Test {
   void Sync(int d);
 
   // Allocates and fills the case's buffers, copies, synchronises.
-  absl::Status Run(const CopyCase& c, std::optional<jit::CopyImpl> impl, bool force_kernel);
+  absl::Status Run(const CopyCase& c, std::optional<jit::CopyImpl> impl,
+                   bool force_kernel);
   // Run, then compares every dst element with the host reference and
   // checks that the bytes between dst's elements are still poisoned.
-  void RunAndCheck(const CopyCase& c, std::optional<jit::CopyImpl> impl, bool force_kernel);
+  void RunAndCheck(const CopyCase& c, std::optional<jit::CopyImpl> impl,
+                   bool force_kernel);
 
  private:
   absl::Status RunInto(const CopyCase& c, std::optional<jit::CopyImpl> impl,

@@ -32,7 +32,8 @@ int Child() {
   fj_module* m = nullptr;
   fj_kernel* k = nullptr;
   fj_stream* s = nullptr;
-  if (fj_module_build(rt, &o, &m) || fj_module_get_kernel(m, S("write_through"), 0, &k) ||
+  if (fj_module_build(rt, &o, &m) ||
+      fj_module_get_kernel(m, S("write_through"), 0, &k) ||
       fj_stream_create(rt, 0, &s)) {
     return 11;
   }

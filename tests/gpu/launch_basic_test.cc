@@ -24,7 +24,8 @@ namespace {
 
 TEST(LaunchGpuSource, BuildsForSm90UnderEveryImplementationWithThunks) {
   RuntimeOptions options;
-  (void)ApplyCacheEnvironment(options.cache, options.env_overrides);  // the test cache dir
+  (void)ApplyCacheEnvironment(options.cache,
+                              options.env_overrides);  // the test cache dir
   auto rt = Runtime::Create(options);
   ASSERT_TRUE(rt.ok()) << rt.status();
   for (jit::CopyImpl impl :
@@ -67,7 +68,6 @@ TEST(LaunchGpuSource, BuildsForSm90UnderEveryImplementationWithThunks) {
                 a.compile_ms, stats.ir_ms + stats.codegen_ms);
   }
 }
-
 
 TEST(LaunchGpu, AxpyThroughBothPaths) {
   REQUIRE_GPU();

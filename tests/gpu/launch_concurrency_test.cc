@@ -109,7 +109,8 @@ TEST(LaunchGpu, TwoRuntimesAndThunksOff) {
     SCOPED_TRACE(thunks ? "second runtime, thunks on"
                         : "third runtime, thunks off");
     RuntimeOptions options;
-    (void)ApplyCacheEnvironment(options.cache, options.env_overrides);  // the test cache dir
+    (void)ApplyCacheEnvironment(options.cache,
+                                options.env_overrides);  // the test cache dir
     options.thunks = thunks;
     auto rt = Runtime::Create(options);
     ASSERT_TRUE(rt.ok()) << rt.status();

@@ -174,10 +174,12 @@ void FaultInAFreshProcess() {
     auto d1 = g.runtime->device(1);
     if (!d1.ok()) die("device 1: " + d1.status().ToString());
     absl::StatusOr<CUcontext> c1 = (*d1)->MakeCurrent();
-    if (c1.ok() || c1.status().code() != absl::StatusCode::kFailedPrecondition ||
+    if (c1.ok() ||
+        c1.status().code() != absl::StatusCode::kFailedPrecondition ||
         !absl::StrContains(c1.status().message(), "fault") ||
         !absl::StrContains(c1.status().message(), "device 1")) {
-      die("device 1 was not refused naming device 0's fault: " + c1.status().ToString());
+      die("device 1 was not refused naming device 0's fault: " +
+          c1.status().ToString());
     }
     std::fprintf(stderr, "fault-child: device 1 refused: %s\n",
                  c1.status().ToString().c_str());

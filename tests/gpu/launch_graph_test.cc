@@ -43,9 +43,9 @@ TEST(LaunchGpu, GraphCaptureAndReplay) {
         {PtrArg(dy.address()), PtrArg(dx.address()), F32Arg(2.0f), I32Arg(n)});
     ASSERT_TRUE(s.ok()) << "captured launch " << i << ": " << s;
   }
-  absl::Status s =
-      LaunchArgs(tile, tile_cfg, stream,
-                 {TensorArg(&ops.tin.arg), TensorArg(&ops.tout.arg), F32Arg(3.0f)});
+  absl::Status s = LaunchArgs(
+      tile, tile_cfg, stream,
+      {TensorArg(&ops.tin.arg), TensorArg(&ops.tout.arg), F32Arg(3.0f)});
   ASSERT_TRUE(s.ok()) << s;
   CUgraph graph = nullptr;
   ASSERT_EQ(api.cuStreamEndCapture(stream, &graph), CUDA_SUCCESS);

@@ -61,7 +61,8 @@ void CheckTensorEcho(LoadedKernel* k, HostTensor& t,
   std::vector<int64_t> strides = t.strides;
   if (strides.empty()) {
     strides.assign(n, 1);
-    for (int d = n - 2; d >= 0; --d) strides[d] = strides[d + 1] * t.shape[d + 1];
+    for (int d = n - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * t.shape[d + 1];
   }
   for (int64_t i = 0; i < total; ++i) {
     int64_t rem = i, off = 0;

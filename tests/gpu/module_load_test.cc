@@ -27,8 +27,8 @@ fj_arg Arg(fj_arg_kind kind) {
   return a;
 }
 
-class ModuleLoadGpuTest
-    : public fleetjit::testing::CapiRuntimeTest<::testing::TestWithParam<fj_output>> {
+class ModuleLoadGpuTest : public fleetjit::testing::CapiRuntimeTest<
+                              ::testing::TestWithParam<fj_output>> {
  protected:
   void SetUp() override {
     CapiRuntimeTest::SetUp();
@@ -113,8 +113,9 @@ TEST_P(ModuleLoadGpuTest, LoadsAndLaunchesSaxpyFromItsImage) {
     a.struct_size = odd;
     std::memcpy(packed + i * odd, &a, sizeof(a));
   }
-  EXPECT_EQ(Code(fj_launch(k, &cfg, reinterpret_cast<const fj_arg*>(packed), 4)),
-            FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      Code(fj_launch(k, &cfg, reinterpret_cast<const fj_arg*>(packed), 4)),
+      FJ_INVALID_ARGUMENT);
   FJ_ASSERT_OK(fj_mem_free(rt_, dx));
   FJ_ASSERT_OK(fj_mem_free(rt_, dy));
   FJ_ASSERT_OK(fj_module_destroy(m));

@@ -39,10 +39,11 @@ extern "C" __global__ void echo_by_value(fj::tensor_param t, int tail, unsigned 
 
 fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
 
-#define OK(expr)                                                              \
-  do {                                                                        \
-    fj_status* st_ = (expr);                                                  \
-    ASSERT_EQ(st_, nullptr) << #expr << ": " << fj_status_message(st_, nullptr); \
+#define OK(expr)                                             \
+  do {                                                       \
+    fj_status* st_ = (expr);                                 \
+    ASSERT_EQ(st_, nullptr)                                  \
+        << #expr << ": " << fj_status_message(st_, nullptr); \
   } while (0)
 
 class ParamPassingTest : public ::testing::TestWithParam<const char*> {
@@ -77,7 +78,8 @@ TEST_P(ParamPassingTest, TensorFieldsArriveThroughFjLaunch) {
   OK(fj_memset_d8(rt_, raw, 0xEE, 320, nullptr));
   OK(fj_memset_d8(rt_, fields, 0xEE, 48, nullptr));
   int64_t shape[1] = {n};
-  fj_tensor t{reinterpret_cast<void*>(data), {2, 0}, 1, {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor t{
+      reinterpret_cast<void*>(data), {2, 0}, 1, {2, 32, 1}, shape, nullptr, 0};
   fj_tensor_arg ta{};
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
@@ -102,6 +104,7 @@ TEST_P(ParamPassingTest, TensorFieldsArriveThroughFjLaunch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, ParamPassingTest,
-                         ::testing::Values("echo_grid_constant", "echo_by_value"));
+                         ::testing::Values("echo_grid_constant",
+                                           "echo_by_value"));
 
 }  // namespace

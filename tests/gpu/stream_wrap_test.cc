@@ -40,23 +40,28 @@ struct RawDriver {
     lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return false;
     auto get = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          dlsym(lib, name));
       return fn != nullptr;
     };
     return get(cuInit, "cuInit") && get(cuDeviceGet, "cuDeviceGet") &&
            get(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
            get(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2") &&
-           get(cuCtxSetCurrent, "cuCtxSetCurrent") && get(cuStreamCreate, "cuStreamCreate") &&
+           get(cuCtxSetCurrent, "cuCtxSetCurrent") &&
+           get(cuStreamCreate, "cuStreamCreate") &&
            get(cuStreamDestroy, "cuStreamDestroy_v2") &&
            get(cuStreamSynchronize, "cuStreamSynchronize") &&
-           get(cuMemHostAlloc, "cuMemHostAlloc") && get(cuMemFreeHost, "cuMemFreeHost") &&
+           get(cuMemHostAlloc, "cuMemHostAlloc") &&
+           get(cuMemFreeHost, "cuMemFreeHost") &&
            get(cuMemsetD32Async, "cuMemsetD32Async") && cuInit(0) == 0;
   }
 };
 
 std::string Take(fj_status* st) {
-  std::string m = st == nullptr ? "" : std::string(fj_code_name(fj_status_code(st))) + ": " +
-                                           fj_status_message(st, nullptr);
+  std::string m = st == nullptr
+                      ? ""
+                      : std::string(fj_code_name(fj_status_code(st))) + ": " +
+                            fj_status_message(st, nullptr);
   fj_status_free(st);
   return m;
 }
@@ -101,7 +106,8 @@ class StreamWrapGpuTest : public ::testing::Test {
     b.name = fj_str{"stream_wrap_test.cu", 19};
     FJ_OK_OR_FAIL(fj_module_build(rt_, &b, &module_));
     FJ_OK_OR_FAIL(fj_module_get_kernel(module_, fj_str{"spin", 4}, 0, &spin_));
-    FJ_OK_OR_FAIL(fj_module_get_kernel(module_, fj_str{"affine", 6}, 0, &affine_));
+    FJ_OK_OR_FAIL(
+        fj_module_get_kernel(module_, fj_str{"affine", 6}, 0, &affine_));
   }
   void TearDown() override {
     if (rt_ != nullptr) EXPECT_EQ(Take(fj_runtime_destroy(rt_)), "");
@@ -113,8 +119,9 @@ class StreamWrapGpuTest : public ::testing::Test {
   }
 
   // Spin (~20 ms), copy in, affine, copy out: all on `s`, no sync between.
-  void RunOrdered(fj_stream* s, unsigned* host_in, unsigned* host_out, uint64_t in,
-                  uint64_t out, unsigned n, unsigned a, unsigned b) {
+  void RunOrdered(fj_stream* s, unsigned* host_in, unsigned* host_out,
+                  uint64_t in, uint64_t out, unsigned n, unsigned a,
+                  unsigned b) {
     fj_launch_config one{};
     one.struct_size = sizeof(one);
     one.grid[0] = one.block[0] = 1;
@@ -152,8 +159,10 @@ TEST_F(StreamWrapGpuTest, CopyKernelCopyAreOrderedOnTheCallersStream) {
   std::mt19937 rng(std::random_device{}());
   const unsigned a = rng() | 1, b = rng();
   unsigned *host_in = nullptr, *host_out = nullptr;
-  ASSERT_EQ(drv_.cuMemHostAlloc(reinterpret_cast<void**>(&host_in), kN * 4, 0), 0);
-  ASSERT_EQ(drv_.cuMemHostAlloc(reinterpret_cast<void**>(&host_out), kN * 4, 0), 0);
+  ASSERT_EQ(drv_.cuMemHostAlloc(reinterpret_cast<void**>(&host_in), kN * 4, 0),
+            0);
+  ASSERT_EQ(drv_.cuMemHostAlloc(reinterpret_cast<void**>(&host_out), kN * 4, 0),
+            0);
   for (unsigned i = 0; i < kN; ++i) host_in[i] = rng();
   std::memset(host_out, 0xA5, kN * 4);  // poisoned
   uint64_t in = 0, out = 0;

@@ -81,7 +81,9 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c,
   fj_device_count(rt, &count);
   fj_device_info info{};
   info.struct_size = sizeof(info);
-  if (count == 0 || fj_device_info_get(rt, 0, &info) != nullptr || info.cc_major < 9) return 77;
+  if (count == 0 || fj_device_info_get(rt, 0, &info) != nullptr ||
+      info.cc_major < 9)
+    return 77;
   fj_build_options o{};
   o.struct_size = sizeof(o);
   std::string src = kSource;
@@ -110,10 +112,18 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c,
   uint64_t data = 0, out = 0;
   size_t box_elems = 1;
   for (int d = 0; d < rank; ++d) box_elems *= bx;
-  if (fj_mem_alloc(rt, 0, n * 4, &data) || fj_mem_alloc(rt, 0, box_elems * 4, &out)) return 13;
+  if (fj_mem_alloc(rt, 0, n * 4, &data) ||
+      fj_mem_alloc(rt, 0, box_elems * 4, &out))
+    return 13;
   fj_memcpy_htod(rt, data, host.data(), n * 4, nullptr);
   fj_memset_d8(rt, out, 0xCD, box_elems * 4, nullptr);
-  fj_tensor t{reinterpret_cast<void*>(data), {2, 0}, rank, {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor t{reinterpret_cast<void*>(data),
+              {2, 0},
+              rank,
+              {2, 32, 1},
+              shape,
+              nullptr,
+              0};
   fj_tensor_arg ta{};
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
@@ -161,13 +171,15 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c,
   fj_arg args[3] = {ct::TensorArg(&ta), ct::PtrArg(out), ct::I32Arg(c)};
   fj_status* st = fj_launch(k, &cfg, args, 3);
   if (st != nullptr) {
-    std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+    std::fprintf(stderr, "%s: %s\n", kernel.c_str(),
+                 fj_status_message(st, nullptr));
     return 14;
   }
   std::vector<float> got(box_elems);
   st = fj_memcpy_dtoh(rt, got.data(), out, box_elems * 4, nullptr);
   if (st != nullptr) {
-    std::fprintf(stderr, "%s: %s\n", kernel.c_str(), fj_status_message(st, nullptr));
+    std::fprintf(stderr, "%s: %s\n", kernel.c_str(),
+                 fj_status_message(st, nullptr));
     return 15;
   }
   for (size_t i = 0; i < box_elems; ++i) {
@@ -185,7 +197,8 @@ int RunProbe(const std::string& kernel, int rank, int extent, int bx, int c,
 
 // (kernel family, rank, extent, box, coordinate), the same in every dim.
 using Shape = std::tuple<int, int, int>;
-class TmaTileTest : public ::testing::TestWithParam<std::tuple<const char*, int, Shape>> {};
+class TmaTileTest
+    : public ::testing::TestWithParam<std::tuple<const char*, int, Shape>> {};
 
 // CUDA is not fork-safe: the parent never touches it, each child does all.
 TEST_P(TmaTileTest, LoadsTheTileAtEveryRank) {
@@ -198,17 +211,19 @@ TEST_P(TmaTileTest, LoadsTheTileAtEveryRank) {
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << kernel << " crashed";
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "needs a GPU with TMA (sm_90+)";
+  if (WEXITSTATUS(status) == 77)
+    GTEST_SKIP() << "needs a GPU with TMA (sm_90+)";
   EXPECT_EQ(WEXITSTATUS(status), 0)
       << kernel << " extent " << extent << " box " << bx << " at " << c;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, TmaTileTest,
-                         ::testing::Combine(::testing::Values("direct", "function"),
-                                            ::testing::Values(1, 2, 3),
-                                            ::testing::Values(Shape{8, 4, 1}, Shape{8, 4, 0},
-                                                              Shape{8, 4, 4}, Shape{8, 8, 0},
-                                                              Shape{64, 16, 16}, Shape{41, 4, 1})));
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, TmaTileTest,
+    ::testing::Combine(::testing::Values("direct", "function"),
+                       ::testing::Values(1, 2, 3),
+                       ::testing::Values(Shape{8, 4, 1}, Shape{8, 4, 0},
+                                         Shape{8, 4, 4}, Shape{8, 8, 0},
+                                         Shape{64, 16, 16}, Shape{41, 4, 1})));
 
 // The two emulations tma.cuh keeps from November's H200 runs, forced off:
 // a tile whose innermost start is not 16-byte aligned through TMA

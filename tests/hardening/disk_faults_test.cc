@@ -447,8 +447,9 @@ TEST(DiskFaultsTest, RealReadOnlyFolderAsAnotherUser) {
     if (::mkdir(cache_dir.c_str(), 0700) != 0) _exit(11);
     std::vector<std::string> lines;
     CacheConfig config{cache_dir};
-    config.log = Logger(LogLevel::kDebug,
-                        [&](LogLevel, absl::string_view l) { lines.emplace_back(l); });
+    config.log = Logger(LogLevel::kDebug, [&](LogLevel, absl::string_view l) {
+      lines.emplace_back(l);
+    });
     int built = 0;
     auto build = [&](int i) {
       return [&built, seed, i]() -> absl::StatusOr<jit::Artifact> {

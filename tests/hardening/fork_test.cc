@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -249,7 +249,8 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
 // waits until the running job is done and starts no other; the child drops
 // the queued jobs and runs its own inline; the parent's worker resumes.
 TEST(ForkTest, ForkWaitsForTheRunningBackgroundJobAndTheParentResumes) {
-  auto rng = SeededRng("ForkWaitsForTheRunningBackgroundJobAndTheParentResumes");
+  auto rng =
+      SeededRng("ForkWaitsForTheRunningBackgroundJobAndTheParentResumes");
   const int job_ms = 100 + static_cast<int>(rng() % 100);
   BackgroundWorker worker;
   std::atomic<bool> started{false}, finished{false};
@@ -263,7 +264,7 @@ TEST(ForkTest, ForkWaitsForTheRunningBackgroundJobAndTheParentResumes) {
   for (int i = 0; i < queued; ++i) worker.Post([&] { ++queued_ran; });
   while (!started) std::this_thread::yield();
   const int code = InChild([&] {
-    if (!finished) return 1;  // forked in the middle of the job
+    if (!finished) return 1;        // forked in the middle of the job
     if (queued_ran != 0) return 2;  // a job started while fork() waited
     // The child's own job runs inline; the parent's queued ones never do.
     bool ran = false;

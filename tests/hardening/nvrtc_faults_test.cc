@@ -78,9 +78,9 @@ class NvrtcFaultsTest : public ::testing::Test {
     if (!real.ok()) GTEST_SKIP() << "no NVRTC: " << real.status();
     real_ = *real;
     if (access(FakeNvrtc().c_str(), R_OK) != 0) {
-      GTEST_SKIP()
-          << "the stand-in NVRTC is not here (" << FakeNvrtc()
-          << "): scripts/gpu-host/stage --build does not carry tests/fake_nvrtc/";
+      GTEST_SKIP() << "the stand-in NVRTC is not here (" << FakeNvrtc()
+                   << "): scripts/gpu-host/stage --build does not carry "
+                      "tests/fake_nvrtc/";
     }
     setenv("FJ_FAKE_NVRTC_REAL", real_.c_str(), 1);
     for (const char* v : {"FJ_FAKE_NVRTC_VERSION", "FJ_FAKE_NVRTC_CRASH",

@@ -57,7 +57,8 @@ pid_t SpawnPiped(const std::vector<std::string>& argv,
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   // Without FLEETJIT_CACHE_DIR: it would win over the folder each child
   // names in fj_runtime_options (ctest sets it for this suite).
-  const std::vector<std::string> environment = ChildEnvironment(env, {"FLEETJIT_CACHE_DIR"});
+  const std::vector<std::string> environment =
+      ChildEnvironment(env, {"FLEETJIT_CACHE_DIR"});
   std::vector<char*> args, envp;
   for (const std::string& a : argv)
     args.push_back(const_cast<char*>(a.c_str()));
@@ -241,7 +242,8 @@ TEST(ProcessFaultsTest, ExitWithBuildsInFlightNeitherHangsNorCorrupts) {
   // NVRTC loaded lazily by the builds themselves (its first dlopen may be
   // under way at exit), or by the create (+preload). The main thread
   // creates the runtime and calls exit() (base/exit_gate.h).
-  for (const char* mode : {"async", "thread", "async+preload", "thread+preload"}) {
+  for (const char* mode :
+       {"async", "thread", "async+preload", "thread+preload"}) {
     for (int delay_ms : {0, 30, 300}) {
       SCOPED_TRACE(absl::StrCat(mode, " builds, exit after ", delay_ms, " ms"));
       base += 100;

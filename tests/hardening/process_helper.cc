@@ -213,7 +213,8 @@ void PrintCrashStack(int sig) {
   void* frames[64];
   const int n = backtrace(frames, 64);
   char line[64];
-  const int len = snprintf(line, sizeof(line), "process_helper: signal %d; stack:\n", sig);
+  const int len =
+      snprintf(line, sizeof(line), "process_helper: signal %d; stack:\n", sig);
   if (len > 0) (void)!write(2, line, static_cast<size_t>(len));
   backtrace_symbols_fd(frames, n, 2);
   signal(sig, SIG_DFL);

@@ -2,20 +2,21 @@
  * RTLD_NOW | RTLD_LOCAL (no LD_LIBRARY_PATH), builds saxpy for sm_90, and
  * checks that libfleetjit_core.so and every libabsl_* mapped into the
  * process came from PREFIX/lib/fleetjit: the tree is relocatable. */
-#include <fleetjit/fleetjit.h>
-
 #include <dlfcn.h>
+#include <fleetjit/fleetjit.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef fj_status* (*create_fn)(const fj_runtime_options*, fj_runtime**);
 typedef fj_status* (*destroy_fn)(fj_runtime*);
-typedef fj_status* (*build_fn)(fj_runtime*, const fj_build_options*, fj_module**);
+typedef fj_status* (*build_fn)(fj_runtime*, const fj_build_options*,
+                               fj_module**);
 typedef const char* (*message_fn)(const fj_status*, size_t*);
 
 static const char kSaxpy[] =
-    "extern \"C\" __global__ void saxpy(float* y, const float* x, float a, int n) {\n"
+    "extern \"C\" __global__ void saxpy(float* y, const float* x, float a, int "
+    "n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = a * x[i] + y[i];\n"
     "}\n";
@@ -79,7 +80,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (dlsym(RTLD_DEFAULT, "fj_runtime_create") != NULL) {
-    fprintf(stderr, "RTLD_LOCAL leaked fj_runtime_create into the global scope\n");
+    fprintf(stderr,
+            "RTLD_LOCAL leaked fj_runtime_create into the global scope\n");
     return 1;
   }
   if ((st = create(NULL, &rt)) != NULL) {
@@ -99,8 +101,10 @@ int main(int argc, char** argv) {
   }
   cores = Mapped("libfleetjit_core.so", dir, &foreign);
   absl = Mapped("libabsl_", dir, &foreign);
-  printf("from %s: libfleetjit_core.so mapped %d, libabsl_* mapped %d, from elsewhere %d\n",
-         dir, cores, absl, foreign);
+  printf(
+      "from %s: libfleetjit_core.so mapped %d, libabsl_* mapped %d, from "
+      "elsewhere %d\n",
+      dir, cores, absl, foreign);
   if (cores != 1 || absl < 1 || foreign != 0) return 1;
   destroy(rt);
   if (dlclose(h) != 0) return 1;

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "conformance/reference.h"
+#include "gtest/gtest.h"
 
 #if defined(__clang__)
 // clang checks inline-asm constraints of unused functions; the shim relies
@@ -456,7 +456,8 @@ RandomTensor MakeFastTensor(std::mt19937& rng, int rank, int elem_bytes) {
     p.box[d] = d == 0 ? k * pick(1, 4) : pick(1, rank > 3 ? 3 : 5);
     p.shape[d] = p.box[d] + pick(0, d == 0 ? 2 * k : 3);
     p.stride[d] = stride;
-    const int64_t padded = stride * p.shape[d] + (pick(0, 1) ? k * pick(1, 2) : 0);
+    const int64_t padded =
+        stride * p.shape[d] + (pick(0, 1) ? k * pick(1, 2) : 0);
     stride = d == 0 ? (padded + k - 1) / k * k : padded;
   }
   const size_t elems = static_cast<size_t>(stride) + 1;
@@ -485,16 +486,19 @@ std::vector<int32_t> MakeFastCoords(std::mt19937& rng,
 template <int R>
 bool TileFast(const fj::tensor_param& p, const int32_t* c, const void* smem,
               bool check) {
-  return fj::detail::tile_fast<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]),
-                                  smem, check);
+  return fj::detail::tile_fast<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]), smem,
+                                  check);
 }
 // Whether thread 0 of a block of `threads` takes the fast path's row walk
 // (detail::plan_rows) rather than its general chunk cursor.
 template <int R>
 bool RowWalk(const fj::tensor_param& p, const int32_t* c, unsigned threads) {
-  return fj::detail::plan_rows<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]), 0, threads).ok;
+  return fj::detail::plan_rows<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]), 0,
+                                  threads)
+      .ok;
 }
-bool RowWalkAnyRank(const fj::tensor_param& p, const int32_t* c, unsigned threads) {
+bool RowWalkAnyRank(const fj::tensor_param& p, const int32_t* c,
+                    unsigned threads) {
   switch (p.rank) {
     case 1:
       return RowWalk<1>(p, c, threads);
@@ -556,9 +560,8 @@ void CheckTile(const RandomTensor& t, const std::vector<int32_t>& c,
   // The store: SMEM random, the tensor's storage against the reference.
   for (size_t i = 0; i < bytes; ++i) smem[i] = static_cast<uint8_t>(i * 7 + 1);
   RandomTensor got = t;
-  got.host.data =
-      got.storage.data() + (static_cast<const uint8_t*>(t.host.data) -
-                            t.storage.data());
+  got.host.data = got.storage.data() +
+                  (static_cast<const uint8_t*>(t.host.data) - t.storage.data());
   got.host.param.data = got.host.data;
   std::vector<uint8_t> want_store = t.storage;
   HostTensor ref = t.host;
@@ -568,8 +571,8 @@ void CheckTile(const RandomTensor& t, const std::vector<int32_t>& c,
   RefTileStore(ref, c.data(), &pred_byte, 1, smem);
   AsBlock(threads,
           [&] { StoreTileAnyRank(got.host.param, c.data(), smem, true); });
-  ASSERT_EQ(got.storage, want_store) << "store " << what << " rank " << p.rank
-                                     << " threads " << threads;
+  ASSERT_EQ(got.storage, want_store)
+      << "store " << what << " rank " << p.rank << " threads " << threads;
 }
 
 // The in-bounds fast path: every rank and element size, block sizes below
@@ -601,8 +604,8 @@ TEST(CopyEmulationTest, FastPathTilesMatchTheReference) {
     const int variant = static_cast<int>(rng() % 5);
     std::vector<int32_t> c2 = c;
     RandomTensor t2 = t;
-    t2.host.data = t2.storage.data() + (static_cast<uint8_t*>(t.host.data) -
-                                        t.storage.data());
+    t2.host.data = t2.storage.data() +
+                   (static_cast<uint8_t*>(t.host.data) - t.storage.data());
     fj::tensor_param& p2 = t2.host.param;
     p2.data = t2.host.data;
     uint8_t* smem2 = smem;
@@ -632,7 +635,8 @@ TEST(CopyEmulationTest, FastPathTilesMatchTheReference) {
     }
     ASSERT_FALSE(TileFastAnyRank(p2, c2.data(), smem2, true))
         << at << " variant " << variant;
-    CheckTile(t2, c2, smem2, threads, at + " variant " + std::to_string(variant));
+    CheckTile(t2, c2, smem2, threads,
+              at + " variant " + std::to_string(variant));
     ++general;
     if (::testing::Test::HasFatalFailure()) return;
   }

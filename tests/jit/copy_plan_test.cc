@@ -5,7 +5,8 @@
 namespace fleetjit::jit {
 namespace {
 
-CopyPlan Plan(const char* target, std::optional<CopyImpl> forced = std::nullopt) {
+CopyPlan Plan(const char* target,
+              std::optional<CopyImpl> forced = std::nullopt) {
   auto plan = MakeCopyPlan(*ParseTarget(target), forced);
   EXPECT_TRUE(plan.ok()) << plan.status();
   return *plan;
@@ -46,13 +47,20 @@ TEST(CopyPlanTest, EveryFeatureIsOfferedUnderEveryImplementation) {
     }
   }
   // Hopper has no cp.async-style group wait for TMA loads: emulated.
-  EXPECT_EQ(Plan("sm_90").support[static_cast<int>(Feature::kGroupWait)], Support::kEmulated);
-  EXPECT_EQ(Plan("sm_80").support[static_cast<int>(Feature::kGroupWait)], Support::kNative);
-  EXPECT_EQ(Plan("sm_90").support[static_cast<int>(Feature::kMulticast)], Support::kNative);
-  EXPECT_EQ(Plan("sm_80").support[static_cast<int>(Feature::kMulticast)], Support::kEmulated);
-  EXPECT_EQ(Plan("sm_100a").support[static_cast<int>(Feature::kMulticast)], Support::kNative);
-  EXPECT_EQ(Plan("sm_120").support[static_cast<int>(Feature::kMulticast)], Support::kEmulated);
-  EXPECT_EQ(Plan("sm_75").support[static_cast<int>(Feature::kBarrier)], Support::kEmulated);
+  EXPECT_EQ(Plan("sm_90").support[static_cast<int>(Feature::kGroupWait)],
+            Support::kEmulated);
+  EXPECT_EQ(Plan("sm_80").support[static_cast<int>(Feature::kGroupWait)],
+            Support::kNative);
+  EXPECT_EQ(Plan("sm_90").support[static_cast<int>(Feature::kMulticast)],
+            Support::kNative);
+  EXPECT_EQ(Plan("sm_80").support[static_cast<int>(Feature::kMulticast)],
+            Support::kEmulated);
+  EXPECT_EQ(Plan("sm_100a").support[static_cast<int>(Feature::kMulticast)],
+            Support::kNative);
+  EXPECT_EQ(Plan("sm_120").support[static_cast<int>(Feature::kMulticast)],
+            Support::kEmulated);
+  EXPECT_EQ(Plan("sm_75").support[static_cast<int>(Feature::kBarrier)],
+            Support::kEmulated);
 }
 
 TEST(CopyPlanTest, NamesRoundTrip) {

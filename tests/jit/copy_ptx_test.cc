@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 #include "conformance/embedded_kernels.h"
+#include "gtest/gtest.h"
 #include "jit/embedded.h"
-#include "tools/bundled_kernels.h"
 #include "jit/nvrtc_build.h"
 #include "platform/nvrtc_library.h"
+#include "tools/bundled_kernels.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -297,13 +297,15 @@ TEST_F(CopyBuildTest, ExamplesAndConformanceKernelsBuild) {
                                      {"sm_90", CopyImpl::kTma}};
   std::vector<std::pair<absl::string_view, absl::string_view>> files;
   for (size_t i = 0; i < cli::kBundledKernelsCount; ++i) {
-    files.emplace_back(cli::kBundledKernels[i].path, cli::kBundledKernels[i].content);
+    files.emplace_back(cli::kBundledKernels[i].path,
+                       cli::kBundledKernels[i].content);
   }
   for (size_t i = 0; i < selftest::kConformanceKernelsCount; ++i) {
     files.emplace_back(selftest::kConformanceKernels[i].path,
                        selftest::kConformanceKernels[i].content);
   }
-  ASSERT_GE(files.size(), 4u) << "examples and conformance kernels are embedded";
+  ASSERT_GE(files.size(), 4u)
+      << "examples and conformance kernels are embedded";
   for (const auto& [path, content] : files) {
     for (const Combo& c : combos) {
       // One element size and rank keeps this test quick; the selftest
@@ -354,7 +356,8 @@ std::string EntryBody(const std::string& ptx, const std::string& name) {
   const size_t begin = ptx.find(".entry " + name);
   if (begin == std::string::npos) return "";
   const size_t end = ptx.find("\n}", begin);
-  return ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  return ptx.substr(begin,
+                    end == std::string::npos ? std::string::npos : end - begin);
 }
 
 // The common tile paths (the row walks of the software loads and stores)
@@ -381,7 +384,8 @@ TEST_F(CopyBuildTest, TileFastPathsAreInlinedWithoutLocalMemory) {
     EXPECT_TRUE(Has(body, "ld.shared.v4.u32") && Has(body, "st.global.v4.u32"))
         << "the tile store's row walk is not inlined";
     if (c.impl == CopyImpl::kSync) {
-      EXPECT_TRUE(Has(body, "ld.global.v4.u32") && Has(body, "st.shared.v4.u32"))
+      EXPECT_TRUE(Has(body, "ld.global.v4.u32") &&
+                  Has(body, "st.shared.v4.u32"))
           << "the sync tile load's row walk is not inlined";
     } else if (c.impl == CopyImpl::kCpAsync) {
       EXPECT_TRUE(Has(body, "cp.async.cg.shared.global"))

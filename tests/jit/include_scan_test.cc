@@ -2,8 +2,8 @@
 // includes, nested folders, embedded names, absent names, and edits.
 #include "jit/include_scan.h"
 
-#include <stdlib.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,7 +38,9 @@ class IncludeScanTest : public ::testing::Test {
     IncludeScanRequest r;
     r.source = source;
     r.dirs = {root_ + "/user", root_ + "/tk"};
-    r.is_embedded = [](absl::string_view n) { return n.rfind("fleetjit/", 0) == 0; };
+    r.is_embedded = [](absl::string_view n) {
+      return n.rfind("fleetjit/", 0) == 0;
+    };
     return ScanIncludes(r);
   }
   std::string root_;
@@ -113,19 +115,25 @@ TEST_F(IncludeScanTest, KeyRecordsAreSortedNamesWithDigestsOrAbsent) {
   EXPECT_EQ(s.key_records[0].first, "a.h");
   EXPECT_EQ(s.key_records[0].second, s.headers[1].sha256);
   EXPECT_EQ(s.key_records[1].first, "b.h");
-  EXPECT_EQ(s.key_records[2], std::make_pair(std::string("zz_missing.h"), std::string("absent")));
+  EXPECT_EQ(s.key_records[2],
+            std::make_pair(std::string("zz_missing.h"), std::string("absent")));
 }
 
 // IncludeScanner: whole scans reused while every path they looked at finds
 // the same, and never once something changed.
 class IncludeScannerTest : public IncludeScanTest {
  protected:
-  static bool Embedded(absl::string_view n) { return n.rfind("fleetjit/", 0) == 0; }
-  std::vector<std::string> Dirs() const { return {root_ + "/user", root_ + "/tk"}; }
+  static bool Embedded(absl::string_view n) {
+    return n.rfind("fleetjit/", 0) == 0;
+  }
+  std::vector<std::string> Dirs() const {
+    return {root_ + "/user", root_ + "/tk"};
+  }
   // A random line of `bytes` bytes (ending in a newline).
   std::string Line(size_t bytes) {
     std::string line = "#define V ";
-    while (line.size() + 1 < bytes) line += static_cast<char>('a' + rng_() % 26);
+    while (line.size() + 1 < bytes)
+      line += static_cast<char>('a' + rng_() % 26);
     return line + "\n";
   }
   // Stamps `rel` with mtime `seconds` past the epoch, as a clock tick would.
@@ -137,7 +145,8 @@ class IncludeScannerTest : public IncludeScanTest {
 };
 
 TEST_F(IncludeScannerTest, AnUnchangedScanIsReusedAndEqualsAFreshOne) {
-  Write("user/top.h", "#include \"sub/inner.h\"\n#include <tk_only.h>\n#include <gone.h>\n");
+  Write("user/top.h",
+        "#include \"sub/inner.h\"\n#include <tk_only.h>\n#include <gone.h>\n");
   Write("user/sub/inner.h", Line(40));
   Write("tk/tk_only.h", Line(50));
   // Window 0: a file is trusted as soon as it was read after its last change.
@@ -164,7 +173,8 @@ TEST_F(IncludeScannerTest, ASameSizeEditRightAfterAScanIsSeen) {
     Write("user/cfg.h", text);
     auto scan = scanner.Scan(source, Dirs());
     ASSERT_EQ(scan->headers.size(), 1u);
-    EXPECT_EQ(scan->headers[0].sha256, Sha256::Hex(Sha256::Hash(text))) << "version " << version;
+    EXPECT_EQ(scan->headers[0].sha256, Sha256::Hex(Sha256::Hash(text)))
+        << "version " << version;
     EXPECT_NE(scan->headers[0].sha256, previous);
     previous = scan->headers[0].sha256;
   }
@@ -176,12 +186,15 @@ TEST_F(IncludeScannerTest, AChangedMtimeIsSeenWithoutTheRacyWindow) {
   const std::string v1 = Line(64), v2 = Line(64);
   Write("tk/cfg.h", v1);
   SetMtime("tk/cfg.h", 1000000000);
-  EXPECT_EQ(scanner.Scan(source, Dirs())->headers.at(0).sha256, Sha256::Hex(Sha256::Hash(v1)));
-  EXPECT_EQ(scanner.Scan(source, Dirs())->headers.at(0).sha256, Sha256::Hex(Sha256::Hash(v1)));
+  EXPECT_EQ(scanner.Scan(source, Dirs())->headers.at(0).sha256,
+            Sha256::Hex(Sha256::Hash(v1)));
+  EXPECT_EQ(scanner.Scan(source, Dirs())->headers.at(0).sha256,
+            Sha256::Hex(Sha256::Hash(v1)));
   EXPECT_EQ(scanner.reused(), 1u);
   Write("tk/cfg.h", v2);  // same size, same inode
   SetMtime("tk/cfg.h", 1000000001);
-  EXPECT_EQ(scanner.Scan(source, Dirs())->headers.at(0).sha256, Sha256::Hex(Sha256::Hash(v2)));
+  EXPECT_EQ(scanner.Scan(source, Dirs())->headers.at(0).sha256,
+            Sha256::Hex(Sha256::Hash(v2)));
   EXPECT_EQ(scanner.scanned(), 2u);
 }
 
@@ -219,9 +232,11 @@ TEST_F(IncludeScannerTest, SourcesAndFoldersAreKeptApart) {
   Write("tk/x.h", in_tk);
   Write("tk/y.h", Line(30));
   auto user_first = scanner.Scan("#include <x.h>\n", Dirs());
-  auto tk_first = scanner.Scan("#include <x.h>\n", {root_ + "/tk", root_ + "/user"});
+  auto tk_first =
+      scanner.Scan("#include <x.h>\n", {root_ + "/tk", root_ + "/user"});
   auto other = scanner.Scan("#include <y.h>\n", Dirs());
-  EXPECT_EQ(user_first->headers.at(0).sha256, Sha256::Hex(Sha256::Hash(in_user)));
+  EXPECT_EQ(user_first->headers.at(0).sha256,
+            Sha256::Hex(Sha256::Hash(in_user)));
   EXPECT_EQ(tk_first->headers.at(0).sha256, Sha256::Hex(Sha256::Hash(in_tk)));
   EXPECT_EQ(other->headers.at(0).name, "y.h");
   EXPECT_EQ(scanner.scanned(), 3u);
@@ -229,7 +244,8 @@ TEST_F(IncludeScannerTest, SourcesAndFoldersAreKeptApart) {
 
 TEST_F(IncludeScannerTest, OnlyEmbeddedIncludesNeedNoLookup) {
   IncludeScanner scanner(Embedded);
-  auto scan = scanner.Scan("#include <fleetjit/copy.cuh>\n#include LAYER\n", Dirs());
+  auto scan =
+      scanner.Scan("#include <fleetjit/copy.cuh>\n#include LAYER\n", Dirs());
   EXPECT_TRUE(scan->headers.empty());
   EXPECT_EQ(scan->computed_includes, 1);
   EXPECT_EQ(scanner.scanned() + scanner.reused(), 0u);
@@ -246,7 +262,8 @@ TEST_F(IncludeScannerTest, ThreadsScanningTogetherAgree) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 50; ++i) {
-        if (scanner.Scan(source, Dirs())->key_records != expected) wrong.fetch_add(1);
+        if (scanner.Scan(source, Dirs())->key_records != expected)
+          wrong.fetch_add(1);
       }
     });
   }

@@ -41,7 +41,9 @@ TEST_F(NvrtcBuildTest, BuildsACubinForANamedTarget) {
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_FALSE(a->is_ptx);
   ASSERT_GE(a->image.size(), 4u);
-  EXPECT_EQ(a->image.substr(0, 4), "\x7f" "ELF");
+  EXPECT_EQ(a->image.substr(0, 4),
+            "\x7f"
+            "ELF");
   EXPECT_NE(a->ptx.find(".target sm_80"), std::string::npos);
   EXPECT_EQ(a->copy_impl, CopyImpl::kCpAsync);
   const KernelEntry* k = a->FindKernel("scale");
@@ -93,15 +95,19 @@ TEST_F(NvrtcBuildTest, CompileErrorsCarryTheLogOptionsTargetAndImplementation) {
   ASSERT_TRUE(log.has_value());
   EXPECT_NE(std::string(*log).find(ident), std::string::npos);
   EXPECT_EQ(std::string(*a.status().GetPayload("fleetjit/target")), "sm_80");
-  EXPECT_EQ(std::string(*a.status().GetPayload("fleetjit/copy_impl")), "cp_async");
-  EXPECT_NE(std::string(*a.status().GetPayload("fleetjit/options")).find("-arch=sm_80"),
+  EXPECT_EQ(std::string(*a.status().GetPayload("fleetjit/copy_impl")),
+            "cp_async");
+  EXPECT_NE(std::string(*a.status().GetPayload("fleetjit/options"))
+                .find("-arch=sm_80"),
             std::string::npos);
 }
 
 TEST_F(NvrtcBuildTest, TheCopyLayerHeaderIsAvailableWithoutIncludePaths) {
   BuildRequest r = Request("sm_80", CopyImpl::kCpAsync);
-  r.source = "#include <fleetjit/copy/tensor_param.h>\n"
-             "extern \"C\" __global__ void k(int* o) { *o = sizeof(fj::tensor_param); }";
+  r.source =
+      "#include <fleetjit/copy/tensor_param.h>\n"
+      "extern \"C\" __global__ void k(int* o) { *o = sizeof(fj::tensor_param); "
+      "}";
   auto a = BuildModule(r);
   ASSERT_TRUE(a.ok()) << a.status();
 }

@@ -39,13 +39,16 @@ extern "C" __global__ void scale(FJ_TENSOR(float, 2) in, FJ_TENSOR(float, 2) out
 )";
 
 TEST(PchIncludePrefixTest, KeepsOnlyTheLeadingIncludes) {
-  EXPECT_EQ(PchIncludePrefix("// c\n\n#include <fleetjit/copy.cuh>\n"
-                             "  #include \"fleetjit/copy/common.cuh\"\nint x;\n"
-                             "#include <c.h>\n"),
-            "#include <fleetjit/copy.cuh>\n#include \"fleetjit/copy/common.cuh\"");
+  EXPECT_EQ(
+      PchIncludePrefix("// c\n\n#include <fleetjit/copy.cuh>\n"
+                       "  #include \"fleetjit/copy/common.cuh\"\nint x;\n"
+                       "#include <c.h>\n"),
+      "#include <fleetjit/copy.cuh>\n#include \"fleetjit/copy/common.cuh\"");
   // Only the embedded headers: a file on disk may change under a PCH.
-  EXPECT_EQ(PchIncludePrefix("#include <fleetjit/copy.cuh>\n#include <cuda_fp16.h>\nint x;\n"),
-            "");
+  EXPECT_EQ(
+      PchIncludePrefix(
+          "#include <fleetjit/copy.cuh>\n#include <cuda_fp16.h>\nint x;\n"),
+      "");
   EXPECT_EQ(PchIncludePrefix("#include \"mine.h\"\nint x;\n"), "");
   EXPECT_EQ(PchIncludePrefix("int x;\n#include <a.h>\n"), "");
   EXPECT_EQ(PchIncludePrefix("#define A 1\n#include <a.h>\nint x;\n"), "");
@@ -57,8 +60,11 @@ TEST(PchIncludePrefixTest, KeepsOnlyTheLeadingIncludes) {
                              "// c\n#undef A\nint x;\n"),
             "#define A 1\n#include <fleetjit/copy.cuh>\n#undef A");
   EXPECT_EQ(PchIncludePrefix("#define A 1\nint x;\n"), "");
-  EXPECT_EQ(PchIncludePrefix("#include <fleetjit/copy.cuh>\n#define A \\\n 1\n"), "");
-  EXPECT_EQ(PchIncludePrefix("#include <fleetjit/copy.cuh>\n#if 1\nint x;\n#endif\n"), "");
+  EXPECT_EQ(
+      PchIncludePrefix("#include <fleetjit/copy.cuh>\n#define A \\\n 1\n"), "");
+  EXPECT_EQ(
+      PchIncludePrefix("#include <fleetjit/copy.cuh>\n#if 1\nint x;\n#endif\n"),
+      "");
 }
 
 class NvrtcPchTest : public ::testing::Test {

@@ -55,7 +55,8 @@ TEST(ParamLayoutTest, ComputesOffsetsFromSizesAndAlignment) {
   EXPECT_EQ((*plain)[2].offset, 16u);
   EXPECT_EQ((*plain)[2].kind, ParamKind::kFloat);
   EXPECT_TRUE(ParsePtxParams(kPtx, "noargs")->empty());
-  EXPECT_EQ(ParsePtxParams(kPtx, "missing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ParsePtxParams(kPtx, "missing").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 TEST(ParamLayoutTest, CxxSignatureGivesKindsAndTensorTypes) {
@@ -98,12 +99,14 @@ TEST(ParamLayoutTest, VectorElementTypesCarryTheirSize) {
 }
 
 TEST(ParamLayoutTest, MalformedListsAreDataLoss) {
-  EXPECT_EQ(ParsePtxParams(".entry k(\n .param .zz k_0\n)\n{", "k").status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      ParsePtxParams(".entry k(\n .param .zz k_0\n)\n{", "k").status().code(),
+      absl::StatusCode::kDataLoss);
   EXPECT_EQ(ParsePtxParams(".entry k(\n .param .u32", "k").status().code(),
             absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ParsePtxParams(".entry k(.param .b8 k_0[0])\n{", "k").status().code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      ParsePtxParams(".entry k(.param .b8 k_0[0])\n{", "k").status().code(),
+      absl::StatusCode::kDataLoss);
 }
 
 TEST(ParamLayoutTest, SignatureCountMismatchIsAnError) {

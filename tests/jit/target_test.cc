@@ -32,7 +32,8 @@ TEST(TargetTest, RejectsUnknownAndMalformedTargets) {
 
 TEST(TargetTest, KnowsWhichImagesRunOnWhichDevice) {
   EXPECT_TRUE(TargetRunsOn(*ParseTarget("sm_90"), 90));
-  EXPECT_FALSE(TargetRunsOn(*ParseTarget("sm_80"), 90));  // no SASS across majors
+  EXPECT_FALSE(
+      TargetRunsOn(*ParseTarget("sm_80"), 90));  // no SASS across majors
   EXPECT_TRUE(TargetRunsOn(*ParseTarget("sm_80"), 86));
   EXPECT_FALSE(TargetRunsOn(*ParseTarget("sm_86"), 80));
   EXPECT_TRUE(TargetRunsOn(*ParseTarget("compute_80"), 90));

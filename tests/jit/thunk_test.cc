@@ -16,8 +16,8 @@
 #include "jit/thunk/thunk_abi.h"
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
-#include "tests/runtime/launch_test_util.h"
 #include "runtime/runtime.h"
+#include "tests/runtime/launch_test_util.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -348,9 +348,10 @@ TEST(ThunkJit, LibraryExportsNoLlvmSymbols) {
 }
 
 // The runtime generates thunks after a build (in the background) and stores
-// them in the cached artifact: a memory or disk cache hit (here in a second runtime, as a fresh
-// process would) brings the object along and runs no code generation, and
-// the object loads and holds a thunk for every kernel. Needs NVRTC, no GPU.
+// them in the cached artifact: a memory or disk cache hit (here in a second
+// runtime, as a fresh process would) brings the object along and runs no code
+// generation, and the object loads and holds a thunk for every kernel. Needs
+// NVRTC, no GPU.
 TEST(ThunkRuntime, CacheHitsCarryTheThunkObjectWithoutCodegen) {
   char dir_template[] = "/tmp/fj_thunk_cache.XXXXXX";
   ASSERT_NE(mkdtemp(dir_template), nullptr);

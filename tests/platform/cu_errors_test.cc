@@ -37,7 +37,8 @@ std::map<std::string, int> CuResultsOfCudaH() {
 
 TEST(CuErrorsTest, EveryCuResultOfCudaHIsInTheTable) {
   std::map<std::string, int> header = CuResultsOfCudaH();
-  ASSERT_GT(header.size(), 90u) << "could not parse the CUresult enum of " << FJ_CUDA_H;
+  ASSERT_GT(header.size(), 90u)
+      << "could not parse the CUresult enum of " << FJ_CUDA_H;
   std::map<std::string, int> table;
   for (const CuErrorRow& row : CuErrorTable()) {
     EXPECT_TRUE(table.emplace(row.name, static_cast<int>(row.result)).second)
@@ -46,7 +47,8 @@ TEST(CuErrorsTest, EveryCuResultOfCudaHIsInTheTable) {
   // No CUresult is deliberately left to the default: each has a row.
   for (const auto& [name, value] : header) {
     auto it = table.find(name);
-    ASSERT_NE(it, table.end()) << name << " (" << value << ") has no row in cu_errors.inc";
+    ASSERT_NE(it, table.end())
+        << name << " (" << value << ") has no row in cu_errors.inc";
     EXPECT_EQ(it->second, value) << name;
     EXPECT_EQ(DescribeCuError(static_cast<CUresult>(value)).name, name);
   }
@@ -54,18 +56,23 @@ TEST(CuErrorsTest, EveryCuResultOfCudaHIsInTheTable) {
 }
 
 TEST(CuErrorsTest, KnownMappings) {
-  EXPECT_EQ(DescribeCuError(CUDA_ERROR_INVALID_VALUE).code, FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(DescribeCuError(CUDA_ERROR_OUT_OF_MEMORY).code, FJ_RESOURCE_EXHAUSTED);
+  EXPECT_EQ(DescribeCuError(CUDA_ERROR_INVALID_VALUE).code,
+            FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(DescribeCuError(CUDA_ERROR_OUT_OF_MEMORY).code,
+            FJ_RESOURCE_EXHAUSTED);
   EXPECT_EQ(DescribeCuError(CUDA_ERROR_NO_DEVICE).code, FJ_UNAVAILABLE);
   EXPECT_EQ(DescribeCuError(CUDA_ERROR_NOT_INITIALIZED).code, FJ_UNAVAILABLE);
-  EXPECT_EQ(DescribeCuError(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH).code, FJ_UNAVAILABLE);
+  EXPECT_EQ(DescribeCuError(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH).code,
+            FJ_UNAVAILABLE);
   EXPECT_EQ(DescribeCuError(CUDA_ERROR_ILLEGAL_ADDRESS).code, FJ_CUDA_ERROR);
-  EXPECT_EQ(DescribeCuError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES).code, FJ_CUDA_ERROR);
+  EXPECT_EQ(DescribeCuError(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES).code,
+            FJ_CUDA_ERROR);
   for (CUresult r :
-       {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_MISALIGNED_ADDRESS,
-        CUDA_ERROR_ILLEGAL_INSTRUCTION, CUDA_ERROR_ASSERT, CUDA_ERROR_HARDWARE_STACK_ERROR,
-        CUDA_ERROR_INVALID_ADDRESS_SPACE, CUDA_ERROR_INVALID_PC, CUDA_ERROR_LAUNCH_TIMEOUT,
-        CUDA_ERROR_ECC_UNCORRECTABLE}) {
+       {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED,
+        CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_ILLEGAL_INSTRUCTION,
+        CUDA_ERROR_ASSERT, CUDA_ERROR_HARDWARE_STACK_ERROR,
+        CUDA_ERROR_INVALID_ADDRESS_SPACE, CUDA_ERROR_INVALID_PC,
+        CUDA_ERROR_LAUNCH_TIMEOUT, CUDA_ERROR_ECC_UNCORRECTABLE}) {
     EXPECT_TRUE(IsStickyError(r)) << r;
   }
   for (CUresult r :
@@ -90,17 +97,21 @@ TEST(CuErrorsTest, CheckCuCarriesThePublicCodeThroughAnnotate) {
     absl::StatusCode absl_code;
   } cases[] = {
       {CUDA_ERROR_ILLEGAL_ADDRESS, FJ_CUDA_ERROR, absl::StatusCode::kInternal},
-      {CUDA_ERROR_OUT_OF_MEMORY, FJ_RESOURCE_EXHAUSTED, absl::StatusCode::kResourceExhausted},
-      {CUDA_ERROR_INVALID_VALUE, FJ_INVALID_ARGUMENT, absl::StatusCode::kInvalidArgument},
+      {CUDA_ERROR_OUT_OF_MEMORY, FJ_RESOURCE_EXHAUSTED,
+       absl::StatusCode::kResourceExhausted},
+      {CUDA_ERROR_INVALID_VALUE, FJ_INVALID_ARGUMENT,
+       absl::StatusCode::kInvalidArgument},
       {CUDA_ERROR_NO_DEVICE, FJ_UNAVAILABLE, absl::StatusCode::kUnavailable},
   };
   for (const Case& c : cases) {
-    absl::Status s = Annotate(CheckCu(api, c.result, "cuCall"), "doing a thing");
+    absl::Status s =
+        Annotate(CheckCu(api, c.result, "cuCall"), "doing a thing");
     EXPECT_EQ(s.code(), c.absl_code) << s;
     ASSERT_TRUE(PublicCodeOf(s).has_value()) << s;
     EXPECT_EQ(*PublicCodeOf(s), c.code) << s;
   }
-  EXPECT_FALSE(PublicCodeOf(absl::InternalError("not from the driver")).has_value());
+  EXPECT_FALSE(
+      PublicCodeOf(absl::InternalError("not from the driver")).has_value());
 }
 
 }  // namespace

@@ -43,7 +43,8 @@ class CudaHeadersTest : public ::testing::Test {
   std::string root_;
 };
 
-TEST_F(CudaHeadersTest, SearchOrderIsHomeThenNvrtcToolkitThenDefaultThenWheels) {
+TEST_F(CudaHeadersTest,
+       SearchOrderIsHomeThenNvrtcToolkitThenDefaultThenWheels) {
   std::string home = Dir("home/include");
   std::string path = Dir("path/include");
   std::string nvrtc = File("tk/lib64/libnvrtc.so.13");
@@ -69,7 +70,8 @@ TEST_F(CudaHeadersTest, SearchOrderIsHomeThenNvrtcToolkitThenDefaultThenWheels) 
   EXPECT_EQ(dirs[3].path, tk_cccl);
   EXPECT_EQ(dirs[4].path, def);
   EXPECT_EQ(dirs[5].path, wheel);
-  EXPECT_NE(dirs[5].origin.find("nvidia/cu13/include"), std::string::npos) << dirs[5].origin;
+  EXPECT_NE(dirs[5].origin.find("nvidia/cu13/include"), std::string::npos)
+      << dirs[5].origin;
 }
 
 TEST_F(CudaHeadersTest, AFolderReachedTwiceIsListedOnceAtItsFirstPlace) {

@@ -9,7 +9,8 @@ TEST(DriverApiTest, AMissingDriverIsUnavailableWithAHint) {
   auto api = LoadDriverApi("/nonexistent/libcuda.so.1");
   ASSERT_FALSE(api.ok());
   EXPECT_EQ(api.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(api.status().message().find("install the NVIDIA driver"), absl::string_view::npos);
+  EXPECT_NE(api.status().message().find("install the NVIDIA driver"),
+            absl::string_view::npos);
 }
 
 TEST(DriverApiTest, ALibraryWithoutTheDriverApiIsUnavailable) {
@@ -32,12 +33,14 @@ TEST(DriverApiTest, CheckCuNamesTheCallAndCarriesTheDriverText) {
   api.cuGetErrorName = &FakeErrorName;
   api.cuGetErrorString = &FakeErrorString;
   EXPECT_TRUE(CheckCu(api, CUDA_SUCCESS, "cuLaunchKernelEx").ok());
-  absl::Status s = CheckCu(api, CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize");
+  absl::Status s =
+      CheckCu(api, CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize");
   // FJ_CUDA_ERROR, carried explicitly (cu_errors_test.cc); kInternal for C++.
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_NE(s.message().find("cuStreamSynchronize"), absl::string_view::npos);
   EXPECT_NE(s.message().find("illegal memory access"), absl::string_view::npos);
-  EXPECT_EQ(std::string(*s.GetPayload("fleetjit/cuda_call")), "cuStreamSynchronize");
+  EXPECT_EQ(std::string(*s.GetPayload("fleetjit/cuda_call")),
+            "cuStreamSynchronize");
   EXPECT_EQ(CheckCu(api, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc").code(),
             absl::StatusCode::kResourceExhausted);
 }

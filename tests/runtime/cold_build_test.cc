@@ -17,12 +17,12 @@
 #include "jit/artifact.h"
 #include "jit/target.h"
 #include "jit/thunk/arg_rules.h"
-#include "runtime/load/kernel.h"
+#include "runtime/cache/module_cache.h"
 #include "runtime/launch/launch.h"
 #include "runtime/launch/launch_thunks.h"
-#include "runtime/cache/module_cache.h"
-#include "runtime/runtime.h"
 #include "runtime/launch/tensor_encoder.h"
+#include "runtime/load/kernel.h"
+#include "runtime/runtime.h"
 
 namespace fleetjit {
 namespace {
@@ -48,7 +48,8 @@ class TempDir {
   std::string path_;
 };
 
-std::unique_ptr<Runtime> NewRuntime(const std::string& dir, bool thunks = true) {
+std::unique_ptr<Runtime> NewRuntime(const std::string& dir,
+                                    bool thunks = true) {
   RuntimeOptions options;
   options.cache.dir = dir;
   options.cache.log = Logger();
@@ -66,11 +67,11 @@ absl::StatusOr<ModuleRecord> BuildIt(Runtime& rt, int variant = 0) {
   return rt.BuildRecord(spec);
 }
 
-#define BUILD_OR_SKIP(var, expr)                                            \
-  auto var = (expr);                                                        \
-  if (!var.ok() && absl::StrContains(var.status().message(), "NVRTC")) {   \
-    GTEST_SKIP() << "no NVRTC: " << var.status();                           \
-  }                                                                         \
+#define BUILD_OR_SKIP(var, expr)                                         \
+  auto var = (expr);                                                     \
+  if (!var.ok() && absl::StrContains(var.status().message(), "NVRTC")) { \
+    GTEST_SKIP() << "no NVRTC: " << var.status();                        \
+  }                                                                      \
   ASSERT_TRUE(var.ok()) << var.status()
 
 // Packs mixed(p, n, d, s) for `k` the way a launch does; returns the buffer.

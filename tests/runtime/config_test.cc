@@ -3,10 +3,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <iterator>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <regex>
@@ -77,7 +77,8 @@ class EnvGuard {
 TEST(ConfigTest, PreopenTakesAllNoneOrOrdinals) {
   EnvGuard guard({"FLEETJIT_PREOPEN", "FLEETJIT_PRELOAD_NVRTC"});
   std::mt19937 rng(std::random_device{}());
-  const std::vector<int> ordinals = {static_cast<int>(rng() % 4), 4 + static_cast<int>(rng() % 60)};
+  const std::vector<int> ordinals = {static_cast<int>(rng() % 4),
+                                     4 + static_cast<int>(rng() % 60)};
   struct Case {
     std::string value;
     std::vector<int> want;
@@ -85,7 +86,8 @@ TEST(ConfigTest, PreopenTakesAllNoneOrOrdinals) {
       {"all", {-1}},
       {"none", {}},
       {absl::StrJoin(ordinals, ","), ordinals},
-      {absl::StrCat(" ", ordinals[1], " , ", ordinals[0]), {ordinals[1], ordinals[0]}},
+      {absl::StrCat(" ", ordinals[1], " , ", ordinals[0]),
+       {ordinals[1], ordinals[0]}},
   };
   for (const Case& c : cases) {
     ::setenv("FLEETJIT_PREOPEN", c.value.c_str(), 1);
@@ -93,8 +95,8 @@ TEST(ConfigTest, PreopenTakesAllNoneOrOrdinals) {
     options.preopen_devices = {7, 8, 9};  // the caller's list, replaced
     ASSERT_TRUE(ApplyEnvironment(options).ok()) << c.value;
     EXPECT_EQ(options.preopen_devices, c.want) << c.value;
-    EXPECT_NE(std::find(options.env_overrides.begin(), options.env_overrides.end(),
-                        "FLEETJIT_PREOPEN"),
+    EXPECT_NE(std::find(options.env_overrides.begin(),
+                        options.env_overrides.end(), "FLEETJIT_PREOPEN"),
               options.env_overrides.end());
   }
   // Unset (or empty): the caller's list stands.
@@ -107,15 +109,19 @@ TEST(ConfigTest, PreopenTakesAllNoneOrOrdinals) {
 
 TEST(ConfigTest, ABadPreopenValueNamesTheVariableAndTheItem) {
   EnvGuard guard({"FLEETJIT_PREOPEN"});
-  for (const char* bad : {"-1", "0,,1", "0;1", "gpu0", "1,x", "ALL", "99999999999"}) {
+  for (const char* bad :
+       {"-1", "0,,1", "0;1", "gpu0", "1,x", "ALL", "99999999999"}) {
     ::setenv("FLEETJIT_PREOPEN", bad, 1);
     RuntimeOptions options;
     options.preopen_devices = {5};
     absl::Status s = ApplyEnvironment(options);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StrContains(s.message(), "FLEETJIT_PREOPEN")) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("'", bad, "'"))) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), "expected all, none or device ordinals")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("'", bad, "'")))
+        << s;
+    EXPECT_TRUE(
+        absl::StrContains(s.message(), "expected all, none or device ordinals"))
+        << s;
     EXPECT_EQ(options.preopen_devices, std::vector<int>{5}) << bad;
   }
 }
@@ -127,17 +133,18 @@ TEST(ConfigTest, EverySwitchTakesOneSyntax) {
     const char* name;
     bool RuntimeOptions::*field;  // null: the cache's disk switch
   };
-  const std::vector<Switch> switches = {{"FLEETJIT_CACHE", nullptr},
-                                        {"FLEETJIT_PCH", &RuntimeOptions::pch},
-                                        {"FLEETJIT_THUNKS", &RuntimeOptions::thunks},
-                                        {"FLEETJIT_PRELOAD_NVRTC",
-                                         &RuntimeOptions::preload_nvrtc}};
+  const std::vector<Switch> switches = {
+      {"FLEETJIT_CACHE", nullptr},
+      {"FLEETJIT_PCH", &RuntimeOptions::pch},
+      {"FLEETJIT_THUNKS", &RuntimeOptions::thunks},
+      {"FLEETJIT_PRELOAD_NVRTC", &RuntimeOptions::preload_nvrtc}};
   EnvGuard guard({"FLEETJIT_CACHE", "FLEETJIT_PCH", "FLEETJIT_THUNKS",
                   "FLEETJIT_PRELOAD_NVRTC"});
   std::mt19937 rng(std::random_device{}());
   auto random_case = [&](std::string word) {
     for (char& c : word) {
-      if (rng() % 2) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (rng() % 2)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     }
     return word;
   };
@@ -147,8 +154,9 @@ TEST(ConfigTest, EverySwitchTakesOneSyntax) {
       return sw.field == nullptr ? o.cache.disk : o.*(sw.field);
     };
     for (const bool want : {true, false}) {
-      for (const char* word : want ? std::vector<const char*>{"1", "true", "on", "yes"}
-                                   : std::vector<const char*>{"0", "false", "off", "no"}) {
+      for (const char* word :
+           want ? std::vector<const char*>{"1", "true", "on", "yes"}
+                : std::vector<const char*>{"0", "false", "off", "no"}) {
         const std::string v = random_case(word);
         ::setenv(sw.name, v.c_str(), 1);
         RuntimeOptions options;  // poisoned: the opposite of the answer
@@ -166,14 +174,16 @@ TEST(ConfigTest, EverySwitchTakesOneSyntax) {
     // Values the old parsers took ("2" was on for three of them, "yes" was
     // refused by one) and others: each refused, by name.
     const std::string noise = std::to_string(rng() % 1000 + 2);
-    for (const std::string& bad : {noise, std::string("enable"), std::string("y"),
-                                   std::string("0x1"), std::string("truee")}) {
+    for (const std::string& bad :
+         {noise, std::string("enable"), std::string("y"), std::string("0x1"),
+          std::string("truee")}) {
       ::setenv(sw.name, bad.c_str(), 1);
       RuntimeOptions options;
       absl::Status s = ApplyEnvironment(options);
       EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
       EXPECT_TRUE(absl::StrContains(s.message(), sw.name)) << s;
-      EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("'", bad, "'"))) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), absl::StrCat("'", bad, "'")))
+          << s;
       EXPECT_TRUE(absl::StrContains(
           s.message(), "expected 1, 0, true, false, on, off, yes or no"))
           << s;
@@ -195,8 +205,9 @@ TEST(ConfigTest, TheTableDrivesParsing) {
   ASSERT_TRUE(ApplyEnvironment(options).ok());
   EXPECT_EQ(options.cache.remote.libhiredis_path, "/x/hiredis" + tag + ".so");
   EXPECT_EQ(options.libnvrtc_path, "/x/nvrtc" + tag + ".so");
-  EXPECT_EQ(options.env_overrides,
-            (std::vector<std::string>{"FLEETJIT_LIBHIREDIS", "FLEETJIT_LIBNVRTC"}));
+  EXPECT_EQ(
+      options.env_overrides,
+      (std::vector<std::string>{"FLEETJIT_LIBHIREDIS", "FLEETJIT_LIBNVRTC"}));
   EXPECT_EQ(EnvValue("FLEETJIT_LIBNVRTC"), "/x/nvrtc" + tag + ".so");
   EXPECT_EQ(EnvValue("FLEETJIT_TARGET"), std::nullopt);
   // The cache's part reads the cache rows only.
@@ -223,23 +234,29 @@ TEST(ConfigTest, TheTableDrivesParsing) {
 TEST(ConfigTest, TheHeaderAndReadmeNameOnlyTheTablesVariables) {
   namespace fs = std::filesystem;
   const fs::path root = FJ_SOURCE_DIR;
-  if (!fs::exists(root / "README.md")) GTEST_SKIP() << "no source tree at " << root;
+  if (!fs::exists(root / "README.md"))
+    GTEST_SKIP() << "no source tree at " << root;
   std::vector<std::string> rows;
   for (const EnvVariable& row : EnvVariables()) rows.push_back(row.name);
   const std::regex name(R"(FLEETJIT_[A-Z0-9_]*[A-Z0-9])");
   for (const char* file : {"include/fleetjit/fleetjit.h", "README.md"}) {
     std::ifstream in(root / file);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
     ASSERT_FALSE(text.empty()) << file;
-    for (std::sregex_iterator it(text.begin(), text.end(), name), end; it != end; ++it) {
+    for (std::sregex_iterator it(text.begin(), text.end(), name), end;
+         it != end; ++it) {
       const std::string n = it->str();
-      if (n == "FLEETJIT_LIBRARY" || absl::StartsWith(n, "FLEETJIT_FLEETJIT_H")) continue;
+      if (n == "FLEETJIT_LIBRARY" || absl::StartsWith(n, "FLEETJIT_FLEETJIT_H"))
+        continue;
       EXPECT_NE(std::find(rows.begin(), rows.end(), n), rows.end())
-          << file << " names " << n << ", which runtime/config.cc does not read";
+          << file << " names " << n
+          << ", which runtime/config.cc does not read";
     }
     if (std::string(file) == "include/fleetjit/fleetjit.h") {
       for (const std::string& r : rows) {
-        EXPECT_TRUE(absl::StrContains(text, r)) << file << " does not name " << r;
+        EXPECT_TRUE(absl::StrContains(text, r))
+            << file << " does not name " << r;
       }
     }
   }
@@ -251,16 +268,19 @@ TEST(ConfigTest, TheConfigurationDocIsCurrent) {
   const fs::path doc = fs::path(FJ_SOURCE_DIR) / "docs" / "configuration.md";
   if (!fs::exists(doc)) GTEST_SKIP() << "no source tree at " << FJ_SOURCE_DIR;
   std::ifstream in(doc);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
   in.close();
-  const std::string begin = "<!-- BEGIN generated by runtime/config.cc (EnvVariablesMarkdown) -->\n";
+  const std::string begin =
+      "<!-- BEGIN generated by runtime/config.cc (EnvVariablesMarkdown) -->\n";
   const std::string end = "<!-- END generated -->";
   const size_t b = text.find(begin);
   const size_t e = text.find(end);
   ASSERT_NE(b, std::string::npos) << "no BEGIN marker in " << doc;
   ASSERT_NE(e, std::string::npos) << "no END marker in " << doc;
   ASSERT_LT(b, e);
-  const std::string current = text.substr(b + begin.size(), e - b - begin.size());
+  const std::string current =
+      text.substr(b + begin.size(), e - b - begin.size());
   const std::string want = EnvVariablesMarkdown();
   const char* update = std::getenv("FJ_UPDATE_CONFIG_DOC");
   if (update != nullptr && std::string(update) == "1" && current != want) {
@@ -271,13 +291,15 @@ TEST(ConfigTest, TheConfigurationDocIsCurrent) {
   EXPECT_EQ(current, want) << doc << " is stale: run FJ_UPDATE_CONFIG_DOC=1 "
                            << "config_test --gtest_filter='*DocIsCurrent'";
   for (const EnvVariable& row : EnvVariables()) {
-    EXPECT_TRUE(absl::StrContains(want, absl::StrCat("`", row.name, "`"))) << row.name;
+    EXPECT_TRUE(absl::StrContains(want, absl::StrCat("`", row.name, "`")))
+        << row.name;
   }
 }
 
 TEST(ConfigTest, TheCacheLocationAndRemoteTierComeFromTheEnvironmentHere) {
-  EnvGuard guard({"FLEETJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME", "FLEETJIT_REMOTE_CACHE",
-                  "FLEETJIT_FLEET_KEY", "FLEETJIT_CACHE_MAX_BYTES", "FLEETJIT_CACHE",
+  EnvGuard guard({"FLEETJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME",
+                  "FLEETJIT_REMOTE_CACHE", "FLEETJIT_FLEET_KEY",
+                  "FLEETJIT_CACHE_MAX_BYTES", "FLEETJIT_CACHE",
                   "FLEETJIT_LIBHIREDIS"});
   const std::string tag = std::to_string(std::random_device{}());
   ::setenv("XDG_CACHE_HOME", ("/x/xdg" + tag).c_str(), 1);
@@ -289,7 +311,8 @@ TEST(ConfigTest, TheCacheLocationAndRemoteTierComeFromTheEnvironmentHere) {
   EXPECT_EQ(defaults.cache.home, "/x/home" + tag);
   // The caller's own variables are not overrides.
   for (const std::string& name : defaults.env_overrides) {
-    EXPECT_TRUE(name != "XDG_CACHE_HOME" && name != "HOME" && name != "FLEETJIT_CACHE_DIR")
+    EXPECT_TRUE(name != "XDG_CACHE_HOME" && name != "HOME" &&
+                name != "FLEETJIT_CACHE_DIR")
         << name;
   }
   EXPECT_EQ(ModuleCache(defaults.cache).dir(), "/x/xdg" + tag + "/fleetjit");
@@ -303,7 +326,8 @@ TEST(ConfigTest, TheCacheLocationAndRemoteTierComeFromTheEnvironmentHere) {
   EXPECT_EQ(set.cache.remote.url, "redis://127.0.0.1:1");
   EXPECT_EQ(set.cache.remote.fleet_key, tag);
   const std::string listed = absl::StrJoin(set.env_overrides, ",");
-  EXPECT_TRUE(absl::StrContains(listed, "FLEETJIT_CACHE_DIR,FLEETJIT_REMOTE_CACHE,FLEETJIT_FLEET_KEY"))
+  EXPECT_TRUE(absl::StrContains(
+      listed, "FLEETJIT_CACHE_DIR,FLEETJIT_REMOTE_CACHE,FLEETJIT_FLEET_KEY"))
       << listed;
   // The cache part alone, as test fixtures use it.
   CacheConfig cache;
@@ -314,7 +338,8 @@ TEST(ConfigTest, TheCacheLocationAndRemoteTierComeFromTheEnvironmentHere) {
   ::setenv("FLEETJIT_CACHE_MAX_BYTES", "lots", 1);
   absl::Status bad = ApplyCacheEnvironment(cache, overrides);
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(bad.message(), "FLEETJIT_CACHE_MAX_BYTES")) << bad;
+  EXPECT_TRUE(absl::StrContains(bad.message(), "FLEETJIT_CACHE_MAX_BYTES"))
+      << bad;
 }
 
 // Configuration is read in runtime/config.cc only. The other reads of the
@@ -323,22 +348,26 @@ TEST(ConfigTest, TheCacheLocationAndRemoteTierComeFromTheEnvironmentHere) {
 TEST(ConfigTest, OnlyConfigReadsTheEnvironment) {
   namespace fs = std::filesystem;
   const fs::path root = FJ_SOURCE_DIR;
-  if (!fs::exists(root / "runtime" / "config.cc")) GTEST_SKIP() << "no source tree at " << root;
+  if (!fs::exists(root / "runtime" / "config.cc"))
+    GTEST_SKIP() << "no source tree at " << root;
   const std::vector<std::string> allowed = {
       "runtime/config.cc",
-      "platform/nvrtc_locate.cc",  // LD_LIBRARY_PATH: the dynamic loader's own search
+      "platform/nvrtc_locate.cc",  // LD_LIBRARY_PATH: the dynamic loader's own
+                                   // search
       "jit/nvrtc_pch.cc",          // TMPDIR: where scratch files go
       "tools/bench_build.cc",      // TMPDIR: where its scratch cache goes
-      "tools/child_process.cc",    // environ: the child's, for `fleetjit matrix`
+      "tools/child_process.cc",  // environ: the child's, for `fleetjit matrix`
   };
   const std::regex reads(R"(\bgetenv\b|\benviron\b)");
   std::vector<std::string> found;
-  for (const char* layer : {"base", "platform", "jit", "runtime", "capi", "tools"}) {
+  for (const char* layer :
+       {"base", "platform", "jit", "runtime", "capi", "tools"}) {
     for (const auto& e : fs::recursive_directory_iterator(root / layer)) {
       const std::string ext = e.path().extension().string();
       if (ext != ".cc" && ext != ".h") continue;
       const std::string where = fs::relative(e.path(), root).string();
-      if (std::find(allowed.begin(), allowed.end(), where) != allowed.end()) continue;
+      if (std::find(allowed.begin(), allowed.end(), where) != allowed.end())
+        continue;
       std::ifstream in(e.path());
       std::string line;
       for (int n = 1; std::getline(in, line); ++n) {
@@ -349,7 +378,8 @@ TEST(ConfigTest, OnlyConfigReadsTheEnvironment) {
       }
     }
   }
-  for (const std::string& f : found) ADD_FAILURE() << "reads the environment: " << f;
+  for (const std::string& f : found)
+    ADD_FAILURE() << "reads the environment: " << f;
 }
 
 }  // namespace

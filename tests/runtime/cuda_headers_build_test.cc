@@ -135,18 +135,23 @@ TEST(CudaHeadersBuildTest, SameSizeEditsBackToBackEachRebuild) {
   std::mt19937 rng(std::random_device{}());
   std::set<std::string> keys;
   std::set<int> values;
-  while (values.size() < 3) values.insert(100 + static_cast<int>(rng() % 900));  // same size
+  while (values.size() < 3)
+    values.insert(100 + static_cast<int>(rng() % 900));  // same size
   std::vector<int> order(values.begin(), values.end());
   std::shuffle(order.begin(), order.end(), rng);
   for (int version = 0; version < 3; ++version) {
     const int value = order[version];
-    user.Write("user_config.h", absl::StrCat("#define USER_VALUE ", value, "\n"));
+    user.Write("user_config.h",
+               absl::StrCat("#define USER_VALUE ", value, "\n"));
     auto built = rt->BuildRecord(Spec(kUserKernel, {user.path()}));
     ASSERT_TRUE(built.ok()) << built.status();
     EXPECT_EQ(built->source, CacheSource::kCompiled) << "version " << version;
-    EXPECT_TRUE(keys.insert(built->key).second) << "version " << version << " reused a key";
-    EXPECT_TRUE(absl::StrContains(built->artifact->ptx, absl::StrCat(" ", value, ";")))
-        << "version " << version << " (" << value << ") was not built from the edited header";
+    EXPECT_TRUE(keys.insert(built->key).second)
+        << "version " << version << " reused a key";
+    EXPECT_TRUE(
+        absl::StrContains(built->artifact->ptx, absl::StrCat(" ", value, ";")))
+        << "version " << version << " (" << value
+        << ") was not built from the edited header";
     // Unchanged, it hits.
     auto again = rt->BuildRecord(Spec(kUserKernel, {user.path()}));
     ASSERT_TRUE(again.ok()) << again.status();

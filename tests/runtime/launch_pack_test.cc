@@ -534,8 +534,7 @@ DeviceFacts H200Facts() {
 }
 
 LaunchConfig Config(std::initializer_list<uint32_t> grid,
-                    std::initializer_list<uint32_t> block,
-                    uint32_t shared = 0,
+                    std::initializer_list<uint32_t> block, uint32_t shared = 0,
                     std::initializer_list<uint32_t> cluster = {0, 0, 0}) {
   LaunchConfig c;
   std::copy(grid.begin(), grid.end(), c.grid);

@@ -529,15 +529,18 @@ TEST(TensorEncoder, FallsBackCountsAndReportsOnce) {
     EXPECT_EQ(p.flags, 0u);
     EXPECT_EQ(p.stride[1], 33);
   }
-  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "the library writes no stderr";
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "")
+      << "the library writes no stderr";
   EXPECT_EQ(fallbacks.load(), 5u);
   EXPECT_EQ(reported.load(), 1u << 2);
   ASSERT_EQ(lines.size(), 1u) << "reported once";
   EXPECT_EQ(lines[0].first, LogLevel::kInfo);
-  EXPECT_TRUE(absl::StrContains(lines[0].second,
-                                "launch: ragged.cu:k: tensor arg 2: TMA cannot describe it ("))
+  EXPECT_TRUE(absl::StrContains(
+      lines[0].second,
+      "launch: ragged.cu:k: tensor arg 2: TMA cannot describe it ("))
       << lines[0].second;
-  EXPECT_TRUE(absl::EndsWith(lines[0].second, "); using cp_async")) << lines[0].second;
+  EXPECT_TRUE(absl::EndsWith(lines[0].second, "); using cp_async"))
+      << lines[0].second;
 }
 
 TEST(TensorEncoder, FallbackBelowTheLoggersLevelIsCountedNotReported) {
@@ -545,7 +548,8 @@ TEST(TensorEncoder, FallbackBelowTheLoggersLevelIsCountedNotReported) {
   std::atomic<uint64_t> fallbacks{0};
   std::atomic<uint64_t> reported{0};
   int calls = 0;
-  Logger logger(LogLevel::kWarn, [&calls](LogLevel, absl::string_view) { ++calls; });
+  Logger logger(LogLevel::kWarn,
+                [&calls](LogLevel, absl::string_view) { ++calls; });
   TensorEncoder e(&api, "ragged.cu:k", &fallbacks, &reported, &logger);
   TestTensor t;
   t.Set(kBase, 2, 2, 32, {33, 33}, true);

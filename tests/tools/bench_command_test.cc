@@ -68,7 +68,8 @@ TEST(BenchCommandTest, BadWordsAndFlagsAreNamedAndExit2) {
 
 TEST(BenchCommandTest, WithoutAGpuTheDeviceBenchesExit3SayingWhy) {
   if (GpuCount() > 0)
-    GTEST_SKIP() << "a GPU is present: scripts/gpu-host/gpu-check runs the benches";
+    GTEST_SKIP()
+        << "a GPU is present: scripts/gpu-host/gpu-check runs the benches";
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"bench", "copy"},
         {"bench", "launch", "--json"},

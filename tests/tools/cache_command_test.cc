@@ -6,8 +6,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "tests/runtime/cache/cache_test_util.h"
 #include "runtime/cache/module_cache.h"
+#include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit {
 namespace {
@@ -51,7 +51,8 @@ class CacheCommandTest : public ::testing::Test {
     return {code, text};
   }
   std::string EntryPath(int i) {
-    return DiskCache(cache_dir_, 0, Logger()).EntryPath(KeyFor(seed_, i).digest);
+    return DiskCache(cache_dir_, 0, Logger())
+        .EntryPath(KeyFor(seed_, i).digest);
   }
 
   const uint64_t seed_;

@@ -18,8 +18,8 @@ using ::fleetjit::testing::CliRun;
 using ::fleetjit::testing::RunCli;
 using ::fleetjit::testing::ScratchDir;
 
-const std::vector<std::string> kCommands = {"info",   "build", "demo", "selftest",
-                                            "matrix", "cache", "bench"};
+const std::vector<std::string> kCommands = {
+    "info", "build", "demo", "selftest", "matrix", "cache", "bench"};
 
 TEST(CliTest, EveryCommandAnswersHelpOnStdout) {
   for (const std::string& command : kCommands) {

@@ -508,7 +508,7 @@ struct chunk_cursor {
   i64 g;
   unsigned ch, cpr, dc;  // chunk within its row, chunks per row, step's part
   unsigned idx[R], dr[R], box[R];  // row index / step digits, dims 1..R-1
-  i64 sb[R], gstep[R], wrap[R];  // stride, dr * stride, box * stride (bytes)
+  i64 sb[R], gstep[R], wrap[R];    // stride, dr * stride, box * stride (bytes)
 
   FJ_DEV void init(const tensor_param& p, const coords& c, unsigned first,
                    unsigned step) {
@@ -569,8 +569,8 @@ struct chunk_cursor {
 // issue-bound, ~23 instructions per chunk). `ok` is false otherwise.
 struct row_walk {
   bool ok;
-  unsigned count;  // chunks of this thread
-  i64 g, gstep;    // GMEM byte offset (from p.data) of its first chunk; step
+  unsigned count;     // chunks of this thread
+  i64 g, gstep;       // GMEM byte offset (from p.data) of its first chunk; step
   unsigned s, sstep;  // SMEM byte offset of its first chunk; step
 };
 template <int R>

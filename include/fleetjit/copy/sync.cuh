@@ -163,7 +163,8 @@ FJ_DEV void load_rows_body(const detail::row_walk& w, unsigned char* smem,
   for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
     uint4 v[FJ_FAST_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) v[j] = detail::ld_global16(g + j * w.gstep);
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+      v[j] = detail::ld_global16(g + j * w.gstep);
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
       const unsigned o = s + j * w.sstep;

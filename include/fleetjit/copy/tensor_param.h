@@ -54,13 +54,14 @@ struct dtype_facts {
 };
 inline constexpr dtype_facts dtype_info(int code) {
   constexpr dtype_facts kFacts[dtype_count] = {
-      {"f32", 4, true},   {"f16", 2, true},  {"bf16", 2, true},
+      {"f32", 4, true},    {"f16", 2, true},    {"bf16", 2, true},
       {"f8e4m3", 1, true}, {"f8e5m2", 1, true}, {"i8", 1, false},
-      {"u8", 1, false},   {"i32", 4, false}, {"u32", 4, false},
-      {"f64", 8, true},   {"i64", 8, false}, {"i16", 2, false},
+      {"u8", 1, false},    {"i32", 4, false},   {"u32", 4, false},
+      {"f64", 8, true},    {"i64", 8, false},   {"i16", 2, false},
       {"u16", 2, false},
   };
-  return code >= 0 && code < dtype_count ? kFacts[code] : dtype_facts{nullptr, 0, false};
+  return code >= 0 && code < dtype_count ? kFacts[code]
+                                         : dtype_facts{nullptr, 0, false};
 }
 #endif  // !__CUDACC_RTC__
 

@@ -340,8 +340,7 @@ FJ_DEV unsigned tmap_smem_align(const tensor_param& p) {
   const unsigned m = p.swizzle & 3u;
   return m == 0 ? 128u : (128u << m);
 }
-FJ_DEV bool use_tmap(const tensor_param& p, const void* smem,
-                     const coords& c) {
+FJ_DEV bool use_tmap(const tensor_param& p, const void* smem, const coords& c) {
   return (p.flags & FJ_TP_HAS_TMAP) != 0 &&
          (detail::addr(smem) & (tmap_smem_align(p) - 1)) == 0 &&
          tmap_coords_ok(p, c) &&
@@ -363,23 +362,27 @@ FJ_DEV void tensor_load(unsigned s, const void* m, const coords& c,
   "cp.async.bulk.tensor." D \
   ".shared::cluster.global.tile.mbarrier::complete_tx::bytes "
   const int* v = c.v;
-  FJ_IF_CONSTEXPR (R == 1) {
+  FJ_IF_CONSTEXPR(R == 1) {
     asm volatile(FJ_TL("1d") "[%0], [%1, {%2}], [%3];" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(b)
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 2) {
+  }
+  else FJ_IF_CONSTEXPR(R == 2) {
     asm volatile(FJ_TL("2d") "[%0], [%1, {%2, %3}], [%4];" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(v[1]), "r"(b)
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 3) {
+  }
+  else FJ_IF_CONSTEXPR(R == 3) {
     asm volatile(FJ_TL("3d") "[%0], [%1, {%2, %3, %4}], [%5];" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b)
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 4) {
+  }
+  else FJ_IF_CONSTEXPR(R == 4) {
     asm volatile(FJ_TL("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b)
                  : "memory");
-  } else {
+  }
+  else {
     asm volatile(FJ_TL("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4]),
                  "r"(b)
@@ -400,24 +403,28 @@ FJ_DEV void tensor_load_multicast(unsigned s, const void* m, const coords& c,
   ".shared::cluster.global.tile" \
   ".mbarrier::complete_tx::bytes.multicast::cluster "
   const int* v = c.v;
-  FJ_IF_CONSTEXPR (R == 1) {
+  FJ_IF_CONSTEXPR(R == 1) {
     asm volatile(FJ_TM("1d") "[%0], [%1, {%2}], [%3], %4;" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(b), "h"(k)
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 2) {
+  }
+  else FJ_IF_CONSTEXPR(R == 2) {
     asm volatile(FJ_TM("2d") "[%0], [%1, {%2, %3}], [%4], %5;" ::"r"(s), "l"(m),
                  "r"(v[0]), "r"(v[1]), "r"(b), "h"(k)
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 3) {
+  }
+  else FJ_IF_CONSTEXPR(R == 3) {
     asm volatile(FJ_TM("3d") "[%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(b), "h"(k)
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 4) {
+  }
+  else FJ_IF_CONSTEXPR(R == 4) {
     asm volatile(FJ_TM("4d") "[%0], [%1, {%2, %3, %4, %5}], [%6], %7;" ::"r"(s),
                  "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(b),
                  "h"(k)
                  : "memory");
-  } else {
+  }
+  else {
     asm volatile(
         FJ_TM("5d") "[%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(s),
         "l"(m), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4]), "r"(b),
@@ -436,22 +443,26 @@ FJ_DEV void tensor_store(const void* m, const coords& c, unsigned s) {
 #define FJ_TS(D) \
   "cp.async.bulk.tensor." D ".global.shared::cta.tile.bulk_group "
   const int* v = c.v;
-  FJ_IF_CONSTEXPR (R == 1) {
+  FJ_IF_CONSTEXPR(R == 1) {
     asm volatile(FJ_TS("1d") "[%0, {%2}], [%1];" ::"l"(m), "r"(s), "r"(v[0])
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 2) {
+  }
+  else FJ_IF_CONSTEXPR(R == 2) {
     asm volatile(FJ_TS("2d") "[%0, {%2, %3}], [%1];" ::"l"(m), "r"(s),
                  "r"(v[0]), "r"(v[1])
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 3) {
+  }
+  else FJ_IF_CONSTEXPR(R == 3) {
     asm volatile(FJ_TS("3d") "[%0, {%2, %3, %4}], [%1];" ::"l"(m), "r"(s),
                  "r"(v[0]), "r"(v[1]), "r"(v[2])
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 4) {
+  }
+  else FJ_IF_CONSTEXPR(R == 4) {
     asm volatile(FJ_TS("4d") "[%0, {%2, %3, %4, %5}], [%1];" ::"l"(m), "r"(s),
                  "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
-  } else {
+  }
+  else {
     asm volatile(FJ_TS("5d") "[%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(m),
                  "r"(s), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4])
                  : "memory");
@@ -463,20 +474,24 @@ template <int R>
 FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 #define FJ_TP(D) "cp.async.bulk.prefetch.tensor." D ".L2.global.tile "
   const int* v = c.v;
-  FJ_IF_CONSTEXPR (R == 1) {
+  FJ_IF_CONSTEXPR(R == 1) {
     asm volatile(FJ_TP("1d") "[%0, {%1}];" ::"l"(m), "r"(v[0]) : "memory");
-  } else FJ_IF_CONSTEXPR (R == 2) {
+  }
+  else FJ_IF_CONSTEXPR(R == 2) {
     asm volatile(FJ_TP("2d") "[%0, {%1, %2}];" ::"l"(m), "r"(v[0]), "r"(v[1])
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 3) {
+  }
+  else FJ_IF_CONSTEXPR(R == 3) {
     asm volatile(FJ_TP("3d") "[%0, {%1, %2, %3}];" ::"l"(m), "r"(v[0]),
                  "r"(v[1]), "r"(v[2])
                  : "memory");
-  } else FJ_IF_CONSTEXPR (R == 4) {
+  }
+  else FJ_IF_CONSTEXPR(R == 4) {
     asm volatile(FJ_TP("4d") "[%0, {%1, %2, %3, %4}];" ::"l"(m), "r"(v[0]),
                  "r"(v[1]), "r"(v[2]), "r"(v[3])
                  : "memory");
-  } else {
+  }
+  else {
     asm volatile(FJ_TP("5d") "[%0, {%1, %2, %3, %4, %5}];" ::"l"(m), "r"(v[0]),
                  "r"(v[1]), "r"(v[2]), "r"(v[3]), "r"(v[4])
                  : "memory");

@@ -16,16 +16,17 @@ struct fj_prefetch_args {
   unsigned long long base;
   unsigned long long row_bytes;
   long long count[4];
-  long long stride[4];   // bytes
+  long long stride[4];  // bytes
   unsigned long long piece;
   long long pieces_per_row;
-  long long total;       // rows * pieces_per_row
+  long long total;  // rows * pieces_per_row
 };
 
 extern "C" __global__ void fj_prefetch_rows(const fj_prefetch_args a) {
   for (long long w = blockIdx.x; w < a.total; w += gridDim.x) {
     long long row = w / a.pieces_per_row;
-    const unsigned long long at = (unsigned long long)(w % a.pieces_per_row) * a.piece;
+    const unsigned long long at =
+        (unsigned long long)(w % a.pieces_per_row) * a.piece;
     unsigned long long addr = a.base + at;
     for (int k = 0; k < 4; ++k) {
       addr += (unsigned long long)((row % a.count[k]) * a.stride[k]);

@@ -40,19 +40,18 @@ typedef unsigned long long fj_elem;
 
 // Mirrors fleetjit::copy::CopyKernelArgs (runtime/copy/copy_kernels.h).
 struct fj_copy_args {
-  long long tiles[5];     // tiles per dimension, dimension 0 innermost
-  long long total;        // product of tiles
-  int start[5];           // window start in src per dimension
-  int index_bytes;        // 0: no gather; 4: int32; 8: int64
-  const void* index;      // gather index (entry per outermost dst row)
-  long long index_stride; // elements
-  long long src_rows;     // src extent of the outermost dimension
+  long long tiles[5];      // tiles per dimension, dimension 0 innermost
+  long long total;         // product of tiles
+  int start[5];            // window start in src per dimension
+  int index_bytes;         // 0: no gather; 4: int32; 8: int64
+  const void* index;       // gather index (entry per outermost dst row)
+  long long index_stride;  // elements
+  long long src_rows;      // src extent of the outermost dimension
 };
 
-__device__ __forceinline__ void fj_tile_at(const fj_copy_args& a,
-                                           const fj::tensor<fj_elem, FJ_RANK>& dst,
-                                           long long t, fj::coords& d,
-                                           fj::coords& s) {
+__device__ __forceinline__ void fj_tile_at(
+    const fj_copy_args& a, const fj::tensor<fj_elem, FJ_RANK>& dst, long long t,
+    fj::coords& d, fj::coords& s) {
   for (int k = 0; k < 5; ++k) {
     d.v[k] = 0;
     s.v[k] = 0;
@@ -67,8 +66,9 @@ __device__ __forceinline__ void fj_tile_at(const fj_copy_args& a,
   if (a.index_bytes != 0) {
     const long long row = d.v[FJ_RANK - 1];
     const long long at = row * a.index_stride;
-    const long long i = a.index_bytes == 4 ? (long long)((const int*)a.index)[at]
-                                           : ((const long long*)a.index)[at];
+    const long long i = a.index_bytes == 4
+                            ? (long long)((const int*)a.index)[at]
+                            : ((const long long*)a.index)[at];
     const long long c = i + a.start[FJ_RANK - 1];
     s.v[FJ_RANK - 1] = (c >= 0 && c < a.src_rows) ? (int)c : -1;
   }
@@ -81,7 +81,8 @@ extern "C" __global__ void fj_tile_copy(FJ_TENSOR(fj_elem, FJ_RANK) src,
   __shared__ fj::barrier bars[FJ_STAGES];
   const unsigned tile_elems = dst.box_elems();
   // Tiles 128-byte aligned (TMA wants it); the host adds 128 bytes.
-  fj_elem* buf = (fj_elem*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  fj_elem* buf =
+      (fj_elem*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   if (threadIdx.x == 0) {
     for (int s = 0; s < FJ_STAGES; ++s) bars[s].init(fj::block_threads());
   }

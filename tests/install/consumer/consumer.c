@@ -1,12 +1,12 @@
 /* The smallest client of an installed fleetjit: create a runtime, build a
  * saxpy kernel for sm_90 (no GPU needed), print OK. */
 #include <fleetjit/fleetjit.h>
-
 #include <stdio.h>
 #include <string.h>
 
 static const char kSaxpy[] =
-    "extern \"C\" __global__ void saxpy(float* y, const float* x, float a, int n) {\n"
+    "extern \"C\" __global__ void saxpy(float* y, const float* x, float a, int "
+    "n) {\n"
     "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
     "  if (i < n) y[i] = a * x[i] + y[i];\n"
     "}\n";
@@ -25,7 +25,8 @@ int main(void) {
   fj_build_options o;
   fj_module_info info;
   if (fj_version() >> 16 != FJ_VERSION_MAJOR) {
-    fprintf(stderr, "library major %u, header %d\n", fj_version() >> 16, FJ_VERSION_MAJOR);
+    fprintf(stderr, "library major %u, header %d\n", fj_version() >> 16,
+            FJ_VERSION_MAJOR);
     return 1;
   }
   if (Failed(fj_runtime_create(NULL, &rt), "fj_runtime_create")) return 1;
@@ -39,7 +40,8 @@ int main(void) {
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
   if (Failed(fj_module_info_get(m, &info), "fj_module_info_get")) return 1;
-  printf("saxpy for %s (%s): %llu bytes\n", info.target, fj_copy_impl_name(info.copy_impl),
+  printf("saxpy for %s (%s): %llu bytes\n", info.target,
+         fj_copy_impl_name(info.copy_impl),
          (unsigned long long)info.image_bytes);
   if (Failed(fj_module_destroy(m), "fj_module_destroy") ||
       Failed(fj_runtime_destroy(rt), "fj_runtime_destroy")) {

@@ -7,10 +7,10 @@
 #include <functional>
 #include <set>
 
-#include "gtest/gtest.h"
 #include "base/sha256.h"
-#include "tests/runtime/cache/cache_test_util.h"
+#include "gtest/gtest.h"
 #include "platform/nvrtc_locate.h"
+#include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit {
 namespace {

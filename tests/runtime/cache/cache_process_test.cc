@@ -1,7 +1,6 @@
 // The disk cache shared by several processes: concurrent builders, writers
 // killed with SIGKILL mid-write, and a hit in a process with no NVRTC.
 // Each process is cache_stress_helper (FJ_CACHE_STRESS_HELPER).
-#include "tests/common/test_paths.h"
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -11,8 +10,9 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
-#include "tests/runtime/cache/cache_test_util.h"
 #include "runtime/cache/module_cache.h"
+#include "tests/common/test_paths.h"
+#include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit {
 namespace {
@@ -26,8 +26,8 @@ using ::fleetjit::testing::Spawn;
 using ::fleetjit::testing::TempDir;
 using ::fleetjit::testing::Wait;
 
-const std::string kHelper =
-    fleetjit::testing::BesideExecutable("cache_stress_helper", FJ_CACHE_STRESS_HELPER);
+const std::string kHelper = fleetjit::testing::BesideExecutable(
+    "cache_stress_helper", FJ_CACHE_STRESS_HELPER);
 
 std::vector<std::string> HelperArgs(const std::string& mode,
                                     const std::string& dir, uint64_t seed,

@@ -24,10 +24,10 @@
 #include <fstream>
 #include <string>
 
-#include "tests/runtime/cache/cache_test_util.h"
+#include "platform/nvrtc_locate.h"
 #include "runtime/cache/disk_cache.h"
 #include "runtime/cache/module_cache.h"
-#include "platform/nvrtc_locate.h"
+#include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit::testing {
 namespace {

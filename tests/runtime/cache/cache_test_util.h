@@ -153,17 +153,20 @@ inline void WriteFile(const std::string& path, const std::string& data) {
 
 // This process's environment with `env`'s entries ("NAME=value")
 // replacing same-named ones, less the variables named in `drop`.
-inline std::vector<std::string> ChildEnvironment(const std::vector<std::string>& env,
-                                                 const std::vector<std::string>& drop = {}) {
+inline std::vector<std::string> ChildEnvironment(
+    const std::vector<std::string>& env,
+    const std::vector<std::string>& drop = {}) {
   std::vector<std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
     bool replaced = false;
     for (const std::string& override_entry : env) {
-      const std::string name = override_entry.substr(0, override_entry.find('=') + 1);
+      const std::string name =
+          override_entry.substr(0, override_entry.find('=') + 1);
       replaced |= entry.compare(0, name.size(), name) == 0;
     }
-    for (const std::string& name : drop) replaced |= entry.rfind(name + "=", 0) == 0;
+    for (const std::string& name : drop)
+      replaced |= entry.rfind(name + "=", 0) == 0;
     if (!replaced) environment.push_back(entry);
   }
   environment.insert(environment.end(), env.begin(), env.end());

@@ -10,8 +10,8 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "runtime/cache/cache_entry.h"
-#include "tests/runtime/cache/cache_test_util.h"
 #include "runtime/cache/module_cache.h"
+#include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit {
 namespace {
@@ -67,8 +67,7 @@ class DiskCacheTest : public ::testing::Test {
   bool Logged(absl::string_view text) {
     std::lock_guard<std::mutex> lock(log_mu_);
     for (const std::string& line : log_) {
-      if (absl::StrContains(line, text) &&
-          line.rfind("cache: ", 0) == 0) {
+      if (absl::StrContains(line, text) && line.rfind("cache: ", 0) == 0) {
         return true;
       }
     }

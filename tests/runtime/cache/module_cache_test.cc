@@ -164,7 +164,8 @@ class ShardedHitsTest : public ModuleCacheTest {
   template <typename Round, typename Between>
   void Rounds(int rounds, Round round, Between between) {
     absl::Barrier* barriers[8];
-    for (int r = 0; r < rounds * 2; ++r) barriers[r] = new absl::Barrier(kThreads + 1);
+    for (int r = 0; r < rounds * 2; ++r)
+      barriers[r] = new absl::Barrier(kThreads + 1);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
@@ -189,14 +190,16 @@ TEST_F(ShardedHitsTest, AnUpdateReachesEveryThreadsNextHit) {
   const CacheKey key = KeyFor(seed_, 30);
   std::atomic<int> calls{0};
   ASSERT_TRUE(cache.GetOrBuild(key, Builder(30, calls)).ok());
-  auto updated = std::make_shared<const jit::Artifact>(ArtifactFor(seed_, 31, 2048));
+  auto updated =
+      std::make_shared<const jit::Artifact>(ArtifactFor(seed_, 31, 2048));
   std::vector<const jit::Artifact*> got(kThreads * 3, nullptr);
   Rounds(
       3,
       [&](int t, int round) {
         // Twice per round: the second is served by the thread's shard.
         for (int i = 0; i < 2; ++i) {
-          absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(key, Builder(30, calls));
+          absl::StatusOr<ModuleCache::Result> r =
+              cache.GetOrBuild(key, Builder(30, calls));
           ASSERT_TRUE(r.ok()) << r.status();
           EXPECT_EQ(r->source, CacheSource::kMemory);
           if (i == 1) got[round * kThreads + t] = r->artifact.get();
@@ -208,8 +211,10 @@ TEST_F(ShardedHitsTest, AnUpdateReachesEveryThreadsNextHit) {
   EXPECT_EQ(calls.load(), 1);
   for (int t = 0; t < kThreads; ++t) {
     EXPECT_NE(got[t], updated.get()) << "thread " << t << ", before the update";
-    EXPECT_EQ(got[kThreads + t], updated.get()) << "thread " << t << ", after the update";
-    EXPECT_EQ(got[2 * kThreads + t], updated.get()) << "thread " << t << ", later";
+    EXPECT_EQ(got[kThreads + t], updated.get())
+        << "thread " << t << ", after the update";
+    EXPECT_EQ(got[2 * kThreads + t], updated.get())
+        << "thread " << t << ", later";
   }
   EXPECT_EQ(cache.stats().memory_hits, uint64_t{kThreads} * 6);
 }
@@ -224,7 +229,8 @@ TEST_F(ShardedHitsTest, AClearReachesEveryThreadAndRebuildsOnce) {
   Rounds(
       2,
       [&](int t, int r) {
-        absl::StatusOr<ModuleCache::Result> hit = cache.GetOrBuild(key, Builder(32, calls));
+        absl::StatusOr<ModuleCache::Result> hit =
+            cache.GetOrBuild(key, Builder(32, calls));
         ASSERT_TRUE(hit.ok()) << hit.status();
         hit = cache.GetOrBuild(key, Builder(32, calls));  // from the shard
         ASSERT_TRUE(hit.ok()) << hit.status();
@@ -241,7 +247,8 @@ TEST_F(ShardedHitsTest, AClearReachesEveryThreadAndRebuildsOnce) {
     EXPECT_NE(held[kThreads + t].get(), held[t].get())
         << "thread " << t << " was served the cleared artifact";
     EXPECT_EQ(held[kThreads + t].get(), held[kThreads].get());
-    EXPECT_TRUE(SameArtifact(*held[kThreads + t], ArtifactFor(seed_, 32, 4096)));
+    EXPECT_TRUE(
+        SameArtifact(*held[kThreads + t], ArtifactFor(seed_, 32, 4096)));
   }
 }
 
@@ -252,8 +259,9 @@ TEST_F(ModuleCacheTest, AHitOutlivesItsCache) {
     const CacheKey key = KeyFor(seed_, 33);
     std::atomic<int> calls{0};
     ASSERT_TRUE(cache.GetOrBuild(key, Builder(33, calls)).ok());
-    ASSERT_TRUE(cache.GetOrBuild(key, Builder(33, calls)).ok());  // shard learns it
-    hit = cache.GetOrBuild(key, Builder(33, calls));              // shard serves it
+    ASSERT_TRUE(
+        cache.GetOrBuild(key, Builder(33, calls)).ok());  // shard learns it
+    hit = cache.GetOrBuild(key, Builder(33, calls));      // shard serves it
     ASSERT_TRUE(hit.ok());
     ASSERT_EQ(hit->source, CacheSource::kMemory);
     ASSERT_TRUE(cache.Clear().ok());
@@ -269,7 +277,8 @@ TEST_F(ModuleCacheTest, HitsRacingUpdatesAndClearsServeWholeArtifacts) {
   const jit::Artifact built = ArtifactFor(seed_, 34, 1024);
   std::vector<std::shared_ptr<const jit::Artifact>> versions;
   for (int v = 0; v < 4; ++v) {
-    versions.push_back(std::make_shared<const jit::Artifact>(ArtifactFor(seed_, 40 + v, 1024)));
+    versions.push_back(std::make_shared<const jit::Artifact>(
+        ArtifactFor(seed_, 40 + v, 1024)));
   }
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
@@ -307,14 +316,16 @@ TEST_F(ModuleCacheTest, HitsRacingUpdatesAndClearsServeWholeArtifacts) {
   std::vector<std::thread> checkers;
   for (int t = 0; t < 4; ++t) {
     checkers.emplace_back([&] {
-      auto r = cache.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> { return built; });
+      auto r = cache.GetOrBuild(
+          key, [&]() -> absl::StatusOr<jit::Artifact> { return built; });
       if (!r.ok() || r->artifact.get() != versions[3].get()) stale.fetch_add(1);
     });
   }
   for (std::thread& t : checkers) t.join();
   EXPECT_EQ(bad.load(), 0);
   EXPECT_EQ(stale.load(), 0);
-  auto last = cache.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> { return built; });
+  auto last = cache.GetOrBuild(
+      key, [&]() -> absl::StatusOr<jit::Artifact> { return built; });
   ASSERT_TRUE(last.ok());
   EXPECT_EQ(last->artifact.get(), versions[3].get());
 }
@@ -504,14 +515,17 @@ TEST(CacheDirTest, ResolutionOrder) {
   EXPECT_EQ(ResolveCacheDir("/x/option/", "/x/xdg", "/x/home"), "/x/option");
   EXPECT_EQ(ResolveCacheDir("", "/x/xdg", "/x/home"), "/x/xdg/fleetjit");
   // A relative XDG_CACHE_HOME is ignored, as the XDG spec says.
-  EXPECT_EQ(ResolveCacheDir("", "relative", "/x/home"), "/x/home/.cache/fleetjit");
+  EXPECT_EQ(ResolveCacheDir("", "relative", "/x/home"),
+            "/x/home/.cache/fleetjit");
   EXPECT_EQ(ResolveCacheDir("", "", "/x/home"), "/x/home/.cache/fleetjit");
   char cwd[4096];
   ASSERT_NE(::getcwd(cwd, sizeof(cwd)), nullptr);
-  EXPECT_EQ(ResolveCacheDir("rel", "/x/xdg", "/x/home"), absl::StrCat(cwd, "/rel"));
+  EXPECT_EQ(ResolveCacheDir("rel", "/x/xdg", "/x/home"),
+            absl::StrCat(cwd, "/rel"));
   // No HOME at all: the password database's home.
   const std::string fallback = ResolveCacheDir("", "", "");
-  EXPECT_TRUE(fallback.empty() || absl::EndsWith(fallback, "/.cache/fleetjit")) << fallback;
+  EXPECT_TRUE(fallback.empty() || absl::EndsWith(fallback, "/.cache/fleetjit"))
+      << fallback;
 }
 
 TEST(CacheDirTest, TheCacheReadsNoEnvironment) {

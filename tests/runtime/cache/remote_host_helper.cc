@@ -60,9 +60,10 @@ int main(int argc, char** argv) {
   }
   const std::string out = argv[1];
   RuntimeOptions options;
-  options.cache.log = Logger(LogLevel::kDebug, [](LogLevel, absl::string_view line) {
-    std::cerr << "fleetjit: " << line << "\n";
-  });
+  options.cache.log =
+      Logger(LogLevel::kDebug, [](LogLevel, absl::string_view line) {
+        std::cerr << "fleetjit: " << line << "\n";
+      });
   if (absl::Status s = ApplyEnvironment(options); !s.ok()) {
     std::cerr << s << "\n";
     return 1;

@@ -33,7 +33,8 @@ class CopyCapiTest : public ::testing::Test {
   }
   void TearDown() override { fj_status_free(fj_runtime_destroy(rt_)); }
 
-  fj_tensor Tensor(uint64_t address, int64_t* shape, int ndim, fj_dl_dtype dtype = {2, 32, 1}) {
+  fj_tensor Tensor(uint64_t address, int64_t* shape, int ndim,
+                   fj_dl_dtype dtype = {2, 32, 1}) {
     fj_tensor t{};
     t.data = reinterpret_cast<void*>(address);
     t.device = {2, 0};
@@ -66,7 +67,8 @@ TEST_F(CopyCapiTest, ChecksHandlesAndStructs) {
   fj_tensor a = Tensor(kA, shape_, 2), b = Tensor(kB, shape_, 2);
   fj_copy_desc d = Desc(&a, &b);
   EXPECT_EQ(Status(fj_copy(nullptr, &d, nullptr)).code(), FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(Status(fj_copy(reinterpret_cast<fj_runtime*>(0x1234), &d, nullptr)).code(),
+  EXPECT_EQ(Status(fj_copy(reinterpret_cast<fj_runtime*>(0x1234), &d, nullptr))
+                .code(),
             FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Status(fj_copy(rt_, nullptr, nullptr)).code(), FJ_INVALID_ARGUMENT);
   d.struct_size = 8;
@@ -77,8 +79,10 @@ TEST_F(CopyCapiTest, ChecksHandlesAndStructs) {
   fj_prefetch_desc p{};
   p.struct_size = 4;
   EXPECT_EQ(Status(fj_prefetch(rt_, &p, nullptr)).code(), FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(Status(fj_prefetch(rt_, nullptr, nullptr)).code(), FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(Status(fj_peer_query(rt_, 0, 0, nullptr)).code(), FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Status(fj_prefetch(rt_, nullptr, nullptr)).code(),
+            FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Status(fj_peer_query(rt_, 0, 0, nullptr)).code(),
+            FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Status(fj_peer_enable(nullptr, 0, 1)).code(), FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Status(fj_peer_disable(nullptr, 0, 1)).code(), FJ_INVALID_ARGUMENT);
 }
@@ -102,18 +106,21 @@ TEST_F(CopyCapiTest, EveryBadInputIsInvalidBeforeTheDriver) {
   fj_tensor odd = Tensor(kA + 2, shape_, 2);
   ExpectInvalid(Desc(&odd, &b), "aligned");
   // Unknown dtype, dtype mismatch, NaN fill of an integer.
-  fj_tensor u = Tensor(kA, shape_, 2, {9, 32, 1}), v = Tensor(kB, shape_, 2, {9, 32, 1});
+  fj_tensor u = Tensor(kA, shape_, 2, {9, 32, 1}),
+            v = Tensor(kB, shape_, 2, {9, 32, 1});
   ExpectInvalid(Desc(&u, &v), "unsupported dtype");
   fj_tensor h = Tensor(kB, shape_, 2, {2, 16, 1});
   ExpectInvalid(Desc(&a, &h), "dtype mismatch");
-  fj_tensor i = Tensor(kA, shape_, 2, {0, 32, 1}), j = Tensor(kB, shape_, 2, {0, 32, 1});
+  fj_tensor i = Tensor(kA, shape_, 2, {0, 32, 1}),
+            j = Tensor(kB, shape_, 2, {0, 32, 1});
   d = Desc(&i, &j);
   d.oob = FJ_OOB_NAN;
   ExpectInvalid(d, "floating-point");
   // An oob value outside the enum.
   d = Desc(&a, &b);
   const int32_t bad = 42;
-  std::memcpy(reinterpret_cast<char*>(&d) + offsetof(fj_copy_desc, oob), &bad, 4);
+  std::memcpy(reinterpret_cast<char*>(&d) + offsetof(fj_copy_desc, oob), &bad,
+              4);
   ExpectInvalid(d, "not an fj_oob");
   // A gather index of the wrong type.
   int64_t rows[1] = {8};
@@ -124,7 +131,8 @@ TEST_F(CopyCapiTest, EveryBadInputIsInvalidBeforeTheDriver) {
 }
 
 TEST_F(CopyCapiTest, AValidCopyNeedsAGpu) {
-  if (devices_ > 0) GTEST_SKIP() << "a GPU is present (tests/gpu/copy_gpu_test.cc runs it)";
+  if (devices_ > 0)
+    GTEST_SKIP() << "a GPU is present (tests/gpu/copy_gpu_test.cc runs it)";
   fj_tensor a = Tensor(kA, shape_, 2), b = Tensor(kB, shape_, 2);
   fj_copy_desc d = Desc(&a, &b);
   EXPECT_EQ(Status(fj_copy(rt_, &d, nullptr)).code(), FJ_UNAVAILABLE);
@@ -146,7 +154,8 @@ TEST_F(CopyCapiTest, BadPrefetchesAreInvalid) {
   p.bytes = 4096;
   p.reader_device = -1;
   const int32_t bad = 17;
-  std::memcpy(reinterpret_cast<char*>(&p) + offsetof(fj_prefetch_desc, mode), &bad, 4);
+  std::memcpy(reinterpret_cast<char*>(&p) + offsetof(fj_prefetch_desc, mode),
+              &bad, 4);
   Status st(fj_prefetch(rt_, &p, nullptr));
   EXPECT_EQ(st.code(), FJ_INVALID_ARGUMENT) << st.message();
   p.mode = FJ_PREFETCH_STAGE_LOCAL;

@@ -2,6 +2,8 @@
 // targets (sm_75, sm_80, sm_90) under every implementation each has, to a
 // cubin (ptxas checks the PTX), with the instructions that implementation
 // promises. No GPU needed.
+#include "runtime/copy/copy_kernels.h"
+
 #include <string>
 #include <vector>
 
@@ -9,7 +11,6 @@
 #include "gtest/gtest.h"
 #include "jit/nvrtc_build.h"
 #include "platform/nvrtc_library.h"
-#include "runtime/copy/copy_kernels.h"
 #include "runtime/launch/launch.h"
 
 namespace fleetjit::copy {
@@ -27,7 +28,8 @@ std::vector<Combo> Combos() {
 }
 
 std::string Name(const ::testing::TestParamInfo<Combo>& info) {
-  return absl::StrCat(info.param.target, "_", jit::CopyImplName(info.param.impl));
+  return absl::StrCat(info.param.target, "_",
+                      jit::CopyImplName(info.param.impl));
 }
 
 absl::StatusOr<jit::Artifact> Build(const BuildSpec& spec, const Combo& c) {
@@ -88,11 +90,13 @@ TEST_P(CopyKernelsTest, TileCopyBuildsWithTheImplementationsInstructions) {
                                           "d.shared::cluster.global.tile."
                                           "mbarrier::complete_tx::bytes")))
             << "tensor load";
-        EXPECT_TRUE(Has(ptx, absl::StrCat("cp.async.bulk.tensor.", rank,
-                                          "d.global.shared::cta.tile.bulk_group")))
+        EXPECT_TRUE(
+            Has(ptx, absl::StrCat("cp.async.bulk.tensor.", rank,
+                                  "d.global.shared::cta.tile.bulk_group")))
             << "tensor store";
         EXPECT_TRUE(Has(ptx, "mbarrier.expect_tx"));
-        EXPECT_TRUE(Has(ptx, "cp.async.bulk.wait_group.read 1")) << "the pipeline";
+        EXPECT_TRUE(Has(ptx, "cp.async.bulk.wait_group.read 1"))
+            << "the pipeline";
         // Tensors without a map fall back to cp.async in the same kernel.
         EXPECT_TRUE(Has(ptx, "cp.async.cg.shared.global") ||
                     Has(ptx, "cp.async.ca.shared.global"));
@@ -115,12 +119,14 @@ TEST_P(CopyKernelsTest, PrefetchBuildsWithL2Prefetches) {
   ASSERT_EQ(k->params.size(), 1u);
   EXPECT_EQ(k->params[0].size, sizeof(PrefetchKernelArgs));
   EXPECT_TRUE(Has(a->ptx, "prefetch.global.L2")) << "line prefetches";
-  EXPECT_EQ(Has(a->ptx, "cp.async.bulk.prefetch.L2.global"), c.impl == jit::CopyImpl::kTma)
+  EXPECT_EQ(Has(a->ptx, "cp.async.bulk.prefetch.L2.global"),
+            c.impl == jit::CopyImpl::kTma)
       << "bulk prefetch exactly under tma";
   EXPECT_FALSE(Has(a->ptx, "ld.global.u8")) << "a prefetch loads nothing";
 }
 
-INSTANTIATE_TEST_SUITE_P(Targets, CopyKernelsTest, ::testing::ValuesIn(Combos()), Name);
+INSTANTIATE_TEST_SUITE_P(Targets, CopyKernelsTest,
+                         ::testing::ValuesIn(Combos()), Name);
 
 // The arguments CopyEngine passes (two tensors, the 96-byte block) pack
 // against the built kernel's parameters, as a launch would check them.
@@ -134,8 +140,13 @@ TEST(CopyKernelArgs, PackAgainstTheBuiltKernel) {
   const jit::KernelEntry* k = a->FindKernel(kTileCopyKernel);
   ASSERT_NE(k, nullptr);
   int64_t shape[3] = {4, 8, 64};
-  fj_tensor t{reinterpret_cast<void*>(0x7f0000000000ull), {2, 0}, 3, {4, 16, 1}, shape,
-              nullptr, 0};
+  fj_tensor t{reinterpret_cast<void*>(0x7f0000000000ull),
+              {2, 0},
+              3,
+              {4, 16, 1},
+              shape,
+              nullptr,
+              0};
   fj_tensor_arg ta{};
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
@@ -152,12 +163,13 @@ TEST(CopyKernelArgs, PackAgainstTheBuiltKernel) {
   args[2].v.bytes = &block;
   TensorEncoder encoder(nullptr, "tile_copy", nullptr, nullptr);
   std::vector<uint8_t> buffer(k->param_bytes);
-  absl::Status st = PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg), &encoder,
-                               buffer.data(), buffer.size());
+  absl::Status st =
+      PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg), &encoder,
+                 buffer.data(), buffer.size());
   EXPECT_TRUE(st.ok()) << st;
   args[2].size = 88;  // a block of the wrong size is refused
-  st = PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg), &encoder,
-                  buffer.data(), buffer.size());
+  st = PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg),
+                  &encoder, buffer.data(), buffer.size());
   EXPECT_FALSE(st.ok());
 }
 

@@ -29,7 +29,8 @@ struct T {
   }
 };
 
-CopySpec Spec(const T& src, const T& dst, int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS) {
+CopySpec Spec(const T& src, const T& dst,
+              int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS) {
   CopySpec s;
   s.src = &src.t;
   s.dst = &dst.t;
@@ -40,8 +41,10 @@ CopySpec Spec(const T& src, const T& dst, int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS
 void ExpectInvalid(const CopySpec& s, const char* needle) {
   auto v = ValidateCopy(s);
   ASSERT_FALSE(v.ok()) << needle;
-  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument) << v.status();
-  EXPECT_NE(v.status().message().find(needle), absl::string_view::npos) << v.status();
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument)
+      << v.status();
+  EXPECT_NE(v.status().message().find(needle), absl::string_view::npos)
+      << v.status();
 }
 
 TEST(ValidateCopy, AcceptsAWindowAndDescribesIt) {
@@ -218,22 +221,28 @@ TEST(ValidatePrefetch, ChecksModesAndStageBuffers) {
   p.bytes = 4096;
   EXPECT_TRUE(ValidatePrefetch(p).ok());
   p.mode = 9;
-  EXPECT_EQ(ValidatePrefetch(p).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePrefetch(p).status().code(),
+            absl::StatusCode::kInvalidArgument);
   p.mode = static_cast<int32_t>(PrefetchMode::kStageLocal);
-  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_address"), absl::string_view::npos);
+  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_address"),
+            absl::string_view::npos);
   p.stage_address = kBase + 8192;
   p.stage_bytes = 100;
-  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_bytes"), absl::string_view::npos);
+  EXPECT_NE(ValidatePrefetch(p).status().message().find("stage_bytes"),
+            absl::string_view::npos);
   p.stage_bytes = 4096;
   EXPECT_TRUE(ValidatePrefetch(p).ok());
   p.stage_address = kBase + 2048;
-  EXPECT_NE(ValidatePrefetch(p).status().message().find("overlaps"), absl::string_view::npos);
+  EXPECT_NE(ValidatePrefetch(p).status().message().find("overlaps"),
+            absl::string_view::npos);
   PrefetchSpec q;
   q.bytes = 16;
-  EXPECT_EQ(ValidatePrefetch(q).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePrefetch(q).status().code(),
+            absl::StatusCode::kInvalidArgument);
   q.address = kBase;
   q.reader_device = -2;
-  EXPECT_EQ(ValidatePrefetch(q).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidatePrefetch(q).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ValidatePrefetch, TurnsATileIntoRows) {

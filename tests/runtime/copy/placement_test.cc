@@ -49,7 +49,8 @@ PeerState Peers(bool path, bool enabled) {
   return s;
 }
 
-ValidatedCopy V(const T& src, const T& dst, int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS,
+ValidatedCopy V(const T& src, const T& dst,
+                int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS,
                 std::array<int64_t, 5> start = {}) {
   CopySpec s;
   s.src = &src.t;
@@ -61,8 +62,9 @@ ValidatedCopy V(const T& src, const T& dst, int32_t oob = FJ_OOB_PROMISE_IN_BOUN
   return *v;
 }
 
-absl::StatusOr<CopyRoute> Plan(const ValidatedCopy& v, const Placement& s, const Placement& d,
-                               int stream_device = -1, PeerState peers = Peers(true, true)) {
+absl::StatusOr<CopyRoute> Plan(const ValidatedCopy& v, const Placement& s,
+                               const Placement& d, int stream_device = -1,
+                               PeerState peers = Peers(true, true)) {
   return PlanCopyRoute(v, s, d, nullptr, stream_device, 2, false, peers);
 }
 
@@ -106,7 +108,8 @@ TEST(PlanCopyRoute, WindowsFillsAndStridesTakeTheKernel) {
 
 TEST(PlanCopyRoute, ForcedKernelSkipsTheDriver) {
   T src(kA, {64}), dst(kB, {64});
-  auto r = PlanCopyRoute(V(src, dst), Dev(0), Dev(0), nullptr, -1, 1, true, Peers(true, true));
+  auto r = PlanCopyRoute(V(src, dst), Dev(0), Dev(0), nullptr, -1, 1, true,
+                         Peers(true, true));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->path, CopyPath::kKernel);
 }
@@ -125,8 +128,9 @@ TEST(PlanCopyRoute, RefusesWhatTheCallerMisdescribed) {
   EXPECT_EQ(Plan(V(src, dst), Host(), Dev(0)).status().code(),
             absl::StatusCode::kInvalidArgument);
   // device_id 0 but the memory is GPU 1's.
-  EXPECT_NE(Plan(V(src, dst), Dev(1), Dev(0)).status().message().find("device_id"),
-            absl::string_view::npos);
+  EXPECT_NE(
+      Plan(V(src, dst), Dev(1), Dev(0)).status().message().find("device_id"),
+      absl::string_view::npos);
   // Host type but device memory.
   T hsrc(kA, {64}, {}, 3);
   EXPECT_EQ(Plan(V(hsrc, dst), Dev(0), Dev(0)).status().code(),
@@ -137,7 +141,8 @@ TEST(PlanCopyRoute, RefusesRangesPastTheirAllocation) {
   T src(kA, {64}), dst(kB, {64});
   auto r = Plan(V(src, dst), Dev(0, kA, 128), Dev(0, kB, 256));
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("outside its allocation"), absl::string_view::npos);
+  EXPECT_NE(r.status().message().find("outside its allocation"),
+            absl::string_view::npos);
   EXPECT_TRUE(Plan(V(src, dst), Dev(0, kA, 256), Dev(0, kB, 256)).ok());
 }
 
@@ -167,7 +172,8 @@ TEST(PlanCopyRoute, NoP2PPathStagesThroughPinnedHost) {
   EXPECT_NE(r->note.find("pinned host"), std::string::npos);
   // dst unreachable from the stream's GPU: the kernel runs on dst's GPU.
   T src0(kA, {64, 64}), dst1(kB, {16, 16}, {}, 2, 1);
-  r = Plan(V(src0, dst1, FJ_OOB_ZEROS, {1, 1}), Dev(0), Dev(1), 0, Peers(false, false));
+  r = Plan(V(src0, dst1, FJ_OOB_ZEROS, {1, 1}), Dev(0), Dev(1), 0,
+           Peers(false, false));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->exec_device, 1);
   EXPECT_TRUE(r->stage_src);
@@ -183,7 +189,8 @@ TEST(PlanCopyRoute, AGatherIndexMustBeReachable) {
   auto v = ValidateCopy(s);
   ASSERT_TRUE(v.ok()) << v.status();
   Placement index = Dev(1);
-  auto r = PlanCopyRoute(*v, Dev(0), Dev(0), &index, 0, 2, false, Peers(false, false));
+  auto r = PlanCopyRoute(*v, Dev(0), Dev(0), &index, 0, 2, false,
+                         Peers(false, false));
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("gather index"), absl::string_view::npos);
   r = PlanCopyRoute(*v, Dev(0), Dev(0), &index, 0, 2, false, Peers(true, true));
@@ -200,11 +207,13 @@ TEST(PlanCopyRoute, HugeDimensionsOnTheKernelPathAreOutOfRange) {
 
 TEST(PlanCopyRoute, NoDeviceIsUnavailable) {
   T src(kA, {64}), dst(kB, {64});
-  auto r = PlanCopyRoute(V(src, dst), Dev(0), Dev(0), nullptr, -1, 0, false, Peers(true, true));
+  auto r = PlanCopyRoute(V(src, dst), Dev(0), Dev(0), nullptr, -1, 0, false,
+                         Peers(true, true));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
 }
 
-ValidatedPrefetch Range(PrefetchMode mode, int reader = -1, uint64_t stage = 0) {
+ValidatedPrefetch Range(PrefetchMode mode, int reader = -1,
+                        uint64_t stage = 0) {
   PrefetchSpec p;
   p.address = kA;
   p.bytes = 1 << 20;
@@ -238,25 +247,31 @@ TEST(PlanPrefetchRoute, AutoPicksLocalOrWarmOwner) {
 TEST(PlanPrefetchRoute, RefusesAReaderSidePrefetchOfAPeer) {
   auto r = PlanPrefetchRoute(Range(PrefetchMode::kLocalL2), Dev(1), nullptr, 0);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("warms neither L2"), absl::string_view::npos);
+  EXPECT_NE(r.status().message().find("warms neither L2"),
+            absl::string_view::npos);
   r = PlanPrefetchRoute(Range(PrefetchMode::kLocalL2, 0), Dev(1), nullptr, -1);
   EXPECT_FALSE(r.ok());
 }
 
 TEST(PlanPrefetchRoute, HostMemoryNeedsStaging) {
-  EXPECT_FALSE(PlanPrefetchRoute(Range(PrefetchMode::kAuto), Host(), nullptr, 0).ok());
-  EXPECT_FALSE(PlanPrefetchRoute(Range(PrefetchMode::kWarmOwnerL2), Host(), nullptr, 0).ok());
-  EXPECT_FALSE(PlanPrefetchRoute(Range(PrefetchMode::kAuto), Host(MemoryKind::kPageableHost),
-                                 nullptr, 0)
+  EXPECT_FALSE(
+      PlanPrefetchRoute(Range(PrefetchMode::kAuto), Host(), nullptr, 0).ok());
+  EXPECT_FALSE(
+      PlanPrefetchRoute(Range(PrefetchMode::kWarmOwnerL2), Host(), nullptr, 0)
+          .ok());
+  EXPECT_FALSE(PlanPrefetchRoute(Range(PrefetchMode::kAuto),
+                                 Host(MemoryKind::kPageableHost), nullptr, 0)
                    .ok());
   Placement stage = Dev(0);
-  auto r = PlanPrefetchRoute(Range(PrefetchMode::kAuto, -1, kB), Host(), &stage, 0);
+  auto r =
+      PlanPrefetchRoute(Range(PrefetchMode::kAuto, -1, kB), Host(), &stage, 0);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->mode, PrefetchMode::kStageLocal);
 }
 
 TEST(PlanPrefetchRoute, StageBufferMustBeOnTheReader) {
-  Placement wrong = Dev(1), right = Dev(0, kB, 1 << 20), small = Dev(0, kB, 4096);
+  Placement wrong = Dev(1), right = Dev(0, kB, 1 << 20),
+            small = Dev(0, kB, 4096);
   auto v = Range(PrefetchMode::kStageLocal, -1, kB);
   EXPECT_FALSE(PlanPrefetchRoute(v, Dev(1), &wrong, 0).ok());
   EXPECT_FALSE(PlanPrefetchRoute(v, Dev(1), &small, 0).ok());
