@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "bench/reference_kernels_util.h"
 #include "conformance/c_abi.h"
 #include "platform/driver_api.h"
 #include "tools/bundled_kernels.h"
@@ -21,22 +22,7 @@ using ::fleetjit::selftest::internal::I32Arg;
 using ::fleetjit::selftest::internal::PtrArg;
 using ::fleetjit::selftest::internal::TensorArg;
 
-#define REFK_RETURN_IF_ERROR(expr)       \
-  do {                                   \
-    absl::Status refk_st_ = (expr);      \
-    if (!refk_st_.ok()) return refk_st_; \
-  } while (0)
-
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
-
-// An fj_status as an absl::Status ("what: CODE: message"), freeing it.
-absl::Status Fj(fj_status* st, const std::string& what) {
-  if (st == nullptr) return absl::OkStatus();
-  std::string msg = absl::StrCat(what, ": ", fj_code_name(fj_status_code(st)),
-                                 ": ", fj_status_message(st, nullptr));
-  fj_status_free(st);
-  return absl::InternalError(msg);
-}
 
 uint32_t Round128(uint64_t n) {
   return static_cast<uint32_t>((n + 127) & ~127ull);
@@ -55,40 +41,6 @@ uint16_t FToBf(float f) {
   if (std::isnan(f)) return 0x7fc0;
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-
-// Device buffers owned by a problem, freed with it.
-class Buffers {
- public:
-  Buffers(fj_runtime* rt, int device) : rt_(rt), device_(device) {}
-  ~Buffers() {
-    for (uint64_t a : all_) fj_status_free(fj_mem_free(rt_, a));
-  }
-  absl::StatusOr<uint64_t> Alloc(uint64_t bytes) {
-    uint64_t a = 0;
-    REFK_RETURN_IF_ERROR(
-        Fj(fj_mem_alloc(rt_, device_, bytes, &a), "fj_mem_alloc"));
-    all_.push_back(a);
-    return a;
-  }
-  absl::StatusOr<uint64_t> Upload(const void* host, uint64_t bytes) {
-    absl::StatusOr<uint64_t> a = Alloc(bytes);
-    if (!a.ok()) return a.status();
-    REFK_RETURN_IF_ERROR(
-        Fj(fj_memcpy_htod(rt_, *a, host, bytes, nullptr), "upload"));
-    return *a;
-  }
-  absl::Status Poison(uint64_t a, uint64_t bytes) {
-    return Fj(fj_memset_d8(rt_, a, 0xFF, bytes, nullptr), "poison");
-  }
-  absl::Status Download(void* host, uint64_t a, uint64_t bytes) {
-    return Fj(fj_memcpy_dtoh(rt_, host, a, bytes, nullptr), "read back");
-  }
-
- private:
-  fj_runtime* rt_;
-  int device_;
-  std::vector<uint64_t> all_;
-};
 
 // Compares `got` with `want` within |d| <= rtol * |want| + atol (NaN in
 // `got` always fails).

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "bench/reference_kernels.h"
+#include "bench/reference_kernels_util.h"
 #include "conformance/c_abi.h"
 
 namespace fleetjit::refk {
@@ -20,21 +21,6 @@ using ::fleetjit::selftest::internal::F32Arg;
 using ::fleetjit::selftest::internal::I32Arg;
 using ::fleetjit::selftest::internal::PtrArg;
 using ::fleetjit::selftest::internal::TensorArg;
-
-#define ATTN_RETURN_IF_ERROR(expr)       \
-  do {                                   \
-    absl::Status attn_st_ = (expr);      \
-    if (!attn_st_.ok()) return attn_st_; \
-  } while (0)
-
-absl::Status Fj(fj_status* st, const char* what) {
-  if (st == nullptr) return absl::OkStatus();
-  absl::Status s = absl::InternalError(
-      absl::StrFormat("%s: %s: %s", what, fj_code_name(fj_status_code(st)),
-                      fj_status_message(st, nullptr)));
-  fj_status_free(st);
-  return s;
-}
 
 // IEEE half <-> float on the host (round to nearest even).
 uint16_t FToH(float f) {
@@ -75,40 +61,6 @@ float HToF(uint16_t h) {
   return f;
 }
 constexpr uint16_t kHalfNan = 0x7E00;
-
-// Device buffers, freed with their owner.
-class Buffers {
- public:
-  Buffers(fj_runtime* rt, int device) : rt_(rt), device_(device) {}
-  ~Buffers() {
-    for (uint64_t a : all_) fj_status_free(fj_mem_free(rt_, a));
-  }
-  absl::StatusOr<uint64_t> Alloc(uint64_t bytes) {
-    uint64_t a = 0;
-    ATTN_RETURN_IF_ERROR(
-        Fj(fj_mem_alloc(rt_, device_, bytes, &a), "fj_mem_alloc"));
-    all_.push_back(a);
-    return a;
-  }
-  absl::StatusOr<uint64_t> Upload(const void* host, uint64_t bytes) {
-    absl::StatusOr<uint64_t> a = Alloc(bytes);
-    if (!a.ok()) return a.status();
-    ATTN_RETURN_IF_ERROR(
-        Fj(fj_memcpy_htod(rt_, *a, host, bytes, nullptr), "upload"));
-    return *a;
-  }
-  absl::Status Fill(uint64_t a, unsigned char byte, uint64_t bytes) {
-    return Fj(fj_memset_d8(rt_, a, byte, bytes, nullptr), "memset");
-  }
-  absl::Status Download(void* host, uint64_t a, uint64_t bytes) {
-    return Fj(fj_memcpy_dtoh(rt_, host, a, bytes, nullptr), "read back");
-  }
-
- private:
-  fj_runtime* rt_;
-  int device_;
-  std::vector<uint64_t> all_;
-};
 
 absl::Status CompareAt(float got, double want, double rtol, double atol,
                        const std::string& where) {
@@ -221,7 +173,7 @@ class DecodeProblem : public Problem {
     if (!dp.ok()) return dp.status();
     absl::StatusOr<uint64_t> dc = buf.Alloc(4ull * kB * kH);
     if (!dc.ok()) return dc.status();
-    ATTN_RETURN_IF_ERROR(buf.Fill(*dc, 0, 4ull * kB * kH));  // kept zero
+    REFK_RETURN_IF_ERROR(buf.Fill(*dc, 0, 4ull * kB * kH));  // kept zero
     absl::StatusOr<uint64_t> dout = buf.Alloc(q.size() * 2);
     if (!dout.ok()) return dout.status();
     p->out_ = *dout;
@@ -289,10 +241,10 @@ class DecodeProblem : public Problem {
   }
   absl::Status Verify() override {
     std::vector<uint16_t> got(out_elems_);
-    ATTN_RETURN_IF_ERROR(buf_.Download(got.data(), out_, got.size() * 2));
+    REFK_RETURN_IF_ERROR(buf_.Download(got.data(), out_, got.size() * 2));
     for (size_t i = 0; i < got.size(); ++i) {
       const size_t bh = i / kD;
-      ATTN_RETURN_IF_ERROR(CompareAt(
+      REFK_RETURN_IF_ERROR(CompareAt(
           HToF(got[i]), want_[i], kRtol, kAtol,
           absl::StrFormat("out[b=%d][h=%d][%d]", static_cast<int>(bh / kH),
                           static_cast<int>(bh % kH),
@@ -405,10 +357,10 @@ class GemmProblem : public Problem {
   absl::Status Poison() override { return buf_.Fill(c_, 0xFF, 2ull * n_ * n_); }
   absl::Status Verify() override {
     std::vector<uint16_t> got(static_cast<size_t>(n_) * n_);
-    ATTN_RETURN_IF_ERROR(buf_.Download(got.data(), c_, got.size() * 2));
+    REFK_RETURN_IF_ERROR(buf_.Download(got.data(), c_, got.size() * 2));
     for (size_t i = 0; i < samples_.size(); ++i) {
       const auto [r, c] = samples_[i];
-      ATTN_RETURN_IF_ERROR(CompareAt(HToF(got[static_cast<size_t>(r) * n_ + c]),
+      REFK_RETURN_IF_ERROR(CompareAt(HToF(got[static_cast<size_t>(r) * n_ + c]),
                                      want_[i], kRtol, kAtol,
                                      absl::StrFormat("c[%d][%d]", r, c)));
     }
