@@ -4,246 +4,239 @@
 //!    else `<repo>/build/lib` (the repository's CMake build tree). It is also
 //!    passed on as `DEP_FLEETJIT_LIB_DIR` to crates that depend on this one
 //!    (the `fleetjit` crate uses it to set an rpath for its own tests).
-//! 2. Layout probe: compiles a tiny C program against the public header
-//!    (`$FLEETJIT_INCLUDE_DIR`, else `<repo>/include`) with the system C
-//!    compiler (`$CC`, else `cc`), runs it, and writes
-//!    `$OUT_DIR/layout_check.rs`: a function that compares every `sizeof`,
-//!    `offsetof`, enum value and version macro of the header with the Rust
-//!    declarations in `src/lib.rs`. `tests/layout.rs` runs it. No external
-//!    crates are used. If the probe cannot run (no compiler, no header,
-//!    cross-compiling) the build still succeeds and the layout test fails
-//!    with the reason.
+//! 2. Layout probe: reads the public header (`$FLEETJIT_INCLUDE_DIR`, else
+//!    `<repo>/include`) for every struct with a body and each of its fields,
+//!    every enum type and enumerator and every `FJ_` macro with a value
+//!    (1.0, 1.1, 1.2 and whatever a later minor adds: nothing is listed by
+//!    hand), and `src/*.rs` for the Rust twins. It compiles a tiny C program
+//!    over them with the system C compiler (`$CC`, else `cc`), runs it, and
+//!    writes `$OUT_DIR/layout_check.rs`: a function that compares every
+//!    `sizeof`, `_Alignof`, `offsetof`, field size, enum size and constant
+//!    with the Rust declarations, and reports each header item that `src/`
+//!    lacks (and each Rust field the header lacks) as a mismatch.
+//!    `tests/layout.rs` runs it. No external crates are used. If the probe
+//!    cannot run (no compiler, no header, cross-compiling) the build still
+//!    succeeds and the layout test fails with the reason.
 use std::env;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// (C struct name, Rust path, fields). Every field of every struct in the
-/// header; a field missing on the Rust side is a compile error of the test.
-const STRUCTS: &[(&str, &[&str])] = &[
-    ("fj_str", &["data", "size"]),
-    (
-        "fj_copy_plan",
-        &["struct_size", "ext", "target", "impl_", "support"],
-    ),
-    (
-        "fj_runtime_options",
-        &[
-            "struct_size",
-            "ext",
-            "libcuda_path",
-            "libnvrtc_path",
-            "target_override",
-            "copy_impl_override",
-            "flags",
-            "cache_dir",
-            "cache_max_bytes",
-        ],
-    ),
-    (
-        "fj_device_info",
-        &[
-            "struct_size",
-            "ext",
-            "name",
-            "ordinal",
-            "cc_major",
-            "cc_minor",
-            "sm_count",
-            "total_memory_bytes",
-            "shared_memory_per_block",
-            "shared_memory_per_block_optin",
-            "shared_memory_per_sm",
-            "l2_cache_bytes",
-            "max_threads_per_block",
-            "cluster_launch",
-            "driver_version",
-            "plan",
-        ],
-    ),
-    (
-        "fj_build_options",
-        &[
-            "struct_size",
-            "ext",
-            "source",
-            "name",
-            "nvrtc_options",
-            "num_nvrtc_options",
-            "name_expressions",
-            "num_name_expressions",
-            "target",
-            "device",
-            "copy_impl",
-            "output",
-            "flags",
-        ],
-    ),
-    (
-        "fj_module_info",
-        &[
-            "struct_size",
-            "ext",
-            "target",
-            "copy_impl",
-            "output",
-            "cache_result",
-            "build_ms",
-            "compile_ms",
-            "image_bytes",
-        ],
-    ),
-    ("fj_dl_device", &["device_type", "device_id"]),
-    ("fj_dl_dtype", &["code", "bits", "lanes"]),
-    (
-        "fj_tensor",
-        &[
-            "data",
-            "device",
-            "ndim",
-            "dtype",
-            "shape",
-            "strides",
-            "byte_offset",
-        ],
-    ),
-    (
-        "fj_tensor_arg",
-        &["struct_size", "ext", "tensor", "box_", "oob", "swizzle"],
-    ),
-    ("fj_tensor_check", &["struct_size", "ext", "tma", "reason"]),
-    ("fj_arg", &["struct_size", "kind", "size", "v"]),
-    (
-        "fj_launch_config",
-        &[
-            "struct_size",
-            "ext",
-            "grid",
-            "block",
-            "shared_bytes",
-            "cluster",
-            "stream",
-        ],
-    ),
-    (
-        "fj_kernel_info",
-        &[
-            "struct_size",
-            "ext",
-            "lowered_name",
-            "num_params",
-            "param_bytes",
-            "max_threads_per_block",
-            "static_shared_bytes",
-            "num_regs",
-            "uses_thunk",
-        ],
-    ),
-    (
-        "fj_cache_stats",
-        &[
-            "struct_size",
-            "ext",
-            "memory_hits",
-            "disk_hits",
-            "misses",
-            "compiles",
-            "compile_ms_total",
-            "evictions",
-            "rejected_entries",
-            "disk_entries",
-            "disk_bytes",
-        ],
-    ),
-];
+/// What the header declares, read from its text: every struct with a body
+/// and its fields, every enum type and its enumerators, every FJ_ macro
+/// with a value. A 1.3 struct, field or enumerator is checked as soon as the
+/// header has it; one missing on the Rust side is a reported mismatch.
+struct HeaderItems {
+    structs: Vec<(String, Vec<String>)>,
+    enum_types: Vec<String>,
+    constants: Vec<String>,
+}
 
-/// Enum types whose size must be 4 (they are `u32` aliases in Rust).
-const ENUM_TYPES: &[&str] = &[
-    "fj_code",
-    "fj_copy_impl",
-    "fj_feature",
-    "fj_support",
-    "fj_runtime_flags",
-    "fj_output",
-    "fj_build_flags",
-    "fj_cache_result",
-    "fj_oob",
-    "fj_arg_kind",
-];
+/// What `src/*.rs` declares: struct fields, `pub const`s and `pub type`s.
+struct RustItems {
+    structs: Vec<(String, Vec<String>)>,
+    consts: Vec<String>,
+    types: Vec<String>,
+}
 
-/// Enum constants and macros whose values must match the Rust consts.
-const CONSTANTS: &[&str] = &[
-    "FJ_VERSION_MAJOR",
-    "FJ_VERSION_MINOR",
-    "FJ_OK",
-    "FJ_INVALID_ARGUMENT",
-    "FJ_NOT_FOUND",
-    "FJ_UNAVAILABLE",
-    "FJ_FAILED_PRECONDITION",
-    "FJ_BUILD_ERROR",
-    "FJ_CUDA_ERROR",
-    "FJ_RESOURCE_EXHAUSTED",
-    "FJ_OUT_OF_RANGE",
-    "FJ_INTERNAL",
-    "FJ_DEADLINE_EXCEEDED",
-    "FJ_CODE_LAST",
-    "FJ_COPY_IMPL_AUTO",
-    "FJ_COPY_IMPL_SYNC",
-    "FJ_COPY_IMPL_CP_ASYNC",
-    "FJ_COPY_IMPL_TMA",
-    "FJ_COPY_IMPL_LAST",
-    "FJ_FEATURE_BARRIER",
-    "FJ_FEATURE_GROUP_WAIT",
-    "FJ_FEATURE_COPY_G2S",
-    "FJ_FEATURE_COPY_S2G",
-    "FJ_FEATURE_PREDICATE",
-    "FJ_FEATURE_TILE_COPY",
-    "FJ_FEATURE_OOB_ZEROS",
-    "FJ_FEATURE_OOB_NAN",
-    "FJ_FEATURE_MULTICAST",
-    "FJ_FEATURE_L2_PREFETCH",
-    "FJ_FEATURE_COUNT",
-    "FJ_SUPPORT_NATIVE",
-    "FJ_SUPPORT_EMULATED",
-    "FJ_RUNTIME_DISABLE_DISK_CACHE",
-    "FJ_RUNTIME_DISABLE_THUNKS",
-    "FJ_OUTPUT_AUTO",
-    "FJ_OUTPUT_CUBIN",
-    "FJ_OUTPUT_PTX",
-    "FJ_BUILD_NO_CACHE",
-    "FJ_CACHE_COMPILED",
-    "FJ_CACHE_MEMORY_HIT",
-    "FJ_CACHE_DISK_HIT",
-    "FJ_OOB_PROMISE_IN_BOUNDS",
-    "FJ_OOB_ZEROS",
-    "FJ_OOB_NAN",
-    "FJ_DL_FLOAT8_E4M3",
-    "FJ_DL_FLOAT8_E5M2",
-    "FJ_ARG_I8",
-    "FJ_ARG_I16",
-    "FJ_ARG_I32",
-    "FJ_ARG_I64",
-    "FJ_ARG_U8",
-    "FJ_ARG_U16",
-    "FJ_ARG_U32",
-    "FJ_ARG_U64",
-    "FJ_ARG_F16",
-    "FJ_ARG_BF16",
-    "FJ_ARG_F32",
-    "FJ_ARG_F64",
-    "FJ_ARG_POINTER",
-    "FJ_ARG_BYTES",
-    "FJ_ARG_TENSOR",
-    "FJ_ARG_KIND_LAST",
-];
+fn strip_c_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'/' && i + 1 < b.len() && b[i + 1] == b'*' {
+            let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+            out.push(' ');
+            i = end;
+        } else if b[i] == b'/' && i + 1 < b.len() && b[i + 1] == b'/' {
+            let end = text[i..].find('\n').map_or(b.len(), |e| i + e);
+            i = end;
+        } else {
+            let ch = text[i..].chars().next().unwrap();
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
 
-/// Rust field names that differ from C ones (Rust keywords / reserved).
-fn c_field(rust: &str) -> &str {
-    match rust {
-        "impl_" => "impl",
-        "box_" => "box",
-        other => other,
+/// The text between the `{` at `open` and its matching `}`, and the index
+/// just past that `}`.
+fn braced(text: &str, open: usize) -> (&str, usize) {
+    let mut depth = 0;
+    for (i, c) in text[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return (&text[open + 1..open + i], open + i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    (&text[open + 1..], text.len())
+}
+
+fn ident_end(s: &str) -> usize {
+    s.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len())
+}
+
+/// The declared name of one C field declaration ("uint32_t box[5]",
+/// "void (*log_fn)(void*, int32_t, fj_str)", "union { ... } v").
+fn c_decl_name(decl: &str) -> Option<String> {
+    let d = decl.trim();
+    if let Some(p) = d.find("(*") {
+        let rest = &d[p + 2..];
+        return Some(rest[..ident_end(rest)].to_string());
+    }
+    let d = match d.find('[') {
+        Some(p) => &d[..p],
+        None => d,
+    };
+    let d = d.trim_end();
+    let start = d
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map_or(0, |p| p + 1);
+    let name = &d[start..];
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+fn parse_header(text: &str) -> HeaderItems {
+    let text = strip_c_comments(text);
+    let mut items = HeaderItems {
+        structs: Vec::new(),
+        enum_types: Vec::new(),
+        constants: Vec::new(),
+    };
+    for (kw, is_struct) in [("typedef struct ", true), ("typedef enum ", false)] {
+        let mut at = 0;
+        while let Some(p) = text[at..].find(kw) {
+            let start = at + p + kw.len();
+            let name_len = ident_end(&text[start..]);
+            let name = text[start..start + name_len].to_string();
+            let after = text[start + name_len..].trim_start();
+            at = start + name_len;
+            if !after.starts_with('{') {
+                continue; // an opaque handle: `typedef struct fj_x fj_x;`
+            }
+            let open = text.len() - after.len();
+            let (body, end) = braced(&text, open);
+            at = end;
+            if is_struct {
+                let mut fields = Vec::new();
+                // Split on `;` at brace depth 0 (a union's members stay inside).
+                let mut depth = 0;
+                let mut cur = String::new();
+                for c in body.chars() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        ';' if depth == 0 => {
+                            let decl = std::mem::take(&mut cur);
+                            let decl = match decl.rfind('}') {
+                                Some(p) => decl[p + 1..].to_string(),
+                                None => decl,
+                            };
+                            // `int a, b;` declares two fields; a function
+                            // pointer's parameter list is one.
+                            let mut paren = 0;
+                            let mut part = String::new();
+                            for ch in decl.chars().chain([',']) {
+                                match ch {
+                                    '(' => paren += 1,
+                                    ')' => paren -= 1,
+                                    ',' if paren == 0 => {
+                                        fields.extend(c_decl_name(&part));
+                                        part.clear();
+                                        continue;
+                                    }
+                                    _ => {}
+                                }
+                                part.push(ch);
+                            }
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    cur.push(c);
+                }
+                items.structs.push((name, fields));
+            } else {
+                items.enum_types.push(name);
+                for e in body.split(',') {
+                    let e = e.trim();
+                    let n = &e[..ident_end(e)];
+                    if !n.is_empty() {
+                        items.constants.push(n.to_string());
+                    }
+                }
+            }
+        }
+    }
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix("#define ") {
+            let n = &rest[..ident_end(rest)];
+            let value = rest[n.len()..].trim();
+            if n.starts_with("FJ_") && n != "FJ_API" && !value.is_empty() {
+                items.constants.push(n.to_string());
+            }
+        }
+    }
+    items
+}
+
+fn parse_rust(text: &str) -> RustItems {
+    let mut items = RustItems {
+        structs: Vec::new(),
+        consts: Vec::new(),
+        types: Vec::new(),
+    };
+    let text = strip_c_comments(text);
+    for (i, _) in text.match_indices("pub struct ") {
+        let rest = &text[i + "pub struct ".len()..];
+        let name = rest[..ident_end(rest)].to_string();
+        let Some(open) = rest.find(['{', ';']) else { continue };
+        let mut fields = Vec::new();
+        if rest.as_bytes()[open] == b'{' {
+            let (body, _) = braced(rest, open);
+            for line in body.lines() {
+                if let Some(f) = line.trim().strip_prefix("pub ") {
+                    let f = &f[..ident_end(f)];
+                    fields.push(f.to_string());
+                }
+            }
+        }
+        items.structs.push((name, fields));
+    }
+    for line in text.lines() {
+        let l = line.trim();
+        if let Some(rest) = l.strip_prefix("pub const ") {
+            items.consts.push(rest[..ident_end(rest)].to_string());
+        } else if let Some(rest) = l.strip_prefix("pub type ") {
+            items.types.push(rest[..ident_end(rest)].to_string());
+        }
+    }
+    items
+}
+
+/// The Rust name of a C field that is a Rust keyword.
+fn rust_field(c: &str) -> String {
+    const KEYWORDS: &[&str] = &[
+        "impl", "box", "type", "ref", "move", "fn", "struct", "match", "loop", "use", "mod",
+        "self", "super", "crate", "where", "trait", "priv", "override", "final", "virtual",
+        "yield", "async", "await", "dyn", "abstract", "become", "macro", "typeof", "unsized",
+        "do", "in", "let", "mut", "pub", "static", "unsafe", "extern", "enum", "const",
+        "continue", "break", "return", "if", "else", "for", "while", "as", "true", "false",
+    ];
+    if KEYWORDS.contains(&c) {
+        format!("{c}_")
+    } else {
+        c.to_string()
     }
 }
 
@@ -286,14 +279,17 @@ fn main() {
     println!("cargo:include={}", include_dir.display());
 
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    let check = match probe_layout(&out_dir, &include_dir, &header) {
-        Ok(values) => generate_check(&values),
+    let src_dir = manifest_dir.join("src");
+    println!("cargo:rerun-if-changed={}", src_dir.display());
+    let check = match probe_layout(&out_dir, &include_dir, &header, &src_dir) {
+        Ok((values, missing, counts)) => generate_check(&values, &missing, counts),
         Err(why) => {
             println!("cargo:warning=fleetjit-sys layout probe skipped: {why}");
             format!(
                 "/// Generated by build.rs: the probe could not run.\n\
                  pub fn layout_mismatches() -> Vec<String> {{ vec![{:?}.to_string()] }}\n\
-                 pub const LAYOUT_VALUES: usize = 0;\n",
+                 pub const LAYOUT_VALUES: usize = 0;\n\
+                 pub const LAYOUT_ITEMS: (usize, usize, usize) = (0, 0, 0);\n",
                 format!("layout probe unavailable: {why}")
             )
         }
@@ -301,12 +297,13 @@ fn main() {
     fs::write(out_dir.join("layout_check.rs"), check).unwrap();
 }
 
-/// Compiles and runs the C probe; returns `name value` lines as pairs.
-fn probe_layout(
-    out_dir: &Path,
-    include_dir: &Path,
-    header: &Path,
-) -> Result<Vec<(String, u64)>, String> {
+/// Probe values, items missing on the Rust side, and (structs, fields,
+/// constants) counted in the header.
+type Probe = (Vec<(String, u64)>, Vec<String>, (usize, usize, usize));
+
+/// Compiles and runs the C probe over everything the header declares that
+/// `src/` also declares; returns `name value` pairs and what `src/` lacks.
+fn probe_layout(out_dir: &Path, include_dir: &Path, header: &Path, src_dir: &Path) -> Result<Probe, String> {
     if !header.exists() {
         return Err(format!(
             "header {} not found (set FLEETJIT_INCLUDE_DIR)",
@@ -316,16 +313,39 @@ fn probe_layout(
     if env::var("HOST").ok() != env::var("TARGET").ok() {
         return Err("cross-compiling: the probe cannot run on the host".into());
     }
+    let h = parse_header(&fs::read_to_string(header).map_err(|e| e.to_string())?);
+    let mut rust_text = String::new();
+    let mut entries: Vec<_> = fs::read_dir(src_dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .collect();
+    entries.sort();
+    for p in entries {
+        rust_text.push_str(&fs::read_to_string(&p).map_err(|e| e.to_string())?);
+        rust_text.push('\n');
+    }
+    let r = parse_rust(&rust_text);
+    let mut missing = Vec::new();
     let mut c = String::from(
         "#include <stdio.h>\n#include <stddef.h>\n#include <fleetjit/fleetjit.h>\n\
          #define P(name, v) printf(\"%s %llu\\n\", name, (unsigned long long)(v))\n\
          int main(void) {\n",
     );
-    for (s, fields) in STRUCTS {
+    let nfields: usize = h.structs.iter().map(|(_, f)| f.len()).sum();
+    for (s, fields) in &h.structs {
+        let Some((_, rfields)) = r.structs.iter().find(|(n, _)| n == s) else {
+            missing.push(format!("struct {s}: not declared in fleetjit-sys"));
+            continue;
+        };
         writeln!(c, "  P(\"sizeof {s}\", sizeof({s}));").unwrap();
         writeln!(c, "  P(\"alignof {s}\", _Alignof({s}));").unwrap();
-        for f in *fields {
-            let cf = c_field(f);
+        for cf in fields {
+            let f = rust_field(cf);
+            if !rfields.contains(&f) {
+                missing.push(format!("field {s}.{cf}: not declared in fleetjit-sys ({f})"));
+                continue;
+            }
             writeln!(c, "  P(\"offsetof {s} {f}\", offsetof({s}, {cf}));").unwrap();
             writeln!(
                 c,
@@ -333,14 +353,34 @@ fn probe_layout(
             )
             .unwrap();
         }
+        for f in rfields {
+            if !fields.iter().any(|cf| &rust_field(cf) == f) {
+                missing.push(format!("field {s}.{f}: in fleetjit-sys but not in the header"));
+            }
+        }
     }
-    for e in ENUM_TYPES {
+    for e in &h.enum_types {
+        if !r.types.contains(e) {
+            missing.push(format!("enum type {e}: no `pub type` in fleetjit-sys"));
+            continue;
+        }
         writeln!(c, "  P(\"sizeof {e}\", sizeof({e}));").unwrap();
     }
-    for k in CONSTANTS {
-        writeln!(c, "  P(\"const {k}\", {k});").unwrap();
+    for k in &h.constants {
+        if !r.consts.contains(k) {
+            missing.push(format!("constant {k}: no `pub const` in fleetjit-sys"));
+            continue;
+        }
+        if k == "FJ_VERSION_MINOR" {
+            // The header's minor may be newer than the crate's (additions
+            // only); the crate's may not be newer than the header's.
+            writeln!(c, "  P(\"minor {k}\", {k});").unwrap();
+        } else {
+            writeln!(c, "  P(\"const {k}\", {k});").unwrap();
+        }
     }
     c.push_str("  return 0;\n}\n");
+    let counts = (h.structs.len(), nfields, h.constants.len());
     let src = out_dir.join("layout_probe.c");
     let exe = out_dir.join("layout_probe");
     fs::write(&src, c).map_err(|e| e.to_string())?;
@@ -369,11 +409,11 @@ fn probe_layout(
             v.parse::<u64>().map_err(|e| e.to_string())?,
         ));
     }
-    Ok(values)
+    Ok((values, missing, counts))
 }
 
 /// Emits `layout_mismatches()`, comparing each C value with its Rust twin.
-fn generate_check(values: &[(String, u64)]) -> String {
+fn generate_check(values: &[(String, u64)], missing: &[String], counts: (usize, usize, usize)) -> String {
     let mut r = String::from(
         "/// Generated by build.rs from the C header; see tests/layout.rs.\n\
          #[allow(unused_mut)]\n\
@@ -398,11 +438,22 @@ fn generate_check(values: &[(String, u64)]) -> String {
                 "fsize::<fleetjit_sys::{t}, _>(|p| unsafe {{ core::ptr::addr_of!((*p).{f}) }})"
             ),
             ["const", k] => format!("fleetjit_sys::{k} as u64"),
+            ["minor", k] => {
+                // Rust's minor must not be newer than the header's.
+                writeln!(r, "    chk({name:?}, (fleetjit_sys::{k} as u64).max({v}), {v});").unwrap();
+                continue;
+            }
             _ => panic!("unexpected probe line {name}"),
         };
         writeln!(r, "    chk({name:?}, {rust}, {v});").unwrap();
     }
+    for m in missing {
+        writeln!(r, "    bad.push({m:?}.to_string());").unwrap();
+    }
     r.push_str("    bad\n}\n");
+    r.push_str(&format!(
+        "/// (structs, fields, constants) the header declares.\npub const LAYOUT_ITEMS: (usize, usize, usize) = {counts:?};\n"
+    ));
     r.push_str(&format!(
         "/// Number of values compared.\npub const LAYOUT_VALUES: usize = {};\n",
         values.len()

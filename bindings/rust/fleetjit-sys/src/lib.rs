@@ -2,7 +2,10 @@
 //! `include/fleetjit/fleetjit.h` (no bindgen). Names, types, field order
 //! and values match the header exactly; `tests/layout.rs` checks every size,
 //! alignment, offset, enum value and version macro against the C compiler's
-//! view of the header.
+//! view of the header, and fails on any struct, field, enum or constant of
+//! the header this crate lacks (build.rs reads them from the header itself).
+//! scripts/ci/check-binding-parity fails on any `FJ_API` function lacking
+//! here.
 //!
 //! Conventions inherited from the header:
 //! * every fallible call returns `*mut fj_status`, null meaning success; a
@@ -408,6 +411,117 @@ pub const FJ_REMOTE_UNAVAILABLE: fj_remote_state = 1;
 pub const FJ_REMOTE_CLOSED: fj_remote_state = 2;
 pub const FJ_REMOTE_OPEN: fj_remote_state = 3;
 pub const FJ_REMOTE_HALF_OPEN: fj_remote_state = 4;
+
+pub const FJ_LOG_LEVEL_LAST: fj_log_level = FJ_LOG_DEBUG;
+
+// ------------------------------------------------ builds that do not block
+/// Since 1.1: an asynchronous build (opaque).
+#[repr(C)]
+pub struct fj_build {
+    _private: [u8; 0],
+}
+
+// ---------------------------------------------- modules built elsewhere
+/// Since 1.1: the format of an image given to fj_module_load.
+pub type fj_image_kind = u32;
+pub const FJ_IMAGE_AUTO: fj_image_kind = 0;
+pub const FJ_IMAGE_CUBIN: fj_image_kind = 1;
+pub const FJ_IMAGE_PTX: fj_image_kind = 2;
+pub const FJ_IMAGE_FATBIN: fj_image_kind = 3;
+pub const FJ_IMAGE_KIND_LAST: fj_image_kind = FJ_IMAGE_FATBIN;
+
+/// Since 1.1.
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_module_load_options {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub image: *const c_void,
+    pub image_size: usize,
+    pub kind: fj_image_kind,
+    pub name: fj_str,
+    pub target: fj_str,
+}
+
+// --------------------------------------- tensor copies, prefetch, peers
+/// Since 1.1: a window of `src` copied into `dst` (see the header).
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_copy_desc {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub src: *const fj_tensor,
+    pub src_start: [i64; 5],
+    pub oob: fj_oob,
+    pub dst: *const fj_tensor,
+    pub gather_index: *const fj_tensor,
+}
+
+/// Since 1.1.
+pub type fj_prefetch_mode = u32;
+pub const FJ_PREFETCH_AUTO: fj_prefetch_mode = 0;
+pub const FJ_PREFETCH_LOCAL_L2: fj_prefetch_mode = 1;
+pub const FJ_PREFETCH_WARM_OWNER_L2: fj_prefetch_mode = 2;
+pub const FJ_PREFETCH_STAGE_LOCAL: fj_prefetch_mode = 3;
+pub const FJ_PREFETCH_MODE_LAST: fj_prefetch_mode = FJ_PREFETCH_STAGE_LOCAL;
+
+/// Since 1.1: what to prefetch, for which reader, and how.
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_prefetch_desc {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub address: u64,
+    pub bytes: u64,
+    pub tensor: *const fj_tensor,
+    pub tile_start: [i64; 5],
+    pub tile_extent: [i64; 5],
+    pub mode: fj_prefetch_mode,
+    pub reader_device: i32,
+    pub stage_address: u64,
+    pub stage_bytes: u64,
+}
+
+// Since 1.1: asynchronous builds, images built elsewhere, the cache flush,
+// tensor copies, L2 prefetch and peer access.
+extern "C" {
+    pub fn fj_module_build_async(
+        runtime: *mut fj_runtime,
+        options: *const fj_build_options,
+        out_build: *mut *mut fj_build,
+    ) -> *mut fj_status;
+    pub fn fj_build_poll(build: *const fj_build, out_done: *mut i32) -> *mut fj_status;
+    pub fn fj_build_wait(build: *mut fj_build, timeout_ms: u32, out_done: *mut i32) -> *mut fj_status;
+    pub fn fj_build_take(build: *mut fj_build, out_module: *mut *mut fj_module) -> *mut fj_status;
+    pub fn fj_build_destroy(build: *mut fj_build) -> *mut fj_status;
+
+    pub fn fj_module_load(
+        runtime: *mut fj_runtime,
+        options: *const fj_module_load_options,
+        out_module: *mut *mut fj_module,
+    ) -> *mut fj_status;
+
+    pub fn fj_cache_flush(runtime: *mut fj_runtime, timeout_ms: u32) -> *mut fj_status;
+
+    pub fn fj_copy(
+        runtime: *mut fj_runtime,
+        desc: *const fj_copy_desc,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_prefetch(
+        runtime: *mut fj_runtime,
+        desc: *const fj_prefetch_desc,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_peer_query(
+        runtime: *mut fj_runtime,
+        reader: i32,
+        owner: i32,
+        out_can_access: *mut i32,
+    ) -> *mut fj_status;
+    pub fn fj_peer_enable(runtime: *mut fj_runtime, reader: i32, owner: i32) -> *mut fj_status;
+    pub fn fj_peer_disable(runtime: *mut fj_runtime, reader: i32, owner: i32) -> *mut fj_status;
+}
 
 extern "C" {
     pub fn fj_version() -> u32;
