@@ -204,6 +204,13 @@ impl Error {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The same error with `what: ` in front of its message (which of
+    /// several descriptors failed).
+    pub(crate) fn prefixed(mut self, what: &str) -> Error {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+
     /// Takes ownership of a non-NULL status: copies it out and frees it.
     ///
     /// # Safety
@@ -393,7 +400,7 @@ pub fn copy_plan(target: &str, copy_impl: CopyImpl) -> Result<CopyPlan> {
 
 /// Options of [`Runtime::new`] (`fj_runtime_options`). Environment
 /// variables (FLEETJIT_TARGET, FLEETJIT_CACHE_DIR, ...) override them.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RuntimeOptions {
     libcuda_path: Option<String>,
     libnvrtc_path: Option<String>,
@@ -402,7 +409,51 @@ pub struct RuntimeOptions {
     flags: u32,
     cache_dir: Option<String>,
     cache_max_bytes: u64,
+    remote_cache_url: Option<String>,
+    fleet_key: Option<String>,
+    log: Option<std::sync::Arc<LogFn>>,
+    log_level: LogLevel,
+    preopen_devices: Vec<i32>,
     bad_path: Option<PathBuf>,
+}
+
+/// The log callback's type: a level and one whole line.
+pub type LogFn = dyn Fn(LogLevel, &str) + Send + Sync + 'static;
+
+c_enum!(
+    /// Log levels (`fj_log_level`, since 1.1).
+    #[derive(Default)]
+    LogLevel: sys::fj_log_level {
+        #[default]
+        Off = sys::FJ_LOG_OFF,
+        Error = sys::FJ_LOG_ERROR,
+        Warn = sys::FJ_LOG_WARN,
+        Info = sys::FJ_LOG_INFO,
+        Debug = sys::FJ_LOG_DEBUG,
+    }
+);
+
+impl fmt::Debug for RuntimeOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeOptions")
+            .field("target_override", &self.target_override)
+            .field("cache_dir", &self.cache_dir)
+            .field("flags", &self.flags)
+            .field("log", &self.log.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Receives the library's log lines (any thread, concurrently; see the
+/// header): `user` is the runtime's `Arc<LogFn>`, alive until the runtime
+/// is destroyed. A panic of the callback is caught here (it must not
+/// unwind into C) and the line dropped.
+unsafe extern "C" fn log_trampoline(user: *mut c_void, level: i32, message: sys::fj_str) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let f = unsafe { &*(user as *const std::sync::Arc<LogFn>) };
+        let text = unsafe { c_bytes(message.data, message.size) };
+        f(LogLevel::from_raw(level), &text);
+    }));
 }
 
 impl RuntimeOptions {
@@ -457,6 +508,35 @@ impl RuntimeOptions {
         self.cache_max_bytes = n;
         self
     }
+    /// Since 1.1: load NVRTC inside [`Runtime::new`].
+    pub fn preload_nvrtc(mut self, on: bool) -> Self {
+        self.set_flag(sys::FJ_RUNTIME_PRELOAD_NVRTC, on);
+        self
+    }
+    /// Since 1.1: the fleet's shared cache tier (redis:// or unix://).
+    pub fn remote_cache_url(mut self, url: impl Into<String>) -> Self {
+        self.remote_cache_url = Some(url.into());
+        self
+    }
+    /// Since 1.1: the HMAC key that signs and checks remote entries.
+    pub fn fleet_key(mut self, key: impl Into<String>) -> Self {
+        self.fleet_key = Some(key.into());
+        self
+    }
+    /// Since 1.1: device ordinals whose contexts [`Runtime::new`] opens
+    /// (-1 = every device).
+    pub fn preopen_devices(mut self, ordinals: &[i32]) -> Self {
+        self.preopen_devices = ordinals.to_vec();
+        self
+    }
+    /// Since 1.1: log lines at or below `level` go to `f` (from any thread,
+    /// concurrently, also during the runtime's drop; it must not call back
+    /// into fleetjit). `LogLevel::Off` means the library's default (warn).
+    pub fn log(mut self, level: LogLevel, f: impl Fn(LogLevel, &str) + Send + Sync + 'static) -> Self {
+        self.log = Some(std::sync::Arc::new(f));
+        self.log_level = level;
+        self
+    }
     fn set_flag(&mut self, f: u32, on: bool) {
         if on {
             self.flags |= f
@@ -471,6 +551,9 @@ impl RuntimeOptions {
 /// `Send + Sync`: see the crate documentation.
 pub struct Runtime {
     raw: NonNull<sys::fj_runtime>,
+    /// The log callback, boxed so its address is stable; dropped after
+    /// fj_runtime_destroy (which may still call it).
+    _log: Option<Box<std::sync::Arc<LogFn>>>,
 }
 
 // SAFETY: the header's convention 2: calls are safe from any thread; the
@@ -496,10 +579,22 @@ impl Runtime {
         o.flags = options.flags;
         o.cache_dir = opt_str(&options.cache_dir);
         o.cache_max_bytes = options.cache_max_bytes;
+        o.remote_cache_url = opt_str(&options.remote_cache_url);
+        o.fleet_key = opt_str(&options.fleet_key);
+        let log = options.log.clone().map(Box::new);
+        if let Some(l) = &log {
+            o.log_fn = Some(log_trampoline);
+            o.log_user = &**l as *const std::sync::Arc<LogFn> as *mut c_void;
+            o.log_level = options.log_level.raw();
+        }
+        if !options.preopen_devices.is_empty() {
+            o.preopen_devices = options.preopen_devices.as_ptr();
+            o.num_preopen_devices = options.preopen_devices.len();
+        }
         let mut rt = ptr::null_mut();
         check(unsafe { sys::fj_runtime_create(&o, &mut rt) })?;
         NonNull::new(rt)
-            .map(|raw| Runtime { raw })
+            .map(|raw| Runtime { raw, _log: log })
             .ok_or_else(|| Error::new(Code::Internal, "fj_runtime_create returned no runtime"))
     }
 
@@ -543,38 +638,9 @@ impl Runtime {
 
     /// Builds a module, or fetches it from the cache.
     pub fn build(&self, options: &BuildOptions) -> Result<Module<'_>> {
-        let nvrtc: Vec<sys::fj_str> = options
-            .nvrtc_options
-            .iter()
-            .map(|s| sys::fj_str::from_str(s))
-            .collect();
-        let names: Vec<sys::fj_str> = options
-            .name_expressions
-            .iter()
-            .map(|s| sys::fj_str::from_str(s))
-            .collect();
-        let mut b = zeroed_struct!(sys::fj_build_options);
-        b.source = sys::fj_str::from_str(&options.source);
-        b.name = sys::fj_str::from_str(&options.name);
-        b.nvrtc_options = if nvrtc.is_empty() {
-            ptr::null()
-        } else {
-            nvrtc.as_ptr()
-        };
-        b.num_nvrtc_options = nvrtc.len();
-        b.name_expressions = if names.is_empty() {
-            ptr::null()
-        } else {
-            names.as_ptr()
-        };
-        b.num_name_expressions = names.len();
-        b.target = sys::fj_str::from_str(&options.target);
-        b.device = options.device;
-        b.copy_impl = options.copy_impl.raw();
-        b.output = options.output.raw();
-        b.flags = options.flags;
+        let b = options.to_raw()?;
         let mut m = ptr::null_mut();
-        check(unsafe { sys::fj_module_build(self.raw.as_ptr(), &b, &mut m) })?;
+        check(unsafe { sys::fj_module_build(self.raw.as_ptr(), &b.raw, &mut m) })?;
         NonNull::new(m)
             .map(|raw| Module {
                 raw,
@@ -707,9 +773,67 @@ pub struct BuildOptions {
     copy_impl: CopyImpl,
     output: Output,
     flags: u32,
+    include_dirs: Vec<String>,
+    bad_path: Option<PathBuf>,
+}
+
+/// An `fj_build_options` and the arrays its pointers reach (heap buffers:
+/// moving this value keeps them valid), borrowed from a [`BuildOptions`].
+pub(crate) struct RawBuildOptions<'a> {
+    _nvrtc: Vec<sys::fj_str>,
+    _names: Vec<sys::fj_str>,
+    _includes: Vec<sys::fj_str>,
+    pub(crate) raw: sys::fj_build_options,
+    _options: PhantomData<&'a BuildOptions>,
+}
+
+fn str_array(items: &[String]) -> (Vec<sys::fj_str>, *const sys::fj_str, usize) {
+    let v: Vec<sys::fj_str> = items.iter().map(|s| sys::fj_str::from_str(s)).collect();
+    let p = if v.is_empty() { ptr::null() } else { v.as_ptr() };
+    let n = v.len();
+    (v, p, n)
 }
 
 impl BuildOptions {
+    pub(crate) fn to_raw(&self) -> Result<RawBuildOptions<'_>> {
+        if let Some(p) = &self.bad_path {
+            return Err(Error::new(
+                Code::InvalidArgument,
+                format!("include folder {} is not UTF-8", p.display()),
+            ));
+        }
+        let (nvrtc, np, nn) = str_array(&self.nvrtc_options);
+        let (names, ep, en) = str_array(&self.name_expressions);
+        let (includes, ip, inn) = str_array(&self.include_dirs);
+        let mut b = zeroed_struct!(sys::fj_build_options);
+        b.source = sys::fj_str::from_str(&self.source);
+        b.name = sys::fj_str::from_str(&self.name);
+        (b.nvrtc_options, b.num_nvrtc_options) = (np, nn);
+        (b.name_expressions, b.num_name_expressions) = (ep, en);
+        (b.include_dirs, b.num_include_dirs) = (ip, inn);
+        b.target = sys::fj_str::from_str(&self.target);
+        b.device = self.device;
+        b.copy_impl = self.copy_impl.raw();
+        b.output = self.output.raw();
+        b.flags = self.flags;
+        Ok(RawBuildOptions {
+            _nvrtc: nvrtc,
+            _names: names,
+            _includes: includes,
+            raw: b,
+            _options: PhantomData,
+        })
+    }
+    /// Since 1.1: a folder searched for `#include`, after any `-I` of the
+    /// NVRTC options and before CUDA's own headers (in the order added).
+    /// The cache key covers the content of the headers read from it.
+    pub fn include_dir(mut self, p: impl AsRef<Path>) -> Self {
+        match path_str(p.as_ref()) {
+            Ok(s) => self.include_dirs.push(s.to_string()),
+            Err(_) => self.bad_path = Some(p.as_ref().to_path_buf()),
+        }
+        self
+    }
     /// CUDA C++ source; `<fleetjit/copy.cuh>` is available to it.
     pub fn new(source: impl Into<String>) -> Self {
         BuildOptions {
@@ -905,10 +1029,24 @@ impl<'m> Kernel<'m> {
     /// stream-ordered copies stays alive) until the launch's stream is
     /// synchronised.
     pub unsafe fn launch(&self, config: &LaunchConfig<'_>, args: &[Arg<'_>]) -> Result<()> {
-        let mut raw_args = Vec::with_capacity(args.len());
-        for a in args {
-            raw_args.push(a.raw()?);
-        }
+        // No allocation per launch: up to INLINE_ARGS arguments are packed
+        // on the stack (a heap array only beyond that).
+        const INLINE_ARGS: usize = 16;
+        let empty = Arg::U64(0).raw()?;
+        let mut inline = [empty; INLINE_ARGS];
+        let mut heap = Vec::new();
+        let raw_args: &[sys::fj_arg] = if args.len() <= INLINE_ARGS {
+            for (slot, a) in inline.iter_mut().zip(args) {
+                *slot = a.raw()?;
+            }
+            &inline[..args.len()]
+        } else {
+            heap.reserve_exact(args.len());
+            for a in args {
+                heap.push(a.raw()?);
+            }
+            &heap
+        };
         let mut c = zeroed_struct!(sys::fj_launch_config);
         c.grid = config.grid;
         c.block = config.block;
@@ -1214,3 +1352,14 @@ impl<T: DeviceCopy> fmt::Debug for DeviceBuffer<'_, T> {
         )
     }
 }
+
+// Since 1.1: asynchronous builds (fj_module_build_async, fj_build_*).
+mod build_async;
+pub use build_async::{BuildFuture, PendingBuild};
+// Since 1.1: images built elsewhere (fj_module_load), the cache flush,
+// CUDA's header folders, wrapped streams, device-to-device copies.
+mod more;
+pub use more::{tensor_check, ImageKind, IncludeDir, LoadOptions, TensorCheck};
+// Since 1.1: tensor copies, L2 prefetch and peer access.
+mod copy;
+pub use copy::{CopyDesc, Oob, PrefetchDesc, PrefetchMode, Tensor};
