@@ -58,6 +58,23 @@ static void fjgo_arg(fj_arg* a, fj_arg_kind k, uint64_t bits, uint32_t size, con
     default: a->v.u64 = bits; break;
   }
 }
+
+// Launches with the configuration built on the C stack, so a launch makes
+// no Go allocation for it.
+static fj_status* fjgo_launch(fj_kernel* k, uint32_t gx, uint32_t gy, uint32_t gz,
+                              uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared,
+                              uint32_t cx, uint32_t cy, uint32_t cz, fj_stream* s,
+                              const fj_arg* args, size_t n) {
+  fj_launch_config c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.grid[0] = gx; c.grid[1] = gy; c.grid[2] = gz;
+  c.block[0] = bx; c.block[1] = by; c.block[2] = bz;
+  c.shared_bytes = shared;
+  c.cluster[0] = cx; c.cluster[1] = cy; c.cluster[2] = cz;
+  c.stream = s;
+  return fj_launch(k, &c, args, n);
+}
 */
 import "C"
 
@@ -175,6 +192,14 @@ func statusErr(st *C.fj_status) error {
 	}
 	e.BuildLog = e.Details["build_log"]
 	return e
+}
+
+// ordinalOf converts a device ordinal, refusing one int32_t cannot hold.
+func ordinalOf(d int) (C.int32_t, error) {
+	if d < math.MinInt32 || d > math.MaxInt32 {
+		return 0, &Error{Code: InvalidArgument, Message: fmt.Sprintf("device ordinal %d is out of range", d)}
+	}
+	return C.int32_t(d), nil
 }
 
 func closedErr(what string) error {
@@ -305,12 +330,26 @@ type RuntimeOptions struct {
 	DisableThunks    bool
 	CacheDir         string
 	CacheMaxBytes    uint64 // 0 = 1 GiB
+	// Since 1.1: the fleet's shared cache tier (redis:// or unix://) and
+	// the key that signs its entries.
+	RemoteCacheURL string
+	FleetKey       string
+	// Since 1.1: load NVRTC inside NewRuntime.
+	PreloadNVRTC bool
+	// Since 1.1: device ordinals whose contexts NewRuntime opens (-1 = all).
+	PreopenDevices []int
+	// Since 1.1: receives the library's log lines at or below LogLevel
+	// (LogOff = the default, warn), from any goroutine or C thread,
+	// concurrently, also during Close. It must not call into fleetjit.
+	Log      func(level LogLevel, line string)
+	LogLevel LogLevel
 }
 
 // Runtime owns a fj_runtime.
 type Runtime struct {
-	mu sync.RWMutex // read: any call on it or its children; write: Close
-	h  *C.fj_runtime
+	mu    sync.RWMutex // read: any call on it or its children; write: Close
+	h     *C.fj_runtime
+	logID unsafe.Pointer // its Log callback's registry key (nil: none)
 }
 
 // NewRuntime creates a runtime; opts may be nil. No driver or no GPU is
@@ -335,11 +374,35 @@ func NewRuntime(opts *RuntimeOptions) (*Runtime, error) {
 	}
 	o.cache_dir = m.str(opts.CacheDir)
 	o.cache_max_bytes = C.uint64_t(opts.CacheMaxBytes)
+	o.remote_cache_url = m.str(opts.RemoteCacheURL)
+	o.fleet_key = m.str(opts.FleetKey)
+	if opts.PreloadNVRTC {
+		o.flags |= C.FJ_RUNTIME_PRELOAD_NVRTC
+	}
+	if len(opts.PreopenDevices) > 0 {
+		p := C.malloc(C.size_t(len(opts.PreopenDevices)) * 4)
+		m.ptrs = append(m.ptrs, p)
+		arr := unsafe.Slice((*C.int32_t)(p), len(opts.PreopenDevices))
+		for i, d := range opts.PreopenDevices {
+			if d < math.MinInt32 || d > math.MaxInt32 {
+				return nil, &Error{Code: InvalidArgument, Message: fmt.Sprintf("PreopenDevices[%d] = %d is not an ordinal", i, d)}
+			}
+			arr[i] = C.int32_t(d)
+		}
+		o.preopen_devices = (*C.int32_t)(p)
+		o.num_preopen_devices = C.size_t(len(opts.PreopenDevices))
+	}
+	var logID unsafe.Pointer
+	if opts.Log != nil {
+		logID = registerLog(opts.Log)
+		setLogOptions(&o, logID, opts.LogLevel)
+	}
 	var h *C.fj_runtime
 	if err := statusErr(C.fj_runtime_create(&o, &h)); err != nil {
+		unregisterLog(logID)
 		return nil, err
 	}
-	r := &Runtime{h: h}
+	r := &Runtime{h: h, logID: logID}
 	runtime.SetFinalizer(r, func(r *Runtime) { r.Close() })
 	return r, nil
 }
@@ -354,6 +417,8 @@ func (r *Runtime) Close() error {
 	}
 	err := statusErr(C.fj_runtime_destroy(r.h))
 	r.h = nil
+	unregisterLog(r.logID) // destroy may still log: only after it
+	r.logID = nil
 	runtime.SetFinalizer(r, nil)
 	return err
 }
@@ -406,9 +471,13 @@ func (r *Runtime) DeviceInfo(ordinal int) (DeviceInfo, error) {
 	if r.h == nil {
 		return DeviceInfo{}, closedErr("Runtime")
 	}
+	o, err := ordinalOf(ordinal)
+	if err != nil {
+		return DeviceInfo{}, err
+	}
 	var d C.fj_device_info
 	d.struct_size = C.size_t(unsafe.Sizeof(d))
-	if err := statusErr(C.fj_device_info_get(r.h, C.int32_t(ordinal), &d)); err != nil {
+	if err := statusErr(C.fj_device_info_get(r.h, o, &d)); err != nil {
 		return DeviceInfo{}, err
 	}
 	return DeviceInfo{
@@ -481,6 +550,29 @@ type BuildOptions struct {
 	CopyImpl CopyImpl
 	Output   Output
 	NoCache  bool // neither read nor write any cache tier
+	// Since 1.1: folders searched for #include, in order, after any -I of
+	// NVRTCOptions and before CUDA's own headers. The cache key covers the
+	// content of the headers read from them.
+	IncludeDirs []string
+}
+
+// toC fills an fj_build_options whose strings live in m.
+func (opts *BuildOptions) toC(m *cmem) C.fj_build_options {
+	var b C.fj_build_options
+	b.struct_size = C.size_t(unsafe.Sizeof(b))
+	b.source = m.str(opts.Source)
+	b.name = m.str(opts.Name)
+	b.nvrtc_options, b.num_nvrtc_options = m.strs(opts.NVRTCOptions)
+	b.name_expressions, b.num_name_expressions = m.strs(opts.NameExpressions)
+	b.include_dirs, b.num_include_dirs = m.strs(opts.IncludeDirs)
+	b.target = m.str(opts.Target)
+	b.device = C.int32_t(opts.Device)
+	b.copy_impl = C.fj_copy_impl(opts.CopyImpl)
+	b.output = C.fj_output(opts.Output)
+	if opts.NoCache {
+		b.flags |= C.FJ_BUILD_NO_CACHE
+	}
+	return b
 }
 
 // ModuleInfo mirrors fj_module_info.
@@ -512,19 +604,7 @@ func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
 	}
 	var m cmem
 	defer m.free()
-	var b C.fj_build_options
-	b.struct_size = C.size_t(unsafe.Sizeof(b))
-	b.source = m.str(opts.Source)
-	b.name = m.str(opts.Name)
-	b.nvrtc_options, b.num_nvrtc_options = m.strs(opts.NVRTCOptions)
-	b.name_expressions, b.num_name_expressions = m.strs(opts.NameExpressions)
-	b.target = m.str(opts.Target)
-	b.device = C.int32_t(opts.Device)
-	b.copy_impl = C.fj_copy_impl(opts.CopyImpl)
-	b.output = C.fj_output(opts.Output)
-	if opts.NoCache {
-		b.flags |= C.FJ_BUILD_NO_CACHE
-	}
+	b := opts.toC(&m)
 	var h *C.fj_module
 	if err := statusErr(C.fj_module_build(r.h, &b, &h)); err != nil {
 		return nil, err
@@ -594,8 +674,12 @@ func (m *Module) Kernel(name string, device int) (*Kernel, error) {
 	}
 	var cm cmem
 	defer cm.free()
+	o, err := ordinalOf(device)
+	if err != nil {
+		return nil, err
+	}
 	var h *C.fj_kernel
-	if err := statusErr(C.fj_module_get_kernel(m.h, cm.str(name), C.int32_t(device), &h)); err != nil {
+	if err := statusErr(C.fj_module_get_kernel(m.h, cm.str(name), o, &h)); err != nil {
 		return nil, err
 	}
 	return &Kernel{m: m, h: h}, nil
@@ -706,33 +790,30 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 	if !k.m.live() {
 		return closedErr("Module")
 	}
-	var c C.fj_launch_config
-	c.struct_size = C.size_t(unsafe.Sizeof(c))
-	for i := 0; i < 3; i++ {
-		c.grid[i] = C.uint32_t(cfg.Grid[i])
-		c.block[i] = C.uint32_t(cfg.Block[i])
-		c.cluster[i] = C.uint32_t(cfg.Cluster[i])
-	}
-	c.shared_bytes = C.uint32_t(cfg.SharedBytes)
+	var stream *C.fj_stream
 	if cfg.Stream != nil {
 		if cfg.Stream.h == nil {
 			return closedErr("Stream")
 		}
-		c.stream = cfg.Stream.h
+		stream = cfg.Stream.h
 	}
-	var m cmem
-	defer m.free()
+	// The fj_arg array lives in C memory from a pool (no allocation per
+	// launch for up to launchInline arguments); by-value bytes are copied
+	// to C memory for the call.
 	var arr *C.fj_arg
+	var buf *argBuf
+	var m cmem
 	if len(args) > 0 {
-		p := C.malloc(C.size_t(len(args)) * C.size_t(unsafe.Sizeof(C.fj_arg{})))
-		m.ptrs = append(m.ptrs, p)
-		arr = (*C.fj_arg)(p)
+		buf = getArgBuf(len(args))
+		arr = buf.p
 		raw := unsafe.Slice(arr, len(args))
 		for i, a := range args {
 			var ptr unsafe.Pointer
 			var size C.uint32_t
 			if a.kind == C.FJ_ARG_BYTES {
 				if uint64(len(a.bytes)) > math.MaxUint32 {
+					putArgBuf(buf)
+					m.free()
 					return &Error{Code: InvalidArgument, Message: "a by-value argument larger than 4 GiB"}
 				}
 				ptr, size = m.bytes(a.bytes), C.uint32_t(len(a.bytes))
@@ -740,9 +821,50 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 			C.fjgo_arg(&raw[i], a.kind, C.uint64_t(a.bits), size, ptr)
 		}
 	}
-	err := statusErr(C.fj_launch(k.h, &c, arr, C.size_t(len(args))))
+	err := statusErr(C.fjgo_launch(k.h,
+		C.uint32_t(cfg.Grid[0]), C.uint32_t(cfg.Grid[1]), C.uint32_t(cfg.Grid[2]),
+		C.uint32_t(cfg.Block[0]), C.uint32_t(cfg.Block[1]), C.uint32_t(cfg.Block[2]),
+		C.uint32_t(cfg.SharedBytes),
+		C.uint32_t(cfg.Cluster[0]), C.uint32_t(cfg.Cluster[1]), C.uint32_t(cfg.Cluster[2]),
+		stream, arr, C.size_t(len(args))))
+	if buf != nil {
+		putArgBuf(buf)
+	}
+	if m.ptrs != nil {
+		m.free()
+	}
 	runtime.KeepAlive(cfg.Stream)
 	return err
+}
+
+// launchInline is the argument count a pooled launch buffer holds.
+const launchInline = 16
+
+// argBuf is a C array of fj_arg reused across launches.
+type argBuf struct {
+	p   *C.fj_arg
+	cap int
+}
+
+var argPool = sync.Pool{New: func() any {
+	b := &argBuf{p: (*C.fj_arg)(C.malloc(C.size_t(launchInline) * C.size_t(unsafe.Sizeof(C.fj_arg{})))), cap: launchInline}
+	runtime.SetFinalizer(b, func(b *argBuf) { C.free(unsafe.Pointer(b.p)) })
+	return b
+}}
+
+func getArgBuf(n int) *argBuf {
+	if n <= launchInline {
+		return argPool.Get().(*argBuf)
+	}
+	b := &argBuf{p: (*C.fj_arg)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.fj_arg{})))), cap: n}
+	runtime.SetFinalizer(b, func(b *argBuf) { C.free(unsafe.Pointer(b.p)) })
+	return b
+}
+
+func putArgBuf(b *argBuf) {
+	if b.cap == launchInline {
+		argPool.Put(b)
+	}
 }
 
 // ----------------------------------------------------------------- stream
@@ -760,8 +882,12 @@ func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
 	if r.h == nil {
 		return nil, closedErr("Runtime")
 	}
+	o, err := ordinalOf(ordinal)
+	if err != nil {
+		return nil, err
+	}
 	var h *C.fj_stream
-	if err := statusErr(C.fj_stream_create(r.h, C.int32_t(ordinal), &h)); err != nil {
+	if err := statusErr(C.fj_stream_create(r.h, o, &h)); err != nil {
 		return nil, err
 	}
 	s := &Stream{rt: r, h: h}
@@ -809,8 +935,12 @@ func (r *Runtime) Alloc(ordinal int, bytes uint64) (*DeviceMemory, error) {
 	if r.h == nil {
 		return nil, closedErr("Runtime")
 	}
+	o, err := ordinalOf(ordinal)
+	if err != nil {
+		return nil, err
+	}
 	var a C.uint64_t
-	if err := statusErr(C.fj_mem_alloc(r.h, C.int32_t(ordinal), C.uint64_t(bytes), &a)); err != nil {
+	if err := statusErr(C.fj_mem_alloc(r.h, o, C.uint64_t(bytes), &a)); err != nil {
 		return nil, err
 	}
 	d := &DeviceMemory{rt: r, addr: uint64(a), bytes: bytes}

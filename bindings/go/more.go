@@ -1,0 +1,180 @@
+package fleetjit
+
+// The 1.1 calls that are not builds or copies: images built elsewhere
+// (fj_module_load), the cache flush, CUDA's header folders, wrapped
+// streams, device-to-device copies, fills and the tensor-argument check.
+
+/*
+#include <stdlib.h>
+#include <fleetjit/fleetjit.h>
+*/
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"time"
+	"unsafe"
+)
+
+// ImageKind mirrors fj_image_kind.
+type ImageKind uint32
+
+const (
+	ImageAuto   ImageKind = C.FJ_IMAGE_AUTO // sniffed
+	ImageCubin  ImageKind = C.FJ_IMAGE_CUBIN
+	ImagePTX    ImageKind = C.FJ_IMAGE_PTX
+	ImageFatbin ImageKind = C.FJ_IMAGE_FATBIN
+)
+
+// LoadOptions mirrors fj_module_load_options.
+type LoadOptions struct {
+	Image  []byte // copied by the load
+	Kind   ImageKind
+	Name   string // for messages; "" = "image"
+	Target string // "sm_XX" / "compute_XX" overriding the image's own
+}
+
+// LoadModule makes a module of an image built elsewhere (`fleetjit build
+// -o` output, another runtime's Module.Image, nvcc's cubin or fatbin). A
+// cubin's parameters come from the driver, so loading one needs a GPU.
+func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
+	if opts == nil {
+		return nil, &Error{Code: InvalidArgument, Message: "nil LoadOptions"}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var m cmem
+	defer m.free()
+	var o C.fj_module_load_options
+	o.struct_size = C.size_t(unsafe.Sizeof(o))
+	if len(opts.Image) > 0 {
+		o.image = m.bytes(opts.Image)
+	}
+	o.image_size = C.size_t(len(opts.Image))
+	o.kind = C.fj_image_kind(opts.Kind)
+	o.name = m.str(opts.Name)
+	o.target = m.str(opts.Target)
+	var h *C.fj_module
+	if err := statusErr(C.fj_module_load(r.h, &o, &h)); err != nil {
+		return nil, err
+	}
+	mod := &Module{rt: r, h: h}
+	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
+	return mod, nil
+}
+
+// FlushCache waits until the cache work earlier builds left to the
+// background is done (disk entries written, remote publications sent),
+// bounded by ctx: past its deadline the DeadlineExceeded error of the
+// library (publications still queued; they go on) or ctx.Err().
+func (r *Runtime) FlushCache(ctx context.Context) error {
+	for {
+		d := waitSlice
+		if dl, ok := ctx.Deadline(); ok {
+			if left := time.Until(dl); left < d {
+				d = left
+			}
+		}
+		if d < 0 {
+			d = 0
+		}
+		err := r.flushOnce(d)
+		if CodeOf(err) != DeadlineExceeded {
+			return err
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+func (r *Runtime) flushOnce(d time.Duration) error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return closedErr("Runtime")
+	}
+	return statusErr(C.fj_cache_flush(r.h, C.uint32_t(d.Milliseconds())))
+}
+
+// IncludeDir is one of CUDA's header folders every build searches.
+type IncludeDir struct {
+	Path   string
+	Origin string // why: "CUDA_HOME", "/usr/local/cuda", ...
+}
+
+// IncludeDirs lists CUDA's header folders, in search order.
+func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var n C.size_t
+	if err := statusErr(C.fj_runtime_include_dir(r.h, 0, &n, nil, nil)); err != nil {
+		return nil, err
+	}
+	out := make([]IncludeDir, 0, int(n))
+	for i := C.size_t(0); i < n; i++ {
+		var p, o *C.char
+		if err := statusErr(C.fj_runtime_include_dir(r.h, i, nil, &p, &o)); err != nil {
+			return nil, err
+		}
+		out = append(out, IncludeDir{Path: C.GoString(p), Origin: C.GoString(o)})
+	}
+	return out, nil
+}
+
+// WrapStream wraps a CUstream the caller owns (another library's stream;
+// 0 or 1 = the legacy default stream, 2 = per-thread) as a Stream of
+// device: work on it is ordered with the caller's. The CUstream is
+// borrowed: Close only forgets it; keep it alive while the wrapper is used.
+func (r *Runtime) WrapStream(device int, cuStream uint64) (*Stream, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var h *C.fj_stream
+	if err := statusErr(C.fj_stream_wrap(r.h, C.int32_t(device), C.uint64_t(cuStream), &h)); err != nil {
+		return nil, err
+	}
+	s := &Stream{rt: r, h: h}
+	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
+	return s, nil
+}
+
+// CopyDeviceToDevice copies src into dst (the same size), complete on
+// return.
+func CopyDeviceToDevice(dst, src *DeviceMemory) error {
+	if dst == nil || src == nil {
+		return &Error{Code: InvalidArgument, Message: "nil DeviceMemory"}
+	}
+	if dst.rt != src.rt {
+		return &Error{Code: InvalidArgument, Message: "dst and src belong to different runtimes"}
+	}
+	dst.rt.mu.RLock()
+	defer dst.rt.mu.RUnlock()
+	if dst.addr == 0 || src.addr == 0 || dst.rt.h == nil {
+		return closedErr("DeviceMemory")
+	}
+	if dst.bytes != src.bytes {
+		return &Error{Code: InvalidArgument, Message: "dst and src differ in size"}
+	}
+	return statusErr(C.fj_memcpy_dtod(dst.rt.h, C.uint64_t(dst.addr), C.uint64_t(src.addr), C.uint64_t(dst.bytes), nil))
+}
+
+// Fill sets every byte of the allocation to value (e.g. to poison an
+// output), complete on return.
+func (d *DeviceMemory) Fill(value byte) error {
+	d.rt.mu.RLock()
+	defer d.rt.mu.RUnlock()
+	if d.addr == 0 || d.rt.h == nil {
+		return closedErr("DeviceMemory")
+	}
+	return statusErr(C.fj_memset_d8(d.rt.h, C.uint64_t(d.addr), C.uint8_t(value), C.uint64_t(d.bytes), nil))
+}
