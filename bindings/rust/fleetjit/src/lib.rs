@@ -296,6 +296,22 @@ fn path_str(p: &Path) -> Result<&str> {
     })
 }
 
+/// Refuses a string with an embedded NUL: NVRTC and the driver read C
+/// strings, so everything after it would be silently dropped (a source cut
+/// short still compiles).
+pub(crate) fn no_nul(what: &str, s: &str) -> Result<()> {
+    match s.bytes().position(|b| b == 0) {
+        None => Ok(()),
+        Some(i) => Err(Error::new(
+            Code::InvalidArgument,
+            format!(
+                "{what} has an embedded NUL at byte {i} of {}: the C string would end there and silently drop the rest",
+                s.len()
+            ),
+        )),
+    }
+}
+
 fn opt_str(s: &Option<String>) -> sys::fj_str {
     s.as_deref()
         .map(sys::fj_str::from_str)
@@ -571,6 +587,17 @@ impl Runtime {
                 format!("path {} is not UTF-8", p.display()),
             ));
         }
+        for (what, v) in [
+            ("libcuda_path", &options.libcuda_path),
+            ("libnvrtc_path", &options.libnvrtc_path),
+            ("target_override", &options.target_override),
+            ("cache_dir", &options.cache_dir),
+            ("remote_cache_url", &options.remote_cache_url),
+        ] {
+            if let Some(v) = v {
+                no_nul(what, v)?;
+            }
+        }
         let mut o = zeroed_struct!(sys::fj_runtime_options);
         o.libcuda_path = opt_str(&options.libcuda_path);
         o.libnvrtc_path = opt_str(&options.libnvrtc_path);
@@ -802,6 +829,18 @@ impl BuildOptions {
                 format!("include folder {} is not UTF-8", p.display()),
             ));
         }
+        no_nul("the source", &self.source)?;
+        no_nul("the build name", &self.name)?;
+        no_nul("the target", &self.target)?;
+        for (what, list) in [
+            ("an NVRTC option", &self.nvrtc_options),
+            ("a name expression", &self.name_expressions),
+            ("an include folder", &self.include_dirs),
+        ] {
+            for item in list {
+                no_nul(what, item)?;
+            }
+        }
         let (nvrtc, np, nn) = str_array(&self.nvrtc_options);
         let (names, ep, en) = str_array(&self.name_expressions);
         let (includes, ip, inn) = str_array(&self.include_dirs);
@@ -942,6 +981,7 @@ impl<'rt> Module<'rt> {
     /// Looks a kernel up by its extern "C" name or a name expression,
     /// loading the module on `device` if needed (this needs a GPU).
     pub fn kernel(&self, name: &str, device: i32) -> Result<Kernel<'_>> {
+        no_nul("the kernel name", name)?;
         let mut k = ptr::null_mut();
         check(unsafe {
             sys::fj_module_get_kernel(

@@ -87,6 +87,8 @@ impl Runtime {
     /// A cubin's parameters come from the driver, so loading one needs a
     /// GPU it runs on; PTX needs none until a kernel is looked up.
     pub fn load_module(&self, options: &LoadOptions<'_>) -> Result<Module<'_>> {
+        no_nul("the image name", &options.name)?;
+        no_nul("the target", &options.target)?;
         let mut o = zeroed_struct!(sys::fj_module_load_options);
         o.image = if options.image.is_empty() {
             ptr::null()
