@@ -33,6 +33,9 @@ type Build struct {
 // copied). Errors found before the build starts come back here; the
 // build's own errors (a BuildError with its log, ...) from Take or Wait.
 func (r *Runtime) BuildAsync(opts *BuildOptions) (*Build, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	if opts == nil {
 		return nil, &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
 	}
@@ -43,7 +46,10 @@ func (r *Runtime) BuildAsync(opts *BuildOptions) (*Build, error) {
 	}
 	var m cmem
 	defer m.free()
-	b := opts.toC(&m)
+	b, err := opts.toC(&m)
+	if err != nil {
+		return nil, err
+	}
 	var h *C.fj_build
 	if err := statusErr(C.fj_module_build_async(r.h, &b, &h)); err != nil {
 		return nil, err
@@ -58,6 +64,9 @@ func (b *Build) live() bool { return b.h != nil && b.rt.h != nil }
 // Poll reports whether the build has finished (successfully or not).
 // Never blocks.
 func (b *Build) Poll() (bool, error) {
+	if b == nil || b.rt == nil {
+		return false, nilErr("Build")
+	}
 	b.rt.mu.RLock()
 	defer b.rt.mu.RUnlock()
 	if !b.live() {
@@ -72,6 +81,9 @@ func (b *Build) Poll() (bool, error) {
 
 // waitSliceOnce waits at most d for the build; true once it has finished.
 func (b *Build) waitSliceOnce(d time.Duration) (bool, error) {
+	if b == nil || b.rt == nil {
+		return false, nilErr("Build")
+	}
 	b.rt.mu.RLock()
 	defer b.rt.mu.RUnlock()
 	if !b.live() {
@@ -91,6 +103,9 @@ func (b *Build) waitSliceOnce(d time.Duration) (bool, error) {
 // WaitDone waits until the build has finished, or ctx is done (then it
 // returns ctx.Err(); the build goes on).
 func (b *Build) WaitDone(ctx context.Context) error {
+	if b == nil || b.rt == nil {
+		return nilErr("Build")
+	}
 	for {
 		d := waitSlice
 		if dl, ok := ctx.Deadline(); ok {
@@ -113,6 +128,9 @@ func (b *Build) WaitDone(ctx context.Context) error {
 
 // Wait waits for the build (bounded by ctx) and takes its module.
 func (b *Build) Wait(ctx context.Context) (*Module, error) {
+	if b == nil || b.rt == nil {
+		return nil, nilErr("Build")
+	}
 	if err := b.WaitDone(ctx); err != nil {
 		return nil, err
 	}
@@ -122,6 +140,9 @@ func (b *Build) Wait(ctx context.Context) (*Module, error) {
 // Take waits for the build and hands over its module, or its error. Once:
 // a second Take is a FailedPrecondition error.
 func (b *Build) Take() (*Module, error) {
+	if b == nil || b.rt == nil {
+		return nil, nilErr("Build")
+	}
 	b.rt.mu.RLock()
 	defer b.rt.mu.RUnlock()
 	if !b.live() {
@@ -139,6 +160,11 @@ func (b *Build) Take() (*Module, error) {
 // Done returns a channel closed once the build has finished (or the Build
 // or its Runtime was closed), for select loops; then call Take.
 func (b *Build) Done() <-chan struct{} {
+	if b == nil || b.rt == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
 	b.doneOnce.Do(func() {
 		b.done = make(chan struct{})
 		go func() {
@@ -158,6 +184,9 @@ func (b *Build) Done() <-chan struct{} {
 // module is dropped; a module already taken is not affected). Closing
 // twice, or after the runtime was closed, is a no-op.
 func (b *Build) Close() error {
+	if b == nil || b.rt == nil {
+		return nil
+	}
 	b.rt.mu.Lock()
 	defer b.rt.mu.Unlock()
 	var err error

@@ -173,6 +173,9 @@ type CopyDesc struct {
 // ("copy 2 of 3: ..."); the copies before it are enqueued. Host memory a
 // tensor points at must stay alive until the stream has passed the copy.
 func (r *Runtime) Copy(descs []CopyDesc, stream *Stream) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -191,6 +194,9 @@ func (r *Runtime) Copy(descs []CopyDesc, stream *Stream) error {
 }
 
 func (r *Runtime) copyOne(d *CopyDesc, s *C.fj_stream) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	var m cmem
 	defer m.free()
 	c := (*C.fj_copy_desc)(m.alloc(unsafe.Sizeof(C.fj_copy_desc{})))
@@ -239,6 +245,9 @@ type PrefetchDesc struct {
 // default stream); a hint for the L2 modes. Stops at the first error,
 // naming the descriptor.
 func (r *Runtime) Prefetch(descs []PrefetchDesc, stream *Stream) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -257,6 +266,9 @@ func (r *Runtime) Prefetch(descs []PrefetchDesc, stream *Stream) error {
 }
 
 func (r *Runtime) prefetchOne(d *PrefetchDesc, s *C.fj_stream) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	var m cmem
 	defer m.free()
 	p := (*C.fj_prefetch_desc)(m.alloc(unsafe.Sizeof(C.fj_prefetch_desc{})))
@@ -303,6 +315,9 @@ func prefixErr(err error, what string) error {
 // PeerQuery reports whether GPU reader has a P2P path to owner's memory
 // (always for reader == owner).
 func (r *Runtime) PeerQuery(reader, owner int) (bool, error) {
+	if r == nil {
+		return false, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -322,6 +337,9 @@ func (r *Runtime) PeerQuery(reader, owner int) (bool, error) {
 // PeerEnable lets kernels on reader (copies included) use owner's memory.
 // Idempotent; without a P2P path a FailedPrecondition error.
 func (r *Runtime) PeerEnable(reader, owner int) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -336,6 +354,9 @@ func (r *Runtime) PeerEnable(reader, owner int) error {
 
 // PeerDisable undoes PeerEnable. Idempotent.
 func (r *Runtime) PeerDisable(reader, owner int) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {

@@ -83,6 +83,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 )
@@ -200,6 +201,11 @@ func ordinalOf(d int) (C.int32_t, error) {
 		return 0, &Error{Code: InvalidArgument, Message: fmt.Sprintf("device ordinal %d is out of range", d)}
 	}
 	return C.int32_t(d), nil
+}
+
+// nilErr is the error of a method called on a nil or zero-value handle.
+func nilErr(what string) error {
+	return &Error{Code: InvalidArgument, Message: "use of a nil or zero-value " + what + " (make it with this package's constructors)"}
 }
 
 func closedErr(what string) error {
@@ -358,6 +364,14 @@ func NewRuntime(opts *RuntimeOptions) (*Runtime, error) {
 	if opts == nil {
 		opts = &RuntimeOptions{}
 	}
+	for _, c := range []struct{ what, s string }{
+		{"LibcudaPath", opts.LibcudaPath}, {"LibnvrtcPath", opts.LibnvrtcPath},
+		{"TargetOverride", opts.TargetOverride}, {"CacheDir", opts.CacheDir}, {"RemoteCacheURL", opts.RemoteCacheURL},
+	} {
+		if err := noNUL(c.what, c.s); err != nil {
+			return nil, err
+		}
+	}
 	var m cmem
 	defer m.free()
 	var o C.fj_runtime_options
@@ -410,6 +424,9 @@ func NewRuntime(opts *RuntimeOptions) (*Runtime, error) {
 // Close destroys the runtime and with it every module, stream and
 // allocation made from it. Closing twice is a no-op.
 func (r *Runtime) Close() error {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.h == nil {
@@ -425,6 +442,9 @@ func (r *Runtime) Close() error {
 
 // DriverError says why the CUDA driver is unavailable ("" if it loaded).
 func (r *Runtime) DriverError() string {
+	if r == nil {
+		return ""
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -435,6 +455,9 @@ func (r *Runtime) DriverError() string {
 
 // DeviceCount is the number of visible CUDA devices: 0 without a GPU.
 func (r *Runtime) DeviceCount() (int, error) {
+	if r == nil {
+		return 0, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -466,6 +489,9 @@ type DeviceInfo struct {
 
 // DeviceInfo describes device `ordinal` and the copy plan used on it.
 func (r *Runtime) DeviceInfo(ordinal int) (DeviceInfo, error) {
+	if r == nil {
+		return DeviceInfo{}, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -505,6 +531,9 @@ type CacheStats struct {
 
 // CacheStats returns the module cache's counters.
 func (r *Runtime) CacheStats() (CacheStats, error) {
+	if r == nil {
+		return CacheStats{}, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -525,6 +554,9 @@ func (r *Runtime) CacheStats() (CacheStats, error) {
 
 // ClearCache empties the memory tier and deletes this cache's disk entries.
 func (r *Runtime) ClearCache() error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -556,9 +588,37 @@ type BuildOptions struct {
 	IncludeDirs []string
 }
 
+// noNUL refuses a string with an embedded NUL: NVRTC and the driver read C
+// strings, so the rest would be silently dropped (a source cut short still
+// compiles).
+func noNUL(what, s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return &Error{Code: InvalidArgument, Message: fmt.Sprintf(
+			"%s has an embedded NUL at byte %d of %d: the C string would end there and silently drop the rest", what, i, len(s))}
+	}
+	return nil
+}
+
 // toC fills an fj_build_options whose strings live in m.
-func (opts *BuildOptions) toC(m *cmem) C.fj_build_options {
+func (opts *BuildOptions) toC(m *cmem) (C.fj_build_options, error) {
 	var b C.fj_build_options
+	for _, c := range []struct{ what, s string }{
+		{"the source", opts.Source}, {"the build name", opts.Name}, {"the target", opts.Target},
+	} {
+		if err := noNUL(c.what, c.s); err != nil {
+			return b, err
+		}
+	}
+	for _, c := range []struct {
+		what string
+		ss   []string
+	}{{"an NVRTC option", opts.NVRTCOptions}, {"a name expression", opts.NameExpressions}, {"an include folder", opts.IncludeDirs}} {
+		for _, s := range c.ss {
+			if err := noNUL(c.what, s); err != nil {
+				return b, err
+			}
+		}
+	}
 	b.struct_size = C.size_t(unsafe.Sizeof(b))
 	b.source = m.str(opts.Source)
 	b.name = m.str(opts.Name)
@@ -572,7 +632,7 @@ func (opts *BuildOptions) toC(m *cmem) C.fj_build_options {
 	if opts.NoCache {
 		b.flags |= C.FJ_BUILD_NO_CACHE
 	}
-	return b
+	return b, nil
 }
 
 // ModuleInfo mirrors fj_module_info.
@@ -594,6 +654,9 @@ type Module struct {
 
 // Build builds a module, or fetches it from the cache.
 func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	if opts == nil {
 		return nil, &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
 	}
@@ -604,7 +667,10 @@ func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
 	}
 	var m cmem
 	defer m.free()
-	b := opts.toC(&m)
+	b, err := opts.toC(&m)
+	if err != nil {
+		return nil, err
+	}
 	var h *C.fj_module
 	if err := statusErr(C.fj_module_build(r.h, &b, &h)); err != nil {
 		return nil, err
@@ -617,6 +683,9 @@ func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
 // Close destroys the module; its kernels become invalid. Closing twice, or
 // after the runtime was closed, is a no-op.
 func (m *Module) Close() error {
+	if m == nil || m.rt == nil {
+		return nil
+	}
 	m.rt.mu.Lock()
 	defer m.rt.mu.Unlock()
 	var err error
@@ -632,6 +701,9 @@ func (m *Module) live() bool { return m.h != nil && m.rt.h != nil }
 
 // Info describes the built module.
 func (m *Module) Info() (ModuleInfo, error) {
+	if m == nil || m.rt == nil {
+		return ModuleInfo{}, nilErr("Module")
+	}
 	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
 	if !m.live() {
@@ -651,6 +723,9 @@ func (m *Module) Info() (ModuleInfo, error) {
 
 // Image returns a copy of the built image (cubin or PTX text).
 func (m *Module) Image() ([]byte, error) {
+	if m == nil || m.rt == nil {
+		return nil, nilErr("Module")
+	}
 	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
 	if !m.live() {
@@ -667,10 +742,16 @@ func (m *Module) Image() ([]byte, error) {
 // Kernel looks a kernel up by its extern "C" name or a name expression,
 // loading the module on `device` (this needs a GPU).
 func (m *Module) Kernel(name string, device int) (*Kernel, error) {
+	if m == nil || m.rt == nil {
+		return nil, nilErr("Module")
+	}
 	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
 	if !m.live() {
 		return nil, closedErr("Module")
+	}
+	if err := noNUL("the kernel name", name); err != nil {
+		return nil, err
 	}
 	var cm cmem
 	defer cm.free()
@@ -707,6 +788,9 @@ type KernelInfo struct {
 
 // Info describes the loaded kernel.
 func (k *Kernel) Info() (KernelInfo, error) {
+	if k == nil || k.m == nil || k.m.rt == nil {
+		return KernelInfo{}, nilErr("Kernel")
+	}
 	k.m.rt.mu.RLock()
 	defer k.m.rt.mu.RUnlock()
 	if !k.m.live() {
@@ -785,6 +869,9 @@ func Linear(n int, block uint32) LaunchConfig {
 // the driver is called. Device memory the kernel uses must stay allocated
 // until its stream is synchronised.
 func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
+	if k == nil || k.m == nil || k.m.rt == nil {
+		return nilErr("Kernel")
+	}
 	k.m.rt.mu.RLock()
 	defer k.m.rt.mu.RUnlock()
 	if !k.m.live() {
@@ -877,6 +964,9 @@ type Stream struct {
 
 // NewStream creates a non-blocking stream on device `ordinal`.
 func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -897,6 +987,9 @@ func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
 
 // Synchronize waits for the stream's work; a kernel fault comes back here.
 func (s *Stream) Synchronize() error {
+	if s == nil || s.rt == nil {
+		return nilErr("Stream")
+	}
 	s.rt.mu.RLock()
 	defer s.rt.mu.RUnlock()
 	if s.h == nil || s.rt.h == nil {
@@ -907,6 +1000,9 @@ func (s *Stream) Synchronize() error {
 
 // Close destroys the stream after its work completes.
 func (s *Stream) Close() error {
+	if s == nil || s.rt == nil {
+		return nil
+	}
 	s.rt.mu.Lock()
 	defer s.rt.mu.Unlock()
 	var err error
@@ -930,6 +1026,9 @@ type DeviceMemory struct {
 
 // Alloc allocates `bytes` bytes on device `ordinal`.
 func (r *Runtime) Alloc(ordinal int, bytes uint64) (*DeviceMemory, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -949,13 +1048,26 @@ func (r *Runtime) Alloc(ordinal int, bytes uint64) (*DeviceMemory, error) {
 }
 
 // Address is the device address (0 after Close).
-func (d *DeviceMemory) Address() uint64 { return d.addr }
+func (d *DeviceMemory) Address() uint64 {
+	if d == nil {
+		return 0
+	}
+	return d.addr
+}
 
 // Size is the allocation's size in bytes.
-func (d *DeviceMemory) Size() uint64 { return d.bytes }
+func (d *DeviceMemory) Size() uint64 {
+	if d == nil {
+		return 0
+	}
+	return d.bytes
+}
 
 // Close frees the allocation.
 func (d *DeviceMemory) Close() error {
+	if d == nil || d.rt == nil {
+		return nil
+	}
 	d.rt.mu.Lock()
 	defer d.rt.mu.Unlock()
 	var err error
@@ -968,6 +1080,9 @@ func (d *DeviceMemory) Close() error {
 }
 
 func (d *DeviceMemory) copy(host unsafe.Pointer, n uint64, toDevice bool) error {
+	if d == nil || d.rt == nil {
+		return nilErr("DeviceMemory")
+	}
 	d.rt.mu.RLock()
 	defer d.rt.mu.RUnlock()
 	if d.addr == 0 || d.rt.h == nil {

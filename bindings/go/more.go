@@ -39,6 +39,9 @@ type LoadOptions struct {
 // -o` output, another runtime's Module.Image, nvcc's cubin or fatbin). A
 // cubin's parameters come from the driver, so loading one needs a GPU.
 func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	if opts == nil {
 		return nil, &Error{Code: InvalidArgument, Message: "nil LoadOptions"}
 	}
@@ -46,6 +49,12 @@ func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
 	defer r.mu.RUnlock()
 	if r.h == nil {
 		return nil, closedErr("Runtime")
+	}
+	if err := noNUL("the image name", opts.Name); err != nil {
+		return nil, err
+	}
+	if err := noNUL("the target", opts.Target); err != nil {
+		return nil, err
 	}
 	var m cmem
 	defer m.free()
@@ -72,6 +81,9 @@ func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
 // bounded by ctx: past its deadline the DeadlineExceeded error of the
 // library (publications still queued; they go on) or ctx.Err().
 func (r *Runtime) FlushCache(ctx context.Context) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	for {
 		d := waitSlice
 		if dl, ok := ctx.Deadline(); ok {
@@ -93,6 +105,9 @@ func (r *Runtime) FlushCache(ctx context.Context) error {
 }
 
 func (r *Runtime) flushOnce(d time.Duration) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -109,6 +124,9 @@ type IncludeDir struct {
 
 // IncludeDirs lists CUDA's header folders, in search order.
 func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -134,6 +152,9 @@ func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
 // device: work on it is ordered with the caller's. The CUstream is
 // borrowed: Close only forgets it; keep it alive while the wrapper is used.
 func (r *Runtime) WrapStream(device int, cuStream uint64) (*Stream, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if r.h == nil {
@@ -171,6 +192,9 @@ func CopyDeviceToDevice(dst, src *DeviceMemory) error {
 // Fill sets every byte of the allocation to value (e.g. to poison an
 // output), complete on return.
 func (d *DeviceMemory) Fill(value byte) error {
+	if d == nil || d.rt == nil {
+		return nilErr("DeviceMemory")
+	}
 	d.rt.mu.RLock()
 	defer d.rt.mu.RUnlock()
 	if d.addr == 0 || d.rt.h == nil {

@@ -1,0 +1,387 @@
+package fleetjit_test
+
+// The 1.1 entries through the Go binding on the CPU (builds for the named
+// target sm_90; device calls return Unavailable without a GPU, checked as
+// such), and issue 21's bad-input table: each bad call is an *Error with
+// the library's message, never a panic or a crash, and the runtime keeps
+// working after it.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fleetjit.dev/fleetjit"
+)
+
+func fresh() int64 { return time.Now().UnixNano() ^ int64(os.Getpid())<<40 }
+
+func TestAsyncBuildWaitTakeMatchesBlockingBuild(t *testing.T) {
+	rt := newRuntime(t)
+	opts := &fleetjit.BuildOptions{Source: saxpy, Name: "saxpy_async.cu", Target: "sm_90",
+		NVRTCOptions: []string{fmt.Sprintf("-DFJ_FRESH=%d", fresh())}}
+	b, err := rt.BuildAsync(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	select {
+	case <-b.Done():
+	case <-ctx.Done():
+		t.Fatal("the build did not finish in 2 minutes")
+	}
+	if done, err := b.Poll(); err != nil || !done {
+		t.Fatalf("Poll after Done: %v, %v", done, err)
+	}
+	m, err := b.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	_, err = b.Take()
+	if e := wantCode(t, err, fleetjit.FailedPrecondition); e.Message == "" {
+		t.Fatal("second Take: empty message")
+	}
+	blocking, err := rt.Build(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocking.Close()
+	a, _ := m.Image()
+	c, _ := blocking.Image()
+	if len(a) == 0 || !bytes.Equal(a, c) {
+		t.Fatalf("async image (%d bytes) differs from the blocking one (%d)", len(a), len(c))
+	}
+}
+
+func TestAsyncBuildErrorAndDeadline(t *testing.T) {
+	rt := newRuntime(t)
+	n := fresh()
+	broken := fmt.Sprintf(`extern "C" __global__ void k%d() { undeclared_%d(); }`, n, n)
+	b, err := rt.BuildAsync(&fleetjit.BuildOptions{Source: broken, Name: "broken.cu", Target: "sm_90"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Wait(context.Background())
+	e := wantCode(t, err, fleetjit.BuildError)
+	if !strings.Contains(e.BuildLog, fmt.Sprintf("undeclared_%d", n)) {
+		t.Fatalf("build log lacks the undeclared name: %q", e.BuildLog)
+	}
+	b.Close()
+	// A context already past its deadline returns its error; the build goes on.
+	slow, err := rt.BuildAsync(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90",
+		NVRTCOptions: []string{fmt.Sprintf("-DFJ_FRESH=%d", n+1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if _, err := slow.Wait(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait past the deadline: %v", err)
+	}
+	// Closing with the build in flight is clean; using it after is an error.
+	if err := slow.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = slow.Poll()
+	wantCode(t, err, fleetjit.InvalidArgument)
+	<-slow.Done()
+}
+
+func TestIncludeDirsReachTheBuild(t *testing.T) {
+	rt := newRuntime(t)
+	n := uint64(fresh()) % 1000000007
+	inc := t.TempDir()
+	if err := os.WriteFile(filepath.Join(inc, "fj_value.h"), []byte(fmt.Sprintf("#define FJ_VALUE %dull\n", n)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := "#include \"fj_value.h\"\nextern \"C\" __global__ void k(unsigned long long* y) { *y = FJ_VALUE; }\n"
+	m, err := rt.Build(&fleetjit.BuildOptions{Source: src, Target: "compute_90", Output: fleetjit.OutputPTX, IncludeDirs: []string{inc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ptx, _ := m.Image()
+	if !bytes.Contains(ptx, []byte(fmt.Sprint(n))) {
+		t.Fatalf("the header's value %d is not in the PTX", n)
+	}
+	_, err = rt.Build(&fleetjit.BuildOptions{Source: src, Target: "compute_90", Output: fleetjit.OutputPTX})
+	if err == nil || !strings.Contains(err.Error(), "fj_value.h") {
+		t.Fatalf("without the folder: %v", err)
+	}
+	dirs, err := rt.IncludeDirs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if d.Path == "" || d.Origin == "" {
+			t.Fatalf("include dir %+v", d)
+		}
+	}
+}
+
+func TestLoadModuleAndFlush(t *testing.T) {
+	rt := newRuntime(t)
+	m, err := rt.Build(&fleetjit.BuildOptions{Source: saxpy, Target: "compute_90", Output: fleetjit.OutputPTX,
+		NVRTCOptions: []string{fmt.Sprintf("-DFJ_FRESH=%d", fresh())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	img, _ := m.Image()
+	l, err := rt.LoadModule(&fleetjit.LoadOptions{Image: img, Kind: fleetjit.ImagePTX, Name: "saxpy.ptx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got, _ := l.Image()
+	info, _ := l.Info()
+	if !bytes.Equal(got, img) || info.Target != "compute_90" {
+		t.Fatalf("loaded module: %d bytes, target %q", len(got), info.Target)
+	}
+	_, err = rt.LoadModule(&fleetjit.LoadOptions{Image: []byte("\x7fELF garbage")})
+	wantCode(t, err, fleetjit.InvalidArgument)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rt.FlushCache(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLogCallbackFromAnyThread(t *testing.T) {
+	cache := t.TempDir()
+	opts := &fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", NVRTCOptions: []string{fmt.Sprintf("-DFJ_FRESH=%d", fresh())}}
+	rt, err := fleetjit.NewRuntime(&fleetjit.RuntimeOptions{CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := rt.Build(opts); err != nil {
+		t.Fatal(err)
+	} else {
+		m.Close()
+	}
+	if err := rt.FlushCache(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rt.Close()
+	// Corrupt every cache file: the next runtime refuses the entry (a
+	// line at warn) and rebuilds.
+	files := 0
+	filepath.Walk(cache, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && os.WriteFile(p, []byte("not a fleetjit cache entry"), 0o644) == nil {
+			files++
+		}
+		return nil
+	})
+	if files == 0 {
+		t.Fatal("the build wrote no cache file")
+	}
+	var mu sync.Mutex
+	var lines []string
+	rt, err = fleetjit.NewRuntime(&fleetjit.RuntimeOptions{CacheDir: cache, LogLevel: fleetjit.LogInfo,
+		Log: func(level fleetjit.LogLevel, line string) {
+			mu.Lock()
+			lines = append(lines, level.String()+": "+line)
+			mu.Unlock()
+			panic("a panicking callback is recovered, never unwinds into C")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Builds from several goroutines at once.
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if m, err := rt.Build(opts); err != nil {
+				t.Error(err)
+			} else {
+				m.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	rt.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	warned := false
+	for _, l := range lines {
+		if strings.HasPrefix(l, "warn: ") && strings.Contains(l, "cache") {
+			warned = true
+		}
+		if strings.HasSuffix(l, "\n") {
+			t.Fatalf("line with a newline: %q", l)
+		}
+	}
+	if !warned {
+		t.Fatalf("no warn line about the refused entry in %q", lines)
+	}
+}
+
+// badCall is one row of the bad-input table.
+type badCall struct {
+	name  string
+	call  func() error
+	codes []fleetjit.Code // any of these; empty = any *Error
+}
+
+func TestBadInputTable(t *testing.T) {
+	rt := newRuntime(t)
+	n, err := rt.DeviceCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := n > 0
+	inv := []fleetjit.Code{fleetjit.InvalidArgument}
+	dev := []fleetjit.Code{fleetjit.Unavailable}
+	if gpu {
+		dev = nil
+	}
+	anyOf := func(c ...fleetjit.Code) []fleetjit.Code { return c }
+	mod, err := rt.Build(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedMod, _ := rt.Build(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90"})
+	closedMod.Close()
+	closedRt, _ := fleetjit.NewRuntime(&fleetjit.RuntimeOptions{CacheDir: t.TempDir()})
+	closedRt.Close()
+	shape := []int64{4, 4}
+	a := fleetjit.CUDATensor(0x1000, 0, fleetjit.Float32, shape...)
+	b := fleetjit.CUDATensor(0x2000, 0, fleetjit.Int32, shape...)
+	c := fleetjit.CUDATensor(0x3000, 0, fleetjit.Float32, shape...)
+	build := func(o fleetjit.BuildOptions) func() error {
+		return func() error { m, err := rt.Build(&o); m.Close(); return err }
+	}
+	rows := []badCall{
+		{"NUL in the source", build(fleetjit.BuildOptions{Source: "__global__ void k(){}\x00junk", Target: "sm_90"}), inv},
+		{"NUL in a name expression", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", NameExpressions: []string{"axpy<float>\x00"}}), inv},
+		{"NUL in an NVRTC option", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", NVRTCOptions: []string{"-DX=1\x00-DY"}}), inv},
+		{"NUL in an async build", func() error {
+			_, err := rt.BuildAsync(&fleetjit.BuildOptions{Source: "\x00", Target: "sm_90"})
+			return err
+		}, inv},
+		{"NUL in a runtime option", func() error {
+			_, err := fleetjit.NewRuntime(&fleetjit.RuntimeOptions{TargetOverride: "sm_90\x00"})
+			return err
+		}, inv},
+		{"unknown copy impl", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", CopyImpl: 77}), inv},
+		{"unknown output", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", Output: 9}), inv},
+		{"unknown output, async", func() error {
+			_, err := rt.BuildAsync(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", Output: 9})
+			return err
+		}, inv},
+		{"malformed target", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_9x"}), inv},
+		{"nil build options", func() error { _, err := rt.Build(nil); return err }, inv},
+		{"nil async build options", func() error { _, err := rt.BuildAsync(nil); return err }, inv},
+		{"unknown image kind", func() error {
+			_, err := rt.LoadModule(&fleetjit.LoadOptions{Image: []byte("// ptx"), Kind: 42})
+			return err
+		}, inv},
+		{"empty image", func() error { _, err := rt.LoadModule(&fleetjit.LoadOptions{}); return err }, inv},
+		{"nil load options", func() error { _, err := rt.LoadModule(nil); return err }, inv},
+		{"unknown log level", func() error {
+			_, err := fleetjit.NewRuntime(&fleetjit.RuntimeOptions{Log: func(fleetjit.LogLevel, string) {}, LogLevel: 99})
+			return err
+		}, inv},
+		{"kernel name with a NUL", func() error { _, err := mod.Kernel("saxpy\x00", 0); return err }, inv},
+		{"unknown kernel name", func() error { _, err := mod.Kernel("no_such_kernel", 0); return err }, anyOf(fleetjit.NotFound, fleetjit.Unavailable)},
+		{"ordinal past int32", func() error { _, err := mod.Kernel("saxpy", 1<<40); return err }, inv},
+		{"negative ordinal", func() error { _, err := rt.DeviceInfo(-1); return err }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
+		{"huge alloc", func() error { _, err := rt.Alloc(0, math.MaxUint64); return err }, append(anyOf(fleetjit.ResourceExhausted, fleetjit.InvalidArgument, fleetjit.OutOfRange), dev...)},
+		{"alloc past int32 ordinal", func() error { _, err := rt.Alloc(math.MaxInt32+1, 16); return err }, inv},
+		{"stream on a bad device", func() error { _, err := rt.NewStream(1 << 20); return err }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
+		{"copy between dtypes", func() error { return rt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: b}}, nil) }, inv},
+		{"copy with an unknown oob", func() error { return rt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: c, OOB: 12}}, nil) }, inv},
+		{"copy onto itself", func() error { return rt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: a}}, nil) }, inv},
+		{"copy with a nil tensor", func() error { return rt.Copy([]fleetjit.CopyDesc{{Src: a}}, nil) }, inv},
+		{"copy of a 6-D tensor", func() error {
+			t6 := fleetjit.CUDATensor(0x1000, 0, fleetjit.Float32, 1, 1, 1, 1, 1, 1)
+			return rt.Copy([]fleetjit.CopyDesc{{Src: t6, Dst: t6}}, nil)
+		}, inv},
+		{"copy of a negative shape", func() error {
+			return rt.Copy([]fleetjit.CopyDesc{{Src: fleetjit.CUDATensor(0x1000, 0, fleetjit.Float32, -4, 4), Dst: a}}, nil)
+		}, inv},
+		{"strides of another rank", func() error {
+			s := *a
+			s.Strides = []int64{1}
+			return rt.Copy([]fleetjit.CopyDesc{{Src: &s, Dst: c}}, nil)
+		}, inv},
+		{"prefetch with an unknown mode", func() error {
+			return rt.Prefetch([]fleetjit.PrefetchDesc{{Address: 0x1000, Bytes: 64, Mode: 9, ReaderDevice: -1}}, nil)
+		}, inv},
+		{"prefetch with a huge reader", func() error {
+			return rt.Prefetch([]fleetjit.PrefetchDesc{{Address: 0x1000, Bytes: 64, ReaderDevice: 1 << 40}}, nil)
+		}, inv},
+		{"peer query of bad devices", func() error { _, err := rt.PeerQuery(-3, 1<<30); return err }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
+		{"peer enable past int32", func() error { return rt.PeerEnable(0, 1<<33) }, inv},
+		{"peer disable of bad devices", func() error { return rt.PeerDisable(99, 0) }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
+		{"wrap of a forged CUstream", func() error { _, err := rt.WrapStream(0, 0xdeadbeef); return err }, anyOf(fleetjit.InvalidArgument, fleetjit.Unavailable, fleetjit.NotFound)},
+		{"tensor check of a 3-D box on a 2-D tensor", func() error {
+			_, err := fleetjit.TensorCheck(&fleetjit.TensorArg{Tensor: a, Box: [5]uint32{2, 2, 2}})
+			return err
+		}, inv},
+		{"tensor check of nil", func() error { _, err := fleetjit.TensorCheck(nil); return err }, inv},
+		{"closed module used again", func() error { _, err := closedMod.Info(); return err }, inv},
+		{"closed module's kernel", func() error { _, err := closedMod.Kernel("saxpy", 0); return err }, inv},
+		{"closed runtime used again", func() error {
+			_, err := closedRt.Build(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90"})
+			return err
+		}, inv},
+		{"closed runtime's flush", func() error { return closedRt.FlushCache(context.Background()) }, inv},
+		{"closed runtime's copy", func() error { return closedRt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: c}}, nil) }, inv},
+		{"nil runtime", func() error { var r *fleetjit.Runtime; _, err := r.DeviceCount(); return err }, inv},
+		{"zero-value module", func() error { _, err := (&fleetjit.Module{}).Image(); return err }, inv},
+		{"zero-value kernel launch", func() error { return (&fleetjit.Kernel{}).Launch(fleetjit.Linear(1, 1)) }, inv},
+		{"zero-value stream", func() error { return (&fleetjit.Stream{}).Synchronize() }, inv},
+		{"zero-value build", func() error { _, err := (&fleetjit.Build{}).Take(); return err }, inv},
+		{"zero-value memory fill", func() error { return (&fleetjit.DeviceMemory{}).Fill(1) }, inv},
+		{"device-to-device of nil", func() error { return fleetjit.CopyDeviceToDevice(nil, nil) }, inv},
+	}
+	for _, r := range rows {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: panicked: %v", r.name, p)
+				}
+			}()
+			err := r.call()
+			if err == nil {
+				t.Errorf("%s: accepted", r.name)
+				return
+			}
+			var e *fleetjit.Error
+			if !errors.As(err, &e) || e.Message == "" {
+				t.Errorf("%s: not a *fleetjit.Error with a message: %v", r.name, err)
+				return
+			}
+			ok := len(r.codes) == 0
+			for _, c := range r.codes {
+				ok = ok || e.Code == c
+			}
+			if !ok {
+				t.Errorf("%s: %v, want one of %v", r.name, e, r.codes)
+				return
+			}
+			t.Logf("%s: %v", r.name, e)
+		}()
+	}
+	// The runtime still works after all of it.
+	m, err := rt.Build(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	mod.Close()
+}
