@@ -93,7 +93,7 @@ class Runtime:
 def beta():
     return _name(lib().fj_beta_name, 0)
 '''
-PY_TOPIC = '''lib().fj_gamma_name.restype = c_char_p
+PY_TOPIC = '''_proto("fj_gamma_name", c_char_p, [c_int])
 
 
 def gamma():
@@ -143,6 +143,9 @@ CASES = [
     ("python: a docstring is not a use", {"bindings/python/fleetjit/runtime.py":
                                           ("return lib().fj_version()", "return 1")},
      ["python: fj_version (not used by public code)"]),
+    ("python: a prototype row is not a use", {"bindings/python/fleetjit/topic.py":
+                                              ("return lib().fj_gamma_name(0)", "return None")},
+     ["python: fj_gamma_name (not used by public code)"]),
     ("python: a private helper nobody calls", {"bindings/python/fleetjit/runtime.py":
                                                ("return self._alpha()", "return None")},
      ["python: fj_alpha"]),
