@@ -156,6 +156,14 @@ func TestLoadModuleAndFlush(t *testing.T) {
 	if err := rt.FlushCache(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// No remote tier configured: its state says so and its counters are 0.
+	st, err := rt.CacheStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.RemoteState != fleetjit.RemoteOff || st.RemoteHits != 0 || st.RemoteWrites != 0 {
+		t.Fatalf("remote tier without a URL: %+v", st)
+	}
 }
 
 func TestLogCallbackFromAnyThread(t *testing.T) {

@@ -124,6 +124,26 @@ type TensorArg struct {
 	Swizzle Swizzle
 }
 
+// toC builds the fj_tensor_arg (and its tensor) in C memory owned by m.
+func (arg *TensorArg) toC(m *cmem) (*C.fj_tensor_arg, error) {
+	if arg == nil || arg.Tensor == nil {
+		return nil, &Error{Code: InvalidArgument, Message: "nil TensorArg or Tensor"}
+	}
+	t, err := arg.Tensor.toC(m)
+	if err != nil {
+		return nil, err
+	}
+	a := (*C.fj_tensor_arg)(m.alloc(unsafe.Sizeof(C.fj_tensor_arg{})))
+	a.struct_size = C.size_t(unsafe.Sizeof(*a))
+	a.tensor = t
+	for i := range arg.Box {
+		a.box[i] = C.uint32_t(arg.Box[i])
+	}
+	a.oob = C.fj_oob(arg.OOB)
+	a.swizzle = C.fj_swizzle(arg.Swizzle)
+	return a, nil
+}
+
 // TensorCheckResult mirrors fj_tensor_check.
 type TensorCheckResult struct {
 	TMA    bool   // a TMA tensor map describes it (else cp.async)
@@ -138,18 +158,10 @@ func TensorCheck(arg *TensorArg) (TensorCheckResult, error) {
 	}
 	var m cmem
 	defer m.free()
-	t, err := arg.Tensor.toC(&m)
+	a, err := arg.toC(&m)
 	if err != nil {
 		return TensorCheckResult{}, err
 	}
-	a := (*C.fj_tensor_arg)(m.alloc(unsafe.Sizeof(C.fj_tensor_arg{})))
-	a.struct_size = C.size_t(unsafe.Sizeof(*a))
-	a.tensor = t
-	for i := range arg.Box {
-		a.box[i] = C.uint32_t(arg.Box[i])
-	}
-	a.oob = C.fj_oob(arg.OOB)
-	a.swizzle = C.fj_swizzle(arg.Swizzle)
 	var out C.fj_tensor_check
 	out.struct_size = C.size_t(unsafe.Sizeof(out))
 	if err := statusErr(C.fj_tensor_arg_check(a, &out)); err != nil {

@@ -290,6 +290,8 @@ const (
 	CacheCompiled  CacheResult = C.FJ_CACHE_COMPILED
 	CacheMemoryHit CacheResult = C.FJ_CACHE_MEMORY_HIT
 	CacheDiskHit   CacheResult = C.FJ_CACHE_DISK_HIT
+	// Since 1.1: from the fleet's remote tier.
+	CacheRemoteHit CacheResult = C.FJ_CACHE_REMOTE_HIT
 )
 
 // -------------------------------------------------------------- copy plan
@@ -527,7 +529,23 @@ type CacheStats struct {
 	CompileMsTotal                         float64
 	Evictions, RejectedEntries             uint64
 	DiskEntries, DiskBytes                 uint64
+	// Since 1.1: the remote tier (all 0 when it is off).
+	RemoteState                            RemoteState
+	RemoteHits, RemoteMisses, RemoteErrors uint64
+	RemoteRejected, RemoteWrites           uint64
+	RemoteWriteDrops, RemoteBreakerOpens   uint64
 }
+
+// RemoteState mirrors fj_remote_state, the remote tier's circuit breaker.
+type RemoteState uint32
+
+const (
+	RemoteOff         RemoteState = C.FJ_REMOTE_OFF         // not configured
+	RemoteUnavailable RemoteState = C.FJ_REMOTE_UNAVAILABLE // configured but off
+	RemoteClosed      RemoteState = C.FJ_REMOTE_CLOSED      // in use
+	RemoteOpen        RemoteState = C.FJ_REMOTE_OPEN        // failing, cooling down
+	RemoteHalfOpen    RemoteState = C.FJ_REMOTE_HALF_OPEN   // the next call probes it
+)
 
 // CacheStats returns the module cache's counters.
 func (r *Runtime) CacheStats() (CacheStats, error) {
@@ -549,6 +567,10 @@ func (r *Runtime) CacheStats() (CacheStats, error) {
 		Compiles: uint64(s.compiles), CompileMsTotal: float64(s.compile_ms_total),
 		Evictions: uint64(s.evictions), RejectedEntries: uint64(s.rejected_entries),
 		DiskEntries: uint64(s.disk_entries), DiskBytes: uint64(s.disk_bytes),
+		RemoteState: RemoteState(s.remote_state), RemoteHits: uint64(s.remote_hits),
+		RemoteMisses: uint64(s.remote_misses), RemoteErrors: uint64(s.remote_errors),
+		RemoteRejected: uint64(s.remote_rejected), RemoteWrites: uint64(s.remote_writes),
+		RemoteWriteDrops: uint64(s.remote_write_drops), RemoteBreakerOpens: uint64(s.remote_breaker_opens),
 	}, nil
 }
 
@@ -808,11 +830,12 @@ func (k *Kernel) Info() (KernelInfo, error) {
 	}, nil
 }
 
-// Arg is one kernel argument (fj_arg); make it with I32, F32, Ptr, ...
+// Arg is one kernel argument (fj_arg); make it with I32, F32, Ptr, Tensor...
 type Arg struct {
-	kind  C.fj_arg_kind
-	bits  uint64
-	bytes []byte
+	kind   C.fj_arg_kind
+	bits   uint64
+	bytes  []byte
+	tensor *TensorArg
 }
 
 func I8(v int8) Arg         { return Arg{kind: C.FJ_ARG_I8, bits: uint64(v)} }
@@ -834,10 +857,11 @@ func Ptr(address uint64) Arg { return Arg{kind: C.FJ_ARG_POINTER, bits: address}
 // Mem passes the address of a device allocation.
 func Mem(d *DeviceMemory) Arg { return Ptr(d.Address()) }
 
-// Tensor arguments (FJ_TENSOR parameters) are not offered by this package
-// yet. In the C ABI a tensor's box, like its shape, is outermost-first
-// (index 0 is the slowest-varying dimension), while device code counts from
-// the innermost (fj::tensor::box(0)); see rule 11 of <fleetjit/fleetjit.h>.
+// TensorArgOf passes a tensor argument (an FJ_TENSOR parameter), copied to
+// C memory for the call. Its Box, like its Shape, is outermost-first (index
+// 0 is the slowest-varying dimension), while device code counts from the
+// innermost (fj::tensor::box(0)); see rule 11 of <fleetjit/fleetjit.h>.
+func TensorArgOf(t *TensorArg) Arg { return Arg{kind: C.FJ_ARG_TENSOR, tensor: t} }
 
 // Bytes passes a struct by value (copied for the call).
 func Bytes(b []byte) Arg { return Arg{kind: C.FJ_ARG_BYTES, bytes: append([]byte(nil), b...)} }
@@ -904,6 +928,14 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 					return &Error{Code: InvalidArgument, Message: "a by-value argument larger than 4 GiB"}
 				}
 				ptr, size = m.bytes(a.bytes), C.uint32_t(len(a.bytes))
+			} else if a.kind == C.FJ_ARG_TENSOR {
+				ta, err := a.tensor.toC(&m)
+				if err != nil {
+					putArgBuf(buf)
+					m.free()
+					return prefixErr(err, fmt.Sprintf("argument %d", i))
+				}
+				ptr = unsafe.Pointer(ta)
 			}
 			C.fjgo_arg(&raw[i], a.kind, C.uint64_t(a.bits), size, ptr)
 		}

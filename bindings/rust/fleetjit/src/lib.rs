@@ -364,6 +364,8 @@ c_enum!(
         Compiled = sys::FJ_CACHE_COMPILED,
         MemoryHit = sys::FJ_CACHE_MEMORY_HIT,
         DiskHit = sys::FJ_CACHE_DISK_HIT,
+        /// Since 1.1: from the fleet's remote tier.
+        RemoteHit = sys::FJ_CACHE_REMOTE_HIT,
     }
 );
 
@@ -683,6 +685,13 @@ impl Runtime {
         Ok(CacheStats::from_raw(&s))
     }
 
+    /// The state of the cache's remote tier (since 1.1).
+    pub fn cache_remote_state(&self) -> Result<RemoteState> {
+        let mut s = zeroed_struct!(sys::fj_cache_stats);
+        check(unsafe { sys::fj_cache_stats_get(self.raw.as_ptr(), &mut s) })?;
+        Ok(RemoteState::from_raw(s.remote_state))
+    }
+
     /// Empties the memory tier and deletes this cache's disk entries.
     pub fn clear_cache(&self) -> Result<()> {
         check(unsafe { sys::fj_cache_clear(self.raw.as_ptr()) })
@@ -783,6 +792,35 @@ c_struct_copy!(
         rejected_entries: u64,
         disk_entries: u64,
         disk_bytes: u64,
+        /// Since 1.1: the remote tier (all 0 when it is off); its state is
+        /// `fj_remote_state` (see [`Runtime::cache_remote_state`]).
+        remote_hits: u64,
+        remote_misses: u64,
+        /// Failed or timed-out calls.
+        remote_errors: u64,
+        /// Refused: bad signature, key or size.
+        remote_rejected: u64,
+        /// Entries published.
+        remote_writes: u64,
+        /// Not published: queue full, Redis down.
+        remote_write_drops: u64,
+        remote_breaker_opens: u64,
+    }
+);
+
+c_enum!(
+    /// The remote tier's circuit breaker (`fj_remote_state`, since 1.1).
+    RemoteState: sys::fj_remote_state {
+        /// Not configured.
+        Off = sys::FJ_REMOTE_OFF,
+        /// Configured but off: no hiredis, no key, bad URL.
+        Unavailable = sys::FJ_REMOTE_UNAVAILABLE,
+        /// In use.
+        Closed = sys::FJ_REMOTE_CLOSED,
+        /// Failing: not asked until the cooldown ends.
+        Open = sys::FJ_REMOTE_OPEN,
+        /// The next call probes it.
+        HalfOpen = sys::FJ_REMOTE_HALF_OPEN,
     }
 );
 

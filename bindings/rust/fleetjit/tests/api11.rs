@@ -158,6 +158,10 @@ fn module_load_of_an_image_built_here() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e}");
     rt.flush_cache(Duration::from_secs(5)).unwrap();
+    // No remote tier configured: its state says so and its counters are 0.
+    assert_eq!(rt.cache_remote_state().unwrap(), fleetjit::RemoteState::Off);
+    let st = rt.cache_stats().unwrap();
+    assert_eq!((st.remote_hits, st.remote_writes, st.remote_errors), (0, 0, 0));
     let _ = std::fs::remove_dir_all(dir);
 }
 
