@@ -322,3 +322,100 @@ fn bad_input_table() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+
+fn random_floats(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s >> 12;
+            s ^= s << 25;
+            s ^= s >> 27;
+            let r = s.wrapping_mul(0x2545_f491_4f6c_dd1d);
+            (r >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// fj_copy through the binding on a GPU: a window of a random 2-D source
+/// (partly outside it, zero-filled) and a gather of random rows, into
+/// poisoned outputs, against a host reference. Skips without a GPU.
+#[test]
+fn gpu_copy_window_and_gather_against_a_reference() {
+    let (rt, dir) = runtime("gpucopy");
+    if rt.device_count().unwrap() == 0 {
+        println!(
+            "SKIP gpu_copy_window_and_gather_against_a_reference: the runtime reports 0 CUDA devices ({})",
+            rt.driver_error().unwrap_or_default()
+        );
+        return;
+    }
+    let seed = fresh();
+    let (rows, cols) = (64usize, 48usize);
+    let src_host = random_floats(rows * cols, seed);
+    let src = rt.upload(0, &src_host).unwrap();
+    let (wr, wc) = (20usize, 40usize);
+    let (r0, c0) = (50i64, 17i64); // runs past the last row and column
+    let mut win = rt.alloc::<f32>(0, wr * wc).unwrap();
+    win.fill_bytes(0xff).unwrap(); // NaN poison
+    let src_shape = [rows as i64, cols as i64];
+    let win_shape = [wr as i64, wc as i64];
+    let ts = Tensor::cuda(src.address(), 0, Tensor::F32, &src_shape, None);
+    let tw = Tensor::cuda(win.address(), 0, Tensor::F32, &win_shape, None);
+    let mut d = CopyDesc::new(&ts, &tw);
+    d.src_start = [r0, c0, 0, 0, 0];
+    d.oob = Oob::Zeros;
+    // Gather: random rows (some outside src: they read as zeros).
+    let g = 16usize;
+    let idx: Vec<i32> = random_floats(g, seed ^ 0x5555)
+        .iter()
+        .map(|v| ((v + 1.0) * 0.55 * rows as f32) as i32)
+        .collect();
+    let idx_dev = rt.upload(0, &idx).unwrap();
+    let mut gat = rt.alloc::<f32>(0, g * cols).unwrap();
+    gat.fill_bytes(0xff).unwrap();
+    let idx_shape = [g as i64];
+    let gat_shape = [g as i64, cols as i64];
+    let ti = Tensor::cuda(idx_dev.address(), 0, Tensor::I32, &idx_shape, None);
+    let tg = Tensor::cuda(gat.address(), 0, Tensor::F32, &gat_shape, None);
+    let mut dg = CopyDesc::new(&ts, &tg);
+    dg.gather_index = Some(&ti);
+    let stream = rt.create_stream(0).unwrap();
+    unsafe { rt.copy(&[d, dg], Some(&stream)) }.unwrap();
+    stream.synchronize().unwrap();
+    let at = |r: i64, c: i64| -> f32 {
+        if r < 0 || c < 0 || r >= rows as i64 || c >= cols as i64 {
+            0.0
+        } else {
+            src_host[r as usize * cols + c as usize]
+        }
+    };
+    let got = win.to_vec().unwrap();
+    for i in 0..wr {
+        for j in 0..wc {
+            let want = at(r0 + i as i64, c0 + j as i64);
+            assert_eq!(got[i * wc + j].to_bits(), want.to_bits(), "window [{i}][{j}]");
+        }
+    }
+    let got = gat.to_vec().unwrap();
+    for (i, &r) in idx.iter().enumerate() {
+        for j in 0..cols {
+            assert_eq!(got[i * cols + j].to_bits(), at(r as i64, j as i64).to_bits(), "gather row {i} (src row {r}) col {j}");
+        }
+    }
+    // An async build for the live device, launched: y = a*x + y.
+    let m = block_on(rt.build_async(&BuildOptions::new(SAXPY).nvrtc_option(format!("-DFJ_FRESH={seed}"))).unwrap()).unwrap();
+    let k = m.kernel("saxpy", 0).unwrap();
+    let n = 4096usize;
+    let x = random_floats(n, seed ^ 1);
+    let y0 = random_floats(n, seed ^ 2);
+    let xd = rt.upload(0, &x).unwrap();
+    let yd = rt.upload(0, &y0).unwrap();
+    let args = [fleetjit::Arg::Pointer(yd.address()), fleetjit::Arg::Pointer(xd.address()), 1.5f32.into(), (n as i32).into()];
+    unsafe { k.launch(&fleetjit::LaunchConfig::for_elements(n, 128), &args) }.unwrap();
+    let y = yd.to_vec().unwrap();
+    for i in 0..n {
+        let want = 1.5f32 * x[i] + y0[i];
+        assert!((y[i] - want).abs() <= 1e-5 * (1.0 + want.abs()), "saxpy[{i}]: {} vs {want}", y[i]);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
