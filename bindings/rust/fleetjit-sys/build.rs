@@ -14,6 +14,9 @@
 //!    `sizeof`, `_Alignof`, `offsetof`, field size, enum size and constant
 //!    with the Rust declarations, and reports each header item that `src/`
 //!    lacks (and each Rust field the header lacks) as a mismatch.
+//!    A second C file spells every `extern "C"` signature of `src/` as a
+//!    function pointer initialised with the header's function, compiled with
+//!    -Werror: a parameter or return type that differs is a mismatch too.
 //!    `tests/layout.rs` runs it. No external crates are used. If the probe
 //!    cannot run (no compiler, no header, cross-compiling) the build still
 //!    succeeds and the layout test fails with the reason.
@@ -224,6 +227,110 @@ fn parse_rust(text: &str) -> RustItems {
     items
 }
 
+/// The C spelling of a Rust FFI type of `fleetjit-sys` (`*const *mut
+/// fj_build` -> `fj_build* const*`); None for a type it does not know.
+fn c_type(t: &str) -> Option<String> {
+    let t = t.trim();
+    if let Some(rest) = t.strip_prefix("*const ") {
+        return Some(format!("{} const*", c_type(rest)?));
+    }
+    if let Some(rest) = t.strip_prefix("*mut ") {
+        return Some(format!("{}*", c_type(rest)?));
+    }
+    let base = match t {
+        "c_char" => "char",
+        "c_void" => "void",
+        "c_int" => "int",
+        "u8" => "uint8_t",
+        "u16" => "uint16_t",
+        "u32" => "uint32_t",
+        "u64" => "uint64_t",
+        "i8" => "int8_t",
+        "i16" => "int16_t",
+        "i32" => "int32_t",
+        "i64" => "int64_t",
+        "usize" => "size_t",
+        "f32" => "float",
+        "f64" => "double",
+        other if other.starts_with("fj_") && other.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => other,
+        _ => return None,
+    };
+    Some(base.to_string())
+}
+
+/// Checks every `extern "C"` function of `src/` against the header's
+/// prototype: a C file initialises a function pointer of the type the Rust
+/// declaration spells with the header's function, and the C compiler
+/// (-Werror) refuses any parameter or return type that differs. Returns one
+/// line per mismatch.
+fn check_signatures(out_dir: &Path, include_dir: &Path, rust_text: &str) -> Result<Vec<String>, String> {
+    let text = strip_c_comments(rust_text);
+    let mut bad = Vec::new();
+    let mut c = String::from("#include <stddef.h>\n#include <stdint.h>\n#include <fleetjit/fleetjit.h>\n");
+    let mut count = 0;
+    let mut at = 0;
+    while let Some(p) = text[at..].find("extern \"C\" {") {
+        let open = at + p + "extern \"C\" ".len();
+        let (body, end) = braced(&text, open);
+        at = end;
+        for decl in body.split(';') {
+            let Some(fp) = decl.find("pub fn ") else { continue };
+            let d = &decl[fp + "pub fn ".len()..];
+            let name = &d[..ident_end(d)];
+            let Some(lp) = d.find('(') else { continue };
+            let Some(rp) = d.rfind(')') else { continue };
+            let params = &d[lp + 1..rp];
+            let ret = d[rp + 1..].trim().strip_prefix("->").map(str::trim);
+            let mut c_params = Vec::new();
+            let mut ok = true;
+            for p in params.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                match p.split_once(':').and_then(|(_, t)| c_type(t)) {
+                    Some(t) => c_params.push(t),
+                    None => ok = false,
+                }
+            }
+            let c_ret = match ret {
+                None => Some("void".to_string()),
+                Some(r) => c_type(r),
+            };
+            let (true, Some(c_ret)) = (ok, c_ret) else {
+                bad.push(format!("fn {name}: a Rust type the signature check cannot spell in C"));
+                continue;
+            };
+            if c_params.is_empty() {
+                c_params.push("void".into());
+            }
+            writeln!(c, "{c_ret} (*const fjsig_{name})({}) = {name};", c_params.join(", ")).unwrap();
+            count += 1;
+        }
+    }
+    if count == 0 {
+        return Ok(vec!["no extern \"C\" functions found in src/ (signature check)".into()]);
+    }
+    let src = out_dir.join("signature_probe.c");
+    fs::write(&src, c).map_err(|e| e.to_string())?;
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let out = Command::new(&cc)
+        .args(["-std=c11", "-fsyntax-only", "-Werror", "-Wall", "-Wincompatible-pointer-types"])
+        .arg(&src)
+        .arg("-I")
+        .arg(include_dir)
+        .output()
+        .map_err(|e| format!("cannot run the C compiler '{cc}': {e}"))?;
+    if !out.status.success() {
+        let msg = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<_> = msg.lines().filter(|l| l.contains("fjsig_") || l.contains("error")).collect();
+        for l in &lines {
+            bad.push(format!("signature: {}", l.trim()));
+        }
+        if lines.is_empty() {
+            bad.push(format!("signature probe failed: {msg}"));
+        }
+    }
+    println!("cargo:rustc-env=FLEETJIT_SYS_SIGNATURES={count}");
+    Ok(bad)
+}
+
 /// The Rust name of a C field that is a Rust keyword.
 fn rust_field(c: &str) -> String {
     const KEYWORDS: &[&str] = &[
@@ -380,6 +487,7 @@ fn probe_layout(out_dir: &Path, include_dir: &Path, header: &Path, src_dir: &Pat
         }
     }
     c.push_str("  return 0;\n}\n");
+    missing.extend(check_signatures(out_dir, include_dir, &rust_text)?);
     let counts = (h.structs.len(), nfields, h.constants.len());
     let src = out_dir.join("layout_probe.c");
     let exe = out_dir.join("layout_probe");

@@ -4,6 +4,8 @@
 //! alignment, offset, enum value and version macro against the C compiler's
 //! view of the header, and fails on any struct, field, enum or constant of
 //! the header this crate lacks (build.rs reads them from the header itself).
+//! It also compiles every `extern "C"` signature below, spelled in C, against
+//! the header's prototype, so a parameter or return type that differs fails.
 //! scripts/ci/check-binding-parity fails on any `FJ_API` function lacking
 //! here.
 //!
