@@ -203,7 +203,9 @@ fn parse_rust(text: &str) -> RustItems {
     for (i, _) in text.match_indices("pub struct ") {
         let rest = &text[i + "pub struct ".len()..];
         let name = rest[..ident_end(rest)].to_string();
-        let Some(open) = rest.find(['{', ';']) else { continue };
+        let Some(open) = rest.find(['{', ';']) else {
+            continue;
+        };
         let mut fields = Vec::new();
         if rest.as_bytes()[open] == b'{' {
             let (body, _) = braced(rest, open);
@@ -252,7 +254,12 @@ fn c_type(t: &str) -> Option<String> {
         "usize" => "size_t",
         "f32" => "float",
         "f64" => "double",
-        other if other.starts_with("fj_") && other.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => other,
+        other
+            if other.starts_with("fj_")
+                && other.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+        {
+            other
+        }
         _ => return None,
     };
     Some(base.to_string())
@@ -263,10 +270,15 @@ fn c_type(t: &str) -> Option<String> {
 /// declaration spells with the header's function, and the C compiler
 /// (-Werror) refuses any parameter or return type that differs. Returns one
 /// line per mismatch.
-fn check_signatures(out_dir: &Path, include_dir: &Path, rust_text: &str) -> Result<Vec<String>, String> {
+fn check_signatures(
+    out_dir: &Path,
+    include_dir: &Path,
+    rust_text: &str,
+) -> Result<Vec<String>, String> {
     let text = strip_c_comments(rust_text);
     let mut bad = Vec::new();
-    let mut c = String::from("#include <stddef.h>\n#include <stdint.h>\n#include <fleetjit/fleetjit.h>\n");
+    let mut c =
+        String::from("#include <stddef.h>\n#include <stdint.h>\n#include <fleetjit/fleetjit.h>\n");
     let mut count = 0;
     let mut at = 0;
     while let Some(p) = text[at..].find("extern \"C\" {") {
@@ -274,7 +286,9 @@ fn check_signatures(out_dir: &Path, include_dir: &Path, rust_text: &str) -> Resu
         let (body, end) = braced(&text, open);
         at = end;
         for decl in body.split(';') {
-            let Some(fp) = decl.find("pub fn ") else { continue };
+            let Some(fp) = decl.find("pub fn ") else {
+                continue;
+            };
             let d = &decl[fp + "pub fn ".len()..];
             let name = &d[..ident_end(d)];
             let Some(lp) = d.find('(') else { continue };
@@ -294,24 +308,39 @@ fn check_signatures(out_dir: &Path, include_dir: &Path, rust_text: &str) -> Resu
                 Some(r) => c_type(r),
             };
             let (true, Some(c_ret)) = (ok, c_ret) else {
-                bad.push(format!("fn {name}: a Rust type the signature check cannot spell in C"));
+                bad.push(format!(
+                    "fn {name}: a Rust type the signature check cannot spell in C"
+                ));
                 continue;
             };
             if c_params.is_empty() {
                 c_params.push("void".into());
             }
-            writeln!(c, "{c_ret} (*const fjsig_{name})({}) = {name};", c_params.join(", ")).unwrap();
+            writeln!(
+                c,
+                "{c_ret} (*const fjsig_{name})({}) = {name};",
+                c_params.join(", ")
+            )
+            .unwrap();
             count += 1;
         }
     }
     if count == 0 {
-        return Ok(vec!["no extern \"C\" functions found in src/ (signature check)".into()]);
+        return Ok(vec![
+            "no extern \"C\" functions found in src/ (signature check)".into(),
+        ]);
     }
     let src = out_dir.join("signature_probe.c");
     fs::write(&src, c).map_err(|e| e.to_string())?;
     let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let out = Command::new(&cc)
-        .args(["-std=c11", "-fsyntax-only", "-Werror", "-Wall", "-Wincompatible-pointer-types"])
+        .args([
+            "-std=c11",
+            "-fsyntax-only",
+            "-Werror",
+            "-Wall",
+            "-Wincompatible-pointer-types",
+        ])
         .arg(&src)
         .arg("-I")
         .arg(include_dir)
@@ -319,7 +348,10 @@ fn check_signatures(out_dir: &Path, include_dir: &Path, rust_text: &str) -> Resu
         .map_err(|e| format!("cannot run the C compiler '{cc}': {e}"))?;
     if !out.status.success() {
         let msg = String::from_utf8_lossy(&out.stderr);
-        let lines: Vec<_> = msg.lines().filter(|l| l.contains("fjsig_") || l.contains("error")).collect();
+        let lines: Vec<_> = msg
+            .lines()
+            .filter(|l| l.contains("fjsig_") || l.contains("error"))
+            .collect();
         for l in &lines {
             bad.push(format!("signature: {}", l.trim()));
         }
@@ -336,9 +368,9 @@ fn rust_field(c: &str) -> String {
     const KEYWORDS: &[&str] = &[
         "impl", "box", "type", "ref", "move", "fn", "struct", "match", "loop", "use", "mod",
         "self", "super", "crate", "where", "trait", "priv", "override", "final", "virtual",
-        "yield", "async", "await", "dyn", "abstract", "become", "macro", "typeof", "unsized",
-        "do", "in", "let", "mut", "pub", "static", "unsafe", "extern", "enum", "const",
-        "continue", "break", "return", "if", "else", "for", "while", "as", "true", "false",
+        "yield", "async", "await", "dyn", "abstract", "become", "macro", "typeof", "unsized", "do",
+        "in", "let", "mut", "pub", "static", "unsafe", "extern", "enum", "const", "continue",
+        "break", "return", "if", "else", "for", "while", "as", "true", "false",
     ];
     if KEYWORDS.contains(&c) {
         format!("{c}_")
@@ -410,7 +442,12 @@ type Probe = (Vec<(String, u64)>, Vec<String>, (usize, usize, usize));
 
 /// Compiles and runs the C probe over everything the header declares that
 /// `src/` also declares; returns `name value` pairs and what `src/` lacks.
-fn probe_layout(out_dir: &Path, include_dir: &Path, header: &Path, src_dir: &Path) -> Result<Probe, String> {
+fn probe_layout(
+    out_dir: &Path,
+    include_dir: &Path,
+    header: &Path,
+    src_dir: &Path,
+) -> Result<Probe, String> {
     if !header.exists() {
         return Err(format!(
             "header {} not found (set FLEETJIT_INCLUDE_DIR)",
@@ -450,7 +487,9 @@ fn probe_layout(out_dir: &Path, include_dir: &Path, header: &Path, src_dir: &Pat
         for cf in fields {
             let f = rust_field(cf);
             if !rfields.contains(&f) {
-                missing.push(format!("field {s}.{cf}: not declared in fleetjit-sys ({f})"));
+                missing.push(format!(
+                    "field {s}.{cf}: not declared in fleetjit-sys ({f})"
+                ));
                 continue;
             }
             writeln!(c, "  P(\"offsetof {s} {f}\", offsetof({s}, {cf}));").unwrap();
@@ -462,7 +501,9 @@ fn probe_layout(out_dir: &Path, include_dir: &Path, header: &Path, src_dir: &Pat
         }
         for f in rfields {
             if !fields.iter().any(|cf| &rust_field(cf) == f) {
-                missing.push(format!("field {s}.{f}: in fleetjit-sys but not in the header"));
+                missing.push(format!(
+                    "field {s}.{f}: in fleetjit-sys but not in the header"
+                ));
             }
         }
     }
@@ -521,7 +562,11 @@ fn probe_layout(out_dir: &Path, include_dir: &Path, header: &Path, src_dir: &Pat
 }
 
 /// Emits `layout_mismatches()`, comparing each C value with its Rust twin.
-fn generate_check(values: &[(String, u64)], missing: &[String], counts: (usize, usize, usize)) -> String {
+fn generate_check(
+    values: &[(String, u64)],
+    missing: &[String],
+    counts: (usize, usize, usize),
+) -> String {
     let mut r = String::from(
         "/// Generated by build.rs from the C header; see tests/layout.rs.\n\
          #[allow(unused_mut)]\n\
@@ -548,7 +593,11 @@ fn generate_check(values: &[(String, u64)], missing: &[String], counts: (usize, 
             ["const", k] => format!("fleetjit_sys::{k} as u64"),
             ["minor", k] => {
                 // Rust's minor must not be newer than the header's.
-                writeln!(r, "    chk({name:?}, (fleetjit_sys::{k} as u64).max({v}), {v});").unwrap();
+                writeln!(
+                    r,
+                    "    chk({name:?}, (fleetjit_sys::{k} as u64).max({v}), {v});"
+                )
+                .unwrap();
                 continue;
             }
             _ => panic!("unexpected probe line {name}"),

@@ -493,7 +493,11 @@ extern "C" {
         out_build: *mut *mut fj_build,
     ) -> *mut fj_status;
     pub fn fj_build_poll(build: *const fj_build, out_done: *mut i32) -> *mut fj_status;
-    pub fn fj_build_wait(build: *mut fj_build, timeout_ms: u32, out_done: *mut i32) -> *mut fj_status;
+    pub fn fj_build_wait(
+        build: *mut fj_build,
+        timeout_ms: u32,
+        out_done: *mut i32,
+    ) -> *mut fj_status;
     pub fn fj_build_take(build: *mut fj_build, out_module: *mut *mut fj_module) -> *mut fj_status;
     pub fn fj_build_destroy(build: *mut fj_build) -> *mut fj_status;
 

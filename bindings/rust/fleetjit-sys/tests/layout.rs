@@ -15,8 +15,14 @@ fn layout_matches_c_header() {
     println!(
         "checked {LAYOUT_VALUES} values against the C header: {structs} structs, {fields} fields, {consts} constants"
     );
-    assert!(structs >= 18 && fields >= 149, "the probe read too little of the header");
-    let sigs: usize = option_env!("FLEETJIT_SYS_SIGNATURES").unwrap_or("0").parse().unwrap();
+    assert!(
+        structs >= 18 && fields >= 149,
+        "the probe read too little of the header"
+    );
+    let sigs: usize = option_env!("FLEETJIT_SYS_SIGNATURES")
+        .unwrap_or("0")
+        .parse()
+        .unwrap();
     println!("checked {sigs} extern \"C\" signatures against the header's prototypes");
     assert!(sigs >= 48, "the signature check saw {sigs} functions");
 }

@@ -96,26 +96,39 @@ fn raw_driver(image: &[u8], kernel: &str) -> Driver {
     unsafe {
         check("cuInit", sym::<CuInit>(lib, "cuInit")(0));
         let mut dev = 0;
-        check("cuDeviceGet", sym::<CuDeviceGet>(lib, "cuDeviceGet")(&mut dev, 0));
+        check(
+            "cuDeviceGet",
+            sym::<CuDeviceGet>(lib, "cuDeviceGet")(&mut dev, 0),
+        );
         let mut ctx = std::ptr::null_mut();
         check(
             "cuDevicePrimaryCtxRetain",
             sym::<CuPrimaryCtxRetain>(lib, "cuDevicePrimaryCtxRetain")(&mut ctx, dev),
         );
-        check("cuCtxSetCurrent", sym::<CuCtxSetCurrent>(lib, "cuCtxSetCurrent")(ctx));
+        check(
+            "cuCtxSetCurrent",
+            sym::<CuCtxSetCurrent>(lib, "cuCtxSetCurrent")(ctx),
+        );
         let mut module = std::ptr::null_mut();
         // A cubin needs no NUL; copy it anyway so PTX would work too.
         let mut img = image.to_vec();
         img.push(0);
         check(
             "cuModuleLoadData",
-            sym::<CuModuleLoadData>(lib, "cuModuleLoadData")(&mut module, img.as_ptr() as *const c_void),
+            sym::<CuModuleLoadData>(lib, "cuModuleLoadData")(
+                &mut module,
+                img.as_ptr() as *const c_void,
+            ),
         );
         let mut func = std::ptr::null_mut();
         let name = CString::new(kernel).unwrap();
         check(
             "cuModuleGetFunction",
-            sym::<CuModuleGetFunction>(lib, "cuModuleGetFunction")(&mut func, module, name.as_ptr()),
+            sym::<CuModuleGetFunction>(lib, "cuModuleGetFunction")(
+                &mut func,
+                module,
+                name.as_ptr(),
+            ),
         );
         Driver {
             sync: sym(lib, "cuCtxSynchronize"),
@@ -132,7 +145,10 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(400);
+    let rounds: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400);
     let rt = match Runtime::new(&RuntimeOptions::new()) {
         Ok(rt) => rt,
         Err(e) => {
@@ -143,7 +159,8 @@ fn main() {
     if rt.device_count().unwrap_or(0) == 0 {
         println!(
             "launch_bench (Rust): no GPU, nothing to measure ({})",
-            rt.driver_error().unwrap_or_else(|| "the driver reports 0 devices".into())
+            rt.driver_error()
+                .unwrap_or_else(|| "the driver reports 0 devices".into())
         );
         return;
     }
@@ -155,7 +172,12 @@ fn main() {
     let b = rt.alloc::<f32>(0, 256).expect("alloc");
     let drv = raw_driver(module.image().expect("image"), "empty_args");
     let cfg = LaunchConfig::new([1, 1, 1], [32, 1, 1]);
-    let args = [Arg::Pointer(a.address()), Arg::Pointer(b.address()), Arg::F32(2.0), Arg::I32(256)];
+    let args = [
+        Arg::Pointer(a.address()),
+        Arg::Pointer(b.address()),
+        Arg::F32(2.0),
+        Arg::I32(256),
+    ];
     // Raw: the same values, as cuLaunchKernel's void** params.
     let (mut pa, mut pb, mut pc, mut pn) = (a.address(), b.address(), 2.0f32, 256i32);
     let mut params: [*mut c_void; 4] = [
@@ -223,7 +245,13 @@ fn main() {
         info.name, info.driver_version
     );
     println!("  raw cuLaunchKernel from Rust      {r:8.3} us   (anchor)");
-    println!("  fleetjit::Kernel::launch          {f:8.3} us   {:.3}x raw (goal <= 1.05x)", f / r);
+    println!(
+        "  fleetjit::Kernel::launch          {f:8.3} us   {:.3}x raw (goal <= 1.05x)",
+        f / r
+    );
     println!("  heap allocations per launch       {allocs:8.3}");
-    println!("  thunk path: {}", kernel.info().map(|i| i.uses_thunk).unwrap_or(false));
+    println!(
+        "  thunk path: {}",
+        kernel.info().map(|i| i.uses_thunk).unwrap_or(false)
+    );
 }

@@ -92,7 +92,9 @@ impl Drop for PendingBuild<'_> {
 
 impl fmt::Debug for PendingBuild<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PendingBuild").field("raw", &self.raw).finish()
+        f.debug_struct("PendingBuild")
+            .field("raw", &self.raw)
+            .finish()
     }
 }
 

@@ -50,7 +50,16 @@ impl<'a> Tensor<'a> {
         shape: &'a [i64],
         strides: Option<&'a [i64]>,
     ) -> Tensor<'a> {
-        Self::with_device(address, sys::fj_dl_device { device_type: 2, device_id: device }, dtype, shape, strides)
+        Self::with_device(
+            address,
+            sys::fj_dl_device {
+                device_type: 2,
+                device_id: device,
+            },
+            dtype,
+            shape,
+            strides,
+        )
     }
 
     /// Memory of any DLPack device type (kDLCUDAHost = 3 for pinned host
@@ -79,15 +88,42 @@ impl<'a> Tensor<'a> {
     }
 
     /// float32 (DLPack code 2, 32 bits, 1 lane).
-    pub const F32: sys::fj_dl_dtype = sys::fj_dl_dtype { code: 2, bits: 32, lanes: 1 };
+    pub const F32: sys::fj_dl_dtype = sys::fj_dl_dtype {
+        code: 2,
+        bits: 32,
+        lanes: 1,
+    };
     /// int32 (code 0).
-    pub const I32: sys::fj_dl_dtype = sys::fj_dl_dtype { code: 0, bits: 32, lanes: 1 };
+    pub const I32: sys::fj_dl_dtype = sys::fj_dl_dtype {
+        code: 0,
+        bits: 32,
+        lanes: 1,
+    };
     /// int64 (code 0), e.g. a gather index.
-    pub const I64: sys::fj_dl_dtype = sys::fj_dl_dtype { code: 0, bits: 64, lanes: 1 };
+    pub const I64: sys::fj_dl_dtype = sys::fj_dl_dtype {
+        code: 0,
+        bits: 64,
+        lanes: 1,
+    };
 
     /// The C struct, e.g. for an [`sys::fj_tensor_arg`].
     pub fn as_raw(&self) -> &sys::fj_tensor {
         &self.raw
+    }
+
+    /// A tensor argument over this tensor (for [`Arg::Tensor`] and
+    /// [`crate::tensor_check`]): `box_` outermost-first like the shape (0 =
+    /// the whole extent), the out-of-bounds fill and the SMEM swizzle
+    /// (`sys::FJ_SWIZZLE_*`). It borrows the tensor for as long as it lives.
+    pub fn arg(&'a self, box_: [u32; 5], oob: Oob, swizzle: sys::fj_swizzle) -> sys::fj_tensor_arg {
+        sys::fj_tensor_arg {
+            struct_size: std::mem::size_of::<sys::fj_tensor_arg>(),
+            ext: ptr::null(),
+            tensor: &self.raw,
+            box_,
+            oob: oob.raw(),
+            swizzle,
+        }
     }
 }
 
@@ -122,7 +158,9 @@ impl<'a> CopyDesc<'a> {
         d.dst = &self.dst.raw;
         d.src_start = self.src_start;
         d.oob = self.oob.raw();
-        d.gather_index = self.gather_index.map_or(ptr::null(), |t| &t.raw as *const _);
+        d.gather_index = self
+            .gather_index
+            .map_or(ptr::null(), |t| &t.raw as *const _);
         d
     }
 }
@@ -202,7 +240,11 @@ impl Runtime {
     /// # Safety
     /// As for [`Runtime::copy`]: the stage buffer and the memory read must
     /// stay allocated until the stream has passed the prefetch.
-    pub unsafe fn prefetch(&self, descs: &[PrefetchDesc<'_>], stream: Option<&Stream<'_>>) -> Result<()> {
+    pub unsafe fn prefetch(
+        &self,
+        descs: &[PrefetchDesc<'_>],
+        stream: Option<&Stream<'_>>,
+    ) -> Result<()> {
         let s = stream_ptr(stream);
         for (i, d) in descs.iter().enumerate() {
             let raw = d.raw();

@@ -550,7 +550,11 @@ impl RuntimeOptions {
     /// Since 1.1: log lines at or below `level` go to `f` (from any thread,
     /// concurrently, also during the runtime's drop; it must not call back
     /// into fleetjit). `LogLevel::Off` means the library's default (warn).
-    pub fn log(mut self, level: LogLevel, f: impl Fn(LogLevel, &str) + Send + Sync + 'static) -> Self {
+    pub fn log(
+        mut self,
+        level: LogLevel,
+        f: impl Fn(LogLevel, &str) + Send + Sync + 'static,
+    ) -> Self {
         self.log = Some(std::sync::Arc::new(f));
         self.log_level = level;
         self
@@ -854,7 +858,11 @@ pub(crate) struct RawBuildOptions<'a> {
 
 fn str_array(items: &[String]) -> (Vec<sys::fj_str>, *const sys::fj_str, usize) {
     let v: Vec<sys::fj_str> = items.iter().map(|s| sys::fj_str::from_str(s)).collect();
-    let p = if v.is_empty() { ptr::null() } else { v.as_ptr() };
+    let p = if v.is_empty() {
+        ptr::null()
+    } else {
+        v.as_ptr()
+    };
     let n = v.len();
     (v, p, n)
 }

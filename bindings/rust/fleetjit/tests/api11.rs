@@ -96,7 +96,12 @@ fn async_build_as_a_future_and_its_build_error() {
     )
     .unwrap_err();
     assert_eq!(e.code(), Code::BuildError, "{e}");
-    assert!(e.build_log().unwrap_or("").contains(&format!("undeclared_{n}")), "{e:?}");
+    assert!(
+        e.build_log()
+            .unwrap_or("")
+            .contains(&format!("undeclared_{n}")),
+        "{e:?}"
+    );
     // Dropping an unfinished future (and its waker thread) is clean.
     let slow = BuildOptions::new(SAXPY)
         .target("sm_90")
@@ -119,13 +124,25 @@ fn include_folders_reach_the_build() {
     let src = "#include \"fj_value.h\"\n\
                extern \"C\" __global__ void k(unsigned long long* y) { *y = FJ_VALUE; }\n";
     let m = rt
-        .build(&BuildOptions::new(src).target("compute_90").output(Output::Ptx).include_dir(&inc))
+        .build(
+            &BuildOptions::new(src)
+                .target("compute_90")
+                .output(Output::Ptx)
+                .include_dir(&inc),
+        )
         .unwrap();
     let ptx = String::from_utf8_lossy(m.image().unwrap()).into_owned();
-    assert!(ptx.contains(&n.to_string()), "the header's value {n} is not in the PTX");
+    assert!(
+        ptx.contains(&n.to_string()),
+        "the header's value {n} is not in the PTX"
+    );
     // Without the folder the header is missing, and the message says so.
     let e = rt
-        .build(&BuildOptions::new(src).target("compute_90").output(Output::Ptx))
+        .build(
+            &BuildOptions::new(src)
+                .target("compute_90")
+                .output(Output::Ptx),
+        )
         .unwrap_err();
     assert!(e.to_string().contains("fj_value.h"), "{e}");
     // CUDA's own folders are listed (possibly none on this host).
@@ -148,7 +165,11 @@ fn module_load_of_an_image_built_here() {
         .unwrap();
     let image = m.image().unwrap().to_vec();
     let loaded = rt
-        .load_module(&LoadOptions::new(&image).kind(ImageKind::Ptx).name("saxpy.ptx"))
+        .load_module(
+            &LoadOptions::new(&image)
+                .kind(ImageKind::Ptx)
+                .name("saxpy.ptx"),
+        )
         .unwrap();
     assert_eq!(loaded.image().unwrap(), &image[..]);
     assert_eq!(loaded.info().unwrap().target, "compute_90");
@@ -161,7 +182,10 @@ fn module_load_of_an_image_built_here() {
     // No remote tier configured: its state says so and its counters are 0.
     assert_eq!(rt.cache_remote_state().unwrap(), fleetjit::RemoteState::Off);
     let st = rt.cache_stats().unwrap();
-    assert_eq!((st.remote_hits, st.remote_writes, st.remote_errors), (0, 0, 0));
+    assert_eq!(
+        (st.remote_hits, st.remote_writes, st.remote_errors),
+        (0, 0, 0)
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -191,13 +215,20 @@ fn log_callback_receives_lines_and_survives_a_panic() {
     }
     let mut n = 0;
     corrupt(&cache, &mut n);
-    assert!(n > 0, "the build wrote no cache file under {}", cache.display());
+    assert!(
+        n > 0,
+        "the build wrote no cache file under {}",
+        cache.display()
+    );
     let lines = Arc::new(Mutex::new(Vec::<(LogLevel, String)>::new()));
     let l2 = lines.clone();
-    let rt = Runtime::new(&RuntimeOptions::new().cache_dir(&cache).log(LogLevel::Info, move |level, line| {
-        l2.lock().unwrap().push((level, line.to_string()));
-        panic!("a panicking callback is caught, never unwinds into C");
-    }))
+    let rt = Runtime::new(&RuntimeOptions::new().cache_dir(&cache).log(
+        LogLevel::Info,
+        move |level, line| {
+            l2.lock().unwrap().push((level, line.to_string()));
+            panic!("a panicking callback is caught, never unwinds into C");
+        },
+    ))
     .unwrap();
     let m = rt.build(&opts).unwrap();
     assert!(!m.image().unwrap().is_empty());
@@ -205,7 +236,8 @@ fn log_callback_receives_lines_and_survives_a_panic() {
     drop(rt);
     let got = lines.lock().unwrap();
     assert!(
-        got.iter().any(|(l, line)| *l == LogLevel::Warn && line.contains("cache")),
+        got.iter()
+            .any(|(l, line)| *l == LogLevel::Warn && line.contains("cache")),
         "no warn line about the refused entry: {got:?}"
     );
     for (_, line) in got.iter() {
@@ -239,29 +271,133 @@ fn bad_input_table() {
     let dev: &[Code] = if gpu { &[] } else { &[Unavailable] };
 
     // Embedded NULs: refused by the binding before NVRTC can cut them.
-    expect_err("NUL in the source", rt.build(&BuildOptions::new("__global__ void k(){}\0junk").target("sm_90")), &[InvalidArgument]);
-    expect_err("NUL in a name expression", rt.build(&BuildOptions::new(SAXPY).target("sm_90").name_expression("axpy<float>\0")), &[InvalidArgument]);
-    expect_err("NUL in an NVRTC option", rt.build(&BuildOptions::new(SAXPY).target("sm_90").nvrtc_option("-DX=1\0-DY")), &[InvalidArgument]);
-    expect_err("NUL in an async build", rt.build_async(&BuildOptions::new("\0").target("sm_90")), &[InvalidArgument]);
-    expect_err("NUL in a runtime option", Runtime::new(&RuntimeOptions::new().target_override("sm_90\0")), &[InvalidArgument]);
+    expect_err(
+        "NUL in the source",
+        rt.build(&BuildOptions::new("__global__ void k(){}\0junk").target("sm_90")),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "NUL in a name expression",
+        rt.build(
+            &BuildOptions::new(SAXPY)
+                .target("sm_90")
+                .name_expression("axpy<float>\0"),
+        ),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "NUL in an NVRTC option",
+        rt.build(
+            &BuildOptions::new(SAXPY)
+                .target("sm_90")
+                .nvrtc_option("-DX=1\0-DY"),
+        ),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "NUL in an async build",
+        rt.build_async(&BuildOptions::new("\0").target("sm_90")),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "NUL in a runtime option",
+        Runtime::new(&RuntimeOptions::new().target_override("sm_90\0")),
+        &[InvalidArgument],
+    );
     // Bad enums and targets.
-    expect_err("unknown copy impl", rt.build(&BuildOptions::new(SAXPY).target("sm_90").copy_impl(CopyImpl::Other(77))), &[InvalidArgument]);
-    expect_err("unknown output", rt.build(&BuildOptions::new(SAXPY).target("sm_90").output(Output::Other(9))), &[InvalidArgument]);
-    expect_err("unknown output, async", rt.build_async(&BuildOptions::new(SAXPY).target("sm_90").output(Output::Other(9))), &[InvalidArgument]);
-    expect_err("malformed target", rt.build(&BuildOptions::new(SAXPY).target("sm_9x")), &[InvalidArgument]);
-    expect_err("unknown image kind", rt.load_module(&LoadOptions::new(b"// ptx").kind(ImageKind::Other(42))), &[InvalidArgument]);
-    expect_err("empty image", rt.load_module(&LoadOptions::new(b"")), &[InvalidArgument]);
-    expect_err("unknown log level", Runtime::new(&RuntimeOptions::new().log(LogLevel::Other(99), |_, _| {})), &[InvalidArgument]);
+    expect_err(
+        "unknown copy impl",
+        rt.build(
+            &BuildOptions::new(SAXPY)
+                .target("sm_90")
+                .copy_impl(CopyImpl::Other(77)),
+        ),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "unknown output",
+        rt.build(
+            &BuildOptions::new(SAXPY)
+                .target("sm_90")
+                .output(Output::Other(9)),
+        ),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "unknown output, async",
+        rt.build_async(
+            &BuildOptions::new(SAXPY)
+                .target("sm_90")
+                .output(Output::Other(9)),
+        ),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "malformed target",
+        rt.build(&BuildOptions::new(SAXPY).target("sm_9x")),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "unknown image kind",
+        rt.load_module(&LoadOptions::new(b"// ptx").kind(ImageKind::Other(42))),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "empty image",
+        rt.load_module(&LoadOptions::new(b"")),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "unknown log level",
+        Runtime::new(&RuntimeOptions::new().log(LogLevel::Other(99), |_, _| {})),
+        &[InvalidArgument],
+    );
     // Unknown kernel name, kernel names with a NUL.
     let m = rt.build(&BuildOptions::new(SAXPY).target("sm_90")).unwrap();
-    expect_err("kernel name with a NUL", m.kernel("saxpy\0", 0), &[InvalidArgument]);
-    expect_err("unknown kernel name", m.kernel("no_such_kernel", 0), if gpu { &[NotFound] } else { &[Unavailable, NotFound] });
-    expect_err("bad device ordinal", m.kernel("saxpy", -7), &[NotFound, InvalidArgument, Unavailable]);
+    expect_err(
+        "kernel name with a NUL",
+        m.kernel("saxpy\0", 0),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "unknown kernel name",
+        m.kernel("no_such_kernel", 0),
+        if gpu {
+            &[NotFound]
+        } else {
+            &[Unavailable, NotFound]
+        },
+    );
+    expect_err(
+        "bad device ordinal",
+        m.kernel("saxpy", -7),
+        &[NotFound, InvalidArgument, Unavailable],
+    );
     // Sizes: an element count whose bytes overflow, a huge allocation.
-    expect_err("alloc overflowing usize", rt.alloc::<f32>(0, usize::MAX), &[InvalidArgument]);
-    expect_err("huge alloc", rt.alloc::<u8>(0, usize::MAX / 2), if gpu { &[ResourceExhausted, InvalidArgument, OutOfRange] } else { dev });
-    expect_err("stream on a bad device", rt.create_stream(1 << 20), &[NotFound, InvalidArgument, Unavailable]);
-    expect_err("device info of a negative ordinal", rt.device_info(-1), &[NotFound, InvalidArgument, Unavailable]);
+    expect_err(
+        "alloc overflowing usize",
+        rt.alloc::<f32>(0, usize::MAX),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "huge alloc",
+        rt.alloc::<u8>(0, usize::MAX / 2),
+        if gpu {
+            &[ResourceExhausted, InvalidArgument, OutOfRange]
+        } else {
+            dev
+        },
+    );
+    expect_err(
+        "stream on a bad device",
+        rt.create_stream(1 << 20),
+        &[NotFound, InvalidArgument, Unavailable],
+    );
+    expect_err(
+        "device info of a negative ordinal",
+        rt.device_info(-1),
+        &[NotFound, InvalidArgument, Unavailable],
+    );
     // A zero-time flush either succeeds (nothing queued) or says the time ran out.
     if let Err(e) = rt.flush_cache(Duration::ZERO) {
         assert_eq!(e.code(), DeadlineExceeded, "{e}");
@@ -271,35 +407,87 @@ fn bad_input_table() {
     let a = Tensor::cuda(0x1000, 0, Tensor::F32, &shape, None);
     let b = Tensor::cuda(0x2000, 0, Tensor::I32, &shape, None);
     let mut desc = CopyDesc::new(&a, &b);
-    expect_err("copy between dtypes", unsafe { rt.copy(&[desc], None) }, &[InvalidArgument]);
+    expect_err(
+        "copy between dtypes",
+        unsafe { rt.copy(&[desc], None) },
+        &[InvalidArgument],
+    );
     let c = Tensor::cuda(0x3000, 0, Tensor::F32, &shape, None);
     desc.dst = &c;
     desc.oob = Oob::Other(12);
-    expect_err("copy with an unknown oob", unsafe { rt.copy(&[desc], None) }, &[InvalidArgument]);
-    expect_err("copy onto itself", unsafe { rt.copy(&[CopyDesc::new(&a, &a)], None) }, &[InvalidArgument]);
+    expect_err(
+        "copy with an unknown oob",
+        unsafe { rt.copy(&[desc], None) },
+        &[InvalidArgument],
+    );
+    expect_err(
+        "copy onto itself",
+        unsafe { rt.copy(&[CopyDesc::new(&a, &a)], None) },
+        &[InvalidArgument],
+    );
     let bad_rank = [1i64; 6];
     let t6 = Tensor::cuda(0x1000, 0, Tensor::F32, &bad_rank, None);
-    expect_err("copy of a 6-D tensor", unsafe { rt.copy(&[CopyDesc::new(&t6, &t6)], None) }, &[InvalidArgument]);
+    expect_err(
+        "copy of a 6-D tensor",
+        unsafe { rt.copy(&[CopyDesc::new(&t6, &t6)], None) },
+        &[InvalidArgument],
+    );
     let neg = [-4i64, 4];
     let tn = Tensor::cuda(0x1000, 0, Tensor::F32, &neg, None);
-    expect_err("copy of a negative shape", unsafe { rt.copy(&[CopyDesc::new(&tn, &a)], None) }, &[InvalidArgument]);
+    expect_err(
+        "copy of a negative shape",
+        unsafe { rt.copy(&[CopyDesc::new(&tn, &a)], None) },
+        &[InvalidArgument],
+    );
     let mut p = PrefetchDesc::range(0x1000, 64);
     p.mode = PrefetchMode::Other(9);
-    expect_err("prefetch with an unknown mode", unsafe { rt.prefetch(&[p], None) }, &[InvalidArgument]);
-    expect_err("prefetch of nothing at address 0", unsafe { rt.prefetch(&[PrefetchDesc::range(0, 0)], None) }, &[InvalidArgument, Unavailable]);
-    expect_err("peer query of bad devices", rt.peer_query(-3, 1 << 30), &[NotFound, InvalidArgument, Unavailable]);
-    expect_err("peer enable of bad devices", rt.peer_enable(0, 99), &[NotFound, InvalidArgument, Unavailable, FailedPrecondition]);
-    expect_err("peer disable of bad devices", rt.peer_disable(99, 0), &[NotFound, InvalidArgument, Unavailable]);
-    expect_err("wrap of a forged CUstream", unsafe { rt.wrap_stream(0, 0xdead_beef) }, &[InvalidArgument, Unavailable, NotFound]);
+    expect_err(
+        "prefetch with an unknown mode",
+        unsafe { rt.prefetch(&[p], None) },
+        &[InvalidArgument],
+    );
+    expect_err(
+        "prefetch of nothing at address 0",
+        unsafe { rt.prefetch(&[PrefetchDesc::range(0, 0)], None) },
+        &[InvalidArgument, Unavailable],
+    );
+    expect_err(
+        "peer query of bad devices",
+        rt.peer_query(-3, 1 << 30),
+        &[NotFound, InvalidArgument, Unavailable],
+    );
+    expect_err(
+        "peer enable of bad devices",
+        rt.peer_enable(0, 99),
+        &[NotFound, InvalidArgument, Unavailable, FailedPrecondition],
+    );
+    expect_err(
+        "peer disable of bad devices",
+        rt.peer_disable(99, 0),
+        &[NotFound, InvalidArgument, Unavailable],
+    );
+    expect_err(
+        "wrap of a forged CUstream",
+        unsafe { rt.wrap_stream(0, 0xdead_beef) },
+        &[InvalidArgument, Unavailable, NotFound],
+    );
     // A tensor argument the launch would refuse (a box past the rank).
-    let mut arg: sys::fj_tensor_arg = unsafe { std::mem::zeroed() };
-    arg.struct_size = std::mem::size_of::<sys::fj_tensor_arg>();
-    arg.tensor = a.as_raw();
-    arg.box_ = [2, 2, 2, 0, 0];
-    expect_err("tensor check of a 3-D box on a 2-D tensor", fleetjit::tensor_check(&arg), &[InvalidArgument]);
+    let ok =
+        fleetjit::tensor_check(&a.arg([2, 2, 0, 0, 0], Oob::Zeros, sys::FJ_SWIZZLE_NONE)).unwrap();
+    assert!(ok.tma == ok.reason.is_empty(), "{ok:?}");
+    let mut arg = a.arg([2, 2, 2, 0, 0], Oob::PromiseInBounds, sys::FJ_SWIZZLE_NONE);
+    expect_err(
+        "tensor check of a 3-D box on a 2-D tensor",
+        fleetjit::tensor_check(&arg),
+        &[InvalidArgument],
+    );
     arg.box_ = [2, 2, 0, 0, 0];
     arg.struct_size = 3;
-    expect_err("tensor check with a short struct_size", fleetjit::tensor_check(&arg), &[InvalidArgument]);
+    expect_err(
+        "tensor check with a short struct_size",
+        fleetjit::tensor_check(&arg),
+        &[InvalidArgument],
+    );
     // Closed handles used again: the safe crate makes that a compile
     // error (a Module borrows its Runtime, Drop needs ownership); through
     // the raw layer the library checks the handle, never a crash.
@@ -321,7 +509,6 @@ fn bad_input_table() {
     assert!(!ok.image().unwrap().is_empty());
     let _ = std::fs::remove_dir_all(dir);
 }
-
 
 fn random_floats(n: usize, seed: u64) -> Vec<f32> {
     let mut s = seed | 1;
@@ -393,29 +580,50 @@ fn gpu_copy_window_and_gather_against_a_reference() {
     for i in 0..wr {
         for j in 0..wc {
             let want = at(r0 + i as i64, c0 + j as i64);
-            assert_eq!(got[i * wc + j].to_bits(), want.to_bits(), "window [{i}][{j}]");
+            assert_eq!(
+                got[i * wc + j].to_bits(),
+                want.to_bits(),
+                "window [{i}][{j}]"
+            );
         }
     }
     let got = gat.to_vec().unwrap();
     for (i, &r) in idx.iter().enumerate() {
         for j in 0..cols {
-            assert_eq!(got[i * cols + j].to_bits(), at(r as i64, j as i64).to_bits(), "gather row {i} (src row {r}) col {j}");
+            assert_eq!(
+                got[i * cols + j].to_bits(),
+                at(r as i64, j as i64).to_bits(),
+                "gather row {i} (src row {r}) col {j}"
+            );
         }
     }
     // An async build for the live device, launched: y = a*x + y.
-    let m = block_on(rt.build_async(&BuildOptions::new(SAXPY).nvrtc_option(format!("-DFJ_FRESH={seed}"))).unwrap()).unwrap();
+    let m = block_on(
+        rt.build_async(&BuildOptions::new(SAXPY).nvrtc_option(format!("-DFJ_FRESH={seed}")))
+            .unwrap(),
+    )
+    .unwrap();
     let k = m.kernel("saxpy", 0).unwrap();
     let n = 4096usize;
     let x = random_floats(n, seed ^ 1);
     let y0 = random_floats(n, seed ^ 2);
     let xd = rt.upload(0, &x).unwrap();
     let yd = rt.upload(0, &y0).unwrap();
-    let args = [fleetjit::Arg::Pointer(yd.address()), fleetjit::Arg::Pointer(xd.address()), 1.5f32.into(), (n as i32).into()];
+    let args = [
+        fleetjit::Arg::Pointer(yd.address()),
+        fleetjit::Arg::Pointer(xd.address()),
+        1.5f32.into(),
+        (n as i32).into(),
+    ];
     unsafe { k.launch(&fleetjit::LaunchConfig::for_elements(n, 128), &args) }.unwrap();
     let y = yd.to_vec().unwrap();
     for i in 0..n {
         let want = 1.5f32 * x[i] + y0[i];
-        assert!((y[i] - want).abs() <= 1e-5 * (1.0 + want.abs()), "saxpy[{i}]: {} vs {want}", y[i]);
+        assert!(
+            (y[i] - want).abs() <= 1e-5 * (1.0 + want.abs()),
+            "saxpy[{i}]: {} vs {want}",
+            y[i]
+        );
     }
     let _ = std::fs::remove_dir_all(dir);
 }
