@@ -7,12 +7,21 @@ context manager.
 """
 
 import ctypes
+import sys
 from dataclasses import dataclass, field, asdict
 from typing import Dict, List, Optional, Tuple
 
 from . import _ffi
+from . import _signature
 from . import args as _args
+from . import _fast
 from .errors import FleetjitError, check, lib
+
+
+# The compiled launch path (fleetjit/_fastlaunch.c) when it is built and
+# this is True; else every launch takes the pure-ctypes path.
+USE_FAST_PATH = True
+_UNSET = object()
 
 
 # ----------------------------------------------------------------- versions
@@ -186,6 +195,13 @@ class Stream(_Handle):
     def synchronize(self):
         check(lib().fj_stream_synchronize(self._live()))
 
+    def close(self):
+        if self.cu_stream is not None and self._owner is not None:
+            by_cu = getattr(self._owner, "_fj_by_cu", {})
+            if by_cu.get(self.cu_stream) == self._handle:
+                del by_cu[self.cu_stream]
+        super().close()
+
 
 class DeviceBuffer:
     """Device memory from fj_mem_alloc, freed by close() or with the runtime."""
@@ -240,6 +256,8 @@ class Kernel:
         self._handle = handle
         self.name = name
         self.device = device
+        self._dtypes = _UNSET
+        self._torch_dtypes = _UNSET
 
     def _live(self):
         if self._module.closed:
@@ -254,6 +272,35 @@ class Kernel:
                           out.max_threads_per_block, out.static_shared_bytes, out.num_regs,
                           bool(out.uses_thunk))
 
+    @property
+    def param_dtypes(self):
+        """Per parameter, the dtype name a pointer parameter points to
+        ("float32", "bfloat16"...) or None, read from the declaration of an
+        extern "C" kernel in the built source; None when unknown."""
+        dt = self._dl_dtypes()
+        return None if dt is None else [d[2] if d else None for d in dt]
+
+    def _dl_dtypes(self):
+        dt = self._dtypes
+        if dt is _UNSET:
+            dt = self._dtypes = _signature.pointer_dtypes(
+                getattr(self._module, "_source", None), self.name)
+        return dt
+
+    def _torch_dtype_tuple(self):
+        """The per-parameter torch dtypes the compiled path compares with."""
+        td = self._torch_dtypes
+        if td is _UNSET:
+            torch = sys.modules.get("torch")
+            dt = self._dl_dtypes()
+            if torch is None or dt is None:
+                td = None
+            else:
+                td = tuple(getattr(torch, d[2], None) if d else None for d in dt)
+            if torch is not None:
+                self._torch_dtypes = td
+        return td
+
     def launch(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=None):
         """Launches asynchronously on `stream`.
 
@@ -264,7 +311,40 @@ class Kernel:
               torch.cuda.Stream, a cupy.cuda.Stream, or an integer CUstream
               (torch.cuda.current_stream().cuda_stream,
               cupy.cuda.get_current_stream().ptr).
+        Torch CUDA tensors pass by data_ptr(): launch on the stream that
+        produced them (torch.cuda.current_stream()) or synchronize first.
+        A non-contiguous view is refused; a dtype other than the one the
+        kernel's `T*` parameter declares is a RuntimeWarning.
         """
+        fast = _fast.module if USE_FAST_PATH else None
+        if fast is not None and cluster is None:
+            module = self._module
+            runtime = module._runtime
+            if module._handle and runtime._handle:
+                if stream is None:
+                    fjs, obj = 0, None
+                elif type(stream) is Stream:
+                    fjs, obj = stream._live(), None
+                else:
+                    fjs, obj = 0, stream
+                if _fast.torch_pending and "torch" in sys.modules:
+                    _fast.register()
+                for _ in range(2):
+                    r = fast.launch(_fast.launch_address, self._handle, grid, block,
+                                    shared_bytes, fjs, obj, runtime._fj_by_cu, args,
+                                    self._torch_dtype_tuple())
+                    if r is None:
+                        return
+                    if type(r) is int:
+                        check(r)
+                    if type(r) is not tuple:
+                        break  # NotImplemented: the ctypes path below
+                    runtime.wrap_stream(r[1], self.device)
+        self._launch_ctypes(grid, block, args, stream, shared_bytes, cluster)
+
+    def _launch_ctypes(self, grid, block, args, stream, shared_bytes, cluster):
+        """The pure-ctypes launch (no compiled module, or an argument the
+        compiled path leaves to it)."""
         runtime = self._module._runtime
         fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
         cfg = _ffi.new(_ffi.fj_launch_config)
@@ -275,7 +355,8 @@ class Kernel:
                 dst[i] = dims[i]
         cfg.shared_bytes = int(shared_bytes)
         cfg.stream = fj_stream
-        keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
+        keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device,
+                                       dtypes=self._dl_dtypes())
         check(lib().fj_launch(self._live(), ctypes.byref(cfg),
                               ctypes.cast(arr, ctypes.c_void_p) if arr is not None else None,
                               count))
@@ -358,6 +439,7 @@ class Runtime(_Handle):
         check(lib().fj_runtime_create(ctypes.byref(opts), ctypes.byref(out)))
         super().__init__(out.value)
         self._wrapped_streams = {}
+        self._fj_by_cu = {}  # CUstream -> fj_stream*, for the compiled path
 
     def close(self):
         # Wrapped streams are the binding's; the runtime releases the rest.
@@ -367,6 +449,7 @@ class Runtime(_Handle):
             except FleetjitError:
                 pass
         self._wrapped_streams = {}
+        self._fj_by_cu = {}
         super().close()
 
     # Devices.
@@ -425,7 +508,9 @@ class Runtime(_Handle):
         out = ctypes.c_void_p()
         check(lib().fj_module_build(self._live(), ctypes.byref(o), ctypes.byref(out)))
         del keep, k1, k2
-        return Module(out.value, self)
+        m = Module(out.value, self)
+        m._source = source
+        return m
 
     # Cache.
     def cache_stats(self) -> CacheStats:
@@ -469,6 +554,7 @@ class Runtime(_Handle):
         check(fj.fj_stream_wrap(self._live(), device, int(cu_stream), ctypes.byref(out)))
         s = Stream(out.value, self, device, cu_stream=int(cu_stream))
         self._wrapped_streams[key] = s
+        self._fj_by_cu[int(cu_stream)] = out.value
         return s
 
     def _resolve_stream(self, stream, device):
