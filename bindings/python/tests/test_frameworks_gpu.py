@@ -162,7 +162,8 @@ class TorchArgumentTest(unittest.TestCase):
     def test_dtype_mismatch_warns(self):
         torch = self.torch
         n = 256
-        x = torch.randn(n, device="cuda").to(torch.bfloat16)
+        # 2n bf16 values: the n floats the kernel reads stay inside.
+        x = torch.randn(2 * n, device="cuda").to(torch.bfloat16)
         y = torch.randn(n, device="cuda")
         self.assertEqual(self.k.param_dtypes, ["float32", "float32", None, None])
         with warnings.catch_warnings(record=True) as w:
@@ -175,6 +176,68 @@ class TorchArgumentTest(unittest.TestCase):
             warnings.simplefilter("always")
             self.k.launch(1, 256, [y, y, 1.0, n], stream=torch.cuda.current_stream())
         self.assertEqual([m for m in w if issubclass(m.category, RuntimeWarning)], [])
+
+
+@needs_torch
+class CopyGpuTest(unittest.TestCase):
+    """fj_copy / fj_prefetch / fj_peer_query on torch tensors, DLPack
+    capsules and CuPy arrays; random data, poisoned outputs."""
+
+    def setUp(self):
+        import torch
+        self.torch = torch
+        self.rt = fleetjit.Runtime()
+        self.s = torch.cuda.current_stream()
+
+    def tearDown(self):
+        self.rt.close()
+
+    def test_window_copy_from_tensors_and_capsules(self):
+        torch = self.torch
+        from torch.utils.dlpack import to_dlpack
+        src = torch.randn(64, 96, device="cuda")
+        dst = torch.full((16, 32), float("nan"), device="cuda")
+        self.rt.copy(dst, src, src_start=(8, 40), stream=self.s)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(dst, src[8:24, 40:72])
+        dst2 = torch.full((16, 32), float("nan"), device="cuda")
+        self.rt.copy(to_dlpack(dst2), to_dlpack(src), src_start=(1, 2), stream=self.s)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(dst2, src[1:17, 2:34])
+
+    def test_out_of_bounds_zeros_and_gather(self):
+        torch = self.torch
+        src = torch.randn(64, 96, device="cuda")
+        dst = torch.full((16, 32), float("nan"), device="cuda")
+        self.rt.copy(dst, src, src_start=(-4, 80), oob="zeros", stream=self.s)
+        padded = torch.zeros(72, 128, device="cuda")
+        padded[4:68, :96] = src
+        torch.cuda.synchronize()
+        torch.testing.assert_close(dst, padded[0:16, 80:112])
+        rows = torch.randint(0, 64, (16,), device="cuda", dtype=torch.int32)
+        dst.fill_(float("nan"))
+        self.rt.copy(dst, src, src_start=(0, 8), gather_index=rows, stream=self.s)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(dst, src[rows.long(), 8:40])
+
+    def test_cupy_source_and_prefetch_and_peers(self):
+        torch = self.torch
+        try:
+            import cupy
+        except ImportError:
+            self.skipTest("no CuPy")
+        src = cupy.random.standard_normal((32, 32), dtype=cupy.float32)
+        dst = torch.full((32, 32), float("nan"), device="cuda")
+        cupy.cuda.Device().synchronize()
+        self.rt.copy(dst, src)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(dst, torch.as_tensor(src, device="cuda"))
+        before = dst.clone()
+        self.rt.prefetch(dst, mode="local_l2", stream=self.s)
+        self.rt.prefetch(dst.data_ptr(), dst.numel() * 4, stream=self.s)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(dst, before)  # a hint: data unchanged
+        self.assertTrue(self.rt.peer_query(0, 0))
 
 
 def _have_jax():
