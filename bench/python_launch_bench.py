@@ -188,10 +188,10 @@ def main():
             cstream = d.create_stream(_S())
         cfg = LaunchConfig(grid=grid, block=block)
         for nargs, src, name, vals in (
-                (4, SAXPY, "saxpy", (ctypes.c_void_p(y.data_ptr()),
-                                     ctypes.c_void_p(xs[0].data_ptr()), np.float32(2.0),
+                # cuda.core takes a Python int as a pointer (intptr_t).
+                (4, SAXPY, "saxpy", (y.data_ptr(), xs[0].data_ptr(), np.float32(2.0),
                                      np.int32(n_elems))),
-                (12, SUM12, "sum12", tuple(ctypes.c_void_p(t.data_ptr()) for t in [y] + xs) +
+                (12, SUM12, "sum12", tuple(t.data_ptr() for t in [y] + xs) +
                  (np.float32(0.5), np.float32(0.25), np.int32(n_elems), np.int32(3)))):
             prog = Program(src, code_type="c++", options=ProgramOptions(arch=arch))
             kern = prog.compile("cubin").get_kernel(name)

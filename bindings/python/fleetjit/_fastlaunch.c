@@ -225,7 +225,7 @@ static PyObject* not_handled(void) {
  *               stream_obj is None
  *   stream_obj: a framework stream (.cuda_stream or .ptr) or an integer
  *               CUstream, looked up in `streams` ({CUstream: fj_stream*})
- *   args:       a tuple or list
+ *   args:       a list or a tuple (anything else: NotImplemented)
  *   dtypes:     None or a tuple, per parameter: the dtype object a tensor
  *               argument should have, or None
  * Returns None (launched), an int (the fj_status* of a failed launch: the
@@ -286,13 +286,12 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
     Py_DECREF(cu);
   }
 
-  PyObject* seq = PySequence_Fast(args, "args must be a sequence");
-  if (seq == NULL) return NULL;
-  Py_ssize_t n = PySequence_Size(seq);
-  if (n > FAST_MAX_ARGS) {
-    Py_DECREF(seq);
-    return not_handled();
-  }
+  /* A list or a tuple, read with borrowed references; anything else (a
+   * generator...) is the ctypes path's. */
+  int is_list = PyList_Check(args);
+  if (!is_list && !PyTuple_Check(args)) return not_handled();
+  Py_ssize_t n = is_list ? PyList_Size(args) : PyTuple_Size(args);
+  if (n > FAST_MAX_ARGS) return not_handled();
   Py_ssize_t num_dtypes =
       (dtypes != Py_None && PyTuple_Check(dtypes)) ? PyTuple_Size(dtypes) : 0;
   fj_arg packed[FAST_MAX_ARGS];
@@ -301,20 +300,16 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
     memset(a, 0, sizeof(*a));
     a->struct_size = sizeof(fj_arg);
     PyObject* want = i < num_dtypes ? PyTuple_GetItem(dtypes, i) : NULL;
-    PyObject* item = PySequence_GetItem(seq, i);
-    if (item == NULL) {
-      Py_DECREF(seq);
-      return NULL;
-    }
+    PyObject* item = is_list ? PyList_GetItem(args, i) : PyTuple_GetItem(args, i);
+    if (item == NULL) return NULL;
+    Py_INCREF(item); /* fill_one may run Python code (properties) */
     int rc = fill_one(item, want, a);
     Py_DECREF(item);
     if (rc <= 0) {
-      Py_DECREF(seq);
       if (rc < 0) PyErr_Clear();
       return not_handled();
     }
   }
-  Py_DECREF(seq);
 
   launch_fn launch = (launch_fn)(uintptr_t)fn_addr;
   fj_status* status;

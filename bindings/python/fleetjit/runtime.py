@@ -299,17 +299,17 @@ class Kernel:
         return dt
 
     def _torch_dtype_tuple(self):
-        """The per-parameter torch dtypes the compiled path compares with."""
-        td = self._torch_dtypes
-        if td is _UNSET:
-            torch = sys.modules.get("torch")
-            dt = self._dl_dtypes()
-            if torch is None or dt is None:
-                td = None
-            else:
-                td = tuple(getattr(torch, d[2], None) if d else None for d in dt)
-            if torch is not None:
-                self._torch_dtypes = td
+        """The per-parameter torch dtypes the compiled path compares with;
+        cached once torch is imported (before that no torch tensor can be
+        an argument)."""
+        torch = sys.modules.get("torch")
+        dt = self._dl_dtypes()
+        if torch is None or dt is None:
+            td = None
+        else:
+            td = tuple(getattr(torch, d[2], None) if d else None for d in dt)
+        if torch is not None:
+            self._torch_dtypes = td
         return td
 
     def launch(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=None):
@@ -338,19 +338,24 @@ class Kernel:
                     fjs, obj = stream._live(), None
                 else:
                     fjs, obj = 0, stream
-                if _fast.torch_pending and "torch" in sys.modules:
-                    _fast.register()
-                for _ in range(2):
+                dtypes = self._torch_dtypes
+                if dtypes is _UNSET:  # until torch is imported
+                    if _fast.torch_pending and "torch" in sys.modules:
+                        _fast.register()
+                    dtypes = self._torch_dtype_tuple()
+                r = fast.launch(_fast.launch_address, self._handle, grid, block,
+                                shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)
+                if r is None:
+                    return
+                if type(r) is tuple:  # a framework stream not wrapped yet
+                    runtime.wrap_stream(r[1], self.device)
                     r = fast.launch(_fast.launch_address, self._handle, grid, block,
-                                    shared_bytes, fjs, obj, runtime._fj_by_cu, args,
-                                    self._torch_dtype_tuple())
+                                    shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)
                     if r is None:
                         return
-                    if type(r) is int:
-                        check(r)
-                    if type(r) is not tuple:
-                        break  # NotImplemented: the ctypes path below
-                    runtime.wrap_stream(r[1], self.device)
+                if type(r) is int:
+                    check(r)
+                # NotImplemented: an argument the ctypes path packs or refuses.
         self._launch_ctypes(grid, block, args, stream, shared_bytes, cluster)
 
     def _launch_ctypes(self, grid, block, args, stream, shared_bytes, cluster):
