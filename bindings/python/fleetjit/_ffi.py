@@ -271,9 +271,21 @@ class LoadError(OSError):
     """libfleetjit.so.1 could not be loaded (errors.FleetjitError wraps it)."""
 
 
+# A wheel carries the library (and its private libraries, found through its
+# $ORIGIN RPATH) in fleetjit/lib.
+PACKAGED_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib",
+                                LIBRARY_NAME)
+
+
 def library_path():
-    """What load() opens: $FLEETJIT_LIBRARY, else the loader's libfleetjit.so.1."""
-    return os.environ.get("FLEETJIT_LIBRARY") or LIBRARY_NAME
+    """What load() opens: $FLEETJIT_LIBRARY, else the wheel's own
+    fleetjit/lib/libfleetjit.so.1, else the loader's libfleetjit.so.1."""
+    env = os.environ.get("FLEETJIT_LIBRARY")
+    if env:
+        return env
+    if os.path.exists(PACKAGED_LIBRARY):
+        return PACKAGED_LIBRARY
+    return LIBRARY_NAME
 
 
 def load():
