@@ -275,7 +275,8 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
       return not_handled();
     }
     if (cu_value != 0) {
-      PyObject* fjs = PyDict_Check(streams) ? PyDict_GetItem(streams, cu) : NULL;
+      PyObject* fjs =
+          PyDict_Check(streams) ? PyDict_GetItem(streams, cu) : NULL;
       if (fjs == NULL) {
         PyObject* r = Py_BuildValue("(sO)", "wrap", cu);
         Py_DECREF(cu);
@@ -300,7 +301,8 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
     memset(a, 0, sizeof(*a));
     a->struct_size = sizeof(fj_arg);
     PyObject* want = i < num_dtypes ? PyTuple_GetItem(dtypes, i) : NULL;
-    PyObject* item = is_list ? PyList_GetItem(args, i) : PyTuple_GetItem(args, i);
+    PyObject* item =
+        is_list ? PyList_GetItem(args, i) : PyTuple_GetItem(args, i);
     if (item == NULL) return NULL;
     Py_INCREF(item); /* fill_one may run Python code (properties) */
     int rc = fill_one(item, want, a);
@@ -313,12 +315,10 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
 
   launch_fn launch = (launch_fn)(uintptr_t)fn_addr;
   fj_status* status;
-  Py_BEGIN_ALLOW_THREADS
-  status = launch((fj_kernel*)(uintptr_t)kernel, &cfg, n ? packed : NULL,
-                  (size_t)n);
-  Py_END_ALLOW_THREADS
-  if (status != NULL)
-    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)status);
+  Py_BEGIN_ALLOW_THREADS status =
+      launch((fj_kernel*)(uintptr_t)kernel, &cfg, n ? packed : NULL, (size_t)n);
+  Py_END_ALLOW_THREADS if (status != NULL) return PyLong_FromUnsignedLongLong(
+      (unsigned long long)(uintptr_t)status);
   Py_RETURN_NONE;
 }
 
@@ -354,16 +354,24 @@ static PyObject* layout(PyObject* self, PyObject* unused) {
 }
 
 static PyMethodDef methods[] = {
-    {"launch", fast_launch, METH_VARARGS, "Packs arguments and calls fj_launch."},
+    {"launch", fast_launch, METH_VARARGS,
+     "Packs arguments and calls fj_launch."},
     {"register_types", register_types, METH_VARARGS,
      "Registers torch.Tensor, fleetjit Scalar and the kind codes."},
-    {"layout", layout, METH_NOARGS, "(sizeof(fj_arg), sizeof(fj_launch_config))"},
+    {"layout", layout, METH_NOARGS,
+     "(sizeof(fj_arg), sizeof(fj_launch_config))"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_fastlaunch",
-    "The compiled launch path of the fleetjit binding.", -1, methods,
-    NULL, NULL, NULL, NULL};
+    PyModuleDef_HEAD_INIT,
+    "_fastlaunch",
+    "The compiled launch path of the fleetjit binding.",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL};
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
   s_is_cuda = PyUnicode_InternFromString("is_cuda");

@@ -56,8 +56,7 @@ ffi::Error FailStatus(const char* call, fj_status* st, uint64_t message_fn,
   std::string text = call;
   if (message_fn != 0) {
     size_t size = 0;
-    const char* m =
-        reinterpret_cast<MessageFn>(message_fn)(st, &size);
+    const char* m = reinterpret_cast<MessageFn>(message_fn)(st, &size);
     if (m != nullptr) text += ": " + std::string(m, size);
   }
   if (free_fn != 0) reinterpret_cast<FreeFn>(free_fn)(st);
@@ -65,10 +64,9 @@ ffi::Error FailStatus(const char* call, fj_status* st, uint64_t message_fn,
 }
 
 ffi::Error Launch(void* stream, ffi::RemainingArgs args,
-                  ffi::RemainingRets rets, uint64_t launch_fn,
-                  uint64_t wrap_fn, uint64_t message_fn, uint64_t free_fn,
-                  uint64_t runtime, uint64_t kernel,
-                  int64_t device, int64_t grid, int64_t block,
+                  ffi::RemainingRets rets, uint64_t launch_fn, uint64_t wrap_fn,
+                  uint64_t message_fn, uint64_t free_fn, uint64_t runtime,
+                  uint64_t kernel, int64_t device, int64_t grid, int64_t block,
                   int64_t shared_bytes, ffi::Span<const int64_t> order,
                   ffi::Span<const float> f32s, ffi::Span<const int32_t> i32s) {
   if (launch_fn == 0 || wrap_fn == 0 || runtime == 0 || kernel == 0) {
@@ -136,8 +134,8 @@ ffi::Error Launch(void* stream, ffi::RemainingArgs args,
       fjs = it->second;
     } else {
       fj_status* st = reinterpret_cast<WrapFn>(wrap_fn)(
-          reinterpret_cast<fj_runtime*>(runtime),
-          static_cast<int32_t>(device), cu, &fjs);
+          reinterpret_cast<fj_runtime*>(runtime), static_cast<int32_t>(device),
+          cu, &fjs);
       if (st != nullptr) {
         return FailStatus("fj_stream_wrap", st, message_fn, free_fn);
       }
@@ -153,8 +151,7 @@ ffi::Error Launch(void* stream, ffi::RemainingArgs args,
   cfg.shared_bytes = static_cast<uint32_t>(shared_bytes);
   cfg.stream = fjs;
   fj_status* st = reinterpret_cast<LaunchFn>(launch_fn)(
-      reinterpret_cast<fj_kernel*>(kernel), &cfg, packed.data(),
-      packed.size());
+      reinterpret_cast<fj_kernel*>(kernel), &cfg, packed.data(), packed.size());
   if (st != nullptr) return FailStatus("fj_launch", st, message_fn, free_fn);
   return ffi::Error::Success();
 }
