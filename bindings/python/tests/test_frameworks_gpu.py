@@ -100,6 +100,24 @@ class TorchOpTest(unittest.TestCase):
             torch.testing.assert_close(out, 0.5 * x + y)
             torch.testing.assert_close(out2, 3.0 * (0.5 * x + y))
 
+    def test_a_users_own_op_as_the_readme_registers_it(self):
+        torch, torch_ops = self.torch, self.ops
+        src = ('extern "C" __global__ void scale(float* o, const float* x, float a, int n)'
+               '{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) o[i] = a * x[i]; }')
+        scale = torch_ops.KernelCache(torch_ops.default_runtime(), src, "scale")
+
+        @torch.library.custom_op("fleetjit_test::scale", mutates_args=(), device_types="cuda")
+        def scale_op(x: torch.Tensor, a: float) -> torch.Tensor:
+            x = x.contiguous()
+            out = torch.empty_like(x)
+            torch_ops.launch(scale.get(x.device), (x.numel() + 255) // 256, 256,
+                             [out, x, a, x.numel()])
+            return out
+        scale_op.register_fake(lambda x, a: torch.empty_like(x))
+        f = torch.compile(lambda x: scale_op(x, 2.5).relu(), fullgraph=True)
+        x = self.rand(64, 33).t()  # non-contiguous in: the op makes it so
+        torch.testing.assert_close(f(x), (2.5 * x).relu())
+
     def test_runs_on_current_stream(self):
         torch = self.torch
         s = torch.cuda.Stream()
