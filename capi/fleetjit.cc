@@ -129,6 +129,12 @@ FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal,
                                uint64_t bytes, uint64_t* out_address) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_address == nullptr) return NullArgument("out_address");
+    if (bytes > static_cast<uint64_t>(INT64_MAX)) {
+      // A negative size converted by the caller: not a request for memory.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fj_mem_alloc: bytes ", bytes, " is above 2^63-1: a negative size (",
+          static_cast<int64_t>(bytes), ") converted to uint64_t?"));
+    }
     FJ_ASSIGN_OR_RETURN(*out_address, rt->Allocate(ordinal, bytes));
     return absl::OkStatus();
   });

@@ -406,7 +406,8 @@ FJ_API fj_status* fj_stream_destroy(fj_stream* stream);
 
 /* Allocates device memory on device `ordinal`. The address is returned in
  * *out_address and must be freed with fj_mem_free on the same runtime.
- * (since 1.0) */
+ * `bytes` above INT64_MAX (a negative size converted to uint64_t) is
+ * FJ_INVALID_ARGUMENT, not FJ_RESOURCE_EXHAUSTED. (since 1.0) */
 FJ_API fj_status* fj_mem_alloc(fj_runtime* runtime, int32_t ordinal,
                                uint64_t bytes, uint64_t* out_address);
 /* Frees an address returned by fj_mem_alloc. 0 is accepted. An address not

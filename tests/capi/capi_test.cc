@@ -115,6 +115,14 @@ TEST_F(CapiTest, NullArgumentsAreStatuses) {
   EXPECT_EQ(Code(fj_launch(nullptr, nullptr, nullptr, 0)), FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_kernel_info_get(nullptr, nullptr)), FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_mem_alloc(nullptr, 0, 16, nullptr)), FJ_INVALID_ARGUMENT);
+  // A negative size cast to uint64_t is bad input, not out-of-memory, with
+  // or without a GPU.
+  for (int64_t negative : {int64_t{-1}, int64_t{-4096}, INT64_MIN}) {
+    uint64_t p = 7;
+    EXPECT_EQ(Code(fj_mem_alloc(rt_, 0, static_cast<uint64_t>(negative), &p)),
+              FJ_INVALID_ARGUMENT);
+    EXPECT_EQ(p, 7u);
+  }
   EXPECT_EQ(Code(fj_memcpy_htod(rt_, 0, nullptr, 16, nullptr)),
             FJ_INVALID_ARGUMENT);
   EXPECT_EQ(Code(fj_stream_synchronize(nullptr)), FJ_INVALID_ARGUMENT);

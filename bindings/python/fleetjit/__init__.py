@@ -13,13 +13,23 @@ $FLEETJIT_LIBRARY (a path), else the loader's search for libfleetjit.so.1.
                  stream=torch.cuda.current_stream())
 
 Every failure is a FleetjitError with .code ("BUILD_ERROR", ...), .message
-and, for compile errors, .build_log.
+and, for compile errors, .build_log; each code has its subclass
+(BuildError, InvalidArgumentError - also a ValueError -,
+DeadlineExceededError - also a TimeoutError -, ...).
+
+Launches take a compiled path (fleetjit/_fastlaunch.c, built by
+scripts/dev/build-python-ext or the wheel) when it is there, else pure
+ctypes. Framework ops: fleetjit.torch_ops (torch.library custom ops),
+fleetjit.jax_ffi (jax.ffi.ffi_call).
 """
 
 from ._ffi import EXPECTED_MAJOR, EXPECTED_MINOR, library_path
 from .args import (Scalar, Tensor, bf16, f16, f32, f64, i8, i16, i32, i64, pointer, u8,
                    u16, u32, u64)
-from .errors import FleetjitError
+from .errors import (BuildError, CudaError, DeadlineExceededError, FailedPreconditionError,
+                     FleetjitError, InternalError, InvalidArgumentError, NotFoundError,
+                     OutOfRangeError, ResourceExhaustedError, UnavailableError)
+from .builds import BuildFuture
 from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, KernelInfo,
                       Module, ModuleInfo, Runtime, Stream, check_version, copy_plan,
                       library_version, tensor_check)
@@ -28,7 +38,9 @@ from .tensors import BorrowedTensor, borrow
 __version__ = "1.0.0"
 
 __all__ = [
-    "BorrowedTensor", "CacheStats", "CopyPlan", "Device", "DeviceBuffer", "EXPECTED_MAJOR",
+    "BorrowedTensor", "BuildError", "BuildFuture", "CudaError", "DeadlineExceededError",
+    "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
+    "OutOfRangeError", "ResourceExhaustedError", "UnavailableError", "CacheStats", "CopyPlan", "Device", "DeviceBuffer", "EXPECTED_MAJOR",
     "EXPECTED_MINOR", "FleetjitError", "Kernel", "KernelInfo", "Module", "ModuleInfo",
     "Runtime", "Scalar", "Stream", "Tensor", "bf16", "borrow", "check_version", "copy_plan",
     "f16", "f32", "f64", "i8", "i16", "i32", "i64", "library_path", "library_version",

@@ -35,12 +35,21 @@ class fj_copy_plan(Structure):
                 ("support", c_int * FEATURE_COUNT)]
 
 
+# void (*log_fn)(void* user, int32_t level, fj_str message)
+LOG_FN = ctypes.CFUNCTYPE(None, c_void_p, c_int32, fj_str)
+
+
 class fj_runtime_options(Structure):
     _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
                 ("libcuda_path", fj_str), ("libnvrtc_path", fj_str),
                 ("target_override", fj_str), ("copy_impl_override", c_int),
                 ("flags", c_uint32), ("cache_dir", fj_str),
-                ("cache_max_bytes", c_uint64)]
+                ("cache_max_bytes", c_uint64),
+                # Since 1.1.
+                ("remote_cache_url", fj_str), ("fleet_key", fj_str),
+                ("log_fn", LOG_FN), ("log_user", c_void_p), ("log_level", c_int32),
+                ("preopen_devices", POINTER(c_int32)),
+                ("num_preopen_devices", c_size_t)]
 
 
 class fj_device_info(Structure):
@@ -134,7 +143,33 @@ class fj_cache_stats(Structure):
                 ("misses", c_uint64), ("compiles", c_uint64),
                 ("compile_ms_total", c_double), ("evictions", c_uint64),
                 ("rejected_entries", c_uint64), ("disk_entries", c_uint64),
-                ("disk_bytes", c_uint64)]
+                ("disk_bytes", c_uint64),
+                # Since 1.1: the remote tier.
+                ("remote_state", c_int), ("remote_hits", c_uint64),
+                ("remote_misses", c_uint64), ("remote_errors", c_uint64),
+                ("remote_rejected", c_uint64), ("remote_writes", c_uint64),
+                ("remote_write_drops", c_uint64), ("remote_breaker_opens", c_uint64)]
+
+
+# Since 1.1: copies, prefetch, modules built elsewhere.
+class fj_copy_desc(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("src", c_void_p), ("src_start", c_int64 * 5), ("oob", c_int),
+                ("dst", c_void_p), ("gather_index", c_void_p)]
+
+
+class fj_prefetch_desc(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("address", c_uint64), ("bytes", c_uint64), ("tensor", c_void_p),
+                ("tile_start", c_int64 * 5), ("tile_extent", c_int64 * 5),
+                ("mode", c_int), ("reader_device", c_int32),
+                ("stage_address", c_uint64), ("stage_bytes", c_uint64)]
+
+
+class fj_module_load_options(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("image", c_void_p), ("image_size", c_size_t), ("kind", c_int),
+                ("name", fj_str), ("target", fj_str)]
 
 
 def new(struct_type):
@@ -147,7 +182,11 @@ def new(struct_type):
 # Enumerations, by their stable names (fj_copy_impl_name etc.).
 COPY_IMPLS = {"auto": 0, "sync": 1, "cp_async": 2, "tma": 3}
 OUTPUTS = {"auto": 0, "cubin": 1, "ptx": 2}
-CACHE_RESULTS = {0: "compiled", 1: "memory_hit", 2: "disk_hit"}
+CACHE_RESULTS = {0: "compiled", 1: "memory_hit", 2: "disk_hit", 3: "remote_hit"}
+REMOTE_STATES = {0: "off", 1: "unavailable", 2: "closed", 3: "open", 4: "half_open"}
+LOG_LEVELS = {"off": 0, "error": 1, "warn": 2, "info": 3, "debug": 4}
+PREFETCH_MODES = {"auto": 0, "local_l2": 1, "warm_owner_l2": 2, "stage_local": 3}
+IMAGE_KINDS = {"auto": 0, "cubin": 1, "ptx": 2, "fatbin": 3}
 OOB = {"promise_in_bounds": 0, "zeros": 1, "nan": 2}
 # fj_swizzle by width in bytes (0 = none).
 SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
@@ -204,6 +243,24 @@ _PROTOTYPES = {
 _OPTIONAL_PROTOTYPES = {
     # fj_stream_wrap(fj_runtime*, int32_t device, uint64_t cu_stream, fj_stream** out)
     "fj_stream_wrap": (_STATUS, [_HANDLE, c_int32, c_uint64, POINTER(_HANDLE)]),
+    # Since 1.1.
+    "fj_runtime_include_dir": (_STATUS, [_HANDLE, c_size_t, POINTER(c_size_t),
+                                         POINTER(ctypes.c_char_p),
+                                         POINTER(ctypes.c_char_p)]),
+    "fj_module_build_async": (_STATUS, [_HANDLE, POINTER(fj_build_options),
+                                        POINTER(_HANDLE)]),
+    "fj_build_poll": (_STATUS, [_HANDLE, POINTER(c_int32)]),
+    "fj_build_wait": (_STATUS, [_HANDLE, c_uint32, POINTER(c_int32)]),
+    "fj_build_take": (_STATUS, [_HANDLE, POINTER(_HANDLE)]),
+    "fj_build_destroy": (_STATUS, [_HANDLE]),
+    "fj_module_load": (_STATUS, [_HANDLE, POINTER(fj_module_load_options),
+                                 POINTER(_HANDLE)]),
+    "fj_cache_flush": (_STATUS, [_HANDLE, c_uint32]),
+    "fj_copy": (_STATUS, [_HANDLE, POINTER(fj_copy_desc), _HANDLE]),
+    "fj_prefetch": (_STATUS, [_HANDLE, POINTER(fj_prefetch_desc), _HANDLE]),
+    "fj_peer_query": (_STATUS, [_HANDLE, c_int32, c_int32, POINTER(c_int32)]),
+    "fj_peer_enable": (_STATUS, [_HANDLE, c_int32, c_int32]),
+    "fj_peer_disable": (_STATUS, [_HANDLE, c_int32, c_int32]),
 }
 
 _lock = threading.Lock()
@@ -214,9 +271,21 @@ class LoadError(OSError):
     """libfleetjit.so.1 could not be loaded (errors.FleetjitError wraps it)."""
 
 
+# A wheel carries the library (and its private libraries, found through its
+# $ORIGIN RPATH) in fleetjit/lib.
+PACKAGED_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib",
+                                LIBRARY_NAME)
+
+
 def library_path():
-    """What load() opens: $FLEETJIT_LIBRARY, else the loader's libfleetjit.so.1."""
-    return os.environ.get("FLEETJIT_LIBRARY") or LIBRARY_NAME
+    """What load() opens: $FLEETJIT_LIBRARY, else the wheel's own
+    fleetjit/lib/libfleetjit.so.1, else the loader's libfleetjit.so.1."""
+    env = os.environ.get("FLEETJIT_LIBRARY")
+    if env:
+        return env
+    if os.path.exists(PACKAGED_LIBRARY):
+        return PACKAGED_LIBRARY
+    return LIBRARY_NAME
 
 
 def load():

@@ -18,6 +18,7 @@ the driver runs, so a wrong kind or size is a FleetjitError, not a fault.
 
 import ctypes
 import struct
+import warnings
 
 from . import _ffi
 from .errors import FleetjitError
@@ -195,11 +196,14 @@ def _fill_scalar(arg, s):
     setattr(arg.v, field, s.value)
 
 
-def build(values, stream=None, device_id=0):
+def build(values, stream=None, device_id=0, dtypes=None):
     """(keep-alive list, fj_arg array or None, count) for a kernel's arguments.
 
     `stream` is the integer CUstream of the launch, handed to DLPack
-    producers so they order their pending writes before it.
+    producers so they order their pending writes before it. `dtypes`, when
+    known (fleetjit._signature.pointer_dtypes), gives per parameter the
+    (code, bits, name) a tensor argument's dtype should have: a tensor of
+    another dtype launches, with a warning.
     """
     values = list(values)
     keep = []
@@ -209,15 +213,65 @@ def build(values, stream=None, device_id=0):
     for i, value in enumerate(values):
         a = arr[i]
         a.struct_size = ctypes.sizeof(_ffi.fj_arg)
+        want = dtypes[i] if dtypes is not None and i < len(dtypes) else None
         try:
-            _fill(a, value, keep, stream, device_id)
+            _fill(a, value, keep, stream, device_id, want, i)
         except FleetjitError as e:
             raise FleetjitError(e.code, f"argument {i}: {e.message}") from None
     keep.append(arr)
     return keep, arr, len(values)
 
 
-def _fill(a, value, keep, stream, device_id):
+_DL_NAMES = {(0, 8): "int8", (0, 16): "int16", (0, 32): "int32", (0, 64): "int64",
+             (1, 8): "uint8", (1, 16): "uint16", (1, 32): "uint32", (1, 64): "uint64",
+             (2, 16): "float16", (2, 32): "float32", (2, 64): "float64",
+             (4, 16): "bfloat16", (6, 8): "bool"}
+
+
+def _warn_dtype(index, have, want):
+    """Warns when a tensor's DLPack (code, bits) differs from the pointee
+    (code, bits, name) the kernel declares."""
+    if want is None or have is None or tuple(have[:2]) == tuple(want[:2]):
+        return
+    name = _DL_NAMES.get(tuple(have[:2]), f"DLPack dtype {tuple(have[:2])}")
+    warnings.warn(f"argument {index}: a {name} tensor passed to a parameter the "
+                  f"kernel declares as pointing to {want[2]}", RuntimeWarning,
+                  stacklevel=5)
+
+
+def _torch_dl_dtype(dtype):
+    """(code, bits) of a torch dtype, or None."""
+    return _TORCH_DTYPES.get(str(dtype))
+
+
+_TORCH_DTYPES = {"torch." + v: k for k, v in _DL_NAMES.items()}
+
+
+def _refuse_strided(index, value, shape, strides):
+    raise FleetjitError(
+        "INVALID_ARGUMENT",
+        f"a non-contiguous {type(value).__name__} (shape {tuple(shape)}, strides "
+        f"{tuple(strides)} elements) cannot be passed as a pointer: the kernel "
+        "would read the wrong elements; pass a contiguous copy (.contiguous()) "
+        "or a fleetjit.Tensor for an FJ_TENSOR parameter")
+
+
+def c_contiguous(shape, strides):
+    """Whether element strides describe a compact row-major layout
+    (dimensions of extent 1 may have any stride; an empty tensor is)."""
+    if strides is None:
+        return True
+    if any(s == 0 for s in shape):
+        return True
+    expected = 1
+    for extent, stride in reversed(list(zip(shape, strides))):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def _fill(a, value, keep, stream, device_id, want=None, index=0):
     if isinstance(value, Tensor):
         a.kind = _ffi.ARG_TENSOR
         a.v.tensor = ctypes.addressof(value.to_c(keep, stream, device_id))
@@ -227,12 +281,25 @@ def _fill(a, value, keep, stream, device_id):
         a.kind = _ffi.ARG_POINTER
         a.v.pointer = address
         return
+    if type(value).__module__.startswith("torch") and getattr(value, "is_cuda", False):
+        # A CUDA torch tensor: read its pointer, no DLPack capsule. torch's
+        # own current stream orders its writes; launch on that stream.
+        if not value.is_contiguous():
+            _refuse_strided(index, value, value.shape, value.stride())
+        _warn_dtype(index, _torch_dl_dtype(value.dtype), want)
+        a.kind = _ffi.ARG_POINTER
+        a.v.pointer = value.data_ptr()
+        return
     if tensors.is_tensor_like(value):
         borrowed = tensors.borrow(value, stream=stream, device_id=device_id)
         if borrowed.device[0] not in tensors.CUDA_DEVICE_TYPES:
             raise FleetjitError("INVALID_ARGUMENT",
                                 f"{type(value).__name__} lives on DLPack device type "
                                 f"{borrowed.device[0]}, not CUDA memory")
+        shape, strides = borrowed.shape, borrowed.strides
+        if not c_contiguous(shape, strides):
+            _refuse_strided(index, value, shape, strides)
+        _warn_dtype(index, borrowed.dtype, want)
         keep.append(borrowed)
         a.kind = _ffi.ARG_POINTER
         a.v.pointer = borrowed.data_ptr

@@ -24,12 +24,71 @@ class FleetjitError(Exception):
     details:   every documented detail the status carried (dict)
     """
 
-    def __init__(self, code, message, build_log=None, details=None):
+    def __new__(cls, code="UNKNOWN", message="", build_log=None, details=None):
+        # FleetjitError(code, ...) is the subclass of its code, so callers
+        # can catch BuildError, DeadlineExceededError... or all of them.
+        if cls is FleetjitError:
+            cls = _BY_CODE.get(code, FleetjitError)
+        return super().__new__(cls, code, message)
+
+    def __init__(self, code="UNKNOWN", message="", build_log=None, details=None):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.build_log = build_log
         self.details = dict(details or {})
+
+    def __reduce__(self):
+        return (FleetjitError, (self.code, self.message, self.build_log, self.details))
+
+
+class InvalidArgumentError(FleetjitError, ValueError):
+    """INVALID_ARGUMENT: bad input, refused before anything ran."""
+
+
+class NotFoundError(FleetjitError, LookupError):
+    """NOT_FOUND: no such kernel, device, file or entry."""
+
+
+class UnavailableError(FleetjitError):
+    """UNAVAILABLE: no driver, GPU, NVRTC or library."""
+
+
+class FailedPreconditionError(FleetjitError):
+    """FAILED_PRECONDITION: the call is valid but not in this state."""
+
+
+class BuildError(FleetjitError):
+    """BUILD_ERROR: NVRTC refused the source; .build_log says why."""
+
+
+class CudaError(FleetjitError):
+    """CUDA_ERROR: a driver call failed; .details["cuda_error"] names it."""
+
+
+class ResourceExhaustedError(FleetjitError):
+    """RESOURCE_EXHAUSTED: out of device memory or another resource."""
+
+
+class OutOfRangeError(FleetjitError, IndexError):
+    """OUT_OF_RANGE: an index or size past its limit."""
+
+
+class InternalError(FleetjitError):
+    """INTERNAL: a bug in fleetjit."""
+
+
+class DeadlineExceededError(FleetjitError, TimeoutError):
+    """DEADLINE_EXCEEDED: a wait ran out of time (fj_cache_flush)."""
+
+
+_BY_CODE = {
+    "INVALID_ARGUMENT": InvalidArgumentError, "NOT_FOUND": NotFoundError,
+    "UNAVAILABLE": UnavailableError, "FAILED_PRECONDITION": FailedPreconditionError,
+    "BUILD_ERROR": BuildError, "CUDA_ERROR": CudaError,
+    "RESOURCE_EXHAUSTED": ResourceExhaustedError, "OUT_OF_RANGE": OutOfRangeError,
+    "INTERNAL": InternalError, "DEADLINE_EXCEEDED": DeadlineExceededError,
+}
 
 
 def _text(ptr, size):

@@ -7,12 +7,24 @@ context manager.
 """
 
 import ctypes
+import sys
 from dataclasses import dataclass, field, asdict
 from typing import Dict, List, Optional, Tuple
 
 from . import _ffi
+from . import _signature
 from . import args as _args
+from . import _fast
+from . import builds
+from . import copies
+from . import logs
 from .errors import FleetjitError, check, lib
+
+
+# The compiled launch path (fleetjit/_fastlaunch.c) when it is built and
+# this is True; else every launch takes the pure-ctypes path.
+USE_FAST_PATH = True
+_UNSET = object()
 
 
 # ----------------------------------------------------------------- versions
@@ -94,6 +106,14 @@ class CacheStats:
     rejected_entries: int
     disk_entries: int
     disk_bytes: int
+    remote_state: str = "off"
+    remote_hits: int = 0
+    remote_misses: int = 0
+    remote_errors: int = 0
+    remote_rejected: int = 0
+    remote_writes: int = 0
+    remote_write_drops: int = 0
+    remote_breaker_opens: int = 0
 
 
 def _name(fn, value):
@@ -186,6 +206,13 @@ class Stream(_Handle):
     def synchronize(self):
         check(lib().fj_stream_synchronize(self._live()))
 
+    def close(self):
+        if self.cu_stream is not None and self._owner is not None:
+            by_cu = getattr(self._owner, "_fj_by_cu", {})
+            if by_cu.get(self.cu_stream) == self._handle:
+                del by_cu[self.cu_stream]
+        super().close()
+
 
 class DeviceBuffer:
     """Device memory from fj_mem_alloc, freed by close() or with the runtime."""
@@ -240,6 +267,8 @@ class Kernel:
         self._handle = handle
         self.name = name
         self.device = device
+        self._dtypes = _UNSET
+        self._torch_dtypes = _UNSET
 
     def _live(self):
         if self._module.closed:
@@ -254,6 +283,35 @@ class Kernel:
                           out.max_threads_per_block, out.static_shared_bytes, out.num_regs,
                           bool(out.uses_thunk))
 
+    @property
+    def param_dtypes(self):
+        """Per parameter, the dtype name a pointer parameter points to
+        ("float32", "bfloat16"...) or None, read from the declaration of an
+        extern "C" kernel in the built source; None when unknown."""
+        dt = self._dl_dtypes()
+        return None if dt is None else [d[2] if d else None for d in dt]
+
+    def _dl_dtypes(self):
+        dt = self._dtypes
+        if dt is _UNSET:
+            dt = self._dtypes = _signature.pointer_dtypes(
+                getattr(self._module, "_source", None), self.name)
+        return dt
+
+    def _torch_dtype_tuple(self):
+        """The per-parameter torch dtypes the compiled path compares with;
+        cached once torch is imported (before that no torch tensor can be
+        an argument)."""
+        torch = sys.modules.get("torch")
+        dt = self._dl_dtypes()
+        if torch is None or dt is None:
+            td = None
+        else:
+            td = tuple(getattr(torch, d[2], None) if d else None for d in dt)
+        if torch is not None:
+            self._torch_dtypes = td
+        return td
+
     def launch(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=None):
         """Launches asynchronously on `stream`.
 
@@ -264,7 +322,45 @@ class Kernel:
               torch.cuda.Stream, a cupy.cuda.Stream, or an integer CUstream
               (torch.cuda.current_stream().cuda_stream,
               cupy.cuda.get_current_stream().ptr).
+        Torch CUDA tensors pass by data_ptr(): launch on the stream that
+        produced them (torch.cuda.current_stream()) or synchronize first.
+        A non-contiguous view is refused; a dtype other than the one the
+        kernel's `T*` parameter declares is a RuntimeWarning.
         """
+        fast = _fast.module if USE_FAST_PATH else None
+        if fast is not None and cluster is None:
+            module = self._module
+            runtime = module._runtime
+            if module._handle and runtime._handle:
+                if stream is None:
+                    fjs, obj = 0, None
+                elif type(stream) is Stream:
+                    fjs, obj = stream._live(), None
+                else:
+                    fjs, obj = 0, stream
+                dtypes = self._torch_dtypes
+                if dtypes is _UNSET:  # until torch is imported
+                    if _fast.torch_pending and "torch" in sys.modules:
+                        _fast.register()
+                    dtypes = self._torch_dtype_tuple()
+                r = fast.launch(_fast.launch_address, self._handle, grid, block,
+                                shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)
+                if r is None:
+                    return
+                if type(r) is tuple:  # a framework stream not wrapped yet
+                    runtime.wrap_stream(r[1], self.device)
+                    r = fast.launch(_fast.launch_address, self._handle, grid, block,
+                                    shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)
+                    if r is None:
+                        return
+                if type(r) is int:
+                    check(r)
+                # NotImplemented: an argument the ctypes path packs or refuses.
+        self._launch_ctypes(grid, block, args, stream, shared_bytes, cluster)
+
+    def _launch_ctypes(self, grid, block, args, stream, shared_bytes, cluster):
+        """The pure-ctypes launch (no compiled module, or an argument the
+        compiled path leaves to it)."""
         runtime = self._module._runtime
         fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
         cfg = _ffi.new(_ffi.fj_launch_config)
@@ -275,11 +371,25 @@ class Kernel:
                 dst[i] = dims[i]
         cfg.shared_bytes = int(shared_bytes)
         cfg.stream = fj_stream
-        keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
+        keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device,
+                                       dtypes=self._dl_dtypes())
         check(lib().fj_launch(self._live(), ctypes.byref(cfg),
                               ctypes.cast(arr, ctypes.c_void_p) if arr is not None else None,
                               count))
         del keep  # the library copied what it needs: the tensors may go
+
+
+def _no_nul(text, what):
+    """Refuses an embedded NUL: NVRTC and the driver read C strings, so
+    everything after it would silently be dropped."""
+    if text is None:
+        return
+    nul = "\0" if isinstance(text, str) else b"\0"
+    if nul in text:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"the {what} holds a NUL character at offset "
+                            f"{text.index(nul)}; NVRTC would silently drop "
+                            "everything after it")
 
 
 def _dims(value, default):
@@ -321,6 +431,7 @@ class Module(_Handle):
 
     def kernel(self, name: str, device: int = 0) -> Kernel:
         """The kernel `name` (extern "C" name or a name expression), loaded on `device`."""
+        _no_nul(name, "kernel name")
         n = _ffi.StrArg(name)
         out = ctypes.c_void_p()
         check(lib().fj_module_get_kernel(self._live(), n.value, device, ctypes.byref(out)))
@@ -336,6 +447,11 @@ class Runtime(_Handle):
         copy_impl:  "sync", "cp_async" or "tma" instead of the device's choice
         cache_dir:  disk cache directory (default $FLEETJIT_CACHE_DIR or ~/.cache/fleetjit)
         cache_max_bytes: disk cache cap (0 = 1 GiB)
+        remote_cache_url, fleet_key: the fleet's shared cache tier (redis://...)
+        log:        a callable(level, message) or a logging.Logger receiving
+                    the library's log lines (from any thread); log_level:
+                    "error", "warn" (default), "info" or "debug"
+        preopen_devices: ordinals whose contexts are opened now ([-1] = all)
         disk_cache: False to use the memory cache only
         thunks:     False to launch through the generic path only
         libcuda, libnvrtc: library files instead of the loader's search
@@ -344,12 +460,23 @@ class Runtime(_Handle):
     _destroy_name = "fj_runtime_destroy"
 
     def __init__(self, *, target=None, copy_impl=None, cache_dir=None, cache_max_bytes=0,
-                 disk_cache=True, thunks=True, libcuda=None, libnvrtc=None):
+                 disk_cache=True, thunks=True, libcuda=None, libnvrtc=None,
+                 remote_cache_url=None, fleet_key=None, log=None, log_level="warn",
+                 preopen_devices=None):
         check_version()
         opts = _ffi.new(_ffi.fj_runtime_options)
-        keep = [_ffi.StrArg(s) for s in (libcuda, libnvrtc, target, cache_dir)]
+        keep = [_ffi.StrArg(s) for s in (libcuda, libnvrtc, target, cache_dir,
+                                         remote_cache_url, fleet_key)]
         opts.libcuda_path, opts.libnvrtc_path = keep[0].value, keep[1].value
         opts.target_override, opts.cache_dir = keep[2].value, keep[3].value
+        opts.remote_cache_url, opts.fleet_key = keep[4].value, keep[5].value
+        if log is not None:
+            opts.log_fn, opts.log_level = logs.callback(log, log_level)
+        if preopen_devices is not None:
+            devs = (ctypes.c_int32 * max(1, len(preopen_devices)))(*preopen_devices)
+            keep.append(devs)
+            opts.preopen_devices = ctypes.cast(devs, ctypes.POINTER(ctypes.c_int32))
+            opts.num_preopen_devices = len(preopen_devices)
         opts.copy_impl_override = _impl_value(copy_impl)
         opts.flags = ((0 if disk_cache else _ffi.RUNTIME_DISABLE_DISK_CACHE) |
                       (0 if thunks else _ffi.RUNTIME_DISABLE_THUNKS))
@@ -358,6 +485,7 @@ class Runtime(_Handle):
         check(lib().fj_runtime_create(ctypes.byref(opts), ctypes.byref(out)))
         super().__init__(out.value)
         self._wrapped_streams = {}
+        self._fj_by_cu = {}  # CUstream -> fj_stream*, for the compiled path
 
     def close(self):
         # Wrapped streams are the binding's; the runtime releases the rest.
@@ -367,6 +495,7 @@ class Runtime(_Handle):
             except FleetjitError:
                 pass
         self._wrapped_streams = {}
+        self._fj_by_cu = {}
         super().close()
 
     # Devices.
@@ -403,29 +532,96 @@ class Runtime(_Handle):
 
     # Builds.
     def build(self, source, *, name="", target=None, device=0, copy_impl=None,
-              nvrtc_options=(), name_expressions=(), output=None, cache=True) -> Module:
+              nvrtc_options=(), name_expressions=(), output=None, cache=True,
+              include_dirs=()) -> Module:
         """Builds CUDA C++ `source` (or fetches it from the cache).
 
         target: "sm_XX[a]" (cubin) or "compute_XX[a]" (PTX); None = the
                 runtime's target, else the live device `device`. A named
                 target needs no GPU.
-        A compile error raises FleetjitError("BUILD_ERROR") with .build_log.
+        include_dirs: folders searched for #include "..." before CUDA's.
+        A compile error raises BuildError (a FleetjitError) with .build_log.
         """
+        o, keep = self._build_options(source, name, target, device, copy_impl,
+                                      nvrtc_options, name_expressions, output, cache,
+                                      include_dirs)
+        out = ctypes.c_void_p()
+        check(lib().fj_module_build(self._live(), ctypes.byref(o), ctypes.byref(out)))
+        del keep
+        m = Module(out.value, self)
+        m._source = source
+        return m
+
+    def _build_options(self, source, name, target, device, copy_impl, nvrtc_options,
+                       name_expressions, output, cache, include_dirs):
+        """(fj_build_options, keep-alive list) for build() and build_async()."""
+        _no_nul(source, "source")
+        _no_nul(name, "name")
+        for what, items in (("nvrtc_options", nvrtc_options),
+                            ("name_expressions", name_expressions),
+                            ("include_dirs", include_dirs)):
+            if isinstance(items, (str, bytes)):
+                raise FleetjitError("INVALID_ARGUMENT", f"{what} is a list of strings")
+            for item in items:
+                _no_nul(item, what)
         o = _ffi.new(_ffi.fj_build_options)
         keep = [_ffi.StrArg(source), _ffi.StrArg(name), _ffi.StrArg(target)]
         o.source, o.name, o.target = keep[0].value, keep[1].value, keep[2].value
         k1, o.nvrtc_options, o.num_nvrtc_options = _ffi.str_array(nvrtc_options)
         k2, o.name_expressions, o.num_name_expressions = _ffi.str_array(name_expressions)
+        k3, o.include_dirs, o.num_include_dirs = _ffi.str_array(
+            [str(d) for d in include_dirs])
+        keep.extend((k1, k2, k3))
         o.device = device
         o.copy_impl = _impl_value(copy_impl)
         if output is not None and output not in _ffi.OUTPUTS:
             raise FleetjitError("INVALID_ARGUMENT", f"output must be one of {sorted(_ffi.OUTPUTS)}")
         o.output = _ffi.OUTPUTS.get(output or "auto")
         o.flags = 0 if cache else _ffi.BUILD_NO_CACHE
-        out = ctypes.c_void_p()
-        check(lib().fj_module_build(self._live(), ctypes.byref(o), ctypes.byref(out)))
-        del keep, k1, k2
-        return Module(out.value, self)
+        return o, keep
+
+    def build_async(self, source, **options) -> "builds.BuildFuture":
+        """Starts build(source, **options) on the runtime's build threads and
+        returns a BuildFuture at once: .done(), .result(timeout), `await`."""
+        return builds.start(self, source, options)
+
+    def load(self, image, *, kind="auto", name="", target=None) -> Module:
+        """A Module of an image built elsewhere (fj_module_load): a cubin,
+        PTX or fatbin (bytes), e.g. `fleetjit build -o` output or
+        Module.image of another runtime."""
+        return builds.load(self, image, kind, name, target)
+
+    @property
+    def include_dirs(self):
+        """[(folder, why it is searched)] of CUDA's header folders, in order."""
+        return builds.include_dirs(self)
+
+    def flush_cache(self, timeout=None):
+        """Waits until background cache writes are done (fj_cache_flush);
+        DeadlineExceededError (a TimeoutError) after `timeout` seconds."""
+        builds.flush(self, timeout)
+
+    # Copies, prefetch, peers (fleetjit/copies.py).
+    def copy(self, dst, src, src_start=(), *, oob="promise_in_bounds",
+             gather_index=None, stream=None):
+        """dst[i] = src[src_start + i] (fj_copy); see fleetjit.copies.copy."""
+        copies.copy(self, dst, src, src_start, oob, gather_index, stream)
+
+    def prefetch(self, data, nbytes=None, *, tile_start=(), tile_extent=(), mode="auto",
+                 reader_device=-1, stage=None, stream=None):
+        """An L2 prefetch hint or a staging copy (fj_prefetch); see
+        fleetjit.copies.prefetch."""
+        copies.prefetch(self, data, nbytes, tile_start, tile_extent, mode, reader_device,
+                        stage, stream)
+
+    def peer_query(self, reader: int, owner: int) -> bool:
+        return copies.peer_query(self, reader, owner)
+
+    def peer_enable(self, reader: int, owner: int):
+        copies.peer_enable(self, reader, owner)
+
+    def peer_disable(self, reader: int, owner: int):
+        copies.peer_disable(self, reader, owner)
 
     # Cache.
     def cache_stats(self) -> CacheStats:
@@ -433,13 +629,21 @@ class Runtime(_Handle):
         check(lib().fj_cache_stats_get(self._live(), ctypes.byref(out)))
         return CacheStats(out.memory_hits, out.disk_hits, out.misses, out.compiles,
                           out.compile_ms_total, out.evictions, out.rejected_entries,
-                          out.disk_entries, out.disk_bytes)
+                          out.disk_entries, out.disk_bytes,
+                          _ffi.REMOTE_STATES.get(out.remote_state, str(out.remote_state)),
+                          out.remote_hits, out.remote_misses, out.remote_errors,
+                          out.remote_rejected, out.remote_writes, out.remote_write_drops,
+                          out.remote_breaker_opens)
 
     def clear_cache(self):
         check(lib().fj_cache_clear(self._live()))
 
     # Memory and streams.
     def alloc(self, nbytes: int, device: int = 0) -> DeviceBuffer:
+        nbytes = int(nbytes)
+        if nbytes < 0:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"alloc of {nbytes} bytes: a size is not negative")
         out = ctypes.c_uint64()
         check(lib().fj_mem_alloc(self._live(), device, nbytes, ctypes.byref(out)))
         return DeviceBuffer(self, device, nbytes, out.value)
@@ -469,6 +673,7 @@ class Runtime(_Handle):
         check(fj.fj_stream_wrap(self._live(), device, int(cu_stream), ctypes.byref(out)))
         s = Stream(out.value, self, device, cu_stream=int(cu_stream))
         self._wrapped_streams[key] = s
+        self._fj_by_cu[int(cu_stream)] = out.value
         return s
 
     def _resolve_stream(self, stream, device):

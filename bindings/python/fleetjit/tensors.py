@@ -216,9 +216,12 @@ def is_tensor_like(obj):
 
 
 def borrow(obj, stream=None, device_id=0):
-    """Borrows any tensor-like object: DLPack first, then the CUDA array interface."""
+    """Borrows any tensor-like object: a DLPack capsule, an object with
+    __dlpack__ (first), or one with __cuda_array_interface__."""
     if isinstance(obj, BorrowedTensor):
         return obj
+    if type(obj).__name__ == "PyCapsule":  # a DLPack capsule itself
+        return from_capsule(obj)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return from_dlpack(obj, stream)
     if hasattr(obj, "__cuda_array_interface__"):

@@ -1,0 +1,74 @@
+"""Loads the compiled launch path (_fastlaunch), when it is built.
+
+`module` is the extension or None; `launch_address` the address of the
+fj_launch it calls. The extension is optional: without it (not built, a
+layout that differs from the ctypes mirror, FLEETJIT_PYTHON_FAST=0) every
+launch takes the pure-ctypes path. $FLEETJIT_PYTHON_EXT names a built
+extension to load instead of the package's (ctest points it into the build
+tree); without it, fleetjit/_fastlaunch.abi3.so is imported if present.
+Otherwise every
+launch takes the pure-ctypes path in runtime.Kernel._launch_ctypes.
+"""
+
+import ctypes
+import os
+import sys
+
+from . import _ffi
+
+module = None
+launch_address = 0
+torch_pending = True  # torch.Tensor not registered yet (torch not imported)
+why_not = ""
+
+
+def register():
+    """Registers torch.Tensor (once torch is imported), Scalar and the kinds."""
+    global torch_pending
+    from . import args
+    torch = sys.modules.get("torch")
+    tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
+    module.register_types(tensor_type, args.Scalar, dict(args._KIND_NAMES))
+    torch_pending = tensor_type is None
+
+
+def _load():
+    global module, launch_address, why_not
+    if os.environ.get("FLEETJIT_PYTHON_FAST", "1") == "0":
+        why_not = "FLEETJIT_PYTHON_FAST=0"
+        return
+    try:
+        path = os.environ.get("FLEETJIT_PYTHON_EXT")
+        if path:  # a build tree's copy (ctest), else the package's own
+            import importlib.machinery
+            import importlib.util
+            loader = importlib.machinery.ExtensionFileLoader("fleetjit._fastlaunch", path)
+            spec = importlib.util.spec_from_file_location("fleetjit._fastlaunch", path,
+                                                          loader=loader)
+            ext = importlib.util.module_from_spec(spec)
+            loader.exec_module(ext)
+        else:
+            from . import _fastlaunch as ext
+    except ImportError as e:
+        why_not = f"not built ({e})"
+        return
+    want = (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config))
+    if tuple(ext.layout()) != want:
+        why_not = f"layout {ext.layout()} differs from the binding's {want}"
+        return
+    try:
+        lib = _ffi.load()
+    except _ffi.LoadError as e:
+        why_not = str(e)
+        return
+    launch_address = ctypes.cast(lib.fj_launch, ctypes.c_void_p).value
+    module = ext
+    register()
+
+
+def available():
+    """(True, "") when launches take the compiled path, else (False, why)."""
+    return module is not None, why_not
+
+
+_load()
