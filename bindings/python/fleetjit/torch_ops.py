@@ -14,12 +14,15 @@ launch on a new stream are host work that capture does not record.
 
     @torch.library.custom_op("mylib::scale", mutates_args=())
     def scale_op(x: torch.Tensor, a: float) -> torch.Tensor:
+        x = x.contiguous()
         out = torch.empty_like(x)
         torch_ops.launch(scale.get(x.device), grid=(x.numel() + 255) // 256,
-                         block=256, args=[out, x.contiguous(), a, x.numel()])
+                         block=256, args=[out, x, a, x.numel()])
         return out
 
-    scale_op.register_fake(lambda x, a: torch.empty_like(x))
+    # The fake must give the layout the op returns (contiguous here):
+    # torch.compile checks the real output's strides against it.
+    scale_op.register_fake(lambda x, a: x.new_empty(x.shape))
 
 `saxpy` below is such an op over examples/saxpy.cu: fleetjit::saxpy(x, y, a)
 returns a * x + y.
