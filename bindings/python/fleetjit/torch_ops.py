@@ -42,9 +42,21 @@ extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {
 """
 
 
+# torch's current CUstream as an int, without making a Stream object (the
+# call inductor's generated code uses); torch.cuda.current_stream otherwise.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_stream(device):
+    """torch's current stream of `device` (an ordinal) as an integer CUstream."""
+    if _raw_stream is not None:
+        return _raw_stream(device)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 def launch(kernel, grid, block, args, shared_bytes=0):
     """Launches `kernel` on torch's current stream of the kernel's device."""
-    kernel.launch(grid, block, args, stream=torch.cuda.current_stream(kernel.device),
+    kernel.launch(grid, block, args, stream=current_stream(kernel.device),
                   shared_bytes=shared_bytes)
 
 
