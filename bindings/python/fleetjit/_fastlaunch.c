@@ -183,18 +183,22 @@ done:
  * its value through __float__ / __index__. */
 static int fill_typed_scalar(PyObject* v, long k, fj_arg* a) {
   a->kind = (fj_arg_kind)k;
+  if (k == FJ_ARG_F32 || k == FJ_ARG_F64) {
+    double x = PyFloat_AsDouble(v);
+    if (k == FJ_ARG_F32) a->v.f32 = (float)x;
+    if (k == FJ_ARG_F64) a->v.f64 = x;
+    return PyErr_Occurred() ? -1 : 1;
+  }
+  /* Integers: as a Python int first (PyLong_AsUnsignedLongLong takes
+   * nothing else). */
+  PyObject* i = PyNumber_Index(v);
+  if (i == NULL) return -1;
   switch (k) {
-    case FJ_ARG_F32:
-      a->v.f32 = (float)PyFloat_AsDouble(v);
-      break;
-    case FJ_ARG_F64:
-      a->v.f64 = PyFloat_AsDouble(v);
-      break;
     case FJ_ARG_I8:
     case FJ_ARG_I16:
     case FJ_ARG_I32:
     case FJ_ARG_I64: {
-      long long x = PyLong_AsLongLong(v);
+      long long x = PyLong_AsLongLong(i);
       if (k == FJ_ARG_I8) a->v.i8 = (int8_t)x;
       if (k == FJ_ARG_I16) a->v.i16 = (int16_t)x;
       if (k == FJ_ARG_I32) a->v.i32 = (int32_t)x;
@@ -205,7 +209,7 @@ static int fill_typed_scalar(PyObject* v, long k, fj_arg* a) {
     case FJ_ARG_U16:
     case FJ_ARG_U32:
     case FJ_ARG_U64: {
-      unsigned long long x = PyLong_AsUnsignedLongLong(v);
+      unsigned long long x = PyLong_AsUnsignedLongLong(i);
       if (k == FJ_ARG_U8) a->v.u8 = (uint8_t)x;
       if (k == FJ_ARG_U16) a->v.u16 = (uint16_t)x;
       if (k == FJ_ARG_U32) a->v.u32 = (uint32_t)x;
@@ -213,8 +217,10 @@ static int fill_typed_scalar(PyObject* v, long k, fj_arg* a) {
       break;
     }
     default:
+      Py_DECREF(i);
       return 0;
   }
+  Py_DECREF(i);
   return PyErr_Occurred() ? -1 : 1;
 }
 
