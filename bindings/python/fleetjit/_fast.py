@@ -19,17 +19,34 @@ from . import _ffi
 module = None
 launch_address = 0
 torch_pending = True  # torch.Tensor not registered yet (torch not imported)
+# (NumPy's scalar types are registered with it: torch imports NumPy.)
 why_not = ""
 
 
+numpy_registered = False
+
+
+def maybe_register():
+    """Registers again once torch or NumPy has been imported since."""
+    if "torch" in sys.modules or (not numpy_registered and "numpy" in sys.modules):
+        register()
+
+
 def register():
-    """Registers torch.Tensor (once torch is imported), Scalar and the kinds."""
-    global torch_pending
+    """Registers torch.Tensor (once torch is imported), Scalar, NumPy's
+    scalar types (once NumPy is imported) and the kinds."""
+    global torch_pending, numpy_registered
     from . import args
     torch = sys.modules.get("torch")
     tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
-    module.register_types(tensor_type, args.Scalar, dict(args._KIND_NAMES))
+    type_codes = {}
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:  # NumPy scalars pack as their own type
+        for name, kind in args._NUMPY_KINDS.items():
+            type_codes[getattr(numpy, name)] = args._KIND_NAMES[kind]
+    module.register_types(tensor_type, args.Scalar, dict(args._KIND_NAMES), type_codes)
     torch_pending = tensor_type is None
+    numpy_registered = numpy is not None
 
 
 def _load():

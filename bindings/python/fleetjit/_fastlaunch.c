@@ -3,9 +3,9 @@
  * One call packs a launch's arguments into an fj_arg array on the C stack
  * and calls fj_launch, with no ctypes object and no DLPack capsule per
  * launch. It handles the arguments that hot loops pass: Python int (int32)
- * and float (float32), fleetjit Scalars, torch tensors (data_ptr() of a
- * contiguous CUDA tensor), fleetjit DeviceBuffers and objects with a
- * C-contiguous __cuda_array_interface__. For anything else, or anything
+ * and float (float32), fleetjit Scalars, NumPy scalars, torch tensors
+ * (data_ptr() of a contiguous CUDA tensor), fleetjit DeviceBuffers and objects
+ * with a C-contiguous __cuda_array_interface__. For anything else, or anything
  * it would have to refuse or warn about (a non-contiguous view, a dtype
  * that differs from the kernel's parameter), it returns NotImplemented and
  * the binding takes its pure-ctypes path, which explains the refusal. The
@@ -37,6 +37,7 @@ typedef fj_status* (*launch_fn)(fj_kernel*, const fj_launch_config*,
 static PyObject* g_torch_tensor = NULL; /* torch.Tensor, or NULL */
 static PyObject* g_scalar_type = NULL;  /* fleetjit.args.Scalar */
 static PyObject* g_kind_codes = NULL;   /* {"i32": FJ_ARG_I32, ...} */
+static PyObject* g_type_codes = NULL;   /* {numpy.float32: FJ_ARG_F32, ...} */
 /* Interned attribute names. */
 static PyObject *s_is_cuda, *s_is_contiguous, *s_data_ptr, *s_dtype,
     *s_device_address, *s_kind, *s_value, *s_cai, *s_cuda_stream, *s_ptr;
@@ -178,6 +179,51 @@ done:
   return rc;
 }
 
+/* A scalar of a registered type (NumPy's float32, int64...): its kind,
+ * its value through __float__ / __index__. */
+static int fill_typed_scalar(PyObject* v, long k, fj_arg* a) {
+  a->kind = (fj_arg_kind)k;
+  if (k == FJ_ARG_F32 || k == FJ_ARG_F64) {
+    double x = PyFloat_AsDouble(v);
+    if (k == FJ_ARG_F32) a->v.f32 = (float)x;
+    if (k == FJ_ARG_F64) a->v.f64 = x;
+    return PyErr_Occurred() ? -1 : 1;
+  }
+  /* Integers: as a Python int first (PyLong_AsUnsignedLongLong takes
+   * nothing else). */
+  PyObject* i = PyNumber_Index(v);
+  if (i == NULL) return -1;
+  switch (k) {
+    case FJ_ARG_I8:
+    case FJ_ARG_I16:
+    case FJ_ARG_I32:
+    case FJ_ARG_I64: {
+      long long x = PyLong_AsLongLong(i);
+      if (k == FJ_ARG_I8) a->v.i8 = (int8_t)x;
+      if (k == FJ_ARG_I16) a->v.i16 = (int16_t)x;
+      if (k == FJ_ARG_I32) a->v.i32 = (int32_t)x;
+      if (k == FJ_ARG_I64) a->v.i64 = (int64_t)x;
+      break;
+    }
+    case FJ_ARG_U8:
+    case FJ_ARG_U16:
+    case FJ_ARG_U32:
+    case FJ_ARG_U64: {
+      unsigned long long x = PyLong_AsUnsignedLongLong(i);
+      if (k == FJ_ARG_U8) a->v.u8 = (uint8_t)x;
+      if (k == FJ_ARG_U16) a->v.u16 = (uint16_t)x;
+      if (k == FJ_ARG_U32) a->v.u32 = (uint32_t)x;
+      if (k == FJ_ARG_U64) a->v.u64 = (uint64_t)x;
+      break;
+    }
+    default:
+      Py_DECREF(i);
+      return 0;
+  }
+  Py_DECREF(i);
+  return PyErr_Occurred() ? -1 : 1;
+}
+
 static int fill_one(PyObject* v, PyObject* want_dtype, fj_arg* a) {
   if (PyLong_CheckExact(v)) {
     int overflow = 0;
@@ -197,6 +243,10 @@ static int fill_one(PyObject* v, PyObject* want_dtype, fj_arg* a) {
       (type == g_torch_tensor || PyObject_IsInstance(v, g_torch_tensor) == 1))
     return fill_torch(v, want_dtype, a);
   if (g_scalar_type != NULL && type == g_scalar_type) return fill_scalar(v, a);
+  if (g_type_codes != NULL) {
+    PyObject* code = PyDict_GetItem(g_type_codes, type); /* borrowed */
+    if (code != NULL) return fill_typed_scalar(v, PyLong_AsLong(code), a);
+  }
   if (PyObject_HasAttr(v, s_device_address)) {
     uint64_t p;
     if (attr_u64(v, s_device_address, &p) != 0) {
@@ -322,16 +372,21 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
   Py_RETURN_NONE;
 }
 
-/* register_types(torch_tensor_or_None, scalar_type, kind_codes) */
+/* register_types(torch_tensor_or_None, scalar_type, kind_codes,
+ *                type_codes) */
 static PyObject* register_types(PyObject* self, PyObject* argv) {
   (void)self;
-  PyObject *torch_tensor, *scalar_type, *kind_codes;
-  if (!PyArg_ParseTuple(argv, "OOO", &torch_tensor, &scalar_type, &kind_codes))
+  PyObject *torch_tensor, *scalar_type, *kind_codes, *type_codes;
+  if (!PyArg_ParseTuple(argv, "OOOO", &torch_tensor, &scalar_type, &kind_codes,
+                        &type_codes))
     return NULL;
-  if (!PyDict_Check(kind_codes)) {
-    PyErr_SetString(PyExc_TypeError, "kind_codes must be a dict");
+  if (!PyDict_Check(kind_codes) || !PyDict_Check(type_codes)) {
+    PyErr_SetString(PyExc_TypeError, "kind_codes and type_codes are dicts");
     return NULL;
   }
+  Py_XDECREF(g_type_codes);
+  g_type_codes = type_codes;
+  Py_INCREF(g_type_codes);
   Py_XDECREF(g_torch_tensor);
   Py_XDECREF(g_scalar_type);
   Py_XDECREF(g_kind_codes);

@@ -172,6 +172,8 @@ def to_scalar(value):
     """The Scalar a plain value converts to, or None if it is not a scalar."""
     if isinstance(value, Scalar):
         return value
+    if type(value).__module__ == "numpy":  # before float: float64 subclasses it
+        return _numpy_scalar(value)
     if isinstance(value, bool):
         raise FleetjitError("INVALID_ARGUMENT",
                             "bool is ambiguous as a kernel argument: use u8(...) for C++ bool "

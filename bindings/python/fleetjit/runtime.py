@@ -340,8 +340,8 @@ class Kernel:
                     fjs, obj = 0, stream
                 dtypes = self._torch_dtypes
                 if dtypes is _UNSET:  # until torch is imported
-                    if _fast.torch_pending and "torch" in sys.modules:
-                        _fast.register()
+                    if _fast.torch_pending:
+                        _fast.maybe_register()
                     dtypes = self._torch_dtype_tuple()
                 r = fast.launch(_fast.launch_address, self._handle, grid, block,
                                 shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)

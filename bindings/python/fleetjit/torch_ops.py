@@ -14,12 +14,15 @@ launch on a new stream are host work that capture does not record.
 
     @torch.library.custom_op("mylib::scale", mutates_args=())
     def scale_op(x: torch.Tensor, a: float) -> torch.Tensor:
+        x = x.contiguous()
         out = torch.empty_like(x)
         torch_ops.launch(scale.get(x.device), grid=(x.numel() + 255) // 256,
-                         block=256, args=[out, x.contiguous(), a, x.numel()])
+                         block=256, args=[out, x, a, x.numel()])
         return out
 
-    scale_op.register_fake(lambda x, a: torch.empty_like(x))
+    # The fake must give the layout the op returns (contiguous here):
+    # torch.compile checks the real output's strides against it.
+    scale_op.register_fake(lambda x, a: x.new_empty(x.shape))
 
 `saxpy` below is such an op over examples/saxpy.cu: fleetjit::saxpy(x, y, a)
 returns a * x + y.
@@ -39,9 +42,21 @@ extern "C" __global__ void saxpy(float* y, const float* x, float a, int n) {
 """
 
 
+# torch's current CUstream as an int, without making a Stream object (the
+# call inductor's generated code uses); torch.cuda.current_stream otherwise.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def current_stream(device):
+    """torch's current stream of `device` (an ordinal) as an integer CUstream."""
+    if _raw_stream is not None:
+        return _raw_stream(device)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 def launch(kernel, grid, block, args, shared_bytes=0):
     """Launches `kernel` on torch's current stream of the kernel's device."""
-    kernel.launch(grid, block, args, stream=torch.cuda.current_stream(kernel.device),
+    kernel.launch(grid, block, args, stream=current_stream(kernel.device),
                   shared_bytes=shared_bytes)
 
 

@@ -9,6 +9,10 @@ import struct
 import unittest
 
 import _env  # noqa: F401 - sets up the import path and the library
+try:
+    import numpy as np
+except ImportError:
+    np = None
 import fleetjit
 from fleetjit import _fast, _ffi
 
@@ -46,6 +50,8 @@ class FastLaunchTest(unittest.TestCase):
         self.cb = LAUNCH(fake)
         self.addr = ctypes.cast(self.cb, ctypes.c_void_p).value
         _fast.register()
+        if np is not None:
+            self.assertTrue(_fast.numpy_registered)
 
     def launch(self, args, grid=7, block=(32, 2), stream_obj=None, streams=None,
                fj_stream=0, dtypes=None):
@@ -62,7 +68,7 @@ class FastLaunchTest(unittest.TestCase):
         for _ in range(50):
             values = []
             for _ in range(rng.randrange(0, 13)):
-                pick = rng.randrange(7)
+                pick = rng.randrange(8)
                 if pick == 0:
                     values.append(rng.randrange(-2**31, 2**31))
                 elif pick == 1:
@@ -75,8 +81,14 @@ class FastLaunchTest(unittest.TestCase):
                     values.append(fleetjit.f64(rng.uniform(-1, 1)))
                 elif pick == 5:
                     values.append(fleetjit.pointer(rng.randrange(2**48)))
-                else:
+                elif pick == 6:
                     values.append(Buffer(rng.randrange(1, 2**48)))
+                elif np is not None:  # NumPy scalars keep their type
+                    values.append(rng.choice((
+                        np.float32(rng.uniform(-9, 9)), np.float64(rng.uniform(-9, 9)),
+                        np.int64(rng.randrange(-2**63, 2**63)), np.int8(rng.randrange(-128, 128)),
+                        np.uint16(rng.randrange(2**16)), np.uint64(rng.randrange(2**64)),
+                        np.int32(rng.randrange(-2**31, 2**31)))))
             self.calls.clear()
             self.assertIsNone(self.launch(values))
             self.assertEqual(len(self.calls), 1)
