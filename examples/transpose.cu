@@ -40,9 +40,17 @@
 #define TR_OUTS 1
 #endif
 
-extern "C" __global__ void transpose(FJ_TENSOR(float, 2) in,
-                                     FJ_TENSOR(float, 2) out, int tiles_x,
-                                     int tiles) {
+// -DTR_MAXNREG=N caps the kernel's registers (more resident CTAs, against
+// spills in the layer's rarely taken paths).
+#ifdef TR_MAXNREG
+#define TR_REG_CAP __maxnreg__(TR_MAXNREG)
+#else
+#define TR_REG_CAP
+#endif
+
+extern "C" __global__ void TR_REG_CAP transpose(FJ_TENSOR(float, 2) in,
+                                                FJ_TENSOR(float, 2) out,
+                                                int tiles_x, int tiles) {
   // 1. TR_STAGES input tiles, then TR_OUTS output tiles, 128-byte aligned.
   extern __shared__ unsigned char smem_raw[];
   float* buf = (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));

@@ -626,19 +626,24 @@ FJ_DEV row_walk plan_rows(const tensor_param& p, const coords& c,
 // elem_bytes) and the rank is at most 2: each chunk is then wholly in or
 // out, by two compares on its coordinates (x, y), which step by (dx, dy).
 struct narrow_walk {
-  row_walk w;                // w.ok false: not this path (the walker's)
-  unsigned wb;               // chunk bytes: 4 or 8
-  bool check;                // chunks may leave the tensor: test inside(x, y)
-  i64 x, dx, y, dy, nx, ny;  // chunk coordinates (dims 0, 1), steps, shape
+  row_walk w;   // w.ok false: not this path (the walker's)
+  unsigned wb;  // chunk bytes: 4 or 8
+  bool check;   // chunks may leave the tensor: test inside(x, y)
+  // Chunk coordinates (dims 0, 1), their steps, and the shape clamped to
+  // 2^31 - 1: 32-bit, as tile coordinates are.
+  int x, dx, y, dy, nx, ny;
+  // Unsigned: a negative coordinate is a large one (outside), and the
+  // steps wrap without overflow.
   FJ_DEV bool inside(unsigned j) const {
-    return !check || ((u64)(x + (i64)j * dx) < (u64)nx &&
-                      (u64)(y + (i64)j * dy) < (u64)ny);
+    return !check || ((unsigned)x + j * (unsigned)dx < (unsigned)nx &&
+                      (unsigned)y + j * (unsigned)dy < (unsigned)ny);
   }
   FJ_DEV void advance(unsigned j) {
-    x += (i64)j * dx;
-    y += (i64)j * dy;
+    x = (int)((unsigned)x + j * (unsigned)dx);
+    y = (int)((unsigned)y + j * (unsigned)dy);
   }
 };
+FJ_DEV int clamp_extent(i64 n) { return n > 0x7FFFFFFF ? 0x7FFFFFFF : (int)n; }
 template <int R>
 FJ_DEV narrow_walk plan_narrow(const tensor_param& p, const coords& c,
                                const void* smem, bool check, team tm) {
@@ -669,19 +674,19 @@ FJ_DEV narrow_walk plan_narrow(const tensor_param& p, const coords& c,
   unsigned rows = 1;
 #pragma unroll
   for (int d = 1; d < R; ++d) rows *= (unsigned)p.box[d];
-  const i64 y0 = R > 1 ? c.v[1] : 0;
-  n.nx = p.shape[0];
-  n.ny = R > 1 ? p.shape[R > 1 ? 1 : 0] : 1;
+  const int y0 = R > 1 ? c.v[1] : 0;
+  n.nx = clamp_extent(p.shape[0]);
+  n.ny = R > 1 ? clamp_extent(p.shape[R > 1 ? 1 : 0]) : 1;
   if (rows == 1) {  // the thread's chunks step along the row
-    n.x = c.v[0] + (i64)tm.rank;
-    n.dx = tm.size;
+    n.x = c.v[0] + (int)tm.rank;
+    n.dx = (int)tm.size;
     n.y = y0;
     n.dy = 0;
   } else {  // a fixed column; the rows step by size / cpr
-    n.x = c.v[0] + (i64)(tm.rank % cpr);
+    n.x = c.v[0] + (int)(tm.rank % cpr);
     n.dx = 0;
-    n.y = y0 + (i64)(tm.rank / cpr);
-    n.dy = tm.size / cpr;
+    n.y = y0 + (int)(tm.rank / cpr);
+    n.dy = (int)(tm.size / cpr);
   }
   return n;
 }
@@ -724,26 +729,30 @@ FJ_DEV void st_global_n(void* g, U v) {
 #endif
 }
 
-// Narrow-path tile store: a batch of ld.shared, then the st.global of the
-// chunks inside the tensor.
+// Narrow-path tile store: two ld.shared, then the st.global of the chunks
+// inside the tensor.
 template <class U>
 FJ_DEV void store_narrow_body(narrow_walk n, const unsigned char* smem,
                               unsigned char* g, unsigned m) {
   const row_walk& w = n.w;
   unsigned s = w.s;
-  for (unsigned k = 0; k < w.count; k += FJ_FAST_UNROLL) {
-    U v[FJ_FAST_UNROLL];
+  // A batch of 2: stores do not wait, so a deep batch buys nothing, and
+  // one of FJ_FAST_UNROLL cost the transpose's and copy_bench's kernels
+  // ~30 registers under tma and cp_async (ptxas, sm_90).
+  constexpr int B = 2;
+  for (unsigned k = 0; k < w.count; k += B) {
+    U v[B];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+    for (int j = 0; j < B; ++j) {
       if (k + j < w.count) v[j] = *(const U*)(smem + swz(s + j * w.sstep, m));
     }
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+    for (int j = 0; j < B; ++j) {
       if (k + j < w.count && n.inside(j)) st_global_n<U>(g + j * w.gstep, v[j]);
     }
-    s += FJ_FAST_UNROLL * w.sstep;
-    g += FJ_FAST_UNROLL * w.gstep;
-    n.advance(FJ_FAST_UNROLL);
+    s += B * w.sstep;
+    g += B * w.gstep;
+    n.advance(B);
   }
 }
 template <int R>
