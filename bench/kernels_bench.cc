@@ -9,16 +9,37 @@
 //     FILTER: a substring of the kernel's name ("" = all), IMPL: one
 //     variant (tma, cp_async, sync, cp_async@compute_80), and one launch
 //     shape instead of the sweep (for a profiler: ncu -k regex:rmsnorm ...).
+//   build/bench/kernels_bench --warm-list
+//     prints one `fleetjit build` argument line per build the sweep makes
+//     (run from examples/: `xargs -P 16 -L 1 fleetjit build < LIST`), so a
+//     GPU host fills the module cache on every core before the timing.
 //
 // Goals (issue 20): >= 0.85 of the copy under tma and cp_async, >= 0.70
 // under sync. The torch comparison is bench/kernels_torch.py.
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "bench/reference_kernels.h"
 
 int main(int argc, char** argv) {
   using namespace fleetjit::refk;  // NOLINT
+  if (argc == 2 && std::string(argv[1]) == "--warm-list") {
+    std::set<std::string> seen;
+    for (const KernelCase& c : Cases()) {
+      const std::string file = c.example.substr(c.example.rfind('/') + 1);
+      for (const Variant& v : Variants()) {
+        for (const Shape& s : c.shapes) {
+          std::string line = file + " --impl " + fj_copy_impl_name(v.impl);
+          if (v.target[0] != '\0') line += std::string(" --target ") + v.target;
+          line += " -D " + c.stages_macro + "=" + std::to_string(s.stages);
+          if (s.define != nullptr) line += std::string(" -D ") + s.define;
+          if (seen.insert(line).second) std::printf("%s\n", line.c_str());
+        }
+      }
+    }
+    return 0;
+  }
   RunOptions options;
   if (argc > 1) options.filter = argv[1];
   if (argc > 2) options.variant = argv[2];

@@ -5,10 +5,12 @@
 // cuBLAS, is measured by bench/attn_gemm_torch.py.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "bench/reference_kernels.h"
 #include "bench/reference_kernels_util.h"
@@ -234,7 +236,14 @@ class DecodeProblem : public Problem {
     cfg->grid[1] = kH;
     cfg->grid[2] = kB;
     cfg->block[0] = static_cast<uint32_t>(s.threads);
-    cfg->shared_bytes = 128 + s.stages * kStagePages * 2 * kPage * kD * 2;
+    // A shape may set STAGE_PAGES (its define); the default is the
+    // example's.
+    int stage_pages = kStagePages;
+    const std::string def = s.define ? s.define : "";
+    if (absl::StartsWith(def, "STAGE_PAGES=")) {
+      stage_pages = std::atoi(def.c_str() + sizeof("STAGE_PAGES=") - 1);
+    }
+    cfg->shared_bytes = 128 + s.stages * stage_pages * 2 * kPage * kD * 2;
   }
   absl::Status Poison() override {
     return buf_.Fill(out_, 0xFF, out_elems_ * 2);
@@ -409,6 +418,16 @@ KernelCase PagedDecodeCase() {
   c.copy_bytes = P::Bytes();
   // {threads = 32 x (4 consumer warps + the producer), -, stages}.
   c.shapes = {{160, 1, 4}, {160, 1, 3}, {160, 1, 6}};
+  // More, smaller slots (one page each: more gathers in flight) and fewer,
+  // larger ones (four pages per barrier).
+  for (Shape s : std::vector<Shape>{{160, 1, 6}, {160, 1, 8}}) {
+    s.define = "STAGE_PAGES=1";
+    c.shapes.push_back(s);
+  }
+  for (Shape s : std::vector<Shape>{{160, 1, 2}, {160, 1, 3}}) {
+    s.define = "STAGE_PAGES=4";
+    c.shapes.push_back(s);
+  }
   c.make = [](fj_runtime* rt, int device, uint32_t seed) {
     return DecodeProblem::Make(rt, device, seed);
   };

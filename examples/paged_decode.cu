@@ -117,6 +117,11 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int heads = gridDim.y, max_chunks = gridDim.x;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // The tensor maps' descriptors (under tma) come in while the page table
+  // and the length load: a short-lived CTA otherwise waits for them at its
+  // first gather.
+  fj::prefetch_tensormap(k_cache);
+  fj::prefetch_tensormap(v_cache);
   // The chunk's page ids do not depend on the length: their load overlaps
   // the length's (entries past the sequence are read, never used).
   int my_page = 0;

@@ -4,8 +4,8 @@
 //
 // Arguments: (in: FJ_TENSOR(float, 2) [rows][cols], out: FJ_TENSOR(float,
 //             2) [cols][rows], tiles_x: int, tiles: int)
-//   - in and out have the same square box {TR_BOX, TR_BOX} (-DTR_BOX=T, a
-//     multiple of 32; default 64: 16 KiB tiles); in.oob = zeros. A box of
+//   - in and out have the same square box {TR_BOX, TR_BOX} (-DTR_BOX=T:
+//     32, 64 or 128; default 64: 16 KiB tiles); in.oob = zeros. A box of
 //     another size traps.
 //   - tiles_x = ceil(cols / T), tiles = tiles_x * ceil(rows / T).
 //   - Launch: any grid (blocks walk the tiles grid-stride), block a
@@ -20,10 +20,12 @@
 // transposed; under cp_async and sync the store is the threads' own
 // ld.shared + st.global, done reading when it returns, so one out tile
 // (the refill's block barrier orders it before the next transpose) and
-// the SMEM saved goes to more resident CTAs. The transpose
-// in SMEM needs no padding: lane l of a warp moves element
-// (i, j) = (l, l ^ k) of a 32 x 32 sub-block at step k, so the 32 reads
-// hit 32 banks (columns l ^ k) and so do the 32 writes (columns l).
+// the SMEM saved goes to more resident CTAs. The transpose in SMEM moves
+// 4 x 4 blocks with 16-byte accesses (a quarter of the SMEM instructions
+// of 4-byte ones) and needs no padding: at step k the lanes with block row
+// a = 0..7 read 16-byte chunk a ^ k of their rows and write chunk a of
+// theirs, so the 8 lanes of each SMEM wavefront hit 8 distinct 16-byte
+// bank groups on both sides.
 #include <fleetjit/copy.cuh>
 
 #ifndef TR_STAGES
@@ -38,9 +40,17 @@
 #define TR_OUTS 1
 #endif
 
-extern "C" __global__ void transpose(FJ_TENSOR(float, 2) in,
-                                     FJ_TENSOR(float, 2) out, int tiles_x,
-                                     int tiles) {
+// -DTR_MAXNREG=N caps the kernel's registers (more resident CTAs, against
+// spills in the layer's rarely taken paths).
+#ifdef TR_MAXNREG
+#define TR_REG_CAP __maxnreg__(TR_MAXNREG)
+#else
+#define TR_REG_CAP
+#endif
+
+extern "C" __global__ void TR_REG_CAP transpose(FJ_TENSOR(float, 2) in,
+                                                FJ_TENSOR(float, 2) out,
+                                                int tiles_x, int tiles) {
   // 1. TR_STAGES input tiles, then TR_OUTS output tiles, 128-byte aligned.
   extern __shared__ unsigned char smem_raw[];
   float* buf = (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
@@ -69,9 +79,8 @@ extern "C" __global__ void transpose(FJ_TENSOR(float, 2) in,
   }
 
   // 3. Steady state.
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int warps = blockDim.x / 32;
-  constexpr int subs = T / 32;
+  constexpr int Q = T / 4;  // 16-byte chunks per tile row
+  static_assert(Q == 8 || Q == 16 || Q == 32, "TR_BOX is 32, 64 or 128");
   for (int k = 0;; ++k) {
     const int t = blockIdx.x + k * gridDim.x;
     if (t >= tiles) break;
@@ -84,25 +93,25 @@ extern "C" __global__ void transpose(FJ_TENSOR(float, 2) in,
     // are the threads' own).
     fj::wait_group_read<TR_OUTS - 1>();
     full[s].wait((k / TR_STAGES) & 1);
-    // The 32 steps spread over the warps; each step covers every 32 x 32
-    // sub-block (bi, bj) at once.
-    for (int step = warp; step < 32; step += warps) {
-      const int j0 = lane ^ step;
-      const float* s0 = src + lane * T + j0;  // (i, j) = (lane, j0)
-      float* d0 = dst + j0 * T + lane;
-      float v[subs][subs];  // all reads first: src and dst may alias
+    // The tile is (T/4)^2 blocks of 4 x 4 elements; item w = k * Q + a
+    // (Q = T/4) moves block (a, c = a ^ k): four 16-byte reads of src rows
+    // 4a..4a+3 at chunk c, a transpose in registers, four 16-byte writes
+    // to dst rows 4c..4c+3 at chunk a.
+    for (unsigned w = threadIdx.x; w < (unsigned)(Q * Q); w += blockDim.x) {
+      const unsigned a = w % Q, c = a ^ (w / Q);
+      float4 r[4];
 #pragma unroll
-      for (int bi = 0; bi < subs; ++bi) {
-#pragma unroll
-        for (int bj = 0; bj < subs; ++bj)
-          v[bi][bj] = s0[(bi * 32) * T + bj * 32];
-      }
-#pragma unroll
-      for (int bi = 0; bi < subs; ++bi) {
-#pragma unroll
-        for (int bj = 0; bj < subs; ++bj)
-          d0[(bj * 32) * T + bi * 32] = v[bi][bj];
-      }
+      for (int i = 0; i < 4; ++i)
+        r[i] = *(const float4*)(src + (4 * a + i) * T + 4 * c);
+      const float4 o0 = make_float4(r[0].x, r[1].x, r[2].x, r[3].x);
+      const float4 o1 = make_float4(r[0].y, r[1].y, r[2].y, r[3].y);
+      const float4 o2 = make_float4(r[0].z, r[1].z, r[2].z, r[3].z);
+      const float4 o3 = make_float4(r[0].w, r[1].w, r[2].w, r[3].w);
+      float* d = dst + 4 * c * T + 4 * a;
+      *(float4*)(d + 0 * T) = o0;
+      *(float4*)(d + 1 * T) = o1;
+      *(float4*)(d + 2 * T) = o2;
+      *(float4*)(d + 3 * T) = o3;
     }
     // The store starts with a block barrier: dst is complete.
     fj::store_tile(out, fj::at(y0, x0), dst);

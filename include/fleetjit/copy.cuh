@@ -99,11 +99,25 @@
 //        tile walk by the calling threads, the cp_async figure when rows
 //        are 16-byte aligned; it costs the issuing threads' time, so a
 //        producer warp moves less than the copy engine would.
-//      - innermost start not 16-byte aligned (a ragged or shifted tile):
-//        the walker in element-sized chunks, the one slow case: a ragged
-//        f32 transpose ran at 0.17x against 0.78x aligned (issue 20).
-//        Keep c0 a multiple of 16 / elem_bytes: pad the tensor's rows or
-//        start tiles at aligned columns and let oob fill the edge.
+//      - rows only 4- or 8-byte aligned (a row pitch of 3001 floats, an
+//        odd start column, data off 16 bytes): no tensor map and no
+//        16-byte chunk; the narrow row path moves 4- or 8-byte chunks
+//        (batched ld/st, or one cp.async each), each address one add from
+//        the last, when the team's threads cover whole box rows (their
+//        number a multiple of the chunks per row) or the box is one row.
+//        Tiles that cross the tensor's edge stay on it when a chunk is
+//        one element (elem_bytes 4 or 8) at rank <= 2. A ragged
+//        f32 transpose [4097, 3001] runs at 0.40x (tma) / 0.45x
+//        (cp_async) / 0.36x (sync) of the copy, against 0.77 / 0.73 /
+//        0.65 aligned (bench/results/2026-12-02-h200-kernels-a54ea48.txt;
+//        the per-chunk walker it replaces ran at 0.19 / 0.22 / 0.14). It
+//        is the slow case left (four times the memory instructions of
+//        16-byte chunks, and misaligned 128-byte lines on both sides).
+//        Pad the rows to 16 bytes where you can (pitch a multiple of
+//        16 / elem_bytes, oob fill for the edge).
+//      - narrower than 4 bytes (1- or 2-byte elements at odd offsets),
+//        rank > 2 across an edge, or a strided dimension 0: the general
+//        walker, per element.
 //      - a tile store that leaves the tensor: clipped thread stores of the
 //        calling threads (rows of 16-byte chunks where aligned); tiles
 //        inside stay on TMA.

@@ -647,6 +647,87 @@ TEST(CopyEmulationTest, FastPathTilesMatchTheReference) {
   EXPECT_LT(row_walks, 1200u);
 }
 
+// Whether thread 0 of a block of `threads` takes the narrow row path
+// (detail::plan_narrow: 4- or 8-byte chunks, no per-chunk divides).
+template <int R>
+bool Narrow(const fj::tensor_param& p, const int32_t* c, const void* smem,
+            unsigned threads) {
+  return fj::detail::plan_narrow<R>(p, fj::at(c[0], c[1], c[2], c[3], c[4]),
+                                    smem, p.oob != fj::oob_promise_in_bounds,
+                                    fj::detail::team{0, threads})
+      .w.ok;
+}
+bool NarrowAnyRank(const fj::tensor_param& p, const int32_t* c,
+                   const void* smem, unsigned threads) {
+  switch (p.rank) {
+    case 1:
+      return Narrow<1>(p, c, smem, threads);
+    case 2:
+      return Narrow<2>(p, c, smem, threads);
+    default:
+      return Narrow<3>(p, c, smem, threads);
+  }
+}
+
+// Ragged tensors whose rows are only 4- or 8-byte aligned (a row pitch of
+// an odd number of 4-byte elements, data off 16-byte alignment), as the
+// ragged transpose has them: the narrow row path (4/8-byte chunks), inside
+// the tensor and across its edges (one-element chunks), every rank it
+// takes (1-3), against the reference for loads under both impls and
+// stores.
+TEST(CopyEmulationTest, NarrowPathTilesMatchTheReference) {
+  std::mt19937 rng(20261202);
+  auto pick = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  alignas(128) static uint8_t smem_buf[(1 << 16) + 128];
+  size_t narrow = 0, edges = 0, wide = 0;
+  for (int iter = 0; iter < 1200; ++iter) {
+    const int rank = 1 + iter % 3;
+    const int eb = iter % 4 == 3 ? 8 : 4;
+    RandomTensor r;
+    fj::tensor_param& p = r.host.param;
+    std::memset(&p, 0, sizeof(p));
+    p.elem_bytes = eb;
+    p.dtype = kDtypeOfSize[eb][pick(0, 2)];
+    p.rank = rank;
+    p.oob = pick(0, 2);
+    int64_t stride = 1;
+    for (int d = 0; d < rank; ++d) {
+      p.box[d] = d == 0 ? (16 / eb) * pick(1, 8) : pick(1, rank > 2 ? 4 : 9);
+      p.shape[d] = p.box[d] + pick(0, 7);
+      p.stride[d] = stride;
+      // An odd pitch (4-byte rows) or an even one (8-byte rows for f32).
+      stride = stride * p.shape[d] + pick(0, 3);
+    }
+    const size_t elems = static_cast<size_t>(stride) + 1;
+    const size_t shift = pick(0, 3) * eb;
+    r.storage.resize(elems * eb + shift + 64);
+    for (auto& b : r.storage) b = static_cast<uint8_t>(rng());
+    uint8_t* base = r.storage.data();
+    base += (16 - reinterpret_cast<uintptr_t>(base) % 16) % 16;
+    r.host.data = base + shift;
+    p.data = r.host.data;
+    const bool promise = p.oob == fj::oob_promise_in_bounds;
+    const bool edge = !promise && pick(0, 2) == 0;
+    const std::vector<int32_t> c = MakeCoords(rng, p, !edge);
+    const unsigned threads_choice[] = {32, 64, 128, 256, 37};
+    const unsigned threads = threads_choice[rng() % 5];
+    uint8_t* smem = smem_buf + 16 * (rng() % 8);
+    const std::string at = "iter " + std::to_string(iter);
+    const bool fast = TileFastAnyRank(p, c.data(), smem, !promise);
+    const bool nar = !fast && NarrowAnyRank(p, c.data(), smem, threads);
+    narrow += nar;
+    edges += nar && edge;
+    wide += fast;
+    CheckTile(r, c, smem, threads, at + (nar ? " narrow" : " other"));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  EXPECT_GT(narrow, 400u);
+  EXPECT_GT(edges, 50u);
+  EXPECT_LT(wide, 600u);
+}
+
 // The sync implementation's barrier (an mbarrier stand-in) on real threads:
 // the conformance barrier kernel's protocol, checked against RefBarrier.
 TEST(CopyEmulationTest, EmulatedBarrierKeepsPhases) {

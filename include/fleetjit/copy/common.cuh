@@ -573,12 +573,14 @@ struct row_walk {
   i64 g, gstep;       // GMEM byte offset (from p.data) of its first chunk; step
   unsigned s, sstep;  // SMEM byte offset of its first chunk; step
 };
+// `wb` is the chunk width in bytes (16 on the fast path; 4 or 8 on the
+// narrow path below).
 template <int R>
 FJ_DEV row_walk plan_rows(const tensor_param& p, const coords& c,
-                          unsigned first, unsigned step) {
+                          unsigned first, unsigned step, unsigned wb = 16) {
   row_walk w{};
   const i64 eb = p.elem_bytes;
-  const unsigned cpr = (unsigned)(p.box[0] * eb) / 16;
+  const unsigned cpr = (unsigned)(p.box[0] * eb) / wb;
   i64 g = (i64)c.v[0] * eb;
   unsigned rows = 1;
 #pragma unroll
@@ -590,20 +592,182 @@ FJ_DEV row_walk plan_rows(const tensor_param& p, const coords& c,
   if (rows == 1) {  // one row: the block walks it with stride `step`
     w.ok = true;
     w.count = first < cpr ? (cpr - first + step - 1) / step : 0;
-    w.g = g + (i64)first * 16;
-    w.gstep = (i64)step * 16;
+    w.g = g + (i64)first * wb;
+    w.gstep = (i64)step * wb;
   } else {
     if (step % cpr != 0) return w;
     const unsigned row = first / cpr, srow = step / cpr;
     const i64 row_bytes = p.stride[R > 1 ? 1 : 0] * eb;
     w.ok = true;
     w.count = row < rows ? (rows - row + srow - 1) / srow : 0;
-    w.g = g + (i64)(first - row * cpr) * 16 + (i64)row * row_bytes;
+    w.g = g + (i64)(first - row * cpr) * wb + (i64)row * row_bytes;
     w.gstep = (i64)srow * row_bytes;
   }
-  w.s = first * 16;
-  w.sstep = step * 16;
+  w.s = first * wb;
+  w.sstep = step * wb;
   return w;
+}
+
+// Chunks per thread moved between a batch of loads and its stores (the
+// last batch predicated, so a short tile still has its loads in flight).
+// A build may set it (-DFJ_FAST_UNROLL=N): more loads in flight per thread
+// against more registers.
+#ifndef FJ_FAST_UNROLL
+#define FJ_FAST_UNROLL 8
+#endif
+
+// ------------------------------------------------------ narrow row path
+// Boxes the fast path refuses because their rows are only 4- or 8-byte
+// aligned (a row pitch of 3001 floats: no tensor map, no 16-byte chunk),
+// walked like plan_rows' boxes in chunks of `wb` = 4 or 8 bytes instead of
+// the walker's per-chunk address and bounds arithmetic: the batched loads
+// stay in flight, and a chunk costs an add per address. A box that leaves
+// the tensor takes this path too when a chunk is one element (wb ==
+// elem_bytes) and the rank is at most 2: each chunk is then wholly in or
+// out, by two compares on its coordinates (x, y), which step by (dx, dy).
+struct narrow_walk {
+  row_walk w;   // w.ok false: not this path (the walker's)
+  unsigned wb;  // chunk bytes: 4 or 8
+  bool check;   // chunks may leave the tensor: test inside(x, y)
+  // Chunk coordinates (dims 0, 1), their steps, and the shape clamped to
+  // 2^31 - 1: 32-bit, as tile coordinates are.
+  int x, dx, y, dy, nx, ny;
+  // Unsigned: a negative coordinate is a large one (outside), and the
+  // steps wrap without overflow.
+  FJ_DEV bool inside(unsigned j) const {
+    return !check || ((unsigned)x + j * (unsigned)dx < (unsigned)nx &&
+                      (unsigned)y + j * (unsigned)dy < (unsigned)ny);
+  }
+  FJ_DEV void advance(unsigned j) {
+    x = (int)((unsigned)x + j * (unsigned)dx);
+    y = (int)((unsigned)y + j * (unsigned)dy);
+  }
+};
+FJ_DEV int clamp_extent(i64 n) { return n > 0x7FFFFFFF ? 0x7FFFFFFF : (int)n; }
+template <int R>
+FJ_DEV narrow_walk plan_narrow(const tensor_param& p, const coords& c,
+                               const void* smem, bool check, team tm) {
+  narrow_walk n{};
+  const i64 eb = p.elem_bytes;
+  if (p.stride[0] != 1 || p.box[0] <= 0) return n;
+  u64 bits = addr(smem) | addr(p.data) | (u64)(p.box[0] * eb) |
+             (u64)((i64)c.v[0] * eb);
+#pragma unroll
+  for (int d = 1; d < R; ++d) {
+    if (p.box[d] <= 0) return n;
+    bits |= (u64)(p.stride[d] * eb);
+  }
+  const unsigned wb = widest(bits);
+  if (wb < 4 || wb > 8 || wb < (unsigned)eb) return n;
+  bool inside = true;
+  if (check) {
+#pragma unroll
+    for (int d = 0; d < R; ++d)
+      inside = inside && c.v[d] >= 0 && (i64)c.v[d] + p.box[d] <= p.shape[d];
+  }
+  if (!inside && (R > 2 || wb != (unsigned)eb)) return n;
+  n.w = plan_rows<R>(p, c, tm.rank, tm.size, wb);
+  if (!n.w.ok) return n;
+  n.wb = wb;
+  n.check = !inside;
+  const unsigned cpr = (unsigned)(p.box[0] * eb) / wb;
+  unsigned rows = 1;
+#pragma unroll
+  for (int d = 1; d < R; ++d) rows *= (unsigned)p.box[d];
+  const int y0 = R > 1 ? c.v[1] : 0;
+  n.nx = clamp_extent(p.shape[0]);
+  n.ny = R > 1 ? clamp_extent(p.shape[R > 1 ? 1 : 0]) : 1;
+  if (rows == 1) {  // the thread's chunks step along the row
+    n.x = c.v[0] + (int)tm.rank;
+    n.dx = (int)tm.size;
+    n.y = y0;
+    n.dy = 0;
+  } else {  // a fixed column; the rows step by size / cpr
+    n.x = c.v[0] + (int)(tm.rank % cpr);
+    n.dx = 0;
+    n.y = y0 + (int)(tm.rank / cpr);
+    n.dy = (int)(tm.size / cpr);
+  }
+  return n;
+}
+
+// 4- and 8-byte moves with explicit state spaces, for the narrow path.
+template <class U>
+FJ_DEV U ld_global_n(const void* g) {
+#ifdef FJ_COPY_HOST_EMULATION
+  return *(const U*)g;
+#else
+  U v;
+  if (sizeof(U) == 8) {
+    asm volatile("ld.global.u64 %0, [%1];"
+                 : "=l"(*(u64*)&v)
+                 : "l"(__cvta_generic_to_global(g))
+                 : "memory");
+  } else {
+    asm volatile("ld.global.u32 %0, [%1];"
+                 : "=r"(*(unsigned*)&v)
+                 : "l"(__cvta_generic_to_global(g))
+                 : "memory");
+  }
+  return v;
+#endif
+}
+template <class U>
+FJ_DEV void st_global_n(void* g, U v) {
+#ifdef FJ_COPY_HOST_EMULATION
+  *(U*)g = v;
+#else
+  if (sizeof(U) == 8) {
+    asm volatile("st.global.u64 [%0], %1;" ::"l"(__cvta_generic_to_global(g)),
+                 "l"((u64)v)
+                 : "memory");
+  } else {
+    asm volatile("st.global.u32 [%0], %1;" ::"l"(__cvta_generic_to_global(g)),
+                 "r"((unsigned)v)
+                 : "memory");
+  }
+#endif
+}
+
+// Narrow-path tile store: two ld.shared, then the st.global of the chunks
+// inside the tensor.
+template <class U>
+FJ_DEV void store_narrow_body(narrow_walk n, const unsigned char* smem,
+                              unsigned char* g, unsigned m) {
+  const row_walk& w = n.w;
+  unsigned s = w.s;
+  // A batch of 2: stores do not wait, so a deep batch buys nothing, and
+  // one of FJ_FAST_UNROLL cost the transpose's and copy_bench's kernels
+  // ~30 registers under tma and cp_async (ptxas, sm_90).
+  constexpr int B = 2;
+  for (unsigned k = 0; k < w.count; k += B) {
+    U v[B];
+#pragma unroll
+    for (int j = 0; j < B; ++j) {
+      if (k + j < w.count) v[j] = *(const U*)(smem + swz(s + j * w.sstep, m));
+    }
+#pragma unroll
+    for (int j = 0; j < B; ++j) {
+      if (k + j < w.count && n.inside(j)) st_global_n<U>(g + j * w.gstep, v[j]);
+    }
+    s += B * w.sstep;
+    g += B * w.gstep;
+    n.advance(B);
+  }
+}
+template <int R>
+FJ_DEV bool store_narrow(const tensor_param& p, const coords& c,
+                         const unsigned char* smem, team tm) {
+  const narrow_walk n = plan_narrow<R>(p, c, smem, true, tm);
+  if (!n.w.ok) return false;
+  unsigned char* g = (unsigned char*)p.data + n.w.g;
+  const unsigned m = swz_mask(p);
+  if (n.wb == 8) {
+    store_narrow_body<u64>(n, smem, g, m);
+  } else {
+    store_narrow_body<unsigned>(n, smem, g, m);
+  }
+  return true;
 }
 
 // 16-byte moves with explicit state spaces (both addresses 16-aligned).
@@ -650,14 +814,6 @@ FJ_DEV void st_shared16(void* s, const uint4& v) {
                : "memory");
 #endif
 }
-
-// Chunks per thread moved between a batch of loads and its stores (the
-// last batch predicated, so a short tile still has its loads in flight).
-// A build may set it (-DFJ_FAST_UNROLL=N): more loads in flight per thread
-// against more registers.
-#ifndef FJ_FAST_UNROLL
-#define FJ_FAST_UNROLL 8
-#endif
 
 // Fast-path tile store (see tile_fast), its common case (plan_rows): a
 // batch of ld.shared, then the st.global. False when the box needs the
@@ -755,6 +911,7 @@ __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
                                              const unsigned char* smem,
                                              bool fast, team tm) {
   if (!fast) {
+    if (store_narrow<R>(p, c, smem, tm)) return;
     store_op op{(unsigned)p.elem_bytes};
     walk_tile<R>(p, c, (unsigned char*)smem, true, op, tm);
     return;

@@ -253,6 +253,44 @@ FJ_DEV bool issue_rows(unsigned char* smem, const tensor_param& p,
   return true;
 }
 
+// Narrow-path tile load (see detail::plan_narrow): one cp.async of 4 or 8
+// bytes per chunk, each address one add from the last; a chunk outside
+// the tensor is the fill, stored by the thread.
+FJ_DEV void issue_narrow_body(detail::narrow_walk n, unsigned char* smem,
+                              const unsigned char* g, unsigned m,
+                              detail::u64 fill) {
+  const detail::row_walk& w = n.w;
+  const unsigned wb = n.wb;
+  unsigned s = w.s;
+  unsigned k = 0;
+  for (; k < w.count; k += 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (k + j < w.count) {
+        unsigned char* d = smem + detail::swz(s + j * w.sstep, m);
+        if (n.inside(j)) {
+          cp_async(d, g + j * w.gstep, wb, wb);
+        } else {
+          detail::put(d, fill, wb);
+        }
+      }
+    }
+    s += 4 * w.sstep;
+    g += 4 * w.gstep;
+    n.advance(4);
+  }
+}
+template <int R>
+FJ_DEV bool issue_narrow(unsigned char* smem, const tensor_param& p,
+                         const coords& c, detail::team tm) {
+  const detail::narrow_walk n =
+      detail::plan_narrow<R>(p, c, smem, p.oob != oob_promise_in_bounds, tm);
+  if (!n.w.ok) return false;
+  issue_narrow_body(n, smem, (const unsigned char*)p.data + n.w.g,
+                    detail::swz_mask(p), detail::oob_fill_pattern(p));
+  return true;
+}
+
 // The rest of a tile load: false predicates, fast-path boxes that need the
 // chunk cursor (addresses without the walker's divisions), and the walker.
 // Not inlined: one copy per rank however many call sites (build time).
@@ -261,6 +299,7 @@ __device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
                                              coords c, bool pred,
                                              pred_mode mode, bool fast,
                                              detail::team tm) {
+  if (pred && !fast && issue_narrow<R>((unsigned char*)dst, p, c, tm)) return;
   if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
     return;
   unsigned char* smem = (unsigned char*)dst;

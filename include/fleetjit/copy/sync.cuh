@@ -211,6 +211,49 @@ FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
   return true;
 }
 
+// Narrow-path tile load (see detail::plan_narrow): a batch of 4- or 8-byte
+// ld.global per thread (the fill for a chunk outside the tensor), then
+// their st.shared.
+template <class U>
+FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
+                             const unsigned char* g, unsigned m,
+                             detail::u64 fill) {
+  const detail::row_walk& w = n.w;
+  unsigned s = w.s;
+  for (unsigned k = 0; k < w.count; k += FJ_FAST_UNROLL) {
+    U v[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      v[j] = (U)fill;
+      if (k + j < w.count && n.inside(j))
+        v[j] = detail::ld_global_n<U>(g + j * w.gstep);
+    }
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      if (k + j < w.count) *(U*)(smem + detail::swz(s + j * w.sstep, m)) = v[j];
+    }
+    s += FJ_FAST_UNROLL * w.sstep;
+    g += FJ_FAST_UNROLL * w.gstep;
+    n.advance(FJ_FAST_UNROLL);
+  }
+}
+template <int R>
+FJ_DEV bool load_narrow(unsigned char* smem, const tensor_param& p,
+                        const coords& c, detail::team tm) {
+  const detail::narrow_walk n =
+      detail::plan_narrow<R>(p, c, smem, p.oob != oob_promise_in_bounds, tm);
+  if (!n.w.ok) return false;
+  const unsigned char* g = (const unsigned char*)p.data + n.w.g;
+  const unsigned m = detail::swz_mask(p);
+  const detail::u64 fill = detail::oob_fill_pattern(p);
+  if (n.wb == 8) {
+    load_narrow_body<detail::u64>(n, smem, g, m, fill);
+  } else {
+    load_narrow_body<unsigned>(n, smem, g, m, fill);
+  }
+  return true;
+}
+
 // The rest of a tile load: false predicates, fast-path boxes that need the
 // chunk cursor (batches of FJ_FAST_UNROLL loads per thread), and the
 // walker. Not inlined: one copy per rank however many call sites (build
@@ -219,6 +262,7 @@ template <int R>
 __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
                                             coords c, bool pred, pred_mode mode,
                                             bool fast, detail::team tm) {
+  if (pred && !fast && load_narrow<R>((unsigned char*)dst, p, c, tm)) return;
   if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
     return;
   unsigned char* smem = (unsigned char*)dst;
