@@ -262,9 +262,16 @@ const KernelEntry* Artifact::FindKernel(absl::string_view name) const {
 }
 
 std::string Artifact::GlobalSymbol(absl::string_view name) const {
+  // NVRTC's form of a variable's name expression is its address
+  // ("&ns::table"); either spelling finds it.
   for (const GlobalEntry& g : globals) {
-    if (g.name == name) return g.lowered_name;
+    absl::string_view bare = g.name;
+    if (!bare.empty() && bare.front() == '&') bare.remove_prefix(1);
+    absl::string_view asked = name;
+    if (!asked.empty() && asked.front() == '&') asked.remove_prefix(1);
+    if (bare == asked) return g.lowered_name;
   }
+  if (!name.empty() && name.front() == '&') name.remove_prefix(1);
   return std::string(name);
 }
 
