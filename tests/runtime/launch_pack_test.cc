@@ -676,10 +676,10 @@ TEST(LaunchPack, ComplexScalarsPackAsCuComplex) {
       std::memcpy(expected.data() + 0, &n, 4);
       std::memcpy(expected.data() + 8, c64, 8);
       const int32_t not_n = ~n;
-      std::memcpy(expected.data() + 24, &not_n, 4);
+      std::memcpy(expected.data() + 16, &not_n, 4);
       std::memcpy(expected.data() + 32, c128, 16);
       std::memcpy(expected.data() + 48, &args.at(4).v.pointer, 8);
-      ASSERT_EQ(entry.params[2].offset, 24u);
+      ASSERT_EQ(entry.params[2].offset, 16u);
       ASSERT_EQ(entry.params[3].offset, 32u);
       Packed generic = Pack(entry, impl, nullptr, args, 5, 0xA5, api);
       Packed thunked = Pack(entry, impl, thunk, args, 5, 0x5A, api);
