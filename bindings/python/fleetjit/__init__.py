@@ -17,18 +17,19 @@ and, for compile errors, .build_log.
 """
 
 from ._ffi import EXPECTED_MAJOR, EXPECTED_MINOR, library_path
-from .args import (Scalar, Tensor, bf16, f16, f32, f64, i8, i16, i32, i64, pointer, u8,
-                   u16, u32, u64)
+from .args import (Scalar, Tensor, bf16, c64, c128, f16, f32, f64, i8, i16, i32, i64,
+                   pointer, u8, u16, u32, u64)
 from .errors import FleetjitError
 from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, KernelInfo,
                       Module, ModuleInfo, Runtime, Stream, check_version, copy_plan,
                       library_version, tensor_check)
 from .tensors import BorrowedTensor, borrow
+from . import globals as _globals  # 1.3: Module/Kernel/Runtime methods (globals.py)
 
 __version__ = "1.0.0"
 
 __all__ = [
-    "BorrowedTensor", "CacheStats", "CopyPlan", "Device", "DeviceBuffer", "EXPECTED_MAJOR",
+    "BorrowedTensor", "c64", "c128", "CacheStats", "CopyPlan", "Device", "DeviceBuffer", "EXPECTED_MAJOR",
     "EXPECTED_MINOR", "FleetjitError", "Kernel", "KernelInfo", "Module", "ModuleInfo",
     "Runtime", "Scalar", "Stream", "Tensor", "bf16", "borrow", "check_version", "copy_plan",
     "f16", "f32", "f64", "i8", "i16", "i32", "i64", "library_path", "library_version",
