@@ -53,7 +53,7 @@ static void fjgo_arg(fj_arg* a, fj_arg_kind k, uint64_t bits, uint32_t size, con
     case FJ_ARG_F32: { uint32_t b = (uint32_t)bits; memcpy(&a->v.f32, &b, 4); break; }
     case FJ_ARG_F64: memcpy(&a->v.f64, &bits, 8); break;
     case FJ_ARG_POINTER: a->v.pointer = bits; break;
-    case FJ_ARG_BYTES: a->v.bytes = p; break;
+    case FJ_ARG_BYTES: case FJ_ARG_C128: a->v.bytes = p; break;
     case FJ_ARG_TENSOR: a->v.tensor = (const fj_tensor_arg*)p; break;
     default: a->v.u64 = bits; break;
   }
@@ -682,6 +682,13 @@ type LaunchConfig struct {
 	SharedBytes uint32 // dynamic shared memory; above 48 KiB is opted in
 	Cluster     [3]uint32
 	Stream      *Stream
+	// Since 1.3 (module_abi13.go): cooperative and programmatic dependent
+	// launches, an L2 access-policy window (L2WindowBytes 0 = none).
+	Cooperative   bool
+	Programmatic  bool
+	L2WindowBase  uint64
+	L2WindowBytes uint64
+	L2HitRatio    float32
 }
 
 // Linear returns enough 1-D blocks of `block` threads to cover n threads.
@@ -714,6 +721,10 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 		c.cluster[i] = C.uint32_t(cfg.Cluster[i])
 	}
 	c.shared_bytes = C.uint32_t(cfg.SharedBytes)
+	c.flags = launchFlags(cfg)
+	c.l2_window_base = C.uint64_t(cfg.L2WindowBase)
+	c.l2_window_bytes = C.uint64_t(cfg.L2WindowBytes)
+	c.l2_hit_ratio = C.float(cfg.L2HitRatio)
 	if cfg.Stream != nil {
 		if cfg.Stream.h == nil {
 			return closedErr("Stream")
@@ -731,7 +742,7 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 		for i, a := range args {
 			var ptr unsafe.Pointer
 			var size C.uint32_t
-			if a.kind == C.FJ_ARG_BYTES {
+			if a.kind == C.FJ_ARG_BYTES || a.kind == C.FJ_ARG_C128 {
 				if uint64(len(a.bytes)) > math.MaxUint32 {
 					return &Error{Code: InvalidArgument, Message: "a by-value argument larger than 4 GiB"}
 				}
