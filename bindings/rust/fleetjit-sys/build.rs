@@ -60,6 +60,9 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "cluster_launch",
             "driver_version",
             "plan",
+            "cooperative_launch",
+            "max_persisting_l2_bytes",
+            "max_access_policy_window_bytes",
         ],
     ),
     (
@@ -124,6 +127,10 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "shared_bytes",
             "cluster",
             "stream",
+            "flags",
+            "l2_hit_ratio",
+            "l2_window_base",
+            "l2_window_bytes",
         ],
     ),
     (
@@ -138,7 +145,18 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "static_shared_bytes",
             "num_regs",
             "uses_thunk",
+            "const_bytes",
+            "local_bytes",
+            "max_dynamic_shared_bytes",
+            "ptx_version",
+            "binary_version",
+            "cache_mode_ca",
+            "preferred_carveout",
         ],
+    ),
+    (
+        "fj_global_info",
+        &["struct_size", "ext", "address", "bytes", "lowered_name"],
     ),
     (
         "fj_cache_stats",
@@ -235,7 +253,14 @@ const CONSTANTS: &[&str] = &[
     "FJ_ARG_POINTER",
     "FJ_ARG_BYTES",
     "FJ_ARG_TENSOR",
+    "FJ_ARG_C64",
+    "FJ_ARG_C128",
     "FJ_ARG_KIND_LAST",
+    "FJ_LAUNCH_COOPERATIVE",
+    "FJ_LAUNCH_PROGRAMMATIC_DEPENDENT",
+    "FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES",
+    "FJ_KERNEL_ATTR_PREFERRED_CARVEOUT",
+    "FJ_KERNEL_ATTR_LAST",
 ];
 
 /// Rust field names that differ from C ones (Rust keywords / reserved).

@@ -388,16 +388,32 @@ fn codes_convert_both_ways_and_keep_unknown_values() {
     // Every code the bindings name maps to its constant and back, and the
     // library names it as the Rust variant does.
     let named = [
-        (Code::InvalidArgument, sys::FJ_INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+        (
+            Code::InvalidArgument,
+            sys::FJ_INVALID_ARGUMENT,
+            "INVALID_ARGUMENT",
+        ),
         (Code::NotFound, sys::FJ_NOT_FOUND, "NOT_FOUND"),
         (Code::Unavailable, sys::FJ_UNAVAILABLE, "UNAVAILABLE"),
-        (Code::FailedPrecondition, sys::FJ_FAILED_PRECONDITION, "FAILED_PRECONDITION"),
+        (
+            Code::FailedPrecondition,
+            sys::FJ_FAILED_PRECONDITION,
+            "FAILED_PRECONDITION",
+        ),
         (Code::BuildError, sys::FJ_BUILD_ERROR, "BUILD_ERROR"),
         (Code::CudaError, sys::FJ_CUDA_ERROR, "CUDA_ERROR"),
-        (Code::ResourceExhausted, sys::FJ_RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"),
+        (
+            Code::ResourceExhausted,
+            sys::FJ_RESOURCE_EXHAUSTED,
+            "RESOURCE_EXHAUSTED",
+        ),
         (Code::OutOfRange, sys::FJ_OUT_OF_RANGE, "OUT_OF_RANGE"),
         (Code::Internal, sys::FJ_INTERNAL, "INTERNAL"),
-        (Code::DeadlineExceeded, sys::FJ_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"),
+        (
+            Code::DeadlineExceeded,
+            sys::FJ_DEADLINE_EXCEEDED,
+            "DEADLINE_EXCEEDED",
+        ),
     ];
     for (code, raw, name) in named {
         assert_eq!(code.raw(), raw, "{name}");
@@ -410,4 +426,55 @@ fn codes_convert_both_ways_and_keep_unknown_values() {
         assert_eq!(Code::Unknown(raw).raw(), raw);
         assert_eq!(Code::Unknown(raw).name(), "UNKNOWN");
     }
+}
+
+// --- ABI 1.3 on a machine without a GPU: the build log and the device
+// entries' errors.
+#[test]
+fn build_log_keeps_warnings_and_device_entries_say_why() {
+    let rt = TestRuntime::new("abi13");
+    let salt = std::process::id();
+    let src = format!(
+        "__device__ int counter;\nextern \"C\" __global__ void k(int* o) {{\n  int unused_{salt};\n  counter = 1;\n}}\n"
+    );
+    let m = match rt.build(
+        &BuildOptions::new(src.clone())
+            .name("warn.cu")
+            .target("sm_90"),
+    ) {
+        Ok(m) => m,
+        Err(e) if e.code() == Code::Unavailable => {
+            println!("skipped: no NVRTC: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let log = m.build_log().expect("log");
+    assert!(
+        log.contains("warning") && log.contains(&format!("unused_{salt}")),
+        "{log}"
+    );
+    let again = rt
+        .build(&BuildOptions::new(src).name("warn.cu").target("sm_90"))
+        .unwrap();
+    assert_eq!(again.build_log().unwrap(), log);
+    if rt.device_count().unwrap() > 0 {
+        return;
+    }
+    assert_eq!(
+        m.global("counter", 0).unwrap_err().code(),
+        Code::Unavailable
+    );
+    assert_eq!(
+        rt.stream_priority_range(0).unwrap_err().code(),
+        Code::Unavailable
+    );
+    assert_eq!(
+        rt.create_stream_with_priority(0, 0).unwrap_err().code(),
+        Code::Unavailable
+    );
+    assert_eq!(
+        rt.set_persisting_l2(0, 1 << 20).unwrap_err().code(),
+        Code::Unavailable
+    );
 }
