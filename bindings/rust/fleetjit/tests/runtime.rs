@@ -388,32 +388,16 @@ fn codes_convert_both_ways_and_keep_unknown_values() {
     // Every code the bindings name maps to its constant and back, and the
     // library names it as the Rust variant does.
     let named = [
-        (
-            Code::InvalidArgument,
-            sys::FJ_INVALID_ARGUMENT,
-            "INVALID_ARGUMENT",
-        ),
+        (Code::InvalidArgument, sys::FJ_INVALID_ARGUMENT, "INVALID_ARGUMENT"),
         (Code::NotFound, sys::FJ_NOT_FOUND, "NOT_FOUND"),
         (Code::Unavailable, sys::FJ_UNAVAILABLE, "UNAVAILABLE"),
-        (
-            Code::FailedPrecondition,
-            sys::FJ_FAILED_PRECONDITION,
-            "FAILED_PRECONDITION",
-        ),
+        (Code::FailedPrecondition, sys::FJ_FAILED_PRECONDITION, "FAILED_PRECONDITION"),
         (Code::BuildError, sys::FJ_BUILD_ERROR, "BUILD_ERROR"),
         (Code::CudaError, sys::FJ_CUDA_ERROR, "CUDA_ERROR"),
-        (
-            Code::ResourceExhausted,
-            sys::FJ_RESOURCE_EXHAUSTED,
-            "RESOURCE_EXHAUSTED",
-        ),
+        (Code::ResourceExhausted, sys::FJ_RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"),
         (Code::OutOfRange, sys::FJ_OUT_OF_RANGE, "OUT_OF_RANGE"),
         (Code::Internal, sys::FJ_INTERNAL, "INTERNAL"),
-        (
-            Code::DeadlineExceeded,
-            sys::FJ_DEADLINE_EXCEEDED,
-            "DEADLINE_EXCEEDED",
-        ),
+        (Code::DeadlineExceeded, sys::FJ_DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"),
     ];
     for (code, raw, name) in named {
         assert_eq!(code.raw(), raw, "{name}");
