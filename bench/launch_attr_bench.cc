@@ -90,9 +90,9 @@ void PdlChain(Setup& s) {
   std::mt19937 rng(12345);
   for (int& v : start) v = static_cast<int>(rng() % 1000);
   auto run = [&](bool pdl) {
-    Check(fj_memcpy_htod(s.rt, buf[0], start.data(), sizeof(int) * kN,
-                         s.stream),
-          "upload");
+    Check(
+        fj_memcpy_htod(s.rt, buf[0], start.data(), sizeof(int) * kN, s.stream),
+        "upload");
     Check(fj_stream_synchronize(s.stream), "sync");
     const double t0 = NowMs();
     for (int j = 0; j < kChain; ++j) {
@@ -144,8 +144,8 @@ void L2Window(Setup& s) {
   const uint64_t aside = static_cast<uint64_t>(s.info.max_persisting_l2_bytes);
   // The hot table fills most of the set-aside; the cold stream is 8x L2.
   const uint64_t hot_bytes =
-      std::min<uint64_t>(aside, s.info.max_access_policy_window_bytes) / 4 *
-      3 / 4 * 4;
+      std::min<uint64_t>(aside, s.info.max_access_policy_window_bytes) / 4 * 3 /
+      4 * 4;
   const uint32_t hot_n = static_cast<uint32_t>(hot_bytes / 4);
   const uint64_t cold_n = uint64_t{8} * s.info.l2_cache_bytes / 4;
   constexpr int kHotReads = 4;
@@ -165,8 +165,8 @@ void L2Window(Setup& s) {
   uint64_t set = 0;
   Check(fj_device_set_persisting_l2(s.rt, 0, aside, &set), "set-aside");
   auto run = [&](bool window) {
-    fj_arg args[] = {PtrArg(d_hot),  Arg(FJ_ARG_U32), PtrArg(d_cold),
-                     Arg(FJ_ARG_U64), PtrArg(d_out),  I32Arg(kHotReads)};
+    fj_arg args[] = {PtrArg(d_hot),   Arg(FJ_ARG_U32), PtrArg(d_cold),
+                     Arg(FJ_ARG_U64), PtrArg(d_out),   I32Arg(kHotReads)};
     args[1].v.u32 = hot_n;
     args[3].v.u64 = cold_n;
     fj_launch_config c = Config(grid, 256, s.stream);

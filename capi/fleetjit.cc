@@ -116,9 +116,8 @@ FJ_API fj_status* fj_device_count(const fj_runtime* runtime,
 FJ_API fj_status* fj_device_info_get(fj_runtime* runtime, int32_t ordinal,
                                      fj_device_info* out_info) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
-    FJ_RETURN_IF_ERROR(
-        CheckOutStruct(out_info, "out_info",
-                       offsetof(fj_device_info, cooperative_launch)));
+    FJ_RETURN_IF_ERROR(CheckOutStruct(
+        out_info, "out_info", offsetof(fj_device_info, cooperative_launch)));
     FJ_ASSIGN_OR_RETURN(DeviceReport report, rt->DescribeDevice(ordinal));
     return WriteOutStruct(FjDeviceInfo(report), out_info);
   });
@@ -262,9 +261,8 @@ FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
                                      fj_kernel_info* out_info) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
-    FJ_RETURN_IF_ERROR(
-        CheckOutStruct(out_info, "out_info",
-                       offsetof(fj_kernel_info, const_bytes)));
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info",
+                                      offsetof(fj_kernel_info, const_bytes)));
     fj_kernel_info info = FjKernelInfo(*k->kernel);
     // 1.3's fields, read from the driver only for a caller that has them.
     if (StructSize(out_info) > offsetof(fj_kernel_info, const_bytes)) {
@@ -533,10 +531,10 @@ FJ_API fj_status* fj_kernel_set_attribute(fj_kernel* kernel,
                                           fj_kernel_attr attr, int32_t value) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
-    FJ_ASSIGN_OR_RETURN(
-        int32_t a, CheckEnum(RawEnum(attr), "attr", "fj_kernel_attr",
-                             FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES,
-                             FJ_KERNEL_ATTR_LAST));
+    FJ_ASSIGN_OR_RETURN(int32_t a,
+                        CheckEnum(RawEnum(attr), "attr", "fj_kernel_attr",
+                                  FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES,
+                                  FJ_KERNEL_ATTR_LAST));
     return Runtime::SetKernelAttribute(*k->kernel, a, value);
   });
 }
@@ -570,8 +568,8 @@ FJ_API fj_status* fj_kernel_suggest_block(const fj_kernel* kernel,
   });
 }
 
-FJ_API fj_status* fj_stream_priority_range(fj_runtime* runtime,
-                                           int32_t ordinal, int32_t* out_least,
+FJ_API fj_status* fj_stream_priority_range(fj_runtime* runtime, int32_t ordinal,
+                                           int32_t* out_least,
                                            int32_t* out_greatest) {
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     FJ_ASSIGN_OR_RETURN(auto range, rt->StreamPriorityRange(ordinal));

@@ -67,7 +67,7 @@ struct Artifact {
   std::string compiler;  // compiler identity, e.g. "nvrtc 13.0 (...)"
   double compile_ms = 0;
   std::vector<KernelEntry> kernels;
-  std::string thunk_object;  // ELF object of the launch thunks, or ""
+  std::string thunk_object;          // ELF object of the launch thunks, or ""
   std::vector<GlobalEntry> globals;  // name expressions naming variables
 
   const KernelEntry* FindKernel(absl::string_view name) const;

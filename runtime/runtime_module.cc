@@ -31,8 +31,9 @@ absl::Status EnterKernelContext(const LoadedKernel& k) {
 
 }  // namespace
 
-absl::StatusOr<ModuleLoader::Global> Runtime::FindGlobal(
-    const Module& module, absl::string_view name, int ordinal) {
+absl::StatusOr<ModuleLoader::Global> Runtime::FindGlobal(const Module& module,
+                                                         absl::string_view name,
+                                                         int ordinal) {
   if (name.empty()) return absl::InvalidArgumentError("name is empty");
   FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
   if (dev->is_poisoned()) return dev->poisoned();
@@ -44,21 +45,21 @@ absl::Status Runtime::CopyGlobal(const Module& module, absl::string_view name,
                                  uint64_t bytes, bool to_global,
                                  Stream* stream) {
   if (host == nullptr && bytes > 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(to_global ? "src" : "dst", " is NULL but bytes is ",
-                     bytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        to_global ? "src" : "dst", " is NULL but bytes is ", bytes));
   }
   if (stream != nullptr && stream->device().facts().ordinal != ordinal) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "stream is of device ", stream->device().facts().ordinal,
-        ", the global was asked for on device ", ordinal));
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream is of device ", stream->device().facts().ordinal,
+                     ", the global was asked for on device ", ordinal));
   }
   FJ_ASSIGN_OR_RETURN(ModuleLoader::Global g,
                       FindGlobal(module, name, ordinal));
   if (offset > g.bytes || bytes > g.bytes - offset) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "bytes [", offset, ", ", offset + bytes, ") run past the end of global '",
-        name, "', which has ", g.bytes, " bytes"));
+    return absl::OutOfRangeError(
+        absl::StrCat("bytes [", offset, ", ", offset + bytes,
+                     ") run past the end of global '", name, "', which has ",
+                     g.bytes, " bytes"));
   }
   if (bytes == 0) return absl::OkStatus();
   const DriverApi& api = *driver_;
@@ -74,10 +75,9 @@ absl::Status Runtime::CopyGlobal(const Module& module, absl::string_view name,
                   : api.cuMemcpyDtoHAsync(host, at, bytes, stream->handle());
     call = to_global ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
   }
-  return CheckStickyError(
-      *g.device, api, r,
-      absl::StrCat(to_global ? "writing" : "reading", " global '", name,
-                   "': ", call));
+  return CheckStickyError(*g.device, api, r,
+                          absl::StrCat(to_global ? "writing" : "reading",
+                                       " global '", name, "': ", call));
 }
 
 absl::StatusOr<Runtime::KernelAttributes> Runtime::ReadKernelAttributes(
@@ -109,14 +109,14 @@ absl::StatusOr<Runtime::KernelAttributes> Runtime::ReadKernelAttributes(
   return a;
 }
 
-absl::Status Runtime::SetKernelAttribute(LoadedKernel& k, int attr,
-                                         int value) {
+absl::Status Runtime::SetKernelAttribute(LoadedKernel& k, int attr, int value) {
   FJ_RETURN_IF_ERROR(EnterKernelContext(k));
   const DeviceFacts& f = k.device->facts();
   CUfunction_attribute cu_attr;
   const char* what;
   if (attr == FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES) {
-    const int most = std::max(0, f.shared_per_block_optin - k.static_shared_bytes);
+    const int most =
+        std::max(0, f.shared_per_block_optin - k.static_shared_bytes);
     if (value < 0 || value > most) {
       return absl::OutOfRangeError(absl::StrCat(
           "FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES = ", value,
@@ -155,12 +155,13 @@ absl::StatusOr<int> Runtime::KernelOccupancy(const LoadedKernel& k,
                                              uint32_t threads,
                                              uint32_t dynamic_shared) {
   FJ_RETURN_IF_ERROR(EnterKernelContext(k));
-  const int most = k.max_threads_per_block > 0 ? k.max_threads_per_block
-                                               : k.device->facts().max_threads_per_block;
+  const int most = k.max_threads_per_block > 0
+                       ? k.max_threads_per_block
+                       : k.device->facts().max_threads_per_block;
   if (threads == 0 || (most > 0 && threads > static_cast<uint32_t>(most))) {
-    return absl::OutOfRangeError(
-        absl::StrCat("block_threads = ", threads, " is outside [1, ", most,
-                     "] for '", k.display_name, "'"));
+    return absl::OutOfRangeError(absl::StrCat("block_threads = ", threads,
+                                              " is outside [1, ", most,
+                                              "] for '", k.display_name, "'"));
   }
   if (k.api->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags == nullptr) {
     return absl::UnavailableError(
@@ -209,8 +210,7 @@ absl::StatusOr<Stream*> Runtime::CreateStreamWithPriority(int ordinal,
   return registry_.AddStream(std::move(stream));
 }
 
-absl::StatusOr<uint64_t> Runtime::SetPersistingL2(int ordinal,
-                                                  uint64_t bytes) {
+absl::StatusOr<uint64_t> Runtime::SetPersistingL2(int ordinal, uint64_t bytes) {
   FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
   const DeviceFacts& f = dev->facts();
   if (f.cc_major < 8 || f.max_persisting_l2_bytes <= 0) {

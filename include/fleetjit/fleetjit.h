@@ -40,9 +40,9 @@
  *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
  *     this boundary.
  * 10. Each declaration says which minor version brought it: "(since 1.0)",
- *     "(since 1.1)", "(since 1.2)" or "(since 1.3)". A field or enumerator added later says so
- * where it stands; a 1.0 caller's shorter struct_size never reaches it (rule
- * 5).
+ *     "(since 1.1)", "(since 1.2)" or "(since 1.3)". A field or enumerator
+ * added later says so where it stands; a 1.0 caller's shorter struct_size never
+ * reaches it (rule 5).
  * 11. Coordinates in this header (shape, strides, fj_tensor_arg.box,
  *     fj_copy_desc.src_start, fj_prefetch_desc.tile_*) are outermost-first,
  *     DLPack's order: index 0 is the slowest-varying dimension. Device code
@@ -383,8 +383,8 @@ FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
 /* The stream priorities of device `ordinal`: *out_least (the default, 0)
  * to *out_greatest (e.g. -5; lower numbers are higher priorities, as in
  * CUDA). Either output may be NULL. (since 1.3) */
-FJ_API fj_status* fj_stream_priority_range(fj_runtime* runtime,
-                                           int32_t ordinal, int32_t* out_least,
+FJ_API fj_status* fj_stream_priority_range(fj_runtime* runtime, int32_t ordinal,
+                                           int32_t* out_least,
                                            int32_t* out_greatest);
 /* fj_stream_create with a priority (cuStreamCreateWithPriority): work on a
  * higher-priority stream's kernels is scheduled first when blocks of

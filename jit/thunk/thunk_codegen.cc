@@ -199,7 +199,8 @@ class ThunkModuleBuilder {
       llvm::Value* c128_ok =
           b_.CreateAnd(b_.CreateICmpEQ(kind, b_.getInt32(FJ_ARG_C128)),
                        b_.CreateIsNotNull(src));
-      auto* copy = llvm::BasicBlock::Create(ctx_, absl::StrCat("c128_", i), fn_);
+      auto* copy =
+          llvm::BasicBlock::Create(ctx_, absl::StrCat("c128_", i), fn_);
       auto* after =
           llvm::BasicBlock::Create(ctx_, absl::StrCat("c128_done", i), fn_);
       b_.CreateCondBr(b_.CreateAnd(c128_ok, size_ok), copy, after);

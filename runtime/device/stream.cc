@@ -17,8 +17,8 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Create(Runtime* owner,
   return stream;
 }
 
-absl::StatusOr<std::pair<int, int>> Stream::PriorityRange(
-    const DriverApi& api, Device& device) {
+absl::StatusOr<std::pair<int, int>> Stream::PriorityRange(const DriverApi& api,
+                                                          Device& device) {
   if (api.cuCtxGetStreamPriorityRange == nullptr) {
     return absl::UnavailableError(
         "this CUDA driver lacks cuCtxGetStreamPriorityRange");
@@ -38,10 +38,10 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::CreateWithPriority(
   FJ_ASSIGN_OR_RETURN(auto range, PriorityRange(api, device));
   // Lower numbers are higher priorities: greatest <= priority <= least.
   if (priority > range.first || priority < range.second) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "stream priority ", priority, " is outside device ",
-        device.facts().ordinal, "'s range ", range.second, " (greatest) to ",
-        range.first, " (least, the default)"));
+    return absl::OutOfRangeError(
+        absl::StrCat("stream priority ", priority, " is outside device ",
+                     device.facts().ordinal, "'s range ", range.second,
+                     " (greatest) to ", range.first, " (least, the default)"));
   }
   if (api.cuStreamCreateWithPriority == nullptr) {
     return absl::UnavailableError(

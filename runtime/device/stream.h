@@ -27,8 +27,8 @@ class Stream {
                                                         const DriverApi& api,
                                                         Device& device);
   // The device's stream priorities: (least, greatest), e.g. (0, -5).
-  static absl::StatusOr<std::pair<int, int>> PriorityRange(
-      const DriverApi& api, Device& device);
+  static absl::StatusOr<std::pair<int, int>> PriorityRange(const DriverApi& api,
+                                                           Device& device);
   // Create with a priority in PriorityRange (else OUT_OF_RANGE naming it).
   static absl::StatusOr<std::unique_ptr<Stream>> CreateWithPriority(
       Runtime* owner, const DriverApi& api, Device& device, int priority);

@@ -124,15 +124,16 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
   constexpr uint32_t kKnownFlags =
       FJ_LAUNCH_COOPERATIVE | FJ_LAUNCH_PROGRAMMATIC_DEPENDENT;
   if ((cfg.flags & ~kKnownFlags) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config->flags has unknown bits 0x",
-                     absl::Hex(cfg.flags & ~kKnownFlags), " (fj_launch_flags)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config->flags has unknown bits 0x",
+        absl::Hex(cfg.flags & ~kKnownFlags), " (fj_launch_flags)"));
   }
   s.cooperative = (cfg.flags & FJ_LAUNCH_COOPERATIVE) != 0;
   if (s.cooperative && !f.cooperative_launch) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        DeviceLabel(f), " cannot launch cooperative kernels "
-                        "(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(DeviceLabel(f),
+                     " cannot launch cooperative kernels "
+                     "(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0)"));
   }
   s.programmatic = (cfg.flags & FJ_LAUNCH_PROGRAMMATIC_DEPENDENT) != 0;
   if (s.programmatic && f.cc_major < 9) {
@@ -151,9 +152,10 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
     if (cfg.l2_window_bytes >
         static_cast<uint64_t>(f.max_access_policy_window_bytes)) {
       return absl::OutOfRangeError(absl::StrCat(
-          "l2_window_bytes = ", cfg.l2_window_bytes, " exceeds the largest "
-          "access-policy window of ", DeviceLabel(f), ", ",
-          f.max_access_policy_window_bytes, " bytes"));
+          "l2_window_bytes = ", cfg.l2_window_bytes,
+          " exceeds the largest "
+          "access-policy window of ",
+          DeviceLabel(f), ", ", f.max_access_policy_window_bytes, " bytes"));
     }
     if (!(cfg.l2_hit_ratio > 0.0f && cfg.l2_hit_ratio <= 1.0f)) {
       return absl::OutOfRangeError(
@@ -281,9 +283,10 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
     }
     if (kind == FJ_ARG_C128 && accepted.c128) {
       if (a->v.bytes == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "argument ", i, ": FJ_ARG_C128 with a NULL v.bytes (it points "
-            "to two doubles, real then imaginary)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument ", i,
+                         ": FJ_ARG_C128 with a NULL v.bytes (it points "
+                         "to two doubles, real then imaginary)"));
       }
       std::memcpy(dst, a->v.bytes, 16);
       continue;
@@ -496,14 +499,13 @@ absl::Status CheckCooperativeGrid(const LoadedKernel& k,
   const uint64_t threads =
       uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
   int per_sm = 0;
-  FJ_RETURN_IF_ERROR(CheckCu(
-      api,
-      api.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-          &per_sm, k.function, static_cast<int>(threads), shape.dynamic_shared,
-          CU_OCCUPANCY_DEFAULT),
-      "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
-  const uint64_t grid =
-      uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api,
+              api.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+                  &per_sm, k.function, static_cast<int>(threads),
+                  shape.dynamic_shared, CU_OCCUPANCY_DEFAULT),
+              "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
+  const uint64_t grid = uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
   const uint64_t most = uint64_t(std::max(per_sm, 0)) * f.sm_count;
   if (grid > most) {
     return absl::OutOfRangeError(absl::StrCat(

@@ -171,8 +171,8 @@ absl::StatusOr<ModuleLoader::Global> ModuleLoader::LoadGlobal(
   g.device = image->device;
   g.context = image->context;
   size_t bytes = 0;
-  const CUresult r = driver_->cuModuleGetGlobal(&g.address, &bytes,
-                                                image->module, g.symbol.c_str());
+  const CUresult r = driver_->cuModuleGetGlobal(
+      &g.address, &bytes, image->module, g.symbol.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
     std::string known;
     for (const jit::GlobalEntry& e : image->artifact->globals) {
@@ -186,9 +186,9 @@ absl::StatusOr<ModuleLoader::Global> ModuleLoader::LoadGlobal(
         ". A variable in a namespace or a template needs a name expression "
         "at build time"));
   }
-  FJ_RETURN_IF_ERROR(CheckCu(*driver_, r, "cuModuleGetGlobal"),
-                     absl::StrCat("looking up global '", name, "' of '",
-                                  module.name, "'"));
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*driver_, r, "cuModuleGetGlobal"),
+      absl::StrCat("looking up global '", name, "' of '", module.name, "'"));
   g.bytes = bytes;
   return g;
 }

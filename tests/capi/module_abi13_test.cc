@@ -41,10 +41,10 @@ Result R(fj_status* st) {
   return r;
 }
 
-#define EXPECT_STATUS(expr, code_, text)                        \
-  do {                                                          \
-    Result r_ = R(expr);                                        \
-    EXPECT_EQ(r_.code, code_) << r_.message;                    \
+#define EXPECT_STATUS(expr, code_, text)                            \
+  do {                                                              \
+    Result r_ = R(expr);                                            \
+    EXPECT_EQ(r_.code, code_) << r_.message;                        \
     EXPECT_TRUE(absl::StrContains(r_.message, text)) << r_.message; \
   } while (0)
 
@@ -160,8 +160,8 @@ TEST_F(FakeDeviceTest, GlobalsAreWrittenAndReadBackOnAStream) {
                                       part, sizeof(part), stream));
   float back[8];
   std::memset(back, 0xAB, sizeof(back));
-  FJ_ASSERT_OK(fj_module_global_read(module_, S(name), 0, 0, back,
-                                     sizeof(back), stream));
+  FJ_ASSERT_OK(fj_module_global_read(module_, S(name), 0, 0, back, sizeof(back),
+                                     stream));
   FJ_ASSERT_OK(fj_stream_synchronize(stream));
   for (int i = 0; i < 8; ++i) {
     const float want = i >= 3 && i < 6 ? part[i - 3] : table[i];
@@ -196,19 +196,19 @@ TEST_F(FakeDeviceTest, GlobalsRefuseBadInput) {
   fj_str bad_str{nullptr, 5};
   EXPECT_EQ(Code(fj_module_get_global(module_, bad_str, 0, &g)),
             FJ_INVALID_ARGUMENT);
-  EXPECT_STATUS(fj_module_get_global(module_, S(missing), 0, &g),
-                FJ_NOT_FOUND, "no global 'missing'");
+  EXPECT_STATUS(fj_module_get_global(module_, S(missing), 0, &g), FJ_NOT_FOUND,
+                "no global 'missing'");
   EXPECT_STATUS(fj_module_get_global(module_, S(table), 7, &g), FJ_NOT_FOUND,
                 "7");
   // Past the end, NULL host memory.
   EXPECT_STATUS(
       fj_module_global_write(module_, S(table), 0, 4, buf, 32, nullptr),
       FJ_OUT_OF_RANGE, "which has 32 bytes");
-  EXPECT_STATUS(fj_module_global_read(module_, S(table), 0, 33, buf, 0,
-                                      nullptr),
-                FJ_OUT_OF_RANGE, "past the end");
-  EXPECT_STATUS(fj_module_global_read(module_, S(table), 0,
-                                      UINT64_MAX - 2, buf, 8, nullptr),
+  EXPECT_STATUS(
+      fj_module_global_read(module_, S(table), 0, 33, buf, 0, nullptr),
+      FJ_OUT_OF_RANGE, "past the end");
+  EXPECT_STATUS(fj_module_global_read(module_, S(table), 0, UINT64_MAX - 2, buf,
+                                      8, nullptr),
                 FJ_OUT_OF_RANGE, "past the end");
   EXPECT_STATUS(
       fj_module_global_write(module_, S(table), 0, 0, nullptr, 4, nullptr),
@@ -222,9 +222,8 @@ TEST_F(FakeDeviceTest, GlobalsRefuseBadInput) {
   module_ = nullptr;
   EXPECT_STATUS(fj_module_get_global(stale, S(table), 0, &g),
                 FJ_INVALID_ARGUMENT, "not a live");
-  EXPECT_STATUS(
-      fj_module_global_write(stale, S(table), 0, 0, buf, 4, nullptr),
-      FJ_INVALID_ARGUMENT, "not a live");
+  EXPECT_STATUS(fj_module_global_write(stale, S(table), 0, 0, buf, 4, nullptr),
+                FJ_INVALID_ARGUMENT, "not a live");
 }
 
 TEST_F(FakeDeviceTest, AStreamOfAnotherDeviceIsRefused) {
@@ -324,8 +323,8 @@ TEST_F(FakeDeviceTest, OccupancyAndSuggestedBlockCheckTheirInput) {
   int32_t n = -1, block = -1, grid = -1;
   EXPECT_STATUS(fj_kernel_occupancy(use_kernel_, 0, 0, &n), FJ_OUT_OF_RANGE,
                 "block_threads = 0");
-  EXPECT_STATUS(fj_kernel_occupancy(use_kernel_, 2048, 0, &n),
-                FJ_OUT_OF_RANGE, "outside [1, 1024]");
+  EXPECT_STATUS(fj_kernel_occupancy(use_kernel_, 2048, 0, &n), FJ_OUT_OF_RANGE,
+                "outside [1, 1024]");
   EXPECT_STATUS(fj_kernel_occupancy(use_kernel_, 128, 0, nullptr),
                 FJ_INVALID_ARGUMENT, "out_blocks_per_sm is NULL");
   EXPECT_STATUS(fj_kernel_occupancy(nullptr, 128, 0, &n), FJ_INVALID_ARGUMENT,
@@ -344,9 +343,8 @@ TEST_F(FakeDeviceTest, OccupancyAndSuggestedBlockCheckTheirInput) {
 }
 
 TEST_F(FakeDeviceTest, KernelAttributesAreRangeChecked) {
-  EXPECT_STATUS(fj_kernel_set_attribute(use_kernel_,
-                                        FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES,
-                                        -1),
+  EXPECT_STATUS(fj_kernel_set_attribute(
+                    use_kernel_, FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES, -1),
                 FJ_OUT_OF_RANGE, "outside [0, 232448]");
   EXPECT_STATUS(fj_kernel_set_attribute(use_kernel_,
                                         FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES,
@@ -354,11 +352,11 @@ TEST_F(FakeDeviceTest, KernelAttributesAreRangeChecked) {
                 FJ_OUT_OF_RANGE, "opt-in limit");
   FJ_ASSERT_OK(fj_kernel_set_attribute(
       use_kernel_, FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES, 100 << 10));
-  EXPECT_STATUS(fj_kernel_set_attribute(
-                    use_kernel_, FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, 101),
+  EXPECT_STATUS(fj_kernel_set_attribute(use_kernel_,
+                                        FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, 101),
                 FJ_OUT_OF_RANGE, "[-1, 100]");
-  EXPECT_STATUS(fj_kernel_set_attribute(
-                    use_kernel_, FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, -2),
+  EXPECT_STATUS(fj_kernel_set_attribute(use_kernel_,
+                                        FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, -2),
                 FJ_OUT_OF_RANGE, "[-1, 100]");
   FJ_ASSERT_OK(fj_kernel_set_attribute(use_kernel_,
                                        FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, 50));
@@ -367,9 +365,9 @@ TEST_F(FakeDeviceTest, KernelAttributesAreRangeChecked) {
   EXPECT_STATUS(
       fj_kernel_set_attribute(use_kernel_, static_cast<fj_kernel_attr>(2), 0),
       FJ_INVALID_ARGUMENT, "fj_kernel_attr");
-  EXPECT_STATUS(fj_kernel_set_attribute(
-                    nullptr, FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, 0),
-                FJ_INVALID_ARGUMENT, "kernel is NULL");
+  EXPECT_STATUS(
+      fj_kernel_set_attribute(nullptr, FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, 0),
+      FJ_INVALID_ARGUMENT, "kernel is NULL");
   // A launch past the limit set raises it again.
   uint64_t out = 0;
   FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &out));
@@ -398,8 +396,7 @@ TEST_F(FakeDeviceTest, KernelInfoGrowsAtItsEnd) {
   old.info.struct_size = offsetof(fj_kernel_info, const_bytes);
   FJ_ASSERT_OK(fj_kernel_info_get(use_kernel_, &old.info));
   const auto* bytes = reinterpret_cast<const unsigned char*>(&old.info);
-  for (size_t i = offsetof(fj_kernel_info, const_bytes); i < sizeof(old);
-       ++i) {
+  for (size_t i = offsetof(fj_kernel_info, const_bytes); i < sizeof(old); ++i) {
     ASSERT_EQ(bytes[i], 0x5C) << i;
   }
   EXPECT_STREQ(old.info.lowered_name, "use");
@@ -417,10 +414,10 @@ TEST_F(FakeDeviceTest, StreamPrioritiesAreRangeChecked) {
   EXPECT_EQ(Code(fj_stream_priority_range(rt_, 3, &least, &greatest)),
             FJ_NOT_FOUND);
   fj_stream* s = nullptr;
-  EXPECT_STATUS(fj_stream_create_with_priority(rt_, 0, 1, &s),
-                FJ_OUT_OF_RANGE, "outside device 0's range -5");
-  EXPECT_STATUS(fj_stream_create_with_priority(rt_, 0, -6, &s),
-                FJ_OUT_OF_RANGE, "-6");
+  EXPECT_STATUS(fj_stream_create_with_priority(rt_, 0, 1, &s), FJ_OUT_OF_RANGE,
+                "outside device 0's range -5");
+  EXPECT_STATUS(fj_stream_create_with_priority(rt_, 0, -6, &s), FJ_OUT_OF_RANGE,
+                "-6");
   EXPECT_STATUS(fj_stream_create_with_priority(rt_, 0, -5, nullptr),
                 FJ_INVALID_ARGUMENT, "out_stream is NULL");
   EXPECT_EQ(s, nullptr);
@@ -499,28 +496,26 @@ TEST_F(NoGpuTest, DeviceEntriesSayWhy) {
   int32_t block = 0;
   EXPECT_EQ(Code(fj_kernel_suggest_block(nullptr, 0, &block, nullptr)),
             FJ_INVALID_ARGUMENT);
-  EXPECT_EQ(
-      Code(fj_kernel_set_attribute(nullptr, FJ_KERNEL_ATTR_PREFERRED_CARVEOUT,
-                                   0)),
-      FJ_INVALID_ARGUMENT);
+  EXPECT_EQ(Code(fj_kernel_set_attribute(nullptr,
+                                         FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, 0)),
+            FJ_INVALID_ARGUMENT);
 }
 
 TEST_F(NoGpuTest, BuildLogIsKeptWithTheCacheEntry) {
   const fs::path dir =
       fs::temp_directory_path() /
-      absl::StrCat("fj_build_log_", ::testing::UnitTest::GetInstance()
-                                        ->random_seed(),
-                   "_", getpid());
+      absl::StrCat("fj_build_log_",
+                   ::testing::UnitTest::GetInstance()->random_seed(), "_",
+                   getpid());
   fs::remove_all(dir);
   const std::string dir_s = dir.string();
   // A fresh source each run: the first build compiles.
   std::mt19937_64 rng = fleetjit::testing::SeededRng("BuildLog");
-  const std::string source = absl::StrCat(
-      "extern \"C\" __global__ void k(int* out) {\n  int unused_", rng() % 100000,
-      ";\n  out[0] = ", rng() % 1000, ";\n}\n");
+  const std::string source =
+      absl::StrCat("extern \"C\" __global__ void k(int* out) {\n  int unused_",
+                   rng() % 100000, ";\n  out[0] = ", rng() % 1000, ";\n}\n");
   const std::string target = "sm_90";
-  auto build = [&](fj_runtime* rt, fj_cache_result want,
-                   std::string* log_out) {
+  auto build = [&](fj_runtime* rt, fj_cache_result want, std::string* log_out) {
     fj_build_options o{};
     o.struct_size = sizeof(o);
     o.source = S(source);

@@ -307,9 +307,9 @@ TEST_F(Abi13GpuTest, ADeviceCounterIsReadBack) {
   FJ_ASSERT_OK(fj_stream_synchronize(stream_));
   EXPECT_EQ(got, want);
   // Past its end.
-  EXPECT_EQ(Code(fj_module_global_read(module_, S(counter), 0, 4, &got, 8,
-                                       nullptr)),
-            FJ_OUT_OF_RANGE);
+  EXPECT_EQ(
+      Code(fj_module_global_read(module_, S(counter), 0, 4, &got, 8, nullptr)),
+      FJ_OUT_OF_RANGE);
 }
 
 TEST_F(Abi13GpuTest, ACooperativeGridSyncsAndAnOversizedGridIsRefused) {
@@ -374,8 +374,7 @@ TEST_F(Abi13GpuTest, ADependentLaunchOverlapsThePrimarysTail) {
     SCOPED_TRACE(pdl ? "with PDL" : "without PDL (the anchor)");
     const int32_t salt = static_cast<int32_t>(rng() % 100000);
     FJ_ASSERT_OK(fj_memset_d8(rt_, d_out, 0xFF, sizeof(int) * kN, stream_));
-    fj_arg pargs[] = {Ptr(d_data), I32(kN), I32(salt), U64(200000),
-                      Ptr(d_end)};
+    fj_arg pargs[] = {Ptr(d_data), I32(kN), I32(salt), U64(200000), Ptr(d_end)};
     fj_launch_config pc = Cfg(sms, 128, stream_);
     FJ_ASSERT_OK(fj_launch(p, &pc, pargs, 5));
     fj_arg sargs[] = {Ptr(d_data), Ptr(d_out), I32(kN), Ptr(d_start)};
@@ -417,8 +416,8 @@ TEST_F(Abi13GpuTest, APriorityStreamAndAnL2WindowKeepResultsRight) {
   const uint64_t d_v = Upload(v);
   const std::string counter = "counter";
   const unsigned long long zero = 0;
-  FJ_ASSERT_OK(fj_module_global_write(module_, S(counter), 0, 0, &zero, 8,
-                                      high));
+  FJ_ASSERT_OK(
+      fj_module_global_write(module_, S(counter), 0, 0, &zero, 8, high));
   fj_arg args[] = {Ptr(d_v), I32(kN)};
   fj_launch_config c = Cfg((kN + 255) / 256, 256, high);
   if (info_.cc_major >= 8 && info_.max_persisting_l2_bytes > 0) {
@@ -428,25 +427,23 @@ TEST_F(Abi13GpuTest, APriorityStreamAndAnL2WindowKeepResultsRight) {
     FJ_ASSERT_OK(fj_device_set_persisting_l2(rt_, 0, aside, &set));
     EXPECT_GT(set, 0u);
     c.l2_window_base = d_v;
-    c.l2_window_bytes =
-        std::min<uint64_t>(sizeof(unsigned) * kN,
-                           static_cast<uint64_t>(
-                               info_.max_access_policy_window_bytes));
+    c.l2_window_bytes = std::min<uint64_t>(
+        sizeof(unsigned) * kN,
+        static_cast<uint64_t>(info_.max_access_policy_window_bytes));
     c.l2_hit_ratio = 1.0f;
     fj_launch_config too_big = c;
     too_big.l2_window_bytes =
         uint64_t(info_.max_access_policy_window_bytes) + 1;
     EXPECT_EQ(Code(fj_launch(Kernel("count"), &too_big, args, 2)),
               FJ_OUT_OF_RANGE);
-    EXPECT_EQ(Code(fj_device_set_persisting_l2(
-                  rt_, 0, uint64_t(info_.max_persisting_l2_bytes) + 1,
-                  nullptr)),
-              FJ_OUT_OF_RANGE);
+    EXPECT_EQ(
+        Code(fj_device_set_persisting_l2(
+            rt_, 0, uint64_t(info_.max_persisting_l2_bytes) + 1, nullptr)),
+        FJ_OUT_OF_RANGE);
   }
   FJ_ASSERT_OK(fj_launch(Kernel("count"), &c, args, 2));
   unsigned long long got = 0;
-  FJ_ASSERT_OK(
-      fj_module_global_read(module_, S(counter), 0, 0, &got, 8, high));
+  FJ_ASSERT_OK(fj_module_global_read(module_, S(counter), 0, 0, &got, 8, high));
   FJ_ASSERT_OK(fj_stream_synchronize(high));
   EXPECT_EQ(got, want);
   FJ_ASSERT_OK(fj_stream_destroy(high));
@@ -520,13 +517,10 @@ TEST_F(Abi13GpuTest, ComplexScalarsReachBothKindsOfKernel) {
     std::vector<double> y = Download<double>(d_y, 2 * kN);
     for (int i = 0; i < kN; ++i) {
       const std::complex<double> xi(x[2 * i], x[2 * i + 1]);
-      const std::complex<double> want =
-          std::complex<double>(b[0], b[1]) * xi +
-          std::complex<double>(a[0], a[1]);
-      ASSERT_NEAR(y[2 * i], want.real(), 1e-9 * (1 + std::abs(want)))
-          << i;
-      ASSERT_NEAR(y[2 * i + 1], want.imag(), 1e-9 * (1 + std::abs(want)))
-          << i;
+      const std::complex<double> want = std::complex<double>(b[0], b[1]) * xi +
+                                        std::complex<double>(a[0], a[1]);
+      ASSERT_NEAR(y[2 * i], want.real(), 1e-9 * (1 + std::abs(want))) << i;
+      ASSERT_NEAR(y[2 * i + 1], want.imag(), 1e-9 * (1 + std::abs(want))) << i;
     }
   }
 }

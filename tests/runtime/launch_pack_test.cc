@@ -231,8 +231,7 @@ std::vector<Signature> Signatures(std::mt19937_64& rng) {
       {"empty", {}},
   };
   const Param pool[] = {
-      I(1),  I(2),          I(4),          I(8),          U(1),      U(2),
-      U(4),  U(8),          F(2),          F(4),          F(8),      BF16(),
+      I(1), I(2), I(4), I(8), U(1), U(2), U(4), U(8), F(2), F(4), F(8), BF16(),
       Ptr(), Struct(12, 4), Struct(24, 8), Unknown(8, 8), Tensor(1), Tensor(),
       // cuFloatComplex and cuDoubleComplex (FJ_ARG_C64 / C128, since 1.3).
       Struct(8, 8), Struct(16, 16), Unknown(16, 16)};
@@ -645,7 +644,8 @@ TEST(LaunchConfig, AnUnloadedKernelIsAStatus) {
 // --- Since 1.3: complex scalars and the launch flags ------------------------
 
 // A cuFloatComplex and a cuDoubleComplex land at their aligned offsets (8
-// after a 4-byte int, 32 after another) as the two floats / doubles, on both paths.
+// after a 4-byte int, 32 after another) as the two floats / doubles, on both
+// paths.
 TEST(LaunchPack, ComplexScalarsPackAsCuComplex) {
   std::mt19937_64 rng = testing::SeededRng("ComplexScalarsPackAsCuComplex");
   const DriverApi api = testing::FakeDriver();
@@ -808,9 +808,9 @@ TEST(LaunchConfig, RefusesFlagsTheDeviceLacks) {
   // PDL and the window are fine on the devices that have them.
   LaunchShape s;
   EXPECT_TRUE(CheckLaunchConfig(ampere, 0, 0, with(0, 4096), &s).ok());
-  EXPECT_TRUE(
-      CheckLaunchConfig(hopper, 0, 0, with(FJ_LAUNCH_PROGRAMMATIC_DEPENDENT), &s)
-          .ok());
+  EXPECT_TRUE(CheckLaunchConfig(hopper, 0, 0,
+                                with(FJ_LAUNCH_PROGRAMMATIC_DEPENDENT), &s)
+                  .ok());
 }
 
 }  // namespace

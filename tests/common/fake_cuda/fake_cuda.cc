@@ -874,8 +874,8 @@ size_t PtxGlobalBytes(const std::string& ptx, const std::string& name) {
       }
     }
     size_t count = 1;
-    if (line[after] == '[') count = std::strtoul(line.c_str() + after + 1,
-                                                 nullptr, 10);
+    if (line[after] == '[')
+      count = std::strtoul(line.c_str() + after + 1, nullptr, 10);
     return width * count;
   }
   return 0;
@@ -941,7 +941,8 @@ size_t persisting_l2_limit[kMaxDevices] = {};
 CUresult fake_cuCtxSetLimit(CUlimit limit, size_t value) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
-  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_NOT_SUPPORTED;
+  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+    return CUDA_ERROR_NOT_SUPPORTED;
   persisting_l2_limit[current_context->device] = value;
   return CUDA_SUCCESS;
 }
@@ -949,7 +950,8 @@ CUresult fake_cuCtxSetLimit(CUlimit limit, size_t value) {
 CUresult fake_cuCtxGetLimit(size_t* value, CUlimit limit) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
-  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE) return CUDA_ERROR_NOT_SUPPORTED;
+  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+    return CUDA_ERROR_NOT_SUPPORTED;
   *value = persisting_l2_limit[current_context->device];
   return CUDA_SUCCESS;
 }
