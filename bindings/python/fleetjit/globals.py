@@ -168,7 +168,8 @@ def attributes(self) -> KernelAttributes:
     """fj_kernel_info's 1.3 fields (cuFuncGetAttribute)."""
     out = fj_kernel_info_13()
     out.struct_size = ctypes.sizeof(out)
-    check(lib().fj_kernel_info_get(self._live(), ctypes.byref(out)))
+    check(lib().fj_kernel_info_get(
+        self._live(), ctypes.cast(ctypes.pointer(out), POINTER(_ffi.fj_kernel_info))))
     return KernelAttributes(out.const_bytes, out.local_bytes, out.max_dynamic_shared_bytes,
                             out.ptx_version, out.binary_version, bool(out.cache_mode_ca),
                             out.preferred_carveout)
@@ -219,7 +220,8 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
         base, nbytes, ratio = l2_window
         cfg.l2_window_base, cfg.l2_window_bytes, cfg.l2_hit_ratio = base, nbytes, ratio
     keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
-    check(lib().fj_launch(self._live(), ctypes.cast(ctypes.byref(cfg), c_void_p),
+    check(lib().fj_launch(self._live(),
+                          ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),
                           ctypes.cast(arr, c_void_p) if arr is not None else None, count))
     del keep
 

@@ -104,5 +104,89 @@ class DeviceEntriesTest(unittest.TestCase):
             k.set_attribute("carveout_percent", 50)
 
 
+FAKE_SOURCE = r"""
+__constant__ float table[8];
+namespace ns { __device__ int value[4]; }
+extern "C" __global__ void use(float* out) { out[threadIdx.x] = table[threadIdx.x] + ns::value[0]; }
+"""
+
+
+class FakeDriverTest(unittest.TestCase):
+    """The device entries on the fake CUDA driver (tests/common/fake_cuda,
+    an H100-like sm_90 with 132 SMs whose copies are real), when the build
+    has it next to the library."""
+
+    def setUp(self):
+        import pathlib
+        import os
+        fake = pathlib.Path(os.environ.get("FLEETJIT_LIBRARY", "")).parent / "libfj_fake_cuda.so"
+        if not fake.exists():
+            self.skipTest(f"no fake CUDA driver at {fake}")
+        self.rt = fleetjit.Runtime(libcuda=str(fake), disk_cache=False)
+        if self.rt.device_count != 1:
+            self.rt.close()
+            self.skipTest("the fake driver did not load")
+        try:
+            self.mod = self.rt.build(FAKE_SOURCE, name="fake.cu", target="compute_90",
+                                     name_expressions=["&ns::value"])
+        except fleetjit.FleetjitError as e:
+            self.rt.close()
+            if e.code == "UNAVAILABLE":
+                self.skipTest(f"no NVRTC: {e.message}")
+            raise
+
+    def tearDown(self):
+        self.rt.close()
+
+    def test_globals_round_trip(self):
+        rng = random.Random()
+        table = struct.pack("<8f", *[rng.uniform(-9, 9) for _ in range(8)])
+        g = self.mod.get_global("table")
+        self.assertEqual(g.bytes, 32)
+        self.assertEqual(self.mod.get_global("ns::value").lowered_name, "_ZN2ns5valueE")
+        with self.rt.create_stream(0) as s:
+            keep = self.mod.global_write("table", table, stream=s)
+            back = self.mod.global_read("table", stream=s)
+            s.synchronize()
+            del keep
+        self.assertEqual(bytes(back), table)
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.mod.global_write("table", b"\0" * 8, offset=28)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.mod.get_global("missing")
+        self.assertEqual(cm.exception.code, "NOT_FOUND")
+
+    def test_cooperative_grid_and_occupancy(self):
+        k = self.mod.kernel("use")
+        per_sm = k.occupancy(256)
+        self.assertGreater(per_sm, 0)
+        block, grid = k.suggest_block()
+        self.assertGreater(block, 0)
+        out = self.rt.alloc(4096)
+        most = per_sm * 132
+        k.launch_ex(grid=most, block=256, args=[out], cooperative=True)
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            k.launch_ex(grid=most + 1, block=256, args=[out], cooperative=True)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        self.assertIn(f"{most + 1} blocks exceeds the {most}", cm.exception.message)
+        k.launch_ex(grid=1, block=32, args=[out], programmatic=True,
+                    l2_window=(out.device_address, 4096, 1.0))
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            k.set_attribute("preferred_carveout", 101)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        k.set_attribute("preferred_carveout", 50)
+        self.assertIsInstance(k.attributes.ptx_version, int)
+
+    def test_priorities_and_persisting_l2(self):
+        least, greatest = self.rt.stream_priority_range(0)
+        self.assertEqual((least, greatest), (0, -5))
+        self.rt.stream_with_priority(0, greatest).close()
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.rt.stream_with_priority(0, greatest - 1)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        self.assertEqual(self.rt.set_persisting_l2(0, 1 << 20), 1 << 20)
+
+
 if __name__ == "__main__":
     unittest.main()
