@@ -224,6 +224,18 @@ TEST_F(FakeDeviceTest, GlobalsRefuseBadInput) {
                 FJ_INVALID_ARGUMENT, "not a live");
   EXPECT_STATUS(fj_module_global_write(stale, S(table), 0, 0, buf, 4, nullptr),
                 FJ_INVALID_ARGUMENT, "not a live");
+  // Its kernels went with it.
+  int32_t n = 0, block = 0;
+  EXPECT_STATUS(fj_kernel_occupancy(use_kernel_, 32, 0, &n),
+                FJ_INVALID_ARGUMENT, "not a live");
+  EXPECT_STATUS(fj_kernel_suggest_block(use_kernel_, 0, &block, nullptr),
+                FJ_INVALID_ARGUMENT, "not a live");
+  EXPECT_STATUS(fj_kernel_set_attribute(use_kernel_,
+                                        FJ_KERNEL_ATTR_PREFERRED_CARVEOUT, 0),
+                FJ_INVALID_ARGUMENT, "not a live");
+  const char* log = nullptr;
+  EXPECT_STATUS(fj_module_build_log(stale, &log, nullptr), FJ_INVALID_ARGUMENT,
+                "not a live");
 }
 
 TEST_F(FakeDeviceTest, AStreamOfAnotherDeviceIsRefused) {
