@@ -938,7 +938,10 @@ typedef struct fj_launch_config {
  * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type, or a
  * CUDA vector type such as float4, whose element size must then match the
  * tensor's) and the configuration against the device's limits before the
- * driver is called. (since 1.0) */
+ * driver is called. Since 1.3 the same call makes cooperative,
+ * programmatic dependent and L2-window launches (fj_launch_config.flags and
+ * l2_window_*; see fj_launch_flags) and takes complex scalars
+ * (FJ_ARG_C64, FJ_ARG_C128). (since 1.0) */
 FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
                             const fj_arg* args, size_t num_args);
 
