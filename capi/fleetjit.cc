@@ -264,8 +264,11 @@ FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
     FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info",
                                       offsetof(fj_kernel_info, const_bytes)));
     fj_kernel_info info = FjKernelInfo(*k->kernel);
-    // 1.3's fields, read from the driver only for a caller that has them.
-    if (StructSize(out_info) > offsetof(fj_kernel_info, const_bytes)) {
+    // 1.3's fields, read from the driver only for a caller that has them,
+    // and left 0 once a kernel fault poisoned the device (the 1.0 fields
+    // still answer then, as they always did).
+    if (StructSize(out_info) > offsetof(fj_kernel_info, const_bytes) &&
+        !k->kernel->device->is_poisoned()) {
       FJ_ASSIGN_OR_RETURN(Runtime::KernelAttributes a,
                           Runtime::ReadKernelAttributes(*k->kernel));
       AddKernelAttributes(a, info);

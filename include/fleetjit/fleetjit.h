@@ -957,7 +957,7 @@ typedef struct fj_kernel_info {
   int32_t num_regs;
   int32_t uses_thunk; /* 1 if launches go through a JIT-built host thunk */
   /* Since 1.3 (cuFuncGetAttribute; a shorter struct_size does not receive
-   * them): */
+   * them; all 0 once a kernel fault poisoned the device): */
   int32_t const_bytes;              /* user __constant__ memory */
   int32_t local_bytes;              /* local memory per thread */
   int32_t max_dynamic_shared_bytes; /* the current limit (see below) */
