@@ -291,6 +291,11 @@ LaunchConfig LaunchConfigOf(const fj_launch_config& cfg) {
   std::copy(std::begin(cfg.block), std::end(cfg.block), out.block);
   out.shared_bytes = cfg.shared_bytes;
   std::copy(std::begin(cfg.cluster), std::end(cfg.cluster), out.cluster);
+  // 1.3's tail; ReadStruct zero-filled it for a shorter caller struct.
+  out.flags = cfg.flags;
+  out.l2_hit_ratio = cfg.l2_hit_ratio;
+  out.l2_window_base = cfg.l2_window_base;
+  out.l2_window_bytes = cfg.l2_window_bytes;
   return out;
 }
 
@@ -351,6 +356,9 @@ fj_device_info FjDeviceInfo(const DeviceReport& report) {
   info.max_threads_per_block = f.max_threads_per_block;
   info.cluster_launch = f.cluster_launch ? 1 : 0;
   info.driver_version = report.driver_version;
+  info.cooperative_launch = f.cooperative_launch ? 1 : 0;
+  info.max_persisting_l2_bytes = f.max_persisting_l2_bytes;
+  info.max_access_policy_window_bytes = f.max_access_policy_window_bytes;
   info.plan = FjCopyPlan(report.plan);
   return info;
 }
@@ -394,6 +402,27 @@ fj_kernel_info FjKernelInfo(const LoadedKernel& k) {
   info.static_shared_bytes = k.static_shared_bytes;
   info.num_regs = k.num_regs;
   info.uses_thunk = k.thunk.load(std::memory_order_acquire) != nullptr ? 1 : 0;
+  return info;
+}
+
+void AddKernelAttributes(const Runtime::KernelAttributes& a,
+                         fj_kernel_info& info) {
+  info.const_bytes = a.const_bytes;
+  info.local_bytes = a.local_bytes;
+  info.max_dynamic_shared_bytes = a.max_dynamic_shared_bytes;
+  info.ptx_version = a.ptx_version;
+  info.binary_version = a.binary_version;
+  info.cache_mode_ca = a.cache_mode_ca;
+  info.preferred_carveout = a.preferred_carveout;
+}
+
+fj_global_info FjGlobalInfo(const ModuleLoader::Global& g) {
+  fj_global_info info{};
+  info.struct_size = sizeof(info);
+  info.address = g.address;
+  info.bytes = g.bytes;
+  std::snprintf(info.lowered_name, sizeof(info.lowered_name), "%s",
+                g.symbol.c_str());
   return info;
 }
 

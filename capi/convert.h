@@ -140,6 +140,10 @@ fj_copy_plan FjCopyPlan(const jit::CopyPlan& plan);
 fj_device_info FjDeviceInfo(const DeviceReport& report);
 fj_module_info FjModuleInfo(const ModuleRecord& record);
 fj_kernel_info FjKernelInfo(const LoadedKernel& kernel);
+// fj_kernel_info's 1.3 fields.
+void AddKernelAttributes(const Runtime::KernelAttributes& a,
+                         fj_kernel_info& info);
+fj_global_info FjGlobalInfo(const ModuleLoader::Global& g);
 fj_cache_stats FjCacheStats(const CacheStats& stats);
 absl::StatusOr<fj_tensor_check> CheckTensorArg(const fj_tensor_arg* arg);
 // fj_runtime_include_dir's outputs for folder `index` of `dirs`.

@@ -1,7 +1,7 @@
 // The artifact encoding. All integers are little-endian; strings and lists
 // are length-prefixed:
 //
-//   magic "FJART\0\0\0" (8)   version u32 (=1)
+//   magic "FJART\0\0\0" (8)   version u32 (1 or 2; written: 2)
 //   target: arch u32, suffix u8 ('\0', 'a', 'f'), ptx u8 (0/1)
 //   copy_impl u8 (0..2)   is_ptx u8 (0/1)
 //   image, ptx, log, compiler: string (u64 length + bytes)
@@ -13,10 +13,13 @@
 //       tensor_dtype i32, tensor_rank i32, type_name: string
 //     param_bytes u32
 //   thunk_object: string
+//   version 2 only: globals: u32 count, then per global name, lowered_name
 //   (end of input: trailing bytes are an error)
 //
-// A new Artifact field goes at the end and bumps the version; the cache
-// treats other versions as malformed and rebuilds them.
+// A new Artifact field goes at the end and bumps the version. The reader
+// takes every version up to its own (an older entry reads with the later
+// fields empty: version 1 has no globals); the cache treats a newer one as
+// malformed and rebuilds it.
 //
 // The reader trusts nothing: every length is checked against what is left
 // before anything is read or allocated, so a hostile or truncated input
@@ -34,7 +37,8 @@ namespace fleetjit::jit {
 namespace {
 
 constexpr char kMagic[8] = {'F', 'J', 'A', 'R', 'T', '\0', '\0', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kMinVersion = 1;
 
 // Smallest encodings, used to bound list counts before allocating.
 constexpr size_t kMinParamBytes = 1 + 4 * 5 + 8;
@@ -179,10 +183,10 @@ bool ReadArtifact(Reader& r, Artifact& a) {
   }
   uint32_t version;
   if (!r.U32(version, "version")) return false;
-  if (version != kVersion) {
-    return r.Fail("version",
-                  absl::StrCat("unsupported version ", version,
-                               " (this build reads ", kVersion, ")"));
+  if (version < kMinVersion || version > kVersion) {
+    return r.Fail("version", absl::StrCat("unsupported version ", version,
+                                          " (this build reads ", kMinVersion,
+                                          " to ", kVersion, ")"));
   }
 
   uint32_t arch;
@@ -226,6 +230,17 @@ bool ReadArtifact(Reader& r, Artifact& a) {
     if (!ReadKernel(r, k)) return false;
   }
   if (!r.String(a.thunk_object, "thunk object")) return false;
+  if (version >= 2) {
+    uint32_t globals;
+    if (!r.Count(globals, 16, "global count")) return false;
+    a.globals.resize(globals);
+    for (GlobalEntry& g : a.globals) {
+      if (!r.String(g.name, "global name") ||
+          !r.String(g.lowered_name, "global lowered name")) {
+        return false;
+      }
+    }
+  }
   if (r.remaining() != 0) {
     return r.Fail("end", absl::StrCat(r.remaining(), " trailing bytes"));
   }
@@ -244,6 +259,20 @@ const KernelEntry* Artifact::FindKernel(absl::string_view name) const {
     if (k.lowered_name == name) return &k;
   }
   return nullptr;
+}
+
+std::string Artifact::GlobalSymbol(absl::string_view name) const {
+  // NVRTC's form of a variable's name expression is its address
+  // ("&ns::table"); either spelling finds it.
+  for (const GlobalEntry& g : globals) {
+    absl::string_view bare = g.name;
+    if (!bare.empty() && bare.front() == '&') bare.remove_prefix(1);
+    absl::string_view asked = name;
+    if (!asked.empty() && asked.front() == '&') asked.remove_prefix(1);
+    if (bare == asked) return g.lowered_name;
+  }
+  if (!name.empty() && name.front() == '&') name.remove_prefix(1);
+  return std::string(name);
 }
 
 std::string SerializeArtifact(const Artifact& a) {
@@ -292,6 +321,11 @@ std::string SerializeArtifact(const Artifact& a) {
     w.U32(k.param_bytes);
   }
   w.String(a.thunk_object);
+  w.U32(static_cast<uint32_t>(a.globals.size()));
+  for (const GlobalEntry& g : a.globals) {
+    w.String(g.name);
+    w.String(g.lowered_name);
+  }
   return out;
 }
 

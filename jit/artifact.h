@@ -49,6 +49,14 @@ struct KernelEntry {
   uint32_t param_bytes = 0;  // size of the whole parameter buffer
 };
 
+// A `__device__` / `__constant__` variable named by a name expression:
+// what callers look up ("table<float>") and the symbol NVRTC lowered it to.
+// Variables without a name expression are looked up by their symbol.
+struct GlobalEntry {
+  std::string name;
+  std::string lowered_name;
+};
+
 struct Artifact {
   Target target;
   CopyImpl copy_impl = CopyImpl::kSync;
@@ -59,9 +67,13 @@ struct Artifact {
   std::string compiler;  // compiler identity, e.g. "nvrtc 13.0 (...)"
   double compile_ms = 0;
   std::vector<KernelEntry> kernels;
-  std::string thunk_object;  // ELF object of the launch thunks, or ""
+  std::string thunk_object;          // ELF object of the launch thunks, or ""
+  std::vector<GlobalEntry> globals;  // name expressions naming variables
 
   const KernelEntry* FindKernel(absl::string_view name) const;
+  // The symbol of global `name`: a name expression's lowered name, else
+  // `name` itself (an unmangled variable).
+  std::string GlobalSymbol(absl::string_view name) const;
 };
 
 // Self-describing binary encoding (versioned); Deserialize rejects anything

@@ -1,5 +1,6 @@
 #include "jit/nvrtc_build.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 
@@ -222,7 +223,10 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
         "reading the cubin");
   }
 
-  // Kernels: every name expression, then every extern "C" entry.
+  // Kernels: every name expression that lowers to an entry of the PTX,
+  // then every extern "C" entry. A name expression lowering to anything
+  // else names a variable: a global (fj_module_get_global).
+  const std::vector<std::string> entry_names = PtxEntryNames(artifact.ptx);
   for (const std::string& expr : request.name_expressions) {
     const char* lowered = nullptr;
     FJ_RETURN_IF_ERROR(CheckNvrtc(*api,
@@ -230,12 +234,17 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
                                       guard.program, expr.c_str(), &lowered),
                                   "nvrtcGetLoweredName"),
                        absl::StrCat("looking up '", expr, "'"));
+    if (std::find(entry_names.begin(), entry_names.end(), lowered) ==
+        entry_names.end()) {
+      artifact.globals.push_back(GlobalEntry{expr, lowered});
+      continue;
+    }
     KernelEntry entry;
     entry.name = expr;
     entry.lowered_name = lowered;
     artifact.kernels.push_back(std::move(entry));
   }
-  for (const std::string& entry_name : PtxEntryNames(artifact.ptx)) {
+  for (const std::string& entry_name : entry_names) {
     bool known = false;
     for (const KernelEntry& k : artifact.kernels) {
       known = known || k.lowered_name == entry_name;

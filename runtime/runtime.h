@@ -179,6 +179,41 @@ class Runtime {
                             Stream* stream, const fj_arg* args, size_t num_args,
                             size_t arg_stride);
 
+  // Since ABI 1.3 (runtime/runtime_module.cc): module globals, kernel
+  // attributes and occupancy, stream priorities, the persisting L2.
+  //
+  // The global `name` of `module` on `ordinal` (ModuleLoader::LoadGlobal).
+  absl::StatusOr<ModuleLoader::Global> FindGlobal(const Module& module,
+                                                  absl::string_view name,
+                                                  int ordinal);
+  // Copies `bytes` between host `host` and the global, `offset` bytes into
+  // it (OUT_OF_RANGE past its end): host -> global when `to_global`.
+  // Ordered on `stream` (of `ordinal`), or complete on return when null.
+  absl::Status CopyGlobal(const Module& module, absl::string_view name,
+                          int ordinal, uint64_t offset, void* host,
+                          uint64_t bytes, bool to_global, Stream* stream);
+  // What fj_kernel_info's 1.3 fields report (cuFuncGetAttribute).
+  struct KernelAttributes {
+    int const_bytes = 0, local_bytes = 0, max_dynamic_shared_bytes = 0;
+    int ptx_version = 0, binary_version = 0, cache_mode_ca = 0;
+    int preferred_carveout = -1;
+  };
+  static absl::StatusOr<KernelAttributes> ReadKernelAttributes(
+      const LoadedKernel& k);
+  // fj_kernel_set_attribute: `attr` is an fj_kernel_attr, range-checked.
+  static absl::Status SetKernelAttribute(LoadedKernel& k, int attr, int value);
+  // Blocks of `threads` threads and `dynamic_shared` bytes per SM.
+  static absl::StatusOr<int> KernelOccupancy(const LoadedKernel& k,
+                                             uint32_t threads,
+                                             uint32_t dynamic_shared);
+  // (block threads, minimum grid) for the most occupancy.
+  static absl::StatusOr<std::pair<int, int>> SuggestBlock(
+      const LoadedKernel& k, uint32_t dynamic_shared);
+  absl::StatusOr<std::pair<int, int>> StreamPriorityRange(int ordinal);
+  absl::StatusOr<Stream*> CreateStreamWithPriority(int ordinal, int priority);
+  // cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE); returns what is set.
+  absl::StatusOr<uint64_t> SetPersistingL2(int ordinal, uint64_t bytes);
+
   // Asynchronous builds and imported images (runtime/runtime_async.cc).
   // Queues BuildRecord(spec) on this runtime's build pool (at most
   // BuildPool::DefaultThreads() at once); kept until DestroyBuild or the

@@ -53,7 +53,7 @@ static void fjgo_arg(fj_arg* a, fj_arg_kind k, uint64_t bits, uint32_t size, con
     case FJ_ARG_F32: { uint32_t b = (uint32_t)bits; memcpy(&a->v.f32, &b, 4); break; }
     case FJ_ARG_F64: memcpy(&a->v.f64, &bits, 8); break;
     case FJ_ARG_POINTER: a->v.pointer = bits; break;
-    case FJ_ARG_BYTES: a->v.bytes = p; break;
+    case FJ_ARG_BYTES: case FJ_ARG_C128: a->v.bytes = p; break;
     case FJ_ARG_TENSOR: a->v.tensor = (const fj_tensor_arg*)p; break;
     default: a->v.u64 = bits; break;
   }
@@ -64,7 +64,8 @@ static void fjgo_arg(fj_arg* a, fj_arg_kind k, uint64_t bits, uint32_t size, con
 static fj_status* fjgo_launch(fj_kernel* k, uint32_t gx, uint32_t gy, uint32_t gz,
                               uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared,
                               uint32_t cx, uint32_t cy, uint32_t cz, fj_stream* s,
-                              const fj_arg* args, size_t n) {
+                              uint32_t flags, uint64_t l2_base, uint64_t l2_bytes,
+                              float l2_hit_ratio, const fj_arg* args, size_t n) {
   fj_launch_config c;
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
@@ -73,6 +74,10 @@ static fj_status* fjgo_launch(fj_kernel* k, uint32_t gx, uint32_t gy, uint32_t g
   c.shared_bytes = shared;
   c.cluster[0] = cx; c.cluster[1] = cy; c.cluster[2] = cz;
   c.stream = s;
+  c.flags = flags;
+  c.l2_window_base = l2_base;
+  c.l2_window_bytes = l2_bytes;
+  c.l2_hit_ratio = l2_hit_ratio;
   return fj_launch(k, &c, args, n);
 }
 */
@@ -874,6 +879,13 @@ type LaunchConfig struct {
 	SharedBytes uint32 // dynamic shared memory; above 48 KiB is opted in
 	Cluster     [3]uint32
 	Stream      *Stream
+	// Since 1.3 (module_abi13.go): cooperative and programmatic dependent
+	// launches, an L2 access-policy window (L2WindowBytes 0 = none).
+	Cooperative   bool
+	Programmatic  bool
+	L2WindowBase  uint64
+	L2WindowBytes uint64
+	L2HitRatio    float32
 }
 
 // Linear returns enough 1-D blocks of `block` threads to cover n threads.
@@ -921,7 +933,7 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 		for i, a := range args {
 			var ptr unsafe.Pointer
 			var size C.uint32_t
-			if a.kind == C.FJ_ARG_BYTES {
+			if a.kind == C.FJ_ARG_BYTES || a.kind == C.FJ_ARG_C128 {
 				if uint64(len(a.bytes)) > math.MaxUint32 {
 					putArgBuf(buf)
 					m.free()
@@ -945,7 +957,9 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 		C.uint32_t(cfg.Block[0]), C.uint32_t(cfg.Block[1]), C.uint32_t(cfg.Block[2]),
 		C.uint32_t(cfg.SharedBytes),
 		C.uint32_t(cfg.Cluster[0]), C.uint32_t(cfg.Cluster[1]), C.uint32_t(cfg.Cluster[2]),
-		stream, arr, C.size_t(len(args))))
+		stream, launchFlags(cfg), C.uint64_t(cfg.L2WindowBase),
+		C.uint64_t(cfg.L2WindowBytes), C.float(cfg.L2HitRatio),
+		arr, C.size_t(len(args))))
 	if buf != nil {
 		putArgBuf(buf)
 	}

@@ -40,9 +40,9 @@
  *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
  *     this boundary.
  * 10. Each declaration says which minor version brought it: "(since 1.0)",
- *     "(since 1.1)" or "(since 1.2)". A field or enumerator added later says so
- * where it stands; a 1.0 caller's shorter struct_size never reaches it (rule
- * 5).
+ *     "(since 1.1)", "(since 1.2)" or "(since 1.3)". A field or enumerator
+ * added later says so where it stands; a 1.0 caller's shorter struct_size never
+ * reaches it (rule 5).
  * 11. Coordinates in this header (shape, strides, fj_tensor_arg.box,
  *     fj_copy_desc.src_start, fj_prefetch_desc.tile_*) are outermost-first,
  *     DLPack's order: index 0 is the slowest-varying dimension. Device code
@@ -57,8 +57,9 @@
  * Sections, by topic: versions; strings and status; targets and copy
  * implementations; runtime (options, start-up, exit); devices; streams;
  * memory; builds (blocking, CUDA's headers, asynchronous, images built
- * elsewhere, the module cache); tensors; kernels and launch; tensor copies,
- * L2 prefetch and peer access; logs.
+ * elsewhere, the module cache); tensors; kernels and launch; kernel
+ * attributes and occupancy; module globals; tensor copies, L2 prefetch and
+ * peer access; logs.
  */
 #ifndef FLEETJIT_FLEETJIT_H_
 #define FLEETJIT_FLEETJIT_H_
@@ -81,7 +82,7 @@ extern "C" {
 
 /* The version of this header (since 1.0). */
 #define FJ_VERSION_MAJOR 1
-#define FJ_VERSION_MINOR 2
+#define FJ_VERSION_MINOR 3
 /* (major << 16) | minor of the library actually loaded (since 1.0). */
 FJ_API uint32_t fj_version(void);
 
@@ -346,6 +347,12 @@ typedef struct fj_device_info {
   int32_t cluster_launch; /* 1 if clusters can be launched */
   int32_t driver_version; /* e.g. 13000 */
   fj_copy_plan plan;      /* target and copy plan chosen */
+  /* Since 1.3 (a shorter struct_size does not receive them): */
+  int32_t cooperative_launch; /* 1 if FJ_LAUNCH_COOPERATIVE can be used */
+  /* The most fj_device_set_persisting_l2 accepts, and the largest
+   * fj_launch_config.l2_window_bytes (0 before sm_80: no window). */
+  int32_t max_persisting_l2_bytes;
+  int32_t max_access_policy_window_bytes;
 } fj_device_info;
 
 /* Facts about device `ordinal` and the copy plan fleetjit will use on it.
@@ -353,6 +360,16 @@ typedef struct fj_device_info {
 FJ_API fj_status* fj_device_info_get(fj_runtime* runtime, int32_t ordinal,
                                      fj_device_info* out_info);
 
+/* Sets aside `bytes` of device `ordinal`'s L2 for persisting accesses
+ * (cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE) on its primary
+ * context): what launches with an L2 access-policy window
+ * (fj_launch_config.l2_window_bytes) keep resident. 0 gives it back. The
+ * driver may round it; *out_bytes (may be NULL) receives what it set.
+ * More than fj_device_info.max_persisting_l2_bytes is FJ_OUT_OF_RANGE; a
+ * device before sm_80 is FJ_FAILED_PRECONDITION. (since 1.3) */
+FJ_API fj_status* fj_device_set_persisting_l2(fj_runtime* runtime,
+                                              int32_t ordinal, uint64_t bytes,
+                                              uint64_t* out_bytes);
 /* ------------------------------------------------------------------------ */
 /* Streams                                                                  */
 
@@ -363,6 +380,21 @@ typedef struct fj_stream fj_stream;
 /* Creates a non-blocking stream on device `ordinal`. (since 1.0) */
 FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
                                    fj_stream** out_stream);
+/* The stream priorities of device `ordinal`: *out_least (the default, 0)
+ * to *out_greatest (e.g. -5; lower numbers are higher priorities, as in
+ * CUDA). Either output may be NULL. (since 1.3) */
+FJ_API fj_status* fj_stream_priority_range(fj_runtime* runtime, int32_t ordinal,
+                                           int32_t* out_least,
+                                           int32_t* out_greatest);
+/* fj_stream_create with a priority (cuStreamCreateWithPriority): work on a
+ * higher-priority stream's kernels is scheduled first when blocks of
+ * several streams wait. A priority outside fj_stream_priority_range is
+ * FJ_OUT_OF_RANGE naming the range (CUDA would clamp it silently).
+ * (since 1.3) */
+FJ_API fj_status* fj_stream_create_with_priority(fj_runtime* runtime,
+                                                 int32_t ordinal,
+                                                 int32_t priority,
+                                                 fj_stream** out_stream);
 /* Wraps a CUstream the caller owns (torch.cuda.current_stream().cuda_stream,
  * a CuPy stream's ptr) as an fj_stream of device `device`: launches, copies
  * (fj_memcpy*, fj_memset_d8, fj_copy, fj_prefetch) and
@@ -520,6 +552,14 @@ FJ_API fj_status* fj_module_image(const fj_module* module,
 /* Destroys a module; its kernels become invalid. NULL is accepted.
  * (since 1.0) */
 FJ_API fj_status* fj_module_destroy(fj_module* module);
+/* NVRTC's log of the build that made the module, warnings included,
+ * NUL-terminated and valid while the module lives ("" when NVRTC printed
+ * nothing, and for fj_module_load images). The log is stored with the
+ * cache entry, so a memory, disk or remote hit returns the log of the
+ * compile that made the entry. out_size (may be NULL) receives its length.
+ * (since 1.3) */
+FJ_API fj_status* fj_module_build_log(const fj_module* module,
+                                      const char** out_log, size_t* out_size);
 
 /* ------------------------------------------------------------------------ */
 /* Builds: CUDA's headers (since 1.1)                                       */
@@ -808,9 +848,19 @@ typedef enum fj_arg_kind {
   FJ_ARG_F64 = 12,
   FJ_ARG_POINTER = 13, /* device address in v.pointer */
   FJ_ARG_BYTES = 14,   /* a struct by value: v.bytes, `size` bytes */
-  FJ_ARG_TENSOR = 15   /* v.tensor */
+  FJ_ARG_TENSOR = 15,  /* v.tensor */
+  /* (since 1.3) A cuFloatComplex (float2, 8 bytes, aligned to 8) held in v
+   * itself: the real part in bytes 0-3 of v, the imaginary in bytes 4-7
+   * (memcpy a float[2] or a cuFloatComplex into &arg.v). Passed to a
+   * parameter of 8 bytes that is not an integer, float or pointer:
+   * cuFloatComplex, float2, cuda::std::complex<float>. */
+  FJ_ARG_C64 = 16,
+  /* (since 1.3) A cuDoubleComplex (double2, 16 bytes, aligned to 16): v.bytes
+   * points to two doubles, real then imaginary (any alignment), read
+   * during the launch call. Passed to a 16-byte by-value parameter. */
+  FJ_ARG_C128 = 17
 } fj_arg_kind;
-#define FJ_ARG_KIND_LAST FJ_ARG_TENSOR
+#define FJ_ARG_KIND_LAST FJ_ARG_C128
 
 /* One kernel argument. An array of these is read with the stride
  * args[0].struct_size; every element must carry the same struct_size.
@@ -839,6 +889,27 @@ typedef struct fj_arg {
   } v;
 } fj_arg;
 
+/* Bits of fj_launch_config.flags (since 1.3). */
+typedef enum fj_launch_flags {
+  /* A cooperative launch (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): every block is
+   * resident at once, so the kernel may call cooperative_groups'
+   * this_grid().sync() (<cooperative_groups.h> builds under NVRTC; no -rdc
+   * needed). A grid of more blocks than the device holds co-resident
+   * (fj_kernel_occupancy's blocks per SM for this block and dynamic shared
+   * memory, times the SMs) is FJ_OUT_OF_RANGE naming both numbers; a device
+   * without cooperative launches is FJ_FAILED_PRECONDITION. */
+  FJ_LAUNCH_COOPERATIVE = 1u << 0,
+  /* Programmatic dependent launch
+   * (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): this kernel
+   * may start before the previous kernel on the stream has finished, once
+   * every block of that one has executed `griddepcontrol.launch_dependents`
+   * (cudaTriggerProgrammaticLaunchCompletion) or exited; it must execute
+   * `griddepcontrol.wait` (cudaGridDependencySynchronize) before it reads
+   * what the previous kernel writes. sm_90 and newer; an older device is
+   * FJ_FAILED_PRECONDITION. */
+  FJ_LAUNCH_PROGRAMMATIC_DEPENDENT = 1u << 1
+} fj_launch_flags;
+
 /* Grid, block, shared memory, cluster and stream of a launch (since 1.0). */
 typedef struct fj_launch_config {
   size_t struct_size;
@@ -848,6 +919,19 @@ typedef struct fj_launch_config {
   uint32_t shared_bytes; /* dynamic shared memory; above 48 KiB is opted in */
   uint32_t cluster[3];   /* all 0 = no cluster */
   fj_stream* stream;     /* NULL = the device's legacy default stream */
+  /* Since 1.3 (a 1.0-1.2 caller's shorter struct_size reads as 0: no flag,
+   * no window). */
+  uint32_t flags; /* fj_launch_flags; an unknown bit is FJ_INVALID_ARGUMENT */
+  /* An L2 access-policy window (CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW):
+   * the fraction l2_hit_ratio, in (0, 1], of the lines of
+   * [l2_window_base, l2_window_base + l2_window_bytes) this kernel touches
+   * is kept in the persisting part of L2 (fj_device_set_persisting_l2), the
+   * rest streams. l2_window_bytes 0 = no window. More than
+   * fj_device_info.max_access_policy_window_bytes is FJ_OUT_OF_RANGE; a
+   * device before sm_80 is FJ_FAILED_PRECONDITION. */
+  float l2_hit_ratio;
+  uint64_t l2_window_base;
+  uint64_t l2_window_bytes;
 } fj_launch_config;
 
 /* Launches `kernel` asynchronously. Arguments are checked against the
@@ -855,7 +939,10 @@ typedef struct fj_launch_config {
  * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type, or a
  * CUDA vector type such as float4, whose element size must then match the
  * tensor's) and the configuration against the device's limits before the
- * driver is called. (since 1.0) */
+ * driver is called. Since 1.3 the same call makes cooperative,
+ * programmatic dependent and L2-window launches (fj_launch_config.flags and
+ * l2_window_*; see fj_launch_flags) and takes complex scalars
+ * (FJ_ARG_C64, FJ_ARG_C128). (since 1.0) */
 FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
                             const fj_arg* args, size_t num_args);
 
@@ -870,11 +957,105 @@ typedef struct fj_kernel_info {
   int32_t static_shared_bytes;
   int32_t num_regs;
   int32_t uses_thunk; /* 1 if launches go through a JIT-built host thunk */
+  /* Since 1.3 (cuFuncGetAttribute; a shorter struct_size does not receive
+   * them; all 0 once a kernel fault poisoned the device): */
+  int32_t const_bytes;              /* user __constant__ memory */
+  int32_t local_bytes;              /* local memory per thread */
+  int32_t max_dynamic_shared_bytes; /* the current limit (see below) */
+  int32_t ptx_version;              /* major * 10 + minor, e.g. 90 */
+  int32_t binary_version;           /* the SASS's, e.g. 90 */
+  int32_t cache_mode_ca;            /* 1 if built with -Xptxas -dlcm=ca */
+  int32_t preferred_carveout;       /* percent of shared memory; -1 default */
 } fj_kernel_info;
 
 /* The kernel's parameters and resources on its device (since 1.0). */
 FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
                                      fj_kernel_info* out_info);
+
+/* ------------------------------------------------------------------------ */
+/* Kernel attributes and occupancy (since 1.3)                              */
+
+/* What fj_kernel_set_attribute sets (cuFuncSetAttribute) (since 1.3). */
+typedef enum fj_kernel_attr {
+  /* The most dynamic shared memory a launch may ask for, in [0, the
+   * device's opt-in limit minus the kernel's static shared memory]. A
+   * launch that asks for more raises it again (as every launch above
+   * 48 KiB does). */
+  FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES = 0,
+  /* The preferred split of the SM's unified L1 / shared memory, as a
+   * percentage of the most shared memory: 0-100, or -1 for the driver's
+   * default. A hint the driver rounds to a supported split. */
+  FJ_KERNEL_ATTR_PREFERRED_CARVEOUT = 1
+} fj_kernel_attr;
+#define FJ_KERNEL_ATTR_LAST FJ_KERNEL_ATTR_PREFERRED_CARVEOUT
+
+/* Sets `attr` of the kernel on its device. A value out of its range is
+ * FJ_OUT_OF_RANGE naming the range. (since 1.3) */
+FJ_API fj_status* fj_kernel_set_attribute(fj_kernel* kernel,
+                                          fj_kernel_attr attr, int32_t value);
+
+/* How many blocks of `block_threads` threads using `dynamic_shared_bytes`
+ * of dynamic shared memory one SM of the kernel's device holds at once
+ * (cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags); times
+ * fj_device_info.sm_count, the largest grid a cooperative launch may have.
+ * 0 when such a block cannot run at all. block_threads 0 or above the
+ * kernel's limit is FJ_OUT_OF_RANGE. (since 1.3) */
+FJ_API fj_status* fj_kernel_occupancy(const fj_kernel* kernel,
+                                      uint32_t block_threads,
+                                      uint32_t dynamic_shared_bytes,
+                                      int32_t* out_blocks_per_sm);
+
+/* The block size that gives the kernel the most occupancy with a fixed
+ * `dynamic_shared_bytes` per block (cuOccupancyMaxPotentialBlockSize), and
+ * the smallest grid that reaches it on the whole device. out_min_grid may
+ * be NULL. (since 1.3) */
+FJ_API fj_status* fj_kernel_suggest_block(const fj_kernel* kernel,
+                                          uint32_t dynamic_shared_bytes,
+                                          int32_t* out_block_threads,
+                                          int32_t* out_min_grid);
+
+/* ------------------------------------------------------------------------ */
+/* Module globals (since 1.3)                                               */
+
+/* A module's `__device__` or `__constant__` variable on one device
+ * (since 1.3). */
+typedef struct fj_global_info {
+  size_t struct_size;
+  const void* ext;
+  uint64_t address; /* device address, valid while the module lives */
+  uint64_t bytes;   /* the variable's size */
+  char lowered_name[512];
+} fj_global_info;
+
+/* Looks up the global `name` of `module` on `device`, loading the module
+ * there if needed (cuModuleGetGlobal). `name` is one of the build's name
+ * expressions (fj_build_options.name_expressions: "table<float>",
+ * "ns::counter"; NVRTC lowers each at build time, and one that names a
+ * variable, not a kernel, becomes a global), or the variable's symbol as it
+ * is in the image: an unmangled name for a variable at namespace scope
+ * ("counter"). An unknown name is FJ_NOT_FOUND. The address may be passed
+ * to kernels (FJ_ARG_POINTER) of the same module on that device.
+ * (since 1.3) */
+FJ_API fj_status* fj_module_get_global(fj_module* module, fj_str name,
+                                       int32_t device,
+                                       fj_global_info* out_info);
+
+/* Writes `bytes` from host `src` into the global `name` (as for
+ * fj_module_get_global) on `device`, starting `offset` bytes into it; reads
+ * likewise into host `dst`. Ordered on `stream` (which must be of
+ * `device`), where host memory must stay live until the stream has passed
+ * the copy; with a NULL stream the copy is complete on return. So a
+ * `__constant__` table can be rewritten between two launches on one stream
+ * and each launch sees its own table. A range past the variable's end is
+ * FJ_OUT_OF_RANGE. (since 1.3) */
+FJ_API fj_status* fj_module_global_write(fj_module* module, fj_str name,
+                                         int32_t device, uint64_t offset,
+                                         const void* src, uint64_t bytes,
+                                         fj_stream* stream);
+FJ_API fj_status* fj_module_global_read(fj_module* module, fj_str name,
+                                        int32_t device, uint64_t offset,
+                                        void* dst, uint64_t bytes,
+                                        fj_stream* stream);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor copies, L2 prefetch and peer access (since 1.1)                   */

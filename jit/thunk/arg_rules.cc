@@ -24,7 +24,7 @@ uint32_t ScalarKindsOfSize(uint32_t size) {
       return Bit(FJ_ARG_I32) | Bit(FJ_ARG_U32) | Bit(FJ_ARG_F32);
     case 8:
       return Bit(FJ_ARG_I64) | Bit(FJ_ARG_U64) | Bit(FJ_ARG_F64) |
-             Bit(FJ_ARG_POINTER);
+             Bit(FJ_ARG_POINTER) | Bit(FJ_ARG_C64);
   }
   return 0;
 }
@@ -68,11 +68,15 @@ AcceptedArgs AcceptedArgsFor(const ParamSpec& spec) {
       a.tensor = spec.size == sizeof(fj::tensor_param);
       break;
     case ParamKind::kStruct:
+      // A complex value is a by-value struct of 8 (float2) or 16 bytes.
+      a.scalar_kinds = spec.size == 8 ? Bit(FJ_ARG_C64) : 0;
+      a.c128 = spec.size == 16;
       a.bytes = spec.size > 0;
       break;
     case ParamKind::kUnknown:
     default:
       a.scalar_kinds = ScalarKindsOfSize(spec.size);
+      a.c128 = spec.size == 16;
       a.bytes = spec.size > 0;
       a.tensor = spec.size == sizeof(fj::tensor_param);
       break;
@@ -98,6 +102,7 @@ uint32_t ScalarKindBytes(int kind) {
     case FJ_ARG_U64:
     case FJ_ARG_F64:
     case FJ_ARG_POINTER:
+    case FJ_ARG_C64:
       return 8;
   }
   return 0;
@@ -108,7 +113,9 @@ std::string ArgKindName(int kind) {
       nullptr,      "FJ_ARG_I8",      "FJ_ARG_I16",   "FJ_ARG_I32",
       "FJ_ARG_I64", "FJ_ARG_U8",      "FJ_ARG_U16",   "FJ_ARG_U32",
       "FJ_ARG_U64", "FJ_ARG_F16",     "FJ_ARG_BF16",  "FJ_ARG_F32",
-      "FJ_ARG_F64", "FJ_ARG_POINTER", "FJ_ARG_BYTES", "FJ_ARG_TENSOR"};
+      "FJ_ARG_F64", "FJ_ARG_POINTER", "FJ_ARG_BYTES", "FJ_ARG_TENSOR",
+      "FJ_ARG_C64", "FJ_ARG_C128"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == FJ_ARG_KIND_LAST + 1);
   if (kind >= 1 && kind <= FJ_ARG_KIND_LAST) return kNames[kind];
   return absl::StrCat("kind ", kind);
 }

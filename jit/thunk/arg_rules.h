@@ -13,10 +13,13 @@
 //   kBFloat              FJ_ARG_BF16
 //   kPointer             FJ_ARG_POINTER
 //   kTensor              FJ_ARG_TENSOR (the parameter is 320 bytes)
-//   kStruct              FJ_ARG_BYTES of exactly that size
-//   kUnknown             any scalar kind of that size (pointers included),
-//                        FJ_ARG_BYTES of that size, and FJ_ARG_TENSOR when
-//                        the parameter is 320 bytes
+//   kStruct              FJ_ARG_BYTES of exactly that size; FJ_ARG_C64
+//                        (8 bytes, in fj_arg.v) and FJ_ARG_C128 (16 bytes
+//                        at fj_arg.v.bytes) when it has their size
+//   kUnknown             any scalar kind of that size (pointers and C64
+//                        included), FJ_ARG_C128 at 16 bytes, FJ_ARG_BYTES of
+//                        that size, and FJ_ARG_TENSOR when the parameter is
+//                        320 bytes
 #ifndef FLEETJIT_JIT_THUNK_ARG_RULES_H_
 #define FLEETJIT_JIT_THUNK_ARG_RULES_H_
 
@@ -36,13 +39,14 @@ inline constexpr uint32_t kMaxParamBytes = 32 * 1024;
 struct AcceptedArgs {
   uint32_t scalar_kinds = 0;  // bit k set: fj_arg_kind k, value in fj_arg.v
   bool bytes = false;         // FJ_ARG_BYTES, fj_arg.size == spec.size
+  bool c128 = false;          // FJ_ARG_C128: 16 bytes at fj_arg.v.bytes
   bool tensor = false;        // FJ_ARG_TENSOR
 };
 
 AcceptedArgs AcceptedArgsFor(const ParamSpec& spec);
 
-// The value size of a scalar fj_arg_kind (1, 2, 4 or 8); 0 for BYTES,
-// TENSOR and unknown kinds.
+// The value size of a scalar fj_arg_kind (1, 2, 4 or 8; C64 is 8); 0 for
+// BYTES, TENSOR, C128 and unknown kinds.
 uint32_t ScalarKindBytes(int kind);
 // "FJ_ARG_I32"; "kind N" when out of range.
 std::string ArgKindName(int kind);

@@ -192,6 +192,24 @@ class ThunkModuleBuilder {
       b_.SetInsertPoint(after);
       either(bytes_ok);
     }
+    // A cuDoubleComplex: 16 bytes at v.bytes, which must be set.
+    if (accepted.c128) {
+      llvm::Value* src =
+          LoadAt(i8p_, p, offsetof(fj_arg, v), absl::StrCat("c128_src", i));
+      llvm::Value* c128_ok =
+          b_.CreateAnd(b_.CreateICmpEQ(kind, b_.getInt32(FJ_ARG_C128)),
+                       b_.CreateIsNotNull(src));
+      auto* copy =
+          llvm::BasicBlock::Create(ctx_, absl::StrCat("c128_", i), fn_);
+      auto* after =
+          llvm::BasicBlock::Create(ctx_, absl::StrCat("c128_done", i), fn_);
+      b_.CreateCondBr(b_.CreateAnd(c128_ok, size_ok), copy, after);
+      b_.SetInsertPoint(copy);
+      CopyBytes(src, spec.offset, 16);
+      b_.CreateBr(after);
+      b_.SetInsertPoint(after);
+      either(c128_ok);
+    }
     // Tensor: the encoder validates, reuses or encodes, and writes 320 bytes.
     if (accepted.tensor) {
       llvm::Value* is_tensor =

@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
     CUdevice_attribute attribute;
     int* out;
   };
-  int cluster = 0;
+  int cluster = 0, cooperative = 0;
   const AttributeSlot slots[] = {
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &f.cc_major},
       {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &f.cc_minor},
@@ -53,6 +53,11 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
       {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, &f.max_grid_dim[1]},
       {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, &f.max_grid_dim[2]},
       {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, &cluster},
+      {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, &cooperative},
+      {CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE,
+       &f.max_persisting_l2_bytes},
+      {CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE,
+       &f.max_access_policy_window_bytes},
   };
   for (const AttributeSlot& slot : slots) {
     FJ_RETURN_IF_ERROR(
@@ -62,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
                      " of device ", ordinal));
   }
   f.cluster_launch = cluster != 0;
+  f.cooperative_launch = cooperative != 0;
   return device;
 }
 

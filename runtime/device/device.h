@@ -35,6 +35,12 @@ struct DeviceFacts {
   int max_block_dim[3] = {0, 0, 0};
   int max_grid_dim[3] = {0, 0, 0};
   bool cluster_launch = false;
+  // Since ABI 1.3: cooperative launches (grid.sync()), the persisting L2
+  // set-aside's maximum and the largest L2 access-policy window (0 before
+  // sm_80).
+  bool cooperative_launch = false;
+  int max_persisting_l2_bytes = 0;
+  int max_access_policy_window_bytes = 0;
   int arch() const { return cc_major * 10 + cc_minor; }
 };
 

@@ -17,6 +17,45 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Create(Runtime* owner,
   return stream;
 }
 
+absl::StatusOr<std::pair<int, int>> Stream::PriorityRange(const DriverApi& api,
+                                                          Device& device) {
+  if (api.cuCtxGetStreamPriorityRange == nullptr) {
+    return absl::UnavailableError(
+        "this CUDA driver lacks cuCtxGetStreamPriorityRange");
+  }
+  FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
+  int least = 0, greatest = 0;
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api, api.cuCtxGetStreamPriorityRange(&least, &greatest),
+              "cuCtxGetStreamPriorityRange"),
+      absl::StrCat("reading the stream priorities of device ",
+                   device.facts().ordinal));
+  return std::make_pair(least, greatest);
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> Stream::CreateWithPriority(
+    Runtime* owner, const DriverApi& api, Device& device, int priority) {
+  FJ_ASSIGN_OR_RETURN(auto range, PriorityRange(api, device));
+  // Lower numbers are higher priorities: greatest <= priority <= least.
+  if (priority > range.first || priority < range.second) {
+    return absl::OutOfRangeError(
+        absl::StrCat("stream priority ", priority, " is outside device ",
+                     device.facts().ordinal, "'s range ", range.second,
+                     " (greatest) to ", range.first, " (least, the default)"));
+  }
+  if (api.cuStreamCreateWithPriority == nullptr) {
+    return absl::UnavailableError(
+        "this CUDA driver lacks cuStreamCreateWithPriority");
+  }
+  std::unique_ptr<Stream> stream(new Stream(owner, api, device));
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api,
+              api.cuStreamCreateWithPriority(&stream->stream_,
+                                             CU_STREAM_NON_BLOCKING, priority),
+              "cuStreamCreateWithPriority"));
+  return stream;
+}
+
 absl::StatusOr<std::unique_ptr<Stream>> Stream::Wrap(Runtime* owner,
                                                      const DriverApi& api,
                                                      Device& device,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "platform/driver_api.h"
@@ -25,6 +26,12 @@ class Stream {
   static absl::StatusOr<std::unique_ptr<Stream>> Create(Runtime* owner,
                                                         const DriverApi& api,
                                                         Device& device);
+  // The device's stream priorities: (least, greatest), e.g. (0, -5).
+  static absl::StatusOr<std::pair<int, int>> PriorityRange(const DriverApi& api,
+                                                           Device& device);
+  // Create with a priority in PriorityRange (else OUT_OF_RANGE naming it).
+  static absl::StatusOr<std::unique_ptr<Stream>> CreateWithPriority(
+      Runtime* owner, const DriverApi& api, Device& device, int priority);
   // Borrows the caller's `cu_stream` on `device`: 0 and CU_STREAM_LEGACY
   // (the legacy default stream, kept as CU_STREAM_LEGACY so copies stay
   // asynchronous), CU_STREAM_PER_THREAD, or a stream the driver places in

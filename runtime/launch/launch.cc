@@ -121,6 +121,56 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
         cfg.shared_bytes, " dynamic) exceeds the opt-in limit ",
         f.shared_per_block_optin, " of ", DeviceLabel(f)));
   }
+  constexpr uint32_t kKnownFlags =
+      FJ_LAUNCH_COOPERATIVE | FJ_LAUNCH_PROGRAMMATIC_DEPENDENT;
+  if ((cfg.flags & ~kKnownFlags) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config->flags has unknown bits 0x",
+        absl::Hex(cfg.flags & ~kKnownFlags), " (fj_launch_flags)"));
+  }
+  s.cooperative = (cfg.flags & FJ_LAUNCH_COOPERATIVE) != 0;
+  if (s.cooperative && !f.cooperative_launch) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(DeviceLabel(f),
+                     " cannot launch cooperative kernels "
+                     "(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH is 0)"));
+  }
+  s.programmatic = (cfg.flags & FJ_LAUNCH_PROGRAMMATIC_DEPENDENT) != 0;
+  if (s.programmatic && f.cc_major < 9) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(DeviceLabel(f),
+                     " has no programmatic dependent launch (sm_90 and newer "
+                     "have it): clear FJ_LAUNCH_PROGRAMMATIC_DEPENDENT"));
+  }
+  if (cfg.l2_window_bytes != 0) {
+    if (f.cc_major < 8 || f.max_access_policy_window_bytes <= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          DeviceLabel(f),
+          " has no L2 access-policy window (sm_80 and newer have it): set "
+          "l2_window_bytes to 0"));
+    }
+    if (cfg.l2_window_bytes >
+        static_cast<uint64_t>(f.max_access_policy_window_bytes)) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "l2_window_bytes = ", cfg.l2_window_bytes,
+          " exceeds the largest "
+          "access-policy window of ",
+          DeviceLabel(f), ", ", f.max_access_policy_window_bytes, " bytes"));
+    }
+    if (!(cfg.l2_hit_ratio > 0.0f && cfg.l2_hit_ratio <= 1.0f)) {
+      return absl::OutOfRangeError(
+          absl::StrCat("l2_hit_ratio = ", cfg.l2_hit_ratio,
+                       " is not in (0, 1] (the window's share that persists)"));
+    }
+    if (cfg.l2_window_base == 0) {
+      return absl::InvalidArgumentError(
+          "l2_window_base is 0 but l2_window_bytes is not");
+    }
+    s.has_window = true;
+    s.l2_hit_ratio = cfg.l2_hit_ratio;
+    s.l2_window_base = cfg.l2_window_base;
+    s.l2_window_bytes = cfg.l2_window_bytes;
+  }
   s.has_cluster =
       cfg.cluster[0] != 0 || cfg.cluster[1] != 0 || cfg.cluster[2] != 0;
   if (s.has_cluster) {
@@ -231,6 +281,16 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
       std::memcpy(dst, a->v.bytes, spec.size);
       continue;
     }
+    if (kind == FJ_ARG_C128 && accepted.c128) {
+      if (a->v.bytes == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument ", i,
+                         ": FJ_ARG_C128 with a NULL v.bytes (it points "
+                         "to two doubles, real then imaginary)"));
+      }
+      std::memcpy(dst, a->v.bytes, 16);
+      continue;
+    }
     if (kind == FJ_ARG_TENSOR && accepted.tensor) {
       if (encoder == nullptr) {
         return absl::InternalError(absl::StrCat(
@@ -241,7 +301,8 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
       if (!encoded.ok()) return encoded;
       continue;
     }
-    const uint32_t given = jit::ScalarKindBytes(kind);
+    const uint32_t given =
+        kind == FJ_ARG_C128 ? 16 : jit::ScalarKindBytes(kind);
     return absl::InvalidArgumentError(absl::StrCat(
         "argument ", i, ": the kernel expects ", jit::DescribeParam(spec),
         ", got ", jit::ArgKindName(kind),
@@ -336,14 +397,40 @@ __attribute__((noinline)) absl::Status PackAndLaunch(
   config.blockDimZ = shape.block[2];
   config.sharedMemBytes = shape.dynamic_shared;
   config.hStream = stream;
-  CUlaunchAttribute attribute = {};
+  CUlaunchAttribute attributes[4] = {};
+  unsigned num_attributes = 0;
   if (shape.has_cluster) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = shape.cluster[0];
-    attribute.value.clusterDim.y = shape.cluster[1];
-    attribute.value.clusterDim.z = shape.cluster[2];
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    CUlaunchAttribute& a = attributes[num_attributes++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = shape.cluster[0];
+    a.value.clusterDim.y = shape.cluster[1];
+    a.value.clusterDim.z = shape.cluster[2];
+  }
+  if (shape.cooperative) {
+    FJ_RETURN_IF_ERROR(CheckCooperativeGrid(k, shape),
+                       absl::StrCat("launching '", k.display_name, "'"));
+    CUlaunchAttribute& a = attributes[num_attributes++];
+    a.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    a.value.cooperative = 1;
+  }
+  if (shape.programmatic) {
+    CUlaunchAttribute& a = attributes[num_attributes++];
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (shape.has_window) {
+    CUlaunchAttribute& a = attributes[num_attributes++];
+    a.id = CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW;
+    a.value.accessPolicyWindow.base_ptr =
+        reinterpret_cast<void*>(static_cast<uintptr_t>(shape.l2_window_base));
+    a.value.accessPolicyWindow.num_bytes = shape.l2_window_bytes;
+    a.value.accessPolicyWindow.hitRatio = shape.l2_hit_ratio;
+    a.value.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
+    a.value.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_STREAMING;
+  }
+  if (num_attributes > 0) {
+    config.attrs = attributes;
+    config.numAttrs = num_attributes;
   }
   size_t param_bytes = k.entry->param_bytes;
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer,
@@ -396,6 +483,39 @@ absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
   }
   FJ_RETURN_IF_ERROR(Launch(k, cfg, stream, args, num_args, arg_stride));
   k.device->NoteLaunch(&k.display_name);
+  return absl::OkStatus();
+}
+
+absl::Status CheckCooperativeGrid(const LoadedKernel& k,
+                                  const LaunchShape& shape) {
+  const DriverApi& api = *k.api;
+  const DeviceFacts& f = k.device->facts();
+  if (api.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags == nullptr) {
+    return absl::UnavailableError(
+        "this CUDA driver lacks "
+        "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, which a "
+        "cooperative launch needs");
+  }
+  const uint64_t threads =
+      uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
+  int per_sm = 0;
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api,
+              api.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+                  &per_sm, k.function, static_cast<int>(threads),
+                  shape.dynamic_shared, CU_OCCUPANCY_DEFAULT),
+              "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
+  const uint64_t grid = uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
+  const uint64_t most = uint64_t(std::max(per_sm, 0)) * f.sm_count;
+  if (grid > most) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "a cooperative grid of ", shape.grid[0], "x", shape.grid[1], "x",
+        shape.grid[2], " = ", grid, " blocks exceeds the ", most,
+        " blocks that can be co-resident on ", DeviceLabel(f), " (", per_sm,
+        " per SM x ", f.sm_count, " SMs for blocks of ", threads,
+        " threads and ", shape.dynamic_shared,
+        " bytes of dynamic shared memory; fj_kernel_occupancy)"));
+  }
   return absl::OkStatus();
 }
 

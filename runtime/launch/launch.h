@@ -48,6 +48,12 @@ struct LaunchConfig {
   uint32_t block[3] = {0, 0, 0};
   uint32_t shared_bytes = 0;        // dynamic shared memory
   uint32_t cluster[3] = {0, 0, 0};  // all 0 = no cluster
+  // Since ABI 1.3: fj_launch_flags bits and the L2 access-policy window
+  // (bytes 0 = none).
+  uint32_t flags = 0;
+  float l2_hit_ratio = 0;
+  uint64_t l2_window_base = 0;
+  uint64_t l2_window_bytes = 0;
 };
 
 // A launch configuration after its checks: zero entries became 1.
@@ -58,12 +64,21 @@ struct LaunchShape {
   bool has_cluster = false;
   bool non_portable_cluster = false;  // more than 8 blocks per cluster
   uint32_t dynamic_shared = 0;
+  bool cooperative = false;   // CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+  bool programmatic = false;  // ..._PROGRAMMATIC_STREAM_SERIALIZATION
+  bool has_window = false;    // ..._ACCESS_POLICY_WINDOW
+  float l2_hit_ratio = 0;
+  uint64_t l2_window_base = 0;
+  uint64_t l2_window_bytes = 0;
 };
 
 // Checks `cfg` against the device's facts and the kernel's limits
 // (`kernel_max_threads` 0 = unknown). OUT_OF_RANGE for a value over a
-// limit, FAILED_PRECONDITION for clusters on a device without them. Pure:
-// needs no GPU.
+// limit, FAILED_PRECONDITION for clusters, cooperative launches,
+// programmatic dependent launches or L2 windows on a device without them,
+// INVALID_ARGUMENT for unknown flags. Pure: needs no GPU. (Whether a
+// cooperative grid fits the device is Launch's check: it needs the
+// driver's occupancy.)
 absl::Status CheckLaunchConfig(const DeviceFacts& facts, int kernel_max_threads,
                                int static_shared, const LaunchConfig& cfg,
                                LaunchShape* out);
@@ -103,6 +118,13 @@ absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
 absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
                            CUstream stream, const fj_arg* args, size_t num_args,
                            size_t arg_stride);
+
+// The co-resident limit of a cooperative launch: blocks of `shape`'s size
+// and dynamic shared memory per SM (cuOccupancy...WithFlags) times the
+// SMs. OUT_OF_RANGE naming both when the grid has more blocks. Needs `k`'s
+// context current.
+absl::Status CheckCooperativeGrid(const LoadedKernel& k,
+                                  const LaunchShape& shape);
 
 // OK for CUDA_SUCCESS. Otherwise the CheckCu status of `result`, prefixed
 // with `what` (e.g. "kernel 'saxpy.cu:k': cuStreamSynchronize"); for a

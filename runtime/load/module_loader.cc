@@ -12,6 +12,7 @@ namespace fleetjit {
 struct ModuleLoader::LoadedImage {
   CUmodule module = nullptr;
   Device* device = nullptr;
+  CUcontext context = nullptr;  // the device's primary context
   // The artifact the kernels' entries point into, kept alive with them
   // (the cache may since have replaced its artifact for the key).
   std::shared_ptr<const jit::Artifact> artifact;
@@ -105,6 +106,23 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(
         "' (it has: ", known.empty() ? "none" : known,
         "; templated kernels need a name expression at build time)"));
   }
+  FJ_ASSIGN_OR_RETURN(LoadedImage * image, ImageFor(module, ordinal));
+  Device* dev = image->device;
+  CUcontext ctx = image->context;
+  // Entries point into the image's artifact, which the image keeps alive
+  // (the same module as `module.artifact`, possibly another copy of it).
+  entry = image->artifact->FindKernel(name);
+  if (entry == nullptr) {
+    return absl::InternalError(
+        absl::StrCat("kernel '", name, "' of '", module.name,
+                     "' is missing from its loaded image"));
+  }
+  return AddKernel(module, *image, *entry, name, dev, ctx);
+}
+
+absl::StatusOr<ModuleLoader::LoadedImage*> ModuleLoader::ImageFor(
+    const ModuleRecord& module, int ordinal) {
+  const jit::Artifact& artifact = *module.artifact;
   FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(ordinal),
                       absl::StrCat("loading '", module.name, "'"));
   if (!jit::TargetRunsOn(artifact.target, dev->facts().arch())) {
@@ -123,6 +141,7 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(
       // Loaded before it enters the map: a failed load leaves no empty slot.
       auto loaded = std::make_unique<LoadedImage>();
       loaded->device = dev;
+      loaded->context = ctx;
       loaded->artifact = module.artifact;
       FJ_RETURN_IF_ERROR(
           CheckCu(
@@ -137,14 +156,50 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::Load(
     }
     image = it->second.get();
   }
-  // Entries point into the image's artifact, which the image keeps alive
-  // (the same module as `module.artifact`, possibly another copy of it).
-  entry = image->artifact->FindKernel(name);
-  if (entry == nullptr) {
-    return absl::InternalError(
-        absl::StrCat("kernel '", name, "' of '", module.name,
-                     "' is missing from its loaded image"));
+  return image;
+}
+
+absl::StatusOr<ModuleLoader::Global> ModuleLoader::LoadGlobal(
+    const ModuleRecord& module, absl::string_view name, int ordinal) {
+  if (driver_ != nullptr && driver_->cuModuleGetGlobal == nullptr) {
+    return absl::UnavailableError(
+        "this CUDA driver lacks cuModuleGetGlobal (module globals)");
   }
+  FJ_ASSIGN_OR_RETURN(LoadedImage * image, ImageFor(module, ordinal));
+  Global g;
+  g.symbol = image->artifact->GlobalSymbol(name);
+  g.device = image->device;
+  g.context = image->context;
+  size_t bytes = 0;
+  const CUresult r = driver_->cuModuleGetGlobal(
+      &g.address, &bytes, image->module, g.symbol.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND) {
+    std::string known;
+    for (const jit::GlobalEntry& e : image->artifact->globals) {
+      absl::StrAppend(&known, known.empty() ? "" : ", ", e.name);
+    }
+    return absl::NotFoundError(absl::StrCat(
+        "no global '", name, "' in module '", module.name, "'",
+        g.symbol != name ? absl::StrCat(" (symbol ", g.symbol, ")") : "",
+        "; its name expressions naming globals: ",
+        known.empty() ? "none" : known,
+        ". A variable in a namespace or a template needs a name expression "
+        "at build time"));
+  }
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*driver_, r, "cuModuleGetGlobal"),
+      absl::StrCat("looking up global '", name, "' of '", module.name, "'"));
+  g.bytes = bytes;
+  return g;
+}
+
+absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::AddKernel(
+    const ModuleRecord& module, LoadedImage& loaded_image,
+    const jit::KernelEntry& kernel_entry, absl::string_view name, Device* dev,
+    CUcontext ctx) {
+  const jit::Artifact& artifact = *module.artifact;
+  LoadedImage* image = &loaded_image;
+  const jit::KernelEntry* entry = &kernel_entry;
   LoadedKernel* out = nullptr;
   {
     absl::MutexLock lock(&image->mu);

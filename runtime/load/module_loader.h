@@ -50,6 +50,21 @@ class ModuleLoader {
   absl::StatusOr<Loaded> LoadKernel(const ModuleRecord& module,
                                     absl::string_view name, int ordinal);
 
+  // A module global (__device__ / __constant__ variable) on one device.
+  struct Global {
+    std::string symbol;  // the name in the image
+    CUdeviceptr address = 0;
+    uint64_t bytes = 0;
+    Device* device = nullptr;
+    CUcontext context = nullptr;
+  };
+  // The global `name` (a name expression of the build, else the symbol) of
+  // `module` on device `ordinal`, loading the image there if needed
+  // (cuModuleGetGlobal). NOT_FOUND naming the module's global name
+  // expressions when there is none. Leaves the device's context current.
+  absl::StatusOr<Global> LoadGlobal(const ModuleRecord& module,
+                                    absl::string_view name, int ordinal);
+
   // The kernels loaded from the images of `record_key` that pack by the
   // artifact's layout (not relaid): those a thunk of the artifact can serve.
   std::vector<LoadedKernel*> ThunkableKernels(const std::string& record_key);
@@ -88,6 +103,16 @@ class ModuleLoader {
   // The slow path of LoadKernel: loads what is missing.
   absl::StatusOr<Loaded> Load(const ModuleRecord& module,
                               absl::string_view name, int ordinal);
+  // The image of `module` on device `ordinal`, loaded once; makes the
+  // device's context current.
+  absl::StatusOr<LoadedImage*> ImageFor(const ModuleRecord& module,
+                                        int ordinal);
+  // Load's second half: the kernel `entry` of a loaded image, loaded once.
+  absl::StatusOr<Loaded> AddKernel(const ModuleRecord& module,
+                                   LoadedImage& image,
+                                   const jit::KernelEntry& entry,
+                                   absl::string_view name, Device* dev,
+                                   CUcontext ctx);
 
   const DriverApi* driver_;
   const DeviceList& devices_;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/runtime/cache/cache_test_util.h"
 
@@ -162,8 +163,9 @@ TEST(ArtifactTest, HugeKernelCountIsRejected) {
   Artifact a;
   a.image = "x";
   std::string bytes = SerializeArtifact(a);
-  // The kernel count sits right before the final (empty) thunk string.
-  const size_t count_offset = bytes.size() - 8 - 4;
+  // The kernel count sits right before the (empty) thunk string and the
+  // globals' count (version 2).
+  const size_t count_offset = bytes.size() - 4 - 8 - 4;
   uint32_t count = 0xfffffff0u;
   std::memcpy(bytes.data() + count_offset, &count, sizeof(count));
   absl::StatusOr<Artifact> b = DeserializeArtifact(bytes);
@@ -182,6 +184,55 @@ TEST(ArtifactTest, FindKernelByNameOrSymbol) {
   EXPECT_EQ(a.FindKernel("saxpy"), &a.kernels[1]);
   EXPECT_EQ(a.FindKernel("scale<double>"), nullptr);
   EXPECT_EQ(a.FindKernel(""), nullptr);
+}
+
+// Since ABI 1.3 the encoding is version 2: the globals' name expressions
+// follow the thunk object. A version-1 entry (written before) still loads,
+// with no globals, and keeps its log.
+TEST(ArtifactTest, GlobalsRoundTripAndVersionOneEntriesStillLoad) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  Rng rng(seed);
+  Artifact a = RandomArtifact(rng, 333);
+  a.log = absl::StrCat("warning #177-D: variable ", rng(), " unused");
+  a.globals = {{"&ns::table", "_ZN2ns5tableE"},
+               {absl::StrCat("&tvar<", rng() % 1000, ">"), "_Z4tvarIiE"}};
+  absl::StatusOr<Artifact> b = DeserializeArtifact(SerializeArtifact(a));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->globals.size(), 2u);
+  EXPECT_EQ(b->globals[1].name, a.globals[1].name);
+  EXPECT_EQ(b->globals[1].lowered_name, "_Z4tvarIiE");
+  EXPECT_EQ(b->log, a.log);
+
+  // Version 1: the same bytes without the globals' count, version field 1.
+  a.globals.clear();
+  std::string v1 = SerializeArtifact(a);
+  ASSERT_EQ(v1.substr(v1.size() - 4), std::string(4, '\0'));
+  v1.resize(v1.size() - 4);
+  v1[8] = 1;
+  absl::StatusOr<Artifact> old = DeserializeArtifact(v1);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(old->globals.empty());
+  EXPECT_EQ(old->log, a.log);
+  EXPECT_EQ(old->image, a.image);
+  // A version-1 entry with version 2's tail is malformed (trailing bytes).
+  std::string v1_with_tail = SerializeArtifact(a);
+  v1_with_tail[8] = 1;
+  EXPECT_FALSE(DeserializeArtifact(v1_with_tail).ok());
+  // A version from the future is refused.
+  std::string v3 = SerializeArtifact(a);
+  v3[8] = 3;
+  EXPECT_FALSE(DeserializeArtifact(v3).ok());
+}
+
+TEST(ArtifactTest, GlobalSymbolTakesEitherSpellingOfANameExpression) {
+  Artifact a;
+  a.globals = {{"&ns::table", "_ZN2ns5tableE"}, {"tvar<int>", "_Z4tvarIiE"}};
+  EXPECT_EQ(a.GlobalSymbol("&ns::table"), "_ZN2ns5tableE");
+  EXPECT_EQ(a.GlobalSymbol("ns::table"), "_ZN2ns5tableE");
+  EXPECT_EQ(a.GlobalSymbol("&tvar<int>"), "_Z4tvarIiE");
+  EXPECT_EQ(a.GlobalSymbol("counter"), "counter");
+  EXPECT_EQ(a.GlobalSymbol("&counter"), "counter");
 }
 
 }  // namespace

@@ -112,5 +112,48 @@ TEST_F(NvrtcBuildTest, TheCopyLayerHeaderIsAvailableWithoutIncludePaths) {
   ASSERT_TRUE(a.ok()) << a.status();
 }
 
+// Since ABI 1.3: a name expression that lowers to a variable, not an
+// .entry, is a global of the artifact (fj_module_get_global), and a build
+// keeps NVRTC's log of warnings.
+TEST_F(NvrtcBuildTest, NameExpressionsOfVariablesBecomeGlobals) {
+  BuildRequest r = Request("compute_90");
+  r.source = R"(
+namespace ns { __device__ int value[4]; }
+template <typename T> __device__ T tvar[3];
+__constant__ float table[8];
+template <typename T> __global__ void use(T* out) {
+  out[threadIdx.x] = table[threadIdx.x] + ns::value[0] + tvar<T>[1];
+}
+)";
+  r.name_expressions = {"use<double>", "&ns::value", "&tvar<double>"};
+  auto a = BuildModule(r);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NE(a->FindKernel("use<double>"), nullptr);
+  EXPECT_EQ(a->FindKernel("&ns::value"), nullptr);
+  ASSERT_EQ(a->globals.size(), 2u);
+  EXPECT_EQ(a->globals[0].name, "&ns::value");
+  EXPECT_EQ(a->globals[0].lowered_name, "_ZN2ns5valueE");
+  EXPECT_EQ(a->GlobalSymbol("tvar<double>"), a->globals[1].lowered_name);
+  for (const GlobalEntry& g : a->globals) {
+    EXPECT_NE(a->ptx.find(g.lowered_name), std::string::npos) << g.name;
+  }
+  // An unmangled variable needs no name expression: its symbol is its name.
+  EXPECT_NE(a->ptx.find(" table[32]"), std::string::npos);
+}
+
+TEST_F(NvrtcBuildTest, TheLogOfASuccessfulBuildKeepsItsWarnings) {
+  BuildRequest r = Request("sm_90");
+  r.source = R"(
+extern "C" __global__ void k(int* out) {
+  int never_used_variable;
+  out[0] = 1;
+}
+)";
+  auto a = BuildModule(r);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_NE(a->log.find("never_used_variable"), std::string::npos) << a->log;
+  EXPECT_NE(a->log.find("warning"), std::string::npos) << a->log;
+}
+
 }  // namespace
 }  // namespace fleetjit::jit

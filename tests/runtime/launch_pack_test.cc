@@ -143,6 +143,7 @@ class ArgFactory {
         if (ok.scalar_kinds & (1u << k)) kinds.push_back(k);
       }
       if (ok.bytes) kinds.push_back(FJ_ARG_BYTES);
+      if (ok.c128) kinds.push_back(FJ_ARG_C128);
       if (ok.tensor) kinds.push_back(FJ_ARG_TENSOR);
       ASSERT_FALSE(kinds.empty()) << "parameter " << i << " accepts nothing";
       const int kind = kinds[rng_() % kinds.size()];
@@ -151,7 +152,12 @@ class ArgFactory {
       a.size = static_cast<uint32_t>(rng_());  // ignored unless BYTES
       a.v.u64 = rng_();                        // bytes past the size are noise
       uint8_t* dst = expected.data() + spec.offset;
-      if (kind == FJ_ARG_BYTES) {
+      if (kind == FJ_ARG_C128) {
+        auto& blob = blobs_.emplace_back(16);
+        for (auto& b : blob) b = static_cast<uint8_t>(rng_());
+        a.v.bytes = blob.data();
+        std::memcpy(dst, blob.data(), 16);
+      } else if (kind == FJ_ARG_BYTES) {
         auto& blob = blobs_.emplace_back(spec.size);
         for (auto& b : blob) b = static_cast<uint8_t>(rng_());
         a.size = spec.size;
@@ -225,9 +231,10 @@ std::vector<Signature> Signatures(std::mt19937_64& rng) {
       {"empty", {}},
   };
   const Param pool[] = {
-      I(1),  I(2),          I(4),          I(8),          U(1),      U(2),
-      U(4),  U(8),          F(2),          F(4),          F(8),      BF16(),
-      Ptr(), Struct(12, 4), Struct(24, 8), Unknown(8, 8), Tensor(1), Tensor()};
+      I(1), I(2), I(4), I(8), U(1), U(2), U(4), U(8), F(2), F(4), F(8), BF16(),
+      Ptr(), Struct(12, 4), Struct(24, 8), Unknown(8, 8), Tensor(1), Tensor(),
+      // cuFloatComplex and cuDoubleComplex (FJ_ARG_C64 / C128, since 1.3).
+      Struct(8, 8), Struct(16, 16), Unknown(16, 16)};
   for (int variant = 0; variant < 3; ++variant) {
     Signature many{absl::StrCat("many_", variant), {}};
     for (int i = 0; i < 64; ++i)
@@ -632,6 +639,178 @@ TEST(LaunchConfig, AnUnloadedKernelIsAStatus) {
   LaunchConfig cfg = Config({1, 1, 1}, {1, 1, 1});
   absl::Status s = Launch(k, cfg, nullptr, nullptr, 0, 0);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+}
+
+// --- Since 1.3: complex scalars and the launch flags ------------------------
+
+// A cuFloatComplex and a cuDoubleComplex land at their aligned offsets (8
+// after a 4-byte int, 32 after another) as the two floats / doubles, on both
+// paths.
+TEST(LaunchPack, ComplexScalarsPackAsCuComplex) {
+  std::mt19937_64 rng = testing::SeededRng("ComplexScalarsPackAsCuComplex");
+  const DriverApi api = testing::FakeDriver();
+  const KernelEntry entry =
+      MakeEntry("cplx", {I(4), Struct(8, 8), I(4), Struct(16, 16), Ptr()});
+  ASSERT_EQ(entry.params[1].offset, 8u);
+  std::uniform_real_distribution<float> f(-1e3f, 1e3f);
+  std::uniform_real_distribution<double> d(-1e9, 1e9);
+  for (CopyImpl impl : kImpls) {
+    const LaunchThunk* thunk = ThunkFor(entry, impl);
+    ASSERT_NE(thunk, nullptr);
+    for (int round = 0; round < 20; ++round) {
+      const float c64[2] = {f(rng), f(rng)};
+      const double c128[2] = {d(rng), d(rng)};
+      const int32_t n = static_cast<int32_t>(rng());
+      ArgArray args(5, sizeof(fj_arg));
+      args.at(0).kind = FJ_ARG_I32;
+      args.at(0).v.i32 = n;
+      args.at(1).kind = FJ_ARG_C64;
+      std::memcpy(&args.at(1).v, c64, sizeof(c64));
+      args.at(2).kind = FJ_ARG_I32;
+      args.at(2).v.i32 = ~n;
+      args.at(3).kind = FJ_ARG_C128;
+      args.at(3).v.bytes = c128;
+      args.at(4).kind = FJ_ARG_POINTER;
+      args.at(4).v.pointer = rng();
+      std::vector<uint8_t> expected(entry.param_bytes, 0);
+      std::memcpy(expected.data() + 0, &n, 4);
+      std::memcpy(expected.data() + 8, c64, 8);
+      const int32_t not_n = ~n;
+      std::memcpy(expected.data() + 16, &not_n, 4);
+      std::memcpy(expected.data() + 32, c128, 16);
+      std::memcpy(expected.data() + 48, &args.at(4).v.pointer, 8);
+      ASSERT_EQ(entry.params[2].offset, 16u);
+      ASSERT_EQ(entry.params[3].offset, 32u);
+      Packed generic = Pack(entry, impl, nullptr, args, 5, 0xA5, api);
+      Packed thunked = Pack(entry, impl, thunk, args, 5, 0x5A, api);
+      ASSERT_TRUE(generic.status.ok()) << generic.status;
+      ASSERT_TRUE(thunked.status.ok()) << thunked.status;
+      EXPECT_EQ(generic.bytes, expected);
+      EXPECT_EQ(thunked.bytes, expected);
+    }
+  }
+}
+
+// C64 and C128 go only where their size fits a by-value parameter; a NULL
+// C128 pointer is refused; both paths say the same.
+TEST(LaunchPack, ComplexScalarsAreRefusedWhereTheyDoNotFit) {
+  const DriverApi api = testing::FakeDriver();
+  const double c128[2] = {1.5, -2.5};
+  struct Case {
+    std::vector<testing::Param> params;
+    int kind;
+    bool null_bytes;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{F(8)}, FJ_ARG_C64, false, "expects 8-byte float, got FJ_ARG_C64"},
+      {{Ptr()}, FJ_ARG_C64, false, "expects pointer, got FJ_ARG_C64"},
+      {{Struct(16, 16)}, FJ_ARG_C64, false, "got FJ_ARG_C64 (8 bytes)"},
+      {{Struct(8, 8)}, FJ_ARG_C128, false, "got FJ_ARG_C128 (16 bytes)"},
+      {{I(8)}, FJ_ARG_C128, false, "got FJ_ARG_C128"},
+      {{Struct(16, 16)}, FJ_ARG_C128, true, "FJ_ARG_C128 with a NULL v.bytes"},
+  };
+  for (const Case& c : cases) {
+    const KernelEntry entry = MakeEntry("k", c.params);
+    ArgArray args(1, sizeof(fj_arg));
+    args.at(0).kind = static_cast<fj_arg_kind>(c.kind);
+    args.at(0).v.bytes = c.null_bytes ? nullptr : c128;
+    if (c.kind == FJ_ARG_C64) args.at(0).v.u64 = 0x3f8000003f800000ull;
+    const LaunchThunk* thunk = ThunkFor(entry, CopyImpl::kSync);
+    Packed generic = Pack(entry, CopyImpl::kSync, nullptr, args, 1, 0, api);
+    Packed thunked = Pack(entry, CopyImpl::kSync, thunk, args, 1, 0, api);
+    EXPECT_EQ(generic.status.code(), absl::StatusCode::kInvalidArgument)
+        << c.message << ": " << generic.status;
+    EXPECT_TRUE(absl::StrContains(generic.status.message(), c.message))
+        << generic.status;
+    EXPECT_EQ(thunked.status, generic.status);
+  }
+  EXPECT_EQ(jit::ArgKindName(FJ_ARG_C64), "FJ_ARG_C64");
+  EXPECT_EQ(jit::ArgKindName(FJ_ARG_C128), "FJ_ARG_C128");
+  EXPECT_EQ(jit::ArgKindName(FJ_ARG_C128 + 1), "kind 18");
+}
+
+TEST(LaunchConfig, CooperativeProgrammaticAndWindowFlags) {
+  DeviceFacts hopper = H200Facts();
+  hopper.cooperative_launch = true;
+  hopper.max_access_policy_window_bytes = 128 << 20;
+  LaunchShape s;
+  LaunchConfig cfg = Config({4, 1, 1}, {32, 1, 1});
+  cfg.flags = FJ_LAUNCH_COOPERATIVE | FJ_LAUNCH_PROGRAMMATIC_DEPENDENT;
+  cfg.l2_window_base = 0x7f0000000000ull;
+  cfg.l2_window_bytes = 1 << 20;
+  cfg.l2_hit_ratio = 0.5f;
+  ASSERT_TRUE(CheckLaunchConfig(hopper, 0, 0, cfg, &s).ok());
+  EXPECT_TRUE(s.cooperative);
+  EXPECT_TRUE(s.programmatic);
+  EXPECT_TRUE(s.has_window);
+  EXPECT_EQ(s.l2_window_bytes, 1u << 20);
+  EXPECT_FLOAT_EQ(s.l2_hit_ratio, 0.5f);
+  // No flags, no window: none of the three attributes.
+  ASSERT_TRUE(
+      CheckLaunchConfig(hopper, 0, 0, Config({4, 1, 1}, {32, 1, 1}), &s).ok());
+  EXPECT_FALSE(s.cooperative || s.programmatic || s.has_window);
+}
+
+TEST(LaunchConfig, RefusesFlagsTheDeviceLacks) {
+  DeviceFacts hopper = H200Facts();
+  hopper.cooperative_launch = true;
+  hopper.max_access_policy_window_bytes = 128 << 20;
+  DeviceFacts ampere = hopper;
+  ampere.cc_major = 8;
+  DeviceFacts volta = hopper;
+  volta.cc_major = 7;
+  volta.max_access_policy_window_bytes = 0;
+  DeviceFacts no_coop = hopper;
+  no_coop.cooperative_launch = false;
+  auto with = [](uint32_t flags, uint64_t window = 0, float ratio = 1.0f,
+                 uint64_t base = 0x10000) {
+    LaunchConfig c = Config({1, 1, 1}, {32, 1, 1});
+    c.flags = flags;
+    c.l2_window_bytes = window;
+    c.l2_hit_ratio = ratio;
+    c.l2_window_base = base;
+    return c;
+  };
+  const absl::StatusCode pre = absl::StatusCode::kFailedPrecondition;
+  const absl::StatusCode range = absl::StatusCode::kOutOfRange;
+  struct Case {
+    const char* name;
+    DeviceFacts facts;
+    LaunchConfig cfg;
+    absl::StatusCode code;
+    const char* message;
+  } cases[] = {
+      {"unknown flag", hopper, with(1u << 7),
+       absl::StatusCode::kInvalidArgument, "unknown bits 0x80"},
+      {"PDL on sm_80", ampere, with(FJ_LAUNCH_PROGRAMMATIC_DEPENDENT), pre,
+       "no programmatic dependent launch"},
+      {"cooperative unsupported", no_coop, with(FJ_LAUNCH_COOPERATIVE), pre,
+       "cannot launch cooperative kernels"},
+      {"window on sm_70", volta, with(0, 4096), pre,
+       "no L2 access-policy window"},
+      {"window too large", hopper, with(0, (128u << 20) + 1), range,
+       "exceeds the largest access-policy window"},
+      {"hit ratio 0", hopper, with(0, 4096, 0.0f), range,
+       "l2_hit_ratio = 0 is not in (0, 1]"},
+      {"hit ratio above 1", hopper, with(0, 4096, 1.5f), range,
+       "is not in (0, 1]"},
+      {"window at 0", hopper, with(0, 4096, 1.0f, 0),
+       absl::StatusCode::kInvalidArgument, "l2_window_base is 0"},
+  };
+  for (const Case& c : cases) {
+    LaunchShape s;
+    absl::Status st = CheckLaunchConfig(c.facts, 0, 0, c.cfg, &s);
+    EXPECT_EQ(st.code(), c.code) << c.name << ": " << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), c.message))
+        << c.name << ": " << st;
+  }
+  // PDL and the window are fine on the devices that have them.
+  LaunchShape s;
+  EXPECT_TRUE(CheckLaunchConfig(ampere, 0, 0, with(0, 4096), &s).ok());
+  EXPECT_TRUE(CheckLaunchConfig(hopper, 0, 0,
+                                with(FJ_LAUNCH_PROGRAMMATIC_DEPENDENT), &s)
+                  .ok());
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ fleetjit.jax_ffi (jax.ffi.ffi_call).
 """
 
 from ._ffi import EXPECTED_MAJOR, EXPECTED_MINOR, library_path
-from .args import (Scalar, Tensor, bf16, f16, f32, f64, i8, i16, i32, i64, pointer, u8,
-                   u16, u32, u64)
+from .args import (Scalar, Tensor, bf16, c64, c128, f16, f32, f64, i8, i16, i32, i64,
+                   pointer, u8, u16, u32, u64)
 from .errors import (BuildError, CudaError, DeadlineExceededError, FailedPreconditionError,
                      FleetjitError, InternalError, InvalidArgumentError, NotFoundError,
                      OutOfRangeError, ResourceExhaustedError, UnavailableError)
@@ -34,11 +34,12 @@ from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, Kernel
                       Module, ModuleInfo, Runtime, Stream, check_version, copy_plan,
                       library_version, tensor_check)
 from .tensors import BorrowedTensor, borrow
+from . import globals as _globals  # 1.3: Module/Kernel/Runtime methods (globals.py)
 
 __version__ = "1.0.0"
 
 __all__ = [
-    "BorrowedTensor", "BuildError", "BuildFuture", "CudaError", "DeadlineExceededError",
+    "BorrowedTensor", "BuildError", "c64", "c128", "BuildFuture", "CudaError", "DeadlineExceededError",
     "FailedPreconditionError", "InternalError", "InvalidArgumentError", "NotFoundError",
     "OutOfRangeError", "ResourceExhaustedError", "UnavailableError", "CacheStats", "CopyPlan", "Device", "DeviceBuffer", "EXPECTED_MAJOR",
     "EXPECTED_MINOR", "FleetjitError", "Kernel", "KernelInfo", "Module", "ModuleInfo",

@@ -29,6 +29,7 @@ _KIND_NAMES = {
     "u8": _ffi.ARG_U8, "u16": _ffi.ARG_U16, "u32": _ffi.ARG_U32, "u64": _ffi.ARG_U64,
     "f16": _ffi.ARG_F16, "bf16": _ffi.ARG_BF16, "f32": _ffi.ARG_F32, "f64": _ffi.ARG_F64,
     "pointer": _ffi.ARG_POINTER,
+    "c64": 16, "c128": 17,  # FJ_ARG_C64 / C128 (since 1.3): cuFloatComplex, cuDoubleComplex
 }
 _RANGES = {
     "i8": (-2**7, 2**7 - 1), "i16": (-2**15, 2**15 - 1), "i32": (-2**31, 2**31 - 1),
@@ -58,6 +59,8 @@ class Scalar:
                 value = (bits >> 16) | 0x40  # NaN stays a (quiet) NaN
             else:  # round to nearest, ties to even
                 value = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+        elif kind in ("c64", "c128"):
+            value = complex(value)
         else:
             value = float(value)
         self.kind = kind
@@ -79,6 +82,7 @@ i8, i16, i32, i64 = (_maker(k) for k in ("i8", "i16", "i32", "i64"))
 u8, u16, u32, u64 = (_maker(k) for k in ("u8", "u16", "u32", "u64"))
 f16, bf16, f32, f64 = (_maker(k) for k in ("f16", "bf16", "f32", "f64"))
 pointer = _maker("pointer")
+c64, c128 = _maker("c64"), _maker("c128")
 
 
 class Tensor:
@@ -146,7 +150,7 @@ class Tensor:
 _NUMPY_KINDS = {
     "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "float32": "f32", "float64": "f64",
+    "float32": "f32", "float64": "f64", "complex64": "c64", "complex128": "c128",
 }
 _CTYPES_KINDS = {
     ctypes.c_int8: "i8", ctypes.c_int16: "i16", ctypes.c_int32: "i32", ctypes.c_int64: "i64",
@@ -186,14 +190,26 @@ def to_scalar(value):
                                 f"{value} does not fit int32: use i64(...) or u64(...)") from None
     if isinstance(value, float):
         return Scalar("f32", value)
+    if isinstance(value, complex):  # a double complex: c64(z) for cuFloatComplex
+        return Scalar("c128", value)
     for ctype, kind in _CTYPES_KINDS.items():
         if type(value) is ctype:
             return Scalar(kind, value.value or 0)
     return _numpy_scalar(value)
 
 
-def _fill_scalar(arg, s):
+def _fill_scalar(arg, s, keep=None):
     arg.kind = _KIND_NAMES[s.kind]
+    if s.kind in ("c64", "c128"):  # re, im: in v itself (c64) or at v.bytes (c128)
+        fmt = "<ff" if s.kind == "c64" else "<dd"
+        raw = struct.pack(fmt, s.value.real, s.value.imag)
+        if s.kind == "c64":
+            arg.v.u64 = struct.unpack("<Q", raw)[0]
+        else:
+            buf = ctypes.create_string_buffer(raw, 16)
+            keep.append(buf)
+            arg.v.bytes = ctypes.addressof(buf)
+        return
     field = {"f16": "u16", "bf16": "u16", "pointer": "pointer"}.get(s.kind, s.kind)
     setattr(arg.v, field, s.value)
 
@@ -319,4 +335,4 @@ def _fill(a, value, keep, stream, device_id, want=None, index=0):
         raise FleetjitError("INVALID_ARGUMENT",
                             f"cannot pass a {type(value).__name__} to a kernel (use a scalar, "
                             "i32()/f32()/..., a tensor-like object or fleetjit.Tensor)")
-    _fill_scalar(a, s)
+    _fill_scalar(a, s, keep)

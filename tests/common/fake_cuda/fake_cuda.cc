@@ -76,6 +76,9 @@ struct Module {
   std::map<std::string, std::unique_ptr<Function>, std::less<>> functions;
   bool is_ptx = false;
   std::string image;
+  // __device__ / __constant__ variables of a PTX image, by PTX name: their
+  // bytes, looked up by cuModuleGetGlobal, copied like device memory.
+  std::map<std::string, std::vector<char>, std::less<>> globals;
 };
 
 struct Stream {
@@ -152,9 +155,19 @@ const Allocation* FindRange(uintptr_t address, size_t bytes, uintptr_t* start) {
 // Device ranges must lie in an allocation; host pointers are the caller's.
 CUresult CheckDevice(CUdeviceptr p, size_t bytes) {
   if (bytes == 0) return CUDA_SUCCESS;
-  return FindRange(static_cast<uintptr_t>(p), bytes, nullptr) != nullptr
-             ? CUDA_SUCCESS
-             : CUDA_ERROR_INVALID_VALUE;
+  if (FindRange(static_cast<uintptr_t>(p), bytes, nullptr) != nullptr) {
+    return CUDA_SUCCESS;
+  }
+  // A module global's bytes count as device memory too.
+  for (Module* m : S().modules) {
+    for (auto& [name, bytes_of] : m->globals) {
+      const auto start = reinterpret_cast<uintptr_t>(bytes_of.data());
+      if (p >= start && p + bytes <= start + bytes_of.size()) {
+        return CUDA_SUCCESS;
+      }
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult RequireContext() {
@@ -311,7 +324,14 @@ CUresult fake_cuDeviceGetAttribute(int* out, CUdevice_attribute attribute,
       *out = 65535;
       break;
     case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
       *out = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
+      *out = 30 << 20;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE:
+      *out = 128 << 20;
       break;
     default:
       *out = 0;
@@ -591,6 +611,11 @@ CUresult fake_cuStreamCreate(CUstream* out, unsigned int) {
   return CUDA_SUCCESS;
 }
 
+CUresult fake_cuStreamCreateWithPriority(CUstream* out, unsigned int flags,
+                                         int) {
+  return fake_cuStreamCreate(out, flags);
+}
+
 CUresult fake_cuStreamDestroy(CUstream stream) {
   std::lock_guard<std::mutex> lock(S().mu);
   auto* s = reinterpret_cast<Stream*>(stream);
@@ -816,6 +841,118 @@ CUresult fake_cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
   std::lock_guard<std::mutex> lock(S().mu);
   if (LiveFunction(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   *clusters = 16;
+  return CUDA_SUCCESS;
+}
+
+// The bytes of a PTX `.global` / `.const` variable named `name`: a line
+// ".global .align 4 .b8 name[64];" or ".const .u32 name;" (the element's
+// width from its type, times the array count). 0 when there is none.
+size_t PtxGlobalBytes(const std::string& ptx, const std::string& name) {
+  size_t line_start = 0;
+  while (line_start < ptx.size()) {
+    size_t end = ptx.find('\n', line_start);
+    if (end == std::string::npos) end = ptx.size();
+    std::string line = ptx.substr(line_start, end - line_start);
+    line_start = end + 1;
+    if (line.find(".global") == std::string::npos &&
+        line.find(".const") == std::string::npos) {
+      continue;
+    }
+    size_t at = line.find(" " + name);
+    if (at == std::string::npos) continue;
+    const size_t after = at + 1 + name.size();
+    if (after >= line.size() ||
+        (line[after] != '[' && line[after] != ';' && line[after] != ' ')) {
+      continue;
+    }
+    size_t width = 4;
+    for (const char* t : {"8 ", "16 ", "32 ", "64 "}) {
+      for (const char* k : {".b", ".u", ".s", ".f"}) {
+        if (line.find(std::string(k) + t) != std::string::npos) {
+          width = static_cast<size_t>(std::atoi(t)) / 8;
+        }
+      }
+    }
+    size_t count = 1;
+    if (line[after] == '[')
+      count = std::strtoul(line.c_str() + after + 1, nullptr, 10);
+    return width * count;
+  }
+  return 0;
+}
+
+CUresult fake_cuModuleGetGlobal(CUdeviceptr* out, size_t* bytes,
+                                CUmodule module, const char* name) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* m = reinterpret_cast<Module*>(module);
+  if (S().modules.count(m) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (name == nullptr || !m->is_ptx) return CUDA_ERROR_NOT_FOUND;
+  auto it = m->globals.find(name);
+  if (it == m->globals.end()) {
+    const size_t size = PtxGlobalBytes(m->image, name);
+    if (size == 0) return CUDA_ERROR_NOT_FOUND;
+    it = m->globals.emplace(name, std::vector<char>(size, 0)).first;
+  }
+  if (out != nullptr) *out = reinterpret_cast<CUdeviceptr>(it->second.data());
+  if (bytes != nullptr) *bytes = it->second.size();
+  return CUDA_SUCCESS;
+}
+
+// Occupancy of an H100-like SM: 2048 threads, 32 blocks, 228 KiB of shared
+// memory (1 KiB reserved per block), whichever binds first.
+CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
+    int* blocks, CUfunction function, int block_size, size_t dynamic_shared,
+    unsigned int) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (LiveFunction(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (block_size <= 0 || block_size > 1024) return CUDA_ERROR_INVALID_VALUE;
+  int n = std::min(32, 2048 / block_size);
+  const size_t per_block = dynamic_shared + 1024;
+  n = std::min<int>(n, static_cast<int>((228u << 10) / per_block));
+  *blocks = n;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block,
+                                               CUfunction function,
+                                               CUoccupancyB2DSize,
+                                               size_t dynamic_shared,
+                                               int limit) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (LiveFunction(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  int b = limit > 0 ? std::min(limit, 1024) : 1024;
+  const int by_shared =
+      static_cast<int>((228u << 10) / (dynamic_shared + 1024));
+  *block = b;
+  *min_grid = 132 * std::max(1, std::min(2048 / b, by_shared));
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+
+size_t persisting_l2_limit[kMaxDevices] = {};
+
+CUresult fake_cuCtxSetLimit(CUlimit limit, size_t value) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  persisting_l2_limit[current_context->device] = value;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuCtxGetLimit(size_t* value, CUlimit limit) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (limit != CU_LIMIT_PERSISTING_L2_CACHE_SIZE)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  *value = persisting_l2_limit[current_context->device];
   return CUDA_SUCCESS;
 }
 

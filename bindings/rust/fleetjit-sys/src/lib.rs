@@ -26,7 +26,7 @@
 use core::ffi::{c_char, c_void};
 
 pub const FJ_VERSION_MAJOR: u32 = 1;
-pub const FJ_VERSION_MINOR: u32 = 2;
+pub const FJ_VERSION_MINOR: u32 = 3;
 
 // ----------------------------------------------------------------- strings
 #[repr(C)]
@@ -177,6 +177,10 @@ pub struct fj_device_info {
     pub cluster_launch: i32,
     pub driver_version: i32,
     pub plan: fj_copy_plan,
+    /// Since 1.3.
+    pub cooperative_launch: i32,
+    pub max_persisting_l2_bytes: i32,
+    pub max_access_policy_window_bytes: i32,
 }
 
 // ------------------------------------------------------- memory & streams
@@ -325,7 +329,11 @@ pub const FJ_ARG_F64: fj_arg_kind = 12;
 pub const FJ_ARG_POINTER: fj_arg_kind = 13;
 pub const FJ_ARG_BYTES: fj_arg_kind = 14;
 pub const FJ_ARG_TENSOR: fj_arg_kind = 15;
-pub const FJ_ARG_KIND_LAST: fj_arg_kind = FJ_ARG_TENSOR;
+/// Since 1.3: a cuFloatComplex in `v` (real in bytes 0-3, imaginary 4-7).
+pub const FJ_ARG_C64: fj_arg_kind = 16;
+/// Since 1.3: a cuDoubleComplex at `v.bytes` (two f64, real first).
+pub const FJ_ARG_C128: fj_arg_kind = 17;
+pub const FJ_ARG_KIND_LAST: fj_arg_kind = FJ_ARG_C128;
 
 /// The anonymous union `v` of `fj_arg`.
 #[repr(C)]
@@ -365,6 +373,11 @@ pub struct fj_launch_config {
     pub shared_bytes: u32,
     pub cluster: [u32; 3],
     pub stream: *mut fj_stream,
+    /// Since 1.3: `fj_launch_flags` and an L2 access-policy window.
+    pub flags: u32,
+    pub l2_hit_ratio: f32,
+    pub l2_window_base: u64,
+    pub l2_window_bytes: u64,
 }
 
 #[repr(C)]
@@ -379,6 +392,14 @@ pub struct fj_kernel_info {
     pub static_shared_bytes: i32,
     pub num_regs: i32,
     pub uses_thunk: i32,
+    /// Since 1.3 (cuFuncGetAttribute).
+    pub const_bytes: i32,
+    pub local_bytes: i32,
+    pub max_dynamic_shared_bytes: i32,
+    pub ptx_version: i32,
+    pub binary_version: i32,
+    pub cache_mode_ca: i32,
+    pub preferred_carveout: i32,
 }
 
 // ------------------------------------------------------------------- cache
@@ -667,4 +688,91 @@ extern "C" {
         out_stats: *mut fj_cache_stats,
     ) -> *mut fj_status;
     pub fn fj_cache_clear(runtime: *mut fj_runtime) -> *mut fj_status;
+}
+
+// --- module globals, kernel attributes, launch flags, priorities (1.3)
+pub type fj_launch_flags = u32;
+pub const FJ_LAUNCH_COOPERATIVE: fj_launch_flags = 1 << 0;
+pub const FJ_LAUNCH_PROGRAMMATIC_DEPENDENT: fj_launch_flags = 1 << 1;
+
+pub type fj_kernel_attr = u32;
+pub const FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES: fj_kernel_attr = 0;
+pub const FJ_KERNEL_ATTR_PREFERRED_CARVEOUT: fj_kernel_attr = 1;
+pub const FJ_KERNEL_ATTR_LAST: fj_kernel_attr = FJ_KERNEL_ATTR_PREFERRED_CARVEOUT;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_global_info {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub address: u64,
+    pub bytes: u64,
+    pub lowered_name: [c_char; 512],
+}
+
+extern "C" {
+    pub fn fj_module_build_log(
+        module: *const fj_module,
+        out_log: *mut *const c_char,
+        out_size: *mut usize,
+    ) -> *mut fj_status;
+    pub fn fj_module_get_global(
+        module: *mut fj_module,
+        name: fj_str,
+        device: i32,
+        out_info: *mut fj_global_info,
+    ) -> *mut fj_status;
+    pub fn fj_module_global_write(
+        module: *mut fj_module,
+        name: fj_str,
+        device: i32,
+        offset: u64,
+        src: *const c_void,
+        bytes: u64,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_module_global_read(
+        module: *mut fj_module,
+        name: fj_str,
+        device: i32,
+        offset: u64,
+        dst: *mut c_void,
+        bytes: u64,
+        stream: *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_kernel_set_attribute(
+        kernel: *mut fj_kernel,
+        attr: fj_kernel_attr,
+        value: i32,
+    ) -> *mut fj_status;
+    pub fn fj_kernel_occupancy(
+        kernel: *const fj_kernel,
+        block_threads: u32,
+        dynamic_shared_bytes: u32,
+        out_blocks_per_sm: *mut i32,
+    ) -> *mut fj_status;
+    pub fn fj_kernel_suggest_block(
+        kernel: *const fj_kernel,
+        dynamic_shared_bytes: u32,
+        out_block_threads: *mut i32,
+        out_min_grid: *mut i32,
+    ) -> *mut fj_status;
+    pub fn fj_stream_priority_range(
+        runtime: *mut fj_runtime,
+        ordinal: i32,
+        out_least: *mut i32,
+        out_greatest: *mut i32,
+    ) -> *mut fj_status;
+    pub fn fj_stream_create_with_priority(
+        runtime: *mut fj_runtime,
+        ordinal: i32,
+        priority: i32,
+        out_stream: *mut *mut fj_stream,
+    ) -> *mut fj_status;
+    pub fn fj_device_set_persisting_l2(
+        runtime: *mut fj_runtime,
+        ordinal: i32,
+        bytes: u64,
+        out_bytes: *mut u64,
+    ) -> *mut fj_status;
 }

@@ -1184,6 +1184,10 @@ pub enum Arg<'a> {
     /// rank, or one larger than the tensor under `FJ_OOB_PROMISE_IN_BOUNDS`,
     /// is an `INVALID_ARGUMENT` error from the launch, naming the order.
     Tensor(&'a sys::fj_tensor_arg),
+    /// Since 1.3: a `cuFloatComplex` by value, `[real, imaginary]`.
+    C64([f32; 2]),
+    /// Since 1.3: a `cuDoubleComplex` by value, `[real, imaginary]`.
+    C128(&'a [f64; 2]),
 }
 
 impl Arg<'_> {
@@ -1219,6 +1223,11 @@ impl Arg<'_> {
                 a.v.bytes = b.as_ptr() as *const c_void;
             }
             Arg::Tensor(t) => (a.kind, a.v.tensor) = (sys::FJ_ARG_TENSOR, t as *const _),
+            Arg::C64(z) => {
+                a.kind = sys::FJ_ARG_C64;
+                a.v.u64_ = u64::from(z[0].to_bits()) | (u64::from(z[1].to_bits()) << 32);
+            }
+            Arg::C128(z) => (a.kind, a.v.bytes) = (sys::FJ_ARG_C128, z.as_ptr() as *const c_void),
         }
         Ok(a)
     }
@@ -1449,3 +1458,6 @@ pub use more::{tensor_check, ImageKind, IncludeDir, LoadOptions, TensorCheck};
 // Since 1.1: tensor copies, L2 prefetch and peer access.
 mod copy;
 pub use copy::{CopyDesc, Oob, PrefetchDesc, PrefetchMode, Tensor};
+// --- module globals, kernel attributes, launch flags, priorities (1.3)
+mod module_abi13;
+pub use module_abi13::{GlobalInfo, KernelAttr, KernelAttributes, LaunchAttrs};

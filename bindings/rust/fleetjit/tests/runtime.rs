@@ -411,3 +411,54 @@ fn codes_convert_both_ways_and_keep_unknown_values() {
         assert_eq!(Code::Unknown(raw).name(), "UNKNOWN");
     }
 }
+
+// --- ABI 1.3 on a machine without a GPU: the build log and the device
+// entries' errors.
+#[test]
+fn build_log_keeps_warnings_and_device_entries_say_why() {
+    let rt = TestRuntime::new("abi13");
+    let salt = std::process::id();
+    let src = format!(
+        "__device__ int counter;\nextern \"C\" __global__ void k(int* o) {{\n  int unused_{salt};\n  counter = 1;\n}}\n"
+    );
+    let m = match rt.build(
+        &BuildOptions::new(src.clone())
+            .name("warn.cu")
+            .target("sm_90"),
+    ) {
+        Ok(m) => m,
+        Err(e) if e.code() == Code::Unavailable => {
+            println!("skipped: no NVRTC: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let log = m.build_log().expect("log");
+    assert!(
+        log.contains("warning") && log.contains(&format!("unused_{salt}")),
+        "{log}"
+    );
+    let again = rt
+        .build(&BuildOptions::new(src).name("warn.cu").target("sm_90"))
+        .unwrap();
+    assert_eq!(again.build_log().unwrap(), log);
+    if rt.device_count().unwrap() > 0 {
+        return;
+    }
+    assert_eq!(
+        m.global("counter", 0).unwrap_err().code(),
+        Code::Unavailable
+    );
+    assert_eq!(
+        rt.stream_priority_range(0).unwrap_err().code(),
+        Code::Unavailable
+    );
+    assert_eq!(
+        rt.create_stream_with_priority(0, 0).unwrap_err().code(),
+        Code::Unavailable
+    );
+    assert_eq!(
+        rt.set_persisting_l2(0, 1 << 20).unwrap_err().code(),
+        Code::Unavailable
+    );
+}

@@ -1,0 +1,266 @@
+"""ABI 1.3's module entries: globals, the build log, kernel attributes and
+occupancy, cooperative / dependent / L2-window launches, stream priorities
+and the persisting L2 set-aside (see <fleetjit/fleetjit.h>, "Module
+globals", "Kernel attributes and occupancy", fj_launch_flags).
+
+They are methods of the classes in fleetjit.runtime, attached here:
+
+    mod = rt.build(src, name_expressions=["&ns::table"])
+    mod.global_write("ns::table", np.arange(64, dtype=np.float32), stream=s)
+    g = mod.get_global("counter")             # GlobalInfo(address, bytes, ...)
+    log = mod.build_log                       # NVRTC's warnings, cache hits too
+    k = mod.kernel("grid_sum")
+    per_sm = k.occupancy(256)                  # blocks per SM
+    k.launch_ex(grid=per_sm * sms, block=256, args=[...], cooperative=True)
+    hi = rt.stream_with_priority(0, rt.stream_priority_range(0)[1])
+"""
+
+import ctypes
+from ctypes import (POINTER, Structure, c_char, c_float, c_int, c_int32, c_size_t,
+                    c_uint32, c_uint64, c_void_p)
+from dataclasses import dataclass
+
+from . import _ffi
+from . import args as _args
+from .errors import FleetjitError, check, lib
+from .runtime import Kernel, Module, Runtime, Stream, _dims
+
+MINOR = 3  # the header minor these entries came with
+
+LAUNCH_COOPERATIVE = 1 << 0
+LAUNCH_PROGRAMMATIC_DEPENDENT = 1 << 1
+KERNEL_ATTRS = {"max_dynamic_shared_bytes": 0, "preferred_carveout": 1}
+
+
+class fj_global_info(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p), ("address", c_uint64),
+                ("bytes", c_uint64), ("lowered_name", c_char * 512)]
+
+
+class fj_launch_config_13(Structure):
+    """fj_launch_config with its 1.3 tail (flags, the L2 window)."""
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("grid", c_uint32 * 3), ("block", c_uint32 * 3),
+                ("shared_bytes", c_uint32), ("cluster", c_uint32 * 3),
+                ("stream", c_void_p), ("flags", c_uint32), ("l2_hit_ratio", c_float),
+                ("l2_window_base", c_uint64), ("l2_window_bytes", c_uint64)]
+
+
+class fj_kernel_info_13(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("lowered_name", c_char * 512), ("num_params", c_int32),
+                ("param_bytes", c_uint32), ("max_threads_per_block", c_int32),
+                ("static_shared_bytes", c_int32), ("num_regs", c_int32),
+                ("uses_thunk", c_int32), ("const_bytes", c_int32),
+                ("local_bytes", c_int32), ("max_dynamic_shared_bytes", c_int32),
+                ("ptx_version", c_int32), ("binary_version", c_int32),
+                ("cache_mode_ca", c_int32), ("preferred_carveout", c_int32)]
+
+
+_S = ctypes.c_void_p  # fj_status*
+_H = ctypes.c_void_p  # any handle
+_PROTOTYPES = {
+    "fj_module_build_log": (_S, [_H, POINTER(ctypes.c_char_p), POINTER(c_size_t)]),
+    "fj_module_get_global": (_S, [_H, _ffi.fj_str, c_int32, POINTER(fj_global_info)]),
+    "fj_module_global_write": (_S, [_H, _ffi.fj_str, c_int32, c_uint64, c_void_p,
+                                    c_uint64, _H]),
+    "fj_module_global_read": (_S, [_H, _ffi.fj_str, c_int32, c_uint64, c_void_p,
+                                   c_uint64, _H]),
+    "fj_kernel_set_attribute": (_S, [_H, c_int, c_int32]),
+    "fj_kernel_occupancy": (_S, [_H, c_uint32, c_uint32, POINTER(c_int32)]),
+    "fj_kernel_suggest_block": (_S, [_H, c_uint32, POINTER(c_int32), POINTER(c_int32)]),
+    "fj_stream_priority_range": (_S, [_H, c_int32, POINTER(c_int32), POINTER(c_int32)]),
+    "fj_stream_create_with_priority": (_S, [_H, c_int32, c_int32, POINTER(_H)]),
+    "fj_device_set_persisting_l2": (_S, [_H, c_int32, c_uint64, POINTER(c_uint64)]),
+}
+
+
+def _fn(name):
+    """The library's `name` with its prototype, or a FAILED_PRECONDITION
+    error naming the 1.3 library it needs."""
+    library = lib()
+    fn = getattr(library, name, None)
+    if fn is None:
+        raise FleetjitError("FAILED_PRECONDITION",
+                            f"{_ffi.library_path()} lacks {name} (fleetjit 1.{MINOR} or later)")
+    restype, argtypes = _PROTOTYPES[name]
+    if fn.argtypes != argtypes:
+        fn.restype, fn.argtypes = restype, argtypes
+    return fn
+
+
+@dataclass(frozen=True)
+class GlobalInfo:
+    address: int
+    bytes: int
+    lowered_name: str
+
+
+@dataclass(frozen=True)
+class KernelAttributes:
+    const_bytes: int
+    local_bytes: int
+    max_dynamic_shared_bytes: int
+    ptx_version: int
+    binary_version: int
+    cache_mode_ca: bool
+    preferred_carveout: int
+
+
+def _stream_handle(module, stream, device):
+    if stream is None:
+        return None
+    handle, _ = module._runtime._resolve_stream(stream, device)
+    return handle
+
+
+# ------------------------------------------------------------------ Module
+
+def get_global(self, name: str, device: int = 0) -> GlobalInfo:
+    """The __device__ / __constant__ variable `name` (its symbol, or a name
+    expression of the build such as "&ns::table") on `device`."""
+    n = _ffi.StrArg(name)
+    out = fj_global_info()
+    out.struct_size = ctypes.sizeof(out)
+    check(_fn("fj_module_get_global")(self._live(), n.value, device, ctypes.byref(out)))
+    return GlobalInfo(out.address, out.bytes, out.lowered_name.decode())
+
+
+def global_write(self, name: str, data, offset: int = 0, device: int = 0, stream=None):
+    """Copies `data` (bytes-like or a NumPy array) into the global, `offset`
+    bytes in, ordered on `stream` (None: complete on return). The data is
+    kept alive by the returned object: hold it until the stream has passed
+    the copy."""
+    view = memoryview(data).cast("B")
+    buf = (ctypes.c_char * len(view)).from_buffer_copy(view)
+    n = _ffi.StrArg(name)
+    check(_fn("fj_module_global_write")(self._live(), n.value, device, offset,
+                                        ctypes.addressof(buf), len(view),
+                                        _stream_handle(self, stream, device)))
+    return buf
+
+
+def global_read(self, name: str, nbytes=None, offset: int = 0, device: int = 0,
+                stream=None) -> bytearray:
+    """`nbytes` (default: the rest of the variable) read from the global; with
+    a stream the bytes are valid once it is synchronised."""
+    if nbytes is None:
+        nbytes = self.get_global(name, device).bytes - offset
+    out = bytearray(max(int(nbytes), 0))
+    buf = (ctypes.c_char * len(out)).from_buffer(out) if out else None
+    n = _ffi.StrArg(name)
+    check(_fn("fj_module_global_read")(self._live(), n.value, device, offset,
+                                       ctypes.addressof(buf) if buf is not None else None,
+                                       len(out), _stream_handle(self, stream, device)))
+    return out
+
+
+def _build_log(self) -> str:
+    log = ctypes.c_char_p()
+    size = c_size_t()
+    check(_fn("fj_module_build_log")(self._live(), ctypes.byref(log), ctypes.byref(size)))
+    return ctypes.string_at(log, size.value).decode(errors="replace")
+
+
+# ------------------------------------------------------------------ Kernel
+
+def attributes(self) -> KernelAttributes:
+    """fj_kernel_info's 1.3 fields (cuFuncGetAttribute)."""
+    out = fj_kernel_info_13()
+    out.struct_size = ctypes.sizeof(out)
+    check(lib().fj_kernel_info_get(
+        self._live(), ctypes.cast(ctypes.pointer(out), POINTER(_ffi.fj_kernel_info))))
+    return KernelAttributes(out.const_bytes, out.local_bytes, out.max_dynamic_shared_bytes,
+                            out.ptx_version, out.binary_version, bool(out.cache_mode_ca),
+                            out.preferred_carveout)
+
+
+def set_attribute(self, attr: str, value: int):
+    """attr: "max_dynamic_shared_bytes" or "preferred_carveout" (percent, -1)."""
+    if attr not in KERNEL_ATTRS:
+        raise ValueError(f"attr must be one of {sorted(KERNEL_ATTRS)}")
+    check(_fn("fj_kernel_set_attribute")(self._live(), KERNEL_ATTRS[attr], int(value)))
+
+
+def occupancy(self, block_threads: int, dynamic_shared_bytes: int = 0) -> int:
+    """Blocks per SM of `block_threads` threads and that much dynamic SMEM."""
+    out = c_int32()
+    check(_fn("fj_kernel_occupancy")(self._live(), int(block_threads),
+                                     int(dynamic_shared_bytes), ctypes.byref(out)))
+    return out.value
+
+
+def suggest_block(self, dynamic_shared_bytes: int = 0):
+    """(block threads, minimum grid) for the most occupancy."""
+    block, grid = c_int32(), c_int32()
+    check(_fn("fj_kernel_suggest_block")(self._live(), int(dynamic_shared_bytes),
+                                         ctypes.byref(block), ctypes.byref(grid)))
+    return block.value, grid.value
+
+
+def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=None, *,
+              cooperative=False, programmatic=False, l2_window=None):
+    """Kernel.launch with the 1.3 flags: cooperative (grid.sync()),
+    programmatic (a dependent launch, sm_90+), l2_window=(base, bytes,
+    hit_ratio) a persisting L2 access-policy window (sm_80+)."""
+    runtime = self._module._runtime
+    fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
+    cfg = fj_launch_config_13()
+    cfg.struct_size = ctypes.sizeof(cfg)
+    for dst, value, default in ((cfg.grid, grid, 1), (cfg.block, block, 1),
+                                (cfg.cluster, cluster, 0)):
+        dims = _dims(value, default)
+        for i in range(3):
+            dst[i] = dims[i]
+    cfg.shared_bytes = int(shared_bytes)
+    cfg.stream = fj_stream
+    cfg.flags = ((LAUNCH_COOPERATIVE if cooperative else 0) |
+                 (LAUNCH_PROGRAMMATIC_DEPENDENT if programmatic else 0))
+    if l2_window is not None:
+        base, nbytes, ratio = l2_window
+        cfg.l2_window_base, cfg.l2_window_bytes, cfg.l2_hit_ratio = base, nbytes, ratio
+    keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
+    check(lib().fj_launch(self._live(),
+                          ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),
+                          ctypes.cast(arr, c_void_p) if arr is not None else None, count))
+    del keep
+
+
+# ----------------------------------------------------------------- Runtime
+
+def stream_priority_range(self, device: int = 0):
+    """(least, greatest) stream priority of `device`, e.g. (0, -5)."""
+    least, greatest = c_int32(), c_int32()
+    check(_fn("fj_stream_priority_range")(self._live(), device, ctypes.byref(least),
+                                          ctypes.byref(greatest)))
+    return least.value, greatest.value
+
+
+def stream_with_priority(self, device: int, priority: int) -> Stream:
+    """A non-blocking stream of `priority` (inside stream_priority_range)."""
+    out = ctypes.c_void_p()
+    check(_fn("fj_stream_create_with_priority")(self._live(), device, int(priority),
+                                                ctypes.byref(out)))
+    return Stream(out.value, self, device)
+
+
+def set_persisting_l2(self, device: int, nbytes: int) -> int:
+    """Sets aside `nbytes` of L2 for persisting accesses; returns what was set."""
+    out = c_uint64()
+    check(_fn("fj_device_set_persisting_l2")(self._live(), device, int(nbytes),
+                                             ctypes.byref(out)))
+    return out.value
+
+
+Module.get_global = get_global
+Module.global_write = global_write
+Module.global_read = global_read
+Module.build_log = property(_build_log)
+Kernel.attributes = property(attributes)
+Kernel.set_attribute = set_attribute
+Kernel.occupancy = occupancy
+Kernel.suggest_block = suggest_block
+Kernel.launch_ex = launch_ex
+Runtime.stream_priority_range = stream_priority_range
+Runtime.stream_with_priority = stream_with_priority
+Runtime.set_persisting_l2 = set_persisting_l2

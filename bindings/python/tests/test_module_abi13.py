@@ -1,0 +1,192 @@
+"""ABI 1.3's entries through the binding on a machine without a GPU:
+complex arguments packed as cuFloatComplex / cuDoubleComplex, the build log
+of a named-target build (memory hit included), and the errors of the
+device entries (no GPU, closed handles, bad attribute names)."""
+import ctypes
+import random
+import struct
+import unittest
+
+import _env  # noqa: F401
+import fleetjit
+from fleetjit import _ffi, args as fj_args
+
+WARNS = r"""
+extern "C" __global__ void k(int* out) {
+  int unused_%d;
+  out[0] = %d;
+}
+"""
+
+
+class ComplexArgsTest(unittest.TestCase):
+    def test_python_and_explicit_complex_pack_as_cucomplex(self):
+        rng = random.Random()
+        z64 = complex(rng.uniform(-9, 9), rng.uniform(-9, 9))
+        z128 = complex(rng.uniform(-9, 9), rng.uniform(-9, 9))
+        keep, arr, n = fj_args.build([fleetjit.c64(z64), z128, fleetjit.c128(z64)])
+        self.assertEqual(n, 3)
+        self.assertEqual(arr[0].kind, 16)
+        self.assertEqual(struct.pack("<Q", arr[0].v.u64),
+                         struct.pack("<ff", z64.real, z64.imag))
+        for i, z in ((1, z128), (2, z64)):
+            self.assertEqual(arr[i].kind, 17)
+            self.assertEqual(ctypes.string_at(arr[i].v.bytes, 16),
+                             struct.pack("<dd", z.real, z.imag))
+
+    def test_numpy_complex_scalars(self):
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("numpy is not installed")
+        keep, arr, n = fj_args.build([np.complex64(1.5 - 2j), np.complex128(3 + 4j)])
+        self.assertEqual((arr[0].kind, arr[1].kind), (16, 17))
+        self.assertEqual(struct.pack("<Q", arr[0].v.u64), struct.pack("<ff", 1.5, -2.0))
+        self.assertEqual(ctypes.string_at(arr[1].v.bytes, 16), struct.pack("<dd", 3, 4))
+
+
+class BuildLogTest(unittest.TestCase):
+    def test_the_log_keeps_warnings_and_comes_back_on_a_hit(self):
+        salt = random.randrange(1 << 30)
+        src = WARNS % (salt, salt % 1000)
+        with fleetjit.Runtime() as rt:
+            try:
+                mod = rt.build(src, name="warns.cu", target="sm_90")
+            except fleetjit.FleetjitError as e:
+                if e.code == "UNAVAILABLE":
+                    self.skipTest(f"no NVRTC: {e.message}")
+                raise
+            log = mod.build_log
+            self.assertIn("warning", log)
+            self.assertIn(f"unused_{salt}", log)
+            again = rt.build(src, name="warns.cu", target="sm_90")
+            self.assertEqual(again.info.cache_result, "memory_hit")
+            self.assertEqual(again.build_log, log)
+            mod.close()
+            with self.assertRaises(fleetjit.FleetjitError) as cm:
+                mod.build_log
+            self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+
+
+class DeviceEntriesTest(unittest.TestCase):
+    def test_without_a_gpu_the_device_entries_say_so(self):
+        with fleetjit.Runtime() as rt:
+            if rt.device_count > 0:
+                self.skipTest("a GPU is present (tests/gpu covers it)")
+            for call in (lambda: rt.stream_priority_range(0),
+                         lambda: rt.stream_with_priority(0, 0),
+                         lambda: rt.set_persisting_l2(0, 1 << 20)):
+                with self.assertRaises(fleetjit.FleetjitError) as cm:
+                    call()
+                self.assertEqual(cm.exception.code, "UNAVAILABLE")
+
+    def test_a_closed_module_is_refused(self):
+        with fleetjit.Runtime() as rt:
+            try:
+                mod = rt.build("__device__ int counter;\n"
+                               "extern \"C\" __global__ void k() { counter = 1; }",
+                               name="g.cu", target="sm_90")
+            except fleetjit.FleetjitError as e:
+                if e.code == "UNAVAILABLE":
+                    self.skipTest(f"no NVRTC: {e.message}")
+                raise
+            mod.close()
+            for call in (lambda: mod.get_global("counter"),
+                         lambda: mod.global_write("counter", b"\0" * 4),
+                         lambda: mod.global_read("counter", 4)):
+                with self.assertRaises(fleetjit.FleetjitError) as cm:
+                    call()
+                self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+
+    def test_unknown_kernel_attributes_are_refused(self):
+        k = fleetjit.Kernel.__new__(fleetjit.Kernel)
+        with self.assertRaises(ValueError):
+            k.set_attribute("carveout_percent", 50)
+
+
+FAKE_SOURCE = r"""
+__constant__ float table[8];
+namespace ns { __device__ int value[4]; }
+extern "C" __global__ void use(float* out) { out[threadIdx.x] = table[threadIdx.x] + ns::value[0]; }
+"""
+
+
+class FakeDriverTest(unittest.TestCase):
+    """The device entries on the fake CUDA driver (tests/common/fake_cuda,
+    an H100-like sm_90 with 132 SMs whose copies are real), when the build
+    has it next to the library."""
+
+    def setUp(self):
+        import pathlib
+        import os
+        fake = pathlib.Path(os.environ.get("FLEETJIT_LIBRARY", "")).parent / "libfj_fake_cuda.so"
+        if not fake.exists():
+            self.skipTest(f"no fake CUDA driver at {fake}")
+        self.rt = fleetjit.Runtime(libcuda=str(fake), disk_cache=False)
+        if self.rt.device_count != 1:
+            self.rt.close()
+            self.skipTest("the fake driver did not load")
+        try:
+            self.mod = self.rt.build(FAKE_SOURCE, name="fake.cu", target="compute_90",
+                                     name_expressions=["&ns::value"])
+        except fleetjit.FleetjitError as e:
+            self.rt.close()
+            if e.code == "UNAVAILABLE":
+                self.skipTest(f"no NVRTC: {e.message}")
+            raise
+
+    def tearDown(self):
+        self.rt.close()
+
+    def test_globals_round_trip(self):
+        rng = random.Random()
+        table = struct.pack("<8f", *[rng.uniform(-9, 9) for _ in range(8)])
+        g = self.mod.get_global("table")
+        self.assertEqual(g.bytes, 32)
+        self.assertEqual(self.mod.get_global("ns::value").lowered_name, "_ZN2ns5valueE")
+        with self.rt.create_stream(0) as s:
+            keep = self.mod.global_write("table", table, stream=s)
+            back = self.mod.global_read("table", stream=s)
+            s.synchronize()
+            del keep
+        self.assertEqual(bytes(back), table)
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.mod.global_write("table", b"\0" * 8, offset=28)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.mod.get_global("missing")
+        self.assertEqual(cm.exception.code, "NOT_FOUND")
+
+    def test_cooperative_grid_and_occupancy(self):
+        k = self.mod.kernel("use")
+        per_sm = k.occupancy(256)
+        self.assertGreater(per_sm, 0)
+        block, grid = k.suggest_block()
+        self.assertGreater(block, 0)
+        out = self.rt.alloc(4096)
+        most = per_sm * 132
+        k.launch_ex(grid=most, block=256, args=[out], cooperative=True)
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            k.launch_ex(grid=most + 1, block=256, args=[out], cooperative=True)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        self.assertIn(f"{most + 1} blocks exceeds the {most}", cm.exception.message)
+        k.launch_ex(grid=1, block=32, args=[out], programmatic=True,
+                    l2_window=(out.device_address, 4096, 1.0))
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            k.set_attribute("preferred_carveout", 101)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        k.set_attribute("preferred_carveout", 50)
+        self.assertIsInstance(k.attributes.ptx_version, int)
+
+    def test_priorities_and_persisting_l2(self):
+        least, greatest = self.rt.stream_priority_range(0)
+        self.assertEqual((least, greatest), (0, -5))
+        self.rt.stream_with_priority(0, greatest).close()
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.rt.stream_with_priority(0, greatest - 1)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+        self.assertEqual(self.rt.set_persisting_l2(0, 1 << 20), 1 << 20)
+
+
+if __name__ == "__main__":
+    unittest.main()
