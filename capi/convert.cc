@@ -254,10 +254,10 @@ absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc) {
   // Field by field. The oob field is read as the int it is in memory, so
   // any value a caller stored reaches ValidateCopy's range check. The C ABI
   // forces neither the implementation nor the kernel path.
-  copy::CopySpec spec{.src = d.src,
+  copy::CopySpec spec{.src = DlTensorOf(d.src),
                       .oob = RawEnum(d.oob),
-                      .dst = d.dst,
-                      .index = d.gather_index,
+                      .dst = DlTensorOf(d.dst),
+                      .index = DlTensorOf(d.gather_index),
                       .impl = std::nullopt,
                       .force_kernel = false};
   static_assert(sizeof(d.src_start) == sizeof(spec.start));
@@ -272,7 +272,7 @@ absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(
   // Field by field; mode read as an int, like oob above.
   copy::PrefetchSpec spec{.address = d.address,
                           .bytes = d.bytes,
-                          .tensor = d.tensor,
+                          .tensor = DlTensorOf(d.tensor),
                           .mode = RawEnum(d.mode),
                           .reader_device = d.reader_device,
                           .stage_address = d.stage_address,

@@ -164,6 +164,34 @@ size_t CacheIndex(const void* owner, size_t arg_index) {
   return static_cast<size_t>((h >> 56) + arg_index) % kCacheEntries;
 }
 
+// The driver entry point a key records (tests swap it).
+const void* EncodeFn(const DriverApi* api) {
+  return api != nullptr
+             ? reinterpret_cast<const void*>(api->cuTensorMapEncodeTiled)
+             : nullptr;
+}
+
+// The key of a tensor already described (TensorEncoder::EncodeDescribed):
+// the description's own fields, parameter order, marked by flag bit 10 so
+// it never equals a wire key.
+TensorKey KeyOfDesc(const TensorDesc& d, const void* encode_fn, bool want_tma) {
+  TensorKey key{};
+  key.encode_fn = encode_fn;
+  key.data = d.address;
+  key.ndim = d.rank;
+  key.code = static_cast<uint8_t>(d.dtype);
+  key.bits = static_cast<uint8_t>(d.elem_bytes);
+  key.oob = d.oob;
+  key.flags =
+      (want_tma ? 2 : 0) | (static_cast<int32_t>(d.swizzle) << 2) | (1 << 10);
+  for (int i = 0; i < d.rank && i < FJ_TP_MAX_RANK; ++i) {
+    key.shape[i] = d.shape[i];
+    key.strides[i] = d.stride[i];
+    key.box[i] = static_cast<uint32_t>(d.box[i]);
+  }
+  return key;
+}
+
 // False when the tensor is too malformed to key (the slow path reports it).
 bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
               TensorKey* key) {
@@ -195,8 +223,45 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
   return true;
 }
 
-absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
-                           int32_t declared_rank, int32_t declared_dtype) {
+// The parameter of `desc` (flags, and the tensor map when TMA is wanted and
+// can describe it) into `param`; the reason of a TMA fallback, or "".
+std::string EncodeFresh(const DriverApi* api, const TensorDesc& desc,
+                        bool want_tma, fj::tensor_param* param) {
+  FillTensorParam(desc, param);
+  std::string reason;
+  if (!want_tma) return reason;
+  reason = TmaRejection(desc);
+  if (!reason.empty()) return reason;
+  if (api == nullptr) return "no CUDA driver to encode a tensor map";
+  absl::Status encoded = EncodeTensorMap(*api, desc, param);
+  if (encoded.ok()) {
+    param->flags |= FJ_TP_HAS_TMAP;
+  } else {
+    reason = std::string(encoded.message());
+    std::memset(param->tmap, 0, sizeof(param->tmap));
+  }
+  return reason;
+}
+
+// Writes `param` out and keeps it in `entry` (may be null) under `key`.
+void Keep(const fj::tensor_param& param, const std::string& reason,
+          CacheEntry* entry, const TensorKey& key, void* out) {
+  std::memcpy(out, &param, sizeof(param));
+  if (entry == nullptr) return;
+  entry->valid = true;
+  entry->key = key;
+  std::memcpy(static_cast<void*>(&entry->param), &param, sizeof(param));
+  entry->fallback = !reason.empty();
+  std::snprintf(entry->reason, sizeof(entry->reason), "%s", reason.c_str());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+absl::Status CheckDeclaredTensor(size_t arg_index, int rank, int dtype,
+                                 int32_t declared_rank,
+                                 int32_t declared_dtype) {
   if (declared_dtype < -1) {
     // No dtype, but the element's size (jit::DeclaredElemBytes).
     const int bytes = -1 - declared_dtype;
@@ -227,10 +292,6 @@ absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------------------
-
 int DtypeBytes(int dtype) { return fj::dtype_info(dtype).bytes; }
 
 std::string DtypeName(int dtype) {
@@ -240,7 +301,7 @@ std::string DtypeName(int dtype) {
 
 bool DtypeIsFloat(int dtype) { return fj::dtype_info(dtype).is_float; }
 
-absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
+absl::StatusOr<fj::dtype_code> DtypeFromDlpack(DlDtype dtype) {
   if (dtype.lanes != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("vector dtypes (lanes=", dtype.lanes,
@@ -298,26 +359,16 @@ absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
       "bfloat 16, bool 8, FJ_DL_FLOAT8_E4M3/E5M2 8"));
 }
 
-absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
-                                          size_t arg_index) {
-  if (arg == nullptr) {
-    return ArgError(arg_index, "fj_arg.v.tensor is NULL");
-  }
-  if (arg->struct_size < kTensorArgV1Size) {
-    return ArgError(
-        arg_index,
-        absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
-                     ", smaller than the first version (", kTensorArgV1Size,
-                     ")"));
-  }
-  const fj_tensor* t = arg->tensor;
-  if (t == nullptr) return ArgError(arg_index, "fj_tensor_arg.tensor is NULL");
+absl::StatusOr<TensorDesc> DescribeTensor(const DlTensor& tensor,
+                                          const uint32_t* box, int32_t oob,
+                                          int32_t swizzle, size_t arg_index) {
+  const DlTensor* t = &tensor;
   if (t->ndim < 1 || t->ndim > FJ_TP_MAX_RANK) {
     return ArgError(arg_index,
                     absl::StrCat("ndim is ", t->ndim, "; tensors have 1..",
                                  FJ_TP_MAX_RANK, " dimensions"));
   }
-  int32_t dt = t->device.device_type;
+  int32_t dt = t->device_type;
   if (dt != kDLCUDA && dt != kDLCUDAHost && dt != kDLCUDAManaged) {
     return ArgError(
         arg_index,
@@ -328,19 +379,19 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   auto dtype_or = DtypeFromDlpack(t->dtype);
   if (!dtype_or.ok()) return ArgError(arg_index, dtype_or.status().message());
   if (t->shape == nullptr) return ArgError(arg_index, "shape is NULL");
-  if (t->data == nullptr) return ArgError(arg_index, "data is NULL");
+  if (t->data == 0) return ArgError(arg_index, "data is NULL");
 
   // A box of another rank than the tensor's is a caller's mistake (a 3-D
   // box for a 2-D tensor), refused rather than cut to the tensor's rank.
   int box_rank = 0;
   for (int i = 0; i < FJ_TP_MAX_RANK; ++i) {
-    if (arg->box[i] != 0) box_rank = i + 1;
+    if (box[i] != 0) box_rank = i + 1;
   }
   if (box_rank > t->ndim) {
     return ArgError(
         arg_index,
         absl::StrCat("a rank-", box_rank, " box (box[", box_rank - 1,
-                     "] = ", arg->box[box_rank - 1], ") on a rank-", t->ndim,
+                     "] = ", box[box_rank - 1], ") on a rank-", t->ndim,
                      " tensor: box has one entry per dimension, outermost-"
                      "first like shape, and entries past ndim must be 0"));
   }
@@ -349,7 +400,7 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   d.rank = t->ndim;
   d.dtype = *dtype_or;
   d.elem_bytes = fj::dtype_info(d.dtype).bytes;
-  uint64_t base = reinterpret_cast<uintptr_t>(t->data);
+  uint64_t base = t->data;
   if (__builtin_add_overflow(base, t->byte_offset, &d.address)) {
     return ArgError(arg_index, absl::StrCat("data + byte_offset (",
                                             t->byte_offset, ") overflows"));
@@ -386,7 +437,7 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
         return ArgError(arg_index, "the tensor's element count overflows");
       }
     }
-    uint32_t b = arg->box[i];
+    uint32_t b = box[i];
     if (b == 0) {
       int64_t whole = std::max<int64_t>(t->shape[i], 1);
       if (whole > INT32_MAX) {
@@ -403,7 +454,6 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     }
     d.box[dim] = static_cast<int32_t>(b);
   }
-  const int32_t oob = RawOob(arg);
   // Under PROMISE_IN_BOUNDS no tile of a box larger than the tensor lies
   // inside it; the implementations would disagree on what the rest reads.
   for (int i = 0; oob == FJ_OOB_PROMISE_IN_BOUNDS && i < n; ++i) {
@@ -449,7 +499,6 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
       return ArgError(arg_index,
                       absl::StrCat("oob is ", oob, ", not an fj_oob value"));
   }
-  const int32_t swizzle = RawSwizzle(arg);
   if (swizzle < FJ_SWIZZLE_NONE || swizzle > FJ_SWIZZLE_128B) {
     return ArgError(arg_index, absl::StrCat("swizzle is ", swizzle,
                                             ", not an fj_swizzle value"));
@@ -469,6 +518,25 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     }
   }
   return d;
+}
+
+absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
+                                          size_t arg_index) {
+  if (arg == nullptr) {
+    return ArgError(arg_index, "fj_arg.v.tensor is NULL");
+  }
+  if (arg->struct_size < kTensorArgV1Size) {
+    return ArgError(
+        arg_index,
+        absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
+                     ", smaller than the first version (", kTensorArgV1Size,
+                     ")"));
+  }
+  if (arg->tensor == nullptr) {
+    return ArgError(arg_index, "fj_tensor_arg.tensor is NULL");
+  }
+  return DescribeTensor(DlTensorOf(*arg->tensor), arg->box, RawOob(arg),
+                        RawSwizzle(arg), arg_index);
 }
 
 std::string HardwareBox(const TensorDesc& d, int32_t hw[FJ_TP_MAX_RANK]) {
@@ -631,21 +699,14 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
                                    int32_t declared_dtype, jit::CopyImpl impl,
                                    void* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
-  const void* encode_fn =
-      api_ != nullptr
-          ? reinterpret_cast<const void*>(api_->cuTensorMapEncodeTiled)
-          : nullptr;
   TensorKey key;
   CacheEntry* entry = nullptr;
-  if (cache_enabled_ && BuildKey(arg, encode_fn, want_tma, &key)) {
-    const void* owner = fallbacks_ != nullptr
-                            ? static_cast<const void*>(fallbacks_)
-                            : kernel_name_.data();
-    entry = &t_cache[CacheIndex(owner, arg_index)];
+  if (cache_enabled_ && BuildKey(arg, EncodeFn(api_), want_tma, &key)) {
+    entry = &t_cache[CacheIndex(CacheOwner(), arg_index)];
     if (entry->valid && SameKey(entry->key, key)) {
       absl::Status declared =
-          CheckDeclared(arg_index, entry->param.rank, entry->param.dtype,
-                        declared_rank, declared_dtype);
+          CheckDeclaredTensor(arg_index, entry->param.rank, entry->param.dtype,
+                              declared_rank, declared_dtype);
       if (!declared.ok()) return declared;
       CopyParam(out, &entry->param);
       if (entry->fallback) ReportFallback(arg_index, entry->reason);
@@ -655,37 +716,36 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
 
   absl::StatusOr<TensorDesc> desc = DescribeTensor(arg, arg_index);
   if (!desc.ok()) return desc.status();
-  absl::Status declared = CheckDeclared(arg_index, desc->rank, desc->dtype,
-                                        declared_rank, declared_dtype);
+  absl::Status declared = CheckDeclaredTensor(
+      arg_index, desc->rank, desc->dtype, declared_rank, declared_dtype);
   if (!declared.ok()) return declared;
 
   fj::tensor_param param;  // 64-byte aligned, as cuTensorMapEncodeTiled needs
-  FillTensorParam(*desc, &param);
-  std::string reason;
-  if (want_tma) {
-    reason = TmaRejection(*desc);
-    if (reason.empty()) {
-      if (api_ == nullptr) {
-        reason = "no CUDA driver to encode a tensor map";
-      } else {
-        absl::Status encoded = EncodeTensorMap(*api_, *desc, &param);
-        if (encoded.ok()) {
-          param.flags |= FJ_TP_HAS_TMAP;
-        } else {
-          reason = std::string(encoded.message());
-          std::memset(param.tmap, 0, sizeof(param.tmap));
-        }
-      }
+  const std::string reason = EncodeFresh(api_, *desc, want_tma, &param);
+  Keep(param, reason, entry, key, out);
+  if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status TensorEncoder::EncodeDescribed(size_t arg_index,
+                                            const TensorDesc& desc,
+                                            jit::CopyImpl impl,
+                                            fj::tensor_param* out) const {
+  const bool want_tma = impl == jit::CopyImpl::kTma;
+  TensorKey key;
+  CacheEntry* entry = nullptr;
+  if (cache_enabled_) {
+    key = KeyOfDesc(desc, EncodeFn(api_), want_tma);
+    entry = &t_cache[CacheIndex(CacheOwner(), arg_index)];
+    if (entry->valid && SameKey(entry->key, key)) {
+      CopyParam(out, &entry->param);
+      if (entry->fallback) ReportFallback(arg_index, entry->reason);
+      return absl::OkStatus();
     }
   }
-  std::memcpy(out, &param, sizeof(param));
-  if (entry != nullptr) {
-    entry->valid = true;
-    entry->key = key;
-    std::memcpy(static_cast<void*>(&entry->param), &param, sizeof(param));
-    entry->fallback = !reason.empty();
-    std::snprintf(entry->reason, sizeof(entry->reason), "%s", reason.c_str());
-  }
+  fj::tensor_param param;
+  const std::string reason = EncodeFresh(api_, desc, want_tma, &param);
+  Keep(param, reason, entry, key, out);
   if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
   return absl::OkStatus();
 }
