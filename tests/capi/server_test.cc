@@ -22,6 +22,7 @@
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
+#include "tests/common/temp_dir.h"
 
 namespace {
 
@@ -172,22 +173,7 @@ TEST(RuntimeOptionsTest, PreopenDevices) {
 }
 
 // A fresh temporary directory, removed on scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string t =
-        (fs::temp_directory_path() / "fj_server_test_XXXXXX").string();
-    path_ = mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::fleetjit::testing::TempDir;
 
 // Builds a module with a fresh random constant (a new cache key) for a
 // named target; returns the status code.
