@@ -55,11 +55,7 @@ double Ns(Clock::duration d) {
   return std::chrono::duration<double, std::nano>(d).count();
 }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using ::fleetjit::measure::Percentile;
 
 // What the runtime hashes per build call: the user's source plus the
 // digest of the embedded headers (see Runtime::Build).
