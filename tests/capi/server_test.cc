@@ -22,9 +22,12 @@
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
+#include "tests/common/env.h"
 #include "tests/common/temp_dir.h"
 
 namespace {
+
+using ::fleetjit::testing::ScopedEnv;
 
 namespace fs = std::filesystem;
 
@@ -36,31 +39,6 @@ std::string Message(fj_status* st) {
   fj_status_free(st);
   return m;
 }
-
-// Restores an environment variable on scope exit.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    if (value == nullptr) {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 // What a log callback received.
 struct Captured {
