@@ -44,6 +44,7 @@
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/runtime.h"
+#include "tools/bundled_kernels.h"
 
 namespace fleetjit::bench {
 namespace {
@@ -54,11 +55,7 @@ double Ns(Clock::duration d) {
   return std::chrono::duration<double, std::nano>(d).count();
 }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
-}
+using ::fleetjit::measure::Percentile;
 
 // What the runtime hashes per build call: the user's source plus the
 // digest of the embedded headers (see Runtime::Build).
@@ -178,14 +175,13 @@ void HitRow(const std::string& what, ThreadedNs ns, double goal_ns) {
                             std::thread::hardware_concurrency()));
 }
 
-constexpr char kSaxpy[] = R"(
-// saxpy, as a server would build it on every request.
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    y[i] = a * x[i] + y[i];
-  }
+// saxpy from the kernel corpus (examples/saxpy.cu), as a server would build
+// it on every request.
+const std::string& Saxpy() {
+  static const std::string* source = new std::string(
+      fleetjit::cli::FindBundledKernel("examples/saxpy.cu")->content);
+  return *source;
 }
-)";
 
 // 1b. fj_module_build memory hits through the C ABI, each followed by its
 // fj_module_destroy (a server that builds per request and lets go).
@@ -198,7 +194,7 @@ void CapiHits(const std::string& cache_dir) {
   Check(fj_runtime_create(&ro, &rt), "fj_runtime_create");
   fj_build_options bo{};
   bo.struct_size = sizeof(bo);
-  bo.source = Str(kSaxpy);
+  bo.source = Str(Saxpy());
   bo.name = Str("saxpy.cu");
   fj_module* first = nullptr;
   if (fj_status* s = fj_module_build(rt, &bo, &first)) {

@@ -171,18 +171,12 @@ struct Bench {
   // Median ms of one copy, timed `reps` times as `batch` back-to-back
   // copies (the sweep uses a short timing, ~15 copies; anchors and the
   // best configuration of each implementation the full one).
+  // measure::TimeMs (tools/measure.h), after 3 untimed copies.
   template <typename F>
   double Time(F&& copy, int reps = 10, int batch = 5) {
-    for (int i = 0; i < 3; ++i) copy();
-    Check(fj_stream_synchronize(stream), "warm-up");
-    std::vector<double> ms;
-    for (int r = 0; r < reps; ++r) {
-      double t0 = NowMs();
-      for (int i = 0; i < batch; ++i) copy();
-      Check(fj_stream_synchronize(stream), "timed run");
-      ms.push_back((NowMs() - t0) / batch);
-    }
-    return Median(ms);
+    return measure::TimeMs(
+        copy, [&] { Check(fj_stream_synchronize(stream), "timed run"); }, reps,
+        batch, /*warmup=*/3);
   }
 
   bool Verify() {

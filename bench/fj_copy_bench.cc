@@ -96,8 +96,8 @@ void LocalCopies(Ctx& c) {
   fj_tensor s = Tensor2(*src, 0, shape, nullptr),
             d = Tensor2(*dst, 0, shape, nullptr);
   copy::CopySpec spec;
-  spec.src = &s;
-  spec.dst = &d;
+  spec.src = DlTensorOf(s);
+  spec.dst = DlTensorOf(d);
   const double dense = c.Time(0, [&] {
     Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy");
   });
@@ -114,8 +114,8 @@ void LocalCopies(Ctx& c) {
   int64_t src_shape[2] = {kRows, src_cols};
   fj_tensor ws = Tensor2(*src, 0, src_shape, nullptr);
   copy::CopySpec w;
-  w.src = &ws;
-  w.dst = &d;
+  w.src = DlTensorOf(ws);
+  w.dst = DlTensorOf(d);
   w.oob = FJ_OOB_ZEROS;
   w.start = {-1, 32};
   std::printf("2. window [%" PRId64 " x %" PRId64 "] of [%" PRId64 " x %" PRId64
@@ -201,8 +201,8 @@ void PeerCopiesAndPrefetch(Ctx& c) {
   fj_tensor s = Tensor2(*peer, 1, shape, nullptr),
             d = Tensor2(*local, 0, shape, nullptr);
   copy::CopySpec spec;
-  spec.src = &s;
-  spec.dst = &d;
+  spec.src = DlTensorOf(s);
+  spec.dst = DlTensorOf(d);
   const double dense = c.Time(0, [&] {
     Die(rt.copy().CopyTensorWindow(spec, {0, c.stream[0]}), "fj_copy");
   });

@@ -1,5 +1,9 @@
 // Conversions between the C ABI's arguments and the C++ core's types, for
-// the shim (fleetjit.cc). Each Read* validates what it reads (struct_size,
+// the shim (fleetjit.cc), in one file per topic: convert.cc (strings, enums,
+// plans, devices), convert_build.cc (runtime, build and load options, module
+// info, cache stats), convert_launch.cc (launch configuration, fj_arg array,
+// kernel info), convert_copy.cc (copy and prefetch descriptors, tensor
+// checks). Each Read* validates what it reads (struct_size,
 // alignment, NULL data with a size, enum ranges, unknown flags) and names
 // the offending field; each Fj* makes a whole public output struct.
 //
@@ -101,10 +105,33 @@ absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array,
                                                       size_t count,
                                                       const char* name,
                                                       bool allow_empty = true);
+// The copy implementation is numbered three ways: fj_copy_impl (the C
+// ABI's, 0 = auto), jit::CopyImpl (the runtime's) and -DFJ_COPY_IMPL (the
+// device layer's, jit/nvrtc_build.cc ties it to jit::CopyImpl). An
+// fj_copy_impl other than auto is its jit::CopyImpl plus one; these two
+// functions are the only bridges (used by every convert*.cc), and the asserts
+// tie every value.
+inline constexpr int32_t kFjCopyImplOffset = FJ_COPY_IMPL_SYNC;
+constexpr jit::CopyImpl CopyImplOfFj(int32_t impl) {
+  return static_cast<jit::CopyImpl>(impl - kFjCopyImplOffset);
+}
+constexpr fj_copy_impl FjOfCopyImpl(jit::CopyImpl impl) {
+  return static_cast<fj_copy_impl>(static_cast<int32_t>(impl) +
+                                   kFjCopyImplOffset);
+}
+static_assert(FJ_COPY_IMPL_AUTO == 0 && kFjCopyImplOffset == 1);
+static_assert(CopyImplOfFj(FJ_COPY_IMPL_SYNC) == jit::CopyImpl::kSync);
+static_assert(CopyImplOfFj(FJ_COPY_IMPL_CP_ASYNC) == jit::CopyImpl::kCpAsync);
+static_assert(CopyImplOfFj(FJ_COPY_IMPL_TMA) == jit::CopyImpl::kTma);
+static_assert(FjOfCopyImpl(jit::CopyImpl::kSync) == FJ_COPY_IMPL_SYNC);
+static_assert(FjOfCopyImpl(jit::CopyImpl::kCpAsync) == FJ_COPY_IMPL_CP_ASYNC);
+static_assert(FjOfCopyImpl(jit::CopyImpl::kTma) == FJ_COPY_IMPL_TMA);
+static_assert(FJ_COPY_IMPL_LAST == FJ_COPY_IMPL_TMA,
+              "a new fj_copy_impl needs its asserts");
+
 // An fj_copy_impl (as RawEnum read it) of the field `field`.
 absl::StatusOr<std::optional<jit::CopyImpl>> ReadCopyImpl(int32_t value,
                                                           const char* field);
-fj_copy_impl ToFjCopyImpl(jit::CopyImpl impl);
 
 // The stable names of enum values ("unknown" out of range).
 const char* CopyImplName(int32_t impl);

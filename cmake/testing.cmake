@@ -6,8 +6,9 @@
 include(GoogleTest)
 function(fj_add_test name)
   add_executable(${name} ${ARGN})
+  # fj_bundled_kernels: the kernel corpus, examples/*.cu (tests/common/corpus.h).
   target_link_libraries(${name} PRIVATE fleetjit_core GTest::gtest GTest::gtest_main Threads::Threads
-                        fj_test_stacks)
+                        fj_test_stacks fj_bundled_kernels)
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR})
   set_target_properties(${name} PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)

@@ -36,6 +36,12 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+}
+
 void OnThreadsTogether(int threads, const std::function<void(int)>& body) {
   std::atomic<int> ready{0};
   std::vector<std::thread> pool;
@@ -51,8 +57,9 @@ void OnThreadsTogether(int threads, const std::function<void(int)>& body) {
 }
 
 double TimeMs(const std::function<void()>& run,
-              const std::function<void()>& sync, int samples, int batch) {
-  for (int i = 0; i < 2; ++i) run();
+              const std::function<void()>& sync, int samples, int batch,
+              int warmup) {
+  for (int i = 0; i < warmup; ++i) run();
   sync();
   std::vector<double> ms;
   for (int s = 0; s < samples; ++s) {

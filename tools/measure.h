@@ -5,7 +5,8 @@
 //   - GPU work (copies): TimeMs runs the work `batch` times back to back,
 //     then synchronises, on the host clock; a sample is that time divided
 //     by `batch`, and the figure is the median of `samples` samples, after
-//     two untimed runs.
+//     `warmup` (two) untimed runs.
+//   - Latency tails (cache hits, remote fetches): Percentile over samples.
 //   - Host costs (launches): InterleavedMedians times every case in turn,
 //     one batch each per round, so clock and thermal drift hit all alike.
 //   - Compiles: each compile gets a source no cache has seen (UniqueSource);
@@ -31,6 +32,9 @@ namespace fleetjit::measure {
 double NowMs();
 // The median (the mean of the middle two for an even count); 0 for none.
 double Median(std::vector<double> v);
+// The nearest-rank percentile: the value at index min(n - 1, p * n) of the
+// sorted samples (p = 0.99 for p99); 0 for none.
+double Percentile(std::vector<double> v, double p);
 
 // Runs body(t) for t = 0 .. threads-1, each on its own thread, released
 // together (each waits until every one has started, so none runs alone
@@ -38,10 +42,10 @@ double Median(std::vector<double> v);
 void OnThreadsTogether(int threads, const std::function<void(int)>& body);
 
 // Milliseconds per run of `run`: the median over `samples` of `batch` runs
-// followed by `sync` (see above).
+// followed by `sync`, after `warmup` untimed runs and a `sync` (see above).
 double TimeMs(const std::function<void()>& run,
               const std::function<void()>& sync, int samples = 10,
-              int batch = 5);
+              int batch = 5, int warmup = 2);
 
 // Microseconds per call of each of `cases`: `rounds` rounds (after `warmup`
 // untimed ones), each timing `batch` calls of every case in turn and then

@@ -13,6 +13,18 @@
 // built stays in the module cache). ~BuildPool cancels the queued jobs
 // (CANCELLED) and joins the running ones: a compile cannot be interrupted,
 // so destruction waits at most for the builds in progress.
+//
+// fork(): a child inherits every lock a running build holds (NVRTC's, the
+// module cache's, LLVM's) but not the thread that would release it, so a
+// build in the child would wait forever. A pthread_atfork prepare handler
+// (registered with the first pool) therefore stops every pool from starting
+// builds and waits for the running ones to finish (kForkWaitLimit at most,
+// after which the fork goes ahead as before), and holds the pools' locks
+// across fork() so none is inherited mid-change. In the parent the pools
+// resume. In the child the pools have no threads: they forget the parent's
+// and start their own on the next Submit, which also runs the builds the
+// parent had queued (their jobs finish in the child's memory as usual). A
+// fork() from inside a build (a log callback, say) does not wait for itself.
 #ifndef FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
 #define FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
 
@@ -69,18 +81,36 @@ class BuildPool {
   std::shared_ptr<BuildJob> Submit(
       std::function<absl::StatusOr<ModuleRecord>()> build);
 
+  // How long fork() waits for the running builds.
+  static constexpr absl::Duration kForkWaitLimit = absl::Seconds(30);
+
  private:
   struct Task {
     std::shared_ptr<BuildJob> job;
     std::function<absl::StatusOr<ModuleRecord>()> build;
   };
   void Loop();
+  // A thread for the queue when no idle one will take it (mu_ held).
+  void MaybeStartThread() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool OnPoolThread() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A build ended: the thread is idle again.
+  void Idle();
+
+  // The pthread_atfork handlers, over every live pool.
+  static void PrepareForkAll();
+  static void AfterForkInParentAll();
+  static void AfterForkInChildAll();
+  // Returns with mu_ held; the After* handlers release it.
+  void PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  void AfterFork(bool in_child) ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
   const int max_threads_;
   absl::Mutex mu_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int running_ ABSL_GUARDED_BY(mu_) = 0;       // builds in progress
+  bool forking_ ABSL_GUARDED_BY(mu_) = false;  // fork() in progress
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,6 +6,7 @@
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "jit/param_layout.h"
+#include "runtime/load/param_relayout.h"
 
 namespace fleetjit {
 namespace {
@@ -28,49 +29,30 @@ absl::Status ReadDriverParams(const DriverApi& api, Device& device,
         "12.4+ "
         "driver); load the PTX instead");
   }
-  FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
-  CUmodule module = nullptr;
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuModuleLoadData(&module, artifact.image.data()),
-              "cuModuleLoadData"),
-      "loading the image to read its kernels' parameters");
-  absl::Status status;
-  for (jit::KernelEntry& entry : artifact.kernels) {
-    CUfunction function = nullptr;
-    status = CheckCu(
-        api,
-        api.cuModuleGetFunction(&function, module, entry.lowered_name.c_str()),
-        "cuModuleGetFunction");
-    if (!status.ok()) {
-      status = Annotate(status, absl::StrCat("kernel '", entry.name, "'"));
-      break;
-    }
-    entry.params.clear();
-    // The driver answers CUDA_ERROR_INVALID_VALUE past the last parameter;
-    // any other error is one (a shorter list would pass the wrong launches).
-    for (size_t i = 0;; ++i) {
-      size_t offset = 0, size = 0;
-      const CUresult r = api.cuFuncGetParamInfo(function, i, &offset, &size);
-      if (r == CUDA_ERROR_INVALID_VALUE) break;
-      status = CheckCu(api, r, "cuFuncGetParamInfo");
-      if (!status.ok()) {
-        status = Annotate(
-            status, absl::StrCat("kernel '", entry.name, "', parameter ", i));
-        break;
-      }
-      jit::ParamSpec p;
-      p.offset = static_cast<uint32_t>(offset);
-      p.size = static_cast<uint32_t>(size);
-      p.align = AlignOf(offset);
-      entry.params.push_back(p);
-    }
-    if (!status.ok()) break;
-    entry.param_bytes = jit::ParamBufferBytes(entry.params);
-  }
-  device.LogReleaseFailure(
-      CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
-      "a module loaded to read its parameters");
-  return status;
+  return ForEachKernelFunction(
+      api, device, artifact, "read its kernels' parameters",
+      [&](jit::KernelEntry& entry, CUfunction function) -> absl::Status {
+        entry.params.clear();
+        // The driver answers CUDA_ERROR_INVALID_VALUE past the last
+        // parameter; any other error is one (a shorter list would pass the
+        // wrong launches).
+        for (size_t i = 0;; ++i) {
+          size_t offset = 0, size = 0;
+          const CUresult r =
+              api.cuFuncGetParamInfo(function, i, &offset, &size);
+          if (r == CUDA_ERROR_INVALID_VALUE) break;
+          FJ_RETURN_IF_ERROR(
+              CheckCu(api, r, "cuFuncGetParamInfo"),
+              absl::StrCat("kernel '", entry.name, "', parameter ", i));
+          jit::ParamSpec p;
+          p.offset = static_cast<uint32_t>(offset);
+          p.size = static_cast<uint32_t>(size);
+          p.align = AlignOf(offset);
+          entry.params.push_back(p);
+        }
+        entry.param_bytes = jit::ParamBufferBytes(entry.params);
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<ModuleRecord> ImportImage(const DriverApi* driver,

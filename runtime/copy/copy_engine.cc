@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/dlpack_codes.h"
 #include "base/status_macros.h"
 #include "runtime/launch/launch.h"
 
@@ -305,7 +306,7 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
   const bool host_operand = src.kind != MemoryKind::kDevice ||
                             dst.kind != MemoryKind::kDevice || route.stage_src;
   if (!route.synchronous) {
-    return kernels_.LaunchCopy(spec, v, v.src.address, host_operand,
+    return kernels_.LaunchCopy(v, v.src.address, host_operand,
                                route.exec_device, stream.stream);
   }
   // Synchronous: after the caller's earlier work, on the executing GPU's
@@ -338,7 +339,7 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
     src_address = stage.address() + (v.src.address - v.src_span.lo);
     n_staged_.fetch_add(1, std::memory_order_relaxed);
   }
-  FJ_RETURN_IF_ERROR(kernels_.LaunchCopy(spec, v, src_address, host_operand,
+  FJ_RETURN_IF_ERROR(kernels_.LaunchCopy(v, src_address, host_operand,
                                          route.exec_device, run));
   FJ_RETURN_IF_ERROR(exec->MakeCurrent().status());
   return CheckStickyError(*exec, *api_, api_->cuStreamSynchronize(run),
@@ -446,10 +447,10 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec,
       n_prefetch_stage_.fetch_add(1, std::memory_order_relaxed);
       if (v.tile.has_value()) {
         // The tile, densely, into the stage buffer: an fj_copy.
-        int64_t shape[5], dense[5], strides[5];
+        int64_t shape[5], strides[5];
         const TensorDesc& t = *v.tile;
-        fj_tensor src_t = *spec.tensor;
-        src_t.data = reinterpret_cast<void*>(t.address);
+        DlTensor src_t = *spec.tensor;
+        src_t.data = t.address;
         src_t.byte_offset = 0;
         for (int i = 0; i < t.rank; ++i) {
           shape[i] = t.shape[t.rank - 1 - i];
@@ -457,15 +458,14 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec,
         }
         src_t.shape = shape;
         src_t.strides = strides;
-        fj_tensor dst_t = src_t;
-        dst_t.data = reinterpret_cast<void*>(v.stage_address);
-        dst_t.device = fj_dl_device{2, route.reader};
-        std::copy(shape, shape + t.rank, dense);
-        dst_t.shape = dense;
+        DlTensor dst_t = src_t;  // dense: the same shape, compact strides
+        dst_t.data = v.stage_address;
+        dst_t.device_type = dlpack::kDLCUDA;
+        dst_t.device_id = route.reader;
         dst_t.strides = nullptr;
         CopySpec c;
-        c.src = &src_t;
-        c.dst = &dst_t;
+        c.src = src_t;
+        c.dst = dst_t;
         return Annotate(
             CopyTensorWindow(c, Stream{route.reader, stream.stream}),
             "fj_prefetch (stage_local)");

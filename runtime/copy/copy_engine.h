@@ -3,7 +3,9 @@
 // Runtime::copy(); thread-safe. It sees the runtime through three narrow
 // interfaces the runtime hands in: the driver and the devices (DeviceList),
 // a kernel source (copy_kernels.h: a launchable kernel for an embedded
-// source on a device), and the launcher (LaunchAndNote, launch/launch.h).
+// source on a device), and the launcher (LaunchEncoded, launch/launch.h).
+// It takes C++ types only: capi/convert_copy.cc turns the C descriptors
+// into CopySpec / PrefetchSpec.
 //
 // A copy is validated without the driver (copy_request.h), its memory is
 // classified by the driver and its route planned (placement.h), then:
@@ -18,7 +20,8 @@
 //     TMA cannot describe (same result, no fallback notice).
 //
 //   CopySpec spec;
-//   spec.src = &src; spec.dst = &dst; spec.oob = FJ_OOB_ZEROS;
+//   spec.src = src; spec.dst = dst;       // DlTensor (launch/dl_tensor.h)
+//   spec.oob = fj::oob_zeros;
 //   spec.start = {-1, 3};                 // outermost-first
 //   FJ_RETURN_IF_ERROR(rt.copy().CopyTensorWindow(spec, {0, stream}),
 //                      "padding a tile");

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "base/dlpack_codes.h"
 #include "base/status_macros.h"
 #include "runtime/launch/launch.h"
 
@@ -12,25 +11,18 @@ namespace fleetjit::copy {
 
 namespace {
 
-using dlpack::kDLCUDA;
 constexpr int kPrefetchCtasPerSm = 4;
 constexpr uint64_t kPrefetchPiece = 64 * 1024;
 
-// An fj_tensor (DLPack order) for a kernel argument: `like`'s dtype, the
-// desc's geometry at `address`. The arrays live in `shape`/`strides`.
-fj_tensor KernelTensor(const fj_tensor& like, const TensorDesc& d,
-                       uint64_t address, int64_t* shape, int64_t* strides) {
-  fj_tensor t = like;
-  t.data = reinterpret_cast<void*>(address);
-  t.byte_offset = 0;
-  t.device.device_type =
-      kDLCUDA;  // the encoder's check; the kernel sees an address
-  for (int i = 0; i < d.rank; ++i) {
-    shape[i] = d.shape[d.rank - 1 - i];
-    strides[i] = d.stride[d.rank - 1 - i];
-  }
-  t.shape = shape;
-  t.strides = strides;
+// A tensor of the copy kernel: `d`'s geometry at `address`, tiled by
+// `tiles`' box, read (or clipped) under `oob`.
+TensorDesc KernelTensor(const TensorDesc& d, uint64_t address,
+                        const TileShape& tiles, fj::oob_mode oob) {
+  TensorDesc t = d;
+  t.address = address;
+  for (int dim = 0; dim < d.rank; ++dim) t.box[dim] = tiles.box[dim];
+  t.oob = oob;
+  t.swizzle = fj::swizzle_none;
   return t;
 }
 
@@ -117,8 +109,7 @@ absl::StatusOr<LoadedKernel*> CopyKernels::Kernel(int device,
   return k;
 }
 
-absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
-                                     const ValidatedCopy& v,
+absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
                                      uint64_t src_address, bool host_operand,
                                      int device, CUstream stream) {
   FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device));
@@ -135,48 +126,33 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
   // The kernel's tensors: src whole (the window is a coordinate offset),
   // dst whole, both tiled by the same box. promise_in_bounds is read with
   // zero fill: the window is in bounds (checked), but a tile's box may
-  // overhang it and must not read outside src.
-  int64_t s_shape[5], s_strides[5], d_shape[5], d_strides[5];
-  fj_tensor src_t =
-      KernelTensor(*spec.src, v.src, src_address, s_shape, s_strides);
-  fj_tensor dst_t =
-      KernelTensor(*spec.dst, v.dst, v.dst.address, d_shape, d_strides);
-  fj_tensor_arg src_a{}, dst_a{};
-  src_a.struct_size = dst_a.struct_size = sizeof(fj_tensor_arg);
-  src_a.tensor = &src_t;
-  dst_a.tensor = &dst_t;
-  src_a.oob = v.oob == fj::oob_nan ? FJ_OOB_NAN : FJ_OOB_ZEROS;
-  // dst is only stored to (stores clip at its edges in every mode); its
-  // tiles may run past it, which PROMISE_IN_BOUNDS refuses (DescribeTensor).
-  dst_a.oob = FJ_OOB_ZEROS;
+  // overhang it and must not read outside src. dst is only stored to
+  // (stores clip at its edges in every mode), so its tiles may run past it.
+  const fj::oob_mode src_oob =
+      v.oob == fj::oob_nan ? fj::oob_nan : fj::oob_zeros;
   TileShape tiles;
+  TensorDesc src_t, dst_t;
   auto tile_for = [&](jit::CopyImpl i) {
     const CopyLaunchShape shape = CopyShapeFor(i);
     const uint32_t budget = static_cast<uint32_t>(
         std::max(1024, (f.shared_per_block_optin - 256) / kCopyStages));
     tiles = ChooseTiles(v.dst, v.gather.has_value(), shape.max_row_bytes,
                         FloorPow2(std::min(shape.max_tile_bytes, budget)));
-    for (int d = 0; d < v.dst.rank; ++d) {
-      src_a.box[d] = dst_a.box[d] =
-          static_cast<uint32_t>(tiles.box[v.dst.rank - 1 - d]);
-    }
+    src_t = KernelTensor(v.src, src_address, tiles, src_oob);
+    dst_t = KernelTensor(v.dst, v.dst.address, tiles, fj::oob_zeros);
   };
   tile_for(impl);
 
   // tma needs a tensor map for both tensors to be worth it, and device
   // memory; otherwise cp.async, with its own tiles.
   if (impl == jit::CopyImpl::kTma) {
-    FJ_ASSIGN_OR_RETURN(TensorDesc sd, DescribeTensor(&src_a, 0),
-                        "copy kernel src");
-    FJ_ASSIGN_OR_RETURN(TensorDesc dd, DescribeTensor(&dst_a, 1),
-                        "copy kernel dst");
     // A gathered row outside src is a box wholly outside the tensor. On the
     // H200 such a TMA load under the NaN fill mode did not produce the NaN
     // fill (CopyGpuTest.PagedGatherWithBadIndicesFills, 2026-11-30), so NaN
     // gathers take cp.async, whose fill is the layer's own.
     const bool nan_gather = v.gather.has_value() && v.oob == fj::oob_nan;
-    if (host_operand || nan_gather || !TmaRejection(sd).empty() ||
-        !TmaRejection(dd).empty()) {
+    if (host_operand || nan_gather || !TmaRejection(src_t).empty() ||
+        !TmaRejection(dst_t).empty()) {
       impl = jit::CopyImpl::kCpAsync;
       tile_for(impl);
     }
@@ -184,6 +160,17 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
   FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
                       Kernel(device, impl, v.dst.elem_bytes, v.dst.rank));
 
+  // The parameters, encoded here (tensor maps under tma): what the kernel
+  // reads, with no wire struct on the way.
+  TensorEncoder encoder(k->api, k->display_name, &k->tma_fallbacks,
+                        &k->tma_fallback_reported, k->logger);
+  fj::tensor_param params[2];  // 64-byte aligned, as tensor maps need
+  FJ_RETURN_IF_ERROR(
+      encoder.EncodeDescribed(0, src_t, k->copy_impl, &params[0]),
+      "copy kernel src");
+  FJ_RETURN_IF_ERROR(
+      encoder.EncodeDescribed(1, dst_t, k->copy_impl, &params[1]),
+      "copy kernel dst");
   CopyKernelArgs a{};
   for (int d = 0; d < 5; ++d) {
     a.tiles[d] = tiles.tiles[d];
@@ -196,8 +183,9 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
     a.index_stride = v.gather->stride;
   }
   a.src_rows = v.src.shape[v.src.rank - 1];
-  const fj_arg args[3] = {WireTensorArg(&src_a), WireTensorArg(&dst_a),
-                          WireBytesArg(&a, sizeof(a))};
+  const EncodedParam encoded[3] = {{&params[0], sizeof(params[0])},
+                                   {&params[1], sizeof(params[1])},
+                                   {&a, sizeof(a)}};
   LaunchConfig cfg;
   const CopyLaunchShape shape = CopyShapeFor(impl);
   cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
@@ -205,7 +193,7 @@ absl::Status CopyKernels::LaunchCopy(const CopySpec& spec,
   cfg.block[0] = static_cast<uint32_t>(shape.threads);
   cfg.shared_bytes = kCopyStages * tiles.tile_bytes + 128;
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
-  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 3, sizeof(fj_arg)));
+  FJ_RETURN_IF_ERROR(LaunchEncoded(*k, cfg, stream, encoded));
   n_copies_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -227,14 +215,14 @@ absl::Status CopyKernels::LaunchPrefetch(const PrefetchRows& rows, int device,
   a.pieces_per_row = static_cast<int64_t>(
       (rows.row_bytes + kPrefetchPiece - 1) / kPrefetchPiece);
   a.total = a.pieces_per_row * rows.rows();
-  const fj_arg args[1] = {WireBytesArg(&a, sizeof(a))};
+  const EncodedParam encoded[1] = {{&a, sizeof(a)}};
   LaunchConfig cfg;
   cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
       a.total,
       int64_t{kPrefetchCtasPerSm} * std::max(1, dev->facts().sm_count)));
   cfg.block[0] = 128;
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
-  FJ_RETURN_IF_ERROR(LaunchAndNote(*k, cfg, stream, args, 1, sizeof(fj_arg)));
+  FJ_RETURN_IF_ERROR(LaunchEncoded(*k, cfg, stream, encoded));
   return absl::OkStatus();
 }
 

@@ -121,12 +121,12 @@ class CopyKernels {
   CopyKernels(const DeviceList& devices, KernelSource& source)
       : devices_(devices), source_(source) {}
 
-  // Launches fj_tile_copy for `v` (validated from `spec`) on `device`'s
-  // `stream`, with src read at `src_address`. `host_operand`: an operand is
-  // host memory (or staged there), so tma gives way to cp_async.
-  absl::Status LaunchCopy(const CopySpec& spec, const ValidatedCopy& v,
-                          uint64_t src_address, bool host_operand, int device,
-                          CUstream stream);
+  // Launches fj_tile_copy for `v` on `device`'s `stream`, with src read at
+  // `src_address`. `host_operand`: an operand is host memory (or staged
+  // there), so tma gives way to cp_async. The tensors are encoded here
+  // (TensorEncoder::EncodeDescribed) and launched with LaunchEncoded.
+  absl::Status LaunchCopy(const ValidatedCopy& v, uint64_t src_address,
+                          bool host_operand, int device, CUstream stream);
   // Launches fj_prefetch_rows over `rows` on `device`'s `stream`.
   absl::Status LaunchPrefetch(const PrefetchRows& rows, int device,
                               CUstream stream);

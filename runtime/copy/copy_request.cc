@@ -26,19 +26,19 @@ absl::Status Invalid(absl::string_view what, absl::string_view message) {
 // tensor that is not a kernel argument. Plain host memory (kDLCPU) is
 // described like pinned host memory; whether it is pinned is the driver's
 // to say (placement.h).
-absl::StatusOr<TensorDesc> Describe(const fj_tensor* t, absl::string_view name,
+absl::StatusOr<TensorDesc> Describe(const std::optional<DlTensor>& t,
+                                    absl::string_view name,
                                     int32_t* device_type, int32_t* device_id) {
-  if (t == nullptr) return Invalid(name, "is NULL");
-  *device_type = t->device.device_type;
-  *device_id = t->device.device_id;
-  fj_tensor copy = *t;
-  if (copy.device.device_type == kDLCPU) copy.device.device_type = kDLCUDAHost;
-  fj_tensor_arg arg{};
-  arg.struct_size = sizeof(arg);
-  arg.tensor = &copy;
+  if (!t.has_value()) return Invalid(name, "is NULL");
+  *device_type = t->device_type;
+  *device_id = t->device_id;
+  DlTensor copy = *t;
+  if (copy.device_type == kDLCPU) copy.device_type = kDLCUDAHost;
   // One box entry per dimension: entries past ndim must stay 0.
-  for (int i = 0; i < copy.ndim && i < FJ_TP_MAX_RANK; ++i) arg.box[i] = 1;
-  auto desc = DescribeTensor(&arg, 0);
+  uint32_t box[FJ_TP_MAX_RANK] = {};
+  for (int i = 0; i < copy.ndim && i < FJ_TP_MAX_RANK; ++i) box[i] = 1;
+  auto desc =
+      DescribeTensor(copy, box, fj::oob_promise_in_bounds, fj::swizzle_none, 0);
   if (!desc.ok()) {
     absl::string_view m = desc.status().message();
     absl::ConsumePrefix(&m, "argument 0 (tensor): ");
@@ -120,13 +120,13 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
         DtypeName(v.dst.dtype), "; fj_copy does not convert"));
   }
   switch (spec.oob) {
-    case FJ_OOB_PROMISE_IN_BOUNDS:
+    case fj::oob_promise_in_bounds:
       v.oob = fj::oob_promise_in_bounds;
       break;
-    case FJ_OOB_ZEROS:
+    case fj::oob_zeros:
       v.oob = fj::oob_zeros;
       break;
-    case FJ_OOB_NAN:
+    case fj::oob_nan:
       if (!DtypeIsFloat(v.src.dtype)) {
         return absl::InvalidArgumentError(
             absl::StrCat("oob FJ_OOB_NAN needs a floating-point dtype, not ",
@@ -165,7 +165,7 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
   v.elements = 1;
   for (int d = 0; d < rank; ++d) v.elements *= v.dst.shape[d];
 
-  if (spec.index != nullptr) {
+  if (spec.index.has_value()) {
     int32_t dt = 0, id = 0;
     FJ_ASSIGN_OR_RETURN(TensorDesc idx,
                         Describe(spec.index, "index", &dt, &id));
@@ -173,7 +173,7 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
       return Invalid("index", absl::StrCat("has rank ", idx.rank,
                                            "; a gather index is 1-D"));
     }
-    const fj_dl_dtype t = spec.index->dtype;
+    const DlDtype t = spec.index->dtype;
     if (t.code != kDLInt || (t.bits != 32 && t.bits != 64)) {
       return Invalid("index",
                      absl::StrCat("has dtype ", DtypeName(idx.dtype),
@@ -289,7 +289,7 @@ absl::StatusOr<ValidatedPrefetch> ValidatePrefetch(const PrefetchSpec& spec) {
   v.reader_device = spec.reader_device;
   PrefetchRows& rows = v.rows;
   uint64_t dense_bytes = 0;
-  if (spec.tensor != nullptr) {
+  if (spec.tensor.has_value()) {
     int32_t dt = 0, id = 0;
     FJ_ASSIGN_OR_RETURN(TensorDesc t,
                         Describe(spec.tensor, "tensor", &dt, &id));

@@ -29,23 +29,26 @@
 
 #include "absl/status/statusor.h"
 #include "jit/copy_plan.h"
+#include "runtime/launch/dl_tensor.h"
 #include "runtime/launch/tensor_encoder.h"
-#include "runtime/launch/wire.h"
 
 namespace fleetjit::copy {
 
-// A copy as the C++ API takes it. Tensors are borrowed for the call.
+// A copy as the C++ API takes it (capi/convert_copy.cc reads fj_copy_desc
+// into it). The tensors' shape and strides are borrowed for the call; an
+// unset tensor is a NULL one (an error for src and dst).
 struct CopySpec {
-  const fj_tensor* src = nullptr;
+  std::optional<DlTensor> src;
   // Window start in src, outermost-first like shape (DLPack order); any
   // value, negative or past the end, as long as the fill mode allows it.
   std::array<int64_t, FJ_TP_MAX_RANK> start{};
-  // fj_oob, range-checked (capi/convert.cc reads the C field as the int
-  // it is in memory, so any value a caller stored reaches ValidateCopy).
-  int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS;
-  const fj_tensor* dst = nullptr;
+  // An fj::oob_mode value, range-checked (capi/convert_copy.cc reads the C
+  // field as the int it is in memory, so any value a caller stored reaches
+  // ValidateCopy).
+  int32_t oob = fj::oob_promise_in_bounds;
+  std::optional<DlTensor> dst;
   // Optional gather: a 1-D int32/int64 tensor with dst->shape[0] entries.
-  const fj_tensor* index = nullptr;
+  std::optional<DlTensor> index;
   // Forces the copy implementation of the kernel path (tests, benchmarks);
   // unset = the runtime's choice for the device (and its overrides).
   std::optional<jit::CopyImpl> impl;
@@ -145,7 +148,7 @@ struct PrefetchSpec {
   // to the end), clipped to the tensor.
   uint64_t address = 0;
   uint64_t bytes = 0;
-  const fj_tensor* tensor = nullptr;
+  std::optional<DlTensor> tensor;
   std::array<int64_t, FJ_TP_MAX_RANK> start{};
   std::array<int64_t, FJ_TP_MAX_RANK> extent{};
   int32_t mode = 0;            // PrefetchMode, range-checked

@@ -350,19 +350,18 @@ constexpr size_t kSmallParamBytes = 4096;
 // Packs and launches with the parameter buffer on the stack: nothing is
 // allocated per launch. Most kernels take the small frame; the 32 KiB one
 // is only entered for kernels that need it.
-template <size_t kBufferBytes>
-__attribute__((noinline)) absl::Status PackAndLaunch(
-    LoadedKernel& k, const LaunchShape& shape, CUstream stream,
-    const fj_arg* args, size_t num_args, size_t arg_stride) {
+// `pack(buffer, size)` writes the parameter buffer: the wire's packers for
+// fj_launch (WirePacker), PackEncoded for the runtime's own kernels.
+template <size_t kBufferBytes, typename Pack>
+__attribute__((noinline)) absl::Status PackAndLaunch(LoadedKernel& k,
+                                                     const LaunchShape& shape,
+                                                     CUstream stream,
+                                                     const Pack& pack) {
   const DriverApi& api = *k.api;
   Device& device = *k.device;
   const DeviceFacts& facts = device.facts();
   alignas(64) uint8_t buffer[kBufferBytes];
-  TensorEncoder encoder(&api, k.display_name, &k.tma_fallbacks,
-                        &k.tma_fallback_reported, k.logger);
-  absl::Status status =
-      PackForLaunch(k, args, num_args, arg_stride, encoder,
-                    /*use_thunk=*/true, buffer, sizeof(buffer));
+  absl::Status status = pack(buffer, sizeof(buffer));
   if (!status.ok()) {
     return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
   }
@@ -446,10 +445,12 @@ __attribute__((noinline)) absl::Status PackAndLaunch(
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
-                    const fj_arg* args, size_t num_args, size_t arg_stride) {
+// The launch of `k` under `cfg` with the parameter buffer `pack` writes:
+// the kernel and its device usable, the configuration checked, then the
+// small or the large frame.
+template <typename Pack>
+absl::Status CheckAndLaunch(LoadedKernel& k, const LaunchConfig& cfg,
+                            CUstream stream, const Pack& pack) {
   if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
       k.function == nullptr) {
     return absl::FailedPreconditionError("launch: the kernel is not loaded");
@@ -466,21 +467,39 @@ absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
   }
 
   if (k.entry->param_bytes <= kSmallParamBytes) {
-    return PackAndLaunch<kSmallParamBytes>(k, shape, stream, args, num_args,
-                                           arg_stride);
+    return PackAndLaunch<kSmallParamBytes>(k, shape, stream, pack);
   }
-  return PackAndLaunch<jit::kMaxParamBytes>(k, shape, stream, args, num_args,
-                                            arg_stride);
+  return PackAndLaunch<jit::kMaxParamBytes>(k, shape, stream, pack);
+}
+
+// A launch reads the driver's status only when it fails, so a fork() child
+// is refused before anything reaches the driver. OK when not a child.
+absl::Status RefuseForkedChild(const LoadedKernel& k) {
+  if (k.api != nullptr && IsForkedChild(*k.api)) {
+    return CheckCu(*k.api, CUDA_SUCCESS, "cuLaunchKernelEx");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
+                    const fj_arg* args, size_t num_args, size_t arg_stride) {
+  // The encoder is made inside the frame: it exists only where the kernel
+  // is known to be loaded.
+  auto wire = [&](uint8_t* buffer, size_t size) {
+    TensorEncoder encoder(k.api, k.display_name, &k.tma_fallbacks,
+                          &k.tma_fallback_reported, k.logger);
+    return PackForLaunch(k, args, num_args, arg_stride, encoder,
+                         /*use_thunk=*/true, buffer, size);
+  };
+  return CheckAndLaunch(k, cfg, stream, wire);
 }
 
 absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
                            CUstream stream, const fj_arg* args, size_t num_args,
                            size_t arg_stride) {
-  // A launch reads the driver's status only when it fails, so a fork()
-  // child is refused here, before anything reaches the driver.
-  if (k.api != nullptr && IsForkedChild(*k.api)) {
-    return CheckCu(*k.api, CUDA_SUCCESS, "cuLaunchKernelEx");
-  }
+  FJ_RETURN_IF_ERROR(RefuseForkedChild(k));
   FJ_RETURN_IF_ERROR(Launch(k, cfg, stream, args, num_args, arg_stride));
   k.device->NoteLaunch(&k.display_name);
   return absl::OkStatus();
@@ -516,6 +535,58 @@ absl::Status CheckCooperativeGrid(const LoadedKernel& k,
         " threads and ", shape.dynamic_shared,
         " bytes of dynamic shared memory; fj_kernel_occupancy)"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status PackEncoded(const jit::KernelEntry& entry,
+                         absl::Span<const EncodedParam> params, uint8_t* buffer,
+                         size_t buffer_size) {
+  if (entry.param_bytes > buffer_size) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the kernel takes ", entry.param_bytes,
+        " bytes of parameters; at most ", buffer_size, " are supported"));
+  }
+  if (params.size() != entry.params.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the kernel takes ", entry.params.size(), " argument",
+                     entry.params.size() == 1 ? "" : "s", ", the call passed ",
+                     params.size()));
+  }
+  std::memset(buffer, 0, entry.param_bytes);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const EncodedParam& p = params[i];
+    const jit::ParamSpec& spec = entry.params[i];
+    if (uint64_t{spec.offset} + spec.size > entry.param_bytes) {
+      return absl::InternalError(absl::StrCat(
+          "argument ", i, ": the kernel's parameter layout is malformed (",
+          spec.offset, "+", spec.size, " > ", entry.param_bytes, ")"));
+    }
+    if (p.size != spec.size || p.data == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "argument ", i, ": ", p.size, " encoded bytes",
+          p.data == nullptr ? " at NULL" : "",
+          ", but the kernel's parameter is ", jit::DescribeParam(spec)));
+    }
+    if (jit::AcceptedArgsFor(spec).tensor) {
+      fj::tensor_param t;
+      std::memcpy(static_cast<void*>(&t), p.data, sizeof(t));
+      FJ_RETURN_IF_ERROR(CheckDeclaredTensor(
+          i, t.rank, t.dtype, spec.tensor_rank, spec.tensor_dtype));
+    }
+    std::memcpy(buffer + spec.offset, p.data, spec.size);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaunchEncoded(LoadedKernel& k, const LaunchConfig& cfg,
+                           CUstream stream,
+                           absl::Span<const EncodedParam> params) {
+  FJ_RETURN_IF_ERROR(RefuseForkedChild(k));
+  auto encoded = [&](uint8_t* buffer, size_t size) {
+    return PackEncoded(*k.entry, params, buffer, size);
+  };
+  FJ_RETURN_IF_ERROR(CheckAndLaunch(k, cfg, stream, encoded));
+  k.device->NoteLaunch(&k.display_name);
   return absl::OkStatus();
 }
 

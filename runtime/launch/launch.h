@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
 #include "platform/cu_errors.h"
@@ -112,7 +113,8 @@ absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
 absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
                     const fj_arg* args, size_t num_args, size_t arg_stride);
 
-// The launch every caller takes (fj_launch, the copy and prefetch kernels):
+// The launch fj_launch takes (LaunchEncoded below is its twin for the
+// runtime's own kernels):
 // refuses a fork() child before anything reaches the driver, runs Launch,
 // and notes `k` as its device's last kernel (what a later fault names).
 absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
@@ -125,6 +127,30 @@ absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
 // context current.
 absl::Status CheckCooperativeGrid(const LoadedKernel& k,
                                   const LaunchShape& shape);
+// ------------------------------------------- the runtime's own kernels
+// One parameter of LaunchEncoded, already in the kernel's form: `size` bytes
+// at `data`, copied to the parameter's offset. A tensor parameter is the
+// 320-byte fj::tensor_param that TensorEncoder::EncodeDescribed wrote (its
+// TMA map included), so no fj_arg is built on the way.
+struct EncodedParam {
+  const void* data = nullptr;
+  uint32_t size = 0;
+};
+
+// Checks `params` against `entry` (count; each size equal to the
+// parameter's; a tensor's rank and dtype against what the kernel declares)
+// and writes the parameter buffer as PackParams does: every byte of
+// [0, entry.param_bytes). Needs no GPU.
+absl::Status PackEncoded(const jit::KernelEntry& entry,
+                         absl::Span<const EncodedParam> params, uint8_t* buffer,
+                         size_t buffer_size);
+
+// LaunchAndNote for parameters already encoded (the copy and prefetch
+// kernels, runtime/copy/): the same checks of `cfg`, fork refusal, driver
+// call and note, with PackEncoded in place of the wire's packers.
+absl::Status LaunchEncoded(LoadedKernel& k, const LaunchConfig& cfg,
+                           CUstream stream,
+                           absl::Span<const EncodedParam> params);
 
 // OK for CUDA_SUCCESS. Otherwise the CheckCu status of `result`, prefixed
 // with `what` (e.g. "kernel 'saxpy.cu:k': cuStreamSynchronize"); for a

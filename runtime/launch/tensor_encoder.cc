@@ -20,8 +20,6 @@ namespace {
 
 static_assert(sizeof(fj::tensor_param) == 320, "tensor_param layout is ABI");
 static_assert(alignof(fj::tensor_param) == 64, "tensor_param layout is ABI");
-static_assert(sizeof(CUtensorMap) == sizeof(fj::tensor_param{}.tmap),
-              "CUtensorMap must fit tensor_param::tmap");
 
 using dlpack::kDLBfloat;
 using dlpack::kDLBool;
@@ -34,29 +32,6 @@ using dlpack::kDLUInt;
 
 constexpr int64_t kMaxExtent = int64_t{1} << 48;  // sane upper bound
 constexpr int64_t kMaxStride = int64_t{1} << 56;  // |stride| * 8 fits int64
-
-// The TMA side of each dtype (the rest is fj::dtype_info).
-struct DtypeInfo {
-  CUtensorMapDataType tma;
-  bool tma_float;  // TMA sees it as floating point (NaN fill allowed)
-};
-
-// Indexed by fj::dtype_code. fp8 has no TMA type: its bytes move as uint8.
-constexpr DtypeInfo kDtypes[fj::dtype_count] = {
-    {CU_TENSOR_MAP_DATA_TYPE_FLOAT32, true},   // f32
-    {CU_TENSOR_MAP_DATA_TYPE_FLOAT16, true},   // f16
-    {CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, true},  // bf16
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // f8e4m3
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // f8e5m2
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // i8
-    {CU_TENSOR_MAP_DATA_TYPE_UINT8, false},    // u8
-    {CU_TENSOR_MAP_DATA_TYPE_INT32, false},    // i32
-    {CU_TENSOR_MAP_DATA_TYPE_UINT32, false},   // u32
-    {CU_TENSOR_MAP_DATA_TYPE_FLOAT64, true},   // f64
-    {CU_TENSOR_MAP_DATA_TYPE_INT64, false},    // i64
-    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},   // i16
-    {CU_TENSOR_MAP_DATA_TYPE_UINT16, false},   // u16
-};
 
 // Copies one 320-byte parameter. A plain memcpy of this size compiles to
 // `rep movsq`, whose start-up cost was half of a cache hit; 16-byte moves
@@ -71,13 +46,6 @@ inline void CopyParam(void* dst, const void* src) {
   std::memcpy(dst, src, sizeof(fj::tensor_param));
 #endif
 }
-
-// Indexed by fj::swizzle_mode.
-constexpr CUtensorMapSwizzle kSwizzles[4] = {
-    CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_SWIZZLE_32B,
-    CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_SWIZZLE_128B};
-
-bool KnownDtype(int dtype) { return dtype >= 0 && dtype < fj::dtype_count; }
 
 // The oob field as the int it is in memory: a caller may store any value,
 // and loading an out-of-range enum is undefined in C++.
@@ -164,6 +132,34 @@ size_t CacheIndex(const void* owner, size_t arg_index) {
   return static_cast<size_t>((h >> 56) + arg_index) % kCacheEntries;
 }
 
+// The driver entry point a key records (tests swap it).
+const void* EncodeFn(const DriverApi* api) {
+  return api != nullptr
+             ? reinterpret_cast<const void*>(api->cuTensorMapEncodeTiled)
+             : nullptr;
+}
+
+// The key of a tensor already described (TensorEncoder::EncodeDescribed):
+// the description's own fields, parameter order, marked by flag bit 10 so
+// it never equals a wire key.
+TensorKey KeyOfDesc(const TensorDesc& d, const void* encode_fn, bool want_tma) {
+  TensorKey key{};
+  key.encode_fn = encode_fn;
+  key.data = d.address;
+  key.ndim = d.rank;
+  key.code = static_cast<uint8_t>(d.dtype);
+  key.bits = static_cast<uint8_t>(d.elem_bytes);
+  key.oob = d.oob;
+  key.flags =
+      (want_tma ? 2 : 0) | (static_cast<int32_t>(d.swizzle) << 2) | (1 << 10);
+  for (int i = 0; i < d.rank && i < FJ_TP_MAX_RANK; ++i) {
+    key.shape[i] = d.shape[i];
+    key.strides[i] = d.stride[i];
+    key.box[i] = static_cast<uint32_t>(d.box[i]);
+  }
+  return key;
+}
+
 // False when the tensor is too malformed to key (the slow path reports it).
 bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
               TensorKey* key) {
@@ -195,8 +191,45 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
   return true;
 }
 
-absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
-                           int32_t declared_rank, int32_t declared_dtype) {
+// The parameter of `desc` (flags, and the tensor map when TMA is wanted and
+// can describe it) into `param`; the reason of a TMA fallback, or "".
+std::string EncodeFresh(const DriverApi* api, const TensorDesc& desc,
+                        bool want_tma, fj::tensor_param* param) {
+  FillTensorParam(desc, param);
+  std::string reason;
+  if (!want_tma) return reason;
+  reason = TmaRejection(desc);
+  if (!reason.empty()) return reason;
+  if (api == nullptr) return "no CUDA driver to encode a tensor map";
+  absl::Status encoded = EncodeTensorMap(*api, desc, param);
+  if (encoded.ok()) {
+    param->flags |= FJ_TP_HAS_TMAP;
+  } else {
+    reason = std::string(encoded.message());
+    std::memset(param->tmap, 0, sizeof(param->tmap));
+  }
+  return reason;
+}
+
+// Writes `param` out and keeps it in `entry` (may be null) under `key`.
+void Keep(const fj::tensor_param& param, const std::string& reason,
+          CacheEntry* entry, const TensorKey& key, void* out) {
+  std::memcpy(out, &param, sizeof(param));
+  if (entry == nullptr) return;
+  entry->valid = true;
+  entry->key = key;
+  std::memcpy(static_cast<void*>(&entry->param), &param, sizeof(param));
+  entry->fallback = !reason.empty();
+  std::snprintf(entry->reason, sizeof(entry->reason), "%s", reason.c_str());
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+absl::Status CheckDeclaredTensor(size_t arg_index, int rank, int dtype,
+                                 int32_t declared_rank,
+                                 int32_t declared_dtype) {
   if (declared_dtype < -1) {
     // No dtype, but the element's size (jit::DeclaredElemBytes).
     const int bytes = -1 - declared_dtype;
@@ -227,10 +260,6 @@ absl::Status CheckDeclared(size_t arg_index, int rank, int dtype,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------------------
-
 int DtypeBytes(int dtype) { return fj::dtype_info(dtype).bytes; }
 
 std::string DtypeName(int dtype) {
@@ -240,7 +269,7 @@ std::string DtypeName(int dtype) {
 
 bool DtypeIsFloat(int dtype) { return fj::dtype_info(dtype).is_float; }
 
-absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
+absl::StatusOr<fj::dtype_code> DtypeFromDlpack(DlDtype dtype) {
   if (dtype.lanes != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("vector dtypes (lanes=", dtype.lanes,
@@ -298,26 +327,16 @@ absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype) {
       "bfloat 16, bool 8, FJ_DL_FLOAT8_E4M3/E5M2 8"));
 }
 
-absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
-                                          size_t arg_index) {
-  if (arg == nullptr) {
-    return ArgError(arg_index, "fj_arg.v.tensor is NULL");
-  }
-  if (arg->struct_size < kTensorArgV1Size) {
-    return ArgError(
-        arg_index,
-        absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
-                     ", smaller than the first version (", kTensorArgV1Size,
-                     ")"));
-  }
-  const fj_tensor* t = arg->tensor;
-  if (t == nullptr) return ArgError(arg_index, "fj_tensor_arg.tensor is NULL");
+absl::StatusOr<TensorDesc> DescribeTensor(const DlTensor& tensor,
+                                          const uint32_t* box, int32_t oob,
+                                          int32_t swizzle, size_t arg_index) {
+  const DlTensor* t = &tensor;
   if (t->ndim < 1 || t->ndim > FJ_TP_MAX_RANK) {
     return ArgError(arg_index,
                     absl::StrCat("ndim is ", t->ndim, "; tensors have 1..",
                                  FJ_TP_MAX_RANK, " dimensions"));
   }
-  int32_t dt = t->device.device_type;
+  int32_t dt = t->device_type;
   if (dt != kDLCUDA && dt != kDLCUDAHost && dt != kDLCUDAManaged) {
     return ArgError(
         arg_index,
@@ -328,19 +347,19 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   auto dtype_or = DtypeFromDlpack(t->dtype);
   if (!dtype_or.ok()) return ArgError(arg_index, dtype_or.status().message());
   if (t->shape == nullptr) return ArgError(arg_index, "shape is NULL");
-  if (t->data == nullptr) return ArgError(arg_index, "data is NULL");
+  if (t->data == 0) return ArgError(arg_index, "data is NULL");
 
   // A box of another rank than the tensor's is a caller's mistake (a 3-D
   // box for a 2-D tensor), refused rather than cut to the tensor's rank.
   int box_rank = 0;
   for (int i = 0; i < FJ_TP_MAX_RANK; ++i) {
-    if (arg->box[i] != 0) box_rank = i + 1;
+    if (box[i] != 0) box_rank = i + 1;
   }
   if (box_rank > t->ndim) {
     return ArgError(
         arg_index,
         absl::StrCat("a rank-", box_rank, " box (box[", box_rank - 1,
-                     "] = ", arg->box[box_rank - 1], ") on a rank-", t->ndim,
+                     "] = ", box[box_rank - 1], ") on a rank-", t->ndim,
                      " tensor: box has one entry per dimension, outermost-"
                      "first like shape, and entries past ndim must be 0"));
   }
@@ -349,7 +368,7 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   d.rank = t->ndim;
   d.dtype = *dtype_or;
   d.elem_bytes = fj::dtype_info(d.dtype).bytes;
-  uint64_t base = reinterpret_cast<uintptr_t>(t->data);
+  uint64_t base = t->data;
   if (__builtin_add_overflow(base, t->byte_offset, &d.address)) {
     return ArgError(arg_index, absl::StrCat("data + byte_offset (",
                                             t->byte_offset, ") overflows"));
@@ -386,7 +405,7 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
         return ArgError(arg_index, "the tensor's element count overflows");
       }
     }
-    uint32_t b = arg->box[i];
+    uint32_t b = box[i];
     if (b == 0) {
       int64_t whole = std::max<int64_t>(t->shape[i], 1);
       if (whole > INT32_MAX) {
@@ -403,7 +422,6 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
     }
     d.box[dim] = static_cast<int32_t>(b);
   }
-  const int32_t oob = RawOob(arg);
   // Under PROMISE_IN_BOUNDS no tile of a box larger than the tensor lies
   // inside it; the implementations would disagree on what the rest reads.
   for (int i = 0; oob == FJ_OOB_PROMISE_IN_BOUNDS && i < n; ++i) {
@@ -449,7 +467,6 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
       return ArgError(arg_index,
                       absl::StrCat("oob is ", oob, ", not an fj_oob value"));
   }
-  const int32_t swizzle = RawSwizzle(arg);
   if (swizzle < FJ_SWIZZLE_NONE || swizzle > FJ_SWIZZLE_128B) {
     return ArgError(arg_index, absl::StrCat("swizzle is ", swizzle,
                                             ", not an fj_swizzle value"));
@@ -471,142 +488,23 @@ absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
   return d;
 }
 
-std::string HardwareBox(const TensorDesc& d, int32_t hw[FJ_TP_MAX_RANK]) {
-  const int n = d.rank;
-  const int64_t align =
-      d.swizzle == fj::swizzle_none ? 128 : int64_t{128} << d.swizzle;
-  int64_t inner = d.elem_bytes;  // bytes of one element of dimension dim
-  int dim = 0;
-  for (; dim < n && d.box[dim] <= 256; ++dim) {
-    hw[dim] = d.box[dim];
-    inner *= d.box[dim];
+absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
+                                          size_t arg_index) {
+  if (arg == nullptr) {
+    return ArgError(arg_index, "fj_arg.v.tensor is NULL");
   }
-  for (int e = dim; e < n; ++e) hw[e] = 1;
-  if (dim == n) return "";
-  const int32_t b = d.box[dim];
-  for (int32_t h = 256; h >= 1; --h) {
-    if (b % h != 0) continue;
-    const int64_t piece = inner * h;
-    if (piece % align != 0) continue;
-    hw[dim] = h;
-    return "";
+  if (arg->struct_size < kTensorArgV1Size) {
+    return ArgError(
+        arg_index,
+        absl::StrCat("fj_tensor_arg.struct_size is ", arg->struct_size,
+                     ", smaller than the first version (", kTensorArgV1Size,
+                     ")"));
   }
-  return absl::StrCat(
-      "box[", n - 1 - dim, "] = ", b,
-      " is over TMA's 256 per copy and has no divisor up to 256 that makes "
-      "pieces of a multiple of ",
-      align, " bytes; a multiple of ", align / std::gcd<int64_t>(align, inner),
-      " there splits (the part past the tensor reads as the oob fill)");
-}
-
-std::string TmaRejection(const TensorDesc& d) {
-  const int n = d.rank;
-  auto caller_dim = [n](int dim) { return n - 1 - dim; };  // DLPack index
-  if (n < 1 || n > FJ_TP_MAX_RANK)
-    return absl::StrCat("rank ", n, " is outside 1..5");
-  if (!KnownDtype(d.dtype)) return absl::StrCat("unknown dtype ", d.dtype);
-  if (d.address % 16 != 0) {
-    return absl::StrFormat("address 0x%x is not 16-byte aligned", d.address);
+  if (arg->tensor == nullptr) {
+    return ArgError(arg_index, "fj_tensor_arg.tensor is NULL");
   }
-  if (d.stride[0] != 1) {
-    return absl::StrCat("innermost stride (strides[", caller_dim(0), "]) is ",
-                        d.stride[0], " elements; TMA needs 1");
-  }
-  for (int dim = 0; dim < n; ++dim) {
-    if (d.shape[dim] == 0) {
-      return absl::StrCat("shape[", caller_dim(dim), "] is 0");
-    }
-    if (static_cast<uint64_t>(d.shape[dim]) > (uint64_t{1} << 32)) {
-      return absl::StrCat("shape[", caller_dim(dim), "] = ", d.shape[dim],
-                          " exceeds 2^32");
-    }
-  }
-  for (int dim = 1; dim < n; ++dim) {
-    int64_t bytes = d.stride[dim] * d.elem_bytes;
-    if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t{1} << 40)) {
-      return absl::StrCat(
-          "strides[", caller_dim(dim), "] is ", bytes,
-          " bytes; TMA needs a positive multiple of 16 below 2^40");
-    }
-  }
-  for (int dim = 0; dim < n; ++dim) {
-    if (d.box[dim] < 1) {
-      return absl::StrCat("box[", caller_dim(dim), "] is ", d.box[dim],
-                          " (outermost-first); TMA boxes are at least 1");
-    }
-  }
-  if ((static_cast<int64_t>(d.box[0]) * d.elem_bytes) % 16 != 0) {
-    return absl::StrCat("the inner box (box[", caller_dim(0), "] = ", d.box[0],
-                        " x ", d.elem_bytes,
-                        " bytes) is not a multiple of 16 bytes");
-  }
-  int32_t hw[FJ_TP_MAX_RANK];
-  std::string why = HardwareBox(d, hw);
-  if (!why.empty()) return why;
-  if ((static_cast<int64_t>(hw[0]) * d.elem_bytes) % 16 != 0) {
-    return absl::StrCat("the inner hardware box (", hw[0], " x ", d.elem_bytes,
-                        " bytes) is not a multiple of 16 bytes");
-  }
-  if (d.oob == fj::oob_nan && !kDtypes[d.dtype].tma_float) {
-    return absl::StrCat("NaN fill needs a TMA floating-point type; ",
-                        DtypeName(d.dtype), " moves as uint8");
-  }
-  return "";
-}
-
-void FillTensorParam(const TensorDesc& d, fj::tensor_param* out) {
-  std::memset(static_cast<void*>(out), 0, sizeof(*out));
-  out->data = reinterpret_cast<void*>(static_cast<uintptr_t>(d.address));
-  for (int dim = 0; dim < d.rank; ++dim) {
-    out->shape[dim] = d.shape[dim];
-    out->stride[dim] = d.stride[dim];
-    out->box[dim] = d.box[dim];
-  }
-  out->rank = d.rank;
-  out->dtype = d.dtype;
-  out->elem_bytes = d.elem_bytes;
-  out->oob = d.oob;
-  out->flags = 0;
-  out->swizzle = static_cast<unsigned char>(d.swizzle);
-}
-
-absl::Status EncodeTensorMap(const DriverApi& api, const TensorDesc& d,
-                             fj::tensor_param* out) {
-  if (api.cuTensorMapEncodeTiled == nullptr) {
-    return absl::UnavailableError("the driver has no cuTensorMapEncodeTiled");
-  }
-  cuuint64_t dims[FJ_TP_MAX_RANK] = {};
-  cuuint64_t strides[FJ_TP_MAX_RANK] = {};
-  cuuint32_t box[FJ_TP_MAX_RANK] = {};
-  cuuint32_t element_strides[FJ_TP_MAX_RANK] = {1, 1, 1, 1, 1};
-  int32_t hw[FJ_TP_MAX_RANK] = {};
-  const std::string why = HardwareBox(d, hw);
-  if (!why.empty()) return absl::InvalidArgumentError(why);
-  bool split = false;
-  for (int dim = 0; dim < d.rank; ++dim) {
-    dims[dim] = static_cast<cuuint64_t>(d.shape[dim]);
-    box[dim] = static_cast<cuuint32_t>(hw[dim]);
-    split = split || hw[dim] != d.box[dim];
-    if (dim > 0) {
-      strides[dim - 1] = static_cast<cuuint64_t>(d.stride[dim] * d.elem_bytes);
-    }
-  }
-  CUresult r = api.cuTensorMapEncodeTiled(
-      reinterpret_cast<CUtensorMap*>(out->tmap), kDtypes[d.dtype].tma,
-      static_cast<cuuint32_t>(d.rank),
-      reinterpret_cast<void*>(static_cast<uintptr_t>(d.address)), dims, strides,
-      box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, kSwizzles[d.swizzle],
-      CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-      d.oob == fj::oob_nan ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
-                           : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  absl::Status encoded = CheckCu(api, r, "cuTensorMapEncodeTiled");
-  if (!encoded.ok()) return encoded;
-  for (int dim = 0; dim < FJ_TP_MAX_RANK; ++dim) {
-    out->hw_box_m1[dim] =
-        dim < d.rank ? static_cast<unsigned char>(hw[dim] - 1) : 0;
-  }
-  if (split) out->flags |= FJ_TP_SPLIT_BOX;
-  return absl::OkStatus();
+  return DescribeTensor(DlTensorOf(*arg->tensor), arg->box, RawOob(arg),
+                        RawSwizzle(arg), arg_index);
 }
 
 // ---------------------------------------------------------------------------
@@ -631,21 +529,14 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
                                    int32_t declared_dtype, jit::CopyImpl impl,
                                    void* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
-  const void* encode_fn =
-      api_ != nullptr
-          ? reinterpret_cast<const void*>(api_->cuTensorMapEncodeTiled)
-          : nullptr;
   TensorKey key;
   CacheEntry* entry = nullptr;
-  if (cache_enabled_ && BuildKey(arg, encode_fn, want_tma, &key)) {
-    const void* owner = fallbacks_ != nullptr
-                            ? static_cast<const void*>(fallbacks_)
-                            : kernel_name_.data();
-    entry = &t_cache[CacheIndex(owner, arg_index)];
+  if (cache_enabled_ && BuildKey(arg, EncodeFn(api_), want_tma, &key)) {
+    entry = &t_cache[CacheIndex(CacheOwner(), arg_index)];
     if (entry->valid && SameKey(entry->key, key)) {
       absl::Status declared =
-          CheckDeclared(arg_index, entry->param.rank, entry->param.dtype,
-                        declared_rank, declared_dtype);
+          CheckDeclaredTensor(arg_index, entry->param.rank, entry->param.dtype,
+                              declared_rank, declared_dtype);
       if (!declared.ok()) return declared;
       CopyParam(out, &entry->param);
       if (entry->fallback) ReportFallback(arg_index, entry->reason);
@@ -655,37 +546,36 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
 
   absl::StatusOr<TensorDesc> desc = DescribeTensor(arg, arg_index);
   if (!desc.ok()) return desc.status();
-  absl::Status declared = CheckDeclared(arg_index, desc->rank, desc->dtype,
-                                        declared_rank, declared_dtype);
+  absl::Status declared = CheckDeclaredTensor(
+      arg_index, desc->rank, desc->dtype, declared_rank, declared_dtype);
   if (!declared.ok()) return declared;
 
   fj::tensor_param param;  // 64-byte aligned, as cuTensorMapEncodeTiled needs
-  FillTensorParam(*desc, &param);
-  std::string reason;
-  if (want_tma) {
-    reason = TmaRejection(*desc);
-    if (reason.empty()) {
-      if (api_ == nullptr) {
-        reason = "no CUDA driver to encode a tensor map";
-      } else {
-        absl::Status encoded = EncodeTensorMap(*api_, *desc, &param);
-        if (encoded.ok()) {
-          param.flags |= FJ_TP_HAS_TMAP;
-        } else {
-          reason = std::string(encoded.message());
-          std::memset(param.tmap, 0, sizeof(param.tmap));
-        }
-      }
+  const std::string reason = EncodeFresh(api_, *desc, want_tma, &param);
+  Keep(param, reason, entry, key, out);
+  if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status TensorEncoder::EncodeDescribed(size_t arg_index,
+                                            const TensorDesc& desc,
+                                            jit::CopyImpl impl,
+                                            fj::tensor_param* out) const {
+  const bool want_tma = impl == jit::CopyImpl::kTma;
+  TensorKey key;
+  CacheEntry* entry = nullptr;
+  if (cache_enabled_) {
+    key = KeyOfDesc(desc, EncodeFn(api_), want_tma);
+    entry = &t_cache[CacheIndex(CacheOwner(), arg_index)];
+    if (entry->valid && SameKey(entry->key, key)) {
+      CopyParam(out, &entry->param);
+      if (entry->fallback) ReportFallback(arg_index, entry->reason);
+      return absl::OkStatus();
     }
   }
-  std::memcpy(out, &param, sizeof(param));
-  if (entry != nullptr) {
-    entry->valid = true;
-    entry->key = key;
-    std::memcpy(static_cast<void*>(&entry->param), &param, sizeof(param));
-    entry->fallback = !reason.empty();
-    std::snprintf(entry->reason, sizeof(entry->reason), "%s", reason.c_str());
-  }
+  fj::tensor_param param;
+  const std::string reason = EncodeFresh(api_, desc, want_tma, &param);
+  Keep(param, reason, entry, key, out);
   if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
   return absl::OkStatus();
 }

@@ -39,6 +39,7 @@
 #include "fleetjit/copy/tensor_param.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
+#include "runtime/launch/dl_tensor.h"
 #include "runtime/launch/wire.h"
 
 namespace fleetjit {
@@ -63,17 +64,33 @@ constexpr size_t kTensorArgV1Size = offsetof(fj_tensor_arg, swizzle);
 // 8/16/32/64, kDLUInt 8/16/32, kDLFloat 16/32/64, kDLBfloat 16, kDLBool 8
 // (as u8) and FJ_DL_FLOAT8_E4M3/E5M2 with 8 bits. INVALID_ARGUMENT
 // otherwise, naming the dtype.
-absl::StatusOr<fj::dtype_code> DtypeFromDlpack(fj_dl_dtype dtype);
+absl::StatusOr<fj::dtype_code> DtypeFromDlpack(DlDtype dtype);
 // Bytes per element of `dtype`; 0 for an unknown code.
 int DtypeBytes(int dtype);
 // "f32", "bf16", ... ("dtype#N" for an unknown code).
 std::string DtypeName(int dtype);
 bool DtypeIsFloat(int dtype);
 
-// Checks a caller's tensor argument and puts it in the parameter's order.
-// `arg_index` only names the argument in messages.
+// Checks a caller's tensor and puts it in the parameter's order: ndim,
+// device type (CUDA memory), dtype, shape and data non-null, extents,
+// strides, `box` (FJ_TP_MAX_RANK entries outermost-first, 0 = the whole
+// extent, none past ndim), `oob` and `swizzle` (fj::oob_mode and
+// fj::swizzle_mode values, range-checked here). `arg_index` only names the
+// argument in messages.
+absl::StatusOr<TensorDesc> DescribeTensor(const DlTensor& t,
+                                          const uint32_t* box, int32_t oob,
+                                          int32_t swizzle, size_t arg_index);
+// The same for a tensor argument of the wire: its NULLs and struct_size,
+// then the tensor with the argument's box, oob and swizzle.
 absl::StatusOr<TensorDesc> DescribeTensor(const fj_tensor_arg* arg,
                                           size_t arg_index);
+
+// The declared side of a tensor parameter: `declared_rank` (0 = any) and
+// `declared_dtype` (-1 = any; below -1, an element of -1 - declared_dtype
+// bytes, see jit::ParamSpec::tensor_dtype) against the tensor's `rank` and
+// `dtype`. INVALID_ARGUMENT naming argument `arg_index` on a mismatch.
+absl::Status CheckDeclaredTensor(size_t arg_index, int rank, int dtype,
+                                 int32_t declared_rank, int32_t declared_dtype);
 
 // The tensor map's box for `desc` (parameter order) in `hw`: the tile's box
 // where every extent is within TMA's 1..256, else a box that tiles it in
@@ -127,11 +144,23 @@ class TensorEncoder {
                       int32_t declared_rank, int32_t declared_dtype,
                       jit::CopyImpl impl, void* out) const;
 
+  // The same for a tensor already described (the runtime's own kernels:
+  // runtime/copy/), with no declared side to check: the parameter with its
+  // tensor map under `impl` tma when TMA can describe `desc`. Shares the
+  // per-thread cache (its keys are marked apart from the wire's).
+  absl::Status EncodeDescribed(size_t arg_index, const TensorDesc& desc,
+                               jit::CopyImpl impl, fj::tensor_param* out) const;
+
   // Turns the per-thread cache off for this encoder (tests).
   void set_cache_enabled(bool enabled) { cache_enabled_ = enabled; }
 
  private:
   void ReportFallback(size_t arg_index, const char* reason) const;
+  // What the per-thread cache files this encoder's slots under.
+  const void* CacheOwner() const {
+    return fallbacks_ != nullptr ? static_cast<const void*>(fallbacks_)
+                                 : kernel_name_.data();
+  }
 
   const DriverApi* api_;
   absl::string_view kernel_name_;

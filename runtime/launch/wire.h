@@ -12,20 +12,57 @@
 //                       strides outermost-first), encoded by the tensor
 //                       encoder (tensor_encoder.h) into the kernel's
 //                       parameter.
-// The copy kernels (runtime/copy/) speak it too, through the builders below.
-// Everything else the runtime takes is a C++ type; capi/convert.* converts.
+// A tensor of the wire becomes the C++ runtime's DlTensor (dl_tensor.h) in
+// one place, DlTensorOf below, which capi/ uses for fj_copy_desc and
+// fj_prefetch_desc too. Everything else the runtime takes is a C++ type
+// (the copy kernels launch with already-encoded parameters, launch.h's
+// LaunchEncoded); capi/convert*.cc converts.
 #ifndef FLEETJIT_RUNTIME_LAUNCH_WIRE_H_
 #define FLEETJIT_RUNTIME_LAUNCH_WIRE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
+#include "fleetjit/copy/tensor_param.h"
 #include "fleetjit/fleetjit.h"
+#include "runtime/launch/dl_tensor.h"
 
 namespace fleetjit {
 
 // The first version of fj_arg; a smaller struct_size is INVALID_ARGUMENT.
 inline constexpr size_t kMinArgStructSize = sizeof(fj_arg);
+
+// The C enums the runtime reads as its own C++ ones (fj::oob_mode,
+// fj::swizzle_mode of include/fleetjit/copy/tensor_param.h).
+static_assert(int{FJ_OOB_PROMISE_IN_BOUNDS} == fj::oob_promise_in_bounds &&
+              int{FJ_OOB_ZEROS} == fj::oob_zeros &&
+              int{FJ_OOB_NAN} == fj::oob_nan);
+static_assert(int{FJ_SWIZZLE_NONE} == fj::swizzle_none &&
+              int{FJ_SWIZZLE_32B} == fj::swizzle_32b &&
+              int{FJ_SWIZZLE_64B} == fj::swizzle_64b &&
+              int{FJ_SWIZZLE_128B} == fj::swizzle_128b);
+static_assert(FJ_TP_MAX_RANK == sizeof(fj_tensor_arg{}.box) / sizeof(uint32_t));
+
+// The C++ value of a caller's fj_tensor (its shape and strides borrowed).
+inline DlTensor DlTensorOf(const fj_tensor& t) {
+  DlTensor out;
+  out.data = reinterpret_cast<uintptr_t>(t.data);
+  out.device_type = t.device.device_type;
+  out.device_id = t.device.device_id;
+  out.ndim = t.ndim;
+  out.dtype = DlDtype{t.dtype.code, t.dtype.bits, t.dtype.lanes};
+  out.shape = t.shape;
+  out.strides = t.strides;
+  out.byte_offset = t.byte_offset;
+  return out;
+}
+
+// The same for an optional tensor: nullopt for NULL.
+inline std::optional<DlTensor> DlTensorOf(const fj_tensor* t) {
+  if (t == nullptr) return std::nullopt;
+  return DlTensorOf(*t);
+}
 
 // An FJ_ARG_TENSOR argument over `a` (which outlives the launch call).
 inline fj_arg WireTensorArg(const fj_tensor_arg* a) {

@@ -29,14 +29,16 @@ absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
   return params;
 }
 
-absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
-                                     jit::Artifact& artifact) {
+absl::Status ForEachKernelFunction(
+    const DriverApi& api, Device& device, jit::Artifact& artifact,
+    absl::string_view purpose,
+    absl::FunctionRef<absl::Status(jit::KernelEntry&, CUfunction)> fn) {
   FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
   CUmodule module = nullptr;
   FJ_RETURN_IF_ERROR(
       CheckCu(api, api.cuModuleLoadData(&module, artifact.image.data()),
               "cuModuleLoadData"),
-      "loading the image to read its parameter layouts");
+      absl::StrCat("loading the image to ", purpose));
   absl::Status status;
   for (jit::KernelEntry& entry : artifact.kernels) {
     CUfunction function = nullptr;
@@ -44,21 +46,32 @@ absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
         api,
         api.cuModuleGetFunction(&function, module, entry.lowered_name.c_str()),
         "cuModuleGetFunction");
-    if (!status.ok()) break;
-    auto relaid = DriverParamLayout(api, function, entry);
-    if (!relaid.ok()) {
-      status = relaid.status();
+    if (!status.ok()) {
+      status = Annotate(status, absl::StrCat("kernel '", entry.name, "'"));
       break;
     }
-    if (relaid->has_value()) {
-      entry.params = std::move(**relaid);
-      entry.param_bytes = jit::ParamBufferBytes(entry.params);
-    }
+    status = fn(entry, function);
+    if (!status.ok()) break;
   }
   device.LogReleaseFailure(
       CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
-      "a module loaded to read its parameter layouts");
+      absl::StrCat("a module loaded to ", purpose));
   return status;
+}
+
+absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,
+                                     jit::Artifact& artifact) {
+  return ForEachKernelFunction(
+      api, device, artifact, "read its parameter layouts",
+      [&](jit::KernelEntry& entry, CUfunction function) -> absl::Status {
+        FJ_ASSIGN_OR_RETURN(auto relaid,
+                            DriverParamLayout(api, function, entry));
+        if (relaid.has_value()) {
+          entry.params = std::move(*relaid);
+          entry.param_bytes = jit::ParamBufferBytes(entry.params);
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace fleetjit

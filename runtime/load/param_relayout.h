@@ -11,8 +11,10 @@
 #include <optional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "jit/artifact.h"
 #include "platform/driver_api.h"
 #include "runtime/device/device.h"
@@ -24,6 +26,16 @@ namespace fleetjit {
 // INTERNAL when a parameter's size disagrees with the PTX.
 absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
     const DriverApi& api, CUfunction function, const jit::KernelEntry& entry);
+
+// Loads `artifact`'s image on `device` (made current here), calls
+// `fn(entry, function)` for each of its kernels until one fails (a kernel
+// the image lacks fails, naming it), and unloads the image again. `purpose`
+// ends the messages: "loading the image to <purpose>", "a module loaded to
+// <purpose>". Serves the parameter reads at build (image_import) and load.
+absl::Status ForEachKernelFunction(
+    const DriverApi& api, Device& device, jit::Artifact& artifact,
+    absl::string_view purpose,
+    absl::FunctionRef<absl::Status(jit::KernelEntry&, CUfunction)> fn);
 
 // Loads `artifact` on `device` (made current here), rewrites its kernels'
 // parameter offsets to the driver's, and unloads it again.

@@ -18,15 +18,15 @@
 namespace {
 
 using fleetjit::testing::Code;
-using fleetjit::testing::kSaxpySource;
 using fleetjit::testing::S;
+using fleetjit::testing::SaxpySource;
 
 // A kernel source no earlier run has built.
 std::string FreshSource(const char* tag) {
   static std::atomic<uint64_t> counter{0};
   std::random_device rd;
   return "// " + std::string(tag) + " " + std::to_string(rd()) + "-" +
-         std::to_string(counter++) + "\n" + kSaxpySource;
+         std::to_string(counter++) + "\n" + SaxpySource();
 }
 
 struct Options {

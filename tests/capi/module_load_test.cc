@@ -13,15 +13,15 @@
 namespace {
 
 using fleetjit::testing::Code;
-using fleetjit::testing::kSaxpySource;
 using fleetjit::testing::S;
+using fleetjit::testing::SaxpySource;
 
 class ModuleLoadTest : public fleetjit::testing::CapiRuntimeTest<> {
  protected:
   // The image fj_module_build makes for `target` (what `fleetjit build -o`
   // writes); empty, with a skip, without NVRTC.
   std::string Image(const std::string& target) {
-    fj_build_options o = BuildOptions(kSaxpySource, target);
+    fj_build_options o = BuildOptions(SaxpySource(), target);
     fj_module* m = nullptr;
     fj_status* st = fj_module_build(rt_, &o, &m);
     if (fj_status_code(st) != FJ_OK) {

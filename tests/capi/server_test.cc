@@ -22,8 +22,12 @@
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
+#include "tests/common/env.h"
+#include "tests/common/temp_dir.h"
 
 namespace {
+
+using ::fleetjit::testing::ScopedEnv;
 
 namespace fs = std::filesystem;
 
@@ -35,31 +39,6 @@ std::string Message(fj_status* st) {
   fj_status_free(st);
   return m;
 }
-
-// Restores an environment variable on scope exit.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) old_ = old, had_ = true;
-    if (value == nullptr) {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 // What a log callback received.
 struct Captured {
@@ -172,22 +151,7 @@ TEST(RuntimeOptionsTest, PreopenDevices) {
 }
 
 // A fresh temporary directory, removed on scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string t =
-        (fs::temp_directory_path() / "fj_server_test_XXXXXX").string();
-    path_ = mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::fleetjit::testing::TempDir;
 
 // Builds a module with a fresh random constant (a new cache key) for a
 // named target; returns the status code.

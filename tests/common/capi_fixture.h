@@ -4,7 +4,7 @@
 //
 //   class MyTest : public fleetjit::testing::CapiRuntimeTest<> {};
 //   TEST_F(MyTest, Builds) {
-//     fj_build_options o = BuildOptions(kSaxpySource, "sm_90");
+//     fj_build_options o = BuildOptions(SaxpySource(), "sm_90");
 //     fj_module* m = nullptr;
 //     FJ_ASSERT_OK(fj_module_build(rt_, &o, &m));
 //   }
@@ -15,6 +15,7 @@
 
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/corpus.h"
 
 namespace fleetjit::testing {
 
@@ -27,13 +28,6 @@ inline fj_code Code(fj_status* st) {
   fj_status_free(st);
   return c;
 }
-
-// The y = a * x + y kernel the C ABI tests build, load and launch.
-inline constexpr char kSaxpySource[] =
-    "extern \"C\" __global__ void saxpy(float a, const float* x, float* y, int "
-    "n) {\n"
-    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  if (i < n) y[i] = a * x[i] + y[i];\n}\n";
 
 // A fixture holding one runtime (rt_, created with default options) and the
 // number of GPUs it sees (gpus_). `Base` is ::testing::Test or a

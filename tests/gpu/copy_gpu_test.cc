@@ -103,8 +103,8 @@ TEST_F(CopyGpuTest, UnpinnedHostMemoryIsRefused) {
               nullptr,
               0};
   CopySpec spec;
-  spec.src = &s;
-  spec.dst = &d;
+  spec.src = DlTensorOf(s);
+  spec.dst = DlTensorOf(d);
   absl::Status st = rt().copy().CopyTensorWindow(spec, {});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
   EXPECT_NE(st.message().find("not pinned"), absl::string_view::npos) << st;
@@ -128,8 +128,8 @@ TEST_F(CopyGpuTest, ARangePastItsAllocationIsRefused) {
               nullptr,
               0};
   CopySpec spec;
-  spec.src = &s;
-  spec.dst = &d;
+  spec.src = DlTensorOf(s);
+  spec.dst = DlTensorOf(d);
   absl::Status st = rt().copy().CopyTensorWindow(spec, {});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
 }
@@ -153,7 +153,7 @@ TEST_F(CopyGpuTest, LocalPrefetchRunsAndChangesNothing) {
               nullptr,
               0};
   PrefetchSpec q;
-  q.tensor = &t;
+  q.tensor = DlTensorOf(t);
   q.start = {100, 64};
   q.extent = {64, 512};
   ASSERT_TRUE(rt().copy().Prefetch(q, {0, stream(0)}).ok());

@@ -334,11 +334,11 @@ absl::Status GpuFixture::RunInto(const CopyCase& c,
                nullptr,
                0};
   CopySpec spec;
-  spec.src = &s;
-  spec.dst = &d;
+  spec.src = DlTensorOf(s);
+  spec.dst = DlTensorOf(d);
   spec.start = c.start;
   spec.oob = c.oob;
-  spec.index = c.gather ? &ix : nullptr;
+  spec.index = c.gather ? DlTensorOf(&ix) : std::nullopt;
   spec.impl = impl;
   spec.force_kernel = force_kernel;
   absl::Status st = rt().copy().CopyTensorWindow(spec, {exec, stream(exec)});

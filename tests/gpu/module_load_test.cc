@@ -17,8 +17,8 @@
 namespace {
 
 using fleetjit::testing::Code;
-using fleetjit::testing::kSaxpySource;
 using fleetjit::testing::S;
+using fleetjit::testing::SaxpySource;
 
 fj_arg Arg(fj_arg_kind kind) {
   fj_arg a{};
@@ -41,7 +41,7 @@ TEST_P(ModuleLoadGpuTest, LoadsAndLaunchesSaxpyFromItsImage) {
   std::mt19937_64 rng =
       fleetjit::testing::SeededRng("LoadsAndLaunchesSaxpyFromItsImage");
   // 1. Build for the live device (PTX or cubin) and keep only the bytes.
-  fj_build_options b = BuildOptions(kSaxpySource, "");
+  fj_build_options b = BuildOptions(SaxpySource(), "");
   b.output = GetParam();
   b.flags = FJ_BUILD_NO_CACHE;
   fj_module* built = nullptr;
@@ -67,7 +67,7 @@ TEST_P(ModuleLoadGpuTest, LoadsAndLaunchesSaxpyFromItsImage) {
   info.struct_size = sizeof(info);
   FJ_ASSERT_OK(fj_kernel_info_get(k, &info));
   EXPECT_EQ(info.num_params, 4);
-  EXPECT_EQ(info.param_bytes, 28u);
+  EXPECT_EQ(info.param_bytes, 24u);  // y, x: 8 + 8; a, n: 4 + 4
 
   // 3. Random data, launch, compare with the host.
   const int n = 10007;
@@ -81,11 +81,11 @@ TEST_P(ModuleLoadGpuTest, LoadsAndLaunchesSaxpyFromItsImage) {
   FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, n * 4, &dy));
   FJ_ASSERT_OK(fj_memcpy_htod(rt_, dx, x.data(), n * 4, nullptr));
   FJ_ASSERT_OK(fj_memcpy_htod(rt_, dy, y.data(), n * 4, nullptr));
-  fj_arg args[4] = {Arg(FJ_ARG_F32), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
+  fj_arg args[4] = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_F32),
                     Arg(FJ_ARG_I32)};
-  args[0].v.f32 = a;
+  args[0].v.pointer = dy;
   args[1].v.pointer = dx;
-  args[2].v.pointer = dy;
+  args[2].v.f32 = a;
   args[3].v.i32 = n;
   fj_launch_config cfg{};
   cfg.struct_size = sizeof(cfg);
@@ -101,8 +101,8 @@ TEST_P(ModuleLoadGpuTest, LoadsAndLaunchesSaxpyFromItsImage) {
   // 4. Wrong arguments are refused: count, and size (a double for a float).
   EXPECT_EQ(Code(fj_launch(k, &cfg, args, 3)), FJ_INVALID_ARGUMENT);
   fj_arg wrong[4] = {args[0], args[1], args[2], args[3]};
-  wrong[0] = Arg(FJ_ARG_F64);
-  wrong[0].v.f64 = a;
+  wrong[2] = Arg(FJ_ARG_F64);
+  wrong[2].v.f64 = a;
   EXPECT_EQ(Code(fj_launch(k, &cfg, wrong, 4)), FJ_INVALID_ARGUMENT);
   // An array whose stride is not a multiple of alignof(fj_arg) is refused
   // before any element past the first is read.

@@ -37,6 +37,7 @@
 #include "platform/cu_errors.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
 #include "tests/common/seed.h"
+#include "tests/common/temp_dir.h"
 #include "tests/hardening/driver_scenario.h"
 
 namespace fleetjit::testing {
@@ -157,18 +158,7 @@ std::string SiteName(uintptr_t site, bool where) {
   return name;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/fj-driver-faults-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(absl::StrCat("rm -rf '", path_, "'").c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::fleetjit::testing::TempDir;
 
 // Aborts the process, naming the run, if one run takes past kRunLimit.
 class Watchdog {

@@ -57,20 +57,7 @@ pid_t SpawnPiped(const std::vector<std::string>& argv,
   posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
   // Without FLEETJIT_CACHE_DIR: it would win over the folder each child
   // names in fj_runtime_options (ctest sets it for this suite).
-  const std::vector<std::string> environment =
-      ChildEnvironment(env, {"FLEETJIT_CACHE_DIR"});
-  std::vector<char*> args, envp;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const std::string& e : environment)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(),
-                  envp.data()) != 0) {
-    pid = -1;
-  }
+  const pid_t pid = Spawn(argv, env, {"FLEETJIT_CACHE_DIR"}, &actions);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   *out_fd = fds[0];

@@ -23,6 +23,7 @@
 #include "runtime/launch/tensor_encoder.h"
 #include "runtime/load/kernel.h"
 #include "runtime/runtime.h"
+#include "tests/common/temp_dir.h"
 
 namespace fleetjit {
 namespace {
@@ -33,20 +34,7 @@ extern "C" __global__ void mixed(float* p, int n, double d, short s) {
 }
 )";
 
-class TempDir {
- public:
-  TempDir() {
-    char dir_template[] = "/tmp/fj_cold_build.XXXXXX";
-    path_ = mkdtemp(dir_template) != nullptr ? dir_template : "";
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::fleetjit::testing::TempDir;
 
 std::unique_ptr<Runtime> NewRuntime(const std::string& dir,
                                     bool thunks = true) {

@@ -18,9 +18,12 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "runtime/cache/module_cache.h"
+#include "tests/common/env.h"
 
 namespace fleetjit {
 namespace {
+
+using ::fleetjit::testing::EnvGuard;
 
 TEST(ConfigTest, ThunksSwitchAndRecordedOverrides) {
   ::unsetenv("FLEETJIT_THUNKS");
@@ -49,30 +52,6 @@ TEST(ConfigTest, AMalformedValueNamesTheVariable) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("FLEETJIT_COPY_IMPL"), absl::string_view::npos);
 }
-
-// Sets variables for one test and restores them after it.
-class EnvGuard {
- public:
-  explicit EnvGuard(std::vector<const char*> names) {
-    for (const char* n : names) {
-      const char* v = std::getenv(n);
-      saved_.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
-      ::unsetenv(n);
-    }
-  }
-  ~EnvGuard() {
-    for (auto& [n, v] : saved_) {
-      if (v) {
-        ::setenv(n, v->c_str(), 1);
-      } else {
-        ::unsetenv(n);
-      }
-    }
-  }
-
- private:
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
 
 TEST(ConfigTest, PreopenTakesAllNoneOrOrdinals) {
   EnvGuard guard({"FLEETJIT_PREOPEN", "FLEETJIT_PRELOAD_NVRTC"});

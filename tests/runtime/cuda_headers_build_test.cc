@@ -22,29 +22,12 @@
 #include "jit/target.h"
 #include "runtime/config.h"
 #include "runtime/runtime.h"
+#include "tests/common/temp_dir.h"
 
 namespace fleetjit {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char dir_template[] = "/tmp/fj_cuda_headers.XXXXXX";
-    path_ = mkdtemp(dir_template) != nullptr ? dir_template : "";
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-  void Write(const std::string& rel, const std::string& text) const {
-    std::filesystem::create_directories(
-        std::filesystem::path(path_ + "/" + rel).parent_path());
-    std::ofstream(path_ + "/" + rel) << text;
-  }
-
- private:
-  std::string path_;
-};
+using ::fleetjit::testing::TempDir;
 
 std::unique_ptr<Runtime> NewRuntime(RuntimeOptions options = {}) {
   options.cache.disk = false;

@@ -425,6 +425,94 @@ TEST(LaunchPack, BadCallsFailTheSameWayOnBothPaths) {
   }
 }
 
+// PackEncoded (the runtime's own kernels' launcher, runtime/copy/) writes
+// the same buffer as the wire's packer when handed each parameter already
+// encoded: every parameter at its offset, zeros between, nothing past.
+TEST(LaunchPack, EncodedParamsPackLikeTheWire) {
+  std::mt19937_64 rng = testing::SeededRng("EncodedParamsPackLikeTheWire");
+  const DriverApi api = testing::FakeDriver();
+  int rounds = 0;
+  for (const Signature& sig : Signatures(rng)) {
+    const KernelEntry entry = MakeEntry(sig.name, sig.params, sig.trailing);
+    for (CopyImpl impl : kImpls) {
+      SCOPED_TRACE(absl::StrCat(sig.name, " under ", jit::CopyImplName(impl)));
+      for (int round = 0; round < 10; ++round, ++rounds) {
+        ArgArray args(entry.params.size(), sizeof(fj_arg));
+        ArgFactory factory(rng);
+        std::vector<uint8_t> expected;
+        factory.Fill(entry, impl, args, expected, api);
+        Packed wire = Pack(entry, impl, nullptr, args, args.size(), 0xA5, api);
+        ASSERT_TRUE(wire.status.ok()) << wire.status;
+        // Each parameter's bytes, taken from a copy of the wire's buffer.
+        const std::vector<uint8_t> source = wire.bytes;
+        std::vector<EncodedParam> params;
+        for (const jit::ParamSpec& spec : entry.params) {
+          params.push_back({source.data() + spec.offset, spec.size});
+        }
+        alignas(64) static uint8_t buffer[jit::kMaxParamBytes];
+        std::memset(buffer, 0x3C, sizeof(buffer));
+        absl::Status st = PackEncoded(entry, params, buffer, sizeof(buffer));
+        ASSERT_TRUE(st.ok()) << st;
+        ASSERT_EQ(std::vector<uint8_t>(buffer, buffer + entry.param_bytes),
+                  expected)
+            << "round " << round;
+        for (size_t i = entry.param_bytes;
+             i < entry.param_bytes + 64 && i < sizeof(buffer); ++i) {
+          ASSERT_EQ(buffer[i], 0x3C) << "byte " << i << " past the buffer";
+        }
+      }
+    }
+  }
+  std::printf("[ info     ] %d rounds packed from encoded parameters\n",
+              rounds);
+}
+
+// PackEncoded's refusals: a count, a size or a NULL that does not match
+// the kernel, and a tensor of another rank or dtype than it declares.
+TEST(LaunchPack, EncodedParamsThatDoNotFitAreRefused) {
+  std::mt19937_64 rng = testing::SeededRng("EncodedParamsThatDoNotFit");
+  const KernelEntry entry =
+      MakeEntry("k", {Tensor(2, fj::dtype_f32), I(4), Struct(12, 4)});
+  alignas(64) fj::tensor_param t{};
+  t.rank = 2;
+  t.dtype = fj::dtype_f32;
+  t.elem_bytes = 4;
+  t.data = reinterpret_cast<void*>(rng() & ~uint64_t{63});
+  const int32_t scalar = static_cast<int32_t>(rng());
+  uint8_t block[12];
+  for (uint8_t& b : block) b = static_cast<uint8_t>(rng());
+  alignas(64) static uint8_t buffer[4096];
+  auto pack = [&](std::vector<EncodedParam> p) {
+    return PackEncoded(entry, p, buffer, sizeof(buffer));
+  };
+  ASSERT_TRUE(pack({{&t, 320}, {&scalar, 4}, {block, 12}}).ok());
+  fj::tensor_param packed;
+  std::memcpy(static_cast<void*>(&packed), buffer + entry.params[0].offset,
+              sizeof(packed));
+  EXPECT_EQ(packed.data, t.data);
+  EXPECT_EQ(std::memcmp(buffer + entry.params[2].offset, block, 12), 0);
+
+  absl::Status s = pack({{&t, 320}, {&scalar, 4}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "takes 3 arguments")) << s;
+  s = pack({{&t, 320}, {&scalar, 8}, {block, 12}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "argument 1: 8 encoded bytes"))
+      << s;
+  s = pack({{&t, 320}, {&scalar, 4}, {nullptr, 12}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "at NULL")) << s;
+  t.rank = 3;
+  s = pack({{&t, 320}, {&scalar, 4}, {block, 12}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank-2 tensor")) << s;
+  t.rank = 2;
+  t.dtype = fj::dtype_bf16;
+  s = pack({{&t, 320}, {&scalar, 4}, {block, 12}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "declares dtype f32")) << s;
+}
+
 TEST(LaunchPack, BadArrays) {
   const DriverApi api = testing::FakeDriver();
   const KernelEntry entry = MakeEntry("k", {Ptr(), I(4)});

@@ -33,8 +33,8 @@
 #include "runtime/cache/disk_cache.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/runtime.h"
-
-extern char** environ;
+#include "tests/common/process.h"
+#include "tests/common/temp_dir.h"
 
 namespace fleetjit {
 namespace {
@@ -55,20 +55,9 @@ std::string Source(const std::string& tag) {
                       "\n");
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char dir_template[] = "/tmp/fj_pch_file.XXXXXX";
-    path_ = mkdtemp(dir_template) != nullptr ? dir_template : "";
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::fleetjit::testing::SelfExecutable;
+using ::fleetjit::testing::Spawn;
+using ::fleetjit::testing::TempDir;
 
 // What a child reports: its PCH counters, then its PTX.
 struct ChildResult {
@@ -82,28 +71,12 @@ struct ChildResult {
 pid_t StartChild(const std::string& dir, const std::string& tag,
                  const std::string& target, const std::string& option,
                  const std::string& out) {
-  std::vector<std::string> env_strings = {
-      "FJ_PCH_CHILD_DIR=" + dir, "FJ_PCH_CHILD_TAG=" + tag,
-      "FJ_PCH_CHILD_TARGET=" + target, "FJ_PCH_CHILD_OPTION=" + option,
-      "FJ_PCH_CHILD_OUT=" + out};
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string(*e).rfind("FJ_PCH_CHILD_", 0) != 0)
-      env_strings.push_back(*e);
-  }
-  std::vector<char*> env;
-  for (std::string& s : env_strings) env.push_back(s.data());
-  env.push_back(nullptr);
-  std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::string filter = "--gtest_filter=PchFileChild.DISABLED_Build";
-  std::string disabled = "--gtest_also_run_disabled_tests";
-  std::string quiet = "--gtest_brief=1";
-  char* argv[] = {exe.data(), filter.data(), disabled.data(), quiet.data(),
-                  nullptr};
-  pid_t pid = -1;
-  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, env.data()) != 0) {
-    return -1;
-  }
-  return pid;
+  // The five FJ_PCH_CHILD_* variables replace any the parent has.
+  return Spawn({SelfExecutable(), "--gtest_filter=PchFileChild.DISABLED_Build",
+                "--gtest_also_run_disabled_tests", "--gtest_brief=1"},
+               {"FJ_PCH_CHILD_DIR=" + dir, "FJ_PCH_CHILD_TAG=" + tag,
+                "FJ_PCH_CHILD_TARGET=" + target,
+                "FJ_PCH_CHILD_OPTION=" + option, "FJ_PCH_CHILD_OUT=" + out});
 }
 
 ChildResult WaitChild(pid_t pid, const std::string& out) {

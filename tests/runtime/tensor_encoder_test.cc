@@ -62,7 +62,7 @@ TEST(DtypeFromDlpack, RejectsUnsupported) {
        {fj_dl_dtype{2, 32, 4}, fj_dl_dtype{1, 64, 1}, fj_dl_dtype{2, 8, 1},
         fj_dl_dtype{3, 64, 1}, fj_dl_dtype{5, 64, 1}, fj_dl_dtype{4, 32, 1},
         fj_dl_dtype{FJ_DL_FLOAT8_E4M3, 16, 1}, fj_dl_dtype{99, 8, 1}}) {
-    auto r = DtypeFromDlpack(d);
+    auto r = DtypeFromDlpack({d.code, d.bits, d.lanes});
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
         << int(d.code) << "/" << int(d.bits) << "x" << d.lanes;
   }
@@ -735,7 +735,7 @@ TEST(TensorEncoder, NeverBreaksTheDriverRules) {
       t.arg.box[d] = rng() % 3 == 0 ? 0 : rng() % 300;
     t.arg.oob = static_cast<fj_oob>(rng() % 3);
     if (t.arg.oob == FJ_OOB_NAN &&
-        !DtypeIsFloat(*DtypeFromDlpack(t.tensor.dtype))) {
+        !DtypeIsFloat(*DtypeFromDlpack(DlTensorOf(t.tensor).dtype))) {
       t.arg.oob = FJ_OOB_ZEROS;
     }
     // A box past the tensor is refused under PROMISE_IN_BOUNDS

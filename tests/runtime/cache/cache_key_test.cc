@@ -10,10 +10,13 @@
 #include "base/sha256.h"
 #include "gtest/gtest.h"
 #include "platform/nvrtc_locate.h"
+#include "tests/common/env.h"
 #include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit {
 namespace {
+
+using ::fleetjit::testing::ScopedEnv;
 
 using ::fleetjit::testing::FreshSeed;
 using ::fleetjit::testing::KeyInputsFor;
@@ -237,26 +240,6 @@ TEST(NvrtcLocateTest, MissingLibraryIsNotFound) {
   EXPECT_EQ(ResolveNvrtcLibrary("/nonexistent/libnvrtc.so.13").status().code(),
             absl::StatusCode::kNotFound);
 }
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_, old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
 
 TEST(NvrtcLocateTest, ResolvesExplicitPathThenLdLibraryPath) {
   TempDir dir;

@@ -22,7 +22,9 @@
 #include "absl/strings/str_cat.h"
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
+#include "tests/common/process.h"
 #include "tests/common/seed.h"
+#include "tests/common/temp_dir.h"
 
 extern char** environ;
 
@@ -115,30 +117,6 @@ inline jit::Artifact ArtifactFor(uint64_t seed, int index, size_t image_bytes) {
   return RandomArtifact(rng, image_bytes);
 }
 
-// A fresh directory, removed (with everything in it) on destruction.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(base != nullptr && *base ? base : "/tmp",
-                                       "/fjcache.XXXXXX");
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    path_ = ::mkdtemp(buffer.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const {
-    return absl::StrCat(path_, "/", name);
-  }
-
- private:
-  std::string path_;
-};
-
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -149,60 +127,6 @@ inline std::string ReadFile(const std::string& path) {
 inline void WriteFile(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
-}
-
-// This process's environment with `env`'s entries ("NAME=value")
-// replacing same-named ones, less the variables named in `drop`.
-inline std::vector<std::string> ChildEnvironment(
-    const std::vector<std::string>& env,
-    const std::vector<std::string>& drop = {}) {
-  std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry = *e;
-    bool replaced = false;
-    for (const std::string& override_entry : env) {
-      const std::string name =
-          override_entry.substr(0, override_entry.find('=') + 1);
-      replaced |= entry.compare(0, name.size(), name) == 0;
-    }
-    for (const std::string& name : drop)
-      replaced |= entry.rfind(name + "=", 0) == 0;
-    if (!replaced) environment.push_back(entry);
-  }
-  environment.insert(environment.end(), env.begin(), env.end());
-  return environment;
-}
-
-// Starts `argv` with the environment plus `env` ("NAME=value" entries
-// replace same-named ones). Returns the pid, or -1.
-inline pid_t Spawn(const std::vector<std::string>& argv,
-                   const std::vector<std::string>& env = {}) {
-  const std::vector<std::string> environment = ChildEnvironment(env);
-  std::vector<char*> args, envp;
-  for (const std::string& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const std::string& e : environment) {
-    envp.push_back(const_cast<char*>(e.c_str()));
-  }
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  if (::posix_spawn(&pid, argv[0].c_str(), nullptr, nullptr, args.data(),
-                    envp.data()) != 0) {
-    return -1;
-  }
-  return pid;
-}
-
-// The exit code of `pid`, or 128 + signal.
-inline int Wait(pid_t pid) {
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return -1;
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
 }
 
 }  // namespace fleetjit::testing

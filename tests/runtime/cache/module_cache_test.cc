@@ -12,10 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
 #include "gtest/gtest.h"
+#include "tests/common/env.h"
 #include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit {
 namespace {
+
+using ::fleetjit::testing::EnvGuard;
 
 using ::fleetjit::testing::ArtifactFor;
 using ::fleetjit::testing::FreshSeed;
@@ -489,28 +492,6 @@ TEST_F(ModuleCacheTest, ABuildThatThrowsReleasesWaiters) {
             CacheSource::kCompiled);
 }
 
-class EnvGuard {
- public:
-  explicit EnvGuard(std::vector<const char*> names) {
-    for (const char* n : names) {
-      const char* v = std::getenv(n);
-      saved_.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
-    }
-  }
-  ~EnvGuard() {
-    for (auto& [n, v] : saved_) {
-      if (v) {
-        ::setenv(n, v->c_str(), 1);
-      } else {
-        ::unsetenv(n);
-      }
-    }
-  }
-
- private:
-  std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
-};
-
 TEST(CacheDirTest, ResolutionOrder) {
   EXPECT_EQ(ResolveCacheDir("/x/option/", "/x/xdg", "/x/home"), "/x/option");
   EXPECT_EQ(ResolveCacheDir("", "/x/xdg", "/x/home"), "/x/xdg/fleetjit");
@@ -531,7 +512,8 @@ TEST(CacheDirTest, ResolutionOrder) {
 TEST(CacheDirTest, TheCacheReadsNoEnvironment) {
   // What the environment says reaches a cache only through its config
   // (ApplyEnvironment, runtime/config.h).
-  EnvGuard guard({"FLEETJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"});
+  EnvGuard guard({"FLEETJIT_CACHE_DIR", "XDG_CACHE_HOME", "HOME"},
+                 /*clear=*/false);
   ::setenv("FLEETJIT_CACHE_DIR", "/x/fj", 1);
   ::setenv("XDG_CACHE_HOME", "/x/xdg", 1);
   ::setenv("HOME", "/x/env-home", 1);

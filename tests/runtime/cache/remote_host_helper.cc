@@ -17,15 +17,9 @@
 #include "absl/strings/str_cat.h"
 #include "jit/target.h"
 #include "runtime/runtime.h"
+#include "tests/common/corpus.h"
 
 namespace {
-
-constexpr const char* kSource = R"(
-extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = a * x[i] + y[i];
-}
-)";
 
 const char* SourceName(fleetjit::CacheSource s) {
   switch (s) {
@@ -74,7 +68,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   BuildSpec spec;
-  spec.source = kSource;
+  spec.source = fleetjit::testing::SaxpySource();  // the corpus's
   spec.name = "saxpy.cu";
   spec.target = *jit::ParseTarget("sm_90");
   spec.output = BuildSpec::Output::kCubin;

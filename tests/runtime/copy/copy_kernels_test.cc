@@ -4,6 +4,7 @@
 // promises. No GPU needed.
 #include "runtime/copy/copy_kernels.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "jit/nvrtc_build.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/launch/launch.h"
+#include "tests/common/seed.h"
 
 namespace fleetjit::copy {
 namespace {
@@ -161,15 +163,40 @@ TEST(CopyKernelArgs, PackAgainstTheBuiltKernel) {
   args[2].kind = FJ_ARG_BYTES;
   args[2].size = sizeof(block);
   args[2].v.bytes = &block;
+  std::mt19937_64 rng = ::fleetjit::testing::SeededRng("PackAgainstTheKernel");
+  for (int64_t& x : block.tiles) x = static_cast<int64_t>(rng() >> 20);
+  block.total = static_cast<int64_t>(rng() >> 20);
+  block.index = rng();
+  block.src_rows = static_cast<int64_t>(rng() >> 20);
   TensorEncoder encoder(nullptr, "tile_copy", nullptr, nullptr);
-  std::vector<uint8_t> buffer(k->param_bytes);
+  std::vector<uint8_t> buffer(k->param_bytes, 0xA5);
   absl::Status st =
       PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg), &encoder,
                  buffer.data(), buffer.size());
   EXPECT_TRUE(st.ok()) << st;
+
+  // What CopyKernels::LaunchCopy passes (the tensors described and encoded,
+  // no fj_arg) packs to the same bytes.
+  auto desc = DescribeTensor(&ta, 0);
+  ASSERT_TRUE(desc.ok()) << desc.status();
+  fj::tensor_param p[2];
+  ASSERT_TRUE(
+      encoder.EncodeDescribed(0, *desc, jit::CopyImpl::kCpAsync, &p[0]).ok());
+  ASSERT_TRUE(
+      encoder.EncodeDescribed(1, *desc, jit::CopyImpl::kCpAsync, &p[1]).ok());
+  const EncodedParam encoded[3] = {
+      {&p[0], sizeof(p[0])}, {&p[1], sizeof(p[1])}, {&block, sizeof(block)}};
+  std::vector<uint8_t> direct(k->param_bytes, 0x5A);
+  st = PackEncoded(*k, encoded, direct.data(), direct.size());
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_EQ(direct, buffer);
+
   args[2].size = 88;  // a block of the wrong size is refused
   st = PackParams(*k, jit::CopyImpl::kCpAsync, args, 3, sizeof(fj_arg),
                   &encoder, buffer.data(), buffer.size());
+  EXPECT_FALSE(st.ok());
+  const EncodedParam short_block[3] = {encoded[0], encoded[1], {&block, 88}};
+  st = PackEncoded(*k, short_block, direct.data(), direct.size());
   EXPECT_FALSE(st.ok());
 }
 

@@ -32,8 +32,8 @@ struct T {
 CopySpec Spec(const T& src, const T& dst,
               int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS) {
   CopySpec s;
-  s.src = &src.t;
-  s.dst = &dst.t;
+  s.src = DlTensorOf(src.t);
+  s.dst = DlTensorOf(dst.t);
   s.oob = oob;
   return s;
 }
@@ -76,10 +76,10 @@ TEST(ValidateCopy, FullRowsWindowIsDense) {
 TEST(ValidateCopy, RefusesNulls) {
   T a(kBase, {4}), b(kBase + 4096, {4});
   CopySpec s = Spec(a, b);
-  s.src = nullptr;
+  s.src = std::nullopt;
   ExpectInvalid(s, "src: is NULL");
   s = Spec(a, b);
-  s.dst = nullptr;
+  s.dst = std::nullopt;
   ExpectInvalid(s, "dst: is NULL");
 }
 
@@ -154,7 +154,7 @@ TEST(ValidateCopy, ChecksTheGatherIndex) {
   T src(kBase, {16, 8}), dst(kBase + 4096, {3, 8});
   T idx(kBase + 8192, {3}, {0, 32, 1});
   CopySpec s = Spec(src, dst);
-  s.index = &idx.t;
+  s.index = DlTensorOf(idx.t);
   auto v = ValidateCopy(s);
   ASSERT_TRUE(v.ok()) << v.status();
   ASSERT_TRUE(v->gather.has_value());
@@ -162,16 +162,16 @@ TEST(ValidateCopy, ChecksTheGatherIndex) {
   EXPECT_EQ(v->gather->length, 3);
 
   T fidx(kBase + 8192, {3}, {2, 32, 1});
-  s.index = &fidx.t;
+  s.index = DlTensorOf(fidx.t);
   ExpectInvalid(s, "int32 or int64");
   T idx2(kBase + 8192, {3, 1}, {0, 64, 1});
-  s.index = &idx2.t;
+  s.index = DlTensorOf(idx2.t);
   ExpectInvalid(s, "1-D");
   T short_idx(kBase + 8192, {2}, {0, 64, 1});
-  s.index = &short_idx.t;
+  s.index = DlTensorOf(short_idx.t);
   ExpectInvalid(s, "rows");
   T over(kBase + 4096 + 16, {3}, {0, 64, 1});
-  s.index = &over.t;
+  s.index = DlTensorOf(over.t);
   ExpectInvalid(s, "overlap");
 }
 
@@ -248,7 +248,7 @@ TEST(ValidatePrefetch, ChecksModesAndStageBuffers) {
 TEST(ValidatePrefetch, TurnsATileIntoRows) {
   T t(kBase, {10, 20, 64});  // f32
   PrefetchSpec p;
-  p.tensor = &t.t;
+  p.tensor = DlTensorOf(t.t);
   p.start = {1, 2, 8};
   p.extent = {3, 4, 16};
   auto v = ValidatePrefetch(p);

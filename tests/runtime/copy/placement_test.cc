@@ -53,8 +53,8 @@ ValidatedCopy V(const T& src, const T& dst,
                 int32_t oob = FJ_OOB_PROMISE_IN_BOUNDS,
                 std::array<int64_t, 5> start = {}) {
   CopySpec s;
-  s.src = &src.t;
-  s.dst = &dst.t;
+  s.src = DlTensorOf(src.t);
+  s.dst = DlTensorOf(dst.t);
   s.oob = oob;
   s.start = start;
   auto v = ValidateCopy(s);
@@ -183,9 +183,9 @@ TEST(PlanCopyRoute, AGatherIndexMustBeReachable) {
   T src(kA, {64, 8}), dst(kB, {4, 8}), idx(kB + 4096, {4}, {}, 2, 1);
   idx.t.dtype = {0, 32, 1};
   CopySpec s;
-  s.src = &src.t;
-  s.dst = &dst.t;
-  s.index = &idx.t;
+  s.src = DlTensorOf(src.t);
+  s.dst = DlTensorOf(dst.t);
+  s.index = DlTensorOf(idx.t);
   auto v = ValidateCopy(s);
   ASSERT_TRUE(v.ok()) << v.status();
   Placement index = Dev(1);
