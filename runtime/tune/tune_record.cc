@@ -50,7 +50,7 @@ absl::Status ParseDouble(absl::string_view text, double& out) {
   return absl::OkStatus();
 }
 
-std::string Num(double v) { return absl::StrFormat("%.9g", v); }
+std::string Num(double v) { return absl::StrFormat("%.17g", v); }
 
 }  // namespace
 

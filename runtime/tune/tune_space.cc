@@ -125,6 +125,7 @@ absl::StatusOr<std::vector<TuneCandidate>> ExpandSpace(const TuneSpace& space) {
   for (size_t m = 0; m < macro_sets.size(); ++m) {
     for (size_t s = 0; s < space.shapes.size(); ++s) {
       TuneCandidate c;
+      c.candidate_index = out.size();
       c.macro_index = m;
       c.shape_index = s;
       c.macros = macro_sets[m];

@@ -56,6 +56,7 @@ struct TuneSpace {
 
 // One point of the space, its grid resolved (or why it cannot be).
 struct TuneCandidate {
+  size_t candidate_index = 0;  // its place in ExpandSpace's list
   size_t macro_index = 0;
   size_t shape_index = 0;
   std::string macros;                // the macro set, as given
