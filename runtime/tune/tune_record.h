@@ -33,7 +33,7 @@
 
 namespace fleetjit::tune {
 
-inline constexpr char kTuneNameExpression[] = "<tuning result>";
+using ::fleetjit::kTuneNameExpression;  // runtime/cache/cache_key.h
 // Bumped when the record's text changes; part of every tuning key.
 inline constexpr int kTuneRecordVersion = 1;
 
