@@ -1075,8 +1075,9 @@ typedef struct fj_tune_options {
   size_t struct_size;
   const void* ext;
   /* The base build (source, name, options, name expressions, target, copy
-   * implementation); its device is the one tuned on. FJ_BUILD_NO_CACHE is
-   * refused: the candidates build through the cache. */
+   * implementation); its device is the one tuned on. With
+   * FJ_BUILD_NO_CACHE the candidates compile every time (the tuning result
+   * is still stored unless flags say otherwise). */
   const fj_build_options* build;
   fj_str kernel; /* looked up in each candidate's module */
   /* Candidate macro sets, each NVRTC options separated by spaces
