@@ -76,7 +76,8 @@ absl::StatusOr<std::vector<tune::TuneShape>> ReadShapes(
 
 absl::StatusOr<TuneRequest> ReadTuneOptions(const fj_tune_options* options) {
   fj_tune_options o;
-  FJ_RETURN_IF_ERROR(ReadStruct(options, "options", sizeof(fj_tune_options), o));
+  FJ_RETURN_IF_ERROR(
+      ReadStruct(options, "options", sizeof(fj_tune_options), o));
   if (o.build == nullptr) return NullArgument("options->build");
   TuneRequest r;
   FJ_ASSIGN_OR_RETURN(r.build, ReadBuildSpec(o.build), "options->build");
@@ -84,9 +85,9 @@ absl::StatusOr<TuneRequest> ReadTuneOptions(const fj_tune_options* options) {
   if (r.kernel.empty()) {
     return absl::InvalidArgumentError("options->kernel is empty");
   }
-  FJ_ASSIGN_OR_RETURN(r.space.macro_sets,
-                      ReadStrArray(o.macro_sets, o.num_macro_sets,
-                                   "options->macro_sets"));
+  FJ_ASSIGN_OR_RETURN(
+      r.space.macro_sets,
+      ReadStrArray(o.macro_sets, o.num_macro_sets, "options->macro_sets"));
   FJ_ASSIGN_OR_RETURN(r.space.shapes, ReadShapes(o.shapes, o.num_shapes));
   for (int d = 0; d < 3; ++d) {
     r.space.grid.fixed[d] = o.grid[d];
@@ -106,8 +107,8 @@ absl::StatusOr<TuneRequest> ReadTuneOptions(const fj_tune_options* options) {
         shape.cluster[d] = c.shape.cluster[d];
       }
       shape.shared_bytes = c.shape.shared_bytes;
-      const int32_t rc = fn(user, c.candidate_index, StrOf(c.macros), &shape,
-                            grid);
+      const int32_t rc =
+          fn(user, c.candidate_index, StrOf(c.macros), &shape, grid);
       if (rc != 0) {
         return absl::OutOfRangeError(
             absl::StrCat("grid_fn returned ", rc, " for this candidate"));
@@ -144,9 +145,10 @@ absl::StatusOr<TuneRequest> ReadTuneOptions(const fj_tune_options* options) {
   if (o.check_fn != nullptr) {
     auto fn = o.check_fn;
     void* user = o.check_user;
-    r.check = [fn, user](size_t candidate,
-                         const std::vector<std::string>& outputs)
-        -> absl::StatusOr<bool> {
+    r.check =
+        [fn, user](
+            size_t candidate,
+            const std::vector<std::string>& outputs) -> absl::StatusOr<bool> {
       std::vector<const void*> data;
       std::vector<uint64_t> bytes;
       for (const std::string& o : outputs) {
@@ -202,8 +204,8 @@ FJ_API fj_status* fj_tune_result_summary(const fj_tune_result* result,
                                          fj_tune_summary* out_summary) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(TuneResultObject * r, GetTuneResult(result));
-    FJ_RETURN_IF_ERROR(CheckOutStruct(out_summary, "out_summary",
-                                      sizeof(fj_tune_summary)));
+    FJ_RETURN_IF_ERROR(
+        CheckOutStruct(out_summary, "out_summary", sizeof(fj_tune_summary)));
     const TuneOutcome& o = r->outcome;
     fj_tune_summary s{};
     s.struct_size = sizeof(s);
@@ -219,12 +221,11 @@ FJ_API fj_status* fj_tune_result_summary(const fj_tune_result* result,
   });
 }
 
-FJ_API fj_status* fj_tune_result_row(const fj_tune_result* result,
-                                     size_t index, fj_tune_row* out_row) {
+FJ_API fj_status* fj_tune_result_row(const fj_tune_result* result, size_t index,
+                                     fj_tune_row* out_row) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(TuneResultObject * r, GetTuneResult(result));
-    FJ_RETURN_IF_ERROR(
-        CheckOutStruct(out_row, "out_row", sizeof(fj_tune_row)));
+    FJ_RETURN_IF_ERROR(CheckOutStruct(out_row, "out_row", sizeof(fj_tune_row)));
     const std::vector<tune::TuneRow>& rows = r->outcome.record.rows;
     if (index >= rows.size()) {
       return absl::OutOfRangeError(absl::StrCat(

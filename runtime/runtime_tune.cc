@@ -51,9 +51,8 @@ class GpuBackend final : public tune::TuneBackend {
     FJ_RETURN_IF_ERROR(device_.poisoned());
     FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
     FJ_ASSIGN_OR_RETURN(stream_, Stream::Create(&rt_, api_, device_));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(api_, api_.cuEventCreate(&start_, CU_EVENT_DEFAULT),
-                "cuEventCreate"));
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
     FJ_RETURN_IF_ERROR(CheckCu(
         api_, api_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate"));
     // Save the outputs: every check run starts from them, and the caller
@@ -126,11 +125,11 @@ class GpuBackend final : public tune::TuneBackend {
     std::vector<std::string> out;
     for (const auto& [address, bytes] : request_.outputs) {
       std::string host(bytes, '\0');
-      FJ_RETURN_IF_ERROR(CheckCu(
-          api_,
-          api_.cuMemcpyDtoHAsync(host.data(), address, bytes,
-                                 stream_->handle()),
-          "cuMemcpyDtoHAsync (reading an output)"));
+      FJ_RETURN_IF_ERROR(
+          CheckCu(api_,
+                  api_.cuMemcpyDtoHAsync(host.data(), address, bytes,
+                                         stream_->handle()),
+                  "cuMemcpyDtoHAsync (reading an output)"));
       FJ_RETURN_IF_ERROR(Wait(absl::Seconds(30), "reading the outputs"));
       out.push_back(std::move(host));
     }
@@ -145,17 +144,16 @@ class GpuBackend final : public tune::TuneBackend {
 
   absl::StatusOr<double> Time(size_t i, uint32_t count,
                               absl::Duration deadline) override {
-    FJ_RETURN_IF_ERROR(
-        CheckCu(api_, api_.cuEventRecord(start_, stream_->handle()),
-                "cuEventRecord"));
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventRecord(start_, stream_->handle()), "cuEventRecord"));
     for (uint32_t n = 0; n < count; ++n) FJ_RETURN_IF_ERROR(LaunchOne(i));
     FJ_RETURN_IF_ERROR(CheckCu(
         api_, api_.cuEventRecord(stop_, stream_->handle()), "cuEventRecord"));
     FJ_RETURN_IF_ERROR(WaitEvent(stop_, deadline, "a timed sample"));
     float ms = 0;
-    FJ_RETURN_IF_ERROR(CheckCu(
-        api_, api_.cuEventElapsedTime(&ms, start_, stop_),
-        "cuEventElapsedTime"));
+    FJ_RETURN_IF_ERROR(CheckCu(api_,
+                               api_.cuEventElapsedTime(&ms, start_, stop_),
+                               "cuEventElapsedTime"));
     return static_cast<double>(ms);
   }
 
@@ -178,9 +176,8 @@ class GpuBackend final : public tune::TuneBackend {
   }
 
   absl::Status Wait(absl::Duration deadline, absl::string_view what) {
-    FJ_RETURN_IF_ERROR(
-        CheckCu(api_, api_.cuEventRecord(stop_, stream_->handle()),
-                "cuEventRecord"));
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventRecord(stop_, stream_->handle()), "cuEventRecord"));
     return WaitEvent(stop_, deadline, what);
   }
 
@@ -188,14 +185,14 @@ class GpuBackend final : public tune::TuneBackend {
   // (DEADLINE_EXCEEDED; the stream is then abandoned, see ~GpuBackend).
   absl::Status WaitEvent(CUevent event, absl::Duration deadline,
                          absl::string_view what) {
-    const std::string call = absl::StrCat("tuning ", request_.kernel, ": ",
-                                          what);
+    const std::string call =
+        absl::StrCat("tuning ", request_.kernel, ": ", what);
     if (api_.cuEventQuery == nullptr) {
       return CheckStickyError(device_, api_, api_.cuEventSynchronize(event),
                               call);
     }
-    const auto end = std::chrono::steady_clock::now() +
-                     absl::ToChronoNanoseconds(deadline);
+    const auto end =
+        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline);
     auto pause = std::chrono::microseconds(2);
     while (true) {
       CUresult r = api_.cuEventQuery(event);
@@ -230,9 +227,9 @@ std::string RowsSummary(const tune::TuneRecord& record) {
   std::string out;
   for (size_t i = 0; i < record.rows.size(); ++i) {
     const tune::TuneRow& r = record.rows[i];
-    absl::StrAppend(&out, i == 0 ? "" : "; ", "candidate ", i, " ('",
-                    r.macros, "', block ", r.block[0], "): ",
-                    tune::RowStatusName(r.status),
+    absl::StrAppend(&out, i == 0 ? "" : "; ", "candidate ", i, " ('", r.macros,
+                    "', block ", r.block[0],
+                    "): ", tune::RowStatusName(r.status),
                     r.message.empty() ? "" : absl::StrCat(": ", r.message));
   }
   return out;
@@ -302,17 +299,18 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
                            backend);
   }());
   if (!record.has_winner()) {
-    return absl::NotFoundError(absl::StrCat(
-        "tuning ", request.kernel, ": no candidate ran correctly: ",
-        RowsSummary(record)));
+    return absl::NotFoundError(
+        absl::StrCat("tuning ", request.kernel,
+                     ": no candidate ran correctly: ", RowsSummary(record)));
   }
   if (request.write_cache && !record.noisy) {
-    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan, PlanForDevice(request.build.device));
+    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan,
+                        PlanForDevice(request.build.device));
     jit::Target target = request.build.target.value_or(plan.target);
     jit::CopyImpl impl = request.build.copy_impl.value_or(plan.impl);
-    absl::Status stored = cache_->Update(
-        key, std::make_shared<const jit::Artifact>(
-                 tune::TuneArtifact(record, target, impl)));
+    absl::Status stored =
+        cache_->Update(key, std::make_shared<const jit::Artifact>(
+                                tune::TuneArtifact(record, target, impl)));
     outcome.stored = true;
     if (!stored.ok()) {
       logger_.Log(LogLevel::kWarn,

@@ -172,8 +172,8 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
     if (verify && e.problem.empty()) continue;
     std::string digest = e.digest.empty() ? e.path : e.digest.substr(0, 16);
     std::string detail = !e.problem.empty() ? "BAD: " + e.problem
-                         : e.kind == "tune"   ? "(tuning result)"
-                                              : e.compiler;
+                         : e.kind == "tune" ? "(tuning result)"
+                                            : e.compiler;
     // A precompiled header entry (jit/nvrtc_pch.h) is named in TARGET.
     // So is a tuning result (fj_tune, runtime/tune/tune_record.h).
     const std::string target = e.kind == "pch"    ? e.target + " pch"

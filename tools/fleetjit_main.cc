@@ -35,7 +35,8 @@ constexpr Command kCommands[] = {
     {"cache", "the module cache: stats, ls, clear, verify", RunCache},
     {"bench", "copy|launch|build: this node's figures next to raw CUDA/NVRTC",
      RunBench},
-    {"tune", "tune FILE.cu over --space SPACE.json (or print the stored result)",
+    {"tune",
+     "tune FILE.cu over --space SPACE.json (or print the stored result)",
      RunTune},
 };
 

@@ -128,7 +128,8 @@ int RunIsolated(std::vector<std::string> argv, int tries) {
     }
     if (r->passed()) return kExitOk;
     std::smatch hit;
-    static const std::regex kFault("candidate ([0-9]+)/([0-9]+) [^\\n]*faulted");
+    static const std::regex kFault(
+        "candidate ([0-9]+)/([0-9]+) [^\\n]*faulted");
     if (!std::regex_search(r->output_tail, hit, kFault)) {
       return r->exit_code > 0 ? r->exit_code : kExitFailure;
     }
@@ -159,7 +160,8 @@ int RunTune(std::vector<std::string> args) {
       "fleetjit tune");
   app.add_option("file", file, "the CUDA source (required)");
   app.add_option("--space", space_path, "the search space, JSON (required)");
-  app.add_option("--kernel", kernel, "the kernel (else the space's \"kernel\")");
+  app.add_option("--kernel", kernel,
+                 "the kernel (else the space's \"kernel\")");
   app.add_option("--device", device, "the device ordinal (default 0)");
   app.add_flag("--json", as_json, "print the result as JSON");
   app.add_flag("--retune", retune, "tune even if a result is stored");

@@ -32,8 +32,9 @@ absl::Status CheckKeys(const json& obj, const std::string& field,
 
 absl::StatusOr<uint64_t> Unsigned(const json& v, const std::string& field,
                                   uint64_t max) {
-  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() &&
-                                 v.get<int64_t>() < 0)) {
+  if (!v.is_number_integer() ||
+      (v.is_number_integer() && !v.is_number_unsigned() &&
+       v.get<int64_t>() < 0)) {
     return Bad(field, "expected a non-negative integer");
   }
   const uint64_t u = v.get<uint64_t>();
@@ -104,13 +105,11 @@ absl::StatusOr<TuneArgSpec> Arg(const json& v, const std::string& field) {
   }
   TuneArgSpec a;
   if (v.contains("buffer")) {
-    if (absl::Status s =
-            CheckKeys(v, field, {"buffer", "fill", "output"});
+    if (absl::Status s = CheckKeys(v, field, {"buffer", "fill", "output"});
         !s.ok()) {
       return s;
     }
-    auto bytes = Unsigned(v["buffer"], field + ".buffer",
-                          uint64_t{1} << 40);
+    auto bytes = Unsigned(v["buffer"], field + ".buffer", uint64_t{1} << 40);
     if (!bytes.ok()) return bytes.status();
     if (*bytes == 0) return Bad(field + ".buffer", "0 bytes");
     a.kind = FJ_ARG_POINTER;
@@ -180,11 +179,11 @@ absl::StatusOr<TuneSpec> ParseTuneSpec(absl::string_view text) {
     return absl::InvalidArgumentError("the space is not valid JSON");
   }
   if (!doc.is_object()) return Bad("(top level)", "expected an object");
-  if (absl::Status s = CheckKeys(
-          doc, "",
-          {"kernel", "options", "name_expressions", "macro_sets", "shapes",
-           "grid", "args", "warmup", "samples", "noise_threshold",
-           "timeout_ms"});
+  if (absl::Status s =
+          CheckKeys(doc, "",
+                    {"kernel", "options", "name_expressions", "macro_sets",
+                     "shapes", "grid", "args", "warmup", "samples",
+                     "noise_threshold", "timeout_ms"});
       !s.ok()) {
     return s;
   }
@@ -222,8 +221,8 @@ absl::StatusOr<TuneSpec> ParseTuneSpec(absl::string_view text) {
         return st;
       }
       if (!s.contains("block")) return Bad(f + ".block", "missing");
-      if (absl::Status st = Dims(s["block"], f + ".block", 1u << 16,
-                                 shape.block);
+      if (absl::Status st =
+              Dims(s["block"], f + ".block", 1u << 16, shape.block);
           !st.ok()) {
         return st;
       }
@@ -299,9 +298,9 @@ absl::StatusOr<TuneSpec> ParseTuneSpec(absl::string_view text) {
     const char* name;
     uint32_t* out;
   };
-  for (const U32Field& f : {U32Field{"warmup", &spec.warmup},
-                            U32Field{"samples", &spec.samples},
-                            U32Field{"timeout_ms", &spec.timeout_ms}}) {
+  for (const U32Field& f :
+       {U32Field{"warmup", &spec.warmup}, U32Field{"samples", &spec.samples},
+        U32Field{"timeout_ms", &spec.timeout_ms}}) {
     if (!doc.contains(f.name)) continue;
     auto u = Unsigned(doc[f.name], f.name, UINT32_MAX);
     if (!u.ok()) return u.status();

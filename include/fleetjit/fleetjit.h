@@ -1113,9 +1113,8 @@ typedef struct fj_tune_options {
   size_t num_outputs;
   /* Optional: returns 1 if candidate `candidate`'s outputs (host copies,
    * in output order, valid during the call) are correct, else 0. */
-  int32_t (*check_fn)(void* user, size_t candidate,
-                      const void* const* outputs, const uint64_t* bytes,
-                      size_t num_outputs);
+  int32_t (*check_fn)(void* user, size_t candidate, const void* const* outputs,
+                      const uint64_t* bytes, size_t num_outputs);
   void* check_user;
   uint32_t warmup;        /* launches before timing; 0 = 3 */
   uint32_t samples;       /* timed samples; 0 = 21 */
@@ -1167,7 +1166,7 @@ typedef struct fj_tune_row {
   uint32_t cluster[3];
   uint32_t grid[3];
   fj_tune_status status;
-  fj_str message; /* why not OK; valid while the result lives */
+  fj_str message;   /* why not OK; valid while the result lives */
   double median_us; /* per launch */
   double min_us;
   double spread; /* (p75 - p25) / median */
@@ -1184,8 +1183,8 @@ FJ_API fj_status* fj_tune(fj_runtime* runtime, const fj_tune_options* options,
 FJ_API fj_status* fj_tune_result_summary(const fj_tune_result* result,
                                          fj_tune_summary* out_summary);
 /* Row `index` < num_rows; FJ_OUT_OF_RANGE past the end. (since 1.3) */
-FJ_API fj_status* fj_tune_result_row(const fj_tune_result* result,
-                                     size_t index, fj_tune_row* out_row);
+FJ_API fj_status* fj_tune_result_row(const fj_tune_result* result, size_t index,
+                                     fj_tune_row* out_row);
 /* Frees a result. NULL is accepted. (since 1.3) */
 FJ_API fj_status* fj_tune_result_free(fj_tune_result* result);
 /* "ok", "build_failed", ...; "unknown" out of range. (since 1.3) */

@@ -107,9 +107,9 @@ absl::StatusOr<TuneRecord> DecodeTuneRecord(absl::string_view text) {
   // Fixed order: the header's six fields, then 15 per row.
   constexpr size_t kHeader = 6, kPerRow = 15;
   static constexpr const char* kRowFields[kPerRow] = {
-      "macro_index", "shape_index", "macros",    "block",     "shared_bytes",
-      "cluster",     "grid",        "status",    "message",   "median_us",
-      "min_us",      "spread",      "row_noisy", "samples",   "batch"};
+      "macro_index", "shape_index", "macros",    "block",   "shared_bytes",
+      "cluster",     "grid",        "status",    "message", "median_us",
+      "min_us",      "spread",      "row_noisy", "samples", "batch"};
   static constexpr const char* kHeaderFields[kHeader] = {
       "version", "kernel", "winner", "noisy", "tune_ms", "rows"};
   if (fields.size() < kHeader) return Bad("truncated header");
@@ -122,8 +122,8 @@ absl::StatusOr<TuneRecord> DecodeTuneRecord(absl::string_view text) {
   int version = 0;
   FJ_RETURN_IF_ERROR(ParseInt(fields[0].second, version));
   if (version != kTuneRecordVersion) {
-    return Bad(absl::StrCat("version ", version, ", expected ",
-                            kTuneRecordVersion));
+    return Bad(
+        absl::StrCat("version ", version, ", expected ", kTuneRecordVersion));
   }
   TuneRecord r;
   r.kernel = fields[1].second;

@@ -39,13 +39,13 @@ inline constexpr int kTuneRecordVersion = 1;
 
 // What happened to one candidate.
 enum class RowStatus : int {
-  kOk = 0,          // ran, output correct, timed
-  kBuildFailed,     // NVRTC refused it (message: the first log line)
-  kLaunchRefused,   // the launch was refused (limits, resources, grid rule)
-  kWrongOutput,     // its output differed from the reference / the check
-  kFaulted,         // a sticky CUDA error: the tuning stopped there
-  kTimedOut,        // it ran past the deadline: the tuning stopped there
-  kNotRun,          // the tuning stopped before it
+  kOk = 0,         // ran, output correct, timed
+  kBuildFailed,    // NVRTC refused it (message: the first log line)
+  kLaunchRefused,  // the launch was refused (limits, resources, grid rule)
+  kWrongOutput,    // its output differed from the reference / the check
+  kFaulted,        // a sticky CUDA error: the tuning stopped there
+  kTimedOut,       // it ran past the deadline: the tuning stopped there
+  kNotRun,         // the tuning stopped before it
 };
 inline constexpr int kRowStatusLast = static_cast<int>(RowStatus::kNotRun);
 absl::string_view RowStatusName(RowStatus s);  // "ok", "build_failed", ...

@@ -113,8 +113,8 @@ absl::StatusOr<std::vector<TuneCandidate>> ExpandSpace(const TuneSpace& space) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shapes[", i, "] (", ShapeText(s), ") repeats an earlier shape"));
     }
-    const uint64_t threads = uint64_t{One(s.block[0])} * One(s.block[1]) *
-                             One(s.block[2]);
+    const uint64_t threads =
+        uint64_t{One(s.block[0])} * One(s.block[1]) * One(s.block[2]);
     if (threads > 1024 * 1024) {
       return absl::InvalidArgumentError(
           absl::StrCat("shapes[", i, "].block has ", threads, " threads"));
@@ -148,8 +148,8 @@ std::string CanonicalSpace(const std::vector<TuneCandidate>& candidates) {
     }
     absl::StrAppend(&out, " ", ShapeText(c.shape));
     if (c.grid_status.ok()) {
-      absl::StrAppend(&out, " grid=", c.grid[0], "x", c.grid[1], "x",
-                      c.grid[2], "\n");
+      absl::StrAppend(&out, " grid=", c.grid[0], "x", c.grid[1], "x", c.grid[2],
+                      "\n");
     } else {
       absl::StrAppend(&out, " grid=refused\n");
     }

@@ -140,8 +140,8 @@ absl::StatusOr<TuneRecord> RunTuning(
       FJ_RETURN_IF_ERROR(failed(i, run));
       continue;
     }
-    FJ_ASSIGN_OR_RETURN(std::vector<std::string> outputs,
-                        backend.ReadOutputs(), "reading the outputs");
+    FJ_ASSIGN_OR_RETURN(std::vector<std::string> outputs, backend.ReadOutputs(),
+                        "reading the outputs");
     bool correct = true;
     if (backend.has_check()) {
       FJ_ASSIGN_OR_RETURN(correct, backend.Check(i, outputs),
@@ -160,9 +160,8 @@ absl::StatusOr<TuneRecord> RunTuning(
     }
 
     // 2. Warm-up, which also sizes the batch.
-    absl::StatusOr<double> warm =
-        backend.Time(i, std::max<uint32_t>(settings.warmup, 1),
-                     settings.deadline);
+    absl::StatusOr<double> warm = backend.Time(
+        i, std::max<uint32_t>(settings.warmup, 1), settings.deadline);
     if (!warm.ok()) {
       FJ_RETURN_IF_ERROR(failed(i, warm.status()));
       continue;
@@ -174,7 +173,8 @@ absl::StatusOr<TuneRecord> RunTuning(
       batch = static_cast<uint32_t>(
           std::ceil(settings.min_sample_us / per_launch_us));
     }
-    batch = std::clamp<uint32_t>(batch, 1, std::max<uint32_t>(1, settings.max_batch));
+    batch = std::clamp<uint32_t>(batch, 1,
+                                 std::max<uint32_t>(1, settings.max_batch));
     row.batch = batch;
 
     // 3. Samples; once more if they spread too far.

@@ -86,10 +86,10 @@ class TuneCapiTest : public CapiRuntimeTest<> {
 };
 
 TEST_F(TuneCapiTest, NullsAndStructSizes) {
-  EXPECT_TRUE(Refused(fj_tune(nullptr, &o_, &result_), FJ_INVALID_ARGUMENT,
-                      "runtime"));
-  EXPECT_TRUE(Refused(fj_tune(rt_, nullptr, &result_), FJ_INVALID_ARGUMENT,
-                      "options"));
+  EXPECT_TRUE(
+      Refused(fj_tune(nullptr, &o_, &result_), FJ_INVALID_ARGUMENT, "runtime"));
+  EXPECT_TRUE(
+      Refused(fj_tune(rt_, nullptr, &result_), FJ_INVALID_ARGUMENT, "options"));
   EXPECT_TRUE(
       Refused(fj_tune(rt_, &o_, nullptr), FJ_INVALID_ARGUMENT, "out_result"));
   fj_tune_options small = o_;
@@ -183,17 +183,17 @@ TEST_F(TuneCapiTest, ResultHandlesAreChecked) {
   row.struct_size = sizeof(row);
   EXPECT_TRUE(Refused(fj_tune_result_summary(nullptr, &s), FJ_INVALID_ARGUMENT,
                       "result"));
-  EXPECT_TRUE(Refused(fj_tune_result_row(nullptr, 0, &row),
-                      FJ_INVALID_ARGUMENT, "result"));
+  EXPECT_TRUE(Refused(fj_tune_result_row(nullptr, 0, &row), FJ_INVALID_ARGUMENT,
+                      "result"));
   // A forged handle, and a runtime's handle passed as a result.
   auto* forged = reinterpret_cast<fj_tune_result*>(uintptr_t{0x12345678});
   EXPECT_TRUE(Refused(fj_tune_result_summary(forged, &s), FJ_INVALID_ARGUMENT,
                       "result"));
-  EXPECT_TRUE(Refused(fj_tune_result_free(forged), FJ_INVALID_ARGUMENT,
-                      "result"));
+  EXPECT_TRUE(
+      Refused(fj_tune_result_free(forged), FJ_INVALID_ARGUMENT, "result"));
   auto* foreign = reinterpret_cast<fj_tune_result*>(rt_);
-  EXPECT_TRUE(Refused(fj_tune_result_row(foreign, 0, &row),
-                      FJ_INVALID_ARGUMENT, "result"));
+  EXPECT_TRUE(Refused(fj_tune_result_row(foreign, 0, &row), FJ_INVALID_ARGUMENT,
+                      "result"));
   EXPECT_EQ(Code(fj_tune_result_free(nullptr)), FJ_OK);
 }
 
@@ -201,8 +201,7 @@ TEST(TuneStatusNameTest, NamesAndRange) {
   EXPECT_STREQ(fj_tune_status_name(FJ_TUNE_OK), "ok");
   EXPECT_STREQ(fj_tune_status_name(FJ_TUNE_WRONG_OUTPUT), "wrong_output");
   EXPECT_STREQ(fj_tune_status_name(FJ_TUNE_NOT_RUN), "not_run");
-  EXPECT_STREQ(fj_tune_status_name(static_cast<fj_tune_status>(-1)),
-               "unknown");
+  EXPECT_STREQ(fj_tune_status_name(static_cast<fj_tune_status>(-1)), "unknown");
   EXPECT_STREQ(
       fj_tune_status_name(static_cast<fj_tune_status>(FJ_TUNE_STATUS_LAST + 1)),
       "unknown");

@@ -47,13 +47,13 @@ extern "C" __global__ void tiled_axpy(float a, const float* x, float* y,
     EXPECT_EQ(fj_status_code(st_), FJ_OK) << fj_status_message(st_, NULL); \
     fj_status_free(st_);                                                   \
   } while (0)
-#define ASSERT_OK(expr)                                                    \
-  do {                                                                     \
-    fj_status* st_ = (expr);                                               \
-    const fj_code c_ = fj_status_code(st_);                                \
-    std::string m_ = fj_status_message(st_, NULL);                         \
-    fj_status_free(st_);                                                   \
-    ASSERT_EQ(c_, FJ_OK) << m_;                                            \
+#define ASSERT_OK(expr)                            \
+  do {                                             \
+    fj_status* st_ = (expr);                       \
+    const fj_code c_ = fj_status_code(st_);        \
+    std::string m_ = fj_status_message(st_, NULL); \
+    fj_status_free(st_);                           \
+    ASSERT_EQ(c_, FJ_OK) << m_;                    \
   } while (0)
 
 class TuneGpuTest : public ::testing::Test {
@@ -212,12 +212,13 @@ TEST_F(TuneGpuTest, WrongCandidateNeverWinsCallerDataIntactWinnerCorrect) {
   for (size_t i = 0; i < s.num_rows; ++i) {
     const fj_tune_row row = Row(result, i);
     const std::string macros(row.macros.data, row.macros.size);
-    std::printf("row %2zu %-24s block %4u grid %6u: %-14s %9.2f us (min "
-                "%9.2f, spread %.3f%s) %s\n",
-                i, macros.c_str(), row.block[0], row.grid[0],
-                fj_tune_status_name(row.status), row.median_us, row.min_us,
-                row.spread, row.noisy ? ", noisy" : "",
-                std::string(row.message.data, row.message.size).c_str());
+    std::printf(
+        "row %2zu %-24s block %4u grid %6u: %-14s %9.2f us (min "
+        "%9.2f, spread %.3f%s) %s\n",
+        i, macros.c_str(), row.block[0], row.grid[0],
+        fj_tune_status_name(row.status), row.median_us, row.min_us, row.spread,
+        row.noisy ? ", noisy" : "",
+        std::string(row.message.data, row.message.size).c_str());
     if (row.block[0] == 2048) {
       EXPECT_EQ(row.status, FJ_TUNE_LAUNCH_REFUSED) << i;
     } else if (absl::StrContains(macros, "WRONG")) {

@@ -17,17 +17,18 @@ TEST(TuneSpaceJsonTest, ParsesEveryField) {
   const uint64_t n = 1 + rng() % (1u << 30);
   const uint32_t smem = static_cast<uint32_t>(rng() % 100000);
   const double a = static_cast<double>(rng() % 1000) / 8.0;
-  const std::string doc = absl::StrCat(R"({
+  const std::string doc =
+      absl::StrCat(R"({
     "kernel": "tiled_axpy",
     "options": ["-std=c++17"],
     "name_expressions": ["k<float>"],
     "macro_sets": ["-DTILE=1024", "-DTILE=4096 -DSTAGES=2"],
     "shapes": [128, [256, 2], {"block": [64, 4, 1], "shared_bytes": )",
-                                       smem, R"(, "cluster": [2]}],
+                   smem, R"(, "cluster": [2]}],
     "grid": {"extent": [)",
-                                       n, R"(, 3], "divisor": ["TILE", "block.y"]},
+                   n, R"(, 3], "divisor": ["TILE", "block.y"]},
     "args": [{"f32": )",
-                                       a, R"(}, {"buffer": 4096, "fill": "random"},
+                   a, R"(}, {"buffer": 4096, "fill": "random"},
              {"buffer": 8192, "fill": 205, "output": true}, {"i32": -7},
              {"u64": 18446744073709551615}],
     "warmup": 2, "samples": 11, "noise_threshold": 0.2, "timeout_ms": 500
@@ -89,8 +90,9 @@ TEST(TuneSpaceJsonTest, BadFieldsAreNamed) {
        "shapes[0].block"},
       {absl::StrCat(R"({"shapes": [{"blok": 32}], "args": [)", out, "]}"),
        "shapes[0].blok"},
-      {absl::StrCat(R"({"shapes": [{"block": 32, "shared_bytes": "x"}], "args": [)",
-                    out, "]}"),
+      {absl::StrCat(
+           R"({"shapes": [{"block": 32, "shared_bytes": "x"}], "args": [)", out,
+           "]}"),
        "shapes[0].shared_bytes"},
       {absl::StrCat(R"({"macro_sets": ["-DA=1", 2], "shapes": [32], "args": [)",
                     out, "]}"),
@@ -119,8 +121,8 @@ TEST(TuneSpaceJsonTest, BadFieldsAreNamed) {
        "args[0].output"},
       {R"({"shapes": [32], "args": [{"buffer": 8, "output": true, "x": 1}]})",
        "args[0].x"},
-      {absl::StrCat(R"({"shapes": [32], "noise_threshold": -1, "args": [)",
-                    out, "]}"),
+      {absl::StrCat(R"({"shapes": [32], "noise_threshold": -1, "args": [)", out,
+                    "]}"),
        "noise_threshold"},
       {absl::StrCat(R"({"shapes": [32], "samples": 1.5, "args": [)", out, "]}"),
        "samples"},

@@ -439,11 +439,11 @@ TEST(TuneEntryTest, MemoryAndDiskTiersRoundTripAcrossCaches) {
   {
     ModuleCache cache(DiskConfig(dir.path()));
     EXPECT_TRUE(absl::IsNotFound(cache.Find(key).status()));
-    ASSERT_TRUE(cache
-                    .Update(key, std::make_shared<const jit::Artifact>(
-                                     TuneArtifact(record, target,
-                                                  jit::CopyImpl::kTma)))
-                    .ok());
+    ASSERT_TRUE(
+        cache
+            .Update(key, std::make_shared<const jit::Artifact>(
+                             TuneArtifact(record, target, jit::CopyImpl::kTma)))
+            .ok());
     auto hit = cache.Find(key);
     ASSERT_TRUE(hit.ok()) << hit.status();
     EXPECT_EQ(hit->source, CacheSource::kMemory);
@@ -468,11 +468,10 @@ TEST(TuneEntryTest, MemoryAndDiskTiersRoundTripAcrossCaches) {
   // is refused: the key must match exactly.
   TuneKeyInputs other_in = KeyInputs(rng);
   const CacheKey other = MakeTuneKey(other_in);
-  const std::string from =
-      absl::StrCat(dir.path(), "/", key.digest.substr(0, 2), "/", key.digest,
-                   ".fjc");
-  const std::string to = absl::StrCat(dir.path(), "/", other.digest.substr(0, 2),
-                                      "/", other.digest, ".fjc");
+  const std::string from = absl::StrCat(
+      dir.path(), "/", key.digest.substr(0, 2), "/", key.digest, ".fjc");
+  const std::string to = absl::StrCat(
+      dir.path(), "/", other.digest.substr(0, 2), "/", other.digest, ".fjc");
   const std::string bytes = ::fleetjit::testing::ReadFile(from);
   ASSERT_FALSE(bytes.empty()) << "no entry at " << from;
   ::mkdir(absl::StrCat(dir.path(), "/", other.digest.substr(0, 2)).c_str(),
@@ -482,14 +481,13 @@ TEST(TuneEntryTest, MemoryAndDiskTiersRoundTripAcrossCaches) {
   EXPECT_TRUE(absl::IsNotFound(third.Find(other).status()));
   EXPECT_EQ(third.stats().rejected_entries, 1u);
   // A module entry is not a tuning record.
-  EXPECT_FALSE(RecordOfArtifact(
-                   ::fleetjit::testing::ArtifactFor(rng(), 0, 64))
-                   .ok());
+  EXPECT_FALSE(
+      RecordOfArtifact(::fleetjit::testing::ArtifactFor(rng(), 0, 64)).ok());
 }
 
-#define START_REDIS_OR_SKIP(var)                      \
-  std::string var##_skip;                             \
-  auto var = RedisServer::Start(&var##_skip);         \
+#define START_REDIS_OR_SKIP(var)              \
+  std::string var##_skip;                     \
+  auto var = RedisServer::Start(&var##_skip); \
   if (var == nullptr) GTEST_SKIP() << var##_skip
 
 constexpr char kFleetKey[] =
@@ -542,11 +540,11 @@ TEST(TuneEntryTest, RemoteTierSharesSignedEntriesAndRefusesForgeries) {
   forged.winner = 0;
   forged.rows[0].median_us = 0.001;
   const std::string forged_entry = EncodeCacheEntry(
-      key.canonical,
-      jit::SerializeArtifact(TuneArtifact(forged, target, jit::CopyImpl::kSync)));
+      key.canonical, jit::SerializeArtifact(
+                         TuneArtifact(forged, target, jit::CopyImpl::kSync)));
   const CacheKey other = MakeTuneKey(KeyInputs(rng));
-  const std::string other_entry = EncodeCacheEntry(
-      other.canonical, jit::SerializeArtifact(*artifact));
+  const std::string other_entry =
+      EncodeCacheEntry(other.canonical, jit::SerializeArtifact(*artifact));
   const std::vector<std::string> forgeries = {
       RemoteTier::Sign(std::string(32, 'k'), name, forged_entry),
       RemoteTier::Sign(*ParseFleetKey(kFleetKey), name, other_entry)};
