@@ -24,7 +24,7 @@ from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, Kernel
                       Module, ModuleInfo, Runtime, Stream, check_version, copy_plan,
                       library_version, tensor_check)
 from .tensors import BorrowedTensor, borrow
-from .tune import TuneResult, TuneRow, tune  # fj_tune (since 1.3)
+from .tuning import TuneResult, TuneRow, tune  # fj_tune (since 1.3)
 
 __version__ = "1.0.0"
 

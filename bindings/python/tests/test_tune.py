@@ -7,7 +7,7 @@ import unittest
 
 import _env  # noqa: F401  (sets FLEETJIT_LIBRARY, the cache dir, sys.path)
 import fleetjit
-from fleetjit import tune as fj_tune
+from fleetjit import tuning as fj_tune
 
 SOURCE = r'''
 extern "C" __global__ void fill(float* y, int n) {

@@ -1214,3 +1214,6 @@ impl<T: DeviceCopy> fmt::Debug for DeviceBuffer<'_, T> {
         )
     }
 }
+
+mod tuning; // fj_tune (1.3)
+pub use tuning::{tune_status_name, TuneOptions, TuneResult, TuneRow, TuneShape};
