@@ -156,6 +156,36 @@ const STRUCTS: &[(&str, &[&str])] = &[
             "disk_bytes",
         ],
     ),
+    // --- tuning (1.3)
+    (
+        "fj_tune_shape",
+        &["struct_size", "ext", "block", "shared_bytes", "cluster"],
+    ),
+    (
+        "fj_tune_options",
+        &[
+            "struct_size", "ext", "build", "kernel", "macro_sets", "num_macro_sets",
+            "shapes", "num_shapes", "grid", "grid_extent", "grid_divisor", "grid_fn",
+            "grid_user", "args", "num_args", "output_addresses", "output_bytes",
+            "num_outputs", "check_fn", "check_user", "warmup", "samples",
+            "noise_threshold", "timeout_ms", "flags",
+        ],
+    ),
+    (
+        "fj_tune_summary",
+        &[
+            "struct_size", "ext", "num_rows", "winner", "source", "noisy", "stored",
+            "tune_ms", "lookup_ms", "key",
+        ],
+    ),
+    (
+        "fj_tune_row",
+        &[
+            "struct_size", "ext", "macro_index", "shape_index", "macros", "block",
+            "shared_bytes", "cluster", "grid", "status", "message", "median_us",
+            "min_us", "spread", "noisy", "samples", "batch",
+        ],
+    ),
 ];
 
 /// Enum types whose size must be 4 (they are `u32` aliases in Rust).
@@ -170,6 +200,8 @@ const ENUM_TYPES: &[&str] = &[
     "fj_cache_result",
     "fj_oob",
     "fj_arg_kind",
+    "fj_tune_flags",
+    "fj_tune_status",
 ];
 
 /// Enum constants and macros whose values must match the Rust consts.
@@ -236,6 +268,15 @@ const CONSTANTS: &[&str] = &[
     "FJ_ARG_BYTES",
     "FJ_ARG_TENSOR",
     "FJ_ARG_KIND_LAST",
+    "FJ_TUNE_NO_CACHE_READ",
+    "FJ_TUNE_NO_CACHE_WRITE",
+    "FJ_TUNE_OK",
+    "FJ_TUNE_BUILD_FAILED",
+    "FJ_TUNE_LAUNCH_REFUSED",
+    "FJ_TUNE_WRONG_OUTPUT",
+    "FJ_TUNE_FAULTED",
+    "FJ_TUNE_TIMED_OUT",
+    "FJ_TUNE_NOT_RUN",
 ];
 
 /// Rust field names that differ from C ones (Rust keywords / reserved).

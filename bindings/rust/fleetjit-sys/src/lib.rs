@@ -21,7 +21,7 @@
 use core::ffi::{c_char, c_void};
 
 pub const FJ_VERSION_MAJOR: u32 = 1;
-pub const FJ_VERSION_MINOR: u32 = 2;
+pub const FJ_VERSION_MINOR: u32 = 3;
 
 // ----------------------------------------------------------------- strings
 #[repr(C)]
@@ -561,8 +561,9 @@ pub struct fj_tune_shape {
     pub cluster: [u32; 3],
 }
 
-pub const FJ_TUNE_NO_CACHE_READ: u32 = 1 << 0;
-pub const FJ_TUNE_NO_CACHE_WRITE: u32 = 1 << 1;
+pub type fj_tune_flags = u32;
+pub const FJ_TUNE_NO_CACHE_READ: fj_tune_flags = 1 << 0;
+pub const FJ_TUNE_NO_CACHE_WRITE: fj_tune_flags = 1 << 1;
 
 pub type fj_tune_grid_fn = Option<
     unsafe extern "C" fn(

@@ -29,7 +29,10 @@ fn bad_spaces_are_refused() {
     let cases: Vec<(&str, Box<dyn Fn(&mut TuneOptions)>)> = vec![
         ("num_shapes", Box::new(|o| o.shapes.clear())),
         ("shapes[1]", Box::new(|o| o.shapes[1] = o.shapes[0])),
-        ("macro_sets[1]", Box::new(|o| o.macro_sets[1] = " -DTILE=1 ".into())),
+        (
+            "macro_sets[1]",
+            Box::new(|o| o.macro_sets[1] = " -DTILE=1 ".into()),
+        ),
         ("check_fn", Box::new(|o| o.outputs.clear())),
         ("output_bytes[0]", Box::new(|o| o.outputs[0].1 = 0)),
         ("kernel", Box::new(|o| o.kernel.clear())),
@@ -38,7 +41,12 @@ fn bad_spaces_are_refused() {
         let mut o = options();
         change(&mut o);
         let err = rt.tune(&o).unwrap_err();
-        assert_eq!(err.code(), Code::InvalidArgument, "{field}: {}", err.message());
+        assert_eq!(
+            err.code(),
+            Code::InvalidArgument,
+            "{field}: {}",
+            err.message()
+        );
         assert!(err.message().contains(field), "{field}: {}", err.message());
     }
     if rt.device_count().unwrap() == 0 {
