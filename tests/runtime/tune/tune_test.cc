@@ -463,6 +463,8 @@ TEST(TuneEntryTest, MemoryAndDiskTiersRoundTripAcrossCaches) {
   auto list = second.List(true);
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].kind, "tune");  // what `fleetjit cache ls` marks
+  EXPECT_TRUE((*list)[0].problem.empty()) << (*list)[0].problem;
 
   // An entry whose stored key is another's (a file under the wrong name)
   // is refused: the key must match exactly.
