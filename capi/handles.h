@@ -18,6 +18,7 @@ enum class HandleType : uint8_t {
   kKernel = 3,
   kStream = 4,
   kBuild = 5,
+  kTuneResult = 6,  // (since 1.3) capi/tune.cc
 };
 
 // Registers `object` and returns its handle value (never 0), or 0 if the

@@ -7,7 +7,8 @@
 #   fj_runtime_load + fj_thunk -> fj_runtime_launch
 #   fj_runtime_launch + fj_runtime_config -> fj_runtime_build
 #   fj_runtime_launch -> fj_runtime_copy
-#   fj_runtime_build + fj_runtime_copy -> fj_runtime (the facade)
+#   fj_runtime_cache -> fj_runtime_tune
+#   fj_runtime_build + fj_runtime_copy + fj_runtime_tune -> fj_runtime (the facade)
 #   fj_runtime -> libfleetjit_core.so -> libfleetjit.so.1 (capi/)
 #
 # Each is an OBJECT library whose sources live in one folder (the runtime's

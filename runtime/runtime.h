@@ -29,8 +29,11 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -51,6 +54,9 @@
 #include "runtime/load/kernel.h"
 #include "runtime/load/module_loader.h"
 #include "runtime/registry.h"
+#include "runtime/tune/tune_record.h"
+#include "runtime/tune/tune_space.h"
+#include "runtime/tune/tuner.h"
 
 namespace fleetjit {
 
@@ -64,6 +70,38 @@ struct DeviceReport {
   const DeviceFacts* facts;
   jit::CopyPlan plan;  // PlanForDevice
   int driver_version;
+};
+
+// What fj_tune asks (runtime/runtime_tune.cc).
+struct TuneRequest {
+  // The base build: source, name, options, name expressions, device,
+  // target and copy implementation; each candidate adds its macro set.
+  BuildSpec build;
+  std::string kernel;  // looked up in every candidate's module
+  tune::TuneSpace space;
+  tune::TuneSettings settings;
+  // The arguments every candidate is launched with (the wire format).
+  const fj_arg* args = nullptr;
+  size_t num_args = 0;
+  size_t arg_stride = 0;
+  // (address, bytes) of the buffers the kernel writes: saved before the
+  // tuning, reset before each check run, compared, restored at the end.
+  std::vector<std::pair<uint64_t, uint64_t>> outputs;
+  // Replaces the byte comparison: true = candidate's outputs correct.
+  std::function<absl::StatusOr<bool>(size_t candidate,
+                                     const std::vector<std::string>& outputs)>
+      check;
+  bool read_cache = true;   // take a stored result
+  bool write_cache = true;  // store a result that is not noisy
+};
+
+struct TuneOutcome {
+  tune::TuneRecord record;
+  // kCompiled: tuned by this call; else the tier it came from.
+  CacheSource source = CacheSource::kCompiled;
+  bool stored = false;     // written to the cache tiers
+  std::string key_digest;  // the tuning entry's digest
+  double lookup_ms = 0;    // key + lookup
 };
 
 class Runtime {
@@ -231,6 +269,14 @@ class Runtime {
   // fj_peer_*): created on first use, with this runtime's devices, a kernel
   // source over its builder and loader, and the launcher.
   CopyEngine& copy();
+
+  // fj_tune: the stored result of `request`'s key, else a tuning run on the
+  // live device (tune/tuner.h), stored unless noisy. NOT_FOUND when no
+  // candidate ran correctly (the message lists each row).
+  absl::StatusOr<TuneOutcome> Tune(const TuneRequest& request);
+  // The key fj_tune would use, and its inputs (fleetjit tune --key).
+  absl::StatusOr<CacheKey> TuneKey(const TuneRequest& request,
+                                   std::vector<tune::TuneCandidate>* out);
 
  private:
   Runtime();

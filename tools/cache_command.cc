@@ -171,9 +171,14 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
   for (const CacheEntryInfo& e : entries) {
     if (verify && e.problem.empty()) continue;
     std::string digest = e.digest.empty() ? e.path : e.digest.substr(0, 16);
-    std::string detail = e.problem.empty() ? e.compiler : "BAD: " + e.problem;
+    std::string detail = !e.problem.empty() ? "BAD: " + e.problem
+                         : e.kind == "tune" ? "(tuning result)"
+                                            : e.compiler;
     // A precompiled header entry (jit/nvrtc_pch.h) is named in TARGET.
-    const std::string target = e.kind == "pch" ? e.target + " pch" : e.target;
+    // So is a tuning result (fj_tune, runtime/tune/tune_record.h).
+    const std::string target = e.kind == "pch"    ? e.target + " pch"
+                               : e.kind == "tune" ? e.target + " tune"
+                                                  : e.target;
     std::fprintf(out, "%-16s  %-12s %-8s %10llu  %-19s  %s\n", digest.c_str(),
                  target.c_str(), e.copy_impl.c_str(),
                  static_cast<unsigned long long>(e.bytes),

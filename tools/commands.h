@@ -15,6 +15,7 @@ int RunDemo(std::vector<std::string> args);
 int RunSelftest(std::vector<std::string> args);
 int RunMatrix(std::vector<std::string> args);
 int RunBench(std::vector<std::string> args);
+int RunTune(std::vector<std::string> args);  // tools/tune_command.cc
 
 }  // namespace fleetjit::cli
 

@@ -35,6 +35,9 @@ constexpr Command kCommands[] = {
     {"cache", "the module cache: stats, ls, clear, verify", RunCache},
     {"bench", "copy|launch|build: this node's figures next to raw CUDA/NVRTC",
      RunBench},
+    {"tune",
+     "tune FILE.cu over --space SPACE.json (or print the stored result)",
+     RunTune},
 };
 
 void Usage(std::FILE* out) {

@@ -59,7 +59,7 @@
  * memory; builds (blocking, CUDA's headers, asynchronous, images built
  * elsewhere, the module cache); tensors; kernels and launch; kernel
  * attributes and occupancy; module globals; tensor copies, L2 prefetch and
- * peer access; logs.
+ * peer access; tuning; logs.
  */
 #ifndef FLEETJIT_FLEETJIT_H_
 #define FLEETJIT_FLEETJIT_H_
@@ -1178,6 +1178,199 @@ FJ_API fj_status* fj_peer_enable(fj_runtime* runtime, int32_t reader,
 /* Undoes fj_peer_enable. Idempotent. (since 1.1) */
 FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader,
                                   int32_t owner);
+
+/* ------------------------------------------------------------------------ */
+/* Tuning (since 1.3)                                                       */
+
+/* fj_tune picks, on the live device, the fastest of a kernel's candidate
+ * builds and launch shapes, and keeps the answer like a module: in the
+ * memory, disk and remote tiers, under a key of the source, the base build
+ * options, the kernel, the expanded space (every candidate's options, shape
+ * and grid), the device model (name, SM count, compute capability), the
+ * driver version, the target and the copy implementation. Another process,
+ * or another host of the same GPU model and driver, then gets the result
+ * by a lookup, timing nothing; a different driver or GPU model tunes again.
+ * A remote entry is taken only if its stored key equals the key looked up
+ * byte for byte and its signature verifies under the fleet key. Headers
+ * read from include folders are not in the key. docs/tuning.md has the
+ * details and the JSON form that `fleetjit tune` reads.
+ *
+ * The candidates are every (macro set, shape) pair, macro sets outermost.
+ * Each builds (in parallel, through the module cache) with the base
+ * options plus its macro set; each is launched with `args` on a stream the
+ * call owns, once to check its outputs, then warmed up and timed: the
+ * median of `samples` samples, each a batch of launches between two CUDA
+ * events (the batch grows until a sample lasts about 20 us).
+ *
+ * Correctness: with no check_fn, the outputs (the buffers named by
+ * output_addresses / output_bytes) of the first candidate that runs are the
+ * reference, and a candidate whose outputs differ in any byte is
+ * WRONG_OUTPUT: put a trusted candidate first. With check_fn, it decides
+ * for every candidate. A wrong candidate never wins.
+ *
+ * The caller's data: the output buffers are written while the call runs.
+ * The call saves them first, resets them before every check run (so a
+ * kernel that accumulates starts from the same state) and restores them
+ * before returning: afterwards they hold what they held before the call
+ * (unless a candidate faulted or ran past the deadline: see below). Other
+ * buffers the kernel writes are the caller's to protect; name them as
+ * outputs. The tuning synchronises its own stream only; work the caller
+ * queued elsewhere on the device runs concurrently (and shows as noise).
+ *
+ * Noise: a candidate whose samples spread ((p75 - p25) / median) above
+ * noise_threshold is timed again, once; still above, it is flagged noisy.
+ * A result whose winner is noisy is returned (fj_tune_summary.noisy) but
+ * not stored: the next call tunes again.
+ *
+ * Safety: a candidate that fails to build or whose launch is refused
+ * (limits, resources, the grid rule) is skipped, with its status in the
+ * table. A candidate that faults (an illegal address: a sticky CUDA error)
+ * poisons the CUDA context of the whole process, as any faulting kernel
+ * does (fj_launch): fj_tune returns that FJ_CUDA_ERROR naming the
+ * candidate, and the process can use no GPU afterwards. To tune candidates
+ * that may fault, run `fleetjit tune --isolate`, which tunes in a child
+ * process and retries without a candidate that killed it. A candidate that
+ * runs past timeout_ms (a hang) stops the call with FJ_DEADLINE_EXCEEDED;
+ * the kernel keeps the device busy until it ends, and the call leaves its
+ * stream and saved copies behind rather than wait for it.
+ *
+ * No candidate correct: FJ_NOT_FOUND, the message listing every row. */
+
+/* One launch shape of a search space (since 1.3). An array of these is read
+ * with the stride shapes[0].struct_size, like fj_arg. */
+typedef struct fj_tune_shape {
+  size_t struct_size;
+  const void* ext;
+  uint32_t block[3]; /* 0 entries count as 1 */
+  uint32_t shared_bytes;
+  uint32_t cluster[3]; /* all 0 = no cluster */
+} fj_tune_shape;
+
+/* Bits of fj_tune_options.flags (since 1.3). */
+typedef enum fj_tune_flags {
+  FJ_TUNE_NO_CACHE_READ = 1u << 0, /* tune even if a result is stored */
+  FJ_TUNE_NO_CACHE_WRITE = 1u << 1 /* keep the result out of every tier */
+} fj_tune_flags;
+
+/* What to tune and with what (since 1.3). */
+typedef struct fj_tune_options {
+  size_t struct_size;
+  const void* ext;
+  /* The base build (source, name, options, name expressions, target, copy
+   * implementation); its device is the one tuned on. With
+   * FJ_BUILD_NO_CACHE the candidates compile every time (the tuning result
+   * is still stored unless flags say otherwise). */
+  const fj_build_options* build;
+  fj_str kernel; /* looked up in each candidate's module */
+  /* Candidate macro sets, each NVRTC options separated by spaces
+   * ("-DBM=64 -DSTAGES=3"). None = the base build alone. Two sets with the
+   * same options are FJ_INVALID_ARGUMENT. */
+  const fj_str* macro_sets;
+  size_t num_macro_sets;
+  /* At least one; two equal shapes are FJ_INVALID_ARGUMENT. */
+  const fj_tune_shape* shapes;
+  size_t num_shapes;
+  /* The grid of each candidate, first rule that applies:
+   *  1. grid_fn (not NULL): called once per candidate; fills out_grid (0
+   *     entries count as 1) and returns 0, or non-zero to skip the
+   *     candidate (LAUNCH_REFUSED). Called during fj_tune only.
+   *  2. grid_extent not all 0: grid[i] = ceil(grid_extent[i] / d), d the
+   *     value of macro grid_divisor[i] in the candidate's set ("BM" reads
+   *     -DBM=64), or its block's x/y/z for "block.x"/"block.y"/"block.z",
+   *     or 1 for ""; a set without that macro is LAUNCH_REFUSED.
+   *  3. grid (0 entries count as 1). */
+  uint32_t grid[3];
+  uint64_t grid_extent[3];
+  fj_str grid_divisor[3];
+  int32_t (*grid_fn)(void* user, size_t candidate, fj_str macros,
+                     const fj_tune_shape* shape, uint32_t out_grid[3]);
+  void* grid_user;
+  /* The arguments every candidate is launched with (as fj_launch's). */
+  const fj_arg* args;
+  size_t num_args;
+  /* The device buffers the kernel writes: checked and restored (above).
+   * Each bytes entry must be > 0. */
+  const uint64_t* output_addresses;
+  const uint64_t* output_bytes;
+  size_t num_outputs;
+  /* Optional: returns 1 if candidate `candidate`'s outputs (host copies,
+   * in output order, valid during the call) are correct, else 0. */
+  int32_t (*check_fn)(void* user, size_t candidate, const void* const* outputs,
+                      const uint64_t* bytes, size_t num_outputs);
+  void* check_user;
+  uint32_t warmup;        /* launches before timing; 0 = 3 */
+  uint32_t samples;       /* timed samples; 0 = 21 */
+  double noise_threshold; /* 0 = 0.10 */
+  uint32_t timeout_ms;    /* watchdog per wait; 0 = 10000 */
+  uint32_t flags;         /* fj_tune_flags */
+} fj_tune_options;
+
+/* What happened to one candidate (since 1.3). */
+typedef enum fj_tune_status {
+  FJ_TUNE_OK = 0,             /* correct and timed */
+  FJ_TUNE_BUILD_FAILED = 1,   /* NVRTC refused it, or no such kernel */
+  FJ_TUNE_LAUNCH_REFUSED = 2, /* limits, resources, the grid rule */
+  FJ_TUNE_WRONG_OUTPUT = 3,   /* its outputs were not correct */
+  FJ_TUNE_FAULTED = 4,        /* (never in a returned table: see above) */
+  FJ_TUNE_TIMED_OUT = 5,      /* (never in a returned table: see above) */
+  FJ_TUNE_NOT_RUN = 6
+} fj_tune_status;
+#define FJ_TUNE_STATUS_LAST FJ_TUNE_NOT_RUN
+
+/* The result of fj_tune, owned by the caller (since 1.3): a checked handle,
+ * freed with fj_tune_result_free. */
+typedef struct fj_tune_result fj_tune_result;
+
+/* The result as a whole (since 1.3). */
+typedef struct fj_tune_summary {
+  size_t struct_size;
+  const void* ext;
+  size_t num_rows; /* one per candidate */
+  size_t winner;   /* row index of the fastest correct candidate */
+  /* COMPILED: tuned by this call; MEMORY/DISK/REMOTE_HIT: stored. */
+  fj_cache_result source;
+  int32_t noisy;    /* the winner's timings were noisy: not stored */
+  int32_t stored;   /* this call stored it in the cache tiers */
+  double tune_ms;   /* wall time of the tuning run (the original's on a hit) */
+  double lookup_ms; /* key and lookup time of this call */
+  char key[65];     /* the entry's digest, 64 hex digits and a NUL */
+} fj_tune_summary;
+
+/* One candidate's row of the table (since 1.3). */
+typedef struct fj_tune_row {
+  size_t struct_size;
+  const void* ext;
+  size_t macro_index; /* into fj_tune_options.macro_sets (0 if none) */
+  size_t shape_index; /* into fj_tune_options.shapes */
+  fj_str macros;      /* the macro set; valid while the result lives */
+  uint32_t block[3];
+  uint32_t shared_bytes;
+  uint32_t cluster[3];
+  uint32_t grid[3];
+  fj_tune_status status;
+  fj_str message;   /* why not OK; valid while the result lives */
+  double median_us; /* per launch */
+  double min_us;
+  double spread; /* (p75 - p25) / median */
+  int32_t noisy;
+  uint32_t samples;
+  uint32_t batch; /* launches per sample */
+} fj_tune_row;
+
+/* Tunes per `options` on the device of options->build, or returns the
+ * stored result (see above). (since 1.3) */
+FJ_API fj_status* fj_tune(fj_runtime* runtime, const fj_tune_options* options,
+                          fj_tune_result** out_result);
+/* (since 1.3) */
+FJ_API fj_status* fj_tune_result_summary(const fj_tune_result* result,
+                                         fj_tune_summary* out_summary);
+/* Row `index` < num_rows; FJ_OUT_OF_RANGE past the end. (since 1.3) */
+FJ_API fj_status* fj_tune_result_row(const fj_tune_result* result, size_t index,
+                                     fj_tune_row* out_row);
+/* Frees a result. NULL is accepted. (since 1.3) */
+FJ_API fj_status* fj_tune_result_free(fj_tune_result* result);
+/* "ok", "build_failed", ...; "unknown" out of range. (since 1.3) */
+FJ_API const char* fj_tune_status_name(fj_tune_status status);
 
 /* ------------------------------------------------------------------------ */
 /* Logs (since 1.1)                                                         */

@@ -65,6 +65,8 @@ CacheKey MakeCacheKey(const CacheKeyInputs& inputs);
 // The name expression that marks the key of a precompiled header entry
 // (runtime/module_builder.cc): no C++ name expression reads so.
 inline constexpr char kPchNameExpression[] = "<precompiled header>";
+// The one that marks a tuning result's key (runtime/tune/tune_record.h).
+inline constexpr char kTuneNameExpression[] = "<tuning result>";
 
 // True for 64 lowercase hex characters: the only digests the disk tier
 // turns into file names.

@@ -591,9 +591,10 @@ std::string InspectEntry(int fd, const struct stat& st, bool verify,
   info.target = CanonicalKeyField(key, "target");
   info.copy_impl = CanonicalKeyField(key, "copy_impl");
   info.compiler = CanonicalKeyField(key, "compiler");
-  info.kind = CanonicalKeyField(key, "name_expression") == kPchNameExpression
-                  ? "pch"
-                  : "module";
+  const std::string marker = CanonicalKeyField(key, "name_expression");
+  info.kind = marker == kPchNameExpression    ? "pch"
+              : marker == kTuneNameExpression ? "tune"
+                                              : "module";
   if (!ParseCanonicalKey(key).ok()) return "key is malformed";
   if (!verify) return "";
   absl::StatusOr<CacheEntryView> entry = DecodeCacheEntry(*bytes);

@@ -80,7 +80,8 @@ std::string ResolveCacheDir(absl::string_view configured,
 
 struct CacheEntryInfo {
   std::string digest, path, target, copy_impl, compiler;
-  std::string kind;  // "module", or "pch" (a precompiled header)
+  // "module", "pch" (a precompiled header) or "tune" (a tuning result).
+  std::string kind;
   uint64_t bytes = 0;
   int64_t last_used_unix = 0;  // the entry's mtime
   std::string problem;         // "" if valid

@@ -53,6 +53,29 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
   return Get(key, [&] { return Fill(key, build, store); });
 }
 
+absl::StatusOr<ModuleCache::Result> ModuleCache::Find(const CacheKey& key) {
+  return Get(key, [&]() -> absl::StatusOr<Result> {
+    if (use_disk_) {
+      if (std::optional<jit::Artifact> found = disk_->Load(key)) {
+        disk_hits_.fetch_add(1, std::memory_order_relaxed);
+        return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
+                      CacheSource::kDisk};
+      }
+    }
+    if (remote_ != nullptr) {
+      if (std::optional<jit::Artifact> found = remote_->Load(key)) {
+        remote_hits_.fetch_add(1, std::memory_order_relaxed);
+        auto artifact =
+            std::make_shared<const jit::Artifact>(std::move(*found));
+        if (use_disk_) (void)StoreToDisk(key, *artifact);
+        return Result{std::move(artifact), CacheSource::kRemote};
+      }
+    }
+    return absl::NotFoundError(
+        absl::StrCat("no cache entry ", key.digest.substr(0, 12), "..."));
+  });
+}
+
 absl::StatusOr<ModuleCache::Result> ModuleCache::GetPublished(
     const CacheKey& agnostic_key,
     absl::FunctionRef<absl::Status(absl::string_view compiler)> accept) {

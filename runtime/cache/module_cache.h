@@ -139,6 +139,12 @@ class ModuleCache {
       absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build,
       DiskStore store = DiskStore::kNow);
 
+  // Memory tier -> disk tier -> remote tier, never building: NOT_FOUND when
+  // no tier has `key` (counted in no counter but the hit's). For entries
+  // that are not builds: tuning results (runtime/tune/tune_record.h),
+  // stored with Update.
+  absl::StatusOr<Result> Find(const CacheKey& key);
+
   // For a host without a compiler (the rule in cache_key.h): the entry of
   // `agnostic_key` (CompilerAgnosticKey) from memory, disk, or the remote
   // tier's pointer record, taken only if `accept(recorded compiler)` is OK

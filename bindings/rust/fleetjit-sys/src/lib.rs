@@ -775,4 +775,134 @@ extern "C" {
         bytes: u64,
         out_bytes: *mut u64,
     ) -> *mut fj_status;
+// --- tuning (1.3)
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct fj_tune_shape {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub cluster: [u32; 3],
+}
+
+pub type fj_tune_flags = u32;
+pub const FJ_TUNE_NO_CACHE_READ: fj_tune_flags = 1 << 0;
+pub const FJ_TUNE_NO_CACHE_WRITE: fj_tune_flags = 1 << 1;
+
+pub type fj_tune_grid_fn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        candidate: usize,
+        macros: fj_str,
+        shape: *const fj_tune_shape,
+        out_grid: *mut u32,
+    ) -> i32,
+>;
+pub type fj_tune_check_fn = Option<
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        candidate: usize,
+        outputs: *const *const c_void,
+        bytes: *const u64,
+        num_outputs: usize,
+    ) -> i32,
+>;
+
+#[repr(C)]
+pub struct fj_tune_options {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub build: *const fj_build_options,
+    pub kernel: fj_str,
+    pub macro_sets: *const fj_str,
+    pub num_macro_sets: usize,
+    pub shapes: *const fj_tune_shape,
+    pub num_shapes: usize,
+    pub grid: [u32; 3],
+    pub grid_extent: [u64; 3],
+    pub grid_divisor: [fj_str; 3],
+    pub grid_fn: fj_tune_grid_fn,
+    pub grid_user: *mut c_void,
+    pub args: *const fj_arg,
+    pub num_args: usize,
+    pub output_addresses: *const u64,
+    pub output_bytes: *const u64,
+    pub num_outputs: usize,
+    pub check_fn: fj_tune_check_fn,
+    pub check_user: *mut c_void,
+    pub warmup: u32,
+    pub samples: u32,
+    pub noise_threshold: f64,
+    pub timeout_ms: u32,
+    pub flags: u32,
+}
+
+pub type fj_tune_status = u32;
+pub const FJ_TUNE_OK: fj_tune_status = 0;
+pub const FJ_TUNE_BUILD_FAILED: fj_tune_status = 1;
+pub const FJ_TUNE_LAUNCH_REFUSED: fj_tune_status = 2;
+pub const FJ_TUNE_WRONG_OUTPUT: fj_tune_status = 3;
+pub const FJ_TUNE_FAULTED: fj_tune_status = 4;
+pub const FJ_TUNE_TIMED_OUT: fj_tune_status = 5;
+pub const FJ_TUNE_NOT_RUN: fj_tune_status = 6;
+
+#[repr(C)]
+pub struct fj_tune_result {
+    _private: [u8; 0],
+}
+
+#[repr(C)]
+pub struct fj_tune_summary {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub num_rows: usize,
+    pub winner: usize,
+    pub source: fj_cache_result,
+    pub noisy: i32,
+    pub stored: i32,
+    pub tune_ms: f64,
+    pub lookup_ms: f64,
+    pub key: [c_char; 65],
+}
+
+#[repr(C)]
+pub struct fj_tune_row {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub macro_index: usize,
+    pub shape_index: usize,
+    pub macros: fj_str,
+    pub block: [u32; 3],
+    pub shared_bytes: u32,
+    pub cluster: [u32; 3],
+    pub grid: [u32; 3],
+    pub status: fj_tune_status,
+    pub message: fj_str,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub spread: f64,
+    pub noisy: i32,
+    pub samples: u32,
+    pub batch: u32,
+}
+
+extern "C" {
+    pub fn fj_tune(
+        runtime: *mut fj_runtime,
+        options: *const fj_tune_options,
+        out_result: *mut *mut fj_tune_result,
+    ) -> *mut fj_status;
+    pub fn fj_tune_result_summary(
+        result: *const fj_tune_result,
+        out_summary: *mut fj_tune_summary,
+    ) -> *mut fj_status;
+    pub fn fj_tune_result_row(
+        result: *const fj_tune_result,
+        index: usize,
+        out_row: *mut fj_tune_row,
+    ) -> *mut fj_status;
+    pub fn fj_tune_result_free(result: *mut fj_tune_result) -> *mut fj_status;
+    pub fn fj_tune_status_name(status: fj_tune_status) -> *const c_char;
 }

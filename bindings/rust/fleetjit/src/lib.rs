@@ -1461,3 +1461,5 @@ pub use copy::{CopyDesc, Oob, PrefetchDesc, PrefetchMode, Tensor};
 // --- module globals, kernel attributes, launch flags, priorities (1.3)
 mod module_abi13;
 pub use module_abi13::{GlobalInfo, KernelAttr, KernelAttributes, LaunchAttrs};
+mod tuning; // fj_tune (1.3)
+pub use tuning::{tune_status_name, TuneOptions, TuneResult, TuneRow, TuneShape};

@@ -1,0 +1,213 @@
+package fleetjit
+
+// fj_tune (since 1.3): the fastest of a kernel's candidate builds and launch
+// shapes on the live device, stored like a module (docs/tuning.md).
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include <fleetjit/fleetjit.h>
+
+static void fjgo_tune_arg(fj_arg* a, fj_arg_kind k, uint64_t bits) {
+  memset(a, 0, sizeof *a);
+  a->struct_size = sizeof *a;
+  a->kind = k;
+  switch (k) {
+    case FJ_ARG_I8: a->v.i8 = (int8_t)bits; break;
+    case FJ_ARG_I16: a->v.i16 = (int16_t)bits; break;
+    case FJ_ARG_I32: a->v.i32 = (int32_t)bits; break;
+    case FJ_ARG_I64: a->v.i64 = (int64_t)bits; break;
+    case FJ_ARG_U8: a->v.u8 = (uint8_t)bits; break;
+    case FJ_ARG_U16: case FJ_ARG_F16: case FJ_ARG_BF16: a->v.u16 = (uint16_t)bits; break;
+    case FJ_ARG_U32: a->v.u32 = (uint32_t)bits; break;
+    case FJ_ARG_F32: { uint32_t b = (uint32_t)bits; memcpy(&a->v.f32, &b, 4); break; }
+    case FJ_ARG_F64: memcpy(&a->v.f64, &bits, 8); break;
+    default: a->v.u64 = bits; break;
+  }
+}
+*/
+import "C"
+
+import "unsafe"
+
+// TuneShape is one launch shape of a space (fj_tune_shape).
+type TuneShape struct {
+	Block       [3]uint32 // 0 entries count as 1
+	SharedBytes uint32
+	Cluster     [3]uint32 // all 0 = no cluster
+}
+
+// TuneBuffer names a device buffer the kernel writes: checked and restored.
+type TuneBuffer struct {
+	Address uint64
+	Bytes   uint64
+}
+
+// TuneOptions mirrors fj_tune_options (no callbacks: the grid comes from
+// Grid or GridExtent/GridDivisor, outputs are compared byte for byte).
+type TuneOptions struct {
+	Build       BuildOptions // the base build; Build.Device is tuned on
+	Kernel      string
+	MacroSets   []string
+	Shapes      []TuneShape
+	Grid        [3]uint32
+	GridExtent  [3]uint64
+	GridDivisor [3]string // a macro name, "block.x|y|z" or ""
+	Args        []Arg     // scalars and Ptr/Mem (no Bytes)
+	Outputs     []TuneBuffer
+	Warmup      uint32
+	Samples     uint32
+	Noise       float64 // noise threshold; 0 = 0.10
+	TimeoutMs   uint32
+	Retune      bool // tune even if a result is stored
+	NoStore     bool
+}
+
+// TuneRow is one candidate's row (fj_tune_row).
+type TuneRow struct {
+	MacroIndex, ShapeIndex int
+	Macros                 string
+	Block, Cluster, Grid   [3]uint32
+	SharedBytes            uint32
+	Status                 string // "ok", "build_failed", ...
+	Message                string
+	MedianUs, MinUs        float64
+	Spread                 float64
+	Noisy                  bool
+	Samples, Batch         uint32
+}
+
+// TuneResult is fj_tune's result, copied out.
+type TuneResult struct {
+	Winner   int
+	Source   CacheResult // CacheCompiled = tuned by this call
+	Noisy    bool
+	Stored   bool
+	TuneMs   float64
+	LookupMs float64
+	Key      string
+	Rows     []TuneRow
+}
+
+// TuneStatusName is fj_tune_status_name.
+func TuneStatusName(s int) string { return C.GoString(C.fj_tune_status_name(C.fj_tune_status(s))) }
+
+// Tune runs fj_tune.
+func (r *Runtime) Tune(opts *TuneOptions) (*TuneResult, error) {
+	if opts == nil {
+		return nil, &Error{Code: InvalidArgument, Message: "nil TuneOptions"}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var m cmem
+	defer m.free()
+	b := (*C.fj_build_options)(C.calloc(1, C.size_t(unsafe.Sizeof(C.fj_build_options{}))))
+	m.ptrs = append(m.ptrs, unsafe.Pointer(b))
+	b.struct_size = C.size_t(unsafe.Sizeof(*b))
+	b.source = m.str(opts.Build.Source)
+	b.name = m.str(opts.Build.Name)
+	b.nvrtc_options, b.num_nvrtc_options = m.strs(opts.Build.NVRTCOptions)
+	b.name_expressions, b.num_name_expressions = m.strs(opts.Build.NameExpressions)
+	b.target = m.str(opts.Build.Target)
+	b.device = C.int32_t(opts.Build.Device)
+	b.copy_impl = C.fj_copy_impl(opts.Build.CopyImpl)
+	b.output = C.fj_output(opts.Build.Output)
+	if opts.Build.NoCache {
+		b.flags |= C.FJ_BUILD_NO_CACHE
+	}
+	o := (*C.fj_tune_options)(C.calloc(1, C.size_t(unsafe.Sizeof(C.fj_tune_options{}))))
+	m.ptrs = append(m.ptrs, unsafe.Pointer(o))
+	o.struct_size = C.size_t(unsafe.Sizeof(*o))
+	o.build = b
+	o.kernel = m.str(opts.Kernel)
+	o.macro_sets, o.num_macro_sets = m.strs(opts.MacroSets)
+	if n := len(opts.Shapes); n > 0 {
+		p := C.calloc(C.size_t(n), C.size_t(unsafe.Sizeof(C.fj_tune_shape{})))
+		m.ptrs = append(m.ptrs, p)
+		shapes := unsafe.Slice((*C.fj_tune_shape)(p), n)
+		for i, s := range opts.Shapes {
+			shapes[i].struct_size = C.size_t(unsafe.Sizeof(shapes[i]))
+			for d := 0; d < 3; d++ {
+				shapes[i].block[d] = C.uint32_t(s.Block[d])
+				shapes[i].cluster[d] = C.uint32_t(s.Cluster[d])
+			}
+			shapes[i].shared_bytes = C.uint32_t(s.SharedBytes)
+		}
+		o.shapes = (*C.fj_tune_shape)(p)
+	}
+	o.num_shapes = C.size_t(len(opts.Shapes))
+	for d := 0; d < 3; d++ {
+		o.grid[d] = C.uint32_t(opts.Grid[d])
+		o.grid_extent[d] = C.uint64_t(opts.GridExtent[d])
+		o.grid_divisor[d] = m.str(opts.GridDivisor[d])
+	}
+	if n := len(opts.Args); n > 0 {
+		p := C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.fj_arg{})))
+		m.ptrs = append(m.ptrs, p)
+		raw := unsafe.Slice((*C.fj_arg)(p), n)
+		for i, a := range opts.Args {
+			if a.kind == C.FJ_ARG_BYTES {
+				return nil, &Error{Code: InvalidArgument, Message: "Tune: Bytes arguments are not supported"}
+			}
+			C.fjgo_tune_arg(&raw[i], a.kind, C.uint64_t(a.bits))
+		}
+		o.args = (*C.fj_arg)(p)
+	}
+	o.num_args = C.size_t(len(opts.Args))
+	if n := len(opts.Outputs); n > 0 {
+		pa := C.malloc(C.size_t(n) * 8)
+		pb := C.malloc(C.size_t(n) * 8)
+		m.ptrs = append(m.ptrs, pa, pb)
+		as := unsafe.Slice((*C.uint64_t)(pa), n)
+		bs := unsafe.Slice((*C.uint64_t)(pb), n)
+		for i, out := range opts.Outputs {
+			as[i], bs[i] = C.uint64_t(out.Address), C.uint64_t(out.Bytes)
+		}
+		o.output_addresses, o.output_bytes = (*C.uint64_t)(pa), (*C.uint64_t)(pb)
+	}
+	o.num_outputs = C.size_t(len(opts.Outputs))
+	o.warmup, o.samples = C.uint32_t(opts.Warmup), C.uint32_t(opts.Samples)
+	o.noise_threshold = C.double(opts.Noise)
+	o.timeout_ms = C.uint32_t(opts.TimeoutMs)
+	if opts.Retune {
+		o.flags |= C.FJ_TUNE_NO_CACHE_READ
+	}
+	if opts.NoStore {
+		o.flags |= C.FJ_TUNE_NO_CACHE_WRITE
+	}
+	var h *C.fj_tune_result
+	if err := statusErr(C.fj_tune(r.h, o, &h)); err != nil {
+		return nil, err
+	}
+	defer C.fj_tune_result_free(h)
+	var s C.fj_tune_summary
+	s.struct_size = C.size_t(unsafe.Sizeof(s))
+	if err := statusErr(C.fj_tune_result_summary(h, &s)); err != nil {
+		return nil, err
+	}
+	res := &TuneResult{Winner: int(s.winner), Source: CacheResult(s.source),
+		Noisy: s.noisy != 0, Stored: s.stored != 0, TuneMs: float64(s.tune_ms),
+		LookupMs: float64(s.lookup_ms), Key: C.GoString(&s.key[0])}
+	for i := 0; i < int(s.num_rows); i++ {
+		var row C.fj_tune_row
+		row.struct_size = C.size_t(unsafe.Sizeof(row))
+		if err := statusErr(C.fj_tune_result_row(h, C.size_t(i), &row)); err != nil {
+			return nil, err
+		}
+		t := TuneRow{MacroIndex: int(row.macro_index), ShapeIndex: int(row.shape_index),
+			Macros:      C.GoStringN(row.macros.data, C.int(row.macros.size)),
+			SharedBytes: uint32(row.shared_bytes), Status: TuneStatusName(int(row.status)),
+			Message:  C.GoStringN(row.message.data, C.int(row.message.size)),
+			MedianUs: float64(row.median_us), MinUs: float64(row.min_us),
+			Spread: float64(row.spread), Noisy: row.noisy != 0,
+			Samples: uint32(row.samples), Batch: uint32(row.batch)}
+		for d := 0; d < 3; d++ {
+			t.Block[d], t.Cluster[d], t.Grid[d] = uint32(row.block[d]), uint32(row.cluster[d]), uint32(row.grid[d])
+		}
+		res.Rows = append(res.Rows, t)
+	}
+	return res, nil
+}

@@ -1,0 +1,230 @@
+"""fj_tune: pick the fastest candidate build and launch shape of a kernel on
+the live device, stored like a module (docs/tuning.md).
+
+    res = fleetjit.tune(rt, SOURCE, "tiled_axpy",
+                        macro_sets=["-DTILE=1024", "-DTILE=4096"],
+                        shapes=[128, 256, (512, 1, 1)],
+                        grid_extent=(n,), grid_divisor=("TILE",),
+                        args=[fleetjit.f32(2.0), x, y, fleetjit.i32(n)],
+                        outputs=[y])
+    best = res.rows[res.winner]      # .macros, .block, .grid, .median_us
+"""
+
+import ctypes
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int,
+                    c_int32, c_size_t, c_uint32, c_uint64, c_void_p)
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from . import _ffi, args as _args
+from .errors import FleetjitError, check
+
+TUNE_NO_CACHE_READ = 1 << 0
+TUNE_NO_CACHE_WRITE = 1 << 1
+CACHE_RESULTS = {0: "tuned", 1: "memory", 2: "disk", 3: "remote"}
+
+
+class fj_tune_shape(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("block", c_uint32 * 3), ("shared_bytes", c_uint32),
+                ("cluster", c_uint32 * 3)]
+
+
+GRID_FN = CFUNCTYPE(c_int32, c_void_p, c_size_t, _ffi.fj_str,
+                    POINTER(fj_tune_shape), POINTER(c_uint32))
+CHECK_FN = CFUNCTYPE(c_int32, c_void_p, c_size_t, POINTER(c_void_p),
+                     POINTER(c_uint64), c_size_t)
+
+
+class fj_tune_options(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("build", POINTER(_ffi.fj_build_options)), ("kernel", _ffi.fj_str),
+                ("macro_sets", POINTER(_ffi.fj_str)), ("num_macro_sets", c_size_t),
+                ("shapes", POINTER(fj_tune_shape)), ("num_shapes", c_size_t),
+                ("grid", c_uint32 * 3), ("grid_extent", c_uint64 * 3),
+                ("grid_divisor", _ffi.fj_str * 3), ("grid_fn", GRID_FN),
+                ("grid_user", c_void_p), ("args", c_void_p), ("num_args", c_size_t),
+                ("output_addresses", POINTER(c_uint64)),
+                ("output_bytes", POINTER(c_uint64)), ("num_outputs", c_size_t),
+                ("check_fn", CHECK_FN), ("check_user", c_void_p),
+                ("warmup", c_uint32), ("samples", c_uint32),
+                ("noise_threshold", c_double), ("timeout_ms", c_uint32),
+                ("flags", c_uint32)]
+
+
+class fj_tune_summary(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("num_rows", c_size_t), ("winner", c_size_t), ("source", c_int),
+                ("noisy", c_int32), ("stored", c_int32), ("tune_ms", c_double),
+                ("lookup_ms", c_double), ("key", ctypes.c_char * 65)]
+
+
+class fj_tune_row(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("macro_index", c_size_t), ("shape_index", c_size_t),
+                ("macros", _ffi.fj_str), ("block", c_uint32 * 3),
+                ("shared_bytes", c_uint32), ("cluster", c_uint32 * 3),
+                ("grid", c_uint32 * 3), ("status", c_int), ("message", _ffi.fj_str),
+                ("median_us", c_double), ("min_us", c_double), ("spread", c_double),
+                ("noisy", c_int32), ("samples", c_uint32), ("batch", c_uint32)]
+
+
+_PROTOTYPES = {
+    "fj_tune": (c_void_p, [c_void_p, POINTER(fj_tune_options), POINTER(c_void_p)]),
+    "fj_tune_result_summary": (c_void_p, [c_void_p, POINTER(fj_tune_summary)]),
+    "fj_tune_result_row": (c_void_p, [c_void_p, c_size_t, POINTER(fj_tune_row)]),
+    "fj_tune_result_free": (c_void_p, [c_void_p]),
+    "fj_tune_status_name": (c_char_p, [c_int]),
+}
+
+
+def _lib():
+    lib = _ffi.load()
+    if not hasattr(lib, "fj_tune"):
+        raise FleetjitError("UNAVAILABLE",
+                            f"{_ffi.library_path()} has no fj_tune (it needs 1.3)")
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    return lib
+
+
+def status_name(status: int) -> str:
+    """fj_tune_status_name: "ok", "wrong_output", ...; "unknown" out of range."""
+    return _lib().fj_tune_status_name(status).decode()
+
+
+@dataclass
+class TuneRow:
+    macro_index: int
+    shape_index: int
+    macros: str
+    block: Tuple[int, int, int]
+    shared_bytes: int
+    cluster: Tuple[int, int, int]
+    grid: Tuple[int, int, int]
+    status: str
+    message: str
+    median_us: float
+    min_us: float
+    spread: float
+    noisy: bool
+    samples: int
+    batch: int
+
+
+@dataclass
+class TuneResult:
+    winner: int
+    source: str  # "tuned", "memory", "disk", "remote"
+    noisy: bool
+    stored: bool
+    tune_ms: float
+    lookup_ms: float
+    key: str
+    rows: List[TuneRow]
+
+
+def _text(s) -> str:
+    return ctypes.string_at(s.data, s.size).decode() if s.size else ""
+
+
+def _shape(value) -> Tuple[Tuple[int, int, int], int, Tuple[int, int, int]]:
+    """(block, shared_bytes, cluster) of 256, (256, 2), or a dict."""
+    if isinstance(value, dict):
+        block = value.get("block", 0)
+        smem = value.get("shared_bytes", 0)
+        cluster = value.get("cluster", (0, 0, 0))
+    else:
+        block, smem, cluster = value, 0, (0, 0, 0)
+    def dims(v):
+        v = (v,) if isinstance(v, int) else tuple(v)
+        if not 1 <= len(v) <= 3:
+            raise FleetjitError("INVALID_ARGUMENT", f"expected 1 to 3 dimensions, got {v}")
+        return v + (0,) * (3 - len(v))
+    return dims(block), int(smem), dims(cluster)
+
+
+def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
+         outputs: Sequence, macro_sets: Sequence[str] = (), grid=None,
+         grid_extent: Optional[Sequence[int]] = None,
+         grid_divisor: Sequence[str] = ("", "", ""), name: str = "", device: int = 0,
+         nvrtc_options: Sequence[str] = (), name_expressions: Sequence[str] = (),
+         warmup: int = 0, samples: int = 0, noise_threshold: float = 0.0,
+         timeout_ms: int = 0, retune: bool = False, store: bool = True) -> TuneResult:
+    """Tunes `kernel` of `source` over macro_sets x shapes (see the module doc).
+
+    outputs: the buffers the kernel writes, each a DeviceBuffer or an
+    (address, nbytes) pair: checked (the first candidate that runs is the
+    reference) and restored when the call returns.
+    """
+    lib = _lib()
+    b = _ffi.new(_ffi.fj_build_options)
+    keep = [_ffi.StrArg(source), _ffi.StrArg(name), _ffi.StrArg(kernel)]
+    b.source, b.name = keep[0].value, keep[1].value
+    k1, b.nvrtc_options, b.num_nvrtc_options = _ffi.str_array(nvrtc_options)
+    k2, b.name_expressions, b.num_name_expressions = _ffi.str_array(name_expressions)
+    b.device = device
+    o = fj_tune_options()
+    o.struct_size = ctypes.sizeof(o)
+    o.build = ctypes.pointer(b)
+    o.kernel = keep[2].value
+    k3, o.macro_sets, o.num_macro_sets = _ffi.str_array(macro_sets)
+    shape_arr = (fj_tune_shape * len(shapes))()
+    for i, s in enumerate(shapes):
+        block, smem, cluster = _shape(s)
+        shape_arr[i].struct_size = ctypes.sizeof(fj_tune_shape)
+        shape_arr[i].block[:] = block
+        shape_arr[i].shared_bytes = smem
+        shape_arr[i].cluster[:] = cluster
+    o.shapes = shape_arr if len(shapes) else None
+    o.num_shapes = len(shapes)
+    if grid is not None:
+        g = (grid,) if isinstance(grid, int) else tuple(grid)
+        o.grid[:] = g + (0,) * (3 - len(g))
+    if grid_extent is not None:
+        e = tuple(grid_extent)
+        o.grid_extent[:] = e + (0,) * (3 - len(e))
+    divisors = [_ffi.StrArg(d) for d in tuple(grid_divisor) + ("",) * (3 - len(grid_divisor))]
+    for i in range(3):
+        o.grid_divisor[i] = divisors[i].value
+    arg_keep, arg_arr, n = _args.build(args, device_id=device)
+    o.args = ctypes.cast(arg_arr, c_void_p) if arg_arr is not None else None
+    o.num_args = n
+    addresses, sizes = [], []
+    for out in outputs:
+        if hasattr(out, "device_address"):
+            addresses.append(out.device_address)
+            sizes.append(out.nbytes)
+        else:
+            addresses.append(int(out[0]))
+            sizes.append(int(out[1]))
+    addr_arr = (c_uint64 * max(1, len(addresses)))(*addresses)
+    size_arr = (c_uint64 * max(1, len(sizes)))(*sizes)
+    o.output_addresses = addr_arr if addresses else None
+    o.output_bytes = size_arr if sizes else None
+    o.num_outputs = len(addresses)
+    o.warmup, o.samples, o.timeout_ms = warmup, samples, timeout_ms
+    o.noise_threshold = noise_threshold
+    o.flags = (TUNE_NO_CACHE_READ if retune else 0) | (0 if store else TUNE_NO_CACHE_WRITE)
+    handle = c_void_p()
+    check(lib.fj_tune(runtime._live(), ctypes.byref(o), ctypes.byref(handle)))
+    del keep, k1, k2, k3, divisors, arg_keep
+    try:
+        s = fj_tune_summary()
+        s.struct_size = ctypes.sizeof(s)
+        check(lib.fj_tune_result_summary(handle, ctypes.byref(s)))
+        rows = []
+        for i in range(s.num_rows):
+            r = fj_tune_row()
+            r.struct_size = ctypes.sizeof(r)
+            check(lib.fj_tune_result_row(handle, i, ctypes.byref(r)))
+            rows.append(TuneRow(r.macro_index, r.shape_index, _text(r.macros),
+                                tuple(r.block), r.shared_bytes, tuple(r.cluster),
+                                tuple(r.grid), status_name(r.status), _text(r.message),
+                                r.median_us, r.min_us, r.spread, bool(r.noisy), r.samples,
+                                r.batch))
+        return TuneResult(s.winner, CACHE_RESULTS.get(s.source, "unknown"), bool(s.noisy),
+                          bool(s.stored), s.tune_ms, s.lookup_ms, s.key.decode(), rows)
+    finally:
+        check(lib.fj_tune_result_free(handle))

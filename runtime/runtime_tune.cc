@@ -1,0 +1,324 @@
+// fj_tune on the live device: the GPU backend of the tuning loop
+// (tune/tuner.h) and the tuning entries' lookup and store.
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "runtime/runtime.h"
+
+namespace fleetjit {
+namespace {
+
+using tune::TuneCandidate;
+
+double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// The GPU backend: candidates built through the runtime's build pool and
+// cache, launched on a stream of its own, timed with CUDA events.
+class GpuBackend final : public tune::TuneBackend {
+ public:
+  GpuBackend(Runtime& rt, BuildPool& pool, const TuneRequest& request,
+             Device& device)
+      : rt_(rt),
+        pool_(pool),
+        request_(request),
+        device_(device),
+        api_(*rt.driver()) {}
+
+  ~GpuBackend() override {
+    // A candidate still running (deadline) keeps its stream and the saved
+    // copies: waiting for it could take forever, so they are left behind.
+    if (abandoned_) {
+      (void)stream_.release();
+      return;
+    }
+    (void)device_.MakeCurrent();
+    for (CUevent e : {start_, stop_}) {
+      if (e != nullptr) (void)api_.cuEventDestroy(e);
+    }
+    if (stream_ != nullptr) (void)stream_->Close();
+    for (CUdeviceptr p : saved_) {
+      if (p != 0) (void)api_.cuMemFree(p);
+    }
+  }
+
+  absl::Status Open() {
+    FJ_RETURN_IF_ERROR(device_.poisoned());
+    FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
+    FJ_ASSIGN_OR_RETURN(stream_, Stream::Create(&rt_, api_, device_));
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate"));
+    // Save the outputs: every check run starts from them, and the caller
+    // gets them back.
+    for (const auto& [address, bytes] : request_.outputs) {
+      CUdeviceptr p = 0;
+      FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuMemAlloc(&p, bytes),
+                                 "cuMemAlloc (a copy of an output buffer)"));
+      saved_.push_back(p);
+      FJ_RETURN_IF_ERROR(CheckCu(
+          api_, api_.cuMemcpyDtoDAsync(p, address, bytes, stream_->handle()),
+          "cuMemcpyDtoDAsync (saving an output buffer)"));
+    }
+    return Wait(absl::Seconds(30), "saving the outputs");
+  }
+
+  std::vector<absl::Status> BuildAll(const std::vector<TuneCandidate>& cands,
+                                     const std::vector<bool>& wanted) override {
+    std::vector<std::shared_ptr<BuildJob>> jobs(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (!wanted[i]) continue;
+      BuildSpec spec = request_.build;
+      spec.options.insert(spec.options.end(), cands[i].options.begin(),
+                          cands[i].options.end());
+      Runtime* rt = &rt_;
+      jobs[i] = pool_.Submit(
+          [rt, spec = std::move(spec)] { return rt->BuildRecord(spec); });
+    }
+    std::vector<absl::Status> out(cands.size());
+    kernels_.assign(cands.size(), nullptr);
+    records_.resize(cands.size());
+    candidates_ = &cands;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (jobs[i] == nullptr) continue;
+      absl::StatusOr<ModuleRecord> record = jobs[i]->Take();
+      if (!record.ok()) {
+        out[i] = record.status();
+        continue;
+      }
+      records_[i] = *std::move(record);
+      absl::StatusOr<LoadedKernel*> k =
+          rt_.LoadKernel(records_[i], request_.kernel, request_.build.device);
+      if (!k.ok()) {
+        out[i] = k.status();
+        continue;
+      }
+      kernels_[i] = *k;
+    }
+    return out;
+  }
+
+  absl::Status RestoreOutputs() override {
+    FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
+    for (size_t b = 0; b < saved_.size(); ++b) {
+      const auto& [address, bytes] = request_.outputs[b];
+      FJ_RETURN_IF_ERROR(CheckCu(
+          api_,
+          api_.cuMemcpyDtoDAsync(address, saved_[b], bytes, stream_->handle()),
+          "cuMemcpyDtoDAsync (restoring an output buffer)"));
+    }
+    return Wait(absl::Seconds(30), "restoring the outputs");
+  }
+
+  absl::Status RunOnce(size_t i, absl::Duration deadline) override {
+    FJ_RETURN_IF_ERROR(LaunchOne(i));
+    return Wait(deadline, "the check run");
+  }
+
+  absl::StatusOr<std::vector<std::string>> ReadOutputs() override {
+    std::vector<std::string> out;
+    for (const auto& [address, bytes] : request_.outputs) {
+      std::string host(bytes, '\0');
+      FJ_RETURN_IF_ERROR(
+          CheckCu(api_,
+                  api_.cuMemcpyDtoHAsync(host.data(), address, bytes,
+                                         stream_->handle()),
+                  "cuMemcpyDtoHAsync (reading an output)"));
+      FJ_RETURN_IF_ERROR(Wait(absl::Seconds(30), "reading the outputs"));
+      out.push_back(std::move(host));
+    }
+    return out;
+  }
+
+  bool has_check() const override { return bool(request_.check); }
+  absl::StatusOr<bool> Check(size_t i,
+                             const std::vector<std::string>& outputs) override {
+    return request_.check(i, outputs);
+  }
+
+  absl::StatusOr<double> Time(size_t i, uint32_t count,
+                              absl::Duration deadline) override {
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventRecord(start_, stream_->handle()), "cuEventRecord"));
+    for (uint32_t n = 0; n < count; ++n) FJ_RETURN_IF_ERROR(LaunchOne(i));
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventRecord(stop_, stream_->handle()), "cuEventRecord"));
+    FJ_RETURN_IF_ERROR(WaitEvent(stop_, deadline, "a timed sample"));
+    float ms = 0;
+    FJ_RETURN_IF_ERROR(CheckCu(api_,
+                               api_.cuEventElapsedTime(&ms, start_, stop_),
+                               "cuEventElapsedTime"));
+    return static_cast<double>(ms);
+  }
+
+  bool IsSticky(const absl::Status& error) const override {
+    return !device_.poisoned().ok();
+  }
+
+ private:
+  absl::Status LaunchOne(size_t i) {
+    const TuneCandidate& c = (*candidates_)[i];
+    LaunchConfig cfg;
+    for (int d = 0; d < 3; ++d) {
+      cfg.grid[d] = c.grid[d];
+      cfg.block[d] = c.shape.block[d];
+      cfg.cluster[d] = c.shape.cluster[d];
+    }
+    cfg.shared_bytes = c.shape.shared_bytes;
+    return LaunchAndNote(*kernels_[i], cfg, stream_->handle(), request_.args,
+                         request_.num_args, request_.arg_stride);
+  }
+
+  absl::Status Wait(absl::Duration deadline, absl::string_view what) {
+    FJ_RETURN_IF_ERROR(CheckCu(
+        api_, api_.cuEventRecord(stop_, stream_->handle()), "cuEventRecord"));
+    return WaitEvent(stop_, deadline, what);
+  }
+
+  // The watchdog: polls the event until it completes or `deadline` passes
+  // (DEADLINE_EXCEEDED; the stream is then abandoned, see ~GpuBackend).
+  absl::Status WaitEvent(CUevent event, absl::Duration deadline,
+                         absl::string_view what) {
+    const std::string call =
+        absl::StrCat("tuning ", request_.kernel, ": ", what);
+    if (api_.cuEventQuery == nullptr) {
+      return CheckStickyError(device_, api_, api_.cuEventSynchronize(event),
+                              call);
+    }
+    const auto end =
+        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline);
+    auto pause = std::chrono::microseconds(2);
+    while (true) {
+      CUresult r = api_.cuEventQuery(event);
+      if (r != CUDA_ERROR_NOT_READY) {
+        return CheckStickyError(device_, api_, r, call);
+      }
+      if (std::chrono::steady_clock::now() >= end) {
+        abandoned_ = true;
+        return absl::DeadlineExceededError(absl::StrCat(
+            call, " did not finish within ", absl::FormatDuration(deadline)));
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(200));
+    }
+  }
+
+  Runtime& rt_;
+  BuildPool& pool_;
+  const TuneRequest& request_;
+  Device& device_;
+  const DriverApi& api_;
+  std::unique_ptr<Stream> stream_;
+  CUevent start_ = nullptr, stop_ = nullptr;
+  std::vector<CUdeviceptr> saved_;
+  const std::vector<TuneCandidate>* candidates_ = nullptr;
+  std::vector<ModuleRecord> records_;
+  std::vector<LoadedKernel*> kernels_;
+  bool abandoned_ = false;
+};
+
+std::string RowsSummary(const tune::TuneRecord& record) {
+  std::string out;
+  for (size_t i = 0; i < record.rows.size(); ++i) {
+    const tune::TuneRow& r = record.rows[i];
+    absl::StrAppend(&out, i == 0 ? "" : "; ", "candidate ", i, " ('", r.macros,
+                    "', block ", r.block[0],
+                    "): ", tune::RowStatusName(r.status),
+                    r.message.empty() ? "" : absl::StrCat(": ", r.message));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<CacheKey> Runtime::TuneKey(
+    const TuneRequest& request, std::vector<tune::TuneCandidate>* out) {
+  if (request.kernel.empty()) {
+    return absl::InvalidArgumentError("kernel: empty kernel name");
+  }
+  FJ_ASSIGN_OR_RETURN(std::vector<tune::TuneCandidate> candidates,
+                      tune::ExpandSpace(request.space));
+  FJ_ASSIGN_OR_RETURN(DeviceReport report,
+                      DescribeDevice(request.build.device));
+  jit::Target target = request.build.target.value_or(report.plan.target);
+  jit::CopyImpl impl = request.build.copy_impl.value_or(report.plan.impl);
+  tune::TuneKeyInputs in;
+  in.source = request.build.source;
+  in.options = request.build.options;
+  in.name_expressions = request.build.name_expressions;
+  in.kernel = request.kernel;
+  in.space = tune::CanonicalSpace(candidates);
+  in.device_name = report.facts->name;
+  in.sm_count = report.facts->sm_count;
+  in.cc_major = report.facts->cc_major;
+  in.cc_minor = report.facts->cc_minor;
+  in.driver_version = report.driver_version;
+  in.copy_impl = std::string(jit::CopyImplName(impl));
+  in.target = target.Name();
+  if (out != nullptr) *out = std::move(candidates);
+  return tune::MakeTuneKey(in);
+}
+
+absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<tune::TuneCandidate> candidates;
+  FJ_ASSIGN_OR_RETURN(CacheKey key, TuneKey(request, &candidates));
+  TuneOutcome outcome;
+  outcome.key_digest = key.digest;
+  if (request.read_cache) {
+    absl::StatusOr<ModuleCache::Result> found = cache_->Find(key);
+    if (found.ok()) {
+      absl::StatusOr<tune::TuneRecord> record =
+          tune::RecordOfArtifact(*found->artifact);
+      if (record.ok()) {
+        outcome.record = *std::move(record);
+        outcome.source = found->source;
+        outcome.lookup_ms = MsSince(start);
+        return outcome;
+      }
+      logger_.Log(LogLevel::kWarn,
+                  absl::StrCat("tune: ignoring the stored entry ",
+                               key.digest.substr(0, 12),
+                               "...: ", record.status().message()));
+    }
+  }
+  outcome.lookup_ms = MsSince(start);
+
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(request.build.device));
+  FJ_ASSIGN_OR_RETURN(tune::TuneRecord record, [&] {
+    GpuBackend backend(*this, *build_pool_, request, *dev);
+    absl::Status opened = backend.Open();
+    if (!opened.ok()) return absl::StatusOr<tune::TuneRecord>(opened);
+    return tune::RunTuning(candidates, request.settings, request.kernel,
+                           backend);
+  }());
+  if (!record.has_winner()) {
+    return absl::NotFoundError(
+        absl::StrCat("tuning ", request.kernel,
+                     ": no candidate ran correctly: ", RowsSummary(record)));
+  }
+  if (request.write_cache && !record.noisy) {
+    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan,
+                        PlanForDevice(request.build.device));
+    jit::Target target = request.build.target.value_or(plan.target);
+    jit::CopyImpl impl = request.build.copy_impl.value_or(plan.impl);
+    absl::Status stored =
+        cache_->Update(key, std::make_shared<const jit::Artifact>(
+                                tune::TuneArtifact(record, target, impl)));
+    outcome.stored = true;
+    if (!stored.ok()) {
+      logger_.Log(LogLevel::kWarn,
+                  absl::StrCat("tune: not saved to disk: ", stored.message()));
+    }
+  }
+  outcome.record = std::move(record);
+  return outcome;
+}
+
+}  // namespace fleetjit
