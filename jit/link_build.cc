@@ -181,7 +181,7 @@ absl::StatusOr<LinkResult> LinkModule(NvJitLinkLibrary& linker,
       absl::StrCat("nvjitlink ", api->major, ".", api->minor);
   artifact.log = result.info_log;
   FJ_ASSIGN_OR_RETURN(std::vector<std::string> names,
-                      CubinKernelNames(artifact.image),
+                      CubinEntryNames(artifact.image),
                       "reading the linked cubin's kernels");
   for (const std::string& lowered : names) {
     KernelEntry entry;
