@@ -25,8 +25,7 @@ absl::StatusOr<LinkInputSpec> ReadLinkInput(const fj_link_input& in,
   FJ_ASSIGN_OR_RETURN(
       int32_t kind,
       CheckEnum(RawEnum(in.kind), absl::StrCat(field, ".kind").c_str(),
-                "fj_link_input_kind", FJ_LINK_SOURCE,
-                FJ_LINK_INPUT_KIND_LAST));
+                "fj_link_input_kind", FJ_LINK_SOURCE, FJ_LINK_INPUT_KIND_LAST));
   static constexpr LinkInputSpec::Kind kKinds[] = {
       LinkInputSpec::Kind::kSource, LinkInputSpec::Kind::kCubin,
       LinkInputSpec::Kind::kPtx,    LinkInputSpec::Kind::kFatbin,
@@ -37,9 +36,9 @@ absl::StatusOr<LinkInputSpec> ReadLinkInput(const fj_link_input& in,
                       ReadStr(in.name, absl::StrCat(field, ".name").c_str()));
   if (spec.name.empty()) spec.name = absl::StrCat("input", index);
   if (in.data == nullptr || in.size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".data is ", in.data == nullptr ? "NULL" : "empty", " ('",
-        spec.name, "')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".data is ", in.data == nullptr ? "NULL" : "empty",
+                     " ('", spec.name, "')"));
   }
   spec.data.assign(static_cast<const char*>(in.data), in.size);
   if (spec.kind == LinkInputSpec::Kind::kSource) {
@@ -49,10 +48,10 @@ absl::StatusOr<LinkInputSpec> ReadLinkInput(const fj_link_input& in,
           nul, "; pass its text only"));
     }
   } else if (in.num_nvrtc_options != 0 || in.num_name_expressions != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " ('", spec.name,
-        "') is not a source: it takes no nvrtc_options or "
-        "name_expressions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ('", spec.name,
+                     "') is not a source: it takes no nvrtc_options or "
+                     "name_expressions"));
   }
   FJ_ASSIGN_OR_RETURN(
       spec.options,
@@ -101,21 +100,20 @@ absl::StatusOr<LinkSpec> ReadLinkSpec(const fj_link_options* options) {
   }
   FJ_ASSIGN_OR_RETURN(std::string name, ReadStr(o.name, "options->name"));
   if (!name.empty()) spec.name = std::move(name);
-  FJ_ASSIGN_OR_RETURN(std::string target,
-                      ReadStr(o.target, "options->target"));
+  FJ_ASSIGN_OR_RETURN(std::string target, ReadStr(o.target, "options->target"));
   if (!target.empty()) {
     FJ_ASSIGN_OR_RETURN(spec.target, jit::ParseTarget(target),
                         "options->target");
   }
   spec.device = o.device;
-  FJ_ASSIGN_OR_RETURN(spec.link_options,
-                      ReadStrArray(o.link_options, o.num_link_options,
-                                   "options->link_options",
-                                   /*allow_empty=*/false));
-  FJ_ASSIGN_OR_RETURN(spec.include_dirs,
-                      ReadStrArray(o.include_dirs, o.num_include_dirs,
-                                   "options->include_dirs",
-                                   /*allow_empty=*/false));
+  FJ_ASSIGN_OR_RETURN(
+      spec.link_options,
+      ReadStrArray(o.link_options, o.num_link_options, "options->link_options",
+                   /*allow_empty=*/false));
+  FJ_ASSIGN_OR_RETURN(
+      spec.include_dirs,
+      ReadStrArray(o.include_dirs, o.num_include_dirs, "options->include_dirs",
+                   /*allow_empty=*/false));
   if ((o.flags & ~kKnownLinkFlags) != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "options->flags has unknown bits 0x",

@@ -53,28 +53,29 @@ std::string ReadLog(const NvJitLinkApi& api, NvJitLinkHandle handle,
 
 // One nvJitLink run over `objects` with `options`: the linked cubin, or
 // with -ptx the linked PTX. `info_log` receives the info log.
-absl::StatusOr<std::string> RunLink(const NvJitLinkApi& api,
-                                    const LinkRequest& request,
-                                    const std::vector<const LinkObject*>& objects,
-                                    const std::vector<std::string>& options,
-                                    bool ptx_output, std::string* info_log) {
+absl::StatusOr<std::string> RunLink(
+    const NvJitLinkApi& api, const LinkRequest& request,
+    const std::vector<const LinkObject*>& objects,
+    const std::vector<std::string>& options, bool ptx_output,
+    std::string* info_log) {
   std::vector<const char*> option_ptrs;
   for (const std::string& o : options) option_ptrs.push_back(o.c_str());
   HandleGuard guard{&api};
   FJ_RETURN_IF_ERROR(
-      CheckNvJitLink(api.nvJitLinkCreate(&guard.handle,
-                                         static_cast<uint32_t>(option_ptrs.size()),
-                                         option_ptrs.data()),
-                     "nvJitLinkCreate"),
+      CheckNvJitLink(
+          api.nvJitLinkCreate(&guard.handle,
+                              static_cast<uint32_t>(option_ptrs.size()),
+                              option_ptrs.data()),
+          "nvJitLinkCreate"),
       absl::StrCat("linking '", request.name, "' with options ",
                    absl::StrJoin(options, " ")));
   auto link_error = [&](absl::Status status,
                         absl::string_view what) -> absl::Status {
     std::string log = ReadLog(api, guard.handle, /*error_log=*/true);
-    absl::Status error = absl::InvalidArgumentError(absl::StrCat(
-        "nvJitLink could not link '", request.name, "' for ",
-        request.target.Name(), " (", what, ": ", status.message(), ")",
-        log.empty() ? "" : ":\n", log));
+    absl::Status error = absl::InvalidArgumentError(
+        absl::StrCat("nvJitLink could not link '", request.name, "' for ",
+                     request.target.Name(), " (", what, ": ", status.message(),
+                     ")", log.empty() ? "" : ":\n", log));
     SetPublicCode(error, PublicCode::kBuildError);
     SetDetail(error, "link_log", log);
     SetDetail(error, "build_log", log);
@@ -84,10 +85,9 @@ absl::StatusOr<std::string> RunLink(const NvJitLinkApi& api,
   };
   for (const LinkObject* object : objects) {
     absl::Status added = CheckNvJitLink(
-        api.nvJitLinkAddData(guard.handle,
-                             static_cast<int>(InputType(object->kind)),
-                             object->bytes.data(), object->bytes.size(),
-                             object->name.c_str()),
+        api.nvJitLinkAddData(
+            guard.handle, static_cast<int>(InputType(object->kind)),
+            object->bytes.data(), object->bytes.size(), object->name.c_str()),
         "nvJitLinkAddData");
     if (!added.ok()) {
       return link_error(added, absl::StrCat("adding '", object->name, "'"));
@@ -104,18 +104,18 @@ absl::StatusOr<std::string> RunLink(const NvJitLinkApi& api,
         CheckNvJitLink(api.nvJitLinkGetLinkedPtxSize(guard.handle, &size),
                        "nvJitLinkGetLinkedPtxSize"));
     out.resize(size);
-    FJ_RETURN_IF_ERROR(CheckNvJitLink(
-        api.nvJitLinkGetLinkedPtx(guard.handle, out.data()),
-        "nvJitLinkGetLinkedPtx"));
+    FJ_RETURN_IF_ERROR(
+        CheckNvJitLink(api.nvJitLinkGetLinkedPtx(guard.handle, out.data()),
+                       "nvJitLinkGetLinkedPtx"));
     while (!out.empty() && out.back() == '\0') out.pop_back();
   } else {
     FJ_RETURN_IF_ERROR(
         CheckNvJitLink(api.nvJitLinkGetLinkedCubinSize(guard.handle, &size),
                        "nvJitLinkGetLinkedCubinSize"));
     out.resize(size);
-    FJ_RETURN_IF_ERROR(CheckNvJitLink(
-        api.nvJitLinkGetLinkedCubin(guard.handle, out.data()),
-        "nvJitLinkGetLinkedCubin"));
+    FJ_RETURN_IF_ERROR(
+        CheckNvJitLink(api.nvJitLinkGetLinkedCubin(guard.handle, out.data()),
+                       "nvJitLinkGetLinkedCubin"));
   }
   return out;
 }
@@ -151,10 +151,9 @@ std::vector<std::string> LinkOptions(const LinkRequest& request) {
 absl::StatusOr<LinkResult> LinkModule(NvJitLinkLibrary& linker,
                                       const LinkRequest& request) {
   if (request.target.ptx) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("linking '", request.name, "': a link produces a cubin, ",
-                     "so it needs an sm_XX target, not ",
-                     request.target.Name()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "linking '", request.name, "': a link produces a cubin, ",
+        "so it needs an sm_XX target, not ", request.target.Name()));
   }
   if (request.objects.empty()) {
     return absl::InvalidArgumentError(
@@ -177,8 +176,7 @@ absl::StatusOr<LinkResult> LinkModule(NvJitLinkLibrary& linker,
   artifact.copy_impl = request.copy_impl;
   artifact.is_ptx = false;
   artifact.image = std::move(cubin);
-  artifact.compiler =
-      absl::StrCat("nvjitlink ", api->major, ".", api->minor);
+  artifact.compiler = absl::StrCat("nvjitlink ", api->major, ".", api->minor);
   artifact.log = result.info_log;
   FJ_ASSIGN_OR_RETURN(std::vector<std::string> names,
                       CubinEntryNames(artifact.image),

@@ -138,17 +138,17 @@ absl::StatusOr<const NvJitLinkApi*> NvJitLinkLibrary::Get() {
   }
   NvJitLinkApi api;
   std::string missing;
-#define FJ_NVJITLINK(name, type)                                          \
+#define FJ_NVJITLINK(name, type)                                         \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name)); \
-  if (api.name == nullptr) {                                              \
-    absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);        \
+  if (api.name == nullptr) {                                             \
+    absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);       \
   }
 #include "platform/nvjitlink_symbols.inc"
 #undef FJ_NVJITLINK
   if (!missing.empty()) {
-    error_ = absl::UnavailableError(absl::StrCat(
-        "nvJitLink '", path_, "' lacks ", missing,
-        "; install the CUDA toolkit's nvJitLink 12 or later"));
+    error_ = absl::UnavailableError(
+        absl::StrCat("nvJitLink '", path_, "' lacks ", missing,
+                     "; install the CUDA toolkit's nvJitLink 12 or later"));
     return error_;
   }
   absl::Status version = CheckNvJitLink(

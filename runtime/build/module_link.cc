@@ -122,7 +122,8 @@ static absl::StatusOr<std::string> FindCudaDevrt(
        {options.cuda_headers.cuda_home, options.cuda_headers.cuda_path}) {
     if (!root.empty()) dirs.push_back(absl::StrCat(root, "/lib64"));
   }
-  absl::StatusOr<std::string> nvrtc = ResolveNvrtcLibrary(options.libnvrtc_path);
+  absl::StatusOr<std::string> nvrtc =
+      ResolveNvrtcLibrary(options.libnvrtc_path);
   if (nvrtc.ok()) {
     size_t slash = nvrtc->rfind('/');
     if (slash != std::string::npos && slash > 0) {
@@ -164,8 +165,9 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
   }
   if (target.ptx) {
     return absl::InvalidArgumentError(
-        absl::StrCat(context, ": a link produces a cubin, so it needs an "
-                              "sm_XX target, not ",
+        absl::StrCat(context,
+                     ": a link produces a cubin, so it needs an "
+                     "sm_XX target, not ",
                      target.Name()));
   }
   std::optional<jit::CopyImpl> forced =
@@ -183,7 +185,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
   ResolveLinker();
   const absl::StatusOr<std::string>& compiler = compiler_identity();
   if (has_source && !compiler.ok()) return Annotate(compiler.status(), context);
-  if (!linker_identity_.ok()) return Annotate(linker_identity_.status(), context);
+  if (!linker_identity_.ok())
+    return Annotate(linker_identity_.status(), context);
 
   // Each source's request (its full option list is part of the key).
   const std::vector<jit::IncludeDir>& cuda_dirs = cuda_include_dirs();
@@ -198,8 +201,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
     r.copy_impl = plan.impl;
     r.options = in.options;
     r.name_expressions = in.name_expressions;
-    r.device_code = lto ? jit::DeviceCode::kLtoIr
-                        : jit::DeviceCode::kRelocatable;
+    r.device_code =
+        lto ? jit::DeviceCode::kLtoIr : jit::DeviceCode::kRelocatable;
     for (const std::string& dir : spec.include_dirs) {
       r.include_dirs.push_back({dir, "include_dirs"});
     }
@@ -240,8 +243,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
         FJ_ASSIGN_OR_RETURN(jit::Artifact built,
                             jit::BuildModule(*nvrtc_, requests[i]), context);
         compile_ms += built.compile_ms;
-        object.kind = lto ? jit::LinkObject::Kind::kLtoIr
-                          : jit::LinkObject::Kind::kCubin;
+        object.kind =
+            lto ? jit::LinkObject::Kind::kLtoIr : jit::LinkObject::Kind::kCubin;
         object.bytes = std::move(built.image);
         object.ptx = std::move(built.ptx);
         object.named_kernels = std::move(built.kernels);
@@ -276,7 +279,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
             absl::StrJoin(linked.unresolved_kernels, ", "),
             " (a prebuilt cubin's or fatbin's kernels), and no device here "
             "runs ",
-            target.Name(), " to read them from the driver; add the PTX "
+            target.Name(),
+            " to read them from the driver; add the PTX "
             "instead, or link on a GPU host"));
       }
       jit::Artifact probe;
@@ -352,9 +356,9 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
     inputs.options = jit::LinkOptions(link);
     inputs.target = target.Name();
     inputs.copy_impl = std::string(jit::CopyImplName(plan.impl));
-    inputs.compiler =
-        has_source ? absl::StrCat(*compiler, "; ", *linker_identity_)
-                   : *linker_identity_;
+    inputs.compiler = has_source
+                          ? absl::StrCat(*compiler, "; ", *linker_identity_)
+                          : *linker_identity_;
     // Marks the key as a link's: no build's key can equal it.
     inputs.name_expressions = {"<device link>"};
     CacheKey key = MakeCacheKey(inputs);

@@ -222,8 +222,8 @@ TEST_F(LinkTest, LtoLinksSourcesAsLtoIr) {
 TEST_F(LinkTest, LtoIrInputAndPtxInputMixIn) {
   const int factor = DrawFactor("LtoIrInputAndPtxInputMixIn");
   // The callee as PTX of relocatable code, built by fj_module_build.
-  std::string ptx = Image(Callee(factor), "compute_90", FJ_OUTPUT_PTX,
-                          {"-rdc=true"});
+  std::string ptx =
+      Image(Callee(factor), "compute_90", FJ_OUTPUT_PTX, {"-rdc=true"});
   ASSERT_NE(ptx.find("fj_link_scale"), std::string::npos);
   fj_module* m = nullptr;
   FJ_ASSERT_OK(Link({{FJ_LINK_SOURCE, "caller.cu", kCaller, {}},
@@ -242,8 +242,7 @@ TEST_F(LinkTest, LtoIrInputAndPtxInputMixIn) {
 TEST_F(LinkTest, PrebuiltCubinInputLinks) {
   const int factor = DrawFactor("PrebuiltCubinInputLinks");
   // A relocatable cubin of the callee (NVRTC -dc), as nvcc -dc makes one.
-  std::string cubin =
-      Image(Callee(factor), "sm_90", FJ_OUTPUT_CUBIN, {"-dc"});
+  std::string cubin = Image(Callee(factor), "sm_90", FJ_OUTPUT_CUBIN, {"-dc"});
   ASSERT_FALSE(cubin.empty());
   fj_module* m = nullptr;
   FJ_ASSERT_OK(Link({{FJ_LINK_SOURCE, "caller.cu", kCaller, {}},
@@ -286,8 +285,9 @@ TEST_F(LinkTest, DynamicParallelismNeedsAndFindsLibcudadevrt) {
 
 TEST_F(LinkTest, CacheHitsTheSameLinkAndMissesAChangedInput) {
   const int factor = DrawFactor("CacheHitsTheSameLinkAndMissesAChangedInput");
-  std::vector<Input> inputs = {{FJ_LINK_SOURCE, "caller.cu", kCaller, {}},
-                               {FJ_LINK_SOURCE, "callee.cu", Callee(factor), {}}};
+  std::vector<Input> inputs = {
+      {FJ_LINK_SOURCE, "caller.cu", kCaller, {}},
+      {FJ_LINK_SOURCE, "callee.cu", Callee(factor), {}}};
   auto link = [&](fj_runtime* rt, const std::vector<Input>& in,
                   uint32_t flags = 0) {
     fj_module* m = nullptr;
@@ -348,8 +348,10 @@ TEST_F(LinkTest, UncachedLinkCompilesEveryTime) {
 
 TEST_F(LinkTest, SourceErrorIsABuildErrorWithItsLog) {
   fj_module* m = nullptr;
-  fj_status* st = Link({{FJ_LINK_SOURCE, "broken.cu",
-                         "__device__ int f() { return no_such_name; }", {}}},
+  fj_status* st = Link({{FJ_LINK_SOURCE,
+                         "broken.cu",
+                         "__device__ int f() { return no_such_name; }",
+                         {}}},
                        "sm_90", 0, &m);
   ASSERT_EQ(fj_status_code(st), FJ_BUILD_ERROR);
   const char* log = fj_status_detail(st, S("build_log"), nullptr);
@@ -567,10 +569,13 @@ TEST(LinkRecord, NameExpressionsNameLinkedKernels) {
       "  int i = threadIdx.x; if (i < n) out[i] = fj_link_scale(out[i]);\n"
       "}\n";
   LinkSpec spec;
-  spec.inputs = {{LinkInputSpec::Kind::kSource, "t.cu", templ, {},
-                  {"apply<float>"}},
-                 {LinkInputSpec::Kind::kSource, "callee.cu",
-                  Callee(DrawFactor("NameExpressions")), {}, {}}};
+  spec.inputs = {
+      {LinkInputSpec::Kind::kSource, "t.cu", templ, {}, {"apply<float>"}},
+      {LinkInputSpec::Kind::kSource,
+       "callee.cu",
+       Callee(DrawFactor("NameExpressions")),
+       {},
+       {}}};
   spec.target = *jit::ParseTarget("sm_80");
   spec.use_cache = false;
   auto record = (*rt)->LinkRecord(spec);
