@@ -40,8 +40,7 @@ absl::StatusOr<std::vector<std::string>> CubinKernelNames(
 // The kernels of a cubin nvJitLink made (jit/link_build.h): only symbols
 // with the CUDA entry bit, since a linked cubin also gives its non-inlined
 // __device__ functions a `.nv.info.<name>` section.
-absl::StatusOr<std::vector<std::string>> CubinEntryNames(
-    absl::string_view elf);
+absl::StatusOr<std::vector<std::string>> CubinEntryNames(absl::string_view elf);
 
 // The architecture a cubin was built for, from its ELF header (e_flags).
 absl::StatusOr<Target> CubinTarget(absl::string_view elf);

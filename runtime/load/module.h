@@ -46,9 +46,9 @@ struct BuildSpec {
 struct LinkInputSpec {
   enum class Kind { kSource, kCubin, kPtx, kFatbin, kLtoIr, kLibrary };
   Kind kind = Kind::kSource;
-  std::string name;  // for messages; never empty
-  std::string data;  // the source text or the object's bytes
-  std::vector<std::string> options;           // kSource: NVRTC options
+  std::string name;                  // for messages; never empty
+  std::string data;                  // the source text or the object's bytes
+  std::vector<std::string> options;  // kSource: NVRTC options
   std::vector<std::string> name_expressions;  // kSource: C++ kernel names
 };
 
