@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -235,14 +238,39 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
     (void)api;
     jit::LinkRequest request = link;
     double compile_ms = 0;
+    // The sources compile in parallel (NVRTC is thread-safe): a link of
+    // several waits for its slowest compile, not for their sum.
+    std::vector<std::optional<absl::StatusOr<jit::Artifact>>> built(
+        spec.inputs.size());
+    {
+      std::vector<std::thread> threads;
+      bool first = true;
+      for (size_t i = 0; i < spec.inputs.size(); ++i) {
+        if (spec.inputs[i].kind != LinkInputSpec::Kind::kSource) continue;
+        if (first) {
+          first = false;
+          continue;  // compiled on this thread below
+        }
+        threads.emplace_back([&, i] {
+          built[i].emplace(jit::BuildModule(*nvrtc_, requests[i]));
+        });
+      }
+      for (size_t i = 0; i < spec.inputs.size(); ++i) {
+        if (spec.inputs[i].kind != LinkInputSpec::Kind::kSource) continue;
+        built[i].emplace(jit::BuildModule(*nvrtc_, requests[i]));
+        break;
+      }
+      for (std::thread& t : threads) t.join();
+    }
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       const LinkInputSpec& in = spec.inputs[i];
       jit::LinkObject object;
       object.name = in.name;
       if (in.kind == LinkInputSpec::Kind::kSource) {
-        FJ_ASSIGN_OR_RETURN(jit::Artifact built,
-                            jit::BuildModule(*nvrtc_, requests[i]), context);
-        compile_ms += built.compile_ms;
+        FJ_ASSIGN_OR_RETURN(jit::Artifact built_source, std::move(*built[i]),
+                            context);
+        jit::Artifact& built = built_source;
+        compile_ms = std::max(compile_ms, built.compile_ms);
         object.kind =
             lto ? jit::LinkObject::Kind::kLtoIr : jit::LinkObject::Kind::kCubin;
         object.bytes = std::move(built.image);
