@@ -169,6 +169,11 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "expected a memory hit, got %d\n", hit);
       return 1;
     }
+    std::vector<std::string> ptxs = {Ptx(rt, Unique(kKernel), target),
+                                     Ptx(rt, Unique(kCombine), target)};
+    // Uncached: a PTX is the same whatever comment its source had.
+    ptx.push_back(
+        Link(rt, ptxs, target, FJ_LINK_NO_CACHE, nullptr, FJ_LINK_PTX));
     lto.push_back(
         Link(rt, {Unique(kKernel), Unique(kCombine)}, target, FJ_LINK_LTO));
     devrt.push_back(Link(rt, {Unique(kParentChild)}, target, FJ_LINK_DEVRT));
