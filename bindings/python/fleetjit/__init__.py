@@ -24,6 +24,7 @@ from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, Kernel
                       Module, ModuleInfo, Runtime, Stream, check_version, copy_plan,
                       library_version, tensor_check)
 from .tensors import BorrowedTensor, borrow
+from .link import LinkInput  # noqa: F401  (and Runtime.link, since 1.3)
 
 __version__ = "1.0.0"
 
