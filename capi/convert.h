@@ -153,6 +153,8 @@ absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(
     const fj_runtime_options* options);
 absl::StatusOr<BuildSpec> ReadBuildSpec(const fj_build_options* options);
 absl::StatusOr<ImageSpec> ReadImageSpec(const fj_module_load_options* options);
+// fj_link_options, every input checked (capi/link.cc). Since 1.3.
+absl::StatusOr<LinkSpec> ReadLinkSpec(const fj_link_options* options);
 absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc);
 absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(
     const fj_prefetch_desc* desc);

@@ -108,8 +108,10 @@ absl::StatusOr<ImageKind> SniffImageKind(absl::string_view image) {
       "(starting with '//' or '.version'); name its kind to skip the sniffing");
 }
 
-absl::StatusOr<std::vector<std::string>> CubinKernelNames(
-    absl::string_view image) {
+namespace {
+
+absl::StatusOr<std::vector<std::string>> KernelNames(absl::string_view image,
+                                                     bool entry_bit_only) {
   if (!IsElf(image)) return Malformed("no ELF magic");
   Bytes elf(image);
   FJ_ASSIGN_OR_RETURN(std::vector<Section> sections, ReadSections(elf));
@@ -144,12 +146,25 @@ absl::StatusOr<std::vector<std::string>> CubinKernelNames(
       auto name = elf.CStr(strtab.offset, strtab.size, elf.Read<uint32_t>(at));
       if (!name.has_value()) return Malformed("symbol name out of bounds");
       if (name->empty()) continue;
-      if ((other & kStoCudaEntry) == 0 && !info_sections.contains(*name))
+      if ((other & kStoCudaEntry) == 0 &&
+          (entry_bit_only || !info_sections.contains(*name)))
         continue;
       kernels.emplace_back(*name);
     }
   }
   return kernels;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> CubinKernelNames(
+    absl::string_view image) {
+  return KernelNames(image, /*entry_bit_only=*/false);
+}
+
+absl::StatusOr<std::vector<std::string>> CubinEntryNames(
+    absl::string_view image) {
+  return KernelNames(image, /*entry_bit_only=*/true);
 }
 
 absl::StatusOr<Target> CubinTarget(absl::string_view image) {

@@ -37,6 +37,11 @@ absl::StatusOr<ImageKind> SniffImageKind(absl::string_view image);
 absl::StatusOr<std::vector<std::string>> CubinKernelNames(
     absl::string_view elf);
 
+// The kernels of a cubin nvJitLink made (jit/link_build.h): only symbols
+// with the CUDA entry bit, since a linked cubin also gives its non-inlined
+// __device__ functions a `.nv.info.<name>` section.
+absl::StatusOr<std::vector<std::string>> CubinEntryNames(absl::string_view elf);
+
 // The architecture a cubin was built for, from its ELF header (e_flags).
 absl::StatusOr<Target> CubinTarget(absl::string_view elf);
 

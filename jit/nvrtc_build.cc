@@ -87,6 +87,8 @@ std::vector<std::string> BuildOptions(const BuildRequest& request) {
       absl::StrCat("-DFJ_COPY_IMPL=", static_cast<int>(request.copy_impl)),
       "-std=c++17",
   };
+  if (request.device_code == DeviceCode::kRelocatable) options.push_back("-dc");
+  if (request.device_code == DeviceCode::kLtoIr) options.push_back("-dlto");
   options.insert(options.end(), request.options.begin(), request.options.end());
   return options;
 }
@@ -207,7 +209,25 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
   while (!artifact.ptx.empty() && artifact.ptx.back() == '\0')
     artifact.ptx.pop_back();
   artifact.is_ptx = request.target.ptx || request.emit_ptx;
-  if (artifact.is_ptx) {
+  if (request.device_code == DeviceCode::kLtoIr) {
+    if (api->nvrtcGetLTOIRSize == nullptr || api->nvrtcGetLTOIR == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this NVRTC (", api->major, ".", api->minor,
+                       ") cannot return LTO-IR: -dlto needs NVRTC 12.0+"));
+    }
+    size_t lto_size = 0;
+    FJ_RETURN_IF_ERROR(
+        CheckNvrtc(*api, api->nvrtcGetLTOIRSize(guard.program, &lto_size),
+                   "nvrtcGetLTOIRSize"),
+        "reading the LTO-IR");
+    artifact.image.resize(lto_size);
+    FJ_RETURN_IF_ERROR(
+        CheckNvrtc(*api,
+                   api->nvrtcGetLTOIR(guard.program, artifact.image.data()),
+                   "nvrtcGetLTOIR"),
+        "reading the LTO-IR");
+    artifact.is_ptx = false;
+  } else if (artifact.is_ptx) {
     artifact.image = artifact.ptx;
   } else {
     size_t cubin_size = 0;
@@ -255,7 +275,9 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
     entry.lowered_name = entry_name;
     artifact.kernels.push_back(std::move(entry));
   }
+  // LTO-IR has no PTX: the link reads the layouts (jit/link_build.h).
   for (KernelEntry& entry : artifact.kernels) {
+    if (request.device_code == DeviceCode::kLtoIr) break;
     FJ_ASSIGN_OR_RETURN(entry.params,
                         ParsePtxParams(artifact.ptx, entry.lowered_name),
                         absl::StrCat("reading the parameters of ", entry.name));

@@ -32,6 +32,11 @@ struct IncludeDir {
   std::string origin;
 };
 
+// What NVRTC makes of a source: a whole program (the default), or an
+// object for the device linker (jit/link_build.h): relocatable device code
+// (-dc: PTX and a relocatable cubin) or LTO-IR (-dlto, no PTX).
+enum class DeviceCode { kWhole, kRelocatable, kLtoIr };
+
 struct BuildRequest {
   std::string source;
   std::string name = "kernel.cu";  // for logs
@@ -54,6 +59,9 @@ struct BuildRequest {
   // With use_pch: where PCHs are kept for other processes (the module
   // cache's disk tier), or null to keep them in this process.
   PchFileStore* pch_files = nullptr;
+  // A link input (since 1.3): adds -dc or -dlto to BuildOptions(); with
+  // kLtoIr the artifact's image is the LTO-IR and it has no PTX.
+  DeviceCode device_code = DeviceCode::kWhole;
 };
 
 // The exact option list a request compiles with (part of the cache key).

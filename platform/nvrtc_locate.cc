@@ -124,6 +124,8 @@ std::vector<int> VersionAfter(absl::string_view name,
 
 }  // namespace
 
+std::vector<std::string> LibrarySearchDirs() { return SearchDirs(); }
+
 absl::StatusOr<std::string> ResolveNvrtcLibrary(
     const std::string& explicit_path) {
   if (!explicit_path.empty()) {

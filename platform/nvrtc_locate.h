@@ -18,6 +18,7 @@
 #define FLEETJIT_PLATFORM_NVRTC_LOCATE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -32,6 +33,10 @@ namespace fleetjit {
 // NOT_FOUND lists where it looked.
 absl::StatusOr<std::string> ResolveNvrtcLibrary(
     const std::string& explicit_path);
+
+// The folders ResolveNvrtcLibrary searches, in order (also where nvJitLink
+// is looked for: platform/nvjitlink_library.h).
+std::vector<std::string> LibrarySearchDirs();
 
 // The compiler identity of a resolved NVRTC library, e.g.
 // "nvrtc 13.0.88 libnvrtc.so.13 size=123456789": the version (from the

@@ -141,6 +141,14 @@ constexpr EnvVariable kVariables[] = {
        return absl::OkStatus();
      },
      false},
+    {"FLEETJIT_NVJITLINK", "PATH",
+     "The nvJitLink library for device links, or the one folder to search "
+     "for it (default: searched where NVRTC is).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.libnvjitlink_path = std::string(v);
+       return absl::OkStatus();
+     },
+     false},
     {"FLEETJIT_PREOPEN", "all|none|N[,N...]",
      "Device ordinals whose contexts fj_runtime_create opens (all: every "
      "device).",

@@ -32,6 +32,9 @@ namespace fleetjit {
 struct RuntimeOptions {
   std::string libcuda_path;   // "" = libcuda.so.1
   std::string libnvrtc_path;  // "" = search (platform/nvrtc_locate.h)
+  // nvJitLink: a file, or the one folder to search; "" = search
+  // (platform/nvjitlink_library.h). Since 1.3.
+  std::string libnvjitlink_path;
   std::optional<jit::Target> target_override;
   std::optional<jit::CopyImpl> copy_impl_override;
   bool thunks = true;

@@ -264,6 +264,12 @@ class Runtime {
   void DestroyBuild(PendingBuild* build) { registry_.DestroyBuild(build); }
   // An image built elsewhere (image_import.h), kept like BuildModule's.
   absl::StatusOr<Module*> LoadModule(const ImageSpec& spec);
+  // A device link of several inputs (runtime/build/module_link.cc), kept
+  // like BuildModule's. Since 1.3.
+  absl::StatusOr<ModuleRecord> LinkRecord(const LinkSpec& spec) {
+    return builder_->LinkRecord(spec);
+  }
+  absl::StatusOr<Module*> LinkModule(const LinkSpec& spec);
 
   // Tensor copies, L2 prefetches and peer access (fj_copy, fj_prefetch,
   // fj_peer_*): created on first use, with this runtime's devices, a kernel

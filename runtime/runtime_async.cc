@@ -22,4 +22,9 @@ absl::StatusOr<Module*> Runtime::LoadModule(const ImageSpec& spec) {
   return registry_.AddModule(this, std::move(record));
 }
 
+absl::StatusOr<Module*> Runtime::LinkModule(const LinkSpec& spec) {
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, builder_->LinkRecord(spec));
+  return registry_.AddModule(this, std::move(record));
+}
+
 }  // namespace fleetjit

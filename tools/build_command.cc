@@ -1,16 +1,22 @@
 // fleetjit build [--target sm_80,sm_90,...] FILE.cu [--emit ptx|cubin]
 //                [-o DIR] [--impl sync|cp_async|tma] [--name-expr EXPR]...
 //                [-I DIR]... [-D NAME[=VAL]]...
+// fleetjit build FILE.cu [FILE.cu...] [--object PATH]... [--lto] [--devrt]
+//                [--link-option OPT]... (the same flags: a device link)
 // Builds FILE for the live device or for each target (filling the module
 // cache: run it on a CPU-only machine to warm a fleet's cache) and writes
-// DIR/<stem>.<target>.<ptx|cubin> when -o is given. Exit codes: 0 every
-// target built, 1 a build failed, 2 usage.
+// DIR/<stem>.<target>.<ptx|cubin> when -o is given. Several FILEs, an
+// --object (a .cubin, .ptx, .fatbin, .ltoir or .a, by its extension), --lto
+// or --devrt link them into one cubin with fj_module_link; -D and -I reach
+// every source, --name-expr the first. Exit codes: 0 every target built, 1 a
+// build failed, 2 usage.
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +88,20 @@ std::string Stem(const std::string& path) {
   return dot == std::string::npos ? base : base.substr(0, dot);
 }
 
+// The fj_link_input_kind of a prebuilt object, by its file name.
+std::optional<fj_link_input_kind> ObjectKind(const std::string& path) {
+  auto ends = [&](const char* suffix) {
+    size_t n = std::strlen(suffix);
+    return path.size() >= n && path.compare(path.size() - n, n, suffix) == 0;
+  };
+  if (ends(".cubin") || ends(".o")) return FJ_LINK_CUBIN;
+  if (ends(".ptx")) return FJ_LINK_PTX;
+  if (ends(".fatbin")) return FJ_LINK_FATBIN;
+  if (ends(".ltoir") || ends(".lto")) return FJ_LINK_LTOIR;
+  if (ends(".a")) return FJ_LINK_LIBRARY;
+  return std::nullopt;
+}
+
 }  // namespace
 
 // Reads FILE from disk, or the bundled copy of that path (examples/...).
@@ -95,8 +115,10 @@ bool LoadKernelSource(const std::string& file, std::string* source) {
 }
 
 int RunBuild(std::vector<std::string> args) {
-  std::string targets, emit, out_dir, impl_name, file;
+  std::string targets, emit, out_dir, impl_name;
+  std::vector<std::string> files, objects, link_options;
   std::vector<std::string> name_exprs, include_dirs, defines;
+  bool lto = false, devrt = false;
   CLI::App app(
       "Builds FILE.cu (a path, or a bundled examples/*.cu) for the live "
       "device or for each named target, filling the module cache (run it on "
@@ -105,7 +127,19 @@ int RunBuild(std::vector<std::string> args) {
       "fleetjit build");
   // Not ->required(): CLI11 would report a missing FILE before naming an
   // unknown flag.
-  app.add_option("file", file, "the CUDA source (required)");
+  app.add_option("file", files,
+                 "the CUDA source (required); several are linked into one "
+                 "module");
+  app.add_option("--object", objects,
+                 "link a prebuilt .cubin, .ptx, .fatbin, .ltoir or .a "
+                 "(repeatable)")
+      ->allow_extra_args(false);
+  app.add_flag("--lto", lto, "link with link-time optimization (-dlto, -lto)");
+  app.add_flag("--devrt", devrt,
+               "link libcudadevrt (kernels that launch kernels)");
+  app.add_option("--link-option", link_options,
+                 "an nvJitLink option, e.g. -O3 (repeatable)")
+      ->allow_extra_args(false);
   app.add_option("--target", targets, "targets, e.g. sm_80,sm_86,sm_90");
   app.add_option("--emit", emit, "the image kind (default: per target)")
       ->check(CLI::IsMember({"ptx", "cubin"}));
@@ -125,22 +159,53 @@ int RunBuild(std::vector<std::string> args) {
   app.add_option("-D", defines, "define a macro: NAME or NAME=VAL (repeatable)")
       ->allow_extra_args(false);
   if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
-  if (file.empty()) {
+  if (files.empty()) {
     std::fprintf(stderr, "fleetjit build: no FILE.cu given\n%s",
                  app.help().c_str());
     return kExitUsage;
+  }
+  const std::string file = files[0];
+  const bool link = files.size() > 1 || !objects.empty() || lto || devrt ||
+                    !link_options.empty();
+  if (link && (emit == "ptx" || !impl_name.empty() || publish)) {
+    std::fprintf(stderr,
+                 "fleetjit build: a link (several FILEs, --object, --lto, "
+                 "--devrt) makes a cubin with the target's copy "
+                 "implementation, and is not published: drop --emit ptx, "
+                 "--impl and --publish\n");
+    return kExitUsage;
+  }
+  std::vector<std::string> sources(files.size()), object_bytes(objects.size());
+  std::vector<fj_link_input_kind> object_kinds;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!LoadKernelSource(files[i], &sources[i])) {
+      std::fprintf(stderr, "fleetjit build: cannot read '%s': %s\n",
+                   files[i].c_str(), std::strerror(errno));
+      return kExitFailure;
+    }
+  }
+  for (size_t i = 0; i < objects.size(); ++i) {
+    std::optional<fj_link_input_kind> kind = ObjectKind(objects[i]);
+    if (!kind.has_value()) {
+      std::fprintf(stderr,
+                   "fleetjit build: --object '%s': name a .cubin, .ptx, "
+                   ".fatbin, .ltoir or .a\n",
+                   objects[i].c_str());
+      return kExitUsage;
+    }
+    object_kinds.push_back(*kind);
+    if (!ReadFile(objects[i], &object_bytes[i])) {
+      std::fprintf(stderr, "fleetjit build: cannot read '%s': %s\n",
+                   objects[i].c_str(), std::strerror(errno));
+      return kExitFailure;
+    }
   }
   fj_output output = FJ_OUTPUT_AUTO;
   if (emit == "ptx") output = FJ_OUTPUT_PTX;
   if (emit == "cubin") output = FJ_OUTPUT_CUBIN;
   fj_copy_impl impl = FJ_COPY_IMPL_AUTO;
   if (!impl_name.empty()) impl = *CopyImplNamed(impl_name);
-  std::string source;
-  if (!LoadKernelSource(file, &source)) {
-    std::fprintf(stderr, "fleetjit build: cannot read '%s': %s\n", file.c_str(),
-                 std::strerror(errno));
-    return kExitFailure;
-  }
+  const std::string& source = sources[0];
   if (!out_dir.empty() && mkdir(out_dir.c_str(), 0755) != 0 &&
       errno != EEXIST) {
     std::fprintf(stderr, "fleetjit build: cannot create '%s': %s\n",
@@ -158,6 +223,35 @@ int RunBuild(std::vector<std::string> args) {
   std::vector<fj_str> options, dirs;
   for (const std::string& o : nvrtc_options) options.push_back(Str(o));
   for (const std::string& d : include_dirs) dirs.push_back(Str(d));
+  // A link's inputs: the sources (the first with the name expressions),
+  // then the objects.
+  std::vector<fj_link_input> inputs;
+  std::vector<fj_str> link_opts;
+  for (const std::string& o : link_options) link_opts.push_back(Str(o));
+  for (size_t i = 0; i < sources.size(); ++i) {
+    fj_link_input in{};
+    in.struct_size = sizeof(in);
+    in.kind = FJ_LINK_SOURCE;
+    in.name = Str(files[i]);
+    in.data = sources[i].data();
+    in.size = sources[i].size();
+    in.nvrtc_options = options.data();
+    in.num_nvrtc_options = options.size();
+    if (i == 0) {
+      in.name_expressions = exprs.data();
+      in.num_name_expressions = exprs.size();
+    }
+    inputs.push_back(in);
+  }
+  for (size_t i = 0; i < objects.size(); ++i) {
+    fj_link_input in{};
+    in.struct_size = sizeof(in);
+    in.kind = object_kinds[i];
+    in.name = Str(objects[i]);
+    in.data = object_bytes[i].data();
+    in.size = object_bytes[i].size();
+    inputs.push_back(in);
+  }
   int rc = kExitOk;
   for (size_t i = 0; i < target_list.size(); ++i) {
     const std::string& t = target_list[i];
@@ -174,9 +268,23 @@ int RunBuild(std::vector<std::string> args) {
     o.num_nvrtc_options = options.size();
     o.include_dirs = dirs.data();
     o.num_include_dirs = dirs.size();
+    fj_link_options lo{};
+    lo.struct_size = sizeof(lo);
+    lo.inputs = inputs.data();
+    lo.num_inputs = inputs.size();
+    lo.name = Str(file);
+    lo.target = Str(t);
+    lo.link_options = link_opts.data();
+    lo.num_link_options = link_opts.size();
+    lo.include_dirs = dirs.data();
+    lo.num_include_dirs = dirs.size();
+    lo.flags = (lto ? FJ_LINK_LTO : 0u) | (devrt ? FJ_LINK_DEVRT : 0u);
     fj_module* module = nullptr;
-    std::string what = "building " + file + (t.empty() ? "" : " for " + t);
-    if (Failed(fj_module_build(rt, &o, &module), what.c_str())) {
+    std::string what = (link ? "linking " : "building ") + file +
+                       (t.empty() ? "" : " for " + t);
+    if (Failed(link ? fj_module_link(rt, &lo, &module)
+                    : fj_module_build(rt, &o, &module),
+               what.c_str())) {
       rc = kExitFailure;
       continue;
     }

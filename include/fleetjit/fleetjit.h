@@ -57,7 +57,7 @@
  * Sections, by topic: versions; strings and status; targets and copy
  * implementations; runtime (options, start-up, exit); devices; streams;
  * memory; builds (blocking, CUDA's headers, asynchronous, images built
- * elsewhere, the module cache); tensors; kernels and launch; kernel
+ * elsewhere, device linking, the module cache); tensors; kernels and launch; kernel
  * attributes and occupancy; module globals; tensor copies, L2 prefetch and
  * peer access; tuning; logs.
  */
@@ -665,6 +665,117 @@ typedef struct fj_module_load_options {
  * fj_module_info_get reports FJ_CACHE_COMPILED and build_ms 0. (since 1.1) */
 FJ_API fj_status* fj_module_load(fj_runtime* runtime,
                                  const fj_module_load_options* options,
+                                 fj_module** out_module);
+
+/* ------------------------------------------------------------------------ */
+/* Builds: device linking (since 1.3)                                       */
+
+/* Several inputs linked into one module by nvJitLink: a kernel split over
+ * several sources, dynamic parallelism (a kernel that launches kernels,
+ * with libcudadevrt), link-time optimization (LTO-IR), and prebuilt cubins,
+ * PTX or fatbins mixed in. nvJitLink is found and loaded on the first link
+ * that needs it, as NVRTC is on the first build: the folders NVRTC is
+ * searched in, then NVRTC's own folder, for libnvJitLink.so.13, .so.12 or
+ * .so; FLEETJIT_NVJITLINK names the library or the one folder to search. A
+ * host without it gets FJ_UNAVAILABLE naming the library and every folder
+ * searched. nvJitLink runs without a GPU: a link for a named target works
+ * on any host. (since 1.3) */
+
+/* What one link input is (since 1.3). */
+typedef enum fj_link_input_kind {
+  /* CUDA C++ compiled by NVRTC for the link: -dc (relocatable device code),
+   * or -dlto (LTO-IR) when the link has FJ_LINK_LTO; <fleetjit/copy.cuh> is
+   * available as in a build. Must not contain a NUL byte. */
+  FJ_LINK_SOURCE = 0,
+  FJ_LINK_CUBIN = 1,  /* a relocatable cubin (nvcc -dc, NVRTC -dc) */
+  FJ_LINK_PTX = 2,    /* PTX text, need not be NUL-terminated */
+  FJ_LINK_FATBIN = 3, /* a fatbin (nvcc -fatbin -dc) */
+  FJ_LINK_LTOIR = 4,  /* LTO-IR (nvcc -dlto, NVRTC -dlto); implies -lto */
+  FJ_LINK_LIBRARY = 5 /* an archive of device objects (nvcc -lib) */
+} fj_link_input_kind;
+#define FJ_LINK_INPUT_KIND_LAST FJ_LINK_LIBRARY
+
+/* One input of a link (since 1.3). The array fj_link_options.inputs is
+ * read with the stride inputs[0].struct_size, so every element must carry
+ * the same struct_size. */
+typedef struct fj_link_input {
+  size_t struct_size;
+  const void* ext;
+  fj_link_input_kind kind;
+  /* For messages and nvJitLink's log; empty = "input<index>". */
+  fj_str name;
+  /* The source text or the object's bytes; neither NULL nor empty. Copied
+   * before the call returns. */
+  const void* data;
+  size_t size;
+  /* FJ_LINK_SOURCE only (else they must be empty): extra NVRTC options and
+   * the C++ names of kernels to instantiate and look up, as in
+   * fj_build_options. */
+  const fj_str* nvrtc_options;
+  size_t num_nvrtc_options;
+  const fj_str* name_expressions;
+  size_t num_name_expressions;
+} fj_link_input;
+
+/* Bits of fj_link_options.flags (since 1.3). */
+typedef enum fj_link_flags {
+  FJ_LINK_NO_CACHE = 1u << 0, /* neither read nor write any cache tier */
+  /* Link-time optimization: sources become LTO-IR (-dlto) and nvJitLink
+   * optimizes across every input (-lto). Set by itself when an input is
+   * FJ_LINK_LTOIR. */
+  FJ_LINK_LTO = 1u << 1,
+  /* Links the toolkit's libcudadevrt.a, which a kernel launching kernels
+   * (dynamic parallelism, `child<<<g, b>>>(...)` in device code) needs. It
+   * is found in $CUDA_HOME/lib64, $CUDA_PATH/lib64, the folder of the NVRTC
+   * in use, then /usr/local/cuda/lib64; FJ_UNAVAILABLE names them when it
+   * is in none. */
+  FJ_LINK_DEVRT = 1u << 2
+} fj_link_flags;
+
+/* What to link (since 1.3). */
+typedef struct fj_link_options {
+  size_t struct_size;
+  const void* ext;
+  const fj_link_input* inputs; /* at least one */
+  size_t num_inputs;
+  fj_str name; /* for logs, e.g. "split.cu"; empty = "link" */
+  /* "sm_XX[a]": a link produces a cubin. Empty = the runtime's target
+   * override, else the live device `device`. A compute_XX target is
+   * FJ_INVALID_ARGUMENT. */
+  fj_str target;
+  int32_t device; /* ordinal used when target is empty */
+  /* Extra nvJitLink options, e.g. "-O3", "-maxrregcount=64". */
+  const fj_str* link_options;
+  size_t num_link_options;
+  /* Folders every source searches for #include, as in fj_build_options
+   * (their headers' content is part of the cache key). */
+  const fj_str* include_dirs;
+  size_t num_include_dirs;
+  uint32_t flags; /* fj_link_flags */
+} fj_link_options;
+
+/* Links `options->inputs` into one module, used like a built one
+ * (fj_module_get_kernel, fj_launch, fj_module_image: the linked cubin,
+ * fj_module_info_get: output CUBIN). Each source is compiled by NVRTC for
+ * the link, then nvJitLink links every input (and libcudadevrt with
+ * FJ_LINK_DEVRT). The module is cached in the memory and disk tiers like a
+ * build, under a key that covers every input: each source with its NVRTC
+ * options and the headers it may read, each binary input's bytes, the link
+ * options and flags, the target, and the identities of NVRTC and nvJitLink;
+ * a changed input links again. Kernels are the linked cubin's; a source's
+ * name expressions name theirs. Each kernel's parameters come from the PTX
+ * that declares it (a source's, a PTX input, or for LTO-IR the PTX
+ * nvJitLink makes of it); a kernel of a prebuilt cubin or fatbin has its
+ * parameters read from the driver, which needs a device the target runs on
+ * (else FJ_FAILED_PRECONDITION). A source NVRTC rejects is FJ_BUILD_ERROR
+ * with its "build_log"; a link error (an undefined symbol, an input of the
+ * wrong kind) is FJ_BUILD_ERROR with nvJitLink's error log in the message
+ * and in the details "link_log" and "build_log". Bad arguments (NULLs,
+ * struct_size, kind or flags out of range, empty data, a NUL byte in a
+ * source, options on a binary input) are FJ_INVALID_ARGUMENT naming the
+ * input. (since 1.3) */
+FJ_API fj_status* fj_module_link(fj_runtime* runtime,
+                                 const fj_link_options* options,
                                  fj_module** out_module);
 
 /* ------------------------------------------------------------------------ */

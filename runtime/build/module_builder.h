@@ -21,6 +21,7 @@
 #include "jit/include_scan.h"
 #include "jit/nvrtc_build.h"
 #include "jit/target.h"
+#include "platform/nvjitlink_library.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/build/background_worker.h"
 #include "runtime/cache/cache_key.h"
@@ -47,6 +48,8 @@ class ModuleBuilder {
 
   // See Runtime::BuildRecord.
   absl::StatusOr<ModuleRecord> BuildRecord(const BuildSpec& spec);
+  // See Runtime::LinkRecord (runtime/build/module_link.cc).
+  absl::StatusOr<ModuleRecord> LinkRecord(const LinkSpec& spec);
 
   // Gives `k` (a kernel just loaded from the image of `record_key`) its
   // thunk, unless the record's thunk is still being generated (the
@@ -104,6 +107,14 @@ class ModuleBuilder {
   std::vector<jit::IncludeDir> cuda_dirs_;
   // The headers each build may read from disk, kept per (source, folders).
   jit::IncludeScanner scanner_;
+
+  // nvJitLink, found on the first link (module_link.cc): its identity
+  // ("nvjitlink libnvJitLink.so.13 size=N") or why it is missing, and the
+  // library, loaded on the first link that compiles.
+  void ResolveLinker();
+  absl::once_flag linker_once_;
+  absl::StatusOr<std::string> linker_identity_;
+  std::unique_ptr<NvJitLinkLibrary> nvjitlink_;
 
   absl::Mutex uncached_mu_;
   uint64_t uncached_counter_ ABSL_GUARDED_BY(uncached_mu_) = 0;

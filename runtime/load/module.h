@@ -41,6 +41,31 @@ struct BuildSpec {
   bool use_cache = true;
 };
 
+// One input of a device link (since 1.3): a CUDA source, compiled by NVRTC
+// for the link (-dc, or -dlto when the link is LTO), or a prebuilt object.
+struct LinkInputSpec {
+  enum class Kind { kSource, kCubin, kPtx, kFatbin, kLtoIr, kLibrary };
+  Kind kind = Kind::kSource;
+  std::string name;                  // for messages; never empty
+  std::string data;                  // the source text or the object's bytes
+  std::vector<std::string> options;  // kSource: NVRTC options
+  std::vector<std::string> name_expressions;  // kSource: C++ kernel names
+};
+
+// What a device link is asked for (runtime/build/module_link.cc).
+struct LinkSpec {
+  std::vector<LinkInputSpec> inputs;
+  std::string name = "link";
+  std::vector<std::string> link_options;  // extra nvJitLink options
+  // Folders searched for #include by every source (before CUDA's).
+  std::vector<std::string> include_dirs;
+  std::optional<jit::Target> target;  // else override, else device
+  int device = 0;
+  bool lto = false;    // sources as LTO-IR, nvJitLink -lto
+  bool devrt = false;  // link libcudadevrt.a (dynamic parallelism)
+  bool use_cache = true;
+};
+
 }  // namespace fleetjit
 
 #endif  // FLEETJIT_RUNTIME_LOAD_MODULE_H_

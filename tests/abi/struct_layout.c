@@ -106,5 +106,30 @@ int main(void) {
   FIELD(fj_cache_stats, rejected_entries);
   FIELD(fj_cache_stats, disk_entries);
   FIELD(fj_cache_stats, disk_bytes);
+  /* Since 1.3: device linking. */
+  SIZE(fj_link_input);
+  FIELD(fj_link_input, struct_size);
+  FIELD(fj_link_input, ext);
+  FIELD(fj_link_input, kind);
+  FIELD(fj_link_input, name);
+  FIELD(fj_link_input, data);
+  FIELD(fj_link_input, size);
+  FIELD(fj_link_input, nvrtc_options);
+  FIELD(fj_link_input, num_nvrtc_options);
+  FIELD(fj_link_input, name_expressions);
+  FIELD(fj_link_input, num_name_expressions);
+  SIZE(fj_link_options);
+  FIELD(fj_link_options, struct_size);
+  FIELD(fj_link_options, ext);
+  FIELD(fj_link_options, inputs);
+  FIELD(fj_link_options, num_inputs);
+  FIELD(fj_link_options, name);
+  FIELD(fj_link_options, target);
+  FIELD(fj_link_options, device);
+  FIELD(fj_link_options, link_options);
+  FIELD(fj_link_options, num_link_options);
+  FIELD(fj_link_options, include_dirs);
+  FIELD(fj_link_options, num_include_dirs);
+  FIELD(fj_link_options, flags);
   return 0;
 }

@@ -36,6 +36,7 @@ from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, Kernel
 from .tensors import BorrowedTensor, borrow
 from . import globals as _globals  # 1.3: Module/Kernel/Runtime methods (globals.py)
 from .tuning import TuneResult, TuneRow, tune  # fj_tune (since 1.3)
+from .link import LinkInput  # noqa: F401  (and Runtime.link, since 1.3)
 
 __version__ = "1.0.0"
 

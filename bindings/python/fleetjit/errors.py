@@ -12,7 +12,8 @@ CODES = ("OK", "INVALID_ARGUMENT", "NOT_FOUND", "UNAVAILABLE", "FAILED_PRECONDIT
          "DEADLINE_EXCEEDED")
 
 # Keys of fj_status_detail() that the library documents.
-_DETAIL_KEYS = ("build_log", "options", "target", "copy_impl", "cuda_call", "cuda_error")
+_DETAIL_KEYS = ("build_log", "options", "target", "copy_impl", "cuda_call", "cuda_error",
+                "link_log")
 
 
 class FleetjitError(Exception):

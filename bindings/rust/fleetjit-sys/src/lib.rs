@@ -905,4 +905,55 @@ extern "C" {
     ) -> *mut fj_status;
     pub fn fj_tune_result_free(result: *mut fj_tune_result) -> *mut fj_status;
     pub fn fj_tune_status_name(status: fj_tune_status) -> *const c_char;
+// --- device linking (1.3)
+pub type fj_link_input_kind = u32;
+pub const FJ_LINK_SOURCE: fj_link_input_kind = 0;
+pub const FJ_LINK_CUBIN: fj_link_input_kind = 1;
+pub const FJ_LINK_PTX: fj_link_input_kind = 2;
+pub const FJ_LINK_FATBIN: fj_link_input_kind = 3;
+pub const FJ_LINK_LTOIR: fj_link_input_kind = 4;
+pub const FJ_LINK_LIBRARY: fj_link_input_kind = 5;
+
+pub const FJ_LINK_NO_CACHE: u32 = 1 << 0;
+pub const FJ_LINK_LTO: u32 = 1 << 1;
+pub const FJ_LINK_DEVRT: u32 = 1 << 2;
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_link_input {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub kind: fj_link_input_kind,
+    pub name: fj_str,
+    pub data: *const c_void,
+    pub size: usize,
+    pub nvrtc_options: *const fj_str,
+    pub num_nvrtc_options: usize,
+    pub name_expressions: *const fj_str,
+    pub num_name_expressions: usize,
+}
+
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct fj_link_options {
+    pub struct_size: usize,
+    pub ext: *const c_void,
+    pub inputs: *const fj_link_input,
+    pub num_inputs: usize,
+    pub name: fj_str,
+    pub target: fj_str,
+    pub device: i32,
+    pub link_options: *const fj_str,
+    pub num_link_options: usize,
+    pub include_dirs: *const fj_str,
+    pub num_include_dirs: usize,
+    pub flags: u32,
+}
+
+extern "C" {
+    pub fn fj_module_link(
+        runtime: *mut fj_runtime,
+        options: *const fj_link_options,
+        out_module: *mut *mut fj_module,
+    ) -> *mut fj_status;
 }

@@ -158,13 +158,14 @@ impl fmt::Display for Code {
 }
 
 /// Status detail keys the library documents.
-const DETAIL_KEYS: [&str; 6] = [
+const DETAIL_KEYS: [&str; 7] = [
     "build_log",
     "options",
     "target",
     "copy_impl",
     "cuda_call",
     "cuda_error",
+    "link_log",
 ];
 
 /// An error from fleetjit (a non-NULL `fj_status`, copied and freed) or
@@ -1463,3 +1464,6 @@ mod module_abi13;
 pub use module_abi13::{GlobalInfo, KernelAttr, KernelAttributes, LaunchAttrs};
 mod tuning; // fj_tune (1.3)
 pub use tuning::{tune_status_name, TuneOptions, TuneResult, TuneRow, TuneShape};
+// Device linking (since 1.3).
+mod link;
+pub use link::{LinkInput, LinkInputKind, LinkOptions};

@@ -1,0 +1,113 @@
+package fleetjit
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include <fleetjit/fleetjit.h>
+*/
+import "C"
+
+import (
+	"runtime"
+	"unsafe"
+)
+
+// LinkInputKind mirrors fj_link_input_kind (since 1.3).
+type LinkInputKind int32
+
+const (
+	// LinkSource is CUDA C++, compiled by NVRTC for the link (-dc, or
+	// -dlto when the link has LTO).
+	LinkSource  LinkInputKind = C.FJ_LINK_SOURCE
+	LinkCubin   LinkInputKind = C.FJ_LINK_CUBIN
+	LinkPTX     LinkInputKind = C.FJ_LINK_PTX
+	LinkFatbin  LinkInputKind = C.FJ_LINK_FATBIN
+	LinkLTOIR   LinkInputKind = C.FJ_LINK_LTOIR
+	LinkLibrary LinkInputKind = C.FJ_LINK_LIBRARY
+)
+
+// LinkInput mirrors fj_link_input: a source or a prebuilt object.
+type LinkInput struct {
+	Kind LinkInputKind
+	Name string // for messages; "" = "input<index>"
+	Data []byte // the source text or the object's bytes
+	// Sources only: extra NVRTC options and C++ kernel names.
+	NVRTCOptions    []string
+	NameExpressions []string
+}
+
+// LinkOptions mirrors fj_link_options.
+type LinkOptions struct {
+	Inputs []LinkInput
+	Name   string // for logs; "" = "link"
+	// "sm_XX[a]"; "" = the runtime's override, else the live device Device.
+	Target      string
+	Device      int
+	LinkOptions []string // extra nvJitLink options ("-O3")
+	IncludeDirs []string // searched by every source for #include
+	LTO         bool     // sources as LTO-IR, nvJitLink -lto
+	Devrt       bool     // link libcudadevrt (dynamic parallelism)
+	NoCache     bool     // neither read nor write any cache tier
+}
+
+func init() { detailKeys = append(detailKeys, "link_log") }
+
+// Link links opts.Inputs into one module with nvJitLink (or fetches it from
+// the cache), used like a built Module. A link error is a BuildError whose
+// Details["link_log"] (and BuildLog) is nvJitLink's log; a host without
+// nvJitLink gets Unavailable naming the library and where it looked.
+func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
+	if opts == nil {
+		return nil, &Error{Code: InvalidArgument, Message: "nil LinkOptions"}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return nil, closedErr("Runtime")
+	}
+	var m cmem
+	defer m.free()
+	var o C.fj_link_options
+	o.struct_size = C.size_t(unsafe.Sizeof(o))
+	if n := len(opts.Inputs); n > 0 {
+		size := C.size_t(unsafe.Sizeof(C.fj_link_input{}))
+		p := C.calloc(C.size_t(n), size)
+		m.ptrs = append(m.ptrs, p)
+		arr := unsafe.Slice((*C.fj_link_input)(p), n)
+		for i, in := range opts.Inputs {
+			e := &arr[i]
+			e.struct_size = size
+			e.kind = C.fj_link_input_kind(in.Kind)
+			e.name = m.str(in.Name)
+			if len(in.Data) > 0 {
+				e.data = m.bytes(in.Data)
+			}
+			e.size = C.size_t(len(in.Data))
+			e.nvrtc_options, e.num_nvrtc_options = m.strs(in.NVRTCOptions)
+			e.name_expressions, e.num_name_expressions = m.strs(in.NameExpressions)
+		}
+		o.inputs = (*C.fj_link_input)(p)
+		o.num_inputs = C.size_t(n)
+	}
+	o.name = m.str(opts.Name)
+	o.target = m.str(opts.Target)
+	o.device = C.int32_t(opts.Device)
+	o.link_options, o.num_link_options = m.strs(opts.LinkOptions)
+	o.include_dirs, o.num_include_dirs = m.strs(opts.IncludeDirs)
+	if opts.NoCache {
+		o.flags |= C.FJ_LINK_NO_CACHE
+	}
+	if opts.LTO {
+		o.flags |= C.FJ_LINK_LTO
+	}
+	if opts.Devrt {
+		o.flags |= C.FJ_LINK_DEVRT
+	}
+	var h *C.fj_module
+	if err := statusErr(C.fj_module_link(r.h, &o, &h)); err != nil {
+		return nil, err
+	}
+	mod := &Module{rt: r, h: h}
+	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
+	return mod, nil
+}

@@ -1,0 +1,117 @@
+"""Device linking (fj_module_link, since 1.3): several inputs into one module.
+
+    import fleetjit
+    from fleetjit import LinkInput
+    with fleetjit.Runtime() as rt:
+        mod = rt.link([LinkInput("source", KERNEL, name="kernel.cu"),
+                       LinkInput("source", HELPERS, name="helpers.cu")],
+                      target="sm_90")                  # no GPU needed
+        k = mod.kernel("combine")                    # as for a built module
+
+Inputs are CUDA sources (compiled by NVRTC with -dc, or -dlto with lto=True)
+and prebuilt "cubin", "ptx", "fatbin", "ltoir" or "library" bytes.
+devrt=True links the toolkit's libcudadevrt (dynamic parallelism). A link
+error raises FleetjitError("BUILD_ERROR") whose .build_log (and
+.details["link_log"]) is nvJitLink's log; a host without nvJitLink raises
+FleetjitError("UNAVAILABLE") naming the library and where it was looked for.
+"""
+
+import ctypes
+from ctypes import POINTER, Structure, c_int, c_int32, c_size_t, c_uint32, c_void_p
+from dataclasses import dataclass
+from typing import Sequence, Union
+
+from . import _ffi
+from .errors import FleetjitError, check, lib
+from .runtime import Module, Runtime
+
+# fj_link_input_kind, by name.
+LINK_KINDS = {"source": 0, "cubin": 1, "ptx": 2, "fatbin": 3, "ltoir": 4, "library": 5}
+LINK_NO_CACHE, LINK_LTO, LINK_DEVRT = 1 << 0, 1 << 1, 1 << 2
+
+
+class fj_link_input(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p), ("kind", c_int),
+                ("name", _ffi.fj_str), ("data", c_void_p), ("size", c_size_t),
+                ("nvrtc_options", POINTER(_ffi.fj_str)), ("num_nvrtc_options", c_size_t),
+                ("name_expressions", POINTER(_ffi.fj_str)),
+                ("num_name_expressions", c_size_t)]
+
+
+class fj_link_options(Structure):
+    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
+                ("inputs", POINTER(fj_link_input)), ("num_inputs", c_size_t),
+                ("name", _ffi.fj_str), ("target", _ffi.fj_str), ("device", c_int32),
+                ("link_options", POINTER(_ffi.fj_str)), ("num_link_options", c_size_t),
+                ("include_dirs", POINTER(_ffi.fj_str)), ("num_include_dirs", c_size_t),
+                ("flags", c_uint32)]
+
+
+@dataclass
+class LinkInput:
+    """One input: kind ("source", "cubin", "ptx", "fatbin", "ltoir",
+    "library"), its text or bytes, a name for messages, and for a source its
+    NVRTC options and name expressions."""
+    kind: str
+    data: Union[str, bytes]
+    name: str = ""
+    nvrtc_options: Sequence[str] = ()
+    name_expressions: Sequence[str] = ()
+
+
+def _fj_module_link():
+    fj = lib()
+    if not hasattr(fj, "fj_module_link"):
+        raise FleetjitError("UNAVAILABLE",
+                            "this libfleetjit.so.1 predates 1.3: it has no fj_module_link")
+    fn = fj.fj_module_link
+    fn.restype = c_void_p
+    fn.argtypes = [c_void_p, POINTER(fj_link_options), POINTER(c_void_p)]
+    return fn
+
+
+def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,
+         device=0, link_options=(), include_dirs=(), lto=False, devrt=False,
+         cache=True) -> Module:
+    """Links `inputs` into one module (or fetches it from the cache).
+
+    target: "sm_XX[a]"; None = the runtime's target, else the live device
+            `device`. A named target needs no GPU.
+    """
+    keep = []
+    arr = (fj_link_input * max(len(inputs), 1))()
+    for i, item in enumerate(inputs):
+        if item.kind not in LINK_KINDS:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"inputs[{i}].kind must be one of {sorted(LINK_KINDS)}")
+        data = item.data.encode("utf-8") if isinstance(item.data, str) else bytes(item.data)
+        buf = ctypes.create_string_buffer(data, len(data) + 1)
+        n = _ffi.StrArg(item.name)
+        k1, opts, nopts = _ffi.str_array(item.nvrtc_options)
+        k2, exprs, nexprs = _ffi.str_array(item.name_expressions)
+        keep += [buf, n, k1, k2]
+        e = arr[i]
+        e.struct_size = ctypes.sizeof(fj_link_input)
+        e.kind = LINK_KINDS[item.kind]
+        e.name = n.value
+        e.data = ctypes.cast(buf, c_void_p)
+        e.size = len(data)
+        e.nvrtc_options, e.num_nvrtc_options = opts, nopts
+        e.name_expressions, e.num_name_expressions = exprs, nexprs
+    o = _ffi.new(fj_link_options)
+    o.inputs = ctypes.cast(arr, POINTER(fj_link_input)) if inputs else None
+    o.num_inputs = len(inputs)
+    names = [_ffi.StrArg(name), _ffi.StrArg(target)]
+    o.name, o.target = names[0].value, names[1].value
+    o.device = device
+    k3, o.link_options, o.num_link_options = _ffi.str_array(link_options)
+    k4, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs)
+    o.flags = ((0 if cache else LINK_NO_CACHE) | (LINK_LTO if lto else 0) |
+               (LINK_DEVRT if devrt else 0))
+    out = c_void_p()
+    check(_fj_module_link()(runtime._live(), ctypes.byref(o), ctypes.byref(out)))
+    del keep, names, k3, k4
+    return Module(out.value, runtime)
+
+
+Runtime.link = link
