@@ -19,7 +19,7 @@ from ctypes import (POINTER, Structure, Union, c_char, c_double, c_int, c_int8,
 # library with another major is refused; an older minor lacks functions the
 # binding may call.
 EXPECTED_MAJOR = 1
-EXPECTED_MINOR = 2
+EXPECTED_MINOR = 3
 LIBRARY_NAME = "libfleetjit.so.1"
 
 FEATURE_COUNT = 10
