@@ -672,6 +672,8 @@ CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
 }
 
 CUresult fake_cuEventSynchronize(CUevent event) { return CheckEvent(event); }
+// The fake runs nothing asynchronously: a recorded event is complete.
+CUresult fake_cuEventQuery(CUevent event) { return CheckEvent(event); }
 
 CUresult fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   if (CheckEvent(start) != CUDA_SUCCESS || CheckEvent(end) != CUDA_SUCCESS) {
