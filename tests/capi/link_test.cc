@@ -392,7 +392,7 @@ TEST(LinkWithoutNvJitLink, NamesTheLibraryAndWhereItLooked) {
   // A plain build on the same runtime still works: only links need it.
   fj_build_options b{};
   b.struct_size = sizeof(b);
-  std::string saxpy = testing::kSaxpySource;
+  std::string saxpy = testing::SaxpySource();
   b.source = S(saxpy);
   b.target = S(target);
   FJ_ASSERT_OK(fj_module_build(rt, &b, &m));

@@ -38,7 +38,7 @@ class TuneCapiTest : public CapiRuntimeTest<> {
  protected:
   void SetUp() override {
     CapiRuntimeTest<>::SetUp();
-    build_ = BuildOptions(::fleetjit::testing::kSaxpySource, "");
+    build_ = BuildOptions(::fleetjit::testing::SaxpySource(), "");
     for (uint32_t x : {64u, 128u, 256u}) {
       fj_tune_shape s{};
       s.struct_size = sizeof(s);
@@ -48,11 +48,12 @@ class TuneCapiTest : public CapiRuntimeTest<> {
     macros_ = {S(m1_), S(m2_)};
     args_.resize(4);
     for (fj_arg& a : args_) a.struct_size = sizeof(fj_arg);
-    args_[0].kind = FJ_ARG_F32;
+    // examples/saxpy.cu: saxpy(float* y, const float* x, float a, int n).
+    args_[0].kind = FJ_ARG_POINTER;
+    args_[0].v.pointer = 0x2000;
     args_[1].kind = FJ_ARG_POINTER;
     args_[1].v.pointer = 0x1000;
-    args_[2].kind = FJ_ARG_POINTER;
-    args_[2].v.pointer = 0x2000;
+    args_[2].kind = FJ_ARG_F32;
     args_[3].kind = FJ_ARG_I32;
     o_.struct_size = sizeof(o_);
     o_.build = &build_;
