@@ -775,6 +775,8 @@ extern "C" {
         bytes: u64,
         out_bytes: *mut u64,
     ) -> *mut fj_status;
+}
+
 // --- tuning (1.3)
 
 #[repr(C)]
@@ -905,6 +907,8 @@ extern "C" {
     ) -> *mut fj_status;
     pub fn fj_tune_result_free(result: *mut fj_tune_result) -> *mut fj_status;
     pub fn fj_tune_status_name(status: fj_tune_status) -> *const c_char;
+}
+
 // --- device linking (1.3)
 pub type fj_link_input_kind = u32;
 pub const FJ_LINK_SOURCE: fj_link_input_kind = 0;
