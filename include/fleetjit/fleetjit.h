@@ -57,9 +57,9 @@
  * Sections, by topic: versions; strings and status; targets and copy
  * implementations; runtime (options, start-up, exit); devices; streams;
  * memory; builds (blocking, CUDA's headers, asynchronous, images built
- * elsewhere, device linking, the module cache); tensors; kernels and launch; kernel
- * attributes and occupancy; module globals; tensor copies, L2 prefetch and
- * peer access; tuning; logs.
+ * elsewhere, device linking, the module cache); tensors; kernels and launch;
+ * kernel attributes and occupancy; module globals; tensor copies, L2 prefetch
+ * and peer access; tuning; logs.
  */
 #ifndef FLEETJIT_FLEETJIT_H_
 #define FLEETJIT_FLEETJIT_H_

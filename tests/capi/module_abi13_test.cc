@@ -23,6 +23,7 @@
 #include "tests/common/capi_fixture.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
 #include "tests/common/seed.h"
+#include "tests/common/test_paths.h"
 
 namespace {
 
@@ -108,7 +109,8 @@ class FakeDeviceTest : public ::testing::Test {
     fjfake_reset(1);
   }
 
-  std::string driver_ = FJ_FAKE_CUDA_PATH;
+  std::string driver_ = ::fleetjit::testing::BesideExecutable(
+      "../lib/libfj_fake_cuda.so", FJ_FAKE_CUDA_PATH);
   std::string source_ = kSource;
   std::string target_ = "compute_90";
   std::string use_ = "use";

@@ -94,6 +94,9 @@ class DeviceBuffer {
     ASSERT_EQ(GetGpu().api->cuMemcpyHtoD(address_, host.data(),
                                          host.size() * sizeof(T)),
               CUDA_SUCCESS);
+    // From pageable memory cuMemcpyHtoD may return before its DMA lands,
+    // and a kernel on a non-blocking stream does not wait for it.
+    ASSERT_EQ(GetGpu().api->cuCtxSynchronize(), CUDA_SUCCESS);
   }
   template <typename T>
   std::vector<T> Download(size_t count) {

@@ -152,11 +152,19 @@ TEST_F(LinkGpuTest, LtoLinkRuns) {
 }
 
 TEST_F(LinkGpuTest, KernelOfAPrebuiltCubinTakesItsLayoutFromTheDriver) {
-  // The kernel as a relocatable cubin (no PTX travels with it).
+  // The kernel as a relocatable cubin (no PTX travels with it), built for
+  // the device's target by name: a -dc image is not loadable on its own, so
+  // a build for the device itself would fail at cuModuleGetFunction.
+  fj_device_info info{};
+  info.struct_size = sizeof(info);
+  FJ_ASSERT_OK(fj_device_info_get(rt_, 0, &info));
+  std::string target =
+      "sm_" + std::to_string(info.cc_major * 10 + info.cc_minor);
   fj_build_options b{};
   b.struct_size = sizeof(b);
   std::string source = kKernel;
   b.source = S(source);
+  b.target = S(target);
   std::string dc = "-dc";
   fj_str opt = S(dc);
   b.nvrtc_options = &opt;

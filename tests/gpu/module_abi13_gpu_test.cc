@@ -123,7 +123,7 @@ extern "C" __global__ void secondary(const int* data, int* out, int n,
 
 // A local array indexed at run time lives in local memory.
 extern "C" __global__ void spill(const int* in, int* out, int k) {
-  int local[64];
+  volatile int local[64];  // volatile: kept in local memory
   local[0] = in[0];
   for (int i = 1; i < 64; ++i) local[i] = local[i - 1] * 3 + in[i];
   out[threadIdx.x] = local[(threadIdx.x * k) & 63];

@@ -69,7 +69,7 @@ def _load():
     except ImportError as e:
         why_not = f"not built ({e})"
         return
-    want = (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config))
+    want = (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config_13))
     if tuple(ext.layout()) != want:
         why_not = f"layout {ext.layout()} differs from the binding's {want}"
         return

@@ -129,6 +129,13 @@ class fj_launch_config(Structure):
                 ("stream", c_void_p)]
 
 
+class fj_launch_config_13(fj_launch_config):
+    """The 1.3 struct (flags, the L2 window after `stream`): the size the
+    compiled path (_fastlaunch.c, built against the 1.3 header) reports."""
+    _fields_ = [("flags", c_uint32), ("l2_hit_ratio", c_float),
+                ("l2_window_base", c_uint64), ("l2_window_bytes", c_uint64)]
+
+
 class fj_kernel_info(Structure):
     _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
                 ("lowered_name", c_char * 512), ("num_params", c_int32),

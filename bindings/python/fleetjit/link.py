@@ -64,10 +64,9 @@ def _fj_module_link():
     if not hasattr(fj, "fj_module_link"):
         raise FleetjitError("UNAVAILABLE",
                             "this libfleetjit.so.1 predates 1.3: it has no fj_module_link")
-    fn = fj.fj_module_link
-    fn.restype = c_void_p
-    fn.argtypes = [c_void_p, POINTER(fj_link_options), POINTER(c_void_p)]
-    return fn
+    fj.fj_module_link.restype = c_void_p
+    fj.fj_module_link.argtypes = [c_void_p, POINTER(fj_link_options), POINTER(c_void_p)]
+    return fj.fj_module_link
 
 
 def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,

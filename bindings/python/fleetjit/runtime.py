@@ -243,6 +243,20 @@ class DeviceBuffer:
         check(lib().fj_memcpy_dtoh(self._runtime._live(), dst, self.device_address, n, None))
         return dst.raw
 
+    def copy_from(self, src: "DeviceBuffer", nbytes: Optional[int] = None,
+                  stream: Optional[Stream] = None):
+        """Copies device bytes from `src` (its first nbytes; all of it by
+        default) to the start of this buffer (fj_memcpy_dtod), on `stream`
+        or synchronously."""
+        n = src.nbytes if nbytes is None else nbytes
+        if n < 0 or n > self.nbytes or n > src.nbytes:
+            raise FleetjitError("OUT_OF_RANGE",
+                                f"{n} bytes from a {src.nbytes}-byte buffer into a "
+                                f"{self.nbytes}-byte buffer")
+        check(lib().fj_memcpy_dtod(self._runtime._live(), self.device_address,
+                                   src.device_address, n,
+                                   stream._live() if stream else None))
+
     def fill(self, value: int):
         check(lib().fj_memset_d8(self._runtime._live(), self.device_address, value,
                                  self.nbytes, None))

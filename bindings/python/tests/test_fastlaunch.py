@@ -134,7 +134,7 @@ class FastLaunchTest(unittest.TestCase):
 
     def test_layout_matches_the_ctypes_mirror(self):
         self.assertEqual(tuple(_fast.module.layout()),
-                         (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config)))
+                         (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config_13)))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,21 @@ class GpuTest(unittest.TestCase):
             k.launch(1, 1, [dy, dx, a])  # too few arguments
         self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
 
+    def test_device_to_device_copy(self):
+        n = 1 << 16
+        data = bytes(random.getrandbits(8) for _ in range(n))
+        with self.rt.alloc(n) as src, self.rt.alloc(n) as dst, \
+                self.rt.create_stream() as s:
+            src.upload(data)
+            dst.fill(0xA5)  # poisoned
+            dst.copy_from(src, n // 2, stream=s)
+            s.synchronize()
+            got = dst.download()
+        self.assertEqual(got[:n // 2], data[:n // 2])
+        self.assertEqual(got[n // 2:], bytes([0xA5]) * (n - n // 2))
+        with self.assertRaises(fleetjit.FleetjitError):
+            dst.copy_from(src, n + 1)
+
     def test_template_kernel_on_an_owned_stream(self):
         n = 4096
         m = self.rt.build(_env.SAXPY, name_expressions=["axpy<float>"])

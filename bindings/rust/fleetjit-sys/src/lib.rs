@@ -849,6 +849,7 @@ pub const FJ_TUNE_WRONG_OUTPUT: fj_tune_status = 3;
 pub const FJ_TUNE_FAULTED: fj_tune_status = 4;
 pub const FJ_TUNE_TIMED_OUT: fj_tune_status = 5;
 pub const FJ_TUNE_NOT_RUN: fj_tune_status = 6;
+pub const FJ_TUNE_STATUS_LAST: fj_tune_status = FJ_TUNE_NOT_RUN;
 
 #[repr(C)]
 pub struct fj_tune_result {
@@ -917,10 +918,12 @@ pub const FJ_LINK_PTX: fj_link_input_kind = 2;
 pub const FJ_LINK_FATBIN: fj_link_input_kind = 3;
 pub const FJ_LINK_LTOIR: fj_link_input_kind = 4;
 pub const FJ_LINK_LIBRARY: fj_link_input_kind = 5;
+pub const FJ_LINK_INPUT_KIND_LAST: fj_link_input_kind = FJ_LINK_LIBRARY;
 
-pub const FJ_LINK_NO_CACHE: u32 = 1 << 0;
-pub const FJ_LINK_LTO: u32 = 1 << 1;
-pub const FJ_LINK_DEVRT: u32 = 1 << 2;
+pub type fj_link_flags = u32;
+pub const FJ_LINK_NO_CACHE: fj_link_flags = 1 << 0;
+pub const FJ_LINK_LTO: fj_link_flags = 1 << 1;
+pub const FJ_LINK_DEVRT: fj_link_flags = 1 << 2;
 
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

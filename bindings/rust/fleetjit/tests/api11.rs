@@ -447,8 +447,8 @@ fn bad_input_table() {
         &[InvalidArgument],
     );
     expect_err(
-        "prefetch of nothing at address 0",
-        unsafe { rt.prefetch(&[PrefetchDesc::range(0, 0)], None) },
+        "prefetch of 64 bytes at address 0",
+        unsafe { rt.prefetch(&[PrefetchDesc::range(0, 64)], None) },
         &[InvalidArgument, Unavailable],
     );
     expect_err(
