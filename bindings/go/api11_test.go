@@ -336,7 +336,8 @@ func TestBadInputTable(t *testing.T) {
 		{"peer query of bad devices", func() error { _, err := rt.PeerQuery(-3, 1<<30); return err }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
 		{"peer enable past int32", func() error { return rt.PeerEnable(0, 1<<33) }, inv},
 		{"peer disable of bad devices", func() error { return rt.PeerDisable(99, 0) }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
-		{"wrap of a forged CUstream", func() error { _, err := rt.WrapStream(0, 0xdeadbeef); return err }, anyOf(fleetjit.InvalidArgument, fleetjit.Unavailable, fleetjit.NotFound)},
+		// No forged-CUstream row: the driver dereferences a stream handle, so
+		// a forged pointer is undefined behaviour (the header says so).
 		{"tensor check of a 3-D box on a 2-D tensor", func() error {
 			_, err := fleetjit.TensorCheck(&fleetjit.TensorArg{Tensor: a, Box: [5]uint32{2, 2, 2}})
 			return err

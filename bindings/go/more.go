@@ -151,6 +151,8 @@ func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
 // 0 or 1 = the legacy default stream, 2 = per-thread) as a Stream of
 // device: work on it is ordered with the caller's. The CUstream is
 // borrowed: Close only forgets it; keep it alive while the wrapper is used.
+// The driver dereferences it: a forged or freed pointer is undefined
+// behaviour, not an error.
 func (r *Runtime) WrapStream(device int, cuStream uint64) (*Stream, error) {
 	if r == nil {
 		return nil, nilErr("Runtime")

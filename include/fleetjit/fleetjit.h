@@ -408,8 +408,10 @@ FJ_API fj_status* fj_stream_create_with_priority(fj_runtime* runtime,
  * CU_STREAM_PER_THREAD (2): the per-thread default stream of the thread
  * making each call. Any other value must be a live stream of the device's
  * primary context (the one fleetjit, PyTorch and CuPy use): one of another
- * context or device is FJ_INVALID_ARGUMENT, as is a handle the driver
- * does not know. A bad device is FJ_NOT_FOUND, no GPU FJ_UNAVAILABLE.
+ * context or device is FJ_INVALID_ARGUMENT. A value that is no CUstream at
+ * all (a forged or freed pointer) is undefined behaviour: the driver
+ * dereferences it, and on the H200 a forged one crashed the process.
+ * A bad device is FJ_NOT_FOUND, no GPU FJ_UNAVAILABLE.
  * Wrapping the same CUstream twice gives two independent wrappers.
  * (since 1.1) */
 FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,

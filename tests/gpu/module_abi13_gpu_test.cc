@@ -121,11 +121,14 @@ extern "C" __global__ void secondary(const int* data, int* out, int n,
   }
 }
 
-// A local array indexed at run time lives in local memory.
+// A local array whose address a non-inlined function takes lives in local
+// memory (a stack frame).
+__device__ __noinline__ void fill_local(int* p, const int* in) {
+  for (int i = 0; i < 64; ++i) p[i] = in[i] * 3 + i;
+}
 extern "C" __global__ void spill(const int* in, int* out, int k) {
-  volatile int local[64];  // volatile: kept in local memory
-  local[0] = in[0];
-  for (int i = 1; i < 64; ++i) local[i] = local[i - 1] * 3 + in[i];
+  int local[64];  // its address leaves the kernel: a stack frame
+  fill_local(local, in);
   out[threadIdx.x] = local[(threadIdx.x * k) & 63];
 }
 

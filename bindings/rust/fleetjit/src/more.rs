@@ -150,9 +150,10 @@ impl Runtime {
     /// The CUstream is borrowed: dropping the wrapper only forgets it.
     ///
     /// # Safety
-    /// `cu_stream` must stay alive while the wrapper is used (the library
-    /// refuses handles the driver does not know, but cannot tell a stream
-    /// that is destroyed later).
+    /// `cu_stream` must be 0, 1, 2 or a live CUstream, and stay alive while
+    /// the wrapper is used: the driver dereferences it, so a forged or freed
+    /// pointer is undefined behaviour (a stream of another context or device
+    /// is refused).
     pub unsafe fn wrap_stream(&self, device: i32, cu_stream: u64) -> Result<Stream<'_>> {
         let mut s = ptr::null_mut();
         check(unsafe { sys::fj_stream_wrap(self.raw.as_ptr(), device, cu_stream, &mut s) })?;

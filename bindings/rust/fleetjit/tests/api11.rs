@@ -466,11 +466,9 @@ fn bad_input_table() {
         rt.peer_disable(99, 0),
         &[NotFound, InvalidArgument, Unavailable],
     );
-    expect_err(
-        "wrap of a forged CUstream",
-        unsafe { rt.wrap_stream(0, 0xdead_beef) },
-        &[InvalidArgument, Unavailable, NotFound],
-    );
+    // No "wrap of a forged CUstream" row: the driver dereferences a stream
+    // handle, so a forged pointer is undefined behaviour (the header says so);
+    // it crashed this table on the H200.
     // A tensor argument the launch would refuse (a box past the rank).
     let ok =
         fleetjit::tensor_check(&a.arg([2, 2, 0, 0, 0], Oob::Zeros, sys::FJ_SWIZZLE_NONE)).unwrap();
