@@ -13,6 +13,7 @@
 #include "conformance/c_abi.h"
 #include "platform/driver_api.h"
 #include "tools/bundled_kernels.h"
+#include "tools/measure.h"
 
 namespace fleetjit::refk {
 namespace {
@@ -413,9 +414,7 @@ class Gpu {
           CheckCu(a, a.cuEventElapsedTime(&t, e0_, e1_), "cuEventElapsedTime"));
       ms.push_back(double(t) / batch);
     }
-    std::sort(ms.begin(), ms.end());
-    return ms.size() % 2 ? ms[ms.size() / 2]
-                         : (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]) / 2;
+    return measure::Median(std::move(ms));
   }
   // The anchor: cuMemcpyDtoDAsync of `bytes` on the same stream.
   absl::StatusOr<double> CopyMs(uint64_t bytes, int samples, int batch) {
