@@ -33,25 +33,10 @@ type Build struct {
 // copied). Errors found before the build starts come back here; the
 // build's own errors (a BuildError with its log, ...) from Take or Wait.
 func (r *Runtime) BuildAsync(opts *BuildOptions) (*Build, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
-	}
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
-	b, err := opts.toC(&m)
-	if err != nil {
-		return nil, err
-	}
 	var h *C.fj_build
-	if err := statusErr(C.fj_module_build_async(r.h, &b, &h)); err != nil {
+	if err := r.withBuildOptions(opts, func(b *C.fj_build_options) error {
+		return statusErr(C.fj_module_build_async(r.h, b, &h))
+	}); err != nil {
 		return nil, err
 	}
 	bd := &Build{rt: r, h: h}

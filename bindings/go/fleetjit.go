@@ -681,30 +681,40 @@ type Module struct {
 
 // Build builds a module, or fetches it from the cache.
 func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
-	}
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
-	b, err := opts.toC(&m)
-	if err != nil {
-		return nil, err
-	}
 	var h *C.fj_module
-	if err := statusErr(C.fj_module_build(r.h, &b, &h)); err != nil {
+	if err := r.withBuildOptions(opts, func(b *C.fj_build_options) error {
+		return statusErr(C.fj_module_build(r.h, b, &h))
+	}); err != nil {
 		return nil, err
 	}
 	mod := &Module{rt: r, h: h}
 	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
 	return mod, nil
+}
+
+// withBuildOptions runs call with opts converted to C, under the runtime's
+// read lock: the checks every entry taking BuildOptions makes first (a nil
+// runtime, nil options, a closed runtime). The C copy lives until call
+// returns.
+func (r *Runtime) withBuildOptions(opts *BuildOptions, call func(b *C.fj_build_options) error) error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
+	if opts == nil {
+		return &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.h == nil {
+		return closedErr("Runtime")
+	}
+	var m cmem
+	defer m.free()
+	b, err := opts.toC(&m)
+	if err != nil {
+		return err
+	}
+	return call(&b)
 }
 
 // Close destroys the module; its kernels become invalid. Closing twice, or
