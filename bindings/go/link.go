@@ -57,6 +57,9 @@ func init() { detailKeys = append(detailKeys, "link_log") }
 // Details["link_log"] (and BuildLog) is nvJitLink's log; a host without
 // nvJitLink gets Unavailable naming the library and where it looked.
 func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	if opts == nil {
 		return nil, &Error{Code: InvalidArgument, Message: "nil LinkOptions"}
 	}

@@ -94,6 +94,9 @@ func TuneStatusName(s int) string { return C.GoString(C.fj_tune_status_name(C.fj
 
 // Tune runs fj_tune.
 func (r *Runtime) Tune(opts *TuneOptions) (*TuneResult, error) {
+	if r == nil {
+		return nil, nilErr("Runtime")
+	}
 	if opts == nil {
 		return nil, &Error{Code: InvalidArgument, Message: "nil TuneOptions"}
 	}
