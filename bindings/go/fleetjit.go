@@ -217,6 +217,21 @@ func closedErr(what string) error {
 	return &Error{Code: InvalidArgument, Message: "use of a closed " + what}
 }
 
+// readLock takes the runtime's read lock for a call: a nil runtime is
+// nilErr and a closed one closedErr (the lock is then not held). On nil the
+// caller holds the read lock and releases it (defer r.mu.RUnlock()).
+func (r *Runtime) readLock() error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
+	r.mu.RLock()
+	if r.h == nil {
+		r.mu.RUnlock()
+		return closedErr("Runtime")
+	}
+	return nil
+}
+
 // cmem collects C allocations for one call.
 type cmem struct{ ptrs []unsafe.Pointer }
 
@@ -692,29 +707,38 @@ func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
 	return mod, nil
 }
 
-// withBuildOptions runs call with opts converted to C, under the runtime's
-// read lock: the checks every entry taking BuildOptions makes first (a nil
-// runtime, nil options, a closed runtime). The C copy lives until call
-// returns.
+// withBuildOptions runs call with opts converted to C (withOptions: a nil
+// runtime, nil options and a closed runtime are refused first, and the C
+// copy lives until call returns).
 func (r *Runtime) withBuildOptions(opts *BuildOptions, call func(b *C.fj_build_options) error) error {
+	return withOptions(r, opts, "BuildOptions", func(m *cmem) error {
+		b, err := opts.toC(m)
+		if err != nil {
+			return err
+		}
+		return call(&b)
+	})
+}
+
+// withOptions is the prologue of every entry that copies an options struct
+// to C (Build, BuildAsync, Link, LoadModule, Tune): a nil runtime, then nil
+// options ("nil " + what), are InvalidArgument errors; then, under the
+// runtime's read lock, a closed runtime is one too. call runs under that
+// lock with C memory freed when it returns.
+func withOptions[O any](r *Runtime, opts *O, what string, call func(m *cmem) error) error {
 	if r == nil {
 		return nilErr("Runtime")
 	}
 	if opts == nil {
-		return &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
+		return &Error{Code: InvalidArgument, Message: "nil " + what}
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
-	b, err := opts.toC(&m)
-	if err != nil {
+	if err := r.readLock(); err != nil {
 		return err
 	}
-	return call(&b)
+	defer r.mu.RUnlock()
+	var m cmem
+	defer m.free()
+	return call(&m)
 }
 
 // Close destroys the module; its kernels become invalid. Closing twice, or

@@ -57,19 +57,20 @@ func init() { detailKeys = append(detailKeys, "link_log") }
 // Details["link_log"] (and BuildLog) is nvJitLink's log; a host without
 // nvJitLink gets Unavailable naming the library and where it looked.
 func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	var h *C.fj_module
+	if err := withOptions(r, opts, "LinkOptions", func(m *cmem) error {
+		o := opts.toC(m)
+		return statusErr(C.fj_module_link(r.h, &o, &h))
+	}); err != nil {
+		return nil, err
 	}
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil LinkOptions"}
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
+	mod := &Module{rt: r, h: h}
+	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
+	return mod, nil
+}
+
+// toC fills an fj_link_options whose inputs and strings live in m.
+func (opts *LinkOptions) toC(m *cmem) C.fj_link_options {
 	var o C.fj_link_options
 	o.struct_size = C.size_t(unsafe.Sizeof(o))
 	if n := len(opts.Inputs); n > 0 {
@@ -106,11 +107,5 @@ func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
 	if opts.Devrt {
 		o.flags |= C.FJ_LINK_DEVRT
 	}
-	var h *C.fj_module
-	if err := statusErr(C.fj_module_link(r.h, &o, &h)); err != nil {
-		return nil, err
-	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return o
 }

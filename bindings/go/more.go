@@ -39,26 +39,31 @@ type LoadOptions struct {
 // -o` output, another runtime's Module.Image, nvcc's cubin or fatbin). A
 // cubin's parameters come from the driver, so loading one needs a GPU.
 func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
-	}
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil LoadOptions"}
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	if err := noNUL("the image name", opts.Name); err != nil {
+	var h *C.fj_module
+	if err := withOptions(r, opts, "LoadOptions", func(m *cmem) error {
+		o, err := opts.toC(m)
+		if err != nil {
+			return err
+		}
+		return statusErr(C.fj_module_load(r.h, &o, &h))
+	}); err != nil {
 		return nil, err
+	}
+	mod := &Module{rt: r, h: h}
+	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
+	return mod, nil
+}
+
+// toC fills an fj_module_load_options whose image and strings live in m,
+// refusing a name or target with an embedded NUL.
+func (opts *LoadOptions) toC(m *cmem) (C.fj_module_load_options, error) {
+	var o C.fj_module_load_options
+	if err := noNUL("the image name", opts.Name); err != nil {
+		return o, err
 	}
 	if err := noNUL("the target", opts.Target); err != nil {
-		return nil, err
+		return o, err
 	}
-	var m cmem
-	defer m.free()
-	var o C.fj_module_load_options
 	o.struct_size = C.size_t(unsafe.Sizeof(o))
 	if len(opts.Image) > 0 {
 		o.image = m.bytes(opts.Image)
@@ -67,13 +72,7 @@ func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
 	o.kind = C.fj_image_kind(opts.Kind)
 	o.name = m.str(opts.Name)
 	o.target = m.str(opts.Target)
-	var h *C.fj_module
-	if err := statusErr(C.fj_module_load(r.h, &o, &h)); err != nil {
-		return nil, err
-	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return o, nil
 }
 
 // FlushCache waits until the cache work earlier builds left to the

@@ -94,19 +94,18 @@ func TuneStatusName(s int) string { return C.GoString(C.fj_tune_status_name(C.fj
 
 // Tune runs fj_tune.
 func (r *Runtime) Tune(opts *TuneOptions) (*TuneResult, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	var res *TuneResult
+	if err := withOptions(r, opts, "TuneOptions", func(m *cmem) (err error) {
+		res, err = r.tune(m, opts)
+		return err
+	}); err != nil {
+		return nil, err
 	}
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil TuneOptions"}
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
+	return res, nil
+}
+
+// tune is Tune under the runtime's read lock, its C copies in m.
+func (r *Runtime) tune(m *cmem, opts *TuneOptions) (*TuneResult, error) {
 	b := (*C.fj_build_options)(C.calloc(1, C.size_t(unsafe.Sizeof(C.fj_build_options{}))))
 	m.ptrs = append(m.ptrs, unsafe.Pointer(b))
 	b.struct_size = C.size_t(unsafe.Sizeof(*b))
