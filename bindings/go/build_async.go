@@ -137,9 +137,7 @@ func (b *Build) Take() (*Module, error) {
 	if err := statusErr(C.fj_build_take(b.h, &h)); err != nil {
 		return nil, err
 	}
-	mod := &Module{rt: b.rt, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return newModule(b.rt, h), nil
 }
 
 // Done returns a channel closed once the build has finished (or the Build

@@ -702,9 +702,7 @@ func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
 	}); err != nil {
 		return nil, err
 	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return newModule(r, h), nil
 }
 
 // withBuildOptions runs call with opts converted to C (withOptions: a nil
@@ -756,6 +754,13 @@ func (m *Module) Close() error {
 	m.h = nil
 	runtime.SetFinalizer(m, nil)
 	return err
+}
+
+// newModule owns h, a module of r, with a finalizer that closes it.
+func newModule(r *Runtime, h *C.fj_module) *Module {
+	mod := &Module{rt: r, h: h}
+	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
+	return mod
 }
 
 func (m *Module) live() bool { return m.h != nil && m.rt.h != nil }
@@ -1060,9 +1065,14 @@ func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
 	if err := statusErr(C.fj_stream_create(r.h, o, &h)); err != nil {
 		return nil, err
 	}
+	return newStream(r, h), nil
+}
+
+// newStream owns h, a stream of r, with a finalizer that closes it.
+func newStream(r *Runtime, h *C.fj_stream) *Stream {
 	s := &Stream{rt: r, h: h}
 	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
-	return s, nil
+	return s
 }
 
 // Synchronize waits for the stream's work; a kernel fault comes back here.

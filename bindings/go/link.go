@@ -7,10 +7,7 @@ package fleetjit
 */
 import "C"
 
-import (
-	"runtime"
-	"unsafe"
-)
+import "unsafe"
 
 // LinkInputKind mirrors fj_link_input_kind (since 1.3).
 type LinkInputKind int32
@@ -64,9 +61,7 @@ func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
 	}); err != nil {
 		return nil, err
 	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return newModule(r, h), nil
 }
 
 // toC fills an fj_link_options whose inputs and strings live in m.

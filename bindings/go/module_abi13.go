@@ -244,9 +244,7 @@ func (r *Runtime) NewStreamWithPriority(ordinal, priority int) (*Stream, error) 
 	if err := statusErr(C.fj_stream_create_with_priority(r.h, C.int32_t(ordinal), C.int32_t(priority), &h)); err != nil {
 		return nil, err
 	}
-	s := &Stream{rt: r, h: h}
-	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
-	return s, nil
+	return newStream(r, h), nil
 }
 
 // SetPersistingL2 sets aside `bytes` of L2 for persisting accesses on

@@ -12,7 +12,6 @@ import "C"
 
 import (
 	"context"
-	"runtime"
 	"time"
 	"unsafe"
 )
@@ -49,9 +48,7 @@ func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
 	}); err != nil {
 		return nil, err
 	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return newModule(r, h), nil
 }
 
 // toC fills an fj_module_load_options whose image and strings live in m,
@@ -165,9 +162,7 @@ func (r *Runtime) WrapStream(device int, cuStream uint64) (*Stream, error) {
 	if err := statusErr(C.fj_stream_wrap(r.h, C.int32_t(device), C.uint64_t(cuStream), &h)); err != nil {
 		return nil, err
 	}
-	s := &Stream{rt: r, h: h}
-	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
-	return s, nil
+	return newStream(r, h), nil
 }
 
 // CopyDeviceToDevice copies src into dst (the same size), complete on
