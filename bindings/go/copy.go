@@ -185,14 +185,10 @@ type CopyDesc struct {
 // ("copy 2 of 3: ..."); the copies before it are enqueued. Host memory a
 // tensor points at must stay alive until the stream has passed the copy.
 func (r *Runtime) Copy(descs []CopyDesc, stream *Stream) error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	s, err := streamHandle(stream)
 	if err != nil {
 		return err
@@ -257,14 +253,10 @@ type PrefetchDesc struct {
 // default stream); a hint for the L2 modes. Stops at the first error,
 // naming the descriptor.
 func (r *Runtime) Prefetch(descs []PrefetchDesc, stream *Stream) error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	s, err := streamHandle(stream)
 	if err != nil {
 		return err
@@ -327,14 +319,10 @@ func prefixErr(err error, what string) error {
 // PeerQuery reports whether GPU reader has a P2P path to owner's memory
 // (always for reader == owner).
 func (r *Runtime) PeerQuery(reader, owner int) (bool, error) {
-	if r == nil {
-		return false, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return false, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return false, closedErr("Runtime")
-	}
 	rd, ow, err := ordinalPair(reader, owner)
 	if err != nil {
 		return false, err
@@ -349,14 +337,10 @@ func (r *Runtime) PeerQuery(reader, owner int) (bool, error) {
 // PeerEnable lets kernels on reader (copies included) use owner's memory.
 // Idempotent; without a P2P path a FailedPrecondition error.
 func (r *Runtime) PeerEnable(reader, owner int) error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	rd, ow, err := ordinalPair(reader, owner)
 	if err != nil {
 		return err
@@ -366,14 +350,10 @@ func (r *Runtime) PeerEnable(reader, owner int) error {
 
 // PeerDisable undoes PeerEnable. Idempotent.
 func (r *Runtime) PeerDisable(reader, owner int) error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	rd, ow, err := ordinalPair(reader, owner)
 	if err != nil {
 		return err

@@ -477,14 +477,10 @@ func (r *Runtime) DriverError() string {
 
 // DeviceCount is the number of visible CUDA devices: 0 without a GPU.
 func (r *Runtime) DeviceCount() (int, error) {
-	if r == nil {
-		return 0, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return 0, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return 0, closedErr("Runtime")
-	}
 	var n C.int32_t
 	if err := statusErr(C.fj_device_count(r.h, &n)); err != nil {
 		return 0, err
@@ -511,14 +507,10 @@ type DeviceInfo struct {
 
 // DeviceInfo describes device `ordinal` and the copy plan used on it.
 func (r *Runtime) DeviceInfo(ordinal int) (DeviceInfo, error) {
-	if r == nil {
-		return DeviceInfo{}, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return DeviceInfo{}, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return DeviceInfo{}, closedErr("Runtime")
-	}
 	o, err := ordinalOf(ordinal)
 	if err != nil {
 		return DeviceInfo{}, err
@@ -569,14 +561,10 @@ const (
 
 // CacheStats returns the module cache's counters.
 func (r *Runtime) CacheStats() (CacheStats, error) {
-	if r == nil {
-		return CacheStats{}, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return CacheStats{}, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return CacheStats{}, closedErr("Runtime")
-	}
 	var s C.fj_cache_stats
 	s.struct_size = C.size_t(unsafe.Sizeof(s))
 	if err := statusErr(C.fj_cache_stats_get(r.h, &s)); err != nil {
@@ -596,14 +584,10 @@ func (r *Runtime) CacheStats() (CacheStats, error) {
 
 // ClearCache empties the memory tier and deletes this cache's disk entries.
 func (r *Runtime) ClearCache() error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	return statusErr(C.fj_cache_clear(r.h))
 }
 
@@ -1049,14 +1033,10 @@ type Stream struct {
 
 // NewStream creates a non-blocking stream on device `ordinal`.
 func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	o, err := ordinalOf(ordinal)
 	if err != nil {
 		return nil, err
@@ -1116,14 +1096,10 @@ type DeviceMemory struct {
 
 // Alloc allocates `bytes` bytes on device `ordinal`.
 func (r *Runtime) Alloc(ordinal int, bytes uint64) (*DeviceMemory, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	o, err := ordinalOf(ordinal)
 	if err != nil {
 		return nil, err

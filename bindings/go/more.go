@@ -101,14 +101,10 @@ func (r *Runtime) FlushCache(ctx context.Context) error {
 }
 
 func (r *Runtime) flushOnce(d time.Duration) error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	return statusErr(C.fj_cache_flush(r.h, C.uint32_t(d.Milliseconds())))
 }
 
@@ -120,14 +116,10 @@ type IncludeDir struct {
 
 // IncludeDirs lists CUDA's header folders, in search order.
 func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	var n C.size_t
 	if err := statusErr(C.fj_runtime_include_dir(r.h, 0, &n, nil, nil)); err != nil {
 		return nil, err
@@ -150,14 +142,10 @@ func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
 // The driver dereferences it: a forged or freed pointer is undefined
 // behaviour, not an error.
 func (r *Runtime) WrapStream(device int, cuStream uint64) (*Stream, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	var h *C.fj_stream
 	if err := statusErr(C.fj_stream_wrap(r.h, C.int32_t(device), C.uint64_t(cuStream), &h)); err != nil {
 		return nil, err
