@@ -936,12 +936,9 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 	if !k.m.live() {
 		return closedErr("Module")
 	}
-	var stream *C.fj_stream
-	if cfg.Stream != nil {
-		if cfg.Stream.h == nil {
-			return closedErr("Stream")
-		}
-		stream = cfg.Stream.h
+	stream, err := streamHandle(cfg.Stream)
+	if err != nil {
+		return err
 	}
 	// The fj_arg array lives in C memory from a pool (no allocation per
 	// launch for up to launchInline arguments); by-value bytes are copied
@@ -975,7 +972,7 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 			C.fjgo_arg(&raw[i], a.kind, C.uint64_t(a.bits), size, ptr)
 		}
 	}
-	err := statusErr(C.fjgo_launch(k.h,
+	err = statusErr(C.fjgo_launch(k.h,
 		C.uint32_t(cfg.Grid[0]), C.uint32_t(cfg.Grid[1]), C.uint32_t(cfg.Grid[2]),
 		C.uint32_t(cfg.Block[0]), C.uint32_t(cfg.Block[1]), C.uint32_t(cfg.Block[2]),
 		C.uint32_t(cfg.SharedBytes),
