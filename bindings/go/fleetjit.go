@@ -894,6 +894,14 @@ func TensorArgOf(t *TensorArg) Arg { return Arg{kind: C.FJ_ARG_TENSOR, tensor: t
 // Bytes passes a struct by value (copied for the call).
 func Bytes(b []byte) Arg { return Arg{kind: C.FJ_ARG_BYTES, bytes: append([]byte(nil), b...)} }
 
+// fillScalarArg writes a scalar or pointer argument into the C fj_arg *raw
+// with fjgo_arg (for other files: a preamble's static C function is only
+// visible to its own file), with no bytes or tensor pointer: a Bytes, C128
+// or tensor argument gets NULL there.
+func fillScalarArg(raw *C.fj_arg, a Arg) {
+	C.fjgo_arg(raw, a.kind, C.uint64_t(a.bits), 0, nil)
+}
+
 // LaunchConfig mirrors fj_launch_config. Zero grid/block entries count as
 // 1; a nil Stream is the device's legacy default stream.
 type LaunchConfig struct {
