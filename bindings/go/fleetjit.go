@@ -1150,15 +1150,27 @@ func (d *DeviceMemory) Close() error {
 	return err
 }
 
-func (d *DeviceMemory) copy(host unsafe.Pointer, n uint64, toDevice bool) error {
+// readLock takes the runtime's read lock for a call on the allocation: a
+// nil or zero-value DeviceMemory is nilErr and a freed one (or one of a
+// closed runtime) closedErr (the lock is then not held). On nil the caller
+// holds the read lock and releases it (defer d.rt.mu.RUnlock()).
+func (d *DeviceMemory) readLock() error {
 	if d == nil || d.rt == nil {
 		return nilErr("DeviceMemory")
 	}
 	d.rt.mu.RLock()
-	defer d.rt.mu.RUnlock()
 	if d.addr == 0 || d.rt.h == nil {
+		d.rt.mu.RUnlock()
 		return closedErr("DeviceMemory")
 	}
+	return nil
+}
+
+func (d *DeviceMemory) copy(host unsafe.Pointer, n uint64, toDevice bool) error {
+	if err := d.readLock(); err != nil {
+		return err
+	}
+	defer d.rt.mu.RUnlock()
 	if n != d.bytes {
 		return &Error{Code: InvalidArgument, Message: fmt.Sprintf("host buffer has %d bytes, device allocation %d", n, d.bytes)}
 	}

@@ -176,13 +176,9 @@ func CopyDeviceToDevice(dst, src *DeviceMemory) error {
 // Fill sets every byte of the allocation to value (e.g. to poison an
 // output), complete on return.
 func (d *DeviceMemory) Fill(value byte) error {
-	if d == nil || d.rt == nil {
-		return nilErr("DeviceMemory")
+	if err := d.readLock(); err != nil {
+		return err
 	}
-	d.rt.mu.RLock()
 	defer d.rt.mu.RUnlock()
-	if d.addr == 0 || d.rt.h == nil {
-		return closedErr("DeviceMemory")
-	}
 	return statusErr(C.fj_memset_d8(d.rt.h, C.uint64_t(d.addr), C.uint8_t(value), C.uint64_t(d.bytes), nil))
 }
