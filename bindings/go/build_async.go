@@ -21,6 +21,21 @@ import (
 // longer than that.
 const waitSlice = 20 * time.Millisecond
 
+// sliceOf is how long the next wait call of a loop bounded by ctx may
+// take: waitSlice, or less when ctx's deadline is nearer (0 once past).
+func sliceOf(ctx context.Context) time.Duration {
+	d := waitSlice
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < d {
+			d = left
+		}
+	}
+	if d < 0 {
+		d = 0
+	}
+	return d
+}
+
 // Build is a build in flight on the runtime's build threads.
 type Build struct {
 	rt       *Runtime
@@ -98,13 +113,7 @@ func (b *Build) WaitDone(ctx context.Context) error {
 		return nilErr("Build")
 	}
 	for {
-		d := waitSlice
-		if dl, ok := ctx.Deadline(); ok {
-			if left := time.Until(dl); left < d {
-				d = left
-			}
-		}
-		done, err := b.waitSliceOnce(d)
+		done, err := b.waitSliceOnce(sliceOf(ctx))
 		if err != nil {
 			return err
 		}

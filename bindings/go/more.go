@@ -81,16 +81,7 @@ func (r *Runtime) FlushCache(ctx context.Context) error {
 		return nilErr("Runtime")
 	}
 	for {
-		d := waitSlice
-		if dl, ok := ctx.Deadline(); ok {
-			if left := time.Until(dl); left < d {
-				d = left
-			}
-		}
-		if d < 0 {
-			d = 0
-		}
-		err := r.flushOnce(d)
+		err := r.flushOnce(sliceOf(ctx))
 		if CodeOf(err) != DeadlineExceeded {
 			return err
 		}
