@@ -857,13 +857,23 @@ pub(crate) struct RawBuildOptions<'a> {
     _options: PhantomData<&'a BuildOptions>,
 }
 
-fn str_array(items: &[String]) -> (Vec<sys::fj_str>, *const sys::fj_str, usize) {
-    let v: Vec<sys::fj_str> = items.iter().map(|s| sys::fj_str::from_str(s)).collect();
-    let p = if v.is_empty() {
+/// The pointer a C array field takes: NULL for an empty slice.
+pub(crate) fn ptr_or_null<T>(v: &[T]) -> *const T {
+    if v.is_empty() {
         ptr::null()
     } else {
         v.as_ptr()
-    };
+    }
+}
+
+/// `fj_str`s borrowing `items` (keep `items` alive while C reads them).
+pub(crate) fn fj_strs(items: &[String]) -> Vec<sys::fj_str> {
+    items.iter().map(|s| sys::fj_str::from_str(s)).collect()
+}
+
+fn str_array(items: &[String]) -> (Vec<sys::fj_str>, *const sys::fj_str, usize) {
+    let v = fj_strs(items);
+    let p = ptr_or_null(&v);
     let n = v.len();
     (v, p, n)
 }
@@ -1140,11 +1150,7 @@ impl<'m> Kernel<'m> {
         c.shared_bytes = config.shared_bytes;
         c.cluster = config.cluster;
         c.stream = config.stream.map_or(ptr::null_mut(), |s| s.raw.as_ptr());
-        let p = if raw_args.is_empty() {
-            ptr::null()
-        } else {
-            raw_args.as_ptr()
-        };
+        let p = ptr_or_null(raw_args);
         check(unsafe { sys::fj_launch(self.raw.as_ptr(), &c, p, raw_args.len()) })
     }
 }

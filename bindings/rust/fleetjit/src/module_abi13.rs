@@ -10,8 +10,8 @@ use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
 
 use crate::{
-    check, fixed_string, sys, Arg, Code, Error, Kernel, LaunchConfig, Module, Result, Runtime,
-    Stream,
+    check, fixed_string, ptr_or_null, sys, Arg, Code, Error, Kernel, LaunchConfig, Module, Result,
+    Runtime, Stream,
 };
 
 /// A module's `__device__` / `__constant__` variable on one device.
@@ -203,11 +203,7 @@ impl Kernel<'_> {
         if let Some((base, bytes, ratio)) = attrs.l2_window {
             (c.l2_window_base, c.l2_window_bytes, c.l2_hit_ratio) = (base, bytes, ratio);
         }
-        let p = if raw_args.is_empty() {
-            ptr::null()
-        } else {
-            raw_args.as_ptr()
-        };
+        let p = ptr_or_null(&raw_args);
         check(unsafe { sys::fj_launch(self.as_raw(), &c, p, raw_args.len()) })
     }
 }

@@ -90,11 +90,7 @@ impl Runtime {
         no_nul("the image name", &options.name)?;
         no_nul("the target", &options.target)?;
         let mut o = zeroed_struct!(sys::fj_module_load_options);
-        o.image = if options.image.is_empty() {
-            ptr::null()
-        } else {
-            options.image.as_ptr() as *const c_void
-        };
+        o.image = ptr_or_null(options.image).cast();
         o.image_size = options.image.len();
         o.kind = options.kind.raw();
         o.name = sys::fj_str::from_str(&options.name);
