@@ -675,12 +675,7 @@ impl Runtime {
         let b = options.to_raw()?;
         let mut m = ptr::null_mut();
         check(unsafe { sys::fj_module_build(self.raw.as_ptr(), &b.raw, &mut m) })?;
-        NonNull::new(m)
-            .map(|raw| Module {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_module_build returned no module"))
+        Module::from_created(m, "fj_module_build returned no module")
     }
 
     /// Counters of the module cache.
@@ -706,12 +701,7 @@ impl Runtime {
     pub fn create_stream(&self, ordinal: i32) -> Result<Stream<'_>> {
         let mut s = ptr::null_mut();
         check(unsafe { sys::fj_stream_create(self.raw.as_ptr(), ordinal, &mut s) })?;
-        NonNull::new(s)
-            .map(|raw| Stream {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_stream_create returned no stream"))
+        Stream::from_created(s, "fj_stream_create returned no stream")
     }
 
     /// Allocates `len` elements of `T` on device `ordinal` (uninitialised).
@@ -1007,6 +997,17 @@ unsafe impl Sync for Module<'_> {}
 impl<'rt> Module<'rt> {
     pub fn as_raw(&self) -> *mut sys::fj_module {
         self.raw.as_ptr()
+    }
+
+    /// Owns the module a creating call (build, link, load, take) wrote to
+    /// `raw`; NULL without an error status is `Internal` with `missing`.
+    pub(crate) fn from_created(raw: *mut sys::fj_module, missing: &'static str) -> Result<Self> {
+        NonNull::new(raw)
+            .map(|raw| Module {
+                raw,
+                _rt: PhantomData,
+            })
+            .ok_or_else(|| Error::new(Code::Internal, missing))
     }
 
     pub fn info(&self) -> Result<ModuleInfo> {
@@ -1316,6 +1317,17 @@ unsafe impl Sync for Stream<'_> {}
 impl Stream<'_> {
     pub fn as_raw(&self) -> *mut sys::fj_stream {
         self.raw.as_ptr()
+    }
+    /// Owns the stream a creating call (create, create with priority,
+    /// wrap) wrote to `raw`; NULL without an error status is `Internal`
+    /// with `missing`.
+    pub(crate) fn from_created(raw: *mut sys::fj_stream, missing: &'static str) -> Result<Self> {
+        NonNull::new(raw)
+            .map(|raw| Stream {
+                raw,
+                _rt: PhantomData,
+            })
+            .ok_or_else(|| Error::new(Code::Internal, missing))
     }
     /// Waits for all work on the stream; a kernel fault comes back here.
     pub fn synchronize(&self) -> Result<()> {

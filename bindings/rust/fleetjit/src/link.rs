@@ -14,9 +14,8 @@
 //! )?;
 //! # Ok::<(), fleetjit::Error>(())
 //! ```
-use crate::{check, fj_strs, ptr_or_null, sys, Code, Error, Module, Result, Runtime};
-use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
+use crate::{check, fj_strs, ptr_or_null, sys, Module, Result, Runtime};
+use std::ptr;
 
 /// What one link input is (`fj_link_input_kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,11 +204,6 @@ impl Runtime {
         o.flags = options.flags;
         let mut m = ptr::null_mut();
         check(unsafe { sys::fj_module_link(self.as_raw(), &o, &mut m) })?;
-        NonNull::new(m)
-            .map(|raw| Module {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_module_link returned no module"))
+        Module::from_created(m, "fj_module_link returned no module")
     }
 }

@@ -6,12 +6,11 @@
 //! arguments are [`Arg::C64`](crate::Arg::C64) and
 //! [`Arg::C128`](crate::Arg::C128).
 use std::ffi::{c_char, c_void};
-use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::{
-    check, fixed_string, ptr_or_null, sys, Arg, Code, Error, Kernel, LaunchConfig, Module, Result,
-    Runtime, Stream,
+    check, fixed_string, ptr_or_null, sys, Arg, Kernel, LaunchConfig, Module, Result, Runtime,
+    Stream,
 };
 
 /// A module's `__device__` / `__constant__` variable on one device.
@@ -222,12 +221,7 @@ impl Runtime {
         check(unsafe {
             sys::fj_stream_create_with_priority(self.as_raw(), ordinal, priority, &mut s)
         })?;
-        let raw = NonNull::new(s)
-            .ok_or_else(|| Error::new(Code::Internal, "a NULL stream without an error"))?;
-        Ok(Stream {
-            raw,
-            _rt: PhantomData,
-        })
+        Stream::from_created(s, "a NULL stream without an error")
     }
 
     /// Sets aside `bytes` of L2 for persisting accesses; returns what is set.
