@@ -1145,12 +1145,7 @@ impl<'m> Kernel<'m> {
             }
             &heap
         };
-        let mut c = zeroed_struct!(sys::fj_launch_config);
-        c.grid = config.grid;
-        c.block = config.block;
-        c.shared_bytes = config.shared_bytes;
-        c.cluster = config.cluster;
-        c.stream = config.stream.map_or(ptr::null_mut(), |s| s.raw.as_ptr());
+        let c = config.to_raw();
         let p = ptr_or_null(raw_args);
         check(unsafe { sys::fj_launch(self.raw.as_ptr(), &c, p, raw_args.len()) })
     }
@@ -1298,6 +1293,18 @@ impl<'s> LaunchConfig<'s> {
     pub fn stream(mut self, s: &'s Stream<'s>) -> Self {
         self.stream = Some(s);
         self
+    }
+    /// The `fj_launch_config` of `launch` and `launch_ex` (no flags, no L2
+    /// window: `launch_ex` adds those).
+    #[inline]
+    pub(crate) fn to_raw(&self) -> sys::fj_launch_config {
+        let mut c = zeroed_struct!(sys::fj_launch_config);
+        c.grid = self.grid;
+        c.block = self.block;
+        c.shared_bytes = self.shared_bytes;
+        c.cluster = self.cluster;
+        c.stream = self.stream.map_or(ptr::null_mut(), |s| s.raw.as_ptr());
+        c
     }
 }
 

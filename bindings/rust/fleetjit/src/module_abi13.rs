@@ -187,12 +187,7 @@ impl Kernel<'_> {
         for a in args {
             raw_args.push(a.raw()?);
         }
-        let mut c = zeroed_struct!(sys::fj_launch_config);
-        c.grid = config.grid;
-        c.block = config.block;
-        c.shared_bytes = config.shared_bytes;
-        c.cluster = config.cluster;
-        c.stream = config.stream.map_or(ptr::null_mut(), |s| s.as_raw());
+        let mut c = config.to_raw();
         if attrs.cooperative {
             c.flags |= sys::FJ_LAUNCH_COOPERATIVE;
         }
