@@ -749,16 +749,28 @@ func newModule(r *Runtime, h *C.fj_module) *Module {
 
 func (m *Module) live() bool { return m.h != nil && m.rt.h != nil }
 
-// Info describes the built module.
-func (m *Module) Info() (ModuleInfo, error) {
+// readLock takes the runtime's read lock for a call on the module: a nil
+// or zero-value Module is nilErr and a closed one (or one of a closed
+// runtime) closedErr (the lock is then not held). On nil the caller holds
+// the read lock and releases it (defer m.rt.mu.RUnlock()).
+func (m *Module) readLock() error {
 	if m == nil || m.rt == nil {
-		return ModuleInfo{}, nilErr("Module")
+		return nilErr("Module")
 	}
 	m.rt.mu.RLock()
-	defer m.rt.mu.RUnlock()
 	if !m.live() {
-		return ModuleInfo{}, closedErr("Module")
+		m.rt.mu.RUnlock()
+		return closedErr("Module")
 	}
+	return nil
+}
+
+// Info describes the built module.
+func (m *Module) Info() (ModuleInfo, error) {
+	if err := m.readLock(); err != nil {
+		return ModuleInfo{}, err
+	}
+	defer m.rt.mu.RUnlock()
 	var i C.fj_module_info
 	i.struct_size = C.size_t(unsafe.Sizeof(i))
 	if err := statusErr(C.fj_module_info_get(m.h, &i)); err != nil {
@@ -773,14 +785,10 @@ func (m *Module) Info() (ModuleInfo, error) {
 
 // Image returns a copy of the built image (cubin or PTX text).
 func (m *Module) Image() ([]byte, error) {
-	if m == nil || m.rt == nil {
-		return nil, nilErr("Module")
+	if err := m.readLock(); err != nil {
+		return nil, err
 	}
-	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return nil, closedErr("Module")
-	}
 	var p unsafe.Pointer
 	var n C.size_t
 	if err := statusErr(C.fj_module_image(m.h, &p, &n)); err != nil {
@@ -792,14 +800,10 @@ func (m *Module) Image() ([]byte, error) {
 // Kernel looks a kernel up by its extern "C" name or a name expression,
 // loading the module on `device` (this needs a GPU).
 func (m *Module) Kernel(name string, device int) (*Kernel, error) {
-	if m == nil || m.rt == nil {
-		return nil, nilErr("Module")
+	if err := m.readLock(); err != nil {
+		return nil, err
 	}
-	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return nil, closedErr("Module")
-	}
 	if err := noNUL("the kernel name", name); err != nil {
 		return nil, err
 	}
