@@ -352,6 +352,17 @@ func TestBadInputTable(t *testing.T) {
 		{"closed runtime's flush", func() error { return closedRt.FlushCache(context.Background()) }, inv},
 		{"closed runtime's copy", func() error { return closedRt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: c}}, nil) }, inv},
 		{"nil runtime", func() error { var r *fleetjit.Runtime; _, err := r.DeviceCount(); return err }, inv},
+		{"nil runtime's link", func() error {
+			var r *fleetjit.Runtime
+			_, err := r.Link(&fleetjit.LinkOptions{Target: "sm_90"})
+			return err
+		}, inv},
+		{"nil runtime's tune", func() error { var r *fleetjit.Runtime; _, err := r.Tune(&fleetjit.TuneOptions{}); return err }, inv},
+		{"nil runtime's load", func() error {
+			var r *fleetjit.Runtime
+			_, err := r.LoadModule(&fleetjit.LoadOptions{Image: []byte("// ptx")})
+			return err
+		}, inv},
 		{"zero-value module", func() error { _, err := (&fleetjit.Module{}).Image(); return err }, inv},
 		{"zero-value kernel launch", func() error { return (&fleetjit.Kernel{}).Launch(fleetjit.Linear(1, 1)) }, inv},
 		{"zero-value stream", func() error { return (&fleetjit.Stream{}).Synchronize() }, inv},

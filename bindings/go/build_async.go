@@ -21,6 +21,21 @@ import (
 // longer than that.
 const waitSlice = 20 * time.Millisecond
 
+// sliceOf is how long the next wait call of a loop bounded by ctx may
+// take: waitSlice, or less when ctx's deadline is nearer (0 once past).
+func sliceOf(ctx context.Context) time.Duration {
+	d := waitSlice
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < d {
+			d = left
+		}
+	}
+	if d < 0 {
+		d = 0
+	}
+	return d
+}
+
 // Build is a build in flight on the runtime's build threads.
 type Build struct {
 	rt       *Runtime
@@ -46,43 +61,49 @@ func (r *Runtime) BuildAsync(opts *BuildOptions) (*Build, error) {
 
 func (b *Build) live() bool { return b.h != nil && b.rt.h != nil }
 
-// Poll reports whether the build has finished (successfully or not).
-// Never blocks.
-func (b *Build) Poll() (bool, error) {
+// readLock takes the runtime's read lock for a call on the build: a nil or
+// zero-value Build is nilErr and a closed one (or one of a closed runtime)
+// closedErr (the lock is then not held). On nil the caller holds the read
+// lock and releases it (defer b.rt.mu.RUnlock()).
+func (b *Build) readLock() error {
 	if b == nil || b.rt == nil {
-		return false, nilErr("Build")
+		return nilErr("Build")
 	}
 	b.rt.mu.RLock()
-	defer b.rt.mu.RUnlock()
 	if !b.live() {
-		return false, closedErr("Build")
+		b.rt.mu.RUnlock()
+		return closedErr("Build")
 	}
+	return nil
+}
+
+// isDone is Poll and waitSliceOnce: call (fj_build_poll or fj_build_wait)
+// under the read lock of a live build, and its done flag.
+func (b *Build) isDone(call func(done *C.int32_t) *C.fj_status) (bool, error) {
+	if err := b.readLock(); err != nil {
+		return false, err
+	}
+	defer b.rt.mu.RUnlock()
 	var done C.int32_t
-	if err := statusErr(C.fj_build_poll(b.h, &done)); err != nil {
+	if err := statusErr(call(&done)); err != nil {
 		return false, err
 	}
 	return done != 0, nil
 }
 
+// Poll reports whether the build has finished (successfully or not).
+// Never blocks.
+func (b *Build) Poll() (bool, error) {
+	return b.isDone(func(done *C.int32_t) *C.fj_status { return C.fj_build_poll(b.h, done) })
+}
+
 // waitSliceOnce waits at most d for the build; true once it has finished.
 func (b *Build) waitSliceOnce(d time.Duration) (bool, error) {
-	if b == nil || b.rt == nil {
-		return false, nilErr("Build")
-	}
-	b.rt.mu.RLock()
-	defer b.rt.mu.RUnlock()
-	if !b.live() {
-		return false, closedErr("Build")
-	}
 	ms := d.Milliseconds()
 	if ms < 0 {
 		ms = 0
 	}
-	var done C.int32_t
-	if err := statusErr(C.fj_build_wait(b.h, C.uint32_t(ms), &done)); err != nil {
-		return false, err
-	}
-	return done != 0, nil
+	return b.isDone(func(done *C.int32_t) *C.fj_status { return C.fj_build_wait(b.h, C.uint32_t(ms), done) })
 }
 
 // WaitDone waits until the build has finished, or ctx is done (then it
@@ -92,13 +113,7 @@ func (b *Build) WaitDone(ctx context.Context) error {
 		return nilErr("Build")
 	}
 	for {
-		d := waitSlice
-		if dl, ok := ctx.Deadline(); ok {
-			if left := time.Until(dl); left < d {
-				d = left
-			}
-		}
-		done, err := b.waitSliceOnce(d)
+		done, err := b.waitSliceOnce(sliceOf(ctx))
 		if err != nil {
 			return err
 		}
@@ -125,21 +140,15 @@ func (b *Build) Wait(ctx context.Context) (*Module, error) {
 // Take waits for the build and hands over its module, or its error. Once:
 // a second Take is a FailedPrecondition error.
 func (b *Build) Take() (*Module, error) {
-	if b == nil || b.rt == nil {
-		return nil, nilErr("Build")
+	if err := b.readLock(); err != nil {
+		return nil, err
 	}
-	b.rt.mu.RLock()
 	defer b.rt.mu.RUnlock()
-	if !b.live() {
-		return nil, closedErr("Build")
-	}
 	var h *C.fj_module
 	if err := statusErr(C.fj_build_take(b.h, &h)); err != nil {
 		return nil, err
 	}
-	mod := &Module{rt: b.rt, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return newModule(b.rt, h), nil
 }
 
 // Done returns a channel closed once the build has finished (or the Build

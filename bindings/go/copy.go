@@ -185,42 +185,48 @@ type CopyDesc struct {
 // ("copy 2 of 3: ..."); the copies before it are enqueued. Host memory a
 // tensor points at must stay alive until the stream has passed the copy.
 func (r *Runtime) Copy(descs []CopyDesc, stream *Stream) error {
-	if r == nil {
-		return nilErr("Runtime")
+	return r.eachDesc("copy", len(descs), stream, func(m *cmem, i int, s *C.fj_stream) error {
+		return r.copyOne(m, &descs[i], s)
+	})
+}
+
+// eachDesc is Copy and Prefetch: under the runtime's read lock, one(i) for
+// each of n descriptors in order on stream's handle, each with its own C
+// memory (freed after it), stopping at the first error, which it names
+// ("copy 2 of 3: ...").
+func (r *Runtime) eachDesc(what string, n int, stream *Stream, one func(m *cmem, i int, s *C.fj_stream) error) error {
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	s, err := streamHandle(stream)
 	if err != nil {
 		return err
 	}
-	for i := range descs {
-		if err := r.copyOne(&descs[i], s); err != nil {
-			return prefixErr(err, fmt.Sprintf("copy %d of %d", i+1, len(descs)))
+	for i := 0; i < n; i++ {
+		err := func() error {
+			var m cmem
+			defer m.free()
+			return one(&m, i, s)
+		}()
+		if err != nil {
+			return prefixErr(err, fmt.Sprintf("%s %d of %d", what, i+1, n))
 		}
 	}
 	return nil
 }
 
-func (r *Runtime) copyOne(d *CopyDesc, s *C.fj_stream) error {
-	if r == nil {
-		return nilErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
+func (r *Runtime) copyOne(m *cmem, d *CopyDesc, s *C.fj_stream) error {
 	c := (*C.fj_copy_desc)(m.alloc(unsafe.Sizeof(C.fj_copy_desc{})))
 	c.struct_size = C.size_t(unsafe.Sizeof(*c))
 	var err error
-	if c.src, err = d.Src.toC(&m); err != nil {
+	if c.src, err = d.Src.toC(m); err != nil {
 		return err
 	}
-	if c.dst, err = d.Dst.toC(&m); err != nil {
+	if c.dst, err = d.Dst.toC(m); err != nil {
 		return err
 	}
-	if c.gather_index, err = d.GatherIndex.toC(&m); err != nil {
+	if c.gather_index, err = d.GatherIndex.toC(m); err != nil {
 		return err
 	}
 	for i := range d.SrcStart {
@@ -257,38 +263,18 @@ type PrefetchDesc struct {
 // default stream); a hint for the L2 modes. Stops at the first error,
 // naming the descriptor.
 func (r *Runtime) Prefetch(descs []PrefetchDesc, stream *Stream) error {
-	if r == nil {
-		return nilErr("Runtime")
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
-	s, err := streamHandle(stream)
-	if err != nil {
-		return err
-	}
-	for i := range descs {
-		if err := r.prefetchOne(&descs[i], s); err != nil {
-			return prefixErr(err, fmt.Sprintf("prefetch %d of %d", i+1, len(descs)))
-		}
-	}
-	return nil
+	return r.eachDesc("prefetch", len(descs), stream, func(m *cmem, i int, s *C.fj_stream) error {
+		return r.prefetchOne(m, &descs[i], s)
+	})
 }
 
-func (r *Runtime) prefetchOne(d *PrefetchDesc, s *C.fj_stream) error {
-	if r == nil {
-		return nilErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
+func (r *Runtime) prefetchOne(m *cmem, d *PrefetchDesc, s *C.fj_stream) error {
 	p := (*C.fj_prefetch_desc)(m.alloc(unsafe.Sizeof(C.fj_prefetch_desc{})))
 	p.struct_size = C.size_t(unsafe.Sizeof(*p))
 	p.address = C.uint64_t(d.Address)
 	p.bytes = C.uint64_t(d.Bytes)
 	var err error
-	if p.tensor, err = d.Tensor.toC(&m); err != nil {
+	if p.tensor, err = d.Tensor.toC(m); err != nil {
 		return err
 	}
 	for i := 0; i < 5; i++ {
@@ -305,6 +291,8 @@ func (r *Runtime) prefetchOne(d *PrefetchDesc, s *C.fj_stream) error {
 	return statusErr(C.fj_prefetch(r.h, p, s))
 }
 
+// streamHandle is the fj_stream of an optional Stream: nil for none, a
+// closed Stream an error.
 func streamHandle(s *Stream) (*C.fj_stream, error) {
 	if s == nil {
 		return nil, nil
@@ -327,20 +315,10 @@ func prefixErr(err error, what string) error {
 // PeerQuery reports whether GPU reader has a P2P path to owner's memory
 // (always for reader == owner).
 func (r *Runtime) PeerQuery(reader, owner int) (bool, error) {
-	if r == nil {
-		return false, nilErr("Runtime")
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return false, closedErr("Runtime")
-	}
-	rd, ow, err := ordinalPair(reader, owner)
-	if err != nil {
-		return false, err
-	}
 	var can C.int32_t
-	if err := statusErr(C.fj_peer_query(r.h, rd, ow, &can)); err != nil {
+	if err := r.withPeers(reader, owner, func(rd, ow C.int32_t) error {
+		return statusErr(C.fj_peer_query(r.h, rd, ow, &can))
+	}); err != nil {
 		return false, err
 	}
 	return can != 0, nil
@@ -349,43 +327,32 @@ func (r *Runtime) PeerQuery(reader, owner int) (bool, error) {
 // PeerEnable lets kernels on reader (copies included) use owner's memory.
 // Idempotent; without a P2P path a FailedPrecondition error.
 func (r *Runtime) PeerEnable(reader, owner int) error {
-	if r == nil {
-		return nilErr("Runtime")
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
-	rd, ow, err := ordinalPair(reader, owner)
-	if err != nil {
-		return err
-	}
-	return statusErr(C.fj_peer_enable(r.h, rd, ow))
+	return r.withPeers(reader, owner, func(rd, ow C.int32_t) error {
+		return statusErr(C.fj_peer_enable(r.h, rd, ow))
+	})
 }
 
 // PeerDisable undoes PeerEnable. Idempotent.
 func (r *Runtime) PeerDisable(reader, owner int) error {
-	if r == nil {
-		return nilErr("Runtime")
+	return r.withPeers(reader, owner, func(rd, ow C.int32_t) error {
+		return statusErr(C.fj_peer_disable(r.h, rd, ow))
+	})
+}
+
+// withPeers is PeerQuery, PeerEnable and PeerDisable: call with the two
+// ordinals (refused past int32) under the runtime's read lock.
+func (r *Runtime) withPeers(reader, owner int, call func(rd, ow C.int32_t) error) error {
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
-	rd, ow, err := ordinalPair(reader, owner)
+	rd, err := ordinalOf(reader)
 	if err != nil {
 		return err
 	}
-	return statusErr(C.fj_peer_disable(r.h, rd, ow))
-}
-
-func ordinalPair(a, b int) (C.int32_t, C.int32_t, error) {
-	x, err := ordinalOf(a)
+	ow, err := ordinalOf(owner)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
-	y, err := ordinalOf(b)
-	return x, y, err
+	return call(rd, ow)
 }

@@ -217,6 +217,21 @@ func closedErr(what string) error {
 	return &Error{Code: InvalidArgument, Message: "use of a closed " + what}
 }
 
+// readLock takes the runtime's read lock for a call: a nil runtime is
+// nilErr and a closed one closedErr (the lock is then not held). On nil the
+// caller holds the read lock and releases it (defer r.mu.RUnlock()).
+func (r *Runtime) readLock() error {
+	if r == nil {
+		return nilErr("Runtime")
+	}
+	r.mu.RLock()
+	if r.h == nil {
+		r.mu.RUnlock()
+		return closedErr("Runtime")
+	}
+	return nil
+}
+
 // cmem collects C allocations for one call.
 type cmem struct{ ptrs []unsafe.Pointer }
 
@@ -462,14 +477,10 @@ func (r *Runtime) DriverError() string {
 
 // DeviceCount is the number of visible CUDA devices: 0 without a GPU.
 func (r *Runtime) DeviceCount() (int, error) {
-	if r == nil {
-		return 0, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return 0, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return 0, closedErr("Runtime")
-	}
 	var n C.int32_t
 	if err := statusErr(C.fj_device_count(r.h, &n)); err != nil {
 		return 0, err
@@ -496,14 +507,10 @@ type DeviceInfo struct {
 
 // DeviceInfo describes device `ordinal` and the copy plan used on it.
 func (r *Runtime) DeviceInfo(ordinal int) (DeviceInfo, error) {
-	if r == nil {
-		return DeviceInfo{}, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return DeviceInfo{}, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return DeviceInfo{}, closedErr("Runtime")
-	}
 	o, err := ordinalOf(ordinal)
 	if err != nil {
 		return DeviceInfo{}, err
@@ -554,14 +561,10 @@ const (
 
 // CacheStats returns the module cache's counters.
 func (r *Runtime) CacheStats() (CacheStats, error) {
-	if r == nil {
-		return CacheStats{}, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return CacheStats{}, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return CacheStats{}, closedErr("Runtime")
-	}
 	var s C.fj_cache_stats
 	s.struct_size = C.size_t(unsafe.Sizeof(s))
 	if err := statusErr(C.fj_cache_stats_get(r.h, &s)); err != nil {
@@ -581,14 +584,10 @@ func (r *Runtime) CacheStats() (CacheStats, error) {
 
 // ClearCache empties the memory tier and deletes this cache's disk entries.
 func (r *Runtime) ClearCache() error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	return statusErr(C.fj_cache_clear(r.h))
 }
 
@@ -687,34 +686,41 @@ func (r *Runtime) Build(opts *BuildOptions) (*Module, error) {
 	}); err != nil {
 		return nil, err
 	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return newModule(r, h), nil
 }
 
-// withBuildOptions runs call with opts converted to C, under the runtime's
-// read lock: the checks every entry taking BuildOptions makes first (a nil
-// runtime, nil options, a closed runtime). The C copy lives until call
-// returns.
+// withBuildOptions runs call with opts converted to C (withOptions: a nil
+// runtime, nil options and a closed runtime are refused first, and the C
+// copy lives until call returns).
 func (r *Runtime) withBuildOptions(opts *BuildOptions, call func(b *C.fj_build_options) error) error {
+	return withOptions(r, opts, "BuildOptions", func(m *cmem) error {
+		b, err := opts.toC(m)
+		if err != nil {
+			return err
+		}
+		return call(&b)
+	})
+}
+
+// withOptions is the prologue of every entry that copies an options struct
+// to C (Build, BuildAsync, Link, LoadModule, Tune): a nil runtime, then nil
+// options ("nil " + what), are InvalidArgument errors; then, under the
+// runtime's read lock, a closed runtime is one too. call runs under that
+// lock with C memory freed when it returns.
+func withOptions[O any](r *Runtime, opts *O, what string, call func(m *cmem) error) error {
 	if r == nil {
 		return nilErr("Runtime")
 	}
 	if opts == nil {
-		return &Error{Code: InvalidArgument, Message: "nil BuildOptions"}
+		return &Error{Code: InvalidArgument, Message: "nil " + what}
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
-	b, err := opts.toC(&m)
-	if err != nil {
+	if err := r.readLock(); err != nil {
 		return err
 	}
-	return call(&b)
+	defer r.mu.RUnlock()
+	var m cmem
+	defer m.free()
+	return call(&m)
 }
 
 // Close destroys the module; its kernels become invalid. Closing twice, or
@@ -734,18 +740,37 @@ func (m *Module) Close() error {
 	return err
 }
 
+// newModule owns h, a module of r, with a finalizer that closes it.
+func newModule(r *Runtime, h *C.fj_module) *Module {
+	mod := &Module{rt: r, h: h}
+	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
+	return mod
+}
+
 func (m *Module) live() bool { return m.h != nil && m.rt.h != nil }
+
+// readLock takes the runtime's read lock for a call on the module: a nil
+// or zero-value Module is nilErr and a closed one (or one of a closed
+// runtime) closedErr (the lock is then not held). On nil the caller holds
+// the read lock and releases it (defer m.rt.mu.RUnlock()).
+func (m *Module) readLock() error {
+	if m == nil || m.rt == nil {
+		return nilErr("Module")
+	}
+	m.rt.mu.RLock()
+	if !m.live() {
+		m.rt.mu.RUnlock()
+		return closedErr("Module")
+	}
+	return nil
+}
 
 // Info describes the built module.
 func (m *Module) Info() (ModuleInfo, error) {
-	if m == nil || m.rt == nil {
-		return ModuleInfo{}, nilErr("Module")
+	if err := m.readLock(); err != nil {
+		return ModuleInfo{}, err
 	}
-	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return ModuleInfo{}, closedErr("Module")
-	}
 	var i C.fj_module_info
 	i.struct_size = C.size_t(unsafe.Sizeof(i))
 	if err := statusErr(C.fj_module_info_get(m.h, &i)); err != nil {
@@ -760,14 +785,10 @@ func (m *Module) Info() (ModuleInfo, error) {
 
 // Image returns a copy of the built image (cubin or PTX text).
 func (m *Module) Image() ([]byte, error) {
-	if m == nil || m.rt == nil {
-		return nil, nilErr("Module")
+	if err := m.readLock(); err != nil {
+		return nil, err
 	}
-	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return nil, closedErr("Module")
-	}
 	var p unsafe.Pointer
 	var n C.size_t
 	if err := statusErr(C.fj_module_image(m.h, &p, &n)); err != nil {
@@ -779,14 +800,10 @@ func (m *Module) Image() ([]byte, error) {
 // Kernel looks a kernel up by its extern "C" name or a name expression,
 // loading the module on `device` (this needs a GPU).
 func (m *Module) Kernel(name string, device int) (*Kernel, error) {
-	if m == nil || m.rt == nil {
-		return nil, nilErr("Module")
+	if err := m.readLock(); err != nil {
+		return nil, err
 	}
-	m.rt.mu.RLock()
 	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return nil, closedErr("Module")
-	}
 	if err := noNUL("the kernel name", name); err != nil {
 		return nil, err
 	}
@@ -881,6 +898,14 @@ func TensorArgOf(t *TensorArg) Arg { return Arg{kind: C.FJ_ARG_TENSOR, tensor: t
 // Bytes passes a struct by value (copied for the call).
 func Bytes(b []byte) Arg { return Arg{kind: C.FJ_ARG_BYTES, bytes: append([]byte(nil), b...)} }
 
+// fillScalarArg writes a scalar or pointer argument into the C fj_arg *raw
+// with fjgo_arg (for other files: a preamble's static C function is only
+// visible to its own file), with no bytes or tensor pointer: a Bytes, C128
+// or tensor argument gets NULL there.
+func fillScalarArg(raw *C.fj_arg, a Arg) {
+	C.fjgo_arg(raw, a.kind, C.uint64_t(a.bits), 0, nil)
+}
+
 // LaunchConfig mirrors fj_launch_config. Zero grid/block entries count as
 // 1; a nil Stream is the device's legacy default stream.
 type LaunchConfig struct {
@@ -923,12 +948,9 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 	if !k.m.live() {
 		return closedErr("Module")
 	}
-	var stream *C.fj_stream
-	if cfg.Stream != nil {
-		if cfg.Stream.h == nil {
-			return closedErr("Stream")
-		}
-		stream = cfg.Stream.h
+	stream, err := streamHandle(cfg.Stream)
+	if err != nil {
+		return err
 	}
 	// The fj_arg array lives in C memory from a pool (no allocation per
 	// launch for up to launchInline arguments); by-value bytes are copied
@@ -962,7 +984,7 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 			C.fjgo_arg(&raw[i], a.kind, C.uint64_t(a.bits), size, ptr)
 		}
 	}
-	err := statusErr(C.fjgo_launch(k.h,
+	err = statusErr(C.fjgo_launch(k.h,
 		C.uint32_t(cfg.Grid[0]), C.uint32_t(cfg.Grid[1]), C.uint32_t(cfg.Grid[2]),
 		C.uint32_t(cfg.Block[0]), C.uint32_t(cfg.Block[1]), C.uint32_t(cfg.Block[2]),
 		C.uint32_t(cfg.SharedBytes),
@@ -1020,14 +1042,10 @@ type Stream struct {
 
 // NewStream creates a non-blocking stream on device `ordinal`.
 func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	o, err := ordinalOf(ordinal)
 	if err != nil {
 		return nil, err
@@ -1036,9 +1054,14 @@ func (r *Runtime) NewStream(ordinal int) (*Stream, error) {
 	if err := statusErr(C.fj_stream_create(r.h, o, &h)); err != nil {
 		return nil, err
 	}
+	return newStream(r, h), nil
+}
+
+// newStream owns h, a stream of r, with a finalizer that closes it.
+func newStream(r *Runtime, h *C.fj_stream) *Stream {
 	s := &Stream{rt: r, h: h}
 	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
-	return s, nil
+	return s
 }
 
 // Synchronize waits for the stream's work; a kernel fault comes back here.
@@ -1082,14 +1105,10 @@ type DeviceMemory struct {
 
 // Alloc allocates `bytes` bytes on device `ordinal`.
 func (r *Runtime) Alloc(ordinal int, bytes uint64) (*DeviceMemory, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	o, err := ordinalOf(ordinal)
 	if err != nil {
 		return nil, err
@@ -1135,15 +1154,27 @@ func (d *DeviceMemory) Close() error {
 	return err
 }
 
-func (d *DeviceMemory) copy(host unsafe.Pointer, n uint64, toDevice bool) error {
+// readLock takes the runtime's read lock for a call on the allocation: a
+// nil or zero-value DeviceMemory is nilErr and a freed one (or one of a
+// closed runtime) closedErr (the lock is then not held). On nil the caller
+// holds the read lock and releases it (defer d.rt.mu.RUnlock()).
+func (d *DeviceMemory) readLock() error {
 	if d == nil || d.rt == nil {
 		return nilErr("DeviceMemory")
 	}
 	d.rt.mu.RLock()
-	defer d.rt.mu.RUnlock()
 	if d.addr == 0 || d.rt.h == nil {
+		d.rt.mu.RUnlock()
 		return closedErr("DeviceMemory")
 	}
+	return nil
+}
+
+func (d *DeviceMemory) copy(host unsafe.Pointer, n uint64, toDevice bool) error {
+	if err := d.readLock(); err != nil {
+		return err
+	}
+	defer d.rt.mu.RUnlock()
 	if n != d.bytes {
 		return &Error{Code: InvalidArgument, Message: fmt.Sprintf("host buffer has %d bytes, device allocation %d", n, d.bytes)}
 	}

@@ -7,10 +7,7 @@ package fleetjit
 */
 import "C"
 
-import (
-	"runtime"
-	"unsafe"
-)
+import "unsafe"
 
 // LinkInputKind mirrors fj_link_input_kind (since 1.3).
 type LinkInputKind int32
@@ -57,16 +54,18 @@ func init() { detailKeys = append(detailKeys, "link_log") }
 // Details["link_log"] (and BuildLog) is nvJitLink's log; a host without
 // nvJitLink gets Unavailable naming the library and where it looked.
 func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil LinkOptions"}
+	var h *C.fj_module
+	if err := withOptions(r, opts, "LinkOptions", func(m *cmem) error {
+		o := opts.toC(m)
+		return statusErr(C.fj_module_link(r.h, &o, &h))
+	}); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
+	return newModule(r, h), nil
+}
+
+// toC fills an fj_link_options whose inputs and strings live in m.
+func (opts *LinkOptions) toC(m *cmem) C.fj_link_options {
 	var o C.fj_link_options
 	o.struct_size = C.size_t(unsafe.Sizeof(o))
 	if n := len(opts.Inputs); n > 0 {
@@ -103,11 +102,5 @@ func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
 	if opts.Devrt {
 		o.flags |= C.FJ_LINK_DEVRT
 	}
-	var h *C.fj_module
-	if err := statusErr(C.fj_module_link(r.h, &o, &h)); err != nil {
-		return nil, err
-	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return o
 }

@@ -72,17 +72,6 @@ func (m *Module) Global(name string, device int) (GlobalInfo, error) {
 		LoweredName: fixedString(&g.lowered_name[0], len(g.lowered_name))}, nil
 }
 
-// streamOf is the fj_stream of an optional Stream.
-func streamOf(s *Stream) (*C.fj_stream, error) {
-	if s == nil {
-		return nil, nil
-	}
-	if s.h == nil {
-		return nil, closedErr("Stream")
-	}
-	return s.h, nil
-}
-
 // WriteGlobal copies `data` into the global `name` on `device`, `offset`
 // bytes in. The copy completes before the call returns (the bytes are
 // staged through C memory the call frees), whatever the stream; with a
@@ -103,7 +92,7 @@ func (m *Module) copyGlobal(name string, device int, offset uint64, buf []byte, 
 	if !m.live() {
 		return closedErr("Module")
 	}
-	st, err := streamOf(s)
+	st, err := streamHandle(s)
 	if err != nil {
 		return err
 	}
@@ -244,9 +233,7 @@ func (r *Runtime) NewStreamWithPriority(ordinal, priority int) (*Stream, error) 
 	if err := statusErr(C.fj_stream_create_with_priority(r.h, C.int32_t(ordinal), C.int32_t(priority), &h)); err != nil {
 		return nil, err
 	}
-	s := &Stream{rt: r, h: h}
-	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
-	return s, nil
+	return newStream(r, h), nil
 }
 
 // SetPersistingL2 sets aside `bytes` of L2 for persisting accesses on

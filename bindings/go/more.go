@@ -12,7 +12,6 @@ import "C"
 
 import (
 	"context"
-	"runtime"
 	"time"
 	"unsafe"
 )
@@ -39,26 +38,29 @@ type LoadOptions struct {
 // -o` output, another runtime's Module.Image, nvcc's cubin or fatbin). A
 // cubin's parameters come from the driver, so loading one needs a GPU.
 func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
-	}
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil LoadOptions"}
-	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	if err := noNUL("the image name", opts.Name); err != nil {
+	var h *C.fj_module
+	if err := withOptions(r, opts, "LoadOptions", func(m *cmem) error {
+		o, err := opts.toC(m)
+		if err != nil {
+			return err
+		}
+		return statusErr(C.fj_module_load(r.h, &o, &h))
+	}); err != nil {
 		return nil, err
+	}
+	return newModule(r, h), nil
+}
+
+// toC fills an fj_module_load_options whose image and strings live in m,
+// refusing a name or target with an embedded NUL.
+func (opts *LoadOptions) toC(m *cmem) (C.fj_module_load_options, error) {
+	var o C.fj_module_load_options
+	if err := noNUL("the image name", opts.Name); err != nil {
+		return o, err
 	}
 	if err := noNUL("the target", opts.Target); err != nil {
-		return nil, err
+		return o, err
 	}
-	var m cmem
-	defer m.free()
-	var o C.fj_module_load_options
 	o.struct_size = C.size_t(unsafe.Sizeof(o))
 	if len(opts.Image) > 0 {
 		o.image = m.bytes(opts.Image)
@@ -67,13 +69,7 @@ func (r *Runtime) LoadModule(opts *LoadOptions) (*Module, error) {
 	o.kind = C.fj_image_kind(opts.Kind)
 	o.name = m.str(opts.Name)
 	o.target = m.str(opts.Target)
-	var h *C.fj_module
-	if err := statusErr(C.fj_module_load(r.h, &o, &h)); err != nil {
-		return nil, err
-	}
-	mod := &Module{rt: r, h: h}
-	runtime.SetFinalizer(mod, func(m *Module) { m.Close() })
-	return mod, nil
+	return o, nil
 }
 
 // FlushCache waits until the cache work earlier builds left to the
@@ -85,16 +81,7 @@ func (r *Runtime) FlushCache(ctx context.Context) error {
 		return nilErr("Runtime")
 	}
 	for {
-		d := waitSlice
-		if dl, ok := ctx.Deadline(); ok {
-			if left := time.Until(dl); left < d {
-				d = left
-			}
-		}
-		if d < 0 {
-			d = 0
-		}
-		err := r.flushOnce(d)
+		err := r.flushOnce(sliceOf(ctx))
 		if CodeOf(err) != DeadlineExceeded {
 			return err
 		}
@@ -105,14 +92,10 @@ func (r *Runtime) FlushCache(ctx context.Context) error {
 }
 
 func (r *Runtime) flushOnce(d time.Duration) error {
-	if r == nil {
-		return nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return closedErr("Runtime")
-	}
 	return statusErr(C.fj_cache_flush(r.h, C.uint32_t(d.Milliseconds())))
 }
 
@@ -124,14 +107,10 @@ type IncludeDir struct {
 
 // IncludeDirs lists CUDA's header folders, in search order.
 func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	var n C.size_t
 	if err := statusErr(C.fj_runtime_include_dir(r.h, 0, &n, nil, nil)); err != nil {
 		return nil, err
@@ -154,21 +133,15 @@ func (r *Runtime) IncludeDirs() ([]IncludeDir, error) {
 // The driver dereferences it: a forged or freed pointer is undefined
 // behaviour, not an error.
 func (r *Runtime) WrapStream(device int, cuStream uint64) (*Stream, error) {
-	if r == nil {
-		return nil, nilErr("Runtime")
+	if err := r.readLock(); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
 	var h *C.fj_stream
 	if err := statusErr(C.fj_stream_wrap(r.h, C.int32_t(device), C.uint64_t(cuStream), &h)); err != nil {
 		return nil, err
 	}
-	s := &Stream{rt: r, h: h}
-	runtime.SetFinalizer(s, func(s *Stream) { s.Close() })
-	return s, nil
+	return newStream(r, h), nil
 }
 
 // CopyDeviceToDevice copies src into dst (the same size), complete on
@@ -194,13 +167,9 @@ func CopyDeviceToDevice(dst, src *DeviceMemory) error {
 // Fill sets every byte of the allocation to value (e.g. to poison an
 // output), complete on return.
 func (d *DeviceMemory) Fill(value byte) error {
-	if d == nil || d.rt == nil {
-		return nilErr("DeviceMemory")
+	if err := d.readLock(); err != nil {
+		return err
 	}
-	d.rt.mu.RLock()
 	defer d.rt.mu.RUnlock()
-	if d.addr == 0 || d.rt.h == nil {
-		return closedErr("DeviceMemory")
-	}
 	return statusErr(C.fj_memset_d8(d.rt.h, C.uint64_t(d.addr), C.uint8_t(value), C.uint64_t(d.bytes), nil))
 }

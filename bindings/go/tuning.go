@@ -5,26 +5,7 @@ package fleetjit
 
 /*
 #include <stdlib.h>
-#include <string.h>
 #include <fleetjit/fleetjit.h>
-
-static void fjgo_tune_arg(fj_arg* a, fj_arg_kind k, uint64_t bits) {
-  memset(a, 0, sizeof *a);
-  a->struct_size = sizeof *a;
-  a->kind = k;
-  switch (k) {
-    case FJ_ARG_I8: a->v.i8 = (int8_t)bits; break;
-    case FJ_ARG_I16: a->v.i16 = (int16_t)bits; break;
-    case FJ_ARG_I32: a->v.i32 = (int32_t)bits; break;
-    case FJ_ARG_I64: a->v.i64 = (int64_t)bits; break;
-    case FJ_ARG_U8: a->v.u8 = (uint8_t)bits; break;
-    case FJ_ARG_U16: case FJ_ARG_F16: case FJ_ARG_BF16: a->v.u16 = (uint16_t)bits; break;
-    case FJ_ARG_U32: a->v.u32 = (uint32_t)bits; break;
-    case FJ_ARG_F32: { uint32_t b = (uint32_t)bits; memcpy(&a->v.f32, &b, 4); break; }
-    case FJ_ARG_F64: memcpy(&a->v.f64, &bits, 8); break;
-    default: a->v.u64 = bits; break;
-  }
-}
 */
 import "C"
 
@@ -94,16 +75,18 @@ func TuneStatusName(s int) string { return C.GoString(C.fj_tune_status_name(C.fj
 
 // Tune runs fj_tune.
 func (r *Runtime) Tune(opts *TuneOptions) (*TuneResult, error) {
-	if opts == nil {
-		return nil, &Error{Code: InvalidArgument, Message: "nil TuneOptions"}
+	var res *TuneResult
+	if err := withOptions(r, opts, "TuneOptions", func(m *cmem) (err error) {
+		res, err = r.tune(m, opts)
+		return err
+	}); err != nil {
+		return nil, err
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
-	}
-	var m cmem
-	defer m.free()
+	return res, nil
+}
+
+// tune is Tune under the runtime's read lock, its C copies in m.
+func (r *Runtime) tune(m *cmem, opts *TuneOptions) (*TuneResult, error) {
 	b := (*C.fj_build_options)(C.calloc(1, C.size_t(unsafe.Sizeof(C.fj_build_options{}))))
 	m.ptrs = append(m.ptrs, unsafe.Pointer(b))
 	b.struct_size = C.size_t(unsafe.Sizeof(*b))
@@ -152,7 +135,7 @@ func (r *Runtime) Tune(opts *TuneOptions) (*TuneResult, error) {
 			if a.kind == C.FJ_ARG_BYTES {
 				return nil, &Error{Code: InvalidArgument, Message: "Tune: Bytes arguments are not supported"}
 			}
-			C.fjgo_tune_arg(&raw[i], a.kind, C.uint64_t(a.bits))
+			fillScalarArg(&raw[i], a)
 		}
 		o.args = (*C.fj_arg)(p)
 	}

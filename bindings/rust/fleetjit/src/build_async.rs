@@ -75,12 +75,7 @@ impl<'rt> PendingBuild<'rt> {
     pub fn take(&self) -> Result<Module<'rt>> {
         let mut m = ptr::null_mut();
         check(unsafe { sys::fj_build_take(self.raw.as_ptr(), &mut m) })?;
-        NonNull::new(m)
-            .map(|raw| Module {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_build_take returned no module"))
+        Module::from_created(m, "fj_build_take returned no module")
     }
 }
 

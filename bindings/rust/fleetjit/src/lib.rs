@@ -675,12 +675,7 @@ impl Runtime {
         let b = options.to_raw()?;
         let mut m = ptr::null_mut();
         check(unsafe { sys::fj_module_build(self.raw.as_ptr(), &b.raw, &mut m) })?;
-        NonNull::new(m)
-            .map(|raw| Module {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_module_build returned no module"))
+        Module::from_created(m, "fj_module_build returned no module")
     }
 
     /// Counters of the module cache.
@@ -706,12 +701,7 @@ impl Runtime {
     pub fn create_stream(&self, ordinal: i32) -> Result<Stream<'_>> {
         let mut s = ptr::null_mut();
         check(unsafe { sys::fj_stream_create(self.raw.as_ptr(), ordinal, &mut s) })?;
-        NonNull::new(s)
-            .map(|raw| Stream {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_stream_create returned no stream"))
+        Stream::from_created(s, "fj_stream_create returned no stream")
     }
 
     /// Allocates `len` elements of `T` on device `ordinal` (uninitialised).
@@ -857,13 +847,23 @@ pub(crate) struct RawBuildOptions<'a> {
     _options: PhantomData<&'a BuildOptions>,
 }
 
-fn str_array(items: &[String]) -> (Vec<sys::fj_str>, *const sys::fj_str, usize) {
-    let v: Vec<sys::fj_str> = items.iter().map(|s| sys::fj_str::from_str(s)).collect();
-    let p = if v.is_empty() {
+/// The pointer a C array field takes: NULL for an empty slice.
+pub(crate) fn ptr_or_null<T>(v: &[T]) -> *const T {
+    if v.is_empty() {
         ptr::null()
     } else {
         v.as_ptr()
-    };
+    }
+}
+
+/// `fj_str`s borrowing `items` (keep `items` alive while C reads them).
+pub(crate) fn fj_strs(items: &[String]) -> Vec<sys::fj_str> {
+    items.iter().map(|s| sys::fj_str::from_str(s)).collect()
+}
+
+fn str_array(items: &[String]) -> (Vec<sys::fj_str>, *const sys::fj_str, usize) {
+    let v = fj_strs(items);
+    let p = ptr_or_null(&v);
     let n = v.len();
     (v, p, n)
 }
@@ -997,6 +997,17 @@ unsafe impl Sync for Module<'_> {}
 impl<'rt> Module<'rt> {
     pub fn as_raw(&self) -> *mut sys::fj_module {
         self.raw.as_ptr()
+    }
+
+    /// Owns the module a creating call (build, link, load, take) wrote to
+    /// `raw`; NULL without an error status is `Internal` with `missing`.
+    pub(crate) fn from_created(raw: *mut sys::fj_module, missing: &'static str) -> Result<Self> {
+        NonNull::new(raw)
+            .map(|raw| Module {
+                raw,
+                _rt: PhantomData,
+            })
+            .ok_or_else(|| Error::new(Code::Internal, missing))
     }
 
     pub fn info(&self) -> Result<ModuleInfo> {
@@ -1134,17 +1145,8 @@ impl<'m> Kernel<'m> {
             }
             &heap
         };
-        let mut c = zeroed_struct!(sys::fj_launch_config);
-        c.grid = config.grid;
-        c.block = config.block;
-        c.shared_bytes = config.shared_bytes;
-        c.cluster = config.cluster;
-        c.stream = config.stream.map_or(ptr::null_mut(), |s| s.raw.as_ptr());
-        let p = if raw_args.is_empty() {
-            ptr::null()
-        } else {
-            raw_args.as_ptr()
-        };
+        let c = config.to_raw();
+        let p = ptr_or_null(raw_args);
         check(unsafe { sys::fj_launch(self.raw.as_ptr(), &c, p, raw_args.len()) })
     }
 }
@@ -1292,6 +1294,18 @@ impl<'s> LaunchConfig<'s> {
         self.stream = Some(s);
         self
     }
+    /// The `fj_launch_config` of `launch` and `launch_ex` (no flags, no L2
+    /// window: `launch_ex` adds those).
+    #[inline]
+    pub(crate) fn to_raw(&self) -> sys::fj_launch_config {
+        let mut c = zeroed_struct!(sys::fj_launch_config);
+        c.grid = self.grid;
+        c.block = self.block;
+        c.shared_bytes = self.shared_bytes;
+        c.cluster = self.cluster;
+        c.stream = self.stream.map_or(ptr::null_mut(), |s| s.raw.as_ptr());
+        c
+    }
 }
 
 // ------------------------------------------------------------------ stream
@@ -1310,6 +1324,17 @@ unsafe impl Sync for Stream<'_> {}
 impl Stream<'_> {
     pub fn as_raw(&self) -> *mut sys::fj_stream {
         self.raw.as_ptr()
+    }
+    /// Owns the stream a creating call (create, create with priority,
+    /// wrap) wrote to `raw`; NULL without an error status is `Internal`
+    /// with `missing`.
+    pub(crate) fn from_created(raw: *mut sys::fj_stream, missing: &'static str) -> Result<Self> {
+        NonNull::new(raw)
+            .map(|raw| Stream {
+                raw,
+                _rt: PhantomData,
+            })
+            .ok_or_else(|| Error::new(Code::Internal, missing))
     }
     /// Waits for all work on the stream; a kernel fault comes back here.
     pub fn synchronize(&self) -> Result<()> {

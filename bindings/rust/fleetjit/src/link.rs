@@ -14,9 +14,8 @@
 //! )?;
 //! # Ok::<(), fleetjit::Error>(())
 //! ```
-use crate::{check, sys, Code, Error, Module, Result, Runtime};
-use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
+use crate::{check, fj_strs, ptr_or_null, sys, Module, Result, Runtime};
+use std::ptr;
 
 /// What one link input is (`fj_link_input_kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,18 +157,6 @@ impl LinkOptions {
     }
 }
 
-fn strs(v: &[String]) -> Vec<sys::fj_str> {
-    v.iter().map(|s| sys::fj_str::from_str(s)).collect()
-}
-
-fn ptr_of<T>(v: &[T]) -> *const T {
-    if v.is_empty() {
-        ptr::null()
-    } else {
-        v.as_ptr()
-    }
-}
-
 impl Runtime {
     /// Links `options`' inputs into one module with nvJitLink, or fetches it
     /// from the cache. A link error is a [`Code::BuildError`] whose
@@ -178,12 +165,12 @@ impl Runtime {
         let input_options: Vec<Vec<sys::fj_str>> = options
             .inputs
             .iter()
-            .map(|i| strs(&i.nvrtc_options))
+            .map(|i| fj_strs(&i.nvrtc_options))
             .collect();
         let input_names: Vec<Vec<sys::fj_str>> = options
             .inputs
             .iter()
-            .map(|i| strs(&i.name_expressions))
+            .map(|i| fj_strs(&i.name_expressions))
             .collect();
         let inputs: Vec<sys::fj_link_input> = options
             .inputs
@@ -193,39 +180,30 @@ impl Runtime {
                 let mut raw = zeroed_struct!(sys::fj_link_input);
                 raw.kind = i.kind.raw();
                 raw.name = sys::fj_str::from_str(&i.name);
-                raw.data = if i.data.is_empty() {
-                    ptr::null()
-                } else {
-                    i.data.as_ptr().cast()
-                };
+                raw.data = ptr_or_null(&i.data).cast();
                 raw.size = i.data.len();
-                raw.nvrtc_options = ptr_of(&input_options[n]);
+                raw.nvrtc_options = ptr_or_null(&input_options[n]);
                 raw.num_nvrtc_options = input_options[n].len();
-                raw.name_expressions = ptr_of(&input_names[n]);
+                raw.name_expressions = ptr_or_null(&input_names[n]);
                 raw.num_name_expressions = input_names[n].len();
                 raw
             })
             .collect();
-        let link_options = strs(&options.link_options);
-        let include_dirs = strs(&options.include_dirs);
+        let link_options = fj_strs(&options.link_options);
+        let include_dirs = fj_strs(&options.include_dirs);
         let mut o = zeroed_struct!(sys::fj_link_options);
-        o.inputs = ptr_of(&inputs);
+        o.inputs = ptr_or_null(&inputs);
         o.num_inputs = inputs.len();
         o.name = sys::fj_str::from_str(&options.name);
         o.target = sys::fj_str::from_str(&options.target);
         o.device = options.device;
-        o.link_options = ptr_of(&link_options);
+        o.link_options = ptr_or_null(&link_options);
         o.num_link_options = link_options.len();
-        o.include_dirs = ptr_of(&include_dirs);
+        o.include_dirs = ptr_or_null(&include_dirs);
         o.num_include_dirs = include_dirs.len();
         o.flags = options.flags;
         let mut m = ptr::null_mut();
         check(unsafe { sys::fj_module_link(self.as_raw(), &o, &mut m) })?;
-        NonNull::new(m)
-            .map(|raw| Module {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_module_link returned no module"))
+        Module::from_created(m, "fj_module_link returned no module")
     }
 }

@@ -6,11 +6,10 @@
 //! arguments are [`Arg::C64`](crate::Arg::C64) and
 //! [`Arg::C128`](crate::Arg::C128).
 use std::ffi::{c_char, c_void};
-use std::marker::PhantomData;
-use std::ptr::{self, NonNull};
+use std::ptr;
 
 use crate::{
-    check, fixed_string, sys, Arg, Code, Error, Kernel, LaunchConfig, Module, Result, Runtime,
+    check, fixed_string, ptr_or_null, sys, Arg, Kernel, LaunchConfig, Module, Result, Runtime,
     Stream,
 };
 
@@ -188,12 +187,7 @@ impl Kernel<'_> {
         for a in args {
             raw_args.push(a.raw()?);
         }
-        let mut c = zeroed_struct!(sys::fj_launch_config);
-        c.grid = config.grid;
-        c.block = config.block;
-        c.shared_bytes = config.shared_bytes;
-        c.cluster = config.cluster;
-        c.stream = config.stream.map_or(ptr::null_mut(), |s| s.as_raw());
+        let mut c = config.to_raw();
         if attrs.cooperative {
             c.flags |= sys::FJ_LAUNCH_COOPERATIVE;
         }
@@ -203,11 +197,7 @@ impl Kernel<'_> {
         if let Some((base, bytes, ratio)) = attrs.l2_window {
             (c.l2_window_base, c.l2_window_bytes, c.l2_hit_ratio) = (base, bytes, ratio);
         }
-        let p = if raw_args.is_empty() {
-            ptr::null()
-        } else {
-            raw_args.as_ptr()
-        };
+        let p = ptr_or_null(&raw_args);
         check(unsafe { sys::fj_launch(self.as_raw(), &c, p, raw_args.len()) })
     }
 }
@@ -226,12 +216,7 @@ impl Runtime {
         check(unsafe {
             sys::fj_stream_create_with_priority(self.as_raw(), ordinal, priority, &mut s)
         })?;
-        let raw = NonNull::new(s)
-            .ok_or_else(|| Error::new(Code::Internal, "a NULL stream without an error"))?;
-        Ok(Stream {
-            raw,
-            _rt: PhantomData,
-        })
+        Stream::from_created(s, "a NULL stream without an error")
     }
 
     /// Sets aside `bytes` of L2 for persisting accesses; returns what is set.

@@ -90,23 +90,14 @@ impl Runtime {
         no_nul("the image name", &options.name)?;
         no_nul("the target", &options.target)?;
         let mut o = zeroed_struct!(sys::fj_module_load_options);
-        o.image = if options.image.is_empty() {
-            ptr::null()
-        } else {
-            options.image.as_ptr() as *const c_void
-        };
+        o.image = ptr_or_null(options.image).cast();
         o.image_size = options.image.len();
         o.kind = options.kind.raw();
         o.name = sys::fj_str::from_str(&options.name);
         o.target = sys::fj_str::from_str(&options.target);
         let mut m = ptr::null_mut();
         check(unsafe { sys::fj_module_load(self.raw.as_ptr(), &o, &mut m) })?;
-        NonNull::new(m)
-            .map(|raw| Module {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_module_load returned no module"))
+        Module::from_created(m, "fj_module_load returned no module")
     }
 
     /// Waits until the cache work earlier builds left to the background is
@@ -157,12 +148,7 @@ impl Runtime {
     pub unsafe fn wrap_stream(&self, device: i32, cu_stream: u64) -> Result<Stream<'_>> {
         let mut s = ptr::null_mut();
         check(unsafe { sys::fj_stream_wrap(self.raw.as_ptr(), device, cu_stream, &mut s) })?;
-        NonNull::new(s)
-            .map(|raw| Stream {
-                raw,
-                _rt: PhantomData,
-            })
-            .ok_or_else(|| Error::new(Code::Internal, "fj_stream_wrap returned no stream"))
+        Stream::from_created(s, "fj_stream_wrap returned no stream")
     }
 }
 

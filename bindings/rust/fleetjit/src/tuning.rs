@@ -2,7 +2,9 @@
 //! launch shapes on the live device, stored like a module (docs/tuning.md).
 //! The grid comes from `grid` or `grid_extent`/`grid_divisor`; outputs are
 //! compared byte for byte with the first candidate that runs.
-use crate::{check, sys, Arg, BuildOptions, CacheResult, Code, Error, Result, Runtime};
+use crate::{
+    check, fj_strs, ptr_or_null, sys, Arg, BuildOptions, CacheResult, Code, Error, Result, Runtime,
+};
 use std::ffi::CStr;
 use std::ptr;
 
@@ -93,29 +95,13 @@ fn text(s: sys::fj_str) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn ptr_or_null<T>(v: &[T]) -> *const T {
-    if v.is_empty() {
-        ptr::null()
-    } else {
-        v.as_ptr()
-    }
-}
-
 impl Runtime {
     /// Runs `fj_tune`: the stored result, or a tuning run on the device of
     /// `options.build`.
     pub fn tune(&self, options: &TuneOptions<'_>) -> Result<TuneResult> {
         let b_opts = &options.build;
-        let nvrtc: Vec<sys::fj_str> = b_opts
-            .nvrtc_options
-            .iter()
-            .map(|s| sys::fj_str::from_str(s))
-            .collect();
-        let names: Vec<sys::fj_str> = b_opts
-            .name_expressions
-            .iter()
-            .map(|s| sys::fj_str::from_str(s))
-            .collect();
+        let nvrtc = fj_strs(&b_opts.nvrtc_options);
+        let names = fj_strs(&b_opts.name_expressions);
         let mut b = zeroed_struct!(sys::fj_build_options);
         b.source = sys::fj_str::from_str(&b_opts.source);
         b.name = sys::fj_str::from_str(&b_opts.name);
@@ -128,11 +114,7 @@ impl Runtime {
         b.copy_impl = b_opts.copy_impl.raw();
         b.output = b_opts.output.raw();
         b.flags = b_opts.flags;
-        let sets: Vec<sys::fj_str> = options
-            .macro_sets
-            .iter()
-            .map(|s| sys::fj_str::from_str(s))
-            .collect();
+        let sets = fj_strs(&options.macro_sets);
         let shapes: Vec<sys::fj_tune_shape> = options
             .shapes
             .iter()
