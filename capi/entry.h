@@ -63,6 +63,13 @@ absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt);
 absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h,
                                                 Runtime* rt);
 
+// Writes a yes/no answer as the C ABI's int32 1/0.
+inline absl::Status WriteBool(bool value, int32_t* out, const char* name) {
+  if (out == nullptr) return NullArgument(name);
+  *out = value ? 1 : 0;
+  return absl::OkStatus();
+}
+
 // Guard around `body(Runtime*)` for the runtime behind `h` (a status
 // naming "runtime" when it is not live).
 template <typename F>
