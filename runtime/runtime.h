@@ -35,8 +35,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
 #include "platform/nvrtc_library.h"
@@ -278,7 +281,10 @@ class Runtime {
 
   // fj_tune: the stored result of `request`'s key, else a tuning run on the
   // live device (tune/tuner.h), stored unless noisy. NOT_FOUND when no
-  // candidate ran correctly (the message lists each row).
+  // candidate ran correctly (the message lists each row). Calls of one key
+  // tune one at a time: a call that finds the key being tuned waits for
+  // that run, then looks again (a hit, or its own run when none was
+  // stored), so concurrent callers neither tune twice nor time each other.
   absl::StatusOr<TuneOutcome> Tune(const TuneRequest& request);
   // The key fj_tune would use, and its inputs (fleetjit tune --key).
   absl::StatusOr<CacheKey> TuneKey(const TuneRequest& request,
@@ -302,6 +308,13 @@ class Runtime {
   // Threads start on demand; ~Runtime ends it before the builder it uses.
   std::unique_ptr<BuildPool> build_pool_ =
       std::make_unique<BuildPool>(BuildPool::DefaultThreads());
+  // The tuning runs in progress, by key digest: Tune's single flight.
+  struct TuneFlight {
+    absl::Notification done;
+  };
+  absl::Mutex tune_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<TuneFlight>> tune_flights_
+      ABSL_GUARDED_BY(tune_mu_);
   // Last: destroyed first, before the devices and the driver it uses (its
   // streams and peer contexts).
   absl::Mutex copy_mu_;

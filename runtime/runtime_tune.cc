@@ -271,23 +271,60 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
   FJ_ASSIGN_OR_RETURN(CacheKey key, TuneKey(request, &candidates));
   TuneOutcome outcome;
   outcome.key_digest = key.digest;
-  if (request.read_cache) {
-    absl::StatusOr<ModuleCache::Result> found = cache_->Find(key);
-    if (found.ok()) {
-      absl::StatusOr<tune::TuneRecord> record =
-          tune::RecordOfArtifact(*found->artifact);
-      if (record.ok()) {
-        outcome.record = *std::move(record);
-        outcome.source = found->source;
-        outcome.lookup_ms = MsSince(start);
-        return outcome;
+  // Look up the key; when another call is tuning it, wait for that run and
+  // look again. The loop ends with a hit or with this call as the one
+  // tuning the key (`flight`, released below however the run ends).
+  std::shared_ptr<TuneFlight> flight;
+  while (flight == nullptr) {
+    if (request.read_cache) {
+      absl::StatusOr<ModuleCache::Result> found = cache_->Find(key);
+      if (found.ok()) {
+        absl::StatusOr<tune::TuneRecord> record =
+            tune::RecordOfArtifact(*found->artifact);
+        if (record.ok()) {
+          outcome.record = *std::move(record);
+          outcome.source = found->source;
+          outcome.lookup_ms = MsSince(start);
+          return outcome;
+        }
+        logger_.Log(LogLevel::kWarn,
+                    absl::StrCat("tune: ignoring the stored entry ",
+                                 key.digest.substr(0, 12),
+                                 "...: ", record.status().message()));
       }
-      logger_.Log(LogLevel::kWarn,
-                  absl::StrCat("tune: ignoring the stored entry ",
-                               key.digest.substr(0, 12),
-                               "...: ", record.status().message()));
+    }
+    std::shared_ptr<TuneFlight> running;
+    {
+      absl::MutexLock lock(&tune_mu_);
+      auto [it, inserted] = tune_flights_.try_emplace(key.digest);
+      if (inserted) {
+        it->second = std::make_shared<TuneFlight>();
+        flight = it->second;
+      } else {
+        running = it->second;
+      }
+    }
+    if (running != nullptr) {
+      logger_.Log(
+          LogLevel::kInfo,
+          absl::StrCat("tune: ", request.kernel, " (", key.digest.substr(0, 12),
+                       "...) is being tuned by another call; waiting "
+                       "for its result"));
+      running->done.WaitForNotification();
     }
   }
+  struct EndFlight {
+    Runtime* rt;
+    const std::string& digest;
+    std::shared_ptr<TuneFlight> flight;
+    ~EndFlight() {
+      {
+        absl::MutexLock lock(&rt->tune_mu_);
+        rt->tune_flights_.erase(digest);
+      }
+      flight->done.Notify();
+    }
+  } end_flight{this, key.digest, flight};
   outcome.lookup_ms = MsSince(start);
 
   FJ_ASSIGN_OR_RETURN(Device * dev, device(request.build.device));

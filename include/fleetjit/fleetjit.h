@@ -1474,7 +1474,12 @@ typedef struct fj_tune_row {
 } fj_tune_row;
 
 /* Tunes per `options` on the device of options->build, or returns the
- * stored result (see above). (since 1.3) */
+ * stored result (see above). Calls of one key on one runtime tune one at a
+ * time: a call that finds the key being tuned waits for that run and then
+ * returns its stored result (a memory hit), or tunes after it when that
+ * run stored nothing (noisy, FJ_TUNE_NO_CACHE_WRITE) or the call asked for
+ * FJ_TUNE_NO_CACHE_READ. Runtimes in other processes do not wait for each
+ * other. (since 1.3) */
 FJ_API fj_status* fj_tune(fj_runtime* runtime, const fj_tune_options* options,
                           fj_tune_result** out_result);
 /* (since 1.3) */
