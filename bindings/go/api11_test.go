@@ -265,6 +265,10 @@ func TestBadInputTable(t *testing.T) {
 	closedMod, _ := rt.Build(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90"})
 	closedMod.Close()
 	closedRt, _ := fleetjit.NewRuntime(&fleetjit.RuntimeOptions{CacheDir: t.TempDir()})
+	closedRtMod, err := closedRt.Build(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	closedRt.Close()
 	shape := []int64{4, 4}
 	a := fleetjit.CUDATensor(0x1000, 0, fleetjit.Float32, shape...)
@@ -369,6 +373,62 @@ func TestBadInputTable(t *testing.T) {
 		{"zero-value build", func() error { _, err := (&fleetjit.Build{}).Take(); return err }, inv},
 		{"zero-value memory fill", func() error { return (&fleetjit.DeviceMemory{}).Fill(1) }, inv},
 		{"device-to-device of nil", func() error { return fleetjit.CopyDeviceToDevice(nil, nil) }, inv},
+		{"global name with a NUL", func() error { _, err := mod.Global("counter\x00junk", 0); return err }, inv},
+		{"global write name with a NUL", func() error { return mod.WriteGlobal("c\x00", 0, 0, make([]byte, 4), nil) }, inv},
+		{"global read name with a NUL", func() error { return mod.ReadGlobal("c\x00", 0, 0, make([]byte, 4), nil) }, inv},
+		{"global past int32 ordinal", func() error { _, err := mod.Global("counter", 1<<40); return err }, inv},
+		{"global write past int32 ordinal", func() error { return mod.WriteGlobal("c", 1<<40, 0, make([]byte, 4), nil) }, inv},
+		{"global read past int32 ordinal", func() error { return mod.ReadGlobal("c", 1<<40, 0, make([]byte, 4), nil) }, inv},
+		{"priority range past int32 ordinal", func() error { _, _, err := rt.StreamPriorityRange(1 << 40); return err }, inv},
+		{"priority stream past int32 ordinal", func() error { _, err := rt.NewStreamWithPriority(1<<40, 0); return err }, inv},
+		{"priority stream past int32 priority", func() error { _, err := rt.NewStreamWithPriority(0, 1<<40); return err }, inv},
+		{"persisting L2 past int32 ordinal", func() error { _, err := rt.SetPersistingL2(1<<40, 1<<20); return err }, inv},
+	}
+	// Every method of the ABI 1.3 entries (module_abi13.go) and of Kernel on
+	// a nil, a zero-value and a closed handle: InvalidArgument, no panic.
+	var nilMod *fleetjit.Module
+	for _, h := range []struct {
+		what string
+		m    *fleetjit.Module
+	}{{"nil module", nilMod}, {"zero-value module", &fleetjit.Module{}}, {"closed module", closedMod}} {
+		m := h.m
+		rows = append(rows,
+			badCall{h.what + "'s global", func() error { _, err := m.Global("counter", 0); return err }, inv},
+			badCall{h.what + "'s global write", func() error { return m.WriteGlobal("counter", 0, 0, make([]byte, 4), nil) }, inv},
+			badCall{h.what + "'s global read", func() error { return m.ReadGlobal("counter", 0, 0, make([]byte, 4), nil) }, inv},
+			badCall{h.what + "'s build log", func() error { _, err := m.BuildLog(); return err }, inv},
+		)
+	}
+	var nilKernel *fleetjit.Kernel
+	for _, h := range []struct {
+		what string
+		k    *fleetjit.Kernel
+	}{
+		{"nil kernel", nilKernel}, {"zero-value kernel", &fleetjit.Kernel{}},
+		{"closed module's kernel", fleetjit.KernelOfModuleForTest(closedMod)},
+		{"closed runtime's kernel", fleetjit.KernelOfModuleForTest(closedRtMod)},
+	} {
+		k := h.k
+		rows = append(rows,
+			badCall{h.what + " info", func() error { _, err := k.Info(); return err }, inv},
+			badCall{h.what + " launch", func() error { return k.Launch(fleetjit.Linear(1, 1)) }, inv},
+			badCall{h.what + " attributes", func() error { _, err := k.Attributes(); return err }, inv},
+			badCall{h.what + " set attribute", func() error { return k.SetAttribute(fleetjit.AttrPreferredCarveout, 50) }, inv},
+			badCall{h.what + " occupancy", func() error { _, err := k.Occupancy(128, 0); return err }, inv},
+			badCall{h.what + " suggest block", func() error { _, _, err := k.SuggestBlock(0); return err }, inv},
+		)
+	}
+	var nilRt *fleetjit.Runtime
+	for _, h := range []struct {
+		what string
+		r    *fleetjit.Runtime
+	}{{"nil runtime", nilRt}, {"zero-value runtime", &fleetjit.Runtime{}}, {"closed runtime", closedRt}} {
+		r := h.r
+		rows = append(rows,
+			badCall{h.what + "'s priority range", func() error { _, _, err := r.StreamPriorityRange(0); return err }, inv},
+			badCall{h.what + "'s priority stream", func() error { _, err := r.NewStreamWithPriority(0, 0); return err }, inv},
+			badCall{h.what + "'s persisting L2", func() error { _, err := r.SetPersistingL2(0, 1<<20); return err }, inv},
+		)
 	}
 	for _, r := range rows {
 		func() {

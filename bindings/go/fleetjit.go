@@ -840,16 +840,28 @@ type KernelInfo struct {
 	UsesThunk          bool
 }
 
-// Info describes the loaded kernel.
-func (k *Kernel) Info() (KernelInfo, error) {
+// readLock takes the runtime's read lock for a call on the kernel: a nil
+// or zero-value Kernel is nilErr and one of a closed module (or of a closed
+// runtime) closedErr("Module") (the lock is then not held). On nil the
+// caller holds the read lock and releases it (defer k.m.rt.mu.RUnlock()).
+func (k *Kernel) readLock() error {
 	if k == nil || k.m == nil || k.m.rt == nil {
-		return KernelInfo{}, nilErr("Kernel")
+		return nilErr("Kernel")
 	}
 	k.m.rt.mu.RLock()
-	defer k.m.rt.mu.RUnlock()
 	if !k.m.live() {
-		return KernelInfo{}, closedErr("Module")
+		k.m.rt.mu.RUnlock()
+		return closedErr("Module")
 	}
+	return nil
+}
+
+// Info describes the loaded kernel.
+func (k *Kernel) Info() (KernelInfo, error) {
+	if err := k.readLock(); err != nil {
+		return KernelInfo{}, err
+	}
+	defer k.m.rt.mu.RUnlock()
 	var i C.fj_kernel_info
 	i.struct_size = C.size_t(unsafe.Sizeof(i))
 	if err := statusErr(C.fj_kernel_info_get(k.h, &i)); err != nil {

@@ -15,6 +15,7 @@ import "C"
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"runtime"
 	"unsafe"
@@ -56,20 +57,33 @@ type GlobalInfo struct {
 // symbol, or a name expression of the build such as "&ns::table") on
 // `device`, loading the module there.
 func (m *Module) Global(name string, device int) (GlobalInfo, error) {
-	m.rt.mu.RLock()
+	if err := m.readLock(); err != nil {
+		return GlobalInfo{}, err
+	}
 	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return GlobalInfo{}, closedErr("Module")
+	o, err := globalArgs(name, device)
+	if err != nil {
+		return GlobalInfo{}, err
 	}
 	var cm cmem
 	defer cm.free()
 	var g C.fj_global_info
 	g.struct_size = C.size_t(unsafe.Sizeof(g))
-	if err := statusErr(C.fj_module_get_global(m.h, cm.str(name), C.int32_t(device), &g)); err != nil {
+	if err := statusErr(C.fj_module_get_global(m.h, cm.str(name), o, &g)); err != nil {
 		return GlobalInfo{}, err
 	}
 	return GlobalInfo{Address: uint64(g.address), Bytes: uint64(g.bytes),
 		LoweredName: fixedString(&g.lowered_name[0], len(g.lowered_name))}, nil
+}
+
+// globalArgs checks a global's name (no embedded NUL: the driver reads a C
+// string, so "counter\x00junk" would find "counter") and converts the
+// device ordinal.
+func globalArgs(name string, device int) (C.int32_t, error) {
+	if err := noNUL("the global name", name); err != nil {
+		return 0, err
+	}
+	return ordinalOf(device)
 }
 
 // WriteGlobal copies `data` into the global `name` on `device`, `offset`
@@ -87,10 +101,13 @@ func (m *Module) ReadGlobal(name string, device int, offset uint64, out []byte, 
 }
 
 func (m *Module) copyGlobal(name string, device int, offset uint64, buf []byte, write bool, s *Stream) error {
-	m.rt.mu.RLock()
+	if err := m.readLock(); err != nil {
+		return err
+	}
 	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return closedErr("Module")
+	o, err := globalArgs(name, device)
+	if err != nil {
+		return err
 	}
 	st, err := streamHandle(s)
 	if err != nil {
@@ -108,9 +125,9 @@ func (m *Module) copyGlobal(name string, device int, offset uint64, buf []byte, 
 		}
 	}
 	if write {
-		err = statusErr(C.fj_module_global_write(m.h, cm.str(name), C.int32_t(device), C.uint64_t(offset), host, n, st))
+		err = statusErr(C.fj_module_global_write(m.h, cm.str(name), o, C.uint64_t(offset), host, n, st))
 	} else {
-		err = statusErr(C.fj_module_global_read(m.h, cm.str(name), C.int32_t(device), C.uint64_t(offset), host, n, st))
+		err = statusErr(C.fj_module_global_read(m.h, cm.str(name), o, C.uint64_t(offset), host, n, st))
 	}
 	if err == nil && st != nil {
 		// The staging memory is freed on return: wait for the stream.
@@ -126,11 +143,10 @@ func (m *Module) copyGlobal(name string, device int, offset uint64, buf []byte, 
 // BuildLog is NVRTC's log of the build that made the module, warnings
 // included ("" when NVRTC printed nothing); a cache hit returns it too.
 func (m *Module) BuildLog() (string, error) {
-	m.rt.mu.RLock()
-	defer m.rt.mu.RUnlock()
-	if !m.live() {
-		return "", closedErr("Module")
+	if err := m.readLock(); err != nil {
+		return "", err
 	}
+	defer m.rt.mu.RUnlock()
 	var p *C.char
 	var n C.size_t
 	if err := statusErr(C.fj_module_build_log(m.h, &p, &n)); err != nil {
@@ -149,11 +165,10 @@ type KernelAttributes struct {
 
 // Attributes reads the kernel's attributes (cuFuncGetAttribute).
 func (k *Kernel) Attributes() (KernelAttributes, error) {
-	k.m.rt.mu.RLock()
-	defer k.m.rt.mu.RUnlock()
-	if !k.m.live() {
-		return KernelAttributes{}, closedErr("Module")
+	if err := k.readLock(); err != nil {
+		return KernelAttributes{}, err
 	}
+	defer k.m.rt.mu.RUnlock()
 	var i C.fj_kernel_info
 	i.struct_size = C.size_t(unsafe.Sizeof(i))
 	if err := statusErr(C.fj_kernel_info_get(k.h, &i)); err != nil {
@@ -176,22 +191,20 @@ const (
 // SetAttribute sets a kernel attribute; a value out of range is an
 // OutOfRange error naming the range.
 func (k *Kernel) SetAttribute(attr KernelAttr, value int32) error {
-	k.m.rt.mu.RLock()
-	defer k.m.rt.mu.RUnlock()
-	if !k.m.live() {
-		return closedErr("Module")
+	if err := k.readLock(); err != nil {
+		return err
 	}
+	defer k.m.rt.mu.RUnlock()
 	return statusErr(C.fj_kernel_set_attribute(k.h, C.fj_kernel_attr(attr), C.int32_t(value)))
 }
 
 // Occupancy is the number of blocks of `blockThreads` threads using
 // `dynamicShared` bytes that one SM holds at once.
 func (k *Kernel) Occupancy(blockThreads, dynamicShared uint32) (int, error) {
-	k.m.rt.mu.RLock()
-	defer k.m.rt.mu.RUnlock()
-	if !k.m.live() {
-		return 0, closedErr("Module")
+	if err := k.readLock(); err != nil {
+		return 0, err
 	}
+	defer k.m.rt.mu.RUnlock()
 	var n C.int32_t
 	err := statusErr(C.fj_kernel_occupancy(k.h, C.uint32_t(blockThreads), C.uint32_t(dynamicShared), &n))
 	return int(n), err
@@ -200,11 +213,10 @@ func (k *Kernel) Occupancy(blockThreads, dynamicShared uint32) (int, error) {
 // SuggestBlock is the block size with the most occupancy, and the smallest
 // grid that reaches it.
 func (k *Kernel) SuggestBlock(dynamicShared uint32) (block, minGrid int, err error) {
-	k.m.rt.mu.RLock()
-	defer k.m.rt.mu.RUnlock()
-	if !k.m.live() {
-		return 0, 0, closedErr("Module")
+	if err := k.readLock(); err != nil {
+		return 0, 0, err
 	}
+	defer k.m.rt.mu.RUnlock()
 	var b, g C.int32_t
 	err = statusErr(C.fj_kernel_suggest_block(k.h, C.uint32_t(dynamicShared), &b, &g))
 	return int(b), int(g), err
@@ -212,25 +224,34 @@ func (k *Kernel) SuggestBlock(dynamicShared uint32) (block, minGrid int, err err
 
 // StreamPriorityRange is (least, greatest) stream priority of `ordinal`.
 func (r *Runtime) StreamPriorityRange(ordinal int) (least, greatest int, err error) {
-	r.mu.RLock()
+	if err := r.readLock(); err != nil {
+		return 0, 0, err
+	}
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return 0, 0, closedErr("Runtime")
+	o, err := ordinalOf(ordinal)
+	if err != nil {
+		return 0, 0, err
 	}
 	var l, g C.int32_t
-	err = statusErr(C.fj_stream_priority_range(r.h, C.int32_t(ordinal), &l, &g))
+	err = statusErr(C.fj_stream_priority_range(r.h, o, &l, &g))
 	return int(l), int(g), err
 }
 
 // NewStreamWithPriority creates a non-blocking stream of `priority`.
 func (r *Runtime) NewStreamWithPriority(ordinal, priority int) (*Stream, error) {
-	r.mu.RLock()
+	if err := r.readLock(); err != nil {
+		return nil, err
+	}
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return nil, closedErr("Runtime")
+	o, err := ordinalOf(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	if priority < math.MinInt32 || priority > math.MaxInt32 {
+		return nil, &Error{Code: InvalidArgument, Message: fmt.Sprintf("stream priority %d is out of range", priority)}
 	}
 	var h *C.fj_stream
-	if err := statusErr(C.fj_stream_create_with_priority(r.h, C.int32_t(ordinal), C.int32_t(priority), &h)); err != nil {
+	if err := statusErr(C.fj_stream_create_with_priority(r.h, o, C.int32_t(priority), &h)); err != nil {
 		return nil, err
 	}
 	return newStream(r, h), nil
@@ -239,12 +260,15 @@ func (r *Runtime) NewStreamWithPriority(ordinal, priority int) (*Stream, error) 
 // SetPersistingL2 sets aside `bytes` of L2 for persisting accesses on
 // `ordinal` and returns what the driver set.
 func (r *Runtime) SetPersistingL2(ordinal int, bytes uint64) (uint64, error) {
-	r.mu.RLock()
+	if err := r.readLock(); err != nil {
+		return 0, err
+	}
 	defer r.mu.RUnlock()
-	if r.h == nil {
-		return 0, closedErr("Runtime")
+	o, err := ordinalOf(ordinal)
+	if err != nil {
+		return 0, err
 	}
 	var out C.uint64_t
-	err := statusErr(C.fj_device_set_persisting_l2(r.h, C.int32_t(ordinal), C.uint64_t(bytes), &out))
+	err = statusErr(C.fj_device_set_persisting_l2(r.h, o, C.uint64_t(bytes), &out))
 	return uint64(out), err
 }

@@ -87,20 +87,72 @@ func (r *Runtime) Tune(opts *TuneOptions) (*TuneResult, error) {
 
 // tune is Tune under the runtime's read lock, its C copies in m.
 func (r *Runtime) tune(m *cmem, opts *TuneOptions) (*TuneResult, error) {
+	o, err := opts.toC(m)
+	if err != nil {
+		return nil, err
+	}
+	var h *C.fj_tune_result
+	if err := statusErr(C.fj_tune(r.h, o, &h)); err != nil {
+		return nil, err
+	}
+	defer C.fj_tune_result_free(h)
+	var s C.fj_tune_summary
+	s.struct_size = C.size_t(unsafe.Sizeof(s))
+	if err := statusErr(C.fj_tune_result_summary(h, &s)); err != nil {
+		return nil, err
+	}
+	res := &TuneResult{Winner: int(s.winner), Source: CacheResult(s.source),
+		Noisy: s.noisy != 0, Stored: s.stored != 0, TuneMs: float64(s.tune_ms),
+		LookupMs: float64(s.lookup_ms), Key: C.GoString(&s.key[0])}
+	for i := 0; i < int(s.num_rows); i++ {
+		var row C.fj_tune_row
+		row.struct_size = C.size_t(unsafe.Sizeof(row))
+		if err := statusErr(C.fj_tune_result_row(h, C.size_t(i), &row)); err != nil {
+			return nil, err
+		}
+		t := TuneRow{MacroIndex: int(row.macro_index), ShapeIndex: int(row.shape_index),
+			Macros:      C.GoStringN(row.macros.data, C.int(row.macros.size)),
+			SharedBytes: uint32(row.shared_bytes), Status: TuneStatusName(int(row.status)),
+			Message:  C.GoStringN(row.message.data, C.int(row.message.size)),
+			MedianUs: float64(row.median_us), MinUs: float64(row.min_us),
+			Spread: float64(row.spread), Noisy: row.noisy != 0,
+			Samples: uint32(row.samples), Batch: uint32(row.batch)}
+		for d := 0; d < 3; d++ {
+			t.Block[d], t.Cluster[d], t.Grid[d] = uint32(row.block[d]), uint32(row.cluster[d]), uint32(row.grid[d])
+		}
+		res.Rows = append(res.Rows, t)
+	}
+	return res, nil
+}
+
+// toC fills an fj_tune_options, and the fj_build_options it points to, in C
+// memory owned by m. The base build goes through BuildOptions.toC, as Build
+// converts it: the same embedded-NUL checks and errors, include folders
+// included. The tune's own strings (kernel, macro sets, grid divisors) are
+// checked for an embedded NUL too.
+func (opts *TuneOptions) toC(m *cmem) (*C.fj_tune_options, error) {
+	if err := noNUL("the kernel name", opts.Kernel); err != nil {
+		return nil, err
+	}
+	for _, s := range opts.MacroSets {
+		if err := noNUL("a macro set", s); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range opts.GridDivisor {
+		if err := noNUL("a grid divisor", s); err != nil {
+			return nil, err
+		}
+	}
+	build, err := opts.Build.toC(m)
+	if err != nil {
+		return nil, err
+	}
+	// fj_tune_options.build points at it: C memory (a Go pointer may not be
+	// stored in C memory).
 	b := (*C.fj_build_options)(C.calloc(1, C.size_t(unsafe.Sizeof(C.fj_build_options{}))))
 	m.ptrs = append(m.ptrs, unsafe.Pointer(b))
-	b.struct_size = C.size_t(unsafe.Sizeof(*b))
-	b.source = m.str(opts.Build.Source)
-	b.name = m.str(opts.Build.Name)
-	b.nvrtc_options, b.num_nvrtc_options = m.strs(opts.Build.NVRTCOptions)
-	b.name_expressions, b.num_name_expressions = m.strs(opts.Build.NameExpressions)
-	b.target = m.str(opts.Build.Target)
-	b.device = C.int32_t(opts.Build.Device)
-	b.copy_impl = C.fj_copy_impl(opts.Build.CopyImpl)
-	b.output = C.fj_output(opts.Build.Output)
-	if opts.Build.NoCache {
-		b.flags |= C.FJ_BUILD_NO_CACHE
-	}
+	*b = build
 	o := (*C.fj_tune_options)(C.calloc(1, C.size_t(unsafe.Sizeof(C.fj_tune_options{}))))
 	m.ptrs = append(m.ptrs, unsafe.Pointer(o))
 	o.struct_size = C.size_t(unsafe.Sizeof(*o))
@@ -161,36 +213,5 @@ func (r *Runtime) tune(m *cmem, opts *TuneOptions) (*TuneResult, error) {
 	if opts.NoStore {
 		o.flags |= C.FJ_TUNE_NO_CACHE_WRITE
 	}
-	var h *C.fj_tune_result
-	if err := statusErr(C.fj_tune(r.h, o, &h)); err != nil {
-		return nil, err
-	}
-	defer C.fj_tune_result_free(h)
-	var s C.fj_tune_summary
-	s.struct_size = C.size_t(unsafe.Sizeof(s))
-	if err := statusErr(C.fj_tune_result_summary(h, &s)); err != nil {
-		return nil, err
-	}
-	res := &TuneResult{Winner: int(s.winner), Source: CacheResult(s.source),
-		Noisy: s.noisy != 0, Stored: s.stored != 0, TuneMs: float64(s.tune_ms),
-		LookupMs: float64(s.lookup_ms), Key: C.GoString(&s.key[0])}
-	for i := 0; i < int(s.num_rows); i++ {
-		var row C.fj_tune_row
-		row.struct_size = C.size_t(unsafe.Sizeof(row))
-		if err := statusErr(C.fj_tune_result_row(h, C.size_t(i), &row)); err != nil {
-			return nil, err
-		}
-		t := TuneRow{MacroIndex: int(row.macro_index), ShapeIndex: int(row.shape_index),
-			Macros:      C.GoStringN(row.macros.data, C.int(row.macros.size)),
-			SharedBytes: uint32(row.shared_bytes), Status: TuneStatusName(int(row.status)),
-			Message:  C.GoStringN(row.message.data, C.int(row.message.size)),
-			MedianUs: float64(row.median_us), MinUs: float64(row.min_us),
-			Spread: float64(row.spread), Noisy: row.noisy != 0,
-			Samples: uint32(row.samples), Batch: uint32(row.batch)}
-		for d := 0; d < 3; d++ {
-			t.Block[d], t.Cluster[d], t.Grid[d] = uint32(row.block[d]), uint32(row.cluster[d]), uint32(row.grid[d])
-		}
-		res.Rows = append(res.Rows, t)
-	}
-	return res, nil
+	return o, nil
 }

@@ -9,8 +9,8 @@ use std::ffi::{c_char, c_void};
 use std::ptr;
 
 use crate::{
-    check, fixed_string, ptr_or_null, sys, Arg, Kernel, LaunchConfig, Module, Result, Runtime,
-    Stream,
+    check, fixed_string, no_nul, ptr_or_null, sys, Arg, Kernel, LaunchConfig, Module, Result,
+    Runtime, Stream,
 };
 
 /// A module's `__device__` / `__constant__` variable on one device.
@@ -69,8 +69,11 @@ impl Module<'_> {
     }
 
     /// The global `name` (its symbol, or a name expression of the build
-    /// such as `"&ns::table"`) on `device`.
+    /// such as `"&ns::table"`) on `device`. A name with an embedded NUL is
+    /// refused (the driver reads a C string: `"counter\0junk"` would find
+    /// `counter`), as by [`Module::write_global`] and [`Module::read_global`].
     pub fn global(&self, name: &str, device: i32) -> Result<GlobalInfo> {
+        no_nul("the global name", name)?;
         let mut g = zeroed_struct!(sys::fj_global_info);
         check(unsafe {
             sys::fj_module_get_global(self.as_raw(), sys::fj_str::from_str(name), device, &mut g)
@@ -94,6 +97,7 @@ impl Module<'_> {
         data: &[u8],
         stream: Option<&Stream<'_>>,
     ) -> Result<()> {
+        no_nul("the global name", name)?;
         check(unsafe {
             sys::fj_module_global_write(
                 self.as_raw(),
@@ -117,6 +121,7 @@ impl Module<'_> {
         out: &mut [u8],
         stream: Option<&Stream<'_>>,
     ) -> Result<()> {
+        no_nul("the global name", name)?;
         check(unsafe {
             sys::fj_module_global_read(
                 self.as_raw(),

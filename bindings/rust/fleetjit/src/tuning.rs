@@ -3,7 +3,8 @@
 //! The grid comes from `grid` or `grid_extent`/`grid_divisor`; outputs are
 //! compared byte for byte with the first candidate that runs.
 use crate::{
-    check, fj_strs, ptr_or_null, sys, Arg, BuildOptions, CacheResult, Code, Error, Result, Runtime,
+    check, fj_strs, no_nul, ptr_or_null, sys, Arg, BuildOptions, CacheResult, Code, Error, Result,
+    Runtime,
 };
 use std::ffi::CStr;
 use std::ptr;
@@ -99,21 +100,16 @@ impl Runtime {
     /// Runs `fj_tune`: the stored result, or a tuning run on the device of
     /// `options.build`.
     pub fn tune(&self, options: &TuneOptions<'_>) -> Result<TuneResult> {
-        let b_opts = &options.build;
-        let nvrtc = fj_strs(&b_opts.nvrtc_options);
-        let names = fj_strs(&b_opts.name_expressions);
-        let mut b = zeroed_struct!(sys::fj_build_options);
-        b.source = sys::fj_str::from_str(&b_opts.source);
-        b.name = sys::fj_str::from_str(&b_opts.name);
-        b.nvrtc_options = ptr_or_null(&nvrtc);
-        b.num_nvrtc_options = nvrtc.len();
-        b.name_expressions = ptr_or_null(&names);
-        b.num_name_expressions = names.len();
-        b.target = sys::fj_str::from_str(&b_opts.target);
-        b.device = b_opts.device;
-        b.copy_impl = b_opts.copy_impl.raw();
-        b.output = b_opts.output.raw();
-        b.flags = b_opts.flags;
+        // The base build converts as `Runtime::build` converts it: the same
+        // embedded-NUL and UTF-8 checks and errors, include folders included.
+        let build = options.build.to_raw()?;
+        no_nul("the kernel name", &options.kernel)?;
+        for set in &options.macro_sets {
+            no_nul("a macro set", set)?;
+        }
+        for divisor in &options.grid_divisor {
+            no_nul("a grid divisor", divisor)?;
+        }
         let sets = fj_strs(&options.macro_sets);
         let shapes: Vec<sys::fj_tune_shape> = options
             .shapes
@@ -134,7 +130,7 @@ impl Runtime {
         let addresses: Vec<u64> = options.outputs.iter().map(|o| o.0).collect();
         let bytes: Vec<u64> = options.outputs.iter().map(|o| o.1).collect();
         let mut o = zeroed_struct!(sys::fj_tune_options);
-        o.build = &b;
+        o.build = &build.raw;
         o.kernel = sys::fj_str::from_str(&options.kernel);
         o.macro_sets = ptr_or_null(&sets);
         o.num_macro_sets = sets.len();

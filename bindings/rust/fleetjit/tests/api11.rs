@@ -359,6 +359,22 @@ fn bad_input_table() {
         m.kernel("saxpy\0", 0),
         &[InvalidArgument],
     );
+    // Global names with a NUL: refused before the driver can cut them.
+    expect_err(
+        "global name with a NUL",
+        m.global("counter\0junk", 0),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "global write name with a NUL",
+        m.write_global("c\0", 0, 0, &[0u8; 4], None),
+        &[InvalidArgument],
+    );
+    expect_err(
+        "global read name with a NUL",
+        m.read_global("c\0", 0, 0, &mut [0u8; 4], None),
+        &[InvalidArgument],
+    );
     expect_err(
         "unknown kernel name",
         m.kernel("no_such_kernel", 0),

@@ -61,3 +61,101 @@ fn status_names() {
     assert_eq!(tune_status_name(3), "wrong_output");
     assert_eq!(tune_status_name(77), "unknown");
 }
+
+/// The base build converts as `Runtime::build` converts it: an embedded NUL
+/// or a non-UTF-8 include folder is refused with build's own error, and the
+/// include folders reach `fj_tune`.
+#[test]
+fn base_build_converts_as_build_does() {
+    let rt = Runtime::new(&RuntimeOptions::new()).unwrap();
+    let cases: Vec<(&str, Box<dyn Fn(BuildOptions) -> BuildOptions>)> = vec![
+        (
+            "the source",
+            Box::new(|_| BuildOptions::new(format!("{SOURCE}\0junk")).name("fill.cu")),
+        ),
+        ("the build name", Box::new(|b| b.name("fill\0.cu"))),
+        ("the target", Box::new(|b| b.target("sm_90\0"))),
+        (
+            "an NVRTC option",
+            Box::new(|b| b.nvrtc_option("-DX=1\0-DY")),
+        ),
+        (
+            "a name expression",
+            Box::new(|b| b.name_expression("fill\0")),
+        ),
+        ("an include folder", Box::new(|b| b.include_dir("/tmp\0/x"))),
+    ];
+    for (what, change) in cases {
+        let mut o = options();
+        o.build = change(o.build);
+        let err = rt.tune(&o).unwrap_err();
+        assert_eq!(
+            err.code(),
+            Code::InvalidArgument,
+            "{what}: {}",
+            err.message()
+        );
+        assert!(
+            err.message()
+                .contains(&format!("{what} has an embedded NUL")),
+            "{what}: {}",
+            err.message()
+        );
+        let build_err = rt.build(&o.build).err().expect("build accepted it");
+        assert_eq!(err.message(), build_err.message(), "{what}");
+    }
+    let tune_cases: Vec<(&str, Box<dyn Fn(&mut TuneOptions)>)> = vec![
+        ("the kernel name", Box::new(|o| o.kernel = "fill\0".into())),
+        (
+            "a macro set",
+            Box::new(|o| o.macro_sets[1] = "-DTILE=2\0-DX".into()),
+        ),
+        (
+            "a grid divisor",
+            Box::new(|o| o.grid_divisor[0] = "block.x\0".into()),
+        ),
+    ];
+    for (what, change) in tune_cases {
+        let mut o = options();
+        change(&mut o);
+        let err = rt.tune(&o).unwrap_err();
+        assert_eq!(
+            err.code(),
+            Code::InvalidArgument,
+            "{what}: {}",
+            err.message()
+        );
+        assert!(
+            err.message()
+                .contains(&format!("{what} has an embedded NUL")),
+            "{what}: {}",
+            err.message()
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let mut o = options();
+        o.build = o
+            .build
+            .include_dir(std::path::Path::new(std::ffi::OsStr::from_bytes(
+                b"/tmp/\xff",
+            )));
+        let err = rt.tune(&o).unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+        assert!(err.message().contains("is not UTF-8"), "{}", err.message());
+    }
+    // The include folders reach fj_tune: an empty one is refused by the
+    // library, naming it, before any device is needed (a dropped list got
+    // the missing device's error instead).
+    let dir = std::env::temp_dir();
+    let mut o = options();
+    o.build = o.build.include_dir(&dir).include_dir("");
+    let err = rt.tune(&o).unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
+    assert!(
+        err.message().contains("include_dirs[1]"),
+        "{}",
+        err.message()
+    );
+}
