@@ -7,6 +7,7 @@ context manager.
 """
 
 import ctypes
+import os
 import sys
 from dataclasses import dataclass, field, asdict
 from typing import Dict, List, Optional, Tuple
@@ -574,8 +575,13 @@ class Runtime(_Handle):
         for what, items in (("nvrtc_options", nvrtc_options),
                             ("name_expressions", name_expressions),
                             ("include_dirs", include_dirs)):
-            if isinstance(items, (str, bytes)):
+            if isinstance(items, (str, bytes, os.PathLike)):
                 raise FleetjitError("INVALID_ARGUMENT", f"{what} is a list of strings")
+        # A folder is a str, bytes or os.PathLike (pathlib.Path), as for open().
+        include_dirs = [os.fspath(d) for d in include_dirs]
+        for what, items in (("nvrtc_options", nvrtc_options),
+                            ("name_expressions", name_expressions),
+                            ("include_dirs", include_dirs)):
             for item in items:
                 _no_nul(item, what)
         o = _ffi.new(_ffi.fj_build_options)
@@ -583,8 +589,7 @@ class Runtime(_Handle):
         o.source, o.name, o.target = keep[0].value, keep[1].value, keep[2].value
         k1, o.nvrtc_options, o.num_nvrtc_options = _ffi.str_array(nvrtc_options)
         k2, o.name_expressions, o.num_name_expressions = _ffi.str_array(name_expressions)
-        k3, o.include_dirs, o.num_include_dirs = _ffi.str_array(
-            [str(d) for d in include_dirs])
+        k3, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs)
         keep.extend((k1, k2, k3))
         o.device = device
         o.copy_impl = _impl_value(copy_impl)

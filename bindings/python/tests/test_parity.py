@@ -112,6 +112,23 @@ class LoadAndCacheTest(unittest.TestCase):
             with self.assertRaises(errors.BuildError):
                 self.rt.build(_env.unique(src), target="compute_80")
 
+    def test_include_dirs_take_paths_and_bytes(self):
+        # As open() takes them: a pathlib.Path (a TypeError before) and bytes
+        # (str() made b'...' of them, a folder that is not there).
+        with tempfile.TemporaryDirectory() as d:
+            value = int.from_bytes(os.urandom(2), "little")
+            pathlib.Path(d, "fj_py_inc.h").write_text(f"#define FJ_PY_VALUE {value}\n")
+            for folder in (pathlib.Path(d), os.fsencode(d)):
+                with self.subTest(folder=folder):
+                    src = _env.unique('#include "fj_py_inc.h"\n'
+                                      'extern "C" __global__ void k(int* o) '
+                                      '{ *o = FJ_PY_VALUE; }\n')
+                    m = self.rt.build(src, target="compute_80", include_dirs=[folder])
+                    self.assertIn(str(value), m.image.decode(errors="replace"))
+            with self.assertRaises(errors.InvalidArgumentError) as cm:
+                self.rt.build(_env.SAXPY, target="sm_90", include_dirs=pathlib.Path(d))
+            self.assertIn("include_dirs is a list", cm.exception.message)
+
     def test_flush_cache(self):
         self.rt.build(_env.unique(_env.SAXPY), target="sm_90")
         self.rt.flush_cache(timeout=30)
