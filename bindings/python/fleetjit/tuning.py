@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from . import _ffi, args as _args
 from .errors import FleetjitError, check
+from .runtime import _no_nul
 
 TUNE_NO_CACHE_READ = 1 << 0
 TUNE_NO_CACHE_WRITE = 1 << 1
@@ -150,25 +151,37 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
          grid_extent: Optional[Sequence[int]] = None,
          grid_divisor: Sequence[str] = ("", "", ""), name: str = "", device: int = 0,
          nvrtc_options: Sequence[str] = (), name_expressions: Sequence[str] = (),
-         warmup: int = 0, samples: int = 0, noise_threshold: float = 0.0,
-         timeout_ms: int = 0, retune: bool = False, store: bool = True) -> TuneResult:
+         target=None, copy_impl=None, output=None, cache: bool = True,
+         include_dirs: Sequence[str] = (), warmup: int = 0, samples: int = 0,
+         noise_threshold: float = 0.0, timeout_ms: int = 0, retune: bool = False,
+         store: bool = True) -> TuneResult:
     """Tunes `kernel` of `source` over macro_sets x shapes (see the module doc).
 
+    The base build takes Runtime.build's options (name, device, target,
+    copy_impl, nvrtc_options, name_expressions, output, cache, include_dirs),
+    converted and checked by the same code as build; cache=False builds the
+    candidates without the module cache (retune and store are the tuning
+    result's own cache). The device is the one tuned on.
     outputs: the buffers the kernel writes, each a DeviceBuffer or an
     (address, nbytes) pair: checked (the first candidate that runs is the
     reference) and restored when the call returns.
     """
     lib = _lib()
-    b = _ffi.new(_ffi.fj_build_options)
-    keep = [_ffi.StrArg(source), _ffi.StrArg(name), _ffi.StrArg(kernel)]
-    b.source, b.name = keep[0].value, keep[1].value
-    k1, b.nvrtc_options, b.num_nvrtc_options = _ffi.str_array(nvrtc_options)
-    k2, b.name_expressions, b.num_name_expressions = _ffi.str_array(name_expressions)
-    b.device = device
+    # The tune's own strings; the base build's are checked by _build_options.
+    _no_nul(kernel, "kernel name")
+    for what, items in (("macro_sets", macro_sets), ("grid_divisor", grid_divisor)):
+        if isinstance(items, (str, bytes)):
+            raise FleetjitError("INVALID_ARGUMENT", f"{what} is a list of strings")
+        for item in items:
+            _no_nul(item, what)
+    b, keep = runtime._build_options(source, name, target, device, copy_impl,
+                                     nvrtc_options, name_expressions, output, cache,
+                                     include_dirs)
+    keep.append(_ffi.StrArg(kernel))
     o = fj_tune_options()
     o.struct_size = ctypes.sizeof(o)
     o.build = ctypes.pointer(b)
-    o.kernel = keep[2].value
+    o.kernel = keep[-1].value
     k3, o.macro_sets, o.num_macro_sets = _ffi.str_array(macro_sets)
     shape_arr = (fj_tune_shape * len(shapes))()
     for i, s in enumerate(shapes):
@@ -209,7 +222,7 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     o.flags = (TUNE_NO_CACHE_READ if retune else 0) | (0 if store else TUNE_NO_CACHE_WRITE)
     handle = c_void_p()
     check(lib.fj_tune(runtime._live(), ctypes.byref(o), ctypes.byref(handle)))
-    del keep, k1, k2, k3, divisors, arg_keep
+    del keep, k3, divisors, arg_keep
     try:
         s = fj_tune_summary()
         s.struct_size = ctypes.sizeof(s)
