@@ -17,13 +17,14 @@ FleetjitError("UNAVAILABLE") naming the library and where it was looked for.
 """
 
 import ctypes
+import os
 from ctypes import POINTER, Structure, c_int, c_int32, c_size_t, c_uint32, c_void_p
 from dataclasses import dataclass
 from typing import Sequence, Union
 
 from . import _ffi
 from .errors import FleetjitError, check, lib
-from .runtime import Module, Runtime
+from .runtime import Module, Runtime, _no_nul
 
 # fj_link_input_kind, by name.
 LINK_KINDS = {"source": 0, "cubin": 1, "ptx": 2, "fatbin": 3, "ltoir": 4, "library": 5}
@@ -69,6 +70,17 @@ def _fj_module_link():
     return fj.fj_module_link
 
 
+def _strings(items, what, path=False):
+    """`items` as a list, each checked for an embedded NUL; a folder may be
+    a str, bytes or os.PathLike (path=True)."""
+    if isinstance(items, (str, bytes, os.PathLike)):
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} is a list of strings")
+    items = [os.fspath(s) for s in items] if path else list(items)
+    for s in items:
+        _no_nul(s, what)
+    return items
+
+
 def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,
          device=0, link_options=(), include_dirs=(), lto=False, devrt=False,
          cache=True) -> Module:
@@ -77,12 +89,21 @@ def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,
     target: "sm_XX[a]"; None = the runtime's target, else the live device
             `device`. A named target needs no GPU.
     """
+    # Embedded NULs are refused here, as build refuses them: nvJitLink, NVRTC
+    # and the driver read C strings. A source's NUL is the library's error.
+    _no_nul(name, "name")
+    _no_nul(target, "target")
+    include_dirs = _strings(include_dirs, "include_dirs", path=True)
+    link_options = _strings(link_options, "link_options")
     keep = []
     arr = (fj_link_input * max(len(inputs), 1))()
     for i, item in enumerate(inputs):
         if item.kind not in LINK_KINDS:
             raise FleetjitError("INVALID_ARGUMENT",
                                 f"inputs[{i}].kind must be one of {sorted(LINK_KINDS)}")
+        _no_nul(item.name, f"inputs[{i}].name")
+        _strings(item.nvrtc_options, f"inputs[{i}].nvrtc_options")
+        _strings(item.name_expressions, f"inputs[{i}].name_expressions")
         data = item.data.encode("utf-8") if isinstance(item.data, str) else bytes(item.data)
         buf = ctypes.create_string_buffer(data, len(data) + 1)
         n = _ffi.StrArg(item.name)

@@ -2,8 +2,10 @@
 GPU: a link for a named target, its cache hit, nvJitLink's log for an
 undefined symbol, and bad input refused."""
 import os
+import pathlib
 import random
 import subprocess
+import tempfile
 import ctypes
 import unittest
 
@@ -75,6 +77,50 @@ class LinkTest(unittest.TestCase):
         with self.assertRaises(fleetjit.FleetjitError) as cm:
             self.rt.link([LinkInput("source", CALLER)], target="compute_90")
         self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+        # Embedded NULs in a name, an option, a name expression or a folder:
+        # refused by the binding, naming the field (a link that works
+        # without them; NVRTC and nvJitLink would cut them short).
+        good = [LinkInput("source", CALLER, name="caller.cu"),
+                LinkInput("source", callee(self.factor), name="callee.cu")]
+        rows = [
+            ({"inputs": [LinkInput("source", CALLER, name="caller\0.cu"), good[1]]},
+             "the inputs[0].name holds a NUL"),
+            ({"inputs": [good[0], LinkInput("source", callee(self.factor),
+                                            nvrtc_options=["-DX=1\0-DY"])]},
+             "the inputs[1].nvrtc_options holds a NUL"),
+            ({"inputs": [LinkInput("source", CALLER, name_expressions=["py_scale_all\0"]),
+                         good[1]]},
+             "the inputs[0].name_expressions holds a NUL"),
+            ({"name": "link\0junk"}, "the name holds a NUL"),
+            ({"target": "sm_90\0junk"}, "the target holds a NUL"),
+            ({"link_options": ["-O3\0-g"]}, "the link_options holds a NUL"),
+            ({"include_dirs": ["/tmp\0/x"]}, "the include_dirs holds a NUL"),
+            ({"link_options": "-O3"}, "link_options is a list"),
+            ({"inputs": [LinkInput("source", CALLER, nvrtc_options="-DX=1"), good[1]]},
+             "inputs[0].nvrtc_options is a list"),
+        ]
+        for over, says in rows:
+            with self.subTest(says=says):
+                kwargs = {"inputs": good, "target": "sm_90", **over}
+                with self.assertRaises(fleetjit.FleetjitError) as cm:
+                    self.rt.link(kwargs.pop("inputs"), **kwargs)
+                self.assertEqual(cm.exception.code, "INVALID_ARGUMENT", cm.exception.message)
+                self.assertIn(says, cm.exception.message)
+
+    def test_include_folders_as_paths(self):
+        # A folder as open() takes it: str, bytes or pathlib.Path.
+        with tempfile.TemporaryDirectory() as d:
+            pathlib.Path(d, "fj_py_link_scale.h").write_text(
+                f"#define FJ_PY_LINK_FACTOR {self.factor}.0f\n")
+            source = ('#include "fj_py_link_scale.h"\n'
+                      'extern "C" __device__ float fj_py_link_scale(float x) '
+                      '{ return x * FJ_PY_LINK_FACTOR; }\n')
+            for folder in (d, os.fsencode(d), pathlib.Path(d)):
+                with self.subTest(folder=folder):
+                    mod = self.rt.link([LinkInput("source", CALLER, name="caller.cu"),
+                                        LinkInput("source", source, name="callee.cu")],
+                                       target="sm_90", include_dirs=[folder])
+                    self.assertIn(b"py_scale_all", mod.image)
 
     @unittest.skipUnless(os.environ.get("FLEETJIT_STRUCT_LAYOUT"),
                          "FLEETJIT_STRUCT_LAYOUT (the struct_layout program) is not set")
