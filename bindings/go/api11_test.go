@@ -277,6 +277,11 @@ func TestBadInputTable(t *testing.T) {
 	build := func(o fleetjit.BuildOptions) func() error {
 		return func() error { m, err := rt.Build(&o); m.Close(); return err }
 	}
+	link := func(edit func(o *fleetjit.LinkOptions)) func() error {
+		o := fleetjit.LinkOptions{Target: "sm_90", Inputs: []fleetjit.LinkInput{{Kind: fleetjit.LinkSource, Name: "saxpy.cu", Data: []byte(saxpy)}}}
+		edit(&o)
+		return func() error { m, err := rt.Link(&o); m.Close(); return err }
+	}
 	rows := []badCall{
 		{"NUL in the source", build(fleetjit.BuildOptions{Source: "__global__ void k(){}\x00junk", Target: "sm_90"}), inv},
 		{"NUL in a name expression", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", NameExpressions: []string{"axpy<float>\x00"}}), inv},
@@ -289,6 +294,13 @@ func TestBadInputTable(t *testing.T) {
 			_, err := fleetjit.NewRuntime(&fleetjit.RuntimeOptions{TargetOverride: "sm_90\x00"})
 			return err
 		}, inv},
+		{"NUL in a link name", link(func(o *fleetjit.LinkOptions) { o.Name = "link\x00junk" }), inv},
+		{"NUL in a link target", link(func(o *fleetjit.LinkOptions) { o.Target = "sm_90\x00" }), inv},
+		{"NUL in a link option", link(func(o *fleetjit.LinkOptions) { o.LinkOptions = []string{"-O3\x00-g"} }), inv},
+		{"NUL in a link include folder", link(func(o *fleetjit.LinkOptions) { o.IncludeDirs = []string{"/tmp\x00/x"} }), inv},
+		{"NUL in a link input's name", link(func(o *fleetjit.LinkOptions) { o.Inputs[0].Name = "saxpy\x00.cu" }), inv},
+		{"NUL in a link input's NVRTC option", link(func(o *fleetjit.LinkOptions) { o.Inputs[0].NVRTCOptions = []string{"-DX=1\x00-DY"} }), inv},
+		{"NUL in a link input's name expression", link(func(o *fleetjit.LinkOptions) { o.Inputs[0].NameExpressions = []string{"axpy<float>\x00"} }), inv},
 		{"unknown copy impl", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", CopyImpl: 77}), inv},
 		{"unknown output", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", Output: 9}), inv},
 		{"unknown output, async", func() error {

@@ -7,7 +7,10 @@ package fleetjit
 */
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // LinkInputKind mirrors fj_link_input_kind (since 1.3).
 type LinkInputKind int32
@@ -56,7 +59,10 @@ func init() { detailKeys = append(detailKeys, "link_log") }
 func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
 	var h *C.fj_module
 	if err := withOptions(r, opts, "LinkOptions", func(m *cmem) error {
-		o := opts.toC(m)
+		o, err := opts.toC(m)
+		if err != nil {
+			return err
+		}
 		return statusErr(C.fj_module_link(r.h, &o, &h))
 	}); err != nil {
 		return nil, err
@@ -64,9 +70,52 @@ func (r *Runtime) Link(opts *LinkOptions) (*Module, error) {
 	return newModule(r, h), nil
 }
 
-// toC fills an fj_link_options whose inputs and strings live in m.
-func (opts *LinkOptions) toC(m *cmem) C.fj_link_options {
+// check refuses an embedded NUL in any string of opts, as Build does
+// (nvJitLink, NVRTC and the driver read C strings), naming the field. A
+// source's bytes are the library's to check (it names the input).
+func (opts *LinkOptions) check() error {
+	for _, c := range []struct{ what, s string }{
+		{"the link name", opts.Name}, {"the target", opts.Target},
+	} {
+		if err := noNUL(c.what, c.s); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		what string
+		ss   []string
+	}{{"a link option", opts.LinkOptions}, {"an include folder", opts.IncludeDirs}} {
+		for _, s := range c.ss {
+			if err := noNUL(c.what, s); err != nil {
+				return err
+			}
+		}
+	}
+	for i, in := range opts.Inputs {
+		if err := noNUL(fmt.Sprintf("the name of input %d", i), in.Name); err != nil {
+			return err
+		}
+		for _, c := range []struct {
+			what string
+			ss   []string
+		}{{"an NVRTC option", in.NVRTCOptions}, {"a name expression", in.NameExpressions}} {
+			for _, s := range c.ss {
+				if err := noNUL(fmt.Sprintf("%s of input %d", c.what, i), s); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// toC fills an fj_link_options whose inputs and strings live in m, after
+// check.
+func (opts *LinkOptions) toC(m *cmem) (C.fj_link_options, error) {
 	var o C.fj_link_options
+	if err := opts.check(); err != nil {
+		return o, err
+	}
 	o.struct_size = C.size_t(unsafe.Sizeof(o))
 	if n := len(opts.Inputs); n > 0 {
 		size := C.size_t(unsafe.Sizeof(C.fj_link_input{}))
@@ -102,5 +151,5 @@ func (opts *LinkOptions) toC(m *cmem) C.fj_link_options {
 	if opts.Devrt {
 		o.flags |= C.FJ_LINK_DEVRT
 	}
-	return o
+	return o, nil
 }

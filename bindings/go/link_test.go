@@ -93,6 +93,27 @@ func TestLinkErrors(t *testing.T) {
 		{&fleetjit.LinkOptions{Target: "sm_90", Inputs: []fleetjit.LinkInput{{Kind: fleetjit.LinkSource, Data: []byte("int a;\x00")}}}, "NUL byte"},
 		{&fleetjit.LinkOptions{Target: "compute_90", Inputs: []fleetjit.LinkInput{{Kind: fleetjit.LinkSource, Data: []byte(goLinkCaller)}}}, "sm_XX"},
 	}
+	// Embedded NULs, refused by the binding naming the field; without them
+	// the link works (nvJitLink, NVRTC and the driver read C strings).
+	caller := fleetjit.LinkInput{Kind: fleetjit.LinkSource, Name: "caller.cu", Data: []byte(goLinkCaller)}
+	callee := fleetjit.LinkInput{Kind: fleetjit.LinkSource, Name: "callee.cu", Data: []byte(goLinkCallee(3))}
+	nul := func(edit func(o *fleetjit.LinkOptions)) *fleetjit.LinkOptions {
+		o := &fleetjit.LinkOptions{Target: "sm_90", Inputs: []fleetjit.LinkInput{caller, callee}}
+		edit(o)
+		return o
+	}
+	cases = append(cases, []struct {
+		opts *fleetjit.LinkOptions
+		says string
+	}{
+		{nul(func(o *fleetjit.LinkOptions) { o.Name = "link\x00junk" }), "the link name has an embedded NUL at byte 4"},
+		{nul(func(o *fleetjit.LinkOptions) { o.Target = "sm_90\x00" }), "the target has an embedded NUL"},
+		{nul(func(o *fleetjit.LinkOptions) { o.LinkOptions = []string{"-O3", "-O3\x00-g"} }), "a link option has an embedded NUL"},
+		{nul(func(o *fleetjit.LinkOptions) { o.IncludeDirs = []string{"/tmp\x00/x"} }), "an include folder has an embedded NUL"},
+		{nul(func(o *fleetjit.LinkOptions) { o.Inputs[1].Name = "callee\x00.cu" }), "the name of input 1 has an embedded NUL"},
+		{nul(func(o *fleetjit.LinkOptions) { o.Inputs[0].NVRTCOptions = []string{"-DX=1\x00-DY"} }), "an NVRTC option of input 0 has an embedded NUL"},
+		{nul(func(o *fleetjit.LinkOptions) { o.Inputs[0].NameExpressions = []string{"go_scale_all\x00"} }), "a name expression of input 0 has an embedded NUL"},
+	}...)
 	for _, c := range cases {
 		_, err := rt.Link(c.opts)
 		if fleetjit.CodeOf(err) != fleetjit.InvalidArgument || !strings.Contains(err.Error(), c.says) {
