@@ -14,7 +14,7 @@
 //! )?;
 //! # Ok::<(), fleetjit::Error>(())
 //! ```
-use crate::{check, fj_strs, ptr_or_null, sys, Module, Result, Runtime};
+use crate::{check, fj_strs, no_nul, ptr_or_null, sys, Module, Result, Runtime};
 use std::ptr;
 
 /// What one link input is (`fj_link_input_kind`).
@@ -157,11 +157,42 @@ impl LinkOptions {
     }
 }
 
+impl LinkOptions {
+    /// Refuses an embedded NUL in any string, as `build` does (NVRTC,
+    /// nvJitLink and the driver read C strings), naming the field. A
+    /// source's bytes are the library's to check (it names the input).
+    fn check(&self) -> Result<()> {
+        no_nul("the link name", &self.name)?;
+        no_nul("the target", &self.target)?;
+        for (what, list) in [
+            ("a link option", &self.link_options),
+            ("an include folder", &self.include_dirs),
+        ] {
+            for item in list {
+                no_nul(what, item)?;
+            }
+        }
+        for (i, input) in self.inputs.iter().enumerate() {
+            no_nul(&format!("the name of input {i}"), &input.name)?;
+            for (what, list) in [
+                ("an NVRTC option", &input.nvrtc_options),
+                ("a name expression", &input.name_expressions),
+            ] {
+                for item in list {
+                    no_nul(&format!("{what} of input {i}"), item)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Runtime {
     /// Links `options`' inputs into one module with nvJitLink, or fetches it
     /// from the cache. A link error is a [`Code::BuildError`] whose
     /// `detail("link_log")` (and `build_log()`) is nvJitLink's log.
     pub fn link(&self, options: &LinkOptions) -> Result<Module<'_>> {
+        options.check()?;
         let input_options: Vec<Vec<sys::fj_str>> = options
             .inputs
             .iter()

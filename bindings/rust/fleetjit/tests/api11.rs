@@ -4,8 +4,8 @@
 //! the library's message, never a panic or a crash, and the runtime keeps
 //! working after it.
 use fleetjit::{
-    sys, BuildOptions, Code, CopyDesc, CopyImpl, ImageKind, LoadOptions, LogLevel, Oob, Output,
-    PrefetchDesc, PrefetchMode, Runtime, RuntimeOptions, Tensor,
+    sys, BuildOptions, Code, CopyDesc, CopyImpl, ImageKind, LinkInput, LinkOptions, LoadOptions,
+    LogLevel, Oob, Output, PrefetchDesc, PrefetchMode, Runtime, RuntimeOptions, Tensor,
 };
 use std::future::{Future, IntoFuture};
 use std::path::PathBuf;
@@ -304,6 +304,32 @@ fn bad_input_table() {
         Runtime::new(&RuntimeOptions::new().target_override("sm_90\0")),
         &[InvalidArgument],
     );
+    // Links: every name, option and folder (the source alone links).
+    let saxpy = || LinkInput::source(SAXPY).name("saxpy.cu");
+    let link = |input: LinkInput| LinkOptions::new().input(input).target("sm_90");
+    for (row, options) in [
+        ("NUL in a link name", link(saxpy()).name("link\0junk")),
+        ("NUL in a link target", link(saxpy()).target("sm_90\0")),
+        ("NUL in a link option", link(saxpy()).link_option("-O3\0-g")),
+        (
+            "NUL in a link include folder",
+            link(saxpy()).include_dir("/tmp\0/x"),
+        ),
+        (
+            "NUL in a link input's name",
+            link(LinkInput::source(SAXPY).name("saxpy\0.cu")),
+        ),
+        (
+            "NUL in a link input's NVRTC option",
+            link(saxpy().nvrtc_option("-DX=1\0-DY")),
+        ),
+        (
+            "NUL in a link input's name expression",
+            link(saxpy().name_expression("axpy<float>\0")),
+        ),
+    ] {
+        expect_err(row, rt.link(&options), &[InvalidArgument]);
+    }
     // Bad enums and targets.
     expect_err(
         "unknown copy impl",
