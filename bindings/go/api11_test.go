@@ -325,6 +325,18 @@ func TestBadInputTable(t *testing.T) {
 		{"ordinal past int32", func() error { _, err := mod.Kernel("saxpy", 1<<40); return err }, inv},
 		{"negative ordinal", func() error { _, err := rt.DeviceInfo(-1); return err }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
 		{"huge alloc", func() error { _, err := rt.Alloc(0, math.MaxUint64); return err }, append(anyOf(fleetjit.ResourceExhausted, fleetjit.InvalidArgument, fleetjit.OutOfRange), dev...)},
+		{"build past int32 ordinal", build(fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", Device: 1 << 40}), inv},
+		{"async build past int32 ordinal", func() error {
+			_, err := rt.BuildAsync(&fleetjit.BuildOptions{Source: saxpy, Target: "sm_90", Device: 1 << 40})
+			return err
+		}, inv},
+		{"link past int32 ordinal", link(func(o *fleetjit.LinkOptions) { o.Device = 1 << 40 }), inv},
+		{"tune past int32 ordinal", func() error {
+			_, err := rt.Tune(&fleetjit.TuneOptions{Build: fleetjit.BuildOptions{Source: saxpy, Device: 1 << 40}, Kernel: "saxpy",
+				Shapes: []fleetjit.TuneShape{{Block: [3]uint32{128}}}, Outputs: []fleetjit.TuneBuffer{{Address: 0x1000, Bytes: 64}}})
+			return err
+		}, inv},
+		{"wrapped stream past int32 ordinal", func() error { _, err := rt.WrapStream(1<<40, 0); return err }, inv},
 		{"alloc past int32 ordinal", func() error { _, err := rt.Alloc(math.MaxInt32+1, 16); return err }, inv},
 		{"stream on a bad device", func() error { _, err := rt.NewStream(1 << 20); return err }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
 		{"copy between dtypes", func() error { return rt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: b}}, nil) }, inv},

@@ -645,6 +645,10 @@ func (opts *BuildOptions) toC(m *cmem) (C.fj_build_options, error) {
 			}
 		}
 	}
+	device, err := ordinalOf(opts.Device)
+	if err != nil {
+		return b, err
+	}
 	b.struct_size = C.size_t(unsafe.Sizeof(b))
 	b.source = m.str(opts.Source)
 	b.name = m.str(opts.Name)
@@ -652,7 +656,7 @@ func (opts *BuildOptions) toC(m *cmem) (C.fj_build_options, error) {
 	b.name_expressions, b.num_name_expressions = m.strs(opts.NameExpressions)
 	b.include_dirs, b.num_include_dirs = m.strs(opts.IncludeDirs)
 	b.target = m.str(opts.Target)
-	b.device = C.int32_t(opts.Device)
+	b.device = device
 	b.copy_impl = C.fj_copy_impl(opts.CopyImpl)
 	b.output = C.fj_output(opts.Output)
 	if opts.NoCache {

@@ -116,6 +116,10 @@ func (opts *LinkOptions) toC(m *cmem) (C.fj_link_options, error) {
 	if err := opts.check(); err != nil {
 		return o, err
 	}
+	device, err := ordinalOf(opts.Device)
+	if err != nil {
+		return o, err
+	}
 	o.struct_size = C.size_t(unsafe.Sizeof(o))
 	if n := len(opts.Inputs); n > 0 {
 		size := C.size_t(unsafe.Sizeof(C.fj_link_input{}))
@@ -139,7 +143,7 @@ func (opts *LinkOptions) toC(m *cmem) (C.fj_link_options, error) {
 	}
 	o.name = m.str(opts.Name)
 	o.target = m.str(opts.Target)
-	o.device = C.int32_t(opts.Device)
+	o.device = device
 	o.link_options, o.num_link_options = m.strs(opts.LinkOptions)
 	o.include_dirs, o.num_include_dirs = m.strs(opts.IncludeDirs)
 	if opts.NoCache {

@@ -137,8 +137,12 @@ func (r *Runtime) WrapStream(device int, cuStream uint64) (*Stream, error) {
 		return nil, err
 	}
 	defer r.mu.RUnlock()
+	ordinal, err := ordinalOf(device)
+	if err != nil {
+		return nil, err
+	}
 	var h *C.fj_stream
-	if err := statusErr(C.fj_stream_wrap(r.h, C.int32_t(device), C.uint64_t(cuStream), &h)); err != nil {
+	if err := statusErr(C.fj_stream_wrap(r.h, ordinal, C.uint64_t(cuStream), &h)); err != nil {
 		return nil, err
 	}
 	return newStream(r, h), nil
