@@ -24,7 +24,7 @@ from typing import Sequence, Union
 
 from . import _ffi
 from .errors import FleetjitError, check, lib
-from .runtime import Module, Runtime, _no_nul
+from .runtime import Module, Runtime, _no_nul, _ordinal
 
 # fj_link_input_kind, by name.
 LINK_KINDS = {"source": 0, "cubin": 1, "ptx": 2, "fatbin": 3, "ltoir": 4, "library": 5}
@@ -123,7 +123,7 @@ def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,
     o.num_inputs = len(inputs)
     names = [_ffi.StrArg(name), _ffi.StrArg(target)]
     o.name, o.target = names[0].value, names[1].value
-    o.device = device
+    o.device = _ordinal(device)
     k3, o.link_options, o.num_link_options = _ffi.str_array(link_options)
     k4, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs)
     o.flags = ((0 if cache else LINK_NO_CACHE) | (LINK_LTO if lto else 0) |

@@ -7,6 +7,7 @@ context manager.
 """
 
 import ctypes
+import operator
 import os
 import sys
 from dataclasses import dataclass, field, asdict
@@ -407,6 +408,19 @@ def _no_nul(text, what):
                             "everything after it")
 
 
+def _ordinal(device):
+    """A device ordinal that fits the C int32_t (ctypes would silently wrap
+    it: 1 << 32 is device 0)."""
+    try:
+        d = operator.index(device)
+    except TypeError:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"device ordinal {device!r} is not an integer") from None
+    if not -(1 << 31) <= d < 1 << 31:
+        raise FleetjitError("INVALID_ARGUMENT", f"device ordinal {d} is out of range")
+    return d
+
+
 def _dims(value, default):
     if value is None:
         return (default,) * 3
@@ -591,7 +605,7 @@ class Runtime(_Handle):
         k2, o.name_expressions, o.num_name_expressions = _ffi.str_array(name_expressions)
         k3, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs)
         keep.extend((k1, k2, k3))
-        o.device = device
+        o.device = _ordinal(device)
         o.copy_impl = _impl_value(copy_impl)
         if output is not None and output not in _ffi.OUTPUTS:
             raise FleetjitError("INVALID_ARGUMENT", f"output must be one of {sorted(_ffi.OUTPUTS)}")

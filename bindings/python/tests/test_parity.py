@@ -218,6 +218,24 @@ class ErrorsAndBadInputTest(unittest.TestCase):
         with self.assertRaises(errors.InvalidArgumentError):
             m.kernel("saxpy\0")
 
+    def test_option_ordinal_past_int32_is_refused(self):
+        # ctypes wraps an int32_t field silently: 1 << 32 built for device 0.
+        calls = {
+            "build": lambda d: self.rt.build(_env.SAXPY, target="sm_90", device=d),
+            "build_async": lambda d: self.rt.build_async(_env.SAXPY, target="sm_90", device=d),
+            "link": lambda d: self.rt.link([fleetjit.LinkInput("source", _env.SAXPY)],
+                                           target="sm_90", device=d),
+            "tune": lambda d: fleetjit.tune(
+                self.rt, _env.SAXPY, "saxpy", shapes=[128], args=[], device=d,
+                outputs=[(0x1000, 64)]),
+        }
+        for what, call in calls.items():
+            for device in (1 << 32, -(1 << 31) - 1, 1.0):
+                with self.subTest(what=what, device=device):
+                    with self.assertRaises(errors.InvalidArgumentError) as cm:
+                        call(device)
+                    self.assertIn("device ordinal", cm.exception.message)
+
     def test_negative_alloc_is_invalid_argument(self):
         for n in (-1, -4096, -(2**63)):
             with self.assertRaises(errors.InvalidArgumentError) as cm:
