@@ -11,6 +11,7 @@ the live device, stored like a module (docs/tuning.md).
 """
 
 import ctypes
+import operator
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int,
                     c_int32, c_size_t, c_uint32, c_uint64, c_void_p)
 from dataclasses import dataclass
@@ -130,7 +131,29 @@ def _text(s) -> str:
     return ctypes.string_at(s.data, s.size).decode() if s.size else ""
 
 
-def _shape(value) -> Tuple[Tuple[int, int, int], int, Tuple[int, int, int]]:
+def _unsigned(value, bits: int, what: str) -> int:
+    """`value` as an integer that fits the C field's uint`bits`; refused
+    otherwise (ctypes would silently wrap it)."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"{what} is {value!r}, not an integer") from None
+    if not 0 <= v < 1 << bits:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"{what} is {v}: out of range for a uint{bits} (0 to {(1 << bits) - 1})")
+    return v
+
+
+def _dims(value, bits: int, what: str) -> Tuple[int, int, int]:
+    """1 to 3 dimensions (an integer or a sequence), padded with 0."""
+    v = (value,) if not hasattr(value, "__iter__") else tuple(value)
+    if not 1 <= len(v) <= 3:
+        raise FleetjitError("INVALID_ARGUMENT", f"{what}: expected 1 to 3 dimensions, got {v}")
+    return tuple(_unsigned(d, bits, f"{what}[{i}]") for i, d in enumerate(v)) + (0,) * (3 - len(v))
+
+
+def _shape(value, what="shape") -> Tuple[Tuple[int, int, int], int, Tuple[int, int, int]]:
     """(block, shared_bytes, cluster) of 256, (256, 2), or a dict."""
     if isinstance(value, dict):
         block = value.get("block", 0)
@@ -138,12 +161,8 @@ def _shape(value) -> Tuple[Tuple[int, int, int], int, Tuple[int, int, int]]:
         cluster = value.get("cluster", (0, 0, 0))
     else:
         block, smem, cluster = value, 0, (0, 0, 0)
-    def dims(v):
-        v = (v,) if isinstance(v, int) else tuple(v)
-        if not 1 <= len(v) <= 3:
-            raise FleetjitError("INVALID_ARGUMENT", f"expected 1 to 3 dimensions, got {v}")
-        return v + (0,) * (3 - len(v))
-    return dims(block), int(smem), dims(cluster)
+    return (_dims(block, 32, f"{what}.block"), _unsigned(smem, 32, f"{what}.shared_bytes"),
+            _dims(cluster, 32, f"{what}.cluster"))
 
 
 def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
@@ -174,6 +193,9 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
             raise FleetjitError("INVALID_ARGUMENT", f"{what} is a list of strings")
         for item in items:
             _no_nul(item, what)
+    if len(grid_divisor) > 3:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"grid_divisor has {len(grid_divisor)} entries; at most 3")
     b, keep = runtime._build_options(source, name, target, device, copy_impl,
                                      nvrtc_options, name_expressions, output, cache,
                                      include_dirs)
@@ -185,7 +207,7 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     k3, o.macro_sets, o.num_macro_sets = _ffi.str_array(macro_sets)
     shape_arr = (fj_tune_shape * len(shapes))()
     for i, s in enumerate(shapes):
-        block, smem, cluster = _shape(s)
+        block, smem, cluster = _shape(s, f"shapes[{i}]")
         shape_arr[i].struct_size = ctypes.sizeof(fj_tune_shape)
         shape_arr[i].block[:] = block
         shape_arr[i].shared_bytes = smem
@@ -193,11 +215,9 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     o.shapes = shape_arr if len(shapes) else None
     o.num_shapes = len(shapes)
     if grid is not None:
-        g = (grid,) if isinstance(grid, int) else tuple(grid)
-        o.grid[:] = g + (0,) * (3 - len(g))
+        o.grid[:] = _dims(grid, 32, "grid")
     if grid_extent is not None:
-        e = tuple(grid_extent)
-        o.grid_extent[:] = e + (0,) * (3 - len(e))
+        o.grid_extent[:] = _dims(grid_extent, 64, "grid_extent")
     divisors = [_ffi.StrArg(d) for d in tuple(grid_divisor) + ("",) * (3 - len(grid_divisor))]
     for i in range(3):
         o.grid_divisor[i] = divisors[i].value
@@ -205,19 +225,21 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     o.args = ctypes.cast(arg_arr, c_void_p) if arg_arr is not None else None
     o.num_args = n
     addresses, sizes = [], []
-    for out in outputs:
+    for i, out in enumerate(outputs):
         if hasattr(out, "device_address"):
-            addresses.append(out.device_address)
-            sizes.append(out.nbytes)
+            address, nbytes = out.device_address, out.nbytes
         else:
-            addresses.append(int(out[0]))
-            sizes.append(int(out[1]))
+            address, nbytes = out[0], out[1]
+        addresses.append(_unsigned(address, 64, f"outputs[{i}]'s address"))
+        sizes.append(_unsigned(nbytes, 64, f"outputs[{i}]'s size"))
     addr_arr = (c_uint64 * max(1, len(addresses)))(*addresses)
     size_arr = (c_uint64 * max(1, len(sizes)))(*sizes)
     o.output_addresses = addr_arr if addresses else None
     o.output_bytes = size_arr if sizes else None
     o.num_outputs = len(addresses)
-    o.warmup, o.samples, o.timeout_ms = warmup, samples, timeout_ms
+    o.warmup = _unsigned(warmup, 32, "warmup")
+    o.samples = _unsigned(samples, 32, "samples")
+    o.timeout_ms = _unsigned(timeout_ms, 32, "timeout_ms")
     o.noise_threshold = noise_threshold
     o.flags = (TUNE_NO_CACHE_READ if retune else 0) | (0 if store else TUNE_NO_CACHE_WRITE)
     handle = c_void_p()

@@ -52,6 +52,25 @@ class TuneTest(unittest.TestCase):
         with self.assertRaises(fleetjit.FleetjitError):
             fleetjit.tune(self.rt, SOURCE, "fill", **self.kwargs(shapes=[(1, 2, 3, 4)]))
 
+    def test_numbers_past_their_c_fields_are_refused(self):
+        # ctypes wraps a uint32/uint64 field silently: each was tuned with
+        # the wrapped value (or raised ValueError for a 4th dimension).
+        big32, big64 = 1 << 32, 1 << 64
+        self.assertRefused("shapes[1].block[0]", shapes=[64, (big32 + 128, 1, 1)])
+        self.assertRefused("shapes[0].shared_bytes", shapes=[{"block": 64, "shared_bytes": -1}])
+        self.assertRefused("shapes[0].cluster[2]", shapes=[{"block": 64, "cluster": (1, 1, big32)}])
+        self.assertRefused("grid[0]", grid=big32 + 1)
+        self.assertRefused("grid: expected 1 to 3", grid=(1, 1, 1, 1))
+        self.assertRefused("grid_extent[1]", grid_extent=(4096, big64))
+        self.assertRefused("grid_extent[0]", grid_extent=(-1,))
+        self.assertRefused("grid_divisor has 4", grid_divisor=("", "", "", "TILE"))
+        self.assertRefused("warmup", warmup=big32)
+        self.assertRefused("samples", samples=-1)
+        self.assertRefused("timeout_ms", timeout_ms=big32 + 5)
+        self.assertRefused("outputs[0]'s address", outputs=[(-0x1000, 64)])
+        self.assertRefused("outputs[0]'s size", outputs=[(0x1000, big64 + 64)])
+        self.assertRefused("not an integer", samples=2.5)
+
     def test_base_build_options_reach_fj_tune(self):
         # The library reads the base build before it looks for a device, so
         # without a GPU these are its own INVALID_ARGUMENT naming the field
