@@ -140,8 +140,8 @@ def _unsigned(value, bits: int, what: str) -> int:
         raise FleetjitError("INVALID_ARGUMENT",
                             f"{what} is {value!r}, not an integer") from None
     if not 0 <= v < 1 << bits:
-        raise FleetjitError("INVALID_ARGUMENT",
-                            f"{what} is {v}: out of range for a uint{bits} (0 to {(1 << bits) - 1})")
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} is {v}: out of range for a "
+                            f"uint{bits} (0 to {(1 << bits) - 1})")
     return v
 
 
