@@ -167,6 +167,61 @@ absl::StatusOr<std::vector<std::string>> CubinEntryNames(
   return KernelNames(image, /*entry_bit_only=*/true);
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, int>>> CubinRegisterCounts(
+    absl::string_view image) {
+  if (!IsElf(image)) return Malformed("no ELF magic");
+  Bytes elf(image);
+  FJ_ASSIGN_OR_RETURN(std::vector<Section> sections, ReadSections(elf));
+  const uint16_t shstrndx = elf.Read<uint16_t>(62);
+  if (shstrndx >= sections.size()) return Malformed("no section names");
+  const Section& names = sections[shstrndx];
+  const Section* symtab = nullptr;
+  for (const Section& s : sections) {
+    if (s.type == kShtSymtab) symtab = &s;
+  }
+  if (symtab == nullptr || symtab->entsize < 24 ||
+      symtab->link >= sections.size() ||
+      !elf.Has(symtab->offset, symtab->size)) {
+    return Malformed("no usable symbol table");
+  }
+  const Section& strtab = sections[symtab->link];
+  // Records of `.nv.info`: a format byte and an attribute byte, then (format
+  // 4, EIFMT_SVAL) a 16-bit size and that many bytes, else two more bytes.
+  // EIATTR_REGCOUNT (0x2f) holds the symbol index and the count.
+  constexpr uint8_t kSval = 4, kRegCount = 0x2f;
+  std::vector<std::pair<std::string, int>> counts;
+  for (const Section& s : sections) {
+    auto name = elf.CStr(names.offset, names.size, s.name);
+    if (!name.has_value() || *name != ".nv.info") continue;
+    if (!elf.Has(s.offset, s.size)) return Malformed(".nv.info out of bounds");
+    const uint64_t end = s.offset + s.size;
+    for (uint64_t at = s.offset; at + 4 <= end;) {
+      const uint8_t format = elf.Read<uint8_t>(at);
+      const uint8_t attribute = elf.Read<uint8_t>(at + 1);
+      if (format != kSval) {
+        at += 4;
+        continue;
+      }
+      const uint16_t size = elf.Read<uint16_t>(at + 2);
+      if (at + 4 + size > end) return Malformed(".nv.info record overruns");
+      if (attribute == kRegCount && size == 8) {
+        const uint32_t symbol = elf.Read<uint32_t>(at + 4);
+        const uint64_t entry =
+            symtab->offset + uint64_t{symbol} * symtab->entsize;
+        if (entry + 24 > symtab->offset + symtab->size)
+          return Malformed("register count of a symbol out of range");
+        auto fn =
+            elf.CStr(strtab.offset, strtab.size, elf.Read<uint32_t>(entry));
+        if (!fn.has_value()) return Malformed("symbol name out of bounds");
+        counts.emplace_back(std::string(*fn),
+                            static_cast<int>(elf.Read<uint32_t>(at + 8)));
+      }
+      at += 4 + size;
+    }
+  }
+  return counts;
+}
+
 absl::StatusOr<Target> CubinTarget(absl::string_view image) {
   if (!IsElf(image) || image.size() < 64) return Malformed("no ELF header");
   Bytes elf(image);

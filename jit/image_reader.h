@@ -14,6 +14,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,13 @@ absl::StatusOr<std::vector<std::string>> CubinKernelNames(
 // with the CUDA entry bit, since a linked cubin also gives its non-inlined
 // __device__ functions a `.nv.info.<name>` section.
 absl::StatusOr<std::vector<std::string>> CubinEntryNames(absl::string_view elf);
+
+// The registers per thread of each function of a cubin that records them
+// (EIATTR_REGCOUNT in its `.nv.info` section), by symbol name. A kernel's
+// count in a linked cubin covers the functions it calls. INVALID_ARGUMENT
+// when malformed.
+absl::StatusOr<std::vector<std::pair<std::string, int>>> CubinRegisterCounts(
+    absl::string_view elf);
 
 // The architecture a cubin was built for, from its ELF header (e_flags).
 absl::StatusOr<Target> CubinTarget(absl::string_view elf);

@@ -120,6 +120,14 @@ constexpr EnvVariable kVariables[] = {
      "Turns NVRTC precompiled headers of the copy layer on or off.",
      [](absl::string_view v, RuntimeOptions& o) { return SetSwitch(v, o.pch); },
      false},
+    {"FLEETJIT_SLOW_PATH_LIBRARY", kSwitchSyntax,
+     "Builds kernels that include <fleetjit/copy.cuh> without the layer's "
+     "slow paths and links a library of them built once per target and "
+     "implementation (default off).",
+     [](absl::string_view v, RuntimeOptions& o) {
+       return SetSwitch(v, o.slow_path_library);
+     },
+     false},
     {"FLEETJIT_THUNKS", kSwitchSyntax,
      "Turns the LLVM launch thunks on or off (off: the generic launch path).",
      [](absl::string_view v, RuntimeOptions& o) {

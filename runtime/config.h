@@ -44,6 +44,11 @@ struct RuntimeOptions {
   // 2026-11-30). FLEETJIT_PCH=0 turns them off (a VM where page faults
   // are dear measured them slower).
   bool pch = true;
+  // Kernels that include <fleetjit/copy.cuh> compile without the layer's
+  // slow paths and link a library of them built once per target and
+  // implementation (runtime/build/slow_paths.cc, docs/slow-path-library.md).
+  // Off until it is measured on a GPU; FLEETJIT_SLOW_PATH_LIBRARY=1.
+  bool slow_path_library = false;
   CacheConfig cache;
   // Where CUDA's headers are searched (platform/cuda_headers.h); the NVRTC
   // in use is added by the runtime. ApplyEnvironment fills it from CUDA_HOME,

@@ -574,4 +574,53 @@ FJ_DEV void prefetch_tensormap(const tensor<T, R>& t) {
 
 }  // namespace fj
 
+// The slow-path library's build (FJ_SLOW_PATHS_LIBRARY, see
+// copy/common.cuh): every out-of-line slow path this implementation has,
+// for ranks 1 to 5, so that kernels built with FJ_SLOW_PATHS_EXTERN link
+// against them.
+#ifdef FJ_SLOW_PATHS_LIBRARY
+#define FJ_SLOW_PATHS_OF_RANK_COMMON(R)                                    \
+  template __device__ void fj::detail::walk_tile<R, fj::detail::store_op>( \
+      const fj::tensor_param&, const fj::coords&, unsigned char*, bool,    \
+      fj::detail::store_op&, fj::detail::team);                            \
+  template __device__ void fj::detail::store_tile_slow<R>(                 \
+      const fj::tensor_param&, fj::coords, const unsigned char*, bool,     \
+      fj::detail::team);
+#if FJ_COPY_IMPL == 0
+#define FJ_SLOW_PATHS_OF_RANK(R)                                             \
+  FJ_SLOW_PATHS_OF_RANK_COMMON(R)                                            \
+  template __device__ void fj::detail::walk_tile<R, fj::sync_impl::load_op>( \
+      const fj::tensor_param&, const fj::coords&, unsigned char*, bool,      \
+      fj::sync_impl::load_op&, fj::detail::team);                            \
+  template __device__ void fj::sync_impl::load_tile_slow<R>(                 \
+      void*, const fj::tensor_param&, fj::coords, bool, fj::pred_mode, bool, \
+      fj::detail::team);
+#else
+#define FJ_SLOW_PATHS_OF_CP_ASYNC(R)                                         \
+  template __device__ void                                                   \
+  fj::detail::walk_tile<R, fj::cp_async_impl::load_op>(                      \
+      const fj::tensor_param&, const fj::coords&, unsigned char*, bool,      \
+      fj::cp_async_impl::load_op&, fj::detail::team);                        \
+  template __device__ void fj::cp_async_impl::issue_tile_slow<R>(            \
+      void*, const fj::tensor_param&, fj::coords, bool, fj::pred_mode, bool, \
+      fj::detail::team);
+#if FJ_COPY_IMPL == 1
+#define FJ_SLOW_PATHS_OF_RANK(R) \
+  FJ_SLOW_PATHS_OF_RANK_COMMON(R) FJ_SLOW_PATHS_OF_CP_ASYNC(R)
+#else
+#define FJ_SLOW_PATHS_OF_RANK(R)                                \
+  FJ_SLOW_PATHS_OF_RANK_COMMON(R)                               \
+  FJ_SLOW_PATHS_OF_CP_ASYNC(R)                                  \
+  template __device__ void fj::tma_impl::load_tile_bar<R>(      \
+      void*, const fj::tensor_param&, fj::coords, fj::barrier&, \
+      unsigned short, bool, fj::pred_mode, fj::detail::team);
+#endif
+#endif
+FJ_SLOW_PATHS_OF_RANK(1)
+FJ_SLOW_PATHS_OF_RANK(2)
+FJ_SLOW_PATHS_OF_RANK(3)
+FJ_SLOW_PATHS_OF_RANK(4)
+FJ_SLOW_PATHS_OF_RANK(5)
+#endif  // FJ_SLOW_PATHS_LIBRARY
+
 #endif  // FLEETJIT_COPY_CUH_

@@ -288,8 +288,11 @@ typedef struct fj_runtime_options {
  * FLEETJIT_THUNKS, FLEETJIT_PCH, FLEETJIT_LIBCUDA, FLEETJIT_LIBNVRTC,
  * FLEETJIT_REMOTE_CACHE, FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS,
  * FLEETJIT_LOG (off|error|warn|info|debug, since 1.1), FLEETJIT_PREOPEN
- * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC, since 1.1. The switches
- * (FLEETJIT_CACHE, _THUNKS, _PCH, _PRELOAD_NVRTC) take 1|0, true|false,
+ * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC, since 1.1, and
+ * FLEETJIT_SLOW_PATH_LIBRARY (default off: kernels on <fleetjit/copy.cuh>
+ * link the layer's slow paths from a library built once per target,
+ * docs/slow-path-library.md), since 1.3. The switches (FLEETJIT_CACHE,
+ * _THUNKS, _PCH, _PRELOAD_NVRTC, _SLOW_PATH_LIBRARY) take 1|0, true|false,
  * on|off or yes|no in any case; a malformed value of any variable fails
  * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the
  * values it accepts. */

@@ -139,7 +139,10 @@ ModuleBuilder::ModuleBuilder(const RuntimeOptions& options,
   headers_digest_ = Sha256::Hex(headers.Finish());
 }
 
-ModuleBuilder::~ModuleBuilder() { background_.reset(); }
+ModuleBuilder::~ModuleBuilder() {
+  closing_.store(true, std::memory_order_release);
+  background_.reset();
+}
 
 void ModuleBuilder::ResolveCompiler() {
   // Once: later calls read the results without writing anything shared.
@@ -175,12 +178,8 @@ const std::vector<jit::IncludeDir>& ModuleBuilder::cuda_include_dirs() {
   return cuda_dirs_;
 }
 
-absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
-  // exit() waits for the build (NVRTC, the driver's module loads, the disk
-  // cache) before any library's exit handlers run (base/exit_gate.h).
-  FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("building"),
-                      absl::StrCat("building '", spec.name, "'"));
-  auto start = std::chrono::steady_clock::now();
+absl::StatusOr<jit::BuildRequest> ModuleBuilder::ResolveRequest(
+    const BuildSpec& spec) {
   // 1. The target: explicit, else the runtime's override, else the device.
   jit::Target target;
   if (spec.target.has_value()) {
@@ -232,6 +231,38 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("a cubin needs an sm_XX target, not ", target.Name()));
   }
+  return request;
+}
+
+CacheKeyInputs ModuleBuilder::BuildKeyInputs(const jit::BuildRequest& request,
+                                             const std::string& compiler) {
+  CacheKeyInputs inputs;
+  inputs.source = request.source;
+  inputs.headers = {{"fleetjit embedded headers (sha256)", headers_digest_}};
+  // Every header the build may read from disk (the caller's and CUDA's),
+  // by include name and content digest, never by path: machines with the
+  // same headers in other folders share keys, and an edited, added or
+  // removed header changes the key.
+  std::shared_ptr<const jit::IncludeScan> scan =
+      scanner_.Scan(request.source, SearchedPaths(request));
+  inputs.disk_headers = scan->key_records;
+  inputs.options = jit::BuildOptions(request);
+  inputs.target = request.target.Name();
+  inputs.copy_impl = std::string(jit::CopyImplName(request.copy_impl));
+  inputs.compiler = compiler;
+  inputs.name_expressions = request.name_expressions;
+  inputs.emit_ptx = request.emit_ptx;
+  return inputs;
+}
+
+absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
+  // exit() waits for the build (NVRTC, the driver's module loads, the disk
+  // cache) before any library's exit handlers run (base/exit_gate.h).
+  FJ_ASSIGN_OR_RETURN(ExitGate::Pass pass, ExitGate::Enter("building"),
+                      absl::StrCat("building '", spec.name, "'"));
+  auto start = std::chrono::steady_clock::now();
+  FJ_ASSIGN_OR_RETURN(jit::BuildRequest request, ResolveRequest(spec));
+  const jit::Target& target = request.target;
 
   // 3. Fetch or compile. Without NVRTC only a published entry can serve.
   const absl::StatusOr<std::string>& compiler = compiler_identity();
@@ -259,8 +290,18 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     }
   }
   auto compile = [&]() -> absl::StatusOr<jit::Artifact> {
+    // The layer's slow paths from their library when it is built (else
+    // compiled here, and the library built in the background for later
+    // builds: slow_paths.cc).
+    std::optional<jit::Artifact> separate;
+    if (spec.use_cache && compiler.ok()) {
+      FJ_ASSIGN_OR_RETURN(separate,
+                          BuildWithSlowPathLibrary(spec, request, *compiler));
+    }
     FJ_ASSIGN_OR_RETURN(jit::Artifact artifact,
-                        jit::BuildModule(*nvrtc_, request));
+                        separate.has_value()
+                            ? std::move(*separate)
+                            : jit::BuildModule(*nvrtc_, request));
     // Parameter offsets are the driver's to choose (64-byte-aligned tensor
     // parameters move with the architecture's parameter bank). When the
     // image runs on a device here, take its layout now, so the thunks and
@@ -276,22 +317,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     return artifact;
   };
   if (spec.use_cache) {
-    CacheKeyInputs inputs;
-    inputs.source = spec.source;
-    inputs.headers = {{"fleetjit embedded headers (sha256)", headers_digest_}};
-    // Every header the build may read from disk (the caller's and CUDA's),
-    // by include name and content digest, never by path: machines with the
-    // same headers in other folders share keys, and an edited, added or
-    // removed header changes the key. `scan` outlives the key's computation.
-    std::shared_ptr<const jit::IncludeScan> scan =
-        scanner_.Scan(request.source, SearchedPaths(request));
-    inputs.disk_headers = scan->key_records;
-    inputs.options = jit::BuildOptions(request);
-    inputs.target = target.Name();
-    inputs.copy_impl = std::string(jit::CopyImplName(plan.impl));
-    inputs.compiler = compiler.ok() ? *compiler : "";
-    inputs.name_expressions = spec.name_expressions;
-    inputs.emit_ptx = request.emit_ptx;
+    CacheKeyInputs inputs =
+        BuildKeyInputs(request, compiler.ok() ? *compiler : "");
     if (!compiler.ok()) {
       // No NVRTC here: the rule of runtime/cache/cache_key.h ("Hosts
       // without a compiler") picks what another host published.

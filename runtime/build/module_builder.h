@@ -6,6 +6,7 @@
 #ifndef FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
 #define FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "jit/artifact.h"
@@ -82,6 +84,30 @@ class ModuleBuilder {
   // Queues what a build leaves to the background: the thunk object of
   // `artifact` when it has none (thunks on, once per record key), and the
   // disk store when `disk_pending`. `key` is absent for uncached builds.
+  // BuildRecord's steps 1-2: the target, copy implementation and NVRTC
+  // request of `spec`.
+  absl::StatusOr<jit::BuildRequest> ResolveRequest(const BuildSpec& spec);
+  // The cache key's inputs for `request` compiled by `compiler`.
+  CacheKeyInputs BuildKeyInputs(const jit::BuildRequest& request,
+                                const std::string& compiler);
+
+  // The copy layer's slow paths built once (slow_paths.cc): the artifact of
+  // `request` linked with the slow-path library when that applies and the
+  // library is built; nullopt when the build compiles them itself (and
+  // then the library is queued, once).
+  absl::StatusOr<std::optional<jit::Artifact>> BuildWithSlowPathLibrary(
+      const BuildSpec& spec, const jit::BuildRequest& request,
+      const std::string& compiler);
+  // The background job: compiles the library and stores it in the tiers.
+  void BuildSlowPathLibrary(const std::string& name,
+                            const jit::BuildRequest& request,
+                            const CacheKey& key);
+  bool SlowPathLibraryApplies(const BuildSpec& spec,
+                              const jit::BuildRequest& request);
+  BuildSpec SlowPathLibrarySpec(const BuildSpec& spec,
+                                const jit::BuildRequest& request,
+                                int register_cap);
+
   void ScheduleFollowUp(std::optional<CacheKey> key,
                         const std::string& record_key,
                         std::shared_ptr<const jit::Artifact> artifact,
@@ -118,6 +144,13 @@ class ModuleBuilder {
 
   absl::Mutex uncached_mu_;
   uint64_t uncached_counter_ ABSL_GUARDED_BY(uncached_mu_) = 0;
+
+  // Set by ~ModuleBuilder: slow-path libraries not yet started are skipped.
+  std::atomic<bool> closing_{false};
+  absl::Mutex slow_path_mu_;
+  // Keys of the slow-path libraries queued for the background.
+  absl::flat_hash_set<std::string> slow_path_jobs_
+      ABSL_GUARDED_BY(slow_path_mu_);
 
   absl::Mutex thunk_jobs_mu_;
   // Record key -> its background thunk generation (absent: none needed or

@@ -137,6 +137,53 @@ TEST_F(ImageReaderTest, ReadsTheCubinsInsideAFatbin) {
 }
 
 // A malformed image is a status, never a crash (ASan builds check reads).
+// 64 floats live at once: more than 32 registers unless capped.
+constexpr char kHungry[] = R"(
+extern "C" __global__ void hungry(const float4* in, float4* out) {
+  float4 v[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) v[i] = in[threadIdx.x + i * 256];
+  float4 s = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    s.x += v[i].x * v[(i + 1) % 16].y;
+    s.y += v[i].y * v[(i + 3) % 16].z;
+    s.z += v[i].z * v[(i + 5) % 16].w;
+    s.w += v[i].w * v[(i + 7) % 16].x;
+  }
+  out[threadIdx.x] = s;
+}
+)";
+
+TEST_F(ImageReaderTest, RegisterCountsFollowTheCompilersRegisterCap) {
+  auto count_of = [](const std::vector<std::string>& options) {
+    BuildRequest r;
+    r.source = kHungry;
+    r.name = "hungry.cu";
+    r.target = *ParseTarget("sm_90");
+    r.options = options;
+    auto a = BuildModule(r);
+    EXPECT_TRUE(a.ok()) << a.status();
+    if (!a.ok()) return -1;
+    auto counts = CubinRegisterCounts(a->image);
+    EXPECT_TRUE(counts.ok()) << counts.status();
+    if (!counts.ok()) return -1;
+    for (const auto& [name, regs] : *counts) {
+      if (name == "hungry") return regs;
+    }
+    ADD_FAILURE() << "no register count for 'hungry'";
+    return -1;
+  };
+  const int free = count_of({});
+  const int capped = count_of({"-maxrregcount=32"});
+  EXPECT_GT(free, 32);
+  EXPECT_GT(capped, 0);
+  EXPECT_LE(capped, 32);
+  // A cubin without the record (PTX-only builds have no cubin) and a
+  // non-ELF image.
+  EXPECT_FALSE(CubinRegisterCounts("not an image").ok());
+}
+
 TEST_F(ImageReaderTest, MalformedImagesAreStatusesNeverCrashes) {
   std::mt19937_64 rng =
       testing::SeededRng("MalformedImagesAreStatusesNeverCrashes");
@@ -146,6 +193,11 @@ TEST_F(ImageReaderTest, MalformedImagesAreStatusesNeverCrashes) {
     auto a = ArtifactFromImage(image, kind, std::nullopt);
     if (!a.ok()) {
       EXPECT_NE(a.status().code(), absl::StatusCode::kInternal) << a.status();
+    }
+    auto regs = CubinRegisterCounts(image);
+    if (!regs.ok()) {
+      EXPECT_EQ(regs.status().code(), absl::StatusCode::kInvalidArgument)
+          << regs.status();
     }
   };
   // Every truncation of the ELF header and section table, then a sample.

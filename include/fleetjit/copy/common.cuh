@@ -11,6 +11,20 @@
 
 #define FJ_DEV __device__ __forceinline__
 
+// The layer's out-of-line slow paths (the tile walker, the unaligned and
+// narrow-row fallbacks, the TMA load's software fallback, fill_block) are
+// most of what a kernel on the layer compiles. fleetjit may build them
+// once per target and implementation into a device library and link it
+// (docs/slow-path-library.md): the kernel's own build then
+// defines FJ_SLOW_PATHS_EXTERN and sees their declarations alone, and the
+// library's build defines FJ_SLOW_PATHS_LIBRARY and instantiates every one
+// (end of <fleetjit/copy.cuh>). Without either, each build compiles them.
+#if defined(FJ_SLOW_PATHS_EXTERN) || defined(FJ_SLOW_PATHS_LIBRARY)
+#define FJ_SLOW_INLINE
+#else
+#define FJ_SLOW_INLINE inline
+#endif
+
 // `if constexpr` where the dialect has it (C++17, fleetjit's default): the
 // discarded branches of a rank dispatch are then never instantiated, which
 // is a third of a tile kernel's front-end time. Plain `if` under C++14.
@@ -318,14 +332,20 @@ FJ_DEV unsigned widest(u64 bits) {
 // only false predicates under pred_zero reach it, and one copy instead of
 // one per call site (each a loop over put()'s five widths) keeps NVRTC
 // builds fast.
-__device__ __noinline__ inline void fill_block(void* dst, unsigned bytes,
-                                               u64 pattern,
-                                               team tm = block_team()) {
+__device__ __noinline__ FJ_SLOW_INLINE void fill_block(void* dst,
+                                                       unsigned bytes,
+                                                       u64 pattern,
+                                                       team tm = block_team())
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   unsigned char* d = (unsigned char*)dst;
   const unsigned w = widest(addr(d) | bytes);
   for (unsigned i = tm.rank * w; i < bytes; i += tm.size * w)
     put(d + i, pattern >> ((i & 7) * 8), w);
 }
+#endif
 
 // Block-cooperative generic copy of `bytes` bytes (any alignment).
 FJ_DEV void move_block(void* dst, const void* src, unsigned bytes,
@@ -388,7 +408,11 @@ FJ_DEV span_split split_span(const void* dst, const void* src, unsigned bytes) {
 template <int R, class Op>
 __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
                                        unsigned char* smem, bool check, Op& op,
-                                       team tm) {
+                                       team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   const unsigned m = swz_mask(p);
   const unsigned eb = (unsigned)p.elem_bytes;
   const unsigned box0 = (unsigned)p.box[0];
@@ -460,6 +484,7 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
     }
   }
 }
+#endif
 
 // ---------------------------------------------------- tile fast path
 // The common tile: dimension 0 contiguous, every row 16-byte aligned in SMEM
@@ -909,7 +934,11 @@ struct store_op {
 template <int R>
 __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
                                              const unsigned char* smem,
-                                             bool fast, team tm) {
+                                             bool fast, team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   if (!fast) {
     if (store_narrow<R>(p, c, smem, tm)) return;
     store_op op{(unsigned)p.elem_bytes};
@@ -937,6 +966,7 @@ __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
     }
   }
 }
+#endif
 
 // The common case is inlined at each call site (as a call it cost a stack
 // frame per tile in local memory; see sync.cuh's load_tile_span).

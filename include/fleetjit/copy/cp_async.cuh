@@ -298,7 +298,11 @@ template <int R>
 __device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
                                              coords c, bool pred,
                                              pred_mode mode, bool fast,
-                                             detail::team tm) {
+                                             detail::team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   if (pred && !fast && issue_narrow<R>((unsigned char*)dst, p, c, tm)) return;
   if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
     return;
@@ -315,6 +319,7 @@ __device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
     cur.next();
   }
 }
+#endif
 // The common case is inlined at each call site (as a call it cost a stack
 // frame per tile in local memory; see sync.cuh's load_tile_span).
 template <int R>

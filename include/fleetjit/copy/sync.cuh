@@ -261,7 +261,11 @@ FJ_DEV bool load_narrow(unsigned char* smem, const tensor_param& p,
 template <int R>
 __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
                                             coords c, bool pred, pred_mode mode,
-                                            bool fast, detail::team tm) {
+                                            bool fast, detail::team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   if (pred && !fast && load_narrow<R>((unsigned char*)dst, p, c, tm)) return;
   if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
     return;
@@ -288,6 +292,7 @@ __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
     }
   }
 }
+#endif
 
 // The common case is inlined at each call site. As a call, it cost the
 // copy a stack frame per tile (the coords and saved registers in local

@@ -568,7 +568,11 @@ template <int R>
 __device__ __noinline__ void load_tile_bar(void* dst, const tensor_param& p,
                                            coords c, barrier& b,
                                            unsigned short mask, bool pred,
-                                           pred_mode mode, detail::team tm) {
+                                           pred_mode mode, detail::team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   if (!use_tmap(p, dst, c)) {
     cpa::issue_tile<R>(dst, p, c, pred, mode, tm);
     cpa::attach(b);
@@ -585,6 +589,7 @@ __device__ __noinline__ void load_tile_bar(void* dst, const tensor_param& p,
   issue_pieces<R>(detail::smem_u32(dst), p, c, detail::smem_u32(&b), mask,
                   tm.rank, tm.size < 32 ? tm.size : 32);
 }
+#endif
 template <int R>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
                       barrier& b, bool pred, pred_mode mode) {

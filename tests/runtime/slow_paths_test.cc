@@ -1,0 +1,200 @@
+// The copy layer's slow paths built once (runtime/build/slow_paths.cc,
+// docs/slow-path-library.md), on the CPU: NVRTC and nvJitLink for sm_90,
+// no GPU. The first layer kernel compiles whole and queues the library;
+// later ones link it, under the same cache keys, without raising any
+// kernel's register count; kernels that configure the layer themselves, or
+// do not include it, compile whole; with the option off nothing changes.
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "jit/image_reader.h"
+#include "jit/nvrtc_build.h"
+#include "platform/nvjitlink_library.h"
+#include "platform/nvrtc_library.h"
+#include "runtime/runtime.h"
+#include "tests/common/corpus.h"
+#include "tests/common/seed.h"
+#include "tests/common/temp_dir.h"
+
+namespace fleetjit {
+namespace {
+
+using ::fleetjit::testing::CorpusKernel;
+using ::fleetjit::testing::TempDir;
+
+// A corpus kernel made unique (a fresh module key) by a trailing comment.
+std::string Unique(const std::string& file, std::mt19937_64& rng) {
+  return absl::StrCat(CorpusKernel(file), "\n// slow_paths_test ", rng(), "\n");
+}
+
+// Register counts of `image`'s functions whose name contains `part`.
+std::vector<int> RegistersOf(const std::string& image, absl::string_view part) {
+  std::vector<int> out;
+  auto counts = jit::CubinRegisterCounts(image);
+  EXPECT_TRUE(counts.ok()) << counts.status();
+  if (!counts.ok()) return out;
+  for (const auto& [name, regs] : *counts) {
+    if (absl::StrContains(name, part)) out.push_back(regs);
+  }
+  return out;
+}
+
+// Whether `image` holds the layer's slow paths as functions of their own
+// (a linked image) rather than inside its kernels (a whole build).
+bool HasSeparateSlowPaths(const std::string& image) {
+  return !RegistersOf(image, "walk_tile").empty();
+}
+
+class SlowPathsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!NvrtcLibrary::Default().Get().ok())
+      GTEST_SKIP() << "NVRTC is not installed";
+    rng_ = ::fleetjit::testing::SeededRng(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
+
+  std::unique_ptr<Runtime> NewRuntime(bool library) {
+    RuntimeOptions options;
+    options.cache.dir = dir_.path();
+    options.slow_path_library = library;
+    auto rt = Runtime::Create(options);
+    EXPECT_TRUE(rt.ok()) << rt.status();
+    return rt.ok() ? *std::move(rt) : nullptr;
+  }
+
+  absl::StatusOr<ModuleRecord> Build(Runtime& rt, const std::string& source,
+                                     const std::string& target = "sm_90") {
+    BuildSpec spec;
+    spec.source = source;
+    spec.name = "slow_paths_test.cu";
+    spec.target = *jit::ParseTarget(target);
+    return rt.BuildRecord(spec);
+  }
+
+  TempDir dir_;
+  std::mt19937_64 rng_;
+};
+
+TEST_F(SlowPathsTest, FirstKernelCompilesWholeLaterOnesLinkTheLibrary) {
+  if (!ResolveNvJitLinkLibrary("", "").ok())
+    GTEST_SKIP() << "nvJitLink is not installed";
+  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+  ASSERT_NE(rt, nullptr);
+  // 1. No library yet: compiled whole, the library queued.
+  auto first = Build(*rt, Unique("tiled_copy.cu", rng_));
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(HasSeparateSlowPaths(first->artifact->image));
+  rt->WaitForBackgroundWork();
+  // 2. A new kernel links it: the same kernels and layouts as a whole build
+  // of the same source, the slow paths as functions of their own, and no
+  // kernel above the registers its own code needs.
+  const std::string source = Unique("tiled_copy.cu", rng_);
+  auto linked = Build(*rt, source);
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_EQ(linked->source, CacheSource::kCompiled);
+  EXPECT_TRUE(HasSeparateSlowPaths(linked->artifact->image));
+  std::unique_ptr<Runtime> plain = NewRuntime(/*library=*/false);
+  ASSERT_NE(plain, nullptr);
+  BuildSpec whole_spec;
+  whole_spec.source = source;
+  whole_spec.target = *jit::ParseTarget("sm_90");
+  whole_spec.use_cache = false;
+  auto whole = plain->BuildRecord(whole_spec);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_EQ(linked->artifact->kernels.size(), whole->artifact->kernels.size());
+  for (size_t i = 0; i < whole->artifact->kernels.size(); ++i) {
+    const jit::KernelEntry& a = linked->artifact->kernels[i];
+    const jit::KernelEntry& b = whole->artifact->kernels[i];
+    EXPECT_EQ(a.lowered_name, b.lowered_name);
+    EXPECT_EQ(a.param_bytes, b.param_bytes);
+    ASSERT_EQ(a.params.size(), b.params.size());
+    for (size_t p = 0; p < a.params.size(); ++p) {
+      EXPECT_EQ(a.params[p].offset, b.params[p].offset) << a.name << " " << p;
+      EXPECT_EQ(a.params[p].size, b.params[p].size) << a.name << " " << p;
+    }
+  }
+  // The kernel's own code, compiled alone as the route compiles it.
+  jit::BuildRequest own;
+  own.source = source;
+  own.target = *jit::ParseTarget("sm_90");
+  own.copy_impl = jit::CopyImpl::kTma;
+  own.device_code = jit::DeviceCode::kRelocatable;
+  own.options = {"-DFJ_SLOW_PATHS_EXTERN"};
+  auto alone = jit::BuildModule(own);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  const std::vector<int> own_regs = RegistersOf(alone->image, "tiled_copy");
+  const std::vector<int> linked_regs =
+      RegistersOf(linked->artifact->image, "tiled_copy");
+  ASSERT_EQ(own_regs.size(), 1u);
+  ASSERT_EQ(linked_regs.size(), 1u);
+  EXPECT_EQ(linked_regs[0], std::max(own_regs[0], 32))
+      << "linking the slow paths raised the kernel's register count";
+  // 3. The same source again: a memory hit, as for any build.
+  auto again = Build(*rt, source);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->source, CacheSource::kMemory);
+  // 4. Another runtime on the folder (another process) finds the library
+  // on disk: its first layer kernel links at once.
+  rt.reset();
+  std::unique_ptr<Runtime> next = NewRuntime(/*library=*/true);
+  ASSERT_NE(next, nullptr);
+  auto from_disk = Build(*next, Unique("tiled_copy.cu", rng_));
+  ASSERT_TRUE(from_disk.ok()) << from_disk.status();
+  EXPECT_TRUE(HasSeparateSlowPaths(from_disk->artifact->image));
+}
+
+TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
+  if (!ResolveNvJitLinkLibrary("", "").ok())
+    GTEST_SKIP() << "nvJitLink is not installed";
+  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(Build(*rt, Unique("tiled_copy.cu", rng_)).ok());
+  rt->WaitForBackgroundWork();
+  ASSERT_TRUE(HasSeparateSlowPaths(
+      Build(*rt, Unique("tiled_copy.cu", rng_))->artifact->image));
+  // A kernel that sets the layer's configuration itself: the library's
+  // could differ from it.
+  auto configured = Build(*rt, absl::StrCat("#define FJ_TMA_EDGE_STORE 1\n",
+                                            Unique("tiled_copy.cu", rng_)));
+  ASSERT_TRUE(configured.ok()) << configured.status();
+  EXPECT_FALSE(HasSeparateSlowPaths(configured->artifact->image));
+  // PTX targets: nothing to link into.
+  auto ptx = Build(*rt, Unique("tiled_copy.cu", rng_), "compute_90");
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_TRUE(ptx->artifact->is_ptx);
+  // A kernel without the layer is built as ever (no -dc, no link).
+  auto saxpy = Build(*rt, Unique("saxpy.cu", rng_));
+  ASSERT_TRUE(saxpy.ok()) << saxpy.status();
+  EXPECT_FALSE(HasSeparateSlowPaths(saxpy->artifact->image));
+  auto names = jit::CubinKernelNames(saxpy->artifact->image);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_FALSE(names->empty());
+}
+
+TEST_F(SlowPathsTest, OffByDefaultAndThenNothingChanges) {
+  EXPECT_FALSE(RuntimeOptions().slow_path_library);
+  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/false);
+  ASSERT_NE(rt, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    auto built = Build(*rt, Unique("tiled_copy.cu", rng_));
+    ASSERT_TRUE(built.ok()) << built.status();
+    EXPECT_FALSE(HasSeparateSlowPaths(built->artifact->image));
+    rt->WaitForBackgroundWork();
+  }
+  // No library was queued: the disk holds the two modules alone (and
+  // maybe the layer's precompiled header, an entry of another kind).
+  auto entries = rt->cache().List(/*verify=*/false);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  int modules = 0;
+  for (const auto& e : *entries) modules += e.kind == "module" ? 1 : 0;
+  EXPECT_EQ(modules, 2);
+}
+
+}  // namespace
+}  // namespace fleetjit
