@@ -13,7 +13,10 @@
 // Also: the thunk JIT time (IR + ELF emission, and loading the object into
 // a fresh JIT) and its share of a cold module build, and, on the CPU alone,
 // the cost of packing the parameter buffer through each path. Without a
-// GPU only the CPU part runs; the program says so and exits 0.
+// GPU only the CPU part runs; the program says so and exits 0. With
+// FLEETJIT_LIBCUDA=build/lib/libfj_fake_cuda.so (the tests' fake driver,
+// whose launches check their arguments and do nothing) the whole table runs
+// on any machine: fleetjit's own host cost per launch, next to the fake's.
 #include <unistd.h>
 
 #include <algorithm>
@@ -565,8 +568,16 @@ int main() {
   using namespace fleetjit;
   std::printf("fleetjit launch_bench\n");
   RuntimeOptions options;
-  (void)ApplyCacheEnvironment(options.cache,
-                              options.env_overrides);  // FLEETJIT_CACHE_DIR
+  // FLEETJIT_* as a server's runtime reads them: FLEETJIT_CACHE_DIR, and
+  // FLEETJIT_LIBCUDA, which may name the fake driver of the tests
+  // (build/lib/libfj_fake_cuda.so, whose launches do nothing): the tables
+  // then give fleetjit's own host cost per launch on a machine without a
+  // GPU, next to the fake's raw entry points.
+  absl::Status env = ApplyEnvironment(options);
+  if (!env.ok()) {
+    std::printf("launch_bench: %s\n", env.ToString().c_str());
+    return 2;
+  }
   auto rt = Runtime::Create(options);
   if (!rt.ok() || (*rt)->device_count() == 0) {
     std::printf(
