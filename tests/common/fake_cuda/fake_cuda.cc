@@ -804,8 +804,10 @@ CUresult fake_cuFuncGetParamInfo(CUfunction function, size_t index,
 
 // A launch does nothing, after the checks a driver makes: a live function
 // of the current context, a live stream, and (when the layout is known) a
-// parameter buffer of the kernel's size.
-CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra) {
+// parameter buffer of the kernel's size, or an array of argument pointers
+// (`kernel_params`: the driver reads each at the layout's sizes).
+CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra,
+                     void** kernel_params = nullptr) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   Function* f = LiveFunction(function);
@@ -813,6 +815,7 @@ CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra) {
   if (f->module->context != current_context) return CUDA_ERROR_INVALID_CONTEXT;
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
   if (!f->layout.known) return CUDA_SUCCESS;
+  if (kernel_params != nullptr && extra == nullptr) return CUDA_SUCCESS;
   size_t given = 0;
   for (void** e = extra; e != nullptr && *e != CU_LAUNCH_PARAM_END; e += 2) {
     if (e[0] == CU_LAUNCH_PARAM_BUFFER_SIZE)
@@ -824,18 +827,20 @@ CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra) {
 }
 
 CUresult fake_cuLaunchKernelEx(const CUlaunchConfig* config,
-                               CUfunction function, void**, void** extra) {
+                               CUfunction function, void** kernel_params,
+                               void** extra) {
   if (config == nullptr || config->gridDimX == 0 || config->blockDimX == 0) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return CheckLaunch(function, config->hStream, extra);
+  return CheckLaunch(function, config->hStream, extra, kernel_params);
 }
 
 CUresult fake_cuLaunchKernel(CUfunction function, unsigned gx, unsigned,
                              unsigned, unsigned bx, unsigned, unsigned,
-                             unsigned, CUstream stream, void**, void** extra) {
+                             unsigned, CUstream stream, void** kernel_params,
+                             void** extra) {
   if (gx == 0 || bx == 0) return CUDA_ERROR_INVALID_VALUE;
-  return CheckLaunch(function, stream, extra);
+  return CheckLaunch(function, stream, extra, kernel_params);
 }
 
 CUresult fake_cuOccupancyMaxActiveClusters(int* clusters, CUfunction function,
