@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
+#include "tests/common/fake_cuda/fake_runtime.h"
 #include "tests/common/seed.h"
 #include "tests/common/test_paths.h"
 
@@ -86,15 +87,7 @@ class FakeDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!HaveNvrtc()) GTEST_SKIP() << "NVRTC is not installed";
-    fjfake_reset(1);
-    fj_runtime_options ro{};
-    ro.struct_size = sizeof(ro);
-    ro.libcuda_path = S(driver_);
-    ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
-    FJ_ASSERT_OK(fj_runtime_create(&ro, &rt_));
-    int32_t n = 0;
-    FJ_ASSERT_OK(fj_device_count(rt_, &n));
-    ASSERT_EQ(n, 1) << "the fake driver did not load";
+    ASSERT_TRUE(fleetjit::testing::CreateFakeRuntime(&rt_));
     fj_build_options o{};
     o.struct_size = sizeof(o);
     o.source = S(source_);
@@ -109,8 +102,7 @@ class FakeDeviceTest : public ::testing::Test {
     fjfake_reset(1);
   }
 
-  std::string driver_ = ::fleetjit::testing::BesideExecutable(
-      "../lib/libfj_fake_cuda.so", FJ_FAKE_CUDA_PATH);
+  std::string driver_ = ::fleetjit::testing::FakeDriverPath();
   std::string source_ = kSource;
   std::string target_ = "compute_90";
   std::string use_ = "use";

@@ -15,8 +15,8 @@
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
+#include "tests/common/fake_cuda/fake_runtime.h"
 #include "tests/common/seed.h"
-#include "tests/common/test_paths.h"
 
 namespace {
 
@@ -33,15 +33,7 @@ struct TuneRun {
 class TuneFakeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    fjfake_reset(1);
-    fj_runtime_options ro{};
-    ro.struct_size = sizeof(ro);
-    ro.libcuda_path = S(driver_);
-    ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
-    FJ_ASSERT_OK(fj_runtime_create(&ro, &rt_));
-    int32_t n = 0;
-    FJ_ASSERT_OK(fj_device_count(rt_, &n));
-    ASSERT_EQ(n, 1) << "the fake driver did not load";
+    ASSERT_TRUE(fleetjit::testing::CreateFakeRuntime(&rt_));
     // saxpy(float* y, const float* x, float a, int n) over random data.
     std::mt19937_64 rng = fleetjit::testing::SeededRng(
         ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -116,8 +108,6 @@ class TuneFakeTest : public ::testing::Test {
   }
 
   static constexpr uint64_t kN = 4096;
-  std::string driver_ = ::fleetjit::testing::BesideExecutable(
-      "../lib/libfj_fake_cuda.so", FJ_FAKE_CUDA_PATH);
   std::string source_ = ::fleetjit::testing::SaxpySource();
   std::string target_ = "compute_90";  // PTX: the fake reads its layouts
   std::string kernel_ = "saxpy", block_x_ = "block.x";
