@@ -28,7 +28,10 @@
 //    it, jit/nvrtc_pch.h), absent (an empty cache: the child creates it),
 //    and with FLEETJIT_PCH=0;
 //  - saxpy + #include <fleetjit/copy.cuh> (the header alone), PCH warm and
-//    absent.
+//    absent;
+//  - pipelined_tiles and examples/transpose.cu with the PCH warm, whole and
+//    with the copy layer's slow-path library on disk
+//    (FLEETJIT_SLOW_PATH_LIBRARY, docs/slow-path-library.md).
 // The goal (issue 20): a kernel that includes <fleetjit/copy.cuh> builds in
 // a fresh process in at most 1.5x saxpy's time.
 #include <nvrtc.h>
@@ -184,20 +187,24 @@ ColdTimes FleetjitCold(fleetjit::Runtime& rt, const std::string& source) {
 
 std::string FreshSource(const std::string& kind) {
   const fleetjit::cli::BundledKernel* k = fleetjit::cli::FindBundledKernel(
-      kind == "tiles" ? "examples/pipelined_tiles.cu" : "examples/saxpy.cu");
+      kind == "tiles"       ? "examples/pipelined_tiles.cu"
+      : kind == "transpose" ? "examples/transpose.cu"
+                            : "examples/saxpy.cu");
   if (k == nullptr) return "";
   std::string source(k->content);
   if (kind == "include") source = "#include <fleetjit/copy.cuh>\n" + source;
   return Unique(source.c_str());
 }
 
-// The child: one Build of `kind` on the cache at `dir`; writes
-// "<build ms> <pch file_used> <pch created>" to `out`.
+// The child: one Build of `kind` on the cache at `dir` (with the copy
+// layer's slow-path library when `library`, docs/slow-path-library.md);
+// writes "<build ms> <pch file_used> <pch created>" to `out`.
 int FreshChild(const std::string& kind, const std::string& dir, bool pch,
-               const std::string& out) {
+               bool library, const std::string& out) {
   fleetjit::RuntimeOptions options;
   options.cache.dir = dir;
   options.pch = pch;
+  options.slow_path_library = library;
   const std::string source = FreshSource(kind);
   double t0 = NowMs();
   auto rt = fleetjit::Runtime::Create(options);
@@ -228,13 +235,13 @@ struct FreshRun {
 };
 
 FreshRun SpawnChild(const std::string& self, const std::string& kind,
-                    const std::string& dir, bool pch) {
+                    const std::string& dir, bool pch, bool library = false) {
   FreshRun r;
   const std::string out = dir + "/.bench-report";
   std::string a0 = self, a1 = "--child", a2 = kind, a3 = dir,
-              a4 = pch ? "1" : "0", a5 = out;
+              a4 = pch ? "1" : "0", a5 = out, a6 = library ? "1" : "0";
   char* argv[] = {a0.data(), a1.data(), a2.data(), a3.data(),
-                  a4.data(), a5.data(), nullptr};
+                  a4.data(), a5.data(), a6.data(), nullptr};
   double t0 = NowMs();
   pid_t pid = -1;
   if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, environ) != 0) {
@@ -269,11 +276,17 @@ int FreshMain(const std::string& self, int n, std::string root) {
   std::filesystem::create_directories(warm);
   SpawnChild(self, "tiles", warm, true);
   SpawnChild(self, "include", warm, true);
+  SpawnChild(self, "transpose", warm, true);
+  // The slow-path libraries these kernels link (each priming child's exit
+  // waits for the one it queued).
+  SpawnChild(self, "tiles", warm, true, true);
+  SpawnChild(self, "transpose", warm, true, true);
   struct Row {
     const char* label;
     const char* kind;
     enum { kWarm, kAbsent, kOff } pch;
     std::vector<FreshRun> runs;
+    bool library = false;
   } rows[] = {
       {"examples/saxpy.cu (anchor)", "saxpy", Row::kAbsent, {}},
       {"examples/pipelined_tiles.cu, PCH file warm", "tiles", Row::kWarm, {}},
@@ -290,6 +303,17 @@ int FreshMain(const std::string& self, int n, std::string root) {
        "include",
        Row::kAbsent,
        {}},
+      {"examples/pipelined_tiles.cu, PCH + slow-path library",
+       "tiles",
+       Row::kWarm,
+       {},
+       true},
+      {"examples/transpose.cu, PCH file warm", "transpose", Row::kWarm, {}},
+      {"examples/transpose.cu, PCH + slow-path library",
+       "transpose",
+       Row::kWarm,
+       {},
+       true},
   };
   int fresh_dirs = 0;
   for (int i = 0; i < n; ++i) {
@@ -299,7 +323,8 @@ int FreshMain(const std::string& self, int n, std::string root) {
         dir = root + "/cold-" + std::to_string(fresh_dirs++);
         std::filesystem::create_directories(dir);
       }
-      row.runs.push_back(SpawnChild(self, row.kind, dir, row.pch != Row::kOff));
+      row.runs.push_back(
+          SpawnChild(self, row.kind, dir, row.pch != Row::kOff, row.library));
       if (dir != warm) std::filesystem::remove_all(dir);
     }
   }
@@ -334,7 +359,9 @@ int FreshMain(const std::string& self, int n, std::string root) {
   }
   std::printf(
       "goal: a kernel including <fleetjit/copy.cuh> <= 1.5x saxpy "
-      "(fresh process, PCH file warm)\n");
+      "(fresh process, PCH file warm); the slow-path library rows: "
+      "FLEETJIT_SLOW_PATH_LIBRARY=1, libraries on disk "
+      "(docs/slow-path-library.md)\n");
   std::filesystem::remove_all(root);
   return 0;
 }
@@ -343,9 +370,10 @@ int FreshMain(const std::string& self, int n, std::string root) {
 }  // namespace fleetjit::bench
 
 int main(int argc, char** argv) {
-  if (argc == 6 && std::strcmp(argv[1], "--child") == 0) {
+  if (argc == 7 && std::strcmp(argv[1], "--child") == 0) {
     return fleetjit::bench::FreshChild(argv[2], argv[3],
-                                       std::strcmp(argv[4], "1") == 0, argv[5]);
+                                       std::strcmp(argv[4], "1") == 0,
+                                       std::strcmp(argv[6], "1") == 0, argv[5]);
   }
   if (argc >= 3 && std::strcmp(argv[1], "--fresh") == 0) {
     std::string dir =
