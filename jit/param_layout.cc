@@ -221,11 +221,16 @@ void ClassifyCxxParam(absl::string_view type, ParamSpec& spec) {
     absl::string_view inner = t.substr(11);
     inner = absl::StripSuffix(inner, ">");
     std::vector<std::string> parts = SplitTopLevel(inner);
-    if (parts.size() == 2) {
+    // fj::tensor<T, R, sizeof(T)> (<T, R> before the size was a parameter).
+    if (parts.size() == 2 || parts.size() == 3) {
       spec.tensor_dtype = DtypeOfCxxType(parts[0]);
-      const int vector_bytes = VectorTypeBytes(parts[0]);
-      if (spec.tensor_dtype < 0 && vector_bytes > 0) {
-        spec.tensor_dtype = -1 - vector_bytes;
+      int element_bytes = VectorTypeBytes(parts[0]);
+      if (parts.size() == 3 &&
+          (!absl::SimpleAtoi(parts[2], &element_bytes) || element_bytes <= 0)) {
+        element_bytes = 0;
+      }
+      if (spec.tensor_dtype < 0 && element_bytes > 0) {
+        spec.tensor_dtype = -1 - element_bytes;
       }
       int rank = 0;
       if (absl::SimpleAtoi(parts[1], &rank)) spec.tensor_rank = rank;

@@ -311,9 +311,16 @@ constexpr int copy_impl = FJ_COPY_IMPL;
 // ---------------------------------------------------------------- tensors
 // A tensor kernel parameter: a typed view of the runtime-filled
 // tensor_param (its only member, so the layout is the ABI's).
-template <class T, int R>
+// `B`, sizeof(T) (never given by hand), puts the element's size into a C++
+// kernel's mangled signature, so that a launch refuses a tensor whose
+// elements have another size even when T is a struct of the caller's own
+// ("the kernel declares 8-byte elements but the caller passed f32").
+// extern "C" kernels have no signature to carry it.
+template <class T, int R, int B = (int)sizeof(T)>
 struct tensor {
   static_assert(R >= 1 && R <= FJ_TP_MAX_RANK, "tensor rank must be 1..5");
+  static_assert(B == (int)sizeof(T),
+                "fj::tensor's third argument is sizeof(T): leave it out");
   tensor_param p;
 
   // ---- compile-time check: an fj::tensor is never copied ----------------

@@ -1055,10 +1055,12 @@ typedef struct fj_launch_config {
 
 /* Launches `kernel` asynchronously. Arguments are checked against the
  * kernel's parameters (count, size, kind, tensor rank and dtype where the
- * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type, or a
- * CUDA vector type such as float4, whose element size must then match the
- * tensor's) and the configuration against the device's limits before the
- * driver is called. Since 1.3 the same call makes cooperative,
+ * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type, or
+ * another type such as float4 or a struct of the caller's own, whose
+ * element size must then match the tensor's; a kernel declared extern "C"
+ * has no signature to declare them, so only count and sizes are checked)
+ * and the configuration against the device's limits before the driver is
+ * called. Since 1.3 the same call makes cooperative,
  * programmatic dependent and L2-window launches (fj_launch_config.flags and
  * l2_window_*; see fj_launch_flags) and takes complex scalars
  * (FJ_ARG_C64, FJ_ARG_C128). (since 1.0) */

@@ -73,8 +73,9 @@ TEST(ParamLayoutTest, CxxSignatureGivesKindsAndTensorTypes) {
 }
 
 // A tensor of a CUDA vector type declares no dtype but its element size
-// (tensor_dtype -(1 + sizeof(T))), which a launch checks; a user's own
-// struct declares neither (the mangled name has no size).
+// (tensor_dtype -(1 + sizeof(T))), which a launch checks; so does a user's
+// own struct, whose size fj::tensor<T, R, B>'s third argument carries (the
+// two-argument form, before it, carried none).
 TEST(ParamLayoutTest, VectorElementTypesCarryTheirSize) {
   struct Case {
     const char* mangled;
@@ -87,6 +88,10 @@ TEST(ParamLayoutTest, VectorElementTypesCarryTheirSize) {
       {"_Z1kPfiN2fj6tensorI5char2Li2EEEdc", -3},
       {"_Z1kPfiN2fj6tensorI4PairLi2EEEdc", -1},
       {"_Z1kPfiN2fj6tensorIiLi2EEEdc", 7},  // int: dtype i32
+      {"_Z1kPfiN2fj6tensorI4PairLi2ELi8EEEdc", -9},
+      {"_Z1kPfiN2fj6tensorI3RgbLi2ELi3EEEdc", -4},
+      {"_Z1kPfiN2fj6tensorIfLi2ELi4EEEdc", 0},  // float: dtype f32
+      {"_Z1kPfiN2fj6tensorI6float4Li2ELi16EEEdc", -17},
   };
   for (const Case& c : cases) {
     auto params = ParsePtxParams(kPtx, "_Z1kPfiN2fj6tensorIfLi2EEEdc");
