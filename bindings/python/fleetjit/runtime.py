@@ -7,7 +7,6 @@ context manager.
 """
 
 import ctypes
-import operator
 import os
 import sys
 from dataclasses import dataclass, field, asdict
@@ -20,7 +19,7 @@ from . import _fast
 from . import builds
 from . import copies
 from . import logs
-from .errors import FleetjitError, check, lib
+from .errors import FleetjitError, _ordinal, _signed, _unsigned, check, lib
 
 
 # The compiled launch path (fleetjit/_fastlaunch.c) when it is built and
@@ -406,19 +405,6 @@ def _no_nul(text, what):
                             f"the {what} holds a NUL character at offset "
                             f"{text.index(nul)}; NVRTC would silently drop "
                             "everything after it")
-
-
-def _ordinal(device):
-    """A device ordinal that fits the C int32_t (ctypes would silently wrap
-    it: 1 << 32 is device 0)."""
-    try:
-        d = operator.index(device)
-    except TypeError:
-        raise FleetjitError("INVALID_ARGUMENT",
-                            f"device ordinal {device!r} is not an integer") from None
-    if not -(1 << 31) <= d < 1 << 31:
-        raise FleetjitError("INVALID_ARGUMENT", f"device ordinal {d} is out of range")
-    return d
 
 
 def _dims(value, default):
