@@ -19,7 +19,7 @@ from . import _fast
 from . import builds
 from . import copies
 from . import logs
-from .errors import FleetjitError, _ordinal, _signed, _unsigned, check, lib
+from .errors import FleetjitError, _integer, _ordinal, _unsigned, check, lib
 
 
 # The compiled launch path (fleetjit/_fastlaunch.c) when it is built and
@@ -447,6 +447,7 @@ class Module(_Handle):
     def kernel(self, name: str, device: int = 0) -> Kernel:
         """The kernel `name` (extern "C" name or a name expression), loaded on `device`."""
         _no_nul(name, "kernel name")
+        device = _ordinal(device)
         n = _ffi.StrArg(name)
         out = ctypes.c_void_p()
         check(lib().fj_module_get_kernel(self._live(), n.value, device, ctypes.byref(out)))
@@ -488,6 +489,8 @@ class Runtime(_Handle):
         if log is not None:
             opts.log_fn, opts.log_level = logs.callback(log, log_level)
         if preopen_devices is not None:
+            preopen_devices = [_ordinal(d, f"preopen_devices[{i}]")
+                               for i, d in enumerate(preopen_devices)]
             devs = (ctypes.c_int32 * max(1, len(preopen_devices)))(*preopen_devices)
             keep.append(devs)
             opts.preopen_devices = ctypes.cast(devs, ctypes.POINTER(ctypes.c_int32))
@@ -495,7 +498,7 @@ class Runtime(_Handle):
         opts.copy_impl_override = _impl_value(copy_impl)
         opts.flags = ((0 if disk_cache else _ffi.RUNTIME_DISABLE_DISK_CACHE) |
                       (0 if thunks else _ffi.RUNTIME_DISABLE_THUNKS))
-        opts.cache_max_bytes = int(cache_max_bytes)
+        opts.cache_max_bytes = _unsigned(cache_max_bytes, 64, "cache_max_bytes")
         out = ctypes.c_void_p()
         check(lib().fj_runtime_create(ctypes.byref(opts), ctypes.byref(out)))
         super().__init__(out.value)
@@ -526,6 +529,7 @@ class Runtime(_Handle):
         return n.value
 
     def device(self, ordinal: int) -> Device:
+        ordinal = _ordinal(ordinal)
         out = _ffi.new(_ffi.fj_device_info)
         check(lib().fj_device_info_get(self._live(), ordinal, ctypes.byref(out)))
         return Device(out.ordinal, out.name.decode(errors="replace"),
@@ -659,15 +663,18 @@ class Runtime(_Handle):
 
     # Memory and streams.
     def alloc(self, nbytes: int, device: int = 0) -> DeviceBuffer:
-        nbytes = int(nbytes)
+        nbytes = _integer(nbytes, "alloc size")
         if nbytes < 0:
             raise FleetjitError("INVALID_ARGUMENT",
                                 f"alloc of {nbytes} bytes: a size is not negative")
+        nbytes = _unsigned(nbytes, 64, "alloc size")
+        device = _ordinal(device)
         out = ctypes.c_uint64()
         check(lib().fj_mem_alloc(self._live(), device, nbytes, ctypes.byref(out)))
         return DeviceBuffer(self, device, nbytes, out.value)
 
     def create_stream(self, device: int = 0) -> Stream:
+        device = _ordinal(device)
         out = ctypes.c_void_p()
         check(lib().fj_stream_create(self._live(), device, ctypes.byref(out)))
         return Stream(out.value, self, device)
@@ -675,7 +682,9 @@ class Runtime(_Handle):
     def wrap_stream(self, cu_stream: int, device: int = 0) -> Stream:
         """A fleetjit Stream over a framework's CUstream (not owned: closing
         it does not destroy the CUDA stream). Needs fj_stream_wrap."""
-        key = (device, int(cu_stream))
+        device = _ordinal(device)
+        cu_stream = _unsigned(cu_stream, 64, "CUstream")
+        key = (device, cu_stream)
         s = self._wrapped_streams.get(key)
         if s is not None and not s.closed:
             return s
@@ -686,13 +695,13 @@ class Runtime(_Handle):
                 "UNAVAILABLE",
                 f"this libfleetjit.so.1 ({major}.{minor}, {_ffi.library_path()}) has no "
                 "fj_stream_wrap, so it cannot launch on a framework's stream "
-                f"(0x{int(cu_stream):x}); use stream=None (the legacy default stream), the "
+                f"(0x{cu_stream:x}); use stream=None (the legacy default stream), the "
                 "framework's default stream, or Runtime.create_stream()")
         out = ctypes.c_void_p()
-        check(fj.fj_stream_wrap(self._live(), device, int(cu_stream), ctypes.byref(out)))
-        s = Stream(out.value, self, device, cu_stream=int(cu_stream))
+        check(fj.fj_stream_wrap(self._live(), device, cu_stream, ctypes.byref(out)))
+        s = Stream(out.value, self, device, cu_stream=cu_stream)
         self._wrapped_streams[key] = s
-        self._fj_by_cu[int(cu_stream)] = out.value
+        self._fj_by_cu[cu_stream] = out.value
         return s
 
     def _resolve_stream(self, stream, device):
