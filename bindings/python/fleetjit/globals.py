@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from . import _ffi
 from . import args as _args
-from .errors import FleetjitError, check, lib
+from .errors import FleetjitError, _unsigned, check, lib
 from .runtime import Kernel, Module, Runtime, Stream, _dims
 
 MINOR = 3  # the header minor these entries came with
@@ -207,18 +207,21 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
     fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
     cfg = fj_launch_config_13()
     cfg.struct_size = ctypes.sizeof(cfg)
-    for dst, value, default in ((cfg.grid, grid, 1), (cfg.block, block, 1),
-                                (cfg.cluster, cluster, 0)):
-        dims = _dims(value, default)
+    for dst, value, default, what in ((cfg.grid, grid, 1, "grid"),
+                                      (cfg.block, block, 1, "block"),
+                                      (cfg.cluster, cluster, 0, "cluster")):
+        dims = _dims(value, default, what)
         for i in range(3):
             dst[i] = dims[i]
-    cfg.shared_bytes = int(shared_bytes)
+    cfg.shared_bytes = _unsigned(shared_bytes, 32, "shared_bytes")
     cfg.stream = fj_stream
     cfg.flags = ((LAUNCH_COOPERATIVE if cooperative else 0) |
                  (LAUNCH_PROGRAMMATIC_DEPENDENT if programmatic else 0))
     if l2_window is not None:
         base, nbytes, ratio = l2_window
-        cfg.l2_window_base, cfg.l2_window_bytes, cfg.l2_hit_ratio = base, nbytes, ratio
+        cfg.l2_window_base = _unsigned(base, 64, "l2_window's base")
+        cfg.l2_window_bytes = _unsigned(nbytes, 64, "l2_window's bytes")
+        cfg.l2_hit_ratio = ratio
     keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
     check(lib().fj_launch(self._live(),
                           ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),

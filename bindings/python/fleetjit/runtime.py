@@ -343,7 +343,11 @@ class Kernel:
         kernel's `T*` parameter declares is a RuntimeWarning.
         """
         fast = _fast.module if USE_FAST_PATH else None
-        if fast is not None and cluster is None:
+        # The compiled path reads shared_bytes as a C unsigned int, which
+        # wraps: one that does not fit (or is no int) goes to the ctypes
+        # path, which refuses it.
+        if (fast is not None and cluster is None and type(shared_bytes) is int
+                and 0 <= shared_bytes <= 0xFFFFFFFF):
             module = self._module
             runtime = module._runtime
             if module._handle and runtime._handle:
@@ -379,12 +383,13 @@ class Kernel:
         runtime = self._module._runtime
         fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
         cfg = _ffi.new(_ffi.fj_launch_config)
-        for dst, value, default in ((cfg.grid, grid, 1), (cfg.block, block, 1),
-                                    (cfg.cluster, cluster, 0)):
-            dims = _dims(value, default)
+        for dst, value, default, what in ((cfg.grid, grid, 1, "grid"),
+                                          (cfg.block, block, 1, "block"),
+                                          (cfg.cluster, cluster, 0, "cluster")):
+            dims = _dims(value, default, what)
             for i in range(3):
                 dst[i] = dims[i]
-        cfg.shared_bytes = int(shared_bytes)
+        cfg.shared_bytes = _unsigned(shared_bytes, 32, "shared_bytes")
         cfg.stream = fj_stream
         keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device,
                                        dtypes=self._dl_dtypes())
@@ -407,12 +412,15 @@ def _no_nul(text, what):
                             "everything after it")
 
 
-def _dims(value, default):
+def _dims(value, default, what):
+    """3 uint32 launch dimensions from an int or a sequence of up to 3 ints
+    (None: all `default`); refused when one is not an integer or does not
+    fit (ctypes would silently wrap it)."""
     if value is None:
         return (default,) * 3
-    if isinstance(value, int):
+    if not hasattr(value, "__iter__"):
         value = (value,)
-    value = tuple(int(v) for v in value)
+    value = tuple(_unsigned(v, 32, f"{what}[{i}]") for i, v in enumerate(value))
     if len(value) > 3:
         raise FleetjitError("INVALID_ARGUMENT", f"{value} has more than 3 dimensions")
     return value + (default,) * (3 - len(value))

@@ -187,6 +187,42 @@ class FakeDriverTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
         self.assertEqual(self.rt.set_persisting_l2(0, 1 << 20), 1 << 20)
 
+    def refused(self, rows):
+        """Each (what, call, named): InvalidArgument naming `named`. Before,
+        ctypes wrapped the number and the fake driver took the call."""
+        for what, call, named in rows:
+            with self.subTest(what=what):
+                with self.assertRaises(fleetjit.InvalidArgumentError) as cm:
+                    call()
+                self.assertIn(named, cm.exception.message)
+
+    def test_launch_numbers_that_do_not_fit_are_refused(self):
+        k = self.mod.kernel("use")
+        out = self.rt.alloc(4096)
+        big = 1 << 32
+        self.refused([
+            ("grid past uint32", lambda: k.launch(big + 1, 32, [out]), "grid[0]"),
+            ("block.y past uint32", lambda: k.launch(1, (32, big + 1), [out]), "block[1]"),
+            ("negative block", lambda: k.launch(1, -1, [out]), "block[0]"),
+            ("float grid", lambda: k.launch(2.5, 32, [out]), "grid[0]"),
+            ("shared_bytes past uint32",
+             lambda: k.launch(1, 32, [out], shared_bytes=big), "shared_bytes"),
+            ("negative shared_bytes",
+             lambda: k.launch(1, 32, [out], shared_bytes=-1), "shared_bytes"),
+            ("launch_ex grid past uint32",
+             lambda: k.launch_ex(big + 1, 32, [out], cooperative=True), "grid[0]"),
+            ("launch_ex cluster past uint32",
+             lambda: k.launch_ex(1, 32, [out], cluster=big + 1), "cluster[0]"),
+            ("launch_ex shared_bytes past uint32",
+             lambda: k.launch_ex(1, 32, [out], shared_bytes=big), "shared_bytes"),
+            ("l2_window base past uint64",
+             lambda: k.launch_ex(1, 32, [out], l2_window=(out.device_address + (1 << 64),
+                                                          4096, 1.0)), "base"),
+            ("l2_window negative bytes",
+             lambda: k.launch_ex(1, 32, [out], l2_window=(out.device_address, -1, 1.0)),
+             "bytes"),
+        ])
+
 
 if __name__ == "__main__":
     unittest.main()
