@@ -223,6 +223,53 @@ class FakeDriverTest(unittest.TestCase):
              "bytes"),
         ])
 
+    def test_entry_numbers_that_do_not_fit_are_refused(self):
+        k = self.mod.kernel("use")
+        big = 1 << 32
+        four = b"\0" * 4
+        rows = []
+        for d in (big, -(1 << 31) - 1, 0.0):
+            rows += [
+                (f"get_global on {d!r}", lambda d=d: self.mod.get_global("table", d),
+                 "device ordinal"),
+                (f"global_write on {d!r}",
+                 lambda d=d: self.mod.global_write("table", four, device=d), "device ordinal"),
+                (f"global_read on {d!r}",
+                 lambda d=d: self.mod.global_read("table", 4, device=d), "device ordinal"),
+                (f"priority range on {d!r}", lambda d=d: self.rt.stream_priority_range(d),
+                 "device ordinal"),
+                (f"priority stream on {d!r}", lambda d=d: self.rt.stream_with_priority(d, 0),
+                 "device ordinal"),
+                (f"persisting L2 on {d!r}", lambda d=d: self.rt.set_persisting_l2(d, 1 << 20),
+                 "device ordinal"),
+            ]
+        rows += [
+            ("global_write offset past uint64",
+             lambda: self.mod.global_write("table", four, offset=1 << 64), "offset"),
+            ("global_write negative offset",
+             lambda: self.mod.global_write("table", four, offset=-4), "offset"),
+            ("global_read offset past uint64",
+             lambda: self.mod.global_read("table", 4, offset=1 << 64), "offset"),
+            ("global_read negative nbytes", lambda: self.mod.global_read("table", -4), "nbytes"),
+            ("priority past int32", lambda: self.rt.stream_with_priority(0, big - 5), "priority"),
+            ("float priority", lambda: self.rt.stream_with_priority(0, -1.5), "priority"),
+            ("persisting L2 past uint64",
+             lambda: self.rt.set_persisting_l2(0, (1 << 64) + (1 << 20)), "nbytes"),
+            ("occupancy block past uint32", lambda: k.occupancy(big + 256), "block_threads"),
+            ("occupancy shared past uint32",
+             lambda: k.occupancy(256, big), "dynamic_shared_bytes"),
+            ("suggest_block shared past uint32",
+             lambda: k.suggest_block(big), "dynamic_shared_bytes"),
+            ("carveout past int32",
+             lambda: k.set_attribute("preferred_carveout", big + 50), "preferred_carveout"),
+        ]
+        self.refused(rows)
+        # With nbytes left out, an offset past the end is still the library's
+        # OUT_OF_RANGE (the binding asks for 0 bytes there), not a refusal.
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.mod.global_read("table", offset=36)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+
 
 if __name__ == "__main__":
     unittest.main()
