@@ -270,6 +270,48 @@ class FakeDriverTest(unittest.TestCase):
             self.mod.global_read("table", offset=36)
         self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
 
+    def test_copy_prefetch_and_peer_numbers_that_do_not_fit_are_refused(self):
+        buf = self.rt.alloc(64)
+        a = buf.device_address
+        big = 1 << 32
+
+        class Cai:  # 4 floats of the fake's memory
+            def __init__(self, address):
+                self.__cuda_array_interface__ = {"data": (address, False), "shape": (4,),
+                                                 "typestr": "<f4", "version": 3}
+        other = self.rt.alloc(64)
+        src, dst = Cai(a), Cai(other.device_address)
+        self.rt.copy(dst, src, src_start=(1,), oob="zeros")
+        rows = []
+        for d in (big, -(1 << 31) - 1, 1.5):
+            rows += [
+                (f"peer_query reader {d!r}", lambda d=d: self.rt.peer_query(d, 0),
+                 "reader device ordinal"),
+                (f"peer_enable owner {d!r}", lambda d=d: self.rt.peer_enable(0, d),
+                 "owner device ordinal"),
+                (f"peer_disable owner {d!r}", lambda d=d: self.rt.peer_disable(0, d),
+                 "owner device ordinal"),
+                (f"prefetch reader {d!r}",
+                 lambda d=d: self.rt.prefetch(a, 64, reader_device=d), "reader_device"),
+            ]
+        rows += [
+            ("prefetch nbytes past uint64", lambda: self.rt.prefetch(a, 1 << 64), "nbytes"),
+            ("prefetch address past uint64", lambda: self.rt.prefetch(a + (1 << 64), 64),
+             "address"),
+            ("prefetch stage address past uint64",
+             lambda: self.rt.prefetch(a, 32, mode="stage_local",
+                                      stage=(a + 32 + (1 << 64), 32)), "stage's address"),
+            ("prefetch stage bytes past uint64",
+             lambda: self.rt.prefetch(a, 32, mode="stage_local",
+                                      stage=(a + 32, 32 + (1 << 64))), "stage's bytes"),
+            ("copy src_start past int64",
+             lambda: self.rt.copy(dst, src, src_start=((1 << 64) + 1,), oob="zeros"),
+             "src_start[0]"),
+            ("copy src_start float",
+             lambda: self.rt.copy(dst, src, src_start=(0.5,), oob="zeros"), "src_start[0]"),
+        ]
+        self.refused(rows)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -278,6 +278,19 @@ class ErrorsAndBadInputTest(unittest.TestCase):
             self.rt.copy(None, None, stream=-1)
         self.assertIn("CUstream", cm.exception.message)
 
+    def test_cuda_array_interface_device_past_int32_is_refused(self):
+        # borrow builds the fj_tensor of a __cuda_array_interface__ object
+        # itself: its device_id field wrapped 1 << 32 to device 0.
+        class Cai:
+            __cuda_array_interface__ = {"data": (0x1000, False), "shape": (4,),
+                                        "typestr": "<f4", "version": 3}
+        self.assertEqual(fleetjit.borrow(Cai(), device_id=3).device, (2, 3))
+        for device in (1 << 32, -(1 << 31) - 1, 1.0):
+            with self.subTest(device=device):
+                with self.assertRaises(errors.InvalidArgumentError) as cm:
+                    fleetjit.borrow(Cai(), device_id=device)
+                self.assertIn("device_id", cm.exception.message)
+
     def test_negative_alloc_is_invalid_argument(self):
         for n in (-1, -4096, -(2**63)):
             with self.assertRaises(errors.InvalidArgumentError) as cm:
