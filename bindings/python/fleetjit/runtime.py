@@ -239,7 +239,9 @@ class DeviceBuffer:
 
     def download(self, nbytes: Optional[int] = None) -> bytes:
         """Copies the buffer (or its first nbytes) back to the host."""
-        n = self.nbytes if nbytes is None else nbytes
+        n = self.nbytes if nbytes is None else _integer(nbytes, "nbytes")
+        if n < 0:
+            raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {n}: a size is not negative")
         dst = ctypes.create_string_buffer(n)
         check(lib().fj_memcpy_dtoh(self._runtime._live(), dst, self.device_address, n, None))
         return dst.raw
@@ -249,7 +251,7 @@ class DeviceBuffer:
         """Copies device bytes from `src` (its first nbytes; all of it by
         default) to the start of this buffer (fj_memcpy_dtod), on `stream`
         or synchronously."""
-        n = src.nbytes if nbytes is None else nbytes
+        n = src.nbytes if nbytes is None else _integer(nbytes, "nbytes")
         if n < 0 or n > self.nbytes or n > src.nbytes:
             raise FleetjitError("OUT_OF_RANGE",
                                 f"{n} bytes from a {src.nbytes}-byte buffer into a "
@@ -259,6 +261,8 @@ class DeviceBuffer:
                                    stream._live() if stream else None))
 
     def fill(self, value: int):
+        """Sets every byte to `value` (0 to 255)."""
+        value = _unsigned(value, 8, "the fill value")
         check(lib().fj_memset_d8(self._runtime._live(), self.device_address, value,
                                  self.nbytes, None))
 

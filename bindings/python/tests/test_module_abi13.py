@@ -312,6 +312,20 @@ class FakeDriverTest(unittest.TestCase):
         ]
         self.refused(rows)
 
+    def test_device_buffer_numbers_that_do_not_fit_are_refused(self):
+        buf, other = self.rt.alloc(64), self.rt.alloc(64)
+        buf.fill(255)
+        self.assertEqual(buf.download(4), b"\xff" * 4)
+        self.refused([
+            ("fill 256", lambda: buf.fill(256), "fill value"),
+            ("fill -1", lambda: buf.fill(-1), "fill value"),
+            ("fill 1.5", lambda: buf.fill(1.5), "fill value"),
+            ("download -1", lambda: buf.download(-1), "nbytes"),
+            ("download 2.5", lambda: buf.download(2.5), "nbytes"),
+            ("copy_from 2.5", lambda: buf.copy_from(other, 2.5), "nbytes"),
+        ])
+        self.assertEqual(buf.download(4), b"\xff" * 4)  # no refused fill reached it
+
 
 if __name__ == "__main__":
     unittest.main()
