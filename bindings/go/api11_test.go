@@ -527,6 +527,29 @@ func TestCUDATensorDevicePastInt32(t *testing.T) {
 	}
 }
 
+// TestLinearDoesNotWrap checks that a thread count Linear cannot cover
+// with a uint32 grid (or a negative one) gives a grid no device takes, so
+// Launch refuses it (OutOfRange), instead of a wrapped grid that launches.
+func TestLinearDoesNotWrap(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		block uint32
+		grid  uint32
+	}{
+		{1000, 256, 4}, {0, 256, 1}, {1, 0, 1},
+		{math.MaxUint32 * 256, 256, math.MaxUint32},
+		{1<<32 + 1, 1, math.MaxUint32},
+		{1 << 40, 1, math.MaxUint32},
+		{-1, 256, math.MaxUint32},
+		{math.MinInt64, 1, math.MaxUint32},
+	} {
+		cfg := fleetjit.Linear(c.n, c.block)
+		if cfg.Grid != [3]uint32{c.grid, 1, 1} {
+			t.Errorf("Linear(%d, %d).Grid = %v, want [%d 1 1]", c.n, c.block, cfg.Grid, c.grid)
+		}
+	}
+}
+
 // TestGPUCopyWindowAndGather runs fj_copy through the binding on a GPU: a
 // window of a random 2-D source (partly outside it, zero-filled) and a
 // gather of random rows, into poisoned outputs, against a host reference;
