@@ -291,6 +291,14 @@ class ErrorsAndBadInputTest(unittest.TestCase):
                     fleetjit.borrow(Cai(), device_id=device)
                 self.assertIn("device_id", cm.exception.message)
 
+    def test_float_box_extent_is_refused(self):
+        # int() cut a box extent of 2.5 to 2 (the tile of the launch).
+        for kw in ({"box": (8, 2.5)}, {"box_innermost_first": (2.5, 8)}):
+            with self.subTest(**kw):
+                with self.assertRaises(errors.InvalidArgumentError) as cm:
+                    fleetjit.Tensor(object(), **kw)
+                self.assertIn("box extent", cm.exception.message)
+
     def test_negative_alloc_is_invalid_argument(self):
         for n in (-1, -4096, -(2**63)):
             with self.assertRaises(errors.InvalidArgumentError) as cm:
