@@ -361,6 +361,23 @@ func TestBadInputTable(t *testing.T) {
 		{"prefetch with a huge reader", func() error {
 			return rt.Prefetch([]fleetjit.PrefetchDesc{{Address: 0x1000, Bytes: 64, ReaderDevice: 1 << 40}}, nil)
 		}, inv},
+		{"copy from a tensor of a device past int32", func() error {
+			return rt.Copy([]fleetjit.CopyDesc{{Src: fleetjit.CUDATensor(0x1000, 1<<32, fleetjit.Float32, shape...), Dst: c}}, nil)
+		}, inv},
+		{"copy into a tensor of a device below int32", func() error {
+			return rt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: fleetjit.CUDATensor(0x3000, -1<<32, fleetjit.Float32, shape...)}}, nil)
+		}, inv},
+		{"gather index of a device past int32", func() error {
+			idx := fleetjit.CUDATensor(0x4000, 1<<32, fleetjit.Int32, 4)
+			return rt.Copy([]fleetjit.CopyDesc{{Src: a, Dst: c, GatherIndex: idx}}, nil)
+		}, inv},
+		{"prefetch of a tensor of a device past int32", func() error {
+			return rt.Prefetch([]fleetjit.PrefetchDesc{{Tensor: fleetjit.CUDATensor(0x1000, 1<<32, fleetjit.Float32, shape...), ReaderDevice: -1}}, nil)
+		}, inv},
+		{"tensor check of a tensor of a device past int32", func() error {
+			_, err := fleetjit.TensorCheck(&fleetjit.TensorArg{Tensor: fleetjit.CUDATensor(0x1000, 1<<33, fleetjit.Float32, shape...)})
+			return err
+		}, inv},
 		{"peer query of bad devices", func() error { _, err := rt.PeerQuery(-3, 1<<30); return err }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
 		{"peer enable past int32", func() error { return rt.PeerEnable(0, 1<<33) }, inv},
 		{"peer disable of bad devices", func() error { return rt.PeerDisable(99, 0) }, anyOf(fleetjit.NotFound, fleetjit.InvalidArgument, fleetjit.Unavailable)},
@@ -489,6 +506,48 @@ func TestBadInputTable(t *testing.T) {
 	}
 	m.Close()
 	mod.Close()
+}
+
+// TestCUDATensorDevicePastInt32 checks that CUDATensor's device, which it
+// cannot refuse itself, is refused where the tensor is used, naming the
+// ordinal, and that setting DeviceID again clears it.
+func TestCUDATensorDevicePastInt32(t *testing.T) {
+	tensor := fleetjit.CUDATensor(0x1000, 1<<32+1, fleetjit.Float32, 4, 4)
+	_, err := fleetjit.TensorCheck(&fleetjit.TensorArg{Tensor: tensor})
+	var e *fleetjit.Error
+	if !errors.As(err, &e) || e.Code != fleetjit.InvalidArgument || !strings.Contains(e.Message, "4294967297") {
+		t.Fatalf("TensorCheck of a tensor of device 1<<32+1: %v, want InvalidArgument naming the ordinal", err)
+	}
+	tensor.DeviceID = 0
+	if _, err := fleetjit.TensorCheck(&fleetjit.TensorArg{Tensor: tensor}); err != nil {
+		t.Fatalf("TensorCheck after DeviceID = 0: %v", err)
+	}
+	if _, err := fleetjit.TensorCheck(&fleetjit.TensorArg{Tensor: fleetjit.CUDATensor(0x1000, math.MaxInt32, fleetjit.Float32, 4, 4)}); err != nil {
+		t.Fatalf("TensorCheck of a tensor of device MaxInt32: %v", err)
+	}
+}
+
+// TestLinearDoesNotWrap checks that a thread count Linear cannot cover
+// with a uint32 grid (or a negative one) gives a grid no device takes, so
+// Launch refuses it (OutOfRange), instead of a wrapped grid that launches.
+func TestLinearDoesNotWrap(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		block uint32
+		grid  uint32
+	}{
+		{1000, 256, 4}, {0, 256, 1}, {1, 0, 1},
+		{math.MaxUint32 * 256, 256, math.MaxUint32},
+		{1<<32 + 1, 1, math.MaxUint32},
+		{1 << 40, 1, math.MaxUint32},
+		{-1, 256, math.MaxUint32},
+		{math.MinInt64, 1, math.MaxUint32},
+	} {
+		cfg := fleetjit.Linear(c.n, c.block)
+		if cfg.Grid != [3]uint32{c.grid, 1, 1} {
+			t.Errorf("Linear(%d, %d).Grid = %v, want [%d 1 1]", c.n, c.block, cfg.Grid, c.grid)
+		}
+	}
 }
 
 // TestGPUCopyWindowAndGather runs fj_copy through the binding on a GPU: a

@@ -50,11 +50,22 @@ type Tensor struct {
 	Shape      []int64
 	Strides    []int64
 	ByteOffset uint64
+
+	// badDevice is CUDATensor's device when int32 cannot hold it (DeviceID
+	// then holds its wrapped value), else 0: toC refuses the tensor while
+	// DeviceID still holds that wrapped value.
+	badDevice int
 }
 
-// CUDATensor describes device memory of GPU `device`.
+// CUDATensor describes device memory of GPU `device`. A device outside
+// int32 makes every call given the tensor (Copy, Prefetch, Launch,
+// TensorCheck) an InvalidArgument error, unless DeviceID is set again.
 func CUDATensor(address uint64, device int, dtype DType, shape ...int64) *Tensor {
-	return &Tensor{Data: address, DeviceType: DeviceCUDA, DeviceID: int32(device), DType: dtype, Shape: shape}
+	t := &Tensor{Data: address, DeviceType: DeviceCUDA, DeviceID: int32(device), DType: dtype, Shape: shape}
+	if _, err := ordinalOf(device); err != nil {
+		t.badDevice = device
+	}
+	return t
 }
 
 // toC builds the fj_tensor and its arrays in C memory owned by m (the C ABI
@@ -62,6 +73,10 @@ func CUDATensor(address uint64, device int, dtype DType, shape ...int64) *Tensor
 func (t *Tensor) toC(m *cmem) (*C.fj_tensor, error) {
 	if t == nil {
 		return nil, nil
+	}
+	if t.badDevice != 0 && t.DeviceID == int32(t.badDevice) {
+		_, err := ordinalOf(t.badDevice)
+		return nil, err
 	}
 	if len(t.Strides) != 0 && len(t.Strides) != len(t.Shape) {
 		return nil, &Error{Code: InvalidArgument, Message: fmt.Sprintf(

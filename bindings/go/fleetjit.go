@@ -940,11 +940,20 @@ type LaunchConfig struct {
 }
 
 // Linear returns enough 1-D blocks of `block` threads to cover n threads.
+// A negative n, or one that needs more than MaxUint32 blocks, gives a grid
+// of MaxUint32 blocks, past every device's limit (2^31 - 1): Launch refuses
+// it with an OutOfRange error instead of launching a wrapped grid.
 func Linear(n int, block uint32) LaunchConfig {
 	if block == 0 {
 		block = 1
 	}
-	g := (uint64(n) + uint64(block) - 1) / uint64(block)
+	g := uint64(math.MaxUint32)
+	if n >= 0 {
+		g = (uint64(n) + uint64(block) - 1) / uint64(block) // n < 2^63: no overflow
+		if g > math.MaxUint32 {
+			g = math.MaxUint32
+		}
+	}
 	if g == 0 {
 		g = 1
 	}

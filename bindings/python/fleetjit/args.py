@@ -21,7 +21,7 @@ import struct
 import warnings
 
 from . import _ffi
-from .errors import FleetjitError
+from .errors import FleetjitError, _integer
 from . import tensors
 
 _KIND_NAMES = {
@@ -116,8 +116,9 @@ class Tensor:
             raise ValueError("give box (outermost-first, like shape) or "
                              "box_innermost_first, not both")
         if box_innermost_first is not None:
-            box = tuple(reversed(tuple(int(b) for b in box_innermost_first)))
-        box = tuple(int(b) for b in (box or ()))
+            box = tuple(reversed(tuple(_integer(b, "a box extent")
+                                       for b in box_innermost_first)))
+        box = tuple(_integer(b, "a box extent") for b in (box or ()))
         if len(box) > 5:
             raise ValueError("box has at most 5 extents")
         if any(b < 0 or b > 0xFFFFFFFF for b in box):

@@ -14,7 +14,7 @@ import ctypes
 
 from . import _ffi
 from . import tensors
-from .errors import FleetjitError, check, lib
+from .errors import FleetjitError, _integer, _ordinal, _signed, _unsigned, check, lib
 
 
 def _need(name):
@@ -26,7 +26,7 @@ def _need(name):
 
 
 def _starts(values, what):
-    values = tuple(int(v) for v in values)
+    values = tuple(_signed(v, 64, f"{what}[{i}]") for i, v in enumerate(values))
     if len(values) > 5:
         raise FleetjitError("INVALID_ARGUMENT", f"{what} has at most 5 entries")
     return values + (0,) * (5 - len(values))
@@ -72,17 +72,18 @@ def prefetch(runtime, data, nbytes=None, tile_start=(), tile_extent=(), mode="au
         raise FleetjitError("INVALID_ARGUMENT",
                             f"mode must be one of {sorted(_ffi.PREFETCH_MODES)}")
     fn = _need("fj_prefetch")
+    reader_device = _ordinal(reader_device, "reader_device")
     fj_stream, cu_stream = runtime._resolve_stream(stream, max(reader_device, 0))
     d = _ffi.new(_ffi.fj_prefetch_desc)
     keep = []
     address = getattr(data, "device_address", None)
     if isinstance(data, int) or address is not None:
-        d.address = int(data if address is None else address)
+        d.address = _unsigned(data if address is None else address, 64, "the address")
         if nbytes is None:
             nbytes = getattr(data, "nbytes", None)
-        if nbytes is None or int(nbytes) < 0:
+        if nbytes is None or _integer(nbytes, "nbytes") < 0:
             raise FleetjitError("INVALID_ARGUMENT", "a byte range needs nbytes >= 0")
-        d.bytes = int(nbytes)
+        d.bytes = _unsigned(nbytes, 64, "nbytes")
     else:
         b = tensors.borrow(data, stream=cu_stream)
         keep.append(b)
@@ -92,27 +93,38 @@ def prefetch(runtime, data, nbytes=None, tile_start=(), tile_extent=(), mode="au
         for i, v in enumerate(_starts(tile_extent, "tile_extent")):
             d.tile_extent[i] = v
     d.mode = _ffi.PREFETCH_MODES[mode]
-    d.reader_device = int(reader_device)
+    d.reader_device = reader_device
     if stage is not None:
         if hasattr(stage, "device_address"):
             d.stage_address, d.stage_bytes = stage.device_address, stage.nbytes
         else:
-            d.stage_address, d.stage_bytes = (int(v) for v in stage)
+            address, nbytes = stage
+            d.stage_address = _unsigned(address, 64, "stage's address")
+            d.stage_bytes = _unsigned(nbytes, 64, "stage's bytes")
     check(fn(runtime._live(), ctypes.byref(d), fj_stream))
     del keep
 
 
 def peer_query(runtime, reader, owner):
     """Whether GPU `reader` has a P2P path to `owner`'s memory."""
+    reader, owner = _peers(reader, owner)
     out = ctypes.c_int32()
-    check(_need("fj_peer_query")(runtime._live(), int(reader), int(owner), ctypes.byref(out)))
+    check(_need("fj_peer_query")(runtime._live(), reader, owner, ctypes.byref(out)))
     return bool(out.value)
 
 
 def peer_enable(runtime, reader, owner):
     """Lets kernels on `reader` use `owner`'s memory (idempotent)."""
-    check(_need("fj_peer_enable")(runtime._live(), int(reader), int(owner)))
+    reader, owner = _peers(reader, owner)
+    check(_need("fj_peer_enable")(runtime._live(), reader, owner))
 
 
 def peer_disable(runtime, reader, owner):
-    check(_need("fj_peer_disable")(runtime._live(), int(reader), int(owner)))
+    reader, owner = _peers(reader, owner)
+    check(_need("fj_peer_disable")(runtime._live(), reader, owner))
+
+
+def _peers(reader, owner):
+    """The two ordinals of a peer call, refused outside int32 (int() and
+    ctypes cut 1.5 to 1 and wrapped 1 << 32 to 0)."""
+    return _ordinal(reader, "reader device ordinal"), _ordinal(owner, "owner device ordinal")

@@ -1,6 +1,7 @@
 """FleetjitError: every fj_status, and every failure of the binding itself."""
 
 import ctypes
+import operator
 
 from . import _ffi
 
@@ -130,3 +131,50 @@ def check(status):
     """Raises the FleetjitError a status describes; NULL (success) passes."""
     if status:
         raise status_to_error(status)
+
+
+# Integers bound for a C field or argument. ctypes wraps an out-of-range
+# Python int silently (1 << 32 passed as an int32_t is 0, -1 as a uint64_t
+# is 2**64 - 1) and raises TypeError for a float; these refuse both with
+# INVALID_ARGUMENT naming the argument, before anything reaches the library.
+
+def _integer(value, what):
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"{what} is {value!r}, not an integer") from None
+
+
+def _ordinal(device, what="device ordinal"):
+    """A device ordinal that fits the C int32_t (ctypes would silently wrap
+    it: 1 << 32 is device 0)."""
+    try:
+        d = operator.index(device)
+    except TypeError:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"{what} {device!r} is not an integer") from None
+    if not -(1 << 31) <= d < 1 << 31:
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} {d} is out of range")
+    return d
+
+
+def _unsigned(value, bits: int, what: str) -> int:
+    """`value` as an integer that fits the C field's uint`bits`; refused
+    otherwise (ctypes would silently wrap it)."""
+    v = _integer(value, what)
+    if not 0 <= v < 1 << bits:
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} is {v}: out of range for a "
+                            f"uint{bits} (0 to {(1 << bits) - 1})")
+    return v
+
+
+def _signed(value, bits: int, what: str) -> int:
+    """`value` as an integer that fits the C field's int`bits`; refused
+    otherwise (ctypes would silently wrap it)."""
+    v = _integer(value, what)
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if not lo <= v <= hi:
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} is {v}: out of range for an "
+                            f"int{bits} ({lo} to {hi})")
+    return v

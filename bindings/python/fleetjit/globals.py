@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from . import _ffi
 from . import args as _args
-from .errors import FleetjitError, check, lib
+from .errors import FleetjitError, _integer, _ordinal, _signed, _unsigned, check, lib
 from .runtime import Kernel, Module, Runtime, Stream, _dims
 
 MINOR = 3  # the header minor these entries came with
@@ -119,6 +119,7 @@ def _stream_handle(module, stream, device):
 def get_global(self, name: str, device: int = 0) -> GlobalInfo:
     """The __device__ / __constant__ variable `name` (its symbol, or a name
     expression of the build such as "&ns::table") on `device`."""
+    device = _ordinal(device)
     n = _ffi.StrArg(name)
     out = fj_global_info()
     out.struct_size = ctypes.sizeof(out)
@@ -131,6 +132,8 @@ def global_write(self, name: str, data, offset: int = 0, device: int = 0, stream
     bytes in, ordered on `stream` (None: complete on return). The data is
     kept alive by the returned object: hold it until the stream has passed
     the copy."""
+    device = _ordinal(device)
+    offset = _unsigned(offset, 64, "offset")
     view = memoryview(data).cast("B")
     buf = (ctypes.c_char * len(view)).from_buffer_copy(view)
     n = _ffi.StrArg(name)
@@ -144,9 +147,14 @@ def global_read(self, name: str, nbytes=None, offset: int = 0, device: int = 0,
                 stream=None) -> bytearray:
     """`nbytes` (default: the rest of the variable) read from the global; with
     a stream the bytes are valid once it is synchronised."""
-    if nbytes is None:
-        nbytes = self.get_global(name, device).bytes - offset
-    out = bytearray(max(int(nbytes), 0))
+    device = _ordinal(device)
+    offset = _unsigned(offset, 64, "offset")
+    if nbytes is None:  # the rest; an offset past the end is the library's OUT_OF_RANGE
+        nbytes = max(self.get_global(name, device).bytes - offset, 0)
+    nbytes = _integer(nbytes, "nbytes")
+    if nbytes < 0:
+        raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {nbytes}: a size is not negative")
+    out = bytearray(nbytes)
     buf = (ctypes.c_char * len(out)).from_buffer(out) if out else None
     n = _ffi.StrArg(name)
     check(_fn("fj_module_global_read")(self._live(), n.value, device, offset,
@@ -179,21 +187,25 @@ def set_attribute(self, attr: str, value: int):
     """attr: "max_dynamic_shared_bytes" or "preferred_carveout" (percent, -1)."""
     if attr not in KERNEL_ATTRS:
         raise ValueError(f"attr must be one of {sorted(KERNEL_ATTRS)}")
-    check(_fn("fj_kernel_set_attribute")(self._live(), KERNEL_ATTRS[attr], int(value)))
+    value = _signed(value, 32, f"the {attr} value")
+    check(_fn("fj_kernel_set_attribute")(self._live(), KERNEL_ATTRS[attr], value))
 
 
 def occupancy(self, block_threads: int, dynamic_shared_bytes: int = 0) -> int:
     """Blocks per SM of `block_threads` threads and that much dynamic SMEM."""
+    block_threads = _unsigned(block_threads, 32, "block_threads")
+    dynamic_shared_bytes = _unsigned(dynamic_shared_bytes, 32, "dynamic_shared_bytes")
     out = c_int32()
-    check(_fn("fj_kernel_occupancy")(self._live(), int(block_threads),
-                                     int(dynamic_shared_bytes), ctypes.byref(out)))
+    check(_fn("fj_kernel_occupancy")(self._live(), block_threads, dynamic_shared_bytes,
+                                     ctypes.byref(out)))
     return out.value
 
 
 def suggest_block(self, dynamic_shared_bytes: int = 0):
     """(block threads, minimum grid) for the most occupancy."""
+    dynamic_shared_bytes = _unsigned(dynamic_shared_bytes, 32, "dynamic_shared_bytes")
     block, grid = c_int32(), c_int32()
-    check(_fn("fj_kernel_suggest_block")(self._live(), int(dynamic_shared_bytes),
+    check(_fn("fj_kernel_suggest_block")(self._live(), dynamic_shared_bytes,
                                          ctypes.byref(block), ctypes.byref(grid)))
     return block.value, grid.value
 
@@ -207,18 +219,21 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
     fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
     cfg = fj_launch_config_13()
     cfg.struct_size = ctypes.sizeof(cfg)
-    for dst, value, default in ((cfg.grid, grid, 1), (cfg.block, block, 1),
-                                (cfg.cluster, cluster, 0)):
-        dims = _dims(value, default)
+    for dst, value, default, what in ((cfg.grid, grid, 1, "grid"),
+                                      (cfg.block, block, 1, "block"),
+                                      (cfg.cluster, cluster, 0, "cluster")):
+        dims = _dims(value, default, what)
         for i in range(3):
             dst[i] = dims[i]
-    cfg.shared_bytes = int(shared_bytes)
+    cfg.shared_bytes = _unsigned(shared_bytes, 32, "shared_bytes")
     cfg.stream = fj_stream
     cfg.flags = ((LAUNCH_COOPERATIVE if cooperative else 0) |
                  (LAUNCH_PROGRAMMATIC_DEPENDENT if programmatic else 0))
     if l2_window is not None:
         base, nbytes, ratio = l2_window
-        cfg.l2_window_base, cfg.l2_window_bytes, cfg.l2_hit_ratio = base, nbytes, ratio
+        cfg.l2_window_base = _unsigned(base, 64, "l2_window's base")
+        cfg.l2_window_bytes = _unsigned(nbytes, 64, "l2_window's bytes")
+        cfg.l2_hit_ratio = ratio
     keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
     check(lib().fj_launch(self._live(),
                           ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),
@@ -230,6 +245,7 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
 
 def stream_priority_range(self, device: int = 0):
     """(least, greatest) stream priority of `device`, e.g. (0, -5)."""
+    device = _ordinal(device)
     least, greatest = c_int32(), c_int32()
     check(_fn("fj_stream_priority_range")(self._live(), device, ctypes.byref(least),
                                           ctypes.byref(greatest)))
@@ -238,16 +254,20 @@ def stream_priority_range(self, device: int = 0):
 
 def stream_with_priority(self, device: int, priority: int) -> Stream:
     """A non-blocking stream of `priority` (inside stream_priority_range)."""
+    device = _ordinal(device)
+    priority = _signed(priority, 32, "stream priority")
     out = ctypes.c_void_p()
-    check(_fn("fj_stream_create_with_priority")(self._live(), device, int(priority),
+    check(_fn("fj_stream_create_with_priority")(self._live(), device, priority,
                                                 ctypes.byref(out)))
     return Stream(out.value, self, device)
 
 
 def set_persisting_l2(self, device: int, nbytes: int) -> int:
     """Sets aside `nbytes` of L2 for persisting accesses; returns what was set."""
+    device = _ordinal(device)
+    nbytes = _unsigned(nbytes, 64, "nbytes")
     out = c_uint64()
-    check(_fn("fj_device_set_persisting_l2")(self._live(), device, int(nbytes),
+    check(_fn("fj_device_set_persisting_l2")(self._live(), device, nbytes,
                                              ctypes.byref(out)))
     return out.value
 

@@ -7,7 +7,6 @@ context manager.
 """
 
 import ctypes
-import operator
 import os
 import sys
 from dataclasses import dataclass, field, asdict
@@ -20,7 +19,7 @@ from . import _fast
 from . import builds
 from . import copies
 from . import logs
-from .errors import FleetjitError, check, lib
+from .errors import FleetjitError, _integer, _ordinal, _unsigned, check, lib
 
 
 # The compiled launch path (fleetjit/_fastlaunch.c) when it is built and
@@ -240,7 +239,9 @@ class DeviceBuffer:
 
     def download(self, nbytes: Optional[int] = None) -> bytes:
         """Copies the buffer (or its first nbytes) back to the host."""
-        n = self.nbytes if nbytes is None else nbytes
+        n = self.nbytes if nbytes is None else _integer(nbytes, "nbytes")
+        if n < 0:
+            raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {n}: a size is not negative")
         dst = ctypes.create_string_buffer(n)
         check(lib().fj_memcpy_dtoh(self._runtime._live(), dst, self.device_address, n, None))
         return dst.raw
@@ -250,7 +251,7 @@ class DeviceBuffer:
         """Copies device bytes from `src` (its first nbytes; all of it by
         default) to the start of this buffer (fj_memcpy_dtod), on `stream`
         or synchronously."""
-        n = src.nbytes if nbytes is None else nbytes
+        n = src.nbytes if nbytes is None else _integer(nbytes, "nbytes")
         if n < 0 or n > self.nbytes or n > src.nbytes:
             raise FleetjitError("OUT_OF_RANGE",
                                 f"{n} bytes from a {src.nbytes}-byte buffer into a "
@@ -260,6 +261,8 @@ class DeviceBuffer:
                                    stream._live() if stream else None))
 
     def fill(self, value: int):
+        """Sets every byte to `value` (0 to 255)."""
+        value = _unsigned(value, 8, "the fill value")
         check(lib().fj_memset_d8(self._runtime._live(), self.device_address, value,
                                  self.nbytes, None))
 
@@ -344,7 +347,11 @@ class Kernel:
         kernel's `T*` parameter declares is a RuntimeWarning.
         """
         fast = _fast.module if USE_FAST_PATH else None
-        if fast is not None and cluster is None:
+        # The compiled path reads shared_bytes as a C unsigned int, which
+        # wraps: one that does not fit (or is no int) goes to the ctypes
+        # path, which refuses it.
+        if (fast is not None and cluster is None and type(shared_bytes) is int
+                and 0 <= shared_bytes <= 0xFFFFFFFF):
             module = self._module
             runtime = module._runtime
             if module._handle and runtime._handle:
@@ -380,12 +387,13 @@ class Kernel:
         runtime = self._module._runtime
         fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
         cfg = _ffi.new(_ffi.fj_launch_config)
-        for dst, value, default in ((cfg.grid, grid, 1), (cfg.block, block, 1),
-                                    (cfg.cluster, cluster, 0)):
-            dims = _dims(value, default)
+        for dst, value, default, what in ((cfg.grid, grid, 1, "grid"),
+                                          (cfg.block, block, 1, "block"),
+                                          (cfg.cluster, cluster, 0, "cluster")):
+            dims = _dims(value, default, what)
             for i in range(3):
                 dst[i] = dims[i]
-        cfg.shared_bytes = int(shared_bytes)
+        cfg.shared_bytes = _unsigned(shared_bytes, 32, "shared_bytes")
         cfg.stream = fj_stream
         keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device,
                                        dtypes=self._dl_dtypes())
@@ -408,25 +416,15 @@ def _no_nul(text, what):
                             "everything after it")
 
 
-def _ordinal(device):
-    """A device ordinal that fits the C int32_t (ctypes would silently wrap
-    it: 1 << 32 is device 0)."""
-    try:
-        d = operator.index(device)
-    except TypeError:
-        raise FleetjitError("INVALID_ARGUMENT",
-                            f"device ordinal {device!r} is not an integer") from None
-    if not -(1 << 31) <= d < 1 << 31:
-        raise FleetjitError("INVALID_ARGUMENT", f"device ordinal {d} is out of range")
-    return d
-
-
-def _dims(value, default):
+def _dims(value, default, what):
+    """3 uint32 launch dimensions from an int or a sequence of up to 3 ints
+    (None: all `default`); refused when one is not an integer or does not
+    fit (ctypes would silently wrap it)."""
     if value is None:
         return (default,) * 3
-    if isinstance(value, int):
+    if not hasattr(value, "__iter__"):
         value = (value,)
-    value = tuple(int(v) for v in value)
+    value = tuple(_unsigned(v, 32, f"{what}[{i}]") for i, v in enumerate(value))
     if len(value) > 3:
         raise FleetjitError("INVALID_ARGUMENT", f"{value} has more than 3 dimensions")
     return value + (default,) * (3 - len(value))
@@ -461,6 +459,7 @@ class Module(_Handle):
     def kernel(self, name: str, device: int = 0) -> Kernel:
         """The kernel `name` (extern "C" name or a name expression), loaded on `device`."""
         _no_nul(name, "kernel name")
+        device = _ordinal(device)
         n = _ffi.StrArg(name)
         out = ctypes.c_void_p()
         check(lib().fj_module_get_kernel(self._live(), n.value, device, ctypes.byref(out)))
@@ -502,6 +501,8 @@ class Runtime(_Handle):
         if log is not None:
             opts.log_fn, opts.log_level = logs.callback(log, log_level)
         if preopen_devices is not None:
+            preopen_devices = [_ordinal(d, f"preopen_devices[{i}]")
+                               for i, d in enumerate(preopen_devices)]
             devs = (ctypes.c_int32 * max(1, len(preopen_devices)))(*preopen_devices)
             keep.append(devs)
             opts.preopen_devices = ctypes.cast(devs, ctypes.POINTER(ctypes.c_int32))
@@ -509,7 +510,7 @@ class Runtime(_Handle):
         opts.copy_impl_override = _impl_value(copy_impl)
         opts.flags = ((0 if disk_cache else _ffi.RUNTIME_DISABLE_DISK_CACHE) |
                       (0 if thunks else _ffi.RUNTIME_DISABLE_THUNKS))
-        opts.cache_max_bytes = int(cache_max_bytes)
+        opts.cache_max_bytes = _unsigned(cache_max_bytes, 64, "cache_max_bytes")
         out = ctypes.c_void_p()
         check(lib().fj_runtime_create(ctypes.byref(opts), ctypes.byref(out)))
         super().__init__(out.value)
@@ -540,6 +541,7 @@ class Runtime(_Handle):
         return n.value
 
     def device(self, ordinal: int) -> Device:
+        ordinal = _ordinal(ordinal)
         out = _ffi.new(_ffi.fj_device_info)
         check(lib().fj_device_info_get(self._live(), ordinal, ctypes.byref(out)))
         return Device(out.ordinal, out.name.decode(errors="replace"),
@@ -673,15 +675,18 @@ class Runtime(_Handle):
 
     # Memory and streams.
     def alloc(self, nbytes: int, device: int = 0) -> DeviceBuffer:
-        nbytes = int(nbytes)
+        nbytes = _integer(nbytes, "alloc size")
         if nbytes < 0:
             raise FleetjitError("INVALID_ARGUMENT",
                                 f"alloc of {nbytes} bytes: a size is not negative")
+        nbytes = _unsigned(nbytes, 64, "alloc size")
+        device = _ordinal(device)
         out = ctypes.c_uint64()
         check(lib().fj_mem_alloc(self._live(), device, nbytes, ctypes.byref(out)))
         return DeviceBuffer(self, device, nbytes, out.value)
 
     def create_stream(self, device: int = 0) -> Stream:
+        device = _ordinal(device)
         out = ctypes.c_void_p()
         check(lib().fj_stream_create(self._live(), device, ctypes.byref(out)))
         return Stream(out.value, self, device)
@@ -689,7 +694,9 @@ class Runtime(_Handle):
     def wrap_stream(self, cu_stream: int, device: int = 0) -> Stream:
         """A fleetjit Stream over a framework's CUstream (not owned: closing
         it does not destroy the CUDA stream). Needs fj_stream_wrap."""
-        key = (device, int(cu_stream))
+        device = _ordinal(device)
+        cu_stream = _unsigned(cu_stream, 64, "CUstream")
+        key = (device, cu_stream)
         s = self._wrapped_streams.get(key)
         if s is not None and not s.closed:
             return s
@@ -700,13 +707,13 @@ class Runtime(_Handle):
                 "UNAVAILABLE",
                 f"this libfleetjit.so.1 ({major}.{minor}, {_ffi.library_path()}) has no "
                 "fj_stream_wrap, so it cannot launch on a framework's stream "
-                f"(0x{int(cu_stream):x}); use stream=None (the legacy default stream), the "
+                f"(0x{cu_stream:x}); use stream=None (the legacy default stream), the "
                 "framework's default stream, or Runtime.create_stream()")
         out = ctypes.c_void_p()
-        check(fj.fj_stream_wrap(self._live(), device, int(cu_stream), ctypes.byref(out)))
-        s = Stream(out.value, self, device, cu_stream=int(cu_stream))
+        check(fj.fj_stream_wrap(self._live(), device, cu_stream, ctypes.byref(out)))
+        s = Stream(out.value, self, device, cu_stream=cu_stream)
         self._wrapped_streams[key] = s
-        self._fj_by_cu[int(cu_stream)] = out.value
+        self._fj_by_cu[cu_stream] = out.value
         return s
 
     def _resolve_stream(self, stream, device):

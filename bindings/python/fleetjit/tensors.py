@@ -19,7 +19,7 @@ import ctypes
 from ctypes import POINTER, Structure, c_int64, c_uint32, c_uint64, c_void_p
 
 from . import _ffi
-from .errors import FleetjitError
+from .errors import FleetjitError, _ordinal
 
 # DLDeviceType values the library accepts, and the CPU one NumPy reports.
 KDL_CPU = 1
@@ -183,6 +183,7 @@ def from_cuda_array_interface(obj, device_id=0):
     names no device: `device_id` is the caller's (the kernel's device). Its
     "stream" entry (v3) is not waited on: produce the data on the stream the
     kernel is launched on, as frameworks' current streams do."""
+    device_id = _ordinal(device_id, "device_id")
     cai = obj.__cuda_array_interface__
     shape = tuple(int(s) for s in cai["shape"])
     code, bits, itemsize = _dtype_from_typestr(cai["typestr"])

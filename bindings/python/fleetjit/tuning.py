@@ -11,14 +11,13 @@ the live device, stored like a module (docs/tuning.md).
 """
 
 import ctypes
-import operator
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int,
                     c_int32, c_size_t, c_uint32, c_uint64, c_void_p)
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from . import _ffi, args as _args
-from .errors import FleetjitError, check
+from .errors import FleetjitError, _unsigned, check
 from .runtime import _no_nul
 
 TUNE_NO_CACHE_READ = 1 << 0
@@ -129,20 +128,6 @@ class TuneResult:
 
 def _text(s) -> str:
     return ctypes.string_at(s.data, s.size).decode() if s.size else ""
-
-
-def _unsigned(value, bits: int, what: str) -> int:
-    """`value` as an integer that fits the C field's uint`bits`; refused
-    otherwise (ctypes would silently wrap it)."""
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise FleetjitError("INVALID_ARGUMENT",
-                            f"{what} is {value!r}, not an integer") from None
-    if not 0 <= v < 1 << bits:
-        raise FleetjitError("INVALID_ARGUMENT", f"{what} is {v}: out of range for a "
-                            f"uint{bits} (0 to {(1 << bits) - 1})")
-    return v
 
 
 def _dims(value, bits: int, what: str) -> Tuple[int, int, int]:

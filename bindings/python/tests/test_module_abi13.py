@@ -187,6 +187,145 @@ class FakeDriverTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
         self.assertEqual(self.rt.set_persisting_l2(0, 1 << 20), 1 << 20)
 
+    def refused(self, rows):
+        """Each (what, call, named): InvalidArgument naming `named`. Before,
+        ctypes wrapped the number and the fake driver took the call."""
+        for what, call, named in rows:
+            with self.subTest(what=what):
+                with self.assertRaises(fleetjit.InvalidArgumentError) as cm:
+                    call()
+                self.assertIn(named, cm.exception.message)
+
+    def test_launch_numbers_that_do_not_fit_are_refused(self):
+        k = self.mod.kernel("use")
+        out = self.rt.alloc(4096)
+        big = 1 << 32
+        self.refused([
+            ("grid past uint32", lambda: k.launch(big + 1, 32, [out]), "grid[0]"),
+            ("block.y past uint32", lambda: k.launch(1, (32, big + 1), [out]), "block[1]"),
+            ("negative block", lambda: k.launch(1, -1, [out]), "block[0]"),
+            ("float grid", lambda: k.launch(2.5, 32, [out]), "grid[0]"),
+            ("shared_bytes past uint32",
+             lambda: k.launch(1, 32, [out], shared_bytes=big), "shared_bytes"),
+            ("negative shared_bytes",
+             lambda: k.launch(1, 32, [out], shared_bytes=-1), "shared_bytes"),
+            ("launch_ex grid past uint32",
+             lambda: k.launch_ex(big + 1, 32, [out], cooperative=True), "grid[0]"),
+            ("launch_ex cluster past uint32",
+             lambda: k.launch_ex(1, 32, [out], cluster=big + 1), "cluster[0]"),
+            ("launch_ex shared_bytes past uint32",
+             lambda: k.launch_ex(1, 32, [out], shared_bytes=big), "shared_bytes"),
+            ("l2_window base past uint64",
+             lambda: k.launch_ex(1, 32, [out], l2_window=(out.device_address + (1 << 64),
+                                                          4096, 1.0)), "base"),
+            ("l2_window negative bytes",
+             lambda: k.launch_ex(1, 32, [out], l2_window=(out.device_address, -1, 1.0)),
+             "bytes"),
+        ])
+
+    def test_entry_numbers_that_do_not_fit_are_refused(self):
+        k = self.mod.kernel("use")
+        big = 1 << 32
+        four = b"\0" * 4
+        rows = []
+        for d in (big, -(1 << 31) - 1, 0.0):
+            rows += [
+                (f"get_global on {d!r}", lambda d=d: self.mod.get_global("table", d),
+                 "device ordinal"),
+                (f"global_write on {d!r}",
+                 lambda d=d: self.mod.global_write("table", four, device=d), "device ordinal"),
+                (f"global_read on {d!r}",
+                 lambda d=d: self.mod.global_read("table", 4, device=d), "device ordinal"),
+                (f"priority range on {d!r}", lambda d=d: self.rt.stream_priority_range(d),
+                 "device ordinal"),
+                (f"priority stream on {d!r}", lambda d=d: self.rt.stream_with_priority(d, 0),
+                 "device ordinal"),
+                (f"persisting L2 on {d!r}", lambda d=d: self.rt.set_persisting_l2(d, 1 << 20),
+                 "device ordinal"),
+            ]
+        rows += [
+            ("global_write offset past uint64",
+             lambda: self.mod.global_write("table", four, offset=1 << 64), "offset"),
+            ("global_write negative offset",
+             lambda: self.mod.global_write("table", four, offset=-4), "offset"),
+            ("global_read offset past uint64",
+             lambda: self.mod.global_read("table", 4, offset=1 << 64), "offset"),
+            ("global_read negative nbytes", lambda: self.mod.global_read("table", -4), "nbytes"),
+            ("priority past int32", lambda: self.rt.stream_with_priority(0, big - 5), "priority"),
+            ("float priority", lambda: self.rt.stream_with_priority(0, -1.5), "priority"),
+            ("persisting L2 past uint64",
+             lambda: self.rt.set_persisting_l2(0, (1 << 64) + (1 << 20)), "nbytes"),
+            ("occupancy block past uint32", lambda: k.occupancy(big + 256), "block_threads"),
+            ("occupancy shared past uint32",
+             lambda: k.occupancy(256, big), "dynamic_shared_bytes"),
+            ("suggest_block shared past uint32",
+             lambda: k.suggest_block(big), "dynamic_shared_bytes"),
+            ("carveout past int32",
+             lambda: k.set_attribute("preferred_carveout", big + 50), "preferred_carveout"),
+        ]
+        self.refused(rows)
+        # With nbytes left out, an offset past the end is still the library's
+        # OUT_OF_RANGE (the binding asks for 0 bytes there), not a refusal.
+        with self.assertRaises(fleetjit.FleetjitError) as cm:
+            self.mod.global_read("table", offset=36)
+        self.assertEqual(cm.exception.code, "OUT_OF_RANGE")
+
+    def test_copy_prefetch_and_peer_numbers_that_do_not_fit_are_refused(self):
+        buf = self.rt.alloc(64)
+        a = buf.device_address
+        big = 1 << 32
+
+        class Cai:  # 4 floats of the fake's memory
+            def __init__(self, address):
+                self.__cuda_array_interface__ = {"data": (address, False), "shape": (4,),
+                                                 "typestr": "<f4", "version": 3}
+        other = self.rt.alloc(64)
+        src, dst = Cai(a), Cai(other.device_address)
+        self.rt.copy(dst, src, src_start=(1,), oob="zeros")
+        rows = []
+        for d in (big, -(1 << 31) - 1, 1.5):
+            rows += [
+                (f"peer_query reader {d!r}", lambda d=d: self.rt.peer_query(d, 0),
+                 "reader device ordinal"),
+                (f"peer_enable owner {d!r}", lambda d=d: self.rt.peer_enable(0, d),
+                 "owner device ordinal"),
+                (f"peer_disable owner {d!r}", lambda d=d: self.rt.peer_disable(0, d),
+                 "owner device ordinal"),
+                (f"prefetch reader {d!r}",
+                 lambda d=d: self.rt.prefetch(a, 64, reader_device=d), "reader_device"),
+            ]
+        rows += [
+            ("prefetch nbytes past uint64", lambda: self.rt.prefetch(a, 1 << 64), "nbytes"),
+            ("prefetch address past uint64", lambda: self.rt.prefetch(a + (1 << 64), 64),
+             "address"),
+            ("prefetch stage address past uint64",
+             lambda: self.rt.prefetch(a, 32, mode="stage_local",
+                                      stage=(a + 32 + (1 << 64), 32)), "stage's address"),
+            ("prefetch stage bytes past uint64",
+             lambda: self.rt.prefetch(a, 32, mode="stage_local",
+                                      stage=(a + 32, 32 + (1 << 64))), "stage's bytes"),
+            ("copy src_start past int64",
+             lambda: self.rt.copy(dst, src, src_start=((1 << 64) + 1,), oob="zeros"),
+             "src_start[0]"),
+            ("copy src_start float",
+             lambda: self.rt.copy(dst, src, src_start=(0.5,), oob="zeros"), "src_start[0]"),
+        ]
+        self.refused(rows)
+
+    def test_device_buffer_numbers_that_do_not_fit_are_refused(self):
+        buf, other = self.rt.alloc(64), self.rt.alloc(64)
+        buf.fill(255)
+        self.assertEqual(buf.download(4), b"\xff" * 4)
+        self.refused([
+            ("fill 256", lambda: buf.fill(256), "fill value"),
+            ("fill -1", lambda: buf.fill(-1), "fill value"),
+            ("fill 1.5", lambda: buf.fill(1.5), "fill value"),
+            ("download -1", lambda: buf.download(-1), "nbytes"),
+            ("download 2.5", lambda: buf.download(2.5), "nbytes"),
+            ("copy_from 2.5", lambda: buf.copy_from(other, 2.5), "nbytes"),
+        ])
+        self.assertEqual(buf.download(4), b"\xff" * 4)  # no refused fill reached it
+
 
 if __name__ == "__main__":
     unittest.main()

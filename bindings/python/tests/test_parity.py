@@ -236,6 +236,69 @@ class ErrorsAndBadInputTest(unittest.TestCase):
                         call(device)
                     self.assertIn("device ordinal", cm.exception.message)
 
+    def test_call_ordinals_past_int32_are_refused(self):
+        # The device arguments of the calls that pass them straight to the
+        # library (an int32_t): ctypes wrapped 1 << 32 to device 0 and
+        # raised TypeError for a float.
+        m = self.rt.build(_env.SAXPY, target="sm_90")
+        calls = {
+            "kernel": (lambda d: m.kernel("saxpy", d), "device ordinal"),
+            "device": (lambda d: self.rt.device(d), "device ordinal"),
+            "alloc": (lambda d: self.rt.alloc(16, d), "device ordinal"),
+            "create_stream": (lambda d: self.rt.create_stream(d), "device ordinal"),
+            "wrap_stream": (lambda d: self.rt.wrap_stream(1, d), "device ordinal"),
+            "preopen_devices": (lambda d: fleetjit.Runtime(preopen_devices=[0, d]).close(),
+                                "preopen_devices[1]"),
+        }
+        for what, (call, named) in calls.items():
+            for device in (1 << 32, -(1 << 31) - 1, 1.0):
+                with self.subTest(what=what, device=device):
+                    with self.assertRaises(errors.InvalidArgumentError) as cm:
+                        call(device)
+                    self.assertIn(named, cm.exception.message)
+
+    def test_call_sizes_past_uint64_are_refused(self):
+        # uint64_t arguments and fields: ctypes wrapped 1 << 64 to 0 and -1
+        # to 2**64 - 1, and int() cut 2.5 to 2.
+        calls = {
+            "alloc size": lambda v: self.rt.alloc(v),
+            "CUstream": lambda v: self.rt.wrap_stream(v),
+            "cache_max_bytes": lambda v: fleetjit.Runtime(cache_max_bytes=v).close(),
+        }
+        for what, call in calls.items():
+            for value in (1 << 64, -1, 2.5):
+                if what == "alloc size" and value == -1:
+                    continue  # test_negative_alloc_is_invalid_argument
+                with self.subTest(what=what, value=value):
+                    with self.assertRaises(errors.InvalidArgumentError) as cm:
+                        call(value)
+                    self.assertIn(what, cm.exception.message)
+        # A launch or copy stream given as an integer goes through wrap_stream.
+        with self.assertRaises(errors.InvalidArgumentError) as cm:
+            self.rt.copy(None, None, stream=-1)
+        self.assertIn("CUstream", cm.exception.message)
+
+    def test_cuda_array_interface_device_past_int32_is_refused(self):
+        # borrow builds the fj_tensor of a __cuda_array_interface__ object
+        # itself: its device_id field wrapped 1 << 32 to device 0.
+        class Cai:
+            __cuda_array_interface__ = {"data": (0x1000, False), "shape": (4,),
+                                        "typestr": "<f4", "version": 3}
+        self.assertEqual(fleetjit.borrow(Cai(), device_id=3).device, (2, 3))
+        for device in (1 << 32, -(1 << 31) - 1, 1.0):
+            with self.subTest(device=device):
+                with self.assertRaises(errors.InvalidArgumentError) as cm:
+                    fleetjit.borrow(Cai(), device_id=device)
+                self.assertIn("device_id", cm.exception.message)
+
+    def test_float_box_extent_is_refused(self):
+        # int() cut a box extent of 2.5 to 2 (the tile of the launch).
+        for kw in ({"box": (8, 2.5)}, {"box_innermost_first": (2.5, 8)}):
+            with self.subTest(**kw):
+                with self.assertRaises(errors.InvalidArgumentError) as cm:
+                    fleetjit.Tensor(object(), **kw)
+                self.assertIn("box extent", cm.exception.message)
+
     def test_negative_alloc_is_invalid_argument(self):
         for n in (-1, -4096, -(2**63)):
             with self.assertRaises(errors.InvalidArgumentError) as cm:
