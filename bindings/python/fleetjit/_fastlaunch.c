@@ -285,20 +285,23 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
   (void)self;
   unsigned long long fn_addr, kernel;
   unsigned long long fj_stream_addr;
-  unsigned int shared;
-  PyObject *grid, *block, *stream_obj, *streams, *args, *dtypes;
-  if (!PyArg_ParseTuple(argv, "KKOOIKOOOO", &fn_addr, &kernel, &grid, &block,
+  PyObject *grid, *block, *shared, *stream_obj, *streams, *args, *dtypes;
+  if (!PyArg_ParseTuple(argv, "KKOOOKOOOO", &fn_addr, &kernel, &grid, &block,
                         &shared, &fj_stream_addr, &stream_obj, &streams, &args,
                         &dtypes))
     return NULL;
   fj_launch_config cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.struct_size = sizeof(cfg);
-  if (read_dims(grid, cfg.grid, 1) != 0 || read_dims(block, cfg.block, 1)) {
+  /* shared_bytes as read_dims reads a dimension: an int that fits uint32,
+   * else the ctypes path, which refuses it by name. */
+  uint32_t shared_bytes[3];
+  if (read_dims(grid, cfg.grid, 1) != 0 || read_dims(block, cfg.block, 1) ||
+      !PyLong_Check(shared) || read_dims(shared, shared_bytes, 0) != 0) {
     PyErr_Clear();
     return not_handled();
   }
-  cfg.shared_bytes = shared;
+  cfg.shared_bytes = shared_bytes[0];
   if (stream_obj == Py_None) {
     cfg.stream = (fj_stream*)(uintptr_t)fj_stream_addr;
   } else {

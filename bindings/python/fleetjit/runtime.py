@@ -347,11 +347,9 @@ class Kernel:
         kernel's `T*` parameter declares is a RuntimeWarning.
         """
         fast = _fast.module if USE_FAST_PATH else None
-        # The compiled path reads shared_bytes as a C unsigned int, which
-        # wraps: one that does not fit (or is no int) goes to the ctypes
-        # path, which refuses it.
-        if (fast is not None and cluster is None and type(shared_bytes) is int
-                and 0 <= shared_bytes <= 0xFFFFFFFF):
+        # The compiled path takes a shared_bytes that is an int fitting
+        # uint32 and leaves any other to the ctypes path, which refuses it.
+        if fast is not None and cluster is None:
             module = self._module
             runtime = module._runtime
             if module._handle and runtime._handle:
