@@ -93,6 +93,17 @@ std::vector<std::string> BuildOptions(const BuildRequest& request) {
   return options;
 }
 
+bool IsRelocatableBuild(const std::vector<std::string>& options) {
+  for (const std::string& o : options) {
+    if (o == "-dc" || o == "--device-c" || o == "-rdc=true" ||
+        o == "--relocatable-device-code=true" || o == "-dlto" ||
+        o == "--dlink-time-opt") {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<IncludeDir> SearchedDirs(const BuildRequest& request) {
   std::vector<IncludeDir> dirs;
   const std::vector<std::string>& o = request.options;

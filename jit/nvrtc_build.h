@@ -67,6 +67,11 @@ struct BuildRequest {
 // The exact option list a request compiles with (part of the cache key).
 std::vector<std::string> BuildOptions(const BuildRequest& request);
 
+// Whether NVRTC options ask for relocatable device code (an input to a
+// device link, not a loadable image): -dc, -rdc=true, -dlto and their long
+// forms.
+bool IsRelocatableBuild(const std::vector<std::string>& options);
+
 // The folders of `request` in NVRTC's search order: the -I of `options`
 // (origin "nvrtc_options"), then `include_dirs`.
 std::vector<IncludeDir> SearchedDirs(const BuildRequest& request);

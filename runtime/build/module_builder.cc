@@ -20,19 +20,6 @@
 namespace fleetjit {
 namespace {
 
-// Whether NVRTC options ask for relocatable device code (an input to a
-// device link, not a loadable image).
-bool IsRelocatableBuild(const std::vector<std::string>& options) {
-  for (const std::string& o : options) {
-    if (o == "-dc" || o == "--device-c" || o == "-rdc=true" ||
-        o == "--relocatable-device-code=true" || o == "-dlto" ||
-        o == "--dlink-time-opt") {
-      return true;
-    }
-  }
-  return false;
-}
-
 bool IsEmbeddedHeader(absl::string_view name) {
   for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
     if (jit::kEmbeddedHeaders[i].path == name) return true;
@@ -282,7 +269,7 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
   // A relocatable image (-dc, -rdc=true, -dlto) loads only once linked
   // (fj_module_link): its layout comes from its PTX, not from a load.
   for (int d : {spec.device, 0}) {
-    if (IsRelocatableBuild(spec.options)) break;
+    if (jit::IsRelocatableBuild(spec.options)) break;
     if (d >= 0 && d < devices_.count() &&
         jit::TargetRunsOn(target, devices_.get(d).facts().arch())) {
       layout_device = d;

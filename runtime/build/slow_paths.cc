@@ -113,13 +113,9 @@ bool ModuleBuilder::SlowPathLibraryApplies(const BuildSpec& spec,
   if (!options_.slow_path_library || !spec.use_cache) return false;
   if (request.target.ptx || request.emit_ptx) return false;  // no link to PTX
   if (request.device_code != jit::DeviceCode::kWhole) return false;
+  if (jit::IsRelocatableBuild(request.options)) return false;
   for (const std::string& o : request.options) {
-    // Relocatable already, or a macro option in two words.
-    if (o == "-dc" || o == "--device-c" || o == "-rdc=true" ||
-        o == "--relocatable-device-code=true" || o == "-dlto" ||
-        o == "--dlink-time-opt" || o == "-D" || o == "-U") {
-      return false;
-    }
+    if (o == "-D" || o == "-U") return false;  // a macro in two words
   }
   return IncludesLayer(request.source) && !DefinesLayerMacro(request.source);
 }
