@@ -128,6 +128,14 @@ constexpr EnvVariable kVariables[] = {
        return SetSwitch(v, o.slow_path_library);
      },
      false},
+    {"FLEETJIT_COPY_TUNE", kSwitchSyntax,
+     "fj_copy's window kernel uses the launch shape tuned for the device "
+     "model, tuned once in the background where none is stored (default "
+     "on).",
+     [](absl::string_view v, RuntimeOptions& o) {
+       return SetSwitch(v, o.copy_tune);
+     },
+     false},
     {"FLEETJIT_THUNKS", kSwitchSyntax,
      "Turns the LLVM launch thunks on or off (off: the generic launch path).",
      [](absl::string_view v, RuntimeOptions& o) {

@@ -49,6 +49,10 @@ struct RuntimeOptions {
   // implementation (runtime/build/slow_paths.cc, docs/slow-path-library.md).
   // Off until it is measured on a GPU; FLEETJIT_SLOW_PATH_LIBRARY=1.
   bool slow_path_library = false;
+  // fj_copy's window kernel takes each device's own launch shape: looked
+  // up in the cache tiers, else tuned once in the background on the first
+  // copy that needs it (runtime/runtime_copy_tune.cc, docs/tuning.md).
+  bool copy_tune = true;
   CacheConfig cache;
   // Where CUDA's headers are searched (platform/cuda_headers.h); the NVRTC
   // in use is added by the runtime. ApplyEnvironment fills it from CUDA_HOME,

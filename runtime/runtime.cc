@@ -33,6 +33,10 @@ class RuntimeKernelSource final : public copy::KernelSource {
     return plan.impl;
   }
 
+  void ShapeWanted(int device, jit::CopyImpl impl) override {
+    runtime_.ScheduleCopyTune(device, impl);
+  }
+
  private:
   Runtime& runtime_;
 };
@@ -108,6 +112,15 @@ Runtime::~Runtime() {
   // background work finishes (its disk entries are written whole while
   // everything it uses still exists), then the loaded images, then memory.
   // The copy engine goes first: its streams and kernels use all of these.
+  // A copy-shape tuning queued or running (it uses the engine) stops at its
+  // next candidate and stores nothing.
+  copy_tune_cancel_.store(true);
+  bool copy_tune_asked;
+  {
+    absl::MutexLock lock(&copy_tune_mu_);
+    copy_tune_asked = !copy_tune_asked_.empty();
+  }
+  if (copy_tune_asked && builder_ != nullptr) builder_->WaitForBackgroundWork();
   {
     absl::MutexLock lock(&copy_mu_);
     copy_.reset();

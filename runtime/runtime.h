@@ -29,8 +29,10 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,7 +67,8 @@ namespace fleetjit {
 
 class CopyEngine;  // runtime/copy/copy_engine.h
 namespace copy {
-class KernelSource;  // runtime/copy/copy_kernels.h
+class KernelSource;      // runtime/copy/copy_kernels.h
+struct CopyLaunchShape;  // runtime/copy/copy_kernels.h
 }  // namespace copy
 
 // What fj_device_info reports about one device.
@@ -290,10 +293,43 @@ class Runtime {
   absl::StatusOr<CacheKey> TuneKey(const TuneRequest& request,
                                    std::vector<tune::TuneCandidate>* out);
 
+  // fj_copy's window kernel on `device` under `impl`
+  // (runtime/runtime_copy_tune.cc): the stored launch shape of the device
+  // model, else a tuning run of the shapes on a scratch window (about 0.5
+  // GiB of device memory, well under a second on an H200), stored unless
+  // noisy. The winner is set on the copy kernels (CopyKernels::SetShape).
+  // With options().copy_tune, the first copy on a (device, impl) queues
+  // this on the background worker; benchmarks and tests call it directly.
+  absl::StatusOr<TuneOutcome> TuneCopyWindow(int device, jit::CopyImpl impl);
+  // The launch shape a row of such a record names (DATA_LOSS if none).
+  static absl::StatusOr<copy::CopyLaunchShape> CopyWindowShapeOf(
+      const tune::TuneRow& row);
+  // Queues TuneCopyWindow(device, impl) on the background worker, once per
+  // pair and only with options().copy_tune; its outcome is logged (info),
+  // never an error of the copy that asked.
+  void ScheduleCopyTune(int device, jit::CopyImpl impl);
+
  private:
   Runtime();
   // Start-up work the options ask for: preopen_devices, preload_nvrtc.
   absl::Status StartUp();
+
+  struct TuneFlight;
+  // Tune's single flight, shared with TuneCopyWindow. FindOrStartTuning
+  // looks `key` up (when `read_cache`) and, on a miss, makes this call the
+  // one tuning it: a hit fills `outcome` (record, source) and returns null;
+  // else the flight returned is this call's, ended by EndTuneFlight (which
+  // wakes the calls waiting for it to look again).
+  std::shared_ptr<TuneFlight> FindOrStartTuning(const CacheKey& key,
+                                                bool read_cache,
+                                                absl::string_view name,
+                                                TuneOutcome& outcome);
+  void EndTuneFlight(const std::string& digest,
+                     const std::shared_ptr<TuneFlight>& flight);
+  // Stores `record` in the cache tiers (the memory tier always; a failed
+  // disk write is logged).
+  void StoreTuneRecord(const CacheKey& key, const tune::TuneRecord& record,
+                       const jit::Target& target, jit::CopyImpl impl);
 
   RuntimeOptions options_;
   Logger logger_;
@@ -315,6 +351,12 @@ class Runtime {
   absl::Mutex tune_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TuneFlight>> tune_flights_
       ABSL_GUARDED_BY(tune_mu_);
+  // fj_copy's window tuning: the (device, impl) pairs queued or done, and
+  // the flag ~Runtime raises so a run in progress stops at its next
+  // candidate (and stores nothing).
+  absl::Mutex copy_tune_mu_;
+  std::set<std::pair<int, int>> copy_tune_asked_ ABSL_GUARDED_BY(copy_tune_mu_);
+  std::atomic<bool> copy_tune_cancel_{false};
   // Last: destroyed first, before the devices and the driver it uses (its
   // streams and peer contexts).
   absl::Mutex copy_mu_;

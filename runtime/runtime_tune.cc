@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "runtime/runtime.h"
+#include "runtime/tune_backend.h"
 
 namespace fleetjit {
 namespace {
@@ -19,42 +20,26 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 }
 
 // The GPU backend: candidates built through the runtime's build pool and
-// cache, launched on a stream of its own, timed with CUDA events.
-class GpuBackend final : public tune::TuneBackend {
+// cache, launched with the caller's arguments on the base's stream.
+class GpuBackend final : public TimedStreamBackend {
  public:
   GpuBackend(Runtime& rt, BuildPool& pool, const TuneRequest& request,
              Device& device)
-      : rt_(rt),
+      : TimedStreamBackend(rt, device, absl::StrCat("tuning ", request.kernel)),
         pool_(pool),
-        request_(request),
-        device_(device),
-        api_(*rt.driver()) {}
+        request_(request) {}
 
   ~GpuBackend() override {
-    // A candidate still running (deadline) keeps its stream and the saved
-    // copies: waiting for it could take forever, so they are left behind.
-    if (abandoned_) {
-      (void)stream_.release();
-      return;
-    }
+    // A candidate still running keeps the saved copies (see abandoned()).
+    if (abandoned()) return;
     (void)device_.MakeCurrent();
-    for (CUevent e : {start_, stop_}) {
-      if (e != nullptr) (void)api_.cuEventDestroy(e);
-    }
-    if (stream_ != nullptr) (void)stream_->Close();
     for (CUdeviceptr p : saved_) {
       if (p != 0) (void)api_.cuMemFree(p);
     }
   }
 
   absl::Status Open() {
-    FJ_RETURN_IF_ERROR(device_.poisoned());
-    FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
-    FJ_ASSIGN_OR_RETURN(stream_, Stream::Create(&rt_, api_, device_));
-    FJ_RETURN_IF_ERROR(CheckCu(
-        api_, api_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
-    FJ_RETURN_IF_ERROR(CheckCu(
-        api_, api_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate"));
+    FJ_RETURN_IF_ERROR(OpenStream());
     // Save the outputs: every check run starts from them, and the caller
     // gets them back.
     for (const auto& [address, bytes] : request_.outputs) {
@@ -62,9 +47,9 @@ class GpuBackend final : public tune::TuneBackend {
       FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuMemAlloc(&p, bytes),
                                  "cuMemAlloc (a copy of an output buffer)"));
       saved_.push_back(p);
-      FJ_RETURN_IF_ERROR(CheckCu(
-          api_, api_.cuMemcpyDtoDAsync(p, address, bytes, stream_->handle()),
-          "cuMemcpyDtoDAsync (saving an output buffer)"));
+      FJ_RETURN_IF_ERROR(
+          CheckCu(api_, api_.cuMemcpyDtoDAsync(p, address, bytes, stream()),
+                  "cuMemcpyDtoDAsync (saving an output buffer)"));
     }
     return Wait(absl::Seconds(30), "saving the outputs");
   }
@@ -109,27 +94,19 @@ class GpuBackend final : public tune::TuneBackend {
     for (size_t b = 0; b < saved_.size(); ++b) {
       const auto& [address, bytes] = request_.outputs[b];
       FJ_RETURN_IF_ERROR(CheckCu(
-          api_,
-          api_.cuMemcpyDtoDAsync(address, saved_[b], bytes, stream_->handle()),
+          api_, api_.cuMemcpyDtoDAsync(address, saved_[b], bytes, stream()),
           "cuMemcpyDtoDAsync (restoring an output buffer)"));
     }
     return Wait(absl::Seconds(30), "restoring the outputs");
-  }
-
-  absl::Status RunOnce(size_t i, absl::Duration deadline) override {
-    FJ_RETURN_IF_ERROR(LaunchOne(i));
-    return Wait(deadline, "the check run");
   }
 
   absl::StatusOr<std::vector<std::string>> ReadOutputs() override {
     std::vector<std::string> out;
     for (const auto& [address, bytes] : request_.outputs) {
       std::string host(bytes, '\0');
-      FJ_RETURN_IF_ERROR(
-          CheckCu(api_,
-                  api_.cuMemcpyDtoHAsync(host.data(), address, bytes,
-                                         stream_->handle()),
-                  "cuMemcpyDtoHAsync (reading an output)"));
+      FJ_RETURN_IF_ERROR(CheckCu(
+          api_, api_.cuMemcpyDtoHAsync(host.data(), address, bytes, stream()),
+          "cuMemcpyDtoHAsync (reading an output)"));
       FJ_RETURN_IF_ERROR(Wait(absl::Seconds(30), "reading the outputs"));
       out.push_back(std::move(host));
     }
@@ -142,27 +119,8 @@ class GpuBackend final : public tune::TuneBackend {
     return request_.check(i, outputs);
   }
 
-  absl::StatusOr<double> Time(size_t i, uint32_t count,
-                              absl::Duration deadline) override {
-    FJ_RETURN_IF_ERROR(CheckCu(
-        api_, api_.cuEventRecord(start_, stream_->handle()), "cuEventRecord"));
-    for (uint32_t n = 0; n < count; ++n) FJ_RETURN_IF_ERROR(LaunchOne(i));
-    FJ_RETURN_IF_ERROR(CheckCu(
-        api_, api_.cuEventRecord(stop_, stream_->handle()), "cuEventRecord"));
-    FJ_RETURN_IF_ERROR(WaitEvent(stop_, deadline, "a timed sample"));
-    float ms = 0;
-    FJ_RETURN_IF_ERROR(CheckCu(api_,
-                               api_.cuEventElapsedTime(&ms, start_, stop_),
-                               "cuEventElapsedTime"));
-    return static_cast<double>(ms);
-  }
-
-  bool IsSticky(const absl::Status& error) const override {
-    return !device_.poisoned().ok();
-  }
-
  private:
-  absl::Status LaunchOne(size_t i) {
+  absl::Status LaunchOne(size_t i) override {
     const TuneCandidate& c = (*candidates_)[i];
     LaunchConfig cfg;
     for (int d = 0; d < 3; ++d) {
@@ -171,56 +129,16 @@ class GpuBackend final : public tune::TuneBackend {
       cfg.cluster[d] = c.shape.cluster[d];
     }
     cfg.shared_bytes = c.shape.shared_bytes;
-    return LaunchAndNote(*kernels_[i], cfg, stream_->handle(), request_.args,
+    return LaunchAndNote(*kernels_[i], cfg, stream(), request_.args,
                          request_.num_args, request_.arg_stride);
   }
 
-  absl::Status Wait(absl::Duration deadline, absl::string_view what) {
-    FJ_RETURN_IF_ERROR(CheckCu(
-        api_, api_.cuEventRecord(stop_, stream_->handle()), "cuEventRecord"));
-    return WaitEvent(stop_, deadline, what);
-  }
-
-  // The watchdog: polls the event until it completes or `deadline` passes
-  // (DEADLINE_EXCEEDED; the stream is then abandoned, see ~GpuBackend).
-  absl::Status WaitEvent(CUevent event, absl::Duration deadline,
-                         absl::string_view what) {
-    const std::string call =
-        absl::StrCat("tuning ", request_.kernel, ": ", what);
-    if (api_.cuEventQuery == nullptr) {
-      return CheckStickyError(device_, api_, api_.cuEventSynchronize(event),
-                              call);
-    }
-    const auto end =
-        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline);
-    auto pause = std::chrono::microseconds(2);
-    while (true) {
-      CUresult r = api_.cuEventQuery(event);
-      if (r != CUDA_ERROR_NOT_READY) {
-        return CheckStickyError(device_, api_, r, call);
-      }
-      if (std::chrono::steady_clock::now() >= end) {
-        abandoned_ = true;
-        return absl::DeadlineExceededError(absl::StrCat(
-            call, " did not finish within ", absl::FormatDuration(deadline)));
-      }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(200));
-    }
-  }
-
-  Runtime& rt_;
   BuildPool& pool_;
   const TuneRequest& request_;
-  Device& device_;
-  const DriverApi& api_;
-  std::unique_ptr<Stream> stream_;
-  CUevent start_ = nullptr, stop_ = nullptr;
   std::vector<CUdeviceptr> saved_;
   const std::vector<TuneCandidate>* candidates_ = nullptr;
   std::vector<ModuleRecord> records_;
   std::vector<LoadedKernel*> kernels_;
-  bool abandoned_ = false;
 };
 
 std::string RowsSummary(const tune::TuneRecord& record) {
@@ -236,6 +154,84 @@ std::string RowsSummary(const tune::TuneRecord& record) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------- the base
+
+TimedStreamBackend::~TimedStreamBackend() {
+  // A candidate still running (deadline) keeps its stream: waiting for it
+  // could take forever, so it is left behind.
+  if (abandoned_) {
+    (void)stream_.release();
+    return;
+  }
+  (void)device_.MakeCurrent();
+  for (CUevent e : {start_, stop_}) {
+    if (e != nullptr) (void)api_.cuEventDestroy(e);
+  }
+  if (stream_ != nullptr) (void)stream_->Close();
+}
+
+absl::Status TimedStreamBackend::OpenStream() {
+  FJ_RETURN_IF_ERROR(device_.poisoned());
+  FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
+  FJ_ASSIGN_OR_RETURN(stream_, Stream::Create(&rt_, api_, device_));
+  FJ_RETURN_IF_ERROR(CheckCu(
+      api_, api_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
+  return CheckCu(api_, api_.cuEventCreate(&stop_, CU_EVENT_DEFAULT),
+                 "cuEventCreate");
+}
+
+absl::Status TimedStreamBackend::RunOnce(size_t i, absl::Duration deadline) {
+  FJ_RETURN_IF_ERROR(LaunchOne(i));
+  return Wait(deadline, "the check run");
+}
+
+absl::StatusOr<double> TimedStreamBackend::Time(size_t i, uint32_t count,
+                                                absl::Duration deadline) {
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api_, api_.cuEventRecord(start_, stream()), "cuEventRecord"));
+  for (uint32_t n = 0; n < count; ++n) FJ_RETURN_IF_ERROR(LaunchOne(i));
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api_, api_.cuEventRecord(stop_, stream()), "cuEventRecord"));
+  FJ_RETURN_IF_ERROR(WaitEvent(stop_, deadline, "a timed sample"));
+  float ms = 0;
+  FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuEventElapsedTime(&ms, start_, stop_),
+                             "cuEventElapsedTime"));
+  return static_cast<double>(ms);
+}
+
+absl::Status TimedStreamBackend::Wait(absl::Duration deadline,
+                                      absl::string_view what) {
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api_, api_.cuEventRecord(stop_, stream()), "cuEventRecord"));
+  return WaitEvent(stop_, deadline, what);
+}
+
+absl::Status TimedStreamBackend::WaitEvent(CUevent event,
+                                           absl::Duration deadline,
+                                           absl::string_view what) {
+  const std::string call = absl::StrCat(what_, ": ", what);
+  if (api_.cuEventQuery == nullptr) {
+    return CheckStickyError(device_, api_, api_.cuEventSynchronize(event),
+                            call);
+  }
+  const auto end =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline);
+  auto pause = std::chrono::microseconds(2);
+  while (true) {
+    CUresult r = api_.cuEventQuery(event);
+    if (r != CUDA_ERROR_NOT_READY) {
+      return CheckStickyError(device_, api_, r, call);
+    }
+    if (std::chrono::steady_clock::now() >= end) {
+      abandoned_ = true;
+      return absl::DeadlineExceededError(absl::StrCat(
+          call, " did not finish within ", absl::FormatDuration(deadline)));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
+  }
+}
 
 absl::StatusOr<CacheKey> Runtime::TuneKey(
     const TuneRequest& request, std::vector<tune::TuneCandidate>* out) {
@@ -265,18 +261,14 @@ absl::StatusOr<CacheKey> Runtime::TuneKey(
   return tune::MakeTuneKey(in);
 }
 
-absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<tune::TuneCandidate> candidates;
-  FJ_ASSIGN_OR_RETURN(CacheKey key, TuneKey(request, &candidates));
-  TuneOutcome outcome;
-  outcome.key_digest = key.digest;
+std::shared_ptr<Runtime::TuneFlight> Runtime::FindOrStartTuning(
+    const CacheKey& key, bool read_cache, absl::string_view name,
+    TuneOutcome& outcome) {
   // Look up the key; when another call is tuning it, wait for that run and
   // look again. The loop ends with a hit or with this call as the one
-  // tuning the key (`flight`, released below however the run ends).
-  std::shared_ptr<TuneFlight> flight;
-  while (flight == nullptr) {
-    if (request.read_cache) {
+  // tuning the key.
+  while (true) {
+    if (read_cache) {
       absl::StatusOr<ModuleCache::Result> found = cache_->Find(key);
       if (found.ok()) {
         absl::StatusOr<tune::TuneRecord> record =
@@ -284,8 +276,7 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
         if (record.ok()) {
           outcome.record = *std::move(record);
           outcome.source = found->source;
-          outcome.lookup_ms = MsSince(start);
-          return outcome;
+          return nullptr;
         }
         logger_.Log(LogLevel::kWarn,
                     absl::StrCat("tune: ignoring the stored entry ",
@@ -299,33 +290,55 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
       auto [it, inserted] = tune_flights_.try_emplace(key.digest);
       if (inserted) {
         it->second = std::make_shared<TuneFlight>();
-        flight = it->second;
-      } else {
-        running = it->second;
+        return it->second;
       }
+      running = it->second;
     }
-    if (running != nullptr) {
-      logger_.Log(
-          LogLevel::kInfo,
-          absl::StrCat("tune: ", request.kernel, " (", key.digest.substr(0, 12),
-                       "...) is being tuned by another call; waiting "
-                       "for its result"));
-      running->done.WaitForNotification();
-    }
+    logger_.Log(LogLevel::kInfo,
+                absl::StrCat("tune: ", name, " (", key.digest.substr(0, 12),
+                             "...) is being tuned by another call; waiting "
+                             "for its result"));
+    running->done.WaitForNotification();
   }
+}
+
+void Runtime::EndTuneFlight(const std::string& digest,
+                            const std::shared_ptr<TuneFlight>& flight) {
+  {
+    absl::MutexLock lock(&tune_mu_);
+    tune_flights_.erase(digest);
+  }
+  flight->done.Notify();
+}
+
+void Runtime::StoreTuneRecord(const CacheKey& key,
+                              const tune::TuneRecord& record,
+                              const jit::Target& target, jit::CopyImpl impl) {
+  absl::Status stored =
+      cache_->Update(key, std::make_shared<const jit::Artifact>(
+                              tune::TuneArtifact(record, target, impl)));
+  if (!stored.ok()) {
+    logger_.Log(LogLevel::kWarn,
+                absl::StrCat("tune: not saved to disk: ", stored.message()));
+  }
+}
+
+absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<tune::TuneCandidate> candidates;
+  FJ_ASSIGN_OR_RETURN(CacheKey key, TuneKey(request, &candidates));
+  TuneOutcome outcome;
+  outcome.key_digest = key.digest;
+  std::shared_ptr<TuneFlight> flight =
+      FindOrStartTuning(key, request.read_cache, request.kernel, outcome);
+  outcome.lookup_ms = MsSince(start);
+  if (flight == nullptr) return outcome;
   struct EndFlight {
     Runtime* rt;
     const std::string& digest;
     std::shared_ptr<TuneFlight> flight;
-    ~EndFlight() {
-      {
-        absl::MutexLock lock(&rt->tune_mu_);
-        rt->tune_flights_.erase(digest);
-      }
-      flight->done.Notify();
-    }
+    ~EndFlight() { rt->EndTuneFlight(digest, flight); }
   } end_flight{this, key.digest, flight};
-  outcome.lookup_ms = MsSince(start);
 
   FJ_ASSIGN_OR_RETURN(Device * dev, device(request.build.device));
   FJ_ASSIGN_OR_RETURN(tune::TuneRecord record, [&] {
@@ -343,16 +356,9 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
   if (request.write_cache && !record.noisy) {
     FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan,
                         PlanForDevice(request.build.device));
-    jit::Target target = request.build.target.value_or(plan.target);
-    jit::CopyImpl impl = request.build.copy_impl.value_or(plan.impl);
-    absl::Status stored =
-        cache_->Update(key, std::make_shared<const jit::Artifact>(
-                                tune::TuneArtifact(record, target, impl)));
+    StoreTuneRecord(key, record, request.build.target.value_or(plan.target),
+                    request.build.copy_impl.value_or(plan.impl));
     outcome.stored = true;
-    if (!stored.ok()) {
-      logger_.Log(LogLevel::kWarn,
-                  absl::StrCat("tune: not saved to disk: ", stored.message()));
-    }
   }
   outcome.record = std::move(record);
   return outcome;

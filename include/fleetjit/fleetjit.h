@@ -291,8 +291,11 @@ typedef struct fj_runtime_options {
  * (all|none|N[,N...]) and FLEETJIT_PRELOAD_NVRTC, since 1.1, and
  * FLEETJIT_SLOW_PATH_LIBRARY (default off: kernels on <fleetjit/copy.cuh>
  * link the layer's slow paths from a library built once per target,
- * docs/slow-path-library.md), since 1.3. The switches (FLEETJIT_CACHE,
- * _THUNKS, _PCH, _PRELOAD_NVRTC, _SLOW_PATH_LIBRARY) take 1|0, true|false,
+ * docs/slow-path-library.md), since 1.3, and FLEETJIT_COPY_TUNE (default
+ * on: fj_copy's window kernel takes the launch shape tuned for the device
+ * model, looked up in the cache tiers or tuned once in the background,
+ * docs/tuning.md), since 1.3. The switches (FLEETJIT_CACHE, _THUNKS, _PCH,
+ * _PRELOAD_NVRTC, _SLOW_PATH_LIBRARY, _COPY_TUNE) take 1|0, true|false,
  * on|off or yes|no in any case; a malformed value of any variable fails
  * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the
  * values it accepts. */

@@ -7,6 +7,7 @@
 #define FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,11 @@ class ModuleBuilder {
                    const jit::Artifact& image_artifact, LoadedKernel& k);
 
   void WaitForBackgroundWork() { background_->WaitIdle(); }
+  // Queues other background work of the runtime on the same worker (so
+  // WaitForBackgroundWork and the runtime's destruction wait for it too).
+  void PostBackground(std::function<void()> job) {
+    background_->Post(std::move(job));
+  }
   void HoldBackgroundWorkForTesting(bool hold) { background_->SetHold(hold); }
 
   // "nvrtc 13.0 ..." identity used in cache keys; finds NVRTC on first use.

@@ -102,6 +102,9 @@ class CopyEngine {
   bool PeerEnabled(int reader, int owner) const;
 
   Counters counters() const;
+  // The copy kernels, for the runtime's tuning of their launch shapes
+  // (runtime/runtime_copy_tune.cc).
+  copy::CopyKernels& kernels() { return kernels_; }
   // Notes (staging through host memory) go to the runtime's logger (the
   // caller's sink; stderr when FLEETJIT_LOG is set).
   // A warning through the same sink: a failed release or query that the

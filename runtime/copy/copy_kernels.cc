@@ -109,9 +109,27 @@ absl::StatusOr<LoadedKernel*> CopyKernels::Kernel(int device,
   return k;
 }
 
+CopyLaunchShape CopyKernels::ShapeFor(int device, jit::CopyImpl impl) {
+  const std::pair<int, int> key(device, static_cast<int>(impl));
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = shapes_.try_emplace(key, CopyShapeFor(impl));
+    if (!inserted) return it->second;
+  }
+  source_.ShapeWanted(device, impl);  // outside the lock: it may post work
+  return CopyShapeFor(impl);
+}
+
+void CopyKernels::SetShape(int device, jit::CopyImpl impl,
+                           const CopyLaunchShape& shape) {
+  absl::MutexLock lock(&mu_);
+  shapes_[{device, static_cast<int>(impl)}] = shape;
+}
+
 absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
                                      uint64_t src_address, bool host_operand,
-                                     int device, CUstream stream) {
+                                     int device, CUstream stream,
+                                     std::optional<CopyLaunchShape> shape) {
   FJ_ASSIGN_OR_RETURN(Device * dev, devices_.at(device));
   const DeviceFacts& f = dev->facts();
 
@@ -132,12 +150,16 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
       v.oob == fj::oob_nan ? fj::oob_nan : fj::oob_zeros;
   TileShape tiles;
   TensorDesc src_t, dst_t;
+  const jit::CopyImpl asked = impl;
+  CopyLaunchShape launch_shape;
   auto tile_for = [&](jit::CopyImpl i) {
-    const CopyLaunchShape shape = CopyShapeFor(i);
+    launch_shape =
+        shape.has_value() && i == asked ? *shape : ShapeFor(device, i);
     const uint32_t budget = static_cast<uint32_t>(
         std::max(1024, (f.shared_per_block_optin - 256) / kCopyStages));
-    tiles = ChooseTiles(v.dst, v.gather.has_value(), shape.max_row_bytes,
-                        FloorPow2(std::min(shape.max_tile_bytes, budget)));
+    tiles =
+        ChooseTiles(v.dst, v.gather.has_value(), launch_shape.max_row_bytes,
+                    FloorPow2(std::min(launch_shape.max_tile_bytes, budget)));
     src_t = KernelTensor(v.src, src_address, tiles, src_oob);
     dst_t = KernelTensor(v.dst, v.dst.address, tiles, fj::oob_zeros);
   };
@@ -187,10 +209,10 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
                                    {&params[1], sizeof(params[1])},
                                    {&a, sizeof(a)}};
   LaunchConfig cfg;
-  const CopyLaunchShape shape = CopyShapeFor(impl);
   cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
-      tiles.total, int64_t{shape.ctas_per_sm} * std::max(1, f.sm_count)));
-  cfg.block[0] = static_cast<uint32_t>(shape.threads);
+      tiles.total,
+      int64_t{launch_shape.ctas_per_sm} * std::max(1, f.sm_count)));
+  cfg.block[0] = static_cast<uint32_t>(launch_shape.threads);
   cfg.shared_bytes = kCopyStages * tiles.tile_bytes + 128;
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
   FJ_RETURN_IF_ERROR(LaunchEncoded(*k, cfg, stream, encoded));

@@ -74,12 +74,19 @@ inline constexpr int kCopyStages = 2;
 // largest tile, persistent CTAs per SM and threads per CTA. From
 // bench/copy_bench's sweep on the H200 (2026-11-30): tma is best with few
 // large tiles (one thread issues them), cp_async and sync with more, smaller
-// CTAs (their threads do the copying).
+// CTAs (their threads do the copying). These are the shipped shapes: each
+// device's own are tuned once per device model (runtime/runtime_copy_tune.cc,
+// docs/tuning.md) and set with CopyKernels::SetShape.
 struct CopyLaunchShape {
   uint32_t max_row_bytes;
   uint32_t max_tile_bytes;
   int ctas_per_sm;
   int threads;
+  bool operator==(const CopyLaunchShape& o) const {
+    return max_row_bytes == o.max_row_bytes &&
+           max_tile_bytes == o.max_tile_bytes && ctas_per_sm == o.ctas_per_sm &&
+           threads == o.threads;
+  }
 };
 inline constexpr CopyLaunchShape CopyShapeFor(jit::CopyImpl impl) {
   return impl == jit::CopyImpl::kTma ? CopyLaunchShape{1024, 65536, 1, 256}
@@ -111,6 +118,11 @@ class KernelSource {
   // The copy implementation builds for `device` get when none is asked for:
   // the device's plan under the runtime's overrides.
   virtual absl::StatusOr<jit::CopyImpl> DefaultImpl(int device) const = 0;
+  // Called once per (device, impl), by the first copy that launches there
+  // with the shipped shape: the runtime looks up (or tunes, in the
+  // background) the device's own shape and hands it to SetShape. Must not
+  // block the copy.
+  virtual void ShapeWanted(int device, jit::CopyImpl impl) {}
 };
 
 // The copy and prefetch kernels of one runtime: each (device, impl, element
@@ -125,11 +137,19 @@ class CopyKernels {
   // `src_address`. `host_operand`: an operand is host memory (or staged
   // there), so tma gives way to cp_async. The tensors are encoded here
   // (TensorEncoder::EncodeDescribed) and launched with LaunchEncoded.
+  // `shape`: launch with it instead of the device's (the tuner's
+  // candidates); it applies when `v`'s implementation stays the one
+  // launched.
   absl::Status LaunchCopy(const ValidatedCopy& v, uint64_t src_address,
-                          bool host_operand, int device, CUstream stream);
+                          bool host_operand, int device, CUstream stream,
+                          std::optional<CopyLaunchShape> shape = {});
   // Launches fj_prefetch_rows over `rows` on `device`'s `stream`.
   absl::Status LaunchPrefetch(const PrefetchRows& rows, int device,
                               CUstream stream);
+  // The launch shape of copies on `device` under `impl`: the one SetShape
+  // gave (a tuned shape), else the shipped CopyShapeFor(impl).
+  CopyLaunchShape ShapeFor(int device, jit::CopyImpl impl);
+  void SetShape(int device, jit::CopyImpl impl, const CopyLaunchShape& shape);
   // fj_tile_copy launches so far.
   uint64_t copies_launched() const {
     return n_copies_.load(std::memory_order_relaxed);
@@ -145,6 +165,9 @@ class CopyKernels {
   // (device, impl, elem_bytes, rank); rank 0 = the prefetch kernel.
   std::map<std::tuple<int, int, int, int>, LoadedKernel*> kernels_
       ABSL_GUARDED_BY(mu_);
+  // (device, impl) -> shape; an entry is made by the first ShapeFor (the
+  // shipped shape, ShapeWanted called) and replaced by SetShape.
+  std::map<std::pair<int, int>, CopyLaunchShape> shapes_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> n_copies_{0};
 };
 

@@ -1,5 +1,6 @@
 #include "tests/hardening/driver_scenario.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -94,7 +95,9 @@ ScenarioResult RunDriverScenario(const std::string& cache_dir,
   const std::string driver = FakeDriverPath();
   const std::string target = "compute_90";
 
-  // 1. The runtime and its device.
+  // 1. The runtime and its device. fj_copy's shape tuning (a background
+  // job of driver calls) stays off: the scenario injects faults by call.
+  setenv("FLEETJIT_COPY_TUNE", "0", 1);
   fj_runtime_options ro{};
   ro.struct_size = sizeof(ro);
   ro.libcuda_path = S(driver);
