@@ -103,8 +103,8 @@ func TestLaunchMakesNoGoAllocation(t *testing.T) {
 }
 
 // The allocation-free path still refuses bad input with an error: a wrong
-// argument count or kind, a closed stream or module, a nil kernel; and
-// more arguments than fit inline go through C memory.
+// argument count or kind, a closed stream or module, a nil kernel; for 4,
+// 6, 12 and 20 arguments (each way the arguments travel to C).
 func TestLaunchRefusesBadInputOnTheFakeDriver(t *testing.T) {
 	k, args, rt := fakeLaunchKernel(t)
 	cfg := fleetjit.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{32, 1, 1}}
@@ -120,31 +120,41 @@ func TestLaunchRefusesBadInputOnTheFakeDriver(t *testing.T) {
 	var nilKernel *fleetjit.Kernel
 	wantCode(t, nilKernel.Launch(cfg, args...), fleetjit.InvalidArgument)
 
-	// 20 parameters: past the 16 the Go side passes inline.
-	var params []string
-	many := make([]fleetjit.Arg, 20)
-	for i := range many {
-		params = append(params, fmt.Sprintf("int p%d", i))
-		many[i] = fleetjit.I32(int32(-i))
+	// Kernels of 6, 12 and 20 parameters: the 8- and 16-entry arrays, and
+	// past the 16 the Go side passes by value (C memory).
+	var src strings.Builder
+	for _, n := range []int{6, 12, 20} {
+		var params []string
+		for i := 0; i < n; i++ {
+			params = append(params, fmt.Sprintf("int p%d", i))
+		}
+		fmt.Fprintf(&src, "extern \"C\" __global__ void k%d(%s) {}\n", n, strings.Join(params, ", "))
 	}
-	src := `extern "C" __global__ void many(` + strings.Join(params, ", ") + `) {}`
-	m, err := rt.Build(&fleetjit.BuildOptions{Source: src, Name: "many.cu"})
+	m, err := rt.Build(&fleetjit.BuildOptions{Source: src.String(), Name: "many.cu"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	km, err := m.Kernel("many", 0)
-	if err != nil {
-		t.Fatal(err)
+	for _, n := range []int{6, 12, 20} {
+		km, err := m.Kernel(fmt.Sprintf("k%d", n), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		many := make([]fleetjit.Arg, n)
+		for i := range many {
+			many[i] = fleetjit.I32(int32(-i))
+		}
+		if err := km.Launch(cfg, many...); err != nil {
+			t.Fatalf("%d arguments: %v", n, err)
+		}
+		wantCode(t, km.Launch(cfg, many[:n-1]...), fleetjit.InvalidArgument)
+		many[n-1] = fleetjit.I64(1)
+		wantCode(t, km.Launch(cfg, many...), fleetjit.InvalidArgument)
+		if n == 20 {
+			m.Close()
+			wantCode(t, km.Launch(cfg, many...), fleetjit.InvalidArgument)
+		}
 	}
-	if err := km.Launch(cfg, many...); err != nil {
-		t.Fatal(err)
-	}
-	wantCode(t, km.Launch(cfg, many[:19]...), fleetjit.InvalidArgument)
-	many[19] = fleetjit.I64(1)
-	wantCode(t, km.Launch(cfg, many...), fleetjit.InvalidArgument)
-	m.Close()
-	wantCode(t, km.Launch(cfg, many...), fleetjit.InvalidArgument)
 }
 
 // go test -bench Launch -benchmem: the binding's host cost per launch over
