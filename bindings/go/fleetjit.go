@@ -23,7 +23,9 @@
 package fleetjit
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
+// -O2 here: a CGO_CFLAGS in the environment (the scripts set one) replaces
+// cgo's default -g -O2, which left these helpers unoptimised.
+#cgo CFLAGS: -O2 -I${SRCDIR}/../../include
 #cgo LDFLAGS: -L${SRCDIR}/../../build/lib -Wl,-rpath,${SRCDIR}/../../build/lib -lfleetjit
 #include <stdlib.h>
 #include <string.h>
@@ -35,37 +37,19 @@ static const char* fjgo_detail(const fj_status* st, const char* key, size_t* n) 
   return fj_status_detail(st, fjgo_str(key, strlen(key)), n);
 }
 
-// Fills one fj_arg; the union member is chosen by kind. bits holds the
-// value (float bits for F32/F64), p the pointer of BYTES/TENSOR.
-static void fjgo_arg(fj_arg* a, fj_arg_kind k, uint64_t bits, uint32_t size, const void* p) {
-  memset(a, 0, sizeof *a);
-  a->struct_size = sizeof *a;
-  a->kind = k;
-  a->size = size;
-  switch (k) {
-    case FJ_ARG_I8: a->v.i8 = (int8_t)bits; break;
-    case FJ_ARG_I16: a->v.i16 = (int16_t)bits; break;
-    case FJ_ARG_I32: a->v.i32 = (int32_t)bits; break;
-    case FJ_ARG_I64: a->v.i64 = (int64_t)bits; break;
-    case FJ_ARG_U8: a->v.u8 = (uint8_t)bits; break;
-    case FJ_ARG_U16: case FJ_ARG_F16: case FJ_ARG_BF16: a->v.u16 = (uint16_t)bits; break;
-    case FJ_ARG_U32: a->v.u32 = (uint32_t)bits; break;
-    case FJ_ARG_F32: { uint32_t b = (uint32_t)bits; memcpy(&a->v.f32, &b, 4); break; }
-    case FJ_ARG_F64: memcpy(&a->v.f64, &bits, 8); break;
-    case FJ_ARG_POINTER: a->v.pointer = bits; break;
-    case FJ_ARG_BYTES: case FJ_ARG_C128: a->v.bytes = p; break;
-    case FJ_ARG_TENSOR: a->v.tensor = (const fj_tensor_arg*)p; break;
-    default: a->v.u64 = bits; break;
-  }
-}
+// Launches with the configuration built on the C stack. The handles come
+// as uintptr_t: cgo checks a pointer to an incomplete C type (fj_kernel,
+// fj_stream) for Go pointers by boxing it into an interface, a Go
+// allocation per launch. The configuration travels as scalars: a struct
+// passed by value is copied a few more times on the way (about 30 ns).
+#define FJGO_LAUNCH_PARAMS                                                            \
+  uintptr_t k, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by,        \
+      uint32_t bz, uint32_t shared, uint32_t cx, uint32_t cy, uint32_t cz, uintptr_t s, \
+      uint32_t flags, uint64_t l2_base, uint64_t l2_bytes, float l2_hit_ratio
+#define FJGO_LAUNCH_ARGS \
+  k, gx, gy, gz, bx, by, bz, shared, cx, cy, cz, s, flags, l2_base, l2_bytes, l2_hit_ratio
 
-// Launches with the configuration built on the C stack, so a launch makes
-// no Go allocation for it.
-static fj_status* fjgo_launch(fj_kernel* k, uint32_t gx, uint32_t gy, uint32_t gz,
-                              uint32_t bx, uint32_t by, uint32_t bz, uint32_t shared,
-                              uint32_t cx, uint32_t cy, uint32_t cz, fj_stream* s,
-                              uint32_t flags, uint64_t l2_base, uint64_t l2_bytes,
-                              float l2_hit_ratio, const fj_arg* args, size_t n) {
+static inline fj_status* fjgo_launch(FJGO_LAUNCH_PARAMS, const fj_arg* args, size_t n) {
   fj_launch_config c;
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
@@ -73,12 +57,32 @@ static fj_status* fjgo_launch(fj_kernel* k, uint32_t gx, uint32_t gy, uint32_t g
   c.block[0] = bx; c.block[1] = by; c.block[2] = bz;
   c.shared_bytes = shared;
   c.cluster[0] = cx; c.cluster[1] = cy; c.cluster[2] = cz;
-  c.stream = s;
+  c.stream = (fj_stream*)s;
   c.flags = flags;
   c.l2_window_base = l2_base;
   c.l2_window_bytes = l2_bytes;
   c.l2_hit_ratio = l2_hit_ratio;
-  return fj_launch(k, &c, args, n);
+  return fj_launch((fj_kernel*)k, &c, n ? args : NULL, n);
+}
+
+// fjgo_launchN takes up to N arguments by value: cgo copies the array onto
+// the C stack, so it is neither Go memory (which a pointer passed to C
+// moves to the heap) nor a pooled C buffer. fj_arg's union is a byte array
+// to Go, so the array holds no Go pointer either. Three sizes, because the
+// array is copied a few times per call: 4 arguments in a 16-entry array
+// cost about 35 ns more.
+#define FJGO_LAUNCH_N(N)                                                                \
+  typedef struct fjgo_args##N { fj_arg a[N]; } fjgo_args##N;                            \
+  static fj_status* fjgo_launch##N(FJGO_LAUNCH_PARAMS, fjgo_args##N args, size_t n) { \
+    return fjgo_launch(FJGO_LAUNCH_ARGS, args.a, n);                                    \
+  }
+FJGO_LAUNCH_N(4)
+FJGO_LAUNCH_N(8)
+FJGO_LAUNCH_N(16)
+
+// More than 16 arguments: an array in C memory.
+static fj_status* fjgo_launch_c(FJGO_LAUNCH_PARAMS, uintptr_t args, size_t n) {
+  return fjgo_launch(FJGO_LAUNCH_ARGS, (const fj_arg*)args, n);
 }
 */
 import "C"
@@ -879,6 +883,9 @@ func (k *Kernel) Info() (KernelInfo, error) {
 }
 
 // Arg is one kernel argument (fj_arg); make it with I32, F32, Ptr, Tensor...
+// bits is the 8 bytes of fj_arg's value union as a little-endian uint64
+// (every CUDA host is little-endian): a signed value is stored truncated to
+// its width, not sign-extended, so bits can be written to the union as is.
 type Arg struct {
 	kind   C.fj_arg_kind
 	bits   uint64
@@ -886,9 +893,9 @@ type Arg struct {
 	tensor *TensorArg
 }
 
-func I8(v int8) Arg         { return Arg{kind: C.FJ_ARG_I8, bits: uint64(v)} }
-func I16(v int16) Arg       { return Arg{kind: C.FJ_ARG_I16, bits: uint64(v)} }
-func I32(v int32) Arg       { return Arg{kind: C.FJ_ARG_I32, bits: uint64(v)} }
+func I8(v int8) Arg         { return Arg{kind: C.FJ_ARG_I8, bits: uint64(uint8(v))} }
+func I16(v int16) Arg       { return Arg{kind: C.FJ_ARG_I16, bits: uint64(uint16(v))} }
+func I32(v int32) Arg       { return Arg{kind: C.FJ_ARG_I32, bits: uint64(uint32(v))} }
 func I64(v int64) Arg       { return Arg{kind: C.FJ_ARG_I64, bits: uint64(v)} }
 func U8(v uint8) Arg        { return Arg{kind: C.FJ_ARG_U8, bits: uint64(v)} }
 func U16(v uint16) Arg      { return Arg{kind: C.FJ_ARG_U16, bits: uint64(v)} }
@@ -914,12 +921,19 @@ func TensorArgOf(t *TensorArg) Arg { return Arg{kind: C.FJ_ARG_TENSOR, tensor: t
 // Bytes passes a struct by value (copied for the call).
 func Bytes(b []byte) Arg { return Arg{kind: C.FJ_ARG_BYTES, bytes: append([]byte(nil), b...)} }
 
-// fillScalarArg writes a scalar or pointer argument into the C fj_arg *raw
-// with fjgo_arg (for other files: a preamble's static C function is only
-// visible to its own file), with no bytes or tensor pointer: a Bytes, C128
-// or tensor argument gets NULL there.
+// putArg writes the C fj_arg *raw from Go, with no cgo call: bits go to the
+// value union as they are (see Arg), size is FJ_ARG_BYTES's byte count.
+func putArg(raw *C.fj_arg, kind C.fj_arg_kind, bits uint64, size C.uint32_t) {
+	raw.struct_size = C.size_t(unsafe.Sizeof(*raw))
+	raw.kind = kind
+	raw.size = size
+	*(*uint64)(unsafe.Pointer(&raw.v)) = bits
+}
+
+// fillScalarArg writes a scalar or pointer argument into *raw, with no
+// bytes or tensor pointer: a Bytes, C128 or tensor argument gets NULL there.
 func fillScalarArg(raw *C.fj_arg, a Arg) {
-	C.fjgo_arg(raw, a.kind, C.uint64_t(a.bits), 0, nil)
+	putArg(raw, a.kind, a.bits, 0)
 }
 
 // LaunchConfig mirrors fj_launch_config. Zero grid/block entries count as
@@ -964,6 +978,10 @@ func Linear(n int, block uint32) LaunchConfig {
 // the kernel's parameters and the configuration against the device before
 // the driver is called. Device memory the kernel uses must stay allocated
 // until its stream is synchronised.
+//
+// A launch of up to 16 scalar or pointer arguments makes no Go allocation
+// and one cgo call; by-value bytes and tensors are copied to C memory for
+// the call.
 func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 	if k == nil || k.m == nil || k.m.rt == nil {
 		return nilErr("Kernel")
@@ -977,84 +995,70 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 	if err != nil {
 		return err
 	}
-	// The fj_arg array lives in C memory from a pool (no allocation per
-	// launch for up to launchInline arguments); by-value bytes are copied
-	// to C memory for the call.
-	var arr *C.fj_arg
-	var buf *argBuf
+	kh, sh := C.uintptr_t(uintptr(unsafe.Pointer(k.h))), C.uintptr_t(uintptr(unsafe.Pointer(stream)))
+	gx, gy, gz := C.uint32_t(cfg.Grid[0]), C.uint32_t(cfg.Grid[1]), C.uint32_t(cfg.Grid[2])
+	bx, by, bz := C.uint32_t(cfg.Block[0]), C.uint32_t(cfg.Block[1]), C.uint32_t(cfg.Block[2])
+	cx, cy, cz := C.uint32_t(cfg.Cluster[0]), C.uint32_t(cfg.Cluster[1]), C.uint32_t(cfg.Cluster[2])
+	shared, flags := C.uint32_t(cfg.SharedBytes), launchFlags(cfg)
+	l2Base, l2Bytes, l2Hit := C.uint64_t(cfg.L2WindowBase), C.uint64_t(cfg.L2WindowBytes), C.float(cfg.L2HitRatio)
 	var m cmem
-	if len(args) > 0 {
-		buf = getArgBuf(len(args))
-		arr = buf.p
-		raw := unsafe.Slice(arr, len(args))
-		for i, a := range args {
-			var ptr unsafe.Pointer
-			var size C.uint32_t
-			if a.kind == C.FJ_ARG_BYTES || a.kind == C.FJ_ARG_C128 {
-				if uint64(len(a.bytes)) > math.MaxUint32 {
-					putArgBuf(buf)
-					m.free()
-					return &Error{Code: InvalidArgument, Message: "a by-value argument larger than 4 GiB"}
-				}
-				ptr, size = m.bytes(a.bytes), C.uint32_t(len(a.bytes))
-			} else if a.kind == C.FJ_ARG_TENSOR {
-				ta, err := a.tensor.toC(&m)
-				if err != nil {
-					putArgBuf(buf)
-					m.free()
-					return prefixErr(err, fmt.Sprintf("argument %d", i))
-				}
-				ptr = unsafe.Pointer(ta)
-			}
-			C.fjgo_arg(&raw[i], a.kind, C.uint64_t(a.bits), size, ptr)
+	var st *C.fj_status
+	switch n := len(args); {
+	case n <= 4:
+		var a C.fjgo_args4
+		if err = putArgs(a.a[:n], args, &m); err == nil {
+			st = C.fjgo_launch4(kh, gx, gy, gz, bx, by, bz, shared, cx, cy, cz, sh, flags, l2Base, l2Bytes, l2Hit, a, C.size_t(n))
 		}
-	}
-	err = statusErr(C.fjgo_launch(k.h,
-		C.uint32_t(cfg.Grid[0]), C.uint32_t(cfg.Grid[1]), C.uint32_t(cfg.Grid[2]),
-		C.uint32_t(cfg.Block[0]), C.uint32_t(cfg.Block[1]), C.uint32_t(cfg.Block[2]),
-		C.uint32_t(cfg.SharedBytes),
-		C.uint32_t(cfg.Cluster[0]), C.uint32_t(cfg.Cluster[1]), C.uint32_t(cfg.Cluster[2]),
-		stream, launchFlags(cfg), C.uint64_t(cfg.L2WindowBase),
-		C.uint64_t(cfg.L2WindowBytes), C.float(cfg.L2HitRatio),
-		arr, C.size_t(len(args))))
-	if buf != nil {
-		putArgBuf(buf)
+	case n <= 8:
+		var a C.fjgo_args8
+		if err = putArgs(a.a[:n], args, &m); err == nil {
+			st = C.fjgo_launch8(kh, gx, gy, gz, bx, by, bz, shared, cx, cy, cz, sh, flags, l2Base, l2Bytes, l2Hit, a, C.size_t(n))
+		}
+	case n <= 16:
+		var a C.fjgo_args16
+		if err = putArgs(a.a[:n], args, &m); err == nil {
+			st = C.fjgo_launch16(kh, gx, gy, gz, bx, by, bz, shared, cx, cy, cz, sh, flags, l2Base, l2Bytes, l2Hit, a, C.size_t(n))
+		}
+	default:
+		p := C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.fj_arg{})))
+		m.ptrs = append(m.ptrs, p)
+		if err = putArgs(unsafe.Slice((*C.fj_arg)(p), n), args, &m); err == nil {
+			st = C.fjgo_launch_c(kh, gx, gy, gz, bx, by, bz, shared, cx, cy, cz, sh, flags, l2Base, l2Bytes, l2Hit,
+				C.uintptr_t(uintptr(p)), C.size_t(n))
+		}
 	}
 	if m.ptrs != nil {
 		m.free()
 	}
 	runtime.KeepAlive(cfg.Stream)
-	return err
-}
-
-// launchInline is the argument count a pooled launch buffer holds.
-const launchInline = 16
-
-// argBuf is a C array of fj_arg reused across launches.
-type argBuf struct {
-	p   *C.fj_arg
-	cap int
-}
-
-var argPool = sync.Pool{New: func() any {
-	b := &argBuf{p: (*C.fj_arg)(C.malloc(C.size_t(launchInline) * C.size_t(unsafe.Sizeof(C.fj_arg{})))), cap: launchInline}
-	runtime.SetFinalizer(b, func(b *argBuf) { C.free(unsafe.Pointer(b.p)) })
-	return b
-}}
-
-func getArgBuf(n int) *argBuf {
-	if n <= launchInline {
-		return argPool.Get().(*argBuf)
+	if err != nil {
+		return err
 	}
-	b := &argBuf{p: (*C.fj_arg)(C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.fj_arg{})))), cap: n}
-	runtime.SetFinalizer(b, func(b *argBuf) { C.free(unsafe.Pointer(b.p)) })
-	return b
+	return statusErr(st)
 }
 
-func putArgBuf(b *argBuf) {
-	if b.cap == launchInline {
-		argPool.Put(b)
+// putArgs writes args into raw (as long); by-value bytes and tensors are
+// copied to C memory owned by m.
+func putArgs(raw []C.fj_arg, args []Arg, m *cmem) error {
+	for i := range args {
+		a := &args[i]
+		bits, size := a.bits, C.uint32_t(0)
+		switch a.kind {
+		case C.FJ_ARG_BYTES, C.FJ_ARG_C128:
+			if uint64(len(a.bytes)) > math.MaxUint32 {
+				return &Error{Code: InvalidArgument, Message: "a by-value argument larger than 4 GiB"}
+			}
+			bits, size = uint64(uintptr(m.bytes(a.bytes))), C.uint32_t(len(a.bytes))
+		case C.FJ_ARG_TENSOR:
+			ta, err := a.tensor.toC(m)
+			if err != nil {
+				return prefixErr(err, fmt.Sprintf("argument %d", i))
+			}
+			bits = uint64(uintptr(unsafe.Pointer(ta)))
+		}
+		putArg(&raw[i], a.kind, bits, size)
 	}
+	return nil
 }
 
 // ----------------------------------------------------------------- stream

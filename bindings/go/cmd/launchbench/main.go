@@ -7,7 +7,11 @@
 //
 //	go run ./cmd/launchbench [-rounds N]
 //
-// Without a GPU it says so and exits 0 (nothing to measure).
+// Without a GPU it says so and exits 0 (nothing to measure). The raw side
+// dlopens the driver the runtime loads: FLEETJIT_LIBCUDA when set, so with
+// the tests' fake driver (libfj_fake_cuda.so, whose launches check their
+// arguments and do nothing) both sides call the same fake cuLaunchKernel
+// and the difference is the binding's and the library's own host cost.
 package main
 
 /*
@@ -25,6 +29,7 @@ typedef int (*cu_module_load_t)(void**, const void*);
 typedef int (*cu_get_function_t)(void**, void*, const char*);
 typedef int (*cu_launch_t)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            unsigned, void*, void**, void**);
+typedef int (*cu_get_proc_t)(const char*, void**, int, uint64_t, int*);
 
 static cu_sync_t cu_sync;
 static cu_launch_t cu_launch;
@@ -34,21 +39,30 @@ static float p_c;
 static int p_n;
 static void* params[4];
 
+// An entry point of the driver: dlsym, or else cuGetProcAddress_v2 (the
+// fake driver exports only that and cuInit).
+static void* cu_sym(void* lib, const char* name) {
+  void* p = dlsym(lib, name);
+  if (p) return p;
+  cu_get_proc_t get_proc = (cu_get_proc_t)dlsym(lib, "cuGetProcAddress_v2");
+  return get_proc && get_proc(name, &p, 12000, 0, 0) == 0 ? p : 0;
+}
+
 // Loads the cubin into GPU 0's primary context (the one fleetjit uses) and
 // prepares the arguments. Returns 0, or the failing step's number; *err
 // gets the CUDA error.
-static int raw_setup(const void* image, const char* name, uint64_t a, uint64_t b, float c,
-                     int n, int* err) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+static int raw_setup(const char* driver, const void* image, const char* name, uint64_t a,
+                     uint64_t b, float c, int n, int* err) {
+  void* lib = dlopen(driver, RTLD_NOW);
   if (!lib) return 1;
   cu_init_t init = (cu_init_t)dlsym(lib, "cuInit");
-  cu_device_get_t dev_get = (cu_device_get_t)dlsym(lib, "cuDeviceGet");
-  cu_primary_retain_t retain = (cu_primary_retain_t)dlsym(lib, "cuDevicePrimaryCtxRetain");
-  cu_ctx_set_t set = (cu_ctx_set_t)dlsym(lib, "cuCtxSetCurrent");
-  cu_module_load_t load = (cu_module_load_t)dlsym(lib, "cuModuleLoadData");
-  cu_get_function_t get = (cu_get_function_t)dlsym(lib, "cuModuleGetFunction");
-  cu_sync = (cu_sync_t)dlsym(lib, "cuCtxSynchronize");
-  cu_launch = (cu_launch_t)dlsym(lib, "cuLaunchKernel");  // legacy default stream
+  cu_device_get_t dev_get = (cu_device_get_t)cu_sym(lib, "cuDeviceGet");
+  cu_primary_retain_t retain = (cu_primary_retain_t)cu_sym(lib, "cuDevicePrimaryCtxRetain");
+  cu_ctx_set_t set = (cu_ctx_set_t)cu_sym(lib, "cuCtxSetCurrent");
+  cu_module_load_t load = (cu_module_load_t)cu_sym(lib, "cuModuleLoadData");
+  cu_get_function_t get = (cu_get_function_t)cu_sym(lib, "cuModuleGetFunction");
+  cu_sync = (cu_sync_t)cu_sym(lib, "cuCtxSynchronize");
+  cu_launch = (cu_launch_t)cu_sym(lib, "cuLaunchKernel");  // legacy default stream
   if (!init || !dev_get || !retain || !set || !load || !get || !cu_sync || !cu_launch) return 2;
   int dev = 0;
   void* ctx = 0;
@@ -140,9 +154,15 @@ func main() {
 	defer C.free(cimg)
 	name := C.CString("empty_args")
 	defer C.free(unsafe.Pointer(name))
+	driver := os.Getenv("FLEETJIT_LIBCUDA")
+	if driver == "" {
+		driver = "libcuda.so.1"
+	}
+	cdriver := C.CString(driver)
+	defer C.free(unsafe.Pointer(cdriver))
 	var cuErr C.int
-	if step := C.raw_setup(cimg, name, C.uint64_t(a.Address()), C.uint64_t(b.Address()), 2, 256, &cuErr); step != 0 {
-		die("raw driver setup failed at step %d (CUDA error %d)", int(step), int(cuErr))
+	if step := C.raw_setup(cdriver, cimg, name, C.uint64_t(a.Address()), C.uint64_t(b.Address()), 2, 256, &cuErr); step != 0 {
+		die("raw driver setup (%s) failed at step %d (CUDA error %d)", driver, int(step), int(cuErr))
 	}
 	cfg := fleetjit.LaunchConfig{Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{32, 1, 1}}
 	args := []fleetjit.Arg{fleetjit.Ptr(a.Address()), fleetjit.Ptr(b.Address()), fleetjit.F32(2), fleetjit.I32(256)}

@@ -7,7 +7,12 @@
 //!
 //!   cargo run --release --offline --example launch_bench [-- BATCHES]
 //!
-//! Without a GPU it says so and exits 0 (nothing to measure).
+//! Without a GPU it says so and exits 0 (nothing to measure). The raw side
+//! dlopens the driver the runtime loads: `FLEETJIT_LIBCUDA` when set, so
+//! with the tests' fake driver (`libfj_fake_cuda.so`, whose launches check
+//! their arguments and do nothing) both sides call the same fake
+//! `cuLaunchKernel` and the difference is the binding's and the library's
+//! own host cost.
 use fleetjit::{Arg, BuildOptions, LaunchConfig, Runtime, RuntimeOptions};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
@@ -50,6 +55,8 @@ type CuCtxSynchronize = unsafe extern "C" fn() -> CuResult;
 type CuModuleLoadData = unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CuResult;
 type CuModuleGetFunction =
     unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CuResult;
+type CuGetProcAddress =
+    unsafe extern "C" fn(*const c_char, *mut *mut c_void, c_int, u64, *mut c_int) -> CuResult;
 type CuLaunchKernel = unsafe extern "C" fn(
     *mut c_void,
     c_uint,
@@ -70,10 +77,21 @@ struct Driver {
     func: *mut c_void,
 }
 
+/// An entry point of the driver: dlsym, or else `cuGetProcAddress_v2`
+/// (the fake driver exports only that and `cuInit`).
 fn sym<T>(lib: *mut c_void, name: &str) -> T {
     let c = CString::new(name).unwrap();
-    let p = unsafe { dlsym(lib, c.as_ptr()) };
-    assert!(!p.is_null(), "libcuda.so.1 lacks {name}");
+    let mut p = unsafe { dlsym(lib, c.as_ptr()) };
+    if p.is_null() {
+        let get = unsafe { dlsym(lib, c"cuGetProcAddress_v2".as_ptr()) };
+        if !get.is_null() {
+            let get: CuGetProcAddress = unsafe { std::mem::transmute(get) };
+            if unsafe { get(c.as_ptr(), &mut p, 12000, 0, std::ptr::null_mut()) } != 0 {
+                p = std::ptr::null_mut();
+            }
+        }
+    }
+    assert!(!p.is_null(), "the CUDA driver lacks {name}");
     unsafe { std::mem::transmute_copy(&p) }
 }
 
@@ -87,10 +105,11 @@ fn check(what: &str, r: CuResult) {
 /// Loads `image` (the cubin fleetjit built) into GPU 0's primary context,
 /// the one fleetjit uses, and looks the kernel up.
 fn raw_driver(image: &[u8], kernel: &str) -> Driver {
-    let lib = unsafe { dlopen(c"libcuda.so.1".as_ptr(), RTLD_NOW) };
+    let path = std::env::var("FLEETJIT_LIBCUDA").unwrap_or_else(|_| "libcuda.so.1".into());
+    let lib = unsafe { dlopen(CString::new(path.as_str()).unwrap().as_ptr(), RTLD_NOW) };
     if lib.is_null() {
         let why = unsafe { std::ffi::CStr::from_ptr(dlerror()) };
-        eprintln!("launch_bench: dlopen(libcuda.so.1): {why:?}");
+        eprintln!("launch_bench: dlopen({path}): {why:?}");
         std::process::exit(1);
     }
     unsafe {

@@ -1127,28 +1127,32 @@ impl<'m> Kernel<'m> {
     /// stream-ordered copies stays alive) until the launch's stream is
     /// synchronised.
     pub unsafe fn launch(&self, config: &LaunchConfig<'_>, args: &[Arg<'_>]) -> Result<()> {
-        // No allocation per launch: up to INLINE_ARGS arguments are packed
-        // on the stack (a heap array only beyond that).
-        const INLINE_ARGS: usize = 16;
-        let empty = Arg::U64(0).raw()?;
-        let mut inline = [empty; INLINE_ARGS];
-        let mut heap = Vec::new();
-        let raw_args: &[sys::fj_arg] = if args.len() <= INLINE_ARGS {
-            for (slot, a) in inline.iter_mut().zip(args) {
-                *slot = a.raw()?;
-            }
-            &inline[..args.len()]
-        } else {
-            heap.reserve_exact(args.len());
-            for a in args {
-                heap.push(a.raw()?);
-            }
-            &heap
-        };
         let c = config.to_raw();
-        let p = ptr_or_null(raw_args);
-        check(unsafe { sys::fj_launch(self.raw.as_ptr(), &c, p, raw_args.len()) })
+        with_raw_args(args, |raw| {
+            check(unsafe { sys::fj_launch(self.raw.as_ptr(), &c, ptr_or_null(raw), raw.len()) })
+        })
     }
+}
+
+/// Calls `f` with `args` as `fj_arg`s. No allocation for up to
+/// `INLINE_ARGS` arguments: they are packed on the stack, into an array of
+/// which only the first `args.len()` entries are written (initialising all
+/// 16, 384 bytes, cost more than packing 4 arguments); beyond that, a `Vec`.
+#[inline]
+pub(crate) fn with_raw_args<R>(
+    args: &[Arg<'_>],
+    f: impl FnOnce(&[sys::fj_arg]) -> Result<R>,
+) -> Result<R> {
+    const INLINE_ARGS: usize = 16;
+    if args.len() > INLINE_ARGS {
+        return f(&args.iter().map(|a| a.raw()).collect::<Result<Vec<_>>>()?);
+    }
+    let mut inline = [std::mem::MaybeUninit::<sys::fj_arg>::uninit(); INLINE_ARGS];
+    for (slot, a) in inline.iter_mut().zip(args) {
+        slot.write(a.raw()?);
+    }
+    // SAFETY: the first args.len() entries were written just above.
+    f(unsafe { std::slice::from_raw_parts(inline.as_ptr().cast::<sys::fj_arg>(), args.len()) })
 }
 
 impl fmt::Debug for Kernel<'_> {
@@ -1194,6 +1198,11 @@ pub enum Arg<'a> {
 }
 
 impl Arg<'_> {
+    // Inlined into the launch loop: as a call it returned the Result
+    // through memory, which the loop read back at once (a store-forwarding
+    // stall: the hottest instructions of a launch under perf with the fake
+    // driver).
+    #[inline(always)]
     fn raw(self) -> Result<sys::fj_arg> {
         let mut a = sys::fj_arg {
             struct_size: std::mem::size_of::<sys::fj_arg>(),

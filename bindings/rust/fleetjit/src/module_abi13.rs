@@ -9,8 +9,8 @@ use std::ffi::{c_char, c_void};
 use std::ptr;
 
 use crate::{
-    check, fixed_string, no_nul, ptr_or_null, sys, Arg, Kernel, LaunchConfig, Module, Result,
-    Runtime, Stream,
+    check, fixed_string, no_nul, ptr_or_null, sys, with_raw_args, Arg, Kernel, LaunchConfig,
+    Module, Result, Runtime, Stream,
 };
 
 /// A module's `__device__` / `__constant__` variable on one device.
@@ -188,10 +188,6 @@ impl Kernel<'_> {
         attrs: &LaunchAttrs,
         args: &[Arg<'_>],
     ) -> Result<()> {
-        let mut raw_args = Vec::with_capacity(args.len());
-        for a in args {
-            raw_args.push(a.raw()?);
-        }
         let mut c = config.to_raw();
         if attrs.cooperative {
             c.flags |= sys::FJ_LAUNCH_COOPERATIVE;
@@ -202,8 +198,9 @@ impl Kernel<'_> {
         if let Some((base, bytes, ratio)) = attrs.l2_window {
             (c.l2_window_base, c.l2_window_bytes, c.l2_hit_ratio) = (base, bytes, ratio);
         }
-        let p = ptr_or_null(&raw_args);
-        check(unsafe { sys::fj_launch(self.as_raw(), &c, p, raw_args.len()) })
+        with_raw_args(args, |raw| {
+            check(unsafe { sys::fj_launch(self.as_raw(), &c, ptr_or_null(raw), raw.len()) })
+        })
     }
 }
 
