@@ -2,8 +2,10 @@
  *
  * One call packs a launch's arguments into an fj_arg array on the C stack
  * and calls fj_launch, with no ctypes object and no DLPack capsule per
- * launch. It handles the arguments that hot loops pass: Python int (int32)
- * and float (float32), fleetjit Scalars, NumPy scalars, torch tensors
+ * launch; each runtime.Kernel's `launch` is this module's, bound to the
+ * kernel (bind(), Launcher below), so a launch runs no Python code. It
+ * handles the arguments that hot loops pass: Python int (int32) and float
+ * (float32), fleetjit Scalars, NumPy scalars, torch tensors
  * (data_ptr() of a contiguous CUDA tensor), fleetjit DeviceBuffers and objects
  * with a C-contiguous __cuda_array_interface__. For anything else, or anything
  * it would have to refuse or warn about (a non-contiguous view, a dtype
@@ -435,15 +437,16 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
 /* ------------------------------------------------------------- Launcher
  *
  * A kernel's launch(grid, block, args=(), stream=None, shared_bytes=0,
- * cluster=None) as a C callable: runtime.Kernel stores one in its instance
- * dict as `launch` (bind()), so kernel.launch(...) reaches fj_launch with no
- * Python frame. It launches what fast_launch would; anything else goes to
- * Python with the call as it came: to Kernel.launch itself for a call it
- * does not parse, a closed module or runtime, a stream to wrap and
- * USE_FAST_PATH off (the same arguments, errors and stream handling as
- * before), to Kernel._launch_ctypes for what fast_launch answers
- * NotImplemented to. It holds the Kernel, which holds it: a cycle the
- * garbage collector breaks (tp_traverse, tp_clear). */
+ * cluster=None) as a C function bound to a Launcher (its state):
+ * runtime.Kernel stores one in its instance dict as `launch` (bind()), so
+ * kernel.launch(...) reaches fj_launch with no Python frame. It launches
+ * what fast_launch would; anything else goes to Python with the call as it
+ * came: to Kernel.launch itself for a call it does not parse, a closed
+ * module or runtime, a stream to wrap and USE_FAST_PATH off (the same
+ * arguments, errors and stream handling as before), to
+ * Kernel._launch_ctypes for what fast_launch answers NotImplemented to. It
+ * holds the Kernel, which holds it: a cycle the garbage collector breaks
+ * (tp_traverse, tp_clear). */
 typedef struct {
   PyObject_HEAD
   unsigned long long fn;     /* fj_launch */
@@ -500,36 +503,42 @@ static void launcher_dealloc(PyObject* op) {
   Py_DECREF(type);
 }
 
-/* Kernel.launch (the Python method) with the call as it came. */
-static PyObject* launch_in_python(Launcher* self, PyObject* args,
-                                  PyObject* kw) {
+/* Kernel.launch (the Python method) with the call as it came: args[0:nargs]
+ * positional, then one value per name in kwnames. */
+static PyObject* launch_in_python(Launcher* self, PyObject* const* args,
+                                  Py_ssize_t nargs, PyObject* kwnames) {
   if (self->owner == NULL) { /* cleared by the collector */
     PyErr_SetString(PyExc_ReferenceError, "the kernel is gone");
     return NULL;
   }
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+  if (nkw < 0) return NULL;
   PyObject* method =
       PyObject_GetAttr((PyObject*)Py_TYPE(self->owner), s_launch);
   if (method == NULL) return NULL;
-  Py_ssize_t n = PyTuple_Size(args);
-  PyObject* full = n < 0 ? NULL : PyTuple_New(n + 1);
-  if (full == NULL) {
-    Py_DECREF(method);
-    return NULL;
-  }
+  PyObject* r = NULL;
+  PyObject* kw = NULL;
+  PyObject* full = PyTuple_New(nargs + 1);
+  if (full == NULL) goto done;
   Py_INCREF(self->owner);
-  PyTuple_SetItem(full, 0, self->owner); /* steals; cannot fail here */
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* item = PyTuple_GetItem(args, i);
-    if (item == NULL) {
-      Py_DECREF(full);
-      Py_DECREF(method);
-      return NULL;
-    }
-    Py_INCREF(item);
-    PyTuple_SetItem(full, i + 1, item);
+  if (PyTuple_SetItem(full, 0, self->owner) != 0) goto done;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    Py_INCREF(args[i]);
+    if (PyTuple_SetItem(full, i + 1, args[i]) != 0) goto done;
   }
-  PyObject* r = PyObject_Call(method, full, kw);
-  Py_DECREF(full);
+  if (nkw > 0) {
+    kw = PyDict_New();
+    if (kw == NULL) goto done;
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      PyObject* name = PyTuple_GetItem(kwnames, i);
+      if (name == NULL || PyDict_SetItem(kw, name, args[nargs + i]) != 0)
+        goto done;
+    }
+  }
+  r = PyObject_Call(method, full, kw);
+done:
+  Py_XDECREF(kw);
+  Py_XDECREF(full);
   Py_DECREF(method);
   return r;
 }
@@ -568,43 +577,42 @@ static PyObject* launcher_dtypes(Launcher* self, int* failed) {
   return dt;
 }
 
-static PyObject* launcher_call(PyObject* op, PyObject* argv, PyObject* kw) {
+/* A vectorcall (METH_FASTCALL | METH_KEYWORDS): no tuple or dict is built
+ * for a call. */
+static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
+                               Py_ssize_t nargs, PyObject* kwnames) {
   Launcher* self = (Launcher*)op;
-  if (self->owner == NULL) return launch_in_python(self, argv, kw);
+#define IN_PYTHON() launch_in_python(self, argv, nargs, kwnames)
+  if (self->owner == NULL) return IN_PYTHON();
   /* launch(grid, block, args=(), stream=None, shared_bytes=0, cluster=None):
    * a call that does not bind plainly (a name twice, a missing or unknown
    * one, a key that is not the interned name) is Python's to refuse. */
   PyObject* v[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
   PyObject* const names[6] = {s_grid,   s_block,        s_args,
                               s_stream, s_shared_bytes, s_cluster};
-  Py_ssize_t npos = PyTuple_Size(argv);
-  if (npos < 0) return NULL;
-  if (npos > 6) return launch_in_python(self, argv, kw);
-  for (Py_ssize_t i = 0; i < npos; ++i) {
-    v[i] = PyTuple_GetItem(argv, i);
-    if (v[i] == NULL) return NULL;
+  if (nargs > 6) return IN_PYTHON();
+  for (Py_ssize_t i = 0; i < nargs; ++i) v[i] = argv[i];
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+  if (nkw < 0) return NULL;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* key = PyTuple_GetItem(kwnames, i);
+    if (key == NULL) return NULL;
+    int j = 0;
+    while (j < 6 && key != names[j]) ++j;
+    if (j == 6 || v[j] != NULL) return IN_PYTHON();
+    v[j] = argv[nargs + i];
   }
-  if (kw != NULL) {
-    Py_ssize_t pos = 0;
-    PyObject *key, *value;
-    while (PyDict_Next(kw, &pos, &key, &value)) {
-      int j = 0;
-      while (j < 6 && key != names[j]) ++j;
-      if (j == 6 || v[j] != NULL) return launch_in_python(self, argv, kw);
-      v[j] = value;
-    }
-  }
-  if (v[0] == NULL || v[1] == NULL) return launch_in_python(self, argv, kw);
+  if (v[0] == NULL || v[1] == NULL) return IN_PYTHON();
 
   PyObject* flag = PyDict_GetItem(self->ns, s_use_fast_path); /* borrowed */
   int fast = flag == NULL ? 0 : PyObject_IsTrue(flag);
   if (fast < 0) return NULL;
   if (!fast || (v[5] != NULL && v[5] != Py_None))
-    return launch_in_python(self, argv, kw);
+    return IN_PYTHON();
   int open = handle_open(self->module);
   if (open > 0) open = handle_open(self->runtime);
   if (open < 0) return NULL;
-  if (!open) return launch_in_python(self, argv, kw); /* it raises */
+  if (!open) return IN_PYTHON(); /* it raises */
 
   fj_launch_config cfg;
   int ok = read_config(v[0], v[1], v[4] != NULL ? v[4] : s_zero, &cfg) == 0;
@@ -621,7 +629,7 @@ static PyObject* launcher_call(PyObject* op, PyObject* argv, PyObject* kw) {
       int rc = read_stream(stream, self->streams, &cfg.stream, &cu);
       if (rc == 2) { /* Kernel.launch wraps it, then launches */
         Py_DECREF(cu);
-        return launch_in_python(self, argv, kw);
+        return IN_PYTHON();
       }
       ok = rc == 1;
     }
@@ -656,23 +664,37 @@ static PyObject* launcher_call(PyObject* op, PyObject* argv, PyObject* kw) {
     Py_DECREF(r);
   }
   Py_RETURN_NONE;
+#undef IN_PYTHON
 }
 
 static PyType_Slot launcher_slots[] = {
-    {Py_tp_call, (void*)launcher_call},
     {Py_tp_traverse, (void*)launcher_traverse},
     {Py_tp_clear, (void*)launcher_clear},
     {Py_tp_dealloc, (void*)launcher_dealloc},
-    {Py_tp_doc, (void*)"Kernel.launch(grid, block, args=(), stream=None, "
-                       "shared_bytes=0, cluster=None), compiled."},
+    {Py_tp_doc, (void*)"A kernel's compiled launch: what bind() binds."},
     {0, NULL}};
+
+/* METH_FASTCALL | METH_KEYWORDS, with this calling convention, since
+ * CPython 3.7 and in the stable ABI since 3.10; the 3.8 limited API this
+ * module is built against does not name it yet. */
+#ifndef METH_FASTCALL
+#define METH_FASTCALL 0x0080
+#endif
+typedef PyObject* (*fastcall_keywords)(PyObject*, PyObject* const*,
+                                       Py_ssize_t, PyObject*);
+static PyMethodDef launch_def = {
+    "launch", (PyCFunction)(void (*)(void))(fastcall_keywords)launcher_call,
+    METH_FASTCALL | METH_KEYWORDS,
+    "launch(grid, block, args=(), stream=None, shared_bytes=0, cluster=None): "
+    "Kernel.launch, compiled."};
 
 static PyType_Spec launcher_spec = {
     "fleetjit._fastlaunch.Launcher", sizeof(Launcher), 0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, launcher_slots};
 
 /* bind(kernel, fj_kernel, fn, module, runtime, streams, namespace): the
- * Launcher of `kernel` (see above). namespace is fleetjit.runtime's
+ * compiled launch of `kernel`, a builtin function bound to its Launcher
+ * (see above). namespace is fleetjit.runtime's
  * globals: USE_FAST_PATH, read at each launch, check and Stream. */
 static PyObject* bind(PyObject* unused, PyObject* argv) {
   (void)unused;
@@ -705,7 +727,9 @@ static PyObject* bind(PyObject* unused, PyObject* argv) {
   Py_INCREF(streams);
   Py_INCREF(ns);
   Py_INCREF(stream_type);
-  return (PyObject*)self;
+  PyObject* fn_obj = PyCFunction_NewEx(&launch_def, (PyObject*)self, NULL);
+  Py_DECREF(self); /* the function holds it */
+  return fn_obj;
 }
 
 /* register_types(torch_tensor_or_None, scalar_type, kind_codes,

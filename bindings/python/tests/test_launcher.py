@@ -60,7 +60,7 @@ class LauncherTest(unittest.TestCase):
 
     @unittest.skipUnless(_fast.module is not None, f"compiled path: {_fast.why_not}")
     def test_launch_is_the_compiled_callable(self):
-        self.assertEqual(type(self.k.launch).__name__, "Launcher")
+        self.assertEqual(type(self.k.launch.__self__).__name__, "Launcher")
         # The class keeps the documented method, which the Launcher falls back to.
         self.assertIn("Launches asynchronously", fleetjit.Kernel.launch.__doc__)
 
