@@ -561,6 +561,7 @@ static PyObject* launcher_dtypes(Launcher* self, int* failed) {
   *failed = 0;
   if (self->dtypes != NULL) return self->dtypes;
   PyObject* modules = PyImport_GetModuleDict(); /* borrowed */
+  if (modules == NULL) return NULL; /* interpreter shutdown: no torch */
   int torch = PyDict_GetItem(modules, s_torch) != NULL;
   if (!torch && (g_numpy_registered || PyDict_GetItem(modules, s_numpy) == NULL))
     return NULL;
