@@ -8,6 +8,9 @@ import ctypes
 import gc
 import os
 import pathlib
+import subprocess
+import sys
+import textwrap
 import unittest
 
 import _env
@@ -168,6 +171,55 @@ class LauncherTest(unittest.TestCase):
         before = self.launches()
         k.launch(1, 32, a, stream=framework)
         self.assertEqual(self.launches(), before + 1)
+
+    @unittest.skipUnless(_fast.module is not None, f"compiled path: {_fast.why_not}")
+    def test_tensors_it_must_refuse_or_warn_about_go_to_the_ctypes_path(self):
+        """With a stand-in torch (a child process: this one may have the real
+        one, or must not get a fake): a contiguous CUDA tensor of the
+        parameter's dtype launches from C; a CPU tensor, a non-contiguous
+        view, another dtype and a subclass of the wrong kind go to
+        Kernel._launch_ctypes, which refuses or warns (test_frameworks_gpu)."""
+        child = textwrap.dedent("""
+            import ctypes, sys, types
+            torch = types.ModuleType("torch")
+            torch.float32, torch.float16 = object(), object()
+            class Meta(type):
+                pass
+            class Tensor(metaclass=Meta):
+                def __init__(self, ptr, cuda=True, contiguous=True, dtype=torch.float32):
+                    self.is_cuda, self.dtype, self.data_ptr = cuda, dtype, ptr.__int__
+                    self.is_contiguous = contiguous.__bool__
+            class Parameter(Tensor):
+                pass
+            torch.Tensor = Tensor
+            sys.modules["torch"] = torch
+            import _env, fleetjit
+            fake = ctypes.CDLL(sys.argv[1])
+            fake.fjfake_calls.restype = ctypes.c_uint64
+            rt = fleetjit.Runtime(libcuda=sys.argv[1], disk_cache=False)
+            k = rt.build(_env.SAXPY, name="saxpy.cu", target="compute_90").kernel("saxpy")
+            took = []
+            k._launch_ctypes = lambda *a: took.append(a[2])
+            p = rt.alloc(64).device_address
+            for what, t, c in (("cuda", Tensor(p), 1), ("subclass", Parameter(p), 1),
+                               ("cpu", Tensor(p, cuda=False), 0),
+                               ("view", Tensor(p, contiguous=False), 0),
+                               ("dtype", Tensor(p, dtype=torch.float16), 0)):
+                before = fake.fjfake_calls(b"cuLaunchKernelEx")
+                k.launch(1, 32, [t, t, 1.0, 4])
+                launched = fake.fjfake_calls(b"cuLaunchKernelEx") - before
+                print(what, launched, len(took))
+                assert launched == c and len(took) == 1 - c, what
+                took.clear()
+            rt.close()
+            """)
+        fake = os.environ.get("FLEETJIT_LIBCUDA") or str(
+            pathlib.Path(_ffi.library_path()).parent / "libfj_fake_cuda.so")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        r = subprocess.run([sys.executable, "-c", child, fake], env=env,
+                           cwd=os.path.dirname(os.path.abspath(__file__)),
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_a_kept_launch_keeps_its_kernel(self):
         launch = self.mod.kernel("saxpy").launch
