@@ -2,8 +2,10 @@
  *
  * One call packs a launch's arguments into an fj_arg array on the C stack
  * and calls fj_launch, with no ctypes object and no DLPack capsule per
- * launch. It handles the arguments that hot loops pass: Python int (int32)
- * and float (float32), fleetjit Scalars, NumPy scalars, torch tensors
+ * launch; each runtime.Kernel's `launch` is this module's, bound to the
+ * kernel (bind(), Launcher below), so a launch runs no Python code. It
+ * handles the arguments that hot loops pass: Python int (int32) and float
+ * (float32), fleetjit Scalars, NumPy scalars, torch tensors
  * (data_ptr() of a contiguous CUDA tensor), fleetjit DeviceBuffers and objects
  * with a C-contiguous __cuda_array_interface__. For anything else, or anything
  * it would have to refuse or warn about (a non-contiguous view, a dtype
@@ -239,14 +241,20 @@ static int fill_one(PyObject* v, PyObject* want_dtype, fj_arg* a) {
     return 1;
   }
   PyObject* type = (PyObject*)Py_TYPE(v);
-  if (g_torch_tensor != NULL &&
-      (type == g_torch_tensor || PyObject_IsInstance(v, g_torch_tensor) == 1))
-    return fill_torch(v, want_dtype, a);
-  if (g_scalar_type != NULL && type == g_scalar_type) return fill_scalar(v, a);
+  if (type == g_torch_tensor) return fill_torch(v, want_dtype, a);
+  if (type == g_scalar_type) return fill_scalar(v, a);
   if (g_type_codes != NULL) {
     PyObject* code = PyDict_GetItem(g_type_codes, type); /* borrowed */
     if (code != NULL) return fill_typed_scalar(v, PyLong_AsLong(code), a);
   }
+  /* A subclass (nn.Parameter...) by a test on the type, not isinstance():
+   * torch.Tensor's metaclass makes isinstance() call __instancecheck__, a
+   * method call for every argument that is not a tensor. The two differ
+   * only for a type that claims instances it does not have, which the
+   * ctypes path takes. */
+  if (g_torch_tensor != NULL &&
+      PyType_IsSubtype(Py_TYPE(v), (PyTypeObject*)g_torch_tensor))
+    return fill_torch(v, want_dtype, a);
   if (PyObject_HasAttr(v, s_device_address)) {
     uint64_t p;
     if (attr_u64(v, s_device_address, &p) != 0) {
@@ -264,6 +272,119 @@ static int fill_one(PyObject* v, PyObject* want_dtype, fj_arg* a) {
 static PyObject* not_handled(void) {
   Py_INCREF(Py_NotImplemented);
   return Py_NotImplemented;
+}
+
+/* grid, block and shared_bytes into cfg; 0, or -1 (no exception set) for
+ * a value the ctypes path refuses by name. shared_bytes is read as
+ * read_dims reads a dimension: an int that fits uint32. */
+static int read_config(PyObject* grid, PyObject* block, PyObject* shared,
+                       fj_launch_config* cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->struct_size = sizeof(*cfg);
+  uint32_t shared_bytes[3];
+  if (read_dims(grid, cfg->grid, 1) != 0 || read_dims(block, cfg->block, 1) ||
+      !PyLong_Check(shared) || read_dims(shared, shared_bytes, 0) != 0) {
+    PyErr_Clear();
+    return -1;
+  }
+  cfg->shared_bytes = shared_bytes[0];
+  return 0;
+}
+
+/* The fj_stream* of a framework stream (.cuda_stream or .ptr) or an
+ * integer CUstream, looked up in `streams` ({CUstream: fj_stream*}).
+ * 1: *out set; 0: not a stream this path reads (the ctypes path refuses
+ * it); 2: no fj_stream yet, *wrap is the CUstream (a new reference). */
+static int read_stream(PyObject* stream_obj, PyObject* streams,
+                       fj_stream** out, PyObject** wrap) {
+  PyObject* cu = NULL;
+  if (PyLong_Check(stream_obj)) {
+    cu = stream_obj;
+    Py_INCREF(cu);
+  } else {
+    cu = PyObject_GetAttr(stream_obj, s_cuda_stream);
+    if (cu == NULL) {
+      PyErr_Clear();
+      cu = PyObject_GetAttr(stream_obj, s_ptr);
+    }
+    if (cu == NULL || !PyLong_Check(cu)) {
+      PyErr_Clear();
+      Py_XDECREF(cu);
+      return 0;
+    }
+  }
+  unsigned long long cu_value = PyLong_AsUnsignedLongLong(cu);
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    Py_DECREF(cu);
+    return 0;
+  }
+  *out = NULL;
+  if (cu_value != 0) { /* 0: the legacy default stream */
+    PyObject* fjs = PyDict_Check(streams) ? PyDict_GetItem(streams, cu) : NULL;
+    if (fjs == NULL) {
+      *wrap = cu;
+      return 2;
+    }
+    unsigned long long p = PyLong_AsUnsignedLongLong(fjs);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      Py_DECREF(cu);
+      return 0;
+    }
+    *out = (fj_stream*)(uintptr_t)p;
+  }
+  Py_DECREF(cu);
+  return 1;
+}
+
+/* Packs `args` (a list or a tuple, read with borrowed references) into
+ * packed[FAST_MAX_ARGS]. 1: *n set; 0: left to the ctypes path (anything
+ * else, a generator..., or an argument fill_one does not take). */
+static int pack_args(PyObject* args, PyObject* dtypes, fj_arg* packed,
+                     Py_ssize_t* n) {
+  int is_list = PyList_Check(args);
+  if (!is_list && !PyTuple_Check(args)) return 0;
+  Py_ssize_t count = is_list ? PyList_Size(args) : PyTuple_Size(args);
+  if (count > FAST_MAX_ARGS) return 0;
+  Py_ssize_t num_dtypes =
+      (dtypes != NULL && PyTuple_Check(dtypes)) ? PyTuple_Size(dtypes) : 0;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    fj_arg* a = &packed[i];
+    memset(a, 0, sizeof(*a));
+    a->struct_size = sizeof(fj_arg);
+    PyObject* want = i < num_dtypes ? PyTuple_GetItem(dtypes, i) : NULL;
+    /* fill_one may run Python code (properties) that shrinks a list. */
+    PyObject* item =
+        is_list ? PyList_GetItem(args, i) : PyTuple_GetItem(args, i);
+    if (item == NULL) {
+      PyErr_Clear();
+      return 0;
+    }
+    Py_INCREF(item);
+    int rc = fill_one(item, want, a);
+    Py_DECREF(item);
+    if (rc <= 0) {
+      if (rc < 0) PyErr_Clear();
+      return 0;
+    }
+  }
+  *n = count;
+  return 1;
+}
+
+/* Calls fj_launch without the GIL (cuLaunchKernel can block on a full
+ * queue); the fj_status* of a failed launch, else NULL. */
+static fj_status* call_launch(unsigned long long fn, unsigned long long kernel,
+                              const fj_launch_config* cfg,
+                              const fj_arg* packed, Py_ssize_t n) {
+  launch_fn launch = (launch_fn)(uintptr_t)fn;
+  fj_status* status;
+  Py_BEGIN_ALLOW_THREADS;
+  status = launch((fj_kernel*)(uintptr_t)kernel, cfg, n ? packed : NULL,
+                  (size_t)n);
+  Py_END_ALLOW_THREADS;
+  return status;
 }
 
 /* launch(fn, kernel, grid, block, shared, fj_stream, stream_obj, streams,
@@ -291,88 +412,325 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
                         &dtypes))
     return NULL;
   fj_launch_config cfg;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.struct_size = sizeof(cfg);
-  /* shared_bytes as read_dims reads a dimension: an int that fits uint32,
-   * else the ctypes path, which refuses it by name. */
-  uint32_t shared_bytes[3];
-  if (read_dims(grid, cfg.grid, 1) != 0 || read_dims(block, cfg.block, 1) ||
-      !PyLong_Check(shared) || read_dims(shared, shared_bytes, 0) != 0) {
-    PyErr_Clear();
-    return not_handled();
-  }
-  cfg.shared_bytes = shared_bytes[0];
+  if (read_config(grid, block, shared, &cfg) != 0) return not_handled();
   if (stream_obj == Py_None) {
     cfg.stream = (fj_stream*)(uintptr_t)fj_stream_addr;
   } else {
     PyObject* cu = NULL;
-    if (PyLong_Check(stream_obj)) {
-      cu = stream_obj;
-      Py_INCREF(cu);
-    } else {
-      cu = PyObject_GetAttr(stream_obj, s_cuda_stream);
-      if (cu == NULL) {
-        PyErr_Clear();
-        cu = PyObject_GetAttr(stream_obj, s_ptr);
-      }
-      if (cu == NULL || !PyLong_Check(cu)) {
-        PyErr_Clear();
-        Py_XDECREF(cu);
-        return not_handled();
-      }
-    }
-    unsigned long long cu_value = PyLong_AsUnsignedLongLong(cu);
-    if (PyErr_Occurred()) {
-      PyErr_Clear();
+    int rc = read_stream(stream_obj, streams, &cfg.stream, &cu);
+    if (rc == 0) return not_handled();
+    if (rc == 2) {
+      PyObject* r = Py_BuildValue("(sO)", "wrap", cu);
       Py_DECREF(cu);
-      return not_handled();
+      return r;
     }
-    if (cu_value != 0) {
-      PyObject* fjs =
-          PyDict_Check(streams) ? PyDict_GetItem(streams, cu) : NULL;
-      if (fjs == NULL) {
-        PyObject* r = Py_BuildValue("(sO)", "wrap", cu);
-        Py_DECREF(cu);
-        return r;
-      }
-      cfg.stream = (fj_stream*)(uintptr_t)PyLong_AsUnsignedLongLong(fjs);
-    }
-    Py_DECREF(cu);
   }
-
-  /* A list or a tuple, read with borrowed references; anything else (a
-   * generator...) is the ctypes path's. */
-  int is_list = PyList_Check(args);
-  if (!is_list && !PyTuple_Check(args)) return not_handled();
-  Py_ssize_t n = is_list ? PyList_Size(args) : PyTuple_Size(args);
-  if (n > FAST_MAX_ARGS) return not_handled();
-  Py_ssize_t num_dtypes =
-      (dtypes != Py_None && PyTuple_Check(dtypes)) ? PyTuple_Size(dtypes) : 0;
   fj_arg packed[FAST_MAX_ARGS];
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    fj_arg* a = &packed[i];
-    memset(a, 0, sizeof(*a));
-    a->struct_size = sizeof(fj_arg);
-    PyObject* want = i < num_dtypes ? PyTuple_GetItem(dtypes, i) : NULL;
-    PyObject* item =
-        is_list ? PyList_GetItem(args, i) : PyTuple_GetItem(args, i);
-    if (item == NULL) return NULL;
-    Py_INCREF(item); /* fill_one may run Python code (properties) */
-    int rc = fill_one(item, want, a);
-    Py_DECREF(item);
-    if (rc <= 0) {
-      if (rc < 0) PyErr_Clear();
-      return not_handled();
+  Py_ssize_t n = 0;
+  if (!pack_args(args, dtypes, packed, &n)) return not_handled();
+  fj_status* status = call_launch(fn_addr, kernel, &cfg, packed, n);
+  if (status != NULL)
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)status);
+  Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------- Launcher
+ *
+ * A kernel's launch(grid, block, args=(), stream=None, shared_bytes=0,
+ * cluster=None) as a C function bound to a Launcher (its state):
+ * runtime.Kernel stores one in its instance dict as `launch` (bind()), so
+ * kernel.launch(...) reaches fj_launch with no Python frame. It launches
+ * what fast_launch would; anything else goes to Python with the call as it
+ * came: to Kernel.launch itself for a call it does not parse, a closed
+ * module or runtime, a stream to wrap and USE_FAST_PATH off (the same
+ * arguments, errors and stream handling as before), to
+ * Kernel._launch_ctypes for what fast_launch answers NotImplemented to. It
+ * holds the Kernel, which holds it: a cycle the garbage collector breaks
+ * (tp_traverse, tp_clear). */
+typedef struct {
+  PyObject_HEAD
+  unsigned long long fn;     /* fj_launch */
+  unsigned long long kernel; /* fj_kernel* */
+  PyObject* owner;           /* the runtime.Kernel */
+  PyObject* module;          /* its Module, for the closed test */
+  PyObject* runtime;         /* its Runtime, for the closed test */
+  PyObject* streams;         /* runtime._fj_by_cu, changed in place */
+  PyObject* ns;              /* fleetjit.runtime's globals */
+  PyObject* stream_type;     /* runtime.Stream */
+  PyObject* dtypes;          /* the torch dtypes, once torch is imported */
+} Launcher;
+
+static PyObject* g_launcher_type = NULL;
+static PyObject* s_zero = NULL;  /* shared_bytes' default */
+static PyObject* s_empty = NULL; /* args' default */
+static int g_numpy_registered = 0; /* register_types saw NumPy's types */
+static PyObject *s_grid, *s_block, *s_args, *s_stream, *s_shared_bytes,
+    *s_cluster, *s_handle, *s_live, *s_launch, *s_launch_ctypes,
+    *s_fast_dtypes, *s_use_fast_path, *s_check, *s_stream_cls, *s_torch,
+    *s_numpy;
+
+static int launcher_traverse(PyObject* op, visitproc visit, void* arg) {
+  Launcher* self = (Launcher*)op;
+  Py_VISIT(Py_TYPE(op));
+  Py_VISIT(self->owner);
+  Py_VISIT(self->module);
+  Py_VISIT(self->runtime);
+  Py_VISIT(self->streams);
+  Py_VISIT(self->ns);
+  Py_VISIT(self->stream_type);
+  Py_VISIT(self->dtypes);
+  return 0;
+}
+
+static int launcher_clear(PyObject* op) {
+  Launcher* self = (Launcher*)op;
+  Py_CLEAR(self->owner);
+  Py_CLEAR(self->module);
+  Py_CLEAR(self->runtime);
+  Py_CLEAR(self->streams);
+  Py_CLEAR(self->ns);
+  Py_CLEAR(self->stream_type);
+  Py_CLEAR(self->dtypes);
+  return 0;
+}
+
+static void launcher_dealloc(PyObject* op) {
+  PyTypeObject* type = Py_TYPE(op);
+  PyObject_GC_UnTrack(op);
+  launcher_clear(op);
+  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+  tp_free(op);
+  Py_DECREF(type);
+}
+
+/* Kernel.launch (the Python method) with the call as it came: args[0:nargs]
+ * positional, then one value per name in kwnames. */
+static PyObject* launch_in_python(Launcher* self, PyObject* const* args,
+                                  Py_ssize_t nargs, PyObject* kwnames) {
+  if (self->owner == NULL) { /* cleared by the collector */
+    PyErr_SetString(PyExc_ReferenceError, "the kernel is gone");
+    return NULL;
+  }
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+  if (nkw < 0) return NULL;
+  PyObject* method =
+      PyObject_GetAttr((PyObject*)Py_TYPE(self->owner), s_launch);
+  if (method == NULL) return NULL;
+  PyObject* r = NULL;
+  PyObject* kw = NULL;
+  PyObject* full = PyTuple_New(nargs + 1);
+  if (full == NULL) goto done;
+  Py_INCREF(self->owner);
+  if (PyTuple_SetItem(full, 0, self->owner) != 0) goto done;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    Py_INCREF(args[i]);
+    if (PyTuple_SetItem(full, i + 1, args[i]) != 0) goto done;
+  }
+  if (nkw > 0) {
+    kw = PyDict_New();
+    if (kw == NULL) goto done;
+    for (Py_ssize_t i = 0; i < nkw; ++i) {
+      PyObject* name = PyTuple_GetItem(kwnames, i);
+      if (name == NULL || PyDict_SetItem(kw, name, args[nargs + i]) != 0)
+        goto done;
     }
   }
+  r = PyObject_Call(method, full, kw);
+done:
+  Py_XDECREF(kw);
+  Py_XDECREF(full);
+  Py_DECREF(method);
+  return r;
+}
 
-  launch_fn launch = (launch_fn)(uintptr_t)fn_addr;
-  fj_status* status;
-  Py_BEGIN_ALLOW_THREADS status =
-      launch((fj_kernel*)(uintptr_t)kernel, &cfg, n ? packed : NULL, (size_t)n);
-  Py_END_ALLOW_THREADS if (status != NULL) return PyLong_FromUnsignedLongLong(
-      (unsigned long long)(uintptr_t)status);
+/* 1 if the attribute `_handle` of obj is true (not closed), 0 if not,
+ * -1 on error. */
+static int handle_open(PyObject* obj) {
+  PyObject* h = PyObject_GetAttr(obj, s_handle);
+  if (h == NULL) return -1;
+  int r = PyObject_IsTrue(h);
+  Py_DECREF(h);
+  return r;
+}
+
+/* The torch dtypes to compare tensor arguments with (borrowed; NULL: none,
+ * with no exception set, or an error). Settled once torch is imported; until
+ * then Kernel._fast_dtypes registers torch or NumPy when either has been
+ * imported since (what the Python method does before each launch). */
+static PyObject* launcher_dtypes(Launcher* self, int* failed) {
+  *failed = 0;
+  if (self->dtypes != NULL) return self->dtypes;
+  PyObject* modules = PyImport_GetModuleDict(); /* borrowed */
+  if (modules == NULL) return NULL; /* interpreter shutdown: no torch */
+  int torch = PyDict_GetItem(modules, s_torch) != NULL;
+  if (!torch && (g_numpy_registered || PyDict_GetItem(modules, s_numpy) == NULL))
+    return NULL;
+  PyObject* dt = PyObject_CallMethodObjArgs(self->owner, s_fast_dtypes, NULL);
+  if (dt == NULL) {
+    *failed = 1;
+    return NULL;
+  }
+  if (!torch) {
+    Py_DECREF(dt); /* None until torch is imported */
+    return NULL;
+  }
+  self->dtypes = dt;
+  return dt;
+}
+
+/* A vectorcall (METH_FASTCALL | METH_KEYWORDS): no tuple or dict is built
+ * for a call. */
+static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
+                               Py_ssize_t nargs, PyObject* kwnames) {
+  Launcher* self = (Launcher*)op;
+#define IN_PYTHON() launch_in_python(self, argv, nargs, kwnames)
+  if (self->owner == NULL) return IN_PYTHON();
+  /* launch(grid, block, args=(), stream=None, shared_bytes=0, cluster=None):
+   * a call that does not bind plainly (a name twice, a missing or unknown
+   * one, a key that is not the interned name) is Python's to refuse. */
+  PyObject* v[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+  PyObject* const names[6] = {s_grid,   s_block,        s_args,
+                              s_stream, s_shared_bytes, s_cluster};
+  if (nargs > 6) return IN_PYTHON();
+  for (Py_ssize_t i = 0; i < nargs; ++i) v[i] = argv[i];
+  Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_Size(kwnames);
+  if (nkw < 0) return NULL;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* key = PyTuple_GetItem(kwnames, i);
+    if (key == NULL) return NULL;
+    int j = 0;
+    while (j < 6 && key != names[j]) ++j;
+    if (j == 6 || v[j] != NULL) return IN_PYTHON();
+    v[j] = argv[nargs + i];
+  }
+  if (v[0] == NULL || v[1] == NULL) return IN_PYTHON();
+
+  PyObject* flag = PyDict_GetItem(self->ns, s_use_fast_path); /* borrowed */
+  int fast = flag == NULL ? 0 : PyObject_IsTrue(flag);
+  if (fast < 0) return NULL;
+  if (!fast || (v[5] != NULL && v[5] != Py_None))
+    return IN_PYTHON();
+  int open = handle_open(self->module);
+  if (open > 0) open = handle_open(self->runtime);
+  if (open < 0) return NULL;
+  if (!open) return IN_PYTHON(); /* it raises */
+
+  fj_launch_config cfg;
+  int ok = read_config(v[0], v[1], v[4] != NULL ? v[4] : s_zero, &cfg) == 0;
+  PyObject* stream = v[3] != NULL ? v[3] : Py_None;
+  if (ok && stream != Py_None) {
+    if ((PyObject*)Py_TYPE(stream) == self->stream_type) {
+      PyObject* h = PyObject_CallMethodObjArgs(stream, s_live, NULL);
+      if (h == NULL) return NULL; /* a closed Stream: FleetjitError */
+      cfg.stream = (fj_stream*)(uintptr_t)PyLong_AsUnsignedLongLong(h);
+      Py_DECREF(h);
+      if (PyErr_Occurred()) return NULL;
+    } else {
+      PyObject* cu = NULL;
+      int rc = read_stream(stream, self->streams, &cfg.stream, &cu);
+      if (rc == 2) { /* Kernel.launch wraps it, then launches */
+        Py_DECREF(cu);
+        return IN_PYTHON();
+      }
+      ok = rc == 1;
+    }
+  }
+  fj_arg packed[FAST_MAX_ARGS];
+  Py_ssize_t n = 0;
+  if (ok) {
+    int failed;
+    PyObject* dtypes = launcher_dtypes(self, &failed);
+    if (failed) return NULL;
+    ok = v[2] == NULL || pack_args(v[2], dtypes, packed, &n);
+  }
+  if (!ok) /* the ctypes path packs it, or refuses it by name */
+    return PyObject_CallMethodObjArgs(
+        self->owner, s_launch_ctypes, v[0], v[1], v[2] ? v[2] : s_empty,
+        stream, v[4] ? v[4] : s_zero, v[5] ? v[5] : Py_None, NULL);
+
+  fj_status* status = call_launch(self->fn, self->kernel, &cfg, packed, n);
+  if (status != NULL) { /* errors.check raises it */
+    PyObject* check = PyDict_GetItem(self->ns, s_check); /* borrowed */
+    PyObject* st =
+        PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)status);
+    if (check == NULL || st == NULL) {
+      Py_XDECREF(st);
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "fleetjit.runtime has no check");
+      return NULL;
+    }
+    PyObject* r = PyObject_CallFunctionObjArgs(check, st, NULL);
+    Py_DECREF(st);
+    if (r == NULL) return NULL;
+    Py_DECREF(r);
+  }
   Py_RETURN_NONE;
+#undef IN_PYTHON
+}
+
+static PyType_Slot launcher_slots[] = {
+    {Py_tp_traverse, (void*)launcher_traverse},
+    {Py_tp_clear, (void*)launcher_clear},
+    {Py_tp_dealloc, (void*)launcher_dealloc},
+    {Py_tp_doc, (void*)"A kernel's compiled launch: what bind() binds."},
+    {0, NULL}};
+
+/* METH_FASTCALL | METH_KEYWORDS, with this calling convention, since
+ * CPython 3.7 and in the stable ABI since 3.10; the 3.8 limited API this
+ * module is built against does not name it yet. */
+#ifndef METH_FASTCALL
+#define METH_FASTCALL 0x0080
+#endif
+typedef PyObject* (*fastcall_keywords)(PyObject*, PyObject* const*,
+                                       Py_ssize_t, PyObject*);
+static PyMethodDef launch_def = {
+    "launch", (PyCFunction)(void (*)(void))(fastcall_keywords)launcher_call,
+    METH_FASTCALL | METH_KEYWORDS,
+    "launch(grid, block, args=(), stream=None, shared_bytes=0, cluster=None): "
+    "Kernel.launch, compiled."};
+
+static PyType_Spec launcher_spec = {
+    "fleetjit._fastlaunch.Launcher", sizeof(Launcher), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, launcher_slots};
+
+/* bind(kernel, fj_kernel, fn, module, runtime, streams, namespace): the
+ * compiled launch of `kernel`, a builtin function bound to its Launcher
+ * (see above). namespace is fleetjit.runtime's
+ * globals: USE_FAST_PATH, read at each launch, check and Stream. */
+static PyObject* bind(PyObject* unused, PyObject* argv) {
+  (void)unused;
+  PyObject *owner, *module, *runtime, *streams, *ns;
+  unsigned long long kernel, fn;
+  if (!PyArg_ParseTuple(argv, "OKKOOO!O!", &owner, &kernel, &fn, &module,
+                        &runtime, &PyDict_Type, &streams, &PyDict_Type, &ns))
+    return NULL;
+  PyObject* stream_type = PyDict_GetItem(ns, s_stream_cls); /* borrowed */
+  if (stream_type == NULL) {
+    PyErr_SetString(PyExc_TypeError, "the namespace has no Stream");
+    return NULL;
+  }
+  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)g_launcher_type,
+                                              Py_tp_alloc);
+  Launcher* self = (Launcher*)alloc((PyTypeObject*)g_launcher_type, 0);
+  if (self == NULL) return NULL;
+  self->fn = fn;
+  self->kernel = kernel;
+  self->owner = owner;
+  self->module = module;
+  self->runtime = runtime;
+  self->streams = streams;
+  self->ns = ns;
+  self->stream_type = stream_type;
+  self->dtypes = NULL;
+  Py_INCREF(owner);
+  Py_INCREF(module);
+  Py_INCREF(runtime);
+  Py_INCREF(streams);
+  Py_INCREF(ns);
+  Py_INCREF(stream_type);
+  PyObject* fn_obj = PyCFunction_NewEx(&launch_def, (PyObject*)self, NULL);
+  Py_DECREF(self); /* the function holds it */
+  return fn_obj;
 }
 
 /* register_types(torch_tensor_or_None, scalar_type, kind_codes,
@@ -387,6 +745,11 @@ static PyObject* register_types(PyObject* self, PyObject* argv) {
     PyErr_SetString(PyExc_TypeError, "kind_codes and type_codes are dicts");
     return NULL;
   }
+  if (torch_tensor != Py_None && !PyType_Check(torch_tensor)) {
+    PyErr_SetString(PyExc_TypeError, "torch_tensor is a type or None");
+    return NULL;
+  }
+  g_numpy_registered = PyDict_Size(type_codes) > 0;
   Py_XDECREF(g_type_codes);
   g_type_codes = type_codes;
   Py_INCREF(g_type_codes);
@@ -414,6 +777,8 @@ static PyObject* layout(PyObject* self, PyObject* unused) {
 static PyMethodDef methods[] = {
     {"launch", fast_launch, METH_VARARGS,
      "Packs arguments and calls fj_launch."},
+    {"bind", bind, METH_VARARGS,
+     "A kernel's launch as a C callable (a Launcher)."},
     {"register_types", register_types, METH_VARARGS,
      "Registers torch.Tensor, fleetjit Scalar and the kind codes."},
     {"layout", layout, METH_NOARGS,
@@ -431,16 +796,31 @@ static struct PyModuleDef module_def = {
     NULL,
     NULL};
 
+static int intern(PyObject** out, const char* name) {
+  *out = PyUnicode_InternFromString(name);
+  return *out == NULL ? -1 : 0;
+}
+
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
-  s_is_cuda = PyUnicode_InternFromString("is_cuda");
-  s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
-  s_data_ptr = PyUnicode_InternFromString("data_ptr");
-  s_dtype = PyUnicode_InternFromString("dtype");
-  s_device_address = PyUnicode_InternFromString("device_address");
-  s_kind = PyUnicode_InternFromString("kind");
-  s_value = PyUnicode_InternFromString("value");
-  s_cai = PyUnicode_InternFromString("__cuda_array_interface__");
-  s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
-  s_ptr = PyUnicode_InternFromString("ptr");
+  if (intern(&s_is_cuda, "is_cuda") || intern(&s_is_contiguous, "is_contiguous") ||
+      intern(&s_data_ptr, "data_ptr") || intern(&s_dtype, "dtype") ||
+      intern(&s_device_address, "device_address") || intern(&s_kind, "kind") ||
+      intern(&s_value, "value") || intern(&s_cai, "__cuda_array_interface__") ||
+      intern(&s_cuda_stream, "cuda_stream") || intern(&s_ptr, "ptr") ||
+      intern(&s_grid, "grid") || intern(&s_block, "block") ||
+      intern(&s_args, "args") || intern(&s_stream, "stream") ||
+      intern(&s_shared_bytes, "shared_bytes") || intern(&s_cluster, "cluster") ||
+      intern(&s_handle, "_handle") || intern(&s_live, "_live") ||
+      intern(&s_launch, "launch") || intern(&s_launch_ctypes, "_launch_ctypes") ||
+      intern(&s_fast_dtypes, "_fast_dtypes") ||
+      intern(&s_use_fast_path, "USE_FAST_PATH") || intern(&s_check, "check") ||
+      intern(&s_stream_cls, "Stream") || intern(&s_torch, "torch") ||
+      intern(&s_numpy, "numpy"))
+    return NULL;
+  if (s_zero == NULL && (s_zero = PyLong_FromLong(0)) == NULL) return NULL;
+  if (s_empty == NULL && (s_empty = PyTuple_New(0)) == NULL) return NULL;
+  if (g_launcher_type == NULL &&
+      (g_launcher_type = PyType_FromSpec(&launcher_spec)) == NULL)
+    return NULL;
   return PyModule_Create(&module_def);
 }

@@ -288,6 +288,15 @@ class Kernel:
         self.device = device
         self._dtypes = _UNSET
         self._torch_dtypes = _UNSET
+        # launch as a C callable in the instance dict: kernel.launch(...)
+        # then reaches fj_launch with no Python frame, and comes back to
+        # the method below for whatever it does not launch itself
+        # (fleetjit/_fastlaunch.c, Launcher). Not for a subclass that
+        # overrides launch.
+        if _fast.module is not None and type(self).launch is Kernel.launch:
+            runtime = module._runtime
+            self.launch = _fast.module.bind(self, handle, _fast.launch_address, module,
+                                            runtime, runtime._fj_by_cu, globals())
 
     def _live(self):
         if self._module.closed:
@@ -331,6 +340,13 @@ class Kernel:
             self._torch_dtypes = td
         return td
 
+    def _fast_dtypes(self):
+        """_torch_dtype_tuple() for the compiled path, registering torch
+        and NumPy with it first when either has been imported since."""
+        if _fast.torch_pending:
+            _fast.maybe_register()
+        return self._torch_dtype_tuple()
+
     def launch(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=None):
         """Launches asynchronously on `stream`.
 
@@ -361,9 +377,7 @@ class Kernel:
                     fjs, obj = 0, stream
                 dtypes = self._torch_dtypes
                 if dtypes is _UNSET:  # until torch is imported
-                    if _fast.torch_pending:
-                        _fast.maybe_register()
-                    dtypes = self._torch_dtype_tuple()
+                    dtypes = self._fast_dtypes()
                 r = fast.launch(_fast.launch_address, self._handle, grid, block,
                                 shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)
                 if r is None:
@@ -523,7 +537,8 @@ class Runtime(_Handle):
             except FleetjitError:
                 pass
         self._wrapped_streams = {}
-        self._fj_by_cu = {}
+        # Emptied in place: each kernel's compiled launcher holds the dict.
+        self.__dict__.setdefault("_fj_by_cu", {}).clear()
         super().close()
 
     # Devices.
