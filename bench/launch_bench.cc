@@ -376,12 +376,13 @@ int RunGpu(Runtime& rt) {
     if (info.uses_thunk) break;
     usleep(1000);
   }
+  // The raw anchor's own stream, wrapped: a launch's cost depends on the
+  // stream (its flags, its queue), so both sides launch onto one CUstream.
   fj_stream* cstream = nullptr;
-  Check(fj_stream_create(crt, 0, &cstream), "fj_stream_create");
+  Check(fj_stream_wrap(crt, 0, reinterpret_cast<uint64_t>(stream), &cstream),
+        "fj_stream_wrap");
   fj_launch_config ccfg = cfg;
   ccfg.stream = cstream;
-  CUstream c_cu_stream =
-      nullptr;  // the C ABI's stream is its own; raw uses `stream`
 
   // 3. Interleaved timed batches. Each batch is followed by an untimed
   // synchronize, so the launch queue never fills and blocks.
@@ -414,7 +415,6 @@ int RunGpu(Runtime& rt) {
     return [&k, thunk] { k.thunk.store(thunk); };
   };
   auto nothing = [] {};
-  (void)c_cu_stream;
   std::vector<Case> cases;
   cases.push_back({"raw scalar", raw(ka.function, raw_scalar), nothing, {}});
   cases.push_back(
