@@ -1229,7 +1229,14 @@ typedef struct fj_copy_desc {
  * must reach needs fj_peer_enable first (FJ_FAILED_PRECONDITION says so);
  * between GPUs with no P2P path the source is staged through pinned host
  * memory and the copy completes before the call returns (a log line at
- * level info says so). (since 1.1) */
+ * level info says so). (since 1.1)
+ * The kernel's launch shape (since 1.3): the first kernel copy on a
+ * (device, implementation) uses the shipped shape and queues, on the
+ * runtime's background worker, a lookup of the device model's tuned shape
+ * in the cache tiers, or where none is stored a tuning run (under a second
+ * of GPU time and about 0.5 GiB of device memory on an H200, once per GPU
+ * model and driver across a fleet that shares a cache); later copies use
+ * the result. FLEETJIT_COPY_TUNE=0 turns this off (docs/tuning.md). */
 FJ_API fj_status* fj_copy(fj_runtime* runtime, const fj_copy_desc* desc,
                           fj_stream* stream);
 
