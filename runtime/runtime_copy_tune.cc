@@ -145,22 +145,18 @@ class CopyWindowBackend final : public TimedStreamBackend {
 
     copy::CopySpec spec;
     const DlDtype f32{dlpack::kDLFloat, 32, 1};
-    spec.src = DlTensor{src_,
-                        dlpack::kDLCUDA,
-                        device_.facts().ordinal,
-                        2,
-                        f32,
-                        src_shape_.data(),
-                        nullptr,
-                        0};
-    spec.dst = DlTensor{dst_,
-                        dlpack::kDLCUDA,
-                        device_.facts().ordinal,
-                        2,
-                        f32,
-                        dst_shape_.data(),
-                        nullptr,
-                        0};
+    auto tensor = [&](CUdeviceptr address, const int64_t* shape) {
+      return DlTensor{address,
+                      dlpack::kDLCUDA,
+                      device_.facts().ordinal,
+                      2,
+                      f32,
+                      shape,
+                      nullptr,
+                      0};
+    };
+    spec.src = tensor(src_, src_shape_.data());
+    spec.dst = tensor(dst_, dst_shape_.data());
     spec.start = {-1, kStartCol};
     spec.oob = fj::oob_zeros;
     spec.impl = impl_;
@@ -285,19 +281,12 @@ absl::StatusOr<TuneOutcome> Runtime::TuneCopyWindow(int ordinal,
                       copy::CopyKernelSource("tile_copy.cu"));
   FJ_ASSIGN_OR_RETURN(BuildSpec build,
                       copy::TileCopyBuild(4, 2, ordinal, impl));
-  tune::TuneKeyInputs in;
+  tune::TuneKeyInputs in = TuneKeyOfDevice(report, impl, report.plan.target);
   in.source = std::string(source);
   in.options = build.options;
   in.kernel = std::string(copy::kTileCopyKernel);
   in.space =
       absl::StrCat(kWindowProblem, "\n", tune::CanonicalSpace(candidates));
-  in.device_name = report.facts->name;
-  in.sm_count = report.facts->sm_count;
-  in.cc_major = report.facts->cc_major;
-  in.cc_minor = report.facts->cc_minor;
-  in.driver_version = report.driver_version;
-  in.copy_impl = std::string(jit::CopyImplName(impl));
-  in.target = report.plan.target.Name();
   const CacheKey key = tune::MakeTuneKey(in);
 
   TuneOutcome outcome;

@@ -233,6 +233,20 @@ absl::Status TimedStreamBackend::WaitEvent(CUevent event,
   }
 }
 
+tune::TuneKeyInputs TuneKeyOfDevice(const DeviceReport& report,
+                                    jit::CopyImpl impl,
+                                    const jit::Target& target) {
+  tune::TuneKeyInputs in;
+  in.device_name = report.facts->name;
+  in.sm_count = report.facts->sm_count;
+  in.cc_major = report.facts->cc_major;
+  in.cc_minor = report.facts->cc_minor;
+  in.driver_version = report.driver_version;
+  in.copy_impl = std::string(jit::CopyImplName(impl));
+  in.target = target.Name();
+  return in;
+}
+
 absl::StatusOr<CacheKey> Runtime::TuneKey(
     const TuneRequest& request, std::vector<tune::TuneCandidate>* out) {
   if (request.kernel.empty()) {
@@ -244,19 +258,12 @@ absl::StatusOr<CacheKey> Runtime::TuneKey(
                       DescribeDevice(request.build.device));
   jit::Target target = request.build.target.value_or(report.plan.target);
   jit::CopyImpl impl = request.build.copy_impl.value_or(report.plan.impl);
-  tune::TuneKeyInputs in;
+  tune::TuneKeyInputs in = TuneKeyOfDevice(report, impl, target);
   in.source = request.build.source;
   in.options = request.build.options;
   in.name_expressions = request.build.name_expressions;
   in.kernel = request.kernel;
   in.space = tune::CanonicalSpace(candidates);
-  in.device_name = report.facts->name;
-  in.sm_count = report.facts->sm_count;
-  in.cc_major = report.facts->cc_major;
-  in.cc_minor = report.facts->cc_minor;
-  in.driver_version = report.driver_version;
-  in.copy_impl = std::string(jit::CopyImplName(impl));
-  in.target = target.Name();
   if (out != nullptr) *out = std::move(candidates);
   return tune::MakeTuneKey(in);
 }

@@ -1,4 +1,4 @@
-// What the runtime's two tuning backends share (runtime_tune.cc: fj_tune's
+// What the runtime's two tuning runs share (runtime_tune.cc: fj_tune's
 // candidates; runtime_copy_tune.cc: fj_copy's window shapes): a stream of
 // their own on the device, two events, the watchdog wait and the timed
 // samples. A subclass says how candidate `i` launches (LaunchOne) and
@@ -19,6 +19,12 @@
 #include "runtime/tune/tuner.h"
 
 namespace fleetjit {
+
+// The device-model part of a tuning key: name, SM count, compute
+// capability, driver version, copy implementation and target.
+tune::TuneKeyInputs TuneKeyOfDevice(const DeviceReport& report,
+                                    jit::CopyImpl impl,
+                                    const jit::Target& target);
 
 class TimedStreamBackend : public tune::TuneBackend {
  public:
