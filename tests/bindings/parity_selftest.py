@@ -52,7 +52,9 @@ GO_MAIN = """package fleetjit
 
 /*
 #include <fleetjit/fleetjit.h>
-static const char* fjgo_beta(int v) { return fj_beta_name(v); }
+static const char* fjgo_beta_name(int v) { return fj_beta_name(v); }
+#define FJGO_BETA(N) static const char* fjgo_beta##N(int v) { return fjgo_beta_name(v + N); }
+FJGO_BETA(0)
 */
 import "C"
 
@@ -62,7 +64,7 @@ func (r *Runtime) Alpha() error { return r.alpha() }
 
 func (r *Runtime) alpha() error { return statusErr(C.fj_alpha(r.raw, 1)) }
 
-func Beta() string { return C.GoString(C.fjgo_beta(0)) }
+func Beta() string { return C.GoString(C.fjgo_beta0(0)) }
 """
 GO_TOPIC = """package fleetjit
 
@@ -131,7 +133,10 @@ CASES = [
                                              ("pub fn gamma()", "pub(crate) fn gamma()")},
      ["rust: fj_gamma_name"]),
     ("go: the C helper is not called", {"bindings/go/fleetjit.go":
-                                        ("C.GoString(C.fjgo_beta(0))", '""')},
+                                        ("C.GoString(C.fjgo_beta0(0))", '""')},
+     ["go: fj_beta_name"]),
+    ("go: the helper's helper does not call the entry", {"bindings/go/fleetjit.go":
+                                                         ("return fj_beta_name(v);", "return 0;")},
      ["go: fj_beta_name"]),
     ("go: only an unexported func", {"bindings/go/topic.go": ("func Gamma()", "func gamma()")},
      ["go: fj_gamma_name"]),

@@ -295,8 +295,8 @@ static int read_config(PyObject* grid, PyObject* block, PyObject* shared,
  * integer CUstream, looked up in `streams` ({CUstream: fj_stream*}).
  * 1: *out set; 0: not a stream this path reads (the ctypes path refuses
  * it); 2: no fj_stream yet, *wrap is the CUstream (a new reference). */
-static int read_stream(PyObject* stream_obj, PyObject* streams,
-                       fj_stream** out, PyObject** wrap) {
+static int read_stream(PyObject* stream_obj, PyObject* streams, fj_stream** out,
+                       PyObject** wrap) {
   PyObject* cu = NULL;
   if (PyLong_Check(stream_obj)) {
     cu = stream_obj;
@@ -376,13 +376,13 @@ static int pack_args(PyObject* args, PyObject* dtypes, fj_arg* packed,
 /* Calls fj_launch without the GIL (cuLaunchKernel can block on a full
  * queue); the fj_status* of a failed launch, else NULL. */
 static fj_status* call_launch(unsigned long long fn, unsigned long long kernel,
-                              const fj_launch_config* cfg,
-                              const fj_arg* packed, Py_ssize_t n) {
+                              const fj_launch_config* cfg, const fj_arg* packed,
+                              Py_ssize_t n) {
   launch_fn launch = (launch_fn)(uintptr_t)fn;
   fj_status* status;
   Py_BEGIN_ALLOW_THREADS;
-  status = launch((fj_kernel*)(uintptr_t)kernel, cfg, n ? packed : NULL,
-                  (size_t)n);
+  status =
+      launch((fj_kernel*)(uintptr_t)kernel, cfg, n ? packed : NULL, (size_t)n);
   Py_END_ALLOW_THREADS;
   return status;
 }
@@ -448,26 +448,24 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
  * holds the Kernel, which holds it: a cycle the garbage collector breaks
  * (tp_traverse, tp_clear). */
 typedef struct {
-  PyObject_HEAD
-  unsigned long long fn;     /* fj_launch */
-  unsigned long long kernel; /* fj_kernel* */
-  PyObject* owner;           /* the runtime.Kernel */
-  PyObject* module;          /* its Module, for the closed test */
-  PyObject* runtime;         /* its Runtime, for the closed test */
-  PyObject* streams;         /* runtime._fj_by_cu, changed in place */
-  PyObject* ns;              /* fleetjit.runtime's globals */
-  PyObject* stream_type;     /* runtime.Stream */
-  PyObject* dtypes;          /* the torch dtypes, once torch is imported */
+  PyObject_HEAD unsigned long long fn; /* fj_launch */
+  unsigned long long kernel;           /* fj_kernel* */
+  PyObject* owner;                     /* the runtime.Kernel */
+  PyObject* module;                    /* its Module, for the closed test */
+  PyObject* runtime;                   /* its Runtime, for the closed test */
+  PyObject* streams;                   /* runtime._fj_by_cu, changed in place */
+  PyObject* ns;                        /* fleetjit.runtime's globals */
+  PyObject* stream_type;               /* runtime.Stream */
+  PyObject* dtypes; /* the torch dtypes, once torch is imported */
 } Launcher;
 
 static PyObject* g_launcher_type = NULL;
-static PyObject* s_zero = NULL;  /* shared_bytes' default */
-static PyObject* s_empty = NULL; /* args' default */
+static PyObject* s_zero = NULL;    /* shared_bytes' default */
+static PyObject* s_empty = NULL;   /* args' default */
 static int g_numpy_registered = 0; /* register_types saw NumPy's types */
 static PyObject *s_grid, *s_block, *s_args, *s_stream, *s_shared_bytes,
-    *s_cluster, *s_handle, *s_live, *s_launch, *s_launch_ctypes,
-    *s_fast_dtypes, *s_use_fast_path, *s_check, *s_stream_cls, *s_torch,
-    *s_numpy;
+    *s_cluster, *s_handle, *s_live, *s_launch, *s_launch_ctypes, *s_fast_dtypes,
+    *s_use_fast_path, *s_check, *s_stream_cls, *s_torch, *s_numpy;
 
 static int launcher_traverse(PyObject* op, visitproc visit, void* arg) {
   Launcher* self = (Launcher*)op;
@@ -563,7 +561,8 @@ static PyObject* launcher_dtypes(Launcher* self, int* failed) {
   PyObject* modules = PyImport_GetModuleDict(); /* borrowed */
   if (modules == NULL) return NULL; /* interpreter shutdown: no torch */
   int torch = PyDict_GetItem(modules, s_torch) != NULL;
-  if (!torch && (g_numpy_registered || PyDict_GetItem(modules, s_numpy) == NULL))
+  if (!torch &&
+      (g_numpy_registered || PyDict_GetItem(modules, s_numpy) == NULL))
     return NULL;
   PyObject* dt = PyObject_CallMethodObjArgs(self->owner, s_fast_dtypes, NULL);
   if (dt == NULL) {
@@ -608,8 +607,7 @@ static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
   PyObject* flag = PyDict_GetItem(self->ns, s_use_fast_path); /* borrowed */
   int fast = flag == NULL ? 0 : PyObject_IsTrue(flag);
   if (fast < 0) return NULL;
-  if (!fast || (v[5] != NULL && v[5] != Py_None))
-    return IN_PYTHON();
+  if (!fast || (v[5] != NULL && v[5] != Py_None)) return IN_PYTHON();
   int open = handle_open(self->module);
   if (open > 0) open = handle_open(self->runtime);
   if (open < 0) return NULL;
@@ -645,8 +643,8 @@ static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
   }
   if (!ok) /* the ctypes path packs it, or refuses it by name */
     return PyObject_CallMethodObjArgs(
-        self->owner, s_launch_ctypes, v[0], v[1], v[2] ? v[2] : s_empty,
-        stream, v[4] ? v[4] : s_zero, v[5] ? v[5] : Py_None, NULL);
+        self->owner, s_launch_ctypes, v[0], v[1], v[2] ? v[2] : s_empty, stream,
+        v[4] ? v[4] : s_zero, v[5] ? v[5] : Py_None, NULL);
 
   fj_status* status = call_launch(self->fn, self->kernel, &cfg, packed, n);
   if (status != NULL) { /* errors.check raises it */
@@ -681,8 +679,8 @@ static PyType_Slot launcher_slots[] = {
 #ifndef METH_FASTCALL
 #define METH_FASTCALL 0x0080
 #endif
-typedef PyObject* (*fastcall_keywords)(PyObject*, PyObject* const*,
-                                       Py_ssize_t, PyObject*);
+typedef PyObject* (*fastcall_keywords)(PyObject*, PyObject* const*, Py_ssize_t,
+                                       PyObject*);
 static PyMethodDef launch_def = {
     "launch", (PyCFunction)(void (*)(void))(fastcall_keywords)launcher_call,
     METH_FASTCALL | METH_KEYWORDS,
@@ -709,8 +707,8 @@ static PyObject* bind(PyObject* unused, PyObject* argv) {
     PyErr_SetString(PyExc_TypeError, "the namespace has no Stream");
     return NULL;
   }
-  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)g_launcher_type,
-                                              Py_tp_alloc);
+  allocfunc alloc =
+      (allocfunc)PyType_GetSlot((PyTypeObject*)g_launcher_type, Py_tp_alloc);
   Launcher* self = (Launcher*)alloc((PyTypeObject*)g_launcher_type, 0);
   if (self == NULL) return NULL;
   self->fn = fn;
@@ -802,16 +800,18 @@ static int intern(PyObject** out, const char* name) {
 }
 
 PyMODINIT_FUNC PyInit__fastlaunch(void) {
-  if (intern(&s_is_cuda, "is_cuda") || intern(&s_is_contiguous, "is_contiguous") ||
+  if (intern(&s_is_cuda, "is_cuda") ||
+      intern(&s_is_contiguous, "is_contiguous") ||
       intern(&s_data_ptr, "data_ptr") || intern(&s_dtype, "dtype") ||
       intern(&s_device_address, "device_address") || intern(&s_kind, "kind") ||
       intern(&s_value, "value") || intern(&s_cai, "__cuda_array_interface__") ||
       intern(&s_cuda_stream, "cuda_stream") || intern(&s_ptr, "ptr") ||
       intern(&s_grid, "grid") || intern(&s_block, "block") ||
       intern(&s_args, "args") || intern(&s_stream, "stream") ||
-      intern(&s_shared_bytes, "shared_bytes") || intern(&s_cluster, "cluster") ||
-      intern(&s_handle, "_handle") || intern(&s_live, "_live") ||
-      intern(&s_launch, "launch") || intern(&s_launch_ctypes, "_launch_ctypes") ||
+      intern(&s_shared_bytes, "shared_bytes") ||
+      intern(&s_cluster, "cluster") || intern(&s_handle, "_handle") ||
+      intern(&s_live, "_live") || intern(&s_launch, "launch") ||
+      intern(&s_launch_ctypes, "_launch_ctypes") ||
       intern(&s_fast_dtypes, "_fast_dtypes") ||
       intern(&s_use_fast_path, "USE_FAST_PATH") || intern(&s_check, "check") ||
       intern(&s_stream_cls, "Stream") || intern(&s_torch, "torch") ||
