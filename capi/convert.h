@@ -151,8 +151,23 @@ struct PlanRequest {
 };
 absl::StatusOr<PlanRequest> ReadPlanRequest(fj_str target, int32_t impl);
 
-// fj_launch_config's geometry (the stream is resolved by the caller).
-LaunchConfig LaunchConfigOf(const fj_launch_config& cfg);
+// fj_launch_config's geometry (the stream is resolved by the caller): a
+// struct of at least sizeof(fj_launch_config), read in place on the launch
+// path, or a shorter caller's struct after ReadStruct zero-filled its tail.
+inline LaunchConfig LaunchConfigOf(const fj_launch_config& cfg) {
+  LaunchConfig out;
+  for (int i = 0; i < 3; ++i) {
+    out.grid[i] = cfg.grid[i];
+    out.block[i] = cfg.block[i];
+    out.cluster[i] = cfg.cluster[i];
+  }
+  out.shared_bytes = cfg.shared_bytes;
+  out.flags = cfg.flags;
+  out.l2_hit_ratio = cfg.l2_hit_ratio;
+  out.l2_window_base = cfg.l2_window_base;
+  out.l2_window_bytes = cfg.l2_window_bytes;
+  return out;
+}
 
 // fj_runtime_options (NULL: defaults), without the environment.
 absl::StatusOr<RuntimeOptions> ReadRuntimeOptions(
@@ -168,6 +183,15 @@ absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(
 // stride) at least sizeof(fj_arg) and a multiple of alignof(fj_arg).
 // Returns the stride; 0 without arguments.
 absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args);
+// The launch path's form of that check for num_args > 0: the stride, or 0
+// when ReadArgStride would refuse the array (it then says why).
+inline size_t ArgStrideOrZero(const fj_arg* args) {
+  constexpr size_t kAlign = alignof(fj_arg);
+  if (args == nullptr || reinterpret_cast<uintptr_t>(args) % kAlign != 0)
+    return 0;
+  const size_t stride = args[0].struct_size;
+  return stride >= sizeof(fj_arg) && stride % kAlign == 0 ? stride : 0;
+}
 // A timeout in milliseconds; UINT32_MAX is forever.
 absl::Duration ReadTimeout(uint32_t timeout_ms);
 

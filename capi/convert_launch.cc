@@ -1,28 +1,12 @@
 // fj_launch's arguments (the configuration, the fj_arg array's stride) and
 // fj_kernel_info (convert.h).
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <iterator>
 
 #include "base/status_macros.h"
 #include "capi/convert.h"
 
 namespace fleetjit::capi {
-
-LaunchConfig LaunchConfigOf(const fj_launch_config& cfg) {
-  LaunchConfig out;
-  std::copy(std::begin(cfg.grid), std::end(cfg.grid), out.grid);
-  std::copy(std::begin(cfg.block), std::end(cfg.block), out.block);
-  out.shared_bytes = cfg.shared_bytes;
-  std::copy(std::begin(cfg.cluster), std::end(cfg.cluster), out.cluster);
-  // 1.3's tail; ReadStruct zero-filled it for a shorter caller struct.
-  out.flags = cfg.flags;
-  out.l2_hit_ratio = cfg.l2_hit_ratio;
-  out.l2_window_base = cfg.l2_window_base;
-  out.l2_window_bytes = cfg.l2_window_bytes;
-  return out;
-}
 
 absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args) {
   if (num_args == 0) return 0;

@@ -289,19 +289,44 @@ FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg,
 
 // ---------------------------------------------------------------- launch
 
+// The launch path looks its handles up as plain pointers and reads a
+// current caller's struct in place; a status (and a StatusOr) is made only
+// for bad input, by the checked helpers that name what is wrong. Each
+// launch used to spend about 400 instructions here, a third of its own
+// cost (callgrind over the fake driver).
 FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
                             const fj_arg* args, size_t num_args) {
   return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
-    fj_launch_config cfg;
-    // 1.0-1.2 callers' structs end before flags.
-    FJ_RETURN_IF_ERROR(
-        ReadStruct(config, "config", offsetof(fj_launch_config, flags), cfg));
+    auto* k = static_cast<KernelRef*>(
+        LookupHandle(HandleValue(kernel), HandleType::kKernel));
+    if (k == nullptr) return GetKernel(kernel).status();
+    LaunchConfig lc;
+    const fj_stream* stream_handle;
+    if (config != nullptr && StructSize(config) >= sizeof(fj_launch_config)) {
+      lc = LaunchConfigOf(*config);
+      stream_handle = config->stream;
+    } else {
+      fj_launch_config cfg;
+      // 1.0-1.2 callers' structs end before flags.
+      FJ_RETURN_IF_ERROR(
+          ReadStruct(config, "config", offsetof(fj_launch_config, flags), cfg));
+      lc = LaunchConfigOf(cfg);
+      stream_handle = cfg.stream;
+    }
     Runtime* rt = k->module->runtime;
-    FJ_ASSIGN_OR_RETURN(Stream * stream, StreamOf(cfg.stream, rt));
-    FJ_ASSIGN_OR_RETURN(size_t stride, ReadArgStride(args, num_args));
-    return rt->LaunchKernel(*k, LaunchConfigOf(cfg), stream, args, num_args,
-                            stride);
+    Stream* stream = nullptr;
+    if (stream_handle != nullptr) {
+      stream = static_cast<Stream*>(
+          LookupHandle(HandleValue(stream_handle), HandleType::kStream));
+      if (stream == nullptr || stream->owner() != rt)
+        return StreamOf(stream_handle, rt).status();
+    }
+    size_t stride = 0;
+    if (num_args != 0) {
+      stride = ArgStrideOrZero(args);
+      if (stride == 0) return ReadArgStride(args, num_args).status();
+    }
+    return rt->LaunchKernel(*k, lc, stream, args, num_args, stride);
   });
 }
 

@@ -65,7 +65,11 @@ find_package(Threads REQUIRED)
 function(fj_private_library_link_options target)
   target_link_options(${target} PRIVATE
     -Wl,--exclude-libs,ALL -Wl,--no-undefined -Wl,--as-needed
-    -Wl,--disable-new-dtags)
+    -Wl,--disable-new-dtags
+    # A call from one of the library's functions to another binds inside
+    # it, not through the PLT: nothing interposes on fleetjit's internals,
+    # and the launch path crosses a dozen of them.
+    -Wl,-Bsymbolic-functions)
   set(rpath "$ORIGIN")
   if(FJ_ABSL_PREFIX)
     list(APPEND rpath ${FJ_ABSL_LIBDIR})  # the copies beside it come from there

@@ -33,7 +33,11 @@ function(fj_layer target folder)
     file(CREATE_LINK ${CMAKE_SOURCE_DIR}/${folder} ${root}/${folder} SYMBOLIC)
   endif()
   target_include_directories(${target} PUBLIC ${root})
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  # -fno-semantic-interposition: the layers' functions are exported from
+  # libfleetjit_core.so, which links with -Bsymbolic-functions, so the
+  # compiler may inline and call them directly inside the library.
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter
+    -fno-semantic-interposition)
   set_target_properties(${target} PROPERTIES
     CXX_VISIBILITY_PRESET default VISIBILITY_INLINES_HIDDEN OFF)
 endfunction()
