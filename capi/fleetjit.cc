@@ -12,6 +12,7 @@
 #include "fleetjit/fleetjit.h"
 
 #include <cstddef>
+#include <cstdint>
 
 #include "base/raw_enum.h"
 #include "base/status_macros.h"
@@ -302,7 +303,10 @@ FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
     if (k == nullptr) return GetKernel(kernel).status();
     LaunchConfig lc;
     const fj_stream* stream_handle;
-    if (config != nullptr && StructSize(config) >= sizeof(fj_launch_config)) {
+    // In place only when aligned: a misaligned struct is copied, as before.
+    if (config != nullptr &&
+        reinterpret_cast<uintptr_t>(config) % alignof(fj_launch_config) == 0 &&
+        StructSize(config) >= sizeof(fj_launch_config)) {
       lc = LaunchConfigOf(*config);
       stream_handle = config->stream;
     } else {

@@ -325,6 +325,55 @@ TEST_F(FakeDeviceTest, LaunchConfigGrowsAtItsEnd) {
   FJ_ASSERT_OK(fj_mem_free(rt_, out));
 }
 
+// fj_launch reads a current, aligned config in place and copies any other
+// (a shorter struct, or one that lies misaligned): both must see every field.
+TEST_F(FakeDeviceTest, LaunchConfigIsReadWhereverItLies) {
+  uint64_t out = 0;
+  FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &out));
+  fj_arg arg{};
+  arg.struct_size = sizeof(arg);
+  arg.kind = FJ_ARG_POINTER;
+  arg.v.pointer = out;
+  std::mt19937 rng(std::random_device{}());
+  alignas(16) unsigned char bytes[sizeof(fj_launch_config) + 16];
+  for (size_t offset : {size_t{0}, size_t{4}, size_t{1}}) {
+    SCOPED_TRACE(absl::StrCat("config at byte offset ", offset));
+    const uint32_t block = 32 + 32 * (rng() % 8);
+    fj_launch_config c = Launch(1 + rng() % 64, block);
+    auto* placed = reinterpret_cast<fj_launch_config*>(bytes + offset);
+    std::memcpy(bytes + offset, &c, sizeof(c));
+    FJ_ASSERT_OK(fj_launch(use_kernel_, placed, &arg, 1));
+    // Every field is read: a block over the kernel's limit, unknown flags
+    // and an L2 window are each refused by name.
+    c.block[0] = 4096;
+    std::memcpy(bytes + offset, &c, sizeof(c));
+    EXPECT_STATUS(fj_launch(use_kernel_, placed, &arg, 1), FJ_OUT_OF_RANGE,
+                  "block.x = 4096");
+    c.block[0] = block;
+    c.flags = 0x80000000u;
+    std::memcpy(bytes + offset, &c, sizeof(c));
+    EXPECT_STATUS(fj_launch(use_kernel_, placed, &arg, 1), FJ_INVALID_ARGUMENT,
+                  "unknown bits");
+    c.flags = 0;
+    c.l2_window_base = out;
+    c.l2_window_bytes = 4096;
+    c.l2_hit_ratio = 1.5f;
+    std::memcpy(bytes + offset, &c, sizeof(c));
+    EXPECT_STATUS(fj_launch(use_kernel_, placed, &arg, 1), FJ_OUT_OF_RANGE,
+                  "l2_hit_ratio = 1.5");
+    // A stale stream handle in either kind of read.
+    fj_stream* s = nullptr;
+    FJ_ASSERT_OK(fj_stream_create(rt_, 0, &s));
+    FJ_ASSERT_OK(fj_stream_destroy(s));
+    c = Launch(1, block);
+    c.stream = s;
+    std::memcpy(bytes + offset, &c, sizeof(c));
+    EXPECT_STATUS(fj_launch(use_kernel_, placed, &arg, 1), FJ_INVALID_ARGUMENT,
+                  "not a live fj_stream");
+  }
+  FJ_ASSERT_OK(fj_mem_free(rt_, out));
+}
+
 TEST_F(FakeDeviceTest, OccupancyAndSuggestedBlockCheckTheirInput) {
   int32_t n = -1, block = -1, grid = -1;
   EXPECT_STATUS(fj_kernel_occupancy(use_kernel_, 0, 0, &n), FJ_OUT_OF_RANGE,
