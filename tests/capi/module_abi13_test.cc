@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "conformance/c_abi.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
@@ -29,6 +30,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using fleetjit::selftest::internal::PtrArg;
 using fleetjit::testing::Code;
 using fleetjit::testing::S;
 
@@ -276,10 +278,7 @@ TEST_F(FakeDeviceTest, ACooperativeGridLargerThanTheDeviceHoldsIsRefused) {
   const uint32_t most = static_cast<uint32_t>(per_sm * info.sm_count);
   uint64_t out = 0;
   FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &out));
-  fj_arg arg{};
-  arg.struct_size = sizeof(arg);
-  arg.kind = FJ_ARG_POINTER;
-  arg.v.pointer = out;
+  const fj_arg arg = PtrArg(out);
   fj_launch_config c = Launch(most, 256);
   c.flags = FJ_LAUNCH_COOPERATIVE;
   FJ_ASSERT_OK(fj_launch(use_kernel_, &c, &arg, 1));
@@ -296,10 +295,7 @@ TEST_F(FakeDeviceTest, ACooperativeGridLargerThanTheDeviceHoldsIsRefused) {
 TEST_F(FakeDeviceTest, LaunchConfigGrowsAtItsEnd) {
   uint64_t out = 0;
   FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &out));
-  fj_arg arg{};
-  arg.struct_size = sizeof(arg);
-  arg.kind = FJ_ARG_POINTER;
-  arg.v.pointer = out;
+  const fj_arg arg = PtrArg(out);
   // A 1.2 caller's struct ends before flags: its garbage past the end is
   // not read.
   fj_launch_config c = Launch(1, 32);
@@ -330,10 +326,7 @@ TEST_F(FakeDeviceTest, LaunchConfigGrowsAtItsEnd) {
 TEST_F(FakeDeviceTest, LaunchConfigIsReadWhereverItLies) {
   uint64_t out = 0;
   FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &out));
-  fj_arg arg{};
-  arg.struct_size = sizeof(arg);
-  arg.kind = FJ_ARG_POINTER;
-  arg.v.pointer = out;
+  const fj_arg arg = PtrArg(out);
   std::mt19937 rng(std::random_device{}());
   alignas(16) unsigned char bytes[sizeof(fj_launch_config) + 16];
   for (size_t offset : {size_t{0}, size_t{4}, size_t{1}}) {
@@ -426,10 +419,7 @@ TEST_F(FakeDeviceTest, KernelAttributesAreRangeChecked) {
   // A launch past the limit set raises it again.
   uint64_t out = 0;
   FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &out));
-  fj_arg arg{};
-  arg.struct_size = sizeof(arg);
-  arg.kind = FJ_ARG_POINTER;
-  arg.v.pointer = out;
+  const fj_arg arg = PtrArg(out);
   fj_launch_config c = Launch(1, 32);
   c.shared_bytes = 150 << 10;
   FJ_ASSERT_OK(fj_launch(use_kernel_, &c, &arg, 1));

@@ -26,6 +26,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "conformance/c_abi.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
@@ -33,6 +34,7 @@
 
 namespace {
 
+using fleetjit::selftest::internal::PtrArg;
 using fleetjit::testing::Code;
 using fleetjit::testing::S;
 
@@ -151,13 +153,6 @@ __global__ void cscale_cpp(cuFloatComplex a, int n, cuDoubleComplex b,
 }
 )";
 
-fj_arg Ptr(uint64_t p) {
-  fj_arg a{};
-  a.struct_size = sizeof(a);
-  a.kind = FJ_ARG_POINTER;
-  a.v.pointer = p;
-  return a;
-}
 fj_arg I32(int32_t v) {
   fj_arg a{};
   a.struct_size = sizeof(a);
@@ -268,7 +263,7 @@ TEST_F(Abi13GpuTest, AConstantTableRewrittenBetweenLaunchesIsSeenByEach) {
     for (float& v : tables[r]) v = dist(rng);
     FJ_ASSERT_OK(fj_module_global_write(module_, S(table), 0, 0,
                                         tables[r].data(), g.bytes, stream_));
-    fj_arg args[] = {Ptr(d_idx), Ptr(d_out), I32(kN), I32(r)};
+    fj_arg args[] = {PtrArg(d_idx), PtrArg(d_out), I32(kN), I32(r)};
     fj_launch_config c = Cfg((kN + 255) / 256, 256, stream_);
     FJ_ASSERT_OK(fj_launch(k, &c, args, 4));
   }
@@ -301,7 +296,7 @@ TEST_F(Abi13GpuTest, ADeviceCounterIsReadBack) {
   const std::string counter = "counter";
   FJ_ASSERT_OK(fj_module_global_write(module_, S(counter), 0, 0, &start,
                                       sizeof(start), stream_));
-  fj_arg args[] = {Ptr(d_v), I32(kN)};
+  fj_arg args[] = {PtrArg(d_v), I32(kN)};
   fj_launch_config c = Cfg((kN + 255) / 256, 256, stream_);
   FJ_ASSERT_OK(fj_launch(Kernel("count"), &c, args, 2));
   unsigned long long got = ~want;
@@ -336,7 +331,7 @@ TEST_F(Abi13GpuTest, ACooperativeGridSyncsAndAnOversizedGridIsRefused) {
   const uint64_t d_in = Upload(in);
   const uint64_t d_partial = Alloc(sizeof(long long) * (blocks + 1));
   const uint64_t d_out = Alloc(sizeof(long long) * (blocks + 1));
-  fj_arg args[] = {Ptr(d_in), I32(kN), Ptr(d_partial), Ptr(d_out)};
+  fj_arg args[] = {PtrArg(d_in), I32(kN), PtrArg(d_partial), PtrArg(d_out)};
   fj_launch_config c = Cfg(blocks, 256, stream_);
   c.flags = FJ_LAUNCH_COOPERATIVE;
   FJ_ASSERT_OK(fj_launch(k, &c, args, 4));
@@ -367,7 +362,7 @@ TEST_F(Abi13GpuTest, ADependentLaunchOverlapsThePrimarysTail) {
   const uint64_t d_start = Alloc(sizeof(uint64_t) * 8, 0);
   std::mt19937_64 rng = fleetjit::testing::SeededRng("ProgrammaticLaunch");
   if (info_.cc_major < 9) {
-    fj_arg sargs[] = {Ptr(d_data), Ptr(d_out), I32(kN), Ptr(d_start)};
+    fj_arg sargs[] = {PtrArg(d_data), PtrArg(d_out), I32(kN), PtrArg(d_start)};
     fj_launch_config c = Cfg(8, 128, stream_);
     c.flags = FJ_LAUNCH_PROGRAMMATIC_DEPENDENT;
     EXPECT_EQ(Code(fj_launch(s, &c, sargs, 4)), FJ_FAILED_PRECONDITION);
@@ -377,10 +372,11 @@ TEST_F(Abi13GpuTest, ADependentLaunchOverlapsThePrimarysTail) {
     SCOPED_TRACE(pdl ? "with PDL" : "without PDL (the anchor)");
     const int32_t salt = static_cast<int32_t>(rng() % 100000);
     FJ_ASSERT_OK(fj_memset_d8(rt_, d_out, 0xFF, sizeof(int) * kN, stream_));
-    fj_arg pargs[] = {Ptr(d_data), I32(kN), I32(salt), U64(200000), Ptr(d_end)};
+    fj_arg pargs[] = {PtrArg(d_data), I32(kN), I32(salt), U64(200000),
+                      PtrArg(d_end)};
     fj_launch_config pc = Cfg(sms, 128, stream_);
     FJ_ASSERT_OK(fj_launch(p, &pc, pargs, 5));
-    fj_arg sargs[] = {Ptr(d_data), Ptr(d_out), I32(kN), Ptr(d_start)};
+    fj_arg sargs[] = {PtrArg(d_data), PtrArg(d_out), I32(kN), PtrArg(d_start)};
     fj_launch_config sc = Cfg(8, 128, stream_);
     sc.flags = pdl ? FJ_LAUNCH_PROGRAMMATIC_DEPENDENT : 0;
     FJ_ASSERT_OK(fj_launch(s, &sc, sargs, 4));
@@ -421,7 +417,7 @@ TEST_F(Abi13GpuTest, APriorityStreamAndAnL2WindowKeepResultsRight) {
   const unsigned long long zero = 0;
   FJ_ASSERT_OK(
       fj_module_global_write(module_, S(counter), 0, 0, &zero, 8, high));
-  fj_arg args[] = {Ptr(d_v), I32(kN)};
+  fj_arg args[] = {PtrArg(d_v), I32(kN)};
   fj_launch_config c = Cfg((kN + 255) / 256, 256, high);
   if (info_.cc_major >= 8 && info_.max_persisting_l2_bytes > 0) {
     const uint64_t aside =
@@ -514,8 +510,8 @@ TEST_F(Abi13GpuTest, ComplexScalarsReachBothKindsOfKernel) {
     args[1] = I32(kN);
     args[2].kind = FJ_ARG_C128;
     args[2].v.bytes = b;
-    args[3] = Ptr(d_x);
-    args[4] = Ptr(d_y);
+    args[3] = PtrArg(d_x);
+    args[4] = PtrArg(d_y);
     fj_launch_config c = Cfg((kN + 127) / 128, 128, stream_);
     FJ_ASSERT_OK(fj_launch(Kernel(name), &c, args, 5));
     FJ_ASSERT_OK(fj_stream_synchronize(stream_));
