@@ -183,8 +183,8 @@ absl::StatusOr<copy::PrefetchSpec> ReadPrefetchDesc(
 // stride) at least sizeof(fj_arg) and a multiple of alignof(fj_arg).
 // Returns the stride; 0 without arguments.
 absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args);
-// The launch path's form of that check for num_args > 0: the stride, or 0
-// when ReadArgStride would refuse the array (it then says why).
+// The rule ReadArgStride applies for num_args > 0, building no status: the
+// stride, or 0 when the array is refused (ReadArgStride then says why).
 inline size_t ArgStrideOrZero(const fj_arg* args) {
   constexpr size_t kAlign = alignof(fj_arg);
   if (args == nullptr || reinterpret_cast<uintptr_t>(args) % kAlign != 0)

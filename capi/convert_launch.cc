@@ -10,6 +10,8 @@ namespace fleetjit::capi {
 
 absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args) {
   if (num_args == 0) return 0;
+  if (const size_t stride = ArgStrideOrZero(args)) return stride;
+  // Refused by ArgStrideOrZero's rule: say which part of it.
   if (args == nullptr) return NullArgument("args");
   constexpr size_t kAlign = alignof(fj_arg);
   if (reinterpret_cast<uintptr_t>(args) % kAlign != 0) {
@@ -22,13 +24,11 @@ absl::StatusOr<size_t> ReadArgStride(const fj_arg* args, size_t num_args) {
         absl::StrCat("args[0].struct_size is ", stride, "; at least ",
                      sizeof(fj_arg), " expected"));
   }
-  // Every element is read in place, so each must be aligned like the first.
-  if (stride % kAlign != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "args[0].struct_size is ", stride, "; a multiple of alignof(fj_arg) = ",
-        kAlign, " expected (sizeof(fj_arg) is one)"));
-  }
-  return stride;
+  // The rule's last part: every element is read in place, so each must be
+  // aligned like the first.
+  return absl::InvalidArgumentError(absl::StrCat(
+      "args[0].struct_size is ", stride, "; a multiple of alignof(fj_arg) = ",
+      kAlign, " expected (sizeof(fj_arg) is one)"));
 }
 
 fj_kernel_info FjKernelInfo(const LoadedKernel& k) {

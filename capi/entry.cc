@@ -29,10 +29,10 @@ absl::StatusOr<Stream*> GetStream(const fj_stream* h) {
 
 absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt) {
   if (h == nullptr) return nullptr;
-  FJ_ASSIGN_OR_RETURN(Stream * s, GetStream(h));
-  if (s->owner() != rt)
-    return absl::InvalidArgumentError("stream belongs to another runtime");
-  return s;
+  if (Stream* s = FindStream(h, rt)) return s;
+  // Refused: say why.
+  FJ_RETURN_IF_ERROR(GetStream(h).status());
+  return absl::InvalidArgumentError("stream belongs to another runtime");
 }
 
 absl::StatusOr<CopyEngine::Stream> CopyStreamOf(const fj_stream* h,

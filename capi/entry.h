@@ -56,6 +56,14 @@ absl::StatusOr<Module*> GetModule(const fj_module* h);
 absl::StatusOr<KernelRef*> GetKernel(const fj_kernel* h);
 absl::StatusOr<PendingBuild*> GetBuild(const fj_build* h);
 absl::StatusOr<Stream*> GetStream(const fj_stream* h);
+// The stream behind `h` when it is a live fj_stream of `rt`, else nullptr
+// (NULL, destroyed, forged, or another runtime's): the launch path's
+// lookup, which builds no status. StreamOf says why it refused.
+inline Stream* FindStream(const fj_stream* h, Runtime* rt) {
+  auto* s =
+      static_cast<Stream*>(LookupHandle(HandleValue(h), HandleType::kStream));
+  return s != nullptr && s->owner() == rt ? s : nullptr;
+}
 // The stream of an optional fj_stream (NULL: nullptr), checking it belongs
 // to `rt`.
 absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt);
