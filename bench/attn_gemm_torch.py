@@ -34,6 +34,7 @@ IMPLS = ALL_IMPLS
 
 
 PROFILE = False  # --profile: one launch per case (for ncu), no timing
+SIZES = (4096, 8192)  # GEMM M = N = K (--sizes)
 
 
 def time_ms(fn, launches=20, samples=7):
@@ -308,11 +309,19 @@ def run_gemm(rt, quick, examples, results):
             configs.append({**base, **change})
         import inspect
         if "swizzle" in inspect.signature(fleetjit.Tensor.__init__).parameters:
-            for st in (3, 4):  # the layer's 128-byte swizzle (BK = 64)
-                configs.append({**base, "SWIZZLE": 128, "BK": 64, "NSTAGES": st})
+            swz = {**base, "SWIZZLE": 128, "BK": 64}  # 128-byte rows, BK = 64
+            for change in (dict(NSTAGES=3), dict(NSTAGES=4),
+                           dict(NSTAGES=4, PRODUCER=0),
+                           # 64 x 64 warp tiles: 8 ldmatrix per 32 mma.sync
+                           # (64 x 32: 6 per 16), so SMEM reads stop
+                           # bounding the tensor cores.
+                           dict(BN=256, NSTAGES=3), dict(BN=256, NSTAGES=4),
+                           dict(BN=256, NSTAGES=3, PRODUCER=0),
+                           dict(BM=256, NSTAGES=3, WM=4, WN=2)):
+                configs.append({**swz, **change})
     prebuild(rt, [(src, impl, cfg) for impl in IMPLS for cfg in configs])
     ok_all = True
-    for size in ((4096,) if PROFILE else (4096, 8192)):
+    for size in ((4096,) if PROFILE else SIZES):
         gen = torch.Generator(device="cuda").manual_seed(size)
         a = torch.randn(size, size, device="cuda", generator=gen).half()
         b = torch.randn(size, size, device="cuda", generator=gen).half()
@@ -381,9 +390,12 @@ def main():
                          "a hang in one from losing the others)")
     ap.add_argument("--profile", action="store_true",
                     help="launch each case once, untimed (run under ncu)")
+    ap.add_argument("--sizes", default="4096,8192",
+                    help="GEMM sizes M = N = K, comma-separated")
     args = ap.parse_args()
-    global PROFILE, IMPLS
+    global PROFILE, IMPLS, SIZES
     PROFILE = args.profile
+    SIZES = tuple(int(x) for x in args.sizes.split(","))
     if args.impl:
         IMPLS = [i for i in ALL_IMPLS if i[0] == args.impl]
     props = torch.cuda.get_device_properties(0)
