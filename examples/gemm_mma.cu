@@ -79,8 +79,10 @@
 
 namespace {
 
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p) {
-  const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+// `a`: a shared-state-space address (32-bit), so the per-k-step address is
+// an add or an XOR on a register the loop keeps, with the fragment's
+// offset as the instruction's immediate.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], unsigned a) {
   asm volatile(
       "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
       : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -116,19 +118,34 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
   return (unsigned)l | ((unsigned)h << 16);
 }
 
-// The element offset in an operand tile of the 8 halves (16 bytes) at
-// `row`, K group `kc` (K = 8 kc .. 8 kc + 7). Panels: [BK / 8][rows][8],
-// the 8 rows of one ldmatrix matrix contiguous. Swizzled: rows of 128
-// bytes with chunk kc of row r at chunk kc ^ (r % 8), so the 8 rows of a
-// matrix land in 8 different bank groups.
-__device__ __forceinline__ unsigned operand_offset(int row, int kc, int rows) {
+// The byte offset in an operand tile of the 8 halves (16 bytes) at `row`,
+// K group `kc` (K = 8 kc .. 8 kc + 7). Panels: [BK / 8][rows][8], the 8
+// rows of one ldmatrix matrix contiguous. Swizzled: rows of 128 bytes
+// with chunk kc of row r at chunk kc ^ (r % 8) (fj::swz128), so the 8 rows
+// of a matrix land in 8 different bank groups.
+__device__ __forceinline__ unsigned operand_byte(int row, int kc, int rows) {
 #if SWIZZLE
   (void)rows;
-  return fj::swizzle<fj::swz128>::offset((unsigned)(row * 128 + kc * 16)) / 2;
+  return fj::swizzle<fj::swz128>::offset((unsigned)(row * 128 + kc * 16));
 #else
-  return (unsigned)((kc * rows + row) * 8);
+  return (unsigned)((kc * rows + row) * 16);
 #endif
 }
+// operand_byte(row, kc + 2 kk, rows) from operand_byte(row, kc, rows), for
+// kc = 0 or 1: the swizzle XORs the chunk index (bits 4-6) with row % 8,
+// and kc + 2 kk = kc ^ 2 kk, so the step is an XOR of (2 kk) << 4; a panel
+// tile steps by 2 kk groups of `rows` 16-byte rows. Rows 16 i further on
+// are 16 i * 128 (swizzled) or 16 i * 16 (panels) bytes further on either
+// way (row % 8 is unchanged): compile-time offsets.
+__device__ __forceinline__ unsigned k_step(unsigned base, int kk, int rows) {
+#if SWIZZLE
+  (void)rows;
+  return base ^ (unsigned)(kk << 5);
+#else
+  return base + (unsigned)(kk * 32 * rows);
+#endif
+}
+constexpr unsigned kRowBytes = SWIZZLE ? 128 : 16;  // row r to row r + 1
 
 }  // namespace
 
@@ -218,25 +235,28 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
   // 2. Main loop: wait for step kt, multiply it, release its slot (or, with
   //    PRODUCER=0, refill it with step kt + NSTAGES: the load's block barrier
   //    keeps it from overwriting a slot a warp still reads).
+  // Each lane's ldmatrix row in slot 0 (shared-space addresses): k step
+  // kk of fragment i is k_step(a_base, kk) + i * 16 rows.
+  const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
+  const unsigned a_base = ring_s + operand_byte(a_row, a_kc, BM);
+  const unsigned b_base = ring_s + BM * BK * 2 + operand_byte(b_row, b_kc, BN);
   fj::pipeline<NSTAGES> pl;
   for (int kt = 0; kt < ktiles; ++kt, pl.advance()) {
     const int s = pl.stage();
     full[s].wait(pl.phase());
-    const unsigned short* sa = slot_a(s);
-    const unsigned short* sb = slot_b(s);
+    // The slot's offset: a multiple of the swizzle's 1024-byte repeat, so
+    // it commutes with k_step's XOR.
+    const unsigned slot = (unsigned)(s * (BM + BN) * BK * 2);
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       unsigned fa[MI][4], fb[NI / 2][4];
+      const unsigned ka = k_step(a_base, kk, BM) + slot;
+      const unsigned kb = k_step(b_base, kk, BN) + slot;
 #pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        ldmatrix_x4(fa[i],
-                    sa + operand_offset(a_row + i * 16, kk * 2 + a_kc, BM));
-      }
+      for (int i = 0; i < MI; ++i) ldmatrix_x4(fa[i], ka + i * 16 * kRowBytes);
 #pragma unroll
-      for (int p = 0; p < NI / 2; ++p) {
-        ldmatrix_x4(fb[p],
-                    sb + operand_offset(b_row + p * 16, kk * 2 + b_kc, BN));
-      }
+      for (int p = 0; p < NI / 2; ++p)
+        ldmatrix_x4(fb[p], kb + p * 16 * kRowBytes);
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
