@@ -300,25 +300,28 @@ def gemm_launcher(rt, src, impl, cfg, a, b, c):
 
 def run_gemm(rt, quick, examples, results):
     src = open(os.path.join(examples, "gemm_mma.cu")).read()
-    base = dict(BM=128, BN=128, BK=32, NSTAGES=4, WM=2, WN=4, PRODUCER=1)
+    # The example's best on the H200 first (the --quick configuration):
+    # 128-byte swizzled 2-D tiles, BK = 64, 64 x 64 warp tiles, 3 stages.
+    base = dict(BM=256, BN=128, BK=64, NSTAGES=3, WM=4, WN=2, PRODUCER=1,
+                SWIZZLE=128)
     configs = [base]
     if not quick:
-        for change in (dict(PRODUCER=0), dict(BK=64, NSTAGES=3),
-                       dict(BN=256, NSTAGES=3), dict(BN=256, NSTAGES=3, PRODUCER=0),
-                       dict(BM=256, NSTAGES=3, WM=4, WN=2)):
+        swz = {**base, "BM": 128, "WM": 2, "WN": 4}  # 64 x 32 warp tiles
+        for change in (dict(), dict(NSTAGES=2), dict(NSTAGES=4),
+                       dict(PRODUCER=0), dict(NSTAGES=2, PRODUCER=0),
+                       dict(NSTAGES=4, PRODUCER=0),
+                       dict(BN=256, NSTAGES=3),
+                       dict(BN=256, NSTAGES=3, PRODUCER=0)):
+            configs.append({**swz, **change})
+        for change in (dict(NSTAGES=4), dict(PRODUCER=0)):
             configs.append({**base, **change})
-        import inspect
-        if "swizzle" in inspect.signature(fleetjit.Tensor.__init__).parameters:
-            swz = {**base, "SWIZZLE": 128, "BK": 64}  # 128-byte rows, BK = 64
-            for change in (dict(NSTAGES=3), dict(NSTAGES=4),
-                           dict(NSTAGES=4, PRODUCER=0),
-                           # 64 x 64 warp tiles: 8 ldmatrix per 32 mma.sync
-                           # (64 x 32: 6 per 16), so SMEM reads stop
-                           # bounding the tensor cores.
-                           dict(BN=256, NSTAGES=3), dict(BN=256, NSTAGES=4),
-                           dict(BN=256, NSTAGES=3, PRODUCER=0),
-                           dict(BM=256, NSTAGES=3, WM=4, WN=2)):
-                configs.append({**swz, **change})
+        # Panel views (16-byte TMA rows), BK = 32 or 64.
+        panels = dict(BM=128, BN=128, BK=32, NSTAGES=4, WM=2, WN=4,
+                      PRODUCER=1, SWIZZLE=0)
+        for change in (dict(), dict(PRODUCER=0), dict(BK=64, NSTAGES=3),
+                       dict(BN=256, NSTAGES=3),
+                       dict(BM=256, NSTAGES=3, WM=4, WN=2)):
+            configs.append({**panels, **change})
     prebuild(rt, [(src, impl, cfg) for impl in IMPLS for cfg in configs])
     ok_all = True
     for size in ((4096,) if PROFILE else SIZES):

@@ -278,13 +278,14 @@ class DecodeProblem : public Problem {
 };
 
 // -------------------------------------------------------------------- GEMM
-// C = A B^T, f16 [n][n] each, through the example's panel views. The CPU
-// reference covers 4096 sampled elements of C and the whole first and last
-// 16 x 128 block rows' corners (an exact reference of 4096^3 would take
-// minutes): each sampled element is a full 4096-long dot product.
+// C = A B^T, f16 [n][n] each, in the example's default layout: 2-D tensors
+// in the 128-byte swizzle, box (BM, 64) for A and (128, 64) for B. The
+// CPU reference covers 4096 sampled elements of C and the whole first and
+// last 16 x 16 corners (an exact reference of 4096^3 would take minutes):
+// each sampled element is a full 4096-long dot product.
 class GemmProblem : public Problem {
  public:
-  static constexpr int kBm = 128, kBn = 128, kBk = 32;  // the example's
+  static constexpr int kBn = 128, kBk = 64;  // the example's
   static constexpr double kRtol = 1.0 / 512, kAtol = 2e-2;
 
   static absl::StatusOr<std::unique_ptr<Problem>> Make(fj_runtime* rt,
@@ -321,28 +322,23 @@ class GemmProblem : public Problem {
     absl::StatusOr<uint64_t> dc = p->buf_.Alloc(elems * 2);
     if (!dc.ok()) return dc.status();
     p->c_ = *dc;
-    // Panel views: shape (n / 8, n, 8), strides (8, n, 1) elements.
-    p->shape_[0] = n / 8;
+    p->shape_[0] = n;
     p->shape_[1] = n;
-    p->shape_[2] = 8;
-    p->strides_[0] = 8;
-    p->strides_[1] = n;
-    p->strides_[2] = 1;
     const fj_dl_dtype f16{2, 16, 1};
     p->a_t_ = fj_tensor{reinterpret_cast<void*>(*da),
                         {2, device},
-                        3,
+                        2,
                         f16,
                         p->shape_,
-                        p->strides_,
+                        nullptr,
                         0};
     p->b_t_ = p->a_t_;
     p->b_t_.data = reinterpret_cast<void*>(*db);
     for (fj_tensor_arg* t : {&p->a_arg_, &p->b_arg_}) {
       t->struct_size = sizeof(fj_tensor_arg);
-      t->box[0] = kBk / 8;
-      t->box[1] = kBm;  // == kBn
-      t->box[2] = 8;
+      t->box[0] = kBn;  // A's follows the shape's BM (Configure)
+      t->box[1] = kBk;
+      t->swizzle = FJ_SWIZZLE_128B;
     }
     p->a_arg_.tensor = &p->a_t_;
     p->b_arg_.tensor = &p->b_t_;
@@ -355,13 +351,22 @@ class GemmProblem : public Problem {
     return std::unique_ptr<Problem>(std::move(p));
   }
 
+  // The example's BM for a shape: 256 when its define is "BM=256", else
+  // 128.
+  static int Bm(const Shape& s) {
+    return s.define != nullptr && std::string(s.define) == "BM=256" ? 256 : 128;
+  }
+
   const std::vector<fj_arg>& Args() override { return args_; }
   void Configure(const Shape& s, int, fj_copy_impl,
                  fj_launch_config* cfg) const override {
+    const int bm = Bm(s);
     cfg->grid[0] = static_cast<uint32_t>(n_ / kBn);
-    cfg->grid[1] = static_cast<uint32_t>(n_ / kBm);
+    cfg->grid[1] = static_cast<uint32_t>(n_ / bm);
     cfg->block[0] = static_cast<uint32_t>(s.threads);
-    cfg->shared_bytes = 128 + s.stages * (kBm + kBn) * kBk * 2;
+    cfg->shared_bytes = 1024 + s.stages * (bm + kBn) * kBk * 2;
+    // A's box is the tile the build loads (Args points at a_arg_).
+    a_arg_.box[0] = static_cast<uint32_t>(bm);
   }
   absl::Status Poison() override { return buf_.Fill(c_, 0xFF, 2ull * n_ * n_); }
   absl::Status Verify() override {
@@ -395,9 +400,10 @@ class GemmProblem : public Problem {
   Buffers buf_;
   int n_ = 0;
   uint64_t c_ = 0;
-  int64_t shape_[3] = {}, strides_[3] = {};
+  int64_t shape_[2] = {};
   fj_tensor a_t_{}, b_t_{};
-  fj_tensor_arg a_arg_{}, b_arg_{};
+  mutable fj_tensor_arg a_arg_{};  // box[0] set per shape by Configure
+  fj_tensor_arg b_arg_{};
   std::vector<fj_arg> args_;
   std::vector<std::pair<int, int>> samples_;
   std::vector<double> want_;
@@ -442,8 +448,16 @@ KernelCase GemmMmaCase(int n) {
   c.entry = "gemm_mma";
   c.stages_macro = "NSTAGES";
   c.copy_bytes = 3ull * n * n * 2;  // A, B and C
-  // {threads = 32 x (8 MMA warps + the producer), -, stages}.
-  c.shapes = {{288, 1, 4}, {288, 1, 3}};
+  // {threads = 32 x (8 MMA warps + the producer), -, stages}: 128 x 128
+  // tiles (two CTAs per SM at 3 stages), 256 x 128 (64 x 64 warp tiles,
+  // one CTA per SM), and loads by the whole block (PRODUCER=0: 8 warps).
+  c.shapes = {{288, 1, 3}, {288, 1, 2}, {256, 1, 3}, {256, 1, 2}, {288, 1, 4}};
+  c.shapes[2].define = c.shapes[3].define = "PRODUCER=0";
+  for (int stages : {3, 4}) {
+    Shape s{288, 1, stages};
+    s.define = "BM=256";
+    c.shapes.push_back(s);
+  }
   c.make = [n](fj_runtime* rt, int device, uint32_t seed) {
     return GemmProblem::Make(rt, device, seed, n);
   };

@@ -7,29 +7,42 @@
 // PRODUCER=0 loads block-collectively between k steps. The same source runs
 // under every copy implementation (sync, cp_async, tma), on sm_75 and newer.
 //
-// Arguments: (a: FJ_TENSOR(unsigned short, 3), b: FJ_TENSOR(unsigned short, 3),
-//             c: unsigned short*, m, n, k)
+// Arguments: (a: FJ_TENSOR(unsigned short, R), b: FJ_TENSOR(unsigned short,
+//             R), c: unsigned short*, m, n, k), R = 2 (SWIZZLE=128, the
+//             default) or 3 (SWIZZLE=0)
 //   - A is f16 [M][K] and B is f16 [N][K] (both K-contiguous, as
-//     torch.nn.functional.linear takes them), passed as "panel" views:
-//     shape (K / 8, rows, 8) with strides (8, K, 1), i.e.
-//     x.view(rows, K // 8, 8).permute(1, 0, 2), and box (BK / 8, BM, 8)
-//     for A, (BK / 8, BN, 8) for B. A tile then lands in SMEM as
-//     [BK / 8][rows][8]: the 8 rows that one ldmatrix 8x8 matrix reads are
-//     128 contiguous bytes, so ldmatrix is free of bank conflicts without a
-//     swizzle or padding.
-//     With -DSWIZZLE=128 the operands are plain 2-D tensors instead, A [M][K]
-//     and B [N][K] with box (BM, 64) / (BN, 64) and swizzle 128
-//     (fleetjit.Tensor(x, box=..., swizzle=128)), BK = 64: a tile lands as
+//     torch.nn.functional.linear takes them).
+//     SWIZZLE=128 (the default): plain 2-D tensors, box (BM, 64) for A and
+//     (BN, 64) for B (outermost first, as fj_tensor_arg.box and Python's
+//     box= take it) and swizzle 128 (fj_tensor_arg.swizzle =
+//     FJ_SWIZZLE_128B, fleetjit.Tensor(x, box=..., swizzle=128)); BK = 64.
+//     A tile lands as
 //     rows of 128 bytes in the TMA 128-byte XOR pattern (the same bytes
 //     under cp_async and sync), read through fj::swizzle<fj::swz128>; TMA
-//     then moves 128-byte rows rather than 16-byte ones.
+//     moves 128-byte rows.
+//     SWIZZLE=0: "panel" views, shape (K / 8, rows, 8) with strides (8, K,
+//     1), i.e. x.view(rows, K // 8, 8).permute(1, 0, 2), box (BK / 8, BM,
+//     8) / (BK / 8, BN, 8); BK = 32 by default. A tile lands as
+//     [BK / 8][rows][8]: the 8 rows one ldmatrix matrix reads are 128
+//     contiguous bytes (no bank conflict without a swizzle), but every TMA
+//     box row is 16 bytes, half an L2 sector.
 //   - c: f16 [M][N] row-major. M % BM == 0, N % BN == 0, K % BK == 0.
 //   - Launch: grid = (N / BN, M / BM), block = 32 * (WM * WN + PRODUCER)
-//     threads,
-//     dynamic shared memory = NSTAGES * (BM + BN) * BK * 2 + 128 bytes
-//     (+ 1024 instead of + 128 with SWIZZLE=128: swizzled tiles are
-//     aligned to the pattern's 1024-byte repeat).
+//     threads (WM x WN = 4 x 2 when BM > BN, else 2 x 4: 8 MMA warps),
+//     dynamic shared memory = NSTAGES * (BM + BN) * BK * 2 + 1024 bytes
+//     (+ 128 instead of + 1024 with SWIZZLE=0: the tiles are aligned to the
+//     swizzle's 1024-byte repeat, or to TMA's 128 bytes).
 // Result: c[i][j] = sum over l of a[i][l] * b[j][l], accumulated in f32.
+//
+// Measured (H200, M = N = K = 4096 / 8192, fraction of cuBLAS through
+// torch.matmul in the same run; bench/attn_gemm_torch.py, bench/results/):
+//   tma, BM=256 (64 x 64 warp tiles), 3 stages, swizzled   0.48 / 0.50
+//   tma, 128 x 128 (64 x 32 warp tiles), 3 stages           0.44 / 0.44
+//   tma, 128 x 128, 4 stages (one CTA per SM, not two)      0.27 / 0.28
+//   tma, panels (16-byte TMA rows: L2-request-bound)        0.23 / 0.25
+//   cp_async, 128 x 128, 3 stages, swizzled                 0.29 / 0.30
+// so the defaults are the swizzled layout at 3 stages; -DBM=256 for the
+// larger warp tiles.
 #include <fleetjit/copy.cuh>
 
 #ifndef BM
@@ -38,27 +51,36 @@
 #ifndef BN
 #define BN 128
 #endif
-#ifndef BK
-#define BK 32
-#endif
 #ifndef NSTAGES
-#define NSTAGES 4
+#define NSTAGES 3
 #endif
 #ifndef WM  // warps along M
+#if BM > BN
+#define WM 4
+#else
 #define WM 2
 #endif
-#ifndef WN  // warps along N
-#define WN 4
 #endif
-#ifndef SWIZZLE  // 0: panel views; 128: 2-D tiles in the 128-byte swizzle
-#define SWIZZLE 0
+#ifndef WN  // warps along N
+#define WN (8 / WM)
+#endif
+#ifndef SWIZZLE  // 128: 2-D tiles in the 128-byte swizzle; 0: panel views
+#define SWIZZLE 128
 #endif
 #if SWIZZLE == 128
-#undef BK
+#ifdef BK
+#if BK != 64
+#error "gemm_mma: SWIZZLE=128 takes BK = 64 (one 128-byte row of f16)"
+#endif
+#else
 #define BK 64  // one 128-byte swizzle row of f16
+#endif
 #define OPERAND_RANK 2
 #define ALIGN 1024  // fj::swz128::repeat
 #elif SWIZZLE == 0
+#ifndef BK
+#define BK 32
+#endif
 #define OPERAND_RANK 3
 #define ALIGN 128  // TMA's tile alignment
 #else
