@@ -35,6 +35,7 @@ IMPLS = ALL_IMPLS
 
 PROFILE = False  # --profile: one launch per case (for ncu), no timing
 SIZES = (4096, 8192)  # GEMM M = N = K (--sizes)
+MATCH = ""  # --match: only the GEMM configurations whose tag contains it
 
 
 def time_ms(fn, launches=20, samples=7):
@@ -298,6 +299,13 @@ def gemm_launcher(rt, src, impl, cfg, a, b, c):
     return launch, kern, smem
 
 
+def gemm_tag(cfg):
+    return (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} S{cfg['NSTAGES']} "
+            f"{cfg['WM']}x{cfg['WN']} warps "
+            f"{'producer' if cfg['PRODUCER'] else 'block'}"
+            f"{' swz128' if cfg.get('SWIZZLE') else ' panels'}")
+
+
 def run_gemm(rt, quick, examples, results):
     src = open(os.path.join(examples, "gemm_mma.cu")).read()
     # The example's best on the H200 first (the --quick configuration):
@@ -322,6 +330,8 @@ def run_gemm(rt, quick, examples, results):
                        dict(BN=256, NSTAGES=3),
                        dict(BM=256, NSTAGES=3, WM=4, WN=2)):
             configs.append({**panels, **change})
+    if MATCH:
+        configs = [c for c in configs if MATCH in gemm_tag(c)]
     prebuild(rt, [(src, impl, cfg) for impl in IMPLS for cfg in configs])
     ok_all = True
     for size in ((4096,) if PROFILE else SIZES):
@@ -342,10 +352,7 @@ def run_gemm(rt, quick, examples, results):
         for impl in IMPLS:
             best = None
             for cfg in configs:
-                tag = (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} S{cfg['NSTAGES']} "
-                       f"{cfg['WM']}x{cfg['WN']} warps "
-                       f"{'producer' if cfg['PRODUCER'] else 'block'}"
-                       f"{' swz128' if cfg.get('SWIZZLE') else ' panels'}")
+                tag = gemm_tag(cfg)
                 try:
                     launch, kern, smem = gemm_launcher(rt, src, impl, cfg, a, b, c)
                 except fleetjit.FleetjitError as e:
@@ -395,8 +402,12 @@ def main():
                     help="launch each case once, untimed (run under ncu)")
     ap.add_argument("--sizes", default="4096,8192",
                     help="GEMM sizes M = N = K, comma-separated")
+    ap.add_argument("--match", default="",
+                    help="only GEMM configurations whose tag contains this "
+                         "(e.g. 'S3 2x4 warps producer swz128')")
     args = ap.parse_args()
-    global PROFILE, IMPLS, SIZES
+    global PROFILE, IMPLS, SIZES, MATCH
+    MATCH = args.match
     PROFILE = args.profile
     SIZES = tuple(int(x) for x in args.sizes.split(","))
     if args.impl:
