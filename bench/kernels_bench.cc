@@ -9,6 +9,12 @@
 //     FILTER: a substring of the kernel's name ("" = all), IMPL: one
 //     variant (tma, cp_async, sync, cp_async@compute_80), and one launch
 //     shape instead of the sweep (for a profiler: ncu -k regex:rmsnorm ...).
+//   build/bench/kernels_bench --tune [FILTER [IMPL]]
+//     the shapes swept by fj_tune instead: tuned once per device model,
+//     driver and implementation and kept in the module cache's tiers
+//     (FLEETJIT_CACHE_DIR, the remote tier), so a second run, in another
+//     process or on another host of the fleet, looks the shapes up
+//     (docs/tuning.md). Each line says how its shape was found.
 //   build/bench/kernels_bench --warm-list
 //     prints one `fleetjit build` argument line per build the sweep makes
 //     (run from examples/: `xargs -P 16 -L 1 fleetjit build < LIST`), so a
@@ -41,6 +47,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   RunOptions options;
+  if (argc > 1 && std::string(argv[1]) == "--tune") {
+    options.tune = true;
+    --argc;
+    ++argv;
+  }
   if (argc > 1) options.filter = argv[1];
   if (argc > 2) options.variant = argv[2];
   if (argc > 3 &&
@@ -60,7 +71,8 @@ int main(int argc, char** argv) {
       for (const auto& [s, ms] : r.tried) {
         std::printf(" %s %.1fus", ShapeName(s).c_str(), ms * 1e3);
       }
-      std::printf(" ) %s\n", r.verified.c_str());
+      std::printf(" ) %s%s%s\n", r.verified.c_str(),
+                  r.tuning.empty() ? "" : ", ", r.tuning.c_str());
     }
     std::fflush(stdout);
   };

@@ -43,11 +43,10 @@ uint16_t FToBf(float f) {
   return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// Compares `got` with `want` within |d| <= rtol * |want| + atol (NaN in
-// `got` always fails).
-absl::Status Compare(const std::vector<float>& got,
-                     const std::vector<float>& want, double rtol, double atol,
-                     int64_t row_len) {
+// Compares `got` (want.size() values) with `want` within
+// |d| <= rtol * |want| + atol (NaN in `got` always fails).
+absl::Status Compare(const float* got, const std::vector<float>& want,
+                     double rtol, double atol, int64_t row_len) {
   for (size_t i = 0; i < want.size(); ++i) {
     double d = std::fabs(static_cast<double>(got[i]) - want[i]);
     if (!(d <= rtol * std::fabs(want[i]) + atol)) {
@@ -134,13 +133,16 @@ class RowProblem : public Problem {
   absl::Status Poison() override {
     return buf_.Poison(y_, 2ull * rows_ * cols_);
   }
-  absl::Status Verify() override {
+  std::vector<std::pair<uint64_t, uint64_t>> Outputs() const override {
+    return {{y_, 2ull * rows_ * cols_}};
+  }
+  absl::Status Check(const void* const* outputs) const override {
     const size_t n = static_cast<size_t>(rows_) * cols_;
-    std::vector<uint16_t> y(n);
-    REFK_RETURN_IF_ERROR(buf_.Download(y.data(), y_, n * 2));
+    const uint16_t* y = static_cast<const uint16_t*>(outputs[0]);
     std::vector<float> got(n);
     for (size_t i = 0; i < n; ++i) got[i] = BfToF(y[i]);
-    return Compare(got, want_, kRtol, kind_ == kRmsNorm ? 1e-6 : 1e-9, cols_);
+    return Compare(got.data(), want_, kRtol, kind_ == kRmsNorm ? 1e-6 : 1e-9,
+                   cols_);
   }
   std::string Tolerance() const override {
     return absl::StrFormat("|d| <= |ref| / 256 + %g (bf16 output)",
@@ -231,11 +233,11 @@ class TransposeProblem : public Problem {
   absl::Status Poison() override {
     return buf_.Poison(out_, 4ull * rows_ * cols_);
   }
-  absl::Status Verify() override {
-    const size_t n = static_cast<size_t>(rows_) * cols_;
-    std::vector<float> got(n);
-    REFK_RETURN_IF_ERROR(buf_.Download(got.data(), out_, n * 4));
-    return Compare(got, want_, 0, 0, rows_);
+  std::vector<std::pair<uint64_t, uint64_t>> Outputs() const override {
+    return {{out_, 4ull * rows_ * cols_}};
+  }
+  absl::Status Check(const void* const* outputs) const override {
+    return Compare(static_cast<const float*>(outputs[0]), want_, 0, 0, rows_);
   }
   std::string Tolerance() const override { return "exact"; }
 
@@ -477,6 +479,156 @@ absl::StatusOr<std::unique_ptr<Built>> BuildKernel(fj_runtime* rt,
   return b;
 }
 
+// The sweep of step 1 through fj_tune, for the shapes of one ArgsGroup:
+// each shape's build options are a macro set ("-DRMS_STAGES=2
+// -DSMX_RVECS=16 -DFJ_REFK_CTAS_PER_SM=3"), its block and SMEM an
+// fj_tune_shape, and grid_fn gives its grid (Configure's) and skips the
+// pairs that are no shape of the case. The CTAs per SM are a macro the
+// kernels never read: a persistent grid depends on them, and two shapes
+// that differ only there would otherwise be one candidate.
+struct TuneGroup {
+  const Problem* problem = nullptr;
+  int sms = 0;
+  fj_copy_impl impl = FJ_COPY_IMPL_AUTO;
+  std::vector<Shape> shapes;            // the case's shapes in this group
+  std::vector<std::string> macro_sets;  // distinct
+  std::vector<fj_tune_shape> launch;    // distinct (block, SMEM)
+  // (macro set, launch shape) -> index into `shapes`.
+  std::vector<std::vector<int>> shape_of;
+};
+
+int32_t TuneGrid(void* user, size_t candidate, fj_str, const fj_tune_shape*,
+                 uint32_t out_grid[3]) {
+  const TuneGroup& g = *static_cast<const TuneGroup*>(user);
+  const size_t m = candidate / g.launch.size(), l = candidate % g.launch.size();
+  if (m >= g.shape_of.size() || g.shape_of[m][l] < 0) return 1;  // no shape
+  fj_launch_config cfg{};
+  cfg.struct_size = sizeof(cfg);
+  g.problem->Configure(g.shapes[g.shape_of[m][l]], g.sms, g.impl, &cfg);
+  for (int i = 0; i < 3; ++i) out_grid[i] = cfg.grid[i];
+  return 0;
+}
+
+int32_t TuneCheck(void* user, size_t, const void* const* outputs,
+                  const uint64_t*, size_t) {
+  return static_cast<const Problem*>(user)->Check(outputs).ok() ? 1 : 0;
+}
+
+// Tunes `shapes` (one ArgsGroup of `c`) for `v`: the winner and its median
+// GPU ms, each OK row in r->tried, and how the result came in r->tuning.
+absl::Status TuneShapes(fj_runtime* rt, int sms, const KernelCase& c,
+                        const Variant& v, Problem& p,
+                        const std::vector<Shape>& shapes, Result* r,
+                        Shape* best, double* best_ms) {
+  TuneGroup g;
+  g.problem = &p;
+  g.sms = sms;
+  g.impl = v.impl;
+  g.shapes = shapes;
+  std::vector<std::pair<int, int>> at;  // per shape: (macro set, launch)
+  for (const Shape& s : shapes) {
+    std::string m = absl::StrCat("-D", c.stages_macro, "=", s.stages);
+    if (s.define != nullptr) absl::StrAppend(&m, " -D", s.define);
+    absl::StrAppend(&m, " -DFJ_REFK_CTAS_PER_SM=", s.ctas_per_sm);
+    fj_launch_config cfg{};
+    cfg.struct_size = sizeof(cfg);
+    p.Configure(s, sms, v.impl, &cfg);
+    const auto mi = std::find(g.macro_sets.begin(), g.macro_sets.end(), m);
+    const int mx = static_cast<int>(mi - g.macro_sets.begin());
+    if (mi == g.macro_sets.end()) g.macro_sets.push_back(m);
+    int lx = 0;
+    for (; lx < static_cast<int>(g.launch.size()); ++lx) {
+      if (g.launch[lx].block[0] == cfg.block[0] &&
+          g.launch[lx].shared_bytes == cfg.shared_bytes) {
+        break;
+      }
+    }
+    if (lx == static_cast<int>(g.launch.size())) {
+      fj_tune_shape ts{};
+      ts.struct_size = sizeof(ts);
+      ts.block[0] = cfg.block[0];
+      ts.shared_bytes = cfg.shared_bytes;
+      g.launch.push_back(ts);
+    }
+    at.emplace_back(mx, lx);
+  }
+  g.shape_of.assign(g.macro_sets.size(), std::vector<int>(g.launch.size(), -1));
+  for (size_t i = 0; i < at.size(); ++i) {
+    g.shape_of[at[i].first][at[i].second] = static_cast<int>(i);
+  }
+  // The group's Args() (the GEMM's box follows the shape).
+  fj_launch_config first{};
+  first.struct_size = sizeof(first);
+  p.Configure(shapes[0], sms, v.impl, &first);
+
+  absl::StatusOr<std::string> source = Source(c);
+  if (!source.ok()) return source.status();
+  const std::string name = c.example.substr(c.example.rfind('/') + 1);
+  fj_build_options b{};
+  b.struct_size = sizeof(b);
+  b.source = Str(*source);
+  b.name = Str(name);
+  b.target = Str(v.target);
+  b.copy_impl = v.impl;
+  std::vector<fj_str> macros;
+  for (const std::string& m : g.macro_sets) macros.push_back(Str(m));
+  std::vector<uint64_t> out_addr, out_bytes;
+  for (const auto& [a, n] : p.Outputs()) {
+    out_addr.push_back(a);
+    out_bytes.push_back(n);
+  }
+  const std::vector<fj_arg>& args = p.Args();
+  fj_tune_options o{};
+  o.struct_size = sizeof(o);
+  o.build = &b;
+  o.kernel = Str(c.entry);
+  o.macro_sets = macros.data();
+  o.num_macro_sets = macros.size();
+  o.shapes = g.launch.data();
+  o.num_shapes = g.launch.size();
+  o.grid_fn = TuneGrid;
+  o.grid_user = &g;
+  o.args = args.data();
+  o.num_args = args.size();
+  o.output_addresses = out_addr.data();
+  o.output_bytes = out_bytes.data();
+  o.num_outputs = out_addr.size();
+  o.check_fn = TuneCheck;
+  o.check_user = &p;
+  fj_tune_result* res = nullptr;
+  REFK_RETURN_IF_ERROR(
+      Fj(fj_tune(rt, &o, &res), absl::StrCat("fj_tune of ", c.name)));
+  fj_tune_summary sum{};
+  sum.struct_size = sizeof(sum);
+  absl::Status st = Fj(fj_tune_result_summary(res, &sum), "summary");
+  for (size_t i = 0; st.ok() && i < sum.num_rows; ++i) {
+    fj_tune_row row{};
+    row.struct_size = sizeof(row);
+    st = Fj(fj_tune_result_row(res, i, &row), "row");
+    if (!st.ok() || row.status != FJ_TUNE_OK) continue;
+    const int k = g.shape_of[row.macro_index][row.shape_index];
+    if (k < 0) continue;
+    const double ms = row.median_us * 1e-3;
+    r->tried.emplace_back(shapes[k], ms);
+    if (i == sum.winner && ms < *best_ms) {
+      *best_ms = ms;
+      *best = shapes[k];
+    }
+  }
+  if (st.ok()) {
+    static const char* const kSource[] = {"", "memory", "disk", "remote"};
+    const std::string how =
+        sum.source == FJ_CACHE_COMPILED
+            ? absl::StrFormat("tuned in %.1f s%s", sum.tune_ms * 1e-3,
+                              sum.stored ? "" : " (not stored: noisy)")
+            : absl::StrFormat("stored (%s), looked up in %.2f ms",
+                              kSource[sum.source & 3], sum.lookup_ms);
+    absl::StrAppend(&r->tuning, r->tuning.empty() ? "" : "; ", how);
+  }
+  fj_status_free(fj_tune_result_free(res));
+  return st;
+}
+
 }  // namespace
 
 const std::vector<Variant>& Variants() {
@@ -569,6 +721,28 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       if (options.shape.threads > 0) shapes = {options.shape};
       double best = 1e30;
       std::string why;
+      if (options.tune && options.shape.threads <= 0) {
+        // fj_tune, one call per ArgsGroup; the fastest winner is kept.
+        std::vector<int> groups;
+        for (const Shape& s : shapes) {
+          const int gi = (*p)->ArgsGroup(s);
+          if (std::find(groups.begin(), groups.end(), gi) == groups.end())
+            groups.push_back(gi);
+        }
+        // Poisoned outputs: every check run starts from them (fj_tune
+        // restores its saved copy), so a shape that skips an element fails.
+        REFK_RETURN_IF_ERROR((*p)->Poison());
+        for (int gi : groups) {
+          std::vector<Shape> in_group;
+          for (const Shape& s : shapes) {
+            if ((*p)->ArgsGroup(s) == gi) in_group.push_back(s);
+          }
+          absl::Status st = TuneShapes(gpu.rt(), gpu.sms(), c, v, **p, in_group,
+                                       &r, &r.shape, &best);
+          if (!st.ok()) why = std::string(st.message());
+        }
+        shapes.clear();  // the loop below times nothing more
+      }
       for (const Shape& s : shapes) {
         absl::StatusOr<std::unique_ptr<Built>> b =
             BuildKernel(gpu.rt(), c, v, s);
@@ -637,13 +811,26 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       REFK_RETURN_IF_ERROR((*p)->Poison());
       REFK_RETURN_IF_ERROR(launch());
       REFK_RETURN_IF_ERROR(gpu.Sync());
-      absl::Status ok = (*p)->Verify();
+      absl::Status ok = (*p)->Verify(gpu.rt());
       r.verified = ok.ok() ? "ok" : std::string(ok.message());
       results.push_back(r);
       if (options.on_result) options.on_result(results.back());
     }
   }
   return results;
+}
+
+absl::Status Problem::Verify(fj_runtime* rt) const {
+  std::vector<std::vector<unsigned char>> host;
+  std::vector<const void*> ptrs;
+  for (const auto& [address, bytes] : Outputs()) {
+    host.emplace_back(bytes);
+    REFK_RETURN_IF_ERROR(
+        Fj(fj_memcpy_dtoh(rt, host.back().data(), address, bytes, nullptr),
+           "read back"));
+  }
+  for (const auto& h : host) ptrs.push_back(h.data());
+  return Check(ptrs.data());
 }
 
 std::string FormatTable(const std::vector<Result>& results) {

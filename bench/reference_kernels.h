@@ -62,12 +62,20 @@ class Problem {
   // implementation).
   virtual void Configure(const Shape& shape, int sms, fj_copy_impl impl,
                          fj_launch_config* cfg) const = 0;
+  // Shapes in different groups need different Args() (the GEMM's A box
+  // follows its BM: Configure sets it); fj_tune times one group per call.
+  virtual int ArgsGroup(const Shape&) const { return 0; }
   // Fills the outputs with NaN bytes (0xFF), so a kernel that skips an
   // element is caught.
   virtual absl::Status Poison() = 0;
-  // Reads the outputs back and compares them with the CPU reference: OK, or
-  // the first mismatch (index, value, expected, tolerance).
-  virtual absl::Status Verify() = 0;
+  // The device buffers the kernel writes, (address, bytes), in the order
+  // Check takes their host copies (fj_tune checks and restores them).
+  virtual std::vector<std::pair<uint64_t, uint64_t>> Outputs() const = 0;
+  // Compares host copies of Outputs() with the CPU reference: OK, or the
+  // first mismatch (index, value, expected, tolerance).
+  virtual absl::Status Check(const void* const* outputs) const = 0;
+  // Reads the outputs back from `rt` and Check()s them.
+  absl::Status Verify(fj_runtime* rt) const;
   // What Verify() accepts, in words ("exact", "|d| <= ...").
   virtual std::string Tolerance() const = 0;
 };
@@ -116,14 +124,22 @@ struct Result {
   std::string verified;  // "ok" or what was wrong
   std::string skipped;   // why not measured ("" if measured)
   std::vector<std::pair<Shape, double>> tried;  // each shape's ms
+  // With RunOptions::tune: how the shape was found ("tuned in 41.2 s",
+  // "stored (disk), looked up in 0.31 ms"), one part per fj_tune call.
+  std::string tuning;
 };
 
 struct RunOptions {
   int device = 0;
-  int samples = 10;      // timings per figure (median)
-  int batch = 10;        // launches per timing
-  std::string filter;    // only cases whose name contains it ("" = all)
-  bool sweep = true;     // false: shapes[0] only
+  int samples = 10;    // timings per figure (median)
+  int batch = 10;      // launches per timing
+  std::string filter;  // only cases whose name contains it ("" = all)
+  bool sweep = true;   // false: shapes[0] only
+  // true: the sweep is fj_tune's (one run per device model, driver and
+  // implementation, stored in the module cache's tiers; a later process,
+  // or another host sharing the remote tier, looks the shape up). false:
+  // each shape timed briefly here.
+  bool tune = false;
   std::string variant;   // only this Variant::name ("" = all)
   Shape shape{0, 0, 0};  // threads > 0: only this shape
   // Called after each cell (progress for the benchmark's log).

@@ -248,10 +248,12 @@ class DecodeProblem : public Problem {
   absl::Status Poison() override {
     return buf_.Fill(out_, 0xFF, out_elems_ * 2);
   }
-  absl::Status Verify() override {
-    std::vector<uint16_t> got(out_elems_);
-    REFK_RETURN_IF_ERROR(buf_.Download(got.data(), out_, got.size() * 2));
-    for (size_t i = 0; i < got.size(); ++i) {
+  std::vector<std::pair<uint64_t, uint64_t>> Outputs() const override {
+    return {{out_, out_elems_ * 2}};
+  }
+  absl::Status Check(const void* const* outputs) const override {
+    const uint16_t* got = static_cast<const uint16_t*>(outputs[0]);
+    for (size_t i = 0; i < out_elems_; ++i) {
       const size_t bh = i / kD;
       REFK_RETURN_IF_ERROR(CompareAt(
           HToF(got[i]), want_[i], kRtol, kAtol,
@@ -351,6 +353,7 @@ class GemmProblem : public Problem {
     return std::unique_ptr<Problem>(std::move(p));
   }
 
+  int ArgsGroup(const Shape& s) const override { return Bm(s); }
   // The example's BM for a shape: 256 when its define is "BM=256", else
   // 128.
   static int Bm(const Shape& s) {
@@ -369,9 +372,12 @@ class GemmProblem : public Problem {
     a_arg_.box[0] = static_cast<uint32_t>(bm);
   }
   absl::Status Poison() override { return buf_.Fill(c_, 0xFF, 2ull * n_ * n_); }
-  absl::Status Verify() override {
-    std::vector<uint16_t> got(static_cast<size_t>(n_) * n_);
-    REFK_RETURN_IF_ERROR(buf_.Download(got.data(), c_, got.size() * 2));
+  std::vector<std::pair<uint64_t, uint64_t>> Outputs() const override {
+    return {{c_, 2ull * n_ * n_}};
+  }
+  absl::Status Check(const void* const* outputs) const override {
+    const uint16_t* got = static_cast<const uint16_t*>(outputs[0]);
+    const size_t elems = static_cast<size_t>(n_) * n_;
     for (size_t i = 0; i < samples_.size(); ++i) {
       const auto [r, c] = samples_[i];
       REFK_RETURN_IF_ERROR(CompareAt(HToF(got[static_cast<size_t>(r) * n_ + c]),
@@ -379,7 +385,7 @@ class GemmProblem : public Problem {
                                      absl::StrFormat("c[%d][%d]", r, c)));
     }
     // Every element was written (no NaN left from the poison).
-    for (size_t i = 0; i < got.size(); ++i) {
+    for (size_t i = 0; i < elems; ++i) {
       if ((got[i] & 0x7C00u) == 0x7C00u) {
         return absl::InternalError(absl::StrFormat(
             "c[%d][%d] is not finite (0x%04x)", static_cast<int>(i / n_),

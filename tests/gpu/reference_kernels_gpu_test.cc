@@ -7,7 +7,10 @@
 // bf16 output's rounding plus f32 math). Every launch shape the benchmark
 // tries is run, so every pipeline depth and block size is covered. Skips,
 // saying why, without a GPU or on a GPU too old for an implementation.
+#include <stdlib.h>
+
 #include <cctype>
+#include <cstdio>
 #include <set>
 #include <string>
 
@@ -88,13 +91,51 @@ TEST_P(ReferenceKernelsGpu, MatchesTheCpuReferenceUnderEveryImplementation) {
       }
       ASSERT_EQ(st, nullptr) << fj_status_message(st, nullptr);
       ASSERT_EQ(fj_stream_synchronize(stream_), nullptr);
-      absl::Status ok = (*p)->Verify();
+      absl::Status ok = (*p)->Verify(rt_);
       EXPECT_TRUE(ok.ok()) << ok;
       fj_status_free(fj_module_destroy(*m));
       ++ran;
     }
   }
   EXPECT_GT(ran, 0);
+}
+
+// kernels_bench --tune: the shapes of a case go through fj_tune, which
+// stores the result; a second run (a new runtime on the same cache folder,
+// as a second process would be) finds it without timing anything, and
+// both runs pick the same shape, whose output matches the CPU reference.
+TEST(ReferenceKernelsTune, TunesOnceThenLooksTheShapeUp) {
+  char dir[] = "/tmp/fj_refk_tune_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  setenv("FLEETJIT_CACHE_DIR", dir, 1);
+  RunOptions o;
+  o.tune = true;
+  o.filter = "paged_decode";
+  o.variant = "cp_async";
+  o.samples = 3;
+  o.batch = 2;
+  absl::StatusOr<std::vector<Result>> first = refk::Run(o);
+  if (absl::IsUnavailable(first.status())) {
+    unsetenv("FLEETJIT_CACHE_DIR");
+    GTEST_SKIP() << "no GPU: " << first.status();
+  }
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::vector<Result>> second = refk::Run(o);
+  unsetenv("FLEETJIT_CACHE_DIR");
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(first->size(), 1u);
+  ASSERT_EQ(second->size(), 1u);
+  const Result& a = (*first)[0];
+  const Result& b = (*second)[0];
+  ASSERT_TRUE(a.skipped.empty()) << a.skipped;
+  EXPECT_EQ(a.verified, "ok");
+  EXPECT_EQ(b.verified, "ok");
+  EXPECT_NE(a.tuning.find("tuned in"), std::string::npos) << a.tuning;
+  EXPECT_NE(b.tuning.find("stored (disk)"), std::string::npos) << b.tuning;
+  EXPECT_EQ(ShapeName(a.shape), ShapeName(b.shape));
+  EXPECT_GE(a.tried.size(), 2u);  // the sweep timed several shapes
+  std::printf("[ tuned    ] %s: %s, then %s\n", ShapeName(a.shape).c_str(),
+              a.tuning.c_str(), b.tuning.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ReferenceKernelsGpu,
