@@ -112,6 +112,11 @@ void Buffer::Upload(const std::vector<uint8_t>& data) {
   ASSERT_TRUE((*rt->device(device))->MakeCurrent().ok());
   ASSERT_EQ(rt->driver()->cuMemcpyHtoD(address, data.data(), data.size()),
             CUDA_SUCCESS);
+  // From pageable memory cuMemcpyHtoD may return before its DMA lands, and
+  // a copy on a non-blocking stream does not wait for it: the poison could
+  // land after the copy under test (seen once on the H200: every element of
+  // CopyGpuTest.PinnedHostSourceAndDestination's first case read 0xCD).
+  ASSERT_EQ(rt->driver()->cuCtxSynchronize(), CUDA_SUCCESS);
 }
 
 std::vector<uint8_t> Buffer::Download() const {
