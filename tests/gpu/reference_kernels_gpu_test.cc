@@ -131,6 +131,11 @@ TEST(ReferenceKernelsTune, TunesOnceThenLooksTheShapeUp) {
   EXPECT_EQ(a.verified, "ok");
   EXPECT_EQ(b.verified, "ok");
   EXPECT_NE(a.tuning.find("tuned in"), std::string::npos) << a.tuning;
+  if (a.tuning.find("not stored") != std::string::npos) {
+    // fj_tune keeps no noisy winner (a busy GPU): nothing to look up.
+    GTEST_SKIP() << "the GPU was busy, so the tuning was not stored: "
+                 << a.tuning;
+  }
   EXPECT_NE(b.tuning.find("stored (disk)"), std::string::npos) << b.tuning;
   EXPECT_EQ(ShapeName(a.shape), ShapeName(b.shape));
   EXPECT_GE(a.tried.size(), 2u);  // the sweep timed several shapes
