@@ -35,6 +35,7 @@ struct BenchOptions {
   int mib = 1024;      // copy: bytes per contiguous copy
   int reps = 0;  // samples (copy), rounds (launch), builds (build); 0 = default
   std::string cache_dir;  // build: "" = a scratch directory, removed after
+  bool tune = false;  // kernels: the shapes through fj_tune (cached per fleet)
 };
 
 // One line of the table: the anchor and fleetjit, in one unit.

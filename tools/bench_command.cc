@@ -106,6 +106,10 @@ int RunBench(std::vector<std::string> args) {
          "--reps", options.reps,
          "samples (copy, default 10), rounds (launch, 200), builds (build, 5)")
       ->check(CLI::Range(1, 100000));
+  app.add_flag("--tune", options.tune,
+               "kernels: sweep the launch shapes through fj_tune, once per "
+               "GPU model, driver and implementation (kept in the module "
+               "cache; a later run looks them up)");
   app.add_option("--cache-dir", options.cache_dir,
                  "build: the cache directory to measure (default: a scratch "
                  "one, removed)");
@@ -114,6 +118,10 @@ int RunBench(std::vector<std::string> args) {
     std::fprintf(stderr,
                  "fleetjit bench: say what to measure: copy, launch, build or "
                  "kernels\n");
+    return kExitUsage;
+  }
+  if (verb != "kernels" && options.tune) {
+    std::fprintf(stderr, "fleetjit bench: --tune is for 'bench kernels'\n");
     return kExitUsage;
   }
   if (verb != "build" && !options.target.empty()) {

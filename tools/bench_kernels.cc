@@ -14,6 +14,7 @@ absl::StatusOr<BenchReport> BenchKernels(const BenchOptions& options) {
   refk::RunOptions run;
   run.device = options.device;
   if (options.reps > 0) run.samples = options.reps;
+  run.tune = options.tune;
   std::string device;
   absl::StatusOr<std::vector<refk::Result>> results = refk::Run(run, &device);
   if (!results.ok()) return results.status();
@@ -52,6 +53,7 @@ absl::StatusOr<BenchReport> BenchKernels(const BenchOptions& options) {
         r.shape.stages, " stages",
         r.shape.define ? absl::StrCat(", -D", r.shape.define) : std::string());
     row.notes["verified"] = r.verified;
+    if (!r.tuning.empty()) row.notes["tuning"] = r.tuning;
     report.rows.push_back(std::move(row));
   }
   return report;
