@@ -347,7 +347,20 @@ __device__ __noinline__ FJ_SLOW_INLINE void fill_block(void* dst,
 }
 #endif
 
-// Block-cooperative generic copy of `bytes` bytes (any alignment).
+// Chunks per thread moved between a batch of loads and its stores (the
+// last batch predicated, so a short tile still has its loads in flight).
+// A build may set it (-DFJ_FAST_UNROLL=N): more loads in flight per thread
+// against more registers.
+#ifndef FJ_FAST_UNROLL
+#define FJ_FAST_UNROLL 8
+#endif
+
+// Block-cooperative generic copy of `bytes` bytes (any alignment). The
+// 16-byte body goes in batches of FJ_FAST_UNROLL loads, then their stores:
+// moved one chunk at a time, each load waits for the store before it (the
+// compiler cannot tell generic SMEM and GMEM addresses apart), so a thread
+// had one load in flight and sync's spans (the row kernels' loads) paid a
+// memory round trip per 16 bytes.
 FJ_DEV void move_block(void* dst, const void* src, unsigned bytes,
                        team tm = block_team()) {
   unsigned char* d = (unsigned char*)dst;
@@ -358,8 +371,23 @@ FJ_DEV void move_block(void* dst, const void* src, unsigned bytes,
   const unsigned body = (bytes - head) & ~(w - 1);
   const unsigned t = tm.rank, n = tm.size;
   for (unsigned i = t; i < head; i += n) d[i] = s[i];
-  for (unsigned i = head + t * w; i < head + body; i += n * w)
-    move(d + i, s + i, w);
+  if (w == 16) {
+    const unsigned end = head + body, step = n * 16;
+    for (unsigned i = head + t * 16; i < end; i += FJ_FAST_UNROLL * step) {
+      uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+      for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+        if (i + j * step < end) v[j] = *(const uint4*)(s + i + j * step);
+      }
+#pragma unroll
+      for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+        if (i + j * step < end) *(uint4*)(d + i + j * step) = v[j];
+      }
+    }
+  } else {
+    for (unsigned i = head + t * w; i < head + body; i += n * w)
+      move(d + i, s + i, w);
+  }
   for (unsigned i = head + body + t; i < bytes; i += n) d[i] = s[i];
 }
 
@@ -632,14 +660,6 @@ FJ_DEV row_walk plan_rows(const tensor_param& p, const coords& c,
   w.sstep = step * wb;
   return w;
 }
-
-// Chunks per thread moved between a batch of loads and its stores (the
-// last batch predicated, so a short tile still has its loads in flight).
-// A build may set it (-DFJ_FAST_UNROLL=N): more loads in flight per thread
-// against more registers.
-#ifndef FJ_FAST_UNROLL
-#define FJ_FAST_UNROLL 8
-#endif
 
 // ------------------------------------------------------ narrow row path
 // Boxes the fast path refuses because their rows are only 4- or 8-byte
