@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "bench/reference_kernels_util.h"
 #include "conformance/c_abi.h"
 #include "platform/driver_api.h"
@@ -527,9 +528,9 @@ absl::Status TuneShapes(fj_runtime* rt, int sms, const KernelCase& c,
   g.shapes = shapes;
   std::vector<std::pair<int, int>> at;  // per shape: (macro set, launch)
   for (const Shape& s : shapes) {
-    std::string m = absl::StrCat("-D", c.stages_macro, "=", s.stages);
-    if (s.define != nullptr) absl::StrAppend(&m, " -D", s.define);
-    absl::StrAppend(&m, " -DFJ_REFK_CTAS_PER_SM=", s.ctas_per_sm);
+    const std::string m =
+        absl::StrCat(absl::StrJoin(ShapeDefines(c, s.stages, s.define), " "),
+                     " -DFJ_REFK_CTAS_PER_SM=", s.ctas_per_sm);
     fj_launch_config cfg{};
     cfg.struct_size = sizeof(cfg);
     p.Configure(s, sms, v.impl, &cfg);
@@ -667,23 +668,31 @@ std::string ShapeName(const Shape& s) {
                          s.define ? "," : "", s.define ? s.define : "");
 }
 
+std::vector<std::string> ShapeDefines(const KernelCase& c, int stages,
+                                      const char* define) {
+  std::vector<std::string> d = {
+      absl::StrCat("-D", c.stages_macro, "=", stages)};
+  if (define != nullptr) d.push_back(absl::StrCat("-D", define));
+  return d;
+}
+
 absl::StatusOr<fj_module*> Build(fj_runtime* rt, const KernelCase& c,
                                  const Variant& v, int stages,
                                  const std::string& target, fj_output output,
                                  const char* define) {
   absl::StatusOr<std::string> source = Source(c);
   if (!source.ok()) return source.status();
-  const std::string def = absl::StrCat("-D", c.stages_macro, "=", stages);
-  const std::string def2 = define ? absl::StrCat("-D", define) : "";
+  const std::vector<std::string> defs = ShapeDefines(c, stages, define);
   const std::string name = c.example.substr(c.example.rfind('/') + 1);
   const std::string tgt = target.empty() ? v.target : target;
-  fj_str opts[2] = {Str(def), Str(def2)};
+  std::vector<fj_str> opts;
+  for (const std::string& d : defs) opts.push_back(Str(d));
   fj_build_options o{};
   o.struct_size = sizeof(o);
   o.source = Str(*source);
   o.name = Str(name);
-  o.nvrtc_options = opts;
-  o.num_nvrtc_options = define ? 2 : 1;
+  o.nvrtc_options = opts.data();
+  o.num_nvrtc_options = opts.size();
   o.target = Str(tgt);
   o.copy_impl = v.impl;
   o.output = output;

@@ -102,6 +102,11 @@ KernelCase GemmMmaCase(int n);
 // The example's source text (the copy bundled into the binary).
 absl::StatusOr<std::string> Source(const KernelCase& c);
 
+// The -D options of `c`'s build at pipeline depth `stages`:
+// -D<stages_macro>=`stages`, then -D`define` when not null.
+std::vector<std::string> ShapeDefines(const KernelCase& c, int stages,
+                                      const char* define);
+
 // Builds `c` for `v` with -D<stages_macro>=`stages` (and -D`define`, when
 // not null); `target` overrides
 // v.target when not empty (the CI test names sm_75, sm_80, sm_90), and
