@@ -334,6 +334,26 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
       return record;
     }
     CacheKey key = MakeCacheKey(inputs);
+    // A module linked against the slow-path library runs slower than a
+    // whole build of the same source in some kernels, so it lives under a
+    // key of its own: processes with the option off never load one. With
+    // the option on, a whole build in any tier still serves as it is
+    // (docs/slow-path-library.md, "Cache keys").
+    if (SlowPathLibraryApplies(spec, request)) {
+      absl::StatusOr<ModuleCache::Result> whole = cache_.Find(key);
+      if (whole.ok()) {
+        record.artifact = std::move(whole->artifact);
+        record.source = whole->source;
+        record.key = key.digest;
+        ScheduleFollowUp(std::move(key), record.key, record.artifact, false);
+        record.build_ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+        return record;
+      }
+      inputs.options.push_back(kSlowPathsLinkedKeyOption);
+      key = MakeCacheKey(inputs);
+    }
     // The disk store waits for the thunk object: one write, off the path.
     // Only with a memory tier, which serves the key meanwhile; without one
     // the entry is written now, or the next Build of the key could compile

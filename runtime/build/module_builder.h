@@ -110,6 +110,11 @@ class ModuleBuilder {
                             const CacheKey& key);
   bool SlowPathLibraryApplies(const BuildSpec& spec,
                               const jit::BuildRequest& request);
+  // Appended to a build's key options where the slow-path library applies:
+  // what that build stores (linked, or whole while the library is not
+  // built yet) never serves a build with the option off.
+  static constexpr char kSlowPathsLinkedKeyOption[] =
+      "fleetjit: slow paths from their library (docs/slow-path-library.md)";
   BuildSpec SlowPathLibrarySpec(const BuildSpec& spec,
                                 const jit::BuildRequest& request,
                                 int register_cap);

@@ -1,7 +1,7 @@
 // The copy layer's slow paths built once (runtime/build/slow_paths.cc,
 // docs/slow-path-library.md), on the CPU: NVRTC and nvJitLink for sm_90,
 // no GPU. The first layer kernel compiles whole and queues the library;
-// later ones link it, under the same cache keys, without raising any
+// later ones link it, under keys of their own, without raising any
 // kernel's register count; kernels that configure the layer themselves, or
 // do not include it, compile whole; with the option off nothing changes.
 #include <algorithm>
@@ -175,6 +175,43 @@ TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
   auto names = jit::CubinKernelNames(saxpy->artifact->image);
   ASSERT_TRUE(names.ok()) << names.status();
   EXPECT_FALSE(names->empty());
+}
+
+// Linked modules run slower than whole ones in some kernels
+// (docs/slow-path-library.md), so they live under keys of their own: a
+// process with the option off never loads one from a shared folder, and a
+// process with it on takes a whole build wherever one is stored.
+TEST_F(SlowPathsTest, LinkedModulesNeverServeBuildsWithTheOptionOff) {
+  if (!ResolveNvJitLinkLibrary("", "").ok())
+    GTEST_SKIP() << "nvJitLink is not installed";
+  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+  ASSERT_NE(rt, nullptr);
+  ASSERT_TRUE(Build(*rt, Unique("tiled_copy.cu", rng_)).ok());
+  rt->WaitForBackgroundWork();
+  const std::string source = Unique("tiled_copy.cu", rng_);
+  auto linked = Build(*rt, source);
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  ASSERT_TRUE(HasSeparateSlowPaths(linked->artifact->image));
+  rt->WaitForBackgroundWork();  // the linked module reaches the disk
+  rt.reset();
+  // 1. The option off, the same folder: compiled whole, not the linked one.
+  std::unique_ptr<Runtime> plain = NewRuntime(/*library=*/false);
+  ASSERT_NE(plain, nullptr);
+  auto whole = Build(*plain, source);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->source, CacheSource::kCompiled);
+  EXPECT_FALSE(HasSeparateSlowPaths(whole->artifact->image));
+  EXPECT_NE(whole->key, linked->key);
+  plain->WaitForBackgroundWork();
+  plain.reset();
+  // 2. The option on again: the whole build on disk serves it.
+  std::unique_ptr<Runtime> again = NewRuntime(/*library=*/true);
+  ASSERT_NE(again, nullptr);
+  auto found = Build(*again, source);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(found->source, CacheSource::kDisk);
+  EXPECT_EQ(found->key, whole->key);
+  EXPECT_FALSE(HasSeparateSlowPaths(found->artifact->image));
 }
 
 TEST_F(SlowPathsTest, OffByDefaultAndThenNothingChanges) {
