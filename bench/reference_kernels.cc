@@ -25,6 +25,8 @@ using ::fleetjit::selftest::internal::PtrArg;
 using ::fleetjit::selftest::internal::TensorArg;
 
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
+// Not through a std::string temporary, which would dangle (Variant::target).
+fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 uint32_t Round128(uint64_t n) {
   return static_cast<uint32_t>((n + 127) & ~127ull);

@@ -264,6 +264,8 @@ absl::StatusOr<CacheKey> Runtime::TuneKey(
   in.name_expressions = request.build.name_expressions;
   in.kernel = request.kernel;
   in.space = tune::CanonicalSpace(candidates);
+  in.workload =
+      tune::CanonicalWorkload(request.args, request.num_args, request.arg_stride);
   if (out != nullptr) *out = std::move(candidates);
   return tune::MakeTuneKey(in);
 }

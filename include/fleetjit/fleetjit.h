@@ -1317,8 +1317,12 @@ FJ_API fj_status* fj_peer_disable(fj_runtime* runtime, int32_t reader,
  * builds and launch shapes, and keeps the answer like a module: in the
  * memory, disk and remote tiers, under a key of the source, the base build
  * options, the kernel, the expanded space (every candidate's options, shape
- * and grid), the device model (name, SM count, compute capability), the
- * driver version, the target and the copy implementation. Another process,
+ * and grid), the problem (integer scalar arguments by value, and each
+ * tensor argument's dtype, shape, strides, box, fill and swizzle; never
+ * addresses or floating-point scalars: a persistent kernel, whose grid is
+ * the same for every problem, tunes per problem), the device model (name, SM
+ * count, compute capability), the driver version, the target and the copy
+ * implementation. Another process,
  * or another host of the same GPU model and driver, then gets the result
  * by a lookup, timing nothing; a different driver or GPU model tunes again.
  * A remote entry is taken only if its stored key equals the key looked up

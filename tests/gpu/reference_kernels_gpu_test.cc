@@ -104,43 +104,76 @@ TEST_P(ReferenceKernelsGpu, MatchesTheCpuReferenceUnderEveryImplementation) {
 // stores the result; a second run (a new runtime on the same cache folder,
 // as a second process would be) finds it without timing anything, and
 // both runs pick the same shape, whose output matches the CPU reference.
+// fj_tune's options for kernels_bench's sweep of `filter` under `variant`,
+// few samples (a test, not a benchmark), on a fresh cache folder that
+// FLEETJIT_CACHE_DIR names until ~TuneRun.
+struct TuneRun {
+  TuneRun(const char* filter, const char* variant) {
+    EXPECT_NE(mkdtemp(dir), nullptr);
+    setenv("FLEETJIT_CACHE_DIR", dir, 1);
+    options.tune = true;
+    options.filter = filter;
+    options.variant = variant;
+    options.samples = 3;
+    options.batch = 2;
+  }
+  ~TuneRun() { unsetenv("FLEETJIT_CACHE_DIR"); }
+  char dir[32] = "/tmp/fj_refk_tune_XXXXXX";
+  RunOptions options;
+};
+
+// Under a native and a PTX target (the PTX variant names its target in the
+// build options fj_tune reads).
 TEST(ReferenceKernelsTune, TunesOnceThenLooksTheShapeUp) {
-  char dir[] = "/tmp/fj_refk_tune_XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  setenv("FLEETJIT_CACHE_DIR", dir, 1);
-  RunOptions o;
-  o.tune = true;
-  o.filter = "paged_decode";
-  o.variant = "cp_async";
-  o.samples = 3;
-  o.batch = 2;
-  absl::StatusOr<std::vector<Result>> first = refk::Run(o);
-  if (absl::IsUnavailable(first.status())) {
-    unsetenv("FLEETJIT_CACHE_DIR");
-    GTEST_SKIP() << "no GPU: " << first.status();
+  for (const char* variant : {"cp_async", "cp_async@compute_80"}) {
+    SCOPED_TRACE(variant);
+    TuneRun run("paged_decode", variant);
+    absl::StatusOr<std::vector<Result>> first = refk::Run(run.options);
+    if (absl::IsUnavailable(first.status())) {
+      GTEST_SKIP() << "no GPU: " << first.status();
+    }
+    ASSERT_TRUE(first.ok()) << first.status();
+    absl::StatusOr<std::vector<Result>> second = refk::Run(run.options);
+    ASSERT_TRUE(second.ok()) << second.status();
+    ASSERT_EQ(first->size(), 1u);
+    ASSERT_EQ(second->size(), 1u);
+    const Result& a = (*first)[0];
+    const Result& b = (*second)[0];
+    ASSERT_TRUE(a.skipped.empty()) << a.skipped;
+    EXPECT_EQ(a.verified, "ok");
+    EXPECT_EQ(b.verified, "ok");
+    EXPECT_NE(a.tuning.find("tuned in"), std::string::npos) << a.tuning;
+    if (a.tuning.find("not stored") != std::string::npos) {
+      // fj_tune keeps no noisy winner (a busy GPU): nothing to look up.
+      std::printf("[ busy     ] %s: not stored: %s\n", variant,
+                  a.tuning.c_str());
+      continue;
+    }
+    EXPECT_NE(b.tuning.find("stored (disk)"), std::string::npos) << b.tuning;
+    EXPECT_EQ(ShapeName(a.shape), ShapeName(b.shape));
+    EXPECT_GE(a.tried.size(), 2u);  // the sweep timed several shapes
+    std::printf("[ tuned    ] %s %s: %s, then %s\n", variant,
+                ShapeName(a.shape).c_str(), a.tuning.c_str(),
+                b.tuning.c_str());
   }
-  ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::vector<Result>> second = refk::Run(o);
-  unsetenv("FLEETJIT_CACHE_DIR");
-  ASSERT_TRUE(second.ok()) << second.status();
-  ASSERT_EQ(first->size(), 1u);
-  ASSERT_EQ(second->size(), 1u);
-  const Result& a = (*first)[0];
-  const Result& b = (*second)[0];
-  ASSERT_TRUE(a.skipped.empty()) << a.skipped;
-  EXPECT_EQ(a.verified, "ok");
-  EXPECT_EQ(b.verified, "ok");
-  EXPECT_NE(a.tuning.find("tuned in"), std::string::npos) << a.tuning;
-  if (a.tuning.find("not stored") != std::string::npos) {
-    // fj_tune keeps no noisy winner (a busy GPU): nothing to look up.
-    GTEST_SKIP() << "the GPU was busy, so the tuning was not stored: "
-                 << a.tuning;
+}
+
+// The aligned and the ragged transpose run the same source, macro sets and
+// grids (a persistent grid of CTAs per SM x SMs): only their tensors
+// differ. Each tunes for itself; the ragged one never takes the aligned
+// one's stored shape.
+TEST(ReferenceKernelsTune, EachProblemTunesForItself) {
+  TuneRun tr("transpose", "tma");
+  absl::StatusOr<std::vector<Result>> run = refk::Run(tr.options);
+  if (absl::IsUnavailable(run.status())) GTEST_SKIP() << "no GPU: " << run.status();
+  ASSERT_TRUE(run.ok()) << run.status();
+  ASSERT_EQ(run->size(), 2u);
+  for (const Result& r : *run) {
+    ASSERT_TRUE(r.skipped.empty()) << r.kernel << ": " << r.skipped;
+    EXPECT_EQ(r.verified, "ok") << r.kernel;
+    EXPECT_NE(r.tuning.find("tuned in"), std::string::npos)
+        << r.kernel << ": " << r.tuning;
   }
-  EXPECT_NE(b.tuning.find("stored (disk)"), std::string::npos) << b.tuning;
-  EXPECT_EQ(ShapeName(a.shape), ShapeName(b.shape));
-  EXPECT_GE(a.tried.size(), 2u);  // the sweep timed several shapes
-  std::printf("[ tuned    ] %s: %s, then %s\n", ShapeName(a.shape).c_str(),
-              a.tuning.c_str(), b.tuning.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ReferenceKernelsGpu,

@@ -68,6 +68,19 @@ class SlowPathsTest : public ::testing::Test {
     return rt.ok() ? *std::move(rt) : nullptr;
   }
 
+  // A runtime with the option on whose library for tiled_copy's register
+  // level is built (a first kernel compiled whole and queued it): the next
+  // layer kernel links. Null (with a failure recorded) if that went wrong.
+  std::unique_ptr<Runtime> RuntimeWithLibrary() {
+    std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+    if (rt == nullptr) return nullptr;
+    auto first = Build(*rt, Unique("tiled_copy.cu", rng_));
+    EXPECT_TRUE(first.ok()) << first.status();
+    if (!first.ok()) return nullptr;
+    rt->WaitForBackgroundWork();
+    return rt;
+  }
+
   absl::StatusOr<ModuleRecord> Build(Runtime& rt, const std::string& source,
                                      const std::string& target = "sm_90") {
     BuildSpec spec;
@@ -152,10 +165,8 @@ TEST_F(SlowPathsTest, FirstKernelCompilesWholeLaterOnesLinkTheLibrary) {
 TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
   if (!ResolveNvJitLinkLibrary("", "").ok())
     GTEST_SKIP() << "nvJitLink is not installed";
-  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+  std::unique_ptr<Runtime> rt = RuntimeWithLibrary();
   ASSERT_NE(rt, nullptr);
-  ASSERT_TRUE(Build(*rt, Unique("tiled_copy.cu", rng_)).ok());
-  rt->WaitForBackgroundWork();
   ASSERT_TRUE(HasSeparateSlowPaths(
       Build(*rt, Unique("tiled_copy.cu", rng_))->artifact->image));
   // A kernel that sets the layer's configuration itself: the library's
@@ -184,10 +195,8 @@ TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
 TEST_F(SlowPathsTest, LinkedModulesNeverServeBuildsWithTheOptionOff) {
   if (!ResolveNvJitLinkLibrary("", "").ok())
     GTEST_SKIP() << "nvJitLink is not installed";
-  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+  std::unique_ptr<Runtime> rt = RuntimeWithLibrary();
   ASSERT_NE(rt, nullptr);
-  ASSERT_TRUE(Build(*rt, Unique("tiled_copy.cu", rng_)).ok());
-  rt->WaitForBackgroundWork();
   const std::string source = Unique("tiled_copy.cu", rng_);
   auto linked = Build(*rt, source);
   ASSERT_TRUE(linked.ok()) << linked.status();

@@ -185,12 +185,17 @@ class LauncherTest(unittest.TestCase):
             torch.float32, torch.float16 = object(), object()
             class Meta(type):
                 pass
-            class Tensor(metaclass=Meta):
+            class Tensor(metaclass=Meta):  # methods of the class, as torch's
                 def __init__(self, ptr, cuda=True, contiguous=True, dtype=torch.float32):
-                    self.is_cuda, self.dtype, self.data_ptr = cuda, dtype, ptr.__int__
-                    self.is_contiguous = contiguous.__bool__
-            class Parameter(Tensor):
-                pass
+                    self.is_cuda, self.dtype = cuda, dtype
+                    self._ptr, self._contiguous = int(ptr), contiguous
+                def is_contiguous(self):
+                    return self._contiguous
+                def data_ptr(self):
+                    return self._ptr
+            class Parameter(Tensor):  # a subclass may override them
+                def data_ptr(self):
+                    return self._ptr
             torch.Tensor = Tensor
             sys.modules["torch"] = torch
             import _env, fleetjit
@@ -204,6 +209,7 @@ class LauncherTest(unittest.TestCase):
             for what, t, c in (("cuda", Tensor(p), 1), ("subclass", Parameter(p), 1),
                                ("cpu", Tensor(p, cuda=False), 0),
                                ("view", Tensor(p, contiguous=False), 0),
+                               ("subclass view", Parameter(p, contiguous=False), 0),
                                ("dtype", Tensor(p, dtype=torch.float16), 0)):
                 before = fake.fjfake_calls(b"cuLaunchKernelEx")
                 k.launch(1, 32, [t, t, 1.0, 4])

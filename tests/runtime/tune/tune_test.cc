@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -413,6 +415,7 @@ TEST(TuneEntryTest, KeyCoversDeviceDriverSpaceAndImpl) {
       [](TuneKeyInputs& in) { in.copy_impl = "cp_async"; },
       [](TuneKeyInputs& in) { in.target = "sm_90"; },
       [](TuneKeyInputs& in) { in.name_expressions.push_back("k<int>"); },
+      [](TuneKeyInputs& in) { in.workload += "; 3=1"; },
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     TuneKeyInputs in = base;
@@ -420,6 +423,69 @@ TEST(TuneEntryTest, KeyCoversDeviceDriverSpaceAndImpl) {
     EXPECT_NE(MakeTuneKey(in).digest, k.digest) << "change " << i;
   }
   EXPECT_EQ(MakeTuneKey(base).canonical, k.canonical);
+}
+
+// The problem in fj_tune's key: integer scalars by value and each tensor's
+// geometry, never addresses or floating-point scalars; unreadable
+// arguments are named, not read.
+TEST(TuneEntryTest, WorkloadNamesTheProblemNotItsBuffers) {
+  std::mt19937_64 rng = SeededRng("TuneWorkload");
+  std::uniform_int_distribution<int64_t> dim(1, 1 << 14);
+  int64_t shape[2] = {dim(rng), dim(rng)};
+  fj_tensor t{reinterpret_cast<void*>(0x7f0000000000ull), {2, 0}, 2,
+              {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor_arg ta{};
+  ta.struct_size = sizeof(ta);
+  ta.tensor = &t;
+  ta.box[0] = ta.box[1] = 64;
+  ta.oob = FJ_OOB_ZEROS;
+  const int32_t n = static_cast<int32_t>(dim(rng));
+  auto args_of = [&](int32_t count, float alpha, uint64_t ptr) {
+    std::vector<fj_arg> a(4);
+    for (fj_arg& x : a) x.struct_size = sizeof(fj_arg);
+    a[0].kind = FJ_ARG_TENSOR;
+    a[0].v.tensor = &ta;
+    a[1].kind = FJ_ARG_I32;
+    a[1].v.i32 = count;
+    a[2].kind = FJ_ARG_F32;
+    a[2].v.f32 = alpha;
+    a[3].kind = FJ_ARG_POINTER;
+    a[3].v.pointer = ptr;
+    return a;
+  };
+  auto workload = [](const std::vector<fj_arg>& a) {
+    return CanonicalWorkload(a.data(), a.size(), sizeof(fj_arg));
+  };
+  const std::string base = workload(args_of(n, 2.0f, 0x1000));
+  EXPECT_NE(base.find(absl::StrCat("=", n)), std::string::npos) << base;
+  EXPECT_NE(base.find(absl::StrCat(" shape ", shape[0], " ", shape[1])),
+            std::string::npos)
+      << base;
+  // Another buffer, another alpha, another tensor address: the same problem.
+  EXPECT_EQ(workload(args_of(n, 3.5f, 0x2000)), base);
+  t.data = reinterpret_cast<void*>(0x7f0000100000ull);
+  EXPECT_EQ(workload(args_of(n, 2.0f, 0x1000)), base);
+  // Another size, shape, box or fill: another problem.
+  EXPECT_NE(workload(args_of(n + 1, 2.0f, 0x1000)), base);
+  shape[1] += 1;
+  EXPECT_NE(workload(args_of(n, 2.0f, 0x1000)), base);
+  shape[1] -= 1;
+  ta.box[1] = 32;
+  EXPECT_NE(workload(args_of(n, 2.0f, 0x1000)), base);
+  ta.box[1] = 64;
+  ta.oob = FJ_OOB_NAN;
+  EXPECT_NE(workload(args_of(n, 2.0f, 0x1000)), base);
+  ta.oob = FJ_OOB_ZEROS;
+  EXPECT_EQ(workload(args_of(n, 2.0f, 0x1000)), base);
+  // Unreadable tensors are named, never dereferenced.
+  ta.tensor = nullptr;
+  EXPECT_NE(workload(args_of(n, 2.0f, 0x1000)).find("unreadable"),
+            std::string::npos);
+  ta.tensor = &t;
+  t.ndim = 9;
+  EXPECT_NE(workload(args_of(n, 2.0f, 0x1000)).find("unreadable"),
+            std::string::npos);
+  EXPECT_EQ(CanonicalWorkload(nullptr, 0, sizeof(fj_arg)), "");
 }
 
 CacheConfig DiskConfig(const std::string& dir) {
