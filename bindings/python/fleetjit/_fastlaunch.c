@@ -37,11 +37,6 @@ typedef fj_status* (*launch_fn)(fj_kernel*, const fj_launch_config*,
 
 /* Registered once by the binding (register_types). */
 static PyObject* g_torch_tensor = NULL; /* torch.Tensor, or NULL */
-/* torch.Tensor.is_contiguous and .data_ptr as the class has them: called
- * with the tensor as their argument, they make no bound method per call.
- * Only for tensors of exactly torch.Tensor (a subclass may override them). */
-static PyObject* g_tensor_is_contiguous = NULL;
-static PyObject* g_tensor_data_ptr = NULL;
 static PyObject* g_scalar_type = NULL;  /* fleetjit.args.Scalar */
 static PyObject* g_kind_codes = NULL;   /* {"i32": FJ_ARG_I32, ...} */
 static PyObject* g_type_codes = NULL;   /* {numpy.float32: FJ_ARG_F32, ...} */
@@ -84,15 +79,12 @@ static int attr_u64(PyObject* obj, PyObject* name, uint64_t* out) {
 
 /* 1: `a` filled; 0: not handled here (take the ctypes path); -1: error. */
 static int fill_torch(PyObject* t, PyObject* want_dtype, fj_arg* a) {
-  const int exact = (PyObject*)Py_TYPE(t) == g_torch_tensor &&
-                    g_tensor_is_contiguous != NULL && g_tensor_data_ptr != NULL;
   PyObject* v = PyObject_GetAttr(t, s_is_cuda);
   if (v == NULL) return -1;
   int cuda = v == Py_True;
   Py_DECREF(v);
   if (!cuda) return 0; /* CPU or pinned: the ctypes path decides */
-  v = exact ? PyObject_CallFunctionObjArgs(g_tensor_is_contiguous, t, NULL)
-            : PyObject_CallMethodObjArgs(t, s_is_contiguous, NULL);
+  v = PyObject_CallMethodObjArgs(t, s_is_contiguous, NULL);
   if (v == NULL) return -1;
   int contiguous = v == Py_True;
   Py_DECREF(v);
@@ -104,8 +96,7 @@ static int fill_torch(PyObject* t, PyObject* want_dtype, fj_arg* a) {
     Py_DECREF(v);
     if (!same) return 0; /* the ctypes path warns */
   }
-  v = exact ? PyObject_CallFunctionObjArgs(g_tensor_data_ptr, t, NULL)
-            : PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
+  v = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
   if (v == NULL) return -1;
   uint64_t p = PyLong_AsUnsignedLongLong(v);
   Py_DECREF(v);
@@ -765,18 +756,6 @@ static PyObject* register_types(PyObject* self, PyObject* argv) {
   Py_XDECREF(g_kind_codes);
   g_torch_tensor = torch_tensor == Py_None ? NULL : torch_tensor;
   Py_XINCREF(g_torch_tensor);
-  Py_CLEAR(g_tensor_is_contiguous);
-  Py_CLEAR(g_tensor_data_ptr);
-  if (g_torch_tensor != NULL) {
-    /* Without either, every tensor takes the bound-method calls. */
-    g_tensor_is_contiguous = PyObject_GetAttr(g_torch_tensor, s_is_contiguous);
-    g_tensor_data_ptr = PyObject_GetAttr(g_torch_tensor, s_data_ptr);
-    if (g_tensor_is_contiguous == NULL || g_tensor_data_ptr == NULL) {
-      PyErr_Clear();
-      Py_CLEAR(g_tensor_is_contiguous);
-      Py_CLEAR(g_tensor_data_ptr);
-    }
-  }
   g_scalar_type = scalar_type;
   Py_INCREF(g_scalar_type);
   g_kind_codes = kind_codes;
