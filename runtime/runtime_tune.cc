@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "runtime/launch/wire.h"
 #include "runtime/runtime.h"
 #include "runtime/tune_backend.h"
 
@@ -265,7 +266,7 @@ absl::StatusOr<CacheKey> Runtime::TuneKey(
   in.kernel = request.kernel;
   in.space = tune::CanonicalSpace(candidates);
   in.workload =
-      tune::CanonicalWorkload(request.args, request.num_args, request.arg_stride);
+      CanonicalWorkload(request.args, request.num_args, request.arg_stride);
   if (out != nullptr) *out = std::move(candidates);
   return tune::MakeTuneKey(in);
 }

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "fleetjit/copy/tensor_param.h"
 #include "fleetjit/fleetjit.h"
@@ -82,6 +83,18 @@ inline fj_arg WireBytesArg(const void* p, uint32_t size) {
   arg.v.bytes = p;
   return arg;
 }
+
+// The problem that fj_tune's arguments describe, as text for the key:
+// integer scalars by value, each tensor's dtype, shape, strides, box, fill
+// and swizzle. Addresses, floating-point scalars and by-value bytes are
+// not in it (a new buffer or another alpha is the same problem). So two
+// problems of one kernel whose grids are the same (a persistent kernel
+// over another shape) tune apart. `stride` is the caller's
+// sizeof(fj_arg); an argument it cannot read safely (a NULL tensor, a
+// short struct_size, a rank out of range) is named as such: the launch
+// refuses it anyway.
+std::string CanonicalWorkload(const fj_arg* args, size_t num_args,
+                              size_t stride);
 
 }  // namespace fleetjit
 

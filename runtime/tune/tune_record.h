@@ -28,7 +28,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "fleetjit/fleetjit.h"
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
 
@@ -101,23 +100,13 @@ struct TuneKeyInputs {
   int driver_version = 0;
   std::string copy_impl;  // "tma"
   std::string target;     // "sm_90a"
-  // The problem the candidates run on (CanonicalWorkload); empty for
+  // The problem the candidates run on (runtime/launch/wire.h,
+  // CanonicalWorkload); empty for
   // tunings that are per device alone (fj_copy's window kernel).
   std::string workload;
 };
 CacheKey MakeTuneKey(const TuneKeyInputs& in);
 
-// The problem that fj_tune's arguments describe, as text for the key:
-// integer scalars by value, each tensor's dtype, shape, strides, box, fill
-// and swizzle. Addresses, floating-point scalars and by-value bytes are
-// not in it (a new buffer or another alpha is the same problem). So two
-// problems of one kernel whose grids are the same (a persistent kernel
-// over another shape) tune apart. `stride` is the caller's
-// sizeof(fj_arg); an argument it cannot read safely (a NULL tensor, a
-// short struct_size, a rank out of range) is named as such: the launch
-// refuses it anyway.
-std::string CanonicalWorkload(const fj_arg* args, size_t num_args,
-                              size_t stride);
 // True if `canonical` is a tuning entry's key (for listings).
 bool IsTuneKey(absl::string_view canonical);
 

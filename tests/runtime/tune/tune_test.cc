@@ -20,6 +20,7 @@
 #include "runtime/cache/module_cache.h"
 #include "runtime/cache/redis_client.h"
 #include "runtime/cache/remote_tier.h"
+#include "runtime/launch/wire.h"
 #include "runtime/tune/tune_record.h"
 #include "runtime/tune/tune_space.h"
 #include "runtime/tune/tuner.h"
