@@ -17,20 +17,39 @@ std::string CanonicalWorkload(const fj_arg* args, size_t num_args,
     const auto* a = reinterpret_cast<const fj_arg*>(base + i * stride);
     absl::StrAppend(&out, i == 0 ? "" : "; ", static_cast<int>(a->kind));
     switch (a->kind) {
-      case FJ_ARG_I8: absl::StrAppend(&out, "=", a->v.i8); break;
-      case FJ_ARG_I16: absl::StrAppend(&out, "=", a->v.i16); break;
-      case FJ_ARG_I32: absl::StrAppend(&out, "=", a->v.i32); break;
-      case FJ_ARG_I64: absl::StrAppend(&out, "=", a->v.i64); break;
-      case FJ_ARG_U8: absl::StrAppend(&out, "=", a->v.u8); break;
-      case FJ_ARG_U16: absl::StrAppend(&out, "=", a->v.u16); break;
-      case FJ_ARG_U32: absl::StrAppend(&out, "=", a->v.u32); break;
-      case FJ_ARG_U64: absl::StrAppend(&out, "=", a->v.u64); break;
-      case FJ_ARG_BYTES: absl::StrAppend(&out, "/", a->size); break;
+      case FJ_ARG_I8:
+        absl::StrAppend(&out, "=", a->v.i8);
+        break;
+      case FJ_ARG_I16:
+        absl::StrAppend(&out, "=", a->v.i16);
+        break;
+      case FJ_ARG_I32:
+        absl::StrAppend(&out, "=", a->v.i32);
+        break;
+      case FJ_ARG_I64:
+        absl::StrAppend(&out, "=", a->v.i64);
+        break;
+      case FJ_ARG_U8:
+        absl::StrAppend(&out, "=", a->v.u8);
+        break;
+      case FJ_ARG_U16:
+        absl::StrAppend(&out, "=", a->v.u16);
+        break;
+      case FJ_ARG_U32:
+        absl::StrAppend(&out, "=", a->v.u32);
+        break;
+      case FJ_ARG_U64:
+        absl::StrAppend(&out, "=", a->v.u64);
+        break;
+      case FJ_ARG_BYTES:
+        absl::StrAppend(&out, "/", a->size);
+        break;
       case FJ_ARG_TENSOR: {
         const fj_tensor_arg* t = a->v.tensor;
         if (t == nullptr || t->struct_size < offsetof(fj_tensor_arg, swizzle) ||
             t->tensor == nullptr || t->tensor->ndim < 0 ||
-            t->tensor->ndim > static_cast<int>(sizeof(t->box) / sizeof(t->box[0])) ||
+            t->tensor->ndim >
+                static_cast<int>(sizeof(t->box) / sizeof(t->box[0])) ||
             (t->tensor->ndim > 0 && t->tensor->shape == nullptr)) {
           absl::StrAppend(&out, " unreadable");
           break;
@@ -46,10 +65,10 @@ std::string CanonicalWorkload(const fj_arg* args, size_t num_args,
         }
         absl::StrAppend(&out, " box");
         for (int d = 0; d < x.ndim; ++d) absl::StrAppend(&out, " ", t->box[d]);
-        const int swizzle =
-            t->struct_size >= offsetof(fj_tensor_arg, swizzle) + sizeof(t->swizzle)
-                ? static_cast<int>(t->swizzle)
-                : 0;
+        const int swizzle = t->struct_size >= offsetof(fj_tensor_arg, swizzle) +
+                                                  sizeof(t->swizzle)
+                                ? static_cast<int>(t->swizzle)
+                                : 0;
         absl::StrAppend(&out, " oob ", static_cast<int>(t->oob), " swizzle ",
                         swizzle);
         break;

@@ -153,8 +153,7 @@ TEST(ReferenceKernelsTune, TunesOnceThenLooksTheShapeUp) {
     EXPECT_EQ(ShapeName(a.shape), ShapeName(b.shape));
     EXPECT_GE(a.tried.size(), 2u);  // the sweep timed several shapes
     std::printf("[ tuned    ] %s %s: %s, then %s\n", variant,
-                ShapeName(a.shape).c_str(), a.tuning.c_str(),
-                b.tuning.c_str());
+                ShapeName(a.shape).c_str(), a.tuning.c_str(), b.tuning.c_str());
   }
 }
 
@@ -165,7 +164,8 @@ TEST(ReferenceKernelsTune, TunesOnceThenLooksTheShapeUp) {
 TEST(ReferenceKernelsTune, EachProblemTunesForItself) {
   TuneRun tr("transpose", "tma");
   absl::StatusOr<std::vector<Result>> run = refk::Run(tr.options);
-  if (absl::IsUnavailable(run.status())) GTEST_SKIP() << "no GPU: " << run.status();
+  if (absl::IsUnavailable(run.status()))
+    GTEST_SKIP() << "no GPU: " << run.status();
   ASSERT_TRUE(run.ok()) << run.status();
   ASSERT_EQ(run->size(), 2u);
   for (const Result& r : *run) {

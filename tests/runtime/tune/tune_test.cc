@@ -433,8 +433,13 @@ TEST(TuneEntryTest, WorkloadNamesTheProblemNotItsBuffers) {
   std::mt19937_64 rng = SeededRng("TuneWorkload");
   std::uniform_int_distribution<int64_t> dim(1, 1 << 14);
   int64_t shape[2] = {dim(rng), dim(rng)};
-  fj_tensor t{reinterpret_cast<void*>(0x7f0000000000ull), {2, 0}, 2,
-              {2, 32, 1}, shape, nullptr, 0};
+  fj_tensor t{reinterpret_cast<void*>(0x7f0000000000ull),
+              {2, 0},
+              2,
+              {2, 32, 1},
+              shape,
+              nullptr,
+              0};
   fj_tensor_arg ta{};
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
