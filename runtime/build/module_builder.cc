@@ -1,6 +1,7 @@
 #include "runtime/build/module_builder.h"
 
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -339,36 +340,32 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     // key of its own: processes with the option off never load one. With
     // the option on, a whole build in any tier still serves as it is
     // (docs/slow-path-library.md, "Cache keys").
+    std::optional<ModuleCache::Result> result;
     if (SlowPathLibraryApplies(spec, request)) {
       absl::StatusOr<ModuleCache::Result> whole = cache_.Find(key);
       if (whole.ok()) {
-        record.artifact = std::move(whole->artifact);
-        record.source = whole->source;
-        record.key = key.digest;
-        ScheduleFollowUp(std::move(key), record.key, record.artifact, false);
-        record.build_ms = std::chrono::duration<double, std::milli>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-        return record;
+        result = *std::move(whole);
+      } else {
+        inputs.options.push_back(kSlowPathsLinkedKeyOption);
+        key = MakeCacheKey(inputs);
       }
-      inputs.options.push_back(kSlowPathsLinkedKeyOption);
-      key = MakeCacheKey(inputs);
     }
     // The disk store waits for the thunk object: one write, off the path.
     // Only with a memory tier, which serves the key meanwhile; without one
     // the entry is written now, or the next Build of the key could compile
     // again before the background write.
-    FJ_ASSIGN_OR_RETURN(
-        ModuleCache::Result result,
-        cache_.GetOrBuild(key, compile,
-                          options_.cache.memory
-                              ? ModuleCache::DiskStore::kDeferred
-                              : ModuleCache::DiskStore::kNow));
-    record.artifact = std::move(result.artifact);
-    record.source = result.source;
+    if (!result.has_value()) {
+      FJ_ASSIGN_OR_RETURN(
+          result, cache_.GetOrBuild(key, compile,
+                                    options_.cache.memory
+                                        ? ModuleCache::DiskStore::kDeferred
+                                        : ModuleCache::DiskStore::kNow));
+    }
+    record.artifact = std::move(result->artifact);
+    record.source = result->source;
     record.key = key.digest;
     ScheduleFollowUp(std::move(key), record.key, record.artifact,
-                     result.disk_store_pending);
+                     result->disk_store_pending);
   } else {
     FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile());
     record.artifact =
