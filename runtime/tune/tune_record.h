@@ -100,9 +100,9 @@ struct TuneKeyInputs {
   int driver_version = 0;
   std::string copy_impl;  // "tma"
   std::string target;     // "sm_90a"
-  // The problem the candidates run on (runtime/launch/wire.h,
-  // CanonicalWorkload); empty for
-  // tunings that are per device alone (fj_copy's window kernel).
+  // The problem the candidates run on (CanonicalWorkload in
+  // runtime/launch/wire.h); empty for tunings that are per device alone
+  // (fj_copy's window kernel).
   std::string workload;
 };
 CacheKey MakeTuneKey(const TuneKeyInputs& in);
