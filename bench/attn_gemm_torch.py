@@ -303,7 +303,8 @@ def gemm_tag(cfg):
     return (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} S{cfg['NSTAGES']} "
             f"{cfg['WM']}x{cfg['WN']} warps "
             f"{'producer' if cfg['PRODUCER'] else 'block'}"
-            f"{' swz128' if cfg.get('SWIZZLE') else ' panels'}")
+            f"{' swz128' if cfg.get('SWIZZLE') else ' panels'}"
+            f"{' group' + str(cfg['GROUP_M']) if cfg.get('GROUP_M', 1) > 1 else ''}")
 
 
 def run_gemm(rt, quick, examples, results):
@@ -323,6 +324,11 @@ def run_gemm(rt, quick, examples, results):
             configs.append({**swz, **change})
         for change in (dict(NSTAGES=4), dict(PRODUCER=0)):
             configs.append({**base, **change})
+        # Grouped block order (L2 reuse of the A and B panels).
+        for g in (8, 16):
+            configs.append({**base, "GROUP_M": g})
+            configs.append({**swz, "GROUP_M": g})
+            configs.append({**swz, "PRODUCER": 0, "GROUP_M": g})
         # Panel views (16-byte TMA rows), BK = 32 or 64.
         panels = dict(BM=128, BN=128, BK=32, NSTAGES=4, WM=2, WN=4,
                       PRODUCER=1, SWIZZLE=0)

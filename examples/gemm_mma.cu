@@ -88,6 +88,12 @@
 #else
 #error "gemm_mma: SWIZZLE must be 0 or 128"
 #endif
+// Block order: GROUP_M consecutive blocks walk down GROUP_M block rows of C
+// before moving one block column right, so a wave of resident blocks reads
+// GROUP_M A panels and few B panels (L2 reuse); 1 = row by row.
+#ifndef GROUP_M
+#define GROUP_M 1
+#endif
 #ifndef PRODUCER  // 1: one more warp issues the tile loads (fj::warp)
 #define PRODUCER 1
 #endif
@@ -202,7 +208,18 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
   // Tiles laid out otherwise would be read wrong: fail loudly instead.
   if (!a.swizzled_as<fj::swz128>() || !b.swizzled_as<fj::swz128>()) __trap();
 #endif
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  // The launch order (x fastest) mapped to a block of C, GROUP_M rows of
+  // blocks at a time.
+  int bm_i = blockIdx.y, bn_i = blockIdx.x;
+  if (GROUP_M > 1) {
+    const int id = blockIdx.y * gridDim.x + blockIdx.x;
+    const int per_group = GROUP_M * gridDim.x;
+    const int first = id / per_group * GROUP_M;
+    const int rows = min((int)gridDim.y - first, GROUP_M);
+    bm_i = first + id % per_group % rows;
+    bn_i = id % per_group / rows;
+  }
+  const int m0 = bm_i * BM, n0 = bn_i * BN;
   const int ktiles = k / BK;
   // Where k step kt of the rows from r0 starts, innermost first.
   auto tile_at = [](int r0, int kt) {

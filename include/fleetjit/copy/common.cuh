@@ -354,6 +354,16 @@ __device__ __noinline__ FJ_SLOW_INLINE void fill_block(void* dst,
 #ifndef FJ_FAST_UNROLL
 #define FJ_FAST_UNROLL 8
 #endif
+// The batch of the out-of-line slow paths (boxes that need the chunk
+// cursor). Those functions share the kernel's registers, and ptxas sizes
+// the whole kernel for its hungriest callee: at 8, the sync tile load's
+// cursor path alone set the transpose example at 167 registers and the
+// tile store's at 126 under cp_async, where the code the kernel runs
+// needs 72 and 64 (NVRTC 13, sm_90). At 2 they are 106 and 96.
+// -DFJ_SLOW_UNROLL=N for more loads in flight on those boxes.
+#ifndef FJ_SLOW_UNROLL
+#define FJ_SLOW_UNROLL 2
+#endif
 
 // Block-cooperative generic copy of `bytes` bytes (any alignment). The
 // 16-byte body goes in batches of FJ_FAST_UNROLL loads, then their stores:
@@ -970,15 +980,15 @@ __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
   unsigned i = tm.rank;
   chunk_cursor<R> cur;
   cur.init(p, c, i, n);
-  for (; i < total; i += FJ_FAST_UNROLL * n) {
-    uint4 v[FJ_FAST_UNROLL];
+  for (; i < total; i += FJ_SLOW_UNROLL * n) {
+    uint4 v[FJ_SLOW_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+    for (int j = 0; j < FJ_SLOW_UNROLL; ++j) {
       if (i + j * n < total)
         v[j] = ld_shared16(smem + swz((i + j * n) * 16, m));
     }
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+    for (int j = 0; j < FJ_SLOW_UNROLL; ++j) {
       if (i + j * n < total) {
         st_global16(base + cur.g, v[j]);
         cur.next();

@@ -255,7 +255,7 @@ FJ_DEV bool load_narrow(unsigned char* smem, const tensor_param& p,
 }
 
 // The rest of a tile load: false predicates, fast-path boxes that need the
-// chunk cursor (batches of FJ_FAST_UNROLL loads per thread), and the
+// chunk cursor (batches of FJ_SLOW_UNROLL loads per thread), and the
 // walker. Not inlined: one copy per rank however many call sites (build
 // time).
 template <int R>
@@ -276,17 +276,17 @@ __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
   unsigned i = tm.rank;
   detail::chunk_cursor<R> cur;
   cur.init(p, c, i, n);
-  for (; i < total; i += FJ_FAST_UNROLL * n) {
-    uint4 v[FJ_FAST_UNROLL];
+  for (; i < total; i += FJ_SLOW_UNROLL * n) {
+    uint4 v[FJ_SLOW_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+    for (int j = 0; j < FJ_SLOW_UNROLL; ++j) {
       if (i + j * n < total) {
         v[j] = detail::ld_global16(base + cur.g);
         cur.next();
       }
     }
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+    for (int j = 0; j < FJ_SLOW_UNROLL; ++j) {
       if (i + j * n < total)
         detail::st_shared16(smem + detail::swz((i + j * n) * 16, m), v[j]);
     }
