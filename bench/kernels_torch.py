@@ -36,11 +36,17 @@ TR_SHAPES = [(256, 2, 3), (256, 3, 2), (128, 3, 2), (256, 2, 4), (128, 4, 1), (2
              (128, 6, 1), (128, 4, 2), (64, 8, 1), (128, 2, 4)]
 # (threads, CTAs/SM, stages, define): as the C++ table's shapes with a define.
 SMX_EXTRA = [(t, c, st, "SMX_RVECS=16") for t, c, st in ((128, 3, 2), (128, 2, 2), (256, 1, 2), (128, 4, 1), (64, 6, 2))]
-TR_EXTRA = [(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 3, 2), (256, 2, 1))]
+TR_EXTRA = ([(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 3, 2), (256, 2, 1))]
+            + [(t, c, st, "TR_BOX=32") for t, c, st in ((64, 16, 2), (64, 24, 1), (64, 16, 3), (128, 12, 2),
+                                                         (128, 8, 3))])
 SWEEP_SAMPLES = 3  # each shape briefly; the fastest is timed with SAMPLES
 VARIANTS = [("tma", "tma", None), ("cp_async", "cp_async", None), ("sync", "sync", None),
             ("cp_async@compute_80", "cp_async", "compute_80")]
-BOX = 64  # transpose tiles, as the C++ table
+BOX = 64  # transpose tiles, as the C++ table (32 for the shapes defining TR_BOX=32)
+
+
+def tr_box(define):
+    return 32 if define == "TR_BOX=32" else BOX
 
 
 def r128(n):
@@ -136,14 +142,16 @@ def main():
             ref = x.t().contiguous()
             torch_fn = lambda: x.t().contiguous()  # noqa: E731
             torch_name = "x.t().contiguous()"
-            tiles_x = -(-cols // BOX)
-            tiles = tiles_x * -(-rows // BOX)
-            args = [fleetjit.Tensor(x, box=(BOX, BOX), oob="zeros"),
-                    fleetjit.Tensor(y, box=(BOX, BOX), oob="zeros"),
-                    fleetjit.i32(tiles_x), fleetjit.i32(tiles)]
+            args_of = {}
+            for box in (32, BOX):
+                tiles_x = -(-cols // box)
+                args_of[box] = [fleetjit.Tensor(x, box=(box, box), oob="zeros"),
+                                fleetjit.Tensor(y, box=(box, box), oob="zeros"),
+                                fleetjit.i32(tiles_x), fleetjit.i32(tiles_x * -(-rows // box))]
             shapes, macro = [sh + (None,) for sh in TR_SHAPES] + TR_EXTRA, "TR_STAGES"
             # TR_OUTS out tiles: two under tma, one under cp_async and sync.
-            smem = lambda t, st, impl: 128 + (st + (2 if impl == "tma" else 1)) * BOX * BOX * 4  # noqa: E731
+            smem = lambda t, st, impl, d=None: (128 + (st + (2 if impl == "tma" else 1))  # noqa: E731
+                                                * tr_box(d) ** 2 * 4)
             tri_fn = None
         else:
             label = f"{kind} [{rows}, {cols}] bf16"
@@ -157,7 +165,7 @@ def main():
                 torch_name = "F.rms_norm"
                 args = [x, w, y, fleetjit.i32(rows), fleetjit.i32(cols), fleetjit.f32(eps)]
                 macro = "RMS_STAGES"
-                smem = lambda t, st, impl: 128 + r128(2 * cols) + st * r128(2 * cols * (t // 32))  # noqa: E731
+                smem = lambda t, st, impl, d=None: 128 + r128(2 * cols) + st * r128(2 * cols * (t // 32))  # noqa: E731
                 if tri is not None:
                     blk = tri[0].next_power_of_2(cols)
                     tri_fn = lambda: tri[1][(rows,)](x, w, y, cols, eps, BLOCK=blk)  # noqa: E731
@@ -166,7 +174,7 @@ def main():
                 torch_name = "torch.softmax"
                 args = [x, y, fleetjit.i32(rows), fleetjit.i32(cols)]
                 macro = "SMX_STAGES"
-                smem = lambda t, st, impl: 128 + st * r128(2 * cols * (t // 32))  # noqa: E731
+                smem = lambda t, st, impl, d=None: 128 + st * r128(2 * cols * (t // 32))  # noqa: E731
                 if tri is not None:
                     blk = tri[0].next_power_of_2(cols)
                     tri_fn = lambda: tri[2][(rows,)](x, y, cols, BLOCK=blk)  # noqa: E731
@@ -194,8 +202,9 @@ def main():
                 except fleetjit.FleetjitError as e:
                     print(f"  {label} {vname}: not built: {e}")
                     break
-                launch = (lambda k=k, g=c * sms, t=t, sh=smem(t, st, impl):  # noqa: E731
-                          k.launch(g, t, args, stream=stream, shared_bytes=sh))
+                a_ = args_of[tr_box(define)] if kind == "transpose" else args
+                launch = (lambda k=k, g=c * sms, t=t, sh=smem(t, st, impl, define), a_=a_:  # noqa: E731
+                          k.launch(g, t, a_, stream=stream, shared_bytes=sh))
                 try:
                     ms = gpu_ms(torch, launch, SWEEP_SAMPLES)
                 except fleetjit.FleetjitError as e:
@@ -226,7 +235,7 @@ def main():
                 failures.append(f"{label} {vname}")
             info = k.info
             rows_out.append((label, vname, copy_ms / ms, torch_ms / ms,
-                             f"{info.num_regs} regs, {smem(shape[0], shape[2], impl) + info.static_shared_bytes} B smem, "
+                             f"{info.num_regs} regs, {smem(shape[0], shape[2], impl, shape[3]) + info.static_shared_bytes} B smem, "
                              f"{shape[0]}/{shape[1]}/{shape[2]}" + (f",{shape[3]}" if shape[3] else ""),
                              "ok" if ok else "WRONG"))
             print(f"  {label:34s} {vname:20s} {copy_ms / ms:.3f} of copy, {torch_ms / ms:.2f}x torch", flush=True)

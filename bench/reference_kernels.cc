@@ -174,7 +174,6 @@ class TransposeProblem : public Problem {
         std::unique_ptr<TransposeProblem>(new TransposeProblem(rt, device));
     p->rows_ = rows;
     p->cols_ = cols;
-    p->box_ = box;
     const size_t n = static_cast<size_t>(rows) * cols;
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(-1000.f, 1000.f);
@@ -212,26 +211,33 @@ class TransposeProblem : public Problem {
                           0};
     for (fj_tensor_arg* a : {&p->in_arg_, &p->out_arg_}) {
       a->struct_size = sizeof(fj_tensor_arg);
-      a->box[0] = a->box[1] = static_cast<uint32_t>(box);
       a->oob = FJ_OOB_ZEROS;
     }
     p->in_arg_.tensor = &p->in_t_;
     p->out_arg_.tensor = &p->out_t_;
-    const int tiles_x = (cols + box - 1) / box;
-    const int tiles = tiles_x * ((rows + box - 1) / box);
-    p->args_ = {TensorArg(&p->in_arg_), TensorArg(&p->out_arg_),
-                I32Arg(tiles_x), I32Arg(tiles)};
+    p->args_ = {TensorArg(&p->in_arg_), TensorArg(&p->out_arg_), I32Arg(0),
+                I32Arg(0)};
+    p->SetBox(box);
     return std::unique_ptr<Problem>(std::move(p));
   }
 
+  // The shape's tile: 32 when its define is "TR_BOX=32", else the
+  // example's default, 64.
+  static int Box(const Shape& s) {
+    return s.define != nullptr && std::string(s.define) == "TR_BOX=32" ? 32
+                                                                       : 64;
+  }
+  int ArgsGroup(const Shape& s) const override { return Box(s); }
   const std::vector<fj_arg>& Args() override { return args_; }
   void Configure(const Shape& s, int sms, fj_copy_impl impl,
                  fj_launch_config* cfg) const override {
+    const int box = Box(s);
+    SetBox(box);
     cfg->grid[0] = static_cast<uint32_t>(s.ctas_per_sm * sms);
     cfg->block[0] = static_cast<uint32_t>(s.threads);
     // TR_OUTS out tiles: two under tma (a bulk store in flight), else one.
     const int outs = impl == FJ_COPY_IMPL_TMA ? 2 : 1;
-    cfg->shared_bytes = 128 + (s.stages + outs) * box_ * box_ * 4;
+    cfg->shared_bytes = 128 + (s.stages + outs) * box * box * 4;
   }
   absl::Status Poison() override {
     return buf_.Poison(out_, 4ull * rows_ * cols_);
@@ -246,13 +252,23 @@ class TransposeProblem : public Problem {
 
  private:
   TransposeProblem(fj_runtime* rt, int device) : buf_(rt, device) {}
+  // Both tensors' box and the tile counts the kernel takes (Args() points
+  // at in_arg_ and out_arg_).
+  void SetBox(int box) const {
+    for (fj_tensor_arg* a : {&in_arg_, &out_arg_}) {
+      a->box[0] = a->box[1] = static_cast<uint32_t>(box);
+    }
+    const int tiles_x = (cols_ + box - 1) / box;
+    args_[2] = I32Arg(tiles_x);
+    args_[3] = I32Arg(tiles_x * ((rows_ + box - 1) / box));
+  }
   Buffers buf_;
-  int rows_ = 0, cols_ = 0, box_ = 0;
+  int rows_ = 0, cols_ = 0;
   uint64_t out_ = 0;
   int64_t in_shape_[2] = {}, out_shape_[2] = {};
   fj_tensor in_t_{}, out_t_{};
-  fj_tensor_arg in_arg_{}, out_arg_{};
-  std::vector<fj_arg> args_;
+  mutable fj_tensor_arg in_arg_{}, out_arg_{};  // box set per shape
+  mutable std::vector<fj_arg> args_;
   std::vector<float> want_;
 };
 
@@ -318,6 +334,13 @@ KernelCase TransposeCase(int rows, int cols, const char* what) {
   }
   for (Shape s : std::vector<Shape>{{128, 6, 1}, {128, 5, 1}}) {
     s.define = "TR_MAXNREG=80";
+    c.shapes.push_back(s);
+  }
+  // 32 x 32 tiles (4 KiB; rows of one 128-byte line): more, smaller CTAs
+  // in flight per SM (64 threads move a tile's 64 4 x 4 blocks).
+  for (Shape s : std::vector<Shape>{
+           {64, 16, 2}, {64, 24, 1}, {64, 16, 3}, {128, 12, 2}, {128, 8, 3}}) {
+    s.define = "TR_BOX=32";
     c.shapes.push_back(s);
   }
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {

@@ -137,6 +137,15 @@
 //                the load costs about 128 registers at its peak (ptxas,
 //                sm_90; -DFJ_FAST_UNROLL=4 trades bytes in flight for
 //                fewer).
+//    Registers: the rare paths (the walker, the narrow and chunk-cursor
+//    boxes) are out-of-line calls, and ptxas gives the whole kernel the
+//    registers of its hungriest callee, taken or not. They batch
+//    FJ_SLOW_UNROLL (2) chunks per thread so that they do not set the
+//    kernel's occupancy: the transpose example is 106 / 96 / 88 registers
+//    under sync / cp_async / tma (167 / 126 / 128 at 8), which took the
+//    paged decode under sync from 0.54 to 0.63 of a copy and the ragged
+//    transpose from 0.37 to 0.44 (H200). Cap the rest with
+//    __launch_bounds__(threads, blocks per SM) where occupancy matters.
 //    One source runs everywhere: a warp-scope producer under cp_async or
 //    sync moves the tile with its 32 lanes only (correct, at a fraction of
 //    the bandwidth); a kernel that must be fast on every implementation
