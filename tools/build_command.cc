@@ -10,14 +10,15 @@
 // or --devrt link them into one cubin with fj_module_link; -D and -I reach
 // every source, --name-expr the first. Exit codes: 0 every target built, 1 a
 // build failed, 2 usage.
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "tools/bundled_kernels.h"
@@ -143,7 +144,8 @@ int RunBuild(std::vector<std::string> args) {
   app.add_option("--target", targets, "targets, e.g. sm_80,sm_86,sm_90");
   app.add_option("--emit", emit, "the image kind (default: per target)")
       ->check(CLI::IsMember({"ptx", "cubin"}));
-  app.add_option("-o", out_dir, "write the images to DIR");
+  app.add_option("-o", out_dir,
+                 "write the images to DIR (created with its parents)");
   app.add_option("--impl", impl_name, "force a copy implementation")
       ->check(CLI::IsMember({"sync", "cp_async", "tma"}));
   bool publish = false;
@@ -206,11 +208,17 @@ int RunBuild(std::vector<std::string> args) {
   fj_copy_impl impl = FJ_COPY_IMPL_AUTO;
   if (!impl_name.empty()) impl = *CopyImplNamed(impl_name);
   const std::string& source = sources[0];
-  if (!out_dir.empty() && mkdir(out_dir.c_str(), 0755) != 0 &&
-      errno != EEXIST) {
-    std::fprintf(stderr, "fleetjit build: cannot create '%s': %s\n",
-                 out_dir.c_str(), std::strerror(errno));
-    return kExitFailure;
+  if (!out_dir.empty()) {  // created with its parents, as mkdir -p
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
+    if (!ec && !std::filesystem::is_directory(out_dir, ec)) {
+      ec = std::make_error_code(std::errc::not_a_directory);
+    }
+    if (ec) {
+      std::fprintf(stderr, "fleetjit build: cannot create '%s': %s\n",
+                   out_dir.c_str(), ec.message().c_str());
+      return kExitFailure;
+    }
   }
   fj_runtime* rt = publish ? CreatePublishingRuntime() : CreateRuntime();
   if (rt == nullptr) return kExitFailure;

@@ -73,5 +73,39 @@ TEST(BuildLinkTest, SeveralSourcesLinkIntoOneCubin) {
   EXPECT_TRUE(absl::StrContains(ptx.err, "--emit ptx")) << ptx.err;
 }
 
+TEST(BuildOutputTest, OutputFolderIsCreatedWithItsParentsAndAFileIsRefused) {
+  std::mt19937_64 rng = fleetjit::testing::SeededRng(
+      "OutputFolderIsCreatedWithItsParentsAndAFileIsRefused");
+  ScratchDir dir;
+  const std::string name = "k" + std::to_string(rng() % 1000000);
+  std::ofstream(dir.Sub(name + ".cu"))
+      << "extern \"C\" __global__ void " << name
+      << "(float* y) { y[0] += " << (rng() % 1000 + 1) << ".f; }\n";
+  const std::vector<std::pair<std::string, std::optional<std::string>>> env = {
+      {"FLEETJIT_CACHE_DIR", dir.Sub("cache")}};
+  CliRun nested = RunCli({"build", dir.Sub(name + ".cu"), "--target", "sm_90",
+                          "-o", dir.Sub("out/a/b")},
+                         env);
+  if (nested.code != 0 && absl::StrContains(nested.err, "libnvrtc")) {
+    GTEST_SKIP() << "no NVRTC: " << nested.err;
+  }
+  ASSERT_EQ(nested.code, 0) << nested.err;
+  const std::string cubin =
+      ReadAll(dir.Sub("out/a/b/" + name + ".sm_90.cubin"));
+  ASSERT_GE(cubin.size(), 4u);
+  EXPECT_EQ(cubin.substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_TRUE(absl::StrContains(cubin, name));
+  // A file where the folder should be: a clear error naming it, no crash.
+  std::ofstream(dir.Sub("plain_file")) << "bytes";
+  CliRun file = RunCli({"build", dir.Sub(name + ".cu"), "--target", "sm_90",
+                        "-o", dir.Sub("plain_file")},
+                       env);
+  EXPECT_EQ(file.code, 1);
+  EXPECT_TRUE(absl::StrContains(file.err, "cannot create")) << file.err;
+  EXPECT_TRUE(absl::StrContains(file.err, "plain_file")) << file.err;
+}
+
 }  // namespace
 }  // namespace fleetjit
