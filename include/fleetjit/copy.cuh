@@ -107,12 +107,13 @@
 //        number a multiple of the chunks per row) or the box is one row.
 //        Tiles that cross the tensor's edge stay on it when a chunk is
 //        one element (elem_bytes 4 or 8) at rank <= 2. A ragged
-//        f32 transpose [4097, 3001] runs at 0.40x (tma) / 0.45x
-//        (cp_async) / 0.36x (sync) of the copy, against 0.77 / 0.73 /
-//        0.65 aligned (bench/results/2026-12-02-h200-kernels-a54ea48.txt;
-//        the per-chunk walker it replaces ran at 0.19 / 0.22 / 0.14). It
-//        is the slow case left (four times the memory instructions of
-//        16-byte chunks, and misaligned 128-byte lines on both sides).
+//        f32 transpose [4097, 3001] runs at 0.39x (tma) / 0.46x
+//        (cp_async) / 0.39-0.44x (sync) of the copy, against 0.79 /
+//        0.73 / 0.63 aligned and 0.76 for a plain padded-SMEM transpose
+//        without the layer (docs/measurements.md; the per-chunk walker
+//        it replaces ran at 0.19 / 0.22 / 0.14). It is the slow case
+//        left: twice the instructions of the plain kernel, 3.4x its SMEM
+//        wavefronts and 1.3x its L2 write sectors (Nsight Compute).
 //        Pad the rows to 16 bytes where you can (pitch a multiple of
 //        16 / elem_bytes, oob fill for the edge).
 //      - narrower than 4 bytes (1- or 2-byte elements at odd offsets),
