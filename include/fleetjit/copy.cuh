@@ -114,6 +114,10 @@
 //        it replaces ran at 0.19 / 0.22 / 0.14). It is the slow case
 //        left: twice the instructions of the plain kernel, 3.4x its SMEM
 //        wavefronts and 1.3x its L2 write sectors (Nsight Compute).
+//        -DFJ_NARROW_INLINE=1 tries this path at the call site instead
+//        of in the out-of-line rest: ragged 0.43x (tma) / 0.50x
+//        (cp_async), but the aligned transpose under cp_async loses 4 %
+//        to its registers; tune it per problem (fj_tune).
 //        Pad the rows to 16 bytes where you can (pitch a multiple of
 //        16 / elem_bytes, oob fill for the edge).
 //      - narrower than 4 bytes (1- or 2-byte elements at odd offsets),

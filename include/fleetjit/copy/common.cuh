@@ -364,6 +364,12 @@ __device__ __noinline__ FJ_SLOW_INLINE void fill_block(void* dst,
 #ifndef FJ_SLOW_UNROLL
 #define FJ_SLOW_UNROLL 2
 #endif
+// 1: the narrow row path (rows only 4- or 8-byte aligned) is tried at the
+// call site, before the out-of-line rest (more code and registers in the
+// kernel; no call per tile on those tensors).
+#ifndef FJ_NARROW_INLINE
+#define FJ_NARROW_INLINE 0
+#endif
 
 // Block-cooperative generic copy of `bytes` bytes (any alignment). The
 // 16-byte body goes in batches of FJ_FAST_UNROLL loads, then their stores:
@@ -1008,6 +1014,9 @@ FJ_DEV void store_tile_generic(const tensor_param& p, const coords& c,
   const unsigned char* s = (const unsigned char*)smem;
   const bool fast = tile_fast<R>(p, c, smem, true);
   if (fast && store_rows<R>(p, c, s, tm)) return;
+#if FJ_NARROW_INLINE
+  if (!fast && store_narrow<R>(p, c, s, tm)) return;
+#endif
   store_tile_slow<R>(p, c, s, fast, tm);
 }
 

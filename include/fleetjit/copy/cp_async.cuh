@@ -328,6 +328,9 @@ FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
                        detail::team tm = detail::block_team()) {
   const bool fast = detail::load_fast<R>(p, c, dst, pred);
   if (fast && issue_rows<R>((unsigned char*)dst, p, c, tm)) return;
+#if FJ_NARROW_INLINE
+  if (pred && !fast && issue_narrow<R>((unsigned char*)dst, p, c, tm)) return;
+#endif
   issue_tile_slow<R>(dst, p, c, pred, mode, fast, tm);
 }
 template <int R, class Done>

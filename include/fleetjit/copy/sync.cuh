@@ -304,6 +304,9 @@ FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
                        bool pred, pred_mode mode, detail::team tm) {
   const bool fast = detail::load_fast<R>(p, c, dst, pred);
   if (fast && load_rows<R>((unsigned char*)dst, p, c, tm)) return;
+#if FJ_NARROW_INLINE
+  if (pred && !fast && load_narrow<R>((unsigned char*)dst, p, c, tm)) return;
+#endif
   load_tile_slow<R>(dst, p, c, pred, mode, fast, tm);
 }
 template <int R>
