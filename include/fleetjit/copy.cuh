@@ -149,7 +149,7 @@
 //    kernel's occupancy: the transpose example is 106 / 96 / 88 registers
 //    under sync / cp_async / tma (167 / 126 / 128 at 8), which took the
 //    paged decode under sync from 0.54 to 0.63 of a copy and the ragged
-//    transpose from 0.37 to 0.44 (H200). Cap the rest with
+//    transpose from 0.37 to 0.39-0.44 (H200). Cap the rest with
 //    __launch_bounds__(threads, blocks per SM) where occupancy matters.
 //    One source runs everywhere: a warp-scope producer under cp_async or
 //    sync moves the tile with its 32 lanes only (correct, at a fraction of
