@@ -101,17 +101,37 @@ def triton_kernels():
     return triton, rms_kernel, softmax_kernel
 
 
-def main():
+def torch_and_fleetjit(who):
+    """(torch, fleetjit) on a host where torch sees a GPU, else None after
+    saying why (`who` names the program)."""
     try:
         import torch
-        import torch.nn.functional as F
     except ImportError:
-        print("kernels_torch: torch is not installed")
-        return 2
+        print(f"{who}: torch is not installed")
+        return None
     if not torch.cuda.is_available():
-        print("kernels_torch: torch sees no GPU")
-        return 2
+        print(f"{who}: torch sees no GPU")
+        return None
     import fleetjit
+    return torch, fleetjit
+
+
+def verdict(failures):
+    """The exit status: 1 after naming each output that differed from
+    torch's, else 0."""
+    if failures:
+        print("FAIL: " + ", ".join(failures))
+        return 1
+    print("PASS: every output matches torch's")
+    return 0
+
+
+def main():
+    got = torch_and_fleetjit("kernels_torch")
+    if got is None:
+        return 2
+    torch, fleetjit = got
+    import torch.nn.functional as F
 
     rt = fleetjit.Runtime()
     dev = torch.cuda.get_device_properties(0)
@@ -246,11 +266,7 @@ def main():
     print(f"{'kernel':36s} {'impl':22s} {'of copy':>8s} {'x torch':>8s}  {'regs, smem, thr/cta/stages':34s} check")
     for label, impl, frac, ratio, notes, check in rows_out:
         print(f"{label:36s} {impl:22s} {frac:8.3f} {ratio:8.2f}  {notes:34s} {check}")
-    if failures:
-        print("FAIL: " + ", ".join(failures))
-        return 1
-    print("PASS: every output matches torch's")
-    return 0
+    return verdict(failures)
 
 
 if __name__ == "__main__":
