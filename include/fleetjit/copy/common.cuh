@@ -976,7 +976,8 @@ __device__ __noinline__ void store_tile_slow(const tensor_param& p, coords c,
 #else
 {
   if (!fast) {
-    if (store_narrow<R>(p, c, smem, tm)) return;
+    // Under FJ_NARROW_INLINE the call site has tried the narrow path.
+    if (!FJ_NARROW_INLINE && store_narrow<R>(p, c, smem, tm)) return;
     store_op op{(unsigned)p.elem_bytes};
     walk_tile<R>(p, c, (unsigned char*)smem, true, op, tm);
     return;

@@ -303,7 +303,10 @@ __device__ __noinline__ void issue_tile_slow(void* dst, const tensor_param& p,
     ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
 #else
 {
-  if (pred && !fast && issue_narrow<R>((unsigned char*)dst, p, c, tm)) return;
+  // Under FJ_NARROW_INLINE the call site has tried the narrow path.
+  if (!FJ_NARROW_INLINE && pred && !fast &&
+      issue_narrow<R>((unsigned char*)dst, p, c, tm))
+    return;
   if (detail::load_tile_unusual<R, load_op>(dst, p, c, pred, mode, fast, tm))
     return;
   unsigned char* smem = (unsigned char*)dst;
