@@ -318,9 +318,11 @@ KernelCase TransposeCase(int rows, int cols, const char* what) {
   // loads are the block's own; other CTAs hide them): 32 KiB per CTA.
   c.shapes = {{256, 2, 3}, {256, 3, 2}, {128, 3, 2}, {256, 2, 4}, {128, 4, 1},
               {256, 4, 1}, {128, 6, 1}, {128, 4, 2}, {64, 8, 1},  {128, 2, 4}};
-  // The layer's fast-path batch at 4 chunks per thread instead of 8: 128
-  // registers under sync instead of 161-166 (NVRTC 13, sm_90), so 4 CTAs
-  // of 128 threads per SM instead of 3.
+  // The layer's fast-path batch at 4 chunks per thread instead of 8. It
+  // cut the sync build from 161-166 registers to 128 while the slow paths
+  // batched 8 chunks too; since FJ_SLOW_UNROLL it saves none (96-128 either
+  // way, ptxas, sm_90), but it still wins the aligned transpose under sync
+  // (128/4/1, H200, 2026-12-03-h200-box32-group8-941f243.txt).
   for (Shape s : std::vector<Shape>{{128, 4, 1}, {128, 3, 2}, {256, 2, 1}}) {
     s.define = "FJ_FAST_UNROLL=4";
     c.shapes.push_back(s);
