@@ -27,15 +27,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 from kernels_torch import gpu_ms, torch_and_fleetjit, verdict  # noqa: E402
 
 # Build options of the example tried (-D...); TR_BOX picks the tile.
-VARIANTS = [(), ("FJ_NARROW_INLINE=1",), ("TR_BOX=32",), ("TR_BOX=32", "FJ_NARROW_INLINE=1"),
-            ("TR_DIRECT=1",), ("TR_DIRECT=1", "FJ_NARROW_INLINE=1"), ("TR_BOX=32", "TR_DIRECT=1"),
-            ("TR_BOX=32", "TR_DIRECT=1", "FJ_NARROW_INLINE=1")]
+VARIANTS = [(), ("FJ_NARROW_INLINE=1",), ("FJ_SLOW_UNROLL=8",), ("TR_BOX=32",),
+            ("TR_BOX=32", "FJ_NARROW_INLINE=1")]
 # (threads, CTAs per SM, stages) per box.
 SHAPES = {64: [(128, 4, 1), (128, 5, 1), (128, 6, 1), (128, 4, 2), (256, 2, 3)],
           32: [(64, 16, 2), (64, 24, 1), (128, 12, 2)]}
-# More of them under TR_DIRECT, which needs no out tile (less SMEM per CTA).
-DIRECT_SHAPES = {64: [(128, 6, 2), (128, 8, 1), (256, 3, 3), (128, 4, 3), (256, 4, 2)],
-                 32: [(64, 24, 2), (64, 32, 1), (128, 16, 2), (64, 16, 4)]}
 PLAIN = [(32, 8), (64, 8)]  # plain_transpose's (P_T, P_R)
 
 
@@ -85,18 +81,16 @@ def main():
         for impl in ("tma", "cp_async", "sync"):
             for defines in VARIANTS:
                 box = 32 if "TR_BOX=32" in defines else 64
-                direct = "TR_DIRECT=1" in defines
-                outs = 0 if direct else 2 if impl == "tma" else 1
                 tiles_x = -(-cols // box)
                 args = [fleetjit.Tensor(x, box=(box, box), oob="zeros"),
                         fleetjit.Tensor(y, box=(box, box), oob="zeros"),
                         fleetjit.i32(tiles_x), fleetjit.i32(tiles_x * -(-rows // box))]
                 tried = []
-                for threads, ctas, stages in SHAPES[box] + (DIRECT_SHAPES[box] if direct else []):
+                for threads, ctas, stages in SHAPES[box]:
                     opts = [f"-DTR_STAGES={stages}"] + [f"-D{d}" for d in defines]
                     k = rt.build(example, name="transpose.cu", copy_impl=impl,
                                  nvrtc_options=opts).kernel("transpose")
-                    smem = 128 + (stages + outs) * box * box * 4
+                    smem = 128 + (stages + (2 if impl == "tma" else 1)) * box * box * 4
                     fn = (lambda k=k, g=ctas * sms, t=threads, s=smem:  # noqa: E731
                           k.launch(g, t, args, stream=stream, shared_bytes=s))
                     try:

@@ -13,9 +13,6 @@
 //     128 + (TR_STAGES + TR_OUTS) * T * T * 4 bytes, TR_OUTS = 2 under
 //     tma, 1 under cp_async and sync.
 //   - -DTR_STAGES=N sets the number of input tiles in flight (default 3).
-//   - -DTR_DIRECT=1: the threads store the transposed tile to `out`
-//     themselves, straight from the input tile (no out tile: TR_OUTS = 0,
-//     so dynamic shared memory = 128 + TR_STAGES * T * T * 4 bytes).
 // How it uses <fleetjit/copy.cuh>: each input tile is one fj::load_tile
 // on its stage's barrier (TMA when the tensor has a tensor map); each
 // output tile one fj::store_tile from an SMEM out tile. Under tma, two
@@ -37,12 +34,7 @@
 #ifndef TR_BOX
 #define TR_BOX 64
 #endif
-#ifndef TR_DIRECT
-#define TR_DIRECT 0
-#endif
-#if TR_DIRECT
-#define TR_OUTS 0
-#elif FJ_COPY_IMPL == 2
+#if FJ_COPY_IMPL == 2
 #define TR_OUTS 2
 #else
 #define TR_OUTS 1
@@ -69,9 +61,7 @@ extern "C" __global__ void TR_REG_CAP transpose(FJ_TENSOR(float, 2) in,
   if (in.box(0) != T || in.box(1) != T || out.box(0) != T || out.box(1) != T) {
     __trap();
   }
-#if !TR_DIRECT
   float* outs = buf + TR_STAGES * tile;
-#endif
   __shared__ fj::barrier full[TR_STAGES];
   if (threadIdx.x == 0) {
     for (int s = 0; s < TR_STAGES; ++s) full[s].init(fj::block_threads());
@@ -91,72 +81,41 @@ extern "C" __global__ void TR_REG_CAP transpose(FJ_TENSOR(float, 2) in,
   // 3. Steady state.
   constexpr int Q = T / 4;  // 16-byte chunks per tile row
   static_assert(Q == 8 || Q == 16 || Q == 32, "TR_BOX is 32, 64 or 128");
-#if TR_DIRECT
-  // out's extent and row stride, and whether its rows take 16-byte
-  // stores (a ragged out row, e.g. 4097 floats, takes 4-byte ones).
-  float* const obase = out.data();
-  const long long ocols = out.shape(0), orows = out.shape(1);
-  const long long ostride = out.stride(1);
-  const bool ovec = ostride % 4 == 0 && ((unsigned long long)obase & 15) == 0;
-#endif
   for (int k = 0;; ++k) {
     const int t = blockIdx.x + k * gridDim.x;
     if (t >= tiles) break;
     const int s = k % TR_STAGES;
     const int x0 = (t % tiles_x) * T, y0 = (t / tiles_x) * T;
     float* src = buf + s * tile;
-#if !TR_DIRECT
     float* dst = outs + (k % TR_OUTS) * tile;
     // The store of tile k - TR_OUTS read dst: wait until at most
     // TR_OUTS - 1 stores may still read their SMEM (a no-op where stores
     // are the threads' own).
     fj::wait_group_read<TR_OUTS - 1>();
-#endif
     full[s].wait((k / TR_STAGES) & 1);
     // The tile is (T/4)^2 blocks of 4 x 4 elements; item w = k * Q + a
     // (Q = T/4) moves block (a, c = a ^ k): four 16-byte reads of src rows
-    // 4a..4a+3 at chunk c, a transpose in registers, then four 16-byte
-    // writes of rows 4c..4c+3 at chunk a: to dst, or under TR_DIRECT to
-    // out itself (rows x0 + 4c.., columns y0 + 4a..). There the lanes a
-    // and a ^ 1 of a warp that share c write one 32-byte sector (T = 32
-    // or 64), so every sector a warp stores is whole.
+    // 4a..4a+3 at chunk c, a transpose in registers, four 16-byte writes
+    // to dst rows 4c..4c+3 at chunk a.
     for (unsigned w = threadIdx.x; w < (unsigned)(Q * Q); w += blockDim.x) {
       const unsigned a = w % Q, c = a ^ (w / Q);
       float4 r[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         r[i] = *(const float4*)(src + (4 * a + i) * T + 4 * c);
-      const float4 o[4] = {make_float4(r[0].x, r[1].x, r[2].x, r[3].x),
-                           make_float4(r[0].y, r[1].y, r[2].y, r[3].y),
-                           make_float4(r[0].z, r[1].z, r[2].z, r[3].z),
-                           make_float4(r[0].w, r[1].w, r[2].w, r[3].w)};
-#if TR_DIRECT
-      const long long orow = x0 + 4 * (long long)c, ocol = y0 + 4 * (long long)a;
-      if (ocol >= ocols) continue;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if (orow + i >= orows) break;
-        float* d = obase + (orow + i) * ostride + ocol;
-        if (ovec && ocol + 4 <= ocols) {
-          *(float4*)d = o[i];
-        } else {
-          const float v[4] = {o[i].x, o[i].y, o[i].z, o[i].w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (ocol + e < ocols) d[e] = v[e];
-        }
-      }
-#else
+      const float4 o0 = make_float4(r[0].x, r[1].x, r[2].x, r[3].x);
+      const float4 o1 = make_float4(r[0].y, r[1].y, r[2].y, r[3].y);
+      const float4 o2 = make_float4(r[0].z, r[1].z, r[2].z, r[3].z);
+      const float4 o3 = make_float4(r[0].w, r[1].w, r[2].w, r[3].w);
       float* d = dst + 4 * c * T + 4 * a;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) *(float4*)(d + i * T) = o[i];
-#endif
+      *(float4*)(d + 0 * T) = o0;
+      *(float4*)(d + 1 * T) = o1;
+      *(float4*)(d + 2 * T) = o2;
+      *(float4*)(d + 3 * T) = o3;
     }
-#if !TR_DIRECT
     // The store starts with a block barrier: dst is complete.
     fj::store_tile(out, fj::at(y0, x0), dst);
     fj::commit_group();
-#endif
     // Refill the stage (the load's block barrier: src is no longer read).
     const int tn = t + TR_STAGES * gridDim.x;
     fj::load_tile(src, in, fj::at((tn % tiles_x) * T, (tn / tiles_x) * T),
