@@ -39,7 +39,7 @@ ROW_EXTRA = [(t, c, st, "FJ_FAST_UNROLL=16") for t, c, st in ((32, 24, 1), (64, 
 SMX_EXTRA = [(t, c, st, "SMX_RVECS=16") for t, c, st in ((128, 3, 2), (128, 2, 2), (256, 1, 2), (128, 4, 1), (64, 6, 2))]
 TR_EXTRA = ([(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 3, 2), (256, 2, 1))]
             + [(t, c, st, "TR_BOX=32") for t, c, st in ((64, 16, 2), (64, 24, 1), (64, 16, 3), (128, 12, 2),
-                                                         (128, 8, 3))]
+                                                         (128, 8, 3), (32, 24, 1), (32, 24, 2))]
             + [(t, c, st, "FJ_NARROW_INLINE=1") for t, c, st in ((128, 4, 2), (128, 4, 1), (128, 6, 1))])
 SWEEP_SAMPLES = 3  # each shape briefly; the fastest is timed with SAMPLES
 VARIANTS = [("tma", "tma", None), ("cp_async", "cp_async", None), ("sync", "sync", None),

@@ -353,9 +353,16 @@ KernelCase TransposeCase(int rows, int cols, const char* what) {
     c.shapes.push_back(s);
   }
   // 32 x 32 tiles (4 KiB; rows of one 128-byte line): more, smaller CTAs
-  // in flight per SM (64 threads move a tile's 64 4 x 4 blocks).
-  for (Shape s : std::vector<Shape>{
-           {64, 16, 2}, {64, 24, 1}, {64, 16, 3}, {128, 12, 2}, {128, 8, 3}}) {
+  // in flight per SM (64 threads move a tile's 64 4 x 4 blocks; 32
+  // threads two each, for up to 25 resident CTAs at 80 registers where
+  // 64 threads fit 12).
+  for (Shape s : std::vector<Shape>{{64, 16, 2},
+                                    {64, 24, 1},
+                                    {64, 16, 3},
+                                    {128, 12, 2},
+                                    {128, 8, 3},
+                                    {32, 24, 1},
+                                    {32, 24, 2}}) {
     s.define = "TR_BOX=32";
     c.shapes.push_back(s);
   }
