@@ -35,7 +35,6 @@ ROW_SHAPES = [(256, 1, 2), (128, 2, 2), (128, 3, 2), (64, 4, 3), (128, 4, 1), (2
 TR_SHAPES = [(256, 2, 3), (256, 3, 2), (128, 3, 2), (256, 2, 4), (128, 4, 1), (256, 4, 1),
              (128, 6, 1), (128, 4, 2), (64, 8, 1), (128, 2, 4)]
 # (threads, CTAs/SM, stages, define): as the C++ table's shapes with a define.
-ROW_EXTRA = [(t, c, st, "FJ_FAST_UNROLL=16") for t, c, st in ((32, 24, 1), (64, 12, 1), (128, 5, 1))]
 SMX_EXTRA = [(t, c, st, "SMX_RVECS=16") for t, c, st in ((128, 3, 2), (128, 2, 2), (256, 1, 2), (128, 4, 1), (64, 6, 2))]
 TR_EXTRA = ([(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 3, 2), (256, 2, 1))]
             + [(t, c, st, "TR_BOX=32") for t, c, st in ((64, 16, 2), (64, 24, 1), (64, 16, 3), (128, 12, 2),
@@ -202,7 +201,7 @@ def main():
                     tri_fn = lambda: tri[2][(rows,)](x, y, cols, BLOCK=blk)  # noqa: E731
             if tri is None:
                 tri_fn = None
-            shapes = [sh + (None,) for sh in ROW_SHAPES] + ROW_EXTRA + (SMX_EXTRA if kind == "softmax" else [])
+            shapes = [sh + (None,) for sh in ROW_SHAPES] + (SMX_EXTRA if kind == "softmax" else [])
             ref = torch_fn()
         nbytes = x.numel() * x.element_size()
         a, b = torch.empty(nbytes, dtype=torch.uint8, device="cuda"), torch.empty(nbytes, dtype=torch.uint8, device="cuda")

@@ -290,13 +290,10 @@ KernelCase RowCase(RowProblem::Kind kind, int rows, int cols) {
   c.shapes = {{256, 1, 2}, {128, 2, 2}, {128, 3, 2}, {64, 4, 3},  {128, 4, 1},
               {256, 2, 1}, {128, 5, 1}, {128, 6, 1}, {256, 3, 1}, {64, 6, 2},
               {64, 8, 1},  {64, 12, 1}, {32, 16, 1}, {32, 24, 1}};
-  // All 16 of a thread's 16-byte loads of a 4096-wide row in one batch
-  // (the layer's default batch is 8): under sync, where fj::load is the
-  // threads' own ld/st, a row then costs one memory round trip, not two.
-  for (Shape s : std::vector<Shape>{{32, 24, 1}, {64, 12, 1}, {128, 5, 1}}) {
-    s.define = "FJ_FAST_UNROLL=16";
-    c.shapes.push_back(s);
-  }
+  // Not here: -DFJ_FAST_UNROLL=16 (a 4096-wide row's 16 loads per thread
+  // in one batch). Under sync, its target, it lost on the H200 (RMSNorm
+  // 54-62 against 51.6 us; 2026-12-03-h200-transpose-direct-decode-
+  // producer-269c5c2.txt).
   if (!rms) {
     // The softmax's row read once from SMEM into registers (about 160
     // registers: fewer resident warps) instead of twice.
