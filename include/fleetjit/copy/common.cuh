@@ -789,9 +789,31 @@ FJ_DEV void st_global_n(void* g, U v) {
   }
 #endif
 }
+template <class U>
+FJ_DEV U ld_shared_n(const void* s) {
+#ifdef FJ_COPY_HOST_EMULATION
+  return *(const U*)s;
+#else
+  U v;
+  if (sizeof(U) == 8) {
+    asm volatile("ld.shared.u64 %0, [%1];"
+                 : "=l"(*(u64*)&v)
+                 : "r"((unsigned)__cvta_generic_to_shared(s))
+                 : "memory");
+  } else {
+    asm volatile("ld.shared.u32 %0, [%1];"
+                 : "=r"(*(unsigned*)&v)
+                 : "r"((unsigned)__cvta_generic_to_shared(s))
+                 : "memory");
+  }
+  return v;
+#endif
+}
 
 // Narrow-path tile store: two ld.shared, then the st.global of the chunks
-// inside the tensor.
+// inside the tensor. (A second copy without the swizzle arithmetic, as
+// cp_async's narrow load has, made ptxas give the sync transpose 128
+// registers instead of 106, NVRTC 13, sm_90: the store keeps one.)
 template <class U>
 FJ_DEV void store_narrow_body(narrow_walk n, const unsigned char* smem,
                               unsigned char* g, unsigned m) {
@@ -805,7 +827,8 @@ FJ_DEV void store_narrow_body(narrow_walk n, const unsigned char* smem,
     U v[B];
 #pragma unroll
     for (int j = 0; j < B; ++j) {
-      if (k + j < w.count) v[j] = *(const U*)(smem + swz(s + j * w.sstep, m));
+      if (k + j < w.count)
+        v[j] = ld_shared_n<U>(smem + swz(s + j * w.sstep, m));
     }
 #pragma unroll
     for (int j = 0; j < B; ++j) {

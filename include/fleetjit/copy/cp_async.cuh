@@ -253,25 +253,27 @@ FJ_DEV bool issue_rows(unsigned char* smem, const tensor_param& p,
   return true;
 }
 
-// Narrow-path tile load (see detail::plan_narrow): one cp.async of 4 or 8
-// bytes per chunk, each address one add from the last; a chunk outside
-// the tensor is the fill, stored by the thread.
+// Narrow-path tile load (see detail::plan_narrow): one cp.async of W = 4
+// or 8 bytes per chunk, each address one add from the last; a chunk outside
+// the tensor is the fill, stored by the thread. W and the swizzle are
+// template arguments, so a chunk costs no width or swizzle arithmetic.
+template <unsigned W, bool SW>
 FJ_DEV void issue_narrow_body(detail::narrow_walk n, unsigned char* smem,
                               const unsigned char* g, unsigned m,
                               detail::u64 fill) {
   const detail::row_walk& w = n.w;
-  const unsigned wb = n.wb;
   unsigned s = w.s;
   unsigned k = 0;
   for (; k < w.count; k += 4) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if (k + j < w.count) {
-        unsigned char* d = smem + detail::swz(s + j * w.sstep, m);
+        const unsigned o = s + j * w.sstep;
+        unsigned char* d = smem + (SW ? detail::swz(o, m) : o);
         if (n.inside(j)) {
-          cp_async(d, g + j * w.gstep, wb, wb);
+          cp_async(d, g + j * w.gstep, W, W);
         } else {
-          detail::put(d, fill, wb);
+          detail::put(d, fill, W);
         }
       }
     }
@@ -286,8 +288,20 @@ FJ_DEV bool issue_narrow(unsigned char* smem, const tensor_param& p,
   const detail::narrow_walk n =
       detail::plan_narrow<R>(p, c, smem, p.oob != oob_promise_in_bounds, tm);
   if (!n.w.ok) return false;
-  issue_narrow_body(n, smem, (const unsigned char*)p.data + n.w.g,
-                    detail::swz_mask(p), detail::oob_fill_pattern(p));
+  const unsigned char* g = (const unsigned char*)p.data + n.w.g;
+  const unsigned m = detail::swz_mask(p);
+  const detail::u64 fill = detail::oob_fill_pattern(p);
+  if (n.wb == 8) {
+    if (m != 0) {
+      issue_narrow_body<8, true>(n, smem, g, m, fill);
+    } else {
+      issue_narrow_body<8, false>(n, smem, g, 0, fill);
+    }
+  } else if (m != 0) {
+    issue_narrow_body<4, true>(n, smem, g, m, fill);
+  } else {
+    issue_narrow_body<4, false>(n, smem, g, 0, fill);
+  }
   return true;
 }
 
