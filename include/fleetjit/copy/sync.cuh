@@ -213,8 +213,9 @@ FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
 
 // Narrow-path tile load (see detail::plan_narrow): a batch of 4- or 8-byte
 // ld.global per thread (the fill for a chunk outside the tensor), then
-// their st.shared.
-template <class U>
+// their st.shared. The swizzle is a template argument (no swizzle
+// arithmetic per chunk on a plain layout).
+template <class U, bool SW>
 FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
                              const unsigned char* g, unsigned m,
                              detail::u64 fill) {
@@ -230,7 +231,8 @@ FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
     }
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      if (k + j < w.count) *(U*)(smem + detail::swz(s + j * w.sstep, m)) = v[j];
+      const unsigned o = s + j * w.sstep;
+      if (k + j < w.count) *(U*)(smem + (SW ? detail::swz(o, m) : o)) = v[j];
     }
     s += FJ_FAST_UNROLL * w.sstep;
     g += FJ_FAST_UNROLL * w.gstep;
@@ -247,9 +249,15 @@ FJ_DEV bool load_narrow(unsigned char* smem, const tensor_param& p,
   const unsigned m = detail::swz_mask(p);
   const detail::u64 fill = detail::oob_fill_pattern(p);
   if (n.wb == 8) {
-    load_narrow_body<detail::u64>(n, smem, g, m, fill);
+    if (m != 0) {
+      load_narrow_body<detail::u64, true>(n, smem, g, m, fill);
+    } else {
+      load_narrow_body<detail::u64, false>(n, smem, g, 0, fill);
+    }
+  } else if (m != 0) {
+    load_narrow_body<unsigned, true>(n, smem, g, m, fill);
   } else {
-    load_narrow_body<unsigned>(n, smem, g, m, fill);
+    load_narrow_body<unsigned, false>(n, smem, g, 0, fill);
   }
   return true;
 }

@@ -594,6 +594,17 @@ template <int R>
 FJ_DEV void load_tile(void* dst, const tensor_param& p, const coords& c,
                       barrier& b, bool pred, pred_mode mode) {
   enter();
+#if FJ_NARROW_INLINE
+  // A tensor without a tensor map (rows not 16-byte aligned: a ragged
+  // pitch) takes cp_async's path at the call site, its narrow rows
+  // included, instead of through load_tile_bar's call (H200, the ragged
+  // transpose: see docs/measurements.md).
+  if ((p.flags & FJ_TP_HAS_TMAP) == 0) {
+    cpa::issue_tile<R>(dst, p, c, pred, mode);
+    cpa::attach(b);
+    return;
+  }
+#endif
   load_tile_bar<R>(dst, p, c, b, 0, pred, mode, detail::block_team());
 }
 template <int R>
