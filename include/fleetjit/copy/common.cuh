@@ -823,20 +823,23 @@ FJ_DEV void store_narrow_body(narrow_walk n, const unsigned char* smem,
   // one of FJ_FAST_UNROLL cost the transpose's and copy_bench's kernels
   // ~30 registers under tma and cp_async (ptxas, sm_90).
   constexpr int B = 2;
-  for (unsigned k = 0; k < w.count; k += B) {
+  unsigned k = 0;
+  for (; k + B <= w.count; k += B) {  // whole batches: no count test
     U v[B];
 #pragma unroll
-    for (int j = 0; j < B; ++j) {
-      if (k + j < w.count)
-        v[j] = ld_shared_n<U>(smem + swz(s + j * w.sstep, m));
-    }
+    for (int j = 0; j < B; ++j)
+      v[j] = ld_shared_n<U>(smem + swz(s + j * w.sstep, m));
 #pragma unroll
     for (int j = 0; j < B; ++j) {
-      if (k + j < w.count && n.inside(j)) st_global_n<U>(g + j * w.gstep, v[j]);
+      if (n.inside(j)) st_global_n<U>(g + j * w.gstep, v[j]);
     }
     s += B * w.sstep;
     g += B * w.gstep;
     n.advance(B);
+  }
+  for (; k < w.count; ++k, s += w.sstep, g += w.gstep, n.advance(1)) {
+    const U v = ld_shared_n<U>(smem + swz(s, m));
+    if (n.inside(0)) st_global_n<U>(g, v);
   }
 }
 template <int R>

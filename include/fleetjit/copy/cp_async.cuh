@@ -264,22 +264,30 @@ FJ_DEV void issue_narrow_body(detail::narrow_walk n, unsigned char* smem,
   const detail::row_walk& w = n.w;
   unsigned s = w.s;
   unsigned k = 0;
-  for (; k < w.count; k += 4) {
+  // Whole batches of 4, then the rest one at a time (no count test per
+  // chunk), as issue_rows_body.
+  for (; k + 4 <= w.count; k += 4) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      if (k + j < w.count) {
-        const unsigned o = s + j * w.sstep;
-        unsigned char* d = smem + (SW ? detail::swz(o, m) : o);
-        if (n.inside(j)) {
-          cp_async(d, g + j * w.gstep, W, W);
-        } else {
-          detail::put(d, fill, W);
-        }
+      const unsigned o = s + j * w.sstep;
+      unsigned char* d = smem + (SW ? detail::swz(o, m) : o);
+      if (n.inside(j)) {
+        cp_async(d, g + j * w.gstep, W, W);
+      } else {
+        detail::put(d, fill, W);
       }
     }
     s += 4 * w.sstep;
     g += 4 * w.gstep;
     n.advance(4);
+  }
+  for (; k < w.count; ++k, s += w.sstep, g += w.gstep, n.advance(1)) {
+    unsigned char* d = smem + (SW ? detail::swz(s, m) : s);
+    if (n.inside(0)) {
+      cp_async(d, g, W, W);
+    } else {
+      detail::put(d, fill, W);
+    }
   }
 }
 template <int R>
