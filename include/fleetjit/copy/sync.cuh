@@ -221,7 +221,25 @@ FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
                              detail::u64 fill) {
   const detail::row_walk& w = n.w;
   unsigned s = w.s;
-  for (unsigned k = 0; k < w.count; k += FJ_FAST_UNROLL) {
+  unsigned k = 0;
+  // Whole batches (no count test per chunk), then the rest.
+  for (; k + FJ_FAST_UNROLL <= w.count; k += FJ_FAST_UNROLL) {
+    U v[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      v[j] = (U)fill;
+      if (n.inside(j)) v[j] = detail::ld_global_n<U>(g + j * w.gstep);
+    }
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      const unsigned o = s + j * w.sstep;
+      *(U*)(smem + (SW ? detail::swz(o, m) : o)) = v[j];
+    }
+    s += FJ_FAST_UNROLL * w.sstep;
+    g += FJ_FAST_UNROLL * w.gstep;
+    n.advance(FJ_FAST_UNROLL);
+  }
+  if (k < w.count) {  // the rest: one predicated batch, its loads in flight
     U v[FJ_FAST_UNROLL];
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
@@ -234,9 +252,6 @@ FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
       const unsigned o = s + j * w.sstep;
       if (k + j < w.count) *(U*)(smem + (SW ? detail::swz(o, m) : o)) = v[j];
     }
-    s += FJ_FAST_UNROLL * w.sstep;
-    g += FJ_FAST_UNROLL * w.gstep;
-    n.advance(FJ_FAST_UNROLL);
   }
 }
 template <int R>
