@@ -38,8 +38,8 @@ int main(int argc, char** argv) {
         for (const Shape& s : c.shapes) {
           std::string line = file + " --impl " + fj_copy_impl_name(v.impl);
           if (v.target[0] != '\0') line += std::string(" --target ") + v.target;
-          line += " -D " + c.stages_macro + "=" + std::to_string(s.stages);
-          if (s.define != nullptr) line += std::string(" -D ") + s.define;
+          for (const std::string& d : ShapeDefines(c, s.stages, s.define))
+            line += " -D " + d.substr(2);  // "-DNAME=V" -> "-D NAME=V"
           if (seen.insert(line).second) std::printf("%s\n", line.c_str());
         }
       }

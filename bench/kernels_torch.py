@@ -34,12 +34,14 @@ ROW_SHAPES = [(256, 1, 2), (128, 2, 2), (128, 3, 2), (64, 4, 3), (128, 4, 1), (2
               (32, 16, 1), (32, 24, 1)]
 TR_SHAPES = [(256, 2, 3), (256, 3, 2), (128, 3, 2), (256, 2, 4), (128, 4, 1), (256, 4, 1),
              (128, 6, 1), (128, 4, 2), (64, 8, 1), (128, 2, 4)]
-# (threads, CTAs/SM, stages, define): as the C++ table's shapes with a define.
+# (threads, CTAs/SM, stages, defines): as the C++ table's shapes with defines (NAME=VALUE, space-separated).
 SMX_EXTRA = [(t, c, st, "SMX_RVECS=16") for t, c, st in ((128, 3, 2), (128, 2, 2), (256, 1, 2), (128, 4, 1), (64, 6, 2))]
 TR_EXTRA = ([(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 3, 2), (256, 2, 1))]
             + [(t, c, st, "TR_BOX=32") for t, c, st in ((64, 16, 2), (64, 24, 1), (64, 16, 3), (128, 12, 2),
                                                          (128, 8, 3), (32, 24, 1), (32, 24, 2))]
-            + [(t, c, st, "FJ_NARROW_INLINE=1") for t, c, st in ((128, 4, 2), (128, 4, 1), (128, 6, 1))])
+            + [(t, c, st, "FJ_NARROW_INLINE=1") for t, c, st in ((128, 4, 2), (128, 4, 1), (128, 6, 1))]
+            + [(t, c, st, "TR_BOX=32 FJ_NARROW_INLINE=1") for t, c, st in ((64, 24, 1), (32, 24, 2), (64, 16, 2),
+                                                                          (32, 24, 1))])
 SWEEP_SAMPLES = 3  # each shape briefly; the fastest is timed with SAMPLES
 VARIANTS = [("tma", "tma", None), ("cp_async", "cp_async", None), ("sync", "sync", None),
             ("cp_async@compute_80", "cp_async", "compute_80")]
@@ -47,7 +49,7 @@ BOX = 64  # transpose tiles, as the C++ table (32 for the shapes defining TR_BOX
 
 
 def tr_box(define):
-    return 32 if define == "TR_BOX=32" else BOX
+    return 32 if define and "TR_BOX=32" in define.split() else BOX
 
 
 def r128(n):
@@ -145,7 +147,7 @@ def main():
 
     def build(name, impl, target, macro, stages, define=None):
         m = rt.build(src[name], name=f"{name}.cu", copy_impl=impl, target=target,
-                     nvrtc_options=[f"-D{macro}={stages}"] + ([f"-D{define}"] if define else []))
+                     nvrtc_options=[f"-D{macro}={stages}"] + [f"-D{d}" for d in (define or "").split()])
         return m.kernel(name)
 
     cases = []

@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "fleetjit/fleetjit.h"
 
 namespace fleetjit::refk {
@@ -43,10 +44,13 @@ struct Shape {
   int threads = 256;
   int ctas_per_sm = 1;
   int stages = 2;
-  // One more -D for this shape's build, or null (e.g. "SMX_RVECS=16": the
-  // softmax with its row held in registers).
+  // More -D for this shape's build, or null: NAME=VALUE, several
+  // separated by spaces (e.g. "SMX_RVECS=16": the softmax with its row held
+  // in registers; "TR_BOX=32 FJ_NARROW_INLINE=1").
   const char* define = nullptr;
 };
+// Whether `s`'s defines include `def` (one NAME=VALUE).
+bool ShapeHasDefine(const Shape& s, absl::string_view def);
 // "threads/CTAs/stages" and ",DEFINE" when the shape has one.
 std::string ShapeName(const Shape& s);
 
@@ -103,7 +107,8 @@ KernelCase GemmMmaCase(int n);
 absl::StatusOr<std::string> Source(const KernelCase& c);
 
 // The -D options of `c`'s build at pipeline depth `stages`:
-// -D<stages_macro>=`stages`, then -D`define` when not null.
+// -D<stages_macro>=`stages`, then -D for each of `define`'s NAME=VALUE
+// (space-separated) when not null.
 std::vector<std::string> ShapeDefines(const KernelCase& c, int stages,
                                       const char* define);
 

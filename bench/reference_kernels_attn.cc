@@ -10,8 +10,9 @@
 #include <random>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "bench/reference_kernels.h"
 #include "bench/reference_kernels_util.h"
 #include "conformance/c_abi.h"
@@ -239,9 +240,11 @@ class DecodeProblem : public Problem {
     // A shape may set STAGE_PAGES (its define); the default is the
     // example's.
     int stage_pages = kStagePages;
-    const std::string def = s.define ? s.define : "";
-    if (absl::StartsWith(def, "STAGE_PAGES=")) {
-      stage_pages = std::atoi(def.c_str() + sizeof("STAGE_PAGES=") - 1);
+    for (absl::string_view d :
+         absl::StrSplit(s.define ? s.define : "", ' ', absl::SkipEmpty())) {
+      if (absl::ConsumePrefix(&d, "STAGE_PAGES=")) {
+        stage_pages = std::atoi(std::string(d).c_str());
+      }
     }
     cfg->shared_bytes = 128 + s.stages * stage_pages * 2 * kPage * kD * 2;
   }
@@ -357,7 +360,7 @@ class GemmProblem : public Problem {
   // The example's BM for a shape: 256 when its define is "BM=256", else
   // 128.
   static int Bm(const Shape& s) {
-    return s.define != nullptr && std::string(s.define) == "BM=256" ? 256 : 128;
+    return ShapeHasDefine(s, "BM=256") ? 256 : 128;
   }
 
   const std::vector<fj_arg>& Args() override { return args_; }
