@@ -107,17 +107,18 @@
 //        number a multiple of the chunks per row) or the box is one row.
 //        Tiles that cross the tensor's edge stay on it when a chunk is
 //        one element (elem_bytes 4 or 8) at rank <= 2. A ragged
-//        f32 transpose [4097, 3001] runs at 0.39x (tma) / 0.46x
-//        (cp_async) / 0.39-0.44x (sync) of the copy, against 0.79 /
-//        0.73 / 0.63 aligned and 0.76 for a plain padded-SMEM transpose
-//        without the layer (docs/measurements.md; the per-chunk walker
-//        it replaces ran at 0.19 / 0.22 / 0.14). It is the slow case
-//        left: twice the instructions of the plain kernel, 3.4x its SMEM
-//        wavefronts and 1.3x its L2 write sectors (Nsight Compute).
+//        f32 transpose [4097, 3001] runs at 0.46x (tma) / 0.52x
+//        (cp_async) / 0.46x (sync) of the copy, against 0.80 / 0.73 /
+//        0.63 aligned and 0.76 for a plain padded-SMEM transpose without
+//        the layer (docs/measurements.md; the per-chunk walker it
+//        replaces ran at 0.19 / 0.22 / 0.14). It is the slow case left.
 //        -DFJ_NARROW_INLINE=1 tries this path at the call site instead
-//        of in the out-of-line rest: ragged 0.43x (tma) / 0.50x
-//        (cp_async), but the aligned transpose under cp_async loses 4 %
-//        to its registers; tune it per problem (fj_tune).
+//        of in the out-of-line rest (under tma, a tensor without a
+//        tensor map then takes cp_async's path there too): ragged 0.57x
+//        (tma) / 0.60-0.62x (cp_async) / 0.49-0.52x (sync), and no loss
+//        on the aligned transpose, but 40-50 % more build time
+//        (examples/pipelined_tiles.cu); the reference kernels' tuned
+//        spaces have it, so fj_tune picks it per problem.
 //        Pad the rows to 16 bytes where you can (pitch a multiple of
 //        16 / elem_bytes, oob fill for the edge).
 //      - narrower than 4 bytes (1- or 2-byte elements at odd offsets),
