@@ -213,9 +213,8 @@ FJ_DEV bool load_rows(unsigned char* smem, const tensor_param& p,
 
 // Narrow-path tile load (see detail::plan_narrow): a batch of 4- or 8-byte
 // ld.global per thread (the fill for a chunk outside the tensor), then
-// their st.shared. The swizzle is a template argument (no swizzle
-// arithmetic per chunk on a plain layout).
-template <class U, bool SW>
+// their st.shared.
+template <class U>
 FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
                              const unsigned char* g, unsigned m,
                              detail::u64 fill) {
@@ -232,8 +231,7 @@ FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
     }
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      const unsigned o = s + j * w.sstep;
-      *(U*)(smem + (SW ? detail::swz(o, m) : o)) = v[j];
+      *(U*)(smem + detail::swz(s + j * w.sstep, m)) = v[j];
     }
     s += FJ_FAST_UNROLL * w.sstep;
     g += FJ_FAST_UNROLL * w.gstep;
@@ -249,8 +247,7 @@ FJ_DEV void load_narrow_body(detail::narrow_walk n, unsigned char* smem,
     }
 #pragma unroll
     for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      const unsigned o = s + j * w.sstep;
-      if (k + j < w.count) *(U*)(smem + (SW ? detail::swz(o, m) : o)) = v[j];
+      if (k + j < w.count) *(U*)(smem + detail::swz(s + j * w.sstep, m)) = v[j];
     }
   }
 }
@@ -264,15 +261,9 @@ FJ_DEV bool load_narrow(unsigned char* smem, const tensor_param& p,
   const unsigned m = detail::swz_mask(p);
   const detail::u64 fill = detail::oob_fill_pattern(p);
   if (n.wb == 8) {
-    if (m != 0) {
-      load_narrow_body<detail::u64, true>(n, smem, g, m, fill);
-    } else {
-      load_narrow_body<detail::u64, false>(n, smem, g, 0, fill);
-    }
-  } else if (m != 0) {
-    load_narrow_body<unsigned, true>(n, smem, g, m, fill);
+    load_narrow_body<detail::u64>(n, smem, g, m, fill);
   } else {
-    load_narrow_body<unsigned, false>(n, smem, g, 0, fill);
+    load_narrow_body<unsigned>(n, smem, g, m, fill);
   }
   return true;
 }
