@@ -431,7 +431,7 @@ KernelCase PagedDecodeCase() {
   // The anchor copies what the kernel reads and writes: the owned pages of
   // K and V (whole pages), q and out.
   c.copy_bytes = P::Bytes();
-  // {threads = 32 x (4 consumer warps + the producer), -, stages}.
+  // {threads = 32 x (4 consumer warps + the producer warps), -, stages}.
   c.shapes = {{160, 1, 4}, {160, 1, 3}, {160, 1, 6}};
   // More, smaller slots (one page each: more gathers in flight) and fewer,
   // larger ones (four pages per barrier).
@@ -441,6 +441,16 @@ KernelCase PagedDecodeCase() {
   }
   for (Shape s : std::vector<Shape>{{160, 1, 2}, {160, 1, 3}}) {
     s.define = "STAGE_PAGES=4";
+    c.shapes.push_back(s);
+  }
+  // Two producer warps (the K pages and the V pages each by one warp):
+  // where the threads copy (sync), twice the loads in flight per CTA.
+  for (Shape s : std::vector<Shape>{{192, 1, 4}, {192, 1, 6}}) {
+    s.define = "PRODUCER=2";
+    c.shapes.push_back(s);
+  }
+  for (Shape s : std::vector<Shape>{{192, 1, 2}, {192, 1, 3}}) {
+    s.define = "PRODUCER=2 STAGE_PAGES=4";
     c.shapes.push_back(s);
   }
   // Not here: PRODUCER=0 (the block issues the gathers). Measured on the

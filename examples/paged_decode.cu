@@ -33,8 +33,10 @@
 // names and one of the V pages, each behind the slot's one barrier. With
 // PRODUCER=1 (the default) one extra warp issues the gathers (fj::warp
 // scope) on a full/empty barrier pair per slot (fj::pipeline), and the
-// WARPS consumer warps only wait; PRODUCER=0 issues them block-collectively
-// between slots, as the layer's first API had to.
+// WARPS consumer warps only wait; PRODUCER=2 gives the K and the V gathers
+// a warp each (twice the loads in flight where the threads copy, under
+// sync); PRODUCER=0 issues them block-collectively between slots, as the
+// layer's first API had to.
 // Every warp keeps its own online softmax (max, sum, 128-wide accumulator)
 // over its share of each slot, so the consumers never synchronise inside a
 // slot; the warps merge in SMEM at the end. A sequence of one chunk writes
@@ -54,8 +56,11 @@
 #ifndef WARPS  // consumer warps
 #define WARPS 4
 #endif
-#ifndef PRODUCER  // 1: a producer warp issues the copies (fj::warp)
-#define PRODUCER 1
+#ifndef PRODUCER  // producer warps: 1 issues the copies (fj::warp), 2 split
+#define PRODUCER 1  // them (one the K pages, one the V pages), 0: the block
+#endif
+#if PRODUCER < 0 || PRODUCER > 2
+#error "paged_decode: PRODUCER is 0, 1 or 2"
 #endif
 
 #define PAGE 16         // tokens per page
@@ -154,7 +159,7 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
   if (tid == 0) {
     for (int s = 0; s < NSTAGES; ++s) {
 #if PRODUCER
-      full[s].init(1);       // the producer's one arrival
+      full[s].init(PRODUCER);  // one arrival per producer warp
       empty[s].init(WARPS);  // one per consumer warp
 #else
       full[s].init(fj::block_threads());
@@ -170,19 +175,27 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
     return ring + st * (2 * STAGE_PAGES * PAGE * DIM);
   };
 #if PRODUCER
-  if (warp == WARPS) {
-    // The producer warp: wait until the consumers released the stage, then
-    // gather into it. No block barrier anywhere in this loop.
+  if (warp >= WARPS) {
+    // The producer warp(s): wait until the consumers released the stage,
+    // then gather into it. No block barrier anywhere in this loop. With two,
+    // the first gathers the K pages and the second the V pages.
+    const bool gather_k = PRODUCER == 1 || warp == WARPS;
+    const bool gather_v = PRODUCER == 1 || warp == WARPS + 1;
     fj::pipeline<NSTAGES> pl;
     for (int k = 0; k < slots; ++k, pl.advance()) {
       const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
       unsigned short* slot = slot_of(pl.stage());
       fj::barrier& bar = full[pl.stage()];
       empty[pl.stage()].wait(pl.phase() ^ 1);
-      fj::gather_tiles(fj::warp, slot, k_cache, fj::at(0, 0), 1,
-                       page_rows + k * STAGE_PAGES, n, bar);
-      fj::gather_tiles(fj::warp, slot + STAGE_PAGES * PAGE * DIM, v_cache,
-                       fj::at(0, 0), 1, page_rows + k * STAGE_PAGES, n, bar);
+      if (gather_k) {
+        fj::gather_tiles(fj::warp, slot, k_cache, fj::at(0, 0), 1,
+                         page_rows + k * STAGE_PAGES, n, bar);
+      }
+      if (gather_v) {
+        fj::gather_tiles(fj::warp, slot + STAGE_PAGES * PAGE * DIM, v_cache,
+                         fj::at(0, 0), 1, page_rows + k * STAGE_PAGES, n,
+                         bar);
+      }
       bar.arrive(fj::warp);
     }
   }
