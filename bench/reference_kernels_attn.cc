@@ -432,7 +432,8 @@ KernelCase PagedDecodeCase() {
   // K and V (whole pages), q and out.
   c.copy_bytes = P::Bytes();
   // {threads = 32 x (4 consumer warps + the producer warps), -, stages}.
-  c.shapes = {{160, 1, 4}, {160, 1, 3}, {160, 1, 6}};
+  // Fewer stages: less SMEM per CTA, more CTAs per SM (3 beat 4 and 6).
+  c.shapes = {{160, 1, 4}, {160, 1, 3}, {160, 1, 6}, {160, 1, 2}};
   // More, smaller slots (one page each: more gathers in flight) and fewer,
   // larger ones (four pages per barrier).
   for (Shape s : std::vector<Shape>{{160, 1, 6}, {160, 1, 8}}) {
@@ -445,12 +446,12 @@ KernelCase PagedDecodeCase() {
   }
   // Two producer warps (the K pages and the V pages each by one warp):
   // where the threads copy (sync), twice the loads in flight per CTA.
-  for (Shape s : std::vector<Shape>{{192, 1, 4}, {192, 1, 6}}) {
+  for (Shape s : std::vector<Shape>{{192, 1, 2}, {192, 1, 3}, {192, 1, 4}}) {
     s.define = "PRODUCER=2";
     c.shapes.push_back(s);
   }
-  for (Shape s : std::vector<Shape>{{192, 1, 2}, {192, 1, 3}}) {
-    s.define = "PRODUCER=2 STAGE_PAGES=4";
+  for (Shape s : std::vector<Shape>{{192, 1, 4}, {192, 1, 6}}) {
+    s.define = "PRODUCER=2 STAGE_PAGES=1";
     c.shapes.push_back(s);
   }
   // Not here: PRODUCER=0 (the block issues the gathers). Measured on the
