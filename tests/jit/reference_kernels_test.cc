@@ -85,6 +85,39 @@ TEST_F(ReferenceKernelsBuild, EveryKernelForEveryNamedTarget) {
   EXPECT_GT(built, 0);
 }
 
+// Every build option of the tuned spaces (Shape::define: "PRODUCER=2",
+// "TR_BOX=32 FJ_NARROW_INLINE=1", ...) builds, so a benchmark's sweep on
+// the GPU never meets a candidate that does not compile. Each distinct set
+// once, for sm_90, the implementations taken in turn.
+TEST_F(ReferenceKernelsBuild, EveryShapesBuildOptionsBuild) {
+  const fj_copy_impl impls[] = {FJ_COPY_IMPL_TMA, FJ_COPY_IMPL_CP_ASYNC,
+                                FJ_COPY_IMPL_SYNC};
+  int built = 0;
+  for (const KernelCase& c : Cases()) {
+    std::vector<std::string> seen;
+    for (const Shape& s : c.shapes) {
+      if (s.define == nullptr) continue;
+      bool again = false;
+      for (const std::string& d : seen) again = again || d == s.define;
+      if (again) continue;
+      seen.push_back(s.define);
+      const fj_copy_impl impl = impls[built % 3];
+      const Variant v{fj_copy_impl_name(impl), impl, "sm_90"};
+      SCOPED_TRACE(c.name + " " + v.name + " " + ShapeName(s));
+      absl::StatusOr<fj_module*> m =
+          Build(rt_, c, v, s.stages, "", FJ_OUTPUT_CUBIN, s.define);
+      if (!m.ok() && m.status().message().find("NVRTC") != std::string::npos &&
+          m.status().message().find("UNAVAILABLE") != std::string::npos) {
+        GTEST_SKIP() << "no NVRTC: " << m.status();
+      }
+      ASSERT_TRUE(m.ok()) << m.status();
+      fj_status_free(fj_module_destroy(*m));
+      ++built;
+    }
+  }
+  EXPECT_GT(built, 5);  // the transpose, softmax and decode have several
+}
+
 // The copies each implementation promises, in the kernels' PTX.
 TEST_F(ReferenceKernelsBuild, PtxHoldsEachImplementationsCopies) {
   struct Want {
