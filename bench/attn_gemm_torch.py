@@ -189,10 +189,11 @@ def decode_launcher(rt, src, impl, cfg, d):
 
 
 def decode_configs(quick):
-    base = dict(NSTAGES=4, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4, PRODUCER=1)
+    base = dict(NSTAGES=3, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4, PRODUCER=2)
     configs = [base]
     if not quick:
-        for change in (dict(PRODUCER=0), dict(NSTAGES=3), dict(NSTAGES=6),
+        for change in (dict(PRODUCER=1), dict(PRODUCER=0), dict(NSTAGES=2),
+                       dict(NSTAGES=4), dict(NSTAGES=4, PRODUCER=1),
                        dict(CHUNK_PAGES=8), dict(CHUNK_PAGES=32),
                        dict(NSTAGES=3, STAGE_PAGES=4),
                        dict(NSTAGES=6, STAGE_PAGES=4, WARPS=8),
@@ -234,7 +235,7 @@ def run_decode(rt, quick, examples, results, only_case=None):
         for cfg in configs:
             tag = (f"S{cfg['NSTAGES']} P{cfg['STAGE_PAGES']} "
                    f"C{cfg['CHUNK_PAGES']} W{cfg['WARPS']} "
-                   f"{'producer' if cfg['PRODUCER'] else 'block'}")
+                   f"{('producer x%d' % cfg['PRODUCER']) if cfg['PRODUCER'] else 'block'}")
             try:
                 launch, out, kern, smem = decode_launcher(rt, src, impl, cfg, d)
             except fleetjit.FleetjitError as e:
@@ -302,7 +303,7 @@ def gemm_launcher(rt, src, impl, cfg, a, b, c):
 def gemm_tag(cfg):
     return (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} S{cfg['NSTAGES']} "
             f"{cfg['WM']}x{cfg['WN']} warps "
-            f"{'producer' if cfg['PRODUCER'] else 'block'}"
+            f"{('producer x%d' % cfg['PRODUCER']) if cfg['PRODUCER'] else 'block'}"
             f"{' swz128' if cfg.get('SWIZZLE') else ' panels'}"
             f" group{cfg.get('GROUP_M', 8)}")  # the example's default: 8
 
@@ -322,8 +323,12 @@ def run_gemm(rt, quick, examples, results):
                        dict(BN=256, NSTAGES=3),
                        dict(BN=256, NSTAGES=3, PRODUCER=0)):
             configs.append({**swz, **change})
-        for change in (dict(NSTAGES=4), dict(PRODUCER=0)):
+        for change in (dict(NSTAGES=4), dict(PRODUCER=0), dict(PRODUCER=2),
+                       dict(PRODUCER=2, NSTAGES=4)):
             configs.append({**base, **change})
+        # Two producer warps (A tiles and B tiles) on the 128 x 128 tiles.
+        for change in (dict(PRODUCER=2), dict(PRODUCER=2, NSTAGES=4)):
+            configs.append({**swz, **change})
         # The block order: row by row (1) and larger groups than the
         # example's default (8).
         for g in (1, 16):

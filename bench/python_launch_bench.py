@@ -13,9 +13,11 @@ kernel (8 tensors, 4 scalars):
   - a raw ctypes call of fj_launch with prebuilt arguments.
 Every launch goes to one torch stream kept busy by torch.cuda._sleep, so the
 host never waits on the GPU: the time is the caller's own. Each sample is
-the wall time of `--n` launches divided by n; the table gives the median
-of `--reps` samples after a warm-up, and each ratio against CuPy's
-RawKernel measured in the same run. The anchors are the goals of issue 21:
+the wall time of `--n` launches divided by n. The callers take their
+samples in turn, round by round (`--reps` rounds after a warm-up), so a
+slow spell of the host reaches all of them alike; the table gives each
+caller's median, and its ratio to CuPy's RawKernel as the median over the
+rounds of its sample over CuPy's sample of the same round. The anchors are the goals of issue 21:
 binding/CuPy <= 0.8 with tensors, at most 0.5 us per tensor argument over
 a raw pointer.
 """
@@ -51,22 +53,34 @@ extern "C" __global__ void sum12(float* y, const float* x0, const float* x1,
 """
 
 
-def per_launch_us(launch, stream, n, reps, sleep_cycles):
-    """Median host microseconds per launch over `reps` samples of n."""
-    samples = []
+def one_sample_us(launch, n, sleep_cycles):
+    """Host microseconds per launch over n launches, the GPU kept busy."""
+    torch.cuda._sleep(sleep_cycles)
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        launch()
+    t1 = time.perf_counter_ns()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n / 1000.0
+
+
+def interleaved_us(callers, stream, n, reps, sleep_cycles):
+    """Samples of every caller taken in turn, `reps` rounds, so drift of the
+    host (other tenants, clocks) reaches every caller alike. Returns one
+    list of samples per caller, round r's at index r."""
+    samples = [[] for _ in callers]
     with torch.cuda.stream(stream):
-        for _ in range(3):  # warm-up
-            launch()
+        for c in callers:  # warm-up
+            c["setup"]()
+            for _ in range(3):
+                c["fn"]()
         torch.cuda.synchronize()
         for _ in range(reps):
-            torch.cuda._sleep(sleep_cycles)
-            t0 = time.perf_counter_ns()
-            for _ in range(n):
-                launch()
-            t1 = time.perf_counter_ns()
-            samples.append((t1 - t0) / n / 1000.0)
-            torch.cuda.synchronize()
-    return statistics.median(samples)
+            for i, c in enumerate(callers):
+                c["setup"]()
+                samples[i].append(one_sample_us(c["fn"], n, sleep_cycles))
+    fj_runtime.USE_FAST_PATH = True
+    return samples
 
 
 def main():
@@ -114,26 +128,36 @@ def main():
         assert torch.allclose(yy, ref12, atol=1e-5), f"sum12 wrong (fast={fast})"
     fj_runtime.USE_FAST_PATH = True
 
-    rows = []
+    callers = []  # timed together, interleaved, once all are set up
 
-    def bench(name, nargs, fn):
-        us = per_launch_us(fn, stream, a.n, a.reps, sleep_cycles)
-        rows.append((name, nargs, us))
+    def set_fast(flag):
+        def setup():
+            fj_runtime.USE_FAST_PATH = flag
+        return setup
+
+    def bench(name, nargs, fn, setup=set_fast(True), keep=None):
+        # One launch now, so a caller that cannot launch fails where it is
+        # set up (CuPy's and cuda.core's are caught and reported there).
+        with torch.cuda.stream(stream):
+            setup()
+            fn()
+        torch.cuda.synchronize()
+        fj_runtime.USE_FAST_PATH = True
+        callers.append(dict(name=name, nargs=nargs, fn=fn, setup=setup, keep=keep))
 
     fast_ok, why = _fast.available()
     for nargs, kern, at, ap_ in ((4, k4, args4_t, args4_p), (12, k12, args12_t, args12_p)):
         if fast_ok:
-            fj_runtime.USE_FAST_PATH = True
             bench("fleetjit, torch tensors (compiled path)", nargs,
-                  lambda: kern.launch(grid, block, at, stream=stream))
+                  lambda kern=kern, at=at: kern.launch(grid, block, at, stream=stream))
             bench("fleetjit, fleetjit.pointer (compiled path)", nargs,
-                  lambda: kern.launch(grid, block, ap_, stream=stream))
-        fj_runtime.USE_FAST_PATH = False
+                  lambda kern=kern, ap_=ap_: kern.launch(grid, block, ap_, stream=stream))
         bench("fleetjit, torch tensors (ctypes path)", nargs,
-              lambda: kern.launch(grid, block, at, stream=stream))
+              lambda kern=kern, at=at: kern.launch(grid, block, at, stream=stream),
+              setup=set_fast(False))
         bench("fleetjit, fleetjit.pointer (ctypes path)", nargs,
-              lambda: kern.launch(grid, block, ap_, stream=stream))
-        fj_runtime.USE_FAST_PATH = True
+              lambda kern=kern, ap_=ap_: kern.launch(grid, block, ap_, stream=stream),
+              setup=set_fast(False))
 
     # Raw ctypes fj_launch, prebuilt config and arguments.
     lib = _ffi.load()
@@ -149,8 +173,7 @@ def main():
             st = fn(handle, cfg_ref, arr_p, count)
             if st:
                 fleetjit.errors.check(st)
-        bench("raw ctypes fj_launch, prebuilt args", nargs, raw)
-        rows[-1] = rows[-1] + (keep, cfg)
+        bench("raw ctypes fj_launch, prebuilt args", nargs, raw, keep=(keep, cfg))
 
     # CuPy RawKernel.
     cupy_note = ""
@@ -200,15 +223,25 @@ def main():
     except Exception as e:  # noqa: BLE001
         core_note = f"cuda.core: not measured ({type(e).__name__}: {e})"
 
-    cupy_us = {r[1]: r[2] for r in rows if r[0] == "CuPy RawKernel"}
+    samples = interleaved_us(callers, stream, a.n, a.reps, sleep_cycles)
+    cupy = {c["nargs"]: samples[i] for i, c in enumerate(callers)
+            if c["name"] == "CuPy RawKernel"}
+    rows, ratios = [], {}
+    for c, smp in zip(callers, samples):
+        rows.append((c["name"], c["nargs"], statistics.median(smp)))
+        if c["nargs"] in cupy:  # each round against CuPy's sample of that round
+            ratios[(c["name"], c["nargs"])] = statistics.median(
+                x / y for x, y in zip(smp, cupy[c["nargs"]]))
     lines = [f"python launch bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"Python {sys.version.split()[0]}, fleetjit {fleetjit.library_version()}",
              f"compiled path: {'built' if fast_ok else 'not available: ' + why}",
-             f"host us per launch, median of {a.reps} samples of {a.n} launches, "
-             "GPU kept busy by torch.cuda._sleep", "",
+             f"host us per launch, median of {a.reps} samples of {a.n} launches, every "
+             "caller's samples interleaved round by round, GPU kept busy by "
+             "torch.cuda._sleep; x CuPy: the median over the rounds of the caller's "
+             "sample / CuPy's in the same round", "",
              f"{'caller':46s} {'args':>4s} {'us':>8s} {'x CuPy':>8s}"]
     for r in rows:
-        ratio = r[2] / cupy_us[r[1]] if r[1] in cupy_us else float("nan")
+        ratio = ratios.get((r[0], r[1]), float("nan"))
         lines.append(f"{r[0]:46s} {r[1]:4d} {r[2]:8.2f} {ratio:8.2f}")
     lines.append("")
     by = {(r[0], r[1]): r[2] for r in rows}
@@ -221,9 +254,9 @@ def main():
                              f"{(t - p) / ntensors:.3f} us over a raw pointer "
                              f"(goal <= 0.5)")
     for nargs in (4, 12):
-        t = by.get(("fleetjit, torch tensors (compiled path)", nargs))
-        if t is not None and nargs in cupy_us:
-            lines.append(f"compiled path, torch tensors, {nargs} args: {t / cupy_us[nargs]:.2f}x "
+        ratio = ratios.get(("fleetjit, torch tensors (compiled path)", nargs))
+        if ratio is not None:
+            lines.append(f"compiled path, torch tensors, {nargs} args: {ratio:.2f}x "
                          "CuPy RawKernel (goal <= 0.8)")
     for note in (cupy_note, core_note):
         if note:

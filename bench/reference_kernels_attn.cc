@@ -431,27 +431,21 @@ KernelCase PagedDecodeCase() {
   // The anchor copies what the kernel reads and writes: the owned pages of
   // K and V (whole pages), q and out.
   c.copy_bytes = P::Bytes();
-  // {threads = 32 x (4 consumer warps + the producer warps), -, stages}.
-  // Fewer stages: less SMEM per CTA, more CTAs per SM (3 beat 4 and 6).
-  c.shapes = {{160, 1, 4}, {160, 1, 3}, {160, 1, 6}, {160, 1, 2}};
+  // {threads = 32 x (4 consumer warps + 2 producer warps), -, stages}.
+  // Fewer stages: less SMEM per CTA, more CTAs per SM (on the H200 2-3
+  // stages beat 4 and 6).
+  c.shapes = {{192, 1, 3}, {192, 1, 2}, {192, 1, 4}};
   // More, smaller slots (one page each: more gathers in flight) and fewer,
   // larger ones (four pages per barrier).
-  for (Shape s : std::vector<Shape>{{160, 1, 6}, {160, 1, 8}}) {
+  for (Shape s : std::vector<Shape>{{192, 1, 4}, {192, 1, 6}}) {
     s.define = "STAGE_PAGES=1";
     c.shapes.push_back(s);
   }
-  for (Shape s : std::vector<Shape>{{160, 1, 2}, {160, 1, 3}}) {
-    s.define = "STAGE_PAGES=4";
-    c.shapes.push_back(s);
-  }
-  // Two producer warps (the K pages and the V pages each by one warp):
-  // where the threads copy (sync), twice the loads in flight per CTA.
-  for (Shape s : std::vector<Shape>{{192, 1, 2}, {192, 1, 3}, {192, 1, 4}}) {
-    s.define = "PRODUCER=2";
-    c.shapes.push_back(s);
-  }
-  for (Shape s : std::vector<Shape>{{192, 1, 4}, {192, 1, 6}}) {
-    s.define = "PRODUCER=2 STAGE_PAGES=1";
+  c.shapes.push_back({192, 1, 2, "STAGE_PAGES=4"});
+  // One producer warp for both gathers (the default until 2026-12-04):
+  // half the loads in flight where the threads copy.
+  for (Shape s : std::vector<Shape>{{160, 1, 3}, {160, 1, 2}}) {
+    s.define = "PRODUCER=1";
     c.shapes.push_back(s);
   }
   // Not here: PRODUCER=0 (the block issues the gathers). Measured on the
@@ -481,6 +475,11 @@ KernelCase GemmMmaCase(int n) {
     Shape s{288, 1, stages};
     s.define = "BM=256";
     c.shapes.push_back(s);
+  }
+  // Two producer warps, one for the A tiles and one for the B tiles.
+  for (int stages : {3, 4}) {
+    c.shapes.push_back({320, 1, stages, "PRODUCER=2"});
+    c.shapes.push_back({320, 1, stages, "BM=256 PRODUCER=2"});
   }
   c.make = [n](fj_runtime* rt, int device, uint32_t seed) {
     return GemmProblem::Make(rt, device, seed, n);

@@ -98,8 +98,11 @@
 #ifndef GROUP_M
 #define GROUP_M 8
 #endif
-#ifndef PRODUCER  // 1: one more warp issues the tile loads (fj::warp)
-#define PRODUCER 1
+#ifndef PRODUCER    // 1: one more warp issues the tile loads (fj::warp), 2:
+#define PRODUCER 1  // two more, one the A tiles and one the B tiles
+#endif
+#if PRODUCER < 0 || PRODUCER > 2
+#error "gemm_mma: PRODUCER is 0, 1 or 2"
 #endif
 #define MMA_WARPS (WM * WN)
 
@@ -187,6 +190,10 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
     gemm_mma(FJ_TENSOR(unsigned short, OPERAND_RANK) a,
              FJ_TENSOR(unsigned short, OPERAND_RANK) b,
              unsigned short* __restrict__ c, int m, int n, int k) {
+  // The warps' roles follow from the block size: any other size would
+  // leave a load unissued and the MMA warps waiting forever.
+  if (blockDim.x != (MMA_WARPS + PRODUCER) * 32 || blockDim.y * blockDim.z != 1)
+    __trap();
   // 1. NSTAGES slots of one A tile [BK/8][BM][8] and one B tile
   //    [BK/8][BN][8], a barrier per slot.
   extern __shared__ unsigned char smem_raw[];
@@ -200,7 +207,7 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
   if (threadIdx.x == 0) {
     for (int s = 0; s < NSTAGES; ++s) {
 #if PRODUCER
-      full[s].init(1);
+      full[s].init(PRODUCER);  // one arrival per producer warp
       empty[s].init(MMA_WARPS);
 #else
       full[s].init(fj::block_threads());
@@ -238,13 +245,18 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
   // Tile coordinates, innermost first: element in the group of 8, row,
   // group of 8 along K.
 #if PRODUCER
-  if (threadIdx.x / 32 == MMA_WARPS) {
+  if (threadIdx.x / 32 >= MMA_WARPS) {
+    // With two producers, the first loads the A tiles, the second the B.
+    const bool load_a = PRODUCER == 1 || threadIdx.x / 32 == MMA_WARPS;
+    const bool load_b = PRODUCER == 1 || threadIdx.x / 32 == MMA_WARPS + 1;
     fj::pipeline<NSTAGES> pl;
     for (int kt = 0; kt < ktiles; ++kt, pl.advance()) {
       const int s = pl.stage();
       empty[s].wait(pl.phase() ^ 1);  // the MMA warps are done with it
-      fj::load_tile(fj::warp, slot_a(s), a, tile_at(m0, kt), full[s]);
-      fj::load_tile(fj::warp, slot_b(s), b, tile_at(n0, kt), full[s]);
+      if (load_a)
+        fj::load_tile(fj::warp, slot_a(s), a, tile_at(m0, kt), full[s]);
+      if (load_b)
+        fj::load_tile(fj::warp, slot_b(s), b, tile_at(n0, kt), full[s]);
       full[s].arrive(fj::warp);
     }
     return;  // no block barrier follows
