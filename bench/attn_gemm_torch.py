@@ -193,6 +193,9 @@ def decode_configs(quick):
     configs = [base]
     if not quick:
         for change in (dict(PRODUCER=1), dict(PRODUCER=0), dict(NSTAGES=2),
+                       dict(PRODUCER=4), dict(PRODUCER=4, NSTAGES=2),
+                       dict(PRODUCER=4, NSTAGES=2, STAGE_PAGES=4),
+                       dict(NSTAGES=2, STAGE_PAGES=4),
                        dict(NSTAGES=4), dict(NSTAGES=4, PRODUCER=1),
                        dict(CHUNK_PAGES=8), dict(CHUNK_PAGES=32),
                        dict(NSTAGES=3, STAGE_PAGES=4),
@@ -311,23 +314,25 @@ def gemm_tag(cfg):
 def run_gemm(rt, quick, examples, results):
     src = open(os.path.join(examples, "gemm_mma.cu")).read()
     # The example's best on the H200 first (the --quick configuration):
-    # 128-byte swizzled 2-D tiles, BK = 64, 64 x 64 warp tiles, 3 stages.
-    base = dict(BM=256, BN=128, BK=64, NSTAGES=3, WM=4, WN=2, PRODUCER=1,
+    # 128-byte swizzled 2-D tiles, BK = 64, 64 x 64 warp tiles, 3 stages,
+    # two producer warps.
+    base = dict(BM=256, BN=128, BK=64, NSTAGES=3, WM=4, WN=2, PRODUCER=2,
                 SWIZZLE=128)
     configs = [base]
     if not quick:
-        swz = {**base, "BM": 128, "WM": 2, "WN": 4}  # 64 x 32 warp tiles
+        swz = {**base, "BM": 128, "WM": 2, "WN": 4, "PRODUCER": 1}  # 64 x 32 warp tiles
         for change in (dict(), dict(NSTAGES=2), dict(NSTAGES=4),
                        dict(PRODUCER=0), dict(NSTAGES=2, PRODUCER=0),
                        dict(NSTAGES=4, PRODUCER=0),
                        dict(BN=256, NSTAGES=3),
                        dict(BN=256, NSTAGES=3, PRODUCER=0)):
             configs.append({**swz, **change})
-        for change in (dict(NSTAGES=4), dict(PRODUCER=0), dict(PRODUCER=2),
-                       dict(PRODUCER=2, NSTAGES=4)):
+        for change in (dict(NSTAGES=4), dict(PRODUCER=0), dict(PRODUCER=1),
+                       dict(PRODUCER=1, NSTAGES=4), dict(PRODUCER=4)):
             configs.append({**base, **change})
         # Two producer warps (A tiles and B tiles) on the 128 x 128 tiles.
-        for change in (dict(PRODUCER=2), dict(PRODUCER=2, NSTAGES=4)):
+        for change in (dict(PRODUCER=2), dict(PRODUCER=2, NSTAGES=4),
+                       dict(PRODUCER=4), dict(PRODUCER=4, NSTAGES=4)):
             configs.append({**swz, **change})
         # The block order: row by row (1) and larger groups than the
         # example's default (8).

@@ -442,6 +442,12 @@ KernelCase PagedDecodeCase() {
     c.shapes.push_back(s);
   }
   c.shapes.push_back({192, 1, 2, "STAGE_PAGES=4"});
+  // Two producer pairs on alternate slots: twice the loads in flight again.
+  for (Shape s : std::vector<Shape>{{256, 1, 2}, {256, 1, 3}}) {
+    s.define = "PRODUCER=4";
+    c.shapes.push_back(s);
+  }
+  c.shapes.push_back({256, 1, 2, "PRODUCER=4 STAGE_PAGES=4"});
   // One producer warp for both gathers (the default until 2026-12-04):
   // half the loads in flight where the threads copy.
   for (Shape s : std::vector<Shape>{{160, 1, 3}, {160, 1, 2}}) {
@@ -466,21 +472,21 @@ KernelCase GemmMmaCase(int n) {
   c.entry = "gemm_mma";
   c.stages_macro = "NSTAGES";
   c.copy_bytes = 3ull * n * n * 2;  // A, B and C
-  // {threads = 32 x (8 MMA warps + the producer), -, stages}: 128 x 128
-  // tiles (two CTAs per SM at 3 stages), 256 x 128 (64 x 64 warp tiles,
-  // one CTA per SM), and loads by the whole block (PRODUCER=0: 8 warps).
-  c.shapes = {{288, 1, 3}, {288, 1, 2}, {256, 1, 3}, {256, 1, 2}, {288, 1, 4}};
-  c.shapes[2].define = c.shapes[3].define = "PRODUCER=0";
+  // {threads = 32 x (8 MMA warps + 2 producer warps), -, stages}: 128 x
+  // 128 tiles (two CTAs per SM at 3 stages), 256 x 128 (64 x 64 warp
+  // tiles, one CTA per SM); then two producer pairs on alternate k steps
+  // (PRODUCER=4), one producer warp (PRODUCER=1) and loads by the whole
+  // block (PRODUCER=0: 8 warps).
+  c.shapes = {{320, 1, 3}, {320, 1, 2}, {320, 1, 4}};
   for (int stages : {3, 4}) {
-    Shape s{288, 1, stages};
-    s.define = "BM=256";
-    c.shapes.push_back(s);
+    c.shapes.push_back({320, 1, stages, "BM=256"});
+    c.shapes.push_back({352, 1, stages, "PRODUCER=4"});
+    c.shapes.push_back({384, 1, stages, "BM=256 PRODUCER=4"});
   }
-  // Two producer warps, one for the A tiles and one for the B tiles.
-  for (int stages : {3, 4}) {
-    c.shapes.push_back({320, 1, stages, "PRODUCER=2"});
-    c.shapes.push_back({320, 1, stages, "BM=256 PRODUCER=2"});
-  }
+  c.shapes.push_back({288, 1, 3, "PRODUCER=1"});
+  c.shapes.push_back({288, 1, 3, "BM=256 PRODUCER=1"});
+  c.shapes.push_back({256, 1, 3, "PRODUCER=0"});
+  c.shapes.push_back({256, 1, 2, "PRODUCER=0"});
   c.make = [n](fj_runtime* rt, int device, uint32_t seed) {
     return GemmProblem::Make(rt, device, seed, n);
   };

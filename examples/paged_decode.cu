@@ -35,7 +35,8 @@
 // PRODUCER=2 (the default) two extra warps issue the gathers (fj::warp
 // scope), one the K pages and one the V pages, on a full/empty barrier
 // pair per slot (fj::pipeline), and the WARPS consumer warps only wait.
-// PRODUCER=1 gives both gathers to one warp: half the loads in flight
+// PRODUCER=4 adds a second such pair, the two pairs taking alternate
+// slots. PRODUCER=1 gives both gathers to one warp: half the loads in flight
 // where the threads copy, and slower under every implementation on the
 // H200 (sync 408 against 354 us, cp_async 232 against 162 us).
 // PRODUCER=0 issues them block-collectively between slots, as the
@@ -62,8 +63,8 @@
 #ifndef PRODUCER    // producer warps: 2 split the copies (fj::warp; one the
 #define PRODUCER 2  // K pages, one the V pages), 1 issues them all, 0: the
 #endif              // block issues them between slots
-#if PRODUCER < 0 || PRODUCER > 2
-#error "paged_decode: PRODUCER is 0, 1 or 2"
+#if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
+#error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif
 
 #define PAGE 16         // tokens per page
@@ -166,8 +167,8 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
   if (tid == 0) {
     for (int s = 0; s < NSTAGES; ++s) {
 #if PRODUCER
-      full[s].init(PRODUCER);  // one arrival per producer warp
-      empty[s].init(WARPS);    // one per consumer warp
+      full[s].init(PRODUCER == 1 ? 1 : 2);  // one per warp filling it
+      empty[s].init(WARPS);                 // one per consumer warp
 #else
       full[s].init(fj::block_threads());
 #endif
@@ -184,16 +185,19 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
 #if PRODUCER
   if (warp >= WARPS) {
     // The producer warp(s): wait until the consumers released the stage,
-    // then gather into it. No block barrier anywhere in this loop. With two,
-    // the first gathers the K pages and the second the V pages.
-    const bool gather_k = PRODUCER == 1 || warp == WARPS;
-    const bool gather_v = PRODUCER == 1 || warp == WARPS + 1;
-    fj::pipeline<NSTAGES> pl;
-    for (int k = 0; k < slots; ++k, pl.advance()) {
+    // then gather into it. No block barrier anywhere in this loop. In a
+    // pair, the first warp gathers the K pages and the second the V pages;
+    // pair q of PAIRS fills slots q, q + PAIRS, ...
+    const int pairs = PRODUCER == 1 ? 1 : PRODUCER / 2;
+    const int p = warp - WARPS;
+    const bool gather_k = PRODUCER == 1 || p % 2 == 0;
+    const bool gather_v = PRODUCER == 1 || p % 2 == 1;
+    for (int k = PRODUCER == 1 ? 0 : p / 2; k < slots; k += pairs) {
+      const int st = k % NSTAGES, phase = (k / NSTAGES) & 1;
       const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
-      unsigned short* slot = slot_of(pl.stage());
-      fj::barrier& bar = full[pl.stage()];
-      empty[pl.stage()].wait(pl.phase() ^ 1);
+      unsigned short* slot = slot_of(st);
+      fj::barrier& bar = full[st];
+      empty[st].wait(phase ^ 1);
       if (gather_k) {
         fj::gather_tiles(fj::warp, slot, k_cache, fj::at(0, 0), 1,
                          page_rows + k * STAGE_PAGES, n, bar);
