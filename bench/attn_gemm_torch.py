@@ -189,13 +189,13 @@ def decode_launcher(rt, src, impl, cfg, d):
 
 
 def decode_configs(quick):
-    base = dict(NSTAGES=3, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4, PRODUCER=2)
+    base = dict(NSTAGES=3, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4, PRODUCER=4)
     configs = [base]
     if not quick:
-        for change in (dict(PRODUCER=1), dict(PRODUCER=0), dict(NSTAGES=2),
-                       dict(PRODUCER=4), dict(PRODUCER=4, NSTAGES=2),
-                       dict(PRODUCER=4, NSTAGES=2, STAGE_PAGES=4),
-                       dict(NSTAGES=2, STAGE_PAGES=4),
+        for change in (dict(PRODUCER=2), dict(PRODUCER=1), dict(PRODUCER=0),
+                       dict(NSTAGES=2), dict(NSTAGES=2, STAGE_PAGES=4),
+                       dict(PRODUCER=2, NSTAGES=2),
+                       dict(PRODUCER=2, NSTAGES=2, STAGE_PAGES=4),
                        dict(NSTAGES=4), dict(NSTAGES=4, PRODUCER=1),
                        dict(CHUNK_PAGES=8), dict(CHUNK_PAGES=32),
                        dict(NSTAGES=3, STAGE_PAGES=4),

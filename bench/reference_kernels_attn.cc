@@ -431,25 +431,19 @@ KernelCase PagedDecodeCase() {
   // The anchor copies what the kernel reads and writes: the owned pages of
   // K and V (whole pages), q and out.
   c.copy_bytes = P::Bytes();
-  // {threads = 32 x (4 consumer warps + 2 producer warps), -, stages}.
+  // {threads = 32 x (4 consumer warps + 4 producer warps), -, stages}.
   // Fewer stages: less SMEM per CTA, more CTAs per SM (on the H200 2-3
-  // stages beat 4 and 6).
-  c.shapes = {{192, 1, 3}, {192, 1, 2}, {192, 1, 4}};
-  // More, smaller slots (one page each: more gathers in flight) and fewer,
-  // larger ones (four pages per barrier).
-  for (Shape s : std::vector<Shape>{{192, 1, 4}, {192, 1, 6}}) {
-    s.define = "STAGE_PAGES=1";
+  // stages beat 4 and 6); fewer, larger slots (four pages per barrier).
+  c.shapes = {{256, 1, 3}, {256, 1, 2}, {256, 1, 2, "STAGE_PAGES=4"}};
+  // One producer pair (K and V), then one producer warp for both gathers
+  // (the default until 2026-12-04): fewer loads in flight where the
+  // threads copy; more, smaller slots (one page each).
+  for (Shape s : std::vector<Shape>{{192, 1, 2}, {192, 1, 3}}) {
+    s.define = "PRODUCER=2";
     c.shapes.push_back(s);
   }
-  c.shapes.push_back({192, 1, 2, "STAGE_PAGES=4"});
-  // Two producer pairs on alternate slots: twice the loads in flight again.
-  for (Shape s : std::vector<Shape>{{256, 1, 2}, {256, 1, 3}}) {
-    s.define = "PRODUCER=4";
-    c.shapes.push_back(s);
-  }
-  c.shapes.push_back({256, 1, 2, "PRODUCER=4 STAGE_PAGES=4"});
-  // One producer warp for both gathers (the default until 2026-12-04):
-  // half the loads in flight where the threads copy.
+  c.shapes.push_back({192, 1, 2, "PRODUCER=2 STAGE_PAGES=4"});
+  c.shapes.push_back({192, 1, 6, "PRODUCER=2 STAGE_PAGES=1"});
   for (Shape s : std::vector<Shape>{{160, 1, 3}, {160, 1, 2}}) {
     s.define = "PRODUCER=1";
     c.shapes.push_back(s);
@@ -480,7 +474,7 @@ KernelCase GemmMmaCase(int n) {
   c.shapes = {{320, 1, 3}, {320, 1, 2}, {320, 1, 4}};
   for (int stages : {3, 4}) {
     c.shapes.push_back({320, 1, stages, "BM=256"});
-    c.shapes.push_back({352, 1, stages, "PRODUCER=4"});
+    c.shapes.push_back({384, 1, stages, "PRODUCER=4"});
     c.shapes.push_back({384, 1, stages, "BM=256 PRODUCER=4"});
   }
   c.shapes.push_back({288, 1, 3, "PRODUCER=1"});

@@ -20,7 +20,7 @@
 //     66,560 tokens with CHUNK_PAGES = 16); a longer one traps.
 //   - Launch: grid = (max_chunks, H, B) with max_chunks =
 //     ceil(max_pages / CHUNK_PAGES), block = 32 * (WARPS + PRODUCER)
-//     threads (192 by default; another block size traps rather than
+//     threads (256 by default; another block size traps rather than
 //     hang), dynamic shared memory = NSTAGES * STAGE_PAGES * 8192 + 128
 //     bytes (49,280 by default).
 // Result: out[b][h] = softmax(q k^T * scale) v over the first seq_lens[b]
@@ -32,15 +32,16 @@
 // through a NSTAGES-deep ring of SMEM slots, STAGE_PAGES K pages and as many
 // V pages per slot: per slot, one fj::gather_tiles of the K pages the table
 // names and one of the V pages, each behind the slot's one barrier. With
-// PRODUCER=2 (the default) two extra warps issue the gathers (fj::warp
-// scope), one the K pages and one the V pages, on a full/empty barrier
-// pair per slot (fj::pipeline), and the WARPS consumer warps only wait.
-// PRODUCER=4 adds a second such pair, the two pairs taking alternate
-// slots. PRODUCER=1 gives both gathers to one warp: half the loads in flight
-// where the threads copy, and slower under every implementation on the
-// H200 (sync 408 against 354 us, cp_async 232 against 162 us).
-// PRODUCER=0 issues them block-collectively between slots, as the
-// layer's first API had to.
+// PRODUCER=4 (the default) four extra warps issue the gathers (fj::warp
+// scope) on a full/empty barrier pair per slot (fj::pipeline), and the
+// WARPS consumer warps only wait: two pairs take alternate slots, and in a
+// pair one warp gathers the K pages and the other the V pages. PRODUCER=2
+// is one such pair, PRODUCER=1 one warp for both gathers, PRODUCER=0 the
+// block between slots, as the layer's first API had to. Where the threads
+// copy (sync) each producer warp has its own loads in flight, so more
+// producers keep more of them: on the H200, sync 408 / 326 / 273 us with
+// 1 / 2 / 4 producer warps, cp_async 186 / 166 / 162 us, tma 278 / 214 /
+// 223 us (kernels_bench, each at its best stages).
 // Every warp keeps its own online softmax (max, sum, 128-wide accumulator)
 // over its share of each slot, so the consumers never synchronise inside a
 // slot; the warps merge in SMEM at the end. A sequence of one chunk writes
@@ -60,9 +61,9 @@
 #ifndef WARPS  // consumer warps
 #define WARPS 4
 #endif
-#ifndef PRODUCER    // producer warps: 2 split the copies (fj::warp; one the
-#define PRODUCER 2  // K pages, one the V pages), 1 issues them all, 0: the
-#endif              // block issues them between slots
+#ifndef PRODUCER  // producer warps: 4 (two pairs), 2 (one pair: K and V), 1, or
+#define PRODUCER 4  // 0 (the block issues the gathers between slots)
+#endif
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif

@@ -118,6 +118,30 @@ TEST_F(ReferenceKernelsBuild, EveryShapesBuildOptionsBuild) {
   EXPECT_GT(built, 5);  // the transpose, softmax and decode have several
 }
 
+// The kernels whose warps have roles (consumers, then producers) trap on
+// a block of another size: every shape of their tuned spaces launches
+// 32 x (consumer warps + PRODUCER) threads, PRODUCER as its define sets it
+// (the examples' defaults: 2 in the GEMM, 4 in the decode).
+TEST_F(ReferenceKernelsBuild, ProducerShapesLaunchTheBlockTheirRolesNeed) {
+  int checked = 0;
+  for (const KernelCase& c : Cases()) {
+    int consumers = 0, default_producers = 0;
+    if (c.kernel == "gemm_mma") consumers = 8, default_producers = 2;
+    if (c.kernel == "paged_decode") consumers = 4, default_producers = 4;
+    if (consumers == 0) continue;
+    for (const Shape& s : c.shapes) {
+      int producers = default_producers;
+      for (int p : {0, 1, 2, 4}) {
+        if (ShapeHasDefine(s, "PRODUCER=" + std::to_string(p))) producers = p;
+      }
+      EXPECT_EQ(s.threads, 32 * (consumers + producers))
+          << c.name << " " << ShapeName(s);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 10);
+}
+
 // The copies each implementation promises, in the kernels' PTX.
 TEST_F(ReferenceKernelsBuild, PtxHoldsEachImplementationsCopies) {
   struct Want {
