@@ -114,9 +114,9 @@
 //        replaces ran at 0.19 / 0.22 / 0.14). It is the slow case left.
 //        -DFJ_NARROW_INLINE=1 tries this path at the call site instead
 //        of in the out-of-line rest (under tma, a tensor without a
-//        tensor map then takes cp_async's path there too): ragged 0.57x
-//        (tma) / 0.60-0.62x (cp_async) / 0.49-0.52x (sync), and no loss
-//        on the aligned transpose, but 40-50 % more build time
+//        tensor map then takes cp_async's path there too): ragged
+//        0.56-0.57x (tma) / 0.59-0.62x (cp_async) / 0.48-0.49x (sync),
+//        and no loss on the aligned transpose, but 40-50 % more build time
 //        (examples/pipelined_tiles.cu); the reference kernels' tuned
 //        spaces have it, so fj_tune picks it per problem.
 //        Pad the rows to 16 bytes where you can (pitch a multiple of
@@ -134,7 +134,10 @@
 // 4. Stages, boxes and threads per implementation (copy_bench's best on
 //    the H200; start there and measure):
 //      tma       2-3 stages of 256x64 f32 boxes (64 KiB), 1 CTA per SM;
-//                one producer warp is enough: the copy engine moves it.
+//                the copy engine moves the bytes, yet the examples still
+//                gained from a second producer warp, each issuing part of
+//                a stage (the GEMM 0.47 -> 0.55 of cuBLAS, the paged
+//                decode 0.93 -> 1.21 of a copy): measure 1 against 2.
 //      cp_async  2-4 stages of 128x64 boxes, 128-512 threads issuing: the
 //                bytes in flight are the threads' cp.asyncs, so the
 //                producer should be the block (or several warps), not one.
