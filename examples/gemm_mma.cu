@@ -108,6 +108,11 @@
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "gemm_mma: PRODUCER is 0, 1, 2 or 4"
 #endif
+#if PRODUCER == 4 && NSTAGES < 2
+// Two producer pairs on one stage would wait on its empty barrier's parity
+// a whole ring apart, which a parity cannot tell apart.
+#error "gemm_mma: PRODUCER=4 needs NSTAGES >= 2"
+#endif
 #define MMA_WARPS (WM * WN)
 
 #define WTM (BM / WM)  // warp tile

@@ -67,6 +67,11 @@
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif
+#if PRODUCER == 4 && NSTAGES < 2
+// Two producer pairs on one stage would wait on its empty barrier's parity
+// a whole ring apart, which a parity cannot tell apart.
+#error "paged_decode: PRODUCER=4 needs NSTAGES >= 2"
+#endif
 
 #define PAGE 16         // tokens per page
 #define DIM 128         // head_dim
