@@ -192,8 +192,7 @@ def decode_configs(quick):
     base = dict(NSTAGES=3, STAGE_PAGES=2, CHUNK_PAGES=16, WARPS=4, PRODUCER=4)
     configs = [base]
     if not quick:
-        for change in (dict(MIN_CTAS=4), dict(MIN_CTAS=4, NSTAGES=2),
-                       dict(PRODUCER=2), dict(PRODUCER=1), dict(PRODUCER=0),
+        for change in (dict(PRODUCER=2), dict(PRODUCER=1), dict(PRODUCER=0),
                        dict(NSTAGES=2), dict(NSTAGES=2, STAGE_PAGES=4),
                        dict(PRODUCER=2, NSTAGES=2),
                        dict(PRODUCER=2, NSTAGES=2, STAGE_PAGES=4),
@@ -239,8 +238,7 @@ def run_decode(rt, quick, examples, results, only_case=None):
         for cfg in configs:
             tag = (f"S{cfg['NSTAGES']} P{cfg['STAGE_PAGES']} "
                    f"C{cfg['CHUNK_PAGES']} W{cfg['WARPS']} "
-                   f"{('producer x%d' % cfg['PRODUCER']) if cfg['PRODUCER'] else 'block'}"
-                   f"{' min%d CTAs' % cfg['MIN_CTAS'] if cfg.get('MIN_CTAS') else ''}")
+                   f"{('producer x%d' % cfg['PRODUCER']) if cfg['PRODUCER'] else 'block'}")
             try:
                 launch, out, kern, smem = decode_launcher(rt, src, impl, cfg, d)
             except fleetjit.FleetjitError as e:

@@ -435,12 +435,6 @@ KernelCase PagedDecodeCase() {
   // Fewer stages: less SMEM per CTA, more CTAs per SM (on the H200 2-3
   // stages beat 4 and 6); fewer, larger slots (four pages per barrier).
   c.shapes = {{256, 1, 3}, {256, 1, 2}, {256, 1, 2, "STAGE_PAGES=4"}};
-  // Registers capped for 4 CTAs per SM (64 per thread: a few spills), so
-  // SMEM, not registers, sets the CTAs in flight.
-  for (Shape s : std::vector<Shape>{{256, 1, 3}, {256, 1, 2}}) {
-    s.define = "MIN_CTAS=4";
-    c.shapes.push_back(s);
-  }
   // One producer pair (K and V), then one producer warp for both gathers
   // (the default until 2026-12-04): fewer loads in flight where the
   // threads copy; more, smaller slots (one page each).

@@ -67,9 +67,6 @@
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif
-#ifndef MIN_CTAS  // CTAs per SM the registers must allow (__launch_bounds__)
-#define MIN_CTAS 1
-#endif
 #if PRODUCER == 4 && NSTAGES < 2
 // Two producer pairs on one stage would wait on its empty barrier's parity
 // a whole ring apart, which a parity cannot tell apart.
@@ -123,7 +120,7 @@ __device__ __forceinline__ float exp2_(float x) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
+extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
     paged_decode(FJ_TENSOR(unsigned short, 2) k_cache,
                  FJ_TENSOR(unsigned short, 2) v_cache,
                  const unsigned short* __restrict__ q,
