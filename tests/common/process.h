@@ -5,13 +5,17 @@
 #define FLEETJIT_TESTS_COMMON_PROCESS_H_
 
 #include <errno.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -63,6 +67,13 @@ inline pid_t Spawn(const std::vector<std::string>& argv,
   return pid;
 }
 
+// A waitpid status as an exit code: the code, 128 + signal, or -1.
+inline int ExitCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
 // The exit code of `pid`, or 128 + signal; -1 when it cannot be waited for.
 inline int Wait(pid_t pid) {
   if (pid <= 0) return -1;
@@ -70,9 +81,37 @@ inline int Wait(pid_t pid) {
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return -1;
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  return ExitCode(status);
+}
+
+// What WaitWithin returns for a process still running at its limit.
+constexpr int kWaitTimedOut = -2;
+
+// Wait() for at most `limit`. A process still running then is killed and
+// reaped, and the result is kWaitTimedOut. With `stacks` it first gets
+// SIGQUIT and 15 s to print every thread's stack (tests/common/stack_dump.cc,
+// which a forked child inherits), so a hang shows where it hung.
+inline int WaitWithin(pid_t pid, std::chrono::milliseconds limit,
+                      bool stacks = false) {
+  if (pid <= 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (true) {
+    const pid_t done = ::waitpid(pid, &status, WNOHANG);
+    if (done == pid) return ExitCode(status);
+    if (done < 0 && errno != EINTR) return -1;
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (stacks) {
+    std::fprintf(stderr, "process %d ran past its limit; its threads:\n",
+                 static_cast<int>(pid));
+    ::kill(pid, SIGQUIT);
+    std::this_thread::sleep_for(std::chrono::seconds(15));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return kWaitTimedOut;
 }
 
 // The path of this test binary (to start itself as a child).

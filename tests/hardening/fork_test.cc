@@ -6,12 +6,10 @@
 // host also through the real one (where a child of a process that
 // initialised CUDA may not get the driver at all: then the new runtime
 // must say so in fj_runtime_driver_error instead of crashing).
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "runtime/build/background_worker.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
+#include "tests/common/process.h"
 #include "tests/common/seed.h"
 #include "tests/common/test_paths.h"
 
@@ -175,38 +174,17 @@ std::string ParentSessionRefused(Session& parent) {
   return problems;
 }
 
-// What InChild returns for a child that did not finish in time.
-constexpr int kChildHung = 200;
-
 // Runs `child` in a forked child; its exit code (or 128 + signal). A child
 // still running after two minutes (0.3 s is usual, under ASan too) is a
-// hang: it gets SIGQUIT, which makes every thread of it print its stack
-// (tests/common/stack_dump.cc, inherited across fork()), then SIGKILL, and
-// the result is kChildHung, so a hang fails this test with the stacks
-// instead of running into CTest's timeout with nothing to show.
+// hang: WaitWithin has every thread of it print its stack, kills it and
+// returns kWaitTimedOut, so a hang fails this test with the stacks instead
+// of running into CTest's timeout with nothing to show.
 template <typename Fn>
 int InChild(Fn child) {
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid == 0) _exit(child());
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  int status = 0;
-  while (true) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) return -1;
-    if (std::chrono::steady_clock::now() > deadline) {
-      std::fprintf(stderr, "the child (pid %d) hung; its threads:\n", pid);
-      kill(pid, SIGQUIT);
-      std::this_thread::sleep_for(std::chrono::seconds(15));
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return kChildHung;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return WaitWithin(pid, std::chrono::minutes(2), /*stacks=*/true);
 }
 
 TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
@@ -256,7 +234,7 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
   EXPECT_EQ(code, 0)
       << "1: a call on the parent's runtime was not refused; 2: a new "
          "runtime failed; 3: a refused call reached the driver (stderr says "
-         "which); 200: the child hung (its stacks are on stderr)";
+         "which); -2: the child hung (its stacks are on stderr)";
   // The parent's runtime is untouched by all that.
   ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
   ASSERT_TRUE(Close(parent)) << parent.error;
@@ -300,7 +278,7 @@ TEST(ForkTest, ForkWaitsForTheRunningBackgroundJobAndTheParentResumes) {
   });
   EXPECT_EQ(code, 0) << "1: fork() did not wait for the running job; 2: a "
                         "queued job started during fork(); 3/4: the child ran "
-                        "an inherited job or not its own; 200: it hung";
+                        "an inherited job or not its own; -2: it hung";
   worker.WaitIdle();
   EXPECT_TRUE(finished);
   EXPECT_EQ(queued_ran, queued);  // the parent's queue resumed after fork()
@@ -341,7 +319,7 @@ TEST(ForkTest, RealDriverChildIsRefusedAndANewRuntimeSaysWhatItGot) {
   });
   EXPECT_EQ(code, 0)
       << "1: a call on the parent's runtime was not refused; 2: a new "
-         "runtime failed; 3: no status naming the driver call; 200: the "
+         "runtime failed; 3: no status naming the driver call; -2: the "
          "child hung";
   ASSERT_TRUE(RoundTrip(parent, rng)) << parent.error;
   ASSERT_TRUE(Close(parent)) << parent.error;

@@ -6,7 +6,6 @@
 // returns a fresh random tag that its job must hand back.
 #include "runtime/build/build_pool.h"
 
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/common/process.h"
 #include "tests/common/seed.h"
 
 namespace fleetjit {
@@ -39,20 +39,6 @@ std::function<absl::StatusOr<ModuleRecord>()> SlowBuild(std::string tag,
     r.name = tag;
     return r;
   };
-}
-
-// The exit code of `pid`, killing it after `limit`: -2 on a timeout.
-int WaitOrKill(pid_t pid, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return -2;
 }
 
 TEST(BuildPool, RunsEveryBuildAndHandsBackItsResult) {
@@ -97,7 +83,7 @@ TEST(BuildPool, ForkWhileBuildsRunThenBuildInTheChild) {
       if (!r.ok()) _exit(4);
       _exit(r->name == child_tag ? 0 : 5);
     }
-    EXPECT_EQ(WaitOrKill(pid, std::chrono::seconds(60)), 0)
+    EXPECT_EQ(testing::WaitWithin(pid, std::chrono::seconds(60)), 0)
         << "the child's build (3: hung, 4: failed, 5: wrong result, -2: the "
            "child was killed after 60 s)";
     // The parent's pool resumed: every build finishes with its own result,
