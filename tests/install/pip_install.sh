@@ -3,6 +3,8 @@
 # pip, offline (no index, no build isolation: Debian's setuptools), into
 # TARGET, then imports it from there and builds a kernel for sm_90.
 set -euo pipefail
+# Never die silently: name the command that failed.
+trap 'echo "pip_install: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 py=$1 pkg=$2 target=$3 lib=$4
 rm -rf "$target"
 # Build in a scratch copy so the source tree gets no build/ or egg-info.

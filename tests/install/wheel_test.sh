@@ -8,6 +8,8 @@
 #
 #   wheel_test.sh BUILD_DIR WORK_DIR
 set -euo pipefail
+# Never die silently: name the command that failed.
+trap 'echo "wheel_test: line $LINENO: \`$BASH_COMMAND\` failed (status $?)" >&2' ERR
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 B="$1"
 W="$2"
