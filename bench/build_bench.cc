@@ -27,8 +27,8 @@
 //  - examples/pipelined_tiles.cu with the PCH file warm (the disk tier holds
 //    it, jit/nvrtc_pch.h), absent (an empty cache: the child creates it),
 //    and with FLEETJIT_PCH=0;
-//  - saxpy + #include <fleetjit/copy.cuh> (the header alone), PCH warm and
-//    absent;
+//  - saxpy + #include <fleetjit/copy.cuh> (the header alone), PCH warm,
+//    absent and off;
 //  - pipelined_tiles and examples/transpose.cu with the PCH warm, whole and
 //    with the copy layer's slow-path library on disk
 //    (FLEETJIT_SLOW_PATH_LIBRARY, docs/slow-path-library.md).
@@ -302,6 +302,10 @@ int FreshMain(const std::string& self, int n, std::string root) {
       {"saxpy + #include <fleetjit/copy.cuh>, PCH file absent",
        "include",
        Row::kAbsent,
+       {}},
+      {"saxpy + #include <fleetjit/copy.cuh>, FLEETJIT_PCH=0",
+       "include",
+       Row::kOff,
        {}},
       {"examples/pipelined_tiles.cu, PCH + slow-path library",
        "tiles",

@@ -4,7 +4,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
+#include "runtime/copy/placement.h"
 #include "runtime/launch/wire.h"
 #include "runtime/runtime.h"
 #include "runtime/tune_backend.h"
@@ -43,6 +45,9 @@ class GpuBackend final : public TimedStreamBackend {
     FJ_RETURN_IF_ERROR(OpenStream());
     // Save the outputs: every check run starts from them, and the caller
     // gets them back.
+    for (size_t i = 0; i < request_.outputs.size(); ++i) {
+      FJ_RETURN_IF_ERROR(CheckOutput(i));
+    }
     for (const auto& [address, bytes] : request_.outputs) {
       CUdeviceptr p = 0;
       FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuMemAlloc(&p, bytes),
@@ -53,6 +58,32 @@ class GpuBackend final : public TimedStreamBackend {
                   "cuMemcpyDtoDAsync (saving an output buffer)"));
     }
     return Wait(absl::Seconds(30), "saving the outputs");
+  }
+
+  // Output `i` is CUDA memory (device, managed or pinned host) and lies
+  // inside one allocation: the buffers are saved, restored and read whole.
+  absl::Status CheckOutput(size_t i) const {
+    const auto& [address, bytes] = request_.outputs[i];
+    const std::string name = absl::StrCat("outputs[", i, "]");
+    if (bytes > UINT64_MAX - address) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: 0x%x + %u bytes runs past the end of the address space", name,
+          address, bytes));
+    }
+    FJ_ASSIGN_OR_RETURN(copy::Placement p, copy::ClassifyAddress(api_, address),
+                        name);
+    if (p.kind == copy::MemoryKind::kPageableHost) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: 0x%x is not CUDA memory (the driver does not know it)", name,
+          address));
+    }
+    if (p.allocation.size() > 0 &&
+        (address < p.allocation.lo || bytes > p.allocation.hi - address)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: %u bytes at 0x%x run outside its allocation [0x%x, 0x%x)", name,
+          bytes, address, p.allocation.lo, p.allocation.hi));
+    }
+    return absl::OkStatus();
   }
 
   std::vector<absl::Status> BuildAll(const std::vector<TuneCandidate>& cands,

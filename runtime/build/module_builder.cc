@@ -166,20 +166,22 @@ const std::vector<jit::IncludeDir>& ModuleBuilder::cuda_include_dirs() {
   return cuda_dirs_;
 }
 
+absl::StatusOr<jit::Target> ModuleBuilder::ResolveTarget(
+    const std::optional<jit::Target>& named, int device, const char* verb) {
+  if (named.has_value()) return *named;
+  if (options_.target_override.has_value()) return *options_.target_override;
+  FJ_ASSIGN_OR_RETURN(
+      Device * d, devices_.at(device),
+      absl::StrCat(verb, "ing for the live device (name a target to ", verb,
+                   " without a GPU)"));
+  return jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor);
+}
+
 absl::StatusOr<jit::BuildRequest> ModuleBuilder::ResolveRequest(
     const BuildSpec& spec) {
   // 1. The target: explicit, else the runtime's override, else the device.
-  jit::Target target;
-  if (spec.target.has_value()) {
-    target = *spec.target;
-  } else if (options_.target_override.has_value()) {
-    target = *options_.target_override;
-  } else {
-    FJ_ASSIGN_OR_RETURN(Device * d, devices_.at(spec.device),
-                        "building for the live device (name a target to build "
-                        "without a GPU)");
-    target = jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor);
-  }
+  FJ_ASSIGN_OR_RETURN(jit::Target target,
+                      ResolveTarget(spec.target, spec.device, "build"));
   // 2. The copy implementation: the build's own, checked against the
   // target's hardware; else the runtime's forced one where the target has
   // it (jit::RuntimeOverrideFor), else the target's best.

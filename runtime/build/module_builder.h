@@ -87,9 +87,10 @@ class ModuleBuilder {
     // The artifact with its thunk object; null if generation failed.
     std::shared_ptr<const jit::Artifact> with_thunk;
   };
-  // Queues what a build leaves to the background: the thunk object of
-  // `artifact` when it has none (thunks on, once per record key), and the
-  // disk store when `disk_pending`. `key` is absent for uncached builds.
+  // The target a build or link names, else the runtime's override, else the
+  // live device `device`'s; `verb` ("building", "linking") for the error.
+  absl::StatusOr<jit::Target> ResolveTarget(
+      const std::optional<jit::Target>& named, int device, const char* verb);
   // BuildRecord's steps 1-2: the target, copy implementation and NVRTC
   // request of `spec`.
   absl::StatusOr<jit::BuildRequest> ResolveRequest(const BuildSpec& spec);
@@ -119,6 +120,9 @@ class ModuleBuilder {
                                 const jit::BuildRequest& request,
                                 int register_cap);
 
+  // Queues what a build leaves to the background: the thunk object of
+  // `artifact` when it has none (thunks on, once per record key), and the
+  // disk store when `disk_pending`. `key` is absent for uncached builds.
   void ScheduleFollowUp(std::optional<CacheKey> key,
                         const std::string& record_key,
                         std::shared_ptr<const jit::Artifact> artifact,

@@ -155,17 +155,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(context, ": no inputs"));
   }
   // 1. Target and copy implementation, as BuildRecord resolves them.
-  jit::Target target;
-  if (spec.target.has_value()) {
-    target = *spec.target;
-  } else if (options_.target_override.has_value()) {
-    target = *options_.target_override;
-  } else {
-    FJ_ASSIGN_OR_RETURN(Device * d, devices_.at(spec.device),
-                        "linking for the live device (name a target to link "
-                        "without a GPU)");
-    target = jit::TargetForDevice(d->facts().cc_major, d->facts().cc_minor);
-  }
+  FJ_ASSIGN_OR_RETURN(jit::Target target,
+                      ResolveTarget(spec.target, spec.device, "link"));
   if (target.ptx) {
     return absl::InvalidArgumentError(
         absl::StrCat(context,

@@ -44,7 +44,7 @@ absl::Status ResolveGrid(const GridRule& rule, TuneCandidate& c) {
           absl::StrCat("grid divisor ", i, " ('", rule.divisor[i], "') is 0"));
     }
     const uint64_t extent = rule.extent[i] == 0 ? 1 : rule.extent[i];
-    const uint64_t blocks = (extent + d - 1) / d;
+    const uint64_t blocks = extent / d + (extent % d != 0);  // no overflow
     if (blocks > UINT32_MAX) {
       return absl::OutOfRangeError(
           absl::StrCat("grid[", i, "] = ", blocks, " does not fit 32 bits"));

@@ -144,6 +144,39 @@ TEST_F(TuneFakeTest, OneCallTunesStoresAndASecondHitsMemory) {
 // as one call launches them (the same run of another key, alone, counts
 // that). Without the single flight both calls tune and launch twice as
 // often.
+// An output buffer is saved, restored and read whole, so it must be CUDA
+// memory inside one allocation: anything else is refused before a byte is
+// copied, naming the output, and a good call works after.
+TEST_F(TuneFakeTest, OutputsOutsideTheirAllocationAreRefused) {
+  const std::string unused = "-DFJ_TUNE_FAKE_UNUSED=1";
+  std::vector<fj_str> macros = {S(unused)};
+  fj_tune_options o = Options(macros);
+  o.flags = FJ_TUNE_NO_CACHE_READ | FJ_TUNE_NO_CACHE_WRITE;
+  uint64_t host_word = 0;
+  const struct {
+    uint64_t address, bytes;
+    const char* says;
+  } bad[] = {
+      {y_, UINT64_MAX, "past the end of the address space"},
+      {y_, out_bytes_ + 4, "outside its allocation"},
+      {y_ + 8, out_bytes_, "outside its allocation"},
+      {reinterpret_cast<uint64_t>(&host_word), 8, "not CUDA memory"},
+  };
+  for (const auto& b : bad) {
+    uint64_t address = b.address, bytes = b.bytes;
+    o.output_addresses = &address;
+    o.output_bytes = &bytes;
+    TuneRun run = Tune(o);
+    EXPECT_EQ(run.code, FJ_INVALID_ARGUMENT) << b.says << ": " << run.message;
+    EXPECT_NE(run.message.find("outputs[0]"), std::string::npos) << run.message;
+    EXPECT_NE(run.message.find(b.says), std::string::npos) << run.message;
+  }
+  o.output_addresses = &y_;
+  o.output_bytes = &out_bytes_;
+  TuneRun good = Tune(o);
+  EXPECT_EQ(good.code, FJ_OK) << good.message;
+}
+
 TEST_F(TuneFakeTest, ConcurrentCallsOfOneKeyTuneOnce) {
   std::string alone = "-DFJ_TUNE_FAKE_ALONE=1";
   std::vector<fj_str> alone_macros = {S(alone)};

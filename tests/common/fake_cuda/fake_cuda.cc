@@ -440,6 +440,7 @@ CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > (size_t{1} << 40)) return CUDA_ERROR_OUT_OF_MEMORY;  // 1 TiB
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   S().allocations[reinterpret_cast<uintptr_t>(p)] = {
@@ -466,6 +467,7 @@ CUresult fake_cuMemFree(CUdeviceptr p) {
 CUresult fake_cuMemHostAlloc(void** out, size_t bytes, unsigned int) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (bytes > (size_t{1} << 40)) return CUDA_ERROR_OUT_OF_MEMORY;  // 1 TiB
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   S().allocations[reinterpret_cast<uintptr_t>(p)] = {bytes, -1,

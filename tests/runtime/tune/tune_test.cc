@@ -72,6 +72,38 @@ TEST(TuneSpaceTest, ExpandsMacroSetsTimesShapesWithGridsFromTheRule) {
             (std::vector<std::string>{"-DBM=0x40", "-DSTAGES=3"}));
 }
 
+// ceil(extent / divisor) for every extent, up to UINT64_MAX: no wrap to a
+// grid of 0 blocks (which a launch of the winner would then refuse).
+TEST(TuneSpaceTest, ExtentsUpToTheTopOfUint64NeverWrap) {
+  std::mt19937_64 rng = SeededRng("ExtentsUpToTheTop");
+  const uint64_t d = 1 + rng() % 1024;
+  std::vector<uint64_t> extents = {UINT64_MAX, UINT64_MAX - d + 2,
+                                   uint64_t{UINT32_MAX} * d,
+                                   uint64_t{UINT32_MAX} * d + 1};
+  for (int i = 0; i < 64; ++i) extents.push_back(rng() >> (rng() % 64));
+  for (uint64_t extent : extents) {
+    TuneSpace space;
+    space.macro_sets = {absl::StrCat("-DBM=", d)};
+    space.shapes = {Block(64)};
+    space.grid.extent = {extent, 0, 0};
+    space.grid.divisor = {"BM", "", ""};
+    auto r = ExpandSpace(space);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const unsigned __int128 want =
+        (static_cast<unsigned __int128>(extent == 0 ? 1 : extent) + d - 1) / d;
+    if (want > UINT32_MAX) {
+      EXPECT_TRUE(absl::IsOutOfRange((*r)[0].grid_status))
+          << extent << " / " << d << ": " << (*r)[0].grid_status;
+      EXPECT_TRUE(absl::StrContains((*r)[0].grid_status.message(),
+                                    "does not fit 32 bits"));
+    } else {
+      ASSERT_TRUE((*r)[0].grid_status.ok()) << (*r)[0].grid_status;
+      EXPECT_EQ((*r)[0].grid[0], static_cast<uint32_t>(want))
+          << extent << " / " << d;
+    }
+  }
+}
+
 TEST(TuneSpaceTest, RefusalsNameTheField) {
   TuneSpace empty;
   auto r = ExpandSpace(empty);
