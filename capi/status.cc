@@ -4,6 +4,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "base/raw_enum.h"
 #include "base/status_macros.h"
 
@@ -76,8 +77,12 @@ fj_code CodeOf(const absl::Status& status) {
 fj_status* ToFjStatus(const absl::Status& status) {
   if (status.ok()) return nullptr;
   try {
-    auto* out =
-        new fj_status{CodeOf(status), std::string(status.message()), {}};
+    // The message is read as a C string: a NUL it echoes from the caller's
+    // input (a target, a kernel name) would cut it short, so it reads "\0".
+    auto* out = new fj_status{
+        CodeOf(status),
+        absl::StrReplaceAll(status.message(), {{std::string(1, '\0'), "\\0"}}),
+        {}};
     status.ForEachPayload([out](absl::string_view url,
                                 const absl::Cord& value) {
       if (absl::StartsWith(url, kPayloadPrefix)) {

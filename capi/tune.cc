@@ -159,6 +159,15 @@ absl::StatusOr<TuneRequest> ReadTuneOptions(const fj_tune_options* options) {
              1;
     };
   }
+  static_assert(FJ_TUNE_MAX_COUNT == tune::kMaxCount);
+  for (const auto& [name, count] :
+       {std::pair{"warmup", o.warmup}, std::pair{"samples", o.samples}}) {
+    if (count > FJ_TUNE_MAX_COUNT) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options->", name, " is ", count, "; at most ",
+                       FJ_TUNE_MAX_COUNT, " (FJ_TUNE_MAX_COUNT)"));
+    }
+  }
   if (o.warmup != 0) r.settings.warmup = o.warmup;
   if (o.samples != 0) r.settings.samples = o.samples;
   if (o.noise_threshold < 0 || o.noise_threshold != o.noise_threshold) {

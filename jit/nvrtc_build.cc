@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -91,6 +92,59 @@ std::vector<std::string> BuildOptions(const BuildRequest& request) {
   if (request.device_code == DeviceCode::kLtoIr) options.push_back("-dlto");
   options.insert(options.end(), request.options.begin(), request.options.end());
   return options;
+}
+
+absl::Status CheckBuildInputs(absl::string_view source,
+                              const std::vector<std::string>& options,
+                              absl::string_view field) {
+  if (size_t nul = source.find('\0'); nul != absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the source has a NUL byte at offset ", nul, " of ", source.size(),
+        " (NVRTC would stop reading there); pass its text only"));
+  }
+  // Short and long forms that take the next option as their value.
+  static constexpr absl::string_view kTakesNext[] = {"-D",
+                                                     "--define-macro",
+                                                     "-U",
+                                                     "--undefine-macro",
+                                                     "-I",
+                                                     "--include-path",
+                                                     "-include",
+                                                     "--pre-include",
+                                                     "-isystem",
+                                                     "-maxrregcount",
+                                                     "--maxrregcount",
+                                                     "-std",
+                                                     "--std"};
+  for (size_t i = 0; i < options.size(); ++i) {
+    const std::string& o = options[i];
+    const std::string name = absl::StrCat(field, "[", i, "]");
+    if (size_t nul = o.find('\0'); nul != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " has a NUL byte at offset ", nul,
+                       "; pass one option per entry"));
+    }
+    if (o.empty())
+      return absl::InvalidArgumentError(absl::StrCat(name, " is empty"));
+    if (o == "-arch" || o == "--gpu-architecture" ||
+        absl::StartsWith(o, "-arch=") ||
+        absl::StartsWith(o, "--gpu-architecture=")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " ('", o,
+          "') sets the target: name it in the build's target instead "
+          "(fleetjit passes -arch itself, and reports the target it built)"));
+    }
+    if (i + 1 == options.size()) {
+      for (absl::string_view t : kTakesNext) {
+        if (o == t) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              name, " ('", o, "') is the last option but takes a value: write ",
+              o, "=VALUE, ", o, "VALUE or put the value in the next entry"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool IsRelocatableBuild(const std::vector<std::string>& options) {

@@ -64,6 +64,16 @@ struct BuildRequest {
   DeviceCode device_code = DeviceCode::kWhole;
 };
 
+// What a build's caller may not say, checked before anything compiles
+// (INVALID_ARGUMENT naming `field`, e.g. "nvrtc_options"): a NUL byte in the
+// source (NVRTC stops reading there) or in an option; an option that sets
+// the target (-arch, --gpu-architecture: the build's target says it, and
+// the module's info must describe its image); a last option that takes its
+// value from the next one (-D, -I...: it would take fleetjit's own).
+absl::Status CheckBuildInputs(absl::string_view source,
+                              const std::vector<std::string>& options,
+                              absl::string_view field);
+
 // The exact option list a request compiles with (part of the cache key).
 std::vector<std::string> BuildOptions(const BuildRequest& request);
 

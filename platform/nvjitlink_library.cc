@@ -112,10 +112,18 @@ absl::Status CheckNvJitLink(int result, const char* call) {
       "NVJITLINK_ERROR_LTO_NOT_ENABLED",
   };
   constexpr int kCount = sizeof(kNames) / sizeof(kNames[0]);
-  return absl::InternalError(absl::StrCat(
+  const std::string text = absl::StrCat(
       call, ": ",
       result > 0 && result < kCount ? kNames[result] : "nvJitLink error ",
-      result > 0 && result < kCount ? "" : absl::StrCat(result)));
+      result > 0 && result < kCount ? "" : absl::StrCat(result));
+  // The options are the caller's (fj_link_options.link_options): an unknown
+  // or clashing one is their input, not a fleetjit bug.
+  constexpr int kUnrecognizedOption = 1, kIncompatibleOptions = 11;
+  if (result == kUnrecognizedOption || result == kIncompatibleOptions) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(text, " (a link option nvJitLink does not take)"));
+  }
+  return absl::InternalError(text);
 }
 
 absl::StatusOr<const NvJitLinkApi*> NvJitLinkLibrary::Get() {

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "fleetjit/fleetjit.h"
 #include "nlohmann/json.hpp"
 
 namespace fleetjit::cli {
@@ -297,12 +298,14 @@ absl::StatusOr<TuneSpec> ParseTuneSpec(absl::string_view text) {
   struct U32Field {
     const char* name;
     uint32_t* out;
+    uint64_t max;
   };
   for (const U32Field& f :
-       {U32Field{"warmup", &spec.warmup}, U32Field{"samples", &spec.samples},
-        U32Field{"timeout_ms", &spec.timeout_ms}}) {
+       {U32Field{"warmup", &spec.warmup, FJ_TUNE_MAX_COUNT},
+        U32Field{"samples", &spec.samples, FJ_TUNE_MAX_COUNT},
+        U32Field{"timeout_ms", &spec.timeout_ms, UINT32_MAX}}) {
     if (!doc.contains(f.name)) continue;
-    auto u = Unsigned(doc[f.name], f.name, UINT32_MAX);
+    auto u = Unsigned(doc[f.name], f.name, f.max);
     if (!u.ok()) return u.status();
     *f.out = static_cast<uint32_t>(*u);
   }

@@ -1153,13 +1153,18 @@ typedef struct fj_global_info {
 
 /* Looks up the global `name` of `module` on `device`, loading the module
  * there if needed (cuModuleGetGlobal). `name` is one of the build's name
- * expressions (fj_build_options.name_expressions: "table<float>",
- * "ns::counter"; NVRTC lowers each at build time, and one that names a
- * variable, not a kernel, becomes a global), or the variable's symbol as it
- * is in the image: an unmangled name for a variable at namespace scope
+ * expressions, with or without its leading `&`, or the variable's symbol as
+ * it is in the image: an unmangled name for a variable at namespace scope
  * ("counter"). An unknown name is FJ_NOT_FOUND. The address may be passed
  * to kernels (FJ_ARG_POINTER) of the same module on that device.
- * (since 1.3) */
+ * A variable in a namespace, or a variable template, is mangled: list it in
+ * fj_build_options.name_expressions by its address, "&ns::counter",
+ * "&table<float>" (NVRTC lowers each at build time, and one that names a
+ * variable, not a kernel, becomes a global). NVRTC takes a name expression
+ * as a constant expression: a scalar without its `&` ("ns::counter" for a
+ * `__device__ int`) fails the build with FJ_BUILD_ERROR ("expression must
+ * have a constant value"); an array's name alone is accepted. Look it up
+ * as "&ns::counter" or "ns::counter". (since 1.3) */
 FJ_API fj_status* fj_module_get_global(fj_module* module, fj_str name,
                                        int32_t device,
                                        fj_global_info* out_info);
@@ -1387,6 +1392,11 @@ typedef enum fj_tune_flags {
   FJ_TUNE_NO_CACHE_WRITE = 1u << 1 /* keep the result out of every tier */
 } fj_tune_flags;
 
+/* The most warm-up launches and timed samples one candidate may ask for
+ * (more is FJ_INVALID_ARGUMENT): timeout_ms bounds each wait, not the whole
+ * call, so the counts bound its length. */
+#define FJ_TUNE_MAX_COUNT 10000u
+
 /* What to tune and with what (since 1.3). */
 typedef struct fj_tune_options {
   size_t struct_size;
@@ -1433,8 +1443,8 @@ typedef struct fj_tune_options {
   int32_t (*check_fn)(void* user, size_t candidate, const void* const* outputs,
                       const uint64_t* bytes, size_t num_outputs);
   void* check_user;
-  uint32_t warmup;        /* launches before timing; 0 = 3 */
-  uint32_t samples;       /* timed samples; 0 = 21 */
+  uint32_t warmup;  /* launches before timing; 0 = 3; <= FJ_TUNE_MAX_COUNT */
+  uint32_t samples; /* timed samples; 0 = 21; <= FJ_TUNE_MAX_COUNT */
   double noise_threshold; /* 0 = 0.10 */
   uint32_t timeout_ms;    /* watchdog per wait; 0 = 10000 */
   uint32_t flags;         /* fj_tune_flags */

@@ -179,6 +179,8 @@ absl::StatusOr<jit::Target> ModuleBuilder::ResolveTarget(
 
 absl::StatusOr<jit::BuildRequest> ModuleBuilder::ResolveRequest(
     const BuildSpec& spec) {
+  FJ_RETURN_IF_ERROR(
+      jit::CheckBuildInputs(spec.source, spec.options, "nvrtc_options"));
   // 1. The target: explicit, else the runtime's override, else the device.
   FJ_ASSIGN_OR_RETURN(jit::Target target,
                       ResolveTarget(spec.target, spec.device, "build"));

@@ -188,6 +188,10 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const LinkInputSpec& in = spec.inputs[i];
     if (in.kind != LinkInputSpec::Kind::kSource) continue;
+    FJ_RETURN_IF_ERROR(
+        jit::CheckBuildInputs(in.data, in.options,
+                              absl::StrCat("inputs[", i, "].nvrtc_options")),
+        context);
     jit::BuildRequest& r = requests[i];
     r.source = in.data;
     r.name = in.name;

@@ -88,8 +88,11 @@ absl::StatusOr<TuneRecord> RunTuning(
   if (candidates.empty()) {
     return absl::InvalidArgumentError("the space has no candidate");
   }
-  if (settings.samples == 0) {
-    return absl::InvalidArgumentError("samples must be at least 1");
+  if (settings.samples == 0 || settings.samples > kMaxCount ||
+      settings.warmup > kMaxCount) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "samples (", settings.samples, ") must be 1 to ", kMaxCount,
+        " and warmup (", settings.warmup, ") at most ", kMaxCount));
   }
   const auto start = std::chrono::steady_clock::now();
   TuneRecord record;

@@ -34,6 +34,10 @@
 
 namespace fleetjit::tune {
 
+// The most warm-up launches and samples a run takes (FJ_TUNE_MAX_COUNT):
+// the deadline bounds each wait, so the counts bound a run's length.
+constexpr uint32_t kMaxCount = 10000;
+
 struct TuneSettings {
   uint32_t warmup = 3;    // launches before timing
   uint32_t samples = 21;  // timed samples per candidate

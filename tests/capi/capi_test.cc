@@ -308,6 +308,55 @@ TEST_F(CapiTest, AMissingKernelNameIsNotFound) {
   EXPECT_EQ(Code(fj_module_destroy(m)), FJ_OK);
 }
 
+// What NVRTC would take silently (a source cut at a NUL, an -arch that
+// contradicts the target the module then reports, a last -D that eats
+// fleetjit's own next option) is refused before anything compiles, and a
+// good build works after.
+TEST_F(CapiTest, SourcesAndOptionsNvrtcWouldMisreadAreRefused) {
+  const std::string cut = std::string(kKernel) + std::string("\0 {{{", 5);
+  const struct {
+    std::string source;
+    std::vector<std::string> options;
+    const char* says;
+  } bad[] = {
+      {cut, {}, "NUL byte at offset"},
+      {kKernel,
+       {std::string("-DX=1\0 --junk", 13)},
+       "nvrtc_options[0] has a NUL"},
+      {kKernel, {"-arch=sm_80"}, "sets the target"},
+      {kKernel, {"-DA=1", "--gpu-architecture", "sm_80"}, "nvrtc_options[1]"},
+      {kKernel, {"-DA=1", "-D"}, "is the last option but takes a value"},
+      {kKernel, {"-I"}, "is the last option but takes a value"},
+      {kKernel, {""}, "nvrtc_options[0] is empty"},
+  };
+  for (const auto& b : bad) {
+    std::vector<fj_str> options;
+    for (const std::string& o : b.options)
+      options.push_back({o.data(), o.size()});
+    fj_build_options o = BuildOptions(kKernel, "sm_80");
+    o.source = {b.source.data(), b.source.size()};
+    o.nvrtc_options = options.data();
+    o.num_nvrtc_options = options.size();
+    fj_module* m = nullptr;
+    fj_status* st = fj_module_build(rt_, &o, &m);
+    EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT) << b.says;
+    EXPECT_NE(std::string(fj_status_message(st, nullptr)).find(b.says),
+              std::string::npos)
+        << fj_status_message(st, nullptr);
+    fj_status_free(st);
+    EXPECT_EQ(m, nullptr);
+  }
+  // A value in the next entry is fine.
+  const std::string d = "-D", v = "FJ_CAPI_TEST_VALUE=1";
+  fj_str pair[] = {{d.data(), d.size()}, {v.data(), v.size()}};
+  fj_build_options o = BuildOptions(kKernel, "sm_80");
+  o.nvrtc_options = pair;
+  o.num_nvrtc_options = 2;
+  fj_module* m = nullptr;
+  ASSERT_EQ(Code(fj_module_build(rt_, &o, &m)), FJ_OK);
+  EXPECT_EQ(Code(fj_module_destroy(m)), FJ_OK);
+}
+
 TEST_F(CapiTest, DeviceCallsWithoutAGpuAreUnavailable) {
   int32_t n = -1;
   ASSERT_EQ(Code(fj_device_count(rt_, &n)), FJ_OK);

@@ -85,7 +85,8 @@ class LinkTest : public ::testing::Test {
 
   // Links `inputs` for `target` with `flags` on `rt` (default: rt_).
   fj_status* Link(const std::vector<Input>& inputs, const std::string& target,
-                  uint32_t flags, fj_module** out, fj_runtime* rt = nullptr) {
+                  uint32_t flags, fj_module** out, fj_runtime* rt = nullptr,
+                  const std::vector<fj_str>& link_options = {}) {
     std::vector<std::vector<fj_str>> options(inputs.size());
     std::vector<fj_link_input> in(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -108,6 +109,8 @@ class LinkTest : public ::testing::Test {
     o.name = S(link_name_);
     o.target = S(target);
     o.flags = flags;
+    o.link_options = link_options.data();
+    o.num_link_options = link_options.size();
     return fj_module_link(rt == nullptr ? rt_ : rt, &o, out);
   }
 
@@ -344,6 +347,25 @@ TEST_F(LinkTest, UncachedLinkCompilesEveryTime) {
     EXPECT_EQ(InfoOf(m).cache_result, FJ_CACHE_COMPILED);
     FJ_ASSERT_OK(fj_module_destroy(m));
   }
+}
+
+// A link option nvJitLink does not take is the caller's input, not a bug
+// in fleetjit (INTERNAL).
+TEST_F(LinkTest, AnUnknownLinkOptionIsInvalidArgument) {
+  const int factor = DrawFactor("AnUnknownLinkOptionIsInvalidArgument");
+  fj_module* m = nullptr;
+  fj_status* st = Link({{FJ_LINK_SOURCE, "caller.cu", kCaller, {}},
+                        {FJ_LINK_SOURCE, "callee.cu", Callee(factor), {}}},
+                       "sm_80", FJ_LINK_NO_CACHE, &m, nullptr,
+                       {S("--no-such-link-option")});
+  EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT)
+      << fj_status_message(st, nullptr);
+  EXPECT_NE(std::string(fj_status_message(st, nullptr))
+                .find("NVJITLINK_ERROR_UNRECOGNIZED_OPTION"),
+            std::string::npos)
+      << fj_status_message(st, nullptr);
+  fj_status_free(st);
+  EXPECT_EQ(m, nullptr);
 }
 
 TEST_F(LinkTest, SourceErrorIsABuildErrorWithItsLog) {

@@ -2,6 +2,7 @@
 // from what the status carries explicitly, never from a stand-in absl code.
 #include "capi/status.h"
 
+#include <cstring>
 #include <random>
 #include <set>
 #include <string>
@@ -30,6 +31,22 @@ TEST(CapiStatusTest, ACudaErrorKeepsItsCodeThroughAnnotate) {
   fj_status_free(out);
   EXPECT_EQ(CodeOf(CheckCu(api, CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")),
             FJ_RESOURCE_EXHAUSTED);
+}
+
+// A NUL echoed from the caller's input reads "\0", so the C string is the
+// whole message.
+TEST(CapiStatusTest, AnEchoedNulDoesNotCutTheMessageShort) {
+  std::mt19937_64 rng(std::random_device{}());
+  const std::string tail = std::to_string(rng());
+  const std::string target = std::string("sm_9\0 ", 6) + tail;
+  fj_status* out = ToFjStatus(absl::InvalidArgumentError(
+      "unknown target '" + target + "'; the rest of the message"));
+  size_t n = 0;
+  const char* text = fj_status_message(out, &n);
+  EXPECT_EQ(std::strlen(text), n);
+  EXPECT_EQ(std::string(text),
+            "unknown target 'sm_9\\0 " + tail + "'; the rest of the message");
+  fj_status_free(out);
 }
 
 TEST(CapiStatusTest, AbslCodesWithoutAPublicCode) {

@@ -160,6 +160,16 @@ TEST_F(TuneCapiTest, OutputsChecksAndSettings) {
   EXPECT_TRUE(Refused(Tune(&o), FJ_INVALID_ARGUMENT, "noise_threshold"));
   o.noise_threshold = std::nan("");
   EXPECT_TRUE(Refused(Tune(&o), FJ_INVALID_ARGUMENT, "noise_threshold"));
+  // Counts past FJ_TUNE_MAX_COUNT (timeout_ms bounds each wait, so an
+  // unbounded count is an unbounded call).
+  for (uint32_t count : {FJ_TUNE_MAX_COUNT + 1, UINT32_MAX}) {
+    o = o_;
+    o.warmup = count;
+    EXPECT_TRUE(Refused(Tune(&o), FJ_INVALID_ARGUMENT, "options->warmup"));
+    o = o_;
+    o.samples = count;
+    EXPECT_TRUE(Refused(Tune(&o), FJ_INVALID_ARGUMENT, "options->samples"));
+  }
   o = o_;
   o.args = nullptr;
   EXPECT_TRUE(Refused(Tune(&o), FJ_INVALID_ARGUMENT, "args"));

@@ -128,6 +128,13 @@ TEST(TuneSpaceJsonTest, BadFieldsAreNamed) {
        "samples"},
       {absl::StrCat(R"({"kernel": 3, "shapes": [32], "args": [)", out, "]}"),
        "kernel"},
+      // Past FJ_TUNE_MAX_COUNT: each wait is bounded, not their number.
+      {absl::StrCat(R"({"shapes": [32], "warmup": 4294967295, "args": [)", out,
+                    "]}"),
+       "warmup"},
+      {absl::StrCat(R"({"shapes": [32], "samples": 10001, "args": [)", out,
+                    "]}"),
+       "samples"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.doc);

@@ -792,6 +792,9 @@ pub struct fj_tune_shape {
 pub type fj_tune_flags = u32;
 pub const FJ_TUNE_NO_CACHE_READ: fj_tune_flags = 1 << 0;
 pub const FJ_TUNE_NO_CACHE_WRITE: fj_tune_flags = 1 << 1;
+/// The most warm-up launches and timed samples one candidate may ask for
+/// (more is `FJ_INVALID_ARGUMENT`).
+pub const FJ_TUNE_MAX_COUNT: u32 = 10000;
 
 pub type fj_tune_grid_fn = Option<
     unsafe extern "C" fn(
