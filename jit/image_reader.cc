@@ -237,26 +237,101 @@ absl::StatusOr<Target> CubinTarget(absl::string_view image) {
   return ParseTarget(absl::StrCat("sm_", arch));
 }
 
+namespace {
+
+absl::Status MalformedFatbin(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed fatbin: ", what));
+}
+
+// The fatbin container, as nvcc, nvJitLink and fatbinary write it: a
+// 16-byte header (magic, version, header size, then the bytes of entries
+// that follow it), then entries, each a header (kind, version, header size,
+// payload size; flags at 40) and its payload. Containers may follow one
+// another, 8-byte aligned.
+constexpr uint64_t kFatbinHeaderBytes = 16;
+constexpr uint64_t kFatbinEntryHeaderBytes = 64;
+constexpr uint16_t kFatbinEntryPtx = 1, kFatbinEntryCubin = 2;
+// Payload compression: LZ4 (CUDA 11-12) and zstd (CUDA 13).
+constexpr uint64_t kFatbinCompressed = 0x2000 | 0x8000;
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
     absl::string_view fatbin) {
+  const Bytes bytes(fatbin);
+  if (!bytes.Has(0, kFatbinHeaderBytes) ||
+      bytes.Read<uint32_t>(0) != kFatbinMagic) {
+    return absl::InvalidArgumentError(
+        "not a fatbin: it does not start with a fatbin header (magic "
+        "0xBA55ED50); name the image's kind (cubin, PTX) or let it be "
+        "sniffed");
+  }
   std::vector<std::string> names;
   absl::flat_hash_set<std::string> seen;
-  bool any = false;
-  // The embedded cubins start 8-byte aligned; one that does not parse is
-  // skipped (a match of the magic inside some other payload).
-  for (size_t at = 8; at + 64 <= fatbin.size(); at += 8) {
-    if (std::memcmp(fatbin.data() + at, kElfMagic, 4) != 0) continue;
-    auto kernels = CubinKernelNames(fatbin.substr(at));
-    if (!kernels.ok()) continue;
-    any = true;
-    for (std::string& k : *kernels) {
-      if (seen.insert(k).second) names.push_back(std::move(k));
+  int entries = 0, cubins = 0, compressed = 0, ptx = 0;
+  uint64_t at = 0;
+  while (bytes.Has(at, kFatbinHeaderBytes) &&
+         bytes.Read<uint32_t>(at) == kFatbinMagic) {
+    const uint64_t header_bytes = bytes.Read<uint16_t>(at + 6);
+    const uint64_t body_bytes = bytes.Read<uint64_t>(at + 8);
+    if (header_bytes < kFatbinHeaderBytes || !bytes.Has(at, header_bytes)) {
+      return MalformedFatbin(
+          absl::StrCat("a header of ", header_bytes, " bytes at offset ", at));
     }
+    const uint64_t body = at + header_bytes;
+    if (!bytes.Has(body, body_bytes)) {
+      return MalformedFatbin(absl::StrCat("the header at offset ", at,
+                                          " claims ", body_bytes,
+                                          " bytes of entries; the image has ",
+                                          bytes.size() - body, " after it"));
+    }
+    const uint64_t end = body + body_bytes;
+    for (uint64_t e = body; e < end;) {
+      const int index = entries++;
+      if (end - e < kFatbinEntryHeaderBytes) {
+        return MalformedFatbin(
+            absl::StrCat("entry ", index, " is cut short at offset ", e));
+      }
+      const uint16_t kind = bytes.Read<uint16_t>(e);
+      const uint64_t entry_header = bytes.Read<uint32_t>(e + 4);
+      const uint64_t payload_bytes = bytes.Read<uint64_t>(e + 8);
+      const uint64_t flags = bytes.Read<uint64_t>(e + 40);
+      if (entry_header < kFatbinEntryHeaderBytes || entry_header > end - e ||
+          payload_bytes > end - e - entry_header) {
+        return MalformedFatbin(
+            absl::StrCat("entry ", index, " at offset ", e, " (a header of ",
+                         entry_header, " bytes and a payload of ",
+                         payload_bytes, ") overruns its container"));
+      }
+      const absl::string_view payload =
+          fatbin.substr(e + entry_header, payload_bytes);
+      e += entry_header + payload_bytes;
+      if ((flags & kFatbinCompressed) != 0) {
+        ++compressed;
+        continue;
+      }
+      if (kind == kFatbinEntryPtx) ++ptx;
+      if (kind != kFatbinEntryCubin) continue;
+      auto kernels = CubinKernelNames(payload);
+      if (!kernels.ok()) {
+        return MalformedFatbin(absl::StrCat(
+            "entry ", index, " (a cubin): ", kernels.status().message()));
+      }
+      ++cubins;
+      for (std::string& k : *kernels) {
+        if (seen.insert(k).second) names.push_back(std::move(k));
+      }
+    }
+    at = (end + 7) & ~uint64_t{7};  // the next container, if any
   }
-  if (!any) {
-    return absl::FailedPreconditionError(
+  if (entries == 0) return MalformedFatbin("it holds no entries");
+  if (cubins == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
         "the fatbin holds no uncompressed cubin whose kernels could be listed "
-        "(compressed fatbins are not read; load the cubin or PTX instead)");
+        "(",
+        entries, " entries: ", compressed, " compressed, ", ptx,
+        " PTX; compressed fatbins are not read: load the cubin or PTX "
+        "instead)"));
   }
   return names;
 }

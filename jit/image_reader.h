@@ -54,8 +54,11 @@ absl::StatusOr<std::vector<std::pair<std::string, int>>> CubinRegisterCounts(
 absl::StatusOr<Target> CubinTarget(absl::string_view elf);
 
 // The kernels of the uncompressed cubins embedded in a fatbin (union, in
-// order of first appearance). FAILED_PRECONDITION when it holds none that
-// can be read (e.g. compressed entries only).
+// order of first appearance). INVALID_ARGUMENT when the container is
+// malformed (no fatbin header, sizes past its end, no entries, an
+// uncompressed cubin entry that does not parse); FAILED_PRECONDITION when a
+// well-formed one holds no uncompressed cubin (e.g. compressed entries
+// only).
 absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
     absl::string_view fatbin);
 

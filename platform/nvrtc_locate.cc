@@ -130,8 +130,10 @@ absl::StatusOr<std::string> ResolveNvrtcLibrary(
     const std::string& explicit_path) {
   if (!explicit_path.empty()) {
     if (IsRegularFile(explicit_path)) return explicit_path;
-    return absl::NotFoundError(absl::StrCat(
-        "NVRTC library '", explicit_path, "' does not exist or is not a file"));
+    return absl::UnavailableError(absl::StrCat(
+        "NVRTC library '", explicit_path,
+        "' does not exist or is not a file; install the CUDA toolkit's NVRTC "
+        "or point FLEETJIT_LIBNVRTC (libnvrtc_path) at libnvrtc.so.13 or .12"));
   }
   std::vector<std::string> dirs = SearchDirs();
   for (const char* soname : kSonames) {
@@ -140,7 +142,7 @@ absl::StatusOr<std::string> ResolveNvrtcLibrary(
       if (IsRegularFile(path)) return path;
     }
   }
-  return absl::NotFoundError(absl::StrCat(
+  return absl::UnavailableError(absl::StrCat(
       "NVRTC (", absl::StrJoin(kSonames, " or "), ") not found in ",
       absl::StrJoin(dirs, ":"),
       "; install the CUDA toolkit's NVRTC (e.g. the cuda-nvrtc package) or "

@@ -25,12 +25,13 @@
 namespace fleetjit {
 
 // The file a load of NVRTC would use, found without dlopen: `explicit_path`
-// if non-empty (NOT_FOUND if it is not a readable file), else the first of
+// if non-empty (UNAVAILABLE if it is not a readable file), else the first of
 // libnvrtc.so.13, then libnvrtc.so.12, in the directories of
 // $LD_LIBRARY_PATH, those listed in /etc/ld.so.conf.d/*.conf,
 // /usr/local/cuda/lib64, /usr/local/cuda/lib and the standard library
 // directories. The runtime's NVRTC loader dlopens exactly this path.
-// NOT_FOUND lists where it looked.
+// UNAVAILABLE (a missing dependency, as fleetjit.h's FJ_UNAVAILABLE says)
+// lists where it looked and what to install.
 absl::StatusOr<std::string> ResolveNvrtcLibrary(
     const std::string& explicit_path);
 

@@ -8,6 +8,7 @@
 
 #include "tools/bench.h"
 #include "tools/cli_app.h"
+#include "tools/cli_util.h"
 #include "tools/commands.h"
 
 namespace fleetjit::cli {
@@ -126,6 +127,10 @@ int RunBench(std::vector<std::string> args) {
   }
   if (verb != "build" && !options.target.empty()) {
     std::fprintf(stderr, "fleetjit bench: --target is for 'bench build'\n");
+    return kExitUsage;
+  }
+  if (!options.target.empty() &&
+      !TargetsAreValid({options.target}, "fleetjit bench")) {
     return kExitUsage;
   }
   absl::StatusOr<BenchReport> report = verb == "copy"     ? BenchCopy(options)

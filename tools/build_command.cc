@@ -57,20 +57,21 @@ int FinishPublishing(fj_runtime* rt) {
 }
 
 // A runtime for --publish: the disk tier is skipped, so a module is either
-// found remotely or compiled and published.
-fj_runtime* CreatePublishingRuntime() {
+// found remotely or compiled and published. nullptr (and *exit_code) on
+// error.
+fj_runtime* CreatePublishingRuntime(int* exit_code) {
   fj_runtime_options ro{};
   ro.struct_size = sizeof(ro);
   ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
-  fj_runtime* rt = nullptr;
-  if (Failed(fj_runtime_create(&ro, &rt), "creating the runtime"))
-    return nullptr;
+  fj_runtime* rt = CreateRuntime(exit_code, &ro);
+  if (rt == nullptr) return nullptr;
   // The runtime read FLEETJIT_REMOTE_CACHE (runtime/config.h): off means
   // it is not set.
   fj_cache_stats stats{};
   stats.struct_size = sizeof(stats);
   if (Failed(fj_cache_stats_get(rt, &stats), "reading the cache state")) {
     fj_status_free(fj_runtime_destroy(rt));
+    *exit_code = kExitFailure;
     return nullptr;
   }
   if (stats.remote_state == FJ_REMOTE_OFF) {
@@ -78,6 +79,7 @@ fj_runtime* CreatePublishingRuntime() {
                  "fleetjit build: --publish needs a remote cache: set "
                  "FLEETJIT_REMOTE_CACHE and FLEETJIT_FLEET_KEY\n");
     fj_status_free(fj_runtime_destroy(rt));
+    *exit_code = kExitFailure;
     return nullptr;
   }
   return rt;
@@ -220,10 +222,12 @@ int RunBuild(std::vector<std::string> args) {
       return kExitFailure;
     }
   }
-  fj_runtime* rt = publish ? CreatePublishingRuntime() : CreateRuntime();
-  if (rt == nullptr) return kExitFailure;
   std::vector<std::string> target_list = SplitComma(targets);
+  if (!TargetsAreValid(target_list, "fleetjit build")) return kExitUsage;
   if (target_list.empty()) target_list.push_back("");  // the live device
+  int rc = kExitOk;
+  fj_runtime* rt = publish ? CreatePublishingRuntime(&rc) : CreateRuntime(&rc);
+  if (rt == nullptr) return rc;
   std::vector<fj_str> exprs;
   for (const std::string& e : name_exprs) exprs.push_back(Str(e));
   std::vector<std::string> nvrtc_options;
@@ -260,7 +264,6 @@ int RunBuild(std::vector<std::string> args) {
     in.size = object_bytes[i].size();
     inputs.push_back(in);
   }
-  int rc = kExitOk;
   for (size_t i = 0; i < target_list.size(); ++i) {
     const std::string& t = target_list[i];
     fj_build_options o{};

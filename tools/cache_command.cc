@@ -70,6 +70,17 @@ std::string RemoteName(const CacheConfig& config) {
 int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
           std::FILE* out) {
   CacheStats s = cache.stats();
+  // The scan counts nothing in a directory the disk tier refuses (a file,
+  // another user's folder): ask List, which says why, as ls does. Only
+  // then: it reads each entry's header.
+  if (s.disk_entries == 0) {
+    absl::Status usable = cache.List(/*verify=*/false).status();
+    if (!usable.ok()) {
+      std::fprintf(stderr, "fleetjit cache: %s\n",
+                   std::string(usable.message()).c_str());
+      return kExitFailure;
+    }
+  }
   if (json) {
     const Json j = {{"dir", cache.dir()},
                     {"max_bytes", config.max_bytes},

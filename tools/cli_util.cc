@@ -1,10 +1,17 @@
 #include "tools/cli_util.h"
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "runtime/config.h"
 
 namespace fleetjit::cli {
 
@@ -13,9 +20,13 @@ fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
 
 bool Failed(fj_status* status, const char* what) {
   if (status == nullptr) return false;
-  std::fprintf(stderr, "fleetjit: %s: %s: %s\n", what,
+  absl::string_view message = fj_status_message(status, nullptr);
+  // The library may already have said what failed ("creating the runtime:
+  // ..."): once is enough.
+  absl::ConsumePrefix(&message, absl::StrCat(what, ": "));
+  std::fprintf(stderr, "fleetjit: %s: %s: %.*s\n", what,
                fj_code_name(fj_status_code(status)),
-               fj_status_message(status, nullptr));
+               static_cast<int>(message.size()), message.data());
   fj_status_free(status);
   return true;
 }
@@ -34,12 +45,36 @@ const char* CacheResultName(fj_cache_result result) {
   return "unknown";
 }
 
-fj_runtime* CreateRuntime() {
+fj_runtime* CreateRuntime(int* exit_code, const fj_runtime_options* options) {
   fj_runtime* rt = nullptr;
-  if (Failed(fj_runtime_create(nullptr, &rt), "creating the runtime")) {
-    return nullptr;
+  fj_status* status = fj_runtime_create(options, &rt);
+  if (status == nullptr) return rt;
+  // fj_runtime_create reads the variables with this same parser before
+  // anything else: if it refuses them, that is what failed.
+  RuntimeOptions probe;
+  *exit_code = absl::IsInvalidArgument(ApplyEnvironment(probe)) ? kExitUsage
+                                                                : kExitFailure;
+  Failed(status, "creating the runtime");
+  return nullptr;
+}
+
+bool TargetsAreValid(const std::vector<std::string>& targets,
+                     const char* command) {
+  for (const std::string& t : targets) {
+    fj_copy_plan plan{};
+    plan.struct_size = sizeof(plan);
+    fj_status* status =
+        fj_copy_plan_for_target(Str(t), FJ_COPY_IMPL_AUTO, &plan);
+    if (status == nullptr) continue;
+    const bool bad = fj_status_code(status) == FJ_INVALID_ARGUMENT;
+    if (bad) {
+      std::fprintf(stderr, "%s: --target %s: %s\n", command, t.c_str(),
+                   fj_status_message(status, nullptr));
+    }
+    fj_status_free(status);
+    if (bad) return false;
   }
-  return rt;
+  return true;
 }
 
 std::optional<fj_copy_impl> CopyImplNamed(const std::string& name) {
@@ -51,6 +86,11 @@ std::optional<fj_copy_impl> CopyImplNamed(const std::string& name) {
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    errno = EISDIR;
+    return false;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::stringstream ss;

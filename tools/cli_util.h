@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fleetjit/fleetjit.h"
 #include "tools/cli_app.h"
@@ -24,12 +25,24 @@ bool Failed(fj_status* status, const char* what);
 // "compiled", "memory hit", "disk hit", "remote hit" (fj_module_info).
 const char* CacheResultName(fj_cache_result result);
 
-// Creates a runtime with defaults (env overrides apply); nullptr on error.
-fj_runtime* CreateRuntime();
+// Creates a runtime from `options` (nullptr: the defaults; the FLEETJIT_*
+// variables override them). On failure prints why and returns nullptr with
+// *exit_code set: kExitUsage when a FLEETJIT_* variable is malformed (as
+// README and docs/configuration.md promise), else kExitFailure.
+fj_runtime* CreateRuntime(int* exit_code,
+                          const fj_runtime_options* options = nullptr);
+
+// Checks each of `targets` (the words of --target) with the planner's parser
+// (fj_copy_plan_for_target). On the first unknown one prints
+// "<command>: --target <value>: <why>" and returns false (exit kExitUsage).
+bool TargetsAreValid(const std::vector<std::string>& targets,
+                     const char* command);
 
 // The implementation named `name` ("sync", "cp_async", "tma"), or nullopt.
 std::optional<fj_copy_impl> CopyImplNamed(const std::string& name);
 
+// The bytes of file `path`; false with errno set when it cannot be read
+// (EISDIR for a directory, which a stream would read as empty).
 bool ReadFile(const std::string& path, std::string* out);
 
 // "fleetjit CLI 1.0.0" and the loaded library's version (fj_version()).

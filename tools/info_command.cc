@@ -88,8 +88,10 @@ int RunInfo(std::vector<std::string> args) {
 
   // Named targets: the plan alone.
   if (!targets.empty()) {
+    const std::vector<std::string> target_list = SplitComma(targets);
+    if (!TargetsAreValid(target_list, "fleetjit info")) return kExitUsage;
     nlohmann::ordered_json plans = nlohmann::ordered_json::array();
-    for (const std::string& t : SplitComma(targets)) {
+    for (const std::string& t : target_list) {
       fj_copy_plan plan{};
       plan.struct_size = sizeof(plan);
       if (Failed(fj_copy_plan_for_target(Str(t), impl, &plan), t.c_str())) {
@@ -107,8 +109,9 @@ int RunInfo(std::vector<std::string> args) {
     return kExitOk;
   }
 
-  fj_runtime* rt = CreateRuntime();
-  if (rt == nullptr) return kExitFailure;
+  int rc = kExitOk;
+  fj_runtime* rt = CreateRuntime(&rc);
+  if (rt == nullptr) return rc;
   int32_t count = 0;
   if (Failed(fj_device_count(rt, &count), "counting devices")) {
     return kExitFailure;
@@ -142,7 +145,6 @@ int RunInfo(std::vector<std::string> args) {
           "sm_80,sm_90\n");
     }
   }
-  int rc = kExitOk;
   for (int32_t d = 0; d < count; ++d) {
     fj_device_info info{};
     info.struct_size = sizeof(info);

@@ -101,8 +101,14 @@ absl::StatusOr<std::vector<Variant>> TargetVariants(
 
 // The selftest rows of device 0. UNAVAILABLE without a GPU.
 absl::StatusOr<std::vector<Variant>> DeviceVariants() {
-  fj_runtime* rt = CreateRuntime();
-  if (rt == nullptr) return absl::InternalError("no runtime");
+  int rc = kExitFailure;
+  fj_runtime* rt = CreateRuntime(&rc);
+  if (rt == nullptr) {  // said why on stderr
+    return rc == kExitUsage
+               ? absl::InvalidArgumentError(
+                     "a FLEETJIT_* variable is malformed")
+               : absl::InternalError("the runtime could not be created");
+  }
   auto rows = selftest::DeviceImpls(rt, 0);
   fj_device_info info{};
   info.struct_size = sizeof(info);
@@ -245,7 +251,12 @@ int RunMatrix(std::vector<std::string> args) {
                    "capability; without one, name them: --target sm_80,sm_90 "
                    "or --variants sync@sm_75,cp_async@sm_80\n");
     }
-    return no_gpu ? kExitNoGpu : kExitUsage;
+    if (no_gpu) return kExitNoGpu;
+    // A runtime that could not be created for another reason than a
+    // malformed FLEETJIT_* variable is a failure, not a usage error.
+    return variants.status().code() == absl::StatusCode::kInternal
+               ? kExitFailure
+               : kExitUsage;
   }
   if (variants->empty()) {
     std::fprintf(stderr, "fleetjit matrix: no variant to run\n");

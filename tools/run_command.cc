@@ -237,15 +237,15 @@ int RunDemo(std::vector<std::string> args) {
                  kExample);
     return kExitFailure;
   }
-  fj_runtime* rt = CreateRuntime();
-  if (rt == nullptr) return kExitFailure;
+  fj_runtime* rt = CreateRuntime(&rc);
+  if (rt == nullptr) return rc;
   int32_t count = 0;
   fj_device_count(rt, &count);
   Failed(fj_runtime_destroy(rt), "destroying the runtime");
   if (count > 0 && targets.empty()) {
     std::printf("== bundled example on the live GPU\n");
-    rt = CreateRuntime();
-    if (rt == nullptr) return kExitFailure;
+    rt = CreateRuntime(&rc);
+    if (rt == nullptr) return rc;
     rc = RunSaxpy(rt, source);
     if (rc == kExitOk) rc = RunTiledCopy(rt);
     Failed(fj_runtime_destroy(rt), "destroying the runtime");

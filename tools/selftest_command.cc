@@ -116,8 +116,9 @@ int RunSelftest(std::vector<std::string> args) {
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  fj_runtime* rt = CreateRuntime();
-  if (rt == nullptr) return kExitFailure;
+  int create_rc = kExitFailure;
+  fj_runtime* rt = CreateRuntime(&create_rc);
+  if (rt == nullptr) return create_rc;
   int32_t count = 0;
   if (Failed(fj_device_count(rt, &count), "counting devices")) {
     fj_status_free(fj_runtime_destroy(rt));

@@ -219,8 +219,9 @@ int RunTune(std::vector<std::string> args) {
     grid_ctx.excluded.insert({m, s});
   }
 
-  fj_runtime* rt = CreateRuntime();
-  if (rt == nullptr) return kExitFailure;
+  int create_rc = kExitFailure;
+  fj_runtime* rt = CreateRuntime(&create_rc);
+  if (rt == nullptr) return create_rc;
   int32_t count = 0;
   fj_device_count(rt, &count);
   if (count <= device) {

@@ -103,10 +103,36 @@ TEST_F(NvrtcFaultsTest, TheStandInWorksWhenItBehaves) {
 
 TEST_F(NvrtcFaultsTest, MissingNvrtcSaysWhatToInstall) {
   Outcome out = BuildWith(dir_.Sub("nowhere/libnvrtc.so.13"), dir_.path());
-  EXPECT_NE(out.code, FJ_OK);
+  EXPECT_EQ(out.code, FJ_UNAVAILABLE) << out.message;
   EXPECT_TRUE(absl::StrContains(out.message, "nowhere/libnvrtc.so.13"))
       << out.message;
   EXPECT_TRUE(absl::StrContains(out.message, "NVRTC")) << out.message;
+}
+
+// FJ_RUNTIME_PRELOAD_NVRTC on a host without NVRTC fails the create with
+// FJ_UNAVAILABLE (fleetjit.h, "Start-up"), as a build without it does. No
+// NVRTC is needed to check it.
+TEST(NvrtcPreloadTest, AMissingNvrtcFailsTheCreateWithUnavailable) {
+  for (const char* v : {"FLEETJIT_LIBNVRTC", "FLEETJIT_PRELOAD_NVRTC"}) {
+    unsetenv(v);
+  }
+  TempDir dir;
+  const std::string missing = dir.Sub("nowhere/libnvrtc.so.13");
+  fj_runtime_options ro{};
+  ro.struct_size = sizeof(ro);
+  ro.flags = FJ_RUNTIME_PRELOAD_NVRTC;
+  ro.libnvrtc_path = S(missing);
+  ro.cache_dir = S(dir.path());
+  fj_runtime* rt = nullptr;
+  fj_status* st = fj_runtime_create(&ro, &rt);
+  ASSERT_NE(st, nullptr) << "created a runtime without its NVRTC";
+  const std::string message = fj_status_message(st, nullptr);
+  EXPECT_EQ(fj_status_code(st), FJ_UNAVAILABLE) << message;
+  fj_status_free(st);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_TRUE(absl::StrContains(message, "preloading NVRTC")) << message;
+  EXPECT_TRUE(absl::StrContains(message, missing)) << message;
+  EXPECT_TRUE(absl::StrContains(message, "FLEETJIT_LIBNVRTC")) << message;
 }
 
 TEST_F(NvrtcFaultsTest, AFileThatIsNotALibraryIsUnavailable) {

@@ -7,6 +7,8 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "jit/nvrtc_build.h"
 #include "platform/nvrtc_library.h"
@@ -43,6 +45,32 @@ class ImageReaderTest : public ::testing::Test {
     return a.ok() ? *std::move(a) : Artifact{};
   }
 };
+
+// A fatbin entry as nvcc writes one: a 64-byte header (kind 1 PTX or 2
+// cubin, version 0x0101, header size, payload size; flags at 40, 0x8000
+// for a zstd-compressed payload), then the payload.
+std::string FatbinEntry(uint16_t kind, absl::string_view payload,
+                        uint64_t flags = 0x11) {
+  std::string entry(64, '\0');
+  const uint16_t version = 0x0101;
+  const uint32_t header_bytes = 64;
+  const uint64_t payload_bytes = payload.size();
+  std::memcpy(&entry[0], &kind, 2);
+  std::memcpy(&entry[2], &version, 2);
+  std::memcpy(&entry[4], &header_bytes, 4);
+  std::memcpy(&entry[8], &payload_bytes, 8);
+  std::memcpy(&entry[40], &flags, 8);
+  return entry.append(payload.data(), payload.size());
+}
+
+// A fatbin container: the 16-byte header (magic, version 1, header size
+// 16, the bytes of entries that follow), then `entries`.
+std::string Fatbin(absl::string_view entries) {
+  std::string fatbin("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+  const uint64_t bytes = entries.size();
+  fatbin.append(reinterpret_cast<const char*>(&bytes), 8);
+  return fatbin.append(entries.data(), entries.size());
+}
 
 std::vector<std::string> Names(const Artifact& a) {
   std::vector<std::string> names;
@@ -121,19 +149,80 @@ TEST_F(ImageReaderTest, ReadsPtxLayoutsAsABuildDoes) {
 
 TEST_F(ImageReaderTest, ReadsTheCubinsInsideAFatbin) {
   Artifact built = Build("sm_90");
-  // A fatbin-shaped container: header, then the cubin 8-byte aligned.
-  std::string fatbin("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
-  fatbin.append(40, '\0');
-  fatbin += built.image;
+  Artifact ptx = Build("compute_90");
+  // nvcc's layout: the PTX entry, then the cubin.
+  const std::string fatbin =
+      Fatbin(FatbinEntry(1, ptx.image) + FatbinEntry(2, built.image));
   auto artifact = ArtifactFromImage(fatbin, ImageKind::kAuto, std::nullopt);
   ASSERT_TRUE(artifact.ok()) << artifact.status();
   EXPECT_EQ(Names(*artifact), Names(built));
-  // Nothing readable inside (e.g. compressed entries only).
-  std::string empty("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
-  empty.append(256, 'z');
-  EXPECT_EQ(
-      ArtifactFromImage(empty, ImageKind::kAuto, std::nullopt).status().code(),
-      absl::StatusCode::kFailedPrecondition);
+  // Containers one after another (8-byte aligned): their cubins' names,
+  // each once.
+  std::string two = Fatbin(FatbinEntry(2, built.image + "x"));
+  two.resize((two.size() + 7) / 8 * 8, '\0');
+  two += fatbin;
+  artifact = ArtifactFromImage(two, ImageKind::kFatbin, std::nullopt);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_EQ(Names(*artifact), Names(built));
+  // Well-formed, but nothing readable inside: compressed entries only.
+  const std::string compressed =
+      Fatbin(FatbinEntry(2, std::string(256, 'z'), 0x8011) +
+             FatbinEntry(1, std::string(100, 'z'), 0x8011));
+  absl::Status status =
+      ArtifactFromImage(compressed, ImageKind::kAuto, std::nullopt).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "2 compressed")) << status;
+}
+
+// fleetjit.h: a malformed image is FJ_INVALID_ARGUMENT; only a well-formed
+// fatbin without an uncompressed cubin is FAILED_PRECONDITION. No NVRTC
+// needed.
+TEST(FatbinReaderTest, AMalformedFatbinIsInvalidArgument) {
+  auto status_of = [](const std::string& image) {
+    return ArtifactFromImage(image, ImageKind::kFatbin, std::nullopt).status();
+  };
+  auto expect_invalid = [&](const std::string& image, const char* fragment) {
+    absl::Status s = status_of(image);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), fragment))
+        << "want '" << fragment << "' in: " << s;
+  };
+  // A header claiming 2^63 bytes of entries in a 64-byte image.
+  std::string huge("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+  huge.append("\xff\xff\xff\xff\xff\xff\xff\x7f", 8);
+  huge.resize(64, '\0');
+  expect_invalid(huge, "claims 9223372036854775807 bytes");
+  // PTX text, or an ELF, named a fatbin.
+  expect_invalid(".version 8.0\n.target sm_80\n.address_size 64\n",
+                 "not a fatbin");
+  expect_invalid(std::string("\x7f"
+                             "ELF\x02\x01\x01\x00",
+                             8) +
+                     std::string(120, '\0'),
+                 "not a fatbin");
+  expect_invalid(std::string("\x50\xed\x55\xba", 4), "not a fatbin");
+  // A header and nothing after it; one whose header size is too small.
+  expect_invalid(Fatbin(""), "no entries");
+  std::string small_header = Fatbin(FatbinEntry(2, "x"));
+  small_header[6] = 8;
+  expect_invalid(small_header, "a header of 8 bytes");
+  // An entry cut short, and one whose payload runs past the container.
+  expect_invalid(Fatbin(std::string(40, '\0')), "entry 0 is cut short");
+  std::string overrun = FatbinEntry(2, std::string(32, '\0'));
+  const uint64_t claimed = 4096;
+  std::memcpy(&overrun[8], &claimed, 8);
+  expect_invalid(Fatbin(overrun), "overruns its container");
+  // An uncompressed cubin entry that is no cubin.
+  expect_invalid(Fatbin(FatbinEntry(2, std::string(128, 'z'))),
+                 "entry 0 (a cubin): malformed cubin");
+  // The bytes that used to pass as a fatbin: the magic, then noise.
+  std::string noise("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
+  noise.append(256, 'z');
+  expect_invalid(noise, "claims");
+  // Well-formed with PTX only: nothing malformed, nothing to list.
+  absl::Status ptx_only = status_of(Fatbin(FatbinEntry(1, ".version 8.0\n")));
+  EXPECT_EQ(ptx_only.code(), absl::StatusCode::kFailedPrecondition) << ptx_only;
+  EXPECT_TRUE(absl::StrContains(ptx_only.message(), "1 PTX")) << ptx_only;
 }
 
 // A malformed image is a status, never a crash (ASan builds check reads).

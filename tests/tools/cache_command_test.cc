@@ -122,10 +122,30 @@ TEST_F(CacheCommandTest, BadArgumentsAreAUsageError) {
   EXPECT_EQ(Run({"ls", "extra", "words"}).first, 2);
 }
 
+// A path that is a file: every verb says so and exits 1, stats included
+// (its scan alone would count "0 entries").
+TEST_F(CacheCommandTest, AFileGivenAsTheDirectoryFailsEveryVerb) {
+  const std::string file = dir_.Sub("a-file");
+  WriteFile(file, "not a directory");
+  for (const char* verb : {"stats", "ls", "verify", "clear"}) {
+    for (bool json : {false, true}) {
+      std::vector<std::string> args = {verb, "--dir", file};
+      if (json) args.push_back("--json");
+      auto [code, text] = Run(args);
+      EXPECT_EQ(code, 1) << verb << ": " << text;
+      EXPECT_FALSE(absl::StrContains(text, "entries")) << verb << ": " << text;
+    }
+  }
+  EXPECT_EQ(ReadFile(file), "not a directory");
+}
+
 TEST_F(CacheCommandTest, MissingDirectoryIsEmptyNotAnError) {
   auto [code, text] = Run({"ls", "--dir", dir_.Sub("nothing-here")});
   EXPECT_EQ(code, 0);
   EXPECT_TRUE(absl::StrContains(text, "0 entries")) << text;
+  std::tie(code, text) = Run({"stats", "--dir", dir_.Sub("nothing-here")});
+  EXPECT_EQ(code, 0);
+  EXPECT_TRUE(absl::StrContains(text, "entries       0")) << text;
   struct stat st;
   EXPECT_NE(::stat(dir_.Sub("nothing-here").c_str(), &st), 0)
       << "ls created it";

@@ -2,6 +2,7 @@
 // needed): every command answers --help, --version names both versions, a
 // bad flag is named, JSON always parses, and a malformed FLEETJIT_*
 // variable is reported.
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -125,6 +126,99 @@ TEST(CliTest, AMalformedCacheCapIsReportedNotIgnored) {
                {{"FLEETJIT_CACHE_MAX_BYTES", "4096"}});
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_EQ(nlohmann::json::parse(run.out).at("max_bytes").get<int>(), 4096);
+}
+
+// README and docs/configuration.md: a malformed FLEETJIT_* variable exits
+// 2, with the library's message naming it; other failures to create the
+// runtime stay 1.
+TEST(CliTest, AMalformedVariableExits2) {
+  ScratchDir dir;
+  const std::pair<std::string, std::string> bad[] = {
+      {"FLEETJIT_CACHE", "maybe"},          {"FLEETJIT_TARGET", "sm_999"},
+      {"FLEETJIT_LOG", "chatty"},           {"FLEETJIT_PREOPEN", "most"},
+      {"FLEETJIT_CACHE_MAX_BYTES", "12zz"}, {"FLEETJIT_COPY_IMPL", "fast"}};
+  for (const auto& [name, value] : bad) {
+    CliRun run =
+        RunCli({"info"}, {{"FLEETJIT_CACHE_DIR", dir.Sub("c")}, {name, value}});
+    EXPECT_EQ(run.code, 2) << name << "=" << value << ": " << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, name)) << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, value)) << run.err;
+  }
+  CliRun run = RunCli(
+      {"build", "--target", "sm_90", "examples/saxpy.cu"},
+      {{"FLEETJIT_CACHE_DIR", dir.Sub("c")}, {"FLEETJIT_CACHE", "maybe"}});
+  EXPECT_EQ(run.code, 2) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "FLEETJIT_CACHE")) << run.err;
+  // Well-formed, but NVRTC is not there to preload: a failure, said once.
+  run = RunCli({"info"}, {{"FLEETJIT_CACHE_DIR", dir.Sub("c")},
+                          {"FLEETJIT_PRELOAD_NVRTC", "1"},
+                          {"FLEETJIT_LIBNVRTC", dir.Sub("no/libnvrtc.so")}});
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "UNAVAILABLE")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, dir.Sub("no/libnvrtc.so"))) << run.err;
+  const size_t first = run.err.find("creating the runtime");
+  ASSERT_NE(first, std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("creating the runtime", first + 1), std::string::npos)
+      << run.err;
+}
+
+// --publish without a remote tier is a failure (1), said once, not a usage
+// error: the variables are well-formed.
+TEST(CliTest, PublishWithoutARemoteCacheFails) {
+  ScratchDir dir;
+  CliRun run =
+      RunCli({"build", "--publish", "--target", "sm_90", "examples/saxpy.cu"},
+             {{"FLEETJIT_CACHE_DIR", dir.Sub("c")},
+              {"FLEETJIT_REMOTE_CACHE", std::nullopt}});
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "--publish needs a remote cache"))
+      << run.err;
+}
+
+// README: "2 a bad flag or value (named on stderr)": a --target no target
+// parser accepts is one.
+TEST(CliTest, AnUnknownTargetIsNamedAndExits2) {
+  ScratchDir dir;
+  const std::vector<std::vector<std::string>> commands = {
+      {"info", "--target", "sm_1"},
+      {"info", "--json", "--target", "sm_80,sm_1"},
+      {"build", "--target", "sm_1", "examples/saxpy.cu"},
+      {"build", "--target", "sm_90,sm_1", "examples/saxpy.cu"},
+      {"bench", "build", "--target", "sm_1"}};
+  for (const std::vector<std::string>& args : commands) {
+    CliRun run = RunCli(args, {{"FLEETJIT_CACHE_DIR", dir.Sub("c")}});
+    EXPECT_EQ(run.code, 2) << args[0] << ": " << run.err;
+    EXPECT_TRUE(absl::StrContains(run.err, "--target sm_1: unknown target"))
+        << args[0] << ": " << run.err;
+    EXPECT_EQ(run.out, "") << args[0];
+  }
+}
+
+// A directory given as FILE.cu is named as one and exits 1, as a missing
+// file does (not built as an empty source).
+TEST(CliTest, BuildNamesADirectoryGivenAsTheSource) {
+  ScratchDir dir;
+  const std::string folder = dir.Sub("adir.cu");
+  std::filesystem::create_directory(folder);
+  CliRun run = RunCli({"build", "--target", "sm_90", folder},
+                      {{"FLEETJIT_CACHE_DIR", dir.Sub("c")}});
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err,
+                                "cannot read '" + folder + "': Is a directory"))
+      << run.err;
+  run = RunCli({"build", "--target", "sm_90", dir.Sub("missing.cu")},
+               {{"FLEETJIT_CACHE_DIR", dir.Sub("c")}});
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "No such file")) << run.err;
+  const std::string object = dir.Sub("adir.cubin");
+  std::filesystem::create_directory(object);
+  run = RunCli(
+      {"build", "--target", "sm_90", "--object", object, "examples/saxpy.cu"},
+      {{"FLEETJIT_CACHE_DIR", dir.Sub("c")}});
+  EXPECT_EQ(run.code, 1) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err,
+                                "cannot read '" + object + "': Is a directory"))
+      << run.err;
 }
 
 TEST(CliTest, SelftestWithoutAGpuExits3WithAReason) {

@@ -1,6 +1,7 @@
 // `fleetjit tune` as a child process: a malformed space is refused (exit 2)
 // naming the field, a missing argument is a usage error, and without a GPU
 // the command says so (exit 3), directly and through --isolate's child.
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/match.h"
@@ -44,6 +45,27 @@ TEST(TuneCliTest, BadSpacesAndUsage) {
   r = RunCli({"tune", cu, "--space", no_kernel, "--kernel", "fill", "--exclude",
               "1/x"});
   EXPECT_EQ(r.code, 2) << r.err;
+}
+
+// A directory given as FILE.cu or as the space is named as one (exit 1, as
+// for a missing file), not read as empty text or invalid JSON.
+TEST(TuneCliTest, ADirectoryIsNotAFile) {
+  ScratchDir dir;
+  const std::string cu = Write(dir, "fill.cu", kKernel);
+  const std::string folder = dir.Sub("space.json");
+  std::filesystem::create_directory(folder);
+  auto r = RunCli({"tune", cu, "--space", folder, "--kernel", "fill"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(
+      absl::StrContains(r.err, "cannot read '" + folder + "': Is a directory"))
+      << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "JSON")) << r.err;
+  r = RunCli({"tune", folder, "--space", folder, "--kernel", "fill"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "Is a directory")) << r.err;
+  r = RunCli({"tune", cu, "--space", dir.Sub("missing.json")});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "No such file")) << r.err;
 }
 
 TEST(TuneCliTest, WithoutAGpuItSaysSo) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "base/sha256.h"
 #include "gtest/gtest.h"
 #include "platform/nvrtc_locate.h"
@@ -234,11 +235,17 @@ TEST(NvrtcLocateTest, IdentityFromTheBuiltinsBesideIt) {
   EXPECT_NE(*CompilerIdentity(dir.Sub("libnvrtc.so.13")), *id);
 }
 
-TEST(NvrtcLocateTest, MissingLibraryIsNotFound) {
+// A missing NVRTC is a missing dependency: UNAVAILABLE (fleetjit.h), which
+// FJ_RUNTIME_PRELOAD_NVRTC and builds report. CompilerIdentity takes a path
+// already resolved: one gone since is NOT_FOUND.
+TEST(NvrtcLocateTest, MissingLibraryIsUnavailable) {
   EXPECT_EQ(CompilerIdentity("/nonexistent/libnvrtc.so.13").status().code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(ResolveNvrtcLibrary("/nonexistent/libnvrtc.so.13").status().code(),
-            absl::StatusCode::kNotFound);
+  absl::Status missing =
+      ResolveNvrtcLibrary("/nonexistent/libnvrtc.so.13").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kUnavailable) << missing;
+  EXPECT_TRUE(absl::StrContains(missing.message(), "FLEETJIT_LIBNVRTC"))
+      << missing;
 }
 
 TEST(NvrtcLocateTest, ResolvesExplicitPathThenLdLibraryPath) {
