@@ -13,6 +13,7 @@ launch takes the pure-ctypes path in runtime.Kernel._launch_ctypes.
 import ctypes
 import os
 import sys
+import threading
 
 from . import _ffi
 
@@ -36,7 +37,7 @@ def register():
     """Registers torch.Tensor (once torch is imported), Scalar, NumPy's
     scalar types (once NumPy is imported) and the kinds."""
     global torch_pending, numpy_registered
-    from . import args
+    from . import args, tensors
     torch = sys.modules.get("torch")
     tensor_type = getattr(torch, "Tensor", None) if torch is not None else None
     type_codes = {}
@@ -44,7 +45,8 @@ def register():
     if numpy is not None:  # NumPy scalars pack as their own type
         for name, kind in args._NUMPY_KINDS.items():
             type_codes[getattr(numpy, name)] = args._KIND_NAMES[kind]
-    module.register_types(tensor_type, args.Scalar, dict(args._KIND_NAMES), type_codes)
+    module.register_types(tensor_type, args.Scalar, dict(args._KIND_NAMES), type_codes,
+                          tensors.CAI_TYPESTRS)
     torch_pending = tensor_type is None
     numpy_registered = numpy is not None
 
@@ -81,6 +83,64 @@ def _load():
     launch_address = ctypes.cast(lib.fj_launch, ctypes.c_void_p).value
     module = ext
     register()
+
+
+class PyGate:
+    """A Runtime's in-flight calls, for the binding without the compiled
+    path (which has _fastlaunch.Gate, the same under the GIL): enter() is
+    False once closed, else counts a call that exit() ends; close(on_idle)
+    refuses new calls and runs on_idle (the destroy) now if none is in
+    flight, its error raised, else when the last one exits, its error to
+    sys.unraisablehook."""
+
+    __slots__ = ("_lock", "inflight", "closed", "_on_idle")
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.inflight = 0
+        self.closed = False
+        self._on_idle = None
+
+    def enter(self):
+        with self._lock:
+            if self.closed:
+                return False
+            self.inflight += 1
+            return True
+
+    def exit(self):
+        with self._lock:
+            self.inflight -= 1
+            on_idle = self._on_idle if self.inflight == 0 else None
+            if on_idle is not None:
+                self._on_idle = None
+        if on_idle is not None:
+            try:
+                on_idle()
+            except Exception as e:
+                sys.unraisablehook(_unraisable(e, on_idle))
+
+    def close(self, on_idle):
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self.inflight:
+                self._on_idle = on_idle
+                return
+        on_idle()
+
+
+def _unraisable(e, obj):
+    return type("UnraisableHookArgs", (), dict(
+        exc_type=type(e), exc_value=e, exc_traceback=e.__traceback__,
+        err_msg="Exception ignored while destroying a closed fleetjit Runtime",
+        object=obj))()
+
+
+def new_gate():
+    """The in-flight gate of a new Runtime (see PyGate)."""
+    return module.Gate() if module is not None else PyGate()
 
 
 def available():

@@ -7,11 +7,13 @@
  * handles the arguments that hot loops pass: Python int (int32) and float
  * (float32), fleetjit Scalars, NumPy scalars, torch tensors
  * (data_ptr() of a contiguous CUDA tensor), fleetjit DeviceBuffers and objects
- * with a C-contiguous __cuda_array_interface__. For anything else, or anything
- * it would have to refuse or warn about (a non-contiguous view, a dtype
- * that differs from the kernel's parameter), it returns NotImplemented and
- * the binding takes its pure-ctypes path, which explains the refusal. The
- * binding works without this module (fleetjit/runtime.py falls back).
+ * with a C-contiguous, writable __cuda_array_interface__ whose every entry
+ * it checks (fill_cai). For anything else, or anything it would have to
+ * refuse or warn about (a non-contiguous view, a dtype that differs from
+ * the kernel's parameter, a NULL address, a float past float32), it
+ * returns NotImplemented and the binding takes its pure-ctypes path, which
+ * explains the refusal. The binding works without this module
+ * (fleetjit/runtime.py falls back).
  *
  * Built against the stable ABI (abi3, Python >= 3.8), so one build serves
  * every CPython 3.x. It does not link libfleetjit: the binding hands it the
@@ -25,6 +27,8 @@
 #define Py_LIMITED_API 0x03080000
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -40,14 +44,17 @@ static PyObject* g_torch_tensor = NULL; /* torch.Tensor, or NULL */
 static PyObject* g_scalar_type = NULL;  /* fleetjit.args.Scalar */
 static PyObject* g_kind_codes = NULL;   /* {"i32": FJ_ARG_I32, ...} */
 static PyObject* g_type_codes = NULL;   /* {numpy.float32: FJ_ARG_F32, ...} */
+static PyObject* g_typestrs = NULL; /* tensors.CAI_TYPESTRS: {"<f4": (2, 32)} */
 /* Interned attribute names. */
 static PyObject *s_is_cuda, *s_is_contiguous, *s_data_ptr, *s_dtype,
-    *s_device_address, *s_kind, *s_value, *s_cai, *s_cuda_stream, *s_ptr;
+    *s_device_address, *s_kind, *s_value, *s_cai, *s_cuda_stream, *s_ptr,
+    *s_data, *s_shape, *s_strides, *s_typestr, *s_mask;
 
-/* Fills dims[3] from an int or a tuple of up to 3 ints; 0 on success. */
+/* Fills dims[3] from an int or a tuple of 1 to 3 ints (not None, a bool or
+ * (), which the ctypes path refuses); 0 on success. */
 static int read_dims(PyObject* v, uint32_t dims[3], uint32_t fill) {
   dims[0] = dims[1] = dims[2] = fill;
-  if (v == Py_None) return 0;
+  if (PyBool_Check(v)) return -1;
   if (PyLong_Check(v)) {
     unsigned long x = PyLong_AsUnsignedLong(v);
     if (PyErr_Occurred() || x > 0xFFFFFFFFul) return -1;
@@ -56,10 +63,10 @@ static int read_dims(PyObject* v, uint32_t dims[3], uint32_t fill) {
   }
   if (!PyTuple_Check(v)) return -1;
   Py_ssize_t n = PyTuple_Size(v);
-  if (n > 3) return -1;
+  if (n < 1 || n > 3) return -1;
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = PyTuple_GetItem(v, i);
-    if (!PyLong_Check(item)) return -1;
+    if (!PyLong_Check(item) || PyBool_Check(item)) return -1;
     unsigned long x = PyLong_AsUnsignedLong(item);
     if (PyErr_Occurred() || x > 0xFFFFFFFFul) return -1;
     dims[i] = (uint32_t)x;
@@ -158,25 +165,75 @@ static int fill_scalar(PyObject* s, fj_arg* a) {
   return rc;
 }
 
-/* A C-contiguous __cuda_array_interface__ of a known itemsize. */
-static int fill_cai(PyObject* obj, fj_arg* a) {
+/* The entry `key` of a __cuda_array_interface__ dict (borrowed), NULL
+ * when absent (no exception set). */
+static PyObject* cai_get(PyObject* cai, PyObject* key) {
+  PyObject* v = PyDict_GetItemWithError(cai, key);
+  if (v == NULL) PyErr_Clear();
+  return v;
+}
+
+/* 1 if `shape` is a tuple or list of non-negative ints, else 0. */
+static int cai_shape_ok(PyObject* shape) {
+  if (shape == NULL || !(PyTuple_Check(shape) || PyList_Check(shape))) return 0;
+  Py_ssize_t n = PySequence_Size(shape);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* x = PySequence_GetItem(shape, i);
+    if (x == NULL) {
+      PyErr_Clear();
+      return 0;
+    }
+    int ok = PyLong_CheckExact(x) && PyLong_AsLongLong(x) >= 0;
+    Py_DECREF(x);
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return 0;
+    }
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+/* A __cuda_array_interface__ this path packs without the ctypes path's
+ * refusals or warning: a dict with no mask and no strides, data =
+ * (address, False) with a non-NULL uint64 address, a shape of
+ * non-negative ints and a typestr of tensors.CAI_TYPESTRS whose (code,
+ * bits) is `want` (the kernel's pointee, or None when unknown). Anything
+ * else is the ctypes path's to check (0). */
+static int fill_cai(PyObject* obj, PyObject* want, fj_arg* a) {
   PyObject* cai = PyObject_GetAttr(obj, s_cai);
   if (cai == NULL) {
     PyErr_Clear();
     return 0;
   }
   int rc = 0;
-  if (!PyDict_Check(cai)) goto done;
-  PyObject* strides = PyDict_GetItemString(cai, "strides");
-  if (strides != NULL && strides != Py_None) goto done; /* ctypes path */
-  PyObject* data = PyDict_GetItemString(cai, "data");
-  if (data == NULL || !PyTuple_Check(data) || PyTuple_Size(data) < 1) goto done;
+  if (!PyDict_Check(cai) || g_typestrs == NULL) goto done;
+  PyObject* v = cai_get(cai, s_strides);
+  if (v != NULL && v != Py_None) goto done;
+  v = cai_get(cai, s_mask);
+  if (v != NULL && v != Py_None) goto done;
+  if (!cai_shape_ok(cai_get(cai, s_shape))) goto done;
+  PyObject* typestr = cai_get(cai, s_typestr);
+  if (typestr == NULL || !PyUnicode_CheckExact(typestr)) goto done;
+  PyObject* dtype = PyDict_GetItemWithError(g_typestrs, typestr);
+  if (dtype == NULL) goto done;
+  if (want != NULL && want != Py_None && dtype != want) {
+    int same = PyObject_RichCompareBool(dtype, want, Py_EQ);
+    if (same != 1) goto done; /* the ctypes path warns */
+  }
+  PyObject* data = cai_get(cai, s_data);
+  if (data == NULL || !PyTuple_Check(data) || PyTuple_Size(data) != 2 ||
+      PyTuple_GetItem(data, 1) != Py_False)
+    goto done; /* read-only: the ctypes path checks the parameter */
   PyObject* ptr = PyTuple_GetItem(data, 0);
-  if (!PyLong_Check(ptr)) goto done;
+  if (!PyLong_CheckExact(ptr)) goto done;
+  unsigned long long p = PyLong_AsUnsignedLongLong(ptr);
+  if (PyErr_Occurred() || p == 0) goto done; /* NULL or past uint64 */
   a->kind = FJ_ARG_POINTER;
-  a->v.pointer = PyLong_AsUnsignedLongLong(ptr);
-  rc = PyErr_Occurred() ? -1 : 1;
+  a->v.pointer = p;
+  rc = 1;
 done:
+  PyErr_Clear();
   Py_DECREF(cai);
   return rc;
 }
@@ -226,7 +283,10 @@ static int fill_typed_scalar(PyObject* v, long k, fj_arg* a) {
   return PyErr_Occurred() ? -1 : 1;
 }
 
-static int fill_one(PyObject* v, PyObject* want_dtype, fj_arg* a) {
+/* want_dtype: the torch dtype a torch tensor should have; want_cai: the
+ * (code, bits) of a __cuda_array_interface__ (each NULL or None: unknown). */
+static int fill_one(PyObject* v, PyObject* want_dtype, PyObject* want_cai,
+                    fj_arg* a) {
   if (PyLong_CheckExact(v)) {
     int overflow = 0;
     long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
@@ -236,8 +296,12 @@ static int fill_one(PyObject* v, PyObject* want_dtype, fj_arg* a) {
     return 1;
   }
   if (PyFloat_CheckExact(v)) {
+    double x = PyFloat_AsDouble(v);
+    if (fabs(x) > FLT_MAX && !isinf(x))
+      return 0; /* past float32: refused
+                  there (NaN compares false) */
     a->kind = FJ_ARG_F32;
-    a->v.f32 = (float)PyFloat_AsDouble(v);
+    a->v.f32 = (float)x;
     return 1;
   }
   PyObject* type = (PyObject*)Py_TYPE(v);
@@ -257,16 +321,15 @@ static int fill_one(PyObject* v, PyObject* want_dtype, fj_arg* a) {
     return fill_torch(v, want_dtype, a);
   if (PyObject_HasAttr(v, s_device_address)) {
     uint64_t p;
-    if (attr_u64(v, s_device_address, &p) != 0) {
-      PyErr_Clear();
+    if (attr_u64(v, s_device_address, &p) != 0 || p == 0) {
+      PyErr_Clear(); /* a closed buffer: refused there */
       return 0;
     }
     a->kind = FJ_ARG_POINTER;
     a->v.pointer = p;
     return 1;
   }
-  if (want_dtype != NULL && want_dtype != Py_None) return 0;
-  return fill_cai(v, a);
+  return fill_cai(v, want_cai, a);
 }
 
 static PyObject* not_handled(void) {
@@ -341,19 +404,23 @@ static int read_stream(PyObject* stream_obj, PyObject* streams, fj_stream** out,
 /* Packs `args` (a list or a tuple, read with borrowed references) into
  * packed[FAST_MAX_ARGS]. 1: *n set; 0: left to the ctypes path (anything
  * else, a generator..., or an argument fill_one does not take). */
-static int pack_args(PyObject* args, PyObject* dtypes, fj_arg* packed,
-                     Py_ssize_t* n) {
+static int pack_args(PyObject* args, PyObject* dtypes, PyObject* cai_dtypes,
+                     fj_arg* packed, Py_ssize_t* n) {
   int is_list = PyList_Check(args);
   if (!is_list && !PyTuple_Check(args)) return 0;
   Py_ssize_t count = is_list ? PyList_Size(args) : PyTuple_Size(args);
   if (count > FAST_MAX_ARGS) return 0;
   Py_ssize_t num_dtypes =
       (dtypes != NULL && PyTuple_Check(dtypes)) ? PyTuple_Size(dtypes) : 0;
+  Py_ssize_t num_cai = (cai_dtypes != NULL && PyTuple_Check(cai_dtypes))
+                           ? PyTuple_Size(cai_dtypes)
+                           : 0;
   for (Py_ssize_t i = 0; i < count; ++i) {
     fj_arg* a = &packed[i];
     memset(a, 0, sizeof(*a));
     a->struct_size = sizeof(fj_arg);
     PyObject* want = i < num_dtypes ? PyTuple_GetItem(dtypes, i) : NULL;
+    PyObject* want_cai = i < num_cai ? PyTuple_GetItem(cai_dtypes, i) : NULL;
     /* fill_one may run Python code (properties) that shrinks a list. */
     PyObject* item =
         is_list ? PyList_GetItem(args, i) : PyTuple_GetItem(args, i);
@@ -362,7 +429,7 @@ static int pack_args(PyObject* args, PyObject* dtypes, fj_arg* packed,
       return 0;
     }
     Py_INCREF(item);
-    int rc = fill_one(item, want, a);
+    int rc = fill_one(item, want, want_cai, a);
     Py_DECREF(item);
     if (rc <= 0) {
       if (rc < 0) PyErr_Clear();
@@ -388,7 +455,7 @@ static fj_status* call_launch(unsigned long long fn, unsigned long long kernel,
 }
 
 /* launch(fn, kernel, grid, block, shared, fj_stream, stream_obj, streams,
- *        args, dtypes)
+ *        args, dtypes[, cai_dtypes])
  *   fn:         address of fj_launch
  *   kernel:     fj_kernel* as an int
  *   grid/block: int or tuple of <= 3 ints
@@ -399,6 +466,8 @@ static fj_status* call_launch(unsigned long long fn, unsigned long long kernel,
  *   args:       a list or a tuple (anything else: NotImplemented)
  *   dtypes:     None or a tuple, per parameter: the dtype object a tensor
  *               argument should have, or None
+ *   cai_dtypes: None or a tuple, per parameter: the (code, bits) of a
+ *               __cuda_array_interface__ argument, or None (Kernel._cai_dtypes)
  * Returns None (launched), an int (the fj_status* of a failed launch: the
  * binding raises it), ("wrap", CUstream) when the stream has no fj_stream
  * yet, or NotImplemented (take the ctypes path). */
@@ -407,9 +476,10 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
   unsigned long long fn_addr, kernel;
   unsigned long long fj_stream_addr;
   PyObject *grid, *block, *shared, *stream_obj, *streams, *args, *dtypes;
-  if (!PyArg_ParseTuple(argv, "KKOOOKOOOO", &fn_addr, &kernel, &grid, &block,
+  PyObject* cai_dtypes = NULL;
+  if (!PyArg_ParseTuple(argv, "KKOOOKOOOO|O", &fn_addr, &kernel, &grid, &block,
                         &shared, &fj_stream_addr, &stream_obj, &streams, &args,
-                        &dtypes))
+                        &dtypes, &cai_dtypes))
     return NULL;
   fj_launch_config cfg;
   if (read_config(grid, block, shared, &cfg) != 0) return not_handled();
@@ -427,12 +497,115 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
   }
   fj_arg packed[FAST_MAX_ARGS];
   Py_ssize_t n = 0;
-  if (!pack_args(args, dtypes, packed, &n)) return not_handled();
+  if (!pack_args(args, dtypes, cai_dtypes, packed, &n)) return not_handled();
   fj_status* status = call_launch(fn_addr, kernel, &cfg, packed, n);
   if (status != NULL)
     return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)status);
   Py_RETURN_NONE;
 }
+
+/* ----------------------------------------------------------------- Gate
+ *
+ * A Runtime's in-flight calls (fleetjit/_fast.py's PyGate is the same for
+ * the binding without this module): enter() is False once closed, else
+ * counts a call that exit() ends; close(on_idle) refuses new calls and
+ * runs on_idle (the runtime's destroy) now when none is in flight, its
+ * error raised, else when the last one exits. Every change runs with the
+ * GIL held, so the count needs no lock; a Launcher enters it in C around
+ * fj_launch, which runs without the GIL. */
+typedef struct {
+  PyObject_HEAD Py_ssize_t inflight;
+  int closed;
+  PyObject* on_idle; /* the pending destroy, or NULL */
+} Gate;
+
+static PyObject* g_gate_type = NULL;
+
+/* Ends one in-flight call; runs the pending destroy after the last one
+ * (an error in it goes to sys.unraisablehook: the call itself worked). */
+static void gate_exit_call(Gate* g) {
+  if (--g->inflight != 0 || g->on_idle == NULL) return;
+  PyObject* on_idle = g->on_idle;
+  g->on_idle = NULL;
+  PyObject* r = PyObject_CallObject(on_idle, NULL);
+  if (r == NULL) PyErr_WriteUnraisable(on_idle);
+  Py_XDECREF(r);
+  Py_DECREF(on_idle);
+}
+
+static PyObject* gate_enter(PyObject* op, PyObject* unused) {
+  (void)unused;
+  Gate* g = (Gate*)op;
+  if (g->closed) Py_RETURN_FALSE;
+  ++g->inflight;
+  Py_RETURN_TRUE;
+}
+
+static PyObject* gate_exit(PyObject* op, PyObject* unused) {
+  (void)unused;
+  Gate* g = (Gate*)op;
+  if (g->inflight <= 0) {
+    PyErr_SetString(PyExc_RuntimeError, "Gate.exit() without enter()");
+    return NULL;
+  }
+  gate_exit_call(g);
+  Py_RETURN_NONE;
+}
+
+static PyObject* gate_close(PyObject* op, PyObject* on_idle) {
+  Gate* g = (Gate*)op;
+  if (g->closed) Py_RETURN_NONE;
+  g->closed = 1;
+  if (g->inflight > 0) {
+    Py_INCREF(on_idle);
+    g->on_idle = on_idle;
+    Py_RETURN_NONE;
+  }
+  return PyObject_CallObject(on_idle, NULL);
+}
+
+static PyObject* gate_get_closed(PyObject* op, void* unused) {
+  (void)unused;
+  return PyBool_FromLong(((Gate*)op)->closed);
+}
+
+static PyObject* gate_get_inflight(PyObject* op, void* unused) {
+  (void)unused;
+  return PyLong_FromSsize_t(((Gate*)op)->inflight);
+}
+
+static void gate_dealloc(PyObject* op) {
+  PyTypeObject* type = Py_TYPE(op);
+  Py_CLEAR(((Gate*)op)->on_idle);
+  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+  tp_free(op);
+  Py_DECREF(type);
+}
+
+static PyMethodDef gate_methods[] = {
+    {"enter", gate_enter, METH_NOARGS,
+     "False once closed, else counts a call in flight."},
+    {"exit", gate_exit, METH_NOARGS, "Ends a call that enter() counted."},
+    {"close", gate_close, METH_O,
+     "close(on_idle): refuses new calls; on_idle() runs once none is in "
+     "flight."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef gate_getset[] = {
+    {"closed", gate_get_closed, NULL, "close() was called", NULL},
+    {"inflight", gate_get_inflight, NULL, "calls in flight", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot gate_slots[] = {
+    {Py_tp_dealloc, (void*)gate_dealloc},
+    {Py_tp_methods, gate_methods},
+    {Py_tp_getset, gate_getset},
+    {Py_tp_new, (void*)PyType_GenericNew},
+    {Py_tp_doc, (void*)"A Runtime's in-flight calls."},
+    {0, NULL}};
+
+static PyType_Spec gate_spec = {"fleetjit._fastlaunch.Gate", sizeof(Gate), 0,
+                                Py_TPFLAGS_DEFAULT, gate_slots};
 
 /* ------------------------------------------------------------- Launcher
  *
@@ -452,11 +625,12 @@ typedef struct {
   unsigned long long kernel;           /* fj_kernel* */
   PyObject* owner;                     /* the runtime.Kernel */
   PyObject* module;                    /* its Module, for the closed test */
-  PyObject* runtime;                   /* its Runtime, for the closed test */
+  Gate* gate;                          /* its Runtime's in-flight calls */
   PyObject* streams;                   /* runtime._fj_by_cu, changed in place */
   PyObject* ns;                        /* fleetjit.runtime's globals */
   PyObject* stream_type;               /* runtime.Stream */
-  PyObject* dtypes; /* the torch dtypes, once torch is imported */
+  PyObject* dtypes;     /* the torch dtypes, once torch is imported */
+  PyObject* cai_dtypes; /* Kernel._cai_dtypes() */
 } Launcher;
 
 static PyObject* g_launcher_type = NULL;
@@ -472,11 +646,12 @@ static int launcher_traverse(PyObject* op, visitproc visit, void* arg) {
   Py_VISIT(Py_TYPE(op));
   Py_VISIT(self->owner);
   Py_VISIT(self->module);
-  Py_VISIT(self->runtime);
+  Py_VISIT(self->gate);
   Py_VISIT(self->streams);
   Py_VISIT(self->ns);
   Py_VISIT(self->stream_type);
   Py_VISIT(self->dtypes);
+  Py_VISIT(self->cai_dtypes);
   return 0;
 }
 
@@ -484,11 +659,12 @@ static int launcher_clear(PyObject* op) {
   Launcher* self = (Launcher*)op;
   Py_CLEAR(self->owner);
   Py_CLEAR(self->module);
-  Py_CLEAR(self->runtime);
+  Py_CLEAR(self->gate);
   Py_CLEAR(self->streams);
   Py_CLEAR(self->ns);
   Py_CLEAR(self->stream_type);
   Py_CLEAR(self->dtypes);
+  Py_CLEAR(self->cai_dtypes);
   return 0;
 }
 
@@ -609,9 +785,8 @@ static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
   if (fast < 0) return NULL;
   if (!fast || (v[5] != NULL && v[5] != Py_None)) return IN_PYTHON();
   int open = handle_open(self->module);
-  if (open > 0) open = handle_open(self->runtime);
   if (open < 0) return NULL;
-  if (!open) return IN_PYTHON(); /* it raises */
+  if (!open || self->gate->closed) return IN_PYTHON(); /* it raises */
 
   fj_launch_config cfg;
   int ok = read_config(v[0], v[1], v[4] != NULL ? v[4] : s_zero, &cfg) == 0;
@@ -639,14 +814,24 @@ static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
     int failed;
     PyObject* dtypes = launcher_dtypes(self, &failed);
     if (failed) return NULL;
-    ok = v[2] == NULL || pack_args(v[2], dtypes, packed, &n);
+    ok = v[2] == NULL || pack_args(v[2], dtypes, self->cai_dtypes, packed, &n);
   }
   if (!ok) /* the ctypes path packs it, or refuses it by name */
     return PyObject_CallMethodObjArgs(
         self->owner, s_launch_ctypes, v[0], v[1], v[2] ? v[2] : s_empty, stream,
         v[4] ? v[4] : s_zero, v[5] ? v[5] : Py_None, NULL);
 
+  /* Packing may have run Python code (properties) that closed the runtime:
+   * test again, then count the launch in flight while fj_launch runs
+   * without the GIL, so that Runtime.close() on another thread leaves the
+   * runtime to be destroyed when it returns. */
+  if (self->gate->closed) return IN_PYTHON();
+  Gate* gate = self->gate;
+  Py_INCREF(gate);
+  ++gate->inflight;
   fj_status* status = call_launch(self->fn, self->kernel, &cfg, packed, n);
+  gate_exit_call(gate);
+  Py_DECREF(gate);
   if (status != NULL) { /* errors.check raises it */
     PyObject* check = PyDict_GetItem(self->ns, s_check); /* borrowed */
     PyObject* st =
@@ -691,16 +876,18 @@ static PyType_Spec launcher_spec = {
     "fleetjit._fastlaunch.Launcher", sizeof(Launcher), 0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, launcher_slots};
 
-/* bind(kernel, fj_kernel, fn, module, runtime, streams, namespace): the
- * compiled launch of `kernel`, a builtin function bound to its Launcher
- * (see above). namespace is fleetjit.runtime's
- * globals: USE_FAST_PATH, read at each launch, check and Stream. */
+/* bind(kernel, fj_kernel, fn, module, gate, streams, namespace, cai_dtypes):
+ * the compiled launch of `kernel`, a builtin function bound to its
+ * Launcher (see above). gate is its runtime's Gate; namespace is
+ * fleetjit.runtime's globals: USE_FAST_PATH, read at each launch, check
+ * and Stream; cai_dtypes is Kernel._cai_dtypes(). */
 static PyObject* bind(PyObject* unused, PyObject* argv) {
   (void)unused;
-  PyObject *owner, *module, *runtime, *streams, *ns;
+  PyObject *owner, *module, *gate, *streams, *ns, *cai_dtypes;
   unsigned long long kernel, fn;
-  if (!PyArg_ParseTuple(argv, "OKKOOO!O!", &owner, &kernel, &fn, &module,
-                        &runtime, &PyDict_Type, &streams, &PyDict_Type, &ns))
+  if (!PyArg_ParseTuple(argv, "OKKOO!O!O!O", &owner, &kernel, &fn, &module,
+                        (PyTypeObject*)g_gate_type, &gate, &PyDict_Type,
+                        &streams, &PyDict_Type, &ns, &cai_dtypes))
     return NULL;
   PyObject* stream_type = PyDict_GetItem(ns, s_stream_cls); /* borrowed */
   if (stream_type == NULL) {
@@ -715,14 +902,16 @@ static PyObject* bind(PyObject* unused, PyObject* argv) {
   self->kernel = kernel;
   self->owner = owner;
   self->module = module;
-  self->runtime = runtime;
+  self->gate = (Gate*)gate;
   self->streams = streams;
   self->ns = ns;
   self->stream_type = stream_type;
   self->dtypes = NULL;
+  self->cai_dtypes = cai_dtypes;
   Py_INCREF(owner);
   Py_INCREF(module);
-  Py_INCREF(runtime);
+  Py_INCREF(gate);
+  Py_INCREF(cai_dtypes);
   Py_INCREF(streams);
   Py_INCREF(ns);
   Py_INCREF(stream_type);
@@ -732,17 +921,22 @@ static PyObject* bind(PyObject* unused, PyObject* argv) {
 }
 
 /* register_types(torch_tensor_or_None, scalar_type, kind_codes,
- *                type_codes) */
+ *                type_codes, typestrs) */
 static PyObject* register_types(PyObject* self, PyObject* argv) {
   (void)self;
-  PyObject *torch_tensor, *scalar_type, *kind_codes, *type_codes;
-  if (!PyArg_ParseTuple(argv, "OOOO", &torch_tensor, &scalar_type, &kind_codes,
-                        &type_codes))
+  PyObject *torch_tensor, *scalar_type, *kind_codes, *type_codes, *typestrs;
+  if (!PyArg_ParseTuple(argv, "OOOOO", &torch_tensor, &scalar_type, &kind_codes,
+                        &type_codes, &typestrs))
     return NULL;
-  if (!PyDict_Check(kind_codes) || !PyDict_Check(type_codes)) {
-    PyErr_SetString(PyExc_TypeError, "kind_codes and type_codes are dicts");
+  if (!PyDict_Check(kind_codes) || !PyDict_Check(type_codes) ||
+      !PyDict_Check(typestrs)) {
+    PyErr_SetString(PyExc_TypeError,
+                    "kind_codes, type_codes and typestrs are dicts");
     return NULL;
   }
+  Py_XDECREF(g_typestrs);
+  g_typestrs = typestrs;
+  Py_INCREF(g_typestrs);
   if (torch_tensor != Py_None && !PyType_Check(torch_tensor)) {
     PyErr_SetString(PyExc_TypeError, "torch_tensor is a type or None");
     return NULL;
@@ -815,12 +1009,25 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
       intern(&s_fast_dtypes, "_fast_dtypes") ||
       intern(&s_use_fast_path, "USE_FAST_PATH") || intern(&s_check, "check") ||
       intern(&s_stream_cls, "Stream") || intern(&s_torch, "torch") ||
-      intern(&s_numpy, "numpy"))
+      intern(&s_numpy, "numpy") || intern(&s_data, "data") ||
+      intern(&s_shape, "shape") || intern(&s_strides, "strides") ||
+      intern(&s_typestr, "typestr") || intern(&s_mask, "mask"))
     return NULL;
   if (s_zero == NULL && (s_zero = PyLong_FromLong(0)) == NULL) return NULL;
   if (s_empty == NULL && (s_empty = PyTuple_New(0)) == NULL) return NULL;
   if (g_launcher_type == NULL &&
       (g_launcher_type = PyType_FromSpec(&launcher_spec)) == NULL)
     return NULL;
-  return PyModule_Create(&module_def);
+  if (g_gate_type == NULL &&
+      (g_gate_type = PyType_FromSpec(&gate_spec)) == NULL)
+    return NULL;
+  PyObject* m = PyModule_Create(&module_def);
+  if (m == NULL) return NULL;
+  Py_INCREF(g_gate_type);
+  if (PyModule_AddObject(m, "Gate", g_gate_type) != 0) {
+    Py_DECREF(g_gate_type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
 }

@@ -329,13 +329,19 @@ def has(name):
 
 
 class StrArg:
-    """Keeps the bytes behind an fj_str alive for the duration of a call."""
+    """Keeps the bytes behind an fj_str alive for the duration of a call.
+    `text` is a str, bytes or os.PathLike, or None (empty); anything else is
+    a TypeError and an embedded NUL an InvalidArgumentError, naming `what`."""
 
     __slots__ = ("raw", "value")
 
-    def __init__(self, text):
+    def __init__(self, text, what="a string argument"):
+        from .errors import _no_nul  # errors imports this module
+        _no_nul(text, what)
         if text is None:
             text = b""
+        elif isinstance(text, os.PathLike):
+            text = os.fsencode(text)
         elif isinstance(text, str):
             text = text.encode("utf-8")
         else:
@@ -344,12 +350,28 @@ class StrArg:
         self.value = fj_str(ctypes.cast(self.raw, c_void_p), len(text))
 
 
-def str_array(items):
+def str_array(items, what="a list of strings"):
     """(keep-alive list, POINTER(fj_str) or None, count) for a list of strings."""
-    keep = [StrArg(s) for s in items]
+    keep = []
+    for i, s in enumerate(items):
+        if s is None:
+            raise TypeError(f"{what}[{i}] is None, not a str")
+        keep.append(StrArg(s, f"{what}[{i}]"))
     count = len(keep)
     if count == 0:
         return keep, None, 0
     arr = (fj_str * count)(*[k.value for k in keep])
     keep.append(arr)
     return keep, ctypes.cast(arr, POINTER(fj_str)), count
+
+
+def bytes_arg(data, what):
+    """`data` (a str, UTF-8, or anything bytes-like) as bytes; an int or
+    None is a TypeError naming `what` (bytes(100) would be 100 NULs)."""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    try:
+        return memoryview(data).tobytes()
+    except TypeError:
+        raise TypeError(f"{what} must be bytes-like or a str, not "
+                        f"{type(data).__name__}") from None

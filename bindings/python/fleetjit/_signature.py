@@ -50,18 +50,20 @@ def _split_top(text):
 
 
 def _pointee(param):
-    """(code, bits, name) of a `T*` parameter's T, or None."""
+    """(code, bits, name, const) of a `T*` parameter's T (const: a
+    `const T*`, which the kernel does not write through), or None."""
     param = param.strip()
     if param.count("*") != 1 or "(" in param or "[" in param:
         return None
     base = param.split("*")[0]
     words = [w for w in base.split() if w not in _QUALIFIERS]
-    return _POINTEE.get(" ".join(words))
+    known = _POINTEE.get(" ".join(words))
+    return None if known is None else known + ("const" in base.split(),)
 
 
 def pointer_dtypes(source, name):
     """Per parameter of the extern "C" kernel `name` in `source`: the
-    (code, bits, dtype name) of a pointer parameter's pointee, or None.
+    (code, bits, dtype name, const) of a pointer parameter's pointee, or None.
     None (not a list) when the kernel's declaration is not found or is not
     one plain declaration (templates, macros, overloads)."""
     if not isinstance(source, str) or not re.fullmatch(r"[A-Za-z_]\w*", name or ""):

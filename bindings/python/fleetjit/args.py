@@ -21,7 +21,7 @@ import struct
 import warnings
 
 from . import _ffi
-from .errors import FleetjitError, _integer
+from .errors import FleetjitError, _integer, _real, _unsigned
 from . import tensors
 
 _KIND_NAMES = {
@@ -44,30 +44,58 @@ class Scalar:
     __slots__ = ("kind", "value")
 
     def __init__(self, kind, value):
+        """An integer kind takes an integer (2.5 and "16" are refused, not
+        cut or parsed); a float kind a number, refused when it is finite
+        but past the type's range (it would become inf); out of range is an
+        InvalidArgumentError naming the kind."""
         if kind not in _KIND_NAMES:
             raise ValueError(f"unknown argument kind {kind!r}")
         if kind in _RANGES:
-            value = int(value)
+            value = _integer(value, f"the {kind} value")
             lo, hi = _RANGES[kind]
             if not lo <= value <= hi:
-                raise OverflowError(f"{value} does not fit {kind}")
+                raise FleetjitError("INVALID_ARGUMENT",
+                                    f"{value} does not fit {kind} ({lo} to {hi})")
+        elif kind in ("c64", "c128"):
+            if isinstance(value, (str, bytes)):
+                raise FleetjitError("INVALID_ARGUMENT",
+                                    f"the {kind} value is {value!r}, not a number")
+            value = complex(value)
+            if kind == "c64":
+                _float_fits("f32", value.real, kind)
+                _float_fits("f32", value.imag, kind)
         elif kind == "f16":
-            value = struct.unpack("<H", struct.pack("<e", float(value)))[0]
+            value = struct.unpack("<H", struct.pack("<e", _float_fits(kind, value)))[0]
         elif kind == "bf16":
-            bits = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+            bits = struct.unpack("<I", struct.pack("<f", _float_fits("f32", value, kind)))[0]
             if (bits & 0x7F800000) == 0x7F800000 and bits & 0x007FFFFF:
                 value = (bits >> 16) | 0x40  # NaN stays a (quiet) NaN
             else:  # round to nearest, ties to even
                 value = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
-        elif kind in ("c64", "c128"):
-            value = complex(value)
         else:
-            value = float(value)
+            value = _float_fits(kind, value)
         self.kind = kind
         self.value = value
 
     def __repr__(self):
         return f"{self.kind}({self.value!r})"
+
+
+_FLOAT_FORMATS = {"f16": "<e", "f32": "<f"}
+
+
+def _float_fits(fmt, value, kind=None):
+    """`value` as a float that `fmt` (f16, f32, f64) holds: a finite value
+    that would round to inf is refused (inf and NaN pass)."""
+    kind = kind or fmt
+    x = _real(value, f"the {kind} value")
+    if fmt in _FLOAT_FORMATS:
+        try:
+            struct.pack(_FLOAT_FORMATS[fmt], x)
+        except OverflowError:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"{value!r} does not fit {kind} (it would be inf)") from None
+    return x
 
 
 def _maker(kind):
@@ -184,11 +212,10 @@ def to_scalar(value):
                             "bool is ambiguous as a kernel argument: use u8(...) for C++ bool "
                             "or i32(...) for int")
     if isinstance(value, int):
-        try:
-            return Scalar("i32", value)
-        except OverflowError:
+        if not -2**31 <= value < 2**31:
             raise FleetjitError("INVALID_ARGUMENT",
-                                f"{value} does not fit int32: use i64(...) or u64(...)") from None
+                                f"{value} does not fit int32: use i64(...) or u64(...)")
+        return Scalar("i32", value)
     if isinstance(value, float):
         return Scalar("f32", value)
     if isinstance(value, complex):  # a double complex: c64(z) for cuFloatComplex
@@ -290,6 +317,14 @@ def c_contiguous(shape, strides):
     return True
 
 
+def _pointer(address, what):
+    """A device address for a pointer parameter: refused when NULL (a
+    closed buffer, a tensor without data) or past uint64."""
+    if not address:
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} is NULL")
+    return _unsigned(address, 64, what)
+
+
 def _fill(a, value, keep, stream, device_id, want=None, index=0):
     if isinstance(value, Tensor):
         a.kind = _ffi.ARG_TENSOR
@@ -297,8 +332,11 @@ def _fill(a, value, keep, stream, device_id, want=None, index=0):
         return
     address = getattr(value, "device_address", None)  # DeviceBuffer
     if address is not None:
+        if getattr(value, "closed", False):
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"this {type(value).__name__} is closed")
         a.kind = _ffi.ARG_POINTER
-        a.v.pointer = address
+        a.v.pointer = _pointer(address, "device_address")
         return
     if type(value).__module__.startswith("torch") and getattr(value, "is_cuda", False):
         # A CUDA torch tensor: read its pointer, no DLPack capsule. torch's
@@ -316,12 +354,25 @@ def _fill(a, value, keep, stream, device_id, want=None, index=0):
                                 f"{type(value).__name__} lives on DLPack device type "
                                 f"{borrowed.device[0]}, not CUDA memory")
         shape, strides = borrowed.shape, borrowed.strides
+        if any(s < 0 for s in shape):
+            raise FleetjitError("INVALID_ARGUMENT", f"{type(value).__name__} has the "
+                                f"negative shape {shape}")
         if not c_contiguous(shape, strides):
             _refuse_strided(index, value, shape, strides)
+        if borrowed.device[0] == tensors.KDL_CUDA and borrowed.device[1] != device_id:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"{type(value).__name__} lives on CUDA device "
+                                f"{borrowed.device[1]}, the kernel on device {device_id}")
+        if borrowed.read_only and want is not None and not want[3]:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"a read-only {type(value).__name__} passed to a parameter "
+                                f"the kernel declares as a non-const {want[2]} pointer "
+                                "(it may write there)")
         _warn_dtype(index, borrowed.dtype, want)
         keep.append(borrowed)
         a.kind = _ffi.ARG_POINTER
-        a.v.pointer = borrowed.data_ptr
+        _pointer(borrowed.tensor.data, f"the {type(value).__name__}'s data")
+        a.v.pointer = _unsigned(borrowed.data_ptr, 64, "the tensor's address")
         return
     if isinstance(value, (bytes, bytearray, memoryview)):
         data = bytes(value)

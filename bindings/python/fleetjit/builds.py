@@ -14,7 +14,7 @@ import ctypes
 import threading
 
 from . import _ffi
-from .errors import FleetjitError, check, lib
+from .errors import FleetjitError, _call, _no_nul, _seconds, check, lib
 
 UINT32_MAX = 0xFFFFFFFF
 
@@ -28,11 +28,10 @@ def _need(name):
 
 
 def _timeout_ms(timeout):
-    if timeout is None:
-        return UINT32_MAX
-    if timeout < 0:
-        raise FleetjitError("INVALID_ARGUMENT", f"timeout {timeout} s is negative")
-    return min(int(timeout * 1000), UINT32_MAX - 1)
+    """Milliseconds of a timeout in seconds: None or inf wait forever
+    (UINT32_MAX); NaN, a negative number or a non-number are refused."""
+    t = _seconds(timeout)
+    return UINT32_MAX if t == float("inf") else min(int(t * 1000), UINT32_MAX - 1)
 
 
 class BuildFuture:
@@ -41,6 +40,7 @@ class BuildFuture:
 
     def __init__(self, runtime, handle, source):
         self._runtime = runtime
+        self._gate = runtime._gate
         self._handle = handle
         self._source = source
         self._lock = threading.Lock()
@@ -58,7 +58,7 @@ class BuildFuture:
         if self._taken:
             return True
         out = ctypes.c_int32()
-        check(_need("fj_build_poll")(self._live(), ctypes.byref(out)))
+        _call(self, _need("fj_build_poll"), ctypes.byref(out))
         return bool(out.value)
 
     def wait(self, timeout=None) -> bool:
@@ -66,7 +66,7 @@ class BuildFuture:
         if self._taken:
             return True
         out = ctypes.c_int32()
-        check(_need("fj_build_wait")(self._live(), _timeout_ms(timeout), ctypes.byref(out)))
+        _call(self, _need("fj_build_wait"), _timeout_ms(timeout), ctypes.byref(out))
         return bool(out.value)
 
     def result(self, timeout=None):
@@ -79,7 +79,7 @@ class BuildFuture:
                 from .runtime import Module
                 out = ctypes.c_void_p()
                 try:
-                    check(_need("fj_build_take")(self._live(), ctypes.byref(out)))
+                    _call(self, _need("fj_build_take"), ctypes.byref(out))
                     self._module = Module(out.value, self._runtime)
                     self._module._source = self._source
                 except FleetjitError as e:
@@ -111,8 +111,11 @@ class BuildFuture:
 
     def close(self):
         handle, self._handle = self._handle, None
-        if handle and not self._runtime.closed:
-            check(lib().fj_build_destroy(handle))
+        if handle and self._gate.enter():  # else the closed runtime frees it
+            try:
+                check(lib().fj_build_destroy(handle))
+            finally:
+                self._gate.exit()
 
     def __enter__(self):
         return self
@@ -137,39 +140,39 @@ def start(runtime, source, options):
     if options:
         raise TypeError(f"build_async() got unexpected options {sorted(options)}")
     out = ctypes.c_void_p()
-    check(_need("fj_module_build_async")(runtime._live(), ctypes.byref(o), ctypes.byref(out)))
+    _call(runtime, _need("fj_module_build_async"), ctypes.byref(o), ctypes.byref(out))
     del keep  # the library copied every string
     return BuildFuture(runtime, out.value, source)
 
 
 def load(runtime, image, kind, name, target):
-    from .runtime import Module, _no_nul
+    from .runtime import Module
     if kind not in _ffi.IMAGE_KINDS:
         raise FleetjitError("INVALID_ARGUMENT",
                             f"kind must be one of {sorted(_ffi.IMAGE_KINDS)}, not {kind!r}")
     _no_nul(name, "name")
-    data = image.encode() if isinstance(image, str) else bytes(image)
+    data = _ffi.bytes_arg(image, "image")
     buf = ctypes.create_string_buffer(data, len(data))
     o = _ffi.new(_ffi.fj_module_load_options)
     o.image, o.image_size, o.kind = ctypes.addressof(buf), len(data), _ffi.IMAGE_KINDS[kind]
-    keep = [_ffi.StrArg(name), _ffi.StrArg(target)]
+    keep = [_ffi.StrArg(name, "name"), _ffi.StrArg(target, "target")]
     o.name, o.target = keep[0].value, keep[1].value
     out = ctypes.c_void_p()
-    check(_need("fj_module_load")(runtime._live(), ctypes.byref(o), ctypes.byref(out)))
+    _call(runtime, _need("fj_module_load"), ctypes.byref(o), ctypes.byref(out))
     return Module(out.value, runtime)
 
 
 def include_dirs(runtime):
     fn = _need("fj_runtime_include_dir")
     count = ctypes.c_size_t()
-    check(fn(runtime._live(), 0, ctypes.byref(count), None, None))
+    _call(runtime, fn, 0, ctypes.byref(count), None, None)
     dirs = []
     for i in range(count.value):
         path, origin = ctypes.c_char_p(), ctypes.c_char_p()
-        check(fn(runtime._live(), i, None, ctypes.byref(path), ctypes.byref(origin)))
+        _call(runtime, fn, i, None, ctypes.byref(path), ctypes.byref(origin))
         dirs.append((path.value.decode(errors="replace"), origin.value.decode(errors="replace")))
     return dirs
 
 
 def flush(runtime, timeout):
-    check(_need("fj_cache_flush")(runtime._live(), _timeout_ms(timeout)))
+    _call(runtime, _need("fj_cache_flush"), _timeout_ms(timeout))

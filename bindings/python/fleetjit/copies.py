@@ -14,7 +14,8 @@ import ctypes
 
 from . import _ffi
 from . import tensors
-from .errors import FleetjitError, _integer, _ordinal, _signed, _unsigned, check, lib
+from .errors import (FleetjitError, _call, _fields, _integer, _ordinal, _signed, _unsigned,
+                     lib)
 
 
 def _need(name):
@@ -45,19 +46,23 @@ def copy(runtime, dst, src, src_start=(), oob="promise_in_bounds", gather_index=
     fj_stream, cu_stream = runtime._resolve_stream(stream, 0)
     keep = []
     d = _ffi.new(_ffi.fj_copy_desc)
+    if dst is None or src is None:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"{'dst' if dst is None else 'src'} is None: a copy needs "
+                            "both a dst and a src tensor")
     for field, obj in (("src", src), ("dst", dst), ("gather_index", gather_index)):
         if obj is None:
             continue
         b = tensors.borrow(obj, stream=cu_stream)
         keep.append(b)
         setattr(d, field, b.address)
-    if d.dst and keep[1].read_only:
-        raise FleetjitError("INVALID_ARGUMENT", "dst is a read-only DLPack tensor")
+        if field == "dst" and b.read_only:
+            raise FleetjitError("INVALID_ARGUMENT", "dst is a read-only tensor")
     starts = _starts(src_start, "src_start")
     for i, v in enumerate(starts):
         d.src_start[i] = v
     d.oob = _ffi.OOB[oob]
-    check(fn(runtime._live(), ctypes.byref(d), fj_stream))
+    _call(runtime, fn, ctypes.byref(d), fj_stream)
     del keep  # the library has read the descriptors
 
 
@@ -98,10 +103,10 @@ def prefetch(runtime, data, nbytes=None, tile_start=(), tile_extent=(), mode="au
         if hasattr(stage, "device_address"):
             d.stage_address, d.stage_bytes = stage.device_address, stage.nbytes
         else:
-            address, nbytes = stage
+            address, nbytes = _fields(stage, ("address", "bytes"), "stage")
             d.stage_address = _unsigned(address, 64, "stage's address")
             d.stage_bytes = _unsigned(nbytes, 64, "stage's bytes")
-    check(fn(runtime._live(), ctypes.byref(d), fj_stream))
+    _call(runtime, fn, ctypes.byref(d), fj_stream)
     del keep
 
 
@@ -109,19 +114,19 @@ def peer_query(runtime, reader, owner):
     """Whether GPU `reader` has a P2P path to `owner`'s memory."""
     reader, owner = _peers(reader, owner)
     out = ctypes.c_int32()
-    check(_need("fj_peer_query")(runtime._live(), reader, owner, ctypes.byref(out)))
+    _call(runtime, _need("fj_peer_query"), reader, owner, ctypes.byref(out))
     return bool(out.value)
 
 
 def peer_enable(runtime, reader, owner):
     """Lets kernels on `reader` use `owner`'s memory (idempotent)."""
     reader, owner = _peers(reader, owner)
-    check(_need("fj_peer_enable")(runtime._live(), reader, owner))
+    _call(runtime, _need("fj_peer_enable"), reader, owner)
 
 
 def peer_disable(runtime, reader, owner):
     reader, owner = _peers(reader, owner)
-    check(_need("fj_peer_disable")(runtime._live(), reader, owner))
+    _call(runtime, _need("fj_peer_disable"), reader, owner)
 
 
 def _peers(reader, owner):

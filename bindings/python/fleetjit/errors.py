@@ -1,7 +1,9 @@
 """FleetjitError: every fj_status, and every failure of the binding itself."""
 
 import ctypes
+import math
 import operator
+import os
 
 from . import _ffi
 
@@ -133,6 +135,20 @@ def check(status):
         raise status_to_error(status)
 
 
+def _call(owner, fn, *args):
+    """check(fn(owner's handle, *args)) as one of its runtime's in-flight
+    calls: Runtime.close() on another thread refuses new calls at once but
+    destroys the runtime only once the calls in flight have returned (a
+    build, a launch), so none runs on a freed runtime."""
+    gate = owner._gate
+    if not gate.enter():
+        raise FleetjitError("INVALID_ARGUMENT", "this Runtime is closed")
+    try:
+        check(fn(owner._live(), *args))
+    finally:
+        gate.exit()
+
+
 # Integers bound for a C field or argument. ctypes wraps an out-of-range
 # Python int silently (1 << 32 passed as an int32_t is 0, -1 as a uint64_t
 # is 2**64 - 1) and raises TypeError for a float; these refuse both with
@@ -140,6 +156,8 @@ def check(status):
 
 def _integer(value, what):
     try:
+        if isinstance(value, bool):  # True is not a count of 1
+            raise TypeError
         return operator.index(value)
     except TypeError:
         raise FleetjitError("INVALID_ARGUMENT",
@@ -150,6 +168,8 @@ def _ordinal(device, what="device ordinal"):
     """A device ordinal that fits the C int32_t (ctypes would silently wrap
     it: 1 << 32 is device 0)."""
     try:
+        if isinstance(device, bool):
+            raise TypeError
         d = operator.index(device)
     except TypeError:
         raise FleetjitError("INVALID_ARGUMENT",
@@ -178,3 +198,54 @@ def _signed(value, bits: int, what: str) -> int:
         raise FleetjitError("INVALID_ARGUMENT", f"{what} is {v}: out of range for an "
                             f"int{bits} ({lo} to {hi})")
     return v
+
+
+def _real(value, what):
+    """`value` as a float: a number (an int, a float, a NumPy scalar), never
+    a str that float() would parse, nor a bool."""
+    if isinstance(value, (str, bytes, bool)) or not hasattr(type(value), "__float__"):
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} is {value!r}, not a number")
+    return float(value)
+
+
+def _seconds(timeout, what="timeout"):
+    """A timeout in seconds: None or inf (wait forever), else a number >= 0."""
+    if timeout is None:
+        return math.inf
+    t = _real(timeout, what)
+    if math.isnan(t) or t < 0:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"{what} is {timeout!r} s: not a number of seconds >= 0")
+    return t
+
+
+def _fields(value, names, what):
+    """`value`, a tuple of exactly len(names) entries (l2_window's (base,
+    bytes, hit_ratio), an (address, nbytes) pair...)."""
+    try:
+        fields = tuple(value)
+    except TypeError:
+        fields = ()
+    if len(fields) != len(names):
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"{what} is {value!r}: expected ({', '.join(names)})")
+    return fields
+
+
+def _no_nul(text, what):
+    """Refuses a string argument that is not a str, bytes or os.PathLike (an
+    int would become that many NUL bytes) and one with an embedded NUL: the
+    library, NVRTC and the driver read C strings, so everything after it
+    would silently be dropped. None (unset) passes."""
+    if text is None:
+        return
+    if isinstance(text, os.PathLike):
+        text = os.fspath(text)
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise TypeError(f"{what} must be a str, not {type(text).__name__}")
+    nul = "\0" if isinstance(text, str) else b"\0"
+    if nul in text:
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"the {what} holds a NUL character at offset "
+                            f"{text.index(nul)}; the library, NVRTC and the driver read C "
+                            "strings and would silently drop everything after it")

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from . import _ffi
 from . import args as _args
-from .errors import FleetjitError, _integer, _ordinal, _signed, _unsigned, check, lib
+from .errors import (FleetjitError, _call, _fields, _integer, _ordinal, _signed, _unsigned,
+                     lib)
 from .runtime import Kernel, Module, Runtime, Stream, _dims
 
 MINOR = 3  # the header minor these entries came with
@@ -120,10 +121,10 @@ def get_global(self, name: str, device: int = 0) -> GlobalInfo:
     """The __device__ / __constant__ variable `name` (its symbol, or a name
     expression of the build such as "&ns::table") on `device`."""
     device = _ordinal(device)
-    n = _ffi.StrArg(name)
+    n = _ffi.StrArg(name, "global name")
     out = fj_global_info()
     out.struct_size = ctypes.sizeof(out)
-    check(_fn("fj_module_get_global")(self._live(), n.value, device, ctypes.byref(out)))
+    _call(self, _fn("fj_module_get_global"), n.value, device, ctypes.byref(out))
     return GlobalInfo(out.address, out.bytes, out.lowered_name.decode())
 
 
@@ -136,10 +137,10 @@ def global_write(self, name: str, data, offset: int = 0, device: int = 0, stream
     offset = _unsigned(offset, 64, "offset")
     view = memoryview(data).cast("B")
     buf = (ctypes.c_char * len(view)).from_buffer_copy(view)
-    n = _ffi.StrArg(name)
-    check(_fn("fj_module_global_write")(self._live(), n.value, device, offset,
-                                        ctypes.addressof(buf), len(view),
-                                        _stream_handle(self, stream, device)))
+    n = _ffi.StrArg(name, "global name")
+    _call(self, _fn("fj_module_global_write"), n.value, device, offset,
+          ctypes.addressof(buf), len(view),
+          _stream_handle(self, stream, device))
     return buf
 
 
@@ -149,24 +150,31 @@ def global_read(self, name: str, nbytes=None, offset: int = 0, device: int = 0,
     a stream the bytes are valid once it is synchronised."""
     device = _ordinal(device)
     offset = _unsigned(offset, 64, "offset")
-    if nbytes is None:  # the rest; an offset past the end is the library's OUT_OF_RANGE
-        nbytes = max(self.get_global(name, device).bytes - offset, 0)
-    nbytes = _integer(nbytes, "nbytes")
-    if nbytes < 0:
-        raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {nbytes}: a size is not negative")
+    n = _ffi.StrArg(name, "global name")
+    if nbytes is not None:
+        nbytes = _integer(nbytes, "nbytes")
+        if nbytes < 0:
+            raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {nbytes}: a size is not negative")
+    # The rest by default; more than the variable holds is refused before
+    # allocating it (an offset past the end is the library's OUT_OF_RANGE).
+    rest = max(self.get_global(name, device).bytes - offset, 0)
+    if nbytes is None:
+        nbytes = rest
+    elif nbytes > rest:
+        raise FleetjitError("OUT_OF_RANGE", f"nbytes is {nbytes}: the global {name!r} has "
+                            f"{rest} bytes from offset {offset}")
     out = bytearray(nbytes)
     buf = (ctypes.c_char * len(out)).from_buffer(out) if out else None
-    n = _ffi.StrArg(name)
-    check(_fn("fj_module_global_read")(self._live(), n.value, device, offset,
-                                       ctypes.addressof(buf) if buf is not None else None,
-                                       len(out), _stream_handle(self, stream, device)))
+    _call(self, _fn("fj_module_global_read"), n.value, device, offset,
+          ctypes.addressof(buf) if buf is not None else None,
+          len(out), _stream_handle(self, stream, device))
     return out
 
 
 def _build_log(self) -> str:
     log = ctypes.c_char_p()
     size = c_size_t()
-    check(_fn("fj_module_build_log")(self._live(), ctypes.byref(log), ctypes.byref(size)))
+    _call(self, _fn("fj_module_build_log"), ctypes.byref(log), ctypes.byref(size))
     return ctypes.string_at(log, size.value).decode(errors="replace")
 
 
@@ -176,8 +184,8 @@ def attributes(self) -> KernelAttributes:
     """fj_kernel_info's 1.3 fields (cuFuncGetAttribute)."""
     out = fj_kernel_info_13()
     out.struct_size = ctypes.sizeof(out)
-    check(lib().fj_kernel_info_get(
-        self._live(), ctypes.cast(ctypes.pointer(out), POINTER(_ffi.fj_kernel_info))))
+    _call(self, lib().fj_kernel_info_get,
+          ctypes.cast(ctypes.pointer(out), POINTER(_ffi.fj_kernel_info)))
     return KernelAttributes(out.const_bytes, out.local_bytes, out.max_dynamic_shared_bytes,
                             out.ptx_version, out.binary_version, bool(out.cache_mode_ca),
                             out.preferred_carveout)
@@ -188,7 +196,7 @@ def set_attribute(self, attr: str, value: int):
     if attr not in KERNEL_ATTRS:
         raise ValueError(f"attr must be one of {sorted(KERNEL_ATTRS)}")
     value = _signed(value, 32, f"the {attr} value")
-    check(_fn("fj_kernel_set_attribute")(self._live(), KERNEL_ATTRS[attr], value))
+    _call(self, _fn("fj_kernel_set_attribute"), KERNEL_ATTRS[attr], value)
 
 
 def occupancy(self, block_threads: int, dynamic_shared_bytes: int = 0) -> int:
@@ -196,8 +204,8 @@ def occupancy(self, block_threads: int, dynamic_shared_bytes: int = 0) -> int:
     block_threads = _unsigned(block_threads, 32, "block_threads")
     dynamic_shared_bytes = _unsigned(dynamic_shared_bytes, 32, "dynamic_shared_bytes")
     out = c_int32()
-    check(_fn("fj_kernel_occupancy")(self._live(), block_threads, dynamic_shared_bytes,
-                                     ctypes.byref(out)))
+    _call(self, _fn("fj_kernel_occupancy"), block_threads, dynamic_shared_bytes,
+          ctypes.byref(out))
     return out.value
 
 
@@ -205,8 +213,8 @@ def suggest_block(self, dynamic_shared_bytes: int = 0):
     """(block threads, minimum grid) for the most occupancy."""
     dynamic_shared_bytes = _unsigned(dynamic_shared_bytes, 32, "dynamic_shared_bytes")
     block, grid = c_int32(), c_int32()
-    check(_fn("fj_kernel_suggest_block")(self._live(), dynamic_shared_bytes,
-                                         ctypes.byref(block), ctypes.byref(grid)))
+    _call(self, _fn("fj_kernel_suggest_block"), dynamic_shared_bytes,
+          ctypes.byref(block), ctypes.byref(grid))
     return block.value, grid.value
 
 
@@ -230,14 +238,14 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
     cfg.flags = ((LAUNCH_COOPERATIVE if cooperative else 0) |
                  (LAUNCH_PROGRAMMATIC_DEPENDENT if programmatic else 0))
     if l2_window is not None:
-        base, nbytes, ratio = l2_window
+        base, nbytes, ratio = _fields(l2_window, ("base", "bytes", "hit_ratio"), "l2_window")
         cfg.l2_window_base = _unsigned(base, 64, "l2_window's base")
         cfg.l2_window_bytes = _unsigned(nbytes, 64, "l2_window's bytes")
         cfg.l2_hit_ratio = ratio
     keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
-    check(lib().fj_launch(self._live(),
-                          ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),
-                          ctypes.cast(arr, c_void_p) if arr is not None else None, count))
+    _call(self, lib().fj_launch,
+          ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),
+          ctypes.cast(arr, c_void_p) if arr is not None else None, count)
     del keep
 
 
@@ -247,8 +255,8 @@ def stream_priority_range(self, device: int = 0):
     """(least, greatest) stream priority of `device`, e.g. (0, -5)."""
     device = _ordinal(device)
     least, greatest = c_int32(), c_int32()
-    check(_fn("fj_stream_priority_range")(self._live(), device, ctypes.byref(least),
-                                          ctypes.byref(greatest)))
+    _call(self, _fn("fj_stream_priority_range"), device, ctypes.byref(least),
+          ctypes.byref(greatest))
     return least.value, greatest.value
 
 
@@ -257,8 +265,8 @@ def stream_with_priority(self, device: int, priority: int) -> Stream:
     device = _ordinal(device)
     priority = _signed(priority, 32, "stream priority")
     out = ctypes.c_void_p()
-    check(_fn("fj_stream_create_with_priority")(self._live(), device, priority,
-                                                ctypes.byref(out)))
+    _call(self, _fn("fj_stream_create_with_priority"), device, priority,
+          ctypes.byref(out))
     return Stream(out.value, self, device)
 
 
@@ -267,8 +275,8 @@ def set_persisting_l2(self, device: int, nbytes: int) -> int:
     device = _ordinal(device)
     nbytes = _unsigned(nbytes, 64, "nbytes")
     out = c_uint64()
-    check(_fn("fj_device_set_persisting_l2")(self._live(), device, nbytes,
-                                             ctypes.byref(out)))
+    _call(self, _fn("fj_device_set_persisting_l2"), device, nbytes,
+          ctypes.byref(out))
     return out.value
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Sequence, Union
 
 from . import _ffi
-from .errors import FleetjitError, check, lib
-from .runtime import Module, Runtime, _no_nul, _ordinal
+from .errors import FleetjitError, _call, _no_nul, _ordinal, lib
+from .runtime import Module, Runtime
 
 # fj_link_input_kind, by name.
 LINK_KINDS = {"source": 0, "cubin": 1, "ptx": 2, "fatbin": 3, "ltoir": 4, "library": 5}
@@ -98,17 +98,21 @@ def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,
     keep = []
     arr = (fj_link_input * max(len(inputs), 1))()
     for i, item in enumerate(inputs):
+        if not isinstance(item, LinkInput):
+            raise TypeError(f"inputs[{i}] is a {type(item).__name__}, not a "
+                            "fleetjit.LinkInput")
         if item.kind not in LINK_KINDS:
             raise FleetjitError("INVALID_ARGUMENT",
                                 f"inputs[{i}].kind must be one of {sorted(LINK_KINDS)}")
         _no_nul(item.name, f"inputs[{i}].name")
         _strings(item.nvrtc_options, f"inputs[{i}].nvrtc_options")
         _strings(item.name_expressions, f"inputs[{i}].name_expressions")
-        data = item.data.encode("utf-8") if isinstance(item.data, str) else bytes(item.data)
+        data = _ffi.bytes_arg(item.data, f"inputs[{i}].data")
         buf = ctypes.create_string_buffer(data, len(data) + 1)
-        n = _ffi.StrArg(item.name)
-        k1, opts, nopts = _ffi.str_array(item.nvrtc_options)
-        k2, exprs, nexprs = _ffi.str_array(item.name_expressions)
+        n = _ffi.StrArg(item.name, f"inputs[{i}].name")
+        k1, opts, nopts = _ffi.str_array(item.nvrtc_options, f"inputs[{i}].nvrtc_options")
+        k2, exprs, nexprs = _ffi.str_array(item.name_expressions,
+                                           f"inputs[{i}].name_expressions")
         keep += [buf, n, k1, k2]
         e = arr[i]
         e.struct_size = ctypes.sizeof(fj_link_input)
@@ -121,15 +125,15 @@ def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,
     o = _ffi.new(fj_link_options)
     o.inputs = ctypes.cast(arr, POINTER(fj_link_input)) if inputs else None
     o.num_inputs = len(inputs)
-    names = [_ffi.StrArg(name), _ffi.StrArg(target)]
+    names = [_ffi.StrArg(name, "name"), _ffi.StrArg(target, "target")]
     o.name, o.target = names[0].value, names[1].value
     o.device = _ordinal(device)
-    k3, o.link_options, o.num_link_options = _ffi.str_array(link_options)
-    k4, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs)
+    k3, o.link_options, o.num_link_options = _ffi.str_array(link_options, "link_options")
+    k4, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs, "include_dirs")
     o.flags = ((0 if cache else LINK_NO_CACHE) | (LINK_LTO if lto else 0) |
                (LINK_DEVRT if devrt else 0))
     out = c_void_p()
-    check(_fj_module_link()(runtime._live(), ctypes.byref(o), ctypes.byref(out)))
+    _call(runtime, _fj_module_link(), ctypes.byref(o), ctypes.byref(out))
     del keep, names, k3, k4
     return Module(out.value, runtime)
 

@@ -9,6 +9,7 @@ context manager.
 import ctypes
 import os
 import sys
+import weakref
 from dataclasses import dataclass, field, asdict
 from typing import Dict, List, Optional, Tuple
 
@@ -19,7 +20,8 @@ from . import _fast
 from . import builds
 from . import copies
 from . import logs
-from .errors import FleetjitError, _integer, _ordinal, _unsigned, check, lib
+from .errors import (FleetjitError, _call, _integer, _no_nul, _ordinal, _unsigned, check,
+                     lib)
 
 
 # The compiled launch path (fleetjit/_fastlaunch.c) when it is built and
@@ -139,7 +141,7 @@ def _impl_value(impl) -> int:
 
 def copy_plan(target: str, impl: Optional[str] = None) -> CopyPlan:
     """The copy plan for a named target ("sm_90", "compute_80"); no GPU needed."""
-    t = _ffi.StrArg(target)
+    t = _ffi.StrArg(target, "target")
     plan = _ffi.new(_ffi.fj_copy_plan)
     check(lib().fj_copy_plan_for_target(t.value, _impl_value(impl), ctypes.byref(plan)))
     return _plan_from_c(plan)
@@ -178,8 +180,17 @@ class _Handle:
 
     def close(self):
         handle, self._handle = self._handle, None
-        if handle and (self._owner is None or not self._owner.closed):
-            check(getattr(lib(), self._destroy_name)(handle))
+        if not handle:
+            return
+        destroy = getattr(lib(), self._destroy_name)
+        gate = getattr(self, "_gate", None)
+        if self._owner is None:  # a Runtime: destroyed once no call is in flight
+            gate.close(lambda: check(destroy(handle)))
+        elif gate.enter():  # else the closed runtime frees it
+            try:
+                check(destroy(handle))
+            finally:
+                gate.exit()
 
     def __enter__(self):
         return self
@@ -201,11 +212,12 @@ class Stream(_Handle):
 
     def __init__(self, handle, runtime, device, cu_stream=None):
         super().__init__(handle, runtime)
+        self._gate = runtime._gate
         self.device = device
         self.cu_stream = cu_stream  # the integer CUstream when borrowed, else None
 
     def synchronize(self):
-        check(lib().fj_stream_synchronize(self._live()))
+        _call(self, lib().fj_stream_synchronize)
 
     def close(self):
         if self.cu_stream is not None and self._owner is not None:
@@ -220,6 +232,7 @@ class DeviceBuffer:
 
     def __init__(self, runtime, device, nbytes, address):
         self._runtime = runtime
+        runtime._buffers.add(self)  # zeroed when the runtime closes
         self.device = device
         self.nbytes = nbytes
         self.device_address = address
@@ -234,8 +247,8 @@ class DeviceBuffer:
         if view.nbytes > self.nbytes:
             raise FleetjitError("OUT_OF_RANGE", f"{view.nbytes} bytes into a {self.nbytes}-byte buffer")
         src = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
-        check(lib().fj_memcpy_htod(self._runtime._live(), self.device_address, src,
-                                   view.nbytes, stream._live() if stream else None))
+        _call(self._runtime, lib().fj_memcpy_htod, self.device_address, src,
+              view.nbytes, stream._live() if stream else None)
 
     def download(self, nbytes: Optional[int] = None) -> bytes:
         """Copies the buffer (or its first nbytes) back to the host."""
@@ -243,7 +256,7 @@ class DeviceBuffer:
         if n < 0:
             raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {n}: a size is not negative")
         dst = ctypes.create_string_buffer(n)
-        check(lib().fj_memcpy_dtoh(self._runtime._live(), dst, self.device_address, n, None))
+        _call(self._runtime, lib().fj_memcpy_dtoh, dst, self.device_address, n, None)
         return dst.raw
 
     def copy_from(self, src: "DeviceBuffer", nbytes: Optional[int] = None,
@@ -256,20 +269,23 @@ class DeviceBuffer:
             raise FleetjitError("OUT_OF_RANGE",
                                 f"{n} bytes from a {src.nbytes}-byte buffer into a "
                                 f"{self.nbytes}-byte buffer")
-        check(lib().fj_memcpy_dtod(self._runtime._live(), self.device_address,
-                                   src.device_address, n,
-                                   stream._live() if stream else None))
+        _call(self._runtime, lib().fj_memcpy_dtod, self.device_address,
+              src.device_address, n,
+              stream._live() if stream else None)
 
     def fill(self, value: int):
         """Sets every byte to `value` (0 to 255)."""
         value = _unsigned(value, 8, "the fill value")
-        check(lib().fj_memset_d8(self._runtime._live(), self.device_address, value,
-                                 self.nbytes, None))
+        _call(self._runtime, lib().fj_memset_d8, self.device_address, value,
+              self.nbytes, None)
 
     def close(self):
         address, self.device_address = self.device_address, 0
-        if address and not self._runtime.closed:
-            check(lib().fj_mem_free(self._runtime._live(), address))
+        if address and self._runtime._gate.enter():  # else freed with the runtime
+            try:
+                check(lib().fj_mem_free(self._runtime._live(), address))
+            finally:
+                self._runtime._gate.exit()
 
     def __enter__(self):
         return self
@@ -283,6 +299,7 @@ class Kernel:
 
     def __init__(self, module, handle, name, device):
         self._module = module
+        self._gate = module._gate
         self._handle = handle
         self.name = name
         self.device = device
@@ -296,7 +313,8 @@ class Kernel:
         if _fast.module is not None and type(self).launch is Kernel.launch:
             runtime = module._runtime
             self.launch = _fast.module.bind(self, handle, _fast.launch_address, module,
-                                            runtime, runtime._fj_by_cu, globals())
+                                            self._gate, runtime._fj_by_cu, globals(),
+                                            self._cai_dtypes())
 
     def _live(self):
         if self._module.closed:
@@ -306,7 +324,7 @@ class Kernel:
     @property
     def info(self) -> KernelInfo:
         out = _ffi.new(_ffi.fj_kernel_info)
-        check(lib().fj_kernel_info_get(self._live(), ctypes.byref(out)))
+        _call(self, lib().fj_kernel_info_get, ctypes.byref(out))
         return KernelInfo(out.lowered_name.decode(), out.num_params, out.param_bytes,
                           out.max_threads_per_block, out.static_shared_bytes, out.num_regs,
                           bool(out.uses_thunk))
@@ -325,6 +343,14 @@ class Kernel:
             dt = self._dtypes = _signature.pointer_dtypes(
                 getattr(self._module, "_source", None), self.name)
         return dt
+
+    def _cai_dtypes(self):
+        """Per parameter, the (code, bits) a __cuda_array_interface__
+        argument's typestr must give for the compiled path to pack it (a
+        const T* for a read-only one, checked by the ctypes path), else
+        None; None when the kernel's declaration is unknown."""
+        dt = self._dl_dtypes()
+        return None if dt is None else tuple(tuple(d[:2]) if d else None for d in dt)
 
     def _torch_dtype_tuple(self):
         """The per-parameter torch dtypes the compiled path compares with;
@@ -365,33 +391,38 @@ class Kernel:
         fast = _fast.module if USE_FAST_PATH else None
         # The compiled path takes a shared_bytes that is an int fitting
         # uint32 and leaves any other to the ctypes path, which refuses it.
-        if fast is not None and cluster is None:
-            module = self._module
-            runtime = module._runtime
-            if module._handle and runtime._handle:
-                if stream is None:
-                    fjs, obj = 0, None
-                elif type(stream) is Stream:
-                    fjs, obj = stream._live(), None
-                else:
-                    fjs, obj = 0, stream
-                dtypes = self._torch_dtypes
-                if dtypes is _UNSET:  # until torch is imported
-                    dtypes = self._fast_dtypes()
-                r = fast.launch(_fast.launch_address, self._handle, grid, block,
-                                shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)
-                if r is None:
+        if fast is not None and cluster is None and self._module._handle:
+            if not self._gate.enter():
+                raise FleetjitError("INVALID_ARGUMENT", "this Runtime is closed")
+            try:
+                if self._launch_fast(fast, grid, block, args, stream, shared_bytes):
                     return
-                if type(r) is tuple:  # a framework stream not wrapped yet
-                    runtime.wrap_stream(r[1], self.device)
-                    r = fast.launch(_fast.launch_address, self._handle, grid, block,
-                                    shared_bytes, fjs, obj, runtime._fj_by_cu, args, dtypes)
-                    if r is None:
-                        return
-                if type(r) is int:
-                    check(r)
-                # NotImplemented: an argument the ctypes path packs or refuses.
+            finally:
+                self._gate.exit()
         self._launch_ctypes(grid, block, args, stream, shared_bytes, cluster)
+
+    def _launch_fast(self, fast, grid, block, args, stream, shared_bytes):
+        """True when the compiled path launched; False for an argument the
+        ctypes path packs or refuses."""
+        runtime = self._module._runtime
+        if stream is None:
+            fjs, obj = 0, None
+        elif type(stream) is Stream:
+            fjs, obj = stream._live(), None
+        else:
+            fjs, obj = 0, stream
+        dtypes = self._torch_dtypes
+        if dtypes is _UNSET:  # until torch is imported
+            dtypes = self._fast_dtypes()
+        for _ in range(2):
+            r = fast.launch(_fast.launch_address, self._handle, grid, block, shared_bytes,
+                            fjs, obj, runtime._fj_by_cu, args, dtypes, self._cai_dtypes())
+            if type(r) is not tuple:
+                break
+            runtime.wrap_stream(r[1], self.device)  # a framework stream not wrapped yet
+        if type(r) is int:
+            check(r)
+        return r is None
 
     def _launch_ctypes(self, grid, block, args, stream, shared_bytes, cluster):
         """The pure-ctypes launch (no compiled module, or an argument the
@@ -409,36 +440,25 @@ class Kernel:
         cfg.stream = fj_stream
         keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device,
                                        dtypes=self._dl_dtypes())
-        check(lib().fj_launch(self._live(), ctypes.byref(cfg),
-                              ctypes.cast(arr, ctypes.c_void_p) if arr is not None else None,
-                              count))
+        _call(self, lib().fj_launch, ctypes.byref(cfg),
+              ctypes.cast(arr, ctypes.c_void_p) if arr is not None else None,
+              count)
         del keep  # the library copied what it needs: the tensors may go
-
-
-def _no_nul(text, what):
-    """Refuses an embedded NUL: NVRTC and the driver read C strings, so
-    everything after it would silently be dropped."""
-    if text is None:
-        return
-    nul = "\0" if isinstance(text, str) else b"\0"
-    if nul in text:
-        raise FleetjitError("INVALID_ARGUMENT",
-                            f"the {what} holds a NUL character at offset "
-                            f"{text.index(nul)}; NVRTC would silently drop "
-                            "everything after it")
 
 
 def _dims(value, default, what):
     """3 uint32 launch dimensions from an int or a sequence of up to 3 ints
-    (None: all `default`); refused when one is not an integer or does not
+    (None: all `default`, for a cluster only); refused when one is not an integer or does not
     fit (ctypes would silently wrap it)."""
-    if value is None:
+    if value is None and not default:  # no cluster
         return (default,) * 3
     if not hasattr(value, "__iter__"):
         value = (value,)
     value = tuple(_unsigned(v, 32, f"{what}[{i}]") for i, v in enumerate(value))
     if len(value) > 3:
         raise FleetjitError("INVALID_ARGUMENT", f"{value} has more than 3 dimensions")
+    if not value:
+        raise FleetjitError("INVALID_ARGUMENT", f"{what} is (): give 1 to 3 dimensions")
     return value + (default,) * (3 - len(value))
 
 
@@ -450,11 +470,12 @@ class Module(_Handle):
     def __init__(self, handle, runtime):
         super().__init__(handle, runtime)
         self._runtime = runtime
+        self._gate = runtime._gate
 
     @property
     def info(self) -> ModuleInfo:
         out = _ffi.new(_ffi.fj_module_info)
-        check(lib().fj_module_info_get(self._live(), ctypes.byref(out)))
+        _call(self, lib().fj_module_info_get, ctypes.byref(out))
         output = {v: k for k, v in _ffi.OUTPUTS.items()}.get(out.output, str(out.output))
         return ModuleInfo(out.target.decode(), _name(lib().fj_copy_impl_name, out.copy_impl),
                           output, _ffi.CACHE_RESULTS.get(out.cache_result, str(out.cache_result)),
@@ -465,16 +486,16 @@ class Module(_Handle):
         """The cubin (ELF) or PTX text."""
         data = ctypes.c_void_p()
         size = ctypes.c_size_t()
-        check(lib().fj_module_image(self._live(), ctypes.byref(data), ctypes.byref(size)))
+        _call(self, lib().fj_module_image, ctypes.byref(data), ctypes.byref(size))
         return ctypes.string_at(data, size.value)
 
     def kernel(self, name: str, device: int = 0) -> Kernel:
         """The kernel `name` (extern "C" name or a name expression), loaded on `device`."""
         _no_nul(name, "kernel name")
         device = _ordinal(device)
-        n = _ffi.StrArg(name)
+        n = _ffi.StrArg(name, "kernel name")
         out = ctypes.c_void_p()
-        check(lib().fj_module_get_kernel(self._live(), n.value, device, ctypes.byref(out)))
+        _call(self, lib().fj_module_get_kernel, n.value, device, ctypes.byref(out))
         return Kernel(self, out.value, name, device)
 
 
@@ -505,8 +526,10 @@ class Runtime(_Handle):
                  preopen_devices=None):
         check_version()
         opts = _ffi.new(_ffi.fj_runtime_options)
-        keep = [_ffi.StrArg(s) for s in (libcuda, libnvrtc, target, cache_dir,
-                                         remote_cache_url, fleet_key)]
+        keep = [_ffi.StrArg(s, what) for s, what in (
+            (libcuda, "libcuda"), (libnvrtc, "libnvrtc"), (target, "target"),
+            (cache_dir, "cache_dir"), (remote_cache_url, "remote_cache_url"),
+            (fleet_key, "fleet_key"))]
         opts.libcuda_path, opts.libnvrtc_path = keep[0].value, keep[1].value
         opts.target_override, opts.cache_dir = keep[2].value, keep[3].value
         opts.remote_cache_url, opts.fleet_key = keep[4].value, keep[5].value
@@ -525,6 +548,8 @@ class Runtime(_Handle):
         opts.cache_max_bytes = _unsigned(cache_max_bytes, 64, "cache_max_bytes")
         out = ctypes.c_void_p()
         check(lib().fj_runtime_create(ctypes.byref(opts), ctypes.byref(out)))
+        self._gate = _fast.new_gate()
+        self._buffers = weakref.WeakSet()
         super().__init__(out.value)
         self._wrapped_streams = {}
         self._fj_by_cu = {}  # CUstream -> fj_stream*, for the compiled path
@@ -539,24 +564,31 @@ class Runtime(_Handle):
         self._wrapped_streams = {}
         # Emptied in place: each kernel's compiled launcher holds the dict.
         self.__dict__.setdefault("_fj_by_cu", {}).clear()
+        for b in list(getattr(self, "_buffers", ())):
+            b.device_address = 0  # freed with the runtime: launches refuse it
         super().close()
 
     # Devices.
     @property
     def driver_error(self) -> str:
         """Why the driver is unavailable ("" if it loaded)."""
-        return lib().fj_runtime_driver_error(self._live()).decode(errors="replace")
+        if not self._gate.enter():
+            raise FleetjitError("INVALID_ARGUMENT", "this Runtime is closed")
+        try:
+            return lib().fj_runtime_driver_error(self._live()).decode(errors="replace")
+        finally:
+            self._gate.exit()
 
     @property
     def device_count(self) -> int:
         n = ctypes.c_int32()
-        check(lib().fj_device_count(self._live(), ctypes.byref(n)))
+        _call(self, lib().fj_device_count, ctypes.byref(n))
         return n.value
 
     def device(self, ordinal: int) -> Device:
         ordinal = _ordinal(ordinal)
         out = _ffi.new(_ffi.fj_device_info)
-        check(lib().fj_device_info_get(self._live(), ordinal, ctypes.byref(out)))
+        _call(self, lib().fj_device_info_get, ordinal, ctypes.byref(out))
         return Device(out.ordinal, out.name.decode(errors="replace"),
                       (out.cc_major, out.cc_minor), out.sm_count, out.total_memory_bytes,
                       out.shared_memory_per_block, out.shared_memory_per_block_optin,
@@ -590,7 +622,7 @@ class Runtime(_Handle):
                                       nvrtc_options, name_expressions, output, cache,
                                       include_dirs)
         out = ctypes.c_void_p()
-        check(lib().fj_module_build(self._live(), ctypes.byref(o), ctypes.byref(out)))
+        _call(self, lib().fj_module_build, ctypes.byref(o), ctypes.byref(out))
         del keep
         m = Module(out.value, self)
         m._source = source
@@ -614,11 +646,13 @@ class Runtime(_Handle):
             for item in items:
                 _no_nul(item, what)
         o = _ffi.new(_ffi.fj_build_options)
-        keep = [_ffi.StrArg(source), _ffi.StrArg(name), _ffi.StrArg(target)]
+        keep = [_ffi.StrArg(source, "source"), _ffi.StrArg(name, "name"),
+                _ffi.StrArg(target, "target")]
         o.source, o.name, o.target = keep[0].value, keep[1].value, keep[2].value
-        k1, o.nvrtc_options, o.num_nvrtc_options = _ffi.str_array(nvrtc_options)
-        k2, o.name_expressions, o.num_name_expressions = _ffi.str_array(name_expressions)
-        k3, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs)
+        k1, o.nvrtc_options, o.num_nvrtc_options = _ffi.str_array(nvrtc_options, "nvrtc_options")
+        k2, o.name_expressions, o.num_name_expressions = _ffi.str_array(name_expressions,
+                                                                       "name_expressions")
+        k3, o.include_dirs, o.num_include_dirs = _ffi.str_array(include_dirs, "include_dirs")
         keep.extend((k1, k2, k3))
         o.device = _ordinal(device)
         o.copy_impl = _impl_value(copy_impl)
@@ -674,7 +708,7 @@ class Runtime(_Handle):
     # Cache.
     def cache_stats(self) -> CacheStats:
         out = _ffi.new(_ffi.fj_cache_stats)
-        check(lib().fj_cache_stats_get(self._live(), ctypes.byref(out)))
+        _call(self, lib().fj_cache_stats_get, ctypes.byref(out))
         return CacheStats(out.memory_hits, out.disk_hits, out.misses, out.compiles,
                           out.compile_ms_total, out.evictions, out.rejected_entries,
                           out.disk_entries, out.disk_bytes,
@@ -684,7 +718,7 @@ class Runtime(_Handle):
                           out.remote_breaker_opens)
 
     def clear_cache(self):
-        check(lib().fj_cache_clear(self._live()))
+        _call(self, lib().fj_cache_clear)
 
     # Memory and streams.
     def alloc(self, nbytes: int, device: int = 0) -> DeviceBuffer:
@@ -695,13 +729,13 @@ class Runtime(_Handle):
         nbytes = _unsigned(nbytes, 64, "alloc size")
         device = _ordinal(device)
         out = ctypes.c_uint64()
-        check(lib().fj_mem_alloc(self._live(), device, nbytes, ctypes.byref(out)))
+        _call(self, lib().fj_mem_alloc, device, nbytes, ctypes.byref(out))
         return DeviceBuffer(self, device, nbytes, out.value)
 
     def create_stream(self, device: int = 0) -> Stream:
         device = _ordinal(device)
         out = ctypes.c_void_p()
-        check(lib().fj_stream_create(self._live(), device, ctypes.byref(out)))
+        _call(self, lib().fj_stream_create, device, ctypes.byref(out))
         return Stream(out.value, self, device)
 
     def wrap_stream(self, cu_stream: int, device: int = 0) -> Stream:
@@ -723,7 +757,7 @@ class Runtime(_Handle):
                 f"(0x{cu_stream:x}); use stream=None (the legacy default stream), the "
                 "framework's default stream, or Runtime.create_stream()")
         out = ctypes.c_void_p()
-        check(fj.fj_stream_wrap(self._live(), device, cu_stream, ctypes.byref(out)))
+        _call(self, fj.fj_stream_wrap, device, cu_stream, ctypes.byref(out))
         s = Stream(out.value, self, device, cu_stream=cu_stream)
         self._wrapped_streams[key] = s
         self._fj_by_cu[cu_stream] = out.value

@@ -19,7 +19,7 @@ import ctypes
 from ctypes import POINTER, Structure, c_int64, c_uint32, c_uint64, c_void_p
 
 from . import _ffi
-from .errors import FleetjitError, _ordinal
+from .errors import FleetjitError, _integer, _ordinal, _unsigned
 
 # DLDeviceType values the library accepts, and the CPU one NumPy reports.
 KDL_CPU = 1
@@ -135,8 +135,13 @@ def from_dlpack(obj, stream=None):
     """Borrows `obj` through __dlpack__. `stream` is the integer CUstream the
     consumer will use (None: the legacy default); the producer makes that
     stream wait for its pending writes, as the DLPack protocol asks."""
-    device_type, _ = obj.__dlpack_device__()
-    stream_arg = _dlpack_stream_argument(int(device_type), stream)
+    device = obj.__dlpack_device__()
+    if not isinstance(device, tuple) or len(device) != 2:
+        raise FleetjitError("INVALID_ARGUMENT", f"__dlpack_device__() returned {device!r}, "
+                            "not (device_type, device_id)")
+    device_type = _integer(device[0], "__dlpack_device__()'s device_type")
+    _integer(device[1], "__dlpack_device__()'s device_id")
+    stream_arg = _dlpack_stream_argument(device_type, stream)
     try:
         capsule = obj.__dlpack__(stream=stream_arg, max_version=(MAX_DLPACK_MAJOR, 0))
     except TypeError:  # a producer older than DLPack 1.0: no max_version
@@ -165,17 +170,35 @@ def from_capsule(capsule):
                         "'dltensor_versioned', and each capsule can be consumed once)")
 
 
-_CAI_KINDS = {"f": KDL_FLOAT, "i": KDL_INT, "u": KDL_UINT, "b": KDL_BOOL, "c": KDL_COMPLEX}
+# Every __cuda_array_interface__ typestr read: "<f4", "|u1", "=i8"... (a
+# byte order of "<", "=" (this little-endian host) or "|") -> the DLPack
+# (code, bits). bfloat16 has no typestr of its own.
+_CAI_ITEMSIZES = {"f": (KDL_FLOAT, (2, 4, 8)), "i": (KDL_INT, (1, 2, 4, 8)),
+                  "u": (KDL_UINT, (1, 2, 4, 8)), "b": (KDL_BOOL, (1,)),
+                  "c": (KDL_COMPLEX, (8, 16))}
+CAI_TYPESTRS = {f"{order}{kind}{size}": (code, size * 8)
+                for kind, (code, sizes) in _CAI_ITEMSIZES.items() for size in sizes
+                for order in "<=|"}
 
 
 def _dtype_from_typestr(typestr):
-    # "<f4", "|u1", "<V2" (bfloat16 has no typestr of its own)...
-    if len(typestr) < 3 or typestr[0] not in "<|=" or typestr[1] not in _CAI_KINDS:
+    """(code, bits, itemsize) of a typestr; any other is refused by name."""
+    dtype = CAI_TYPESTRS.get(typestr) if isinstance(typestr, str) else None
+    if dtype is None:
         raise FleetjitError("INVALID_ARGUMENT",
                             f"__cuda_array_interface__ typestr {typestr!r} is not a "
-                            "little-endian int, uint, float, bool or complex type")
-    itemsize = int(typestr[2:])
-    return _CAI_KINDS[typestr[1]], itemsize * 8, itemsize
+                            "little-endian int (1, 2, 4, 8 bytes), uint (1, 2, 4, 8), "
+                            "float (2, 4, 8), bool (1) or complex (8, 16) type")
+    return dtype[0], dtype[1], dtype[1] // 8
+
+
+def _cai_ints(cai, key, what):
+    """cai[key], a tuple or list of integers (a shape, strides)."""
+    value = cai[key]
+    if not isinstance(value, (tuple, list)):
+        raise FleetjitError("INVALID_ARGUMENT", f"__cuda_array_interface__ {key} is "
+                            f"{value!r}, not a tuple")
+    return tuple(_integer(v, f"__cuda_array_interface__ {what}") for v in value)
 
 
 def from_cuda_array_interface(obj, device_id=0):
@@ -185,14 +208,37 @@ def from_cuda_array_interface(obj, device_id=0):
     kernel is launched on, as frameworks' current streams do."""
     device_id = _ordinal(device_id, "device_id")
     cai = obj.__cuda_array_interface__
-    shape = tuple(int(s) for s in cai["shape"])
+    if not isinstance(cai, dict):
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"__cuda_array_interface__ is a {type(cai).__name__}, not a dict")
+    for key in ("shape", "typestr", "data"):
+        if key not in cai:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"__cuda_array_interface__ has no {key!r} entry")
+    if cai.get("mask") is not None:
+        raise FleetjitError("INVALID_ARGUMENT", "__cuda_array_interface__ has a mask: "
+                            "masked arrays are not supported")
+    shape = _cai_ints(cai, "shape", "shape")
+    if any(s < 0 for s in shape):
+        raise FleetjitError("INVALID_ARGUMENT",
+                            f"__cuda_array_interface__ shape {shape} has a negative extent")
     code, bits, itemsize = _dtype_from_typestr(cai["typestr"])
-    ptr, read_only = cai["data"]
+    data = cai["data"]
+    if not isinstance(data, tuple) or len(data) != 2:
+        raise FleetjitError("INVALID_ARGUMENT", f"__cuda_array_interface__ data is "
+                            f"{data!r}, not (address, read_only)")
+    ptr, read_only = data
+    if ptr is not None:
+        ptr = _unsigned(ptr, 64, "__cuda_array_interface__ data address")
     ndim = len(shape)
     shape_arr = (c_int64 * max(ndim, 1))(*shape)
     strides_arr = None
     if cai.get("strides") is not None:
-        byte_strides = [int(s) for s in cai["strides"]]
+        byte_strides = _cai_ints(cai, "strides", "stride")
+        if len(byte_strides) != ndim:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"__cuda_array_interface__ strides {byte_strides} do not "
+                                f"match shape {shape}")
         if any(s % itemsize for s in byte_strides):
             raise FleetjitError("INVALID_ARGUMENT",
                                 f"__cuda_array_interface__ strides {tuple(byte_strides)} are "

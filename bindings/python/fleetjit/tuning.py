@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from . import _ffi, args as _args
-from .errors import FleetjitError, _unsigned, check
-from .runtime import _no_nul
+from .errors import FleetjitError, _call, _fields, _no_nul, _unsigned, check
 
 TUNE_NO_CACHE_READ = 1 << 0
 TUNE_NO_CACHE_WRITE = 1 << 1
@@ -141,6 +140,11 @@ def _dims(value, bits: int, what: str) -> Tuple[int, int, int]:
 def _shape(value, what="shape") -> Tuple[Tuple[int, int, int], int, Tuple[int, int, int]]:
     """(block, shared_bytes, cluster) of 256, (256, 2), or a dict."""
     if isinstance(value, dict):
+        unknown = sorted(set(value) - {"block", "shared_bytes", "cluster"}, key=str)
+        if unknown:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"{what} has the unknown key {unknown[0]!r} (a shape's keys "
+                                "are 'block', 'shared_bytes' and 'cluster')")
         block = value.get("block", 0)
         smem = value.get("shared_bytes", 0)
         cluster = value.get("cluster", (0, 0, 0))
@@ -184,12 +188,12 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     b, keep = runtime._build_options(source, name, target, device, copy_impl,
                                      nvrtc_options, name_expressions, output, cache,
                                      include_dirs)
-    keep.append(_ffi.StrArg(kernel))
+    keep.append(_ffi.StrArg(kernel, "kernel name"))
     o = fj_tune_options()
     o.struct_size = ctypes.sizeof(o)
     o.build = ctypes.pointer(b)
     o.kernel = keep[-1].value
-    k3, o.macro_sets, o.num_macro_sets = _ffi.str_array(macro_sets)
+    k3, o.macro_sets, o.num_macro_sets = _ffi.str_array(macro_sets, "macro_sets")
     shape_arr = (fj_tune_shape * len(shapes))()
     for i, s in enumerate(shapes):
         block, smem, cluster = _shape(s, f"shapes[{i}]")
@@ -203,7 +207,8 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
         o.grid[:] = _dims(grid, 32, "grid")
     if grid_extent is not None:
         o.grid_extent[:] = _dims(grid_extent, 64, "grid_extent")
-    divisors = [_ffi.StrArg(d) for d in tuple(grid_divisor) + ("",) * (3 - len(grid_divisor))]
+    divisors = [_ffi.StrArg(d, "grid_divisor")
+                for d in tuple(grid_divisor) + ("",) * (3 - len(grid_divisor))]
     for i in range(3):
         o.grid_divisor[i] = divisors[i].value
     arg_keep, arg_arr, n = _args.build(args, device_id=device)
@@ -214,7 +219,7 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
         if hasattr(out, "device_address"):
             address, nbytes = out.device_address, out.nbytes
         else:
-            address, nbytes = out[0], out[1]
+            address, nbytes = _fields(out, ("address", "nbytes"), f"outputs[{i}]")
         addresses.append(_unsigned(address, 64, f"outputs[{i}]'s address"))
         sizes.append(_unsigned(nbytes, 64, f"outputs[{i}]'s size"))
     addr_arr = (c_uint64 * max(1, len(addresses)))(*addresses)
@@ -228,7 +233,7 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     o.noise_threshold = noise_threshold
     o.flags = (TUNE_NO_CACHE_READ if retune else 0) | (0 if store else TUNE_NO_CACHE_WRITE)
     handle = c_void_p()
-    check(lib.fj_tune(runtime._live(), ctypes.byref(o), ctypes.byref(handle)))
+    _call(runtime, lib.fj_tune, ctypes.byref(o), ctypes.byref(handle))
     del keep, k3, divisors, arg_keep
     try:
         s = fj_tune_summary()

@@ -47,3 +47,33 @@ TILED_COPY = (_REPO / "examples" / "tiled_copy.cu")
 def tiled_copy_source():
     """examples/tiled_copy.cu, or None when the tests run outside the repository."""
     return TILED_COPY.read_text() if TILED_COPY.exists() else None
+
+
+def fake_driver_saxpy(test):
+    """For a test on the fake CUDA driver ($FLEETJIT_LIBCUDA, else
+    libfj_fake_cuda.so next to the library): sets test.fake (its CDLL),
+    test.rt (a Runtime on it), test.mod (saxpy built), test.k (its kernel)
+    and test.buf (64 bytes); skips the test without the driver or NVRTC."""
+    import ctypes
+    import fleetjit
+    from fleetjit import _ffi
+    fake = os.environ.get("FLEETJIT_LIBCUDA") or str(
+        pathlib.Path(_ffi.library_path()).parent / "libfj_fake_cuda.so")
+    if not os.path.exists(fake):
+        test.skipTest(f"no fake CUDA driver at {fake}")
+    test.fake = ctypes.CDLL(fake)
+    test.fake.fjfake_calls.restype = ctypes.c_uint64
+    test.fake.fjfake_create_stream.restype = ctypes.c_uint64
+    test.rt = fleetjit.Runtime(libcuda=fake, disk_cache=False)
+    if test.rt.device_count != 1:
+        test.rt.close()
+        test.skipTest("the fake driver did not load")
+    try:
+        test.mod = test.rt.build(SAXPY, name="saxpy.cu", target="compute_90")
+    except fleetjit.FleetjitError as e:
+        test.rt.close()
+        if e.code == "UNAVAILABLE":
+            test.skipTest(f"no NVRTC: {e.message}")
+        raise
+    test.k = test.mod.kernel("saxpy")
+    test.buf = test.rt.alloc(64)

@@ -200,8 +200,9 @@ class ArgumentsTest(unittest.TestCase):
         for bad in (True, 2**40, object()):
             with self.assertRaises(fleetjit.FleetjitError):
                 fj_args.build([bad])
-        with self.assertRaises(OverflowError):
+        with self.assertRaises(fleetjit.InvalidArgumentError) as cm:  # the README's class
             fleetjit.u8(256)
+        self.assertIn("does not fit u8", cm.exception.message)
 
     def test_numpy_scalars(self):
         try:

@@ -21,26 +21,7 @@ from fleetjit import runtime as fj_runtime
 
 class LauncherTest(unittest.TestCase):
     def setUp(self):
-        fake = os.environ.get("FLEETJIT_LIBCUDA") or str(
-            pathlib.Path(_ffi.library_path()).parent / "libfj_fake_cuda.so")
-        if not os.path.exists(fake):
-            self.skipTest(f"no fake CUDA driver at {fake}")
-        self.fake = ctypes.CDLL(fake)
-        self.fake.fjfake_calls.restype = ctypes.c_uint64
-        self.fake.fjfake_create_stream.restype = ctypes.c_uint64
-        self.rt = fleetjit.Runtime(libcuda=fake, disk_cache=False)
-        if self.rt.device_count != 1:
-            self.rt.close()
-            self.skipTest("the fake driver did not load")
-        try:
-            self.mod = self.rt.build(_env.SAXPY, name="saxpy.cu", target="compute_90")
-        except fleetjit.FleetjitError as e:
-            self.rt.close()
-            if e.code == "UNAVAILABLE":
-                self.skipTest(f"no NVRTC: {e.message}")
-            raise
-        self.k = self.mod.kernel("saxpy")
-        self.buf = self.rt.alloc(64)
+        _env.fake_driver_saxpy(self)
         self.args = [self.buf, self.buf, 1.0, 16]
 
     def tearDown(self):

@@ -36,7 +36,7 @@ class AsyncBuildTest(unittest.TestCase):
         self.assertEqual(module.image, blocking.image)
         from fleetjit import _signature  # the source kept for dtype checks
         self.assertEqual(_signature.pointer_dtypes(module._source, "saxpy"),
-                         [(2, 32, "float32"), (2, 32, "float32"), None, None])
+                         [(2, 32, "float32", False), (2, 32, "float32", True), None, None])
         fut.close()
 
     def test_build_error_comes_from_result(self):
