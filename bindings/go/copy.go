@@ -214,7 +214,7 @@ func (r *Runtime) eachDesc(what string, n int, stream *Stream, one func(m *cmem,
 		return err
 	}
 	defer r.mu.RUnlock()
-	s, err := streamHandle(stream)
+	s, err := streamHandle(r, stream)
 	if err != nil {
 		return err
 	}
@@ -306,11 +306,21 @@ func (r *Runtime) prefetchOne(m *cmem, d *PrefetchDesc, s *C.fj_stream) error {
 	return statusErr(C.fj_prefetch(r.h, p, s))
 }
 
-// streamHandle is the fj_stream of an optional Stream: nil for none, a
-// closed Stream an error.
-func streamHandle(s *Stream) (*C.fj_stream, error) {
+// streamHandle is the fj_stream of an optional Stream for a call of rt,
+// made under rt's read lock: nil for none; a zero-value Stream, one of
+// another runtime and a closed one are InvalidArgument errors. The stream
+// is checked to be rt's before its handle is read: Stream.Close writes
+// s.h under s.rt's lock, which is not the one held when s.rt != rt (the
+// library refuses such a stream with the same message).
+func streamHandle(rt *Runtime, s *Stream) (*C.fj_stream, error) {
 	if s == nil {
 		return nil, nil
+	}
+	if s.rt == nil {
+		return nil, nilErr("Stream")
+	}
+	if s.rt != rt {
+		return nil, &Error{Code: InvalidArgument, Message: "stream belongs to another runtime"}
 	}
 	if s.h == nil {
 		return nil, closedErr("Stream")

@@ -221,16 +221,21 @@ func closedErr(what string) error {
 	return &Error{Code: InvalidArgument, Message: "use of a closed " + what}
 }
 
-// readLock takes the runtime's read lock for a call: a nil runtime is
-// nilErr and a closed one closedErr (the lock is then not held). On nil the
-// caller holds the read lock and releases it (defer r.mu.RUnlock()).
+// readLock takes the runtime's read lock for a call: a nil or zero-value
+// runtime is nilErr and a closed one closedErr (the lock is then not held).
+// On nil the caller holds the read lock and releases it (defer
+// r.mu.RUnlock()).
 func (r *Runtime) readLock() error {
 	if r == nil {
 		return nilErr("Runtime")
 	}
 	r.mu.RLock()
 	if r.h == nil {
+		closed := r.closed
 		r.mu.RUnlock()
+		if !closed {
+			return nilErr("Runtime")
+		}
 		return closedErr("Runtime")
 	}
 	return nil
@@ -379,9 +384,10 @@ type RuntimeOptions struct {
 
 // Runtime owns a fj_runtime.
 type Runtime struct {
-	mu    sync.RWMutex // read: any call on it or its children; write: Close
-	h     *C.fj_runtime
-	logID unsafe.Pointer // its Log callback's registry key (nil: none)
+	mu     sync.RWMutex // read: any call on it or its children; write: Close
+	h      *C.fj_runtime
+	closed bool           // Close destroyed h (a nil h without it: a zero value)
+	logID  unsafe.Pointer // its Log callback's registry key (nil: none)
 }
 
 // NewRuntime creates a runtime; opts may be nil. No driver or no GPU is
@@ -459,7 +465,7 @@ func (r *Runtime) Close() error {
 		return nil
 	}
 	err := statusErr(C.fj_runtime_destroy(r.h))
-	r.h = nil
+	r.h, r.closed = nil, true
 	unregisterLog(r.logID) // destroy may still log: only after it
 	r.logID = nil
 	runtime.SetFinalizer(r, nil)
@@ -930,14 +936,10 @@ func putArg(raw *C.fj_arg, kind C.fj_arg_kind, bits uint64, size C.uint32_t) {
 	*(*uint64)(unsafe.Pointer(&raw.v)) = bits
 }
 
-// fillScalarArg writes a scalar or pointer argument into *raw, with no
-// bytes or tensor pointer: a Bytes, C128 or tensor argument gets NULL there.
-func fillScalarArg(raw *C.fj_arg, a Arg) {
-	putArg(raw, a.kind, a.bits, 0)
-}
-
 // LaunchConfig mirrors fj_launch_config. Zero grid/block entries count as
-// 1; a nil Stream is the device's legacy default stream.
+// 1; a nil Stream is the device's legacy default stream. A Stream of
+// another runtime than the kernel's is an InvalidArgument error ("stream
+// belongs to another runtime"), as for Copy, Prefetch and the globals.
 type LaunchConfig struct {
 	Grid        [3]uint32
 	Block       [3]uint32
@@ -996,7 +998,7 @@ func (k *Kernel) Launch(cfg LaunchConfig, args ...Arg) error {
 	if !k.m.live() {
 		return closedErr("Module")
 	}
-	stream, err := streamHandle(cfg.Stream)
+	stream, err := streamHandle(k.m.rt, cfg.Stream)
 	if err != nil {
 		return err
 	}
@@ -1156,15 +1158,26 @@ func (r *Runtime) Alloc(ordinal int, bytes uint64) (*DeviceMemory, error) {
 	return d, nil
 }
 
-// Address is the device address (0 after Close).
+// Address is the device address: 0 after Close, after its runtime's Close
+// and for a nil or zero-value DeviceMemory. It reads the address under the
+// runtime's read lock, as every call does (Close writes it under the write
+// lock), so it is safe for concurrent use with Close; an address read
+// before a Close is stale after it.
 func (d *DeviceMemory) Address() uint64 {
-	if d == nil {
+	if d == nil || d.rt == nil {
+		return 0
+	}
+	d.rt.mu.RLock()
+	defer d.rt.mu.RUnlock()
+	if d.rt.h == nil {
 		return 0
 	}
 	return d.addr
 }
 
-// Size is the allocation's size in bytes.
+// Size is the allocation's size in bytes (also after Close). The size is
+// written once, by Alloc, before the DeviceMemory is shared, and never
+// again: reading it needs no lock.
 func (d *DeviceMemory) Size() uint64 {
 	if d == nil {
 		return 0

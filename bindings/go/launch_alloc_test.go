@@ -33,10 +33,9 @@ func fakeDriver() string {
 	return ""
 }
 
-// fakeLaunchKernel builds an empty kernel of 4 scalar/pointer parameters on
-// a runtime over the fake driver (skipping without one, or without NVRTC)
-// and returns it, its arguments and the runtime.
-func fakeLaunchKernel(t testing.TB) (*fleetjit.Kernel, []fleetjit.Arg, *fleetjit.Runtime) {
+// fakeRuntime is a runtime over the fake driver with a device, closed when
+// the test ends; without one the test is skipped, saying why.
+func fakeRuntime(t testing.TB) *fleetjit.Runtime {
 	t.Helper()
 	drv := fakeDriver()
 	if drv == "" {
@@ -50,10 +49,14 @@ func fakeLaunchKernel(t testing.TB) (*fleetjit.Kernel, []fleetjit.Arg, *fleetjit
 	if n, _ := rt.DeviceCount(); n == 0 {
 		t.Skipf("the fake driver %s reports no device (%s); FLEETJIT_LIBCUDA in the environment wins over LibcudaPath", drv, rt.DriverError())
 	}
-	m, err := rt.Build(&fleetjit.BuildOptions{
-		Source: `extern "C" __global__ void empty_args(float* a, const float* b, float c, int n) {}`,
-		Name:   "empty_args.cu",
-	})
+	return rt
+}
+
+// buildOrSkip builds opts on rt (closed when the test ends), skipping the
+// test without NVRTC.
+func buildOrSkip(t testing.TB, rt *fleetjit.Runtime, opts *fleetjit.BuildOptions) *fleetjit.Module {
+	t.Helper()
+	m, err := rt.Build(opts)
 	if err != nil {
 		var e *fleetjit.Error
 		if errors.As(err, &e) && e.Code == fleetjit.Unavailable {
@@ -62,6 +65,19 @@ func fakeLaunchKernel(t testing.TB) (*fleetjit.Kernel, []fleetjit.Arg, *fleetjit
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// fakeLaunchKernel builds an empty kernel of 4 scalar/pointer parameters on
+// a runtime over the fake driver (skipping without one, or without NVRTC)
+// and returns it, its arguments and the runtime.
+func fakeLaunchKernel(t testing.TB) (*fleetjit.Kernel, []fleetjit.Arg, *fleetjit.Runtime) {
+	t.Helper()
+	rt := fakeRuntime(t)
+	m := buildOrSkip(t, rt, &fleetjit.BuildOptions{
+		Source: `extern "C" __global__ void empty_args(float* a, const float* b, float c, int n) {}`,
+		Name:   "empty_args.cu",
+	})
 	k, err := m.Kernel("empty_args", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func (m *Module) copyGlobal(name string, device int, offset uint64, buf []byte, 
 	if err != nil {
 		return err
 	}
-	st, err := streamHandle(s)
+	st, err := streamHandle(m.rt, s)
 	if err != nil {
 		return err
 	}

@@ -154,6 +154,9 @@ func CopyDeviceToDevice(dst, src *DeviceMemory) error {
 	if dst == nil || src == nil {
 		return &Error{Code: InvalidArgument, Message: "nil DeviceMemory"}
 	}
+	if dst.rt == nil || src.rt == nil {
+		return nilErr("DeviceMemory")
+	}
 	if dst.rt != src.rt {
 		return &Error{Code: InvalidArgument, Message: "dst and src belong to different runtimes"}
 	}

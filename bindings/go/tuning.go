@@ -34,7 +34,7 @@ type TuneOptions struct {
 	Grid        [3]uint32
 	GridExtent  [3]uint64
 	GridDivisor [3]string // a macro name, "block.x|y|z" or ""
-	Args        []Arg     // scalars and Ptr/Mem (no Bytes)
+	Args        []Arg     // as Launch's: passed as Launch passes them
 	Outputs     []TuneBuffer
 	Warmup      uint32
 	Samples     uint32
@@ -73,7 +73,9 @@ type TuneResult struct {
 // TuneStatusName is fj_tune_status_name.
 func TuneStatusName(s int) string { return C.GoString(C.fj_tune_status_name(C.fj_tune_status(s))) }
 
-// Tune runs fj_tune.
+// Tune runs fj_tune. Its Args are passed as Launch passes them: Bytes, C128
+// and tensor arguments are copied to C memory for the call (never a NULL
+// pointer); a tensor the binding refuses is named as "argument N: ...".
 func (r *Runtime) Tune(opts *TuneOptions) (*TuneResult, error) {
 	var res *TuneResult
 	if err := withOptions(r, opts, "TuneOptions", func(m *cmem) (err error) {
@@ -180,14 +182,12 @@ func (opts *TuneOptions) toC(m *cmem) (*C.fj_tune_options, error) {
 		o.grid_divisor[d] = m.str(opts.GridDivisor[d])
 	}
 	if n := len(opts.Args); n > 0 {
+		// As Launch writes them (putArgs): by-value bytes, C128 and tensor
+		// arguments copied to C memory in m, never a NULL pointer.
 		p := C.malloc(C.size_t(n) * C.size_t(unsafe.Sizeof(C.fj_arg{})))
 		m.ptrs = append(m.ptrs, p)
-		raw := unsafe.Slice((*C.fj_arg)(p), n)
-		for i, a := range opts.Args {
-			if a.kind == C.FJ_ARG_BYTES {
-				return nil, &Error{Code: InvalidArgument, Message: "Tune: Bytes arguments are not supported"}
-			}
-			fillScalarArg(&raw[i], a)
+		if err := putArgs(unsafe.Slice((*C.fj_arg)(p), n), opts.Args, m); err != nil {
+			return nil, err
 		}
 		o.args = (*C.fj_arg)(p)
 	}

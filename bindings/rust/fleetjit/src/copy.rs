@@ -41,15 +41,16 @@ unsafe impl Sync for Tensor<'_> {}
 
 impl<'a> Tensor<'a> {
     /// kDLCUDA memory at `address` on GPU `device`; `strides` None =
-    /// compact row-major. Nothing is checked here: the copy or launch that
-    /// uses the tensor checks it.
+    /// compact row-major. Only the rank is checked here (`strides`, when
+    /// given, needs one entry per `shape` entry: the library reads `ndim`
+    /// of each); the copy or launch that uses the tensor checks the rest.
     pub fn cuda(
         address: u64,
         device: i32,
         dtype: sys::fj_dl_dtype,
         shape: &'a [i64],
         strides: Option<&'a [i64]>,
-    ) -> Tensor<'a> {
+    ) -> Result<Tensor<'a>> {
         Self::with_device(
             address,
             sys::fj_dl_device {
@@ -63,15 +64,30 @@ impl<'a> Tensor<'a> {
     }
 
     /// Memory of any DLPack device type (kDLCUDAHost = 3 for pinned host
-    /// memory, kDLCPU = 1).
+    /// memory, kDLCPU = 1). `strides` of another length than `shape` is an
+    /// `InvalidArgument` error ("tensor has 2 shape entries but 1
+    /// strides"), as in the Go binding: `fj_tensor` has one `ndim` for
+    /// both arrays, so the library would read past the shorter slice.
     pub fn with_device(
         address: u64,
         device: sys::fj_dl_device,
         dtype: sys::fj_dl_dtype,
         shape: &'a [i64],
         strides: Option<&'a [i64]>,
-    ) -> Tensor<'a> {
-        Tensor {
+    ) -> Result<Tensor<'a>> {
+        if let Some(s) = strides {
+            if s.len() != shape.len() {
+                return Err(Error::new(
+                    Code::InvalidArgument,
+                    format!(
+                        "tensor has {} shape entries but {} strides",
+                        shape.len(),
+                        s.len()
+                    ),
+                ));
+            }
+        }
+        Ok(Tensor {
             raw: sys::fj_tensor {
                 data: address as usize as *mut c_void,
                 device,
@@ -84,7 +100,7 @@ impl<'a> Tensor<'a> {
                 byte_offset: 0,
             },
             _dims: PhantomData,
-        }
+        })
     }
 
     /// float32 (DLPack code 2, 32 bits, 1 lane).
@@ -114,16 +130,82 @@ impl<'a> Tensor<'a> {
     /// A tensor argument over this tensor (for [`Arg::Tensor`] and
     /// [`crate::tensor_check`]): `box_` outermost-first like the shape (0 =
     /// the whole extent), the out-of-bounds fill and the SMEM swizzle
-    /// (`sys::FJ_SWIZZLE_*`). It borrows the tensor for as long as it lives.
-    pub fn arg(&'a self, box_: [u32; 5], oob: Oob, swizzle: sys::fj_swizzle) -> sys::fj_tensor_arg {
-        sys::fj_tensor_arg {
-            struct_size: std::mem::size_of::<sys::fj_tensor_arg>(),
-            ext: ptr::null(),
-            tensor: &self.raw,
-            box_,
-            oob: oob.raw(),
-            swizzle,
+    /// (`sys::FJ_SWIZZLE_*`). The [`TensorArg`] borrows the tensor: it
+    /// cannot outlive it (see [`TensorArg`] for why).
+    pub fn arg(&self, box_: [u32; 5], oob: Oob, swizzle: sys::fj_swizzle) -> TensorArg<'_> {
+        TensorArg {
+            raw: sys::fj_tensor_arg {
+                struct_size: std::mem::size_of::<sys::fj_tensor_arg>(),
+                ext: ptr::null(),
+                tensor: &self.raw,
+                box_,
+                oob: oob.raw(),
+                swizzle,
+            },
+            _tensor: PhantomData,
         }
+    }
+}
+
+/// A tensor argument (`fj_tensor_arg`) made by [`Tensor::arg`], borrowing
+/// its [`Tensor`] for `'t`.
+///
+/// Why a type of its own rather than the plain `sys::fj_tensor_arg`: the C
+/// struct holds a raw pointer to the `fj_tensor` inside the [`Tensor`] (and
+/// through it to the borrowed shape and strides), and a raw pointer carries
+/// no lifetime. Returned bare, the argument could outlive its tensor and a
+/// safe [`crate::tensor_check`] or launch would read freed stack or heap
+/// memory. The `PhantomData<&'t Tensor>` makes the borrow checker hold the
+/// tensor alive (and unmoved) while the argument exists;
+/// `#[repr(transparent)]` keeps its layout that of `fj_tensor_arg`, so
+/// [`Arg::Tensor`] passes its address to the library as is.
+///
+/// Only the plain-data fields can be changed safely ([`TensorArg::with_box`]
+/// and friends); an argument with other pointers or sizes is made by the
+/// `unsafe` [`TensorArg::from_raw`].
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct TensorArg<'t> {
+    raw: sys::fj_tensor_arg,
+    _tensor: PhantomData<&'t Tensor<'t>>,
+}
+
+// SAFETY: as for Tensor: plain data whose pointers the library only reads.
+unsafe impl Send for TensorArg<'_> {}
+unsafe impl Sync for TensorArg<'_> {}
+
+impl<'t> TensorArg<'t> {
+    /// Wraps a raw `fj_tensor_arg`, e.g. one with an `ext` chain or a
+    /// tensor that is not a [`Tensor`].
+    ///
+    /// # Safety
+    /// `raw.tensor` (and the shape and strides it points at, `ndim` entries
+    /// each) and `raw.ext` must be NULL or valid for reads for all of `'t`:
+    /// [`crate::tensor_check`] and launches dereference them.
+    pub unsafe fn from_raw(raw: sys::fj_tensor_arg) -> TensorArg<'t> {
+        TensorArg {
+            raw,
+            _tensor: PhantomData,
+        }
+    }
+    /// The C struct (valid while `'t` lasts).
+    pub fn as_raw(&self) -> &sys::fj_tensor_arg {
+        &self.raw
+    }
+    /// The same argument with another box (outermost-first; 0 = whole).
+    pub fn with_box(mut self, box_: [u32; 5]) -> Self {
+        self.raw.box_ = box_;
+        self
+    }
+    /// The same argument with another out-of-bounds fill.
+    pub fn with_oob(mut self, oob: Oob) -> Self {
+        self.raw.oob = oob.raw();
+        self
+    }
+    /// The same argument with another SMEM swizzle (`sys::FJ_SWIZZLE_*`).
+    pub fn with_swizzle(mut self, swizzle: sys::fj_swizzle) -> Self {
+        self.raw.swizzle = swizzle;
+        self
     }
 }
 

@@ -1190,7 +1190,10 @@ pub enum Arg<'a> {
     /// (`fj::tensor::box(0)` is the innermost dimension). A box of another
     /// rank, or one larger than the tensor under `FJ_OOB_PROMISE_IN_BOUNDS`,
     /// is an `INVALID_ARGUMENT` error from the launch, naming the order.
-    Tensor(&'a sys::fj_tensor_arg),
+    ///
+    /// A [`TensorArg`] (from [`Tensor::arg`]) rather than a raw
+    /// `fj_tensor_arg`, so that the argument cannot outlive its tensor.
+    Tensor(&'a TensorArg<'a>),
     /// Since 1.3: a `cuFloatComplex` by value, `[real, imaginary]`.
     C64([f32; 2]),
     /// Since 1.3: a `cuDoubleComplex` by value, `[real, imaginary]`.
@@ -1234,7 +1237,7 @@ impl Arg<'_> {
                 })?;
                 a.v.bytes = b.as_ptr() as *const c_void;
             }
-            Arg::Tensor(t) => (a.kind, a.v.tensor) = (sys::FJ_ARG_TENSOR, t as *const _),
+            Arg::Tensor(t) => (a.kind, a.v.tensor) = (sys::FJ_ARG_TENSOR, t.as_raw() as *const _),
             Arg::C64(z) => {
                 a.kind = sys::FJ_ARG_C64;
                 a.v.u64_ = u64::from(z[0].to_bits()) | (u64::from(z[1].to_bits()) << 32);
@@ -1252,6 +1255,12 @@ macro_rules! arg_from {
 }
 arg_from!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32,
           u64 => U64, f32 => F32, f64 => F64);
+
+impl<'a> From<&'a TensorArg<'_>> for Arg<'a> {
+    fn from(t: &'a TensorArg<'_>) -> Self {
+        Arg::Tensor(t)
+    }
+}
 
 impl<'a, T: DeviceCopy> From<&'a DeviceBuffer<'_, T>> for Arg<'a> {
     fn from(b: &'a DeviceBuffer<'_, T>) -> Self {
@@ -1399,18 +1408,23 @@ impl<T: DeviceCopy> DeviceBuffer<'_, T> {
     fn bytes(&self) -> u64 {
         (self.len * std::mem::size_of::<T>()) as u64
     }
-    fn same_len(&self, n: usize) -> Result<()> {
+    /// Refuses a copy whose other side (`what`: "the host slice", "the
+    /// source buffer") has `n` elements instead of `len()`, saying both.
+    fn same_len(&self, what: &str, n: usize) -> Result<()> {
         if n != self.len {
             return Err(Error::new(
                 Code::InvalidArgument,
-                format!("host slice has {n} elements, device buffer {}", self.len),
+                format!(
+                    "{what} has {n} elements, expected {}: the device buffer's length (a copy moves the whole buffer)",
+                    self.len
+                ),
             ));
         }
         Ok(())
     }
     /// Copies `src` (exactly `len()` elements) to the device.
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
-        self.same_len(src.len())?;
+        self.same_len("the host slice", src.len())?;
         check(unsafe {
             sys::fj_memcpy_htod(
                 self.rt.as_raw(),
@@ -1423,7 +1437,7 @@ impl<T: DeviceCopy> DeviceBuffer<'_, T> {
     }
     /// Copies the buffer into `dst` (exactly `len()` elements).
     pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
-        self.same_len(dst.len())?;
+        self.same_len("the host slice", dst.len())?;
         check(unsafe {
             sys::fj_memcpy_dtoh(
                 self.rt.as_raw(),
@@ -1492,7 +1506,7 @@ mod more;
 pub use more::{tensor_check, ImageKind, IncludeDir, LoadOptions, TensorCheck};
 // Since 1.1: tensor copies, L2 prefetch and peer access.
 mod copy;
-pub use copy::{CopyDesc, Oob, PrefetchDesc, PrefetchMode, Tensor};
+pub use copy::{CopyDesc, Oob, PrefetchDesc, PrefetchMode, Tensor, TensorArg};
 // --- module globals, kernel attributes, launch flags, priorities (1.3)
 mod module_abi13;
 pub use module_abi13::{GlobalInfo, KernelAttr, KernelAttributes, LaunchAttrs};

@@ -57,6 +57,13 @@ fn stream_ptr(s: Option<&Stream<'_>>) -> *mut sys::fj_stream {
     s.map_or(ptr::null_mut(), |s| s.as_raw())
 }
 
+/// Waits for the stream a global was copied on, so that the host buffer the
+/// copy reads or writes (borrowed only for the call) is done with before
+/// the call returns; without a stream the copy was synchronous.
+fn wait_for(stream: Option<&Stream<'_>>) -> Result<()> {
+    stream.map_or(Ok(()), Stream::synchronize)
+}
+
 impl Module<'_> {
     /// NVRTC's log of the build that made the module, warnings included; a
     /// cache hit returns the log of the compile that made the entry.
@@ -85,10 +92,12 @@ impl Module<'_> {
         })
     }
 
-    /// Writes `data` into the global, `offset` bytes in. With a stream the
-    /// copy is ordered on it and `data` must outlive it (hence the borrow
-    /// is only for the call: synchronise before dropping `data`); without
-    /// one it is complete on return.
+    /// Writes `data` into the global, `offset` bytes in, complete on
+    /// return. With a stream the copy is ordered after the stream's earlier
+    /// work and the call then waits for the stream (as the Go binding
+    /// does): the copy reads `data`, which is borrowed only for the call,
+    /// so it must be done before the call returns. Without one it is
+    /// synchronous.
     pub fn write_global(
         &self,
         name: &str,
@@ -108,11 +117,13 @@ impl Module<'_> {
                 data.len() as u64,
                 stream_ptr(stream),
             )
-        })
+        })?;
+        wait_for(stream)
     }
 
-    /// Reads the global into `out`, `offset` bytes in (see
-    /// [`Module::write_global`] for the stream).
+    /// Reads the global into `out`, `offset` bytes in; `out` is filled on
+    /// return (with a stream, the call waits for it: see
+    /// [`Module::write_global`]).
     pub fn read_global(
         &self,
         name: &str,
@@ -132,7 +143,8 @@ impl Module<'_> {
                 out.len() as u64,
                 stream_ptr(stream),
             )
-        })
+        })?;
+        wait_for(stream)
     }
 }
 

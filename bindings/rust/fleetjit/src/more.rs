@@ -73,9 +73,16 @@ pub struct TensorCheck {
 /// Checks a tensor argument as a launch would (rank, dtype, shape, strides,
 /// box, oob); an argument a launch would refuse is that error. Needs no
 /// runtime and no GPU.
-pub fn tensor_check(arg: &sys::fj_tensor_arg) -> Result<TensorCheck> {
+///
+/// It takes a [`TensorArg`] (from [`Tensor::arg`](crate::Tensor::arg), or
+/// the `unsafe` [`TensorArg::from_raw`] for a raw `fj_tensor_arg`), never
+/// a raw struct: the library dereferences the struct's tensor pointer, so
+/// a safe function taking one would let safe code pass a forged address.
+pub fn tensor_check(arg: &TensorArg<'_>) -> Result<TensorCheck> {
     let mut out = zeroed_struct!(sys::fj_tensor_check);
-    check(unsafe { sys::fj_tensor_arg_check(arg, &mut out) })?;
+    // SAFETY: a TensorArg's pointers are valid while it lives (its borrow of
+    // the Tensor, or from_raw's contract).
+    check(unsafe { sys::fj_tensor_arg_check(arg.as_raw(), &mut out) })?;
     Ok(TensorCheck {
         tma: out.tma != 0,
         reason: fixed_string(&out.reason),
@@ -156,7 +163,7 @@ impl<T: DeviceCopy> DeviceBuffer<'_, T> {
     /// Copies `src` (exactly `len()` elements) into this buffer, device to
     /// device, complete on return.
     pub fn copy_from_device(&mut self, src: &DeviceBuffer<'_, T>) -> Result<()> {
-        self.same_len(src.len())?;
+        self.same_len("the source buffer", src.len())?;
         check(unsafe {
             sys::fj_memcpy_dtod(
                 self.rt.as_raw(),

@@ -98,8 +98,21 @@ fn text(s: sys::fj_str) -> String {
 
 impl Runtime {
     /// Runs `fj_tune`: the stored result, or a tuning run on the device of
-    /// `options.build`.
-    pub fn tune(&self, options: &TuneOptions<'_>) -> Result<TuneResult> {
+    /// `options.build`. Every argument kind of [`Kernel::launch`] is passed
+    /// as a launch passes it (by-value bytes, `C64`, `C128` and tensor
+    /// arguments included).
+    ///
+    /// # Safety
+    /// A tuning run launches the kernel, arbitrary device code, with
+    /// `options.args` once per candidate and sample, so the contract is
+    /// [`Kernel::launch`]'s: every pointer argument must be valid for what
+    /// the kernel does with it. The library also reads, restores and
+    /// compares `options.outputs` between candidates: each `(address,
+    /// bytes)` must be device memory of that many bytes, allocated for the
+    /// whole call. (All launches are complete when the call returns.)
+    ///
+    /// [`Kernel::launch`]: crate::Kernel::launch
+    pub unsafe fn tune(&self, options: &TuneOptions<'_>) -> Result<TuneResult> {
         // The base build converts as `Runtime::build` converts it: the same
         // embedded-NUL and UTF-8 checks and errors, include folders included.
         let build = options.build.to_raw()?;
@@ -122,6 +135,8 @@ impl Runtime {
                 cluster: s.cluster,
             })
             .collect();
+        // As a launch passes them (Arg::raw, the same helper): C128, bytes
+        // and tensors point at memory `options` borrows for this call.
         let args: Vec<sys::fj_arg> = options
             .args
             .iter()

@@ -446,15 +446,15 @@ fn bad_input_table() {
     }
     // Copies and prefetches: bad descriptors, bad enums, no device.
     let shape = [4i64, 4];
-    let a = Tensor::cuda(0x1000, 0, Tensor::F32, &shape, None);
-    let b = Tensor::cuda(0x2000, 0, Tensor::I32, &shape, None);
+    let a = Tensor::cuda(0x1000, 0, Tensor::F32, &shape, None).unwrap();
+    let b = Tensor::cuda(0x2000, 0, Tensor::I32, &shape, None).unwrap();
     let mut desc = CopyDesc::new(&a, &b);
     expect_err(
         "copy between dtypes",
         unsafe { rt.copy(&[desc], None) },
         &[InvalidArgument],
     );
-    let c = Tensor::cuda(0x3000, 0, Tensor::F32, &shape, None);
+    let c = Tensor::cuda(0x3000, 0, Tensor::F32, &shape, None).unwrap();
     desc.dst = &c;
     desc.oob = Oob::Other(12);
     expect_err(
@@ -468,14 +468,14 @@ fn bad_input_table() {
         &[InvalidArgument],
     );
     let bad_rank = [1i64; 6];
-    let t6 = Tensor::cuda(0x1000, 0, Tensor::F32, &bad_rank, None);
+    let t6 = Tensor::cuda(0x1000, 0, Tensor::F32, &bad_rank, None).unwrap();
     expect_err(
         "copy of a 6-D tensor",
         unsafe { rt.copy(&[CopyDesc::new(&t6, &t6)], None) },
         &[InvalidArgument],
     );
     let neg = [-4i64, 4];
-    let tn = Tensor::cuda(0x1000, 0, Tensor::F32, &neg, None);
+    let tn = Tensor::cuda(0x1000, 0, Tensor::F32, &neg, None).unwrap();
     expect_err(
         "copy of a negative shape",
         unsafe { rt.copy(&[CopyDesc::new(&tn, &a)], None) },
@@ -515,17 +515,20 @@ fn bad_input_table() {
     let ok =
         fleetjit::tensor_check(&a.arg([2, 2, 0, 0, 0], Oob::Zeros, sys::FJ_SWIZZLE_NONE)).unwrap();
     assert!(ok.tma == ok.reason.is_empty(), "{ok:?}");
-    let mut arg = a.arg([2, 2, 2, 0, 0], Oob::PromiseInBounds, sys::FJ_SWIZZLE_NONE);
+    let arg = a.arg([2, 2, 2, 0, 0], Oob::PromiseInBounds, sys::FJ_SWIZZLE_NONE);
     expect_err(
         "tensor check of a 3-D box on a 2-D tensor",
         fleetjit::tensor_check(&arg),
         &[InvalidArgument],
     );
-    arg.box_ = [2, 2, 0, 0, 0];
-    arg.struct_size = 3;
+    // A short struct_size needs the raw struct: only TensorArg::from_raw
+    // (unsafe) makes an argument of it; its pointer is still a's tensor.
+    let mut raw = *arg.with_box([2, 2, 0, 0, 0]).as_raw();
+    raw.struct_size = 3;
+    let short = unsafe { fleetjit::TensorArg::from_raw(raw) };
     expect_err(
         "tensor check with a short struct_size",
-        fleetjit::tensor_check(&arg),
+        fleetjit::tensor_check(&short),
         &[InvalidArgument],
     );
     // Closed handles used again: the safe crate makes that a compile
@@ -586,8 +589,8 @@ fn gpu_copy_window_and_gather_against_a_reference() {
     win.fill_bytes(0xff).unwrap(); // NaN poison
     let src_shape = [rows as i64, cols as i64];
     let win_shape = [wr as i64, wc as i64];
-    let ts = Tensor::cuda(src.address(), 0, Tensor::F32, &src_shape, None);
-    let tw = Tensor::cuda(win.address(), 0, Tensor::F32, &win_shape, None);
+    let ts = Tensor::cuda(src.address(), 0, Tensor::F32, &src_shape, None).unwrap();
+    let tw = Tensor::cuda(win.address(), 0, Tensor::F32, &win_shape, None).unwrap();
     let mut d = CopyDesc::new(&ts, &tw);
     d.src_start = [r0, c0, 0, 0, 0];
     d.oob = Oob::Zeros;
@@ -602,8 +605,8 @@ fn gpu_copy_window_and_gather_against_a_reference() {
     gat.fill_bytes(0xff).unwrap();
     let idx_shape = [g as i64];
     let gat_shape = [g as i64, cols as i64];
-    let ti = Tensor::cuda(idx_dev.address(), 0, Tensor::I32, &idx_shape, None);
-    let tg = Tensor::cuda(gat.address(), 0, Tensor::F32, &gat_shape, None);
+    let ti = Tensor::cuda(idx_dev.address(), 0, Tensor::I32, &idx_shape, None).unwrap();
+    let tg = Tensor::cuda(gat.address(), 0, Tensor::F32, &gat_shape, None).unwrap();
     let mut dg = CopyDesc::new(&ts, &tg);
     dg.gather_index = Some(&ti);
     let stream = rt.create_stream(0).unwrap();

@@ -7,10 +7,12 @@
 //!
 //! One test binary with its own allocator: it counts the allocations of the
 //! calling thread only, so the other tests' threads do not disturb it.
-use fleetjit::{Arg, BuildOptions, Code, LaunchAttrs, LaunchConfig, Runtime, RuntimeOptions};
+mod common;
+
+use common::{build_or_skip, fake_runtime};
+use fleetjit::{Arg, BuildOptions, Code, LaunchAttrs, LaunchConfig};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::path::PathBuf;
 
 struct Counting;
 thread_local! {
@@ -32,38 +34,6 @@ fn allocations() -> usize {
     ALLOCS.with(|n| n.get())
 }
 
-fn fake_driver() -> Option<PathBuf> {
-    let mut paths: Vec<PathBuf> = std::env::var_os("FJ_FAKE_CUDA")
-        .into_iter()
-        .map(PathBuf::from)
-        .collect();
-    if let Some(d) = std::env::var_os("FLEETJIT_LIB_DIR") {
-        paths.push(PathBuf::from(d).join("libfj_fake_cuda.so"));
-    }
-    paths.push(PathBuf::from("../../../build/lib/libfj_fake_cuda.so"));
-    paths.into_iter().find(|p| p.is_file())
-}
-
-/// A runtime over the fake driver with a device, or None after printing
-/// SKIP and why.
-fn fake_runtime(test: &str, dir: &PathBuf) -> Option<Runtime> {
-    let Some(drv) = fake_driver() else {
-        println!("SKIP {test}: no libfj_fake_cuda.so (set FJ_FAKE_CUDA or FLEETJIT_LIB_DIR to the built library's folder)");
-        return None;
-    };
-    let rt =
-        Runtime::new(&RuntimeOptions::new().libcuda_path(&drv).cache_dir(dir)).expect("runtime");
-    if rt.device_count().unwrap_or(0) == 0 {
-        println!(
-            "SKIP {test}: the fake driver {} reports no device ({}); FLEETJIT_LIBCUDA in the environment wins over libcuda_path",
-            drv.display(),
-            rt.driver_error().unwrap_or_default()
-        );
-        return None;
-    }
-    Some(rt)
-}
-
 const SOURCE: &str = r#"extern "C" __global__ void empty_args(float* a, const float* b, float c, int n) {}
 extern "C" __global__ void many(int p0, int p1, int p2, int p3, int p4, int p5, int p6, int p7,
                                 int p8, int p9, int p10, int p11, int p12, int p13, int p14,
@@ -78,13 +48,12 @@ fn launch_makes_no_heap_allocation_and_refuses_bad_input() {
     ) else {
         return;
     };
-    let module = match rt.build(&BuildOptions::new(SOURCE).name("launch_fake.cu")) {
-        Ok(m) => m,
-        Err(e) if e.code() == Code::Unavailable => {
-            println!("SKIP launch_makes_no_heap_allocation_and_refuses_bad_input: no NVRTC ({e})");
-            return;
-        }
-        Err(e) => panic!("build: {e}"),
+    let Some(module) = build_or_skip(
+        "launch_makes_no_heap_allocation_and_refuses_bad_input",
+        &rt,
+        &BuildOptions::new(SOURCE).name("launch_fake.cu"),
+    ) else {
+        return;
     };
     let kernel = module.kernel("empty_args", 0).expect("kernel");
     let buf = rt.alloc::<f32>(0, 256).expect("alloc");

@@ -1,5 +1,9 @@
 //! `Runtime::tune` (fj_tune) without a GPU: bad spaces are refused naming
 //! the field, a valid one says why it cannot run, status names.
+//!
+//! SAFETY of the `unsafe { rt.tune(..) }` calls (tune launches with its
+//! pointer arguments): every one is refused before a launch, for a bad
+//! space or option, or run only when the runtime has no device.
 use fleetjit::{
     tune_status_name, Arg, BuildOptions, Code, Runtime, RuntimeOptions, TuneOptions, TuneShape,
 };
@@ -40,7 +44,7 @@ fn bad_spaces_are_refused() {
     for (field, change) in cases {
         let mut o = options();
         change(&mut o);
-        let err = rt.tune(&o).unwrap_err();
+        let err = unsafe { rt.tune(&o) }.unwrap_err();
         assert_eq!(
             err.code(),
             Code::InvalidArgument,
@@ -50,7 +54,7 @@ fn bad_spaces_are_refused() {
         assert!(err.message().contains(field), "{field}: {}", err.message());
     }
     if rt.device_count().unwrap() == 0 {
-        let err = rt.tune(&options()).unwrap_err();
+        let err = unsafe { rt.tune(&options()) }.unwrap_err();
         assert_ne!(err.code(), Code::Internal, "{}", err.message());
     }
 }
@@ -88,7 +92,7 @@ fn base_build_converts_as_build_does() {
     for (what, change) in cases {
         let mut o = options();
         o.build = change(o.build);
-        let err = rt.tune(&o).unwrap_err();
+        let err = unsafe { rt.tune(&o) }.unwrap_err();
         assert_eq!(
             err.code(),
             Code::InvalidArgument,
@@ -118,7 +122,7 @@ fn base_build_converts_as_build_does() {
     for (what, change) in tune_cases {
         let mut o = options();
         change(&mut o);
-        let err = rt.tune(&o).unwrap_err();
+        let err = unsafe { rt.tune(&o) }.unwrap_err();
         assert_eq!(
             err.code(),
             Code::InvalidArgument,
@@ -141,7 +145,7 @@ fn base_build_converts_as_build_does() {
             .include_dir(std::path::Path::new(std::ffi::OsStr::from_bytes(
                 b"/tmp/\xff",
             )));
-        let err = rt.tune(&o).unwrap_err();
+        let err = unsafe { rt.tune(&o) }.unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
         assert!(err.message().contains("is not UTF-8"), "{}", err.message());
     }
@@ -151,7 +155,7 @@ fn base_build_converts_as_build_does() {
     let dir = std::env::temp_dir();
     let mut o = options();
     o.build = o.build.include_dir(&dir).include_dir("");
-    let err = rt.tune(&o).unwrap_err();
+    let err = unsafe { rt.tune(&o) }.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument, "{}", err.message());
     assert!(
         err.message().contains("include_dirs[1]"),
