@@ -94,6 +94,25 @@ std::vector<std::string> BuildOptions(const BuildRequest& request) {
   return options;
 }
 
+namespace {
+
+// "FJ_COPY_IMPL" or "FJ_COPY_IMPL=...": the macro copy.cuh selects its
+// implementation by.
+bool NamesCopyImpl(absl::string_view macro) {
+  return absl::ConsumePrefix(&macro, "FJ_COPY_IMPL") &&
+         (macro.empty() || macro[0] == '=');
+}
+bool DefinesCopyImpl(absl::string_view o) {
+  for (absl::string_view prefix :
+       {"-D", "-U", "--define-macro=", "--undefine-macro="}) {
+    absl::string_view rest = o;
+    if (absl::ConsumePrefix(&rest, prefix) && NamesCopyImpl(rest)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::Status CheckBuildInputs(absl::string_view source,
                               const std::vector<std::string>& options,
                               absl::string_view field) {
@@ -133,6 +152,16 @@ absl::Status CheckBuildInputs(absl::string_view source,
           name, " ('", o,
           "') sets the target: name it in the build's target instead "
           "(fleetjit passes -arch itself, and reports the target it built)"));
+    }
+    if (DefinesCopyImpl(o) ||
+        ((o == "-D" || o == "-U" || o == "--define-macro" ||
+          o == "--undefine-macro") &&
+         i + 1 < options.size() && NamesCopyImpl(options[i + 1]))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " ('", o,
+          "...') sets FJ_COPY_IMPL, which fleetjit sets from the build's copy "
+          "implementation (its module info reports it): force one with "
+          "copy_impl (fleetjit build --impl) instead"));
     }
     if (i + 1 == options.size()) {
       for (absl::string_view t : kTakesNext) {

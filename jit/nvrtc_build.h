@@ -69,7 +69,8 @@ struct BuildRequest {
 // source (NVRTC stops reading there) or in an option; an option that sets
 // the target (-arch, --gpu-architecture: the build's target says it, and
 // the module's info must describe its image); a last option that takes its
-// value from the next one (-D, -I...: it would take fleetjit's own).
+// value from the next one (-D, -I...: it would take fleetjit's own); a
+// define of FJ_COPY_IMPL (the build's copy implementation says it).
 absl::Status CheckBuildInputs(absl::string_view source,
                               const std::vector<std::string>& options,
                               absl::string_view field);

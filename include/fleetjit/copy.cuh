@@ -76,8 +76,10 @@
 //    CUtensorMap (cuTensorMapEncodeTiled) when the tensor has
 //      - a 16-byte aligned address, dimension 0 contiguous (stride 1), and
 //        outer strides that are positive multiples of 16 bytes below 2^40;
-//      - extents 1..2^32; the inner box (box[0] * elem_bytes) a multiple of
-//        16 bytes; no NaN fill for fp8 (TMA moves fp8 as bytes);
+//      - extents 1..2^32; the innermost box extent times elem_bytes a
+//        multiple of 16 bytes (device: t.box(0); the host's box is
+//        outermost-first, so that is its last entry, box[R-1]); no NaN
+//        fill for fp8 (TMA moves fp8 as bytes);
 //      - a box of at most 256 elements per dimension per hardware copy. A
 //        larger box is split by the host into a hardware box that tiles it
 //        in SMEM-contiguous pieces of a multiple of 128 bytes (the largest
@@ -169,7 +171,9 @@
 //
 // 5. Swizzled tiles. Pass the tensor with fj_tensor_arg.swizzle (Python:
 //    fleetjit.Tensor(x, box=..., swizzle=128)); its box row must be the
-//    swizzle width (box[0] * elem_bytes == 32/64/128). SMEM then holds the
+//    swizzle width: the innermost box extent times elem_bytes == 32/64/128
+//    (t.box(0) on the device; the last entry of the host's outermost-first
+//    box, box[R-1]). SMEM then holds the
 //    TMA pattern under every implementation: read it through
 //    fj::tile_ref<T, fj::swz128> tile(buf, t.box(0)); tile(row, col), or
 //    fj::swizzle<fj::swz128>::offset(byte). The kernel checks the tensor's
@@ -199,9 +203,13 @@
 //   }
 //
 // Conventions (the cooperation contract; the conformance tests check it):
-//  1. Copy, store and prefetch calls without a scope tag (or with fj::block)
-//     are block-collective: every thread of the block calls them, in the
-//     same order, with the same arguments (predicates included). Under tma
+//  1. Copy, store and prefetch calls without a scope tag are
+//     block-collective: every thread of the block calls them, in the same
+//     order, with the same arguments (predicates included). The calls that
+//     also take a first argument fj::block (the same) or fj::warp (below):
+//     load, store, load_tile (with a barrier), store_tile, load_tiles and
+//     gather_tiles (with a barrier or fj::in_group), commit_group and the
+//     waits; prefetches and multicasts take no tag. Under tma
 //     thread rank 0 issues the copy engine (the first warp's lanes issue
 //     the pieces of a split box or a gather); under cp_async and sync the
 //     threads split the work. With fj::warp, the 32 lanes of one warp call
@@ -343,6 +351,9 @@ constexpr int copy_impl = FJ_COPY_IMPL;
 template <class T, int R, int B = (int)sizeof(T)>
 struct tensor {
   static_assert(R >= 1 && R <= FJ_TP_MAX_RANK, "tensor rank must be 1..5");
+  static_assert(!detail::is_const<T>::value,
+                "fj::tensor<const T>: the element type is T; a kernel that "
+                "only reads it takes FJ_TENSOR(T, R), which is const already");
   static_assert(B == (int)sizeof(T),
                 "fj::tensor's third argument is sizeof(T): leave it out");
   tensor_param p;
@@ -549,6 +560,7 @@ template <class T, int R, class Done>
 FJ_DEV void load_tiles(T* smem_dst, const tensor<T, R>& t, const coords* cs,
                        int k, Done& bar, bool pred = true,
                        pred_mode mode = pred_skip) {
+  detail::check_done<Done>();
   impl::load_tiles<R>(block, smem_dst, t.p, detail::coord_list{cs}, k, bar,
                       pred, mode);
 }
@@ -556,6 +568,7 @@ template <class Scope, class T, int R, class Done>
 FJ_DEV void load_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
                        const coords* cs, int k, Done& bar, bool pred = true,
                        pred_mode mode = pred_skip) {
+  detail::check_done<Done, Scope>();
   impl::load_tiles<R>(sc, smem_dst, t.p, detail::coord_list{cs}, k, bar, pred,
                       mode);
 }
@@ -566,6 +579,7 @@ template <class T, int R, class Done>
 FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R>& t, coords base,
                          int dim, const int* idx, int k, Done& bar,
                          bool pred = true, pred_mode mode = pred_skip) {
+  detail::check_done<Done>();
   impl::load_tiles<R>(block, smem_dst, t.p,
                       detail::coord_gather{base, dim, idx}, k, bar, pred, mode);
 }
@@ -573,6 +587,7 @@ template <class Scope, class T, int R, class Done>
 FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
                          coords base, int dim, const int* idx, int k, Done& bar,
                          bool pred = true, pred_mode mode = pred_skip) {
+  detail::check_done<Done, Scope>();
   impl::load_tiles<R>(sc, smem_dst, t.p, detail::coord_gather{base, dim, idx},
                       k, bar, pred, mode);
 }

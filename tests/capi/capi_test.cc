@@ -294,6 +294,73 @@ TEST_F(CapiTest, ATensorCopiedInDeviceCodeDoesNotCompile) {
   }
 }
 
+// Mistakes that compiled under one implementation and failed deep inside
+// another's header now fail alike everywhere, with the message at the
+// call: a barrier array for one stage's barrier, a non-scope as the scope,
+// and a const element type; the right form of each builds.
+TEST_F(CapiTest, LayerMistakesFailAlikeUnderEveryImplementation) {
+  const std::string body =
+      "extern \"C\" __global__ void k(FJ_TENSOR(float, 2) t, "
+      "const int* idx) {\n"
+      "  __shared__ float buf[4 * 64];\n"
+      "  __shared__ fj::barrier full[2];\n"
+      "  if (threadIdx.x == 0) { full[0].init(1); full[1].init(1); }\n"
+      "  __syncthreads();\n"
+      "  fj::coords cs[2] = {fj::at(0, 0), fj::at(0, 1)};\n"
+      "  CALL;\n"
+      "}\n";
+  auto with = [&](const char* call, const char* element = "float") {
+    std::string src = "#include <fleetjit/copy.cuh>\n" + body;
+    src.replace(src.find("CALL"), 4, call);
+    src.replace(src.find("FJ_TENSOR(float"), 15,
+                std::string("FJ_TENSOR(") + element);
+    return src;
+  };
+  const struct {
+    std::string source;
+    const char* says;  // empty: builds
+  } cases[] = {
+      {with("fj::load_tiles(buf, t, cs, 2, full)"), "full[p.stage()]"},
+      {with("fj::gather_tiles(fj::warp, buf, t, fj::at(0, 0), 1, idx, 2, "
+            "full)"),
+       "full[p.stage()]"},
+      {with("fj::load_tiles(3, buf, t, cs, 2, full[0])"),
+       "a scope is fj::block or fj::warp"},
+      {with("fj::load_tiles(buf, t, cs, 2, full[0])", "const float"),
+       "the element type is T"},
+      {with("fj::load_tiles(buf, t, cs, 2, full[0])"), ""},
+      {with("fj::gather_tiles(fj::warp, buf, t, fj::at(0, 0), 1, idx, 2, "
+            "fj::in_group)"),
+       ""},
+  };
+  for (const char* target : {"sm_90", "sm_80"}) {
+    for (fj_copy_impl impl : {FJ_COPY_IMPL_AUTO, FJ_COPY_IMPL_SYNC}) {
+      for (const auto& c : cases) {
+        fj_build_options o = BuildOptions(c.source.c_str(), target);
+        o.copy_impl = impl;
+        o.flags = FJ_BUILD_NO_CACHE;
+        fj_module* m = nullptr;
+        fj_status* st = fj_module_build(rt_, &o, &m);
+        if (*c.says == '\0') {
+          EXPECT_EQ(st, nullptr) << target << " " << impl << ": "
+                                 << fj_status_message(st, nullptr);
+          fj_status_free(st);
+          fj_module_destroy(m);
+          continue;
+        }
+        ASSERT_EQ(fj_status_code(st), FJ_BUILD_ERROR) << target << c.says;
+        size_t n = 0;
+        const char* log = fj_status_detail(st, S("build_log"), &n);
+        ASSERT_NE(log, nullptr);
+        EXPECT_NE(std::string(log, n).find(c.says), std::string::npos)
+            << target << " " << impl << ":\n"
+            << std::string(log, n);
+        fj_status_free(st);
+      }
+    }
+  }
+}
+
 TEST_F(CapiTest, AMissingKernelNameIsNotFound) {
   fj_build_options o = BuildOptions(kKernel, "sm_80");
   fj_module* m = nullptr;
@@ -328,6 +395,9 @@ TEST_F(CapiTest, SourcesAndOptionsNvrtcWouldMisreadAreRefused) {
       {kKernel, {"-DA=1", "-D"}, "is the last option but takes a value"},
       {kKernel, {"-I"}, "is the last option but takes a value"},
       {kKernel, {""}, "nvrtc_options[0] is empty"},
+      {kKernel, {"-DFJ_COPY_IMPL=0"}, "sets FJ_COPY_IMPL"},
+      {kKernel, {"-DA=1", "-D", "FJ_COPY_IMPL"}, "nvrtc_options[1]"},
+      {kKernel, {"--undefine-macro=FJ_COPY_IMPL"}, "sets FJ_COPY_IMPL"},
   };
   for (const auto& b : bad) {
     std::vector<fj_str> options;

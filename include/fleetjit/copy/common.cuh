@@ -144,6 +144,54 @@ namespace detail {
 typedef unsigned long long u64;
 typedef long long i64;
 
+// Compile-time checks of what a caller passes (the C++ error names the
+// mistake at the call, under every implementation alike). Enums, not static
+// data members: those would be emitted as globals of every module.
+template <class T>
+struct is_const {
+  enum { value = 0 };
+};
+template <class T>
+struct is_const<const T> {
+  enum { value = 1 };
+};
+template <class T>
+struct is_done {  // what a load completes on: a barrier or the open group
+  enum { value = 0 };
+};
+template <>
+struct is_done<barrier> {
+  enum { value = 1 };
+};
+template <>
+struct is_done<in_group_t> {
+  enum { value = 1 };
+};
+template <>
+struct is_done<const in_group_t> {
+  enum { value = 1 };
+};
+template <class S>
+struct is_scope {
+  enum { value = 0 };
+};
+template <>
+struct is_scope<block_t> {
+  enum { value = 1 };
+};
+template <>
+struct is_scope<warp_t> {
+  enum { value = 1 };
+};
+template <class Done, class Scope = block_t>
+FJ_DEV constexpr void check_done() {
+  static_assert(is_done<Done>::value,
+                "fj::load_tiles / fj::gather_tiles complete on one "
+                "fj::barrier (a stage's: full[p.stage()], not the array) or "
+                "on fj::in_group");
+  static_assert(is_scope<Scope>::value, "a scope is fj::block or fj::warp");
+}
+
 FJ_DEV unsigned thread_rank() {
   return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
