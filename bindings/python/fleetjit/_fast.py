@@ -86,39 +86,55 @@ def _load():
 
 
 class PyGate:
-    """A Runtime's in-flight calls, for the binding without the compiled
-    path (which has _fastlaunch.Gate, the same under the GIL): enter() is
-    False once closed, else counts a call that exit() ends; close(on_idle)
-    refuses new calls and runs on_idle (the destroy) now if none is in
-    flight, its error raised, else when the last one exits, its error to
-    sys.unraisablehook."""
+    """In-flight calls, for the binding without the compiled path (which
+    has _fastlaunch.Gate, the same under the GIL). A Runtime has one; each
+    Module, Stream and BuildFuture a child, PyGate(parent, handle), whose
+    calls also count in the parent's (one lock for both). enter() is False
+    once this gate or its parent is closed, else counts a call that exit()
+    ends; close(on_idle) refuses new calls and runs on_idle (the destroy)
+    now if none is in flight, its error raised, else when the last one
+    exits, its error to sys.unraisablehook."""
 
-    __slots__ = ("_lock", "inflight", "closed", "_on_idle")
+    __slots__ = ("_lock", "inflight", "closed", "_on_idle", "parent", "handle")
 
-    def __init__(self):
-        self._lock = threading.Lock()
+    def __init__(self, parent=None, handle=0):
+        self._lock = threading.Lock() if parent is None else parent._lock
         self.inflight = 0
         self.closed = False
         self._on_idle = None
+        self.parent = parent
+        self.handle = handle
 
     def enter(self):
+        parent = self.parent
         with self._lock:
-            if self.closed:
+            if self.closed or (parent is not None and parent.closed):
                 return False
             self.inflight += 1
+            if parent is not None:
+                parent.inflight += 1
             return True
 
-    def exit(self):
-        with self._lock:
-            self.inflight -= 1
-            on_idle = self._on_idle if self.inflight == 0 else None
-            if on_idle is not None:
-                self._on_idle = None
+    def _ended(self):
+        """One call less (under the lock); the destroy to run, if it was the last."""
+        self.inflight -= 1
+        on_idle = self._on_idle if self.inflight == 0 else None
         if on_idle is not None:
-            try:
-                on_idle()
-            except Exception as e:
-                sys.unraisablehook(_unraisable(e, on_idle))
+            self._on_idle = None
+        return on_idle
+
+    def exit(self):
+        parent = self.parent
+        with self._lock:
+            # The child's destroy runs first: it re-enters the parent, which
+            # a closed runtime refuses (then the runtime's destroy frees it).
+            pending = (self._ended(), parent._ended() if parent is not None else None)
+        for on_idle in pending:
+            if on_idle is not None:
+                try:
+                    on_idle()
+                except Exception as e:
+                    sys.unraisablehook(_unraisable(e, on_idle))
 
     def close(self, on_idle):
         with self._lock:
@@ -134,13 +150,17 @@ class PyGate:
 def _unraisable(e, obj):
     return type("UnraisableHookArgs", (), dict(
         exc_type=type(e), exc_value=e, exc_traceback=e.__traceback__,
-        err_msg="Exception ignored while destroying a closed fleetjit Runtime",
+        err_msg="Exception ignored while destroying a closed fleetjit handle",
         object=obj))()
 
 
-def new_gate():
-    """The in-flight gate of a new Runtime (see PyGate)."""
-    return module.Gate() if module is not None else PyGate()
+def new_gate(parent=None, handle=0):
+    """The in-flight gate of a new Runtime, or (parent: the runtime's gate)
+    of a Module, Stream or BuildFuture whose C handle is `handle` (see
+    PyGate)."""
+    if module is not None:
+        return module.Gate() if parent is None else module.Gate(parent, handle)
+    return PyGate(parent, handle)
 
 
 def available():

@@ -50,6 +50,179 @@ static PyObject *s_is_cuda, *s_is_contiguous, *s_data_ptr, *s_dtype,
     *s_device_address, *s_kind, *s_value, *s_cai, *s_cuda_stream, *s_ptr,
     *s_data, *s_shape, *s_strides, *s_typestr, *s_mask;
 
+/* ----------------------------------------------------------------- Gate
+ *
+ * In-flight calls (fleetjit/_fast.py's PyGate is the same for the binding
+ * without this module). A Runtime has one; each Module, Stream and
+ * BuildFuture has a child of it, Gate(parent, handle), whose calls also
+ * count in the parent's. enter() is False once this gate or its parent is
+ * closed, else counts a call that exit() ends; close(on_idle) refuses new
+ * calls and runs on_idle (the destroy) now when none is in flight, its
+ * error raised, else when the last one exits. So a module, stream or build
+ * is destroyed only once no call that uses it runs, and a runtime once no
+ * call at all runs. Every change runs with the GIL held, so the counts
+ * need no lock; a Launcher enters a gate in C around fj_launch, which runs
+ * without the GIL. `handle` is the child's C handle (the fj_stream* a
+ * launch reads without a Python call). */
+typedef struct Gate {
+  PyObject_HEAD Py_ssize_t inflight;
+  int closed;
+  PyObject* on_idle;   /* the pending destroy, or NULL */
+  struct Gate* parent; /* the runtime's gate, or NULL (a runtime's own) */
+  unsigned long long handle;
+} Gate;
+
+static PyObject* g_gate_type = NULL;
+
+/* 1 when a call may enter (neither the gate nor its parent is closed). */
+static int gate_open(const Gate* g) {
+  return !g->closed && (g->parent == NULL || !g->parent->closed);
+}
+
+static void gate_count(Gate* g) {
+  ++g->inflight;
+  if (g->parent != NULL) ++g->parent->inflight;
+}
+
+/* Ends one in-flight count of `g` alone; runs the pending destroy after
+ * the last one (an error in it goes to sys.unraisablehook: the call itself
+ * worked). */
+static void gate_exit_one(Gate* g) {
+  if (--g->inflight != 0 || g->on_idle == NULL) return;
+  PyObject* on_idle = g->on_idle;
+  g->on_idle = NULL;
+  PyObject* r = PyObject_CallObject(on_idle, NULL);
+  if (r == NULL) PyErr_WriteUnraisable(on_idle);
+  Py_XDECREF(r);
+  Py_DECREF(on_idle);
+}
+
+/* Ends a call that gate_count counted: the child's count first, so that
+ * its destroy runs while the parent still counts the call (the runtime is
+ * not destroyed under it). */
+static void gate_exit_call(Gate* g) {
+  Gate* parent = g->parent;
+  gate_exit_one(g);
+  if (parent != NULL) gate_exit_one(parent);
+}
+
+static PyObject* gate_enter(PyObject* op, PyObject* unused) {
+  (void)unused;
+  Gate* g = (Gate*)op;
+  if (!gate_open(g)) Py_RETURN_FALSE;
+  gate_count(g);
+  Py_RETURN_TRUE;
+}
+
+static PyObject* gate_exit(PyObject* op, PyObject* unused) {
+  (void)unused;
+  Gate* g = (Gate*)op;
+  if (g->inflight <= 0 || (g->parent != NULL && g->parent->inflight <= 0)) {
+    PyErr_SetString(PyExc_RuntimeError, "Gate.exit() without enter()");
+    return NULL;
+  }
+  gate_exit_call(g);
+  Py_RETURN_NONE;
+}
+
+static PyObject* gate_close(PyObject* op, PyObject* on_idle) {
+  Gate* g = (Gate*)op;
+  if (g->closed) Py_RETURN_NONE;
+  g->closed = 1;
+  if (g->inflight > 0) {
+    Py_INCREF(on_idle);
+    g->on_idle = on_idle;
+    Py_RETURN_NONE;
+  }
+  return PyObject_CallObject(on_idle, NULL);
+}
+
+/* Gate(parent=None, handle=0) */
+static int gate_init(PyObject* op, PyObject* args, PyObject* kwargs) {
+  Gate* g = (Gate*)op;
+  PyObject* parent = Py_None;
+  unsigned long long handle = 0;
+  static char* kw[] = {"parent", "handle", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OK", kw, &parent, &handle))
+    return -1;
+  if (parent != Py_None && Py_TYPE(parent) != (PyTypeObject*)g_gate_type) {
+    PyErr_SetString(PyExc_TypeError, "parent is a Gate or None");
+    return -1;
+  }
+  if (parent != Py_None && ((Gate*)parent)->parent != NULL) {
+    PyErr_SetString(PyExc_ValueError, "parent is a runtime's Gate");
+    return -1;
+  }
+  Gate* old = g->parent;
+  g->parent = parent == Py_None ? NULL : (Gate*)parent;
+  Py_XINCREF(g->parent);
+  Py_XDECREF(old);
+  g->handle = handle;
+  return 0;
+}
+
+static PyObject* gate_get_parent(PyObject* op, void* unused) {
+  (void)unused;
+  Gate* p = ((Gate*)op)->parent;
+  if (p == NULL) Py_RETURN_NONE;
+  Py_INCREF(p);
+  return (PyObject*)p;
+}
+
+static PyObject* gate_get_handle(PyObject* op, void* unused) {
+  (void)unused;
+  return PyLong_FromUnsignedLongLong(((Gate*)op)->handle);
+}
+
+static PyObject* gate_get_closed(PyObject* op, void* unused) {
+  (void)unused;
+  return PyBool_FromLong(((Gate*)op)->closed);
+}
+
+static PyObject* gate_get_inflight(PyObject* op, void* unused) {
+  (void)unused;
+  return PyLong_FromSsize_t(((Gate*)op)->inflight);
+}
+
+static void gate_dealloc(PyObject* op) {
+  PyTypeObject* type = Py_TYPE(op);
+  Py_CLEAR(((Gate*)op)->on_idle);
+  Py_CLEAR(((Gate*)op)->parent);
+  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+  tp_free(op);
+  Py_DECREF(type);
+}
+
+static PyMethodDef gate_methods[] = {
+    {"enter", gate_enter, METH_NOARGS,
+     "False once closed, else counts a call in flight."},
+    {"exit", gate_exit, METH_NOARGS, "Ends a call that enter() counted."},
+    {"close", gate_close, METH_O,
+     "close(on_idle): refuses new calls; on_idle() runs once none is in "
+     "flight."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef gate_getset[] = {
+    {"closed", gate_get_closed, NULL, "close() was called", NULL},
+    {"inflight", gate_get_inflight, NULL, "calls in flight", NULL},
+    {"parent", gate_get_parent, NULL, "the runtime's Gate, or None", NULL},
+    {"handle", gate_get_handle, NULL, "the C handle it guards (0: none)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot gate_slots[] = {
+    {Py_tp_dealloc, (void*)gate_dealloc},
+    {Py_tp_methods, gate_methods},
+    {Py_tp_getset, gate_getset},
+    {Py_tp_new, (void*)PyType_GenericNew},
+    {Py_tp_init, (void*)gate_init},
+    {Py_tp_doc,
+     (void*)"Gate(parent=None, handle=0): a Runtime's in-flight calls, or "
+            "those of one of its modules, streams or builds."},
+    {0, NULL}};
+
+static PyType_Spec gate_spec = {"fleetjit._fastlaunch.Gate", sizeof(Gate), 0,
+                                Py_TPFLAGS_DEFAULT, gate_slots};
+
 /* Fills dims[3] from an int or a tuple of 1 to 3 ints (not None, a bool or
  * (), which the ctypes path refuses); 0 on success. */
 static int read_dims(PyObject* v, uint32_t dims[3], uint32_t fill) {
@@ -356,10 +529,12 @@ static int read_config(PyObject* grid, PyObject* block, PyObject* shared,
 
 /* The fj_stream* of a framework stream (.cuda_stream or .ptr) or an
  * integer CUstream, looked up in `streams` ({CUstream: fj_stream*}).
- * 1: *out set; 0: not a stream this path reads (the ctypes path refuses
- * it); 2: no fj_stream yet, *wrap is the CUstream (a new reference). */
+ * 1: *out set, and *gate (borrowed) when the entry is a wrapped Stream's
+ * Gate, which the launch must enter; 0: not a stream this path reads (the
+ * ctypes path refuses it); 2: no fj_stream yet, *wrap is the CUstream (a
+ * new reference). */
 static int read_stream(PyObject* stream_obj, PyObject* streams, fj_stream** out,
-                       PyObject** wrap) {
+                       PyObject** wrap, Gate** gate) {
   PyObject* cu = NULL;
   if (PyLong_Check(stream_obj)) {
     cu = stream_obj;
@@ -388,6 +563,13 @@ static int read_stream(PyObject* stream_obj, PyObject* streams, fj_stream** out,
     if (fjs == NULL) {
       *wrap = cu;
       return 2;
+    }
+    if (Py_TYPE(fjs) == (PyTypeObject*)g_gate_type) { /* a wrapped Stream's */
+      Py_DECREF(cu);
+      if (!gate_open((Gate*)fjs)) return 0; /* closed: that path decides */
+      *out = (fj_stream*)(uintptr_t)((Gate*)fjs)->handle;
+      *gate = (Gate*)fjs; /* borrowed */
+      return 1;
     }
     unsigned long long p = PyLong_AsUnsignedLongLong(fjs);
     if (PyErr_Occurred()) {
@@ -462,7 +644,9 @@ static fj_status* call_launch(unsigned long long fn, unsigned long long kernel,
  *   fj_stream:  fj_stream* as an int (0 = legacy default), used when
  *               stream_obj is None
  *   stream_obj: a framework stream (.cuda_stream or .ptr) or an integer
- *               CUstream, looked up in `streams` ({CUstream: fj_stream*})
+ *               CUstream, looked up in `streams` ({CUstream: fj_stream*},
+ *               or runtime._gates_by_cu: {CUstream: the wrapped Stream's
+ *               Gate}, entered around the launch)
  *   args:       a list or a tuple (anything else: NotImplemented)
  *   dtypes:     None or a tuple, per parameter: the dtype object a tensor
  *               argument should have, or None
@@ -482,130 +666,39 @@ static PyObject* fast_launch(PyObject* self, PyObject* argv) {
                         &dtypes, &cai_dtypes))
     return NULL;
   fj_launch_config cfg;
+  Gate* sgate = NULL; /* a wrapped Stream's, entered around the launch */
   if (read_config(grid, block, shared, &cfg) != 0) return not_handled();
   if (stream_obj == Py_None) {
     cfg.stream = (fj_stream*)(uintptr_t)fj_stream_addr;
   } else {
     PyObject* cu = NULL;
-    int rc = read_stream(stream_obj, streams, &cfg.stream, &cu);
+    int rc = read_stream(stream_obj, streams, &cfg.stream, &cu, &sgate);
     if (rc == 0) return not_handled();
     if (rc == 2) {
       PyObject* r = Py_BuildValue("(sO)", "wrap", cu);
       Py_DECREF(cu);
       return r;
     }
+    Py_XINCREF(sgate);
   }
   fj_arg packed[FAST_MAX_ARGS];
   Py_ssize_t n = 0;
-  if (!pack_args(args, dtypes, cai_dtypes, packed, &n)) return not_handled();
+  /* Packing may have run Python code that closed the stream: test again. */
+  if (!pack_args(args, dtypes, cai_dtypes, packed, &n) ||
+      (sgate != NULL && !gate_open(sgate))) {
+    Py_XDECREF(sgate);
+    return not_handled();
+  }
+  if (sgate != NULL) gate_count(sgate);
   fj_status* status = call_launch(fn_addr, kernel, &cfg, packed, n);
+  if (sgate != NULL) {
+    gate_exit_call(sgate);
+    Py_DECREF(sgate);
+  }
   if (status != NULL)
     return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)status);
   Py_RETURN_NONE;
 }
-
-/* ----------------------------------------------------------------- Gate
- *
- * A Runtime's in-flight calls (fleetjit/_fast.py's PyGate is the same for
- * the binding without this module): enter() is False once closed, else
- * counts a call that exit() ends; close(on_idle) refuses new calls and
- * runs on_idle (the runtime's destroy) now when none is in flight, its
- * error raised, else when the last one exits. Every change runs with the
- * GIL held, so the count needs no lock; a Launcher enters it in C around
- * fj_launch, which runs without the GIL. */
-typedef struct {
-  PyObject_HEAD Py_ssize_t inflight;
-  int closed;
-  PyObject* on_idle; /* the pending destroy, or NULL */
-} Gate;
-
-static PyObject* g_gate_type = NULL;
-
-/* Ends one in-flight call; runs the pending destroy after the last one
- * (an error in it goes to sys.unraisablehook: the call itself worked). */
-static void gate_exit_call(Gate* g) {
-  if (--g->inflight != 0 || g->on_idle == NULL) return;
-  PyObject* on_idle = g->on_idle;
-  g->on_idle = NULL;
-  PyObject* r = PyObject_CallObject(on_idle, NULL);
-  if (r == NULL) PyErr_WriteUnraisable(on_idle);
-  Py_XDECREF(r);
-  Py_DECREF(on_idle);
-}
-
-static PyObject* gate_enter(PyObject* op, PyObject* unused) {
-  (void)unused;
-  Gate* g = (Gate*)op;
-  if (g->closed) Py_RETURN_FALSE;
-  ++g->inflight;
-  Py_RETURN_TRUE;
-}
-
-static PyObject* gate_exit(PyObject* op, PyObject* unused) {
-  (void)unused;
-  Gate* g = (Gate*)op;
-  if (g->inflight <= 0) {
-    PyErr_SetString(PyExc_RuntimeError, "Gate.exit() without enter()");
-    return NULL;
-  }
-  gate_exit_call(g);
-  Py_RETURN_NONE;
-}
-
-static PyObject* gate_close(PyObject* op, PyObject* on_idle) {
-  Gate* g = (Gate*)op;
-  if (g->closed) Py_RETURN_NONE;
-  g->closed = 1;
-  if (g->inflight > 0) {
-    Py_INCREF(on_idle);
-    g->on_idle = on_idle;
-    Py_RETURN_NONE;
-  }
-  return PyObject_CallObject(on_idle, NULL);
-}
-
-static PyObject* gate_get_closed(PyObject* op, void* unused) {
-  (void)unused;
-  return PyBool_FromLong(((Gate*)op)->closed);
-}
-
-static PyObject* gate_get_inflight(PyObject* op, void* unused) {
-  (void)unused;
-  return PyLong_FromSsize_t(((Gate*)op)->inflight);
-}
-
-static void gate_dealloc(PyObject* op) {
-  PyTypeObject* type = Py_TYPE(op);
-  Py_CLEAR(((Gate*)op)->on_idle);
-  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
-  tp_free(op);
-  Py_DECREF(type);
-}
-
-static PyMethodDef gate_methods[] = {
-    {"enter", gate_enter, METH_NOARGS,
-     "False once closed, else counts a call in flight."},
-    {"exit", gate_exit, METH_NOARGS, "Ends a call that enter() counted."},
-    {"close", gate_close, METH_O,
-     "close(on_idle): refuses new calls; on_idle() runs once none is in "
-     "flight."},
-    {NULL, NULL, 0, NULL}};
-
-static PyGetSetDef gate_getset[] = {
-    {"closed", gate_get_closed, NULL, "close() was called", NULL},
-    {"inflight", gate_get_inflight, NULL, "calls in flight", NULL},
-    {NULL, NULL, NULL, NULL, NULL}};
-
-static PyType_Slot gate_slots[] = {
-    {Py_tp_dealloc, (void*)gate_dealloc},
-    {Py_tp_methods, gate_methods},
-    {Py_tp_getset, gate_getset},
-    {Py_tp_new, (void*)PyType_GenericNew},
-    {Py_tp_doc, (void*)"A Runtime's in-flight calls."},
-    {0, NULL}};
-
-static PyType_Spec gate_spec = {"fleetjit._fastlaunch.Gate", sizeof(Gate), 0,
-                                Py_TPFLAGS_DEFAULT, gate_slots};
 
 /* ------------------------------------------------------------- Launcher
  *
@@ -624,13 +717,13 @@ typedef struct {
   PyObject_HEAD unsigned long long fn; /* fj_launch */
   unsigned long long kernel;           /* fj_kernel* */
   PyObject* owner;                     /* the runtime.Kernel */
-  PyObject* module;                    /* its Module, for the closed test */
-  Gate* gate;                          /* its Runtime's in-flight calls */
-  PyObject* streams;                   /* runtime._fj_by_cu, changed in place */
-  PyObject* ns;                        /* fleetjit.runtime's globals */
-  PyObject* stream_type;               /* runtime.Stream */
-  PyObject* dtypes;     /* the torch dtypes, once torch is imported */
-  PyObject* cai_dtypes; /* Kernel._cai_dtypes() */
+  PyObject* module;                    /* its Module */
+  Gate* gate; /* its Module's in-flight calls (a child of the Runtime's) */
+  PyObject* streams;     /* runtime._gates_by_cu, changed in place */
+  PyObject* ns;          /* fleetjit.runtime's globals */
+  PyObject* stream_type; /* runtime.Stream */
+  PyObject* dtypes;      /* the torch dtypes, once torch is imported */
+  PyObject* cai_dtypes;  /* Kernel._cai_dtypes() */
 } Launcher;
 
 static PyObject* g_launcher_type = NULL;
@@ -639,7 +732,7 @@ static PyObject* s_empty = NULL;   /* args' default */
 static int g_numpy_registered = 0; /* register_types saw NumPy's types */
 static PyObject *s_grid, *s_block, *s_args, *s_stream, *s_shared_bytes,
     *s_cluster, *s_handle, *s_live, *s_launch, *s_launch_ctypes, *s_fast_dtypes,
-    *s_use_fast_path, *s_check, *s_stream_cls, *s_torch, *s_numpy;
+    *s_use_fast_path, *s_check, *s_stream_cls, *s_torch, *s_numpy, *s_gate;
 
 static int launcher_traverse(PyObject* op, visitproc visit, void* arg) {
   Launcher* self = (Launcher*)op;
@@ -717,16 +810,6 @@ done:
   return r;
 }
 
-/* 1 if the attribute `_handle` of obj is true (not closed), 0 if not,
- * -1 on error. */
-static int handle_open(PyObject* obj) {
-  PyObject* h = PyObject_GetAttr(obj, s_handle);
-  if (h == NULL) return -1;
-  int r = PyObject_IsTrue(h);
-  Py_DECREF(h);
-  return r;
-}
-
 /* The torch dtypes to compare tensor arguments with (borrowed; NULL: none,
  * with no exception set, or an error). Settled once torch is imported; until
  * then Kernel._fast_dtypes registers torch or NumPy when either has been
@@ -784,28 +867,34 @@ static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
   int fast = flag == NULL ? 0 : PyObject_IsTrue(flag);
   if (fast < 0) return NULL;
   if (!fast || (v[5] != NULL && v[5] != Py_None)) return IN_PYTHON();
-  int open = handle_open(self->module);
-  if (open < 0) return NULL;
-  if (!open || self->gate->closed) return IN_PYTHON(); /* it raises */
+  /* The module's gate: closed with the module or with its runtime. */
+  if (!gate_open(self->gate)) return IN_PYTHON(); /* it raises */
 
   fj_launch_config cfg;
   int ok = read_config(v[0], v[1], v[4] != NULL ? v[4] : s_zero, &cfg) == 0;
   PyObject* stream = v[3] != NULL ? v[3] : Py_None;
+  Gate* sgate = NULL; /* the stream's gate (a new reference), or NULL */
   if (ok && stream != Py_None) {
     if ((PyObject*)Py_TYPE(stream) == self->stream_type) {
-      PyObject* h = PyObject_CallMethodObjArgs(stream, s_live, NULL);
-      if (h == NULL) return NULL; /* a closed Stream: FleetjitError */
-      cfg.stream = (fj_stream*)(uintptr_t)PyLong_AsUnsignedLongLong(h);
-      Py_DECREF(h);
-      if (PyErr_Occurred()) return NULL;
+      PyObject* g = PyObject_GetAttr(stream, s_gate);
+      if (g == NULL) return NULL;
+      if (Py_TYPE(g) != (PyTypeObject*)g_gate_type || !gate_open((Gate*)g)) {
+        Py_DECREF(g); /* a closed Stream: _live() raises FleetjitError */
+        PyObject* h = PyObject_CallMethodObjArgs(stream, s_live, NULL);
+        Py_XDECREF(h);
+        return h == NULL ? NULL : IN_PYTHON();
+      }
+      sgate = (Gate*)g;
+      cfg.stream = (fj_stream*)(uintptr_t)sgate->handle;
     } else {
       PyObject* cu = NULL;
-      int rc = read_stream(stream, self->streams, &cfg.stream, &cu);
+      int rc = read_stream(stream, self->streams, &cfg.stream, &cu, &sgate);
       if (rc == 2) { /* Kernel.launch wraps it, then launches */
         Py_DECREF(cu);
         return IN_PYTHON();
       }
       ok = rc == 1;
+      Py_XINCREF(sgate);
     }
   }
   fj_arg packed[FAST_MAX_ARGS];
@@ -813,23 +902,37 @@ static PyObject* launcher_call(PyObject* op, PyObject* const* argv,
   if (ok) {
     int failed;
     PyObject* dtypes = launcher_dtypes(self, &failed);
-    if (failed) return NULL;
+    if (failed) {
+      Py_XDECREF(sgate);
+      return NULL;
+    }
     ok = v[2] == NULL || pack_args(v[2], dtypes, self->cai_dtypes, packed, &n);
   }
-  if (!ok) /* the ctypes path packs it, or refuses it by name */
+  if (!ok) { /* the ctypes path packs it, or refuses it by name */
+    Py_XDECREF(sgate);
     return PyObject_CallMethodObjArgs(
         self->owner, s_launch_ctypes, v[0], v[1], v[2] ? v[2] : s_empty, stream,
         v[4] ? v[4] : s_zero, v[5] ? v[5] : Py_None, NULL);
+  }
 
-  /* Packing may have run Python code (properties) that closed the runtime:
-   * test again, then count the launch in flight while fj_launch runs
-   * without the GIL, so that Runtime.close() on another thread leaves the
-   * runtime to be destroyed when it returns. */
-  if (self->gate->closed) return IN_PYTHON();
+  /* Packing may have run Python code (properties) that closed the module,
+   * the stream or the runtime: test again, then count the launch in flight
+   * in the module's gate (and so the runtime's) and the stream's while
+   * fj_launch runs without the GIL, so that a close() on another thread
+   * leaves the module, stream or runtime to be destroyed when it returns. */
+  if (!gate_open(self->gate) || (sgate != NULL && !gate_open(sgate))) {
+    Py_XDECREF(sgate);
+    return IN_PYTHON();
+  }
   Gate* gate = self->gate;
   Py_INCREF(gate);
-  ++gate->inflight;
+  gate_count(gate);
+  if (sgate != NULL) gate_count(sgate);
   fj_status* status = call_launch(self->fn, self->kernel, &cfg, packed, n);
+  if (sgate != NULL) {
+    gate_exit_call(sgate);
+    Py_DECREF(sgate);
+  }
   gate_exit_call(gate);
   Py_DECREF(gate);
   if (status != NULL) { /* errors.check raises it */
@@ -878,7 +981,7 @@ static PyType_Spec launcher_spec = {
 
 /* bind(kernel, fj_kernel, fn, module, gate, streams, namespace, cai_dtypes):
  * the compiled launch of `kernel`, a builtin function bound to its
- * Launcher (see above). gate is its runtime's Gate; namespace is
+ * Launcher (see above). gate is its module's Gate; namespace is
  * fleetjit.runtime's globals: USE_FAST_PATH, read at each launch, check
  * and Stream; cai_dtypes is Kernel._cai_dtypes(). */
 static PyObject* bind(PyObject* unused, PyObject* argv) {
@@ -1011,7 +1114,8 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
       intern(&s_stream_cls, "Stream") || intern(&s_torch, "torch") ||
       intern(&s_numpy, "numpy") || intern(&s_data, "data") ||
       intern(&s_shape, "shape") || intern(&s_strides, "strides") ||
-      intern(&s_typestr, "typestr") || intern(&s_mask, "mask"))
+      intern(&s_typestr, "typestr") || intern(&s_mask, "mask") ||
+      intern(&s_gate, "_gate"))
     return NULL;
   if (s_zero == NULL && (s_zero = PyLong_FromLong(0)) == NULL) return NULL;
   if (s_empty == NULL && (s_empty = PyTuple_New(0)) == NULL) return NULL;

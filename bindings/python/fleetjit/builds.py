@@ -14,7 +14,8 @@ import ctypes
 import threading
 
 from . import _ffi
-from .errors import FleetjitError, _call, _no_nul, _seconds, check, lib
+from . import _fast
+from .errors import FleetjitError, _call, _destroyer, _no_nul, _seconds, lib
 
 UINT32_MAX = 0xFFFFFFFF
 
@@ -40,7 +41,8 @@ class BuildFuture:
 
     def __init__(self, runtime, handle, source):
         self._runtime = runtime
-        self._gate = runtime._gate
+        # Its waits and polls in flight: close() destroys the build once they return.
+        self._gate = _fast.new_gate(runtime._gate, handle)
         self._handle = handle
         self._source = source
         self._lock = threading.Lock()
@@ -110,12 +112,12 @@ class BuildFuture:
         return loop.run_in_executor(None, self.result).__await__()
 
     def close(self):
+        """Refuses new calls at once; gives the build up (fj_build_destroy)
+        once no wait, poll or take on another thread is in flight (else the
+        closed runtime frees it)."""
         handle, self._handle = self._handle, None
-        if handle and self._gate.enter():  # else the closed runtime frees it
-            try:
-                check(lib().fj_build_destroy(handle))
-            finally:
-                self._gate.exit()
+        if handle:
+            self._gate.close(_destroyer(self._runtime._gate, lib().fj_build_destroy, handle))
 
     def __enter__(self):
         return self

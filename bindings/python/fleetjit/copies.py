@@ -43,7 +43,7 @@ def copy(runtime, dst, src, src_start=(), oob="promise_in_bounds", gather_index=
     if oob not in _ffi.OOB:
         raise FleetjitError("INVALID_ARGUMENT", f"oob must be one of {sorted(_ffi.OOB)}")
     fn = _need("fj_copy")
-    fj_stream, cu_stream = runtime._resolve_stream(stream, 0)
+    fj_stream, cu_stream, using = runtime._resolve_stream(stream, 0)
     keep = []
     d = _ffi.new(_ffi.fj_copy_desc)
     if dst is None or src is None:
@@ -62,7 +62,7 @@ def copy(runtime, dst, src, src_start=(), oob="promise_in_bounds", gather_index=
     for i, v in enumerate(starts):
         d.src_start[i] = v
     d.oob = _ffi.OOB[oob]
-    _call(runtime, fn, ctypes.byref(d), fj_stream)
+    _call(runtime, fn, ctypes.byref(d), fj_stream, using=using)
     del keep  # the library has read the descriptors
 
 
@@ -78,7 +78,7 @@ def prefetch(runtime, data, nbytes=None, tile_start=(), tile_extent=(), mode="au
                             f"mode must be one of {sorted(_ffi.PREFETCH_MODES)}")
     fn = _need("fj_prefetch")
     reader_device = _ordinal(reader_device, "reader_device")
-    fj_stream, cu_stream = runtime._resolve_stream(stream, max(reader_device, 0))
+    fj_stream, cu_stream, using = runtime._resolve_stream(stream, max(reader_device, 0))
     d = _ffi.new(_ffi.fj_prefetch_desc)
     keep = []
     address = getattr(data, "device_address", None)
@@ -106,7 +106,7 @@ def prefetch(runtime, data, nbytes=None, tile_start=(), tile_extent=(), mode="au
             address, nbytes = _fields(stage, ("address", "bytes"), "stage")
             d.stage_address = _unsigned(address, 64, "stage's address")
             d.stage_bytes = _unsigned(nbytes, 64, "stage's bytes")
-    _call(runtime, fn, ctypes.byref(d), fj_stream)
+    _call(runtime, fn, ctypes.byref(d), fj_stream, using=using)
     del keep
 
 

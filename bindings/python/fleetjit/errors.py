@@ -135,18 +135,59 @@ def check(status):
         raise status_to_error(status)
 
 
-def _call(owner, fn, *args):
-    """check(fn(owner's handle, *args)) as one of its runtime's in-flight
-    calls: Runtime.close() on another thread refuses new calls at once but
-    destroys the runtime only once the calls in flight have returned (a
-    build, a launch), so none runs on a freed runtime."""
+def _closed(owner):
+    """The refusal of a call on `owner` whose gate is closed: the runtime's
+    when it is closed, else the owner's own (a closed Module, Stream...)."""
+    parent = getattr(owner._gate, "parent", None)
+    if parent is None or parent.closed:
+        return FleetjitError("INVALID_ARGUMENT", "this Runtime is closed")
+    try:
+        owner._live()
+    except FleetjitError as e:
+        return e
+    return FleetjitError("INVALID_ARGUMENT", f"this {type(owner).__name__} is closed")
+
+
+def _call(owner, fn, *args, using=()):
+    """check(fn(owner's handle, *args)) as one of the in-flight calls of its
+    gate: the runtime's, or a module's, stream's or build's (a child of the
+    runtime's). close() on another thread refuses new calls at once but
+    destroys the handle only once the calls in flight that use it have
+    returned (a build, a launch), so none runs on a freed handle. `using`:
+    the other handles the call uses (Streams, DeviceBuffers), whose gates
+    it enters too."""
     gate = owner._gate
     if not gate.enter():
-        raise FleetjitError("INVALID_ARGUMENT", "this Runtime is closed")
+        raise _closed(owner)
     try:
-        check(fn(owner._live(), *args))
+        if not using:
+            check(fn(owner._live(), *args))
+            return
+        entered = []
+        try:
+            for other in using:
+                if not other._gate.enter():
+                    raise _closed(other)
+                entered.append(other._gate)
+            check(fn(owner._live(), *args))
+        finally:
+            for g in reversed(entered):
+                g.exit()
     finally:
         gate.exit()
+
+
+def _destroyer(runtime_gate, destroy, handle):
+    """on_idle for the gate of a Module, Stream or BuildFuture: destroy(handle)
+    as a call of its runtime, skipped when the runtime is closed (destroying
+    the runtime frees it)."""
+    def on_idle():
+        if runtime_gate.enter():
+            try:
+                check(destroy(handle))
+            finally:
+                runtime_gate.exit()
+    return on_idle
 
 
 # Integers bound for a C field or argument. ctypes wraps an out-of-range

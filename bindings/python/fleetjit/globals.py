@@ -109,10 +109,11 @@ class KernelAttributes:
 
 
 def _stream_handle(module, stream, device):
+    """(fj_stream* or None, _call's `using`: (the Stream,) or ())."""
     if stream is None:
-        return None
-    handle, _ = module._runtime._resolve_stream(stream, device)
-    return handle
+        return None, ()
+    handle, _, using = module._runtime._resolve_stream(stream, device)
+    return handle, using
 
 
 # ------------------------------------------------------------------ Module
@@ -138,9 +139,9 @@ def global_write(self, name: str, data, offset: int = 0, device: int = 0, stream
     view = memoryview(data).cast("B")
     buf = (ctypes.c_char * len(view)).from_buffer_copy(view)
     n = _ffi.StrArg(name, "global name")
+    fj_stream, using = _stream_handle(self, stream, device)
     _call(self, _fn("fj_module_global_write"), n.value, device, offset,
-          ctypes.addressof(buf), len(view),
-          _stream_handle(self, stream, device))
+          ctypes.addressof(buf), len(view), fj_stream, using=using)
     return buf
 
 
@@ -165,9 +166,10 @@ def global_read(self, name: str, nbytes=None, offset: int = 0, device: int = 0,
                             f"{rest} bytes from offset {offset}")
     out = bytearray(nbytes)
     buf = (ctypes.c_char * len(out)).from_buffer(out) if out else None
+    fj_stream, using = _stream_handle(self, stream, device)
     _call(self, _fn("fj_module_global_read"), n.value, device, offset,
           ctypes.addressof(buf) if buf is not None else None,
-          len(out), _stream_handle(self, stream, device))
+          len(out), fj_stream, using=using)
     return out
 
 
@@ -224,7 +226,7 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
     programmatic (a dependent launch, sm_90+), l2_window=(base, bytes,
     hit_ratio) a persisting L2 access-policy window (sm_80+)."""
     runtime = self._module._runtime
-    fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
+    fj_stream, cu_stream, using = runtime._resolve_stream(stream, self.device)
     cfg = fj_launch_config_13()
     cfg.struct_size = ctypes.sizeof(cfg)
     for dst, value, default, what in ((cfg.grid, grid, 1, "grid"),
@@ -245,7 +247,8 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
     keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
     _call(self, lib().fj_launch,
           ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),
-          ctypes.cast(arr, c_void_p) if arr is not None else None, count)
+          ctypes.cast(arr, c_void_p) if arr is not None else None, count,
+          using=using)
     del keep
 
 

@@ -20,8 +20,8 @@ from . import _fast
 from . import builds
 from . import copies
 from . import logs
-from .errors import (FleetjitError, _call, _integer, _no_nul, _ordinal, _unsigned, check,
-                     lib)
+from .errors import (FleetjitError, _call, _closed, _destroyer, _integer, _no_nul, _ordinal,
+                     _unsigned, check, lib)
 
 
 # The compiled launch path (fleetjit/_fastlaunch.c) when it is built and
@@ -179,18 +179,17 @@ class _Handle:
         return self._handle
 
     def close(self):
+        """Refuses new calls at once; destroys the handle once no call that
+        uses it is in flight (for a Runtime: no call at all)."""
         handle, self._handle = self._handle, None
         if not handle:
             return
         destroy = getattr(lib(), self._destroy_name)
         gate = getattr(self, "_gate", None)
-        if self._owner is None:  # a Runtime: destroyed once no call is in flight
+        if self._owner is None:  # a Runtime
             gate.close(lambda: check(destroy(handle)))
-        elif gate.enter():  # else the closed runtime frees it
-            try:
-                check(destroy(handle))
-            finally:
-                gate.exit()
+        else:  # a Module or Stream: its gate is a child of the runtime's
+            gate.close(_destroyer(self._owner._gate, destroy, handle))
 
     def __enter__(self):
         return self
@@ -212,7 +211,7 @@ class Stream(_Handle):
 
     def __init__(self, handle, runtime, device, cu_stream=None):
         super().__init__(handle, runtime)
-        self._gate = runtime._gate
+        self._gate = _fast.new_gate(runtime._gate, handle)
         self.device = device
         self.cu_stream = cu_stream  # the integer CUstream when borrowed, else None
 
@@ -221,9 +220,10 @@ class Stream(_Handle):
 
     def close(self):
         if self.cu_stream is not None and self._owner is not None:
-            by_cu = getattr(self._owner, "_fj_by_cu", {})
-            if by_cu.get(self.cu_stream) == self._handle:
-                del by_cu[self.cu_stream]
+            gates = getattr(self._owner, "_gates_by_cu", {})
+            if gates.get(self.cu_stream) is self._gate:
+                del gates[self.cu_stream]
+                getattr(self._owner, "_fj_by_cu", {}).pop(self.cu_stream, None)
         super().close()
 
 
@@ -232,6 +232,8 @@ class DeviceBuffer:
 
     def __init__(self, runtime, device, nbytes, address):
         self._runtime = runtime
+        # Its methods' calls in flight: close() frees the memory once they return.
+        self._gate = _fast.new_gate(runtime._gate, address)
         runtime._buffers.add(self)  # zeroed when the runtime closes
         self.device = device
         self.nbytes = nbytes
@@ -241,14 +243,22 @@ class DeviceBuffer:
     def closed(self):
         return not self.device_address or self._runtime.closed
 
+    def _live(self):
+        """The runtime's handle (the first argument of its calls); refused
+        once the buffer is closed."""
+        if self.closed:
+            raise FleetjitError("INVALID_ARGUMENT", "this DeviceBuffer is closed")
+        return self._runtime._live()
+
     def upload(self, data, stream: Optional[Stream] = None):
         """Copies host bytes (any buffer) to the start of the buffer."""
         view = memoryview(data).cast("B")
         if view.nbytes > self.nbytes:
             raise FleetjitError("OUT_OF_RANGE", f"{view.nbytes} bytes into a {self.nbytes}-byte buffer")
         src = (ctypes.c_char * view.nbytes).from_buffer_copy(view)
-        _call(self._runtime, lib().fj_memcpy_htod, self.device_address, src,
-              view.nbytes, stream._live() if stream else None)
+        _call(self, lib().fj_memcpy_htod, self.device_address, src,
+              view.nbytes, stream._live() if stream else None,
+              using=(stream,) if stream else ())
 
     def download(self, nbytes: Optional[int] = None) -> bytes:
         """Copies the buffer (or its first nbytes) back to the host."""
@@ -256,7 +266,7 @@ class DeviceBuffer:
         if n < 0:
             raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {n}: a size is not negative")
         dst = ctypes.create_string_buffer(n)
-        _call(self._runtime, lib().fj_memcpy_dtoh, dst, self.device_address, n, None)
+        _call(self, lib().fj_memcpy_dtoh, dst, self.device_address, n, None)
         return dst.raw
 
     def copy_from(self, src: "DeviceBuffer", nbytes: Optional[int] = None,
@@ -269,23 +279,27 @@ class DeviceBuffer:
             raise FleetjitError("OUT_OF_RANGE",
                                 f"{n} bytes from a {src.nbytes}-byte buffer into a "
                                 f"{self.nbytes}-byte buffer")
-        _call(self._runtime, lib().fj_memcpy_dtod, self.device_address,
+        _call(self, lib().fj_memcpy_dtod, self.device_address,
               src.device_address, n,
-              stream._live() if stream else None)
+              stream._live() if stream else None,
+              using=(src, stream) if stream else (src,))
 
     def fill(self, value: int):
         """Sets every byte to `value` (0 to 255)."""
         value = _unsigned(value, 8, "the fill value")
-        _call(self._runtime, lib().fj_memset_d8, self.device_address, value,
+        _call(self, lib().fj_memset_d8, self.device_address, value,
               self.nbytes, None)
 
     def close(self):
+        """Refuses new calls at once; frees the memory once none of the
+        buffer's own calls (upload, download...) is in flight. (A launch or
+        copy that takes it as an argument is the caller's to finish first,
+        as for the GPU work it queues.)"""
         address, self.device_address = self.device_address, 0
-        if address and self._runtime._gate.enter():  # else freed with the runtime
-            try:
-                check(lib().fj_mem_free(self._runtime._live(), address))
-            finally:
-                self._runtime._gate.exit()
+        if address:  # freed with the runtime if that closes first
+            runtime = self._runtime
+            self._gate.close(_destroyer(
+                runtime._gate, lambda a: lib().fj_mem_free(runtime._live(), a), address))
 
     def __enter__(self):
         return self
@@ -313,7 +327,7 @@ class Kernel:
         if _fast.module is not None and type(self).launch is Kernel.launch:
             runtime = module._runtime
             self.launch = _fast.module.bind(self, handle, _fast.launch_address, module,
-                                            self._gate, runtime._fj_by_cu, globals(),
+                                            self._gate, runtime._gates_by_cu, globals(),
                                             self._cai_dtypes())
 
     def _live(self):
@@ -392,8 +406,8 @@ class Kernel:
         # The compiled path takes a shared_bytes that is an int fitting
         # uint32 and leaves any other to the ctypes path, which refuses it.
         if fast is not None and cluster is None and self._module._handle:
-            if not self._gate.enter():
-                raise FleetjitError("INVALID_ARGUMENT", "this Runtime is closed")
+            if not self._gate.enter():  # the module's (a child of the runtime's)
+                raise _closed(self)
             try:
                 if self._launch_fast(fast, grid, block, args, stream, shared_bytes):
                     return
@@ -405,21 +419,30 @@ class Kernel:
         """True when the compiled path launched; False for an argument the
         ctypes path packs or refuses."""
         runtime = self._module._runtime
+        sgate = None
         if stream is None:
             fjs, obj = 0, None
         elif type(stream) is Stream:
             fjs, obj = stream._live(), None
+            sgate = stream._gate  # entered: the stream is not destroyed under the launch
+            if not sgate.enter():
+                raise _closed(stream)
         else:
-            fjs, obj = 0, stream
-        dtypes = self._torch_dtypes
-        if dtypes is _UNSET:  # until torch is imported
-            dtypes = self._fast_dtypes()
-        for _ in range(2):
-            r = fast.launch(_fast.launch_address, self._handle, grid, block, shared_bytes,
-                            fjs, obj, runtime._fj_by_cu, args, dtypes, self._cai_dtypes())
-            if type(r) is not tuple:
-                break
-            runtime.wrap_stream(r[1], self.device)  # a framework stream not wrapped yet
+            fjs, obj = 0, stream  # a wrapped Stream's gate: entered by fast.launch
+        try:
+            dtypes = self._torch_dtypes
+            if dtypes is _UNSET:  # until torch is imported
+                dtypes = self._fast_dtypes()
+            for _ in range(2):
+                r = fast.launch(_fast.launch_address, self._handle, grid, block, shared_bytes,
+                                fjs, obj, runtime._gates_by_cu, args, dtypes,
+                                self._cai_dtypes())
+                if type(r) is not tuple:
+                    break
+                runtime.wrap_stream(r[1], self.device)  # a framework stream not wrapped yet
+        finally:
+            if sgate is not None:
+                sgate.exit()
         if type(r) is int:
             check(r)
         return r is None
@@ -428,7 +451,7 @@ class Kernel:
         """The pure-ctypes launch (no compiled module, or an argument the
         compiled path leaves to it)."""
         runtime = self._module._runtime
-        fj_stream, cu_stream = runtime._resolve_stream(stream, self.device)
+        fj_stream, cu_stream, using = runtime._resolve_stream(stream, self.device)
         cfg = _ffi.new(_ffi.fj_launch_config)
         for dst, value, default, what in ((cfg.grid, grid, 1, "grid"),
                                           (cfg.block, block, 1, "block"),
@@ -442,7 +465,7 @@ class Kernel:
                                        dtypes=self._dl_dtypes())
         _call(self, lib().fj_launch, ctypes.byref(cfg),
               ctypes.cast(arr, ctypes.c_void_p) if arr is not None else None,
-              count)
+              count, using=using)
         del keep  # the library copied what it needs: the tensors may go
 
 
@@ -470,7 +493,9 @@ class Module(_Handle):
     def __init__(self, handle, runtime):
         super().__init__(handle, runtime)
         self._runtime = runtime
-        self._gate = runtime._gate
+        # Its calls and its kernels' launches in flight: close() destroys
+        # the module once they return.
+        self._gate = _fast.new_gate(runtime._gate, handle)
 
     @property
     def info(self) -> ModuleInfo:
@@ -552,7 +577,10 @@ class Runtime(_Handle):
         self._buffers = weakref.WeakSet()
         super().__init__(out.value)
         self._wrapped_streams = {}
-        self._fj_by_cu = {}  # CUstream -> fj_stream*, for the compiled path
+        self._fj_by_cu = {}  # CUstream -> fj_stream*
+        # CUstream -> the wrapped Stream's gate (its fj_stream* and its calls
+        # in flight), for the compiled path
+        self._gates_by_cu = {}
 
     def close(self):
         # Wrapped streams are the binding's; the runtime releases the rest.
@@ -564,6 +592,7 @@ class Runtime(_Handle):
         self._wrapped_streams = {}
         # Emptied in place: each kernel's compiled launcher holds the dict.
         self.__dict__.setdefault("_fj_by_cu", {}).clear()
+        self.__dict__.setdefault("_gates_by_cu", {}).clear()
         for b in list(getattr(self, "_buffers", ())):
             b.device_address = 0  # freed with the runtime: launches refuse it
         super().close()
@@ -761,14 +790,17 @@ class Runtime(_Handle):
         s = Stream(out.value, self, device, cu_stream=cu_stream)
         self._wrapped_streams[key] = s
         self._fj_by_cu[cu_stream] = out.value
+        self._gates_by_cu[cu_stream] = s._gate  # its handle, and its calls in flight
         return s
 
     def _resolve_stream(self, stream, device):
-        """(fj_stream* or None, integer CUstream or None) for a launch."""
+        """(fj_stream* or None, integer CUstream or None, (the Stream,) or ())
+        for a launch: the call passes the last to _call(using=...), so that
+        the stream is not destroyed under the call."""
         if stream is None:
-            return None, None
+            return None, None, ()
         if isinstance(stream, Stream):
-            return stream._live(), stream.cu_stream
+            return stream._live(), stream.cu_stream, (stream,)
         handle = stream
         if not isinstance(handle, int):
             handle = getattr(stream, "cuda_stream", None)  # torch.cuda.Stream
@@ -779,5 +811,6 @@ class Runtime(_Handle):
                                     f"stream must be None, a fleetjit Stream, an integer CUstream "
                                     f"or a torch/CuPy stream, not {type(stream).__name__}")
         if handle == 0:  # the legacy default stream: no wrapper needed
-            return None, None
-        return self.wrap_stream(handle, device)._live(), handle
+            return None, None, ()
+        s = self.wrap_stream(handle, device)
+        return s._live(), handle, (s,)

@@ -162,8 +162,8 @@ class RuntimeTest(unittest.TestCase):
         with self.assertRaises(fleetjit.FleetjitError):
             self.rt._resolve_stream(TorchLikeStream(), 0)
         # The legacy default stream needs no wrapper.
-        self.assertEqual(self.rt._resolve_stream(0, 0), (None, None))
-        self.assertEqual(self.rt._resolve_stream(None, 0), (None, None))
+        self.assertEqual(self.rt._resolve_stream(0, 0), (None, None, ()))
+        self.assertEqual(self.rt._resolve_stream(None, 0), (None, None, ()))
         with self.assertRaises(fleetjit.FleetjitError):
             self.rt._resolve_stream("stream", 0)
 

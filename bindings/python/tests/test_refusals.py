@@ -1,7 +1,8 @@
 """Bad input and races found by an adversarial review, on the fake CUDA
 driver: each is refused by name (the same refusal from the compiled launch
-path and the ctypes path), and Runtime.close() on another thread never
-frees the runtime under a running build or launch."""
+path and the ctypes path), and close() of a Runtime, Module, Stream,
+DeviceBuffer or BuildFuture on another thread never frees it under a
+running call that uses it (a build, a launch, a copy, a wait)."""
 import ctypes
 import math
 import os
@@ -253,6 +254,121 @@ class CloseWhileInFlightTest(FakeDriverTest):
                            cwd=os.path.dirname(os.path.abspath(__file__)),
                            capture_output=True, text=True, timeout=300)
         self.assertEqual((r.returncode, r.stdout.strip()), (0, "survived"), r.stderr[-2000:])
+
+    def test_module_stream_and_buffer_close_wait_for_a_call_in_flight(self):
+        fj = _ffi.load()
+        destroyed = []
+        names = ("fj_module_destroy", "fj_stream_destroy", "fj_mem_free")
+        real = {n: getattr(fj, n) for n in names}
+        for n in names:
+            setattr(fj, n, lambda *a, n=n: destroyed.append(n) or real[n](*a))
+        try:
+            s = self.rt.create_stream()
+            for obj, name, refusal in (
+                    (self.mod, "fj_module_destroy", "the kernel's module is closed"),
+                    (s, "fj_stream_destroy", "this Stream is closed"),
+                    (self.buf, "fj_mem_free", "this DeviceBuffer is closed")):
+                gate = obj._gate
+                self.assertIs(gate.parent, self.rt._gate)
+                self.assertTrue(gate.enter())  # as a launch or copy on another thread
+                obj.close()
+                self.assertEqual(destroyed, [])  # not under the call in flight
+                with self.assertRaises(fleetjit.InvalidArgumentError) as cm:
+                    if obj is s:
+                        s.synchronize()
+                    elif obj is self.buf:
+                        self.buf.fill(0)
+                    else:
+                        self.k.launch(1, 32, [self.buf, self.buf, 1.0, 16])
+                self.assertIn(refusal, cm.exception.message)
+                gate.exit()  # the last call out destroys it
+                self.assertEqual(destroyed, [name])
+                destroyed.clear()
+            self.assertTrue(self.rt.alloc(16))  # the runtime is untouched
+        finally:
+            for n in names:
+                setattr(fj, n, real[n])
+
+    def _stress(self, child, rounds):
+        """Runs `child` (argv: the fake driver, rounds) in a fresh interpreter
+        with freed memory poisoned, so that a call on a destroyed handle
+        crashes or hangs rather than passing silently; it must print survived."""
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), MALLOC_PERTURB_="85")
+        try:
+            r = subprocess.run([sys.executable, "-c", textwrap.dedent(child), FAKE,
+                                str(rounds)], env=env,
+                               cwd=os.path.dirname(os.path.abspath(__file__)),
+                               capture_output=True, text=True, timeout=240)
+        except subprocess.TimeoutExpired:
+            self.fail("hung: a close() under a call in flight")
+        self.assertEqual((r.returncode, r.stdout.strip()[-8:]), (0, "survived"),
+                         r.stdout[-1000:] + r.stderr[-2000:])
+
+    # One child for the three races: each round, three threads call on a
+    # module's kernel, a stream or a buffer while the main thread closes it.
+    RACE = """
+        import sys, threading, time
+        import _env, fleetjit
+        rt = fleetjit.Runtime(libcuda=sys.argv[1], disk_cache=False)
+        seen = set()
+        for rnd in range(int(sys.argv[2])):
+            m = rt.build(_env.SAXPY, name="saxpy.cu", target="compute_90")
+            k = m.kernel("saxpy")
+            b, s = rt.alloc(64), rt.create_stream()
+            victim = (m, s, b)[rnd % 3]
+            def use():
+                while True:
+                    try:
+                        if victim is m:
+                            k.launch(1, 32, [b, b, 1.0, 16])
+                        elif victim is s:
+                            k.launch(1, 32, [b, b, 1.0, 16], stream=s)
+                            s.synchronize()
+                        else:
+                            b.fill(0)
+                            b.download(16)
+                    except fleetjit.InvalidArgumentError as e:
+                        seen.add(e.message)
+                        return
+            ts = [threading.Thread(target=use) for _ in range(3)]
+            [t.start() for t in ts]
+            time.sleep(0.001)
+            victim.close()
+            [t.join(60) for t in ts]
+            m.close(), s.close(), b.close()
+        # Refused by the binding, never a destroyed handle reaching the library
+        assert seen <= {"the kernel's module is closed", "this Stream is closed",
+                        "this DeviceBuffer is closed"}, seen
+        print("survived")
+        """
+
+    def test_close_of_a_module_stream_or_buffer_under_calls_in_flight(self):
+        self._stress(self.RACE, 300)
+
+    def test_build_future_close_under_waiting_threads(self):
+        self._stress("""
+            import sys, threading, time
+            import _env, fleetjit
+            rt = fleetjit.Runtime(libcuda=sys.argv[1], disk_cache=False)
+            seen = set()
+            for rnd in range(int(sys.argv[2])):
+                fut = rt.build_async(_env.unique(_env.SAXPY), target="sm_90", cache=False)
+                def wait():
+                    for _ in range(200):
+                        try:
+                            fut.done()
+                            fut.wait(0.001)
+                        except fleetjit.InvalidArgumentError as e:
+                            seen.add(e.message)
+                            return
+                ts = [threading.Thread(target=wait) for _ in range(2)]
+                [t.start() for t in ts]
+                time.sleep(0.003)
+                fut.close()
+                [t.join(60) for t in ts]
+            assert seen <= {"this build is closed"}, seen
+            print("survived")
+            """, 60)
 
     def test_build_future_after_close_names_the_runtime(self):
         fut = self.rt.build_async(_env.unique(_env.SAXPY), target="sm_90")
