@@ -51,9 +51,10 @@ class BuildFuture:
         self._taken = False
 
     def _live(self):
-        if not self._handle or self._runtime.closed:
+        handle = self._handle  # one read, as runtime._Handle._live
+        if not handle or self._runtime.closed:
             raise FleetjitError("INVALID_ARGUMENT", "this build is closed")
-        return self._handle
+        return handle
 
     def done(self) -> bool:
         """Whether the build has finished (successfully or not). Never blocks."""

@@ -174,9 +174,13 @@ class _Handle:
         return not self._handle or (self._owner is not None and self._owner.closed)
 
     def _live(self):
-        if self.closed:
+        # One read: close() on another thread may clear _handle between a
+        # check and a second read (a NULL then reached the library). The
+        # handle read stays valid while the caller's gate entry holds it.
+        handle = self._handle
+        if not handle or (self._owner is not None and self._owner.closed):
             raise FleetjitError("INVALID_ARGUMENT", f"this {type(self).__name__} is closed")
-        return self._handle
+        return handle
 
     def close(self):
         """Refuses new calls at once; destroys the handle once no call that
