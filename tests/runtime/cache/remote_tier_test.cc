@@ -247,7 +247,10 @@ TEST(RemoteTierTest, OutagesCostBoundedTimeAndTheBreakerRecovers) {
     EXPECT_LT(Ms(start), kTimeoutMs + kSlackMs);
     const CacheStats open_after = cache.stats();
     EXPECT_EQ(open_after.remote_skipped, open_before.remote_skipped + 1);
-    EXPECT_EQ(open_after.remote_errors, open_before.remote_errors);
+    // No read was answered either (remote_errors also counts the
+    // background writes of earlier items failing, so it may move).
+    EXPECT_EQ(open_after.remote_hits + open_after.remote_misses,
+              open_before.remote_hits + open_before.remote_misses);
 
     if (hang)
       server->Resume();
