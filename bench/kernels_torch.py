@@ -42,6 +42,9 @@ TR_EXTRA = ([(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 
             + [(t, c, st, "FJ_NARROW_INLINE=1") for t, c, st in ((128, 4, 2), (128, 4, 1), (128, 6, 1))]
             + [(t, c, st, "TR_BOX=32 FJ_NARROW_INLINE=1") for t, c, st in ((64, 24, 1), (32, 24, 2), (64, 16, 2),
                                                                           (32, 24, 1))])
+TR_EXTRA += [(128, 4, 1, "TR_L2AHEAD=1"), (128, 5, 1, "TR_L2AHEAD=1"),
+             (128, 4, 1, "TR_L2AHEAD=1 FJ_NARROW_INLINE=1"), (64, 16, 1, "TR_BOX=32 TR_L2AHEAD=1")]
+RMS_EXTRA = [(t, c, st, "RMS_L2AHEAD=1") for t, c, st in ((32, 24, 1), (32, 16, 1), (64, 12, 1), (64, 8, 1), (128, 4, 1))]
 SWEEP_SAMPLES = 3  # each shape briefly; the fastest is timed with SAMPLES
 VARIANTS = [("tma", "tma", None), ("cp_async", "cp_async", None), ("sync", "sync", None),
             ("cp_async@compute_80", "cp_async", "compute_80")]
@@ -203,7 +206,7 @@ def main():
                     tri_fn = lambda: tri[2][(rows,)](x, y, cols, BLOCK=blk)  # noqa: E731
             if tri is None:
                 tri_fn = None
-            shapes = [sh + (None,) for sh in ROW_SHAPES] + (SMX_EXTRA if kind == "softmax" else [])
+            shapes = [sh + (None,) for sh in ROW_SHAPES] + (SMX_EXTRA if kind == "softmax" else RMS_EXTRA)
             ref = torch_fn()
         nbytes = x.numel() * x.element_size()
         a, b = torch.empty(nbytes, dtype=torch.uint8, device="cuda"), torch.empty(nbytes, dtype=torch.uint8, device="cuda")

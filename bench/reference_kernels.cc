@@ -294,6 +294,15 @@ KernelCase RowCase(RowProblem::Kind kind, int rows, int cols) {
   // in one batch). Under sync, its target, it lost on the H200 (RMSNorm
   // 54-62 against 51.6 us; 2026-12-03-h200-transpose-direct-decode-
   // producer-269c5c2.txt).
+  if (rms) {
+    // Each refill also warms L2 with the next group (-DRMS_L2AHEAD=1), for
+    // sync's small CTAs: their load then reads L2.
+    for (Shape s : std::vector<Shape>{
+             {32, 24, 1}, {32, 16, 1}, {64, 12, 1}, {64, 8, 1}, {128, 4, 1}}) {
+      s.define = "RMS_L2AHEAD=1";
+      c.shapes.push_back(s);
+    }
+  }
   if (!rms) {
     // The softmax's row read once from SMEM into registers (about 160
     // registers: fewer resident warps) instead of twice.
@@ -371,6 +380,12 @@ KernelCase TransposeCase(int rows, int cols, const char* what) {
     s.define = "TR_BOX=32 FJ_NARROW_INLINE=1";
     c.shapes.push_back(s);
   }
+  // Each refill also warms L2 with the next tile (-DTR_L2AHEAD=1), for
+  // sync, whose load_tile waits for the block's own loads.
+  c.shapes.push_back({128, 4, 1, "TR_L2AHEAD=1"});
+  c.shapes.push_back({128, 5, 1, "TR_L2AHEAD=1"});
+  c.shapes.push_back({128, 4, 1, "TR_L2AHEAD=1 FJ_NARROW_INLINE=1"});
+  c.shapes.push_back({64, 16, 1, "TR_BOX=32 TR_L2AHEAD=1"});
   c.make = [=](fj_runtime* rt, int device, uint32_t seed) {
     return TransposeProblem::Make(rt, device, seed, rows, cols, 64);
   };

@@ -448,6 +448,10 @@ KernelCase PagedDecodeCase() {
     s.define = "PRODUCER=1";
     c.shapes.push_back(s);
   }
+  // Registers capped for a 4th resident CTA (64 at 256 threads, against
+  // 80): more loads in flight where the threads copy (sync).
+  c.shapes.push_back({256, 1, 3, "MIN_CTAS=4"});
+  c.shapes.push_back({256, 1, 2, "MIN_CTAS=4"});
   // Not here: PRODUCER=0 (the block issues the gathers). Measured on the
   // H200 (2026-12-03-h200-transpose-direct-decode-producer-269c5c2.txt)
   // it lost under every implementation, sync included (527 against 408

@@ -64,6 +64,9 @@
 #ifndef PRODUCER  // producer warps: 4 (two pairs), 2 (one pair: K and V), 1, or
 #define PRODUCER 4  // 0 (the block issues the gathers between slots)
 #endif
+#ifndef MIN_CTAS    // __launch_bounds__' resident CTAs per SM: 3 or 4 caps the
+#define MIN_CTAS 1  // registers (85 or 64 at 256 threads) for more CTAs
+#endif
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif
@@ -120,7 +123,7 @@ __device__ __forceinline__ float exp2_(float x) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32)
+extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
     paged_decode(FJ_TENSOR(unsigned short, 2) k_cache,
                  FJ_TENSOR(unsigned short, 2) v_cache,
                  const unsigned short* __restrict__ q,

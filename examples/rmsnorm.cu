@@ -11,6 +11,11 @@
 //     dynamic shared memory = rmsnorm_smem(W, cols) bytes:
 //       128 + round128(2 * cols) + RMS_STAGES * round128(W * 2 * cols).
 //   - -DRMS_STAGES=N sets the pipeline depth (default 2).
+//   - -DRMS_L2AHEAD=1 also warms L2 with the group after the one each
+//     refill loads (fj::prefetch_l2). Meant for sync, where fj::load is
+//     the block's own loads and waits for them: the refill then reads L2,
+//     and DRAM is busy with a prefetch no thread waits for. (Under tma and
+//     cp_async the copies are already asynchronous.)
 // How it uses <fleetjit/copy.cuh>: the W consecutive rows of a group are
 // one contiguous span, so each stage is ONE fj::load (a bulk copy under
 // tma, cp.async split over the block under cp_async, thread copies under
@@ -23,6 +28,9 @@
 
 #ifndef RMS_STAGES
 #define RMS_STAGES 2
+#endif
+#ifndef RMS_L2AHEAD
+#define RMS_L2AHEAD 0
 #endif
 
 namespace {
@@ -77,6 +85,14 @@ extern "C" __global__ void rmsnorm(const unsigned short* x,
   fj::load(base, w, row_bytes, wbar);
   wbar.arrive();
   const int groups = (rows + warps - 1) / warps;
+  // RMS_L2AHEAD: group g's rows into L2 (block-collective, no wait).
+  auto l2_ahead = [&](const unsigned short* src, int g) {
+    if (g < groups) {
+      fj::prefetch_l2(
+          src + (long long)g * warps * cols,
+          (unsigned long long)min(warps, rows - g * warps) * row_bytes);
+    }
+  };
   for (int s = 0; s < RMS_STAGES; ++s) {
     const int g = blockIdx.x + s * gridDim.x;
     const bool ok = g < groups;
@@ -85,6 +101,7 @@ extern "C" __global__ void rmsnorm(const unsigned short* x,
              n * row_bytes, full[s], ok);
     full[s].arrive();
   }
+  if (RMS_L2AHEAD) l2_ahead(x, blockIdx.x + RMS_STAGES * gridDim.x);
   wbar.wait(0);
 
   // 3. Steady state: normalise group k's rows, then refill the stage.
@@ -128,6 +145,7 @@ extern "C" __global__ void rmsnorm(const unsigned short* x,
     const int next = g + RMS_STAGES * gridDim.x;
     const bool ok = next < groups;
     const int n = ok ? min(warps, rows - next * warps) : 0;
+    if (RMS_L2AHEAD) l2_ahead(x, next + gridDim.x);
     fj::load(stages + s * stage_bytes, x + (long long)next * warps * cols,
              n * row_bytes, full[s], ok);
     full[s].arrive();

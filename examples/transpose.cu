@@ -13,6 +13,9 @@
 //     128 + (TR_STAGES + TR_OUTS) * T * T * 4 bytes, TR_OUTS = 2 under
 //     tma, 1 under cp_async and sync.
 //   - -DTR_STAGES=N sets the number of input tiles in flight (default 3).
+//   - -DTR_L2AHEAD=1 also warms L2 with the tile after the one each refill
+//     loads (fj::prefetch_tile). Meant for sync, whose fj::load_tile is
+//     the block's own loads and waits for them.
 // How it uses <fleetjit/copy.cuh>: each input tile is one fj::load_tile
 // on its stage's barrier (TMA when the tensor has a tensor map); each
 // output tile one fj::store_tile from an SMEM out tile. Under tma, two
@@ -33,6 +36,9 @@
 #endif
 #ifndef TR_BOX
 #define TR_BOX 64
+#endif
+#ifndef TR_L2AHEAD
+#define TR_L2AHEAD 0
 #endif
 #if FJ_COPY_IMPL == 2
 #define TR_OUTS 2
@@ -77,6 +83,13 @@ extern "C" __global__ void TR_REG_CAP transpose(FJ_TENSOR(float, 2) in,
                   t < tiles);
     full[s].arrive();
   }
+  // TR_L2AHEAD: tile t into L2 (block-collective, no wait).
+  auto l2_ahead = [&](int t) {
+    if (TR_L2AHEAD && t < tiles) {
+      fj::prefetch_tile(in, fj::at((t % tiles_x) * T, (t / tiles_x) * T));
+    }
+  };
+  l2_ahead(blockIdx.x + TR_STAGES * gridDim.x);
 
   // 3. Steady state.
   constexpr int Q = T / 4;  // 16-byte chunks per tile row
@@ -118,6 +131,7 @@ extern "C" __global__ void TR_REG_CAP transpose(FJ_TENSOR(float, 2) in,
     fj::commit_group();
     // Refill the stage (the load's block barrier: src is no longer read).
     const int tn = t + TR_STAGES * gridDim.x;
+    l2_ahead(tn + gridDim.x);
     fj::load_tile(src, in, fj::at((tn % tiles_x) * T, (tn / tiles_x) * T),
                   full[s], tn < tiles);
     full[s].arrive();
