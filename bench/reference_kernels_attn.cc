@@ -452,6 +452,9 @@ KernelCase PagedDecodeCase() {
   // 80): more loads in flight where the threads copy (sync).
   c.shapes.push_back({256, 1, 3, "MIN_CTAS=4"});
   c.shapes.push_back({256, 1, 2, "MIN_CTAS=4"});
+  // Each producer warp warms L2 with its next slot's pages (for sync).
+  c.shapes.push_back({256, 1, 3, "DEC_L2AHEAD=1"});
+  c.shapes.push_back({256, 1, 3, "DEC_L2AHEAD=1 MIN_CTAS=4"});
   // Not here: PRODUCER=0 (the block issues the gathers). Measured on the
   // H200 (2026-12-03-h200-transpose-direct-decode-producer-269c5c2.txt)
   // it lost under every implementation, sync included (527 against 408

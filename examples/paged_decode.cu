@@ -67,6 +67,9 @@
 #ifndef MIN_CTAS    // __launch_bounds__' resident CTAs per SM: 3 or 4 caps the
 #define MIN_CTAS 1  // registers (85 or 64 at 256 threads) for more CTAs
 #endif
+#ifndef DEC_L2AHEAD    // 1: each producer warp warms L2 with its next slot's
+#define DEC_L2AHEAD 0  // pages before its gather (for sync: the gather then
+#endif                 // reads L2 while DRAM serves a prefetch)
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif
@@ -207,6 +210,28 @@ extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
       unsigned short* slot = slot_of(st);
       fj::barrier& bar = full[st];
       empty[st].wait(phase ^ 1);
+#if DEC_L2AHEAD
+      // The warp's next slot: two 128-byte lines per page row, a lane each.
+      if (k + pairs < slots) {
+        const int kn = k + pairs;
+        const int nn = min(STAGE_PAGES, pages - kn * STAGE_PAGES);
+        for (int i = lane; i < nn * PAGE * 2; i += 32) {
+          const long long row =
+              page_rows[kn * STAGE_PAGES + i / (2 * PAGE)] + (i / 2) % PAGE;
+          const int line = (i % 2) * 128;
+          if (gather_k) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(
+                (const char*)(k_cache.data() + row * k_cache.stride(1)) +
+                line));
+          }
+          if (gather_v) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(
+                (const char*)(v_cache.data() + row * v_cache.stride(1)) +
+                line));
+          }
+        }
+      }
+#endif
       if (gather_k) {
         fj::gather_tiles(fj::warp, slot, k_cache, fj::at(0, 0), 1,
                          page_rows + k * STAGE_PAGES, n, bar);
