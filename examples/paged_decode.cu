@@ -64,8 +64,14 @@
 #ifndef PRODUCER  // producer warps: 4 (two pairs), 2 (one pair: K and V), 1, or
 #define PRODUCER 4  // 0 (the block issues the gathers between slots)
 #endif
-#ifndef MIN_CTAS    // __launch_bounds__' resident CTAs per SM: 3 or 4 caps the
-#define MIN_CTAS 1  // registers (85 or 64 at 256 threads) for more CTAs
+// -DMIN_CTAS=N: __launch_bounds__' resident CTAs per SM (4 caps the
+// registers at 64 for 256 threads). Left out, the bound names no minimum:
+// ptxas' own choice, not that of a minimum of 1 (116 registers under tma
+// against 80 on the H200).
+#ifdef MIN_CTAS
+#define DEC_BOUNDS __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
+#else
+#define DEC_BOUNDS __launch_bounds__((WARPS + PRODUCER) * 32)
 #endif
 #ifndef DEC_L2AHEAD    // 1: each producer warp warms L2 with its next slot's
 #define DEC_L2AHEAD 0  // pages before its gather (for sync: the gather then
@@ -126,15 +132,12 @@ __device__ __forceinline__ float exp2_(float x) {
 
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
-    paged_decode(FJ_TENSOR(unsigned short, 2) k_cache,
-                 FJ_TENSOR(unsigned short, 2) v_cache,
-                 const unsigned short* __restrict__ q,
-                 const int* __restrict__ page_table,
-                 const int* __restrict__ seq_lens, int max_pages,
-                 float scale_log2, float* __restrict__ part,
-                 unsigned* __restrict__ counters,
-                 unsigned short* __restrict__ out) {
+extern "C" __global__ void DEC_BOUNDS paged_decode(
+    FJ_TENSOR(unsigned short, 2) k_cache, FJ_TENSOR(unsigned short, 2) v_cache,
+    const unsigned short* __restrict__ q, const int* __restrict__ page_table,
+    const int* __restrict__ seq_lens, int max_pages, float scale_log2,
+    float* __restrict__ part, unsigned* __restrict__ counters,
+    unsigned short* __restrict__ out) {
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int heads = gridDim.y, max_chunks = gridDim.x;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
