@@ -202,8 +202,7 @@ def decode_configs(quick):
                        dict(NSTAGES=6, STAGE_PAGES=4, WARPS=8),
                        dict(NSTAGES=2, PRODUCER=0),
                        dict(NSTAGES=2, STAGE_PAGES=4, PRODUCER=0),
-                       dict(MIN_CTAS=4), dict(MIN_CTAS=4, NSTAGES=2),
-                       dict(DEC_L2AHEAD=1), dict(DEC_L2AHEAD=1, MIN_CTAS=4)):
+                       dict(MIN_CTAS=4), dict(MIN_CTAS=4, NSTAGES=2)):
             configs.append({**base, **change})
     return configs
 
@@ -241,8 +240,7 @@ def run_decode(rt, quick, examples, results, only_case=None):
             tag = (f"S{cfg['NSTAGES']} P{cfg['STAGE_PAGES']} "
                    f"C{cfg['CHUNK_PAGES']} W{cfg['WARPS']} "
                    f"{('producer x%d' % cfg['PRODUCER']) if cfg['PRODUCER'] else 'block'}"
-                   + (f" min{cfg['MIN_CTAS']}" if "MIN_CTAS" in cfg else "")
-                   + (" l2ahead" if cfg.get("DEC_L2AHEAD") else ""))
+                   + (f" min{cfg['MIN_CTAS']}" if "MIN_CTAS" in cfg else ""))
             try:
                 launch, out, kern, smem = decode_launcher(rt, src, impl, cfg, d)
             except fleetjit.FleetjitError as e:

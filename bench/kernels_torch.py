@@ -42,13 +42,9 @@ TR_EXTRA = ([(t, c, st, "FJ_FAST_UNROLL=4") for t, c, st in ((128, 4, 1), (128, 
             + [(t, c, st, "FJ_NARROW_INLINE=1") for t, c, st in ((128, 4, 2), (128, 4, 1), (128, 6, 1))]
             + [(t, c, st, "TR_BOX=32 FJ_NARROW_INLINE=1") for t, c, st in ((64, 24, 1), (32, 24, 2), (64, 16, 2),
                                                                           (32, 24, 1))])
-TR_EXTRA += [(128, 4, 1, "TR_L2AHEAD=1"), (128, 5, 1, "TR_L2AHEAD=1"),
-             (128, 4, 1, "TR_L2AHEAD=1 FJ_NARROW_INLINE=1"), (64, 16, 1, "TR_BOX=32 TR_L2AHEAD=1")]
+TR_EXTRA += [(128, 4, 1, "TR_L2AHEAD=1"), (128, 4, 1, "TR_L2AHEAD=1 FJ_NARROW_INLINE=1")]
 RMS_EXTRA = ([(t, c, st, "RMS_L2AHEAD=1") for t, c, st in ((32, 24, 1), (32, 16, 1), (64, 12, 1), (64, 8, 1), (128, 4, 1))]
-             + [(32, 24, 1, "RMS_L2AHEAD=2")]
-             + [(t, c, 1, d) for d in ("RMS_W_GMEM=1", "RMS_W_GMEM=1 RMS_L2AHEAD=1", "RMS_W_GMEM=1 RMS_L2AHEAD=2")
-                for t, c in ((32, 24), (64, 12))]
-             + [(128, 5, 1, "RMS_W_GMEM=1"), (128, 3, 2, "RMS_W_GMEM=1")])
+             + [(32, 24, 1, "RMS_L2AHEAD=2")])
 SWEEP_SAMPLES = 3  # each shape briefly; the fastest is timed with SAMPLES
 VARIANTS = [("tma", "tma", None), ("cp_async", "cp_async", None), ("sync", "sync", None),
             ("cp_async@compute_80", "cp_async", "compute_80")]
@@ -195,8 +191,7 @@ def main():
                 torch_name = "F.rms_norm"
                 args = [x, w, y, fleetjit.i32(rows), fleetjit.i32(cols), fleetjit.f32(eps)]
                 macro = "RMS_STAGES"
-                smem = lambda t, st, impl, d=None: (128 + (0 if "RMS_W_GMEM=1" in (d or "").split() else r128(2 * cols))  # noqa: E731
-                                                    + st * r128(2 * cols * (t // 32)))
+                smem = lambda t, st, impl, d=None: 128 + r128(2 * cols) + st * r128(2 * cols * (t // 32))  # noqa: E731
                 if tri is not None:
                     blk = tri[0].next_power_of_2(cols)
                     tri_fn = lambda: tri[1][(rows,)](x, w, y, cols, eps, BLOCK=blk)  # noqa: E731

@@ -449,12 +449,13 @@ KernelCase PagedDecodeCase() {
     c.shapes.push_back(s);
   }
   // Registers capped for a 4th resident CTA (64 at 256 threads, against
-  // 80): more loads in flight where the threads copy (sync).
+  // 80): more loads in flight where the threads copy (sync: 1.006-1.009
+  // of the copy against 0.95, H200, 2026-12-04).
   c.shapes.push_back({256, 1, 3, "MIN_CTAS=4"});
   c.shapes.push_back({256, 1, 2, "MIN_CTAS=4"});
-  // Each producer warp warms L2 with its next slot's pages (for sync).
-  c.shapes.push_back({256, 1, 3, "DEC_L2AHEAD=1"});
-  c.shapes.push_back({256, 1, 3, "DEC_L2AHEAD=1 MIN_CTAS=4"});
+  // Not here: each producer warp prefetching its next slot's pages into L2
+  // before its gather. Under sync it measured 256.5 against 258.7 us (S3),
+  // and with MIN_CTAS=4 it lost (289 us); docs/measurements.md.
   // Not here: PRODUCER=0 (the block issues the gathers). Measured on the
   // H200 (2026-12-03-h200-transpose-direct-decode-producer-269c5c2.txt)
   // it lost under every implementation, sync included (527 against 408

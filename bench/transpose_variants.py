@@ -29,7 +29,7 @@ from kernels_torch import gpu_ms, torch_and_fleetjit, verdict  # noqa: E402
 # Build options of the example tried (-D...); TR_BOX picks the tile.
 VARIANTS = [(), ("FJ_NARROW_INLINE=1",), ("TR_BOX=32",), ("TR_BOX=32", "FJ_NARROW_INLINE=1"),
             ("TR_BOX=32", "TR_MAXNREG=64"), ("TR_BOX=32", "TR_MAXNREG=64", "FJ_NARROW_INLINE=1"),
-            ("TR_L2AHEAD=1",), ("TR_L2AHEAD=1", "FJ_NARROW_INLINE=1"), ("TR_BOX=32", "TR_L2AHEAD=1")]
+            ("TR_L2AHEAD=1", "FJ_NARROW_INLINE=1")]
 # (threads, CTAs per SM, stages) per box.
 SHAPES = {64: [(128, 4, 1), (128, 5, 1), (128, 6, 1), (128, 4, 2), (256, 2, 3)],
           32: [(64, 16, 2), (64, 24, 1), (128, 12, 2), (32, 24, 1), (32, 24, 2), (64, 16, 1)]}

@@ -64,18 +64,17 @@
 #ifndef PRODUCER  // producer warps: 4 (two pairs), 2 (one pair: K and V), 1, or
 #define PRODUCER 4  // 0 (the block issues the gathers between slots)
 #endif
-// -DMIN_CTAS=N: __launch_bounds__' resident CTAs per SM (4 caps the
-// registers at 64 for 256 threads). Left out, the bound names no minimum:
-// ptxas' own choice, not that of a minimum of 1 (116 registers under tma
-// against 80 on the H200).
+// -DMIN_CTAS=N: __launch_bounds__' resident CTAs per SM. 4 caps the
+// registers at 64 for 256 threads: a fourth resident CTA, more loads in
+// flight where the threads copy (sync: 248 against 259 us on the H200, 2
+// stages, now level with SDPA). Left out, the bound names no minimum:
+// ptxas' own choice, not that of a minimum of 1 (which took cp_async from
+// 80 to 102 registers).
 #ifdef MIN_CTAS
 #define DEC_BOUNDS __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
 #else
 #define DEC_BOUNDS __launch_bounds__((WARPS + PRODUCER) * 32)
 #endif
-#ifndef DEC_L2AHEAD    // 1: each producer warp warms L2 with its next slot's
-#define DEC_L2AHEAD 0  // pages before its gather (for sync: the gather then
-#endif                 // reads L2 while DRAM serves a prefetch)
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif
@@ -213,28 +212,6 @@ extern "C" __global__ void DEC_BOUNDS paged_decode(
       unsigned short* slot = slot_of(st);
       fj::barrier& bar = full[st];
       empty[st].wait(phase ^ 1);
-#if DEC_L2AHEAD
-      // The warp's next slot: two 128-byte lines per page row, a lane each.
-      if (k + pairs < slots) {
-        const int kn = k + pairs;
-        const int nn = min(STAGE_PAGES, pages - kn * STAGE_PAGES);
-        for (int i = lane; i < nn * PAGE * 2; i += 32) {
-          const long long row =
-              page_rows[kn * STAGE_PAGES + i / (2 * PAGE)] + (i / 2) % PAGE;
-          const int line = (i % 2) * 128;
-          if (gather_k) {
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(
-                (const char*)(k_cache.data() + row * k_cache.stride(1)) +
-                line));
-          }
-          if (gather_v) {
-            asm volatile("prefetch.global.L2 [%0];" ::"l"(
-                (const char*)(v_cache.data() + row * v_cache.stride(1)) +
-                line));
-          }
-        }
-      }
-#endif
       if (gather_k) {
         fj::gather_tiles(fj::warp, slot, k_cache, fj::at(0, 0), 1,
                          page_rows + k * STAGE_PAGES, n, bar);

@@ -9,17 +9,13 @@
 //   - Launch: any grid (blocks walk row groups grid-stride), block =
 //     32 * W threads (W warps: one row per warp, W rows per stage),
 //     dynamic shared memory = rmsnorm_smem(W, cols) bytes:
-//       128 + round128(2 * cols) + RMS_STAGES * round128(W * 2 * cols)
-//     (without the round128(2 * cols) of the weights under -DRMS_W_GMEM=1).
+//       128 + round128(2 * cols) + RMS_STAGES * round128(W * 2 * cols).
 //   - -DRMS_STAGES=N sets the pipeline depth (default 2).
 //   - -DRMS_L2AHEAD=N also warms L2 with the N groups after the one each
 //     refill loads (fj::prefetch_l2). Meant for sync, where fj::load is
 //     the block's own loads and waits for them: the refill then reads L2,
 //     and DRAM is busy with prefetches no thread waits for. (Under tma and
 //     cp_async the copies are already asynchronous.)
-//   - -DRMS_W_GMEM=1 reads the weights from global memory (L1 and L2 keep
-//     them) instead of an SMEM copy: less SMEM per CTA, so more resident
-//     CTAs where each is small (sync's one-warp CTAs).
 // How it uses <fleetjit/copy.cuh>: the W consecutive rows of a group are
 // one contiguous span, so each stage is ONE fj::load (a bulk copy under
 // tma, cp.async split over the block under cp_async, thread copies under
@@ -35,9 +31,6 @@
 #endif
 #ifndef RMS_L2AHEAD
 #define RMS_L2AHEAD 0
-#endif
-#ifndef RMS_W_GMEM
-#define RMS_W_GMEM 0
 #endif
 
 namespace {
@@ -77,8 +70,8 @@ extern "C" __global__ void rmsnorm(const unsigned short* x,
   const int lane = threadIdx.x % 32;
   const unsigned row_bytes = 2u * cols;
   const unsigned stage_bytes = round128(warps * row_bytes);
-  const uint4* wv = RMS_W_GMEM ? (const uint4*)w : (const uint4*)base;
-  unsigned char* stages = base + (RMS_W_GMEM ? 0u : round128(row_bytes));
+  const uint4* wv = (const uint4*)base;
+  unsigned char* stages = base + round128(row_bytes);
   __shared__ fj::barrier full[RMS_STAGES], wbar;
   if (threadIdx.x == 0) {
     for (int s = 0; s < RMS_STAGES; ++s) full[s].init(fj::block_threads());
@@ -89,7 +82,7 @@ extern "C" __global__ void rmsnorm(const unsigned short* x,
   // 2. The weights once, then the prologue: group g = blockIdx.x + k *
   //    gridDim.x lands in stage k % RMS_STAGES. A group past the end is
   //    predicated off (its barrier still completes).
-  if (!RMS_W_GMEM) fj::load(base, w, row_bytes, wbar);
+  fj::load(base, w, row_bytes, wbar);
   wbar.arrive();
   const int groups = (rows + warps - 1) / warps;
   // RMS_L2AHEAD: group g's rows into L2 (block-collective, no wait).

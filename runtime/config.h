@@ -39,11 +39,15 @@ struct RuntimeOptions {
   std::optional<jit::CopyImpl> copy_impl_override;
   bool thunks = true;
   // NVRTC precompiled headers for the embedded layer (jit/nvrtc_pch.h):
-  // same outputs, and on the H200 host an include of <fleetjit/copy.cuh>
-  // compiled in 0.58x the time of a kernel without it (bench/results,
-  // 2026-11-30). FLEETJIT_PCH=0 turns them off (a VM where page faults
-  // are dear measured them slower).
-  bool pch = true;
+  // same outputs. Off by default since 2026-12-04: a process's first build
+  // of a kernel on <fleetjit/copy.cuh> (a server's first build, a `fleetjit
+  // build` warm-up job) was faster without them on both machines measured
+  // (build_bench --fresh: examples/pipelined_tiles.cu 165 ms off against
+  // 207 ms with the PCH file warm and 277 ms making it, H200 host; 490
+  // against 559 and 695 ms, 2-core build machine). Inside one process a
+  // PCH then saves ~13 ms per later build (H200 host), so a process that
+  // builds more than about four such kernels gains: FLEETJIT_PCH=1.
+  bool pch = false;
   // Kernels that include <fleetjit/copy.cuh> compile without the layer's
   // slow paths and link a library of them built once per target and
   // implementation (runtime/build/slow_paths.cc, docs/slow-path-library.md).

@@ -50,20 +50,15 @@ std::string MacrosOf(uint32_t row, uint32_t tile, int ctas) {
 }
 
 // The shapes: the shipped one first, then every (row, tile, CTAs/SM) with a
-// row no longer than the tile, each with 128 and 256 threads. The H200's
-// winners sat on the edge of a space of 16-64 KiB tiles and 1-4 CTAs per SM
-// (cp_async and sync: 16 KiB, 4 CTAs), so it also holds 8 KiB tiles and 6
-// and 8 CTAs per SM (two stages of a tile each: 8 CTAs of 16 KiB tiles
-// fill 256 KiB, past an SM's SMEM; such a shape runs fewer at a time and
-// loses on its own).
+// row no longer than the tile, each with 128 and 256 threads.
 tune::TuneSpace WindowSpace(jit::CopyImpl impl, int sm_count) {
   const copy::CopyLaunchShape shipped = copy::CopyShapeFor(impl);
   tune::TuneSpace space;
   space.macro_sets.push_back(MacrosOf(
       shipped.max_row_bytes, shipped.max_tile_bytes, shipped.ctas_per_sm));
   for (uint32_t row : {256u, 512u, 1024u}) {
-    for (uint32_t tile : {8192u, 16384u, 32768u, 65536u}) {
-      for (int ctas : {1, 2, 3, 4, 6, 8}) {
+    for (uint32_t tile : {16384u, 32768u, 65536u}) {
+      for (int ctas : {1, 2, 3, 4}) {
         std::string m = MacrosOf(row, tile, ctas);
         if (m != space.macro_sets.front()) space.macro_sets.push_back(m);
       }
