@@ -156,7 +156,14 @@
 //    under sync / cp_async / tma (167 / 126 / 128 at 8), which took the
 //    paged decode under sync from 0.54 to 0.63 of a copy and the ragged
 //    transpose from 0.37 to 0.39-0.44 (H200). Cap the rest with
-//    __launch_bounds__(threads, blocks per SM) where occupancy matters.
+//    __launch_bounds__(threads, blocks per SM) where occupancy matters:
+//    the paged decode under sync, capped at 4 CTAs of 256 threads (64
+//    registers), went from 0.95 to 1.01 of a copy. Under sync a load waits
+//    for its own bytes, so warm L2 ahead of it: fj::prefetch_l2 /
+//    fj::prefetch_tile of the group the next refill will load (no wait)
+//    took RMSNorm under sync from 0.73 to 0.75-0.78 of a copy and the
+//    ragged transpose from 0.485 to 0.495 (examples/rmsnorm.cu
+//    -DRMS_L2AHEAD, examples/transpose.cu -DTR_L2AHEAD).
 //    One source runs everywhere: a warp-scope producer under cp_async or
 //    sync moves the tile with its 32 lanes only (correct, at a fraction of
 //    the bandwidth), so give the loads to several producer warps, each
