@@ -41,10 +41,11 @@ struct RuntimeOptions {
   // NVRTC precompiled headers for the embedded layer (jit/nvrtc_pch.h):
   // same outputs. Off by default since 2026-12-04: a process's first build
   // of a kernel on <fleetjit/copy.cuh> (a server's first build, a `fleetjit
-  // build` warm-up job) was faster without them on both machines measured
-  // (build_bench --fresh: examples/pipelined_tiles.cu 165 ms off against
-  // 207 ms with the PCH file warm and 277 ms making it, H200 host; 490
-  // against 559 and 695 ms, 2-core build machine). Inside one process a
+  // build` warm-up job) was faster without them, or level, on both machines
+  // measured (build_bench --fresh, examples/pipelined_tiles.cu: H200 host,
+  // two runs, 165 / 198 ms off against 207 / 198 ms with the PCH file warm
+  // and 277 / 248 ms making it; 2-core build machine 490 against 559 and
+  // 695 ms; docs/measurements.md). Inside one process a
   // PCH then saves ~13 ms per later build (H200 host), so a process that
   // builds more than about four such kernels gains: FLEETJIT_PCH=1.
   bool pch = false;
