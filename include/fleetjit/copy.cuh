@@ -279,8 +279,13 @@
 //     the tile itself: the result is the same.
 //  9. Tensor parameters are declared FJ_TENSOR(T, R) and passed to these
 //     functions as they are (by reference): TMA needs the address of the
-//     __grid_constant__ parameter, never a copy. sizeof(T) must equal the
-//     tensor's elem_bytes; element addresses must be aligned to it.
+//     __grid_constant__ parameter, never a copy. A parameter declared
+//     without FJ_TENSOR is a copy in local memory: its first copy call
+//     prints "fleetjit: an fj::tensor given to a copy call is not the
+//     kernel's __grid_constant__ parameter..." and traps, under every
+//     implementation (the launch fails; the check costs nothing where the
+//     parameter is right). sizeof(T) must equal the tensor's elem_bytes;
+//     element addresses must be aligned to it.
 // 10. Limits: one phase may expect at most 2^20 - 1 bytes (all SMEM fits).
 //     Spans are split into bulk/cp.async bodies and bytewise ends, so any
 //     size and alignment works; matching 16-byte alignment is fastest.
@@ -372,7 +377,9 @@ struct tensor {
   // copy does not compile: pass `const fj::tensor<T, R>&`, and declare the
   // kernel's parameter with FJ_TENSOR(T, R). NVRTC still accepts the
   // parameter itself, with the same 320-byte, 64-aligned PTX layout (checked
-  // for sm_80 and sm_90 over examples/, conformance/ and the copy kernels).
+  // for sm_80 and sm_90 over examples/, conformance/ and the copy kernels);
+  // a copy call given such a parameter traps with a message (detail::
+  // checked below).
   tensor() = default;
   tensor(const tensor&) = delete;
   tensor& operator=(const tensor&) = delete;
@@ -403,6 +410,30 @@ static_assert(sizeof(tensor<float, 2>) == 320 &&
               "fj::tensor must have tensor_param's layout");
 
 #define FJ_TENSOR(T, R) const __grid_constant__ fj::tensor<T, R>
+
+namespace detail {
+// A tensor that a copy call is given must live where TMA can read its
+// tensor map: the kernel's __grid_constant__ parameter (FJ_TENSOR) or
+// global memory. A parameter declared without FJ_TENSOR is copied to local
+// memory, where TMA reads garbage. The test folds away for an FJ_TENSOR
+// parameter (the same PTX); for a copied one it fails loudly under every
+// implementation (a message on the device's printf stream, then a trap),
+// so the mistake shows on the GPU it is written on, not only where TMA
+// runs.
+template <class T, int R>
+FJ_DEV const tensor_param& checked(const tensor<T, R>& t) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  if (!__isGridConstant(&t) && !__isGlobal(&t)) {
+    printf(
+        "fleetjit: an fj::tensor given to a copy call is not the kernel's "
+        "__grid_constant__ parameter: declare it FJ_TENSOR(T, R) and pass it "
+        "on as const fj::tensor<T, R>&\n");
+    __trap();
+  }
+#endif
+  return t.p;
+}
+}  // namespace detail
 
 // ---------------------------------------------------------------- threads
 FJ_DEV unsigned block_threads() { return detail::block_threads(); }
@@ -511,37 +542,38 @@ template <class T, int R>
 FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
                       barrier& bar, bool pred = true,
                       pred_mode mode = pred_skip) {
-  impl::load_tile<R>(smem_dst, t.p, c, bar, pred, mode);
+  impl::load_tile<R>(smem_dst, detail::checked(t), c, bar, pred, mode);
 }
 template <class T, int R>
 FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
                       in_group_t g, bool pred = true,
                       pred_mode mode = pred_skip) {
-  impl::load_tile<R>(smem_dst, t.p, c, g, pred, mode);
+  impl::load_tile<R>(smem_dst, detail::checked(t), c, g, pred, mode);
 }
 // The same tile into every CTA in `cta_mask` (hardware multicast on tma).
 template <class T, int R>
 FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t, coords c,
                                 barrier& bar, unsigned short cta_mask,
                                 bool pred = true, pred_mode mode = pred_skip) {
-  impl::load_tile_multicast<R>(smem_dst, t.p, c, bar, cta_mask, pred, mode);
+  impl::load_tile_multicast<R>(smem_dst, detail::checked(t), c, bar, cta_mask,
+                               pred, mode);
 }
 // Stores the box at `smem_src` to the tile of `t` at `c`, in the open
 // group; elements outside the tensor are not written.
 template <class T, int R>
 FJ_DEV void store_tile(const tensor<T, R>& t, coords c, const T* smem_src,
                        bool pred = true) {
-  impl::store_tile<R>(t.p, c, smem_src, pred);
+  impl::store_tile<R>(detail::checked(t), c, smem_src, pred);
 }
 template <class T, int R>
 FJ_DEV void store_tile(block_t, const tensor<T, R>& t, coords c,
                        const T* smem_src, bool pred = true) {
-  impl::store_tile<R>(t.p, c, smem_src, pred);
+  impl::store_tile<R>(detail::checked(t), c, smem_src, pred);
 }
 template <class T, int R>
 FJ_DEV void store_tile(warp_t w, const tensor<T, R>& t, coords c,
                        const T* smem_src, bool pred = true) {
-  impl::store_tile<R>(w, t.p, c, smem_src, pred);
+  impl::store_tile<R>(w, detail::checked(t), c, smem_src, pred);
 }
 
 // Warp-scope tile load: attaches to `bar` (no arrival; see load above).
@@ -549,13 +581,13 @@ template <class T, int R>
 FJ_DEV void load_tile(warp_t w, T* smem_dst, const tensor<T, R>& t, coords c,
                       barrier& bar, bool pred = true,
                       pred_mode mode = pred_skip) {
-  impl::load_tile<R>(w, smem_dst, t.p, c, bar, pred, mode);
+  impl::load_tile<R>(w, smem_dst, detail::checked(t), c, bar, pred, mode);
 }
 template <class T, int R>
 FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
                       barrier& bar, bool pred = true,
                       pred_mode mode = pred_skip) {
-  impl::load_tile<R>(smem_dst, t.p, c, bar, pred, mode);
+  impl::load_tile<R>(smem_dst, detail::checked(t), c, bar, pred, mode);
 }
 
 // ------------------------------------------------------- tile lists
@@ -568,16 +600,16 @@ FJ_DEV void load_tiles(T* smem_dst, const tensor<T, R>& t, const coords* cs,
                        int k, Done& bar, bool pred = true,
                        pred_mode mode = pred_skip) {
   detail::check_done<Done>();
-  impl::load_tiles<R>(block, smem_dst, t.p, detail::coord_list{cs}, k, bar,
-                      pred, mode);
+  impl::load_tiles<R>(block, smem_dst, detail::checked(t),
+                      detail::coord_list{cs}, k, bar, pred, mode);
 }
 template <class Scope, class T, int R, class Done>
 FJ_DEV void load_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
                        const coords* cs, int k, Done& bar, bool pred = true,
                        pred_mode mode = pred_skip) {
   detail::check_done<Done, Scope>();
-  impl::load_tiles<R>(sc, smem_dst, t.p, detail::coord_list{cs}, k, bar, pred,
-                      mode);
+  impl::load_tiles<R>(sc, smem_dst, detail::checked(t), detail::coord_list{cs},
+                      k, bar, pred, mode);
 }
 // A gather (a page table): tile i is the tile at `base` with coordinate
 // `dim` replaced by idx[i] (idx in GMEM or SMEM, read by the issuing
@@ -587,7 +619,7 @@ FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R>& t, coords base,
                          int dim, const int* idx, int k, Done& bar,
                          bool pred = true, pred_mode mode = pred_skip) {
   detail::check_done<Done>();
-  impl::load_tiles<R>(block, smem_dst, t.p,
+  impl::load_tiles<R>(block, smem_dst, detail::checked(t),
                       detail::coord_gather{base, dim, idx}, k, bar, pred, mode);
 }
 template <class Scope, class T, int R, class Done>
@@ -595,8 +627,8 @@ FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
                          coords base, int dim, const int* idx, int k, Done& bar,
                          bool pred = true, pred_mode mode = pred_skip) {
   detail::check_done<Done, Scope>();
-  impl::load_tiles<R>(sc, smem_dst, t.p, detail::coord_gather{base, dim, idx},
-                      k, bar, pred, mode);
+  impl::load_tiles<R>(sc, smem_dst, detail::checked(t),
+                      detail::coord_gather{base, dim, idx}, k, bar, pred, mode);
 }
 
 // --------------------------------------------------------------- prefetch
@@ -617,12 +649,12 @@ FJ_DEV void prefetch_l2(const void* gmem, unsigned long long bytes) {
 }
 template <class T, int R>
 FJ_DEV void prefetch_tile(const tensor<T, R>& t, coords c) {
-  impl::prefetch_tile<R>(t.p, c);
+  impl::prefetch_tile<R>(detail::checked(t), c);
 }
 // Brings the tensor map itself into the cache (tma only; else nothing).
 template <class T, int R>
 FJ_DEV void prefetch_tensormap(const tensor<T, R>& t) {
-  impl::prefetch_tensormap(t.p);
+  impl::prefetch_tensormap(detail::checked(t));
 }
 
 }  // namespace fj

@@ -525,5 +525,44 @@ TEST_F(CopyBuildTest, AWarpTileLoadHasOneExpectTx) {
   EXPECT_GE(Count(a->ptx, std::regex(R"(cp\.async\.bulk\.tensor\.2d)")), 1);
 }
 
+// A tensor parameter declared without FJ_TENSOR is copied to local memory,
+// where TMA cannot read its tensor map. Under every implementation the copy
+// call then prints why and traps; with FJ_TENSOR the check folds away (no
+// trap, no run-time address-space test).
+TEST_F(CopyBuildTest, ATensorParameterWithoutFjTensorTrapsWithAMessage) {
+  const std::string good = R"(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void k(FJ_TENSOR(float, 2) t, float* out) {
+  __shared__ __align__(128) float buf[64 * 64];
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(fj::block_threads());
+  __syncthreads();
+  fj::load_tile(buf, t, fj::at(0, blockIdx.x), bar);
+  bar.arrive_and_wait(0);
+  out[threadIdx.x] = buf[threadIdx.x];
+}
+)";
+  std::string bad = good;
+  const std::string param = "FJ_TENSOR(float, 2) t";
+  bad.replace(bad.find(param), param.size(), "fj::tensor<float, 2> t");
+  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
+                                     {"sm_80", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kSync},
+                                     {"sm_90", CopyImpl::kCpAsync},
+                                     {"sm_90", CopyImpl::kTma}};
+  for (const Combo& c : combos) {
+    SCOPED_TRACE(absl::StrCat(c.target, " ", CopyImplName(c.impl)));
+    auto g = Build(good, c.target, c.impl);
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_FALSE(Has(g->ptx, "trap;"));
+    EXPECT_FALSE(Has(g->ptx, "isspacep"));
+    EXPECT_FALSE(Has(g->ptx, "vprintf"));
+    auto b = Build(bad, c.target, c.impl);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_TRUE(Has(b->ptx, "trap;"));
+    EXPECT_TRUE(Has(b->ptx, "vprintf")) << "the message before the trap";
+  }
+}
+
 }  // namespace
 }  // namespace fleetjit::jit
