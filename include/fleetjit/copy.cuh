@@ -413,8 +413,8 @@ static_assert(sizeof(tensor<float, 2>) == 320 &&
 
 namespace detail {
 // A tensor that a copy call is given must live where TMA can read its
-// tensor map: the kernel's __grid_constant__ parameter (FJ_TENSOR) or
-// global memory. A parameter declared without FJ_TENSOR is copied to local
+// tensor map: the kernel's __grid_constant__ parameter (FJ_TENSOR), global
+// or constant memory. A parameter declared without FJ_TENSOR is copied to local
 // memory, where TMA reads garbage. The test folds away for an FJ_TENSOR
 // parameter (the same PTX); for a copied one it fails loudly under every
 // implementation (a message on the device's printf stream, then a trap),
@@ -423,7 +423,7 @@ namespace detail {
 template <class T, int R>
 FJ_DEV const tensor_param& checked(const tensor<T, R>& t) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  if (!__isGridConstant(&t) && !__isGlobal(&t)) {
+  if (!__isGridConstant(&t) && !__isGlobal(&t) && !__isConstant(&t)) {
     printf(
         "fleetjit: an fj::tensor given to a copy call is not the kernel's "
         "__grid_constant__ parameter: declare it FJ_TENSOR(T, R) and pass it "
