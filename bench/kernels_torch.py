@@ -121,6 +121,17 @@ def torch_and_fleetjit(who):
     return torch, fleetjit
 
 
+def gpu_session(who):
+    """(torch, fleetjit, a fleetjit Runtime, the GPU's SM count, torch's
+    current stream), or None after saying why there is no GPU."""
+    got = torch_and_fleetjit(who)
+    if got is None:
+        return None
+    torch, fleetjit = got
+    return (torch, fleetjit, fleetjit.Runtime(),
+            torch.cuda.get_device_properties(0).multi_processor_count, torch.cuda.current_stream())
+
+
 def verdict(failures):
     """The exit status: 1 after naming each output that differed from
     torch's, else 0."""
@@ -132,16 +143,13 @@ def verdict(failures):
 
 
 def main():
-    got = torch_and_fleetjit("kernels_torch")
+    got = gpu_session("kernels_torch")
     if got is None:
         return 2
-    torch, fleetjit = got
+    torch, fleetjit, rt, sms, stream = got
     import torch.nn.functional as F
 
-    rt = fleetjit.Runtime()
     dev = torch.cuda.get_device_properties(0)
-    sms = dev.multi_processor_count
-    stream = torch.cuda.current_stream()
     src = {n: (ROOT / "examples" / f"{n}.cu").read_text() for n in ("rmsnorm", "softmax", "transpose")}
     tri = triton_kernels()
     gen = torch.Generator(device="cuda").manual_seed(int.from_bytes(__import__("os").urandom(4), "little"))

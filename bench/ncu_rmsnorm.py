@@ -18,7 +18,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
-from kernels_torch import r128, torch_and_fleetjit  # noqa: E402
+from kernels_torch import gpu_session, r128  # noqa: E402
 
 ROWS, COLS, EPS = 8192, 4096, 1e-6
 # (implementation, threads, CTAs per SM, stages, defines)
@@ -27,15 +27,12 @@ VARIANTS = [("sync", 32, 24, 1, ["-DRMS_L2AHEAD=1"]), ("sync", 32, 24, 1, []),
 
 
 def main():
-    got = torch_and_fleetjit("ncu_rmsnorm")
+    got = gpu_session("ncu_rmsnorm")
     if got is None:
         return 2
-    torch, fleetjit = got
+    torch, fleetjit, rt, sms, stream = got
     import torch.nn.functional as F
 
-    rt = fleetjit.Runtime()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    stream = torch.cuda.current_stream()
     src = (ROOT / "examples" / "rmsnorm.cu").read_text()
     x = (torch.rand(ROWS, COLS, device="cuda") * 4 - 2).to(torch.bfloat16)
     w = (torch.rand(COLS, device="cuda") + 0.5).to(torch.bfloat16)

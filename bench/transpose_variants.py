@@ -24,7 +24,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
-from kernels_torch import gpu_ms, torch_and_fleetjit, verdict  # noqa: E402
+from kernels_torch import gpu_ms, gpu_session, verdict  # noqa: E402
 
 # Build options of the example tried (-D...); TR_BOX picks the tile.
 VARIANTS = [(), ("FJ_NARROW_INLINE=1",), ("TR_BOX=32",), ("TR_BOX=32", "FJ_NARROW_INLINE=1"),
@@ -37,14 +37,10 @@ PLAIN = [(32, 8), (64, 8)]  # plain_transpose's (P_T, P_R)
 
 
 def main():
-    got = torch_and_fleetjit("transpose_variants")
+    got = gpu_session("transpose_variants")
     if got is None:
         return 2
-    torch, fleetjit = got
-
-    rt = fleetjit.Runtime()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    stream = torch.cuda.current_stream()
+    torch, fleetjit, rt, sms, stream = got
     example = (ROOT / "examples" / "transpose.cu").read_text()
     plain = (ROOT / "bench" / "kernels" / "plain_transpose.cu").read_text()
     failures = []

@@ -101,6 +101,16 @@ std::vector<Combo> AllCombos() {
   return combos;
 }
 
+// Each implementation on the oldest target that has it, and all three on
+// sm_90.
+std::vector<Combo> EveryImplOnce() {
+  return {{"sm_75", CopyImpl::kSync},
+          {"sm_80", CopyImpl::kCpAsync},
+          {"sm_90", CopyImpl::kSync},
+          {"sm_90", CopyImpl::kCpAsync},
+          {"sm_90", CopyImpl::kTma}};
+}
+
 bool Has(const std::string& ptx, const std::string& needle) {
   return ptx.find(needle) != std::string::npos;
 }
@@ -290,11 +300,7 @@ TEST_F(CopyBuildTest, HeadersAreEmbeddedUnderTheirIncludeNames) {
 // The bundled examples and conformance kernels build under every
 // implementation (on the oldest target that has it, and on sm_90).
 TEST_F(CopyBuildTest, ExamplesAndConformanceKernelsBuild) {
-  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
-                                     {"sm_80", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kSync},
-                                     {"sm_90", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kTma}};
+  const std::vector<Combo> combos = EveryImplOnce();
   std::vector<std::pair<absl::string_view, absl::string_view>> files;
   for (size_t i = 0; i < cli::kBundledKernelsCount; ++i) {
     files.emplace_back(cli::kBundledKernels[i].path,
@@ -367,11 +373,7 @@ std::string EntryBody(const std::string& ptx, const std::string& name) {
 // loads evicted to L2 (+16% L2 write sectors in Nsight Compute) and 10% of
 // the copy's bandwidth on the H200 (bench/copy_bench, sync 0.85x -> 0.93x).
 TEST_F(CopyBuildTest, TileFastPathsAreInlinedWithoutLocalMemory) {
-  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
-                                     {"sm_80", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kSync},
-                                     {"sm_90", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kTma}};
+  const std::vector<Combo> combos = EveryImplOnce();
   for (const Combo& c : combos) {
     SCOPED_TRACE(absl::StrCat(c.target, " ", CopyImplName(c.impl)));
     auto a = Build(kPipelinedCopy, c.target, c.impl);
@@ -487,11 +489,7 @@ int Count(const std::string& ptx, const std::regex& re) {
 TEST_F(CopyBuildTest, WarpScopeCallsHaveNoBlockBarrier) {
   const std::regex block_barrier(
       R"(\b(bar\.sync|barrier\.sync|bar\.cta|barrier\.cta|bar\.red|bar\.arrive)\b)");
-  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
-                                     {"sm_80", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kSync},
-                                     {"sm_90", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kTma}};
+  const std::vector<Combo> combos = EveryImplOnce();
   for (const Combo& c : combos) {
     SCOPED_TRACE(absl::StrCat(c.target, " ", CopyImplName(c.impl)));
     auto a = Build(kWarpScope, c.target, c.impl);
@@ -545,11 +543,7 @@ extern "C" __global__ void k(FJ_TENSOR(float, 2) t, float* out) {
   std::string bad = good;
   const std::string param = "FJ_TENSOR(float, 2) t";
   bad.replace(bad.find(param), param.size(), "fj::tensor<float, 2> t");
-  const std::vector<Combo> combos = {{"sm_75", CopyImpl::kSync},
-                                     {"sm_80", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kSync},
-                                     {"sm_90", CopyImpl::kCpAsync},
-                                     {"sm_90", CopyImpl::kTma}};
+  const std::vector<Combo> combos = EveryImplOnce();
   for (const Combo& c : combos) {
     SCOPED_TRACE(absl::StrCat(c.target, " ", CopyImplName(c.impl)));
     auto g = Build(good, c.target, c.impl);
