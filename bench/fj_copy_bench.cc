@@ -26,6 +26,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "bench/bench_util.h"
 #include "runtime/copy/copy_engine.h"
 #include "runtime/launch/launch.h"
@@ -78,6 +80,30 @@ fj_tensor Tensor2(uint64_t addr, int dev, int64_t* shape, int64_t* strides) {
 void Line(const char* what, double ms, double bytes_moved, double anchor_ms) {
   std::printf("  %-46s %9.3f ms %8.0f GB/s   %.3fx\n", what, ms,
               bytes_moved / (ms * 1e6), anchor_ms / ms);
+}
+
+// The shapes FJ_COPY_BENCH_SHAPES names for `impl`: entries
+// "impl:row/tile/ctas/threads" separated by spaces (row and tile in bytes).
+std::vector<copy::CopyLaunchShape> ExtraShapes(jit::CopyImpl impl) {
+  std::vector<copy::CopyLaunchShape> shapes;
+  const char* env = std::getenv("FJ_COPY_BENCH_SHAPES");
+  if (env == nullptr) return shapes;
+  const std::string want = absl::StrCat(jit::CopyImplName(impl), ":");
+  for (absl::string_view entry : absl::StrSplit(env, ' ', absl::SkipEmpty())) {
+    if (!absl::ConsumePrefix(&entry, want)) continue;
+    copy::CopyLaunchShape shape{};
+    if (std::sscanf(std::string(entry).c_str(), "%u/%u/%d/%d",
+                    &shape.max_row_bytes, &shape.max_tile_bytes,
+                    &shape.ctas_per_sm, &shape.threads) != 4 ||
+        shape.max_row_bytes < 16 || shape.max_tile_bytes < 16 ||
+        shape.ctas_per_sm < 1 || shape.threads < 32 || shape.threads > 1024) {
+      std::fprintf(stderr, "fj_copy_bench: bad FJ_COPY_BENCH_SHAPES entry '%s'\n",
+                   std::string(entry).c_str());
+      std::exit(2);
+    }
+    shapes.push_back(shape);
+  }
+  return shapes;
 }
 
 // 1 and 2: one GPU.
@@ -155,6 +181,16 @@ void LocalCopies(Ctx& c) {
            ms, 2.0 * kBytes, dtod);
     };
     window_row("shipped");
+    // FJ_COPY_BENCH_SHAPES="impl:row/tile/ctas/threads ...": more shapes
+    // timed on this window (a sweep at full size; the tuner's scratch
+    // window is an eighth of it).
+    for (const copy::CopyLaunchShape& extra : ExtraShapes(impl)) {
+      rt.copy().kernels().SetShape(0, impl, extra);
+      window_row(absl::StrFormat("%u/%u/%d/%d", extra.max_row_bytes,
+                                 extra.max_tile_bytes, extra.ctas_per_sm,
+                                 extra.threads));
+    }
+    rt.copy().kernels().SetShape(0, impl, copy::CopyShapeFor(impl));
     // The device's own shape (runtime/runtime_copy_tune.cc): tuned here
     // on a first run, read from the cache folder on later ones.
     absl::StatusOr<TuneOutcome> tuned = rt.TuneCopyWindow(0, impl);

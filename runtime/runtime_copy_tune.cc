@@ -50,14 +50,17 @@ std::string MacrosOf(uint32_t row, uint32_t tile, int ctas) {
 }
 
 // The shapes: the shipped one first, then every (row, tile, CTAs/SM) with a
-// row no longer than the tile, each with 128 and 256 threads.
+// row no longer than the tile, each with 128 and 256 threads. Rows run from
+// 512 bytes to 64 KiB: a tile of whole rows reads one run of memory per row
+// (past 1 KiB of f32, tma copies it as boxes of 256 elements).
 tune::TuneSpace WindowSpace(jit::CopyImpl impl, int sm_count) {
   const copy::CopyLaunchShape shipped = copy::CopyShapeFor(impl);
   tune::TuneSpace space;
   space.macro_sets.push_back(MacrosOf(
       shipped.max_row_bytes, shipped.max_tile_bytes, shipped.ctas_per_sm));
-  for (uint32_t row : {256u, 512u, 1024u}) {
+  for (uint32_t row : {512u, 1024u, 4096u, 16384u, 65536u}) {
     for (uint32_t tile : {16384u, 32768u, 65536u}) {
+      if (row > tile) continue;
       for (int ctas : {1, 2, 3, 4}) {
         std::string m = MacrosOf(row, tile, ctas);
         if (m != space.macro_sets.front()) space.macro_sets.push_back(m);

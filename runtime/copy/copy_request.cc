@@ -236,8 +236,12 @@ TileShape ChooseTiles(const TensorDesc& dst, bool gather,
   if (gather && rank == 1) {
     t.box[0] = 1;
   } else {
-    const int64_t cap =
-        std::min<int64_t>(256, std::max<uint32_t>(16, max_row_bytes) / eb);
+    // Past 256 elements (TMA's box limit) the layer splits a row into
+    // hardware boxes of 256 under tma (HardwareBox): a power of two over
+    // 256 always splits, and a long row reads a page of memory in one run.
+    const int64_t cap = std::min<int64_t>(
+        kMaxTileRowElems,
+        std::max<uint32_t>(16, std::min(max_row_bytes, max_tile_bytes)) / eb);
     int64_t want = 1;
     while (want < extent(0) && want < cap) want *= 2;
     t.box[0] = static_cast<int32_t>(std::max<int64_t>(want, 16 / eb));

@@ -128,9 +128,12 @@ struct TileShape {
 
 // Chooses the tile for copying into `dst` with tiles of at most
 // `max_tile_bytes`: an inner extent of up to `max_row_bytes` (a power of two
-// of at least 16 bytes, as TMA wants; at most 256 elements, TMA's box limit),
-// then outer dimensions innermost-first up to the budget (256 each). With a
-// gather the outermost dimension's box is 1 (each row has its own source).
+// of at least 16 bytes, as TMA wants, no longer than a tile, at most
+// kMaxTileRowElems elements; under tma a row longer than 256, TMA's box
+// limit, is copied as hardware boxes of 256), then outer dimensions
+// innermost-first up to the budget (256 each). With a gather the outermost
+// dimension's box is 1 (each row has its own source).
+inline constexpr int64_t kMaxTileRowElems = 65536;
 TileShape ChooseTiles(const TensorDesc& dst, bool gather,
                       uint32_t max_row_bytes, uint32_t max_tile_bytes);
 

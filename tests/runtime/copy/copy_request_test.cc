@@ -186,7 +186,7 @@ TEST(ChooseTiles, MeetsTheLayerAndTmaLimits) {
   for (int eb : {1, 2, 4, 8}) {
     for (int64_t inner : {1, 3, 17, 100, 1000, 100000}) {
       for (bool gather : {false, true}) {
-        for (uint32_t row : {512u, 1024u}) {
+        for (uint32_t row : {512u, 1024u, 4096u, 65536u}) {
           TensorDesc d;
           d.rank = 3;
           d.elem_bytes = eb;
@@ -195,10 +195,21 @@ TEST(ChooseTiles, MeetsTheLayerAndTmaLimits) {
           d.shape[2] = 5;
           const TileShape t = ChooseTiles(d, gather, row, 32768);
           EXPECT_EQ(t.box[0] * eb % 16, 0) << eb << " " << inner;
-          EXPECT_LE(t.box[0] * eb, static_cast<int>(row));
+          EXPECT_LE(t.box[0] * eb, static_cast<int64_t>(row));
+          // Rows past TMA's 256 are powers of two (HardwareBox splits them
+          // into boxes of 256); outer dimensions stay within 256.
+          EXPECT_LE(t.box[0], kMaxTileRowElems);
+          if (t.box[0] > 256) {
+            EXPECT_EQ(t.box[0] & (t.box[0] - 1), 0) << t.box[0];
+          }
+          const int64_t longest = std::min<uint32_t>(row, 32768);
+          if (inner * eb >= longest) {
+            EXPECT_EQ(t.box[0] * eb, longest)
+                << "a row of " << inner << " takes the longest tile row";
+          }
           for (int k = 0; k < 3; ++k) {
             EXPECT_GE(t.box[k], 1);
-            EXPECT_LE(t.box[k], 256);
+            if (k > 0) EXPECT_LE(t.box[k], 256);
           }
           EXPECT_LE(t.tile_bytes, 32768u);
           if (gather) EXPECT_EQ(t.box[2], 1);
