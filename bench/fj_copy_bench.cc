@@ -83,20 +83,24 @@ void Line(const char* what, double ms, double bytes_moved, double anchor_ms) {
 }
 
 // The shapes FJ_COPY_BENCH_SHAPES names for `impl`: entries
-// "impl:row/tile/ctas/threads" separated by spaces (row and tile in bytes).
+// "impl:row/tile/ctas/threads[/stages]" separated by white space (row and
+// tile in bytes; stages 2 unless given).
 std::vector<copy::CopyLaunchShape> ExtraShapes(jit::CopyImpl impl) {
   std::vector<copy::CopyLaunchShape> shapes;
   const char* env = std::getenv("FJ_COPY_BENCH_SHAPES");
   if (env == nullptr) return shapes;
   const std::string want = absl::StrCat(jit::CopyImplName(impl), ":");
-  for (absl::string_view entry : absl::StrSplit(env, ' ', absl::SkipEmpty())) {
+  for (absl::string_view entry :
+       absl::StrSplit(env, absl::ByAnyChar(" \t\n"), absl::SkipEmpty())) {
     if (!absl::ConsumePrefix(&entry, want)) continue;
     copy::CopyLaunchShape shape{};
-    if (std::sscanf(std::string(entry).c_str(), "%u/%u/%d/%d",
-                    &shape.max_row_bytes, &shape.max_tile_bytes,
-                    &shape.ctas_per_sm, &shape.threads) != 4 ||
-        shape.max_row_bytes < 16 || shape.max_tile_bytes < 16 ||
-        shape.ctas_per_sm < 1 || shape.threads < 32 || shape.threads > 1024) {
+    const int n = std::sscanf(std::string(entry).c_str(), "%u/%u/%d/%d/%d",
+                              &shape.max_row_bytes, &shape.max_tile_bytes,
+                              &shape.ctas_per_sm, &shape.threads, &shape.stages);
+    if (n < 4 || shape.max_row_bytes < 16 || shape.max_tile_bytes < 16 ||
+        shape.ctas_per_sm < 1 || shape.threads < 32 || shape.threads > 1024 ||
+        shape.stages < copy::kCopyStages ||
+        shape.stages > copy::kMaxCopyStages) {
       std::fprintf(stderr, "fj_copy_bench: bad FJ_COPY_BENCH_SHAPES entry '%s'\n",
                    std::string(entry).c_str());
       std::exit(2);
@@ -180,17 +184,22 @@ void LocalCopies(Ctx& c) {
                .c_str(),
            ms, 2.0 * kBytes, dtod);
     };
-    window_row("shipped");
     // FJ_COPY_BENCH_SHAPES="impl:row/tile/ctas/threads ...": more shapes
     // timed on this window (a sweep at full size; the tuner's scratch
-    // window is an eighth of it).
-    for (const copy::CopyLaunchShape& extra : ExtraShapes(impl)) {
+    // window is an eighth of it). FJ_COPY_BENCH_ONLY_SHAPES=1: those alone,
+    // no shipped or tuned row (for a profiler's launch count).
+    const std::vector<copy::CopyLaunchShape> extras = ExtraShapes(impl);
+    const bool only_extras = std::getenv("FJ_COPY_BENCH_ONLY_SHAPES") != nullptr;
+    if (only_extras && extras.empty()) continue;
+    if (!only_extras) window_row("shipped");
+    for (const copy::CopyLaunchShape& extra : extras) {
       rt.copy().kernels().SetShape(0, impl, extra);
-      window_row(absl::StrFormat("%u/%u/%d/%d", extra.max_row_bytes,
+      window_row(absl::StrFormat("%u/%u/%d/%d/%d", extra.max_row_bytes,
                                  extra.max_tile_bytes, extra.ctas_per_sm,
-                                 extra.threads));
+                                 extra.threads, extra.stages));
     }
     rt.copy().kernels().SetShape(0, impl, copy::CopyShapeFor(impl));
+    if (only_extras) continue;
     // The device's own shape (runtime/runtime_copy_tune.cc): tuned here
     // on a first run, read from the cache folder on later ones.
     absl::StatusOr<TuneOutcome> tuned = rt.TuneCopyWindow(0, impl);

@@ -61,8 +61,7 @@ absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
   spec.source = std::string(source);
   spec.name = "fleetjit/copy/tile_copy.cu";
   spec.options = {absl::StrCat("-DFJ_EB=", elem_bytes),
-                  absl::StrCat("-DFJ_RANK=", rank),
-                  absl::StrCat("-DFJ_STAGES=", kCopyStages)};
+                  absl::StrCat("-DFJ_RANK=", rank)};
   spec.device = device;
   spec.copy_impl = impl;
   spec.target = target;
@@ -87,9 +86,11 @@ absl::StatusOr<BuildSpec> PrefetchBuild(int device,
 
 absl::StatusOr<LoadedKernel*> CopyKernels::Kernel(int device,
                                                   jit::CopyImpl impl,
-                                                  int elem_bytes, int rank) {
-  const auto key =
-      std::make_tuple(device, static_cast<int>(impl), elem_bytes, rank);
+                                                  int elem_bytes, int rank,
+                                                  int stages) {
+  if (rank == 0) stages = 0;
+  const auto key = std::make_tuple(device, static_cast<int>(impl), elem_bytes,
+                                   rank, stages);
   {
     absl::MutexLock lock(&mu_);
     auto it = kernels_.find(key);
@@ -101,9 +102,12 @@ absl::StatusOr<LoadedKernel*> CopyKernels::Kernel(int device,
       rank == 0 ? PrefetchBuild(device, impl)
                 : TileCopyBuild(elem_bytes, rank, device, impl);
   if (!spec.ok()) return spec.status();
-  FJ_ASSIGN_OR_RETURN(
-      LoadedKernel * k,
-      source_.KernelFor(*spec, rank == 0 ? kPrefetchKernel : kTileCopyKernel));
+  const std::string name =
+      rank == 0 ? std::string(kPrefetchKernel)
+      : stages == kCopyStages
+          ? std::string(kTileCopyKernel)
+          : absl::StrCat(kTileCopyKernel, "_", stages);
+  FJ_ASSIGN_OR_RETURN(LoadedKernel * k, source_.KernelFor(*spec, name));
   absl::MutexLock lock(&mu_);
   kernels_[key] = k;
   return k;
@@ -155,8 +159,10 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
   auto tile_for = [&](jit::CopyImpl i) {
     launch_shape =
         shape.has_value() && i == asked ? *shape : ShapeFor(device, i);
-    const uint32_t budget = static_cast<uint32_t>(
-        std::max(1024, (f.shared_per_block_optin - 256) / kCopyStages));
+    launch_shape.stages =
+        std::clamp(launch_shape.stages, kCopyStages, kMaxCopyStages);
+    const uint32_t budget = static_cast<uint32_t>(std::max(
+        1024, (f.shared_per_block_optin - 256) / launch_shape.stages));
     tiles =
         ChooseTiles(v.dst, v.gather.has_value(), launch_shape.max_row_bytes,
                     FloorPow2(std::min(launch_shape.max_tile_bytes, budget)));
@@ -180,7 +186,8 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
     }
   }
   FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
-                      Kernel(device, impl, v.dst.elem_bytes, v.dst.rank));
+                      Kernel(device, impl, v.dst.elem_bytes, v.dst.rank,
+                             launch_shape.stages));
 
   // The parameters, encoded here (tensor maps under tma): what the kernel
   // reads, with no wire struct on the way.
@@ -213,7 +220,7 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
       tiles.total,
       int64_t{launch_shape.ctas_per_sm} * std::max(1, f.sm_count)));
   cfg.block[0] = static_cast<uint32_t>(launch_shape.threads);
-  cfg.shared_bytes = kCopyStages * tiles.tile_bytes + 128;
+  cfg.shared_bytes = launch_shape.stages * tiles.tile_bytes + 128;
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status());
   FJ_RETURN_IF_ERROR(LaunchEncoded(*k, cfg, stream, encoded));
   n_copies_.fetch_add(1, std::memory_order_relaxed);

@@ -68,8 +68,10 @@ static_assert(sizeof(PrefetchKernelArgs) == 104, "matches fj_prefetch_args");
 
 inline constexpr absl::string_view kTileCopyKernel = "fj_tile_copy";
 inline constexpr absl::string_view kPrefetchKernel = "fj_prefetch_rows";
-// Pipeline depth of the copy kernel (FJ_STAGES).
+// Pipeline depth of the copy kernel (its SMEM buffers): the shipped depth
+// and the deepest entry (kTileCopyKernel is 2; fj_tile_copy_3 and _4).
 inline constexpr int kCopyStages = 2;
+inline constexpr int kMaxCopyStages = 4;
 // The copy kernel's launch per implementation: the longest tile row, the
 // largest tile, persistent CTAs per SM and threads per CTA. From
 // bench/copy_bench's sweep on the H200 (2026-11-30): tma is best with few
@@ -82,10 +84,11 @@ struct CopyLaunchShape {
   uint32_t max_tile_bytes;
   int ctas_per_sm;
   int threads;
+  int stages = kCopyStages;  // 2..kMaxCopyStages
   bool operator==(const CopyLaunchShape& o) const {
     return max_row_bytes == o.max_row_bytes &&
            max_tile_bytes == o.max_tile_bytes && ctas_per_sm == o.ctas_per_sm &&
-           threads == o.threads;
+           threads == o.threads && stages == o.stages;
   }
 };
 inline constexpr CopyLaunchShape CopyShapeFor(jit::CopyImpl impl) {
@@ -156,14 +159,17 @@ class CopyKernels {
   }
 
  private:
+  // `stages`: the copy kernel's entry of that pipeline depth (ignored for
+  // the prefetch kernel, rank 0).
   absl::StatusOr<LoadedKernel*> Kernel(int device, jit::CopyImpl impl,
-                                       int elem_bytes, int rank);
+                                       int elem_bytes, int rank,
+                                       int stages = kCopyStages);
 
   const DeviceList& devices_;
   KernelSource& source_;
   absl::Mutex mu_;
-  // (device, impl, elem_bytes, rank); rank 0 = the prefetch kernel.
-  std::map<std::tuple<int, int, int, int>, LoadedKernel*> kernels_
+  // (device, impl, elem_bytes, rank, stages); rank 0 = the prefetch kernel.
+  std::map<std::tuple<int, int, int, int, int>, LoadedKernel*> kernels_
       ABSL_GUARDED_BY(mu_);
   // (device, impl) -> shape; an entry is made by the first ShapeFor (the
   // shipped shape, ShapeWanted called) and replaced by SetShape.
