@@ -4,6 +4,8 @@
 #include "runtime/copy/copy_request.h"
 
 #include <cstdint>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -224,6 +226,134 @@ TEST(ChooseTiles, MeetsTheLayerAndTmaLimits) {
       }
     }
   }
+}
+
+// The copy's meaning on the host: dst[i] = src[i + start] (the outermost
+// coordinate through the gather index), 0 outside src. Memory is one f32
+// array per tensor, element e at address base + 4 e.
+std::vector<float> HostCopy(const ValidatedCopy& c, uint64_t src_base,
+                            const std::vector<float>& src,
+                            const std::vector<int32_t>& index,
+                            size_t dst_elems) {
+  std::vector<float> dst(dst_elems, -1.0f);
+  const int rank = c.dst.rank;
+  std::vector<int64_t> i(rank, 0);
+  for (int64_t n = 0; n < c.elements; ++n) {
+    int64_t at = 0, from = 0;
+    bool inside = true;
+    for (int d = 0; d < rank; ++d) {
+      at += i[d] * c.dst.stride[d];
+      int64_t sd = i[d] + c.start[d];
+      if (c.gather.has_value() && d == rank - 1) sd = index[i[d]] + c.start[d];
+      inside = inside && sd >= 0 && sd < c.src.shape[d];
+      from += sd * c.src.stride[d];
+    }
+    const int64_t first = int64_t(c.src.address - src_base) / 4;
+    dst[(c.dst.address - kBase) / 4 + at] = inside ? src[first + from] : 0.0f;
+    for (int d = 0; d < rank && ++i[d] == c.dst.shape[d]; ++d) i[d] = 0;
+  }
+  return dst;
+}
+
+TEST(SplitRows, SplitsDimensionZeroWithoutChangingTheCopy) {
+  std::mt19937 rng(testing::UnitTest::GetInstance()->random_seed());
+  constexpr uint64_t kSrcBase = kBase + (uint64_t{1} << 30);
+  int split_count = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int rank = 1 + trial % 4;
+    const bool gather = rank >= 2 && trial % 3 == 0;
+    const int64_t piece = 8;  // 32 bytes of f32
+    ValidatedCopy c;
+    c.oob = fj::oob_zeros;
+    for (TensorDesc* t : {&c.src, &c.dst}) {
+      t->rank = rank;
+      t->elem_bytes = 4;
+      t->dtype = fj::dtype_f32;
+    }
+    c.dst.address = kBase;
+    c.src.address = kSrcBase;
+    c.elements = 1;
+    int64_t dst_stride = 1, src_stride = 1;
+    for (int d = 0; d < rank; ++d) {
+      const int64_t extent =
+          d == 0 ? piece * std::uniform_int_distribution<int64_t>(2, 5)(rng)
+                 : std::uniform_int_distribution<int64_t>(1, 4)(rng);
+      c.dst.shape[d] = extent;
+      c.dst.stride[d] = dst_stride;
+      dst_stride *= extent;
+      c.src.shape[d] = extent + (d == 0 ? 12 : 2);
+      c.src.stride[d] = src_stride;
+      src_stride *= c.src.shape[d];
+      c.start[d] = d == 0 ? 4 * std::uniform_int_distribution<int64_t>(0, 3)(rng)
+                          : std::uniform_int_distribution<int64_t>(-2, 3)(rng);
+      c.elements *= extent;
+    }
+    std::vector<int32_t> index;
+    if (gather) {
+      c.gather = GatherIndex{};
+      for (int64_t r = 0; r < c.dst.shape[rank - 1]; ++r) {
+        index.push_back(
+            std::uniform_int_distribution<int32_t>(-1, 5)(rng));  // some bad
+      }
+    }
+    std::vector<float> src(src_stride);
+    for (float& x : src) x = std::uniform_real_distribution<float>(1, 2)(rng);
+    SCOPED_TRACE(::testing::Message() << "trial " << trial << " rank " << rank
+                                      << " start0 " << c.start[0]);
+    const std::optional<ValidatedCopy> s = SplitRows(c, piece);
+    ASSERT_TRUE(s.has_value()) << "every trial meets the conditions";
+    ++split_count;
+    EXPECT_EQ(s->dst.rank, rank + 1);
+    EXPECT_EQ(s->dst.shape[0], piece);
+    EXPECT_EQ(s->dst.shape[1], c.dst.shape[0] / piece);
+    EXPECT_EQ(s->src.address, c.src.address + 4 * c.start[0]);
+    EXPECT_EQ(s->elements, c.elements);
+    EXPECT_EQ(HostCopy(*s, kSrcBase, src, index, dst_stride),
+              HostCopy(c, kSrcBase, src, index, dst_stride));
+  }
+  EXPECT_EQ(split_count, 200);
+}
+
+TEST(SplitRows, LeavesCopiesItWouldChange) {
+  ValidatedCopy c;
+  c.oob = fj::oob_zeros;
+  for (TensorDesc* t : {&c.src, &c.dst}) {
+    t->rank = 2;
+    t->elem_bytes = 4;
+    t->shape[0] = 512;
+    t->shape[1] = 3;
+    t->stride[0] = 1;
+    t->stride[1] = 512;
+  }
+  c.src.shape[0] = 1024;
+  c.start[0] = 32;
+  c.elements = 512 * 3;
+  ASSERT_TRUE(SplitRows(c, 256).has_value());
+  auto expect_none = [&](const char* why, auto change) {
+    ValidatedCopy x = c;
+    change(x);
+    EXPECT_FALSE(SplitRows(x, 256).has_value()) << why;
+  };
+  expect_none("fill along dimension 0",
+              [](ValidatedCopy& x) { x.start[0] = -256; });
+  expect_none("window past src's end",
+              [](ValidatedCopy& x) { x.start[0] = 768; });
+  expect_none("first column not 16-byte aligned",
+              [](ValidatedCopy& x) { x.start[0] = 2; });
+  expect_none("extent not a multiple of the piece",
+              [](ValidatedCopy& x) { x.dst.shape[0] = 500; });
+  expect_none("a single piece", [](ValidatedCopy& x) {
+    x.dst.shape[0] = 256;
+  });
+  expect_none("strided dimension 0",
+              [](ValidatedCopy& x) { x.src.stride[0] = 2; });
+  expect_none("no room for a dimension", [](ValidatedCopy& x) {
+    x.src.rank = x.dst.rank = FJ_TP_MAX_RANK;
+  });
+  expect_none("a rank-1 gather", [](ValidatedCopy& x) {
+    x.src.rank = x.dst.rank = 1;
+    x.gather = GatherIndex{};
+  });
 }
 
 TEST(ValidatePrefetch, ChecksModesAndStageBuffers) {
