@@ -156,16 +156,6 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
   TensorDesc src_t, dst_t;
   const jit::CopyImpl asked = impl;
   CopyLaunchShape launch_shape;
-  // Under tma, rows split into boxes of 256 (SplitRows): a tile is then a
-  // long run of each row in one tensor-map copy, where rows of at most 256
-  // elements would make it a column of short runs (on the H200 a window of
-  // 64 KiB rows went from 0.93 to ... of a contiguous copy).
-  std::optional<ValidatedCopy> split;
-  const ValidatedCopy* c = &v;
-  if (impl == jit::CopyImpl::kTma) {
-    split = SplitRows(v, kTmaRowPiece);
-    if (split.has_value()) c = &*split;
-  }
   auto tile_for = [&](jit::CopyImpl i) {
     launch_shape =
         shape.has_value() && i == asked ? *shape : ShapeFor(device, i);
@@ -174,11 +164,10 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
     const uint32_t budget = static_cast<uint32_t>(std::max(
         1024, (f.shared_per_block_optin - 256) / launch_shape.stages));
     tiles =
-        ChooseTiles(c->dst, c->gather.has_value(), launch_shape.max_row_bytes,
+        ChooseTiles(v.dst, v.gather.has_value(), launch_shape.max_row_bytes,
                     FloorPow2(std::min(launch_shape.max_tile_bytes, budget)));
-    src_t = KernelTensor(c->src, src_address + (c->src.address - v.src.address),
-                         tiles, src_oob);
-    dst_t = KernelTensor(c->dst, c->dst.address, tiles, fj::oob_zeros);
+    src_t = KernelTensor(v.src, src_address, tiles, src_oob);
+    dst_t = KernelTensor(v.dst, v.dst.address, tiles, fj::oob_zeros);
   };
   tile_for(impl);
 
@@ -193,12 +182,11 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
     if (host_operand || nan_gather || !TmaRejection(src_t).empty() ||
         !TmaRejection(dst_t).empty()) {
       impl = jit::CopyImpl::kCpAsync;
-      c = &v;
       tile_for(impl);
     }
   }
   FJ_ASSIGN_OR_RETURN(LoadedKernel * k,
-                      Kernel(device, impl, c->dst.elem_bytes, c->dst.rank,
+                      Kernel(device, impl, v.dst.elem_bytes, v.dst.rank,
                              launch_shape.stages));
 
   // The parameters, encoded here (tensor maps under tma): what the kernel
@@ -215,15 +203,15 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
   CopyKernelArgs a{};
   for (int d = 0; d < 5; ++d) {
     a.tiles[d] = tiles.tiles[d];
-    a.start[d] = static_cast<int32_t>(d < c->dst.rank ? c->start[d] : 0);
+    a.start[d] = static_cast<int32_t>(d < v.dst.rank ? v.start[d] : 0);
   }
   a.total = tiles.total;
-  if (c->gather.has_value()) {
-    a.index_bytes = c->gather->elem_bytes;
-    a.index = c->gather->address;
-    a.index_stride = c->gather->stride;
+  if (v.gather.has_value()) {
+    a.index_bytes = v.gather->elem_bytes;
+    a.index = v.gather->address;
+    a.index_stride = v.gather->stride;
   }
-  a.src_rows = c->src.shape[c->src.rank - 1];
+  a.src_rows = v.src.shape[v.src.rank - 1];
   const EncodedParam encoded[3] = {{&params[0], sizeof(params[0])},
                                    {&params[1], sizeof(params[1])},
                                    {&a, sizeof(a)}};

@@ -72,9 +72,6 @@ inline constexpr absl::string_view kPrefetchKernel = "fj_prefetch_rows";
 // and the deepest entry (kTileCopyKernel is 2; fj_tile_copy_3 and _4).
 inline constexpr int kCopyStages = 2;
 inline constexpr int kMaxCopyStages = 4;
-// Under tma, rows of a multiple of this many elements are split into
-// pieces of it (SplitRows), TMA's box limit.
-inline constexpr int64_t kTmaRowPiece = 256;
 // The copy kernel's launch per implementation: the longest tile row, the
 // largest tile, persistent CTAs per SM and threads per CTA. From
 // bench/copy_bench's sweep on the H200 (2026-11-30): tma is best with few

@@ -264,39 +264,6 @@ TileShape ChooseTiles(const TensorDesc& dst, bool gather,
   return t;
 }
 
-std::optional<ValidatedCopy> SplitRows(const ValidatedCopy& v,
-                                       int64_t piece) {
-  const int rank = v.dst.rank;
-  const int64_t eb = v.dst.elem_bytes;
-  const int64_t cols = v.dst.shape[0];
-  if (rank < 1 || rank >= FJ_TP_MAX_RANK || piece < 1 || cols < 2 * piece ||
-      cols % piece != 0 || (v.gather.has_value() && rank == 1) ||
-      v.src.stride[0] != 1 || v.dst.stride[0] != 1 || v.start[0] < 0 ||
-      v.start[0] + cols > v.src.shape[0] || (v.start[0] * eb) % 16 != 0 ||
-      (piece * eb) % 16 != 0) {
-    return std::nullopt;
-  }
-  ValidatedCopy s = v;
-  auto split = [&](TensorDesc& t, const TensorDesc& from) {
-    t.rank = rank + 1;
-    t.shape[0] = piece;
-    t.stride[0] = 1;
-    t.shape[1] = cols / piece;
-    t.stride[1] = piece;
-    for (int d = 1; d < rank; ++d) {
-      t.shape[d + 1] = from.shape[d];
-      t.stride[d + 1] = from.stride[d];
-    }
-  };
-  split(s.dst, v.dst);
-  // src is read from the window's first column on, as wide as the window.
-  split(s.src, v.src);
-  s.src.address = v.src.address + uint64_t(v.start[0] * eb);
-  s.start[0] = s.start[1] = 0;
-  for (int d = 1; d < rank; ++d) s.start[d + 1] = v.start[d];
-  return s;
-}
-
 const char* PrefetchModeName(PrefetchMode mode) {
   switch (mode) {
     case PrefetchMode::kAuto:

@@ -137,16 +137,6 @@ inline constexpr int64_t kMaxTileRowElems = 65536;
 TileShape ChooseTiles(const TensorDesc& dst, bool gather,
                       uint32_t max_row_bytes, uint32_t max_tile_bytes);
 
-// The same copy with dimension 0 split into (piece, extent / piece), where
-// that changes nothing but the tiling: both tensors contiguous along
-// dimension 0, its extent a multiple of `piece` (at least two pieces), the
-// window inside src along it (no fill there; src's address moves to the
-// window's first column, which stays 16-byte aligned), room for one more
-// dimension, and no gather along it (a rank-1 gather). A tile can then be a
-// long run of a row in boxes of `piece`, which a tensor map copies whole
-// (TMA's box stops at 256 elements per dimension). nullopt otherwise.
-std::optional<ValidatedCopy> SplitRows(const ValidatedCopy& v, int64_t piece);
-
 // ---------------------------------------------------------------- prefetch
 enum class PrefetchMode {
   kAuto = 0,         // local memory: kLocalL2; a peer's: kWarmOwnerL2
