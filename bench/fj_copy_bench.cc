@@ -83,8 +83,8 @@ void Line(const char* what, double ms, double bytes_moved, double anchor_ms) {
 }
 
 // The shapes FJ_COPY_BENCH_SHAPES names for `impl`: entries
-// "impl:row/tile/ctas/threads[/stages]" separated by white space (row and
-// tile in bytes; stages 2 unless given).
+// "impl:row/tile/ctas/threads" separated by white space (row and tile in
+// bytes).
 std::vector<copy::CopyLaunchShape> ExtraShapes(jit::CopyImpl impl) {
   std::vector<copy::CopyLaunchShape> shapes;
   const char* env = std::getenv("FJ_COPY_BENCH_SHAPES");
@@ -94,13 +94,11 @@ std::vector<copy::CopyLaunchShape> ExtraShapes(jit::CopyImpl impl) {
        absl::StrSplit(env, absl::ByAnyChar(" \t\n"), absl::SkipEmpty())) {
     if (!absl::ConsumePrefix(&entry, want)) continue;
     copy::CopyLaunchShape shape{};
-    const int n = std::sscanf(std::string(entry).c_str(), "%u/%u/%d/%d/%d",
-                              &shape.max_row_bytes, &shape.max_tile_bytes,
-                              &shape.ctas_per_sm, &shape.threads, &shape.stages);
-    if (n < 4 || shape.max_row_bytes < 16 || shape.max_tile_bytes < 16 ||
-        shape.ctas_per_sm < 1 || shape.threads < 32 || shape.threads > 1024 ||
-        shape.stages < copy::kCopyStages ||
-        shape.stages > copy::kMaxCopyStages) {
+    if (std::sscanf(std::string(entry).c_str(), "%u/%u/%d/%d",
+                    &shape.max_row_bytes, &shape.max_tile_bytes,
+                    &shape.ctas_per_sm, &shape.threads) != 4 ||
+        shape.max_row_bytes < 16 || shape.max_tile_bytes < 16 ||
+        shape.ctas_per_sm < 1 || shape.threads < 32 || shape.threads > 1024) {
       std::fprintf(stderr, "fj_copy_bench: bad FJ_COPY_BENCH_SHAPES entry '%s'\n",
                    std::string(entry).c_str());
       std::exit(2);
@@ -194,9 +192,9 @@ void LocalCopies(Ctx& c) {
     if (!only_extras) window_row("shipped");
     for (const copy::CopyLaunchShape& extra : extras) {
       rt.copy().kernels().SetShape(0, impl, extra);
-      window_row(absl::StrFormat("%u/%u/%d/%d/%d", extra.max_row_bytes,
+      window_row(absl::StrFormat("%u/%u/%d/%d", extra.max_row_bytes,
                                  extra.max_tile_bytes, extra.ctas_per_sm,
-                                 extra.threads, extra.stages));
+                                 extra.threads));
     }
     rt.copy().kernels().SetShape(0, impl, copy::CopyShapeFor(impl));
     if (only_extras) continue;

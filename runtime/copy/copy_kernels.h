@@ -68,10 +68,8 @@ static_assert(sizeof(PrefetchKernelArgs) == 104, "matches fj_prefetch_args");
 
 inline constexpr absl::string_view kTileCopyKernel = "fj_tile_copy";
 inline constexpr absl::string_view kPrefetchKernel = "fj_prefetch_rows";
-// Pipeline depth of the copy kernel (its SMEM buffers): the shipped depth
-// and the deepest entry (kTileCopyKernel is 2; fj_tile_copy_3 and _4).
+// Pipeline depth of the copy kernel (FJ_STAGES).
 inline constexpr int kCopyStages = 2;
-inline constexpr int kMaxCopyStages = 4;
 // The copy kernel's launch per implementation: the longest tile row, the
 // largest tile, persistent CTAs per SM and threads per CTA. From
 // bench/copy_bench's sweep on the H200 (2026-11-30): tma is best with few
@@ -84,16 +82,26 @@ struct CopyLaunchShape {
   uint32_t max_tile_bytes;
   int ctas_per_sm;
   int threads;
-  int stages = kCopyStages;  // 2..kMaxCopyStages
   bool operator==(const CopyLaunchShape& o) const {
     return max_row_bytes == o.max_row_bytes &&
            max_tile_bytes == o.max_tile_bytes && ctas_per_sm == o.ctas_per_sm &&
-           threads == o.threads && stages == o.stages;
+           threads == o.threads;
   }
 };
 inline constexpr CopyLaunchShape CopyShapeFor(jit::CopyImpl impl) {
-  return impl == jit::CopyImpl::kTma ? CopyLaunchShape{1024, 65536, 1, 256}
-                                     : CopyLaunchShape{512, 32768, 3, 128};
+  // sync: whole 16 KiB rows (its loads are the threads' own, a long row
+  // walks in few steps); cp_async: 1 KiB x 16 rows. On the H200's 2 GiB
+  // window (bench/results/2026-12-04-h200-window-rows-*.txt) these took
+  // sync from 0.856 to 0.898 of a contiguous copy and cp_async from 0.885
+  // to 0.920 against the earlier shared {512, 32768, 3, 128}.
+  switch (impl) {
+    case jit::CopyImpl::kTma:
+      return CopyLaunchShape{1024, 65536, 1, 256};
+    case jit::CopyImpl::kCpAsync:
+      return CopyLaunchShape{1024, 16384, 4, 128};
+    default:
+      return CopyLaunchShape{16384, 16384, 4, 128};
+  }
 }
 
 // The build of the copy kernel for `elem_bytes` (1, 2, 4, 8) and `rank`
@@ -159,17 +167,23 @@ class CopyKernels {
   }
 
  private:
-  // `stages`: the copy kernel's entry of that pipeline depth (ignored for
-  // the prefetch kernel, rank 0).
   absl::StatusOr<LoadedKernel*> Kernel(int device, jit::CopyImpl impl,
-                                       int elem_bytes, int rank,
-                                       int stages = kCopyStages);
+                                       int elem_bytes, int rank);
+
+  // How many CTAs of `k` with `threads` and `shared_bytes` of dynamic SMEM
+  // fit on one SM at once (the driver's occupancy), cached; 0 when this
+  // driver cannot say.
+  absl::StatusOr<int> ResidentPerSm(LoadedKernel& k, int threads,
+                                    uint32_t shared_bytes);
 
   const DeviceList& devices_;
   KernelSource& source_;
   absl::Mutex mu_;
-  // (device, impl, elem_bytes, rank, stages); rank 0 = the prefetch kernel.
-  std::map<std::tuple<int, int, int, int, int>, LoadedKernel*> kernels_
+  // (device, impl, elem_bytes, rank); rank 0 = the prefetch kernel.
+  std::map<std::tuple<int, int, int, int>, LoadedKernel*> kernels_
+      ABSL_GUARDED_BY(mu_);
+  // (kernel, threads, dynamic SMEM) -> CTAs resident per SM (0: unknown).
+  std::map<std::tuple<const LoadedKernel*, int, uint32_t>, int> resident_
       ABSL_GUARDED_BY(mu_);
   // (device, impl) -> shape; an entry is made by the first ShapeFor (the
   // shipped shape, ShapeWanted called) and replaced by SetShape.

@@ -43,6 +43,21 @@ std::string DeviceLabel(const DeviceFacts& f) {
                       ", sm_", f.arch(), ")");
 }
 
+absl::Status AllowNonPortableClusters(LoadedKernel& k) {
+  FJ_RETURN_IF_ERROR(
+      CheckCu(*k.api,
+              k.api->cuFuncSetAttribute(
+                  k.function,
+                  CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+              "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)"),
+      absl::StrCat("allowing clusters of more than 8 blocks for '",
+                   k.display_name, "'"));
+  k.non_portable_cluster_allowed.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RaiseDynamicSharedLimit(LoadedKernel& k, const DeviceFacts& f) {
   // Raise straight to the most the kernel can ever use: every later launch
   // then fits, and concurrent raisers all set the same value.
@@ -59,21 +74,6 @@ absl::Status RaiseDynamicSharedLimit(LoadedKernel& k, const DeviceFacts& f) {
   k.dynamic_shared_raised.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
-
-absl::Status AllowNonPortableClusters(LoadedKernel& k) {
-  FJ_RETURN_IF_ERROR(
-      CheckCu(*k.api,
-              k.api->cuFuncSetAttribute(
-                  k.function,
-                  CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-              "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)"),
-      absl::StrCat("allowing clusters of more than 8 blocks for '",
-                   k.display_name, "'"));
-  k.non_portable_cluster_allowed.store(true, std::memory_order_release);
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
                                int static_shared, const LaunchConfig& cfg,

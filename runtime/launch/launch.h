@@ -161,6 +161,11 @@ absl::Status LaunchEncoded(LoadedKernel& k, const LaunchConfig& cfg,
 absl::Status CheckStickyError(Device& device, const DriverApi& api,
                               CUresult result, absl::string_view what);
 
+// Raises `k`'s dynamic shared memory limit to the most it can use on `f`'s
+// device (the opt-in maximum less its static shared memory); launches do it
+// on demand, an occupancy query first needs it.
+absl::Status RaiseDynamicSharedLimit(LoadedKernel& k, const DeviceFacts& f);
+
 }  // namespace fleetjit
 
 #endif  // FLEETJIT_RUNTIME_LAUNCH_LAUNCH_H_

@@ -13,15 +13,17 @@
 // index[d] + start: a row outside src is read fully out of bounds, hence
 // filled (the runtime passes promise_in_bounds copies with oob_zeros).
 //
-// Persistent CTAs: each walks tiles blockIdx.x, + gridDim.x, ...; STAGES
-// buffers (2, 3 or 4: one entry each, below, in one module) keep STAGES - 1
-// loads in flight while the previous tile is stored (the pipeline of
-// bench/copy_bench.cc). Launch: grid <= tiles, any block size, dynamic
-// shared memory STAGES * tile bytes + 128.
+// Persistent CTAs: each walks tiles blockIdx.x, + gridDim.x, ...; FJ_STAGES
+// buffers keep loads in flight while the previous tile is stored (the
+// pipeline of bench/copy_bench.cc). Launch: grid <= tiles, any block size,
+// dynamic shared memory FJ_STAGES * tile bytes + 128.
 #include <fleetjit/copy.cuh>
 
 #if !defined(FJ_EB) || !defined(FJ_RANK)
 #error "tile_copy.cu: build with -DFJ_EB=1|2|4|8 -DFJ_RANK=1..5"
+#endif
+#ifndef FJ_STAGES
+#define FJ_STAGES 2
 #endif
 
 #if FJ_EB == 1
@@ -72,42 +74,42 @@ __device__ __forceinline__ void fj_tile_at(
   }
 }
 
-// The pipeline at a depth known to the compiler (the kernel below picks
-// one per launch), so each depth compiles like a kernel of its own.
-template <int STAGES>
-__device__ __forceinline__ void fj_copy_tiles(
-    const fj::tensor<fj_elem, FJ_RANK>& src,
-    const fj::tensor<fj_elem, FJ_RANK>& dst, const fj_copy_args& a,
-    fj_elem* buf, fj::barrier* bars) {
+extern "C" __global__ void fj_tile_copy(FJ_TENSOR(fj_elem, FJ_RANK) src,
+                                        FJ_TENSOR(fj_elem, FJ_RANK) dst,
+                                        const fj_copy_args a) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ fj::barrier bars[FJ_STAGES];
   const unsigned tile_elems = dst.box_elems();
+  // Tiles 128-byte aligned (TMA wants it); the host adds 128 bytes.
+  fj_elem* buf =
+      (fj_elem*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) bars[s].init(fj::block_threads());
+    for (int s = 0; s < FJ_STAGES; ++s) bars[s].init(fj::block_threads());
   }
   __syncthreads();
   fj::coords d, s;
-#pragma unroll
-  for (int k = 0; k < STAGES; ++k) {
+  for (int k = 0; k < FJ_STAGES; ++k) {
     const long long t = blockIdx.x + (long long)k * gridDim.x;
     const bool live = t < a.total;
     fj_tile_at(a, dst, live ? t : 0, d, s);
     fj::load_tile(buf + k * tile_elems, src, s, bars[k], live);
     bars[k].arrive();
   }
-  // Tile k waits in slot k % STAGES. After storing it, the slot of tile
+  // Tile k waits in slot k % FJ_STAGES. After storing it, the slot of tile
   // k - 1 is refilled once that older store has read its SMEM, so one store
-  // and STAGES - 1 loads stay in flight.
+  // and FJ_STAGES - 1 loads stay in flight.
   for (long long k = 0;; ++k) {
     const long long t = blockIdx.x + k * gridDim.x;
     if (t >= a.total) break;
-    const int slot = (int)(k % STAGES);
-    bars[slot].wait((unsigned)((k / STAGES) & 1));
+    const int slot = (int)(k % FJ_STAGES);
+    bars[slot].wait((unsigned)((k / FJ_STAGES) & 1));
     fj_tile_at(a, dst, t, d, s);
     fj::store_tile(dst, d, buf + slot * tile_elems);
     fj::commit_group();
     if (k >= 1) {
       fj::wait_group_read<1>();
-      const int p = (int)((k - 1) % STAGES);
-      const long long tn = t + (long long)(STAGES - 1) * gridDim.x;
+      const int p = (int)((k - 1) % FJ_STAGES);
+      const long long tn = t + (long long)(FJ_STAGES - 1) * gridDim.x;
       const bool live = tn < a.total;
       fj_tile_at(a, dst, live ? tn : 0, d, s);
       fj::load_tile(buf + p * tile_elems, src, s, bars[p], live);
@@ -116,21 +118,3 @@ __device__ __forceinline__ void fj_copy_tiles(
   }
   fj::wait_group<0>();
 }
-
-// One entry per pipeline depth (fj_tile_copy: 2; fj_tile_copy_3, _4), each
-// with its own registers: one kernel switching on the depth takes the
-// registers of the deepest.
-#define FJ_TILE_COPY_ENTRY(name, stages)                                  \
-  extern "C" __global__ void name(FJ_TENSOR(fj_elem, FJ_RANK) src,        \
-                                  FJ_TENSOR(fj_elem, FJ_RANK) dst,        \
-                                  const fj_copy_args a) {                 \
-    extern __shared__ unsigned char smem_raw[];                           \
-    __shared__ fj::barrier bars[stages];                                  \
-    /* Tiles 128-byte aligned (TMA wants it); the host adds 128 bytes. */ \
-    fj_elem* buf = (fj_elem*)(smem_raw +                                  \
-                              (-__cvta_generic_to_shared(smem_raw) & 127)); \
-    fj_copy_tiles<stages>(src, dst, a, buf, bars);                        \
-  }
-FJ_TILE_COPY_ENTRY(fj_tile_copy, 2)
-FJ_TILE_COPY_ENTRY(fj_tile_copy_3, 3)
-FJ_TILE_COPY_ENTRY(fj_tile_copy_4, 4)
