@@ -423,7 +423,11 @@ namespace detail {
 template <class T, int R>
 FJ_DEV const tensor_param& checked(const tensor<T, R>& t) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  if (!__isGridConstant(&t) && !__isGlobal(&t) && !__isConstant(&t)) {
+  // Through const void*: some NVRTC versions pass the builtins the
+  // struct's own pointer type, which their IR verifier refuses where the
+  // call is not folded (a tensor reaching a __noinline__ function).
+  const void* const at = &t;
+  if (!__isGridConstant(at) && !__isGlobal(at) && !__isConstant(at)) {
     printf(
         "fleetjit: an fj::tensor given to a copy call is not the kernel's "
         "__grid_constant__ parameter: declare it FJ_TENSOR(T, R) and pass it "

@@ -228,4 +228,18 @@ absl::StatusOr<TuneRecord> RecordOfArtifact(const jit::Artifact& artifact) {
   return DecodeTuneRecord(artifact.image);
 }
 
+bool KeepFirstUnlessBeaten(TuneRecord& record, double margin) {
+  if (!record.has_winner() || record.winner == 0 || record.rows.empty() ||
+      record.rows[0].status != RowStatus::kOk) {
+    return false;
+  }
+  const double first = record.rows[0].median_us;
+  if (record.rows[record.winner].median_us < first * (1.0 - margin)) {
+    return false;
+  }
+  record.winner = 0;
+  record.noisy = record.noisy || record.rows[0].noisy;
+  return true;
+}
+
 }  // namespace fleetjit::tune

@@ -82,6 +82,12 @@ struct TuneRecord {
   bool has_winner() const { return winner < rows.size(); }
 };
 
+// Makes rows[0] (the space's first candidate: a shipped default) the winner
+// unless the fastest correct row beats it by more than `margin` (0.03: 3 %
+// of its median). For a tuning on a stand-in problem whose small wins need
+// not carry over to the real one. Returns whether it changed the winner.
+bool KeepFirstUnlessBeaten(TuneRecord& record, double margin);
+
 // A text of "<field>=<length>:<value>\n" records (the cache key's
 // encoding); DecodeTuneRecord refuses anything malformed with DATA_LOSS.
 std::string EncodeTuneRecord(const TuneRecord& record);

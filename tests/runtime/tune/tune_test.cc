@@ -430,6 +430,45 @@ TuneKeyInputs KeyInputs(std::mt19937_64& rng) {
   return in;
 }
 
+TEST(TuneRecordTest, TheFirstRowStaysUnlessBeatenByTheMargin) {
+  std::mt19937 rng(::testing::UnitTest::GetInstance()->random_seed());
+  auto record_of = [&](double first_us, double best_us, size_t best_at) {
+    TuneRecord r;
+    r.rows.resize(6);
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      r.rows[i].status = RowStatus::kOk;
+      r.rows[i].median_us =
+          best_us * std::uniform_real_distribution<double>(1.2, 2.0)(rng);
+    }
+    r.rows[0].median_us = first_us;
+    r.rows[best_at].median_us = best_us;
+    r.winner = best_at;
+    return r;
+  };
+  const double first = std::uniform_real_distribution<double>(50, 500)(rng);
+  // 2 % faster: within a 3 % margin, the first row wins.
+  TuneRecord close = record_of(first, first * 0.98, 3);
+  EXPECT_TRUE(KeepFirstUnlessBeaten(close, 0.03));
+  EXPECT_EQ(close.winner, 0u);
+  // 5 % faster: the tuned row stays.
+  TuneRecord clear = record_of(first, first * 0.95, 4);
+  EXPECT_FALSE(KeepFirstUnlessBeaten(clear, 0.03));
+  EXPECT_EQ(clear.winner, 4u);
+  // Already the first; a first row that failed its check never wins.
+  TuneRecord same = record_of(first, first, 0);
+  EXPECT_FALSE(KeepFirstUnlessBeaten(same, 0.03));
+  EXPECT_EQ(same.winner, 0u);
+  TuneRecord wrong = record_of(first, first * 0.99, 2);
+  wrong.rows[0].status = RowStatus::kWrongOutput;
+  EXPECT_FALSE(KeepFirstUnlessBeaten(wrong, 0.03));
+  EXPECT_EQ(wrong.winner, 2u);
+  // A noisy first row makes the record noisy (not stored as truth).
+  TuneRecord noisy = record_of(first, first * 0.99, 1);
+  noisy.rows[0].noisy = true;
+  EXPECT_TRUE(KeepFirstUnlessBeaten(noisy, 0.03));
+  EXPECT_TRUE(noisy.noisy);
+}
+
 TEST(TuneEntryTest, KeyCoversDeviceDriverSpaceAndImpl) {
   std::mt19937_64 rng = SeededRng("TuneKey");
   const TuneKeyInputs base = KeyInputs(rng);
