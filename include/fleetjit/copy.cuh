@@ -280,12 +280,14 @@
 //  9. Tensor parameters are declared FJ_TENSOR(T, R) and passed to these
 //     functions as they are (by reference): TMA needs the address of the
 //     __grid_constant__ parameter, never a copy. A parameter declared
-//     without FJ_TENSOR is a copy in local memory: its first copy call
-//     prints "fleetjit: an fj::tensor given to a copy call is not the
+//     without FJ_TENSOR is a copy in local memory, which TMA cannot read.
+//     Build with -DFJ_CHECK_TENSORS=1 to catch that: its first copy call
+//     then prints "fleetjit: an fj::tensor given to a copy call is not the
 //     kernel's __grid_constant__ parameter..." and traps, under every
-//     implementation (the launch fails; the check costs nothing where the
-//     parameter is right). sizeof(T) must equal the tensor's elem_bytes;
-//     element addresses must be aligned to it.
+//     implementation (the launch fails). The check costs an isspacep.local
+//     per copy call and some registers, so it is off by default.
+//     sizeof(T) must equal the tensor's elem_bytes; element addresses must
+//     be aligned to it.
 // 10. Limits: one phase may expect at most 2^20 - 1 bytes (all SMEM fits).
 //     Spans are split into bulk/cp.async bodies and bytewise ends, so any
 //     size and alignment works; matching 16-byte alignment is fastest.
@@ -378,8 +380,8 @@ struct tensor {
   // kernel's parameter with FJ_TENSOR(T, R). NVRTC still accepts the
   // parameter itself, with the same 320-byte, 64-aligned PTX layout (checked
   // for sm_80 and sm_90 over examples/, conformance/ and the copy kernels);
-  // a copy call given such a parameter traps with a message (detail::
-  // checked below).
+  // built with FJ_CHECK_TENSORS=1, a copy call given such a parameter traps
+  // with a message (detail::checked below).
   tensor() = default;
   tensor(const tensor&) = delete;
   tensor& operator=(const tensor&) = delete;
@@ -414,20 +416,24 @@ static_assert(sizeof(tensor<float, 2>) == 320 &&
 namespace detail {
 // A tensor that a copy call is given must live where TMA can read its
 // tensor map: the kernel's __grid_constant__ parameter (FJ_TENSOR), global
-// or constant memory. A parameter declared without FJ_TENSOR is copied to local
-// memory, where TMA reads garbage. The test folds away for an FJ_TENSOR
-// parameter (the same PTX); for a copied one it fails loudly under every
-// implementation (a message on the device's printf stream, then a trap),
-// so the mistake shows on the GPU it is written on, not only where TMA
-// runs.
+// or constant memory. A parameter declared without FJ_TENSOR is copied to
+// local memory, where TMA reads garbage. Built with FJ_CHECK_TENSORS=1 (a
+// debugging aid; off by default, where it costs nothing), every copy call
+// tests that with one isspacep.local and fails loudly under every
+// implementation: a message on the device's printf stream, then a trap.
+// The test is PTX because NVRTC 13.0's __isGridConstant / __isGlobal /
+// __isLocal break its IR verifier when a tensor reaches a __noinline__
+// function by reference; and it is off by default because, not folded,
+// it costs registers (pipelined_tiles under tma: 64 -> 82).
 template <class T, int R>
 FJ_DEV const tensor_param& checked(const tensor<T, R>& t) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-  // Through const void*: some NVRTC versions pass the builtins the
-  // struct's own pointer type, which their IR verifier refuses where the
-  // call is not folded (a tensor reaching a __noinline__ function).
-  const void* const at = &t;
-  if (!__isGridConstant(at) && !__isGlobal(at) && !__isConstant(at)) {
+#if defined(FJ_CHECK_TENSORS) && FJ_CHECK_TENSORS && \
+    defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+  unsigned local;
+  asm("{\n\t.reg .pred p;\n\tisspacep.local p, %1;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+      : "=r"(local)
+      : "l"(&t));
+  if (local) {
     printf(
         "fleetjit: an fj::tensor given to a copy call is not the kernel's "
         "__grid_constant__ parameter: declare it FJ_TENSOR(T, R) and pass it "

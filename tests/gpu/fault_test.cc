@@ -1,8 +1,9 @@
 // A faulting kernel through the C ABI: the synchronisation that observes the
 // fault names the kernel, and every later call on that device is a clear
 // FAILED_PRECONDITION instead of a confusing driver error. And a copy-layer
-// kernel whose tensor parameter lacks FJ_TENSOR: its copy call prints the
-// layer's message and traps, under each implementation. Each runs in a
+// kernel whose tensor parameter lacks FJ_TENSOR, built with
+// FJ_CHECK_TENSORS=1: its copy call prints the layer's message and traps,
+// under each implementation. Each runs in a
 // forked child (a fault or trap poisons the process's context).
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -79,9 +80,10 @@ TEST(FaultTest, TheSyncNamesTheFaultingKernelAndLaterCallsAreRefused) {
 }
 
 // The tensor parameter is a plain fj::tensor, not FJ_TENSOR: a copy of it
-// in local memory, which TMA cannot read. copy.cuh's detail::checked
-// prints and traps at the first copy call.
+// in local memory, which TMA cannot read. Built with FJ_CHECK_TENSORS=1,
+// copy.cuh's detail::checked prints and traps at the first copy call.
 constexpr const char* kByValueTensor = R"(
+#define FJ_CHECK_TENSORS 1
 #include <fleetjit/copy.cuh>
 extern "C" __global__ void by_value(fj::tensor<float, 2> t, float* out) {
   __shared__ __align__(128) float buf[32 * 32];
