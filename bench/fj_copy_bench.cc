@@ -99,7 +99,8 @@ std::vector<copy::CopyLaunchShape> ExtraShapes(jit::CopyImpl impl) {
                     &shape.ctas_per_sm, &shape.threads) != 4 ||
         shape.max_row_bytes < 16 || shape.max_tile_bytes < 16 ||
         shape.ctas_per_sm < 1 || shape.threads < 32 || shape.threads > 1024) {
-      std::fprintf(stderr, "fj_copy_bench: bad FJ_COPY_BENCH_SHAPES entry '%s'\n",
+      std::fprintf(stderr,
+                   "fj_copy_bench: bad FJ_COPY_BENCH_SHAPES entry '%s'\n",
                    std::string(entry).c_str());
       std::exit(2);
     }
@@ -187,7 +188,8 @@ void LocalCopies(Ctx& c) {
     // window is an eighth of it). FJ_COPY_BENCH_ONLY_SHAPES=1: those alone,
     // no shipped or tuned row (for a profiler's launch count).
     const std::vector<copy::CopyLaunchShape> extras = ExtraShapes(impl);
-    const bool only_extras = std::getenv("FJ_COPY_BENCH_ONLY_SHAPES") != nullptr;
+    const bool only_extras =
+        std::getenv("FJ_COPY_BENCH_ONLY_SHAPES") != nullptr;
     if (only_extras && extras.empty()) continue;
     if (!only_extras) window_row("shipped");
     for (const copy::CopyLaunchShape& extra : extras) {

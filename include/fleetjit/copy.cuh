@@ -427,10 +427,11 @@ namespace detail {
 // it costs registers (pipelined_tiles under tma: 64 -> 82).
 template <class T, int R>
 FJ_DEV const tensor_param& checked(const tensor<T, R>& t) {
-#if defined(FJ_CHECK_TENSORS) && FJ_CHECK_TENSORS && \
-    defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+#if defined(FJ_CHECK_TENSORS) && FJ_CHECK_TENSORS && defined(__CUDA_ARCH__) && \
+    __CUDA_ARCH__ >= 700
   unsigned local;
-  asm("{\n\t.reg .pred p;\n\tisspacep.local p, %1;\n\tselp.u32 %0, 1, 0, p;\n\t}"
+  asm("{\n\t.reg .pred p;\n\tisspacep.local p, %1;\n\tselp.u32 %0, 1, 0, "
+      "p;\n\t}"
       : "=r"(local)
       : "l"(&t));
   if (local) {

@@ -215,11 +215,10 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
   // Persistent CTAs: no more per SM than fit at once (registers, SMEM), or
   // the excess runs as a second wave behind the first (on the H200, 6 CTAs
   // of a shape where 5 fit took a window from 0.90 to 0.67 of a copy).
-  FJ_ASSIGN_OR_RETURN(int resident,
-                      ResidentPerSm(*k, launch_shape.threads, cfg.shared_bytes));
-  const int per_sm = resident > 0
-                         ? std::min(launch_shape.ctas_per_sm, resident)
-                         : launch_shape.ctas_per_sm;
+  FJ_ASSIGN_OR_RETURN(
+      int resident, ResidentPerSm(*k, launch_shape.threads, cfg.shared_bytes));
+  const int per_sm = resident > 0 ? std::min(launch_shape.ctas_per_sm, resident)
+                                  : launch_shape.ctas_per_sm;
   cfg.grid[0] = static_cast<uint32_t>(std::min<int64_t>(
       tiles.total, int64_t{per_sm} * std::max(1, f.sm_count)));
   FJ_RETURN_IF_ERROR(LaunchEncoded(*k, cfg, stream, encoded));

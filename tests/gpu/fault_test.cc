@@ -133,8 +133,8 @@ int ByValueChild(fj_copy_impl impl, const char* log) {
     return 24;
   }
   int64_t shape[2] = {kSide, kSide};
-  fj_tensor t{reinterpret_cast<void*>(src), {2, 0}, 2, {2, 32, 1},
-              shape,                        nullptr, 0};
+  fj_tensor t{
+      reinterpret_cast<void*>(src), {2, 0}, 2, {2, 32, 1}, shape, nullptr, 0};
   fj_tensor_arg ta{};
   ta.struct_size = sizeof(ta);
   ta.tensor = &t;
