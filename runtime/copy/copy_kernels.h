@@ -91,7 +91,7 @@ struct CopyLaunchShape {
 inline constexpr CopyLaunchShape CopyShapeFor(jit::CopyImpl impl) {
   // sync: whole 16 KiB rows (its loads are the threads' own, a long row
   // walks in few steps); cp_async: 1 KiB x 16 rows. On the H200's 2 GiB
-  // window (bench/results/2026-12-04-h200-window-rows-*.txt) these took
+  // window (bench/results/2026-12-04-h200-window-rows-a45d140.txt) these took
   // sync from 0.856 to 0.898 of a contiguous copy and cp_async from 0.885
   // to 0.920 against the earlier shared {512, 32768, 3, 128}.
   switch (impl) {

@@ -26,16 +26,25 @@ extern "C" __global__ void write_through(int* p) { p[threadIdx.x] = 7; }
 
 fj_str S(const char* s) { return fj_str{s, std::char_traits<char>::length(s)}; }
 
+// A child's runtime and the build options of `source`: 0, 77 when there
+// is no GPU, `fail` when the runtime cannot be created.
+int OpenChild(const char* source, const char* name, int fail, fj_runtime** rt,
+              fj_build_options* o) {
+  if (fj_runtime_create(nullptr, rt) != nullptr) return fail;
+  int32_t n = 0;
+  fj_device_count(*rt, &n);
+  if (n == 0) return 77;
+  *o = fj_build_options{};
+  o->struct_size = sizeof(*o);
+  o->source = S(source);
+  o->name = S(name);
+  return 0;
+}
+
 int Child() {
   fj_runtime* rt = nullptr;
-  if (fj_runtime_create(nullptr, &rt) != nullptr) return 10;
-  int32_t n = 0;
-  fj_device_count(rt, &n);
-  if (n == 0) return 77;
-  fj_build_options o{};
-  o.struct_size = sizeof(o);
-  o.source = S(kSource);
-  o.name = S("fault.cu");
+  fj_build_options o;
+  if (int rc = OpenChild(kSource, "fault.cu", 10, &rt, &o)) return rc;
   fj_module* m = nullptr;
   fj_kernel* k = nullptr;
   fj_stream* s = nullptr;
@@ -103,14 +112,10 @@ int ByValueChild(fj_copy_impl impl, const char* log) {
   const int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0 || dup2(fd, 1) < 0) return 20;
   fj_runtime* rt = nullptr;
-  if (fj_runtime_create(nullptr, &rt) != nullptr) return 21;
-  int32_t n = 0;
-  fj_device_count(rt, &n);
-  if (n == 0) return 77;
-  fj_build_options o{};
-  o.struct_size = sizeof(o);
-  o.source = S(kByValueTensor);
-  o.name = S("by_value.cu");
+  fj_build_options o;
+  if (int rc = OpenChild(kByValueTensor, "by_value.cu", 21, &rt, &o)) {
+    return rc;
+  }
   o.copy_impl = impl;
   fj_module* m = nullptr;
   fj_kernel* k = nullptr;
