@@ -3,6 +3,7 @@ anchors, one run, the same kernels.
 
     FLEETJIT_LIBRARY=build/lib/libfleetjit.so.1 PYTHONPATH=bindings/python \
         python3 bench/python_launch_bench.py [--out FILE] [--reps 25 --n 400]
+        [--samples FILE.json]
 
 Callers, each with the 4-argument saxpy (2 tensors) and a 12-argument
 kernel (8 tensors, 4 scalars):
@@ -88,6 +89,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--n", type=int, default=400)
     ap.add_argument("--reps", type=int, default=25)
+    ap.add_argument("--samples", help="also write every caller's samples (JSON)")
     a = ap.parse_args()
 
     n_elems = 1 << 12
@@ -224,6 +226,11 @@ def main():
         core_note = f"cuda.core: not measured ({type(e).__name__}: {e})"
 
     samples = interleaved_us(callers, stream, a.n, a.reps, sleep_cycles)
+    if a.samples:
+        import json
+        pathlib.Path(a.samples).write_text(json.dumps(
+            [dict(name=c["name"], nargs=c["nargs"], us=smp)
+             for c, smp in zip(callers, samples)], indent=1))
     cupy = {c["nargs"]: samples[i] for i, c in enumerate(callers)
             if c["name"] == "CuPy RawKernel"}
     rows, ratios = [], {}

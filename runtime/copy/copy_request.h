@@ -126,6 +126,9 @@ struct TileShape {
   uint32_t tile_bytes = 0;
 };
 
+// The longest tile row, in elements (ChooseTiles).
+inline constexpr int64_t kMaxTileRowElems = 65536;
+
 // Chooses the tile for copying into `dst` with tiles of at most
 // `max_tile_bytes`: an inner extent of up to `max_row_bytes` (a power of two
 // of at least 16 bytes, as TMA wants, no longer than a tile, at most
@@ -133,7 +136,6 @@ struct TileShape {
 // limit, is copied as hardware boxes of 256), then outer dimensions
 // innermost-first up to the budget (256 each). With a gather the outermost
 // dimension's box is 1 (each row has its own source).
-inline constexpr int64_t kMaxTileRowElems = 65536;
 TileShape ChooseTiles(const TensorDesc& dst, bool gather,
                       uint32_t max_row_bytes, uint32_t max_tile_bytes);
 

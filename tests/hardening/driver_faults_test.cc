@@ -248,7 +248,7 @@ TEST_F(DriverFaultsTest, CleanSessionChecksItsDataAndLeavesNothing) {
   EXPECT_EQ(Live().reclaimed, 0);
   // The session reaches the driver's main families.
   for (const char* call :
-       {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernelEx",
+       {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernel",
         "cuMemcpyDtoHAsync", "cuStreamCreate", "cuFuncSetAttribute",
         "cuMemcpyAsync", "cuDevicePrimaryCtxRelease", "cuMemcpyPeerAsync",
         "cuMemHostAlloc", "cuEventRecord", "cuStreamWaitEvent",

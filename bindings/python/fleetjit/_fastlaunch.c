@@ -41,9 +41,14 @@ typedef fj_status* (*launch_fn)(fj_kernel*, const fj_launch_config*,
 
 /* Registered once by the binding (register_types). */
 static PyObject* g_torch_tensor = NULL; /* torch.Tensor, or NULL */
-static PyObject* g_scalar_type = NULL;  /* fleetjit.args.Scalar */
-static PyObject* g_kind_codes = NULL;   /* {"i32": FJ_ARG_I32, ...} */
-static PyObject* g_type_codes = NULL;   /* {numpy.float32: FJ_ARG_F32, ...} */
+/* torch.Tensor.is_contiguous and .data_ptr as the class holds them (its C
+ * method descriptors), called with the tensor as the first argument for an
+ * exact torch.Tensor: no attribute lookup per launch. Subclasses, which
+ * may override either, look them up. */
+static PyObject *g_tensor_is_contiguous = NULL, *g_tensor_data_ptr = NULL;
+static PyObject* g_scalar_type = NULL; /* fleetjit.args.Scalar */
+static PyObject* g_kind_codes = NULL;  /* {"i32": FJ_ARG_I32, ...} */
+static PyObject* g_type_codes = NULL;  /* {numpy.float32: FJ_ARG_F32, ...} */
 static PyObject* g_typestrs = NULL; /* tensors.CAI_TYPESTRS: {"<f4": (2, 32)} */
 /* Interned attribute names. */
 static PyObject *s_is_cuda, *s_is_contiguous, *s_data_ptr, *s_dtype,
@@ -258,13 +263,14 @@ static int attr_u64(PyObject* obj, PyObject* name, uint64_t* out) {
 }
 
 /* 1: `a` filled; 0: not handled here (take the ctypes path); -1: error. */
-static int fill_torch(PyObject* t, PyObject* want_dtype, fj_arg* a) {
+static int fill_torch(PyObject* t, PyObject* want_dtype, int exact, fj_arg* a) {
   PyObject* v = PyObject_GetAttr(t, s_is_cuda);
   if (v == NULL) return -1;
   int cuda = v == Py_True;
   Py_DECREF(v);
   if (!cuda) return 0; /* CPU or pinned: the ctypes path decides */
-  v = PyObject_CallMethodObjArgs(t, s_is_contiguous, NULL);
+  v = exact ? PyObject_CallFunctionObjArgs(g_tensor_is_contiguous, t, NULL)
+            : PyObject_CallMethodObjArgs(t, s_is_contiguous, NULL);
   if (v == NULL) return -1;
   int contiguous = v == Py_True;
   Py_DECREF(v);
@@ -276,7 +282,8 @@ static int fill_torch(PyObject* t, PyObject* want_dtype, fj_arg* a) {
     Py_DECREF(v);
     if (!same) return 0; /* the ctypes path warns */
   }
-  v = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
+  v = exact ? PyObject_CallFunctionObjArgs(g_tensor_data_ptr, t, NULL)
+            : PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
   if (v == NULL) return -1;
   uint64_t p = PyLong_AsUnsignedLongLong(v);
   Py_DECREF(v);
@@ -478,7 +485,8 @@ static int fill_one(PyObject* v, PyObject* want_dtype, PyObject* want_cai,
     return 1;
   }
   PyObject* type = (PyObject*)Py_TYPE(v);
-  if (type == g_torch_tensor) return fill_torch(v, want_dtype, a);
+  if (type == g_torch_tensor)
+    return fill_torch(v, want_dtype, g_tensor_data_ptr != NULL, a);
   if (type == g_scalar_type) return fill_scalar(v, a);
   if (g_type_codes != NULL) {
     PyObject* code = PyDict_GetItem(g_type_codes, type); /* borrowed */
@@ -491,7 +499,7 @@ static int fill_one(PyObject* v, PyObject* want_dtype, PyObject* want_cai,
    * ctypes path takes. */
   if (g_torch_tensor != NULL &&
       PyType_IsSubtype(Py_TYPE(v), (PyTypeObject*)g_torch_tensor))
-    return fill_torch(v, want_dtype, a);
+    return fill_torch(v, want_dtype, 0, a);
   if (PyObject_HasAttr(v, s_device_address)) {
     uint64_t p;
     if (attr_u64(v, s_device_address, &p) != 0 || p == 0) {
@@ -1048,6 +1056,23 @@ static PyObject* register_types(PyObject* self, PyObject* argv) {
   Py_XDECREF(g_type_codes);
   g_type_codes = type_codes;
   Py_INCREF(g_type_codes);
+  PyObject *is_contiguous = NULL, *data_ptr = NULL;
+  if (torch_tensor != Py_None) {
+    is_contiguous = PyObject_GetAttr(torch_tensor, s_is_contiguous);
+    data_ptr =
+        is_contiguous ? PyObject_GetAttr(torch_tensor, s_data_ptr) : NULL;
+    if (data_ptr == NULL || !PyCallable_Check(is_contiguous) ||
+        !PyCallable_Check(data_ptr)) {
+      /* Not torch as we know it: every tensor looks its methods up. */
+      PyErr_Clear();
+      Py_CLEAR(is_contiguous);
+      Py_CLEAR(data_ptr);
+    }
+  }
+  Py_XDECREF(g_tensor_is_contiguous);
+  Py_XDECREF(g_tensor_data_ptr);
+  g_tensor_is_contiguous = is_contiguous;
+  g_tensor_data_ptr = data_ptr;
   Py_XDECREF(g_torch_tensor);
   Py_XDECREF(g_scalar_type);
   Py_XDECREF(g_kind_codes);

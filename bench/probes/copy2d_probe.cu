@@ -1,0 +1,133 @@
+// Probe: can the driver copy fj_copy's 2-D window as fast as a dense copy?
+// Times cuMemcpy2DAsync (the in-bounds rectangle) plus cuMemsetD32Async /
+// cuMemsetD2D32Async (the fill bands) against cuMemcpyDtoDAsync of the
+// same bytes, for the window of fj_copy_bench (rows of 64 KiB) and narrower
+// rows. Standalone (the driver API only), built and run on the GPU host:
+//   nvcc -O2 -std=c++17 bench/probes/copy2d_probe.cu -lcuda -o copy2d &&
+//   ./copy2d
+// Its result is in docs/measurements.md: the driver's pitched copy ran at
+// 0.40x, so fj_copy keeps its kernel for windows.
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#define CK(x)                                              \
+  do {                                                     \
+    CUresult r = (x);                                      \
+    if (r != CUDA_SUCCESS) {                               \
+      const char* s;                                       \
+      cuGetErrorString(r, &s);                             \
+      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, s); \
+      exit(1);                                             \
+    }                                                      \
+  } while (0)
+static CUstream st;
+static CUevent e0, e1;
+template <class F>
+double Time(F f, int reps = 15) {
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<float> t;
+  for (int i = 0; i < reps; ++i) {
+    CK(cuEventRecord(e0, st));
+    f();
+    CK(cuEventRecord(e1, st));
+    CK(cuEventSynchronize(e1));
+    float ms;
+    CK(cuEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+int main() {
+  CK(cuInit(0));
+  CUdevice d;
+  CK(cuDeviceGet(&d, 0));
+  CUcontext c;
+  CK(cuDevicePrimaryCtxRetain(&c, d));
+  CK(cuCtxSetCurrent(c));
+  CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  CK(cuEventCreate(&e0, 0));
+  CK(cuEventCreate(&e1, 0));
+  const size_t R = 32768, SC = 16448;
+  CUdeviceptr src, dst;
+  CK(cuMemAlloc(&src, R * SC * 4));
+  CK(cuMemAlloc(&dst, R * SC * 4));
+  CK(cuMemsetD32(src, 0x3f800000u, R * SC));
+  struct Shape {
+    size_t rows, cols, scols;
+  };
+  Shape shapes[] = {{32768, 16384, 16448},    {32768 * 4, 4096, 4160},
+                    {32768 * 16, 1024, 1088}, {32768 * 64, 256, 320},
+                    {32768 * 128, 128, 192},  {32768 * 256, 64, 80}};
+  for (auto s : shapes) {
+    size_t bytes = s.rows * s.cols * 4;
+    double anchor = Time([&] { CK(cuMemcpyDtoDAsync(dst, src, bytes, st)); });
+    // window at (-1, 32): dst row 0 filled, rows 1.. from src rows 0..rows-2,
+    // cols 32..
+    auto win = [&] {
+      CK(cuMemsetD32Async(dst, 0, s.cols, st));
+      CUDA_MEMCPY2D m = {};
+      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.srcDevice = src + 32 * 4;
+      m.srcPitch = s.scols * 4;
+      m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.dstDevice = dst + s.cols * 4;
+      m.dstPitch = s.cols * 4;
+      m.WidthInBytes = s.cols * 4;
+      m.Height = s.rows - 1;
+      CK(cuMemcpy2DAsync(&m, st));
+    };
+    double w = Time(win);
+    // column band fill too: cols shifted so 16 columns out of bounds on the
+    // right
+    auto win2 = [&] {
+      size_t in = s.cols - 16;
+      CUDA_MEMCPY2D m = {};
+      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.srcDevice = src + (s.scols - in) * 4;
+      m.srcPitch = s.scols * 4;
+      m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      m.dstDevice = dst;
+      m.dstPitch = s.cols * 4;
+      m.WidthInBytes = in * 4;
+      m.Height = s.rows;
+      CK(cuMemcpy2DAsync(&m, st));
+      CK(cuMemsetD2D32Async(dst + in * 4, s.cols * 4, 0, 16, s.rows, st));
+    };
+    double w2 = Time(win2);
+    // also memset band alone
+    double mb = Time([&] {
+      CK(cuMemsetD2D32Async(dst + (s.cols - 16) * 4, s.cols * 4, 0, 16, s.rows,
+                            st));
+    });
+    printf(
+        "rows %8zu x %6zu B: memcpy %.3f ms | 2D+row fill %.3f ms %.3fx | "
+        "2D+col band %.3f ms %.3fx (band alone %.3f ms)\n",
+        s.rows, s.cols * 4, anchor, w, anchor / w, w2, anchor / w2, mb);
+  }
+  // verify one: window 0
+  {
+    Shape s = shapes[0];
+    CK(cuMemsetD32(dst, 0xdeadbeef, R * SC));
+    CUDA_MEMCPY2D m = {};
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.srcDevice = src + 32 * 4;
+    m.srcPitch = s.scols * 4;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    m.dstDevice = dst + s.cols * 4;
+    m.dstPitch = s.cols * 4;
+    m.WidthInBytes = s.cols * 4;
+    m.Height = s.rows - 1;
+    CK(cuMemsetD32Async(dst, 0, s.cols, st));
+    CK(cuMemcpy2DAsync(&m, st));
+    CK(cuStreamSynchronize(st));
+    std::vector<float> h(s.cols * 3);
+    CK(cuMemcpyDtoH(h.data(), dst, h.size() * 4));
+    printf("verify: row0 %g %g row1 %g %g\n", h[0], h[s.cols - 1], h[s.cols],
+           h[2 * s.cols - 1]);
+  }
+  return 0;
+}
