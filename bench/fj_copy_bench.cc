@@ -113,8 +113,23 @@ std::vector<copy::CopyLaunchShape> ExtraShapes(jit::CopyImpl impl) {
 void LocalCopies(Ctx& c) {
   Runtime& rt = *c.rt;
   const DriverApi* api = c.api;
-  // src has 64 extra columns so a full-width window is strided.
-  const int64_t src_cols = kCols + 64;
+  // src has 64 extra columns so a full-width window is strided, and the
+  // window starts one row above src and 32 columns in. For a study of the
+  // geometry, FJ_COPY_BENCH_WINDOW="SRC_COLS,ROW,COL" sets them (ROW -1 or
+  // 0; COL + the window's width within SRC_COLS).
+  int64_t src_cols = kCols + 64, row_at = -1, col_at = 32;
+  if (const char* env = std::getenv("FJ_COPY_BENCH_WINDOW")) {
+    long long sc = 0, r = 0, cl = 0;
+    if (std::sscanf(env, "%lld,%lld,%lld", &sc, &r, &cl) != 3 || sc < kCols ||
+        (r != -1 && r != 0) || cl < 0 || cl + kCols > sc) {
+      std::fprintf(stderr, "fj_copy_bench: bad FJ_COPY_BENCH_WINDOW '%s'\n",
+                   env);
+      std::exit(2);
+    }
+    src_cols = sc;
+    row_at = r;
+    col_at = cl;
+  }
   auto src = rt.Allocate(0, uint64_t(kRows) * src_cols * 4);
   auto dst = rt.Allocate(0, kBytes);
   Die(src.status(), "alloc");
@@ -150,10 +165,11 @@ void LocalCopies(Ctx& c) {
   w.src = DlTensorOf(ws);
   w.dst = DlTensorOf(d);
   w.oob = FJ_OOB_ZEROS;
-  w.start = {-1, 32};
+  w.start = {row_at, col_at};
   std::printf("2. window [%" PRId64 " x %" PRId64 "] of [%" PRId64 " x %" PRId64
-              "] at (-1, 32), zero fill, vs the same bytes contiguous\n",
-              kRows, kCols, kRows, src_cols);
+              "] at (%" PRId64 ", %" PRId64
+              "), zero fill, vs the same bytes contiguous\n",
+              kRows, kCols, kRows, src_cols, row_at, col_at);
   Line("cuMemcpyDtoDAsync of the same bytes (anchor)", dtod, 2.0 * kBytes,
        dtod);
   const int arch = (*rt.device(0))->facts().arch();
@@ -168,14 +184,16 @@ void LocalCopies(Ctx& c) {
       const double ms = c.Time(0, [&] {
         Die(rt.copy().CopyTensorWindow(w, {0, c.stream[0]}), "fj_copy");
       });
-      // Verify: row 0 zeros, row 1 = src row 0 (0x3C bytes).
+      // Verify: row 0 zeros (src's when the window starts at row 0), row 1
+      // = src's (0x3C bytes).
       std::vector<uint32_t> row(kCols);
       c.Current(0);
       CU(api->cuMemsetD8(*dst, 0xff, kCols * 8));
       Die(rt.copy().CopyTensorWindow(w, {0, c.stream[0]}), "fj_copy");
       CU(api->cuStreamSynchronize(c.stream[0]));
       CU(api->cuMemcpyDtoH(row.data(), *dst, kCols * 4));
-      bool ok = row[0] == 0 && row[kCols - 1] == 0;
+      const uint32_t first = row_at == -1 ? 0 : 0x3C3C3C3Cu;
+      bool ok = row[0] == first && row[kCols - 1] == first;
       CU(api->cuMemcpyDtoH(row.data(), *dst + kCols * 4, kCols * 4));
       ok = ok && row[0] == 0x3C3C3C3Cu && row[kCols - 1] == 0x3C3C3C3Cu;
       Line(absl::StrCat("fj_copy window, ", jit::CopyImplName(impl), ", ",

@@ -442,22 +442,12 @@ __attribute__((noinline)) absl::Status PackAndLaunch(LoadedKernel& k,
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer,
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &param_bytes,
                    CU_LAUNCH_PARAM_END};
-  void** const extra_or_null = param_bytes != 0 ? extra : nullptr;
-  // Without attributes, the plain entry: the same launch, and on the H200
-  // cheaper inside the driver than cuLaunchKernelEx (launch_bench's raw
-  // rows, docs/measurements.md).
-  const bool plain = num_attributes == 0;
-  const CUresult r =
-      plain ? api.cuLaunchKernel(
-                  k.function, config.gridDimX, config.gridDimY, config.gridDimZ,
-                  config.blockDimX, config.blockDimY, config.blockDimZ,
-                  config.sharedMemBytes, stream, nullptr, extra_or_null)
-            : api.cuLaunchKernelEx(&config, k.function, nullptr, extra_or_null);
+  const CUresult r = api.cuLaunchKernelEx(&config, k.function, nullptr,
+                                          param_bytes != 0 ? extra : nullptr);
   if (r != CUDA_SUCCESS) {
     return CheckStickyError(
         device, api, r,
-        absl::StrCat("kernel '", k.display_name,
-                     "': ", plain ? "cuLaunchKernel" : "cuLaunchKernelEx"));
+        absl::StrCat("kernel '", k.display_name, "': cuLaunchKernelEx"));
   }
   return absl::OkStatus();
 }

@@ -20,12 +20,6 @@
 
 namespace {
 
-// Kernel launches the fake driver saw, through either entry (a launch
-// without attributes takes cuLaunchKernel, one with them cuLaunchKernelEx).
-uint64_t Launches() {
-  return fjfake_calls("cuLaunchKernel") + fjfake_calls("cuLaunchKernelEx");
-}
-
 using fleetjit::testing::Code;
 using fleetjit::testing::S;
 
@@ -128,20 +122,20 @@ TEST_F(TuneFakeTest, OneCallTunesStoresAndASecondHitsMemory) {
   std::string m1 = "-DFJ_TUNE_FAKE=1", m2 = "-DFJ_TUNE_FAKE=2";
   std::vector<fj_str> macros = {S(m1), S(m2)};
   const fj_tune_options o = Options(macros);
-  const uint64_t launches = Launches();
+  const uint64_t launches = fjfake_calls("cuLaunchKernelEx");
   TuneRun first = Tune(o);
   ASSERT_EQ(first.code, FJ_OK) << first.message;
   EXPECT_EQ(first.summary.num_rows, 6u);
   EXPECT_EQ(first.summary.source, FJ_CACHE_COMPILED);
   EXPECT_EQ(first.summary.stored, 1);
-  EXPECT_GT(Launches(), launches);
-  const uint64_t after_first = Launches();
+  EXPECT_GT(fjfake_calls("cuLaunchKernelEx"), launches);
+  const uint64_t after_first = fjfake_calls("cuLaunchKernelEx");
   TuneRun second = Tune(o);
   ASSERT_EQ(second.code, FJ_OK) << second.message;
   EXPECT_EQ(second.summary.source, FJ_CACHE_MEMORY_HIT);
   EXPECT_EQ(second.summary.winner, first.summary.winner);
   EXPECT_STREQ(second.summary.key, first.summary.key);
-  EXPECT_EQ(Launches(), after_first)
+  EXPECT_EQ(fjfake_calls("cuLaunchKernelEx"), after_first)
       << "a stored result launched candidates again";
 }
 
@@ -186,10 +180,10 @@ TEST_F(TuneFakeTest, OutputsOutsideTheirAllocationAreRefused) {
 TEST_F(TuneFakeTest, ConcurrentCallsOfOneKeyTuneOnce) {
   std::string alone = "-DFJ_TUNE_FAKE_ALONE=1";
   std::vector<fj_str> alone_macros = {S(alone)};
-  uint64_t before = Launches();
+  uint64_t before = fjfake_calls("cuLaunchKernelEx");
   TuneRun single = Tune(Options(alone_macros));
   ASSERT_EQ(single.code, FJ_OK) << single.message;
-  const uint64_t one_run = Launches() - before;
+  const uint64_t one_run = fjfake_calls("cuLaunchKernelEx") - before;
   ASSERT_GT(one_run, 0u);
 
   std::string together = "-DFJ_TUNE_FAKE_TOGETHER=1";
@@ -198,7 +192,7 @@ TEST_F(TuneFakeTest, ConcurrentCallsOfOneKeyTuneOnce) {
   constexpr int kCallers = 3;
   std::vector<TuneRun> runs(kCallers);
   std::atomic<int> ready{0};
-  before = Launches();
+  before = fjfake_calls("cuLaunchKernelEx");
   std::vector<std::thread> threads;
   for (int t = 0; t < kCallers; ++t) {
     threads.emplace_back([&, t] {
@@ -218,7 +212,8 @@ TEST_F(TuneFakeTest, ConcurrentCallsOfOneKeyTuneOnce) {
   }
   EXPECT_EQ(tuned, 1);
   EXPECT_EQ(hits, kCallers - 1);
-  EXPECT_EQ(Launches() - before, one_run) << "the key was tuned more than once";
+  EXPECT_EQ(fjfake_calls("cuLaunchKernelEx") - before, one_run)
+      << "the key was tuned more than once";
 }
 
 // With FJ_TUNE_NO_CACHE_READ every call tunes for itself: a call that
@@ -228,12 +223,12 @@ TEST_F(TuneFakeTest, ConcurrentCallsThatSkipTheCacheEachTuneThemselves) {
   std::vector<fj_str> macros = {S(m)};
   fj_tune_options o = Options(macros);
   o.flags = FJ_TUNE_NO_CACHE_READ;
-  uint64_t before = Launches();
+  uint64_t before = fjfake_calls("cuLaunchKernelEx");
   ASSERT_EQ(Tune(o).code, FJ_OK);
-  const uint64_t one_run = Launches() - before;
+  const uint64_t one_run = fjfake_calls("cuLaunchKernelEx") - before;
   constexpr int kCallers = 2;
   std::vector<TuneRun> runs(kCallers);
-  before = Launches();
+  before = fjfake_calls("cuLaunchKernelEx");
   std::vector<std::thread> threads;
   for (int t = 0; t < kCallers; ++t) {
     threads.emplace_back([&, t] { runs[t] = Tune(o); });
@@ -243,7 +238,7 @@ TEST_F(TuneFakeTest, ConcurrentCallsThatSkipTheCacheEachTuneThemselves) {
     ASSERT_EQ(r.code, FJ_OK) << r.message;
     EXPECT_EQ(r.summary.source, FJ_CACHE_COMPILED);
   }
-  EXPECT_EQ(Launches() - before, kCallers * one_run);
+  EXPECT_EQ(fjfake_calls("cuLaunchKernelEx") - before, kCallers * one_run);
 }
 
 }  // namespace

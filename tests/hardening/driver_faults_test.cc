@@ -248,11 +248,12 @@ TEST_F(DriverFaultsTest, CleanSessionChecksItsDataAndLeavesNothing) {
   EXPECT_EQ(Live().reclaimed, 0);
   // The session reaches the driver's main families.
   for (const char* call :
-       {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernel", "cuMemcpyDtoHAsync",
-        "cuStreamCreate", "cuFuncSetAttribute", "cuMemcpyAsync",
-        "cuDevicePrimaryCtxRelease", "cuMemcpyPeerAsync", "cuMemHostAlloc",
-        "cuEventRecord", "cuStreamWaitEvent", "cuCtxEnablePeerAccess",
-        "cuStreamGetCtx", "cuTensorMapEncodeTiled", "cuMemcpyDtoD"}) {
+       {"cuMemAlloc", "cuModuleLoadData", "cuLaunchKernelEx",
+        "cuMemcpyDtoHAsync", "cuStreamCreate", "cuFuncSetAttribute",
+        "cuMemcpyAsync", "cuDevicePrimaryCtxRelease", "cuMemcpyPeerAsync",
+        "cuMemHostAlloc", "cuEventRecord", "cuStreamWaitEvent",
+        "cuCtxEnablePeerAccess", "cuStreamGetCtx", "cuTensorMapEncodeTiled",
+        "cuMemcpyDtoD"}) {
     EXPECT_GT(fjfake_calls(call), 0u) << call;
   }
 }

@@ -74,8 +74,7 @@ class FakeDriverTest(unittest.TestCase):
         self.rt.close()
 
     def launches(self):
-        return (self.fake.fjfake_calls(b"cuLaunchKernel") +
-                self.fake.fjfake_calls(b"cuLaunchKernelEx"))
+        return self.fake.fjfake_calls(b"cuLaunchKernelEx")
 
     def refused(self, rows, exc=fleetjit.InvalidArgumentError):
         """Each (what, args, text): k.launch(1, 32, args) raises `exc` holding
