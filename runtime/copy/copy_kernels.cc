@@ -160,10 +160,6 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
     tiles =
         ChooseTiles(v.dst, v.gather.has_value(), launch_shape.max_row_bytes,
                     FloorPow2(std::min(launch_shape.max_tile_bytes, budget)));
-    if (!(v.gather.has_value() && v.dst.rank == 1)) {
-      ShiftForAlignedReads(v.src, src_address, v.start[0], v.dst.shape[0],
-                           tiles);
-    }
     src_t = KernelTensor(v.src, src_address, tiles, src_oob);
     dst_t = KernelTensor(v.dst, v.dst.address, tiles, fj::oob_zeros);
   };
@@ -203,7 +199,6 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
     a.start[d] = static_cast<int32_t>(d < v.dst.rank ? v.start[d] : 0);
   }
   a.total = tiles.total;
-  a.shift0 = tiles.shift0;
   if (v.gather.has_value()) {
     a.index_bytes = v.gather->elem_bytes;
     a.index = v.gather->address;

@@ -52,9 +52,8 @@ struct CopyKernelArgs {
   uint64_t index;
   int64_t index_stride;
   int64_t src_rows;
-  int64_t shift0;  // TileShape::shift0
 };
-static_assert(sizeof(CopyKernelArgs) == 104, "matches fj_copy_args");
+static_assert(sizeof(CopyKernelArgs) == 96, "matches fj_copy_args");
 
 struct PrefetchKernelArgs {
   uint64_t base;

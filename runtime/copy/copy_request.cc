@@ -264,31 +264,6 @@ TileShape ChooseTiles(const TensorDesc& dst, bool gather,
   return t;
 }
 
-void ShiftForAlignedReads(const TensorDesc& src, uint64_t src_address,
-                          int64_t start0, int64_t dst_extent0,
-                          TileShape& tiles) {
-  const int64_t eb = src.elem_bytes;
-  const int64_t row_bytes = int64_t{tiles.box[0]} * eb;
-  if (eb <= 0 || src.rank < 1 || row_bytes < kReadAlignBytes ||
-      row_bytes % kReadAlignBytes != 0 || src_address % kReadAlignBytes != 0) {
-    return;
-  }
-  for (int d = 1; d < src.rank; ++d) {
-    if ((src.stride[d] * eb) % kReadAlignBytes != 0) return;
-  }
-  // Where the window's first column sits within its boundary, in bytes
-  // (start0 may be negative: a fill band before src).
-  const int64_t off =
-      ((start0 * eb) % kReadAlignBytes + kReadAlignBytes) % kReadAlignBytes;
-  if (off == 0 || off % eb != 0) return;
-  const int64_t shift = off / eb;
-  const int64_t extent = std::max<int64_t>(dst_extent0, 1);
-  const int64_t tiles0 = (extent + shift + tiles.box[0] - 1) / tiles.box[0];
-  tiles.total = tiles.total / tiles.tiles[0] * tiles0;
-  tiles.tiles[0] = tiles0;
-  tiles.shift0 = shift;
-}
-
 const char* PrefetchModeName(PrefetchMode mode) {
   switch (mode) {
     case PrefetchMode::kAuto:

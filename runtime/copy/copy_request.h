@@ -124,10 +124,6 @@ struct TileShape {
   int64_t tiles[FJ_TP_MAX_RANK] = {1, 1, 1, 1, 1};
   int64_t total = 0;
   uint32_t tile_bytes = 0;
-  // The tile grid starts this many elements before dst's first column
-  // (ShiftForAlignedReads): tile i of dimension 0 covers dst columns
-  // [i * box[0] - shift0, ...), its part before column 0 not stored.
-  int64_t shift0 = 0;
 };
 
 // The longest tile row, in elements (ChooseTiles).
@@ -142,20 +138,6 @@ inline constexpr int64_t kMaxTileRowElems = 65536;
 // dimension's box is 1 (each row has its own source).
 TileShape ChooseTiles(const TensorDesc& dst, bool gather,
                       uint32_t max_row_bytes, uint32_t max_tile_bytes);
-
-// Shifts `tiles`' grid in dimension 0 so that every tile reads src from a
-// kReadAlignBytes boundary, where a window's column offset would otherwise
-// start each read mid-way (on the H200 a window 128 bytes off ran at
-// 0.927x of a copy, 256 bytes off at 0.948x: docs/measurements.md). The
-// stores then start mid-way instead, which costs less: the L2 merges the
-// halves that neighbouring tiles write. Nothing moves unless each row of
-// src starts on such a boundary (src_address and every outer stride), a
-// tile row spans whole boundaries, and the shift is whole elements. Each
-// dst element still receives src at its own coordinates plus `start0`.
-inline constexpr int64_t kReadAlignBytes = 256;
-void ShiftForAlignedReads(const TensorDesc& src, uint64_t src_address,
-                          int64_t start0, int64_t dst_extent0,
-                          TileShape& tiles);
 
 // ---------------------------------------------------------------- prefetch
 enum class PrefetchMode {

@@ -8,9 +8,7 @@
 // real dtype, which picks the NaN pattern and the TMA element type).
 //
 // Tile t of dst starts at dst coordinates d (tile index times box per
-// dimension, dimension 0 fastest, less shift0 in dimension 0: a grid moved
-// so that src reads start on 256-byte boundaries, its first tile's part
-// before column 0 clipped by the store) and reads src at d + start. With a
+// dimension, dimension 0 fastest) and reads src at d + start. With a
 // gather, dimension FJ_RANK-1 (the outermost) has box 1 and reads src row
 // index[d] + start: a row outside src is read fully out of bounds, hence
 // filled (the runtime passes promise_in_bounds copies with oob_zeros).
@@ -49,7 +47,6 @@ struct fj_copy_args {
   const void* index;       // gather index (entry per outermost dst row)
   long long index_stride;  // elements
   long long src_rows;      // src extent of the outermost dimension
-  long long shift0;        // the tile grid's start before dst column 0
 };
 
 __device__ __forceinline__ void fj_tile_at(
@@ -63,7 +60,7 @@ __device__ __forceinline__ void fj_tile_at(
   for (int k = 0; k < FJ_RANK; ++k) {
     const long long i = t % a.tiles[k];
     t /= a.tiles[k];
-    d.v[k] = (int)(i * dst.box(k) - (k == 0 ? a.shift0 : 0));
+    d.v[k] = (int)(i * dst.box(k));
     s.v[k] = d.v[k] + a.start[k];
   }
   if (a.index_bytes != 0) {

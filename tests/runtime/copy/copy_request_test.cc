@@ -4,7 +4,6 @@
 #include "runtime/copy/copy_request.h"
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -223,63 +222,6 @@ TEST(ChooseTiles, MeetsTheLayerAndTmaLimits) {
           EXPECT_EQ(t.total, total);
         }
       }
-    }
-  }
-}
-
-// A window whose columns start mid-way through a 256-byte boundary gets a
-// tile grid that reads src from boundaries, and every dst column is still
-// covered exactly once, by a tile that reads it from its own source column.
-TEST(ShiftForAlignedReads, ReadsStartOnBoundariesAndEveryColumnIsCovered) {
-  std::mt19937_64 rng(0x5eed2304);
-  for (int trial = 0; trial < 400; ++trial) {
-    const int eb = 1 << (rng() % 4);
-    TensorDesc src;
-    src.rank = 2;
-    src.elem_bytes = eb;
-    const int64_t width = 64 + static_cast<int64_t>(rng() % 5000);
-    const int64_t pad = static_cast<int64_t>(rng() % 3) * (256 / eb);
-    src.shape[0] = width + pad + 300;
-    src.shape[1] = 7;
-    src.stride[0] = 1;
-    // Rows on boundaries, or (one trial in four) not.
-    const int64_t row_elems = (src.shape[0] * eb + 255) / 256 * 256 / eb;
-    src.stride[1] = row_elems + (trial % 4 == 3 ? 1 : 0);
-    const int64_t start0 = static_cast<int64_t>(rng() % 301) - 20;
-    TensorDesc dst = src;
-    dst.shape[0] = width;
-    dst.stride[1] = width;
-    const uint32_t row = 256u << (rng() % 5);
-    TileShape t = ChooseTiles(dst, false, row, 65536);
-    const TileShape before = t;
-    const uint64_t address = kBase + (trial % 8 == 7 ? 16 : 0);
-    ShiftForAlignedReads(src, address, start0, dst.shape[0], t);
-    const int64_t box = t.box[0];
-    const bool eligible = box * eb >= 256 && address % 256 == 0 &&
-                          (src.stride[1] * eb) % 256 == 0;
-    const int64_t off = ((start0 * eb) % 256 + 256) % 256;
-    if (!eligible || off == 0) {
-      EXPECT_EQ(t.shift0, 0) << trial;
-      EXPECT_EQ(t.tiles[0], before.tiles[0]) << trial;
-      EXPECT_EQ(t.total, before.total) << trial;
-      continue;
-    }
-    EXPECT_EQ(t.shift0 * eb, off) << trial;
-    EXPECT_LT(t.shift0, box);
-    EXPECT_EQ(t.total, t.tiles[0] * t.tiles[1]);
-    std::vector<int> covered(width, 0);
-    for (int64_t i = 0; i < t.tiles[0]; ++i) {
-      const int64_t d0 = i * box - t.shift0;  // the kernel's fj_tile_at
-      const int64_t s0 = d0 + start0;
-      EXPECT_EQ(((s0 * eb) % 256 + 256) % 256, 0)
-          << "tile " << i << " of trial " << trial << " reads mid-way";
-      for (int64_t c = std::max<int64_t>(d0, 0);
-           c < std::min<int64_t>(d0 + box, width); ++c) {
-        ++covered[c];
-      }
-    }
-    for (int64_t c = 0; c < width; ++c) {
-      ASSERT_EQ(covered[c], 1) << "column " << c << " of trial " << trial;
     }
   }
 }
