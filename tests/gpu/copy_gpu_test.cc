@@ -57,6 +57,38 @@ TEST_F(CopyGpuTest, WindowsWithFillTakeTheKernel) {
   EXPECT_EQ(rt().copy().counters().kernel, before.kernel + 1);
 }
 
+// Windows whose columns start between 256-byte boundaries of a src whose
+// rows start on them (fj_copy_bench's geometry, where reads cost the most:
+// docs/measurements.md), some running past src's right edge into the fill.
+TEST_F(CopyGpuTest, WindowsOffABoundaryMatchTheReference) {
+  const testutil::Dtype* dtypes[] = {&testutil::kF32, &testutil::kBF16,
+                                     &testutil::kU8, &testutil::kF64};
+  for (jit::CopyImpl impl : Impls(0)) {
+    SCOPED_TRACE(std::string(jit::CopyImplName(impl)));
+    std::mt19937_64 rng(0x5A1F7 + static_cast<int>(impl));
+    for (int trial = 0; trial < 24; ++trial) {
+      const testutil::Dtype& dt = *dtypes[trial % 4];
+      const int64_t per_boundary = 256 / dt.bytes;
+      const int64_t src_cols = per_boundary * (4 + rng() % 12);
+      const int64_t rows = 3 + rng() % 40;
+      CopyCase c = CopyCase::Dense({rows, src_cols}, dt);
+      // A column start off every boundary, and (every third trial) a
+      // window that runs past src's right edge into the fill.
+      const int64_t col = 1 + rng() % (per_boundary - 1) +
+                          per_boundary * static_cast<int64_t>(rng() % 2);
+      const int64_t width =
+          trial % 3 == 2 ? src_cols - col + 7 : src_cols - col - rng() % 5;
+      c.dst_shape = {rows + 1, width};
+      c.start = {static_cast<int64_t>(rng() % 3) - 1, col, 0, 0, 0};
+      c.oob = dt.is_float && trial % 2 ? FJ_OOB_NAN : FJ_OOB_ZEROS;
+      SCOPED_TRACE(c.Describe());
+      const auto before = rt().copy().counters();
+      ASSERT_NO_FATAL_FAILURE(RunAndCheck(c, impl, /*force_kernel=*/true));
+      EXPECT_EQ(rt().copy().counters().kernel, before.kernel + 1);
+    }
+  }
+}
+
 TEST_F(CopyGpuTest, PagedGatherWithBadIndicesFills) {
   for (jit::CopyImpl impl : Impls(0)) {
     SCOPED_TRACE(std::string(jit::CopyImplName(impl)));
