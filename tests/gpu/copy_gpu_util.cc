@@ -382,8 +382,15 @@ void GpuFixture::RunAndCheck(const CopyCase& c,
     const uint8_t* want =
         inside ? &src[src_off * eb] : reinterpret_cast<const uint8_t*>(&fill);
     if (std::memcmp(&got[dst_off * eb], want, eb) != 0 && ++mismatches <= 5) {
+      auto hex = [eb](const uint8_t* p) {
+        std::string h;
+        for (int b = eb - 1; b >= 0; --b)
+          absl::StrAppend(&h, absl::Hex(p[b], absl::kZeroPad2));
+        return h;
+      };
       ADD_FAILURE() << "dst element [" << absl::StrJoin(i, ",") << "] "
-                    << (inside ? "from src" : "fill") << " differs";
+                    << (inside ? "from src" : "fill") << " differs: 0x"
+                    << hex(&got[dst_off * eb]) << ", want 0x" << hex(want);
     }
   });
   EXPECT_EQ(mismatches, 0);

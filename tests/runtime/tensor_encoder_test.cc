@@ -330,6 +330,12 @@ TEST(TmaRejection, NamesWhyTmaCannot) {
          t.arg.oob = FJ_OOB_NAN;
        },
        "NaN"},
+      {"f64 nan",
+       [](TestTensor& t) {
+         t.tensor.dtype = {2, 64, 1};  // kDLFloat
+         t.arg.oob = FJ_OOB_NAN;
+       },
+       "NaN fill for f64"},
       {"zero extent", [](TestTensor& t) { t.shape[0] = 0; }, "is 0"},
       {"extent over 2^32",
        [](TestTensor& t) {
