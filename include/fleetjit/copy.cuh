@@ -79,7 +79,8 @@
 //      - extents 1..2^32; the innermost box extent times elem_bytes a
 //        multiple of 16 bytes (device: t.box(0); the host's box is
 //        outermost-first, so that is its last entry, box[R-1]); no NaN
-//        fill for fp8 (TMA moves fp8 as bytes);
+//        fill for fp8 (TMA moves fp8 as bytes) or f64 (on the H200 a
+//        FLOAT64 map's NaN fill did not write the layer's NaN);
 //      - a box of at most 256 elements per dimension per hardware copy. A
 //        larger box is split by the host into a hardware box that tiles it
 //        in SMEM-contiguous pieces of a multiple of 128 bytes (the largest
@@ -303,7 +304,7 @@
 //   predicate         E    N         N   pred_zero under tma: thread stores
 //   tile_copy         E    E         N*  *when the tensor has a tensor map
 //   oob_zeros         E    N         N*  cp_async: src-size clamping
-//   oob_nan           E    E         N*  NaN by thread stores; fp8 on tma: E
+//   oob_nan           E    E         N*  thread stores; E on tma for fp8, f64
 //   multicast         E    E         N*  *sm_90 and sm_100a/103a/110a/f
 //   l2_prefetch       N    N         N   prefetch.global.L2 / bulk prefetch
 #ifndef FLEETJIT_COPY_CUH_
