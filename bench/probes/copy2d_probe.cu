@@ -41,6 +41,21 @@ double Time(F f, int reps = 15) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
+// A pitched device-to-device copy on the probe's stream.
+static void Copy2D(CUdeviceptr from, size_t from_pitch, CUdeviceptr to,
+                   size_t to_pitch, size_t width_bytes, size_t height) {
+  CUDA_MEMCPY2D m = {};
+  m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  m.srcDevice = from;
+  m.srcPitch = from_pitch;
+  m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  m.dstDevice = to;
+  m.dstPitch = to_pitch;
+  m.WidthInBytes = width_bytes;
+  m.Height = height;
+  CK(cuMemcpy2DAsync(&m, st));
+}
+
 int main() {
   CK(cuInit(0));
   CUdevice d;
@@ -69,32 +84,16 @@ int main() {
     // cols 32..
     auto win = [&] {
       CK(cuMemsetD32Async(dst, 0, s.cols, st));
-      CUDA_MEMCPY2D m = {};
-      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-      m.srcDevice = src + 32 * 4;
-      m.srcPitch = s.scols * 4;
-      m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      m.dstDevice = dst + s.cols * 4;
-      m.dstPitch = s.cols * 4;
-      m.WidthInBytes = s.cols * 4;
-      m.Height = s.rows - 1;
-      CK(cuMemcpy2DAsync(&m, st));
+      Copy2D(src + 32 * 4, s.scols * 4, dst + s.cols * 4, s.cols * 4,
+             s.cols * 4, s.rows - 1);
     };
     double w = Time(win);
     // column band fill too: cols shifted so 16 columns out of bounds on the
     // right
     auto win2 = [&] {
       size_t in = s.cols - 16;
-      CUDA_MEMCPY2D m = {};
-      m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-      m.srcDevice = src + (s.scols - in) * 4;
-      m.srcPitch = s.scols * 4;
-      m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-      m.dstDevice = dst;
-      m.dstPitch = s.cols * 4;
-      m.WidthInBytes = in * 4;
-      m.Height = s.rows;
-      CK(cuMemcpy2DAsync(&m, st));
+      Copy2D(src + (s.scols - in) * 4, s.scols * 4, dst, s.cols * 4, in * 4,
+             s.rows);
       CK(cuMemsetD2D32Async(dst + in * 4, s.cols * 4, 0, 16, s.rows, st));
     };
     double w2 = Time(win2);
@@ -112,17 +111,9 @@ int main() {
   {
     Shape s = shapes[0];
     CK(cuMemsetD32(dst, 0xdeadbeef, R * SC));
-    CUDA_MEMCPY2D m = {};
-    m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    m.srcDevice = src + 32 * 4;
-    m.srcPitch = s.scols * 4;
-    m.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    m.dstDevice = dst + s.cols * 4;
-    m.dstPitch = s.cols * 4;
-    m.WidthInBytes = s.cols * 4;
-    m.Height = s.rows - 1;
     CK(cuMemsetD32Async(dst, 0, s.cols, st));
-    CK(cuMemcpy2DAsync(&m, st));
+    Copy2D(src + 32 * 4, s.scols * 4, dst + s.cols * 4, s.cols * 4, s.cols * 4,
+           s.rows - 1);
     CK(cuStreamSynchronize(st));
     std::vector<float> h(s.cols * 3);
     CK(cuMemcpyDtoH(h.data(), dst, h.size() * 4));
