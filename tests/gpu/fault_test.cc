@@ -3,8 +3,8 @@
 // FAILED_PRECONDITION instead of a confusing driver error. And a copy-layer
 // kernel whose tensor parameter lacks FJ_TENSOR, built with
 // FJ_CHECK_TENSORS=1: its copy call prints the layer's message and traps,
-// under each implementation. Each runs in a
-// forked child (a fault or trap poisons the process's context).
+// under each implementation. Each runs in a forked child (a fault or trap
+// poisons the process's context).
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>

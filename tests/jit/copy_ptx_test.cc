@@ -524,14 +524,12 @@ TEST_F(CopyBuildTest, AWarpTileLoadHasOneExpectTx) {
 }
 
 // A tensor parameter declared without FJ_TENSOR is copied to local memory,
-// where TMA cannot read its tensor map. Under every implementation the copy
-// call then prints why and traps; with FJ_TENSOR the check folds away (no
-// trap, no run-time address-space test).
-// FJ_CHECK_TENSORS=1: a copy call given a tensor that is not the kernel's
-// grid-constant parameter traps with a message; by default nothing of the
-// check is in the PTX. Either way a tensor may reach a __noinline__
-// function by reference (NVRTC 13.0's address-space builtins broke its IR
-// verifier there, so the check is written in PTX).
+// where TMA cannot read its tensor map. With FJ_CHECK_TENSORS=1 a copy call
+// given a tensor that is not the kernel's grid-constant parameter traps
+// with a message; by default nothing of the check is in the PTX. Either way
+// a tensor may reach a __noinline__ function by reference (NVRTC 13.0's
+// address-space builtins broke its IR verifier there, so the check is
+// written in PTX).
 TEST_F(CopyBuildTest, TheTensorCheckTrapsWithAMessageOnlyWhenAsked) {
   const std::string good = R"(
 #include <fleetjit/copy.cuh>
