@@ -17,6 +17,10 @@ int RunMatrix(std::vector<std::string> args);
 int RunBench(std::vector<std::string> args);
 int RunTune(std::vector<std::string> args);  // tools/tune_command.cc
 
+// "glibc >= 2.36, libstdc++ >= ...": what the shipped libraries need
+// (tools/floor.cc).
+const char* LibraryFloor();
+
 }  // namespace fleetjit::cli
 
 // Owned by tools/cache_command.cc.

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "fleetjit_floor.h"  // generated: cmake/floor.cmake
 #include "runtime/config.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
@@ -118,14 +117,14 @@ int RunInfo(std::vector<std::string> args) {
   }
   nlohmann::ordered_json out = {
       {"version", std::to_string(v >> 16) + "." + std::to_string(v & 0xffff)},
-      {"floor", FJ_FLOOR_SUMMARY},
+      {"floor", LibraryFloor()},
       {"driver_error", fj_runtime_driver_error(rt)},
       {"environment", env},
       {"include_folders", IncludeFolders(rt)},
       {"devices", nlohmann::ordered_json::array()}};
   if (!json) {
     std::printf("fleetjit %u.%u\n", v >> 16, v & 0xffff);
-    std::printf("needs %s\n", FJ_FLOOR_SUMMARY);
+    std::printf("needs %s\n", LibraryFloor());
     for (const std::string& e : env) {
       std::printf("environment override: %s\n", e.c_str());
     }
