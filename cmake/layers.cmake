@@ -39,6 +39,27 @@ set(FJ_PCH_HEADERS
   <absl/strings/string_view.h> <absl/synchronization/mutex.h>
   <absl/time/time.h>)
 
+# fj_precompile_headers(TARGET [REUSE_FROM OTHER]): TARGET's files start
+# from FJ_PCH_HEADERS, its own precompiled copy or OTHER's (same flags).
+# From a precompiled header, GCC 12 no longer treats the standard headers'
+# inlined string copies as system code and reports its known false
+# positives in them (-Warray-bounds, -Wstringop-overread on std::string
+# moves); builds without precompiled headers keep those warnings.
+function(fj_precompile_headers target)
+  if(CMAKE_DISABLE_PRECOMPILE_HEADERS)
+    return()
+  endif()
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE -Wno-array-bounds
+      -Wno-stringop-overread)
+  endif()
+  if(ARGN)
+    target_precompile_headers(${target} ${ARGN})
+  else()
+    target_precompile_headers(${target} PRIVATE ${FJ_PCH_HEADERS})
+  endif()
+endfunction()
+
 # fj_layer(TARGET FOLDER SOURCES...): declares the layer TARGET built from
 # SOURCES, exposing FOLDER (relative to the source root; a single file works
 # too) as "FOLDER/...".
@@ -58,15 +79,9 @@ function(fj_layer target folder)
     -fno-semantic-interposition)
   set_target_properties(${target} PROPERTIES
     CXX_VISIBILITY_PRESET default VISIBILITY_INLINES_HIDDEN OFF)
-  # GCC 12 reports its own std::string copies (-Warray-bounds, a false
-  # positive that the system-header rule hides) when the standard headers
-  # come from a precompiled header.
-  if(NOT CMAKE_DISABLE_PRECOMPILE_HEADERS)
-    target_compile_options(${target} PRIVATE -Wno-array-bounds)
-  endif()
   if(target STREQUAL "fj_base")
-    target_precompile_headers(${target} PRIVATE ${FJ_PCH_HEADERS})
+    fj_precompile_headers(${target})
   else()
-    target_precompile_headers(${target} REUSE_FROM fj_base)
+    fj_precompile_headers(${target} REUSE_FROM fj_base)
   endif()
 endfunction()
