@@ -7,40 +7,11 @@
 //   ./copy2d
 // Its result is in docs/measurements.md: the driver's pitched copy ran at
 // 0.40x, so fj_copy keeps its kernel for windows.
-#include <cuda.h>
-
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <vector>
-#define CK(x)                                              \
-  do {                                                     \
-    CUresult r = (x);                                      \
-    if (r != CUDA_SUCCESS) {                               \
-      const char* s;                                       \
-      cuGetErrorString(r, &s);                             \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, s); \
-      exit(1);                                             \
-    }                                                      \
-  } while (0)
-static CUstream st;
-static CUevent e0, e1;
-template <class F>
-double Time(F f, int reps = 15) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cuEventRecord(e0, st));
-    f();
-    CK(cuEventRecord(e1, st));
-    CK(cuEventSynchronize(e1));
-    float ms;
-    CK(cuEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+
+#include "probe_util.h"
+
+static CUstream st;  // the probe's stream
 // A pitched device-to-device copy on the probe's stream.
 static void Copy2D(CUdeviceptr from, size_t from_pitch, CUdeviceptr to,
                    size_t to_pitch, size_t width_bytes, size_t height) {
@@ -57,15 +28,8 @@ static void Copy2D(CUdeviceptr from, size_t from_pitch, CUdeviceptr to,
 }
 
 int main() {
-  CK(cuInit(0));
-  CUdevice d;
-  CK(cuDeviceGet(&d, 0));
-  CUcontext c;
-  CK(cuDevicePrimaryCtxRetain(&c, d));
-  CK(cuCtxSetCurrent(c));
-  CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-  CK(cuEventCreate(&e0, 0));
-  CK(cuEventCreate(&e1, 0));
+  Probe probe;
+  st = probe.stream;
   const size_t R = 32768, SC = 16448;
   CUdeviceptr src, dst;
   CK(cuMemAlloc(&src, R * SC * 4));
@@ -79,7 +43,8 @@ int main() {
                     {32768 * 128, 128, 192},  {32768 * 256, 64, 80}};
   for (auto s : shapes) {
     size_t bytes = s.rows * s.cols * 4;
-    double anchor = Time([&] { CK(cuMemcpyDtoDAsync(dst, src, bytes, st)); });
+    double anchor =
+        probe.Time([&] { CK(cuMemcpyDtoDAsync(dst, src, bytes, st)); });
     // window at (-1, 32): dst row 0 filled, rows 1.. from src rows 0..rows-2,
     // cols 32..
     auto win = [&] {
@@ -87,7 +52,7 @@ int main() {
       Copy2D(src + 32 * 4, s.scols * 4, dst + s.cols * 4, s.cols * 4,
              s.cols * 4, s.rows - 1);
     };
-    double w = Time(win);
+    double w = probe.Time(win);
     // column band fill too: cols shifted so 16 columns out of bounds on the
     // right
     auto win2 = [&] {
@@ -96,9 +61,9 @@ int main() {
              s.rows);
       CK(cuMemsetD2D32Async(dst + in * 4, s.cols * 4, 0, 16, s.rows, st));
     };
-    double w2 = Time(win2);
+    double w2 = probe.Time(win2);
     // also memset band alone
-    double mb = Time([&] {
+    double mb = probe.Time([&] {
       CK(cuMemsetD2D32Async(dst + (s.cols - 16) * 4, s.cols * 4, 0, 16, s.rows,
                             st));
     });

@@ -16,25 +16,12 @@
 // If a shape reaches 0.95x at both column starts, fj_copy's window can
 // take it as a tuning candidate next to the tile kernel's shapes (it needs
 // no copy feature, so it serves every implementation).
-#include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
-#define CK(x)                                              \
-  do {                                                     \
-    CUresult r = (x);                                      \
-    if (r != CUDA_SUCCESS) {                               \
-      const char* s;                                       \
-      cuGetErrorString(r, &s);                             \
-      printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, s); \
-      exit(1);                                             \
-    }                                                      \
-  } while (0)
+#include "probe_util.h"
 
 // Chunk c of dst (16 bytes, row-major over rows x row_chunks) reads src at
 // row (c / row_chunks) + row0, chunk (c % row_chunks) + col_chunk0; a row
@@ -76,25 +63,7 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-static CUstream st;
-static CUevent e0, e1;
-
-template <class F>
-double Time(F f, int reps = 21) {
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cuEventRecord(e0, st));
-    f();
-    CK(cuEventRecord(e1, st));
-    CK(cuEventSynchronize(e1));
-    float ms;
-    CK(cuEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+static CUstream st;  // the probe's stream
 
 struct Shape {
   int block, unroll, ctas_per_sm;
@@ -110,17 +79,11 @@ void Launch(const Shape& s, int sms, CUdeviceptr src, CUdeviceptr dst,
 }
 
 int main() {
-  CK(cuInit(0));
-  CUdevice d;
-  CK(cuDeviceGet(&d, 0));
-  CUcontext c;
-  CK(cuDevicePrimaryCtxRetain(&c, d));
-  CK(cuCtxSetCurrent(c));
+  Probe probe;
+  st = probe.stream;
   int sms = 0;
-  CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
-  CK(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
-  CK(cuEventCreate(&e0, 0));
-  CK(cuEventCreate(&e1, 0));
+  CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                          probe.device));
 
   // fj_copy_bench's window: 32768 rows of 16384 f32 out of rows of 16448.
   const long long rows = 32768, cols = 16384, src_cols = 16448;
@@ -183,8 +146,8 @@ int main() {
     for (const Shape& s : shapes) {
       for (long long col : {32LL, 64LL}) {
         const double anchor =
-            Time([&] { CK(cuMemcpyDtoDAsync(dst, src, bytes, st)); });
-        const double t = Time([&] { run(s, col); });
+            probe.Time([&] { CK(cuMemcpyDtoDAsync(dst, src, bytes, st)); });
+        const double t = probe.Time([&] { run(s, col); });
         printf(
             "block %4d x%d, %d/SM   (-1, %3lld) %10.4f %8.3f  (anchor %.4f)\n",
             s.block, s.unroll, s.ctas_per_sm, col, t, anchor / t, anchor);
