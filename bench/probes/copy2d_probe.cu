@@ -11,10 +11,10 @@
 
 #include "probe_util.h"
 
-static CUstream st;  // the probe's stream
-// A pitched device-to-device copy on the probe's stream.
+// A pitched device-to-device copy on `st`.
 static void Copy2D(CUdeviceptr from, size_t from_pitch, CUdeviceptr to,
-                   size_t to_pitch, size_t width_bytes, size_t height) {
+                   size_t to_pitch, size_t width_bytes, size_t height,
+                   CUstream st) {
   CUDA_MEMCPY2D m = {};
   m.srcMemoryType = CU_MEMORYTYPE_DEVICE;
   m.srcDevice = from;
@@ -29,7 +29,7 @@ static void Copy2D(CUdeviceptr from, size_t from_pitch, CUdeviceptr to,
 
 int main() {
   Probe probe;
-  st = probe.stream;
+  const CUstream st = probe.stream;
   const size_t R = 32768, SC = 16448;
   CUdeviceptr src, dst;
   CK(cuMemAlloc(&src, R * SC * 4));
@@ -50,7 +50,7 @@ int main() {
     auto win = [&] {
       CK(cuMemsetD32Async(dst, 0, s.cols, st));
       Copy2D(src + 32 * 4, s.scols * 4, dst + s.cols * 4, s.cols * 4,
-             s.cols * 4, s.rows - 1);
+             s.cols * 4, s.rows - 1, st);
     };
     double w = probe.Time(win);
     // column band fill too: cols shifted so 16 columns out of bounds on the
@@ -58,7 +58,7 @@ int main() {
     auto win2 = [&] {
       size_t in = s.cols - 16;
       Copy2D(src + (s.scols - in) * 4, s.scols * 4, dst, s.cols * 4, in * 4,
-             s.rows);
+             s.rows, st);
       CK(cuMemsetD2D32Async(dst + in * 4, s.cols * 4, 0, 16, s.rows, st));
     };
     double w2 = probe.Time(win2);
@@ -78,7 +78,7 @@ int main() {
     CK(cuMemsetD32(dst, 0xdeadbeef, R * SC));
     CK(cuMemsetD32Async(dst, 0, s.cols, st));
     Copy2D(src + 32 * 4, s.scols * 4, dst + s.cols * 4, s.cols * 4, s.cols * 4,
-           s.rows - 1);
+           s.rows - 1, st);
     CK(cuStreamSynchronize(st));
     std::vector<float> h(s.cols * 3);
     CK(cuMemcpyDtoH(h.data(), dst, h.size() * 4));

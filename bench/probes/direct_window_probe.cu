@@ -71,23 +71,23 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-static CUstream st;  // the probe's stream
-
 struct Shape {
   int block, unroll, ctas_per_sm;
   bool stream;  // streaming loads and stores
 };
 
-// The window of fj_copy_bench: rows x cols of src_cols, start (-1, col).
+// The window of fj_copy_bench (rows x cols of src_cols, start (-1, col)),
+// copied on `stream`.
 struct Window {
   CUdeviceptr src, dst;
   long long rows, cols, src_cols;
+  CUstream stream;
 };
 
 template <int U, bool kStream>
 void Launch(const Shape& s, int sms, const Window& w, long long col) {
   direct_window<U, kStream>
-      <<<sms * s.ctas_per_sm, s.block, 0, (cudaStream_t)st>>>(
+      <<<sms * s.ctas_per_sm, s.block, 0, (cudaStream_t)w.stream>>>(
           (const uint4*)w.src, (uint4*)w.dst, w.rows, w.cols / 4, w.rows,
           w.src_cols / 4, -1, col / 4);
 }
@@ -118,7 +118,6 @@ void Run(const Shape& s, int sms, const Window& w, long long col) {
 
 int main() {
   Probe probe;
-  st = probe.stream;
   int sms = 0;
   CK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
                           probe.device));
@@ -134,7 +133,7 @@ int main() {
   for (auto& v : h_src) v = (x = x * 1664525u + 1013904223u) | 1u;
   CK(cuMemcpyHtoD(src, h_src.data(), h_src.size() * 4));
 
-  const Window w{src, dst, rows, cols, src_cols};
+  const Window w{src, dst, rows, cols, src_cols, probe.stream};
   const Shape shapes[] = {
       {256, 4, 4, true},  {256, 8, 2, true},  {256, 8, 4, true},
       {512, 4, 2, true},  {512, 8, 2, true},  {1024, 4, 1, true},
@@ -152,7 +151,7 @@ int main() {
     for (long long col : {32LL, 64LL}) {
       CK(cuMemsetD32(dst, 0xdeadbeefu, rows * cols));
       Run(s, sms, w, col);
-      CK(cuStreamSynchronize(st));
+      CK(cuStreamSynchronize(probe.stream));
       CK(cuMemcpyDtoH(h.data(), dst, bytes));
       long long bad = 0;
       for (long long r = 0; r < rows; ++r) {
@@ -173,8 +172,8 @@ int main() {
   for (int round = 0; round < 2; ++round) {
     for (const Shape& s : shapes) {
       for (long long col : {32LL, 64LL}) {
-        const double anchor =
-            probe.Time([&] { CK(cuMemcpyDtoDAsync(dst, src, bytes, st)); });
+        const double anchor = probe.Time(
+            [&] { CK(cuMemcpyDtoDAsync(dst, src, bytes, probe.stream)); });
         const double t = probe.Time([&] { Run(s, sms, w, col); });
         printf(
             "block %4d x%d %-9s %d/SM (-1, %3lld) %10.4f %8.3f  (anchor "
