@@ -241,7 +241,8 @@ def main():
                 x / y for x, y in zip(smp, cupy[c["nargs"]]))
     lines = [f"python launch bench: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
              f"Python {sys.version.split()[0]}, fleetjit {fleetjit.library_version()}",
-             f"compiled path: {'built' if fast_ok else 'not available: ' + why}",
+             f"compiled path: {'built' if fast_ok else 'not available: ' + why}; "
+             f"torch shim: {_fast.torch_shim}",
              f"host us per launch, median of {a.reps} samples of {a.n} launches, every "
              "caller's samples interleaved round by round, GPU kept busy by "
              "torch.cuda._sleep; x CuPy: the median over the rounds of the caller's "

@@ -293,6 +293,193 @@ static int fill_torch(PyObject* t, PyObject* want_dtype, int exact, fj_arg* a) {
   return 1;
 }
 
+/* ------------------------------------------------------------ torch shim
+ *
+ * An exact torch.Tensor read through libtorch's stable C shim (the
+ * aoti_torch_* functions AOTInductor's models call: device type, dtype,
+ * contiguity, data pointer), given the address of the at::Tensor inside the
+ * Python object: four C calls in place of fill_torch's four Python calls
+ * (is_cuda, is_contiguous(), dtype, data_ptr()). That address is no API:
+ * fleetjit/_fast.py finds it at registration by comparing the words after
+ * the object header with Tensor._cdata (the TensorImpl address torch
+ * reports), checks every read against torch's own methods on probe
+ * tensors, and leaves the shim off on any difference (fill_torch then
+ * serves every tensor). Whatever the shim does not settle (an error code, a
+ * borrowed tensor, a CPU tensor, another dtype, a non-contiguous view) goes
+ * to fill_torch, which decides as before. */
+typedef int32_t (*shim_ptr_fn)(void*, void**);
+typedef int32_t (*shim_i32_fn)(void*, int32_t*);
+typedef int32_t (*shim_bool_fn)(void*, unsigned char*); /* C++ bool: 1 byte */
+typedef int32_t (*shim_i64_fn)(void*, int64_t*);
+typedef int32_t (*shim_i64p_fn)(void*, int64_t**);
+#define SHIM_DTYPES 64
+static struct {
+  Py_ssize_t offset;      /* of the at::Tensor in the object; 0: shim off */
+  Py_ssize_t borrow_flag; /* of c10::MaybeOwned's isBorrowed_, or -1 */
+  int32_t cuda;           /* aoti_torch_device_type_cuda() */
+  shim_ptr_fn data_ptr;
+  shim_i32_fn device_type, dtype;
+  shim_bool_fn is_contiguous; /* NULL before torch 2.9: from the strides */
+  shim_i64_fn dim;
+  shim_i64p_fn sizes, strides;
+  /* The torch.dtype of each ScalarType code (held by g_shim_dtypes). */
+  PyObject* dtype_of[SHIM_DTYPES];
+} g_shim;
+static PyObject* g_shim_dtypes = NULL;
+
+/* 1: contiguous (row-major, torch's default memory format), 0: not, -1:
+ * the shim failed. A tensor of no elements is contiguous, as for torch. */
+static int shim_contiguous(void* h) {
+  if (g_shim.is_contiguous != NULL) {
+    unsigned char c = 0;
+    if (g_shim.is_contiguous(h, &c) != 0) return -1;
+    return c != 0;
+  }
+  int64_t dim = 0, *sizes = NULL, *strides = NULL;
+  if (g_shim.dim(h, &dim) != 0 || g_shim.sizes(h, &sizes) != 0 ||
+      g_shim.strides(h, &strides) != 0 || dim < 0 ||
+      (dim > 0 && (sizes == NULL || strides == NULL)))
+    return -1;
+  for (int64_t d = 0; d < dim; ++d)
+    if (sizes[d] == 0) return 1;
+  int64_t expected = 1;
+  for (int64_t d = dim - 1; d >= 0; --d) {
+    if (sizes[d] != 1 && strides[d] != expected) return 0;
+    expected *= sizes[d];
+  }
+  return 1;
+}
+
+/* The at::Tensor of an exact torch.Tensor, or NULL (shim off, borrowed). */
+static void* shim_handle(PyObject* t) {
+  if (g_shim.offset == 0) return NULL;
+  char* base = (char*)t;
+  if (g_shim.borrow_flag >= 0 && base[g_shim.borrow_flag] != 0) return NULL;
+  return base + g_shim.offset;
+}
+
+/* 1: `a` filled; otherwise fill_torch decides. */
+static int fill_torch_shim(PyObject* t, PyObject* want_dtype, fj_arg* a) {
+  void* h = shim_handle(t);
+  int32_t v = -1;
+  void* p = NULL;
+  if (h == NULL || g_shim.device_type(h, &v) != 0 || v != g_shim.cuda)
+    return fill_torch(t, want_dtype, g_tensor_data_ptr != NULL, a);
+  if (want_dtype != NULL && want_dtype != Py_None &&
+      (g_shim.dtype(h, &v) != 0 || v < 0 || v >= SHIM_DTYPES ||
+       g_shim.dtype_of[v] != want_dtype))
+    return fill_torch(t, want_dtype, g_tensor_data_ptr != NULL, a);
+  if (shim_contiguous(h) != 1 || g_shim.data_ptr(h, &p) != 0)
+    return fill_torch(t, want_dtype, g_tensor_data_ptr != NULL, a);
+  a->kind = FJ_ARG_POINTER;
+  a->v.pointer = (uint64_t)(uintptr_t)p;
+  return 1;
+}
+
+/* torch_shim_words(tensor) -> (header bytes, the byte after the header, the
+ * word after it, the word after that): what _fast.py compares with
+ * Tensor._cdata. Only for an exact torch.Tensor whose basic size covers
+ * them. */
+static PyObject* torch_shim_words(PyObject* self, PyObject* t) {
+  (void)self;
+  if (g_torch_tensor == NULL || (PyObject*)Py_TYPE(t) != g_torch_tensor) {
+    PyErr_SetString(PyExc_TypeError, "an exact torch.Tensor, once registered");
+    return NULL;
+  }
+  PyObject* size = PyObject_GetAttrString(g_torch_tensor, "__basicsize__");
+  if (size == NULL) return NULL;
+  Py_ssize_t basic = PyLong_AsSsize_t(size);
+  Py_DECREF(size);
+  if (basic == -1 && PyErr_Occurred()) return NULL;
+  if (basic < (Py_ssize_t)(sizeof(PyObject) + 2 * sizeof(void*))) {
+    PyErr_SetString(PyExc_ValueError,
+                    "torch.Tensor objects are smaller than the shim reads");
+    return NULL;
+  }
+  const char* base = (const char*)t + sizeof(PyObject);
+  void *w0, *w1;
+  memcpy(&w0, base, sizeof w0);
+  memcpy(&w1, base + sizeof w0, sizeof w1);
+  return Py_BuildValue("(niKK)", (Py_ssize_t)sizeof(PyObject),
+                       (int)(unsigned char)base[0],
+                       (unsigned long long)(uintptr_t)w0,
+                       (unsigned long long)(uintptr_t)w1);
+}
+
+/* torch_shim(offset, borrow_flag, cuda, functions, dtypes): turns the shim
+ * on (offset 0: off). functions: the addresses of aoti_torch_get_data_ptr,
+ * _get_device_type, _get_dtype, _is_contiguous (0: absent), _get_dim,
+ * _get_sizes and _get_strides; dtypes: {ScalarType code: torch.dtype}. */
+static PyObject* torch_shim(PyObject* self, PyObject* argv) {
+  (void)self;
+  Py_ssize_t offset, borrow_flag;
+  int cuda;
+  unsigned long long f[7];
+  PyObject* dtypes;
+  if (!PyArg_ParseTuple(argv, "nni(KKKKKKK)O", &offset, &borrow_flag, &cuda,
+                        &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6],
+                        &dtypes))
+    return NULL;
+  if (!PyDict_Check(dtypes)) {
+    PyErr_SetString(PyExc_TypeError, "dtypes is a dict");
+    return NULL;
+  }
+  if (offset != 0 &&
+      (offset < (Py_ssize_t)sizeof(PyObject) || borrow_flag >= offset ||
+       f[0] == 0 || f[1] == 0 || f[2] == 0 || f[4] == 0 || f[5] == 0 ||
+       f[6] == 0)) {
+    PyErr_SetString(PyExc_ValueError, "torch_shim: an offset or a function "
+                                      "is missing");
+    return NULL;
+  }
+  memset(&g_shim, 0, sizeof g_shim);
+  Py_XDECREF(g_shim_dtypes);
+  g_shim_dtypes = NULL;
+  if (offset == 0) Py_RETURN_NONE;
+  PyObject *key, *value;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(dtypes, &pos, &key, &value)) {
+    long code = PyLong_AsLong(key);
+    if (code == -1 && PyErr_Occurred()) return NULL;
+    if (code >= 0 && code < SHIM_DTYPES) g_shim.dtype_of[code] = value;
+  }
+  g_shim_dtypes = dtypes;
+  Py_INCREF(g_shim_dtypes);
+  g_shim.borrow_flag = borrow_flag;
+  g_shim.cuda = cuda;
+  g_shim.data_ptr = (shim_ptr_fn)(uintptr_t)f[0];
+  g_shim.device_type = (shim_i32_fn)(uintptr_t)f[1];
+  g_shim.dtype = (shim_i32_fn)(uintptr_t)f[2];
+  g_shim.is_contiguous = (shim_bool_fn)(uintptr_t)f[3];
+  g_shim.dim = (shim_i64_fn)(uintptr_t)f[4];
+  g_shim.sizes = (shim_i64p_fn)(uintptr_t)f[5];
+  g_shim.strides = (shim_i64p_fn)(uintptr_t)f[6];
+  g_shim.offset = offset; /* last: the shim is on */
+  Py_RETURN_NONE;
+}
+
+/* torch_shim_read(tensor) -> (data_ptr, device type, dtype code,
+ * contiguous) as the shim reads them, or None where it would leave the
+ * tensor to fill_torch before reading (shim off, borrowed, an error code).
+ * For the binding's check at registration, and the tests. */
+static PyObject* torch_shim_read(PyObject* self, PyObject* t) {
+  (void)self;
+  if (g_torch_tensor == NULL || (PyObject*)Py_TYPE(t) != g_torch_tensor) {
+    PyErr_SetString(PyExc_TypeError, "an exact torch.Tensor, once registered");
+    return NULL;
+  }
+  void* h = shim_handle(t);
+  int32_t device = -1, dtype = -1;
+  void* p = NULL;
+  int contiguous;
+  if (h == NULL || g_shim.device_type(h, &device) != 0 ||
+      g_shim.dtype(h, &dtype) != 0 || (contiguous = shim_contiguous(h)) < 0 ||
+      g_shim.data_ptr(h, &p) != 0)
+    Py_RETURN_NONE;
+  return Py_BuildValue("(KiiO)", (unsigned long long)(uintptr_t)p, device,
+                       dtype, contiguous ? Py_True : Py_False);
+}
+
 static int fill_scalar(PyObject* s, fj_arg* a) {
   PyObject* kind = PyObject_GetAttr(s, s_kind);
   if (kind == NULL) return -1;
@@ -486,7 +673,9 @@ static int fill_one(PyObject* v, PyObject* want_dtype, PyObject* want_cai,
   }
   PyObject* type = (PyObject*)Py_TYPE(v);
   if (type == g_torch_tensor)
-    return fill_torch(v, want_dtype, g_tensor_data_ptr != NULL, a);
+    return g_shim.offset != 0
+               ? fill_torch_shim(v, want_dtype, a)
+               : fill_torch(v, want_dtype, g_tensor_data_ptr != NULL, a);
   if (type == g_scalar_type) return fill_scalar(v, a);
   if (g_type_codes != NULL) {
     PyObject* code = PyDict_GetItem(g_type_codes, type); /* borrowed */
@@ -1069,6 +1258,7 @@ static PyObject* register_types(PyObject* self, PyObject* argv) {
       Py_CLEAR(data_ptr);
     }
   }
+  g_shim.offset = 0; /* the binding turns it on again (torch_shim) */
   Py_XDECREF(g_tensor_is_contiguous);
   Py_XDECREF(g_tensor_data_ptr);
   g_tensor_is_contiguous = is_contiguous;
@@ -1101,6 +1291,12 @@ static PyMethodDef methods[] = {
      "A kernel's launch as a C callable (a Launcher)."},
     {"register_types", register_types, METH_VARARGS,
      "Registers torch.Tensor, fleetjit Scalar and the kind codes."},
+    {"torch_shim", torch_shim, METH_VARARGS,
+     "Turns the torch tensor shim on or off."},
+    {"torch_shim_words", torch_shim_words, METH_O,
+     "The words after a torch.Tensor's object header."},
+    {"torch_shim_read", torch_shim_read, METH_O,
+     "A torch.Tensor as the shim reads it."},
     {"layout", layout, METH_NOARGS,
      "(sizeof(fj_arg), sizeof(fj_launch_config))"},
     {NULL, NULL, 0, NULL}};

@@ -136,6 +136,22 @@ class FastLaunchTest(unittest.TestCase):
         self.assertEqual(tuple(_fast.module.layout()),
                          (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config_13)))
 
+    def test_torch_shim_refuses_what_it_cannot_read(self):
+        m = _fast.module
+        for value in (object(), 3, FakeCai(256, (4,))):  # no exact torch.Tensor
+            with self.assertRaises(TypeError):
+                m.torch_shim_read(value)
+            with self.assertRaises(TypeError):
+                m.torch_shim_words(value)
+        with self.assertRaises(ValueError):  # on, with no functions to call
+            m.torch_shim(16, -1, 1, (0,) * 7, {})
+        with self.assertRaises(ValueError):  # the flag past the tensor
+            m.torch_shim(24, 24, 1, (1,) * 7, {})
+        with self.assertRaises(TypeError):
+            m.torch_shim(0, -1, 0, (0,) * 7, [])
+        with self.assertRaises(TypeError):  # six functions
+            m.torch_shim(0, -1, 0, (0,) * 6, {})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -197,6 +197,79 @@ class TorchArgumentTest(unittest.TestCase):
 
 
 @needs_torch
+class TorchShimTest(unittest.TestCase):
+    """The compiled path's torch shim (fleetjit/_fastlaunch.c): on for this
+    host's torch, and reading CUDA tensors as torch's own methods do."""
+
+    def setUp(self):
+        from fleetjit import _fast
+        if _fast.module is None:
+            self.skipTest(f"compiled path: {_fast.why_not}")
+        import torch
+        self.torch, self.fast = torch, _fast
+        if _fast.torch_pending:
+            _fast.maybe_register()
+
+    def test_on_for_this_torch(self):
+        self.assertEqual(self.fast.torch_shim, "on")
+
+    def test_reads_cuda_tensors_as_torch_does(self):
+        torch, read = self.torch, self.fast.module.torch_shim_read
+        if self.fast.torch_shim != "on":
+            self.skipTest(self.fast.torch_shim)
+        g = torch.Generator(device="cuda")
+        g.manual_seed(int.from_bytes(os.urandom(4), "little"))
+        cuda = self.fast.torch_shim_codes["cuda"]
+        dtypes = [torch.float32, torch.float16, torch.bfloat16, torch.float64,
+                  torch.int32, torch.int64, torch.uint8, torch.bool]
+        for i in range(40):
+            shape = tuple(int(d) for d in torch.randint(1, 9, (1 + i % 4,)))
+            base = torch.randn(*shape, device="cuda", generator=g).to(dtypes[i % len(dtypes)])
+            views = [base, base[..., 1:], base.transpose(0, -1), base.flatten()[i % 3:],
+                     base.unsqueeze(0).expand(2, *shape)]
+            for t in views:
+                with self.subTest(shape=shape, dtype=t.dtype, strides=t.stride()):
+                    got = read(t)
+                    self.assertIsNotNone(got)
+                    ptr, device, code, contiguous = got
+                    self.assertEqual((ptr, device, contiguous),
+                                     (t.data_ptr(), cuda, t.is_contiguous()))
+                    self.assertIs(self.fast.torch_shim_dtypes.get(code), t.dtype)
+        # A subclass (nn.Parameter) is not read through the shim.
+        with self.assertRaises(TypeError):
+            read(torch.nn.Parameter(torch.randn(4, device="cuda")))
+
+    def test_launch_reads_the_tensors_through_the_shim(self):
+        torch = self.torch
+        if self.fast.torch_shim != "on":
+            self.skipTest(self.fast.torch_shim)
+        with fleetjit.Runtime() as rt:
+            k = rt.build(_env.SAXPY, name="saxpy.cu").kernel("saxpy")
+            n = 4099
+            x = torch.randn(2 * n, device="cuda")[n:]  # an offset: data_ptr past the base
+            y = torch.randn(n, device="cuda")
+            ref = 0.75 * x + y
+            k.launch((n + 255) // 256, 256, [y, x, 0.75, n], stream=torch.cuda.current_stream())
+            torch.cuda.synchronize()
+            torch.testing.assert_close(y, ref)
+
+    def test_environment_turns_it_off(self):
+        import subprocess
+        import sys
+        code = ("import torch, fleetjit\n"
+                "from fleetjit import _fast\n"
+                "_fast.maybe_register()\n"
+                "print(_fast.module is not None, _fast.torch_shim)\n")
+        package = os.path.dirname(os.path.dirname(fleetjit.__file__))
+        path = os.pathsep.join(p for p in (package, os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, FLEETJIT_TORCH_SHIM="0", PYTHONPATH=path)
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.split(), ["True", "FLEETJIT_TORCH_SHIM=0"])
+
+
+@needs_torch
 class CopyGpuTest(unittest.TestCase):
     """fj_copy / fj_prefetch / fj_peer_query on torch tensors, DLPack
     capsules and CuPy arrays; random data, poisoned outputs."""
