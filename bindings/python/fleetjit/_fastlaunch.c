@@ -400,10 +400,9 @@ static PyObject* torch_shim_words(PyObject* self, PyObject* t) {
   void *w0, *w1;
   memcpy(&w0, base, sizeof w0);
   memcpy(&w1, base + sizeof w0, sizeof w1);
-  return Py_BuildValue("(niKK)", (Py_ssize_t)sizeof(PyObject),
-                       (int)(unsigned char)base[0],
-                       (unsigned long long)(uintptr_t)w0,
-                       (unsigned long long)(uintptr_t)w1);
+  return Py_BuildValue(
+      "(niKK)", (Py_ssize_t)sizeof(PyObject), (int)(unsigned char)base[0],
+      (unsigned long long)(uintptr_t)w0, (unsigned long long)(uintptr_t)w1);
 }
 
 /* torch_shim(offset, borrow_flag, cuda, functions, dtypes): turns the shim
@@ -424,12 +423,12 @@ static PyObject* torch_shim(PyObject* self, PyObject* argv) {
     PyErr_SetString(PyExc_TypeError, "dtypes is a dict");
     return NULL;
   }
-  if (offset != 0 &&
-      (offset < (Py_ssize_t)sizeof(PyObject) || borrow_flag >= offset ||
-       f[0] == 0 || f[1] == 0 || f[2] == 0 || f[4] == 0 || f[5] == 0 ||
-       f[6] == 0)) {
-    PyErr_SetString(PyExc_ValueError, "torch_shim: an offset or a function "
-                                      "is missing");
+  if (offset != 0 && (offset < (Py_ssize_t)sizeof(PyObject) ||
+                      borrow_flag >= offset || f[0] == 0 || f[1] == 0 ||
+                      f[2] == 0 || f[4] == 0 || f[5] == 0 || f[6] == 0)) {
+    PyErr_SetString(PyExc_ValueError,
+                    "torch_shim: an offset or a function "
+                    "is missing");
     return NULL;
   }
   memset(&g_shim, 0, sizeof g_shim);
