@@ -92,8 +92,8 @@ def _torch_shim(torch):
         return
     # Probe tensors are real CPU tensors even under a dispatch mode
     # (FakeTensorMode...) or a default device.
-    quiet = getattr(torch._C, "_DisableTorchDispatch", contextlib.nullcontext)
     try:
+        quiet = getattr(torch._C, "_DisableTorchDispatch", contextlib.nullcontext)
         with quiet():
             torch_shim = _torch_shim_setup(torch)
     except Exception as e:  # a torch this binding does not know
