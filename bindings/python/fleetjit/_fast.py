@@ -86,7 +86,7 @@ def _torch_shim(torch):
     do; otherwise every tensor takes the method calls, as before.
     FLEETJIT_TORCH_SHIM=0 keeps it off."""
     global torch_shim
-    module.torch_shim(0, -1, 0, (0,) * 7, {})
+    module.torch_shim(0, -1, 0, (0,) * 7, {}, False)
     if os.environ.get("FLEETJIT_TORCH_SHIM", "1") == "0":
         torch_shim = "FLEETJIT_TORCH_SHIM=0"
         return
@@ -99,7 +99,7 @@ def _torch_shim(torch):
     except Exception as e:  # a torch this binding does not know
         torch_shim = f"off: {type(e).__name__}: {e}"
     if torch_shim != "on":
-        module.torch_shim(0, -1, 0, (0,) * 7, {})
+        module.torch_shim(0, -1, 0, (0,) * 7, {}, False)
 
 
 def _torch_shim_setup(torch):
@@ -128,7 +128,8 @@ def _torch_shim_setup(torch):
         return "off: no at::Tensor where this binding looks for it"
 
     # The ScalarType code of every dtype this torch can make a tensor of.
-    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), {})
+    # Read, not yet used by launches, until every check below has passed.
+    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), {}, False)
     dtypes = {}
     for dtype in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}:
         try:
@@ -142,9 +143,7 @@ def _torch_shim_setup(torch):
             return f"off: {dtype} and {dtypes[read[2]]} read as one dtype code"
     if torch.float32 not in dtypes.values():
         return "off: no dtype code for torch.float32"
-    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), dtypes)
-    torch_shim_dtypes.clear()
-    torch_shim_dtypes.update(dtypes)
+    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), dtypes, False)
 
     # Probe tensors: each read must equal what torch's own methods say.
     cpu = {"device": "cpu"}
@@ -161,6 +160,9 @@ def _torch_shim_setup(torch):
         if read is None or (read[0], read[1], dtypes.get(read[2]), read[3]) != want:
             return (f"off: a {t.dtype} tensor of shape {tuple(t.shape)} reads as "
                     f"{read}, torch says {want}")
+    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), dtypes, True)
+    torch_shim_dtypes.clear()
+    torch_shim_dtypes.update(dtypes)
     return "on"
 
 

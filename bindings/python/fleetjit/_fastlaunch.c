@@ -314,7 +314,8 @@ typedef int32_t (*shim_i64_fn)(void*, int64_t*);
 typedef int32_t (*shim_i64p_fn)(void*, int64_t**);
 #define SHIM_DTYPES 64
 static struct {
-  Py_ssize_t offset;      /* of the at::Tensor in the object; 0: shim off */
+  Py_ssize_t offset; /* of the at::Tensor in the object; 0: shim off */
+  int live; /* launches use it (else only torch_shim_read, for the checks) */
   Py_ssize_t borrow_flag; /* of c10::MaybeOwned's isBorrowed_, or -1 */
   int32_t cuda;           /* aoti_torch_device_type_cuda() */
   shim_ptr_fn data_ptr;
@@ -405,19 +406,22 @@ static PyObject* torch_shim_words(PyObject* self, PyObject* t) {
       (unsigned long long)(uintptr_t)w0, (unsigned long long)(uintptr_t)w1);
 }
 
-/* torch_shim(offset, borrow_flag, cuda, functions, dtypes): turns the shim
- * on (offset 0: off). functions: the addresses of aoti_torch_get_data_ptr,
- * _get_device_type, _get_dtype, _is_contiguous (0: absent), _get_dim,
- * _get_sizes and _get_strides; dtypes: {ScalarType code: torch.dtype}. */
+/* torch_shim(offset, borrow_flag, cuda, functions, dtypes, live): sets the
+ * shim up (offset 0: off). functions: the addresses of
+ * aoti_torch_get_data_ptr, _get_device_type, _get_dtype, _is_contiguous (0:
+ * absent), _get_dim, _get_sizes and _get_strides; dtypes: {ScalarType code:
+ * torch.dtype}; live: launches use it (else torch_shim_read alone, while
+ * the binding checks it). */
 static PyObject* torch_shim(PyObject* self, PyObject* argv) {
   (void)self;
   Py_ssize_t offset, borrow_flag;
   int cuda;
   unsigned long long f[7];
   PyObject* dtypes;
-  if (!PyArg_ParseTuple(argv, "nni(KKKKKKK)O", &offset, &borrow_flag, &cuda,
+  int live;
+  if (!PyArg_ParseTuple(argv, "nni(KKKKKKK)Op", &offset, &borrow_flag, &cuda,
                         &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6],
-                        &dtypes))
+                        &dtypes, &live))
     return NULL;
   if (!PyDict_Check(dtypes)) {
     PyErr_SetString(PyExc_TypeError, "dtypes is a dict");
@@ -453,7 +457,8 @@ static PyObject* torch_shim(PyObject* self, PyObject* argv) {
   g_shim.dim = (shim_i64_fn)(uintptr_t)f[4];
   g_shim.sizes = (shim_i64p_fn)(uintptr_t)f[5];
   g_shim.strides = (shim_i64p_fn)(uintptr_t)f[6];
-  g_shim.offset = offset; /* last: the shim is on */
+  g_shim.offset = offset;
+  g_shim.live = live;
   Py_RETURN_NONE;
 }
 
@@ -672,7 +677,7 @@ static int fill_one(PyObject* v, PyObject* want_dtype, PyObject* want_cai,
   }
   PyObject* type = (PyObject*)Py_TYPE(v);
   if (type == g_torch_tensor)
-    return g_shim.offset != 0
+    return g_shim.live
                ? fill_torch_shim(v, want_dtype, a)
                : fill_torch(v, want_dtype, g_tensor_data_ptr != NULL, a);
   if (type == g_scalar_type) return fill_scalar(v, a);
@@ -1258,6 +1263,7 @@ static PyObject* register_types(PyObject* self, PyObject* argv) {
     }
   }
   g_shim.offset = 0; /* the binding turns it on again (torch_shim) */
+  g_shim.live = 0;
   Py_XDECREF(g_tensor_is_contiguous);
   Py_XDECREF(g_tensor_data_ptr);
   g_tensor_is_contiguous = is_contiguous;

@@ -144,13 +144,13 @@ class FastLaunchTest(unittest.TestCase):
             with self.assertRaises(TypeError):
                 m.torch_shim_words(value)
         with self.assertRaises(ValueError):  # on, with no functions to call
-            m.torch_shim(16, -1, 1, (0,) * 7, {})
+            m.torch_shim(16, -1, 1, (0,) * 7, {}, True)
         with self.assertRaises(ValueError):  # the flag past the tensor
-            m.torch_shim(24, 24, 1, (1,) * 7, {})
+            m.torch_shim(24, 24, 1, (1,) * 7, {}, True)
         with self.assertRaises(TypeError):
-            m.torch_shim(0, -1, 0, (0,) * 7, [])
+            m.torch_shim(0, -1, 0, (0,) * 7, [], False)
         with self.assertRaises(TypeError):  # six functions
-            m.torch_shim(0, -1, 0, (0,) * 6, {})
+            m.torch_shim(0, -1, 0, (0,) * 6, {}, False)
 
 
 if __name__ == "__main__":
