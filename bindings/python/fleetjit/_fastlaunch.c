@@ -431,23 +431,28 @@ static PyObject* torch_shim(PyObject* self, PyObject* argv) {
                       borrow_flag >= offset || f[0] == 0 || f[1] == 0 ||
                       f[2] == 0 || f[4] == 0 || f[5] == 0 || f[6] == 0)) {
     PyErr_SetString(PyExc_ValueError,
-                    "torch_shim: an offset or a function "
-                    "is missing");
+                    "torch_shim: an offset or a function is missing");
     return NULL;
   }
   memset(&g_shim, 0, sizeof g_shim);
   Py_XDECREF(g_shim_dtypes);
   g_shim_dtypes = NULL;
   if (offset == 0) Py_RETURN_NONE;
+  /* A copy: dtype_of borrows its values, whatever the caller does after. */
+  PyObject* table = PyDict_Copy(dtypes);
+  if (table == NULL) return NULL;
   PyObject *key, *value;
   Py_ssize_t pos = 0;
-  while (PyDict_Next(dtypes, &pos, &key, &value)) {
+  while (PyDict_Next(table, &pos, &key, &value)) {
     long code = PyLong_AsLong(key);
-    if (code == -1 && PyErr_Occurred()) return NULL;
+    if (code == -1 && PyErr_Occurred()) {
+      memset(&g_shim, 0, sizeof g_shim);
+      Py_DECREF(table);
+      return NULL;
+    }
     if (code >= 0 && code < SHIM_DTYPES) g_shim.dtype_of[code] = value;
   }
-  g_shim_dtypes = dtypes;
-  Py_INCREF(g_shim_dtypes);
+  g_shim_dtypes = table;
   g_shim.borrow_flag = borrow_flag;
   g_shim.cuda = cuda;
   g_shim.data_ptr = (shim_ptr_fn)(uintptr_t)f[0];

@@ -149,6 +149,9 @@ class FastLaunchTest(unittest.TestCase):
             m.torch_shim(24, 24, 1, (1,) * 7, {}, True)
         with self.assertRaises(TypeError):
             m.torch_shim(0, -1, 0, (0,) * 7, [], False)
+        with self.assertRaises(TypeError):  # a dtype code that is no int
+            m.torch_shim(16, -1, 1, (1,) * 7, {"f32": None}, False)
+        self.assertIsNone(m.torch_shim(0, -1, 0, (0,) * 7, {}, False))  # off again
         with self.assertRaises(TypeError):  # six functions
             m.torch_shim(0, -1, 0, (0,) * 6, {}, False)
 
