@@ -138,6 +138,9 @@ class FastLaunchTest(unittest.TestCase):
 
     def test_torch_shim_refuses_what_it_cannot_read(self):
         m = _fast.module
+        # The calls below turn the shim off in this process: set it up again
+        # after (the tests of test_frameworks_gpu read through it).
+        self.addCleanup(_fast.register)
         for value in (object(), 3, FakeCai(256, (4,))):  # no exact torch.Tensor
             with self.assertRaises(TypeError):
                 m.torch_shim_read(value)
