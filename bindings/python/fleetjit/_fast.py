@@ -15,6 +15,7 @@ import ctypes
 import os
 import sys
 import threading
+import warnings
 
 from . import _ffi
 
@@ -133,7 +134,9 @@ def _torch_shim_setup(torch):
     dtypes = {}
     for dtype in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}:
         try:
-            t = torch.empty(0, dtype=dtype, device="cpu")
+            with warnings.catch_warnings():  # "ComplexHalf support is experimental"
+                warnings.simplefilter("ignore")
+                t = torch.empty(0, dtype=dtype, device="cpu")
         except Exception:  # quantized and other dtypes of no plain tensor
             continue
         read = module.torch_shim_read(t)

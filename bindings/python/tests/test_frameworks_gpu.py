@@ -253,6 +253,13 @@ class TorchShimTest(unittest.TestCase):
             torch.cuda.synchronize()
             torch.testing.assert_close(y, ref)
 
+    def test_registration_warns_nothing(self):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            self.fast.register()
+        self.assertEqual([str(m.message) for m in w], [])
+        self.assertEqual(self.fast.torch_shim, "on")
+
     def test_environment_turns_it_off(self):
         import subprocess
         import sys
