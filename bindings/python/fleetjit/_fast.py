@@ -85,9 +85,9 @@ def _torch_shim(torch):
     after the object header with Tensor._cdata, and if the shim reads probe
     tensors (CPU ones: no CUDA context is made) exactly as torch's methods
     do; otherwise every tensor takes the method calls, as before.
-    FLEETJIT_TORCH_SHIM=0 keeps it off."""
+    FLEETJIT_TORCH_SHIM=0 keeps it off. register_types, just called, has
+    turned it off."""
     global torch_shim
-    module.torch_shim(0, -1, 0, (0,) * 7, {}, False)
     if os.environ.get("FLEETJIT_TORCH_SHIM", "1") == "0":
         torch_shim = "FLEETJIT_TORCH_SHIM=0"
         return
@@ -111,6 +111,7 @@ def _torch_shim_setup(torch):
         if fn is None and name != "aoti_torch_is_contiguous":  # torch >= 2.9
             return f"off: libtorch_cpu has no {name}"
         addresses.append(ctypes.cast(fn, ctypes.c_void_p).value if fn is not None else 0)
+    functions = tuple(addresses)
     device_code = {}
     for kind in ("cpu", "cuda"):
         fn = getattr(lib, f"aoti_torch_device_type_{kind}")
@@ -128,9 +129,12 @@ def _torch_shim_setup(torch):
     else:
         return "off: no at::Tensor where this binding looks for it"
 
-    # The ScalarType code of every dtype this torch can make a tensor of.
-    # Read, not yet used by launches, until every check below has passed.
-    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), {}, False)
+    def setup(dtypes, live):
+        module.torch_shim(offset, borrow_flag, device_code["cuda"], functions, dtypes, live)
+
+    # The ScalarType code of every dtype this torch can make a tensor of,
+    # read (not yet used by launches, until every check below has passed).
+    setup({}, False)
     dtypes = {}
     for dtype in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}:
         try:
@@ -146,7 +150,7 @@ def _torch_shim_setup(torch):
             return f"off: {dtype} and {dtypes[read[2]]} read as one dtype code"
     if torch.float32 not in dtypes.values():
         return "off: no dtype code for torch.float32"
-    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), dtypes, False)
+    setup(dtypes, False)
 
     # Probe tensors: each read must equal what torch's own methods say.
     cpu = {"device": "cpu"}
@@ -163,7 +167,7 @@ def _torch_shim_setup(torch):
         if read is None or (read[0], read[1], dtypes.get(read[2]), read[3]) != want:
             return (f"off: a {t.dtype} tensor of shape {tuple(t.shape)} reads as "
                     f"{read}, torch says {want}")
-    module.torch_shim(offset, borrow_flag, device_code["cuda"], tuple(addresses), dtypes, True)
+    setup(dtypes, True)
     torch_shim_dtypes.clear()
     torch_shim_dtypes.update(dtypes)
     return "on"
