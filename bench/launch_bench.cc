@@ -217,11 +217,11 @@ struct Row {
 };
 
 void PrintRows(const std::vector<Row>& rows) {
-  std::printf("  %-40s %12s %12s %8s %8s\n", "case", "raw us", "fleetjit us",
+  std::printf("  %-46s %10s %12s %8s %8s\n", "case", "raw us", "fleetjit us",
               "ratio", "goal");
   for (const Row& r : rows) {
     const double ratio = r.ours_us / r.raw_us;
-    std::printf("  %-40s %12.3f %12.3f %7.3fx %8s%s\n", r.name.c_str(),
+    std::printf("  %-46s %10.3f %12.3f %7.3fx %8s%s\n", r.name.c_str(),
                 r.raw_us, r.ours_us, ratio,
                 r.goal > 0 ? absl::StrCat("<=", r.goal, "x").c_str() : "-",
                 r.goal > 0 ? (ratio <= r.goal ? "  met" : "  MISSED") : "");
@@ -370,6 +370,24 @@ int RunGpu(Runtime& rt) {
   static void* raw_extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, raw_buffer,
                               CU_LAUNCH_PARAM_BUFFER_SIZE, &raw_buffer_bytes,
                               CU_LAUNCH_PARAM_END};
+  // The four tensor parameters as one buffer at the kernel's offsets (sm_90
+  // puts the first at byte 48): how fleetjit hands its packed parameters to
+  // the driver.
+  alignas(64) static uint8_t raw_tensor_buffer[sizeof(raw_params) + 64];
+  static size_t raw_tensor_bytes = kt.entry->param_bytes;
+  if (raw_tensor_bytes > sizeof(raw_tensor_buffer) ||
+      kt.entry->params.size() != 4) {
+    Die(absl::StrCat("empty_tensors takes ", raw_tensor_bytes,
+                     " parameter bytes in ", kt.entry->params.size(),
+                     " parameters, not four tensors"));
+  }
+  for (int i = 0; i < 4; ++i) {
+    std::memcpy(raw_tensor_buffer + kt.entry->params[i].offset, &raw_params[i],
+                sizeof(raw_params[i]));
+  }
+  static void* raw_tensor_extra[] = {
+      CU_LAUNCH_PARAM_BUFFER_POINTER, raw_tensor_buffer,
+      CU_LAUNCH_PARAM_BUFFER_SIZE, &raw_tensor_bytes, CU_LAUNCH_PARAM_END};
 
   // The C ABI: its own runtime, module and kernel.
   fj_runtime* crt = nullptr;
@@ -390,10 +408,10 @@ int RunGpu(Runtime& rt) {
   // once this kernel has its thunk (or after 5 s, on the generic path).
   fj_kernel_info info{};
   info.struct_size = sizeof(info);
+  fj_kernel_info info_t{};
+  info_t.struct_size = sizeof(info_t);
   for (double start = NowMs(); NowMs() - start < 5000;) {
     Check(fj_kernel_info_get(ckernel, &info), "fj_kernel_info_get");
-    fj_kernel_info info_t{};
-    info_t.struct_size = sizeof(info_t);
     Check(fj_kernel_info_get(ckernel_t, &info_t), "fj_kernel_info_get");
     if (info.uses_thunk && info_t.uses_thunk) break;
     usleep(1000);
@@ -439,6 +457,12 @@ int RunGpu(Runtime& rt) {
     if (api.cuLaunchKernelEx(&raw_ex, ka.function, nullptr, raw_extra) !=
         CUDA_SUCCESS) {
       Die("cuLaunchKernelEx failed");
+    }
+  };
+  auto raw_tensor_extra_ex = [&] {
+    if (api.cuLaunchKernelEx(&raw_ex, kt.function, nullptr, raw_tensor_extra) !=
+        CUDA_SUCCESS) {
+      Die("cuLaunchKernelEx (tensors) failed");
     }
   };
   auto raw_ctx_plain = [&api, plain = raw(ka.function, raw_scalar)] {
@@ -488,6 +512,7 @@ int RunGpu(Runtime& rt) {
                    {}});
   cases.push_back({"raw extra", raw_extra_plain, nothing, {}});
   cases.push_back({"raw ex extra", raw_extra_ex, nothing, {}});
+  cases.push_back({"raw ex extra tensors", raw_tensor_extra_ex, nothing, {}});
   cases.push_back({"raw ctx", raw_ctx_plain, nothing, {}});
   for (int round = 0; round < kWarmup + kRounds; ++round) {
     for (Case& c : cases) {
@@ -525,12 +550,14 @@ int RunGpu(Runtime& rt) {
                     ")"),
        med("raw scalar"), med("c abi scalar"), 1.02},
       {absl::StrCat("(d) C ABI fj_launch, 4 ", tma ? "TMA" : "(non-TMA)",
-                    " tensors"),
+                    " tensors (uses_thunk=", info_t.uses_thunk, ")"),
        med("raw tensors"), med("c abi tensors"), 1.05},
       {"driver: cuLaunchKernel, parameter buffer", med("raw scalar"),
        med("raw extra"), 0},
       {"driver: cuLaunchKernelEx, parameter buffer", med("raw scalar"),
        med("raw ex extra"), 0},
+      {"driver: cuLaunchKernelEx, buffer, 4 tensors", med("raw tensors"),
+       med("raw ex extra tensors"), 0},
       {"driver: cuCtxGetCurrent + cuLaunchKernel", med("raw scalar"),
        med("raw ctx"), 0},
   });

@@ -117,19 +117,70 @@ inline bool SameKey(const TensorKey& a, const TensorKey& b) {
 struct alignas(64) CacheEntry {
   fj::tensor_param param;
   TensorKey key;
+  uint32_t last_use;  // the set's clock at the last hit or fill
   bool valid;
-  bool fallback;
-  char reason[110];
+  bool fallback;  // TMA cannot describe it: the reason is in t_reasons
 };
+static_assert(sizeof(CacheEntry) == 512, "one entry, eight cache lines");
 
-constexpr size_t kCacheEntries = 16;  // per thread: about 10 KiB
-thread_local CacheEntry t_cache[kCacheEntries];
+// The cache is addressed by content, not by kernel: the parameter depends
+// only on the key, so every kernel (and every argument slot) that passes
+// the same tensor shares its entry. Each thread has kSets sets of kWays
+// entries; a tensor's set comes from its address and extents, and a full
+// set gives up its least recently used entry. Per thread: 16 KiB of
+// entries and 4 KiB of fallback reasons.
+constexpr size_t kWays = 4;
+constexpr size_t kSets = 8;
+constexpr size_t kReasonBytes = 128;
 
-size_t CacheIndex(const void* owner, size_t arg_index) {
-  uint64_t h = reinterpret_cast<uintptr_t>(owner) >> 3;
+struct ThreadCache {
+  CacheEntry entries[kSets][kWays];
+  uint32_t clock[kSets];
+};
+thread_local ThreadCache t_cache;
+thread_local char t_reasons[kSets][kWays][kReasonBytes];
+
+size_t SetOf(const TensorKey& key) {
+  uint64_t h = (key.data + key.byte_offset) ^
+               (static_cast<uint64_t>(key.shape[0]) << 40) ^
+               static_cast<uint64_t>(key.flags);
   h *= 0x9E3779B97F4A7C15ull;
-  // Consecutive slots of one kernel never collide with each other.
-  return static_cast<size_t>((h >> 56) + arg_index) % kCacheEntries;
+  return static_cast<size_t>(h >> 61);  // kSets == 8
+}
+static_assert(kSets == 8, "SetOf takes the hash's top three bits");
+
+// The entry holding `key`, or null. A hit becomes its set's most recent.
+CacheEntry* Find(size_t set, const TensorKey& key) {
+  CacheEntry* ways = t_cache.entries[set];
+  for (size_t w = 0; w < kWays; ++w) {
+    CacheEntry& e = ways[w];
+    if (e.valid && e.key.data == key.data && SameKey(e.key, key)) {
+      e.last_use = ++t_cache.clock[set];
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+// The entry a new key of `set` fills: an empty one, else the least
+// recently used.
+CacheEntry* Victim(size_t set) {
+  CacheEntry* ways = t_cache.entries[set];
+  CacheEntry* victim = &ways[0];
+  for (size_t w = 0; w < kWays; ++w) {
+    if (!ways[w].valid) return &ways[w];
+    // Unsigned distance from the clock: right across its wrap.
+    if (t_cache.clock[set] - ways[w].last_use >
+        t_cache.clock[set] - victim->last_use) {
+      victim = &ways[w];
+    }
+  }
+  return victim;
+}
+
+char* ReasonOf(const CacheEntry* entry) {
+  const size_t index = static_cast<size_t>(entry - &t_cache.entries[0][0]);
+  return t_reasons[index / kWays][index % kWays];
 }
 
 // The driver entry point a key records (tests swap it).
@@ -211,16 +262,18 @@ std::string EncodeFresh(const DriverApi* api, const TensorDesc& desc,
   return reason;
 }
 
-// Writes `param` out and keeps it in `entry` (may be null) under `key`.
-void Keep(const fj::tensor_param& param, const std::string& reason,
-          CacheEntry* entry, const TensorKey& key, void* out) {
+// Writes `param` out and keeps it in `set` (kSets = no cache) under `key`.
+void Keep(const fj::tensor_param& param, const std::string& reason, size_t set,
+          const TensorKey& key, void* out) {
   std::memcpy(out, &param, sizeof(param));
-  if (entry == nullptr) return;
+  if (set >= kSets) return;
+  CacheEntry* entry = Victim(set);
   entry->valid = true;
   entry->key = key;
+  entry->last_use = ++t_cache.clock[set];
   std::memcpy(static_cast<void*>(&entry->param), &param, sizeof(param));
   entry->fallback = !reason.empty();
-  std::snprintf(entry->reason, sizeof(entry->reason), "%s", reason.c_str());
+  std::snprintf(ReasonOf(entry), kReasonBytes, "%s", reason.c_str());
 }
 
 }  // namespace
@@ -530,16 +583,16 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
                                    void* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
   TensorKey key;
-  CacheEntry* entry = nullptr;
+  size_t set = kSets;  // no cache
   if (cache_enabled_ && BuildKey(arg, EncodeFn(api_), want_tma, &key)) {
-    entry = &t_cache[CacheIndex(CacheOwner(), arg_index)];
-    if (entry->valid && SameKey(entry->key, key)) {
+    set = SetOf(key);
+    if (const CacheEntry* entry = Find(set, key)) {
       absl::Status declared =
           CheckDeclaredTensor(arg_index, entry->param.rank, entry->param.dtype,
                               declared_rank, declared_dtype);
       if (!declared.ok()) return declared;
       CopyParam(out, &entry->param);
-      if (entry->fallback) ReportFallback(arg_index, entry->reason);
+      if (entry->fallback) ReportFallback(arg_index, ReasonOf(entry));
       return absl::OkStatus();
     }
   }
@@ -552,7 +605,7 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
 
   fj::tensor_param param;  // 64-byte aligned, as cuTensorMapEncodeTiled needs
   const std::string reason = EncodeFresh(api_, *desc, want_tma, &param);
-  Keep(param, reason, entry, key, out);
+  Keep(param, reason, set, key, out);
   if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
   return absl::OkStatus();
 }
@@ -563,19 +616,19 @@ absl::Status TensorEncoder::EncodeDescribed(size_t arg_index,
                                             fj::tensor_param* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
   TensorKey key;
-  CacheEntry* entry = nullptr;
+  size_t set = kSets;  // no cache
   if (cache_enabled_) {
     key = KeyOfDesc(desc, EncodeFn(api_), want_tma);
-    entry = &t_cache[CacheIndex(CacheOwner(), arg_index)];
-    if (entry->valid && SameKey(entry->key, key)) {
+    set = SetOf(key);
+    if (const CacheEntry* entry = Find(set, key)) {
       CopyParam(out, &entry->param);
-      if (entry->fallback) ReportFallback(arg_index, entry->reason);
+      if (entry->fallback) ReportFallback(arg_index, ReasonOf(entry));
       return absl::OkStatus();
     }
   }
   fj::tensor_param param;
   const std::string reason = EncodeFresh(api_, desc, want_tma, &param);
-  Keep(param, reason, entry, key, out);
+  Keep(param, reason, set, key, out);
   if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
   return absl::OkStatus();
 }

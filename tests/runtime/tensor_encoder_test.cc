@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -669,6 +670,44 @@ TEST(TensorEncoder, ReusesMapsWhileTheTensorIsUnchanged) {
   EXPECT_EQ(encode(), 0u);
   e.set_cache_enabled(false);
   EXPECT_EQ(encode(), 1u) << "cache off";
+}
+
+// The cache holds tensors, not kernels' slots: kernels that pass the same
+// tensors, in any slot and in turn, encode each tensor once. (A cache filed
+// by kernel and slot re-encoded whenever two kernels' slots collided: with
+// the driver's encoder, a microsecond per tensor.)
+TEST(TensorEncoder, SharesEncodedTensorsAcrossKernelsAndSlots) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> kernels[3];
+  for (auto& k : kernels) k = 0;
+  TestTensor tensors[4];
+  for (int i = 0; i < 4; ++i) {
+    tensors[i].Set(kBase + (uint64_t{1} << 20) * (i + 7), 2, 2, 32, {64, 64},
+                   i % 2 == 0);
+  }
+  // What each tensor encodes to, with the cache off.
+  TensorEncoder uncached(&api, "reference", nullptr, nullptr);
+  uncached.set_cache_enabled(false);
+  fj::tensor_param want[4];
+  for (int i = 0; i < 4; ++i)
+    want[i] = EncodeOrDie(uncached, tensors[i].arg, jit::CopyImpl::kTma, i);
+  std::mt19937_64 rng = testing::SeededRng("SharesEncodedTensors");
+  const uint64_t before = testing::g_fake_encode_calls.load();
+  for (int round = 0; round < 50; ++round) {
+    TensorEncoder e(&api, "k", &kernels[round % 3], nullptr);
+    int order[4] = {0, 1, 2, 3};
+    std::shuffle(order, order + 4, rng);
+    for (size_t slot = 0; slot < 4; ++slot) {
+      fj::tensor_param p =
+          EncodeOrDie(e, tensors[order[slot]].arg, jit::CopyImpl::kTma, slot);
+      ASSERT_EQ(p.flags, FJ_TP_HAS_TMAP);
+      ASSERT_EQ(std::memcmp(&p, &want[order[slot]], sizeof(p)), 0)
+          << "round " << round << ", slot " << slot
+          << ": not its own tensor's parameter";
+    }
+  }
+  EXPECT_EQ(testing::g_fake_encode_calls.load() - before, 4u)
+      << "each tensor is encoded once, whichever kernel and slot pass it";
 }
 
 // Many threads encode random tensors through cached encoders of a few
