@@ -127,15 +127,27 @@ jit::KernelEntry Entry(const std::string& name,
   return e;
 }
 
-// ns per PackForLaunch call, median of batches.
+// ns per PackForLaunch call, median of batches. With `moving` (4 tensors),
+// each call first moves the tensors to one of 64 addresses in turn: more
+// than the per-thread cache holds, so every call encodes them.
 double PackNs(const LoadedKernel& k, const std::vector<fj_arg>& args,
-              const DriverApi& api, bool use_thunk) {
+              const DriverApi& api, bool use_thunk,
+              BenchTensor* moving = nullptr) {
   TensorEncoder encoder(&api, k.display_name, nullptr, nullptr);
   alignas(64) static uint8_t buffer[jit::kMaxParamBytes];
   std::vector<double> ns;
+  unsigned turn = 0;
   for (int round = 0; round < 200; ++round) {
     const auto start = Clock::now();
     for (int i = 0; i < 1000; ++i) {
+      if (moving != nullptr) {
+        turn = (turn + 1) % 64;
+        for (int t = 0; t < 4; ++t) {
+          moving[t].tensor.data =
+              reinterpret_cast<void*>(static_cast<uintptr_t>(
+                  0x7f0000000000ull + (uint64_t{1} << 20) * t + 4096 * turn));
+        }
+      }
       DieIf(PackForLaunch(k, args.data(), args.size(), sizeof(fj_arg), encoder,
                           use_thunk, buffer, sizeof(buffer)),
             "packing");
@@ -162,6 +174,7 @@ void PackingOnTheCpu(const DriverApi* real_api) {
     jit::KernelEntry entry;
     jit::CopyImpl impl;
     std::vector<fj_arg> args;
+    bool moving = false;  // a new address every call (PackNs)
   };
   std::vector<fj_arg> scalars = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
                                  Arg(FJ_ARG_F32), Arg(FJ_ARG_I32)};
@@ -187,6 +200,9 @@ void PackingOnTheCpu(const DriverApi* real_api) {
       {"4 tensors, cp_async build",
        Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}),
        jit::CopyImpl::kCpAsync, four},
+      {"4 TMA tensors, new addresses",
+       Entry("t", {K::kTensor, K::kTensor, K::kTensor, K::kTensor}),
+       jit::CopyImpl::kTma, four, true},
   };
   for (Case& c : cases) {
     auto object = jit::EmitThunkObject({c.entry}, c.impl);
@@ -200,8 +216,13 @@ void PackingOnTheCpu(const DriverApi* real_api) {
     k.copy_impl = c.impl;
     k.display_name = c.name;
     k.thunk.store(*thunk);
-    const double thunk_ns = PackNs(k, c.args, api, true);
-    const double generic_ns = PackNs(k, c.args, api, false);
+    BenchTensor* moving = c.moving ? tensors : nullptr;
+    const double thunk_ns = PackNs(k, c.args, api, true, moving);
+    const double generic_ns = PackNs(k, c.args, api, false, moving);
+    if (moving != nullptr) {
+      for (int i = 0; i < 4; ++i)
+        tensors[i].Set(0x7f0000000000ull + (uint64_t{1} << 20) * i);
+    }
     std::printf("  %-34s %10.1f %10.1f\n", c.name, thunk_ns, generic_ns);
   }
 }
@@ -216,12 +237,14 @@ struct Row {
   double goal;  // 0 = none
 };
 
-void PrintRows(const std::vector<Row>& rows) {
-  std::printf("  %-46s %10s %12s %8s %8s\n", "case", "raw us", "fleetjit us",
-              "ratio", "goal");
+void PrintRows(const std::vector<Row>& rows, bool header = true) {
+  if (header) {
+    std::printf("  %-50s %10s %12s %8s %8s\n", "case", "raw us", "fleetjit us",
+                "ratio", "goal");
+  }
   for (const Row& r : rows) {
     const double ratio = r.ours_us / r.raw_us;
-    std::printf("  %-46s %10.3f %12.3f %7.3fx %8s%s\n", r.name.c_str(),
+    std::printf("  %-50s %10.3f %12.3f %7.3fx %8s%s\n", r.name.c_str(),
                 r.raw_us, r.ours_us, ratio,
                 r.goal > 0 ? absl::StrCat("<=", r.goal, "x").c_str() : "-",
                 r.goal > 0 ? (ratio <= r.goal ? "  met" : "  MISSED") : "");
@@ -389,6 +412,29 @@ int RunGpu(Runtime& rt) {
       CU_LAUNCH_PARAM_BUFFER_POINTER, raw_tensor_buffer,
       CU_LAUNCH_PARAM_BUFFER_SIZE, &raw_tensor_bytes, CU_LAUNCH_PARAM_END};
 
+  // (f) A new address every launch, as an allocator hands out fresh
+  // buffers: the four tensors move through 64 offsets in turn, more than
+  // the per-thread cache holds, so every launch encodes all four. The
+  // anchor is what host code written by hand pays: four
+  // cuTensorMapEncodeTiled calls (the same arguments fleetjit passes) and
+  // cuLaunchKernel.
+  BenchTensor moving[4];
+  for (int i = 0; i < 4; ++i) moving[i].Set(*a + (uint64_t{1} << 20) * i);
+  std::vector<fj_arg> moving_args(4, Arg(FJ_ARG_TENSOR));
+  for (int i = 0; i < 4; ++i) moving_args[i].v.tensor = &moving[i].arg;
+  unsigned moving_turn = 0;
+  auto move_tensors = [&] {
+    moving_turn = (moving_turn + 1) % 64;
+    for (int i = 0; i < 4; ++i) {
+      moving[i].tensor.data = reinterpret_cast<void*>(static_cast<uintptr_t>(
+          *a + (uint64_t{1} << 20) * i + 4096 * moving_turn));
+    }
+  };
+  alignas(64) static fj::tensor_param moving_raw[4];
+  std::memcpy(moving_raw, raw_params, sizeof(raw_params));
+  void* moving_raw_ptrs[] = {&moving_raw[0], &moving_raw[1], &moving_raw[2],
+                             &moving_raw[3]};
+
   // The C ABI: its own runtime, module and kernel.
   fj_runtime* crt = nullptr;
   Check(fj_runtime_create(nullptr, &crt), "fj_runtime_create");
@@ -471,6 +517,28 @@ int RunGpu(Runtime& rt) {
       Die("cuCtxGetCurrent failed");
     plain();
   };
+  auto raw_moving = [&] {
+    move_tensors();
+    const cuuint64_t dims[2] = {256, 256};
+    const cuuint64_t strides[1] = {256 * sizeof(float)};
+    const cuuint32_t box[2] = {32, 32};
+    const cuuint32_t element_strides[2] = {1, 1};
+    for (int i = 0; i < 4; ++i) {
+      if (api.cuTensorMapEncodeTiled(
+              reinterpret_cast<CUtensorMap*>(moving_raw[i].tmap),
+              CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+              const_cast<void*>(moving[i].tensor.data), dims, strides, box,
+              element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+              CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+        Die("cuTensorMapEncodeTiled failed");
+      }
+    }
+    if (api.cuLaunchKernel(kt.function, 1, 1, 1, 32, 1, 1, 0, stream,
+                           moving_raw_ptrs, nullptr) != CUDA_SUCCESS) {
+      Die("cuLaunchKernel (moving tensors) failed");
+    }
+  };
   auto ours = [&](LoadedKernel& k, const std::vector<fj_arg>& args) {
     return [&k, &args, &launch_cfg, &stream] {
       absl::Status s = Launch(k, launch_cfg, stream, args.data(), args.size(),
@@ -510,6 +578,17 @@ int RunGpu(Runtime& rt) {
                    },
                    nothing,
                    {}});
+  if (tma) {
+    cases.push_back({"raw moving", raw_moving, nothing, {}});
+    cases.push_back({"c abi moving",
+                     [&] {
+                       move_tensors();
+                       Check(fj_launch(ckernel_t, &ccfg, moving_args.data(), 4),
+                             "fj_launch");
+                     },
+                     nothing,
+                     {}});
+  }
   cases.push_back({"raw extra", raw_extra_plain, nothing, {}});
   cases.push_back({"raw ex extra", raw_extra_ex, nothing, {}});
   cases.push_back({"raw ex extra tensors", raw_tensor_extra_ex, nothing, {}});
@@ -561,6 +640,14 @@ int RunGpu(Runtime& rt) {
       {"driver: cuCtxGetCurrent + cuLaunchKernel", med("raw scalar"),
        med("raw ctx"), 0},
   });
+  if (tma) {
+    PrintRows({{"(f) fj_launch, 4 TMA tensors, new addresses",
+                med("raw moving"), med("c abi moving"), 0}},
+              /*header=*/false);
+    std::printf(
+        "      (f)'s raw encodes the four maps itself: 4 "
+        "cuTensorMapEncodeTiled + cuLaunchKernel\n");
+  }
   std::printf(
       "  thunk vs generic: scalar %.3f us vs %.3f us, tensors %.3f us vs %.3f "
       "us\n",

@@ -119,7 +119,7 @@ struct alignas(64) CacheEntry {
   TensorKey key;
   uint32_t last_use;  // the set's clock at the last hit or fill
   bool valid;
-  bool fallback;  // TMA cannot describe it: the reason is in t_reasons
+  bool fallback;  // TMA cannot describe it: the reason is in `reasons`
 };
 static_assert(sizeof(CacheEntry) == 512, "one entry, eight cache lines");
 
@@ -128,7 +128,8 @@ static_assert(sizeof(CacheEntry) == 512, "one entry, eight cache lines");
 // the same tensor shares its entry. Each thread has kSets sets of kWays
 // entries; a tensor's set comes from its address and extents, and a full
 // set gives up its least recently used entry. Per thread: 16 KiB of
-// entries and 4 KiB of fallback reasons.
+// entries and 4 KiB of fallback reasons, in one thread_local (each access
+// to a thread_local of a shared library is a call).
 constexpr size_t kWays = 4;
 constexpr size_t kSets = 8;
 constexpr size_t kReasonBytes = 128;
@@ -136,52 +137,69 @@ constexpr size_t kReasonBytes = 128;
 struct ThreadCache {
   CacheEntry entries[kSets][kWays];
   uint32_t clock[kSets];
+  char reasons[kSets][kWays][kReasonBytes];
+
+  static size_t SetOf(const TensorKey& key) {
+    uint64_t h = (key.data + key.byte_offset) ^
+                 (static_cast<uint64_t>(key.shape[0]) << 40) ^
+                 static_cast<uint64_t>(key.flags);
+    h *= 0x9E3779B97F4A7C15ull;
+    static_assert(kSets == 8, "SetOf takes the hash's top three bits");
+    return static_cast<size_t>(h >> 61);
+  }
+
+  // The entry holding `key`, or null. A hit becomes its set's most recent.
+  CacheEntry* Find(size_t set, const TensorKey& key) {
+    CacheEntry* ways = entries[set];
+    for (size_t w = 0; w < kWays; ++w) {
+      CacheEntry& e = ways[w];
+      if (e.valid && e.key.data == key.data && SameKey(e.key, key)) {
+        e.last_use = ++clock[set];
+        return &e;
+      }
+    }
+    return nullptr;
+  }
+
+  // The entry a new key of `set` takes, emptied: an empty one, else the
+  // least recently used.
+  CacheEntry* Take(size_t set) {
+    CacheEntry* ways = entries[set];
+    CacheEntry* victim = &ways[0];
+    for (size_t w = 0; w < kWays; ++w) {
+      if (!ways[w].valid) {
+        victim = &ways[w];
+        break;
+      }
+      // Unsigned distance from the clock: right across its wrap.
+      if (clock[set] - ways[w].last_use > clock[set] - victim->last_use) {
+        victim = &ways[w];
+      }
+    }
+    victim->valid = false;
+    return victim;
+  }
+
+  // Marks `entry` (from Take(set)) filled under `key`, with `reason` ("" or
+  // why TMA cannot describe it).
+  void Fill(size_t set, CacheEntry* entry, const TensorKey& key,
+            const std::string& reason) {
+    entry->key = key;
+    entry->last_use = ++clock[set];
+    entry->fallback = !reason.empty();
+    char* kept = ReasonOf(entry);
+    const size_t n = std::min(reason.size(), kReasonBytes - 1);
+    std::memcpy(kept, reason.data(), n);
+    kept[n] = '\0';
+    entry->valid = true;
+  }
+
+  char* ReasonOf(const CacheEntry* entry) {
+    const size_t index = static_cast<size_t>(entry - &entries[0][0]);
+    return reasons[index / kWays][index % kWays];
+  }
 };
 thread_local ThreadCache t_cache;
-thread_local char t_reasons[kSets][kWays][kReasonBytes];
-
-size_t SetOf(const TensorKey& key) {
-  uint64_t h = (key.data + key.byte_offset) ^
-               (static_cast<uint64_t>(key.shape[0]) << 40) ^
-               static_cast<uint64_t>(key.flags);
-  h *= 0x9E3779B97F4A7C15ull;
-  return static_cast<size_t>(h >> 61);  // kSets == 8
-}
-static_assert(kSets == 8, "SetOf takes the hash's top three bits");
-
-// The entry holding `key`, or null. A hit becomes its set's most recent.
-CacheEntry* Find(size_t set, const TensorKey& key) {
-  CacheEntry* ways = t_cache.entries[set];
-  for (size_t w = 0; w < kWays; ++w) {
-    CacheEntry& e = ways[w];
-    if (e.valid && e.key.data == key.data && SameKey(e.key, key)) {
-      e.last_use = ++t_cache.clock[set];
-      return &e;
-    }
-  }
-  return nullptr;
-}
-
-// The entry a new key of `set` fills: an empty one, else the least
-// recently used.
-CacheEntry* Victim(size_t set) {
-  CacheEntry* ways = t_cache.entries[set];
-  CacheEntry* victim = &ways[0];
-  for (size_t w = 0; w < kWays; ++w) {
-    if (!ways[w].valid) return &ways[w];
-    // Unsigned distance from the clock: right across its wrap.
-    if (t_cache.clock[set] - ways[w].last_use >
-        t_cache.clock[set] - victim->last_use) {
-      victim = &ways[w];
-    }
-  }
-  return victim;
-}
-
-char* ReasonOf(const CacheEntry* entry) {
-  const size_t index = static_cast<size_t>(entry - &t_cache.entries[0][0]);
-  return t_reasons[index / kWays][index % kWays];
-}
 
 // The driver entry point a key records (tests swap it).
 const void* EncodeFn(const DriverApi* api) {
@@ -262,18 +280,23 @@ std::string EncodeFresh(const DriverApi* api, const TensorDesc& desc,
   return reason;
 }
 
-// Writes `param` out and keeps it in `set` (kSets = no cache) under `key`.
-void Keep(const fj::tensor_param& param, const std::string& reason, size_t set,
-          const TensorKey& key, void* out) {
-  std::memcpy(out, &param, sizeof(param));
-  if (set >= kSets) return;
-  CacheEntry* entry = Victim(set);
-  entry->valid = true;
-  entry->key = key;
-  entry->last_use = ++t_cache.clock[set];
-  std::memcpy(static_cast<void*>(&entry->param), &param, sizeof(param));
-  entry->fallback = !reason.empty();
-  std::snprintf(ReasonOf(entry), kReasonBytes, "%s", reason.c_str());
+// Encodes `desc` (EncodeFresh) straight into the entry `cache` gives up
+// in `set` for `key`, or into a local parameter when `cache` is null, and
+// copies the parameter to `out`. The fallback reason, or "".
+std::string EncodeAndKeep(const DriverApi* api, const TensorDesc& desc,
+                          bool want_tma, ThreadCache* cache, size_t set,
+                          const TensorKey& key, void* out) {
+  if (cache == nullptr) {
+    fj::tensor_param param;  // 64-byte aligned, as the driver's encoder needs
+    std::string reason = EncodeFresh(api, desc, want_tma, &param);
+    CopyParam(out, &param);
+    return reason;
+  }
+  CacheEntry* entry = cache->Take(set);  // 64-byte aligned too
+  std::string reason = EncodeFresh(api, desc, want_tma, &entry->param);
+  cache->Fill(set, entry, key, reason);
+  CopyParam(out, &entry->param);
+  return reason;
 }
 
 }  // namespace
@@ -583,16 +606,18 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
                                    void* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
   TensorKey key;
-  size_t set = kSets;  // no cache
+  ThreadCache* cache = nullptr;  // none: the tensor is encoded, not kept
+  size_t set = 0;
   if (cache_enabled_ && BuildKey(arg, EncodeFn(api_), want_tma, &key)) {
-    set = SetOf(key);
-    if (const CacheEntry* entry = Find(set, key)) {
+    cache = &t_cache;
+    set = ThreadCache::SetOf(key);
+    if (const CacheEntry* entry = cache->Find(set, key)) {
       absl::Status declared =
           CheckDeclaredTensor(arg_index, entry->param.rank, entry->param.dtype,
                               declared_rank, declared_dtype);
       if (!declared.ok()) return declared;
       CopyParam(out, &entry->param);
-      if (entry->fallback) ReportFallback(arg_index, ReasonOf(entry));
+      if (entry->fallback) ReportFallback(arg_index, cache->ReasonOf(entry));
       return absl::OkStatus();
     }
   }
@@ -602,10 +627,8 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
   absl::Status declared = CheckDeclaredTensor(
       arg_index, desc->rank, desc->dtype, declared_rank, declared_dtype);
   if (!declared.ok()) return declared;
-
-  fj::tensor_param param;  // 64-byte aligned, as cuTensorMapEncodeTiled needs
-  const std::string reason = EncodeFresh(api_, *desc, want_tma, &param);
-  Keep(param, reason, set, key, out);
+  const std::string reason =
+      EncodeAndKeep(api_, *desc, want_tma, cache, set, key, out);
   if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
   return absl::OkStatus();
 }
@@ -616,19 +639,20 @@ absl::Status TensorEncoder::EncodeDescribed(size_t arg_index,
                                             fj::tensor_param* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
   TensorKey key;
-  size_t set = kSets;  // no cache
+  ThreadCache* cache = nullptr;
+  size_t set = 0;
   if (cache_enabled_) {
     key = KeyOfDesc(desc, EncodeFn(api_), want_tma);
-    set = SetOf(key);
-    if (const CacheEntry* entry = Find(set, key)) {
+    cache = &t_cache;
+    set = ThreadCache::SetOf(key);
+    if (const CacheEntry* entry = cache->Find(set, key)) {
       CopyParam(out, &entry->param);
-      if (entry->fallback) ReportFallback(arg_index, ReasonOf(entry));
+      if (entry->fallback) ReportFallback(arg_index, cache->ReasonOf(entry));
       return absl::OkStatus();
     }
   }
-  fj::tensor_param param;
-  const std::string reason = EncodeFresh(api_, desc, want_tma, &param);
-  Keep(param, reason, set, key, out);
+  const std::string reason =
+      EncodeAndKeep(api_, desc, want_tma, cache, set, key, out);
   if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
   return absl::OkStatus();
 }
