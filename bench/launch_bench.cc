@@ -54,7 +54,12 @@ extern "C" __global__ void empty_tensors(FJ_TENSOR(float, 2) a, FJ_TENSOR(float,
                                          FJ_TENSOR(float, 2) c, FJ_TENSOR(float, 2) d) {}
 )CUDA";
 
-constexpr int kBatch = 64;    // launches per timed batch
+constexpr int kBatch = 64;  // launches per timed batch
+// Tensors "at new addresses" take the next of kMovingTurns offsets
+// kMovingStep bytes apart: 4 x 256 tensors, 8 times what the per-thread
+// cache holds, within the 1 MiB each [256, 256] f32 tensor is given.
+constexpr unsigned kMovingTurns = 256;
+constexpr uint64_t kMovingStep = 1024;
 constexpr int kWarmup = 50;   // batches
 constexpr int kRounds = 400;  // batches per case, interleaved
 
@@ -128,8 +133,8 @@ jit::KernelEntry Entry(const std::string& name,
 }
 
 // ns per PackForLaunch call, median of batches. With `moving` (4 tensors),
-// each call first moves the tensors to one of 64 addresses in turn: more
-// than the per-thread cache holds, so every call encodes them.
+// each call first moves the tensors to the next of kMovingTurns addresses:
+// more than the per-thread cache holds, so every call encodes them.
 double PackNs(const LoadedKernel& k, const std::vector<fj_arg>& args,
               const DriverApi& api, bool use_thunk,
               BenchTensor* moving = nullptr) {
@@ -141,11 +146,12 @@ double PackNs(const LoadedKernel& k, const std::vector<fj_arg>& args,
     const auto start = Clock::now();
     for (int i = 0; i < 1000; ++i) {
       if (moving != nullptr) {
-        turn = (turn + 1) % 64;
+        turn = (turn + 1) % kMovingTurns;
         for (int t = 0; t < 4; ++t) {
           moving[t].tensor.data =
               reinterpret_cast<void*>(static_cast<uintptr_t>(
-                  0x7f0000000000ull + (uint64_t{1} << 20) * t + 4096 * turn));
+                  0x7f0000000000ull + (uint64_t{1} << 20) * t +
+                  kMovingStep * turn));
         }
       }
       DieIf(PackForLaunch(k, args.data(), args.size(), sizeof(fj_arg), encoder,
@@ -413,7 +419,7 @@ int RunGpu(Runtime& rt) {
       CU_LAUNCH_PARAM_BUFFER_SIZE, &raw_tensor_bytes, CU_LAUNCH_PARAM_END};
 
   // (f) A new address every launch, as an allocator hands out fresh
-  // buffers: the four tensors move through 64 offsets in turn, more than
+  // buffers: the four tensors move through kMovingTurns offsets, more than
   // the per-thread cache holds, so every launch encodes all four. The
   // anchor is what host code written by hand pays: four
   // cuTensorMapEncodeTiled calls (the same arguments fleetjit passes) and
@@ -424,10 +430,10 @@ int RunGpu(Runtime& rt) {
   for (int i = 0; i < 4; ++i) moving_args[i].v.tensor = &moving[i].arg;
   unsigned moving_turn = 0;
   auto move_tensors = [&] {
-    moving_turn = (moving_turn + 1) % 64;
+    moving_turn = (moving_turn + 1) % kMovingTurns;
     for (int i = 0; i < 4; ++i) {
       moving[i].tensor.data = reinterpret_cast<void*>(static_cast<uintptr_t>(
-          *a + (uint64_t{1} << 20) * i + 4096 * moving_turn));
+          *a + (uint64_t{1} << 20) * i + kMovingStep * moving_turn));
     }
   };
   alignas(64) static fj::tensor_param moving_raw[4];

@@ -905,9 +905,10 @@ typedef enum fj_swizzle {
 
 /* A tensor argument: the borrowed tensor plus how kernels tile it.
  * Launches keep what they derive from a tensor (its TMA map, on a tma
- * build) for up to 32 recently passed tensors per thread, whichever kernels
- * and argument slots passed them: a tensor launched again with the same
- * data, shape, strides, box, dtype, oob and swizzle costs no new encoding.
+ * build) for about 256 recently passed tensors per launching thread
+ * (128 KiB, freed when the thread ends), whichever kernels and argument
+ * slots passed them: a tensor launched again with the same data, shape,
+ * strides, box, dtype, oob and swizzle costs no new encoding.
  * (since 1.0) */
 typedef struct fj_tensor_arg {
   size_t struct_size;

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -117,89 +118,141 @@ inline bool SameKey(const TensorKey& a, const TensorKey& b) {
 struct alignas(64) CacheEntry {
   fj::tensor_param param;
   TensorKey key;
-  uint32_t last_use;  // the set's clock at the last hit or fill
-  bool valid;
-  bool fallback;  // TMA cannot describe it: the reason is in `reasons`
+  bool fallback;  // TMA cannot describe it: ThreadCache::ReasonOf says why
 };
 static_assert(sizeof(CacheEntry) == 512, "one entry, eight cache lines");
 
 // The cache is addressed by content, not by kernel: the parameter depends
 // only on the key, so every kernel (and every argument slot) that passes
-// the same tensor shares its entry. Each thread has kSets sets of kWays
-// entries; a tensor's set comes from its address and extents, and a full
-// set gives up its least recently used entry. Per thread: 16 KiB of
-// entries and 4 KiB of fallback reasons, in one thread_local (each access
-// to a thread_local of a shared library is a call).
-constexpr size_t kWays = 4;
-constexpr size_t kSets = 8;
+// the same tensor shares its entry. Each thread that launches with tensors
+// gets kSets sets of kWays entries (128 KiB) on the heap at its first
+// tensor, freed when the thread ends. A tensor's set comes from its address
+// and extents; a full set gives up its least recently used entry. 256
+// entries hold a model's weights and activations across its layers, where
+// a smaller cache, cycled through, would miss on every launch; 8 ways keep
+// a set from overflowing until well past 100 tensors.
+constexpr size_t kWays = 8;
+constexpr size_t kSets = 32;
 constexpr size_t kReasonBytes = 128;
 
 struct ThreadCache {
-  CacheEntry entries[kSets][kWays];
+  // Per set, each way's key.data (0: empty; a cached tensor's data is never
+  // NULL): one cache line that a lookup scans before any entry.
+  struct alignas(64) Tags {
+    uint64_t data[kWays];
+  };
+  static_assert(sizeof(Tags) == 64, "a set's tags fill one cache line");
+  Tags tags[kSets];
+  uint32_t last_use[kSets][kWays];  // the set's clock at the last hit/fill
   uint32_t clock[kSets];
-  char reasons[kSets][kWays][kReasonBytes];
+  CacheEntry entries[kSets][kWays];
+  // Fallback reasons, made at the first fallback (most threads have none).
+  char (*reasons)[kReasonBytes] = nullptr;
+
+  ThreadCache() = default;
+  ThreadCache(const ThreadCache&) = delete;
+  ThreadCache& operator=(const ThreadCache&) = delete;
+  ~ThreadCache() { delete[] reasons; }
 
   static size_t SetOf(const TensorKey& key) {
     uint64_t h = (key.data + key.byte_offset) ^
                  (static_cast<uint64_t>(key.shape[0]) << 40) ^
                  static_cast<uint64_t>(key.flags);
     h *= 0x9E3779B97F4A7C15ull;
-    static_assert(kSets == 8, "SetOf takes the hash's top three bits");
-    return static_cast<size_t>(h >> 61);
+    static_assert(kSets == 32, "SetOf takes the hash's top five bits");
+    return static_cast<size_t>(h >> 59);
   }
 
-  // The entry holding `key`, or null. A hit becomes its set's most recent.
-  CacheEntry* Find(size_t set, const TensorKey& key) {
-    CacheEntry* ways = entries[set];
+  // The entry holding `key` (key.data non-zero), or null. A hit becomes its
+  // set's most recent.
+  const CacheEntry* Find(size_t set, const TensorKey& key) {
     for (size_t w = 0; w < kWays; ++w) {
-      CacheEntry& e = ways[w];
-      if (e.valid && e.key.data == key.data && SameKey(e.key, key)) {
-        e.last_use = ++clock[set];
-        return &e;
+      if (tags[set].data[w] == key.data && SameKey(entries[set][w].key, key)) {
+        last_use[set][w] = ++clock[set];
+        return &entries[set][w];
       }
     }
     return nullptr;
   }
 
-  // The entry a new key of `set` takes, emptied: an empty one, else the
+  // The way a new key of `set` takes, emptied: an empty one, else the
   // least recently used.
-  CacheEntry* Take(size_t set) {
-    CacheEntry* ways = entries[set];
-    CacheEntry* victim = &ways[0];
+  size_t Take(size_t set) {
+    size_t victim = 0;
     for (size_t w = 0; w < kWays; ++w) {
-      if (!ways[w].valid) {
-        victim = &ways[w];
+      if (tags[set].data[w] == 0) {
+        victim = w;
         break;
       }
       // Unsigned distance from the clock: right across its wrap.
-      if (clock[set] - ways[w].last_use > clock[set] - victim->last_use) {
-        victim = &ways[w];
-      }
+      if (clock[set] - last_use[set][w] > clock[set] - last_use[set][victim])
+        victim = w;
     }
-    victim->valid = false;
+    tags[set].data[victim] = 0;
     return victim;
   }
 
-  // Marks `entry` (from Take(set)) filled under `key`, with `reason` ("" or
-  // why TMA cannot describe it).
-  void Fill(size_t set, CacheEntry* entry, const TensorKey& key,
+  // Marks way `w` of `set` (from Take) filled under `key`, with `reason`
+  // ("" or why TMA cannot describe the tensor).
+  void Fill(size_t set, size_t w, const TensorKey& key,
             const std::string& reason) {
-    entry->key = key;
-    entry->last_use = ++clock[set];
-    entry->fallback = !reason.empty();
-    char* kept = ReasonOf(entry);
-    const size_t n = std::min(reason.size(), kReasonBytes - 1);
-    std::memcpy(kept, reason.data(), n);
-    kept[n] = '\0';
-    entry->valid = true;
+    CacheEntry& entry = entries[set][w];
+    entry.key = key;
+    entry.fallback = !reason.empty();
+    if (entry.fallback) {
+      if (reasons == nullptr)
+        reasons = new (std::nothrow) char[kSets * kWays][kReasonBytes];
+      if (reasons != nullptr) {
+        char* kept = reasons[set * kWays + w];
+        const size_t n = std::min(reason.size(), kReasonBytes - 1);
+        std::memcpy(kept, reason.data(), n);
+        kept[n] = '\0';
+      }
+    }
+    last_use[set][w] = ++clock[set];
+    tags[set].data[w] = key.data;
   }
 
-  char* ReasonOf(const CacheEntry* entry) {
+  // Why `entry` (a fallback) has no tensor map.
+  const char* ReasonOf(const CacheEntry* entry) const {
     const size_t index = static_cast<size_t>(entry - &entries[0][0]);
-    return reasons[index / kWays][index % kWays];
+    return reasons != nullptr ? reasons[index]
+                              : "TMA cannot describe it (reason not kept)";
   }
 };
-thread_local ThreadCache t_cache;
+
+// This thread's cache. The pointer is trivially destructible, so reading it
+// is one thread_local access; the holder, touched once per thread, frees
+// the cache at thread exit (and keeps the library loaded until then: glibc
+// pins a library whose thread_local destructors are pending).
+thread_local ThreadCache* t_cache = nullptr;
+thread_local bool t_cache_gone = false;  // the thread is ending: no cache
+
+struct ThreadCacheHolder {
+  ThreadCache* cache = nullptr;
+  ~ThreadCacheHolder() {
+    t_cache = nullptr;
+    t_cache_gone = true;
+    delete cache;
+  }
+};
+
+__attribute__((noinline)) ThreadCache* MakeThreadCache() {
+  if (t_cache_gone) return nullptr;  // encoding still works, uncached
+  thread_local ThreadCacheHolder holder;
+  // Value-initialised: every entry invalid. Out of memory: no cache.
+  auto* cache = new (std::nothrow) ThreadCache();
+  if (cache == nullptr) return nullptr;
+  holder.cache = cache;
+  t_cache = cache;
+  return cache;
+}
+
+// This thread's cache, made at its first use; null when there is none.
+inline ThreadCache* ThisThreadCache() {
+  ThreadCache* cache = t_cache;
+  return cache != nullptr ? cache : MakeThreadCache();
+}
 
 // The driver entry point a key records (tests swap it).
 const void* EncodeFn(const DriverApi* api) {
@@ -234,8 +287,10 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
               TensorKey* key) {
   if (arg == nullptr || arg->struct_size < kTensorArgV1Size) return false;
   const fj_tensor* t = arg->tensor;
+  // NULL data is refused by the slow path, and a key's data is never 0 (an
+  // empty way's tag).
   if (t == nullptr || t->ndim < 1 || t->ndim > FJ_TP_MAX_RANK ||
-      t->shape == nullptr) {
+      t->shape == nullptr || t->data == nullptr) {
     return false;
   }
   *key = TensorKey{};
@@ -292,10 +347,11 @@ std::string EncodeAndKeep(const DriverApi* api, const TensorDesc& desc,
     CopyParam(out, &param);
     return reason;
   }
-  CacheEntry* entry = cache->Take(set);  // 64-byte aligned too
-  std::string reason = EncodeFresh(api, desc, want_tma, &entry->param);
-  cache->Fill(set, entry, key, reason);
-  CopyParam(out, &entry->param);
+  const size_t way = cache->Take(set);
+  fj::tensor_param* param = &cache->entries[set][way].param;  // aligned too
+  std::string reason = EncodeFresh(api, desc, want_tma, param);
+  cache->Fill(set, way, key, reason);
+  CopyParam(out, param);
   return reason;
 }
 
@@ -608,8 +664,8 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
   TensorKey key;
   ThreadCache* cache = nullptr;  // none: the tensor is encoded, not kept
   size_t set = 0;
-  if (cache_enabled_ && BuildKey(arg, EncodeFn(api_), want_tma, &key)) {
-    cache = &t_cache;
+  if (cache_enabled_ && BuildKey(arg, EncodeFn(api_), want_tma, &key) &&
+      (cache = ThisThreadCache()) != nullptr) {
     set = ThreadCache::SetOf(key);
     if (const CacheEntry* entry = cache->Find(set, key)) {
       absl::Status declared =
@@ -641,9 +697,9 @@ absl::Status TensorEncoder::EncodeDescribed(size_t arg_index,
   TensorKey key;
   ThreadCache* cache = nullptr;
   size_t set = 0;
-  if (cache_enabled_) {
+  if (cache_enabled_ && desc.address != 0 &&
+      (cache = ThisThreadCache()) != nullptr) {
     key = KeyOfDesc(desc, EncodeFn(api_), want_tma);
-    cache = &t_cache;
     set = ThreadCache::SetOf(key);
     if (const CacheEntry* entry = cache->Find(set, key)) {
       CopyParam(out, &entry->param);

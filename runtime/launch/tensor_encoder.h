@@ -17,8 +17,9 @@
 // box, dtype and oob mode are unchanged. The cache is per thread, so the
 // launch path takes no lock and shares no cache line between threads. It is
 // addressed by the tensor's description, not by kernel: every kernel and
-// argument slot that passes the same tensor shares one entry, and 32
-// tensors per thread stay encoded (8 sets of 4, least recently used out).
+// argument slot that passes the same tensor shares one entry, and 256
+// tensors per thread stay encoded (32 sets of 8, least recently used out;
+// 128 KiB made at a thread's first tensor, freed when it ends).
 //
 //   TensorEncoder encoder(&api, "saxpy.cu:k", &k.tma_fallbacks,
 //                         &k.tma_fallback_reported);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -708,6 +709,35 @@ TEST(TensorEncoder, SharesEncodedTensorsAcrossKernelsAndSlots) {
   }
   EXPECT_EQ(testing::g_fake_encode_calls.load() - before, 4u)
       << "each tensor is encoded once, whichever kernel and slot pass it";
+}
+
+// A model's launches cycle through its layers' tensors. The cache holds a
+// working set of 64 (weights and activations of a few dozen layers): the
+// second and later passes encode nothing. (A cache that holds fewer,
+// cycled through in order, misses on every launch.)
+TEST(TensorEncoder, KeepsAWorkingSetOfSixtyFourTensors) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> kernels[2];
+  for (auto& k : kernels) k = 0;
+  constexpr int kTensors = 64;
+  std::vector<std::unique_ptr<TestTensor>> tensors;
+  for (int i = 0; i < kTensors; ++i) {
+    tensors.push_back(std::make_unique<TestTensor>());
+    // Allocator-like addresses: 2 MiB apart, a few sharing a block.
+    tensors.back()->Set(
+        kBase + (uint64_t{1} << 21) * (i / 2 + 100) + (i % 2) * 65536, 2, 2, 32,
+        {128, 64}, false);
+  }
+  const uint64_t before = testing::g_fake_encode_calls.load();
+  for (int pass = 0; pass < 4; ++pass) {
+    for (int i = 0; i < kTensors; ++i) {
+      TensorEncoder e(&api, "layer", &kernels[i % 2], nullptr);
+      EncodeOrDie(e, tensors[i]->arg, jit::CopyImpl::kTma, i % 3);
+    }
+    EXPECT_EQ(testing::g_fake_encode_calls.load() - before, uint64_t{kTensors})
+        << "pass " << pass << ": the first pass encodes each tensor once, "
+        << "later passes find them all";
+  }
 }
 
 // Many threads encode random tensors through cached encoders of a few
