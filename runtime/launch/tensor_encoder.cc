@@ -154,20 +154,25 @@ struct ThreadCache {
   ThreadCache& operator=(const ThreadCache&) = delete;
   ~ThreadCache() { delete[] reasons; }
 
-  static size_t SetOf(const TensorKey& key) {
-    uint64_t h = (key.data + key.byte_offset) ^
-                 (static_cast<uint64_t>(key.shape[0]) << 40) ^
-                 static_cast<uint64_t>(key.flags);
+  // The set of a key with these data, byte_offset, shape[0] and flags.
+  static size_t SetOf(uint64_t data, uint64_t byte_offset, int64_t shape0,
+                      int32_t flags) {
+    uint64_t h = (data + byte_offset) ^ (static_cast<uint64_t>(shape0) << 40) ^
+                 static_cast<uint64_t>(flags);
     h *= 0x9E3779B97F4A7C15ull;
     static_assert(kSets == 32, "SetOf takes the hash's top five bits");
     return static_cast<size_t>(h >> 59);
   }
+  static size_t SetOf(const TensorKey& key) {
+    return SetOf(key.data, key.byte_offset, key.shape[0], key.flags);
+  }
 
-  // The entry holding `key` (key.data non-zero), or null. A hit becomes its
-  // set's most recent.
-  const CacheEntry* Find(size_t set, const TensorKey& key) {
+  // The entry of `set` whose tag is `data` (non-zero) and whose key
+  // `same(key)` accepts, or null. A hit becomes its set's most recent.
+  template <typename Same>
+  const CacheEntry* Find(size_t set, uint64_t data, const Same& same) {
     for (size_t w = 0; w < kWays; ++w) {
-      if (tags[set].data[w] == key.data && SameKey(entries[set][w].key, key)) {
+      if (tags[set].data[w] == data && same(entries[set][w].key)) {
         last_use[set][w] = ++clock[set];
         return &entries[set][w];
       }
@@ -282,9 +287,9 @@ TensorKey KeyOfDesc(const TensorDesc& d, const void* encode_fn, bool want_tma) {
   return key;
 }
 
-// False when the tensor is too malformed to key (the slow path reports it).
-bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
-              TensorKey* key) {
+// Whether BuildKey keys `arg`: false when the tensor is too malformed (the
+// slow path reports it).
+bool Keyable(const fj_tensor_arg* arg) {
   if (arg == nullptr || arg->struct_size < kTensorArgV1Size) return false;
   const fj_tensor* t = arg->tensor;
   // NULL data is refused by the slow path, and a key's data is never 0 (an
@@ -293,24 +298,62 @@ bool BuildKey(const fj_tensor_arg* arg, const void* encode_fn, bool want_tma,
       t->shape == nullptr || t->data == nullptr) {
     return false;
   }
-  *key = TensorKey{};
-  key->encode_fn = encode_fn;
-  key->data = reinterpret_cast<uintptr_t>(t->data);
-  key->byte_offset = t->byte_offset;
-  key->ndim = t->ndim;
-  key->device_type = t->device.device_type;
-  key->code = t->dtype.code;
-  key->bits = t->dtype.bits;
-  key->lanes = t->dtype.lanes;
-  key->oob = RawOob(arg);
   const int32_t swizzle = RawSwizzle(arg);
-  if (swizzle < 0 || swizzle > 255) return false;  // the slow path reports it
-  key->flags =
-      (t->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0) | (swizzle << 2);
+  return swizzle >= 0 && swizzle <= 255;
+}
+
+// TensorKey::flags of a keyable `arg`.
+int32_t KeyFlags(const fj_tensor_arg* arg, bool want_tma) {
+  return (arg->tensor->strides != nullptr ? 1 : 0) | (want_tma ? 2 : 0) |
+         (RawSwizzle(arg) << 2);
+}
+
+// The key of a keyable `arg`.
+TensorKey BuildKey(const fj_tensor_arg* arg, const void* encode_fn,
+                   bool want_tma) {
+  const fj_tensor* t = arg->tensor;
+  TensorKey key{};
+  key.encode_fn = encode_fn;
+  key.data = reinterpret_cast<uintptr_t>(t->data);
+  key.byte_offset = t->byte_offset;
+  key.ndim = t->ndim;
+  key.device_type = t->device.device_type;
+  key.code = t->dtype.code;
+  key.bits = t->dtype.bits;
+  key.lanes = t->dtype.lanes;
+  key.oob = RawOob(arg);
+  key.flags = KeyFlags(arg, want_tma);
   for (int i = 0; i < t->ndim; ++i) {
-    key->shape[i] = t->shape[i];
-    key->box[i] = arg->box[i];
-    if (t->strides != nullptr) key->strides[i] = t->strides[i];
+    key.shape[i] = t->shape[i];
+    key.box[i] = arg->box[i];
+    if (t->strides != nullptr) key.strides[i] = t->strides[i];
+  }
+  return key;
+}
+
+// Whether `key` is BuildKey(arg, encode_fn, ...) for a keyable `arg` whose
+// KeyFlags are `flags` and whose data matched the key's tag, compared field
+// by field in the caller's structs (BuildKey zeroes what lies past ndim, and
+// equal ndim and flags leave nothing else to compare). A launch that hits
+// builds no key: writing one and reading it back as 16-byte words cost
+// more than the compare.
+bool KeyIs(const TensorKey& key, const fj_tensor_arg* arg,
+           const void* encode_fn, int32_t flags) {
+  const fj_tensor* t = arg->tensor;
+  if (key.byte_offset != t->byte_offset || key.ndim != t->ndim ||
+      key.flags != flags || key.encode_fn != encode_fn ||
+      key.device_type != t->device.device_type || key.code != t->dtype.code ||
+      key.bits != t->dtype.bits || key.lanes != t->dtype.lanes ||
+      key.oob != RawOob(arg)) {
+    return false;
+  }
+  for (int i = 0; i < t->ndim; ++i) {
+    if (key.shape[i] != t->shape[i] || key.box[i] != arg->box[i]) return false;
+  }
+  if (t->strides != nullptr) {
+    for (int i = 0; i < t->ndim; ++i) {
+      if (key.strides[i] != t->strides[i]) return false;
+    }
   }
   return true;
 }
@@ -661,17 +704,28 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
                                    int32_t declared_dtype, jit::CopyImpl impl,
                                    void* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
-  TensorKey key;
+  const void* encode_fn = EncodeFn(api_);
   ThreadCache* cache = nullptr;  // none: the tensor is encoded, not kept
   size_t set = 0;
-  if (cache_enabled_ && BuildKey(arg, EncodeFn(api_), want_tma, &key) &&
+  if (cache_enabled_ && Keyable(arg) &&
       (cache = ThisThreadCache()) != nullptr) {
-    set = ThreadCache::SetOf(key);
-    if (const CacheEntry* entry = cache->Find(set, key)) {
-      absl::Status declared =
-          CheckDeclaredTensor(arg_index, entry->param.rank, entry->param.dtype,
-                              declared_rank, declared_dtype);
-      if (!declared.ok()) return declared;
+    const fj_tensor* t = arg->tensor;
+    const uint64_t data = reinterpret_cast<uintptr_t>(t->data);
+    const int32_t flags = KeyFlags(arg, want_tma);
+    set = ThreadCache::SetOf(data, t->byte_offset, t->shape[0], flags);
+    const CacheEntry* entry = cache->Find(set, data, [&](const TensorKey& key) {
+      return KeyIs(key, arg, encode_fn, flags);
+    });
+    if (entry != nullptr) {
+      // The common case inline: the declared rank and dtype, when given,
+      // are the tensor's. CheckDeclaredTensor decides the rest.
+      const int rank = entry->param.rank, dtype = entry->param.dtype;
+      if ((declared_rank > 0 && rank != declared_rank) ||
+          (declared_dtype != -1 && dtype != declared_dtype)) {
+        absl::Status declared = CheckDeclaredTensor(
+            arg_index, rank, dtype, declared_rank, declared_dtype);
+        if (!declared.ok()) return declared;
+      }
       CopyParam(out, &entry->param);
       if (entry->fallback) ReportFallback(arg_index, cache->ReasonOf(entry));
       return absl::OkStatus();
@@ -683,6 +737,8 @@ absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
   absl::Status declared = CheckDeclaredTensor(
       arg_index, desc->rank, desc->dtype, declared_rank, declared_dtype);
   if (!declared.ok()) return declared;
+  const TensorKey key =
+      cache != nullptr ? BuildKey(arg, encode_fn, want_tma) : TensorKey{};
   const std::string reason =
       EncodeAndKeep(api_, *desc, want_tma, cache, set, key, out);
   if (!reason.empty()) ReportFallback(arg_index, reason.c_str());
@@ -701,7 +757,9 @@ absl::Status TensorEncoder::EncodeDescribed(size_t arg_index,
       (cache = ThisThreadCache()) != nullptr) {
     key = KeyOfDesc(desc, EncodeFn(api_), want_tma);
     set = ThreadCache::SetOf(key);
-    if (const CacheEntry* entry = cache->Find(set, key)) {
+    const CacheEntry* entry = cache->Find(
+        set, key.data, [&](const TensorKey& k) { return SameKey(k, key); });
+    if (entry != nullptr) {
       CopyParam(out, &entry->param);
       if (entry->fallback) ReportFallback(arg_index, cache->ReasonOf(entry));
       return absl::OkStatus();

@@ -669,6 +669,23 @@ TEST(TensorEncoder, ReusesMapsWhileTheTensorIsUnchanged) {
   t.arg.oob = FJ_OOB_ZEROS;
   EXPECT_EQ(encode(), 1u) << "new dtype";
   EXPECT_EQ(encode(), 0u);
+  t.tensor.byte_offset = 256;
+  EXPECT_EQ(encode(), 1u) << "new byte_offset";
+  t.tensor.device.device_type = 13;  // kDLCUDAManaged
+  EXPECT_EQ(encode(), 1u) << "new device type";
+  t.tensor.strides = nullptr;  // the same layout, compact by default
+  t.shape[0] = 64;
+  t.tensor.data = reinterpret_cast<void*>(kBase + 8192);
+  EXPECT_EQ(encode(), 1u) << "strides left out";
+  t.tensor.strides = t.strides;
+  t.strides[0] = 64;
+  EXPECT_EQ(encode(), 1u) << "the same strides, given";
+  EXPECT_EQ(encode(), 0u);
+  t.arg.box[1] = 32;  // 32 f32 = 128 bytes: the 128B swizzle's width
+  EXPECT_EQ(encode(), 1u);
+  t.arg.swizzle = FJ_SWIZZLE_128B;
+  EXPECT_EQ(encode(), 1u) << "new swizzle";
+  EXPECT_EQ(encode(), 0u);
   e.set_cache_enabled(false);
   EXPECT_EQ(encode(), 1u) << "cache off";
 }
@@ -738,6 +755,96 @@ TEST(TensorEncoder, KeepsAWorkingSetOfSixtyFourTensors) {
         << "pass " << pass << ": the first pass encodes each tensor once, "
         << "later passes find them all";
   }
+}
+
+// Tensors that differ in any one field the parameter depends on never
+// share an entry: random tensors drawn from a few values per field (so that
+// tags and sets collide often) give, through the cache, exactly what they
+// give uncached.
+TEST(TensorEncoder, CachedEncodingMatchesUncachedForEveryField) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> kernel{0};
+  TensorEncoder cached(&api, "k", &kernel, nullptr);
+  TensorEncoder uncached(&api, "k", nullptr, nullptr);
+  uncached.set_cache_enabled(false);
+  std::mt19937_64 rng = testing::SeededRng("CachedEncodingForEveryField");
+  const uint64_t calls_before = testing::g_fake_encode_calls.load();
+  int mismatches = 0, failures = 0;
+  constexpr int kRounds = 4000;
+  for (int i = 0; i < kRounds; ++i) {
+    TestTensor t;
+    const uint8_t code = rng() % 2 ? 2 : 0;  // f32 or i32: 4 bytes either way
+    const int64_t rows = rng() % 2 ? 64 : 128;
+    const int64_t pad = rng() % 3 == 0 ? 4 : 0;
+    const int strides = static_cast<int>(rng() % 3);  // NULL, given, padded
+    t.Set(kBase + (uint64_t{1} << 20) * (rng() % 4), 2, code, 32, {rows, 64},
+          strides != 0, strides == 2 ? pad : 0);
+    t.tensor.byte_offset = 256 * (rng() % 3);
+    t.tensor.device.device_type = rng() % 2 ? 2 : 13;
+    t.arg.box[0] = rng() % 2 ? 16 : 32;
+    t.arg.box[1] = 32;  // 128 bytes: every swizzle's width fits
+    t.arg.oob = rng() % 2 ? FJ_OOB_ZEROS : FJ_OOB_PROMISE_IN_BOUNDS;
+    t.arg.swizzle = rng() % 2 ? FJ_SWIZZLE_NONE : FJ_SWIZZLE_128B;
+    const jit::CopyImpl impl =
+        rng() % 4 ? jit::CopyImpl::kTma : jit::CopyImpl::kCpAsync;
+    alignas(64) fj::tensor_param a, b;
+    std::memset(&a, 0x11, sizeof(a));
+    std::memset(&b, 0x22, sizeof(b));
+    const absl::Status sa = cached.Encode(0, &t.arg, 2, -1, impl, &a);
+    const absl::Status sb = uncached.Encode(0, &t.arg, 2, -1, impl, &b);
+    if (!sa.ok() || !sb.ok()) {
+      ++failures;
+    } else if (std::memcmp(&a, &b, sizeof(a)) != 0) {
+      ++mismatches;
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(mismatches, 0);
+  // 4 x 2 x 2 x 3 x 3 x 2 x 2 x 2 x 2 x 2 = 4,608 tensors at most; the
+  // cache served many of the 4,000 draws.
+  const uint64_t calls = testing::g_fake_encode_calls.load() - calls_before;
+  EXPECT_LT(calls, uint64_t{2 * kRounds}) << "the cache never hit";
+}
+
+// The fields the cache's set comes from (byte_offset, the swizzle and
+// strides flags, the copy implementation) still tell entries of one set
+// apart: 64 byte offsets of one pointer, and 256 pointers each with and
+// without a swizzle and under tma and cp_async, are more than 32 sets hold
+// apart, and each encodes as it does uncached.
+TEST(TensorEncoder, TensorsSharingASetStayApart) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> kernel{0};
+  TensorEncoder cached(&api, "k", &kernel, nullptr);
+  TensorEncoder uncached(&api, "k", nullptr, nullptr);
+  uncached.set_cache_enabled(false);
+  int mismatches = 0;
+  auto check = [&](const TestTensor& t, jit::CopyImpl impl) {
+    alignas(64) fj::tensor_param a, b;
+    std::memset(&a, 0x11, sizeof(a));
+    std::memset(&b, 0x22, sizeof(b));
+    ASSERT_TRUE(cached.Encode(0, &t.arg, 2, -1, impl, &a).ok());
+    ASSERT_TRUE(uncached.Encode(0, &t.arg, 2, -1, impl, &b).ok());
+    if (std::memcmp(&a, &b, sizeof(a)) != 0) ++mismatches;
+  };
+  TestTensor t;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t k = 0; k < 64; ++k) {
+      t.Set(kBase + (uint64_t{1} << 30), 2, 2, 32, {64, 64}, false);
+      t.tensor.byte_offset = 256 * k;
+      check(t, jit::CopyImpl::kTma);
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "byte offsets";
+  for (uint64_t k = 0; k < 256; ++k) {
+    for (int variant = 0; variant < 4; ++variant) {
+      t.Set(kBase + (uint64_t{1} << 31) + (uint64_t{1} << 20) * k, 2, 2, 32,
+            {64, 64}, false);
+      t.arg.box[1] = 32;  // 128 bytes: the 128B swizzle's width
+      t.arg.swizzle = variant % 2 ? FJ_SWIZZLE_128B : FJ_SWIZZLE_NONE;
+      check(t, variant < 2 ? jit::CopyImpl::kTma : jit::CopyImpl::kCpAsync);
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << "swizzles and implementations";
 }
 
 // Many threads encode random tensors through cached encoders of a few
