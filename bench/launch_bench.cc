@@ -60,6 +60,8 @@ constexpr int kBatch = 64;  // launches per timed batch
 // cache holds, within the 1 MiB each [256, 256] f32 tensor is given.
 constexpr unsigned kMovingTurns = 256;
 constexpr uint64_t kMovingStep = 1024;
+// Where the CPU table's tensors claim to be (nothing reads them there).
+constexpr uint64_t kCpuTensorBase = 0x7f0000000000ull;
 constexpr int kWarmup = 50;   // batches
 constexpr int kRounds = 400;  // batches per case, interleaved
 
@@ -132,6 +134,15 @@ jit::KernelEntry Entry(const std::string& name,
   return e;
 }
 
+// Moves the 4 bench tensors at `base`, 1 MiB apart, to their `turn`-th
+// place (kMovingStep apart; turn 0: where BenchTensor::Set put them).
+void MoveTensors(BenchTensor* tensors, uint64_t base, unsigned turn) {
+  for (int i = 0; i < 4; ++i) {
+    tensors[i].tensor.data = reinterpret_cast<void*>(static_cast<uintptr_t>(
+        base + (uint64_t{1} << 20) * i + kMovingStep * turn));
+  }
+}
+
 // ns per PackForLaunch call, median of batches. With `moving` (4 tensors),
 // each call first moves the tensors to the next of kMovingTurns addresses:
 // more than the per-thread cache holds, so every call encodes them.
@@ -147,12 +158,7 @@ double PackNs(const LoadedKernel& k, const std::vector<fj_arg>& args,
     for (int i = 0; i < 1000; ++i) {
       if (moving != nullptr) {
         turn = (turn + 1) % kMovingTurns;
-        for (int t = 0; t < 4; ++t) {
-          moving[t].tensor.data =
-              reinterpret_cast<void*>(static_cast<uintptr_t>(
-                  0x7f0000000000ull + (uint64_t{1} << 20) * t +
-                  kMovingStep * turn));
-        }
+        MoveTensors(moving, kCpuTensorBase, turn);
       }
       DieIf(PackForLaunch(k, args.data(), args.size(), sizeof(fj_arg), encoder,
                           use_thunk, buffer, sizeof(buffer)),
@@ -174,7 +180,7 @@ void PackingOnTheCpu(const DriverApi* real_api) {
   std::printf("  %-34s %10s %10s\n", "signature", "thunk", "generic");
   static BenchTensor tensors[4];
   for (int i = 0; i < 4; ++i)
-    tensors[i].Set(0x7f0000000000ull + (uint64_t{1} << 20) * i);
+    tensors[i].Set(kCpuTensorBase + (uint64_t{1} << 20) * i);
   struct Case {
     const char* name;
     jit::KernelEntry entry;
@@ -225,10 +231,7 @@ void PackingOnTheCpu(const DriverApi* real_api) {
     BenchTensor* moving = c.moving ? tensors : nullptr;
     const double thunk_ns = PackNs(k, c.args, api, true, moving);
     const double generic_ns = PackNs(k, c.args, api, false, moving);
-    if (moving != nullptr) {
-      for (int i = 0; i < 4; ++i)
-        tensors[i].Set(0x7f0000000000ull + (uint64_t{1} << 20) * i);
-    }
+    if (moving != nullptr) MoveTensors(tensors, kCpuTensorBase, 0);
     std::printf("  %-34s %10.1f %10.1f\n", c.name, thunk_ns, generic_ns);
   }
 }
@@ -431,10 +434,7 @@ int RunGpu(Runtime& rt) {
   unsigned moving_turn = 0;
   auto move_tensors = [&] {
     moving_turn = (moving_turn + 1) % kMovingTurns;
-    for (int i = 0; i < 4; ++i) {
-      moving[i].tensor.data = reinterpret_cast<void*>(static_cast<uintptr_t>(
-          *a + (uint64_t{1} << 20) * i + kMovingStep * moving_turn));
-    }
+    MoveTensors(moving, *a, moving_turn);
   };
   alignas(64) static fj::tensor_param moving_raw[4];
   std::memcpy(moving_raw, raw_params, sizeof(raw_params));

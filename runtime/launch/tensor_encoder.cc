@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 #include <new>
 #include <numeric>

@@ -757,6 +757,32 @@ TEST(TensorEncoder, KeepsAWorkingSetOfSixtyFourTensors) {
   }
 }
 
+// A cached encoder beside an uncached one, over the fake driver.
+struct CachedAndUncached {
+  enum Outcome { kAgree, kFailed, kDiffer };
+
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> kernel{0};
+  TensorEncoder cached{&api, "k", &kernel, nullptr};
+  TensorEncoder uncached{&api, "k", nullptr, nullptr};
+  uint64_t cached_calls = 0;  // driver encodes of the cached side
+
+  CachedAndUncached() { uncached.set_cache_enabled(false); }
+
+  // Encodes `t` through both, their outputs poisoned apart first.
+  Outcome Compare(const TestTensor& t, jit::CopyImpl impl) {
+    alignas(64) fj::tensor_param a, b;
+    std::memset(&a, 0x11, sizeof(a));
+    std::memset(&b, 0x22, sizeof(b));
+    const uint64_t before = testing::g_fake_encode_calls.load();
+    const absl::Status sa = cached.Encode(0, &t.arg, 2, -1, impl, &a);
+    cached_calls += testing::g_fake_encode_calls.load() - before;
+    const absl::Status sb = uncached.Encode(0, &t.arg, 2, -1, impl, &b);
+    if (!sa.ok() || !sb.ok()) return kFailed;
+    return std::memcmp(&a, &b, sizeof(a)) == 0 ? kAgree : kDiffer;
+  }
+};
+
 // Tensors that differ in any field the parameter depends on never share an
 // entry: 160 random tensors, each field drawn from two or three values (so
 // that tags and sets collide often), drawn 4,000 times in random order,
@@ -764,11 +790,7 @@ TEST(TensorEncoder, KeepsAWorkingSetOfSixtyFourTensors) {
 // (Pointers and offsets alone choose a set here, so sets overflow: a test of
 // keeping apart, not of capacity.)
 TEST(TensorEncoder, CachedEncodingMatchesUncachedForEveryField) {
-  DriverApi api = FakeDriver();
-  std::atomic<uint64_t> kernel{0};
-  TensorEncoder cached(&api, "k", &kernel, nullptr);
-  TensorEncoder uncached(&api, "k", nullptr, nullptr);
-  uncached.set_cache_enabled(false);
+  CachedAndUncached both;
   std::mt19937_64 rng = testing::SeededRng("CachedEncodingForEveryField");
   struct Draw {
     uint8_t code;
@@ -795,7 +817,7 @@ TEST(TensorEncoder, CachedEncodingMatchesUncachedForEveryField) {
     d.swizzle = rng() % 2 ? FJ_SWIZZLE_NONE : FJ_SWIZZLE_128B;
     d.impl = rng() % 4 ? jit::CopyImpl::kTma : jit::CopyImpl::kCpAsync;
   }
-  uint64_t cached_calls = 0, tma_draws = 0;
+  uint64_t tma_draws = 0;
   int mismatches = 0, failures = 0;
   for (int i = 0; i < 4000; ++i) {
     const Draw& d = pool[rng() % pool.size()];
@@ -808,25 +830,17 @@ TEST(TensorEncoder, CachedEncodingMatchesUncachedForEveryField) {
     t.arg.box[1] = 32;  // 128 bytes: every swizzle's width fits
     t.arg.oob = d.oob;
     t.arg.swizzle = d.swizzle;
-    alignas(64) fj::tensor_param a, b;
-    std::memset(&a, 0x11, sizeof(a));
-    std::memset(&b, 0x22, sizeof(b));
-    const uint64_t before = testing::g_fake_encode_calls.load();
-    const absl::Status sa = cached.Encode(0, &t.arg, 2, -1, d.impl, &a);
-    cached_calls += testing::g_fake_encode_calls.load() - before;
     tma_draws += d.impl == jit::CopyImpl::kTma;
-    const absl::Status sb = uncached.Encode(0, &t.arg, 2, -1, d.impl, &b);
-    if (!sa.ok() || !sb.ok()) {
-      ++failures;
-    } else if (std::memcmp(&a, &b, sizeof(a)) != 0) {
-      ++mismatches;
-    }
+    const CachedAndUncached::Outcome outcome = both.Compare(t, d.impl);
+    failures += outcome == CachedAndUncached::kFailed;
+    mismatches += outcome == CachedAndUncached::kDiffer;
   }
   EXPECT_EQ(failures, 0);
   EXPECT_EQ(mismatches, 0);
   // Most draws hit (the pool's tensors crowd a few sets on purpose, so some
   // miss again): the compares above covered hits, not only misses.
-  EXPECT_LT(cached_calls * 2, tma_draws) << cached_calls << " encodes";
+  EXPECT_LT(both.cached_calls * 2, tma_draws)
+      << both.cached_calls << " encodes";
 }
 
 // The fields the cache's set comes from (byte_offset, the swizzle and
@@ -835,19 +849,12 @@ TEST(TensorEncoder, CachedEncodingMatchesUncachedForEveryField) {
 // without a swizzle and under tma and cp_async, are more than 32 sets hold
 // apart, and each encodes as it does uncached.
 TEST(TensorEncoder, TensorsSharingASetStayApart) {
-  DriverApi api = FakeDriver();
-  std::atomic<uint64_t> kernel{0};
-  TensorEncoder cached(&api, "k", &kernel, nullptr);
-  TensorEncoder uncached(&api, "k", nullptr, nullptr);
-  uncached.set_cache_enabled(false);
+  CachedAndUncached both;
   int mismatches = 0;
   auto check = [&](const TestTensor& t, jit::CopyImpl impl) {
-    alignas(64) fj::tensor_param a, b;
-    std::memset(&a, 0x11, sizeof(a));
-    std::memset(&b, 0x22, sizeof(b));
-    ASSERT_TRUE(cached.Encode(0, &t.arg, 2, -1, impl, &a).ok());
-    ASSERT_TRUE(uncached.Encode(0, &t.arg, 2, -1, impl, &b).ok());
-    if (std::memcmp(&a, &b, sizeof(a)) != 0) ++mismatches;
+    const CachedAndUncached::Outcome outcome = both.Compare(t, impl);
+    ASSERT_NE(outcome, CachedAndUncached::kFailed);
+    mismatches += outcome == CachedAndUncached::kDiffer;
   };
   TestTensor t;
   for (int pass = 0; pass < 2; ++pass) {
