@@ -7,6 +7,7 @@
 #include "runtime/copy/copy_engine.h"
 #include "runtime/copy/copy_kernels.h"
 #include "runtime/launch/launch.h"
+#include "runtime/launch/tensor_encoder.h"
 
 namespace fleetjit {
 
@@ -50,6 +51,8 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
   // exit() on this thread, when it is the main one, waits for builds in
   // flight before any library's exit handlers run (base/exit_gate.h).
   ExitGate::WatchCallingThread();
+  // Tensors kept by launches of an earlier runtime are not this one's.
+  ForgetKeptTensors();
   std::unique_ptr<Runtime> rt(new Runtime());
   rt->options_ = std::move(options);
   rt->logger_ = LoggerFor(rt->options_);
@@ -131,6 +134,7 @@ Runtime::~Runtime() {
   builder_.reset();
   loader_.reset();
   memory_.reset();
+  ForgetKeptTensors();  // their memory is gone with the runtime
 }
 
 absl::StatusOr<jit::CopyPlan> Runtime::PlanForDevice(int ordinal) const {

@@ -147,6 +147,8 @@ struct ThreadCache {
   CacheEntry entries[kSets][kWays];
   // Fallback reasons, made at the first fallback (most threads have none).
   char (*reasons)[kReasonBytes] = nullptr;
+  // The kept-tensor generation (g_generation) the entries belong to.
+  uint64_t generation = 0;
 
   ThreadCache() = default;
   ThreadCache(const ThreadCache&) = delete;
@@ -217,6 +219,12 @@ struct ThreadCache {
     tags[set].data[w] = key.data;
   }
 
+  // Drops every entry (their tags go to empty) for `new_generation`.
+  void Empty(uint64_t new_generation) {
+    std::memset(tags, 0, sizeof(tags));
+    generation = new_generation;
+  }
+
   // Why `entry` (a fallback) has no tensor map.
   const char* ReasonOf(const CacheEntry* entry) const {
     const size_t index = static_cast<size_t>(entry - &entries[0][0]);
@@ -224,6 +232,10 @@ struct ThreadCache {
                               : "TMA cannot describe it (reason not kept)";
   }
 };
+
+// Bumped by ForgetKeptTensors: a thread's cache filled under an older
+// generation is emptied at its next use.
+std::atomic<uint64_t> g_generation{1};
 
 // This thread's cache. The pointer is trivially destructible, so reading it
 // is one thread_local access; the holder, touched once per thread, frees
@@ -247,16 +259,30 @@ __attribute__((noinline)) ThreadCache* MakeThreadCache() {
   // Value-initialised: every entry invalid. Out of memory: no cache.
   auto* cache = new (std::nothrow) ThreadCache();
   if (cache == nullptr) return nullptr;
+  cache->generation = g_generation.load(std::memory_order_acquire);
   holder.cache = cache;
   t_cache = cache;
   return cache;
 }
 
-// This thread's cache, made at its first use; null when there is none.
+// This thread's cache, made at its first use and emptied at the first use
+// after a ForgetKeptTensors; null when there is none.
 inline ThreadCache* ThisThreadCache() {
   ThreadCache* cache = t_cache;
-  return cache != nullptr ? cache : MakeThreadCache();
+  if (cache == nullptr) return MakeThreadCache();
+  const uint64_t generation = g_generation.load(std::memory_order_acquire);
+  if (__builtin_expect(cache->generation != generation, 0))
+    cache->Empty(generation);
+  return cache;
 }
+
+}  // namespace
+
+void ForgetKeptTensors() {
+  g_generation.fetch_add(1, std::memory_order_acq_rel);
+}
+
+namespace {
 
 // The driver entry point a key records (tests swap it).
 const void* EncodeFn(const DriverApi* api) {

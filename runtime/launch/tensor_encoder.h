@@ -19,7 +19,10 @@
 // addressed by the tensor's description, not by kernel: every kernel and
 // argument slot that passes the same tensor shares one entry, and 256
 // tensors per thread stay encoded (32 sets of 8, least recently used out;
-// 128 KiB made at a thread's first tensor, freed when it ends).
+// 128 KiB made at a thread's first tensor, freed when it ends). An entry
+// lives no longer than the runtime that made it: making or destroying a
+// runtime calls ForgetKeptTensors, so a new runtime encodes afresh (and
+// meets the driver's errors afresh).
 //
 //   TensorEncoder encoder(&api, "saxpy.cu:k", &k.tma_fallbacks,
 //                         &k.tma_fallback_reported);
@@ -46,6 +49,10 @@
 #include "runtime/launch/wire.h"
 
 namespace fleetjit {
+
+// Drops every thread's kept tensor parameters (each thread's cache empties
+// at its next tensor). Cheap: one atomic increment.
+void ForgetKeptTensors();
 
 // A validated tensor in the parameter's order (dimension 0 innermost).
 struct TensorDesc {

@@ -258,6 +258,31 @@ TEST_F(DriverFaultsTest, CleanSessionChecksItsDataAndLeavesNothing) {
   }
 }
 
+// The session is deterministic: run twice from one seed, it makes the same
+// driver calls, the same number of times. Every-call-failing-in-turn counts
+// on it. (A runtime that kept something from an earlier one skips calls the
+// second time: the launch path's encoded tensors once outlived their
+// runtime, and a tensor the fake's malloc put at an earlier one's address
+// was not encoded. tensor_encoder_test checks that forgetting itself.)
+TEST_F(DriverFaultsTest, ASessionRunTwiceMakesTheSameCalls) {
+  auto rng = SeededRng("ASessionRunTwiceMakesTheSameCalls");
+  const uint64_t seed = rng();
+  std::map<std::string, uint64_t> calls[2];
+  for (auto& counts : calls) {
+    ResetFake();
+    std::mt19937_64 run_rng(seed);
+    ScenarioResult r = RunDriverScenario(dir_.path(), run_rng);
+    ASSERT_TRUE(r.failures.empty()) << Failures(r);
+    for (int i = 0; i < fjfake_symbol_count(); ++i) {
+      const std::string name = fjfake_symbol_name(i);
+      if (const uint64_t n = fjfake_calls(name.c_str()); n != 0)
+        counts[name] = n;
+    }
+  }
+  EXPECT_GT(calls[1]["cuTensorMapEncodeTiled"], 0u);
+  EXPECT_EQ(calls[0], calls[1]);
+}
+
 TEST_F(DriverFaultsTest, ErrorTextFailuresStillNameTheCall) {
   auto rng = SeededRng("ErrorTextFailuresStillNameTheCall");
   ResetFake();

@@ -690,6 +690,49 @@ TEST(TensorEncoder, ReusesMapsWhileTheTensorIsUnchanged) {
   EXPECT_EQ(encode(), 1u) << "cache off";
 }
 
+// ForgetKeptTensors (a runtime made or destroyed) empties every thread's
+// cache: the same tensor is encoded again, on this thread and on another
+// that kept it before.
+TEST(TensorEncoder, ForgettingKeptTensorsEncodesThemAfresh) {
+  DriverApi api = FakeDriver();
+  std::atomic<uint64_t> owner{0};
+  TensorEncoder e(&api, "k", &owner, nullptr);
+  TestTensor t;
+  t.Set(kBase + (uint64_t{1} << 24), 2, 2, 32, {64, 64}, true);
+  fj::tensor_param first{};
+  auto encodes = [&](fj::tensor_param* p) {
+    const uint64_t before = testing::g_fake_encode_calls.load();
+    *p = EncodeOrDie(e, t.arg, jit::CopyImpl::kTma, 0);
+    return testing::g_fake_encode_calls.load() - before;
+  };
+  EXPECT_EQ(encodes(&first), 1u);
+  fj::tensor_param p{};
+  EXPECT_EQ(encodes(&p), 0u) << "kept";
+  ForgetKeptTensors();
+  EXPECT_EQ(encodes(&p), 1u) << "forgotten: encoded again";
+  EXPECT_EQ(std::memcmp(&p, &first, sizeof(p)), 0);
+  EXPECT_EQ(encodes(&p), 0u) << "kept again";
+
+  // Another thread's cache empties at its next tensor.
+  uint64_t other[3] = {};
+  std::atomic<int> step{0};
+  std::thread thread([&] {
+    fj::tensor_param q{};
+    other[0] = encodes(&q);
+    other[1] = encodes(&q);
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    other[2] = encodes(&q);
+  });
+  while (step.load() != 1) std::this_thread::yield();
+  ForgetKeptTensors();
+  step = 2;
+  thread.join();
+  EXPECT_EQ(other[0], 1u) << "a new thread's cache starts empty";
+  EXPECT_EQ(other[1], 0u);
+  EXPECT_EQ(other[2], 1u) << "forgotten on the other thread too";
+}
+
 // The cache holds tensors, not kernels' slots: kernels that pass the same
 // tensors, in any slot and in turn, encode each tensor once. (A cache filed
 // by kernel and slot re-encoded whenever two kernels' slots collided: with
