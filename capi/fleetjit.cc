@@ -306,14 +306,14 @@ FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
     if (config != nullptr &&
         reinterpret_cast<uintptr_t>(config) % alignof(fj_launch_config) == 0 &&
         StructSize(config) >= sizeof(fj_launch_config)) {
-      lc = LaunchConfigOf(*config);
+      ReadLaunchConfig(*config, &lc);
       stream_handle = config->stream;
     } else {
       fj_launch_config cfg;
       // 1.0-1.2 callers' structs end before flags.
       FJ_RETURN_IF_ERROR(
           ReadStruct(config, "config", offsetof(fj_launch_config, flags), cfg));
-      lc = LaunchConfigOf(cfg);
+      ReadLaunchConfig(cfg, &lc);
       stream_handle = cfg.stream;
     }
     Runtime* rt = k->module->runtime;
