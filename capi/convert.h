@@ -155,20 +155,17 @@ absl::StatusOr<PlanRequest> ReadPlanRequest(fj_str target, int32_t impl);
 // struct of at least sizeof(fj_launch_config), read in place on the launch
 // path, or a shorter caller's struct after ReadStruct zero-filled its tail.
 inline void ReadLaunchConfig(const fj_launch_config& cfg, LaunchConfig* out) {
-  // grid, block, shared_bytes and cluster lie alike in both: one copy of
-  // 40 bytes. (Field by field into a temporary, then copied, the launch
-  // path stalled on its own stores: ~25 ns of fj_launch over the fake.)
-  constexpr size_t kGrid = offsetof(fj_launch_config, grid);
-  static_assert(offsetof(LaunchConfig, grid) == 0 &&
-                    offsetof(LaunchConfig, block) ==
-                        offsetof(fj_launch_config, block) - kGrid &&
-                    offsetof(LaunchConfig, shared_bytes) ==
-                        offsetof(fj_launch_config, shared_bytes) - kGrid &&
-                    offsetof(LaunchConfig, cluster) ==
-                        offsetof(fj_launch_config, cluster) - kGrid &&
-                    offsetof(LaunchConfig, flags) == 40,
-                "LaunchConfig's shape fields must lie as fj_launch_config's");
-  std::memcpy(static_cast<void*>(out), cfg.grid, offsetof(LaunchConfig, flags));
+  // Field by field, straight into *out, in 4- and 8-byte moves. A
+  // temporary copied out made wide loads wait on the narrow stores that
+  // built it (a store-forwarding stall, ~25 ns of fj_launch over the fake);
+  // so would wide loads of a config its caller has just built on the stack,
+  // as the bindings do.
+  for (int i = 0; i < 3; ++i) {
+    out->grid[i] = cfg.grid[i];
+    out->block[i] = cfg.block[i];
+    out->cluster[i] = cfg.cluster[i];
+  }
+  out->shared_bytes = cfg.shared_bytes;
   out->flags = cfg.flags;
   out->l2_hit_ratio = cfg.l2_hit_ratio;
   out->l2_window_base = cfg.l2_window_base;
