@@ -124,11 +124,13 @@ void BackgroundWorker::PrepareFork() {
   if (!thread_.joinable() || getpid() != pid_) return;         // no thread here
   if (thread_.get_id() == std::this_thread::get_id()) return;  // from a job
   forking_ = true;
-  // Parked once this returns: it waits in Loop's Await, holding nothing.
+  // Parked once this returns: it waits in Loop's Await, holding nothing. A
+  // thread still starting has not parked yet (see the header).
   mu_.AwaitWithTimeout(
       absl::Condition(
-          +[](BackgroundWorker* w)
-               ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return !w->running_; },
+          +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {
+            return w->started_ && !w->running_;
+          },
           this),
       kForkWaitLimit);
 }
@@ -143,6 +145,7 @@ void BackgroundWorker::AfterFork(bool in_child) {
 
 void BackgroundWorker::Loop() {
   absl::MutexLock lock(&mu_);
+  started_ = true;
   for (;;) {
     mu_.Await(absl::Condition(
         +[](BackgroundWorker* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) {

@@ -149,11 +149,13 @@ void BuildPool::PrepareFork() {
   mu_.Lock();
   forking_ = true;             // no thread takes a new build
   if (OnPoolThread()) return;  // fork() from inside a build
-  mu_.AwaitWithTimeout(absl::Condition(
-                           +[](BuildPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                p->mu_) { return p->running_ == 0; },
-                           this),
-                       kForkWaitLimit);
+  mu_.AwaitWithTimeout(
+      absl::Condition(
+          +[](BuildPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            return p->running_ == 0 && p->started_ == p->threads_.size();
+          },
+          this),
+      kForkWaitLimit);
 }
 
 void BuildPool::AfterFork(bool in_child) {
@@ -168,6 +170,7 @@ void BuildPool::AfterFork(bool in_child) {
     threads_.clear();
     idle_ = 0;
     running_ = 0;
+    started_ = 0;
   }
   mu_.Unlock();
   // A fresh lock in the child, for the reason AfterForkInChildAll gives.
@@ -175,6 +178,10 @@ void BuildPool::AfterFork(bool in_child) {
 }
 
 void BuildPool::Loop() {
+  {
+    absl::MutexLock lock(&mu_);
+    ++started_;
+  }
   while (true) {
     Task task;
     {

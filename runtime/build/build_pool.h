@@ -23,8 +23,10 @@
 // across fork() so none is inherited mid-change. In the parent the pools
 // resume. In the child the pools have no threads: they forget the parent's
 // and start their own on the next Submit, which also runs the builds the
-// parent had queued (their jobs finish in the child's memory as usual). A
-// fork() from inside a build (a log callback, say) does not wait for itself.
+// parent had queued (their jobs finish in the child's memory as usual).
+// Threads still starting are waited for until they reach their loop, for
+// the reason background_worker.h gives. A fork() from inside a build (a log
+// callback, say) does not wait for itself.
 #ifndef FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
 #define FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
 
@@ -112,6 +114,7 @@ class BuildPool {
   int running_ ABSL_GUARDED_BY(mu_) = 0;       // builds in progress
   bool forking_ ABSL_GUARDED_BY(mu_) = false;  // fork() in progress
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
+  size_t started_ ABSL_GUARDED_BY(mu_) = 0;  // threads that reached Loop
 };
 
 }  // namespace fleetjit

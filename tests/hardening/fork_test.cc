@@ -13,15 +13,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "runtime/build/background_worker.h"
+#include "runtime/build/build_pool.h"
 #include "tests/common/fake_cuda/fake_cuda.h"
 #include "tests/common/process.h"
 #include "tests/common/seed.h"
@@ -282,6 +285,75 @@ TEST(ForkTest, ForkWaitsForTheRunningBackgroundJobAndTheParentResumes) {
   worker.WaitIdle();
   EXPECT_TRUE(finished);
   EXPECT_EQ(queued_ran, queued);  // the parent's queue resumed after fork()
+}
+
+// Forks right after `start_thread(rng)` has a worker start its thread, 40
+// times; "" when every child allocated, freed and started a thread of its
+// own, or what went wrong. A thread still starting when fork() runs may
+// hold a lock (its TLS, the allocator's per-thread state, its first lock)
+// that stays held in the child forever, so fork() must wait until it has
+// parked. A child that hangs is killed after 30 s (its stacks printed).
+template <typename StartThread>
+std::string ForkAsThreadsStart(std::mt19937_64& rng, StartThread start_thread) {
+  std::string failures;
+  for (int round = 0; round < 40 && failures.empty(); ++round) {
+    auto worker = start_thread(rng);
+    const uint64_t child_seed = rng();
+    std::fflush(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::mt19937_64 child_rng(child_seed);
+      std::vector<std::unique_ptr<char[]>> blocks;
+      for (int i = 0; i < 20000; ++i) {
+        blocks.emplace_back(new char[1 + child_rng() % 4096]);
+        if (blocks.size() > 64) blocks.erase(blocks.begin());
+      }
+      std::thread([] {
+        absl::Mutex mu;
+        absl::MutexLock lock(&mu);
+        std::vector<int> v(1000, 1);
+      }).join();
+      _exit(0);
+    }
+    const int code = WaitWithin(pid, std::chrono::seconds(30), /*stacks=*/true);
+    if (code != 0) {
+      failures += "round " + std::to_string(round) + ": child exit " +
+                  std::to_string(code) + " (-2: it hung)";
+    }
+  }
+  return failures;
+}
+
+TEST(ForkTest, ForkAsAWorkerThreadStartsLeavesTheChildWhole) {
+  auto rng = SeededRng("ForkAsAWorkerThreadStartsLeavesTheChildWhole");
+  EXPECT_EQ(ForkAsThreadsStart(rng,
+                               [](std::mt19937_64& r) {
+                                 auto worker =
+                                     std::make_unique<BackgroundWorker>();
+                                 const size_t bytes = 1 + r() % 65536;
+                                 worker->Post([bytes] {
+                                   std::vector<char> scratch(bytes, 'x');
+                                 });
+                                 return worker;
+                               }),
+            "");
+}
+
+TEST(ForkTest, ForkAsBuildPoolThreadsStartLeavesTheChildWhole) {
+  auto rng = SeededRng("ForkAsBuildPoolThreadsStartLeavesTheChildWhole");
+  EXPECT_EQ(ForkAsThreadsStart(
+                rng,
+                [](std::mt19937_64& r) {
+                  auto pool = std::make_unique<BuildPool>(4);
+                  const int builds = 1 + static_cast<int>(r() % 4);
+                  for (int i = 0; i < builds; ++i) {
+                    pool->Submit([]() -> absl::StatusOr<ModuleRecord> {
+                      return absl::UnavailableError(std::string(200, 'x'));
+                    });
+                  }
+                  return pool;
+                }),
+            "");
 }
 
 TEST(ForkTest, RealDriverChildIsRefusedAndANewRuntimeSaysWhatItGot) {
