@@ -208,8 +208,7 @@ TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
   const uint64_t child_seed = rng();
   auto all_calls = [] {
     uint64_t n = 0;
-    for (int i = 0; i < fjfake_symbol_count(); ++i)
-      n += fjfake_calls(fjfake_symbol_name(i));
+    for (const auto& [name, calls] : fjfake_call_counts()) n += calls;
     return n;
   };
   const int code = InChild([&] {

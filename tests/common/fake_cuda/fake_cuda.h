@@ -84,6 +84,19 @@ FJFAKE_API void fjfake_destroy_stream(uint64_t stream);
 
 #ifdef __cplusplus
 }  // extern "C"
+
+#include <map>
+#include <string>
+
+// Calls since the last reset of each entry point called at least once.
+inline std::map<std::string, uint64_t> fjfake_call_counts() {
+  std::map<std::string, uint64_t> counts;
+  for (int i = 0; i < fjfake_symbol_count(); ++i) {
+    const char* name = fjfake_symbol_name(i);
+    if (const uint64_t n = fjfake_calls(name); n != 0) counts[name] = n;
+  }
+  return counts;
+}
 #endif
 
 #endif  // FLEETJIT_TESTS_COMMON_FAKE_CUDA_FAKE_CUDA_H_
