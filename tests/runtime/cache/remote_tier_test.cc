@@ -6,7 +6,11 @@
 // without a compiler, and refusals of the configuration.
 #include "runtime/cache/remote_tier.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -16,6 +20,7 @@
 #include "runtime/cache/cache_entry.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/cache/published_compiler.h"
+#include "tests/common/process.h"
 #include "tests/common/redis_server.h"
 #include "tests/runtime/cache/cache_test_util.h"
 
@@ -355,6 +360,32 @@ TEST(RemoteTierTest, PointerToAnEntryOfAnotherBuildIsRefused) {
       agnostic0, [](absl::string_view) { return absl::OkStatus(); });
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(lines.Contains("differs from the build's")) << lines.All();
+}
+
+// A forked child holds a copy of the parent's cache, whose remote writer
+// is a thread the child does not have (and whose queue lock that thread
+// may have held at fork()). Destroying that copy in the child must return
+// without waiting for the absent thread; the parent's tier writes on.
+TEST(RemoteTierTest, AForkedChildDestroysTheParentsTierWithoutItsWriter) {
+  START_REDIS_OR_SKIP(server);
+  const uint64_t seed = FreshSeed();
+  TempDir dir;
+  auto cache =
+      std::make_unique<ModuleCache>(Config(dir.path(), server->tcp_url()));
+  ASSERT_TRUE(Serve(*cache, seed, 0).ok());  // starts the writer
+  ASSERT_TRUE(cache->FlushRemote(absl::Seconds(5)));
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    cache.reset();
+    _exit(0);
+  }
+  EXPECT_EQ(fleetjit::testing::WaitWithin(pid, std::chrono::seconds(30), true),
+            0)
+      << "-2: the child hung destroying the parent's cache";
+  ASSERT_TRUE(Serve(*cache, seed, 1).ok());
+  ASSERT_TRUE(cache->FlushRemote(absl::Seconds(5)));
+  EXPECT_EQ(cache->stats().remote_writes, 2u);
 }
 
 TEST(RemoteTierTest, ConfigurationRefusals) {
