@@ -804,12 +804,28 @@ CUresult fake_cuFuncGetParamInfo(CUfunction function, size_t index,
   return CUDA_SUCCESS;
 }
 
+// FJFAKE_LAUNCH_TOUCH_KIB=N (benchmarks only): each launch also writes one
+// byte in every 64-byte line of an N KiB buffer of its own, as a real
+// driver's launch leaves its caller's data colder (on a GPU host fleetjit's
+// launch work costs 5-6 times what it costs over this driver;
+// docs/measurements.md, "An H100 host"). 0 or unset: nothing touched.
+void TouchLikeADriver() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("FJFAKE_LAUNCH_TOUCH_KIB");
+    return env == nullptr ? size_t{0} : std::strtoull(env, nullptr, 10) << 10;
+  }();
+  if (bytes == 0) return;
+  static auto* buffer = new volatile unsigned char[bytes]();
+  for (size_t i = 0; i < bytes; i += 64) buffer[i] = buffer[i] + 1;
+}
+
 // A launch does nothing, after the checks a driver makes: a live function
 // of the current context, a live stream, and (when the layout is known) a
 // parameter buffer of the kernel's size, or an array of argument pointers
 // (`kernel_params`: the driver reads each at the layout's sizes).
 CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra,
                      void** kernel_params = nullptr) {
+  TouchLikeADriver();
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   Function* f = LiveFunction(function);
