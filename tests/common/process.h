@@ -114,6 +114,18 @@ inline int WaitWithin(pid_t pid, std::chrono::milliseconds limit,
   return kWaitTimedOut;
 }
 
+// Runs `child` (returning an exit code) in a forked child and waits for it
+// as WaitWithin(limit, stacks=true) does: its exit code, 128 + signal, or
+// kWaitTimedOut for a child that hung (its stacks printed, then killed).
+template <typename Fn>
+int InChild(Fn child,
+            std::chrono::milliseconds limit = std::chrono::minutes(2)) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(child());
+  return WaitWithin(pid, limit, /*stacks=*/true);
+}
+
 // The path of this test binary (to start itself as a child).
 inline std::string SelfExecutable() {
   return std::filesystem::read_symlink("/proc/self/exe").string();

@@ -177,18 +177,11 @@ std::string ParentSessionRefused(Session& parent) {
   return problems;
 }
 
-// Runs `child` in a forked child; its exit code (or 128 + signal). A child
-// still running after two minutes (0.3 s is usual, under ASan too) is a
-// hang: WaitWithin has every thread of it print its stack, kills it and
-// returns kWaitTimedOut, so a hang fails this test with the stacks instead
-// of running into CTest's timeout with nothing to show.
-template <typename Fn>
-int InChild(Fn child) {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) _exit(child());
-  return WaitWithin(pid, std::chrono::minutes(2), /*stacks=*/true);
-}
+// A child still running after two minutes (InChild's limit; 0.3 s is
+// usual, under ASan too) is a hang: InChild has every thread of it print
+// its stack, kills it and returns kWaitTimedOut, so a hang fails a test
+// with the stacks instead of running into CTest's timeout with nothing to
+// show.
 
 TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
   auto rng = SeededRng("FakeDriverChildIsRefusedAndANewRuntimeWorks");
@@ -298,23 +291,22 @@ std::string ForkAsThreadsStart(std::mt19937_64& rng, StartThread start_thread) {
   for (int round = 0; round < 40 && failures.empty(); ++round) {
     auto worker = start_thread(rng);
     const uint64_t child_seed = rng();
-    std::fflush(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      std::mt19937_64 child_rng(child_seed);
-      std::vector<std::unique_ptr<char[]>> blocks;
-      for (int i = 0; i < 20000; ++i) {
-        blocks.emplace_back(new char[1 + child_rng() % 4096]);
-        if (blocks.size() > 64) blocks.erase(blocks.begin());
-      }
-      std::thread([] {
-        absl::Mutex mu;
-        absl::MutexLock lock(&mu);
-        std::vector<int> v(1000, 1);
-      }).join();
-      _exit(0);
-    }
-    const int code = WaitWithin(pid, std::chrono::seconds(30), /*stacks=*/true);
+    const int code = InChild(
+        [child_seed] {
+          std::mt19937_64 child_rng(child_seed);
+          std::vector<std::unique_ptr<char[]>> blocks;
+          for (int i = 0; i < 20000; ++i) {
+            blocks.emplace_back(new char[1 + child_rng() % 4096]);
+            if (blocks.size() > 64) blocks.erase(blocks.begin());
+          }
+          std::thread([] {
+            absl::Mutex mu;
+            absl::MutexLock lock(&mu);
+            std::vector<int> v(1000, 1);
+          }).join();
+          return 0;
+        },
+        std::chrono::seconds(30));
     if (code != 0) {
       failures += "round " + std::to_string(round) + ": child exit " +
                   std::to_string(code) + " (-2: it hung)";

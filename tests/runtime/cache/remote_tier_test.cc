@@ -6,10 +6,7 @@
 // without a compiler, and refusals of the configuration.
 #include "runtime/cache/remote_tier.h"
 
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
 #include <memory>
 #include <thread>
 
@@ -374,13 +371,12 @@ TEST(RemoteTierTest, AForkedChildDestroysTheParentsTierWithoutItsWriter) {
       std::make_unique<ModuleCache>(Config(dir.path(), server->tcp_url()));
   ASSERT_TRUE(Serve(*cache, seed, 0).ok());  // starts the writer
   ASSERT_TRUE(cache->FlushRemote(absl::Seconds(5)));
-  std::fflush(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    cache.reset();
-    _exit(0);
-  }
-  EXPECT_EQ(fleetjit::testing::WaitWithin(pid, std::chrono::seconds(30), true),
+  EXPECT_EQ(fleetjit::testing::InChild(
+                [&] {
+                  cache.reset();
+                  return 0;
+                },
+                std::chrono::seconds(30)),
             0)
       << "-2: the child hung destroying the parent's cache";
   ASSERT_TRUE(Serve(*cache, seed, 1).ok());
