@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
+#include "base/status_macros.h"
 
 namespace fleetjit {
 namespace {
@@ -77,24 +78,34 @@ bool IsCacheDigest(absl::string_view digest) {
          });
 }
 
+absl::Status CanonicalReader::Next(absl::string_view& field,
+                                   absl::string_view& value) {
+  const absl::string_view c = text_;
+  const size_t pos = pos_;
+  size_t eq = pos >= c.size() ? absl::string_view::npos : c.find('=', pos);
+  size_t colon = eq == absl::string_view::npos ? eq : c.find(':', eq);
+  uint64_t length = 0;
+  if (colon == absl::string_view::npos || eq == pos || colon - eq > 20 ||
+      !absl::SimpleAtoi(c.substr(eq + 1, colon - eq - 1), &length) ||
+      length > c.size() - colon - 1 || c.size() - colon - 1 - length < 1 ||
+      c[colon + 1 + length] != '\n') {
+    return absl::DataLossError(
+        absl::StrCat("malformed cache key at byte ", pos));
+  }
+  field = c.substr(pos, eq - pos);
+  value = c.substr(colon + 1, length);
+  pos_ = colon + 1 + length + 1;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
 ParseCanonicalKey(absl::string_view c) {
   std::vector<std::pair<std::string, std::string>> records;
-  size_t pos = 0;
-  while (pos < c.size()) {
-    size_t eq = c.find('=', pos);
-    size_t colon = eq == absl::string_view::npos ? eq : c.find(':', eq);
-    uint64_t length = 0;
-    if (colon == absl::string_view::npos || eq == pos || colon - eq > 20 ||
-        !absl::SimpleAtoi(c.substr(eq + 1, colon - eq - 1), &length) ||
-        length > c.size() - colon - 1 || c.size() - colon - 1 - length < 1 ||
-        c[colon + 1 + length] != '\n') {
-      return absl::DataLossError(
-          absl::StrCat("malformed cache key at byte ", pos));
-    }
-    records.emplace_back(std::string(c.substr(pos, eq - pos)),
-                         std::string(c.substr(colon + 1, length)));
-    pos = colon + 1 + length + 1;
+  CanonicalReader reader(c);
+  absl::string_view field, value;
+  while (!reader.done()) {
+    FJ_RETURN_IF_ERROR(reader.Next(field, value));
+    records.emplace_back(std::string(field), std::string(value));
   }
   return records;
 }

@@ -84,6 +84,21 @@ bool IsCacheDigest(absl::string_view digest);
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
 ParseCanonicalKey(absl::string_view canonical);
 
+// The same records one at a time, as views into the text (which must
+// outlive the reader), with no allocation: for long texts read once, such as
+// tuning records (runtime/tune/tune_record.cc).
+class CanonicalReader {
+ public:
+  explicit CanonicalReader(absl::string_view text) : text_(text) {}
+  bool done() const { return pos_ >= text_.size(); }
+  // The next record; DATA_LOSS at the end or where the text is malformed.
+  absl::Status Next(absl::string_view& field, absl::string_view& value);
+
+ private:
+  absl::string_view text_;
+  size_t pos_ = 0;
+};
+
 // The first value of `field` in a canonical key, or "" (for listings).
 std::string CanonicalKeyField(absl::string_view canonical,
                               absl::string_view field);

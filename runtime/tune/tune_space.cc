@@ -98,9 +98,14 @@ absl::StatusOr<std::vector<TuneCandidate>> ExpandSpace(const TuneSpace& space) {
   }
   std::vector<std::string> macro_sets = space.macro_sets;
   if (macro_sets.empty()) macro_sets.push_back("");
+  // Each set split once: a space of a hundred candidates expands on a
+  // fresh process's lookup path (runtime/runtime_copy_tune.cc).
+  std::vector<std::vector<std::string>> split;
+  split.reserve(macro_sets.size());
   std::set<std::vector<std::string>> seen_macros;
   for (size_t i = 0; i < macro_sets.size(); ++i) {
-    if (!seen_macros.insert(SplitOptions(macro_sets[i])).second) {
+    split.push_back(SplitOptions(macro_sets[i]));
+    if (!seen_macros.insert(split.back()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("macro_sets[", i, "] ('", macro_sets[i],
                        "') repeats an earlier macro set"));
@@ -129,7 +134,7 @@ absl::StatusOr<std::vector<TuneCandidate>> ExpandSpace(const TuneSpace& space) {
       c.macro_index = m;
       c.shape_index = s;
       c.macros = macro_sets[m];
-      c.options = SplitOptions(macro_sets[m]);
+      c.options = split[m];
       c.shape = space.shapes[s];
       c.grid_status = ResolveGrid(space.grid, c);
       out.push_back(std::move(c));

@@ -195,6 +195,29 @@ TEST(CacheKeyTest, CanonicalKeyParses) {
   EXPECT_TRUE(ParseCanonicalKey("").ok());
 }
 
+TEST(CacheKeyTest, CanonicalReaderYieldsTheParsedRecordsAndStopsAtDamage) {
+  CacheKeyInputs in = KeyInputsFor(FreshSeed(), 4);
+  in.options.push_back("-DWEIRD=\"a\nb=3:c\"");
+  const CacheKey key = MakeCacheKey(in);
+  auto records = ParseCanonicalKey(key.canonical);
+  ASSERT_TRUE(records.ok()) << records.status();
+  CanonicalReader reader(key.canonical);
+  absl::string_view field, value;
+  for (const auto& [want_field, want_value] : *records) {
+    ASSERT_FALSE(reader.done());
+    ASSERT_TRUE(reader.Next(field, value).ok());
+    EXPECT_EQ(field, want_field);
+    EXPECT_EQ(value, want_value);
+  }
+  EXPECT_TRUE(reader.done());
+  EXPECT_EQ(reader.Next(field, value).code(), absl::StatusCode::kDataLoss);
+  // A record cut short: the records before it read, then DATA_LOSS.
+  CanonicalReader cut("a=1:x\nb=5:ab\n");
+  ASSERT_TRUE(cut.Next(field, value).ok());
+  EXPECT_EQ(value, "x");
+  EXPECT_EQ(cut.Next(field, value).code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(CacheKeyTest, IsCacheDigestAcceptsOnlyLowercaseHex) {
   EXPECT_TRUE(IsCacheDigest(std::string(64, 'a')));
   EXPECT_FALSE(IsCacheDigest(std::string(64, 'A')));

@@ -217,6 +217,44 @@ TEST(TuneRecordTest, RoundTripsAndRefusesDamage) {
   EXPECT_FALSE(DecodeTuneRecord(EncodeTuneRecord(bad)).ok());
 }
 
+TEST(TuneRecordTest, RefusesARowCountOrDimsTheTextDoesNotHold) {
+  std::mt19937_64 rng = SeededRng("TuneRecordRowCount");
+  const TuneRecord r = RandomRecord(rng);
+  const std::string text = EncodeTuneRecord(r);
+  // The text with one field's value replaced, decoded.
+  auto with = [&](absl::string_view field, absl::string_view old_value,
+                  absl::string_view value) {
+    const std::string from =
+        absl::StrCat(field, "=", old_value.size(), ":", old_value, "\n");
+    std::string t = text;
+    const size_t at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at == std::string::npos) return absl::OkStatus();
+    t.replace(at, from.size(),
+              absl::StrCat(field, "=", value.size(), ":", value, "\n"));
+    return DecodeTuneRecord(t).status();
+  };
+  auto refused = [](const absl::Status& s, absl::string_view why) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), why)) << s;
+  };
+  const std::string rows = absl::StrCat(r.rows.size());
+  // Far more rows than bytes: refused before anything is sized for them.
+  refused(with("rows", rows, "999999999999"), "rows in");
+  // One more row than written: the text ends inside it.
+  refused(with("rows", rows, absl::StrCat(r.rows.size() + 1)),
+          "truncated at row");
+  // One fewer: the last row's fields are left over.
+  refused(with("rows", rows, absl::StrCat(r.rows.size() - 1)),
+          "fields after row");
+  // Dims with a part missing, empty or one too many.
+  const std::string block = absl::StrCat(
+      r.rows[0].block[0], "x", r.rows[0].block[1], "x", r.rows[0].block[2]);
+  for (absl::string_view dims : {"1x2", "1x2x3x4", "1xx3", "1x2x", "x1x2"}) {
+    refused(with("block", block, dims), "bad dims");
+  }
+}
+
 // ----------------------------------------------------------------- tuner
 
 // A fake device: each candidate has a time per launch and an output it
