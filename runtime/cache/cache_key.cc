@@ -82,7 +82,7 @@ absl::Status CanonicalReader::Next(absl::string_view& field,
                                    absl::string_view& value) {
   const absl::string_view c = text_;
   const size_t pos = pos_;
-  size_t eq = pos >= c.size() ? absl::string_view::npos : c.find('=', pos);
+  size_t eq = c.find('=', pos);  // npos at the end
   size_t colon = eq == absl::string_view::npos ? eq : c.find(':', eq);
   uint64_t length = 0;
   if (colon == absl::string_view::npos || eq == pos || colon - eq > 20 ||

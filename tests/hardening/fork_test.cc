@@ -177,12 +177,6 @@ std::string ParentSessionRefused(Session& parent) {
   return problems;
 }
 
-// A child still running after two minutes (InChild's limit; 0.3 s is
-// usual, under ASan too) is a hang: InChild has every thread of it print
-// its stack, kills it and returns kWaitTimedOut, so a hang fails a test
-// with the stacks instead of running into CTest's timeout with nothing to
-// show.
-
 TEST(ForkTest, FakeDriverChildIsRefusedAndANewRuntimeWorks) {
   auto rng = SeededRng("FakeDriverChildIsRefusedAndANewRuntimeWorks");
   const std::string driver =
