@@ -2,9 +2,9 @@
 //
 // One table, used by both launch paths: the generic packer
 // (runtime/launch/launch.cc) interprets it on every launch, and the thunk
-// generator (thunk_codegen.cc) compiles it into straight-line checks. Since
-// both read the same answer, a call the thunk accepts is exactly a call the
-// generic path accepts.
+// generator (thunk_codegen.cc) compiles it into unrolled checks, one
+// branch per argument. Since both read the same answer, a call the thunk
+// accepts is exactly a call the generic path accepts.
 //
 // The rules (spec.size must equal the argument's size in every case):
 //   kSigned / kUnsigned  any integer kind of that size, signed or unsigned:

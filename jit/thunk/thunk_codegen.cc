@@ -62,11 +62,14 @@ class ThunkModuleBuilder {
         i32_, {i8p_, i32_, i8p_, i32_, i32_, i32_, i8p_}, false);
   }
 
-  // The thunk is straight-line code: each argument's checks fold into one
-  // boolean, the first failing argument's index is carried in a select
-  // chain, and scalars are stored unconditionally (the buffer is discarded
-  // on failure). Only by-value structs (a copy through the caller's
-  // pointer) and tensors (a call) sit behind a branch on their own checks.
+  // Each argument is one block on the common path: its struct_size and kind
+  // checked with one bit test, its value stored, and a branch to the next
+  // argument. By-value structs, complex values and tensors, and every
+  // refusal, sit on a side block. The first refused argument returns at
+  // once. Under FastISel (MakeTargetMachine) few values live across blocks,
+  // so few are spilled: a select chain carrying the first failure through
+  // straight-line code cost about 45 instructions per pointer argument,
+  // this about a third of it.
   void AddThunk(const KernelEntry& entry, CopyImpl impl,
                 const std::string& name) {
     auto* fn_ty =
@@ -107,23 +110,23 @@ class ThunkModuleBuilder {
                                    encode_ty_->getPointerTo(), "encode_tensor");
       encoder = LoadAt(i8p_, ctx, 8, "encoder");
     }
-    llvm::Value* error = b_.getInt32(0);
     for (size_t i = 0; i < entry.params.size(); ++i) {
       llvm::Value* p =
           i == 0 ? args
                  : b_.CreateInBoundsGEP(i8_, args,
                                         b_.CreateMul(stride, b_.getInt64(i)),
                                         absl::StrCat("p", i));
-      llvm::Value* ok = EmitArg(entry.params[i], i, impl, p, stride, encode_fn,
-                                encoder, error);
-      llvm::Value* first_failure = b_.CreateAnd(
-          b_.CreateICmpEQ(error, b_.getInt32(0)), b_.CreateNot(ok));
-      error = b_.CreateSelect(first_failure,
-                              b_.getInt32(static_cast<int32_t>(i + 1)), error,
-                              absl::StrCat("error", i));
+      auto* next =
+          llvm::BasicBlock::Create(ctx_, absl::StrCat("arg", i + 1), fn_);
+      auto* fail = llvm::BasicBlock::Create(ctx_, absl::StrCat("bad", i), fn_);
+      EmitArg(entry.params[i], i, impl, p, stride, encode_fn, encoder, next,
+              fail);
+      b_.SetInsertPoint(fail);
+      b_.CreateRet(b_.getInt32(static_cast<int32_t>(i + 1)));
+      b_.SetInsertPoint(next);
     }
     ZeroGaps(entry);
-    b_.CreateRet(error);
+    b_.CreateRet(b_.getInt32(0));
   }
 
  private:
@@ -145,13 +148,15 @@ class ThunkModuleBuilder {
     return bytes == 1 ? i8_ : bytes == 2 ? i16_ : bytes == 4 ? i32_ : i64_;
   }
 
-  // Emits argument i's checks and store; returns the i1 "argument i is
-  // acceptable". `error` (nonzero: an earlier argument failed) keeps the
-  // tensor encoder from running after a failure.
-  llvm::Value* EmitArg(const ParamSpec& spec, size_t i, CopyImpl impl,
-                       llvm::Value* p, llvm::Value* stride,
-                       llvm::Value* encode_fn, llvm::Value* encoder,
-                       llvm::Value* error) {
+  // Continues the current block into `next` when argument i is acceptable
+  // and packed, into `fail` when it is not. A scalar's value is stored
+  // before its check (the buffer is discarded on failure); by-value structs
+  // (a copy through the caller's pointer) and tensors (a call) run only
+  // after theirs.
+  void EmitArg(const ParamSpec& spec, size_t i, CopyImpl impl, llvm::Value* p,
+               llvm::Value* stride, llvm::Value* encode_fn,
+               llvm::Value* encoder, llvm::BasicBlock* next,
+               llvm::BasicBlock* fail) {
     const AcceptedArgs accepted = AcceptedArgsFor(spec);
     llvm::Value* size_ok =
         b_.CreateICmpEQ(LoadAt(i64_, p, offsetof(fj_arg, struct_size),
@@ -159,19 +164,27 @@ class ThunkModuleBuilder {
                         stride);
     llvm::Value* kind =
         LoadAt(i32_, p, offsetof(fj_arg, kind), absl::StrCat("kind", i));
-    llvm::Value* kind_ok = nullptr;  // OR of the accepted forms
-    auto either = [this, &kind_ok](llvm::Value* v) {
-      kind_ok = kind_ok == nullptr ? v : b_.CreateOr(kind_ok, v);
+    // Each side form's block falls through to the next form's test.
+    auto side = [&](const char* what) {
+      return llvm::BasicBlock::Create(ctx_, absl::StrCat(what, i), fn_);
     };
 
-    // Scalars: every accepted kind has the parameter's size; copy the value.
+    // Scalars: every accepted kind has the parameter's size. One bit test
+    // of the kind against the accepted set: kinds are 1..30, so bit 0 and
+    // bit 31 are never set, and any kind outside them (a negative one
+    // too, unsigned) tests bit 31.
     if (accepted.scalar_kinds != 0) {
-      for (int k = 1; k <= FJ_ARG_KIND_LAST; ++k) {
-        if ((accepted.scalar_kinds & (uint32_t{1} << k)) == 0) continue;
-        either(b_.CreateICmpEQ(kind, b_.getInt32(k)));
-      }
       StoreAt(LoadAt(IntOfBytes(spec.size), p, offsetof(fj_arg, v)), buffer_,
               spec.offset);
+      static_assert(FJ_ARG_KIND_LAST < 31, "kinds fit a 31-bit mask");
+      llvm::Value* clamped = b_.CreateSelect(
+          b_.CreateICmpULT(kind, b_.getInt32(31)), kind, b_.getInt32(31));
+      llvm::Value* bit = b_.CreateTrunc(
+          b_.CreateLShr(b_.getInt32(accepted.scalar_kinds), clamped),
+          b_.getInt1Ty());
+      auto* other = side("other");
+      b_.CreateCondBr(b_.CreateAnd(size_ok, bit), next, other);
+      b_.SetInsertPoint(other);
     }
     // By-value struct: size must match exactly and the pointer be set.
     if (accepted.bytes) {
@@ -182,15 +195,13 @@ class ThunkModuleBuilder {
                        b_.CreateICmpEQ(LoadAt(i32_, p, offsetof(fj_arg, size)),
                                        b_.getInt32(spec.size))),
           b_.CreateIsNotNull(src));
-      auto* copy = llvm::BasicBlock::Create(ctx_, absl::StrCat("copy", i), fn_);
-      auto* after =
-          llvm::BasicBlock::Create(ctx_, absl::StrCat("copied", i), fn_);
+      auto* copy = side("copy");
+      auto* after = side("not_bytes");
       b_.CreateCondBr(b_.CreateAnd(bytes_ok, size_ok), copy, after);
       b_.SetInsertPoint(copy);
       CopyBytes(src, spec.offset, spec.size);
-      b_.CreateBr(after);
+      b_.CreateBr(next);
       b_.SetInsertPoint(after);
-      either(bytes_ok);
     }
     // A cuDoubleComplex: 16 bytes at v.bytes, which must be set.
     if (accepted.c128) {
@@ -199,29 +210,20 @@ class ThunkModuleBuilder {
       llvm::Value* c128_ok =
           b_.CreateAnd(b_.CreateICmpEQ(kind, b_.getInt32(FJ_ARG_C128)),
                        b_.CreateIsNotNull(src));
-      auto* copy =
-          llvm::BasicBlock::Create(ctx_, absl::StrCat("c128_", i), fn_);
-      auto* after =
-          llvm::BasicBlock::Create(ctx_, absl::StrCat("c128_done", i), fn_);
+      auto* copy = side("c128_");
+      auto* after = side("not_c128_");
       b_.CreateCondBr(b_.CreateAnd(c128_ok, size_ok), copy, after);
       b_.SetInsertPoint(copy);
       CopyBytes(src, spec.offset, 16);
-      b_.CreateBr(after);
+      b_.CreateBr(next);
       b_.SetInsertPoint(after);
-      either(c128_ok);
     }
     // Tensor: the encoder validates, reuses or encodes, and writes 320 bytes.
     if (accepted.tensor) {
       llvm::Value* is_tensor =
           b_.CreateICmpEQ(kind, b_.getInt32(FJ_ARG_TENSOR));
-      llvm::Value* run = b_.CreateAnd(b_.CreateAnd(is_tensor, size_ok),
-                                      b_.CreateICmpEQ(error, b_.getInt32(0)));
-      llvm::BasicBlock* before = b_.GetInsertBlock();
-      auto* call =
-          llvm::BasicBlock::Create(ctx_, absl::StrCat("tensor", i), fn_);
-      auto* after =
-          llvm::BasicBlock::Create(ctx_, absl::StrCat("encoded", i), fn_);
-      b_.CreateCondBr(run, call, after);
+      auto* call = side("tensor");
+      b_.CreateCondBr(b_.CreateAnd(is_tensor, size_ok), call, fail);
       b_.SetInsertPoint(call);
       llvm::Value* tensor = LoadAt(i8p_, p, offsetof(fj_arg, v), "tensor_arg");
       llvm::Value* dst =
@@ -231,17 +233,10 @@ class ThunkModuleBuilder {
           {encoder, b_.getInt32(static_cast<uint32_t>(i)), tensor,
            b_.getInt32(spec.tensor_rank), b_.getInt32(spec.tensor_dtype),
            b_.getInt32(static_cast<int32_t>(impl)), dst});
-      llvm::Value* encoded = b_.CreateICmpEQ(r, b_.getInt32(0));
-      llvm::BasicBlock* call_end = b_.GetInsertBlock();
-      b_.CreateBr(after);
-      b_.SetInsertPoint(after);
-      llvm::PHINode* tensor_ok = b_.CreatePHI(b_.getInt1Ty(), 2);
-      tensor_ok->addIncoming(b_.getFalse(), before);
-      tensor_ok->addIncoming(encoded, call_end);
-      either(tensor_ok);
+      b_.CreateCondBr(b_.CreateICmpEQ(r, b_.getInt32(0)), next, fail);
+      return;
     }
-    if (kind_ok == nullptr) return b_.getFalse();  // accepts nothing
-    return b_.CreateAnd(size_ok, kind_ok, absl::StrCat("ok", i));
+    b_.CreateBr(fail);
   }
 
   // buffer[offset, offset+size) = src[0, size), src of any alignment.
@@ -347,10 +342,11 @@ absl::StatusOr<std::unique_ptr<llvm::TargetMachine>> MakeTargetMachine() {
         "launch thunks: LLVM has no target for '", triple, "': ", error));
   }
   llvm::TargetOptions options;
-  // FastISel (CodeGenOpt::None): the IR is already straight-line, so the
-  // optimising selector buys ~30 instructions per thunk (a few ns per
-  // launch) for 5-10x the code generation time (measured: 12 thunks in
-  // ~3.5 ms instead of 20-40 ms).
+  // FastISel (CodeGenOpt::None): the IR is already unrolled, with one
+  // block per argument on the common path, so the optimising selector
+  // would buy a few instructions per argument (FastISel spills what lives
+  // across blocks) for 5-10x the code generation time (measured: 12
+  // thunks in ~3.5 ms instead of 20-40 ms).
   std::unique_ptr<llvm::TargetMachine> machine(target->createTargetMachine(
       triple, "generic", "", options, llvm::Reloc::PIC_, llvm::CodeModel::Small,
       llvm::CodeGenOpt::None));

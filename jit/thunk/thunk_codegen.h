@@ -28,9 +28,10 @@
 namespace fleetjit::jit {
 
 // Part of every thunk's name: bump it whenever the generated code changes,
-// so an object from an older generator lacks the symbol and its kernels
-// keep the generic path instead of running stale code.
-inline constexpr uint32_t kThunkCodegenVersion = 2;  // 2: C64, C128
+// so an object from an older generator lacks the symbol and the runtime
+// generates the kernel's thunk afresh instead of running stale code.
+// 2: C64, C128. 3: one branch per argument, the first refusal returns.
+inline constexpr uint32_t kThunkCodegenVersion = 3;
 
 // "fj_thunk_<16 hex digits>": a stable hash of the signature, the copy
 // implementation and kThunkCodegenVersion.

@@ -62,12 +62,17 @@ void CheckSaxpy(const LaunchThunk* thunk) {
   EXPECT_EQ(buffer[24], 0xEE) << "wrote past param_bytes";
 }
 
-TEST(ThunkCodegen, IrIsStraightLineForSmallSignatures) {
+TEST(ThunkCodegen, SmallSignaturesHaveNoLoopsNoCallsAndAReturnPerArgument) {
   auto ir = ThunkModuleIR({Saxpy()}, CopyImpl::kSync);
   ASSERT_TRUE(ir.ok()) << ir.status();
   EXPECT_TRUE(
       absl::StrContains(*ir, "@" + ThunkSymbol(Saxpy(), CopyImpl::kSync) + "("))
       << *ir;
+  // The first refused argument returns its index + 1 at once.
+  for (const char* ret : {"ret i32 0", "ret i32 1", "ret i32 2", "ret i32 3",
+                          "ret i32 4", "ret i32 -1"}) {
+    EXPECT_TRUE(absl::StrContains(*ir, ret)) << ret << " in\n" << *ir;
+  }
   EXPECT_FALSE(absl::StrContains(*ir, "phi")) << "no loops in a small thunk:\n"
                                               << *ir;
   EXPECT_FALSE(absl::StrContains(*ir, "call")) << "no calls without tensors:\n"

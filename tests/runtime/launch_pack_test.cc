@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -660,6 +661,95 @@ TEST(LaunchConfig, NormalisesAndAcceptsValidConfigs) {
                                 &s)
                   .ok());
   EXPECT_TRUE(s.non_portable_cluster);
+}
+
+// A plain config (no flags, window or cluster) is accepted exactly when
+// every extent is within each limit the device and the kernel report (0:
+// none), and then every field of the shape is written, whatever the shape
+// held before. Random configs around the limits, against the rules.
+TEST(LaunchConfig, PlainConfigsAreAcceptedExactlyWithinTheLimits) {
+  const uint32_t seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE(absl::StrCat("seed ", seed));
+  auto pick = [&](uint32_t limit) -> uint32_t {
+    switch (rng() % 5) {
+      case 0:
+        return 0;
+      case 1:
+        return limit;
+      case 2:
+        return limit + 1;
+      case 3:
+        return 1 + rng() % (limit + 1);
+      default:
+        return rng() % 8;
+    }
+  };
+  int accepted = 0, refused = 0;
+  for (int round = 0; round < 4000; ++round) {
+    DeviceFacts f = H200Facts();
+    // Some limits unreported (0), as a driver without the attribute gives.
+    if (rng() % 4 == 0) f.max_grid_dim[rng() % 3] = 0;
+    if (rng() % 4 == 0) f.max_block_dim[rng() % 3] = 0;
+    if (rng() % 4 == 0) f.max_threads_per_block = 0;
+    if (rng() % 4 == 0) f.shared_per_block_optin = 0;
+    const int kernel_max = rng() % 3 == 0 ? 0 : 32 * (1 + rng() % 32);
+    const int static_shared = rng() % 3 == 0 ? -(rng() % 64) : rng() % 4096;
+    LaunchConfig cfg;
+    for (int i = 0; i < 3; ++i) {
+      cfg.grid[i] = pick(f.max_grid_dim[i] > 0 ? f.max_grid_dim[i] : 70000);
+      cfg.block[i] = pick(f.max_block_dim[i] > 0 ? f.max_block_dim[i] : 2048);
+    }
+    cfg.shared_bytes = pick(232448);
+    LaunchShape s;  // poisoned: every field must be overwritten
+    std::fill_n(s.grid, 3, 0xdeadu);
+    std::fill_n(s.block, 3, 0xdeadu);
+    std::fill_n(s.cluster, 3, 7u);
+    s.has_cluster = s.non_portable_cluster = s.cooperative = s.programmatic =
+        s.has_window = true;
+    s.dynamic_shared = 0xdead;
+    s.l2_hit_ratio = 0.5f;
+    s.l2_window_base = s.l2_window_bytes = 0xdead;
+    const absl::Status st =
+        CheckLaunchConfig(f, kernel_max, static_shared, cfg, &s);
+
+    uint32_t g[3], b[3];
+    bool ok = true;
+    auto within = [](uint64_t v, int limit) {
+      return limit <= 0 || v <= static_cast<uint64_t>(limit);
+    };
+    for (int i = 0; i < 3; ++i) {
+      g[i] = std::max(cfg.grid[i], 1u);
+      b[i] = std::max(cfg.block[i], 1u);
+      ok = ok && within(g[i], f.max_grid_dim[i]) &&
+           within(b[i], f.max_block_dim[i]);
+    }
+    const uint64_t threads = uint64_t{b[0]} * b[1] * b[2];
+    ok = ok && within(threads, f.max_threads_per_block) &&
+         within(threads, kernel_max) &&
+         within(uint64_t{cfg.shared_bytes} + std::max(static_shared, 0),
+                f.shared_per_block_optin);
+    ASSERT_EQ(st.ok(), ok) << "round " << round << ": " << st;
+    if (!ok) {
+      EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
+      ++refused;
+      continue;
+    }
+    ++accepted;
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(s.grid[i], g[i]);
+      EXPECT_EQ(s.block[i], b[i]);
+      EXPECT_EQ(s.cluster[i], 1u);
+    }
+    EXPECT_FALSE(s.has_cluster || s.non_portable_cluster || s.cooperative ||
+                 s.programmatic || s.has_window);
+    EXPECT_EQ(s.dynamic_shared, cfg.shared_bytes);
+    EXPECT_EQ(s.l2_hit_ratio, 0.0f);
+    EXPECT_EQ(s.l2_window_base, 0u);
+    EXPECT_EQ(s.l2_window_bytes, 0u);
+  }
+  EXPECT_GT(accepted, 100);
+  EXPECT_GT(refused, 100);
 }
 
 TEST(LaunchConfig, RejectsWhatTheDeviceCannotRun) {
