@@ -84,6 +84,16 @@ absl::Status CheckLaunchConfig(const DeviceFacts& facts, int kernel_max_threads,
                                int static_shared, const LaunchConfig& cfg,
                                LaunchShape* out);
 
+// A plain launch (no flags, no cluster, no L2 window) within `limits`:
+// writes its grid, block and dynamic shared memory to `out` (the rest of
+// a default LaunchShape is already right) and returns true, where
+// CheckLaunchConfig would accept it with the same shape. False otherwise,
+// `out` untouched: CheckLaunchConfig decides, and says why. The launch
+// path's check: CheckLaunchConfig's loop over the device's limits, each
+// with its "not reported" case, cost about 150 instructions a launch.
+bool FitsPlainLaunch(const LaunchLimits& limits, const LaunchConfig& cfg,
+                     LaunchShape* out);
+
 // Checks the argument array itself: args non-NULL when n > 0, and
 // stride >= kMinArgStructSize. Both launch paths call it first.
 absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride);

@@ -5,7 +5,9 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -21,6 +23,45 @@ namespace fleetjit {
 // Returns 0 or an error code understood by the launcher.
 struct LaunchThunk;
 
+// The limits a plain launch of one kernel (no flags, cluster or L2 window)
+// is checked against: the device's and the kernel's together, resolved
+// once at load (ResolveLaunchLimits), a limit the driver did not report
+// being none. The launch path compares a plain configuration with them
+// alone; anything else, or anything over a limit, goes through
+// CheckLaunchConfig (runtime/launch/launch.h), which says why.
+struct LaunchLimits {
+  bool resolved = false;  // false: every launch takes the full check
+  uint32_t grid[3] = {0, 0, 0};
+  uint32_t block[3] = {0, 0, 0};
+  uint64_t threads = 0;        // per block
+  uint64_t shared = 0;         // per block, dynamic + static bytes
+  uint32_t static_shared = 0;  // the kernel's static bytes (0 if negative)
+};
+
+// `facts`' and the kernel's limits as LaunchLimits (kernel_max_threads 0 =
+// unknown).
+inline LaunchLimits ResolveLaunchLimits(const DeviceFacts& facts,
+                                        int kernel_max_threads,
+                                        int static_shared) {
+  auto limit = [](int reported) -> uint64_t {
+    return reported > 0 ? static_cast<uint64_t>(reported) : ~uint64_t{0};
+  };
+  auto limit32 = [](int reported) -> uint32_t {
+    return reported > 0 ? static_cast<uint32_t>(reported) : ~uint32_t{0};
+  };
+  LaunchLimits l;
+  for (int i = 0; i < 3; ++i) {
+    l.grid[i] = limit32(facts.max_grid_dim[i]);
+    l.block[i] = limit32(facts.max_block_dim[i]);
+  }
+  l.threads =
+      std::min(limit(facts.max_threads_per_block), limit(kernel_max_threads));
+  l.shared = limit(facts.shared_per_block_optin);
+  l.static_shared = static_cast<uint32_t>(std::max(static_shared, 0));
+  l.resolved = true;
+  return l;
+}
+
 struct LoadedKernel {
   const DriverApi* api = nullptr;
   Device* device = nullptr;
@@ -34,6 +75,9 @@ struct LoadedKernel {
   int max_threads_per_block = 0;
   int static_shared_bytes = 0;
   int num_regs = 0;
+  // What a plain launch is checked against, resolved from the two above
+  // and the device's facts at load.
+  LaunchLimits limits;
   // The dynamic shared memory limit currently set on the function
   // (cuFuncSetAttribute MAX_DYNAMIC_SHARED_SIZE_BYTES); raised on demand.
   std::atomic<int> dynamic_shared_limit{48 * 1024};

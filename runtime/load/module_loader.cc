@@ -237,6 +237,9 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::AddKernel(
                                  "cuFuncGetAttribute"),
                          absl::StrCat("reading attributes of '", name, "'"));
     }
+    kernel->limits =
+        ResolveLaunchLimits(dev->facts(), kernel->max_threads_per_block,
+                            kernel->static_shared_bytes);
     // Pack at the offsets this driver uses. A layout that differs from the
     // artifact's (an artifact built without this device, e.g. PTX for a fleet)
     // gets a corrected copy; its thunk was generated for the other layout, so

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
@@ -730,6 +731,17 @@ TEST(LaunchConfig, PlainConfigsAreAcceptedExactlyWithinTheLimits) {
          within(uint64_t{cfg.shared_bytes} + std::max(static_shared, 0),
                 f.shared_per_block_optin);
     ASSERT_EQ(st.ok(), ok) << "round " << round << ": " << st;
+    // The launch path's check, with the limits resolved at load, agrees.
+    LaunchShape fast;
+    ASSERT_EQ(FitsPlainLaunch(ResolveLaunchLimits(f, kernel_max, static_shared),
+                              cfg, &fast),
+              ok)
+        << "round " << round;
+    if (ok) {
+      EXPECT_EQ(std::memcmp(fast.grid, s.grid, sizeof(s.grid)), 0);
+      EXPECT_EQ(std::memcmp(fast.block, s.block, sizeof(s.block)), 0);
+      EXPECT_EQ(fast.dynamic_shared, s.dynamic_shared);
+    }
     if (!ok) {
       EXPECT_EQ(st.code(), absl::StatusCode::kOutOfRange) << st;
       ++refused;
@@ -750,6 +762,32 @@ TEST(LaunchConfig, PlainConfigsAreAcceptedExactlyWithinTheLimits) {
   }
   EXPECT_GT(accepted, 100);
   EXPECT_GT(refused, 100);
+}
+
+// Only a plain launch takes the fast check: flags, a cluster or an L2
+// window, and a kernel whose limits were never resolved, go through
+// CheckLaunchConfig.
+TEST(LaunchConfig, OnlyPlainLaunchesOfResolvedKernelsFitTheFastCheck) {
+  const LaunchLimits limits = ResolveLaunchLimits(H200Facts(), 1024, 0);
+  LaunchShape s;
+  EXPECT_TRUE(FitsPlainLaunch(limits, Config({4, 1, 1}, {128, 1, 1}), &s));
+  EXPECT_EQ(s.grid[0], 4u);
+  EXPECT_EQ(s.block[0], 128u);
+  EXPECT_FALSE(
+      FitsPlainLaunch(LaunchLimits{}, Config({4, 1, 1}, {128, 1, 1}), &s))
+      << "unresolved";
+  EXPECT_FALSE(FitsPlainLaunch(
+      limits, Config({4, 1, 1}, {128, 1, 1}, 0, {2, 1, 1}), &s));
+  LaunchConfig flagged = Config({4, 1, 1}, {128, 1, 1});
+  flagged.flags = FJ_LAUNCH_PROGRAMMATIC_DEPENDENT;
+  EXPECT_FALSE(FitsPlainLaunch(limits, flagged, &s));
+  LaunchConfig window = Config({4, 1, 1}, {128, 1, 1});
+  window.l2_window_bytes = 1 << 20;
+  window.l2_window_base = 0x10000;
+  window.l2_hit_ratio = 1.0f;
+  EXPECT_FALSE(FitsPlainLaunch(limits, window, &s));
+  EXPECT_FALSE(FitsPlainLaunch(limits, Config({4, 1, 1}, {2048, 1, 1}), &s))
+      << "over the limit: CheckLaunchConfig says why";
 }
 
 TEST(LaunchConfig, RejectsWhatTheDeviceCannotRun) {
