@@ -294,8 +294,10 @@ FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg,
 // current caller's struct in place; a status (and a StatusOr) is made only
 // for bad input, by the checked helpers that name what is wrong (about 180
 // instructions per launch here, callgrind over the fake driver).
-FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
-                            const fj_arg* args, size_t num_args) {
+FJ_API __attribute__((hot)) fj_status* fj_launch(fj_kernel* kernel,
+                                                 const fj_launch_config* config,
+                                                 const fj_arg* args,
+                                                 size_t num_args) {
   return Guard([&]() -> absl::Status {
     auto* k = static_cast<KernelRef*>(
         LookupHandle(HandleValue(kernel), HandleType::kKernel));

@@ -30,7 +30,7 @@ uint32_t g_live = 0;        // guarded by g_mu: handles registered, not released
 bool g_freed = false;       // guarded by g_mu: FreeHandleTable ran
 std::vector<uint32_t>* g_free_list;  // guarded by g_mu
 
-Slot* SlotAt(uint32_t index) {
+__attribute__((hot)) Slot* SlotAt(uint32_t index) {
   Slot* chunk = g_chunks[index / kChunkSize].load(std::memory_order_acquire);
   return chunk == nullptr ? nullptr : &chunk[index % kChunkSize];
 }
@@ -81,7 +81,7 @@ uint64_t RegisterHandle(HandleType type, void* object) {
          (index + 1);
 }
 
-void* LookupHandle(uint64_t handle, HandleType type) {
+__attribute__((hot)) void* LookupHandle(uint64_t handle, HandleType type) {
   uint64_t index_plus_one = handle & kIndexMask;
   if (index_plus_one == 0) return nullptr;
   if (((handle >> kIndexBits) & 0xff) != static_cast<uint8_t>(type))

@@ -74,7 +74,7 @@ fj_code CodeOf(const absl::Status& status) {
   return CodeOfAbsl(status.code());
 }
 
-fj_status* ToFjStatus(const absl::Status& status) {
+__attribute__((hot)) fj_status* ToFjStatus(const absl::Status& status) {
   if (status.ok()) return nullptr;
   try {
     // The message is read as a C string: a NUL it echoes from the caller's

@@ -105,7 +105,7 @@ absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
   return api;
 }
 
-bool IsForkedChild(const DriverApi& api) {
+__attribute__((hot)) bool IsForkedChild(const DriverApi& api) {
   if (api.loader_pid == 0) return false;
   const int pid = current_pid.load(std::memory_order_relaxed);
   // (A child made by a raw clone() system call runs no atfork handler and

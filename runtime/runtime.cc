@@ -191,9 +191,9 @@ absl::StatusOr<Stream*> Runtime::WrapStream(int ordinal, uint64_t cu_stream) {
   return registry_.AddStream(std::move(stream));
 }
 
-absl::Status Runtime::LaunchKernel(KernelRef& k, const LaunchConfig& cfg,
-                                   Stream* stream, const fj_arg* args,
-                                   size_t num_args, size_t arg_stride) {
+__attribute__((hot)) absl::Status Runtime::LaunchKernel(
+    KernelRef& k, const LaunchConfig& cfg, Stream* stream, const fj_arg* args,
+    size_t num_args, size_t arg_stride) {
   return LaunchAndNote(*k.kernel, cfg,
                        stream == nullptr ? nullptr : stream->handle(), args,
                        num_args, arg_stride);

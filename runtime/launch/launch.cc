@@ -26,10 +26,10 @@ const fj_arg* ArgAt(const fj_arg* args, size_t i, size_t stride) {
 }
 
 // The thunk's way back into the encoder (thunk_abi.h).
-int32_t EncodeTensorForThunk(void* encoder, uint32_t arg_index,
-                             const fj_tensor_arg* arg, int32_t declared_rank,
-                             int32_t declared_dtype, int32_t copy_impl,
-                             uint8_t* dst) noexcept {
+__attribute__((hot)) int32_t EncodeTensorForThunk(
+    void* encoder, uint32_t arg_index, const fj_tensor_arg* arg,
+    int32_t declared_rank, int32_t declared_dtype, int32_t copy_impl,
+    uint8_t* dst) noexcept {
   const auto* e = static_cast<const TensorEncoder*>(encoder);
   return e->Encode(arg_index, arg, declared_rank, declared_dtype,
                    static_cast<jit::CopyImpl>(copy_impl), dst)
@@ -205,8 +205,9 @@ absl::Status CheckLaunchConfig(const DeviceFacts& f, int kernel_max_threads,
   return absl::OkStatus();
 }
 
-bool FitsPlainLaunch(const LaunchLimits& limits, const LaunchConfig& cfg,
-                     LaunchShape* out) {
+__attribute__((hot)) bool FitsPlainLaunch(const LaunchLimits& limits,
+                                          const LaunchConfig& cfg,
+                                          LaunchShape* out) {
   if (!limits.resolved ||
       (cfg.flags | cfg.cluster[0] | cfg.cluster[1] | cfg.cluster[2]) != 0 ||
       cfg.l2_window_bytes != 0) {
@@ -237,7 +238,8 @@ bool FitsPlainLaunch(const LaunchLimits& limits, const LaunchConfig& cfg,
   return true;
 }
 
-absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride) {
+__attribute__((hot)) absl::Status CheckArgArray(const fj_arg* args, size_t n,
+                                                size_t stride) {
   if (n == 0) return absl::OkStatus();
   if (args == nullptr) {
     return absl::InvalidArgumentError(
@@ -347,10 +349,12 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
   return absl::OkStatus();
 }
 
-absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
-                           size_t stride, const TensorEncoder& encoder,
-                           bool use_thunk, uint8_t* buffer,
-                           size_t buffer_size) {
+__attribute__((hot)) absl::Status PackForLaunch(const LoadedKernel& k,
+                                                const fj_arg* args, size_t n,
+                                                size_t stride,
+                                                const TensorEncoder& encoder,
+                                                bool use_thunk, uint8_t* buffer,
+                                                size_t buffer_size) {
   const jit::KernelEntry& entry = *k.entry;
   const LaunchThunk* thunk =
       use_thunk ? k.thunk.load(std::memory_order_acquire) : nullptr;
@@ -388,10 +392,9 @@ constexpr size_t kSmallParamBytes = 4096;
 // `pack(buffer, size)` writes the parameter buffer: the wire's packers for
 // fj_launch (WirePacker), PackEncoded for the runtime's own kernels.
 template <size_t kBufferBytes, typename Pack>
-__attribute__((noinline)) absl::Status PackAndLaunch(LoadedKernel& k,
-                                                     const LaunchShape& shape,
-                                                     CUstream stream,
-                                                     const Pack& pack) {
+__attribute__((noinline, hot)) absl::Status PackAndLaunch(
+    LoadedKernel& k, const LaunchShape& shape, CUstream stream,
+    const Pack& pack) {
   const DriverApi& api = *k.api;
   Device& device = *k.device;
   const DeviceFacts& facts = device.facts();
@@ -488,8 +491,10 @@ __attribute__((noinline)) absl::Status PackAndLaunch(LoadedKernel& k,
 // the kernel and its device usable, the configuration checked, then the
 // small or the large frame.
 template <typename Pack>
-absl::Status CheckAndLaunch(LoadedKernel& k, const LaunchConfig& cfg,
-                            CUstream stream, const Pack& pack) {
+__attribute__((hot)) absl::Status CheckAndLaunch(LoadedKernel& k,
+                                                 const LaunchConfig& cfg,
+                                                 CUstream stream,
+                                                 const Pack& pack) {
   if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
       k.function == nullptr) {
     return absl::FailedPreconditionError("launch: the kernel is not loaded");
@@ -524,8 +529,10 @@ absl::Status RefuseForkedChild(const LoadedKernel& k) {
 
 }  // namespace
 
-absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
-                    const fj_arg* args, size_t num_args, size_t arg_stride) {
+__attribute__((hot)) absl::Status Launch(LoadedKernel& k,
+                                         const LaunchConfig& cfg,
+                                         CUstream stream, const fj_arg* args,
+                                         size_t num_args, size_t arg_stride) {
   // The encoder is made inside the frame: it exists only where the kernel
   // is known to be loaded.
   auto wire = [&](uint8_t* buffer, size_t size) {
@@ -537,9 +544,9 @@ absl::Status Launch(LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
   return CheckAndLaunch(k, cfg, stream, wire);
 }
 
-absl::Status LaunchAndNote(LoadedKernel& k, const LaunchConfig& cfg,
-                           CUstream stream, const fj_arg* args, size_t num_args,
-                           size_t arg_stride) {
+__attribute__((hot)) absl::Status LaunchAndNote(
+    LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
+    const fj_arg* args, size_t num_args, size_t arg_stride) {
   FJ_RETURN_IF_ERROR(RefuseForkedChild(k));
   FJ_RETURN_IF_ERROR(Launch(k, cfg, stream, args, num_args, arg_stride));
   k.device->NoteLaunch(&k.display_name);

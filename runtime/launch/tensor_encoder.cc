@@ -724,10 +724,9 @@ void TensorEncoder::ReportFallback(size_t arg_index, const char* reason) const {
                    ": TMA cannot describe it (", reason, "); using cp_async"));
 }
 
-absl::Status TensorEncoder::Encode(size_t arg_index, const fj_tensor_arg* arg,
-                                   int32_t declared_rank,
-                                   int32_t declared_dtype, jit::CopyImpl impl,
-                                   void* out) const {
+__attribute__((hot)) absl::Status TensorEncoder::Encode(
+    size_t arg_index, const fj_tensor_arg* arg, int32_t declared_rank,
+    int32_t declared_dtype, jit::CopyImpl impl, void* out) const {
   const bool want_tma = impl == jit::CopyImpl::kTma;
   const void* encode_fn = EncodeFn(api_);
   ThreadCache* cache = nullptr;  // none: the tensor is encoded, not kept
