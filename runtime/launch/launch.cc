@@ -383,6 +383,22 @@ __attribute__((hot)) absl::Status PackForLaunch(const LoadedKernel& k,
 
 namespace {
 
+// Makes `k`'s context current on this thread when another one, or none, is
+// (a current context that cannot be read counts as none). True when it had
+// to: a failed launch is then worth trying again.
+__attribute__((noinline, cold)) absl::StatusOr<bool> EnterKernelContext(
+    const LoadedKernel& k) {
+  const DriverApi& api = *k.api;
+  CUcontext current = nullptr;
+  if (api.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == k.context) {
+    return false;
+  }
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api, api.cuCtxSetCurrent(k.context), "cuCtxSetCurrent"),
+      absl::StrCat("launching '", k.display_name, "'"));
+  return true;
+}
+
 // Parameter buffers up to this size sit in a small stack frame.
 constexpr size_t kSmallParamBytes = 4096;
 
@@ -404,24 +420,29 @@ __attribute__((noinline, hot)) absl::Status PackAndLaunch(
     return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
   }
 
-  CUcontext current = nullptr;
-  if (api.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != k.context) {
-    FJ_RETURN_IF_ERROR(
-        CheckCu(api, api.cuCtxSetCurrent(k.context), "cuCtxSetCurrent"),
-        absl::StrCat("launching '", k.display_name, "'"));
+  // The thread's current context is not read before a plain launch: in the
+  // kernel's context (every launch but a thread's first) that read is pure
+  // cost. A launch that fails is tried once more in the kernel's context
+  // when another one, or none, was current (docs/launch.md). The rarer
+  // launches that set a function attribute or ask the occupancy first
+  // enter the kernel's context before doing so.
+  const bool raise_shared =
+      shape.dynamic_shared > 0 &&
+      !k.dynamic_shared_raised.load(std::memory_order_acquire) &&
+      static_cast<int64_t>(shape.dynamic_shared) >
+          // A fresh function allows 48 KiB minus its static shared memory.
+          std::min(k.dynamic_shared_limit.load(std::memory_order_relaxed),
+                   facts.shared_per_block - k.static_shared_bytes);
+  const bool allow_clusters =
+      shape.non_portable_cluster &&
+      !k.non_portable_cluster_allowed.load(std::memory_order_acquire);
+  if (raise_shared || allow_clusters || shape.cooperative) {
+    FJ_RETURN_IF_ERROR(EnterKernelContext(k).status());
   }
-  if (shape.dynamic_shared > 0 &&
-      !k.dynamic_shared_raised.load(std::memory_order_acquire)) {
-    // A fresh function allows 48 KiB minus its static shared memory.
-    const int limit =
-        std::min(k.dynamic_shared_limit.load(std::memory_order_relaxed),
-                 facts.shared_per_block - k.static_shared_bytes);
-    if (static_cast<int64_t>(shape.dynamic_shared) > limit) {
-      FJ_RETURN_IF_ERROR(RaiseDynamicSharedLimit(k, facts), "launching");
-    }
+  if (raise_shared) {
+    FJ_RETURN_IF_ERROR(RaiseDynamicSharedLimit(k, facts), "launching");
   }
-  if (shape.non_portable_cluster &&
-      !k.non_portable_cluster_allowed.load(std::memory_order_acquire)) {
+  if (allow_clusters) {
     FJ_RETURN_IF_ERROR(AllowNonPortableClusters(k), "launching");
   }
 
@@ -477,12 +498,19 @@ __attribute__((noinline, hot)) absl::Status PackAndLaunch(
   void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer,
                    CU_LAUNCH_PARAM_BUFFER_SIZE, &param_bytes,
                    CU_LAUNCH_PARAM_END};
-  const CUresult r = api.cuLaunchKernelEx(&config, k.function, nullptr,
-                                          param_bytes != 0 ? extra : nullptr);
+  void** const launch_extra = param_bytes != 0 ? extra : nullptr;
+  CUresult r = api.cuLaunchKernelEx(&config, k.function, nullptr, launch_extra);
   if (r != CUDA_SUCCESS) {
-    return CheckStickyError(
-        device, api, r,
-        absl::StrCat("kernel '", k.display_name, "': cuLaunchKernelEx"));
+    absl::StatusOr<bool> entered = EnterKernelContext(k);
+    if (!entered.ok()) return entered.status();
+    if (*entered) {
+      r = api.cuLaunchKernelEx(&config, k.function, nullptr, launch_extra);
+    }
+    if (r != CUDA_SUCCESS) {
+      return CheckStickyError(
+          device, api, r,
+          absl::StrCat("kernel '", k.display_name, "': cuLaunchKernelEx"));
+    }
   }
   return absl::OkStatus();
 }

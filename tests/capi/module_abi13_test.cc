@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -364,6 +365,69 @@ TEST_F(FakeDeviceTest, LaunchConfigIsReadWhereverItLies) {
     EXPECT_STATUS(fj_launch(use_kernel_, placed, &arg, 1), FJ_INVALID_ARGUMENT,
                   "not a live fj_stream");
   }
+  FJ_ASSERT_OK(fj_mem_free(rt_, out));
+}
+
+// fj_launch does not read the thread's current context before a launch:
+// the launch is tried as the thread stands, and only a failed one enters
+// the kernel's context and tries once more. The fake driver refuses a
+// function of a context that is not current, as CUDA does.
+TEST_F(FakeDeviceTest, ALaunchEntersTheKernelsContextOnlyWhenItHasTo) {
+  uint64_t out = 0;
+  FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &out));
+  const fj_arg arg = PtrArg(out);
+  const fj_launch_config c = Launch(1, 32);
+  FJ_ASSERT_OK(fj_launch(use_kernel_, &c, &arg, 1));
+  auto calls = [] {
+    return std::vector<uint64_t>{fjfake_calls("cuLaunchKernelEx"),
+                                 fjfake_calls("cuCtxGetCurrent"),
+                                 fjfake_calls("cuCtxSetCurrent")};
+  };
+  auto since = [&](const std::vector<uint64_t>& before) {
+    std::vector<uint64_t> now = calls();
+    for (size_t i = 0; i < now.size(); ++i) now[i] -= before[i];
+    return now;
+  };
+  using Calls = std::vector<uint64_t>;  // launches, gets, sets
+
+  // In the kernel's context: one driver launch each, nothing else.
+  std::mt19937 rng(std::random_device{}());
+  const uint64_t n = 2 + rng() % 30;
+  Calls before = calls();
+  for (uint64_t i = 0; i < n; ++i) {
+    FJ_ASSERT_OK(fj_launch(use_kernel_, &c, &arg, 1));
+  }
+  EXPECT_EQ(since(before), (Calls{n, 0, 0}));
+
+  // A fresh thread has no context: its first launch fails in the driver,
+  // enters the kernel's context and succeeds; its next launch is plain.
+  std::vector<Calls> seen;
+  std::string first, second;
+  std::thread([&] {
+    Calls b = calls();
+    first = R(fj_launch(use_kernel_, &c, &arg, 1)).message;
+    seen.push_back(since(b));
+    b = calls();
+    second = R(fj_launch(use_kernel_, &c, &arg, 1)).message;
+    seen.push_back(since(b));
+  }).join();
+  EXPECT_EQ(first, "");
+  EXPECT_EQ(second, "");
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], (Calls{2, 1, 1}));
+  EXPECT_EQ(seen[1], (Calls{1, 0, 0}));
+
+  // A launch that fails in the kernel's context is reported, not retried.
+  before = calls();
+  ASSERT_EQ(fjfake_fail("cuLaunchKernelEx", before[0] + 1,
+                        /*CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES*/ 701),
+            0);
+  const Result failed = R(fj_launch(use_kernel_, &c, &arg, 1));
+  EXPECT_NE(failed.code, FJ_OK);
+  EXPECT_TRUE(absl::StrContains(failed.message, "cuLaunchKernelEx"))
+      << failed.message;
+  EXPECT_EQ(since(before), (Calls{1, 1, 0}));
+  FJ_ASSERT_OK(fj_launch(use_kernel_, &c, &arg, 1));
   FJ_ASSERT_OK(fj_mem_free(rt_, out));
 }
 

@@ -7,9 +7,11 @@
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fleetjit/fleetjit.h"
@@ -29,6 +31,10 @@ struct RawDriver {
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
   CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxGetCurrent)(CUcontext*);
+  // Optional: another context of the same device (null when absent).
+  CUresult (*cuCtxCreate)(CUcontext*, unsigned, CUdevice) = nullptr;
+  CUresult (*cuCtxDestroy)(CUcontext) = nullptr;
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
@@ -48,6 +54,9 @@ struct RawDriver {
            get(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
            get(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2") &&
            get(cuCtxSetCurrent, "cuCtxSetCurrent") &&
+           get(cuCtxGetCurrent, "cuCtxGetCurrent") &&
+           (get(cuCtxCreate, "cuCtxCreate_v2"),
+            get(cuCtxDestroy, "cuCtxDestroy_v2"), true) &&
            get(cuStreamCreate, "cuStreamCreate") &&
            get(cuStreamDestroy, "cuStreamDestroy_v2") &&
            get(cuStreamSynchronize, "cuStreamSynchronize") &&
@@ -200,6 +209,100 @@ TEST_F(StreamWrapGpuTest, CopyKernelCopyAreOrderedOnTheCallersStream) {
   EXPECT_EQ(drv_.cuStreamSynchronize(raw_), 0);
   drv_.cuMemFreeHost(host_in);
   drv_.cuMemFreeHost(host_out);
+}
+
+// fj_launch does not read the thread's current context before a launch: it
+// tries the launch as the thread stands and enters the kernel's context
+// only when the driver refuses (docs/launch.md). Whatever the calling thread
+// has current - nothing (a fresh thread), the kernel's own context, or
+// another context of the same device - the kernel's results must be right,
+// on the default stream and on a stream of the kernel's context.
+TEST_F(StreamWrapGpuTest, KernelsRunRightWhicheverContextTheThreadHasCurrent) {
+  constexpr unsigned kN = 1u << 16;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<unsigned> host_in(kN), host_out(kN);
+  for (unsigned& v : host_in) v = rng();
+  uint64_t in = 0, out = 0;
+  FJ_OK_OR_FAIL(fj_mem_alloc(rt_, 0, kN * 4, &in));
+  FJ_OK_OR_FAIL(fj_mem_alloc(rt_, 0, kN * 4, &out));
+  FJ_OK_OR_FAIL(fj_memcpy_htod(rt_, in, host_in.data(), kN * 4, nullptr));
+  fj_stream* wrapped = nullptr;
+  FJ_OK_OR_FAIL(
+      fj_stream_wrap(rt_, 0, reinterpret_cast<uintptr_t>(raw_), &wrapped));
+
+  fj_stream* legacy = nullptr;  // CU_STREAM_LEGACY, to wait for the default
+  FJ_OK_OR_FAIL(fj_stream_wrap(rt_, 0, 1, &legacy));
+
+  CUcontext other = nullptr;
+  if (drv_.cuCtxCreate != nullptr && drv_.cuCtxDestroy != nullptr &&
+      drv_.cuCtxCreate(&other, 0, dev_) != 0) {
+    other = nullptr;
+  }
+  ASSERT_EQ(drv_.cuCtxSetCurrent(ctx_), 0);
+  struct Case {
+    const char* name;
+    CUcontext current;  // null: a fresh thread's (none)
+    bool skip;
+  };
+  const Case cases[] = {
+      {"none current", nullptr, false},
+      {"the kernel's context current", ctx_, false},
+      {"another context of the device current", other, other == nullptr}};
+  int ran = 0;
+  for (const Case& c : cases) {
+    if (c.skip) {
+      std::printf("  [%s] skipped: cuCtxCreate_v2 gave no second context\n",
+                  c.name);
+      continue;
+    }
+    for (fj_stream* stream : {static_cast<fj_stream*>(nullptr), wrapped}) {
+      SCOPED_TRACE(std::string(c.name) +
+                   (stream ? ", the caller's stream" : ", the default stream"));
+      FJ_OK_OR_FAIL(fj_memset_d8(rt_, out, 0xA5, kN * 4, nullptr));
+      const unsigned a = rng() | 1, b = rng();
+      std::string launched, synced;
+      CUcontext after = nullptr;
+      std::thread([&] {
+        if (c.current != nullptr) drv_.cuCtxSetCurrent(c.current);
+        fj_launch_config cfg{};
+        cfg.struct_size = sizeof(cfg);
+        cfg.grid[0] = 64;
+        cfg.block[0] = 256;
+        cfg.stream = stream;
+        fj_arg args[5] = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
+                          Arg(FJ_ARG_U32), Arg(FJ_ARG_U32), Arg(FJ_ARG_U32)};
+        args[0].v.pointer = in;
+        args[1].v.pointer = out;
+        args[2].v.u32 = kN;
+        args[3].v.u32 = a;
+        args[4].v.u32 = b;
+        launched = Take(fj_launch(affine_, &cfg, args, 5));
+        drv_.cuCtxGetCurrent(&after);
+        synced = Take(fj_stream_synchronize(stream ? stream : legacy));
+      }).join();
+      ASSERT_EQ(launched, "");
+      ASSERT_EQ(synced, "");
+      FJ_OK_OR_FAIL(fj_memcpy_dtoh(rt_, host_out.data(), out, kN * 4, nullptr));
+      size_t bad = 0;
+      for (unsigned i = 0; i < kN; ++i)
+        bad += host_out[i] != host_in[i] * a + b;
+      EXPECT_EQ(bad, 0u) << "of " << kN << " elements differ";
+      std::printf("  [%s, %s stream] right; current after the launch: %s\n",
+                  c.name, stream ? "caller's" : "default",
+                  after == ctx_      ? "the kernel's"
+                  : after == other   ? "the other"
+                  : after == nullptr ? "none"
+                                     : "unknown");
+      ++ran;
+    }
+  }
+  if (other != nullptr) EXPECT_EQ(drv_.cuCtxDestroy(other), 0);
+  ASSERT_EQ(drv_.cuCtxSetCurrent(ctx_), 0);
+  FJ_OK_OR_FAIL(fj_stream_destroy(wrapped));
+  FJ_OK_OR_FAIL(fj_stream_destroy(legacy));
+  FJ_OK_OR_FAIL(fj_mem_free(rt_, in));
+  FJ_OK_OR_FAIL(fj_mem_free(rt_, out));
+  EXPECT_GE(ran, 4);
 }
 
 TEST_F(StreamWrapGpuTest, DefaultStreamsAreAccepted) {
