@@ -7,7 +7,18 @@
  *
  * "args" launches an empty kernel of 4 scalar/pointer parameters, "tensors"
  * one of 4 TMA tensor parameters, the same tensors every launch (the kept
- * parameters' path). Instructions per launch over the tests' fake driver:
+ * parameters' path).
+ *
+ *   launch_loop LAUNCHES args|tensors probe
+ *
+ * splits each launch's host time on the GPU host's own caches: run with
+ * FLEETJIT_LIBCUDA=build/lib/libfj_probe_cuda.so (bench/probe_cuda.c, the
+ * real driver with a clock at the door of its launch calls), it prints the
+ * median ns before the driver is entered, inside it, and after it returns,
+ * for fj_launch and, in the same run, for the same kernel launched raw
+ * (cuLaunchKernel with an argument array, cuLaunchKernelEx with the
+ * parameter buffer fleetjit packed). Instructions per launch over the
+ * tests' fake driver:
  *
  *   FLEETJIT_LIBCUDA=build/lib/libfj_fake_cuda.so valgrind --tool=callgrind \
  *     --toggle-collect=fj_launch build/bench/launch_loop 1000 args
@@ -16,7 +27,10 @@
  * "Instructions per launch"). The kernel's thunk is generated in the
  * background after a cold build; the loop starts once the kernel has it
  * (or after 5 s, on the generic path, which it then says). */
+#include <cuda.h>
+#include <dlfcn.h>
 #include <fleetjit/fleetjit.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,11 +66,182 @@ static void SleepMs(long ms) {
   nanosleep(&t, NULL);
 }
 
+/* ------------------------------------------------------------ the probe */
+
+typedef void (*StampsFn)(uint64_t*, uint64_t*);
+typedef uint64_t (*NowFn)(void);
+typedef void (*FirstLaunchFn)(CUfunction*, CUstream*, const void**, size_t*);
+typedef CUresult (*GetProcFn)(const char*, void**, int, cuuint64_t,
+                              CUdriverProcAddressQueryResult*);
+
+/* Time-stamp ticks per ns, against CLOCK_MONOTONIC over 50 ms. */
+static double TicksPerNs(NowFn now) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  const uint64_t t0 = now();
+  SleepMs(50);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  const uint64_t t1 = now();
+  const double ns = (b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec);
+  return (double)(t1 - t0) / ns;
+}
+
+static int CompareU64(const void* a, const void* b) {
+  const uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One way of launching, its samples: before the driver, in it, after it. */
+enum { kBatch = 100, kParts = 3 };
+typedef struct {
+  const char* name;
+  uint64_t* ticks[kParts];
+  long n;
+} Row;
+
+static void Record(Row* row, uint64_t t0, uint64_t t3, StampsFn stamps) {
+  uint64_t enter = 0, exit = 0;
+  stamps(&enter, &exit);
+  row->ticks[0][row->n] = enter - t0;
+  row->ticks[1][row->n] = exit - enter;
+  row->ticks[2][row->n] = t3 - exit;
+  ++row->n;
+}
+
+static double MedianNs(uint64_t* v, long n, double ticks_per_ns) {
+  qsort(v, (size_t)n, sizeof *v, CompareU64);
+  return (double)v[n / 2] / ticks_per_ns;
+}
+
+/* Interleaved batches of kBatch launches (a synchronize after each, so the
+ * queue never fills and blocks): fj_launch, raw cuLaunchKernelEx with the
+ * buffer fleetjit packed, and raw cuLaunchKernel with `raw_params` (NULL:
+ * not for this kernel). Each launch is split by the probe driver's stamps. */
+static void Probe(fj_kernel* kernel, const fj_launch_config* cfg,
+                  const fj_arg* args, size_t num_args, fj_stream* stream,
+                  void** raw_params, long launches) {
+  const char* path = getenv("FLEETJIT_LIBCUDA");
+  void* lib = path != NULL ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  StampsFn stamps = lib ? (StampsFn)dlsym(lib, "fjprobe_stamps") : NULL;
+  NowFn now = lib ? (NowFn)dlsym(lib, "fjprobe_now") : NULL;
+  FirstLaunchFn first =
+      lib ? (FirstLaunchFn)dlsym(lib, "fjprobe_first_launch") : NULL;
+  GetProcFn get_proc =
+      lib ? (GetProcFn)dlsym(lib, "cuGetProcAddress_v2") : NULL;
+  if (stamps == NULL || now == NULL || first == NULL || get_proc == NULL) {
+    fprintf(stderr,
+            "launch_loop probe: FLEETJIT_LIBCUDA must name "
+            "build/lib/libfj_probe_cuda.so (it names %s)\n",
+            path ? path : "nothing");
+    exit(2);
+  }
+  CUresult (*launch_ex)(const CUlaunchConfig*, CUfunction, void**, void**) =
+      NULL;
+  CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                     unsigned, unsigned, unsigned, CUstream, void**, void**) =
+      NULL;
+  CUdriverProcAddressQueryResult found;
+  if (get_proc("cuLaunchKernelEx", (void**)&launch_ex, 12000, 0, &found) !=
+          CUDA_SUCCESS ||
+      get_proc("cuLaunchKernel", (void**)&launch, 4000, 0, &found) !=
+          CUDA_SUCCESS) {
+    fprintf(stderr, "launch_loop probe: the driver lacks its launch calls\n");
+    exit(1);
+  }
+  Check(fj_launch(kernel, cfg, args, num_args), "fj_launch");
+  Check(fj_stream_synchronize(stream), "fj_stream_synchronize");
+  CUfunction f = NULL;
+  CUstream raw_stream = NULL;
+  const void* captured = NULL;
+  size_t captured_bytes = 0;
+  first(&f, &raw_stream, &captured, &captured_bytes);
+  static unsigned char buffer[4096];
+  memcpy(buffer, captured, captured_bytes);
+  size_t buffer_bytes = captured_bytes;
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, buffer,
+                   CU_LAUNCH_PARAM_BUFFER_SIZE, &buffer_bytes,
+                   CU_LAUNCH_PARAM_END};
+  CUlaunchConfig ex;
+  memset(&ex, 0, sizeof ex);
+  ex.gridDimX = ex.gridDimY = ex.gridDimZ = 1;
+  ex.blockDimX = cfg->block[0];
+  ex.blockDimY = ex.blockDimZ = 1;
+  ex.hStream = raw_stream;
+
+  const long batches = (launches + kBatch - 1) / kBatch;
+  const long n = batches * kBatch;
+  Row rows[3] = {{"fj_launch", {0}, 0},
+                 {"raw cuLaunchKernelEx, fleetjit's buffer", {0}, 0},
+                 {"raw cuLaunchKernel, argument array", {0}, 0}};
+  const int num_rows = raw_params != NULL ? 3 : 2;
+  for (int r = 0; r < num_rows; ++r) {
+    for (int p = 0; p < kParts; ++p) {
+      rows[r].ticks[p] = (uint64_t*)malloc(sizeof(uint64_t) * (size_t)n);
+      if (rows[r].ticks[p] == NULL) exit(1);
+    }
+  }
+  for (long b = 0; b < batches + 1; ++b) {
+    const int keep = b > 0; /* the first round warms up */
+    for (int i = 0; i < kBatch; ++i) {
+      const uint64_t t0 = now();
+      fj_status* st = fj_launch(kernel, cfg, args, num_args);
+      const uint64_t t3 = now();
+      Check(st, "fj_launch");
+      if (keep) Record(&rows[0], t0, t3, stamps);
+    }
+    Check(fj_stream_synchronize(stream), "fj_stream_synchronize");
+    for (int i = 0; i < kBatch; ++i) {
+      const uint64_t t0 = now();
+      const CUresult r = launch_ex(&ex, f, NULL, extra);
+      const uint64_t t3 = now();
+      if (r != CUDA_SUCCESS) exit(1);
+      if (keep) Record(&rows[1], t0, t3, stamps);
+    }
+    Check(fj_stream_synchronize(stream), "fj_stream_synchronize");
+    if (raw_params == NULL) continue;
+    for (int i = 0; i < kBatch; ++i) {
+      const uint64_t t0 = now();
+      const CUresult r = launch(f, 1, 1, 1, cfg->block[0], 1, 1, 0, raw_stream,
+                                raw_params, NULL);
+      const uint64_t t3 = now();
+      if (r != CUDA_SUCCESS) exit(1);
+      if (keep) Record(&rows[2], t0, t3, stamps);
+    }
+    Check(fj_stream_synchronize(stream), "fj_stream_synchronize");
+  }
+  const double tpn = TicksPerNs(now);
+  printf(
+      "median ns per launch, %ld launches each, batches of %d "
+      "interleaved:\n",
+      n, kBatch);
+  printf("  %-42s %9s %9s %9s %9s\n", "", "total", "before", "driver", "after");
+  for (int r = 0; r < num_rows; ++r) {
+    /* The total's median from the sums, before the parts are sorted. */
+    uint64_t* total = (uint64_t*)malloc(sizeof(uint64_t) * (size_t)n);
+    if (total == NULL) exit(1);
+    for (long i = 0; i < n; ++i)
+      total[i] =
+          rows[r].ticks[0][i] + rows[r].ticks[1][i] + rows[r].ticks[2][i];
+    const double t = MedianNs(total, n, tpn);
+    printf("  %-42s %9.1f %9.1f %9.1f %9.1f\n", rows[r].name, t,
+           MedianNs(rows[r].ticks[0], n, tpn),
+           MedianNs(rows[r].ticks[1], n, tpn),
+           MedianNs(rows[r].ticks[2], n, tpn));
+    free(total);
+    for (int p = 0; p < kParts; ++p) free(rows[r].ticks[p]);
+  }
+  printf(
+      "  (before/after: the caller's side of the call, fleetjit's own "
+      "work for fj_launch; driver: inside cuLaunchKernel[Ex])\n");
+}
+
 int main(int argc, char** argv) {
   const long launches = argc > 1 ? strtol(argv[1], NULL, 10) : 1000;
   const int tensors = argc > 2 && strcmp(argv[2], "tensors") == 0;
-  if (launches <= 0 || (argc > 2 && !tensors && strcmp(argv[2], "args"))) {
-    fprintf(stderr, "usage: launch_loop [LAUNCHES [args|tensors]]\n");
+  const int probe = argc > 3 && strcmp(argv[3], "probe") == 0;
+  if (launches <= 0 || (argc > 2 && !tensors && strcmp(argv[2], "args")) ||
+      (argc > 3 && !probe) || argc > 4) {
+    fprintf(stderr, "usage: launch_loop [LAUNCHES [args|tensors [probe]]]\n");
     return 2;
   }
 
@@ -133,9 +318,17 @@ int main(int argc, char** argv) {
     args[3].v.i32 = kSide * kSide;
   }
 
-  for (long i = 0; i < launches; ++i)
-    Check(fj_launch(kernel, &cfg, args, kArgs), "fj_launch");
-  Check(fj_stream_synchronize(stream), "fj_stream_synchronize");
+  if (probe) {
+    const float f32 = 2.0f;
+    const int32_t i32 = kSide * kSide;
+    void* raw_params[kArgs] = {&data[0], &data[1], (void*)&f32, (void*)&i32};
+    Probe(kernel, &cfg, args, kArgs, stream, tensors ? NULL : raw_params,
+          launches);
+  } else {
+    for (long i = 0; i < launches; ++i)
+      Check(fj_launch(kernel, &cfg, args, kArgs), "fj_launch");
+    Check(fj_stream_synchronize(stream), "fj_stream_synchronize");
+  }
   printf("launch_loop: %ld launches of %s (uses_thunk=%d)\n", launches,
          tensors ? "4 TMA tensors" : "4 scalar/pointer args", info.uses_thunk);
 
