@@ -97,6 +97,19 @@ fj_arg Arg(fj_arg_kind kind) {
   return a;
 }
 
+// affine's arguments: out[i] = in[i] * a + b for i < n.
+struct AffineArgs {
+  AffineArgs(uint64_t in, uint64_t out, unsigned n, unsigned a_, unsigned b_) {
+    a[0].v.pointer = in;
+    a[1].v.pointer = out;
+    a[2].v.u32 = n;
+    a[3].v.u32 = a_;
+    a[4].v.u32 = b_;
+  }
+  fj_arg a[5] = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_U32),
+                 Arg(FJ_ARG_U32), Arg(FJ_ARG_U32)};
+};
+
 class StreamWrapGpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -142,14 +155,8 @@ class StreamWrapGpuTest : public ::testing::Test {
     fj_launch_config cfg = one;
     cfg.grid[0] = 264;
     cfg.block[0] = 256;
-    fj_arg args[5] = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER), Arg(FJ_ARG_U32),
-                      Arg(FJ_ARG_U32), Arg(FJ_ARG_U32)};
-    args[0].v.pointer = in;
-    args[1].v.pointer = out;
-    args[2].v.u32 = n;
-    args[3].v.u32 = a;
-    args[4].v.u32 = b;
-    FJ_OK_OR_FAIL(fj_launch(affine_, &cfg, args, 5));
+    const AffineArgs args(in, out, n, a, b);
+    FJ_OK_OR_FAIL(fj_launch(affine_, &cfg, args.a, 5));
     FJ_OK_OR_FAIL(fj_memcpy_dtoh(rt_, host_out, out, uint64_t{n} * 4, s));
   }
 
@@ -269,14 +276,8 @@ TEST_F(StreamWrapGpuTest, KernelsRunRightWhicheverContextTheThreadHasCurrent) {
         cfg.grid[0] = 64;
         cfg.block[0] = 256;
         cfg.stream = stream;
-        fj_arg args[5] = {Arg(FJ_ARG_POINTER), Arg(FJ_ARG_POINTER),
-                          Arg(FJ_ARG_U32), Arg(FJ_ARG_U32), Arg(FJ_ARG_U32)};
-        args[0].v.pointer = in;
-        args[1].v.pointer = out;
-        args[2].v.u32 = kN;
-        args[3].v.u32 = a;
-        args[4].v.u32 = b;
-        launched = Take(fj_launch(affine_, &cfg, args, 5));
+        const AffineArgs args(in, out, kN, a, b);
+        launched = Take(fj_launch(affine_, &cfg, args.a, 5));
         drv_.cuCtxGetCurrent(&after);
         synced = Take(fj_stream_synchronize(stream ? stream : legacy));
       }).join();
