@@ -26,7 +26,10 @@ namespace fleetjit::capi {
 template <typename F>
 fj_status* Guard(F&& body) {
   try {
-    return ToFjStatus(body());
+    absl::Status status = body();
+    // OK without a call: the launch path's common case.
+    if (__builtin_expect(status.ok(), 1)) return nullptr;
+    return ToFjStatus(status);
   } catch (const std::bad_alloc&) {
     return ToFjStatus(absl::ResourceExhaustedError("out of host memory"));
   } catch (const std::exception& e) {

@@ -5,32 +5,31 @@
 #include <vector>
 
 namespace fleetjit::capi {
+namespace handle_table {
+
+// The chunks and the free list are heap memory that no global destructor
+// owns (none runs at unload or exit); FreeHandleTable below returns them
+// when the library is unloaded with no handle live.
+std::atomic<Slot*> g_chunks[kMaxChunks];
+
+}  // namespace handle_table
+
 namespace {
 
-// Layout of a handle value: | generation:32 | type:8 | index+1:24 |.
-constexpr int kIndexBits = 24;
-constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
-constexpr uint32_t kChunkSize = 4096;
-constexpr uint32_t kMaxChunks = 4096;  // 16M handles
+using handle_table::g_chunks;
+using handle_table::kChunkSize;
+using handle_table::kIndexBits;
+using handle_table::kIndexMask;
+using handle_table::kMaxChunks;
+using handle_table::Slot;
 
-struct Slot {
-  // generation << 8 | type while live; the generation is bumped on release.
-  std::atomic<uint64_t> tag{0};
-  std::atomic<void*> object{nullptr};
-};
-
-// Constant-initialised: nothing runs at library load. The chunks and the
-// free list are heap memory that no global destructor owns (none runs at
-// unload or exit); FreeHandleTable below returns them when the library is
-// unloaded with no handle live.
-std::atomic<Slot*> g_chunks[kMaxChunks];
 std::mutex g_mu;
 uint32_t g_next_index = 0;  // guarded by g_mu
 uint32_t g_live = 0;        // guarded by g_mu: handles registered, not released
 bool g_freed = false;       // guarded by g_mu: FreeHandleTable ran
 std::vector<uint32_t>* g_free_list;  // guarded by g_mu
 
-__attribute__((hot)) Slot* SlotAt(uint32_t index) {
+Slot* SlotAt(uint32_t index) {
   Slot* chunk = g_chunks[index / kChunkSize].load(std::memory_order_acquire);
   return chunk == nullptr ? nullptr : &chunk[index % kChunkSize];
 }
@@ -79,20 +78,6 @@ uint64_t RegisterHandle(HandleType type, void* object) {
   ++g_live;
   return generation << 32 | uint64_t{static_cast<uint8_t>(type)} << kIndexBits |
          (index + 1);
-}
-
-__attribute__((hot)) void* LookupHandle(uint64_t handle, HandleType type) {
-  uint64_t index_plus_one = handle & kIndexMask;
-  if (index_plus_one == 0) return nullptr;
-  if (((handle >> kIndexBits) & 0xff) != static_cast<uint8_t>(type))
-    return nullptr;
-  uint32_t index = static_cast<uint32_t>(index_plus_one - 1);
-  if (index >= kChunkSize * kMaxChunks) return nullptr;
-  Slot* slot = SlotAt(index);
-  if (slot == nullptr) return nullptr;
-  uint64_t expected = (handle >> 32) << 8 | static_cast<uint8_t>(type);
-  if (slot->tag.load(std::memory_order_acquire) != expected) return nullptr;
-  return slot->object.load(std::memory_order_acquire);
 }
 
 void* ReleaseHandle(uint64_t handle, HandleType type) {

@@ -8,6 +8,7 @@
 #ifndef FLEETJIT_CAPI_HANDLES_H_
 #define FLEETJIT_CAPI_HANDLES_H_
 
+#include <atomic>
 #include <cstdint>
 
 namespace fleetjit::capi {
@@ -25,7 +26,7 @@ enum class HandleType : uint8_t {
 // table is full.
 uint64_t RegisterHandle(HandleType type, void* object);
 // The object behind `handle` if it is live and of `type`, else nullptr.
-void* LookupHandle(uint64_t handle, HandleType type);
+inline void* LookupHandle(uint64_t handle, HandleType type);
 // Invalidates `handle` and returns its object (nullptr if not live).
 void* ReleaseHandle(uint64_t handle, HandleType type);
 
@@ -36,6 +37,46 @@ uint64_t HandleValue(const Handle* h) {
 template <typename Handle>
 Handle* AsHandle(uint64_t value) {
   return reinterpret_cast<Handle*>(static_cast<uintptr_t>(value));
+}
+
+namespace handle_table {
+
+// Layout of a handle value: | generation:32 | type:8 | index+1:24 |.
+constexpr int kIndexBits = 24;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+constexpr uint32_t kChunkSize = 4096;
+constexpr uint32_t kMaxChunks = 4096;  // 16M handles
+
+struct Slot {
+  // generation << 8 | type while live; the generation is bumped on release.
+  std::atomic<uint64_t> tag{0};
+  std::atomic<void*> object{nullptr};
+};
+
+// The table's chunks of kChunkSize slots, made as the table grows
+// (handles.cc). Constant-initialised: nothing runs at library load.
+extern std::atomic<Slot*> g_chunks[kMaxChunks];
+
+}  // namespace handle_table
+
+// In the header: every launch looks up two handles, and a call into
+// handles.cc for each cost more than the lookup.
+inline void* LookupHandle(uint64_t handle, HandleType type) {
+  namespace t = handle_table;
+  const uint64_t index_plus_one = handle & t::kIndexMask;
+  if (index_plus_one == 0 ||
+      ((handle >> t::kIndexBits) & 0xff) != static_cast<uint8_t>(type)) {
+    return nullptr;
+  }
+  const uint32_t index = static_cast<uint32_t>(index_plus_one - 1);
+  if (index >= t::kChunkSize * t::kMaxChunks) return nullptr;
+  t::Slot* chunk =
+      t::g_chunks[index / t::kChunkSize].load(std::memory_order_acquire);
+  if (chunk == nullptr) return nullptr;
+  t::Slot& slot = chunk[index % t::kChunkSize];
+  const uint64_t expected = (handle >> 32) << 8 | static_cast<uint8_t>(type);
+  if (slot.tag.load(std::memory_order_acquire) != expected) return nullptr;
+  return slot.object.load(std::memory_order_acquire);
 }
 
 }  // namespace fleetjit::capi

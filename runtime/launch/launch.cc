@@ -238,9 +238,8 @@ __attribute__((hot)) bool FitsPlainLaunch(const LaunchLimits& limits,
   return true;
 }
 
-__attribute__((hot)) absl::Status CheckArgArray(const fj_arg* args, size_t n,
-                                                size_t stride) {
-  if (n == 0) return absl::OkStatus();
+absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride) {
+  if (ArgArrayFits(args, n, stride)) return absl::OkStatus();
   if (args == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("args is NULL but num_args is ", n));
@@ -349,36 +348,65 @@ absl::Status PackParams(const jit::KernelEntry& entry, jit::CopyImpl impl,
   return absl::OkStatus();
 }
 
-__attribute__((hot)) absl::Status PackForLaunch(const LoadedKernel& k,
-                                                const fj_arg* args, size_t n,
-                                                size_t stride,
-                                                const TensorEncoder& encoder,
-                                                bool use_thunk, uint8_t* buffer,
-                                                size_t buffer_size) {
+namespace {
+
+// PackForLaunch's rest: no thunk (or one not ready, or a buffer too small
+// for it), a bad argument array, or a thunk that refused an argument.
+__attribute__((noinline)) absl::Status PackForLaunchSlow(
+    const LoadedKernel& k, const fj_arg* args, size_t n, size_t stride,
+    const TensorEncoder& encoder, const LaunchThunk* thunk, int32_t refused,
+    uint8_t* buffer, size_t buffer_size) {
   const jit::KernelEntry& entry = *k.entry;
+  if (thunk == nullptr) {
+    return PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer,
+                      buffer_size);
+  }
+  absl::Status array = CheckArgArray(args, n, stride);
+  if (!array.ok()) return array;
+  // The thunk only says which argument; the generic packer says why.
+  absl::Status detailed = PackParams(entry, k.copy_impl, args, n, stride,
+                                     &encoder, buffer, buffer_size);
+  if (!detailed.ok()) return detailed;
+  return absl::InternalError(absl::StrCat(
+      "launch thunk ", thunk->symbol, " rejected ",
+      refused == kThunkBadCount ? std::string("the argument count")
+                                : absl::StrCat("argument ", refused - 1),
+      " that the generic path accepts; please report this (FLEETJIT_THUNKS=0 "
+      "avoids it)"));
+}
+
+// The thunk's path, inlined where fj_launch packs; all else is
+// PackForLaunchSlow.
+__attribute__((always_inline, hot)) inline absl::Status PackForLaunchInline(
+    const LoadedKernel& k, const fj_arg* args, size_t n, size_t stride,
+    const TensorEncoder& encoder, bool use_thunk, uint8_t* buffer,
+    size_t buffer_size) {
   const LaunchThunk* thunk =
       use_thunk ? k.thunk.load(std::memory_order_acquire) : nullptr;
-  if (thunk != nullptr && thunk->fn != nullptr &&
-      entry.param_bytes <= buffer_size) {
-    absl::Status array = CheckArgArray(args, n, stride);
-    if (!array.ok()) return array;
+  if (thunk == nullptr || thunk->fn == nullptr ||
+      k.entry->param_bytes > buffer_size) {
+    return PackForLaunchSlow(k, args, n, stride, encoder, nullptr, 0, buffer,
+                             buffer_size);
+  }
+  int32_t r = -1;  // the argument array itself is refused
+  if (ArgArrayFits(args, n, stride)) {
     FjThunkContext ctx{&EncodeTensorForThunk,
                        const_cast<void*>(static_cast<const void*>(&encoder))};
-    const int32_t r = thunk->fn(args, n, stride, buffer, &ctx);
-    if (r == 0) return absl::OkStatus();
-    // The thunk only says which argument; the generic packer says why.
-    absl::Status detailed = PackParams(entry, k.copy_impl, args, n, stride,
-                                       &encoder, buffer, buffer_size);
-    if (!detailed.ok()) return detailed;
-    return absl::InternalError(absl::StrCat(
-        "launch thunk ", thunk->symbol, " rejected ",
-        r == kThunkBadCount ? std::string("the argument count")
-                            : absl::StrCat("argument ", r - 1),
-        " that the generic path accepts; please report this (FLEETJIT_THUNKS=0 "
-        "avoids it)"));
+    r = thunk->fn(args, n, stride, buffer, &ctx);
+    if (__builtin_expect(r == 0, 1)) return absl::OkStatus();
   }
-  return PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer,
-                    buffer_size);
+  return PackForLaunchSlow(k, args, n, stride, encoder, thunk, r, buffer,
+                           buffer_size);
+}
+
+}  // namespace
+
+absl::Status PackForLaunch(const LoadedKernel& k, const fj_arg* args, size_t n,
+                           size_t stride, const TensorEncoder& encoder,
+                           bool use_thunk, uint8_t* buffer,
+                           size_t buffer_size) {
+  return PackForLaunchInline(k, args, n, stride, encoder, use_thunk, buffer,
+                             buffer_size);
 }
 
 namespace {
@@ -408,7 +436,7 @@ constexpr size_t kSmallParamBytes = 4096;
 // `pack(buffer, size)` writes the parameter buffer: the wire's packers for
 // fj_launch (WirePacker), PackEncoded for the runtime's own kernels.
 template <size_t kBufferBytes, typename Pack>
-__attribute__((noinline, hot)) absl::Status PackAndLaunch(
+__attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
     LoadedKernel& k, const LaunchShape& shape, CUstream stream,
     const Pack& pack) {
   const DriverApi& api = *k.api;
@@ -518,8 +546,17 @@ __attribute__((noinline, hot)) absl::Status PackAndLaunch(
 // The launch of `k` under `cfg` with the parameter buffer `pack` writes:
 // the kernel and its device usable, the configuration checked, then the
 // small or the large frame.
+// The frame of the largest parameter buffers, entered only by kernels that
+// need it.
 template <typename Pack>
-__attribute__((hot)) absl::Status CheckAndLaunch(LoadedKernel& k,
+__attribute__((noinline)) absl::Status PackAndLaunchLarge(
+    LoadedKernel& k, const LaunchShape& shape, CUstream stream,
+    const Pack& pack) {
+  return PackAndLaunch<jit::kMaxParamBytes>(k, shape, stream, pack);
+}
+
+template <typename Pack>
+__attribute__((always_inline, hot)) inline absl::Status CheckAndLaunch(LoadedKernel& k,
                                                  const LaunchConfig& cfg,
                                                  CUstream stream,
                                                  const Pack& pack) {
@@ -543,16 +580,32 @@ __attribute__((hot)) absl::Status CheckAndLaunch(LoadedKernel& k,
   if (k.entry->param_bytes <= kSmallParamBytes) {
     return PackAndLaunch<kSmallParamBytes>(k, shape, stream, pack);
   }
-  return PackAndLaunch<jit::kMaxParamBytes>(k, shape, stream, pack);
+  return PackAndLaunchLarge(k, shape, stream, pack);
 }
 
 // A launch reads the driver's status only when it fails, so a fork() child
-// is refused before anything reaches the driver. OK when not a child.
-absl::Status RefuseForkedChild(const LoadedKernel& k) {
-  if (k.api != nullptr && IsForkedChild(*k.api)) {
-    return CheckCu(*k.api, CUDA_SUCCESS, "cuLaunchKernelEx");
-  }
-  return absl::OkStatus();
+// (`k.api` is set) is refused before anything reaches the driver.
+__attribute__((noinline, cold)) absl::Status RefuseForkedChild(
+    const LoadedKernel& k) {
+  return CheckCu(*k.api, CUDA_SUCCESS, "cuLaunchKernelEx");
+}
+
+// Launch's body, inlined into Launch and into LaunchAndNote: fj_launch's
+// path is then one function down to the driver call, save the packer and
+// the configuration check (every call and frame on it was a few more
+// cache lines of code to fetch after the driver's launch evicted them).
+__attribute__((always_inline, hot)) inline absl::Status LaunchInline(
+    LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
+    const fj_arg* args, size_t num_args, size_t arg_stride) {
+  // The encoder is made inside the frame: it exists only where the kernel
+  // is known to be loaded.
+  auto wire = [&](uint8_t* buffer, size_t size) {
+    TensorEncoder encoder(k.api, k.display_name, &k.tma_fallbacks,
+                          &k.tma_fallback_reported, k.logger);
+    return PackForLaunchInline(k, args, num_args, arg_stride, encoder,
+                               /*use_thunk=*/true, buffer, size);
+  };
+  return CheckAndLaunch(k, cfg, stream, wire);
 }
 
 }  // namespace
@@ -561,24 +614,19 @@ __attribute__((hot)) absl::Status Launch(LoadedKernel& k,
                                          const LaunchConfig& cfg,
                                          CUstream stream, const fj_arg* args,
                                          size_t num_args, size_t arg_stride) {
-  // The encoder is made inside the frame: it exists only where the kernel
-  // is known to be loaded.
-  auto wire = [&](uint8_t* buffer, size_t size) {
-    TensorEncoder encoder(k.api, k.display_name, &k.tma_fallbacks,
-                          &k.tma_fallback_reported, k.logger);
-    return PackForLaunch(k, args, num_args, arg_stride, encoder,
-                         /*use_thunk=*/true, buffer, size);
-  };
-  return CheckAndLaunch(k, cfg, stream, wire);
+  return LaunchInline(k, cfg, stream, args, num_args, arg_stride);
 }
 
 __attribute__((hot)) absl::Status LaunchAndNote(
     LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
     const fj_arg* args, size_t num_args, size_t arg_stride) {
-  FJ_RETURN_IF_ERROR(RefuseForkedChild(k));
-  FJ_RETURN_IF_ERROR(Launch(k, cfg, stream, args, num_args, arg_stride));
-  k.device->NoteLaunch(&k.display_name);
-  return absl::OkStatus();
+  if (__builtin_expect(k.api != nullptr && IsForkedChild(*k.api), 0)) {
+    return RefuseForkedChild(k);
+  }
+  absl::Status status =
+      LaunchInline(k, cfg, stream, args, num_args, arg_stride);
+  if (__builtin_expect(status.ok(), 1)) k.device->NoteLaunch(&k.display_name);
+  return status;
 }
 
 absl::Status CheckCooperativeGrid(const LoadedKernel& k,

@@ -97,6 +97,13 @@ bool FitsPlainLaunch(const LaunchLimits& limits, const LaunchConfig& cfg,
 // Checks the argument array itself: args non-NULL when n > 0, and
 // stride >= kMinArgStructSize. Both launch paths call it first.
 absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride);
+// CheckArgArray's rules as a yes/no, for the launch path.
+inline bool ArgArrayFits(const fj_arg* args, size_t n, size_t stride) {
+  return n == 0 ||
+         (args != nullptr && stride >= kMinArgStructSize &&
+          ((reinterpret_cast<uintptr_t>(args) | stride) % alignof(fj_arg)) ==
+              0);
+}
 
 // The generic packer: checks every argument against `entry` (count,
 // struct_size == stride, kind and size per jit/thunk/arg_rules.h, tensors
