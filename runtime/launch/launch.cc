@@ -556,10 +556,9 @@ __attribute__((noinline)) absl::Status PackAndLaunchLarge(
 }
 
 template <typename Pack>
-__attribute__((always_inline, hot)) inline absl::Status CheckAndLaunch(LoadedKernel& k,
-                                                 const LaunchConfig& cfg,
-                                                 CUstream stream,
-                                                 const Pack& pack) {
+__attribute__((always_inline, hot)) inline absl::Status CheckAndLaunch(
+    LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
+    const Pack& pack) {
   if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
       k.function == nullptr) {
     return absl::FailedPreconditionError("launch: the kernel is not loaded");

@@ -99,10 +99,9 @@ bool FitsPlainLaunch(const LaunchLimits& limits, const LaunchConfig& cfg,
 absl::Status CheckArgArray(const fj_arg* args, size_t n, size_t stride);
 // CheckArgArray's rules as a yes/no, for the launch path.
 inline bool ArgArrayFits(const fj_arg* args, size_t n, size_t stride) {
-  return n == 0 ||
-         (args != nullptr && stride >= kMinArgStructSize &&
-          ((reinterpret_cast<uintptr_t>(args) | stride) % alignof(fj_arg)) ==
-              0);
+  return n == 0 || (args != nullptr && stride >= kMinArgStructSize &&
+                    ((reinterpret_cast<uintptr_t>(args) | stride) %
+                     alignof(fj_arg)) == 0);
 }
 
 // The generic packer: checks every argument against `entry` (count,
