@@ -731,31 +731,43 @@ __attribute__((hot)) absl::Status TensorEncoder::Encode(
   const void* encode_fn = EncodeFn(api_);
   ThreadCache* cache = nullptr;  // none: the tensor is encoded, not kept
   size_t set = 0;
+  const CacheEntry* entry = nullptr;
   if (cache_enabled_ && Keyable(arg) &&
       (cache = ThisThreadCache()) != nullptr) {
     const fj_tensor* t = arg->tensor;
     const uint64_t data = reinterpret_cast<uintptr_t>(t->data);
     const int32_t flags = KeyFlags(arg, want_tma);
     set = ThreadCache::SetOf(data, t->byte_offset, t->shape[0], flags);
-    const CacheEntry* entry = cache->Find(set, data, [&](const TensorKey& key) {
+    entry = cache->Find(set, data, [&](const TensorKey& key) {
       return KeyIs(key, arg, encode_fn, flags);
     });
-    if (entry != nullptr) {
-      // The common case inline: the declared rank and dtype, when given,
-      // are the tensor's. CheckDeclaredTensor decides the rest.
-      const int rank = entry->param.rank, dtype = entry->param.dtype;
-      if ((declared_rank > 0 && rank != declared_rank) ||
-          (declared_dtype != -1 && dtype != declared_dtype)) {
-        absl::Status declared = CheckDeclaredTensor(
-            arg_index, rank, dtype, declared_rank, declared_dtype);
-        if (!declared.ok()) return declared;
-      }
+    // The common case: the declared rank and dtype, when given, are the
+    // tensor's, and TMA describes it.
+    if (entry != nullptr && !entry->fallback &&
+        (declared_rank <= 0 || entry->param.rank == declared_rank) &&
+        (declared_dtype == -1 || entry->param.dtype == declared_dtype)) {
       CopyParam(out, &entry->param);
-      if (entry->fallback) ReportFallback(arg_index, cache->ReasonOf(entry));
       return absl::OkStatus();
     }
   }
+  return EncodeRest(arg_index, arg, declared_rank, declared_dtype, want_tma,
+                    encode_fn, cache, set, entry, out);
+}
 
+__attribute__((noinline)) absl::Status TensorEncoder::EncodeRest(
+    size_t arg_index, const fj_tensor_arg* arg, int32_t declared_rank,
+    int32_t declared_dtype, bool want_tma, const void* encode_fn,
+    void* cache_ptr, size_t set, const void* hit, void* out) const {
+  auto* cache = static_cast<ThreadCache*>(cache_ptr);
+  if (const auto* entry = static_cast<const CacheEntry*>(hit)) {
+    absl::Status declared =
+        CheckDeclaredTensor(arg_index, entry->param.rank, entry->param.dtype,
+                            declared_rank, declared_dtype);
+    if (!declared.ok()) return declared;
+    CopyParam(out, &entry->param);
+    if (entry->fallback) ReportFallback(arg_index, cache->ReasonOf(entry));
+    return absl::OkStatus();
+  }
   absl::StatusOr<TensorDesc> desc = DescribeTensor(arg, arg_index);
   if (!desc.ok()) return desc.status();
   absl::Status declared = CheckDeclaredTensor(

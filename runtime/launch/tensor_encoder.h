@@ -166,6 +166,14 @@ class TensorEncoder {
 
  private:
   void ReportFallback(size_t arg_index, const char* reason) const;
+  // Encode past its cache lookup: a miss (`cache` null when there is no
+  // cache; `set` is the key's), or a hit whose declared rank or dtype
+  // differs (`hit`, checked and copied here). Out of line, so that a hit
+  // runs through a few lines of code.
+  absl::Status EncodeRest(size_t arg_index, const fj_tensor_arg* arg,
+                          int32_t declared_rank, int32_t declared_dtype,
+                          bool want_tma, const void* encode_fn, void* cache,
+                          size_t set, const void* hit, void* out) const;
 
   const DriverApi* api_;
   absl::string_view kernel_name_;
