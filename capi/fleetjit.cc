@@ -301,13 +301,17 @@ FJ_API __attribute__((hot)) fj_status* fj_launch(fj_kernel* kernel,
   return Guard([&]() -> absl::Status {
     auto* k = static_cast<KernelRef*>(
         LookupHandle(HandleValue(kernel), HandleType::kKernel));
-    if (k == nullptr) return GetKernel(kernel).status();
+    // (The hints lay the common case out as one straight run of code.)
+    if (__builtin_expect(k == nullptr, 0)) return GetKernel(kernel).status();
     LaunchConfig lc;
     const fj_stream* stream_handle;
     // In place only when aligned: a misaligned struct is copied, as before.
-    if (config != nullptr &&
-        reinterpret_cast<uintptr_t>(config) % alignof(fj_launch_config) == 0 &&
-        StructSize(config) >= sizeof(fj_launch_config)) {
+    if (__builtin_expect(config != nullptr &&
+                             reinterpret_cast<uintptr_t>(config) %
+                                     alignof(fj_launch_config) ==
+                                 0 &&
+                             StructSize(config) >= sizeof(fj_launch_config),
+                         1)) {
       ReadLaunchConfig(*config, &lc);
       stream_handle = config->stream;
     } else {
@@ -322,12 +326,16 @@ FJ_API __attribute__((hot)) fj_status* fj_launch(fj_kernel* kernel,
     Stream* stream = nullptr;
     if (stream_handle != nullptr) {
       stream = FindStream(stream_handle, rt);
-      if (stream == nullptr) return StreamOf(stream_handle, rt).status();
+      if (__builtin_expect(stream == nullptr, 0)) {
+        return StreamOf(stream_handle, rt).status();
+      }
     }
     size_t stride = 0;
     if (num_args != 0) {
       stride = ArgStrideOrZero(args);
-      if (stride == 0) return ReadArgStride(args, num_args).status();
+      if (__builtin_expect(stride == 0, 0)) {
+        return ReadArgStride(args, num_args).status();
+      }
     }
     return rt->LaunchKernel(*k, lc, stream, args, num_args, stride);
   });

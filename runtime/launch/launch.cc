@@ -444,7 +444,7 @@ __attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
   const DeviceFacts& facts = device.facts();
   alignas(64) uint8_t buffer[kBufferBytes];
   absl::Status status = pack(buffer, sizeof(buffer));
-  if (!status.ok()) {
+  if (__builtin_expect(!status.ok(), 0)) {
     return Annotate(status, absl::StrCat("launching '", k.display_name, "'"));
   }
 
@@ -455,7 +455,7 @@ __attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
   // launches that set a function attribute or ask the occupancy first
   // enter the kernel's context before doing so.
   const bool raise_shared =
-      shape.dynamic_shared > 0 &&
+      __builtin_expect(shape.dynamic_shared > 0, 0) &&
       !k.dynamic_shared_raised.load(std::memory_order_acquire) &&
       static_cast<int64_t>(shape.dynamic_shared) >
           // A fresh function allows 48 KiB minus its static shared memory.
@@ -464,7 +464,8 @@ __attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
   const bool allow_clusters =
       shape.non_portable_cluster &&
       !k.non_portable_cluster_allowed.load(std::memory_order_acquire);
-  if (raise_shared || allow_clusters || shape.cooperative) {
+  if (__builtin_expect(raise_shared || allow_clusters || shape.cooperative,
+                       0)) {
     FJ_RETURN_IF_ERROR(EnterKernelContext(k).status());
   }
   if (raise_shared) {
@@ -493,22 +494,22 @@ __attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
     a.id = id;
     return a;
   };
-  if (shape.has_cluster) {
+  if (__builtin_expect(shape.has_cluster, 0)) {
     CUlaunchAttribute& a = add_attribute(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
     a.value.clusterDim.x = shape.cluster[0];
     a.value.clusterDim.y = shape.cluster[1];
     a.value.clusterDim.z = shape.cluster[2];
   }
-  if (shape.cooperative) {
+  if (__builtin_expect(shape.cooperative, 0)) {
     FJ_RETURN_IF_ERROR(CheckCooperativeGrid(k, shape),
                        absl::StrCat("launching '", k.display_name, "'"));
     add_attribute(CU_LAUNCH_ATTRIBUTE_COOPERATIVE).value.cooperative = 1;
   }
-  if (shape.programmatic) {
+  if (__builtin_expect(shape.programmatic, 0)) {
     add_attribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
         .value.programmaticStreamSerializationAllowed = 1;
   }
-  if (shape.has_window) {
+  if (__builtin_expect(shape.has_window, 0)) {
     CUlaunchAttribute& a =
         add_attribute(CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW);
     a.value.accessPolicyWindow.base_ptr =
@@ -518,7 +519,7 @@ __attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
     a.value.accessPolicyWindow.hitProp = CU_ACCESS_PROPERTY_PERSISTING;
     a.value.accessPolicyWindow.missProp = CU_ACCESS_PROPERTY_STREAMING;
   }
-  if (num_attributes > 0) {
+  if (__builtin_expect(num_attributes > 0, 0)) {
     config.attrs = attributes;
     config.numAttrs = num_attributes;
   }
@@ -528,7 +529,7 @@ __attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
                    CU_LAUNCH_PARAM_END};
   void** const launch_extra = param_bytes != 0 ? extra : nullptr;
   CUresult r = api.cuLaunchKernelEx(&config, k.function, nullptr, launch_extra);
-  if (r != CUDA_SUCCESS) {
+  if (__builtin_expect(r != CUDA_SUCCESS, 0)) {
     absl::StatusOr<bool> entered = EnterKernelContext(k);
     if (!entered.ok()) return entered.status();
     if (*entered) {
@@ -559,16 +560,17 @@ template <typename Pack>
 __attribute__((always_inline, hot)) inline absl::Status CheckAndLaunch(
     LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
     const Pack& pack) {
-  if (k.api == nullptr || k.device == nullptr || k.entry == nullptr ||
-      k.function == nullptr) {
+  if (__builtin_expect(k.api == nullptr || k.device == nullptr ||
+                           k.entry == nullptr || k.function == nullptr,
+                       0)) {
     return absl::FailedPreconditionError("launch: the kernel is not loaded");
   }
   Device& device = *k.device;
-  if (device.is_poisoned()) return device.poisoned();
+  if (__builtin_expect(device.is_poisoned(), 0)) return device.poisoned();
   const DeviceFacts& facts = device.facts();
 
   LaunchShape shape;
-  if (!FitsPlainLaunch(k.limits, cfg, &shape)) {
+  if (__builtin_expect(!FitsPlainLaunch(k.limits, cfg, &shape), 0)) {
     absl::Status status = CheckLaunchConfig(facts, k.max_threads_per_block,
                                             k.static_shared_bytes, cfg, &shape);
     if (!status.ok()) {
@@ -576,7 +578,7 @@ __attribute__((always_inline, hot)) inline absl::Status CheckAndLaunch(
     }
   }
 
-  if (k.entry->param_bytes <= kSmallParamBytes) {
+  if (__builtin_expect(k.entry->param_bytes <= kSmallParamBytes, 1)) {
     return PackAndLaunch<kSmallParamBytes>(k, shape, stream, pack);
   }
   return PackAndLaunchLarge(k, shape, stream, pack);
@@ -598,7 +600,8 @@ __attribute__((always_inline, hot)) inline absl::Status LaunchInline(
     const fj_arg* args, size_t num_args, size_t arg_stride) {
   // The encoder is made inside the frame: it exists only where the kernel
   // is known to be loaded.
-  auto wire = [&](uint8_t* buffer, size_t size) {
+  auto wire = [&](uint8_t * buffer, size_t size)
+      __attribute__((always_inline)) {
     TensorEncoder encoder(k.api, k.display_name, &k.tma_fallbacks,
                           &k.tma_fallback_reported, k.logger);
     return PackForLaunchInline(k, args, num_args, arg_stride, encoder,
