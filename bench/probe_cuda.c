@@ -53,7 +53,10 @@ static uint64_t Now(void) {
 }
 
 static int Open(void) {
+  static int tried;
   if (real_lib != NULL) return 1;
+  if (tried) return 0; /* said once why not */
+  tried = 1;
   const char* path = getenv("FJPROBE_LIBCUDA");
   if (path == NULL || path[0] == '\0') path = "libcuda.so.1";
   real_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
