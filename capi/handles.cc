@@ -22,17 +22,13 @@ using handle_table::kIndexBits;
 using handle_table::kIndexMask;
 using handle_table::kMaxChunks;
 using handle_table::Slot;
+using handle_table::SlotAt;
 
 std::mutex g_mu;
 uint32_t g_next_index = 0;  // guarded by g_mu
 uint32_t g_live = 0;        // guarded by g_mu: handles registered, not released
 bool g_freed = false;       // guarded by g_mu: FreeHandleTable ran
 std::vector<uint32_t>* g_free_list;  // guarded by g_mu
-
-Slot* SlotAt(uint32_t index) {
-  Slot* chunk = g_chunks[index / kChunkSize].load(std::memory_order_acquire);
-  return chunk == nullptr ? nullptr : &chunk[index % kChunkSize];
-}
 
 // Runs at dlclose (and at exit, after main): frees the chunks so that a
 // process that loads and unloads the library does not leak 64 KiB a cycle

@@ -57,6 +57,13 @@ struct Slot {
 // (handles.cc). Constant-initialised: nothing runs at library load.
 extern std::atomic<Slot*> g_chunks[kMaxChunks];
 
+// The slot of `index` (< kChunkSize * kMaxChunks), or null when its chunk
+// was never made.
+inline Slot* SlotAt(uint32_t index) {
+  Slot* chunk = g_chunks[index / kChunkSize].load(std::memory_order_acquire);
+  return chunk == nullptr ? nullptr : &chunk[index % kChunkSize];
+}
+
 }  // namespace handle_table
 
 // In the header: every launch looks up two handles, and a call into
@@ -70,13 +77,11 @@ inline void* LookupHandle(uint64_t handle, HandleType type) {
   }
   const uint32_t index = static_cast<uint32_t>(index_plus_one - 1);
   if (index >= t::kChunkSize * t::kMaxChunks) return nullptr;
-  t::Slot* chunk =
-      t::g_chunks[index / t::kChunkSize].load(std::memory_order_acquire);
-  if (chunk == nullptr) return nullptr;
-  t::Slot& slot = chunk[index % t::kChunkSize];
+  t::Slot* slot = t::SlotAt(index);
+  if (slot == nullptr) return nullptr;
   const uint64_t expected = (handle >> 32) << 8 | static_cast<uint8_t>(type);
-  if (slot.tag.load(std::memory_order_acquire) != expected) return nullptr;
-  return slot.object.load(std::memory_order_acquire);
+  if (slot->tag.load(std::memory_order_acquire) != expected) return nullptr;
+  return slot->object.load(std::memory_order_acquire);
 }
 
 }  // namespace fleetjit::capi

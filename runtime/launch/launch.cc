@@ -361,9 +361,9 @@ __attribute__((noinline)) absl::Status PackForLaunchSlow(
     return PackParams(entry, k.copy_impl, args, n, stride, &encoder, buffer,
                       buffer_size);
   }
-  absl::Status array = CheckArgArray(args, n, stride);
-  if (!array.ok()) return array;
-  // The thunk only says which argument; the generic packer says why.
+  // The thunk only says which argument (or that the array itself is bad,
+  // `refused` -1); the generic packer, which checks the array first, says
+  // why.
   absl::Status detailed = PackParams(entry, k.copy_impl, args, n, stride,
                                      &encoder, buffer, buffer_size);
   if (!detailed.ok()) return detailed;
@@ -544,9 +544,6 @@ __attribute__((always_inline, hot)) inline absl::Status PackAndLaunch(
   return absl::OkStatus();
 }
 
-// The launch of `k` under `cfg` with the parameter buffer `pack` writes:
-// the kernel and its device usable, the configuration checked, then the
-// small or the large frame.
 // The frame of the largest parameter buffers, entered only by kernels that
 // need it.
 template <typename Pack>
@@ -556,6 +553,9 @@ __attribute__((noinline)) absl::Status PackAndLaunchLarge(
   return PackAndLaunch<jit::kMaxParamBytes>(k, shape, stream, pack);
 }
 
+// The launch of `k` under `cfg` with the parameter buffer `pack` writes:
+// the kernel and its device usable, the configuration checked, then the
+// small or the large frame.
 template <typename Pack>
 __attribute__((always_inline, hot)) inline absl::Status CheckAndLaunch(
     LoadedKernel& k, const LaunchConfig& cfg, CUstream stream,
