@@ -819,6 +819,50 @@ void TouchLikeADriver() {
   for (size_t i = 0; i < bytes; i += 64) buffer[i] = buffer[i] + 1;
 }
 
+// FJFAKE_LAUNCH_RUN_KIB=N (benchmarks only, at most 64): each launch also
+// runs N KiB of straight-line code (no-ops), as a real driver's launch runs
+// through tens of KiB of its own and leaves its caller's code out of the
+// first-level instruction cache. With FJFAKE_LAUNCH_TOUCH_KIB it makes the
+// fake driver's launches cost the caller what a real one's do
+// (docs/measurements.md, "A driver's footprint on the build machine").
+#if defined(__x86_64__) || defined(__aarch64__)
+// 64 KiB of no-ops, then a return: a launch enters it N KiB before the end.
+#if defined(__x86_64__)
+#define FJFAKE_SLED_NOPS "65536"  // 1 byte each
+#define FJFAKE_PROGBITS "@progbits"
+#else
+#define FJFAKE_SLED_NOPS "16384"  // 4 bytes each
+#define FJFAKE_PROGBITS "%progbits"
+#endif
+asm(".pushsection .text.fjfake_sled,\"ax\"," FJFAKE_PROGBITS
+    "\n"
+    ".p2align 6\n"
+    ".hidden fjfake_nop_sled\n"
+    ".globl fjfake_nop_sled\n"
+    "fjfake_nop_sled:\n"
+    ".rept " FJFAKE_SLED_NOPS
+    "\n"
+    "nop\n"
+    ".endr\n"
+    "ret\n"
+    ".popsection\n");
+extern "C" void fjfake_nop_sled();
+void RunLikeADriver() {
+  static void (*const entry)() = []() -> void (*)() {
+    const char* env = std::getenv("FJFAKE_LAUNCH_RUN_KIB");
+    size_t bytes = env == nullptr ? 0 : std::strtoull(env, nullptr, 10) << 10;
+    if (bytes == 0) return nullptr;
+    bytes = std::min<size_t>(bytes, size_t{64} << 10);
+    return reinterpret_cast<void (*)()>(
+        reinterpret_cast<uintptr_t>(&fjfake_nop_sled) + (size_t{64} << 10) -
+        bytes);
+  }();
+  if (entry != nullptr) entry();
+}
+#else
+void RunLikeADriver() {}
+#endif
+
 // A launch does nothing, after the checks a driver makes: a live function
 // of the current context, a live stream, and (when the layout is known) a
 // parameter buffer of the kernel's size, or an array of argument pointers
@@ -826,6 +870,7 @@ void TouchLikeADriver() {
 CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra,
                      void** kernel_params = nullptr) {
   TouchLikeADriver();
+  RunLikeADriver();
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   Function* f = LiveFunction(function);
