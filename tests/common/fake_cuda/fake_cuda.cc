@@ -804,16 +804,19 @@ CUresult fake_cuFuncGetParamInfo(CUfunction function, size_t index,
   return CUDA_SUCCESS;
 }
 
+// The bytes of a FJFAKE_LAUNCH_*_KIB=N setting (N KiB; 0 when unset).
+size_t KibFromEnv(const char* name) {
+  const char* env = std::getenv(name);
+  return env == nullptr ? size_t{0} : std::strtoull(env, nullptr, 10) << 10;
+}
+
 // FJFAKE_LAUNCH_TOUCH_KIB=N (benchmarks only): each launch also writes one
 // byte in every 64-byte line of an N KiB buffer of its own, as a real
 // driver's launch leaves its caller's data colder (on a GPU host fleetjit's
 // launch work costs 5-6 times what it costs over this driver;
 // docs/measurements.md, "An H100 host"). 0 or unset: nothing touched.
 void TouchLikeADriver() {
-  static const size_t bytes = [] {
-    const char* env = std::getenv("FJFAKE_LAUNCH_TOUCH_KIB");
-    return env == nullptr ? size_t{0} : std::strtoull(env, nullptr, 10) << 10;
-  }();
+  static const size_t bytes = KibFromEnv("FJFAKE_LAUNCH_TOUCH_KIB");
   if (bytes == 0) return;
   static auto* buffer = new volatile unsigned char[bytes]();
   for (size_t i = 0; i < bytes; i += 64) buffer[i] = buffer[i] + 1;
@@ -847,15 +850,14 @@ asm(".pushsection .text.fjfake_sled,\"ax\"," FJFAKE_PROGBITS
     "ret\n"
     ".popsection\n");
 extern "C" void fjfake_nop_sled();
+constexpr size_t kSledBytes = size_t{64} << 10;
 void RunLikeADriver() {
   static void (*const entry)() = []() -> void (*)() {
-    const char* env = std::getenv("FJFAKE_LAUNCH_RUN_KIB");
-    size_t bytes = env == nullptr ? 0 : std::strtoull(env, nullptr, 10) << 10;
+    const size_t bytes =
+        std::min(KibFromEnv("FJFAKE_LAUNCH_RUN_KIB"), kSledBytes);
     if (bytes == 0) return nullptr;
-    bytes = std::min<size_t>(bytes, size_t{64} << 10);
     return reinterpret_cast<void (*)()>(
-        reinterpret_cast<uintptr_t>(&fjfake_nop_sled) + (size_t{64} << 10) -
-        bytes);
+        reinterpret_cast<uintptr_t>(&fjfake_nop_sled) + kSledBytes - bytes);
   }();
   if (entry != nullptr) entry();
 }
