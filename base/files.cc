@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/vfs.h>
@@ -94,12 +95,22 @@ int Close(int fd) {
   return ::close(fd);
 }
 
-int RenameAt(int from_dir_fd, const char* from, int to_dir_fd, const char* to) {
+int RenameAt(int from_dir_fd, const char* from, int to_dir_fd, const char* to,
+             unsigned flags) {
   if (int err = InjectedErrno(FileOp::kRename)) {
     errno = err;
     return -1;
   }
-  return ::renameat(from_dir_fd, from, to_dir_fd, to);
+  if (flags == 0) return ::renameat(from_dir_fd, from, to_dir_fd, to);
+  if (::renameat2(from_dir_fd, from, to_dir_fd, to, flags) == 0) return 0;
+  if ((errno != EINVAL && errno != ENOSYS) || flags != RENAME_NOREPLACE) {
+    return -1;
+  }
+  // A file system without RENAME_NOREPLACE: a hard link fails the same way
+  // when `to` exists.
+  if (::linkat(from_dir_fd, from, to_dir_fd, to, 0) != 0) return -1;
+  ::unlinkat(from_dir_fd, from, 0);
+  return 0;
 }
 
 void Fd::Reset(int fd) {
@@ -282,29 +293,6 @@ absl::Status WriteFully(int fd, absl::string_view data) {
         absl::StrCat("write failed: ", ErrnoText(err)));
   }
   return WriteAll(fd, data);
-}
-
-namespace {
-
-bool RemoveTreeAt(int dir_fd, const std::string& name, int depth) {
-  if (::unlinkat(dir_fd, name.c_str(), 0) == 0 || errno == ENOENT) return true;
-  if (errno != EISDIR && errno != EPERM) return false;
-  if (depth > 0) {
-    Fd sub(::openat(dir_fd, name.c_str(),
-                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (sub.ok()) {
-      for (const std::string& child : ListNames(sub.get())) {
-        RemoveTreeAt(sub.get(), child, depth - 1);
-      }
-    }
-  }
-  return ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT;
-}
-
-}  // namespace
-
-bool RemoveTree(int dir_fd, const std::string& name) {
-  return RemoveTreeAt(dir_fd, name, 2);
 }
 
 }  // namespace fleetjit::files

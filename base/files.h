@@ -121,12 +121,10 @@ int MkdirAt(int dir_fd, const char* name, mode_t mode);
 int Fsync(int fd);
 // Closes `fd` (taken from an Fd with Release()).
 int Close(int fd);
-int RenameAt(int from_dir_fd, const char* from, int to_dir_fd, const char* to);
-
-// Deletes `name` under `dir_fd`: a file or link, or a directory tree (two
-// levels at most, which is all the cache creates). Best effort; returns
-// whether the name is gone.
-bool RemoveTree(int dir_fd, const std::string& name);
+// renameat, or renameat2 with `flags` (RENAME_NOREPLACE: EEXIST when `to`
+// exists; emulated with a hard link where the file system lacks it).
+int RenameAt(int from_dir_fd, const char* from, int to_dir_fd, const char* to,
+             unsigned flags = 0);
 
 }  // namespace fleetjit::files
 

@@ -23,8 +23,7 @@ FJ_API fj_status* fj_module_build_async(fj_runtime* runtime,
     FJ_ASSIGN_OR_RETURN(BuildSpec spec,
                         ReadBuildSpec(options));  // copies every string
     PendingBuild* b = rt->SubmitBuild(std::move(spec));
-    return Publish(HandleType::kBuild, b, out_build,
-                   [&] { rt->DestroyBuild(b); });
+    return Publish(rt, HandleType::kBuild, b, out_build);
   });
 }
 
@@ -40,8 +39,15 @@ FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms,
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
     if (out_done == nullptr) return NullArgument("out_done");
-    return WriteBool(b->job->Wait(ReadTimeout(timeout_ms)), out_done,
-                     "out_done");
+    // Waits outside the gate, holding the job and the runtime.
+    std::shared_ptr<BuildJob> job = b->job;
+    RuntimePin pin(b->runtime);
+    bool done;
+    {
+      OutsideGate blocking;
+      done = job->Wait(ReadTimeout(timeout_ms));
+    }
+    return WriteBool(done, out_done, "out_done");
   });
 }
 
@@ -49,18 +55,33 @@ FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module) {
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
     if (out_module == nullptr) return NullArgument("out_module");
-    FJ_ASSIGN_OR_RETURN(Module * m, b->runtime->TakeBuild(*b));
-    return Publish(HandleType::kModule, m, out_module,
-                   [&] { b->runtime->DestroyModule(m, ReleaseTag); });
+    // Waits outside the gate, holding the job and the runtime.
+    std::shared_ptr<BuildJob> job = b->job;
+    Runtime* rt = b->runtime;
+    RuntimePin pin(rt);
+    absl::StatusOr<Module*> m;
+    {
+      OutsideGate blocking;
+      m = rt->TakeBuild(*job);
+    }
+    if (!m.ok()) return m.status();
+    return Publish(rt, HandleType::kModule, *m, out_module);
   });
 }
 
 FJ_API fj_status* fj_build_destroy(fj_build* build) {
   return Guard([&]() -> absl::Status {
+    if (build == nullptr) return absl::OkStatus();
+    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
+    FJ_RETURN_IF_ERROR(GetBuild(build).status());  // fork: refused
     FJ_ASSIGN_OR_RETURN(PendingBuild * b,
                         Take<PendingBuild>(build, HandleType::kBuild, "build"));
-    if (b != nullptr) b->runtime->DestroyBuild(b);
-    return absl::OkStatus();
+    Runtime* rt = b->runtime;
+    std::unique_ptr<PendingBuild> taken = rt->registry().TakeBuild(b);
+    return BuryOutsideGate(rt, [&] {
+      if (taken != nullptr) taken->job->Abandon();
+      return absl::OkStatus();
+    });
   });
 }
 
@@ -71,8 +92,7 @@ FJ_API fj_status* fj_module_load(fj_runtime* runtime,
     if (out_module == nullptr) return NullArgument("out_module");
     FJ_ASSIGN_OR_RETURN(ImageSpec spec, ReadImageSpec(options));
     FJ_ASSIGN_OR_RETURN(Module * m, rt->LoadModule(spec));
-    return Publish(HandleType::kModule, m, out_module,
-                   [&] { rt->DestroyModule(m, ReleaseTag); });
+    return Publish(rt, HandleType::kModule, m, out_module);
   });
 }
 

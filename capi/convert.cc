@@ -24,7 +24,15 @@ absl::StatusOr<std::string> ReadStr(fj_str s, const char* name) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, ".data is NULL with size ", s.size));
   }
-  return std::string(s.data == nullptr ? "" : s.data, s.size);
+  std::string text(s.data == nullptr ? "" : s.data, s.size);
+  // A NUL would cut the string wherever it reaches a C API (a path, a
+  // library name, a symbol): refused in every string, not cut.
+  if (size_t nul = text.find('\0'); nul != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " has a NUL byte at offset ", nul, " of ", s.size,
+                     " (fj_str strings end at their size and hold no NUL)"));
+  }
+  return text;
 }
 
 absl::StatusOr<std::vector<std::string>> ReadStrArray(const fj_str* array,

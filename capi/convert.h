@@ -104,6 +104,8 @@ absl::StatusOr<int32_t> CheckEnum(int32_t value, const char* field,
                                   const char* type, int32_t first,
                                   int32_t last);
 
+// The bytes of `s`; INVALID_ARGUMENT naming `name` when its data is NULL
+// with a size, or it holds a NUL byte.
 absl::StatusOr<std::string> ReadStr(fj_str s, const char* name);
 // `count` strings of `array` ("name[i]" in messages); NULL with a count is
 // an error. Empty strings are refused when `allow_empty` is false.

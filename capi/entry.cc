@@ -10,21 +10,50 @@ absl::Status NotLive(const char* name, const char* extra) {
                    " handle (destroyed or foreign", extra, ")"));
 }
 
+absl::Status InForkedChild(const Runtime& rt) {
+  return absl::FailedPreconditionError(
+      "this process is a fork() child of the one that created the runtime; "
+      "CUDA is not fork-safe: create a runtime in the child (or spawn "
+      "instead of fork)");
+}
+
+namespace {
+
+// `object` (of runtime `rt`), unless this process is a fork() child of the
+// runtime's creator.
+template <typename Object>
+absl::StatusOr<Object*> Unforked(absl::StatusOr<Object*> object,
+                                 const Runtime* rt) {
+  if (object.ok() && __builtin_expect(rt->forked(), 0)) {
+    return InForkedChild(*rt);
+  }
+  return object;
+}
+
+}  // namespace
+
 absl::StatusOr<Runtime*> GetRuntime(const fj_runtime* h) {
-  return LookUp<Runtime>(h, HandleType::kRuntime, "runtime");
+  absl::StatusOr<Runtime*> rt =
+      LookUp<Runtime>(h, HandleType::kRuntime, "runtime");
+  return rt.ok() ? Unforked(rt, *rt) : rt;
 }
 absl::StatusOr<Module*> GetModule(const fj_module* h) {
-  return LookUp<Module>(h, HandleType::kModule, "module");
+  absl::StatusOr<Module*> m = LookUp<Module>(h, HandleType::kModule, "module");
+  return m.ok() ? Unforked(m, (*m)->runtime) : m;
 }
 absl::StatusOr<KernelRef*> GetKernel(const fj_kernel* h) {
-  return LookUp<KernelRef>(h, HandleType::kKernel, "kernel",
-                           ", or its module was destroyed");
+  absl::StatusOr<KernelRef*> k = LookUp<KernelRef>(
+      h, HandleType::kKernel, "kernel", ", or its module was destroyed");
+  return k.ok() ? Unforked(k, (*k)->module->runtime) : k;
 }
 absl::StatusOr<PendingBuild*> GetBuild(const fj_build* h) {
-  return LookUp<PendingBuild>(h, HandleType::kBuild, "build");
+  absl::StatusOr<PendingBuild*> b =
+      LookUp<PendingBuild>(h, HandleType::kBuild, "build");
+  return b.ok() ? Unforked(b, (*b)->runtime) : b;
 }
 absl::StatusOr<Stream*> GetStream(const fj_stream* h) {
-  return LookUp<Stream>(h, HandleType::kStream, "stream");
+  absl::StatusOr<Stream*> s = LookUp<Stream>(h, HandleType::kStream, "stream");
+  return s.ok() ? Unforked(s, (*s)->owner()) : s;
 }
 
 absl::StatusOr<Stream*> StreamOf(const fj_stream* h, Runtime* rt) {
@@ -47,6 +76,17 @@ bool ReleaseTag(ObjectKind kind, uint64_t tag) {
       HandleType::kModule, HandleType::kKernel, HandleType::kStream,
       HandleType::kBuild};
   return ReleaseHandle(tag, kTypes[static_cast<int>(kind)]) != nullptr;
+}
+
+absl::Status PublishKernel(Module& module, KernelRef* kernel, fj_kernel** out) {
+  uint64_t h = 0;
+  absl::Status named = module.runtime->registry().Publish(module, kernel, [&] {
+    h = RegisterHandle(HandleType::kKernel, kernel);
+    return h;
+  });
+  if (!named.ok()) return named;
+  *out = AsHandle<fj_kernel>(h);
+  return absl::OkStatus();
 }
 
 absl::Status PublishRuntime(std::unique_ptr<Runtime> rt, fj_runtime** out) {

@@ -1,8 +1,10 @@
 // What each fj_* entry of the shim (fleetjit.cc) is made of, besides the
-// conversions (convert.h): Guard, which lets no exception escape; the
-// checked handle lookups, which name the argument of a NULL, destroyed,
-// foreign or forged handle; Take, for destroy calls; and Publish, which
-// names a new object with a handle (handles.h).
+// conversions (convert.h): Guard, which lets no exception escape and keeps
+// the call inside the call gate (call_gate.h); the checked handle lookups,
+// which name the argument of a NULL, destroyed, foreign or forged handle
+// and refuse a parent's objects in a fork() child; Take and Destroy, for
+// destroy calls; and Publish, which names a new object with a handle
+// (handles.h).
 #ifndef FLEETJIT_CAPI_ENTRY_H_
 #define FLEETJIT_CAPI_ENTRY_H_
 
@@ -12,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "capi/call_gate.h"
 #include "capi/convert.h"
 #include "capi/handles.h"
 #include "capi/status.h"
@@ -25,6 +28,7 @@ namespace fleetjit::capi {
 // INTERNAL status (RESOURCE_EXHAUSTED for std::bad_alloc).
 template <typename F>
 fj_status* Guard(F&& body) {
+  CallScope in_gate;
   try {
     absl::Status status = body();
     // OK without a call: the launch path's common case.
@@ -53,6 +57,10 @@ absl::StatusOr<Object*> LookUp(const Handle* h, HandleType type,
   if (obj == nullptr) return NotLive(name, extra);
   return obj;
 }
+
+// FAILED_PRECONDITION: this process is a fork() child of `rt`'s creator
+// (header rule 7). Every lookup below says it for a parent's object.
+absl::Status InForkedChild(const Runtime& rt);
 
 absl::StatusOr<Runtime*> GetRuntime(const fj_runtime* h);
 absl::StatusOr<Module*> GetModule(const fj_module* h);
@@ -106,21 +114,48 @@ absl::StatusOr<Object*> Take(Handle* h, HandleType type, const char* name) {
 // takes down (see runtime/registry.h).
 bool ReleaseTag(ObjectKind kind, uint64_t tag);
 
-// Names `object` with a new handle in *out and in object->tag; when the
-// handle table is full, calls `undo` (which destroys the object) and
-// returns RESOURCE_EXHAUSTED.
-template <typename Handle, typename Object, typename Undo>
-absl::Status Publish(HandleType type, Object* object, Handle** out,
-                     Undo&& undo) {
-  uint64_t h = RegisterHandle(type, object);
-  if (h == 0) {
-    undo();
-    return absl::ResourceExhaustedError("too many live handles");
-  }
-  object->tag = h;
+// A pin on a runtime (Runtime::Pin) for the length of a scope: what a call
+// holds while it uses the runtime outside the call gate.
+class RuntimePin {
+ public:
+  explicit RuntimePin(Runtime* rt) : rt_(rt) { rt_->Pin(); }
+  ~RuntimePin() { Runtime::Unpin(rt_); }
+  RuntimePin(const RuntimePin&) = delete;
+  RuntimePin& operator=(const RuntimePin&) = delete;
+
+ private:
+  Runtime* rt_;
+};
+
+// The second half of a destroy, once its objects are unreachable (the
+// first half began with CheckCanWaitHere): leaves the gate, waits for the
+// calls that may still use them, then runs `bury` (which frees them), with
+// `rt` pinned throughout.
+template <typename F>
+absl::Status BuryOutsideGate(Runtime* rt, F&& bury) {
+  RuntimePin pin(rt);
+  OutsideGate outside;
+  WaitForCallsInFlight();
+  return bury();
+}
+
+// Names `object`, just added to `rt`'s registry, with a new handle in
+// *out and in object->tag (Registry::Publish: refused when the runtime is
+// being destroyed, or the handle table is full).
+template <typename Handle, typename Object>
+absl::Status Publish(Runtime* rt, HandleType type, Object* object,
+                     Handle** out) {
+  uint64_t h = 0;
+  absl::Status named = rt->registry().Publish(object, [&] {
+    h = RegisterHandle(type, object);
+    return h;
+  });
+  if (!named.ok()) return named;
   *out = AsHandle<Handle>(h);
   return absl::OkStatus();
 }
+// The same for a kernel taken from `module`.
+absl::Status PublishKernel(Module& module, KernelRef* kernel, fj_kernel** out);
 // The runtime's own handle (a runtime has no tag).
 absl::Status PublishRuntime(std::unique_ptr<Runtime> rt, fj_runtime** out);
 

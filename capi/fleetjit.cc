@@ -82,14 +82,20 @@ FJ_API fj_status* fj_runtime_create(const fj_runtime_options* options,
 
 FJ_API fj_status* fj_runtime_destroy(fj_runtime* runtime) {
   return Guard([&]() -> absl::Status {
+    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
+    FJ_ASSIGN_OR_RETURN(Runtime * rt, GetRuntime(runtime));  // fork: refused
     FJ_ASSIGN_OR_RETURN(
-        Runtime * rt, Take<Runtime>(runtime, HandleType::kRuntime, "runtime"));
+        rt, Take<Runtime>(runtime, HandleType::kRuntime, "runtime"));
     if (rt == nullptr) return absl::OkStatus();
-    return Runtime::Destroy(std::unique_ptr<Runtime>(rt), ReleaseTag);
+    Graveyard taken = rt->TakeAll(ReleaseTag);
+    absl::Status buried = BuryOutsideGate(rt, [&] { return taken.Bury(); });
+    Runtime::Unpin(rt);  // the handle's pin
+    return buried;
   });
 }
 
 FJ_API const char* fj_runtime_driver_error(const fj_runtime* runtime) {
+  CallScope in_gate;
   auto rt = GetRuntime(runtime);
   if (!rt.ok()) return "invalid runtime handle";
   const absl::Status& s = (*rt)->driver_status();
@@ -179,8 +185,7 @@ FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_stream == nullptr) return NullArgument("out_stream");
     FJ_ASSIGN_OR_RETURN(Stream * s, rt->CreateStream(ordinal));
-    return Publish(HandleType::kStream, s, out_stream,
-                   [&] { rt->DestroyStream(s).IgnoreError(); });
+    return Publish(rt, HandleType::kStream, s, out_stream);
   });
 }
 
@@ -193,9 +198,16 @@ FJ_API fj_status* fj_stream_synchronize(fj_stream* stream) {
 
 FJ_API fj_status* fj_stream_destroy(fj_stream* stream) {
   return Guard([&]() -> absl::Status {
+    if (stream == nullptr) return absl::OkStatus();
+    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
+    FJ_RETURN_IF_ERROR(GetStream(stream).status());  // fork: refused
     FJ_ASSIGN_OR_RETURN(Stream * s,
                         Take<Stream>(stream, HandleType::kStream, "stream"));
-    return s == nullptr ? absl::OkStatus() : s->owner()->DestroyStream(s);
+    Runtime* rt = s->owner();
+    std::unique_ptr<Stream> taken = rt->registry().TakeStream(s);
+    return BuryOutsideGate(rt, [&] {
+      return taken == nullptr ? absl::OkStatus() : taken->Close();
+    });
   });
 }
 
@@ -207,9 +219,14 @@ FJ_API fj_status* fj_module_build(fj_runtime* runtime,
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_module == nullptr) return NullArgument("out_module");
     FJ_ASSIGN_OR_RETURN(BuildSpec spec, ReadBuildSpec(options));
-    FJ_ASSIGN_OR_RETURN(Module * m, rt->BuildModule(spec));
-    return Publish(HandleType::kModule, m, out_module,
-                   [&] { rt->DestroyModule(m, ReleaseTag); });
+    RuntimePin pin(rt);
+    absl::StatusOr<Module*> m;
+    {
+      OutsideGate blocking;  // a compile: destroys elsewhere need not wait
+      m = rt->BuildModule(spec);
+    }
+    if (!m.ok()) return m.status();
+    return Publish(rt, HandleType::kModule, *m, out_module);
   });
 }
 
@@ -237,10 +254,17 @@ FJ_API fj_status* fj_module_image(const fj_module* module,
 
 FJ_API fj_status* fj_module_destroy(fj_module* module) {
   return Guard([&]() -> absl::Status {
+    if (module == nullptr) return absl::OkStatus();
+    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
+    FJ_RETURN_IF_ERROR(GetModule(module).status());  // fork: refused
     FJ_ASSIGN_OR_RETURN(Module * m,
                         Take<Module>(module, HandleType::kModule, "module"));
-    if (m != nullptr) m->runtime->DestroyModule(m, ReleaseTag);
-    return absl::OkStatus();
+    Runtime* rt = m->runtime;
+    std::unique_ptr<Module> taken = rt->registry().TakeModule(m, ReleaseTag);
+    return BuryOutsideGate(rt, [&] {
+      taken.reset();
+      return absl::OkStatus();
+    });
   });
 }
 
@@ -252,8 +276,8 @@ FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
     FJ_ASSIGN_OR_RETURN(std::string kernel_name, ReadStr(name, "name"));
     FJ_ASSIGN_OR_RETURN(KernelRef * k,
                         m->runtime->OpenKernel(*m, kernel_name, device));
-    // On failure the untagged KernelRef goes with its module.
-    return Publish(HandleType::kKernel, k, out_kernel, [] {});
+    // On failure the unnamed KernelRef goes with its module.
+    return PublishKernel(*m, k, out_kernel);
   });
 }
 
@@ -435,8 +459,7 @@ FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
     if (out_stream == nullptr) return NullArgument("out_stream");
     FJ_ASSIGN_OR_RETURN(Stream * s, rt->WrapStream(device, cu_stream),
                         "fj_stream_wrap");
-    return Publish(HandleType::kStream, s, out_stream,
-                   [&] { rt->DestroyStream(s).IgnoreError(); });
+    return Publish(rt, HandleType::kStream, s, out_stream);
   });
 }
 

@@ -68,7 +68,9 @@ uint64_t RegisterHandle(HandleType type, void* object) {
   uint64_t generation = (slot->tag.load(std::memory_order_relaxed) >> 8) + 1;
   generation &= 0xffffffffu;
   if (generation == 0) generation = 1;
-  slot->object.store(object, std::memory_order_relaxed);
+  // Release: a lookup that reads this object also sees the tag of the
+  // release before it, and so refuses a stale handle (LookupHandle).
+  slot->object.store(object, std::memory_order_release);
   slot->tag.store(generation << 8 | static_cast<uint8_t>(type),
                   std::memory_order_release);
   ++g_live;

@@ -81,7 +81,14 @@ inline void* LookupHandle(uint64_t handle, HandleType type) {
   if (slot == nullptr) return nullptr;
   const uint64_t expected = (handle >> 32) << 8 | static_cast<uint8_t>(type);
   if (slot->tag.load(std::memory_order_acquire) != expected) return nullptr;
-  return slot->object.load(std::memory_order_acquire);
+  void* object = slot->object.load(std::memory_order_acquire);
+  // The slot may have been released and given to a new object between the
+  // two loads (its generation then differs): never hand out another object.
+  if (__builtin_expect(slot->tag.load(std::memory_order_acquire) != expected,
+                       0)) {
+    return nullptr;
+  }
+  return object;
 }
 
 }  // namespace fleetjit::capi

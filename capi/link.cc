@@ -135,9 +135,14 @@ FJ_API fj_status* fj_module_link(fj_runtime* runtime,
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_module == nullptr) return NullArgument("out_module");
     FJ_ASSIGN_OR_RETURN(LinkSpec spec, ReadLinkSpec(options));
-    FJ_ASSIGN_OR_RETURN(Module * m, rt->LinkModule(spec));
-    return Publish(HandleType::kModule, m, out_module,
-                   [&] { rt->DestroyModule(m, ReleaseTag); });
+    RuntimePin pin(rt);
+    absl::StatusOr<Module*> m;
+    {
+      OutsideGate blocking;  // a device link: destroys need not wait
+      m = rt->LinkModule(spec);
+    }
+    if (!m.ok()) return m.status();
+    return Publish(rt, HandleType::kModule, *m, out_module);
   });
 }
 

@@ -132,8 +132,7 @@ FJ_API fj_status* fj_stream_create_with_priority(fj_runtime* runtime,
     if (out_stream == nullptr) return NullArgument("out_stream");
     FJ_ASSIGN_OR_RETURN(Stream * s,
                         rt->CreateStreamWithPriority(ordinal, priority));
-    return Publish(HandleType::kStream, s, out_stream,
-                   [&] { rt->DestroyStream(s).IgnoreError(); });
+    return Publish(rt, HandleType::kStream, s, out_stream);
   });
 }
 

@@ -197,7 +197,13 @@ FJ_API fj_status* fj_tune(fj_runtime* runtime, const fj_tune_options* options,
   return OnRuntime(runtime, [&](Runtime* rt) -> absl::Status {
     if (out_result == nullptr) return NullArgument("out_result");
     FJ_ASSIGN_OR_RETURN(TuneRequest request, ReadTuneOptions(options));
-    FJ_ASSIGN_OR_RETURN(TuneOutcome outcome, rt->Tune(request));
+    RuntimePin pin(rt);
+    absl::StatusOr<TuneOutcome> tuned;
+    {
+      OutsideGate blocking;  // a tuning run: destroys need not wait
+      tuned = rt->Tune(request);
+    }
+    FJ_ASSIGN_OR_RETURN(TuneOutcome outcome, std::move(tuned));
     auto* object = new TuneResultObject{std::move(outcome)};
     uint64_t h = RegisterHandle(HandleType::kTuneResult, object);
     if (h == 0) {
@@ -266,9 +272,13 @@ FJ_API fj_status* fj_tune_result_row(const fj_tune_result* result, size_t index,
 
 FJ_API fj_status* fj_tune_result_free(fj_tune_result* result) {
   return Guard([&]() -> absl::Status {
+    if (result == nullptr) return absl::OkStatus();
+    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
     FJ_ASSIGN_OR_RETURN(
         TuneResultObject * r,
         Take<TuneResultObject>(result, HandleType::kTuneResult, "result"));
+    OutsideGate outside;
+    WaitForCallsInFlight();  // a getter may be reading it
     delete r;
     return absl::OkStatus();
   });

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/process_id.h"
 #include "base/status_macros.h"
 #include "platform/cu_errors.h"
 
@@ -17,24 +18,6 @@ namespace {
 
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t,
                                       CUdriverProcAddressQueryResult*);
-
-// This process's id, kept current by a pthread_atfork child handler, so
-// IsForkedChild costs a load rather than a getpid() system call (it runs on
-// every CheckCu and every launch). 0 until the first LoadDriverApi.
-std::atomic<int> current_pid{0};
-
-void NoteFork() {
-  current_pid.store(static_cast<int>(getpid()), std::memory_order_relaxed);
-}
-
-// Registers the handler once; glibc drops it if this library is unloaded.
-void TrackForks() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    NoteFork();
-    pthread_atfork(nullptr, nullptr, NoteFork);
-  });
-}
 
 constexpr absl::string_view kInstallHint =
     "install the NVIDIA driver (libcuda.so.1) or set FLEETJIT_LIBCUDA; "
@@ -61,8 +44,7 @@ absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
   DriverApiPtr api(new DriverApi);
   api->handle = handle;
   api->library_path = lib;
-  TrackForks();
-  api->loader_pid = static_cast<int>(getpid());
+  api->loader_pid = ProcessId();
 
   auto get_proc =
       reinterpret_cast<GetProcAddressFn>(dlsym(handle, "cuGetProcAddress_v2"));
@@ -107,10 +89,7 @@ absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
 
 __attribute__((hot)) bool IsForkedChild(const DriverApi& api) {
   if (api.loader_pid == 0) return false;
-  const int pid = current_pid.load(std::memory_order_relaxed);
-  // (A child made by a raw clone() system call runs no atfork handler and
-  // goes unnoticed; fork(), posix_spawn and vfork+exec are covered.)
-  return api.loader_pid != (pid != 0 ? pid : static_cast<int>(getpid()));
+  return api.loader_pid != ProcessId();
 }
 
 absl::Status CheckCu(const DriverApi& api, CUresult result,

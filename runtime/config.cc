@@ -8,6 +8,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "runtime/cache/redis_client.h"
 
 namespace fleetjit {
 namespace {
@@ -99,7 +100,7 @@ constexpr EnvVariable kVariables[] = {
        o.cache.remote.url = std::string(v);
        return absl::OkStatus();
      },
-     true},
+     true, EnvVariable::Shown::kUrl},
     {"FLEETJIT_FLEET_KEY", "HEX",
      "The HMAC key that signs and checks remote entries (at least 16 "
      "bytes).",
@@ -107,7 +108,7 @@ constexpr EnvVariable kVariables[] = {
        o.cache.remote.fleet_key = std::string(v);
        return absl::OkStatus();
      },
-     true},
+     true, EnvVariable::Shown::kSecret},
     {"FLEETJIT_LIBHIREDIS", "PATH",
      "The hiredis 0.14 library the remote tier loads (default "
      "libhiredis.so.0.14).",
@@ -219,6 +220,20 @@ void ApplyCacheHome(CacheConfig& cache) {
 }  // namespace
 
 absl::Span<const EnvVariable> EnvVariables() { return kVariables; }
+
+std::optional<std::string> ShownEnvValue(const EnvVariable& row) {
+  std::optional<std::string> v = EnvValue(row.name);
+  if (!v.has_value()) return v;
+  switch (row.shown) {
+    case EnvVariable::Shown::kPlain:
+      return v;
+    case EnvVariable::Shown::kUrl:
+      return RedactUrl(*v);
+    case EnvVariable::Shown::kSecret:
+      return absl::StrCat("(set, ", v->size(), " characters, not shown)");
+  }
+  return v;
+}
 
 absl::StatusOr<bool> ParseSwitch(absl::string_view text) {
   const std::string word = absl::AsciiStrToLower(text);

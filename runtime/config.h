@@ -87,7 +87,14 @@ struct EnvVariable {
   // INVALID_ARGUMENT saying what is accepted (the caller names the variable).
   absl::Status (*apply)(absl::string_view value, RuntimeOptions& options);
   bool cache;  // read by ApplyCacheEnvironment too
+  // How its value may be shown (fleetjit info): as it is, as a URL with its
+  // password starred, or only as its length (a key).
+  enum class Shown { kPlain, kUrl, kSecret } shown = Shown::kPlain;
 };
+
+// The value of `row`'s variable as fleetjit info shows it (secrets
+// redacted), or nullopt when it is not set.
+std::optional<std::string> ShownEnvValue(const EnvVariable& row);
 
 // Every FLEETJIT_* variable the runtime reads, in the order it reads them.
 absl::Span<const EnvVariable> EnvVariables();

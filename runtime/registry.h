@@ -52,8 +52,9 @@ struct Module {
   Runtime* runtime;
   ModuleRecord record;
   uint64_t tag = 0;
-  int shard = 0;  // the Registry shard that owns it
   absl::Mutex mu;
+  // Set by TakeModule: the module is being destroyed and names no kernel.
+  bool dying ABSL_GUARDED_BY(mu) = false;
   std::vector<std::unique_ptr<KernelRef>> kernels ABSL_GUARDED_BY(mu);
 };
 
@@ -65,27 +66,58 @@ struct PendingBuild {
   uint64_t tag = 0;
 };
 
+// Gives the caller's name (a handle) to an object: its tag, or 0 when no
+// name can be made (the handle table is full).
+using PublishFn = absl::FunctionRef<uint64_t()>;
+
+// What a destroy took out of reach. Freed by Bury once no call can still be
+// using it (capi/call_gate.h).
+struct Graveyard {
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<std::unique_ptr<Module>> modules;
+  std::vector<std::unique_ptr<PendingBuild>> builds;
+  // Closes the streams (returns the first error), abandons the builds,
+  // frees everything.
+  absl::Status Bury();
+};
+
+// Destroying an object is two steps, so that no thread frees what another
+// still uses: Take* makes it unreachable (its name and its kernels' names
+// given up, removed from here), then the caller waits for the calls in
+// flight and buries it. An object is published (named) under the same
+// lock its Take* takes, so a destroy never misses a name that is being
+// given, and the runtime's TakeAll closes the registry to new names.
 class Registry {
  public:
   Registry() = default;
   ~Registry();  // frees what is left; closes streams (statuses lost)
 
+  // Each adds an unnamed object, which Publish names.
   Module* AddModule(Runtime* runtime, ModuleRecord record);
   KernelRef* AddKernel(Module& module, LoadedKernel* kernel);
   Stream* AddStream(std::unique_ptr<Stream> stream);
   PendingBuild* AddBuild(Runtime* runtime, std::shared_ptr<BuildJob> job);
 
-  // Removes `module` (which the caller no longer names), releases the tags
-  // of its kernels and frees them and it.
-  void DestroyModule(Module* module, ReleaseTagFn release);
-  // Removes `stream` (which the caller no longer names) and closes it.
-  absl::Status DestroyStream(Stream* stream);
-  // Removes `build` (which the caller no longer names) and abandons its job.
-  void DestroyBuild(PendingBuild* build);
-  // The runtime's cascade: every stream whose tag `release` gives up is
-  // closed, then every such module destroyed, then every such build
-  // abandoned. The first close error.
-  absl::Status DestroyAll(ReleaseTagFn release);
+  // Sets the object's tag to publish()'s. FAILED_PRECONDITION when the
+  // runtime (for a kernel: its module) is being destroyed; the object is
+  // then that destroy's. RESOURCE_EXHAUSTED when publish() gives 0; the
+  // object is then freed (a kernel stays with its module).
+  absl::Status Publish(Module* module, PublishFn publish);
+  absl::Status Publish(Module& module, KernelRef* kernel, PublishFn publish);
+  absl::Status Publish(Stream* stream, PublishFn publish);
+  absl::Status Publish(PendingBuild* build, PublishFn publish);
+
+  // Take `object` (whose name the caller gave up) out; null when it is not
+  // here. A module's kernels give up their names (`release`) and the module
+  // refuses new ones.
+  std::unique_ptr<Module> TakeModule(Module* module, ReleaseTagFn release);
+  std::unique_ptr<Stream> TakeStream(Stream* stream);
+  std::unique_ptr<PendingBuild> TakeBuild(PendingBuild* build);
+  // The runtime's cascade: closes the registry to new names and takes out
+  // every object whose name `release` gives up (and every unnamed one). An
+  // object whose name another destroy already gave up stays, for that
+  // destroy's Take*.
+  Graveyard TakeAll(ReleaseTagFn release);
 
  private:
   // Modules come and go per request, from many threads at once: each thread
@@ -93,14 +125,22 @@ class Registry {
   // from the shard that holds it.
   struct ModuleShard {
     ShardMutex mu;
+    bool closed ABSL_GUARDED_BY(mu) = false;
     absl::flat_hash_map<Module*, std::unique_ptr<Module>> modules
         ABSL_GUARDED_BY(mu);
   };
+  // Calls fn(shard) with the lock of the shard holding `module` held, the
+  // calling thread's shard first; false when no shard holds it. Never reads
+  // through `module`, which may be gone.
+  template <typename Fn>
+  bool WithShardOf(Module* module, Fn&& fn);
+
   std::unique_ptr<CacheLinePadded<ModuleShard>[]> module_shards_ {
     new CacheLinePadded<ModuleShard>[ kThreadShards ]
   };
 
   absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::unique_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<PendingBuild>> builds_ ABSL_GUARDED_BY(mu_);
 };

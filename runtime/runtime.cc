@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/exit_gate.h"
+#include "base/process_id.h"
 #include "base/status_macros.h"
 #include "runtime/copy/copy_engine.h"
 #include "runtime/copy/copy_kernels.h"
@@ -44,7 +45,7 @@ class RuntimeKernelSource final : public copy::KernelSource {
 
 }  // namespace
 
-Runtime::Runtime() = default;
+Runtime::Runtime() : creator_pid_(ProcessId()) {}
 
 absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
     RuntimeOptions options) {
@@ -105,10 +106,7 @@ absl::Status Runtime::StartUp() {
   return absl::OkStatus();
 }
 
-absl::Status Runtime::Destroy(std::unique_ptr<Runtime> runtime,
-                              ReleaseTagFn release) {
-  return runtime->registry_.DestroyAll(release);
-}
+bool Runtime::forked() const { return ProcessId() != creator_pid_; }
 
 Runtime::~Runtime() {
   // The order matters: what callers hold (streams first) goes before the
@@ -130,7 +128,9 @@ Runtime::~Runtime() {
     copy_kernels_.reset();
   }
   build_pool_.reset();  // cancels queued builds, joins running ones
-  registry_.DestroyAll([](ObjectKind, uint64_t) { return true; }).IgnoreError();
+  registry_.TakeAll([](ObjectKind, uint64_t) { return true; })
+      .Bury()
+      .IgnoreError();
   builder_.reset();
   loader_.reset();
   memory_.reset();

@@ -114,12 +114,27 @@ class Runtime {
  public:
   static absl::StatusOr<std::unique_ptr<Runtime>> Create(
       RuntimeOptions options);
-  // fj_runtime_destroy: the registry's cascade (registry.h), asking
-  // `release` to give up each object's tag, then ~Runtime. Returns the
-  // first error closing a stream.
-  static absl::Status Destroy(std::unique_ptr<Runtime> runtime,
-                              ReleaseTagFn release);
   ~Runtime();
+
+  // Lifetime under the C ABI: the caller's handle holds one pin, and so
+  // does each call that uses the runtime outside the call gate (a destroy
+  // burying what it took, a call that blocks; capi/call_gate.h). The last
+  // Unpin deletes it, on whichever thread that is.
+  void Pin() { pins_.fetch_add(1, std::memory_order_relaxed); }
+  static void Unpin(Runtime* runtime) {
+    if (runtime->pins_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      delete runtime;
+    }
+  }
+  // Whether this process is a fork() child of the one that created it.
+  bool forked() const;
+
+  // fj_runtime_destroy's first step: the registry's cascade (registry.h),
+  // asking `release` to give up each object's tag.
+  Graveyard TakeAll(ReleaseTagFn release) { return registry_.TakeAll(release); }
+  // The objects handed to callers, for naming (Registry::Publish) and
+  // destroying (Registry::Take*).
+  Registry& registry() { return registry_; }
 
   const RuntimeOptions& options() const { return options_; }
   // Where the library's log lines go (the caller's sink, FLEETJIT_LOG).
@@ -203,9 +218,6 @@ class Runtime {
   // The objects handed to callers, owned by this runtime (registry.h).
   // BuildRecord, kept until DestroyModule or the runtime's destruction.
   absl::StatusOr<Module*> BuildModule(const BuildSpec& spec);
-  void DestroyModule(Module* module, ReleaseTagFn release) {
-    registry_.DestroyModule(module, release);
-  }
   // LoadKernel, kept until its module is destroyed.
   absl::StatusOr<KernelRef*> OpenKernel(Module& module, absl::string_view name,
                                         int ordinal);
@@ -213,9 +225,6 @@ class Runtime {
   // fj_stream_wrap: borrows the caller's `cu_stream` on `ordinal` (see
   // Stream::Wrap); destroying it only forgets it.
   absl::StatusOr<Stream*> WrapStream(int ordinal, uint64_t cu_stream);
-  absl::Status DestroyStream(Stream* stream) {
-    return registry_.DestroyStream(stream);
-  }
   // Launches `k` on `stream` (one of this runtime's, or null for the legacy
   // default stream) and notes it as its device's last kernel. See Launch
   // in launch.h for `cfg` and `arg_stride`.
@@ -264,10 +273,9 @@ class Runtime {
   // runtime's destruction, which cancels queued builds and waits for the
   // running ones.
   PendingBuild* SubmitBuild(BuildSpec spec);
-  // Waits for `build`, then its module (kept like BuildModule's) or its
-  // error; FAILED_PRECONDITION once taken.
-  absl::StatusOr<Module*> TakeBuild(PendingBuild& build);
-  void DestroyBuild(PendingBuild* build) { registry_.DestroyBuild(build); }
+  // Waits for `job` (a PendingBuild's), then its module (kept like
+  // BuildModule's) or its error; FAILED_PRECONDITION once taken.
+  absl::StatusOr<Module*> TakeBuild(BuildJob& job);
   // An image built elsewhere (image_import.h), kept like BuildModule's.
   absl::StatusOr<Module*> LoadModule(const ImageSpec& spec);
   // A device link of several inputs (runtime/build/module_link.cc), kept
@@ -341,6 +349,8 @@ class Runtime {
   std::unique_ptr<ModuleLoader> loader_;
   std::unique_ptr<ModuleBuilder> builder_;  // uses loader_, cache_, thunks_
   Registry registry_;
+  std::atomic<int> pins_{1};
+  const int creator_pid_;
   // Threads start on demand; ~Runtime ends it before the builder it uses.
   std::unique_ptr<BuildPool> build_pool_ =
       std::make_unique<BuildPool>(BuildPool::DefaultThreads());

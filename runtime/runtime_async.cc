@@ -11,8 +11,8 @@ PendingBuild* Runtime::SubmitBuild(BuildSpec spec) {
   return registry_.AddBuild(this, std::move(job));
 }
 
-absl::StatusOr<Module*> Runtime::TakeBuild(PendingBuild& build) {
-  FJ_ASSIGN_OR_RETURN(ModuleRecord record, build.job->Take());
+absl::StatusOr<Module*> Runtime::TakeBuild(BuildJob& job) {
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, job.Take());
   return registry_.AddModule(this, std::move(record));
 }
 

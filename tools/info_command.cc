@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/cache/module_cache.h"
 #include "runtime/config.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
@@ -13,13 +14,26 @@ namespace fleetjit::cli {
 namespace {
 
 // The variables of the runtime's table (runtime/config.h) that are set, as
-// NAME=value.
+// NAME=value, secrets redacted.
 std::vector<std::string> EnvironmentOverrides() {
   std::vector<std::string> out;
   for (const EnvVariable& row : EnvVariables()) {
-    if (std::optional<std::string> v = EnvValue(row.name)) {
+    if (std::optional<std::string> v = ShownEnvValue(row)) {
       out.push_back(std::string(row.name) + "=" + *v);
     }
+  }
+  return out;
+}
+
+// The cache tiers the runtime would use (the same options and FLEETJIT_*
+// variables), each on or off with why.
+nlohmann::ordered_json CacheTiers() {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  RuntimeOptions options;
+  if (!ApplyEnvironment(options).ok()) return out;  // CreateRuntime says why
+  ModuleCache cache(options.cache);
+  for (const ModuleCache::TierState& t : cache.Tiers()) {
+    out.push_back({{"tier", t.tier}, {"on", t.on}, {"detail", t.detail}});
   }
   return out;
 }
@@ -121,12 +135,19 @@ int RunInfo(std::vector<std::string> args) {
       {"driver_error", fj_runtime_driver_error(rt)},
       {"environment", env},
       {"include_folders", IncludeFolders(rt)},
+      {"cache_tiers", CacheTiers()},
       {"devices", nlohmann::ordered_json::array()}};
   if (!json) {
     std::printf("fleetjit %u.%u\n", v >> 16, v & 0xffff);
     std::printf("needs %s\n", LibraryFloor());
     for (const std::string& e : env) {
       std::printf("environment override: %s\n", e.c_str());
+    }
+    for (const auto& t : out["cache_tiers"]) {
+      std::printf("cache tier %s: %s (%s)\n",
+                  t["tier"].get<std::string>().c_str(),
+                  t["on"].get<bool>() ? "on" : "off",
+                  t["detail"].get<std::string>().c_str());
     }
     if (out["include_folders"].empty()) {
       std::printf(

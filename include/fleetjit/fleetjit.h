@@ -17,8 +17,17 @@
  *  3. Outputs come last, named out_*, and are left untouched on error.
  *  4. Handles are opaque and checked: a destroyed, foreign or forged handle
  *     is an FJ_INVALID_ARGUMENT status, never a crash. Destroy calls accept
- *     NULL. Destroying a handle while another thread uses it is the caller's
- *     race.
+ *     NULL. A handle may be destroyed while other threads use it (a module
+ *     torn down while requests launch from it): their calls either finish
+ *     or are refused with FJ_INVALID_ARGUMENT (the handle is no longer
+ *     live) or FJ_FAILED_PRECONDITION ("... was destroyed while this call
+ *     ran"), never a crash. A destroy returns once the calls already using
+ *     what it frees have returned; calls that block for long (builds,
+ *     fj_build_wait/take, fj_module_link, fj_tune) do not hold it up: they
+ *     keep what they need and end with FJ_FAILED_PRECONDITION. A destroy
+ *     called from inside a fleetjit callback (log_fn) is
+ *     FJ_FAILED_PRECONDITION. GPU work already queued is the caller's to
+ *     finish: destroying a buffer a queued kernel reads is still a race.
  *  5. Every argument struct begins with `size_t struct_size` (set it to
  *     sizeof(the struct) as you compiled it) and `const void* ext` (NULL).
  *     Older, shorter structs get defaults for the missing tail; newer, longer
@@ -27,13 +36,16 @@
  *     arguments may hold any int: one outside its enum is
  *     FJ_INVALID_ARGUMENT naming the field (the *_name calls: "unknown").
  *  6. Strings are UTF-8 fj_str values with explicit lengths; none need a
- *     terminating NUL. Strings returned by the library are also
- *     NUL-terminated for convenience.
+ *     terminating NUL, and none may contain one (FJ_INVALID_ARGUMENT naming
+ *     the field). Strings returned by the library are also NUL-terminated
+ *     for convenience.
  *  7. Nothing happens at load time. libcuda.so.1 is loaded by
  *     fj_runtime_create(); NVRTC only when a build needs a compiler. With no
  *     driver or no GPU the runtime still works for builds to named targets;
  *     device calls return FJ_UNAVAILABLE. After fork(), a child's calls on a
- *     runtime created by the parent return FJ_FAILED_PRECONDITION.
+ *     runtime created by the parent, or on anything made from it (modules,
+ *     kernels, streams, builds; builds and destroys included), return
+ *     FJ_FAILED_PRECONDITION; the child creates its own runtime.
  *  8. Versioning: FJ_VERSION_MAJOR changes on removal, retyping or
  *     reordering; FJ_VERSION_MINOR on addition. Compare fj_version() with
  *     the macros to check the library you loaded.

@@ -15,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "base/files.h"
 #include "base/sha256.h"
 #include "runtime/cache/cache_entry.h"
@@ -27,7 +29,18 @@ using files::Fd;
 
 constexpr absl::string_view kEntrySuffix = ".fjc";
 constexpr absl::string_view kTempPrefix = ".tmp-";
-constexpr absl::string_view kRejectedPrefix = ".rejected-";
+constexpr absl::string_view kRejectedPrefix = ".rejected-";  // before 1.4
+// The cache directory's mark (the Cache Directory Tagging convention, so
+// backup tools skip it too). fleetjit deletes files only under a directory
+// that carries it, and only files it wrote: entries (by name and magic) and
+// its own temp files.
+constexpr absl::string_view kTagName = "CACHEDIR.TAG";
+constexpr absl::string_view kTagText =
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This directory is a fleetjit module cache, made by fleetjit.\n"
+    "# fleetjit deletes only the files it wrote here: see fleetjit's\n"
+    "# docs/security.md. `fleetjit cache clear` empties it.\n";
+constexpr absl::string_view kEntryMagic{"FJCACHE\0", 8};
 constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
 constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 32;  // larger is damage
 constexpr int64_t kTouchIntervalSeconds = 60;
@@ -42,6 +55,23 @@ bool IsShardName(absl::string_view name) {
 bool IsEntryName(absl::string_view name) {
   return name.size() == 64 + kEntrySuffix.size() &&
          name.substr(64) == kEntrySuffix && IsCacheDigest(name.substr(0, 64));
+}
+
+bool IsDecimal(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool IsHexRun(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), IsHex);
+}
+
+// Exactly the names TempName makes: ".tmp-" 16 hex "-" pid "-" hex "-" hex.
+bool IsTempName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kTempPrefix)) return false;
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '-');
+  return parts.size() == 4 && parts[0].size() == 16 && IsHexRun(parts[0]) &&
+         IsDecimal(parts[1]) && IsHexRun(parts[2]) && IsHexRun(parts[3]);
 }
 
 int ShardIndex(absl::string_view digest) {
@@ -65,81 +95,222 @@ std::string TempName(absl::string_view digest) {
                          static_cast<uint32_t>(ts.tv_nsec));
 }
 
-// Opens the cache directory, refusing one that is not ours.
-Fd OpenRoot(const DiskCache& cache, bool create,
-            const std::function<void(absl::string_view)>& refuse) {
-  const std::string& dir = cache.dir();
-  if (dir.empty()) return Fd();
-  Fd root(
-      files::OpenAt(AT_FDCWD, dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root.ok() && errno == ENOENT && create) {
-    absl::Status made = files::MakeDirs(dir);
-    if (!made.ok()) {
-      refuse(absl::StrCat(made.message(), "; not saving to disk"));
-      return Fd();
-    }
-    root = Fd(files::OpenAt(AT_FDCWD, dir.c_str(),
-                            O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  }
-  if (!root.ok()) {
-    if (errno != ENOENT) {
-      refuse(absl::StrCat("cannot open cache directory ", dir, ": ",
-                          ErrnoText(errno), "; the disk cache is off"));
-    }
-    return Fd();
-  }
+// Whether the regular file `name` under `dir_fd` is one fleetjit wrote: owned
+// by this user, and starting with a cache entry's magic (or empty, where
+// `empty_ok`: a temp file a killed writer left may be). Its mode does not
+// matter: a loosened entry is refused for loading, but is still fleetjit's
+// to delete. Never follows a link.
+bool IsOurFile(int dir_fd, const std::string& name, bool empty_ok) {
+  Fd file(files::OpenAt(dir_fd, name.c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st;
-  if (::fstat(root.get(), &st) != 0) return Fd();
-  if (std::string problem = files::OwnershipProblem(st); !problem.empty()) {
-    refuse(absl::StrCat("refusing cache directory ", dir, ": ", problem,
-                        "; the disk cache is off"));
-    return Fd();
+  if (!file.ok() || ::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid()) {
+    return false;
   }
-  return root;
+  if (st.st_size == 0) return empty_ok;
+  char magic[8];
+  return ::pread(file.get(), magic, sizeof(magic), 0) ==
+             static_cast<ssize_t>(sizeof(magic)) &&
+         absl::string_view(magic, sizeof(magic)) == kEntryMagic;
 }
 
-// Opens shard directory `name` under `root`, creating it if asked. A shard
-// that is a symlink, not a directory, or not ours is logged and moved aside
-// (then recreated when creating).
+// Unlinks `name` under `dir_fd` when fleetjit wrote it (IsOurFile).
+bool UnlinkOurs(int dir_fd, const std::string& name, bool empty_ok) {
+  return IsOurFile(dir_fd, name, empty_ok) &&
+         ::unlinkat(dir_fd, name.c_str(), 0) == 0;
+}
+
+enum class Tag { kOurs, kAbsent, kForeign, kUnreadable };
+
+// Whether `root` carries fleetjit's tag; kUnreadable (with the reason in
+// *why) when one of ours is there but cannot be read now.
+Tag ReadTag(int root, std::string* why) {
+  Fd tag(files::OpenAt(root, std::string(kTagName).c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!tag.ok()) return errno == ENOENT ? Tag::kAbsent : Tag::kForeign;
+  struct stat st;
+  if (::fstat(tag.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      !files::OwnershipProblem(st).empty() ||
+      static_cast<uint64_t>(st.st_size) != kTagText.size()) {
+    return Tag::kForeign;
+  }
+  absl::StatusOr<std::string> text =
+      files::ReadFully(tag.get(), kTagText.size());
+  if (!text.ok()) {
+    *why = std::string(text.status().message());
+    return Tag::kUnreadable;
+  }
+  return *text == kTagText ? Tag::kOurs : Tag::kForeign;
+}
+
+bool HasOurTag(int root) {
+  std::string why;
+  return ReadTag(root, &why) == Tag::kOurs;
+}
+
+// Writes the tag; "" or why it could not be written.
+std::string WriteTag(int root) {
+  const std::string temp = absl::StrFormat(".tag-%d-%x", ::getpid(),
+                                           static_cast<uint32_t>(NowUnix()));
+  Fd file(files::OpenAt(root, temp.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0600));
+  if (!file.ok()) return ErrnoText(errno);
+  absl::Status status = files::WriteFully(file.get(), kTagText);
+  if (status.ok() && files::Fsync(file.get()) != 0) {
+    status = absl::UnavailableError(absl::StrCat("fsync: ", ErrnoText(errno)));
+  }
+  file.Reset();
+  // Never replaces a file: a tag another process wrote meanwhile is as good.
+  if (status.ok() &&
+      files::RenameAt(root, temp.c_str(), root, std::string(kTagName).c_str(),
+                      RENAME_NOREPLACE) != 0 &&
+      errno != EEXIST) {
+    status = absl::UnavailableError(absl::StrCat("rename: ", ErrnoText(errno)));
+  }
+  if (!status.ok()) {
+    ::unlinkat(root, temp.c_str(), 0);
+    return std::string(status.message());
+  }
+  ::unlinkat(root, temp.c_str(), 0);  // (still there after an EEXIST)
+  return HasOurTag(root) ? "" : "another file took its name";
+}
+
+// Whether everything under `root` is what fleetjit writes (a cache made
+// before the tag): shard directories of ours holding entries and temp
+// files, and directories fleetjit moved aside. Else names the first thing
+// that is not in *foreign.
+bool LooksLikeOurCache(int root, std::string* foreign) {
+  for (const std::string& name : files::ListNames(root)) {
+    struct stat st;
+    if (::fstatat(root, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const bool dir = S_ISDIR(st.st_mode) && files::OwnershipProblem(st).empty();
+    if (dir && absl::StartsWith(name, kRejectedPrefix)) continue;
+    if (dir && IsShardName(name)) {
+      Fd shard(files::OpenAt(root, name.c_str(),
+                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      bool clean = shard.ok();
+      for (const std::string& f : shard.ok() ? files::ListNames(shard.get())
+                                             : std::vector<std::string>()) {
+        if (!((IsEntryName(f) && IsOurFile(shard.get(), f, false)) ||
+              (IsTempName(f) && IsOurFile(shard.get(), f, true)))) {
+          *foreign = absl::StrCat(name, "/", f);
+          return false;
+        }
+      }
+      if (clean) continue;
+    }
+    *foreign = name;
+    return false;
+  }
+  return true;
+}
+
+// Opens shard directory `name` under `root`, creating it (0700) if asked.
+// A shard that is a symbolic link, not a directory, or not ours is refused
+// (`refuse` says why, then null) and left as it is: fleetjit never moves or
+// deletes what it did not write.
 Fd OpenShard(int root, const std::string& name, bool create,
-             const std::string& dir,
-             const std::function<void(absl::string_view)>& log) {
-  // At most: refuse and move aside, create, open.
-  for (int attempt = 0; attempt < 3; ++attempt) {
+             const std::function<void(absl::string_view)>& refuse) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
     Fd shard(files::OpenAt(root, name.c_str(),
                            O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    std::string problem;
     if (shard.ok()) {
       struct stat st;
       if (::fstat(shard.get(), &st) != 0) return Fd();
-      problem = files::OwnershipProblem(st);
+      std::string problem = files::OwnershipProblem(st);
       if (problem.empty()) return shard;
-    } else if (errno == ENOENT) {
-      if (!create) return Fd();
-      if (files::MkdirAt(root, name.c_str(), 0700) != 0 && errno != EEXIST) {
-        return Fd();
-      }
-      continue;
-    } else if (errno == ELOOP || errno == ENOTDIR) {
-      problem = "a symbolic link or not a directory";
-    } else {
+      refuse(problem);
       return Fd();
     }
-    shard.Reset();
-    std::string aside = absl::StrFormat("%s%s-%d-%x", kRejectedPrefix, name,
-                                        ::getpid(), NowUnix());
-    bool moved = ::renameat(root, name.c_str(), root, aside.c_str()) == 0;
-    log(absl::StrCat("refusing directory ", dir, "/", name, ": ", problem,
-                     moved ? "; moved aside, rebuilding"
-                           : "; cannot move it aside, not using it"));
-    if (!moved) return Fd();
-    files::RemoveTree(root, aside);
-    if (!create) return Fd();
+    if (errno == ELOOP || errno == ENOTDIR) {
+      refuse("a symbolic link or not a directory");
+      return Fd();
+    }
+    if (errno != ENOENT || !create) return Fd();
+    if (files::MkdirAt(root, name.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Fd();
+    }
   }
   return Fd();
 }
 
 }  // namespace
+
+int DiskCache::OpenRoot(bool create,
+                        const std::function<void(absl::string_view)>& refuse,
+                        bool* tagged, std::string* untagged) const {
+  *tagged = false;
+  if (dir_.empty()) return -1;
+  Fd root(files::OpenAt(AT_FDCWD, dir_.c_str(),
+                        O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  bool made = false;
+  if (!root.ok() && errno == ENOENT && create) {
+    absl::Status status = files::MakeDirs(dir_);
+    if (!status.ok()) {
+      refuse(absl::StrCat(status.message(), "; not saving to disk"));
+      return -1;
+    }
+    root = Fd(files::OpenAt(AT_FDCWD, dir_.c_str(),
+                            O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    made = true;
+  }
+  if (!root.ok()) {
+    if (errno != ENOENT) {
+      refuse(absl::StrCat("cannot open cache directory ", dir_, ": ",
+                          ErrnoText(errno), "; the disk cache is off"));
+    }
+    return -1;
+  }
+  struct stat st;
+  if (::fstat(root.get(), &st) != 0) return -1;
+  if (std::string problem = files::OwnershipProblem(st); !problem.empty()) {
+    refuse(absl::StrCat("refusing cache directory ", dir_, ": ", problem,
+                        " (make it private: chmod 700 ", dir_,
+                        "); the disk cache is off"));
+    return -1;
+  }
+  if (tagged_dev_.load(std::memory_order_relaxed) == st.st_dev &&
+      tagged_ino_.load(std::memory_order_relaxed) == st.st_ino) {
+    *tagged = true;
+    return root.Release();
+  }
+  std::string foreign, why;
+  const Tag tag = ReadTag(root.get(), &why);
+  if (tag == Tag::kOurs) {
+    *tagged = true;
+  } else if (tag == Tag::kUnreadable) {
+    // Ours by all that shows, but unreadable now (an I/O error): read, never
+    // swept or written to.
+    ReadFailure(absl::StrCat(dir_, "/", kTagName), why);
+    if (untagged != nullptr) {
+      *untagged = absl::StrCat("cannot read ", kTagName);
+    }
+  } else if (made ||
+             (tag == Tag::kAbsent && LooksLikeOurCache(root.get(), &foreign))) {
+    // A directory fleetjit just made, an empty one, or a cache made before
+    // the tag: marked now. Read-only, it is still read, never swept.
+    why = WriteTag(root.get());
+    *tagged = why.empty();
+    if (untagged != nullptr && !why.empty()) {
+      *untagged = absl::StrCat("cannot write ", kTagName, ": ", why);
+    }
+  } else {
+    if (foreign.empty()) foreign = std::string(kTagName);
+    refuse(absl::StrCat(
+        "refusing cache directory ", dir_, ": it is not a fleetjit cache (no ",
+        kTagName, " written by fleetjit, and it holds '", foreign,
+        "', which fleetjit did not write); the disk cache is off: point "
+        "cache_dir or FLEETJIT_CACHE_DIR at an empty or new folder"));
+    return -1;
+  }
+  if (*tagged) {
+    tagged_dev_.store(st.st_dev, std::memory_order_relaxed);
+    tagged_ino_.store(st.st_ino, std::memory_order_relaxed);
+  }
+  return root.Release();
+}
 
 std::string ResolveCacheDir(absl::string_view configured,
                             absl::string_view xdg_cache_home,
@@ -192,7 +363,8 @@ void DiskCache::Log(absl::string_view message, LogLevel level) const {
   CacheLog(log_, level, message);
 }
 
-void DiskCache::ReadFailure(const std::string& path, absl::string_view why) {
+void DiskCache::ReadFailure(const std::string& path,
+                            absl::string_view why) const {
   read_failures_.fetch_add(1);
   if (read_failure_logged_.exchange(true)) return;
   Log(absl::StrCat("cannot read cache entry ", path, ": ", why,
@@ -201,33 +373,44 @@ void DiskCache::ReadFailure(const std::string& path, absl::string_view why) {
 
 void DiskCache::Reject(int shard_fd, const std::string& name,
                        const std::string& path, absl::string_view reason,
-                       const struct stat* opened) {
+                       const struct stat* opened, bool tagged) {
   rejected_.fetch_add(1);
-  // Delete only the file that was judged: another process may have just
-  // published a good entry under the same name.
+  // Delete only the file that was judged (another process may have just
+  // published a good entry under the same name), and only one fleetjit
+  // wrote, under a directory marked as fleetjit's.
   struct stat now;
   bool same =
       ::fstatat(shard_fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
       (opened == nullptr || SameFile(now, *opened));
-  std::string outcome = "already replaced";
-  if (same) {
-    outcome = files::RemoveTree(shard_fd, name)
-                  ? "deleted"
+  std::string outcome = "already replaced, rebuilding";
+  if (same && !tagged) {
+    outcome =
+        "left in place (the directory is not marked as a fleetjit "
+        "cache it may write), rebuilding";
+  } else if (same && !IsOurFile(shard_fd, name, /*empty_ok=*/false)) {
+    outcome =
+        "left in place: fleetjit did not write it (not caching this "
+        "key until it is removed)";
+  } else if (same) {
+    outcome = ::unlinkat(shard_fd, name.c_str(), 0) == 0
+                  ? "deleted, rebuilding"
                   : absl::StrCat("cannot delete it: ", ErrnoText(errno));
   }
-  Log(absl::StrCat("rejected entry ", path, ": ", reason, "; ", outcome,
-                   ", rebuilding"));
+  Log(absl::StrCat("rejected entry ", path, ": ", reason, "; ", outcome));
 }
 
 std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
   if (!IsCacheDigest(key.digest)) return std::nullopt;
-  auto log = [this](absl::string_view m) { Log(m); };
   auto refuse = [this](absl::string_view m) {
     if (!dir_refusal_logged_.exchange(true)) Log(m);
   };
-  Fd root = OpenRoot(*this, /*create=*/false, refuse);
+  bool tagged;
+  Fd root(OpenRoot(/*create=*/false, refuse, &tagged));
   if (!root.ok()) return std::nullopt;
-  Fd shard = OpenShard(root.get(), key.digest.substr(0, 2), false, dir_, log);
+  const std::string shard_name = key.digest.substr(0, 2);
+  Fd shard = OpenShard(root.get(), shard_name, false, [&](absl::string_view p) {
+    RefuseShard(shard_name, p);
+  });
   if (!shard.ok()) return std::nullopt;
 
   const std::string name = absl::StrCat(key.digest, kEntrySuffix);
@@ -238,7 +421,7 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
   if (!file.ok()) {
     int err = errno;
     if (err == ELOOP) {
-      Reject(shard.get(), name, path, "is a symbolic link", nullptr);
+      Reject(shard.get(), name, path, "is a symbolic link", nullptr, tagged);
     } else if (err != ENOENT) {
       // Unreadable now (EACCES, EIO, EMFILE, ...): a miss, not a verdict on
       // the entry; a rebuild's store replaces it.
@@ -263,7 +446,7 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
         absl::StrCat("truncated: ", size, " bytes, shorter than the header");
   }
   if (!problem.empty()) {
-    Reject(shard.get(), name, path, problem, &st);
+    Reject(shard.get(), name, path, problem, &st, tagged);
     return std::nullopt;
   }
 
@@ -272,7 +455,7 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
   if (!bytes.ok()) {
     // An I/O error (e.g. a stale NFS handle) is a miss, not a verdict.
     if (bytes.status().code() == absl::StatusCode::kDataLoss) {
-      Reject(shard.get(), name, path, bytes.status().message(), &st);
+      Reject(shard.get(), name, path, bytes.status().message(), &st, tagged);
     } else {
       ReadFailure(path, bytes.status().message());
     }
@@ -280,18 +463,18 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
   }
   absl::StatusOr<CacheEntryView> entry = DecodeCacheEntry(bytes->data());
   if (!entry.ok()) {
-    Reject(shard.get(), name, path, entry.status().message(), &st);
+    Reject(shard.get(), name, path, entry.status().message(), &st, tagged);
     return std::nullopt;
   }
   if (entry->key != key.canonical) {
     Reject(shard.get(), name, path,
-           "holds a different key (misplaced or damaged entry)", &st);
+           "holds a different key (misplaced or damaged entry)", &st, tagged);
     return std::nullopt;
   }
   absl::StatusOr<jit::Artifact> artifact =
       jit::DeserializeArtifact(entry->payload);
   if (!artifact.ok()) {
-    Reject(shard.get(), name, path, artifact.status().message(), &st);
+    Reject(shard.get(), name, path, artifact.status().message(), &st, tagged);
     return std::nullopt;
   }
   if (NowUnix() - static_cast<int64_t>(st.st_mtim.tv_sec) >
@@ -300,6 +483,14 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
     ::futimens(file.get(), times);  // best effort: a read-only copy still hits
   }
   return std::move(*artifact);
+}
+
+void DiskCache::RefuseShard(const std::string& shard, absl::string_view why) {
+  const int index = ShardIndex(shard);
+  if (shard_refusal_logged_[index].exchange(true)) return;
+  Log(absl::StrCat("refusing directory ", dir_, "/", shard, ": ", why,
+                   "; left as it is, and the entries it would hold are not "
+                   "cached (remove it, or use another cache folder)"));
 }
 
 absl::Status DiskCache::Store(const CacheKey& key,
@@ -316,19 +507,32 @@ absl::Status DiskCache::Store(const CacheKey& key,
         absl::StrCat("entry of ", entry_bytes,
                      " bytes is larger than the cache cap of ", max_bytes_));
   }
-  std::string refusal;
-  Fd root = OpenRoot(*this, /*create=*/true, [&](absl::string_view m) {
-    refusal = std::string(m);
-    if (!dir_refusal_logged_.exchange(true)) Log(m);
-  });
+  std::string refusal, untagged;
+  bool tagged;
+  Fd root(OpenRoot(
+      /*create=*/true,
+      [&](absl::string_view m) {
+        refusal = std::string(m);
+        if (!dir_refusal_logged_.exchange(true)) Log(m);
+      },
+      &tagged, &untagged));
   if (!root.ok()) {
     if (!refusal.empty()) return absl::FailedPreconditionError(refusal);
     return absl::UnavailableError(
         absl::StrCat("cannot open cache directory ", dir_));
   }
-  auto log = [this](absl::string_view m) { Log(m); };
+  if (!tagged) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot mark ", dir_, " as a fleetjit cache (", untagged,
+                     "); not saving to disk"));
+  }
   const std::string shard_name = key.digest.substr(0, 2);
   const std::string name = absl::StrCat(key.digest, kEntrySuffix);
+  std::string shard_problem;
+  auto refuse_shard = [&](absl::string_view p) {
+    shard_problem = std::string(p);
+    RefuseShard(shard_name, p);
+  };
 
   Fd shard;
   Fd file;
@@ -337,11 +541,11 @@ absl::Status DiskCache::Store(const CacheKey& key,
   for (int attempt = 0; attempt < 4 && !file.ok(); ++attempt) {
     // ENOENT: a concurrent Clear removed the shard; reopen it.
     if (!shard.ok() || err == ENOENT) {
-      shard = OpenShard(root.get(), shard_name, true, dir_, log);
+      shard = OpenShard(root.get(), shard_name, true, refuse_shard);
       if (!shard.ok()) {
-        return absl::UnavailableError(
-            absl::StrCat("cannot use shard directory ", dir_, "/", shard_name,
-                         ": ", ErrnoText(errno)));
+        return absl::UnavailableError(absl::StrCat(
+            "cannot use shard directory ", dir_, "/", shard_name, ": ",
+            shard_problem.empty() ? ErrnoText(errno) : shard_problem));
       }
     }
     temp = TempName(key.digest);
@@ -365,13 +569,10 @@ absl::Status DiskCache::Store(const CacheKey& key,
   if (status.ok() && files::Close(file.Release()) != 0) {
     status = absl::UnavailableError(absl::StrCat("close: ", ErrnoText(errno)));
   }
-  if (status.ok() && files::RenameAt(shard.get(), temp.c_str(), shard.get(),
-                                     name.c_str()) != 0) {
-    status = absl::UnavailableError(absl::StrCat("rename: ", ErrnoText(errno)));
-  }
+  if (status.ok()) status = Publish(shard.get(), temp, name);
   if (!status.ok()) {
     file.Reset();
-    ::unlinkat(shard.get(), temp.c_str(), 0);
+    ::unlinkat(shard.get(), temp.c_str(), 0);  // ours: made above
     return absl::UnavailableError(absl::StrCat("cannot write cache entry ",
                                                EntryPath(key.digest), ": ",
                                                status.message()));
@@ -380,6 +581,35 @@ absl::Status DiskCache::Store(const CacheKey& key,
   ::fsync(shard.get());
   AfterStore(ShardIndex(key.digest), shard.get());
   return absl::OkStatus();
+}
+
+absl::Status DiskCache::Publish(int shard_fd, const std::string& temp,
+                                const std::string& name) {
+  // Replaces an entry fleetjit wrote (another process's, or a damaged one),
+  // never a file of someone else's that sits under the entry's name.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (files::RenameAt(shard_fd, temp.c_str(), shard_fd, name.c_str(),
+                        RENAME_NOREPLACE) == 0) {
+      return absl::OkStatus();
+    }
+    if (errno != EEXIST) {
+      return absl::UnavailableError(absl::StrCat("rename: ", ErrnoText(errno)));
+    }
+    if (!IsOurFile(shard_fd, name, /*empty_ok=*/false)) {
+      struct stat st;
+      if (::fstatat(shard_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 &&
+          errno == ENOENT) {
+        continue;  // gone meanwhile
+      }
+      return absl::FailedPreconditionError(
+          absl::StrCat("not replacing ", name, ": fleetjit did not write it"));
+    }
+    if (files::RenameAt(shard_fd, temp.c_str(), shard_fd, name.c_str()) == 0) {
+      return absl::OkStatus();
+    }
+    return absl::UnavailableError(absl::StrCat("rename: ", ErrnoText(errno)));
+  }
+  return absl::UnavailableError("rename: the entry's name kept changing");
 }
 
 void DiskCache::AfterStore(int shard, int shard_fd) {
@@ -391,9 +621,9 @@ void DiskCache::AfterStore(int shard, int shard_fd) {
         !S_ISREG(st.st_mode)) {
       continue;
     }
-    if (absl::StartsWith(name, kTempPrefix) &&
+    if (IsTempName(name) &&
         now - static_cast<int64_t>(st.st_mtim.tv_sec) > kStaleTempSeconds) {
-      ::unlinkat(shard_fd, name.c_str(), 0);  // left by a crashed writer
+      UnlinkOurs(shard_fd, name, /*empty_ok=*/true);  // a killed writer's
       continue;
     }
     // Entries only: the temp files of killed writers (until they are stale)
@@ -454,8 +684,10 @@ void ForEachShardFile(int root, Fn fn) {
 }  // namespace
 
 void DiskCache::Evict() {
-  Fd root = OpenRoot(*this, false, [](absl::string_view) {});
-  if (!root.ok()) return;
+  bool tagged;
+  Fd root(OpenRoot(
+      false, [](absl::string_view) {}, &tagged));
+  if (!root.ok() || !tagged) return;
   std::vector<ScannedEntry> entries;
   int64_t per_shard[256] = {};
   uint64_t total = 0;
@@ -464,10 +696,10 @@ void DiskCache::Evict() {
       root.get(), [&](const std::string& shard_name, int shard_fd,
                       const std::string& name, const struct stat& st) {
         if (!S_ISREG(st.st_mode)) return;
-        const bool temp = absl::StartsWith(name, kTempPrefix);
+        const bool temp = IsTempName(name);
         if (temp &&
             now - static_cast<int64_t>(st.st_mtim.tv_sec) > kStaleTempSeconds) {
-          ::unlinkat(shard_fd, name.c_str(), 0);
+          UnlinkOurs(shard_fd, name, /*empty_ok=*/true);
           return;
         }
         if (temp || !IsEntryName(name)) return;  // temps: see AfterStore
@@ -494,11 +726,12 @@ void DiskCache::Evict() {
            st.st_mtim.tv_nsec != e.mtime_nsec)) {
         continue;  // used or replaced since the scan: no longer the oldest
       }
-      if (::unlinkat(shard.get(), e.name.c_str(), 0) == 0) {
+      if (UnlinkOurs(shard.get(), e.name, /*empty_ok=*/false)) {
         ++evicted;
         freed += e.bytes;
-      } else if (errno != ENOENT) {
-        continue;
+      } else if (::fstatat(shard.get(), e.name.c_str(), &st,
+                           AT_SYMLINK_NOFOLLOW) == 0) {
+        continue;  // not ours, or not deletable: it still counts
       }
       total -= e.bytes;
       per_shard[ShardIndex(e.shard)] -= e.bytes;
@@ -517,7 +750,9 @@ void DiskCache::Evict() {
 
 DiskCache::Usage DiskCache::Scan() const {
   Usage usage;
-  Fd root = OpenRoot(*this, false, [](absl::string_view) {});
+  bool tagged;
+  Fd root(OpenRoot(
+      false, [](absl::string_view) {}, &tagged));
   if (!root.ok()) return usage;
   ForEachShardFile(root.get(),
                    [&](const std::string&, int, const std::string& name,
@@ -530,31 +765,49 @@ DiskCache::Usage DiskCache::Scan() const {
   return usage;
 }
 
-absl::Status DiskCache::Clear() {
+absl::Status DiskCache::Health() const {
   std::string refusal;
-  Fd root = OpenRoot(*this, false,
-                     [&](absl::string_view m) { refusal = std::string(m); });
-  if (!root.ok()) {
-    if (refusal.empty()) return absl::OkStatus();  // no directory, no entries
+  bool tagged;
+  Fd root(OpenRoot(
+      false, [&](absl::string_view m) { refusal = std::string(m); }, &tagged));
+  if (!refusal.empty()) {
+    if (!dir_refusal_logged_.exchange(true)) Log(refusal);
     return absl::FailedPreconditionError(refusal);
   }
+  return absl::OkStatus();
+}
+
+absl::Status DiskCache::Clear() {
+  std::string refusal;
+  bool tagged;
+  Fd root(OpenRoot(
+      false, [&](absl::string_view m) { refusal = std::string(m); }, &tagged));
+  if (!root.ok()) {
+    if (refusal.empty()) return absl::OkStatus();  // no directory, no entries
+    return absl::FailedPreconditionError(
+        absl::StrCat(refusal, "; nothing deleted"));
+  }
+  if (!tagged) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot mark ", dir_, " as a fleetjit cache (", kTagName,
+                     "); nothing deleted"));
+  }
+  // Entries and temp files that fleetjit wrote, in shard directories of
+  // ours; a shard left empty goes too. Nothing else, whatever its name.
   absl::Status status;
   for (const std::string& name : files::ListNames(root.get())) {
-    if (absl::StartsWith(name, kRejectedPrefix)) {
-      files::RemoveTree(root.get(), name);
-      continue;
-    }
     if (!IsShardName(name)) continue;
     Fd shard(::openat(root.get(), name.c_str(),
                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!shard.ok()) {
-      // A symlink or file where a shard belongs: remove the name only.
-      if (errno == ELOOP || errno == ENOTDIR)
-        ::unlinkat(root.get(), name.c_str(), 0);
-      continue;
+    struct stat st;
+    if (!shard.ok() || ::fstat(shard.get(), &st) != 0 ||
+        !files::OwnershipProblem(st).empty()) {
+      continue;  // a link, a file or a folder not ours: left alone
     }
     for (const std::string& file : files::ListNames(shard.get())) {
-      if (!IsEntryName(file) && !absl::StartsWith(file, kTempPrefix)) continue;
+      const bool entry = IsEntryName(file);
+      if (!entry && !IsTempName(file)) continue;
+      if (!IsOurFile(shard.get(), file, /*empty_ok=*/!entry)) continue;
       if (::unlinkat(shard.get(), file.c_str(), 0) != 0 && errno != ENOENT &&
           status.ok()) {
         status = absl::PermissionDeniedError(
@@ -613,8 +866,9 @@ std::string InspectEntry(int fd, const struct stat& st, bool verify,
 absl::StatusOr<std::vector<CacheEntryInfo>> DiskCache::List(bool verify) const {
   std::vector<CacheEntryInfo> infos;
   std::string refusal;
-  Fd root = OpenRoot(*this, false,
-                     [&](absl::string_view m) { refusal = std::string(m); });
+  bool tagged;
+  Fd root(OpenRoot(
+      false, [&](absl::string_view m) { refusal = std::string(m); }, &tagged));
   if (!root.ok()) {
     if (refusal.empty()) return infos;
     return absl::FailedPreconditionError(refusal);

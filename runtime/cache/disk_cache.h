@@ -14,10 +14,20 @@
 //    world-writable (checked with fstat on the opened descriptor);
 //  - its stored key equals the key looked up, its payload checksum
 //    matches, and the payload parses.
-// An entry failing any check is deleted, logged with the reason, and
-// reported as absent, so the caller rebuilds. A bad shard directory is
-// moved aside. Key material reaches the file system only as its SHA-256
-// digest.
+// An entry failing any check is logged with the reason and reported as
+// absent, so the caller rebuilds; it is deleted if fleetjit wrote it.
+// Key material reaches the file system only as its SHA-256 digest.
+//
+// Ownership. fleetjit deletes, replaces or moves only what it wrote, so a
+// cache folder pointed at a user's files loses none of them:
+//  - the directory carries fleetjit's CACHEDIR.TAG, written when fleetjit
+//    made it or found it empty (or holding only a cache from before the
+//    tag). A non-empty folder without it is refused, and the disk tier is
+//    off (logged at warn);
+//  - a shard that is a link, a file or a folder not ours is refused and
+//    left as it is (its entries are not cached);
+//  - a file is deleted or replaced only if it is a regular file of ours
+//    named as an entry (or temp file) that starts with the entry magic.
 //
 // LRU by modification time. A hit sets the entry's mtime to now (at most
 // once a minute per entry, to spare metadata writes when a fleet starts);
@@ -116,9 +126,15 @@ class DiskCache {
   // Entries and bytes on disk now (a directory scan).
   Usage Scan() const;
 
-  // Deletes every entry and temp file of this directory (not other files),
-  // and the shard directories left empty.
+  // Deletes every entry and temp file fleetjit wrote in this directory (no
+  // other file, whatever its name), and the shard directories left empty.
+  // FAILED_PRECONDITION (nothing deleted) when the directory is not a
+  // fleetjit cache (see "Ownership").
   absl::Status Clear();
+
+  // OK when the directory is usable or not made yet; else why it is refused
+  // (logged at warn, once, like a refusal at a Load or Store). Reads only.
+  absl::Status Health() const;
 
   // Every entry with its metadata; with `verify`, also checks each
   // entry's checksum, payload and that its key hashes to its file name.
@@ -136,11 +152,28 @@ class DiskCache {
   std::string EntryPath(absl::string_view digest) const;
 
  private:
+  // Opens the cache directory (creating it when `create`), or -1 after
+  // `refuse` said why: not ours, not private, or not a fleetjit cache.
+  // *tagged: it carries fleetjit's tag (written now for a directory fleetjit
+  // made, an empty one or a cache from before the tag); files are deleted
+  // only under a tagged directory.
+  // *untagged (optional): why it is not tagged.
+  int OpenRoot(bool create,
+               const std::function<void(absl::string_view)>& refuse,
+               bool* tagged, std::string* untagged = nullptr) const;
   void Log(absl::string_view message, LogLevel level = LogLevel::kWarn) const;
   // Logs the first entry that could not be read (later ones are counted).
-  void ReadFailure(const std::string& path, absl::string_view why);
+  void ReadFailure(const std::string& path, absl::string_view why) const;
+  // Counts and logs a refused entry; deletes it only when `tagged` and
+  // fleetjit wrote it.
   void Reject(int shard_fd, const std::string& name, const std::string& path,
-              absl::string_view reason, const struct stat* opened);
+              absl::string_view reason, const struct stat* opened, bool tagged);
+  // Logs, once per shard, that shard directory `shard` is not usable.
+  void RefuseShard(const std::string& shard, absl::string_view why);
+  // Renames `temp` to entry `name` in the shard, replacing only an entry
+  // fleetjit wrote.
+  absl::Status Publish(int shard_fd, const std::string& temp,
+                       const std::string& name);
   // Rescans shard `shard` (open at `shard_fd`) and evicts if the estimate
   // of the whole directory passes the cap.
   void AfterStore(int shard, int shard_fd);
@@ -152,10 +185,15 @@ class DiskCache {
 
   std::atomic<uint64_t> evictions_{0};
   std::atomic<uint64_t> rejected_{0};
-  std::atomic<uint64_t> read_failures_{0};
-  std::atomic<bool> read_failure_logged_{false};
+  mutable std::atomic<uint64_t> read_failures_{0};
+  mutable std::atomic<bool> read_failure_logged_{false};
   mutable std::atomic<bool> dir_refusal_logged_{false};
+  std::atomic<bool> shard_refusal_logged_[256] = {};
   std::atomic<bool> evicting_{false};
+  // The directory last found tagged (st_dev, st_ino): a hit skips reading
+  // the tag again.
+  mutable std::atomic<uint64_t> tagged_dev_{~uint64_t{0}};
+  mutable std::atomic<uint64_t> tagged_ino_{~uint64_t{0}};
 
   absl::Mutex mu_;
   // Bytes per shard as last scanned; -1 = not seen by this process.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "runtime/cache/redis_client.h"
 
 namespace fleetjit {
 namespace {
@@ -41,6 +42,38 @@ ModuleCache::ModuleCache(CacheConfig config)
                absl::StrCat("remote tier off: ", remote_status_.message()));
     }
   }
+  // A directory that is refused turns the disk tier off: say so now, at
+  // warn, rather than at the first build.
+  if (use_disk_) disk_->Health().IgnoreError();
+}
+
+std::vector<ModuleCache::TierState> ModuleCache::Tiers() const {
+  std::vector<TierState> tiers;
+  tiers.push_back({"memory", config_.memory,
+                   config_.memory ? "this process" : "off by option"});
+  if (!config_.disk) {
+    tiers.push_back({"disk", false,
+                     "off by option (FLEETJIT_CACHE=0 or "
+                     "FJ_RUNTIME_DISABLE_DISK_CACHE)"});
+  } else if (!use_disk_) {
+    tiers.push_back({"disk", false,
+                     "no folder: set FLEETJIT_CACHE_DIR (neither "
+                     "XDG_CACHE_HOME nor a home folder was found)"});
+  } else if (absl::Status health = disk_->Health(); !health.ok()) {
+    tiers.push_back({"disk", false, std::string(health.message())});
+  } else {
+    tiers.push_back({"disk", true, disk_->dir()});
+  }
+  if (config_.remote.url.empty()) {
+    tiers.push_back({"remote", false,
+                     "not configured (FLEETJIT_REMOTE_CACHE, "
+                     "docs/fleet-cache.md)"});
+  } else if (remote_ == nullptr) {
+    tiers.push_back({"remote", false, std::string(remote_status_.message())});
+  } else {
+    tiers.push_back({"remote", true, RedactUrl(config_.remote.url)});
+  }
+  return tiers;
 }
 
 ModuleCache::~ModuleCache() = default;

@@ -163,6 +163,16 @@ class ModuleCache {
   // FAILED_PRECONDITION: no fleet key; INVALID_ARGUMENT: bad URL).
   const absl::Status& remote_status() const { return remote_status_; }
 
+  // Each tier (memory, disk, remote), on or off, with why (fleetjit info).
+  // A tier that turned itself off was also logged at warn when the cache
+  // was made.
+  struct TierState {
+    std::string tier;  // "memory", "disk", "remote"
+    bool on = false;
+    std::string detail;  // where it is, or why it is off
+  };
+  std::vector<TierState> Tiers() const;
+
   // Replaces the entry of `key` with `artifact` (the same module, e.g. now
   // carrying its launch thunk object): the memory tier serves it to later
   // GetOrBuild calls (callers holding the previous artifact keep it), and

@@ -1,7 +1,7 @@
-// fork() (issue 12, item 5): CUDA is not fork-safe, so in a child every
-// call on the parent's runtime that needs the driver is FAILED_PRECONDITION
-// (saying to create the runtime after fork), destroying that runtime
-// neither crashes nor touches the parent's objects, and a runtime created in
+// fork() (issue 12, item 5; issue 45 for builds): CUDA is not fork-safe, so
+// in a child every call on the parent's runtime or its objects, builds and
+// destroys included, is FAILED_PRECONDITION (saying to create the runtime
+// after fork) without touching the parent's objects, and a runtime created in
 // the child works end to end. On the CPU through the fake driver; on a GPU
 // host also through the real one (where a child of a process that
 // initialised CUDA may not get the driver at all: then the new runtime
@@ -146,6 +146,15 @@ std::string ParentSessionRefused(Session& parent) {
   uint64_t extra = 0;
   fj_stream* another = nullptr;
   fj_kernel* again = nullptr;
+  fj_module* built = nullptr;
+  fj_build* pending = nullptr;
+  fj_build_options b{};
+  b.struct_size = sizeof(b);
+  b.source = S(kSource);
+  fj_module_info info{};
+  info.struct_size = sizeof(info);
+  // Rule 7 covers every call, builds and destroys included (issue 45): a
+  // build in a child once returned OK.
   struct {
     const char* name;
     fj_status* status;
@@ -160,8 +169,15 @@ std::string ParentSessionRefused(Session& parent) {
       {"fj_stream_synchronize", fj_stream_synchronize(parent.stream)},
       {"fj_stream_create", fj_stream_create(parent.rt, 0, &another)},
       {"fj_mem_free", fj_mem_free(parent.rt, parent.buffer)},
+      {"fj_module_build", fj_module_build(parent.rt, &b, &built)},
+      {"fj_module_build_async", fj_module_build_async(parent.rt, &b, &pending)},
+      {"fj_module_get_kernel",
+       fj_module_get_kernel(parent.module, S("add"), 0, &again)},
+      {"fj_module_info_get", fj_module_info_get(parent.module, &info)},
+      {"fj_stream_destroy", fj_stream_destroy(parent.stream)},
+      {"fj_module_destroy", fj_module_destroy(parent.module)},
+      {"fj_runtime_destroy", fj_runtime_destroy(parent.rt)},
   };
-  (void)again;
   std::string problems;
   for (auto& c : calls) {
     const fj_code code = fj_status_code(c.status);
@@ -172,8 +188,9 @@ std::string ParentSessionRefused(Session& parent) {
                   message + "); ";
     }
   }
-  // Destroying it frees nothing of the parent's and does not crash.
-  fj_status_free(fj_runtime_destroy(parent.rt));
+  if (built != nullptr || pending != nullptr || again != nullptr) {
+    problems += "a refused call wrote its output; ";
+  }
   return problems;
 }
 

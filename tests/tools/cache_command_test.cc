@@ -116,6 +116,30 @@ TEST_F(CacheCommandTest, ClearDeletesEntries) {
   EXPECT_TRUE(absl::StrContains(text, "\"disk_entries\":0,")) << text;
 }
 
+// A folder that is not a fleetjit cache: clear refuses it, says why and
+// deletes nothing, even what is named like a shard, a link or a folder
+// fleetjit once moved aside.
+TEST_F(CacheCommandTest, ClearRefusesAFolderThatIsNotACache) {
+  const std::string d = dir_.Sub("user");
+  ASSERT_EQ(::mkdir(d.c_str(), 0700), 0);
+  WriteFile(d + "/ab", "a user file named like a shard");
+  ASSERT_EQ(::symlink(dir_.path().c_str(), (d + "/ef").c_str()), 0);
+  ASSERT_EQ(::mkdir((d + "/.rejected-cd-1-2").c_str(), 0700), 0);
+  WriteFile(d + "/.rejected-cd-1-2/draft.txt", "a draft");
+  for (bool json : {false, true}) {
+    std::vector<std::string> args = {"clear", "--dir", d};
+    if (json) args.push_back("--json");
+    auto [code, text] = Run(args);
+    EXPECT_EQ(code, 1) << text;
+    EXPECT_FALSE(absl::StrContains(text, "deleted")) << text;
+  }
+  EXPECT_EQ(ReadFile(d + "/ab"), "a user file named like a shard");
+  struct stat st;
+  EXPECT_EQ(::lstat((d + "/ef").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(ReadFile(d + "/.rejected-cd-1-2/draft.txt"), "a draft");
+}
+
 TEST_F(CacheCommandTest, BadArgumentsAreAUsageError) {
   EXPECT_EQ(Run({"frobnicate"}).first, 2);
   EXPECT_EQ(Run({"ls", "--bogus"}).first, 2);

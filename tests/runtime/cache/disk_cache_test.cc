@@ -123,6 +123,10 @@ TEST_F(DiskCacheTest, EntryIsOneSelfCheckingPrivateFile) {
   EXPECT_EQ(builds_, 1);
 }
 
+// An entry that still starts with fleetjit's magic is fleetjit's: damaged,
+// it is deleted and rebuilt. One cut inside the magic no longer shows that
+// fleetjit wrote it: it is refused and left in place (never replaced), so
+// the key is rebuilt on every call until someone removes the file.
 TEST_F(DiskCacheTest, TruncatedEntriesAreDeletedAndRebuilt) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   ModuleCache cache(Config());
@@ -154,11 +158,19 @@ TEST_F(DiskCacheTest, TruncatedEntriesAreDeletedAndRebuilt) {
     WriteFile(Path(1), good.substr(0, cut));
     ExpectServed(cache, 1, CacheSource::kCompiled);
     EXPECT_EQ(cache.stats().rejected_entries, ++rejected);
+    if (cut < 8) {  // no magic: not known to be fleetjit's
+      EXPECT_EQ(ReadFile(Path(1)), good.substr(0, cut)) << "touched";
+      ExpectServed(cache, 1, CacheSource::kCompiled);
+      EXPECT_EQ(cache.stats().rejected_entries, ++rejected);
+      ASSERT_EQ(::unlink(Path(1).c_str()), 0);  // its owner removes it
+      ExpectServed(cache, 1, CacheSource::kCompiled);
+    }
     EXPECT_EQ(ReadFile(Path(1)), good);  // rebuilt and republished
     ExpectServed(cache, 1, CacheSource::kDisk);
   }
   EXPECT_TRUE(Logged("rejected entry " + Path(1))) << LogText();
   EXPECT_TRUE(Logged("truncated")) << LogText();
+  EXPECT_TRUE(Logged("fleetjit did not write it")) << LogText();
 }
 
 TEST_F(DiskCacheTest, BitFlipsAnywhereAreDeletedAndRebuilt) {
@@ -185,6 +197,11 @@ TEST_F(DiskCacheTest, BitFlipsAnywhereAreDeletedAndRebuilt) {
     bad[p] ^= static_cast<char>(1u << (rng() % 8));
     WriteFile(Path(2), bad);
     ExpectServed(cache, 2, CacheSource::kCompiled);
+    if (p < 8) {  // the magic itself: left in place (see the test above)
+      ASSERT_EQ(ReadFile(Path(2)), bad);
+      ASSERT_EQ(::unlink(Path(2).c_str()), 0);
+      ExpectServed(cache, 2, CacheSource::kCompiled);
+    }
     ASSERT_EQ(ReadFile(Path(2)), good);
   }
   EXPECT_EQ(cache.stats().rejected_entries, positions.size());
@@ -272,20 +289,22 @@ TEST_F(DiskCacheTest, GroupOrWorldWritableEntriesAreRefused) {
   EXPECT_EQ(cache.stats().rejected_entries, 4u);
 }
 
-TEST_F(DiskCacheTest, SymlinkedEntryIsRefused) {
+TEST_F(DiskCacheTest, SymlinkedEntryIsRefusedAndLeftAlone) {
   ModuleCache cache(Config());
   ExpectServed(cache, 7, CacheSource::kCompiled);
-  // A valid entry, but reached through a link: refused all the same.
+  // A valid entry, but reached through a link: refused all the same; the
+  // link is not fleetjit's, so neither it nor its target is touched.
   const std::string elsewhere = dir_.Sub("elsewhere.fjc");
   ASSERT_EQ(::rename(Path(7).c_str(), elsewhere.c_str()), 0);
+  const std::string target = ReadFile(elsewhere);
   ASSERT_EQ(::symlink(elsewhere.c_str(), Path(7).c_str()), 0);
+  ExpectServed(cache, 7, CacheSource::kCompiled);
   ExpectServed(cache, 7, CacheSource::kCompiled);
   EXPECT_TRUE(Logged("symbolic link")) << LogText();
   struct stat st;
   ASSERT_EQ(::lstat(Path(7).c_str(), &st), 0);
-  EXPECT_TRUE(S_ISREG(st.st_mode));
-  EXPECT_EQ(::lstat(elsewhere.c_str(), &st), 0)
-      << "the link's target was touched";
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced";
+  EXPECT_EQ(ReadFile(elsewhere), target) << "the link's target was touched";
 }
 
 TEST_F(DiskCacheTest, FifoEntryIsRefusedWithoutBlocking) {
@@ -303,10 +322,11 @@ TEST_F(DiskCacheTest, EntryOwnedByAnotherUserIsRefused) {
   ExpectServed(cache, 9, CacheSource::kCompiled);
   ASSERT_EQ(::chown(Path(9).c_str(), kForeignUid, kForeignUid), 0);
   ExpectServed(cache, 9, CacheSource::kCompiled);
+  ExpectServed(cache, 9, CacheSource::kCompiled);  // never replaced
   EXPECT_TRUE(Logged(absl::StrCat("owned by uid ", kForeignUid))) << LogText();
   struct stat st;
   ASSERT_EQ(::stat(Path(9).c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, ::geteuid());
+  EXPECT_EQ(st.st_uid, kForeignUid) << "another user's file was replaced";
 }
 
 TEST_F(DiskCacheTest, ShardDirectoryOwnedByAnotherUserIsRefused) {
@@ -316,11 +336,12 @@ TEST_F(DiskCacheTest, ShardDirectoryOwnedByAnotherUserIsRefused) {
   const std::string shard = Path(10).substr(0, Path(10).rfind('/'));
   ASSERT_EQ(::chown(shard.c_str(), kForeignUid, kForeignUid), 0);
   ExpectServed(cache, 10, CacheSource::kCompiled);
+  ExpectServed(cache, 10, CacheSource::kCompiled);  // the shard is not used
   EXPECT_TRUE(Logged("refusing directory " + shard)) << LogText();
   struct stat st;
   ASSERT_EQ(::stat(shard.c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, ::geteuid());
-  ExpectServed(cache, 10, CacheSource::kDisk);
+  EXPECT_EQ(st.st_uid, kForeignUid) << "another user's folder was replaced";
+  ASSERT_EQ(::stat(Path(10).c_str(), &st), 0) << "its file was deleted";
 }
 
 TEST_F(DiskCacheTest, SymlinkedShardDirectoryIsRefused) {
@@ -331,26 +352,38 @@ TEST_F(DiskCacheTest, SymlinkedShardDirectoryIsRefused) {
   ASSERT_EQ(::rename(shard.c_str(), elsewhere.c_str()), 0);
   ASSERT_EQ(::symlink(elsewhere.c_str(), shard.c_str()), 0);
   ExpectServed(cache, 11, CacheSource::kCompiled);
+  ExpectServed(cache, 11, CacheSource::kCompiled);
   EXPECT_TRUE(Logged("symbolic link")) << LogText();
   struct stat st;
   ASSERT_EQ(::lstat(shard.c_str(), &st), 0);
-  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the link was replaced";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(elsewhere),
+                          std::filesystem::directory_iterator()),
+            1)
+      << "the link's target was written to";
 }
 
-TEST_F(DiskCacheTest, StoreReplacesARefusedShardDirectory) {
+TEST_F(DiskCacheTest, StoreNeverWritesThroughARefusedShardDirectory) {
   const CacheKey key = KeyFor(seed_, 16);
   const std::string shard = Path(16).substr(0, Path(16).rfind('/'));
-  ASSERT_TRUE(std::filesystem::create_directories(dir_.Sub("cache")));
+  {  // a tagged cache with one entry elsewhere
+    ModuleCache cache(Config());
+    ExpectServed(cache, 17, CacheSource::kCompiled);
+  }
   ASSERT_TRUE(std::filesystem::create_directory(dir_.Sub("other")));
-  ASSERT_EQ(::symlink(dir_.Sub("other").c_str(), shard.c_str()), 0);
+  ::rmdir(shard.c_str());  // (empty, or 17's: then the link fails below)
+  if (::symlink(dir_.Sub("other").c_str(), shard.c_str()) != 0) {
+    GTEST_SKIP() << "entries 16 and 17 share a shard";
+  }
   DiskCache disk(dir_.Sub("cache"), 0, Config().log);
   absl::Status stored = disk.Store(key, ArtifactFor(seed_, 16, kImageBytes));
-  ASSERT_TRUE(stored.ok()) << stored;
+  EXPECT_EQ(stored.code(), absl::StatusCode::kUnavailable) << stored;
   EXPECT_TRUE(Logged("refusing directory " + shard)) << LogText();
-  std::optional<jit::Artifact> loaded = disk.Load(key);
-  ASSERT_TRUE(loaded.has_value());
-  EXPECT_TRUE(SameArtifact(*loaded, ArtifactFor(seed_, 16, kImageBytes)));
+  EXPECT_FALSE(disk.Load(key).has_value());
   EXPECT_TRUE(std::filesystem::is_empty(dir_.Sub("other")));
+  struct stat st;
+  ASSERT_EQ(::lstat(shard.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
 }
 
 TEST_F(DiskCacheTest, CacheDirectoryOwnedByAnotherUserTurnsTheDiskTierOff) {
@@ -388,17 +421,27 @@ TEST_F(DiskCacheTest, StaleTempFilesFromCrashedWritersAreRemoved) {
   ExpectServed(cache, 15, CacheSource::kCompiled);
   const std::string shard = Path(15).substr(0, Path(15).rfind('/'));
   const std::string stale = shard + "/.tmp-0123456789abcdef-1-0-0";
+  const std::string stale_empty = shard + "/.tmp-0123456789abcdef-3-0-0";
   const std::string fresh = shard + "/.tmp-0123456789abcdef-2-0-0";
-  WriteFile(stale, "partial");
-  WriteFile(fresh, "partial");
+  // Named like a temp file, but not one fleetjit wrote: never deleted.
+  const std::string foreign = shard + "/.tmp-0123456789abcdef-4-0-0";
+  const std::string partial = ReadFile(Path(15)).substr(0, 100);
+  WriteFile(stale, partial);
+  WriteFile(stale_empty, "");
+  WriteFile(fresh, partial);
+  WriteFile(foreign, "a user's notes");
   struct timespec old[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 3600, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, stale.c_str(), old, 0), 0);
+  for (const std::string& f : {stale, stale_empty, foreign}) {
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), old, 0), 0);
+  }
   ASSERT_EQ(::unlink(Path(15).c_str()), 0);
   ExpectServed(cache, 15, CacheSource::kCompiled);  // stores into that shard
   struct stat st;
   EXPECT_NE(::stat(stale.c_str(), &st), 0);
+  EXPECT_NE(::stat(stale_empty.c_str(), &st), 0);
   EXPECT_EQ(::stat(fresh.c_str(), &st), 0)
       << "a live writer's file was removed";
+  EXPECT_EQ(ReadFile(foreign), "a user's notes");
 }
 
 TEST_F(DiskCacheTest, ListAndVerifyReportDamage) {
