@@ -154,20 +154,25 @@ def load_fd(fd):
 
 
 def world_writable(path):
-    """Why the file `path` names (links followed) is one anyone can
-    replace, or "": world-writable, or in a world-writable folder without
-    the sticky bit. For paths named by trusted variables (FLEETJIT_LIBRARY,
-    FLEETJIT_PYTHON_EXT), which are otherwise loaded as given."""
+    """Why the file `path` names is one any user can replace, or "": the
+    file (links followed) is world-writable, or the folder of the name or
+    of the file it leads to is world-writable without the sticky bit. For
+    paths named by trusted variables (FLEETJIT_LIBRARY, FLEETJIT_PYTHON_EXT),
+    which are otherwise loaded as given."""
+    path = os.path.abspath(os.fspath(path))
     try:
         real = os.path.realpath(path)
-        st = os.stat(real)
-        parent = os.stat(os.path.dirname(real) or ".")
+        mode = stat.S_IMODE(os.stat(real).st_mode)
     except OSError:
         return ""  # not there: the loader's error says so
-    if stat.S_IMODE(st.st_mode) & stat.S_IWOTH:
-        return f"{real} is world-writable (mode {stat.S_IMODE(st.st_mode):04o})"
-    pmode = stat.S_IMODE(parent.st_mode)
-    if pmode & stat.S_IWOTH and not pmode & stat.S_ISVTX:
-        return (f"its folder {os.path.dirname(real)} is world-writable without the "
-                f"sticky bit (mode {pmode:04o})")
+    if mode & stat.S_IWOTH:
+        return f"{real} is world-writable (mode {mode:04o})"
+    for folder in dict.fromkeys((os.path.dirname(path), os.path.dirname(real))):
+        try:
+            fmode = stat.S_IMODE(os.stat(folder).st_mode)
+        except OSError:
+            continue
+        if fmode & stat.S_IWOTH and not fmode & stat.S_ISVTX:
+            return (f"its folder {folder} is world-writable without the sticky bit "
+                    f"(mode {fmode:04o})")
     return ""
