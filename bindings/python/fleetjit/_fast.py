@@ -200,6 +200,9 @@ def _load():
     except ImportError as e:
         why_not = f"not built ({e})"
         return
+    if not getattr(ext, "INTEGER_PARAMS", 0):  # it would pack 32.0 for an int n
+        why_not = "built from an older _fastlaunch.c (no integer-parameter check): rebuild it"
+        return
     want = (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config_13))
     if tuple(ext.layout()) != want:
         why_not = f"layout {ext.layout()} differs from the binding's {want}"

@@ -33,7 +33,8 @@ import tempfile
 import warnings
 
 from .. import _ffi, _trust
-from ..errors import FleetjitError
+from ..args import _float_fits
+from ..errors import FleetjitError, _integer, _signed
 
 TARGET = "fleetjit_launch"
 F32 = -1     # the next entry of f32s
@@ -238,6 +239,26 @@ def register(path=None):
     return path
 
 
+def _checked_scalars(kernel, order, f32s, i32s):
+    """(order, f32s, i32s) as tuples, each value checked before anything is
+    built: i32s integers that fit int32, f32s numbers, and no F32 entry
+    for a parameter the kernel declares as an integer (its float bits would
+    arrive as the integer)."""
+    order = tuple(_integer(o, "an order entry") for o in order)
+    i32s = tuple(_signed(v, 32, f"i32s[{i}]") for i, v in enumerate(i32s))
+    f32s = tuple(_float_fits("f32", v, f"f32s[{i}]") for i, v in enumerate(f32s))
+    integers = getattr(kernel, "_integer_params", lambda: None)() or ()
+    for j, o in enumerate(order):
+        if o == F32 and j < len(integers) and integers[j] is not None:
+            ctype, pname = integers[j]
+            shown = f"{ctype} {pname}" if pname else ctype
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"order[{j}] is F32 but the kernel's parameter {j} is the "
+                                f"integer '{shown}': its float bits would arrive as the "
+                                "integer; use I32 (i32s) or COUNT")
+    return order, f32s, i32s
+
+
 def _address(fn):
     return ctypes.cast(fn, ctypes.c_void_p).value
 
@@ -252,7 +273,10 @@ def kernel_call(kernel, result_shape_dtypes, *, order, f32s=(), i32s=(), grid=0,
            value of f32s / i32s, COUNT the element count of result 0.
     grid:  0 = ceil(elements of result 0 / block).
     The kernel, its runtime and the library must outlive the calls.
+    An F32 entry where the kernel declares an integer parameter is refused
+    by its name, as is an i32s value that is not an integer fitting int32.
     """
+    order, f32s, i32s = _checked_scalars(kernel, order, f32s, i32s)
     import jax
     import jax.ffi
     import numpy as np
