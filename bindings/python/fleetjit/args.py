@@ -28,6 +28,11 @@ from . import _ffi
 from .errors import FleetjitError, _integer, _real, _unsigned
 from . import tensors
 
+# The most bytes of parameters a kernel takes (the library's
+# kMaxParamBytes, jit/thunk/arg_rules.h): a larger by-value struct is
+# refused before it is copied.
+MAX_PARAM_BYTES = 32 * 1024
+
 _KIND_NAMES = {
     "i8": _ffi.ARG_I8, "i16": _ffi.ARG_I16, "i32": _ffi.ARG_I32, "i64": _ffi.ARG_I64,
     "u8": _ffi.ARG_U8, "u16": _ffi.ARG_U16, "u32": _ffi.ARG_U32, "u64": _ffi.ARG_U64,
@@ -397,6 +402,13 @@ def _fill(a, value, keep, stream, device_id, want=None, index=0, integer=None):
         a.v.pointer = _unsigned(borrowed.data_ptr, 64, "the tensor's address")
         return
     if isinstance(value, (bytes, bytearray, memoryview)):
+        # The size first: no parameter is larger (and FJ_ARG_BYTES' size is
+        # a uint32 that ctypes would wrap), so nothing larger is copied.
+        nbytes = memoryview(value).nbytes
+        if nbytes > MAX_PARAM_BYTES:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"a {nbytes}-byte {type(value).__name__} passed by value: "
+                                f"a kernel's parameters hold at most {MAX_PARAM_BYTES} bytes")
         data = bytes(value)
         buf = ctypes.create_string_buffer(data, len(data))
         keep.append(buf)

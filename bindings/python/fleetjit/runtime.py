@@ -269,6 +269,12 @@ class DeviceBuffer:
         n = self.nbytes if nbytes is None else _integer(nbytes, "nbytes")
         if n < 0:
             raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {n}: a size is not negative")
+        # Checked before the host buffer is allocated (2**31 of a 16-byte
+        # buffer allocated 2 GiB, then the library refused it).
+        if n > self.nbytes:
+            raise FleetjitError("OUT_OF_RANGE",
+                                f"nbytes is {n}: the buffer holds {self.nbytes} bytes")
+        self._live()  # a closed buffer: refused before allocating too
         dst = ctypes.create_string_buffer(n)
         _call(self, lib().fj_memcpy_dtoh, dst, self.device_address, n, None)
         return dst.raw

@@ -1,15 +1,18 @@
 """Issue 45, deliver 7, on the fake CUDA driver: a float passed for an
 integer parameter is refused by the parameter's name (from the compiled
-launch path and the ctypes path alike)."""
+launch path and the ctypes path alike), and sizes are checked before
+host memory is allocated for them."""
 import ctypes
+import mmap
+import tracemalloc
 import unittest
 
 import _env  # noqa: F401
 import fleetjit
-from fleetjit import _fast
+from fleetjit import _fast, tensors
 from fleetjit import runtime as fj_runtime
 
-from test_refusals import FakeDriverTest
+from test_refusals import DLPack, FakeDriverTest
 
 # One parameter of each integer spelling the binding reads.
 INTS = r'''
@@ -107,6 +110,80 @@ class JaxKernelCallScalarsTest(FakeDriverTest):
                 with self.assertRaises(fleetjit.InvalidArgumentError) as cm:
                     jax_ffi.kernel_call(self.k, None, order=order, f32s=f32s, i32s=i32s)
                 self.assertIn(text, str(cm.exception))
+
+
+class _Rank(DLPack):
+    """A DLPack producer whose DLTensor claims `ndim` dimensions."""
+
+    def __init__(self, data, ndim):
+        super().__init__(data, shape=(1,) * max(ndim, 1))
+        self.ndim = ndim
+
+    def __dlpack__(self, stream=None, max_version=None):
+        capsule = super().__dlpack__(stream, max_version)
+        self._managed.dl_tensor.ndim = self.ndim
+        return capsule
+
+
+class SizesBeforeAllocationTest(FakeDriverTest):
+    def _peak(self, fn):
+        """(exception raised by fn(), peak bytes traced while it ran)."""
+        tracemalloc.start()
+        try:
+            tracemalloc.reset_peak()
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001
+                raised = e
+            else:
+                raised = None
+            return raised, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    def test_download_past_the_buffer_allocates_nothing(self):
+        self.assertEqual(self.buf.nbytes, 64)
+        for n in (65, 1 << 31):
+            raised, peak = self._peak(lambda: self.buf.download(n))
+            self.assertIsInstance(raised, fleetjit.OutOfRangeError, n)
+            self.assertIn(f"nbytes is {n}", str(raised))
+            self.assertIn("64 bytes", str(raised))
+            self.assertLess(peak, 1 << 20, f"download({n}) allocated {peak} bytes first")
+        self.assertEqual(len(self.buf.download(64)), 64)
+        self.assertEqual(len(self.buf.download(16)), 16)
+
+    def test_download_of_a_closed_buffer_allocates_nothing(self):
+        buf = self.rt.alloc(1 << 20)
+        buf.close()
+        raised, peak = self._peak(buf.download)
+        self.assertIsInstance(raised, fleetjit.InvalidArgumentError)
+        self.assertIn("closed", str(raised))
+        self.assertLess(peak, 1 << 19)
+
+    def test_by_value_bytes_larger_than_any_parameter_not_copied(self):
+        big = mmap.mmap(-1, 64 << 20)  # untouched pages: no memory until copied
+        self.addCleanup(big.close)
+        view = memoryview(big)
+        self.addCleanup(view.release)
+        for fast in (True, False):
+            fj_runtime.USE_FAST_PATH = fast
+            before = self.launches()
+            raised, peak = self._peak(
+                lambda: self.k.launch(1, 32, [self.buf, self.buf, 1.0, view]))
+            self.assertIsInstance(raised, fleetjit.InvalidArgumentError)
+            self.assertIn(f"a {64 << 20}-byte memoryview", str(raised))
+            self.assertIn("at most 32768 bytes", str(raised))
+            self.assertLess(peak, 1 << 20)
+            self.assertEqual(self.launches(), before)
+
+    def test_dlpack_rank_checked_before_shape_is_read(self):
+        for ndim in (-1, tensors.MAX_NDIM + 1, 1000):
+            with self.subTest(ndim=ndim):
+                self.refused([(f"ndim {ndim}", [_Rank(self.addr, ndim), self.buf, 1.0, 16],
+                               f"ndim {ndim}")])
+        before = self.launches()  # 64 dimensions are read
+        self.k.launch(1, 32, [_Rank(self.addr, tensors.MAX_NDIM), self.buf, 1.0, 16])
+        self.assertEqual(self.launches(), before + 1)
 
 
 if __name__ == "__main__":
