@@ -96,7 +96,9 @@ class JaxFfiFolderTest(unittest.TestCase):
         old_tempdir = tempfile.tempdir
         tempfile.tempdir = env["TMPDIR"]
         self.addCleanup(setattr, tempfile, "tempdir", old_tempdir)
-        self.addCleanup(setattr, jax_ffi, "_registered", None)
+        # register() is once per process: start unregistered, and leave
+        # whatever a real JAX test registered before as it was.
+        self.addCleanup(setattr, jax_ffi, "_registered", jax_ffi._registered)
         jax_ffi._registered = None
         self.home_dir = os.path.join(env["HOME"], ".cache", "fleetjit-jax-ffi")
 
