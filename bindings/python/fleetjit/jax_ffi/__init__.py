@@ -30,6 +30,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 
 from .. import _ffi, _trust
@@ -44,6 +45,7 @@ COUNT = -3   # the element count of result 0, as int32
 _HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = _HERE / "fleetjit_xla.cc"
 _registered = None
+_register_lock = threading.Lock()
 _FOLDER_HINT = ("; fix its owner or mode (chmod go-w), or set FLEETJIT_JAX_FFI_DIR "
                 "to a folder of your own")
 
@@ -225,18 +227,19 @@ def register(path=None):
     own must be a regular file owned by you (or root) and writable by no
     one else."""
     global _registered
-    if _registered is not None:
-        return _registered
-    import jax.ffi
-    if path is None:
-        path, fd = _build()
-    else:
-        path = os.fspath(path)
-        fd = _trust.open_checked_file(path)
-    handler = _trust.load_fd(fd).FleetjitLaunch
-    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(handler), platform="CUDA")
-    _registered = path
-    return path
+    with _register_lock:  # one build and one registration, whatever the threads
+        if _registered is not None:
+            return _registered
+        import jax.ffi
+        if path is None:
+            path, fd = _build()
+        else:
+            path = os.fspath(path)
+            fd = _trust.open_checked_file(path)
+        handler = _trust.load_fd(fd).FleetjitLaunch
+        jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(handler), platform="CUDA")
+        _registered = path
+        return path
 
 
 def _checked_scalars(kernel, order, f32s, i32s):
