@@ -96,7 +96,7 @@ class NamedLibraryTest(unittest.TestCase):
         r = _run("import warnings, fleetjit\n"
                  "from fleetjit import _fast\n"
                  "print('AVAILABLE', _fast.available())\n",
-                 FLEETJIT_PYTHON_EXT=ext)
+                 FLEETJIT_PYTHON_EXT=ext, FLEETJIT_PYTHON_FAST="1")
         self.assertFalse(os.path.exists(self.marker), "the planted extension's code ran")
         self.assertIn("AVAILABLE (False, 'refusing $FLEETJIT_PYTHON_EXT", r.stdout,
                       r.stdout + r.stderr)
