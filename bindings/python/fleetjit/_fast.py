@@ -181,6 +181,13 @@ def _load():
     try:
         path = os.environ.get("FLEETJIT_PYTHON_EXT")
         if path:  # a build tree's copy (ctest), else the package's own
+            from ._trust import world_writable
+            problem = world_writable(path)
+            if problem:  # trusted, but not if anyone can write it
+                why_not = f"refusing $FLEETJIT_PYTHON_EXT {path}: {problem}"
+                warnings.warn(f"fleetjit: {why_not}; launches take the ctypes path",
+                              RuntimeWarning, stacklevel=2)
+                return
             import importlib.machinery
             import importlib.util
             loader = importlib.machinery.ExtensionFileLoader("fleetjit._fastlaunch", path)
@@ -192,6 +199,9 @@ def _load():
             from . import _fastlaunch as ext
     except ImportError as e:
         why_not = f"not built ({e})"
+        return
+    if not getattr(ext, "INTEGER_PARAMS", 0):  # it would pack 32.0 for an int n
+        why_not = "built from an older _fastlaunch.c (no integer-parameter check): rebuild it"
         return
     want = (ctypes.sizeof(_ffi.fj_arg), ctypes.sizeof(_ffi.fj_launch_config_13))
     if tuple(ext.layout()) != want:

@@ -789,9 +789,18 @@ static int read_stream(PyObject* stream_obj, PyObject* streams, fj_stream** out,
   return 1;
 }
 
+/* A float of any kind: refused for a parameter declared as an integer. */
+static int is_float_kind(fj_arg_kind k) {
+  return k == FJ_ARG_F16 || k == FJ_ARG_BF16 || k == FJ_ARG_F32 ||
+         k == FJ_ARG_F64 || k == FJ_ARG_C64 || k == FJ_ARG_C128;
+}
+
 /* Packs `args` (a list or a tuple, read with borrowed references) into
  * packed[FAST_MAX_ARGS]. 1: *n set; 0: left to the ctypes path (anything
- * else, a generator..., or an argument fill_one does not take). */
+ * else, a generator..., or an argument fill_one does not take). A
+ * cai_dtypes entry that is a str ("int") marks a parameter the kernel
+ * declares as an integer: a float packed for it goes to the ctypes path,
+ * which refuses it by name (its bits would arrive as the integer). */
 static int pack_args(PyObject* args, PyObject* dtypes, PyObject* cai_dtypes,
                      fj_arg* packed, Py_ssize_t* n) {
   int is_list = PyList_Check(args);
@@ -823,6 +832,9 @@ static int pack_args(PyObject* args, PyObject* dtypes, PyObject* cai_dtypes,
       if (rc < 0) PyErr_Clear();
       return 0;
     }
+    if (want_cai != NULL && PyUnicode_CheckExact(want_cai) &&
+        is_float_kind(a->kind))
+      return 0;
   }
   *n = count;
   return 1;
@@ -1361,6 +1373,12 @@ PyMODINIT_FUNC PyInit__fastlaunch(void) {
   Py_INCREF(g_gate_type);
   if (PyModule_AddObject(m, "Gate", g_gate_type) != 0) {
     Py_DECREF(g_gate_type);
+    Py_DECREF(m);
+    return NULL;
+  }
+  /* This build leaves a float for an integer parameter to the ctypes path
+   * (pack_args); _fast.py does not use a build without it. */
+  if (PyModule_AddIntConstant(m, "INTEGER_PARAMS", 1) != 0) {
     Py_DECREF(m);
     return NULL;
   }

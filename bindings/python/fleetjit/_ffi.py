@@ -302,6 +302,11 @@ def load():
         if _lib is not None:
             return _lib
         path = library_path()
+        if path == os.environ.get("FLEETJIT_LIBRARY"):  # trusted, but not if anyone can write it
+            from ._trust import world_writable
+            problem = world_writable(path)
+            if problem:
+                raise LoadError(f"refusing $FLEETJIT_LIBRARY {path}: {problem}")
         try:
             lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
         except OSError as e:

@@ -1,11 +1,14 @@
-"""The pointer types of an extern "C" kernel's parameters, read from its source.
+"""The pointer and integer types of an extern "C" kernel's parameters, read
+from its source.
 
 The library checks every argument's kind and size, but a `T*` parameter is
 just an address to it: a bf16 tensor passed where the kernel takes `float*`
 launches. The binding reads the kernel's declaration in the source it built
 (for extern "C" kernels named by their plain name) and warns when a
 tensor's dtype differs from the pointee type. Unknown types (void*, structs,
-vector types, templates) are not checked.
+vector types, templates) are not checked. Likewise an integer parameter
+is only 4 or 8 bytes to the library; a float argument passed there is
+refused here by the parameter's name (integer_params).
 """
 
 import re
@@ -61,11 +64,10 @@ def _pointee(param):
     return None if known is None else known + ("const" in base.split(),)
 
 
-def pointer_dtypes(source, name):
-    """Per parameter of the extern "C" kernel `name` in `source`: the
-    (code, bits, dtype name, const) of a pointer parameter's pointee, or None.
-    None (not a list) when the kernel's declaration is not found or is not
-    one plain declaration (templates, macros, overloads)."""
+def _declaration(source, name):
+    """The parameter texts of the extern "C" kernel `name` in `source`;
+    None when its declaration is not found or is not one plain declaration
+    (templates, macros, overloads)."""
     if not isinstance(source, str) or not re.fullmatch(r"[A-Za-z_]\w*", name or ""):
         return None
     text = _COMMENTS.sub(" ", source)
@@ -86,4 +88,52 @@ def pointer_dtypes(source, name):
     params = _split_top(text[start:end - 1])
     if len(params) == 1 and params[0].strip() in ("", "void"):
         return []
-    return [_pointee(p) for p in params]
+    return params
+
+
+def pointer_dtypes(source, name):
+    """Per parameter of the extern "C" kernel `name` in `source`: the
+    (code, bits, dtype name, const) of a pointer parameter's pointee, or None.
+    None (not a list) when the kernel's declaration is not found or is not
+    one plain declaration (templates, macros, overloads)."""
+    params = _declaration(source, name)
+    return None if params is None else [_pointee(p) for p in params]
+
+
+# Integer types a by-value parameter may be declared as: the words of C's
+# own (any order: "unsigned long long", "long int") or one typedef.
+_INTEGER_WORDS = {"signed", "unsigned", "int", "long", "short", "char", "bool",
+                  "__int128"}
+_INTEGER_TYPEDEFS = {f"{u}int{b}_t" for u in ("", "u") for b in (8, 16, 32, 64)} | {
+    "size_t", "ssize_t", "ptrdiff_t", "intptr_t", "uintptr_t"}
+
+
+def _integer_param(param):
+    """(C type, name) of a by-value integer parameter ("int n" ->
+    ("int", "n"); an unnamed one has name ""), else None."""
+    if any(c in param for c in "*&[(=<"):
+        return None
+    words = [w for w in param.replace("std::", " ").replace("::", " ").split()
+             if w not in _QUALIFIERS]
+    if not words:
+        return None
+    pname = ""
+    if len(words) > 1 and re.fullmatch(r"[A-Za-z_]\w*", words[-1]) and \
+            words[-1] not in _INTEGER_WORDS:
+        pname = words.pop()
+    if len(words) == 1 and words[0] in _INTEGER_TYPEDEFS:
+        return words[0], pname
+    if words and all(w in _INTEGER_WORDS for w in words):
+        return " ".join(words), pname
+    return None
+
+
+def integer_params(source, name):
+    """Per parameter of the extern "C" kernel `name` in `source`: (C type,
+    parameter name) of one declared as a by-value integer (int, unsigned,
+    long long, int64_t, size_t...), else None. None (not a list) when the
+    declaration is unknown, as for pointer_dtypes. The library knows such
+    a parameter's size only (PTX does not say integer), so the binding
+    refuses a float argument there: its bits would arrive as the integer."""
+    params = _declaration(source, name)
+    return None if params is None else [_integer_param(p) for p in params]

@@ -14,6 +14,10 @@ A value becomes one fj_arg by these rules, first match wins:
     (use f64() for double). bool is refused (C++ bool is one byte: u8()).
 The library checks every argument against the kernel's parameters before
 the driver runs, so a wrong kind or size is a FleetjitError, not a fault.
+An extern "C" kernel's integer parameter is only a size to the library:
+where the binding has read the declaration (fleetjit._signature), a float
+of any kind passed to one is refused naming the parameter (32.0 would
+arrive as its float bits, 1107296256).
 """
 
 import ctypes
@@ -23,6 +27,11 @@ import warnings
 from . import _ffi
 from .errors import FleetjitError, _integer, _real, _unsigned
 from . import tensors
+
+# The most bytes of parameters a kernel takes (the library's
+# kMaxParamBytes, jit/thunk/arg_rules.h): a larger by-value struct is
+# refused before it is copied.
+MAX_PARAM_BYTES = 32 * 1024
 
 _KIND_NAMES = {
     "i8": _ffi.ARG_I8, "i16": _ffi.ARG_I16, "i32": _ffi.ARG_I32, "i64": _ffi.ARG_I64,
@@ -242,14 +251,16 @@ def _fill_scalar(arg, s, keep=None):
     setattr(arg.v, field, s.value)
 
 
-def build(values, stream=None, device_id=0, dtypes=None):
+def build(values, stream=None, device_id=0, dtypes=None, integers=None):
     """(keep-alive list, fj_arg array or None, count) for a kernel's arguments.
 
     `stream` is the integer CUstream of the launch, handed to DLPack
     producers so they order their pending writes before it. `dtypes`, when
     known (fleetjit._signature.pointer_dtypes), gives per parameter the
     (code, bits, name) a tensor argument's dtype should have: a tensor of
-    another dtype launches, with a warning.
+    another dtype launches, with a warning. `integers`, when known
+    (fleetjit._signature.integer_params), gives per parameter the (C type,
+    name) of an integer one: a float argument there is refused.
     """
     values = list(values)
     keep = []
@@ -260,8 +271,9 @@ def build(values, stream=None, device_id=0, dtypes=None):
         a = arr[i]
         a.struct_size = ctypes.sizeof(_ffi.fj_arg)
         want = dtypes[i] if dtypes is not None and i < len(dtypes) else None
+        integer = integers[i] if integers is not None and i < len(integers) else None
         try:
-            _fill(a, value, keep, stream, device_id, want, i)
+            _fill(a, value, keep, stream, device_id, want, i, integer)
         except FleetjitError as e:
             raise FleetjitError(e.code, f"argument {i}: {e.message}") from None
     keep.append(arr)
@@ -325,7 +337,22 @@ def _pointer(address, what):
     return _unsigned(address, 64, what)
 
 
-def _fill(a, value, keep, stream, device_id, want=None, index=0):
+_FLOAT_KINDS = frozenset(("f16", "bf16", "f32", "f64", "c64", "c128"))
+
+
+def _refuse_float_for_integer(value, s, integer):
+    """A float kind for a parameter declared as an integer: its bits would
+    arrive as the integer (32.0 as 1107296256)."""
+    ctype, pname = integer
+    shown = f"{ctype} {pname}" if pname else ctype
+    raise FleetjitError(
+        "INVALID_ARGUMENT",
+        f"{type(value).__name__} {value!r} ({s.kind}) passed to the integer parameter "
+        f"'{shown}': its float bits would arrive as the integer; pass an int "
+        f"(int(x)) or fleetjit.i32(...)/i64(...)")
+
+
+def _fill(a, value, keep, stream, device_id, want=None, index=0, integer=None):
     if isinstance(value, Tensor):
         a.kind = _ffi.ARG_TENSOR
         a.v.tensor = ctypes.addressof(value.to_c(keep, stream, device_id))
@@ -375,6 +402,13 @@ def _fill(a, value, keep, stream, device_id, want=None, index=0):
         a.v.pointer = _unsigned(borrowed.data_ptr, 64, "the tensor's address")
         return
     if isinstance(value, (bytes, bytearray, memoryview)):
+        # The size first: no parameter is larger (and FJ_ARG_BYTES' size is
+        # a uint32 that ctypes would wrap), so nothing larger is copied.
+        nbytes = memoryview(value).nbytes
+        if nbytes > MAX_PARAM_BYTES:
+            raise FleetjitError("INVALID_ARGUMENT",
+                                f"a {nbytes}-byte {type(value).__name__} passed by value: "
+                                f"a kernel's parameters hold at most {MAX_PARAM_BYTES} bytes")
         data = bytes(value)
         buf = ctypes.create_string_buffer(data, len(data))
         keep.append(buf)
@@ -387,4 +421,6 @@ def _fill(a, value, keep, stream, device_id, want=None, index=0):
         raise FleetjitError("INVALID_ARGUMENT",
                             f"cannot pass a {type(value).__name__} to a kernel (use a scalar, "
                             "i32()/f32()/..., a tensor-like object or fleetjit.Tensor)")
+    if integer is not None and s.kind in _FLOAT_KINDS:
+        _refuse_float_for_integer(value, s, integer)
     _fill_scalar(a, s, keep)

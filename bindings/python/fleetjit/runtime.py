@@ -269,6 +269,12 @@ class DeviceBuffer:
         n = self.nbytes if nbytes is None else _integer(nbytes, "nbytes")
         if n < 0:
             raise FleetjitError("INVALID_ARGUMENT", f"nbytes is {n}: a size is not negative")
+        # Checked before the host buffer is allocated (2**31 of a 16-byte
+        # buffer allocated 2 GiB, then the library refused it).
+        if n > self.nbytes:
+            raise FleetjitError("OUT_OF_RANGE",
+                                f"nbytes is {n}: the buffer holds {self.nbytes} bytes")
+        self._live()  # a closed buffer: refused before allocating too
         dst = ctypes.create_string_buffer(n)
         _call(self, lib().fj_memcpy_dtoh, dst, self.device_address, n, None)
         return dst.raw
@@ -322,6 +328,7 @@ class Kernel:
         self.name = name
         self.device = device
         self._dtypes = _UNSET
+        self._integers = _UNSET
         self._torch_dtypes = _UNSET
         # launch as a C callable in the instance dict: kernel.launch(...)
         # then reaches fj_launch with no Python frame, and comes back to
@@ -362,13 +369,29 @@ class Kernel:
                 getattr(self._module, "_source", None), self.name)
         return dt
 
+    def _integer_params(self):
+        """Per parameter, the (C type, name) of one the extern "C" kernel
+        declares as a by-value integer, else None; None when unknown."""
+        it = self._integers
+        if it is _UNSET:
+            it = self._integers = _signature.integer_params(
+                getattr(self._module, "_source", None), self.name)
+        return it
+
     def _cai_dtypes(self):
         """Per parameter, the (code, bits) a __cuda_array_interface__
         argument's typestr must give for the compiled path to pack it (a
-        const T* for a read-only one, checked by the ctypes path), else
-        None; None when the kernel's declaration is unknown."""
+        const T* for a read-only one, checked by the ctypes path), "int"
+        for a by-value integer parameter (a float argument there is left
+        to the ctypes path, which refuses it), else None; None when the
+        kernel's declaration is unknown."""
         dt = self._dl_dtypes()
-        return None if dt is None else tuple(tuple(d[:2]) if d else None for d in dt)
+        if dt is None:
+            return None
+        it = self._integer_params() or ()
+        return tuple(tuple(d[:2]) if d else
+                     ("int" if i < len(it) and it[i] is not None else None)
+                     for i, d in enumerate(dt))
 
     def _torch_dtype_tuple(self):
         """The per-parameter torch dtypes the compiled path compares with;
@@ -466,7 +489,8 @@ class Kernel:
         cfg.shared_bytes = _unsigned(shared_bytes, 32, "shared_bytes")
         cfg.stream = fj_stream
         keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device,
-                                       dtypes=self._dl_dtypes())
+                                       dtypes=self._dl_dtypes(),
+                                       integers=self._integer_params())
         _call(self, lib().fj_launch, ctypes.byref(cfg),
               ctypes.cast(arr, ctypes.c_void_p) if arr is not None else None,
               count, using=using)

@@ -149,12 +149,27 @@ def from_dlpack(obj, stream=None):
     return from_capsule(capsule)
 
 
+# The most dimensions a borrowed tensor may have (NumPy's and CuPy's limit):
+# shape and strides are read ndim entries long, so a larger or negative
+# ndim is refused before anything is read or allocated.
+MAX_NDIM = 64
+
+
+def _checked_rank(borrowed):
+    ndim = borrowed.tensor.ndim
+    if not 0 <= ndim <= MAX_NDIM:
+        raise FleetjitError("INVALID_ARGUMENT", f"a DLPack tensor of ndim {ndim}: "
+                            f"0 to {MAX_NDIM} dimensions are read")
+    return borrowed
+
+
 def from_capsule(capsule):
     """Borrows the tensor of a DLPack capsule, keeping the capsule alive."""
     name = _capsule_get_name(capsule)
     if name == b"dltensor" and _capsule_is_valid(capsule, name):
         managed = _capsule_get_pointer(capsule, name)
-        return BorrowedTensor(managed + LEGACY_TENSOR_OFFSET, capsule, "dltensor")
+        return _checked_rank(
+            BorrowedTensor(managed + LEGACY_TENSOR_OFFSET, capsule, "dltensor"))
     if name == b"dltensor_versioned" and _capsule_is_valid(capsule, name):
         managed = _capsule_get_pointer(capsule, name)
         header = DLManagedTensorVersioned.from_address(managed)
@@ -162,8 +177,9 @@ def from_capsule(capsule):
             raise FleetjitError("INVALID_ARGUMENT",
                                 f"DLPack {header.version.major}.{header.version.minor} "
                                 f"capsule: this binding reads DLPack <= {MAX_DLPACK_MAJOR}.x")
-        return BorrowedTensor(managed + VERSIONED_TENSOR_OFFSET, capsule, "dltensor_versioned",
-                              read_only=bool(header.flags & DLPACK_FLAG_READ_ONLY))
+        return _checked_rank(
+            BorrowedTensor(managed + VERSIONED_TENSOR_OFFSET, capsule, "dltensor_versioned",
+                           read_only=bool(header.flags & DLPACK_FLAG_READ_ONLY)))
     shown = name.decode(errors="replace") if name is not None else None
     raise FleetjitError("INVALID_ARGUMENT",
                         f"not a usable DLPack capsule (name {shown!r}; expected 'dltensor' or "
@@ -219,6 +235,9 @@ def from_cuda_array_interface(obj, device_id=0):
         raise FleetjitError("INVALID_ARGUMENT", "__cuda_array_interface__ has a mask: "
                             "masked arrays are not supported")
     shape = _cai_ints(cai, "shape", "shape")
+    if len(shape) > MAX_NDIM:
+        raise FleetjitError("INVALID_ARGUMENT", f"__cuda_array_interface__ shape has "
+                            f"{len(shape)} dimensions: at most {MAX_NDIM} are read")
     if any(s < 0 for s in shape):
         raise FleetjitError("INVALID_ARGUMENT",
                             f"__cuda_array_interface__ shape {shape} has a negative extent")
