@@ -16,17 +16,17 @@
 // read lock and every Close its write lock, so all methods, Close included,
 // are safe for concurrent use.
 //
-// Build flags: by default the package compiles against ../../include
-// and links ../../build/lib (with an rpath); set CGO_CFLAGS and CGO_LDFLAGS
-// (see scripts/dev/test-bindings) to use another tree. Those come first on the
-// command line, so they win.
+// Build flags come from pkg-config's fleetjit.pc: an installed prefix's
+// (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig) or the build tree's
+// (PKG_CONFIG_PATH=<repo>/build/lib/pkgconfig). Its Libs carry an rpath to
+// the library, so a binary runs without LD_LIBRARY_PATH.
 package fleetjit
 
 /*
-// -O2 here: a CGO_CFLAGS in the environment (the scripts set one) replaces
-// cgo's default -g -O2, which left these helpers unoptimised.
-#cgo CFLAGS: -O2 -I${SRCDIR}/../../include
-#cgo LDFLAGS: -L${SRCDIR}/../../build/lib -Wl,-rpath,${SRCDIR}/../../build/lib -lfleetjit
+// -O2 here: a CGO_CFLAGS in the environment replaces cgo's default -g -O2,
+// which left these helpers unoptimised.
+#cgo CFLAGS: -O2
+#cgo pkg-config: fleetjit
 #include <stdlib.h>
 #include <string.h>
 #include <fleetjit/fleetjit.h>

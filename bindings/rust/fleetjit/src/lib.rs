@@ -55,6 +55,10 @@ use std::ptr::{self, NonNull};
 pub const EXPECTED_MAJOR: u32 = sys::FJ_VERSION_MAJOR;
 /// The minor version these bindings were written against.
 pub const EXPECTED_MINOR: u32 = sys::FJ_VERSION_MINOR;
+/// The release these bindings belong to, "major.minor.patch": the header's
+/// version and the release's patch (the crate's version, stamped by
+/// scripts/dev/gen-bindings).
+pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A library version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
