@@ -112,5 +112,15 @@ install(FILES ${CMAKE_BINARY_DIR}/generated/fleetjitConfig.cmake
   DESTINATION ${FJ_CMAKE_DIR})
 configure_file(${CMAKE_SOURCE_DIR}/cmake/fleetjit.pc.in
   ${CMAKE_BINARY_DIR}/generated/fleetjit.pc @ONLY)
+# The build tree's own, for the bindings built against it
+# (PKG_CONFIG_PATH=build/lib/pkgconfig: cgo's `#cgo pkg-config: fleetjit`,
+# fleetjit-sys's build script): the header in the source tree, the library
+# in build/lib.
+file(WRITE ${CMAKE_BINARY_DIR}/lib/pkgconfig/fleetjit.pc
+  "# fleetjit's build tree (not installed): ${CMAKE_BINARY_DIR}\n"
+  "includedir=${CMAKE_SOURCE_DIR}/include\nlibdir=${CMAKE_BINARY_DIR}/lib\n\n"
+  "Name: fleetjit\nDescription: JIT runtime for CUDA GPUs with a stable C ABI (build tree)\n"
+  "Version: ${PROJECT_VERSION}\nCflags: -I\${includedir}\n"
+  "Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lfleetjit\n")
 install(FILES ${CMAKE_BINARY_DIR}/generated/fleetjit.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

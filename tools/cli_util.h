@@ -45,7 +45,8 @@ std::optional<fj_copy_impl> CopyImplNamed(const std::string& name);
 // (EISDIR for a directory, which a stream would read as empty).
 bool ReadFile(const std::string& path, std::string* out);
 
-// "fleetjit CLI 1.0.0" and the loaded library's version (fj_version()).
+// "fleetjit CLI 1.3.0" (the release: the header's major.minor and the patch
+// of CMakeLists.txt) and the loaded library's version (fj_version()).
 std::string VersionText();
 
 }  // namespace fleetjit::cli

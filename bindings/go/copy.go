@@ -111,25 +111,6 @@ func (m *cmem) int64s(v []int64) *C.int64_t {
 	return (*C.int64_t)(p)
 }
 
-// OOB mirrors fj_oob: what a read outside a tensor returns.
-type OOB uint32
-
-const (
-	OOBPromiseInBounds OOB = C.FJ_OOB_PROMISE_IN_BOUNDS
-	OOBZeros           OOB = C.FJ_OOB_ZEROS
-	OOBNaN             OOB = C.FJ_OOB_NAN
-)
-
-// Swizzle mirrors fj_swizzle.
-type Swizzle uint32
-
-const (
-	SwizzleNone Swizzle = C.FJ_SWIZZLE_NONE
-	Swizzle32B  Swizzle = C.FJ_SWIZZLE_32B
-	Swizzle64B  Swizzle = C.FJ_SWIZZLE_64B
-	Swizzle128B Swizzle = C.FJ_SWIZZLE_128B
-)
-
 // TensorArg mirrors fj_tensor_arg: a tensor and how kernels tile it. Box
 // is outermost-first like Shape (0 = the whole extent).
 type TensorArg struct {
@@ -250,16 +231,6 @@ func (r *Runtime) copyOne(m *cmem, d *CopyDesc, s *C.fj_stream) error {
 	c.oob = C.fj_oob(d.OOB)
 	return statusErr(C.fj_copy(r.h, c, s))
 }
-
-// PrefetchMode mirrors fj_prefetch_mode.
-type PrefetchMode uint32
-
-const (
-	PrefetchAuto        PrefetchMode = C.FJ_PREFETCH_AUTO
-	PrefetchLocalL2     PrefetchMode = C.FJ_PREFETCH_LOCAL_L2
-	PrefetchWarmOwnerL2 PrefetchMode = C.FJ_PREFETCH_WARM_OWNER_L2
-	PrefetchStageLocal  PrefetchMode = C.FJ_PREFETCH_STAGE_LOCAL
-)
 
 // PrefetchDesc mirrors fj_prefetch_desc: a byte range, or (Tensor set) a
 // tile of a tensor.

@@ -16,17 +16,17 @@
 // read lock and every Close its write lock, so all methods, Close included,
 // are safe for concurrent use.
 //
-// Build flags: by default the package compiles against ../../include
-// and links ../../build/lib (with an rpath); set CGO_CFLAGS and CGO_LDFLAGS
-// (see scripts/dev/test-bindings) to use another tree. Those come first on the
-// command line, so they win.
+// Build flags come from pkg-config's fleetjit.pc: an installed prefix's
+// (PKG_CONFIG_PATH=<prefix>/lib/pkgconfig) or the build tree's
+// (PKG_CONFIG_PATH=<repo>/build/lib/pkgconfig). Its Libs carry an rpath to
+// the library, so a binary runs without LD_LIBRARY_PATH.
 package fleetjit
 
 /*
-// -O2 here: a CGO_CFLAGS in the environment (the scripts set one) replaces
-// cgo's default -g -O2, which left these helpers unoptimised.
-#cgo CFLAGS: -O2 -I${SRCDIR}/../../include
-#cgo LDFLAGS: -L${SRCDIR}/../../build/lib -Wl,-rpath,${SRCDIR}/../../build/lib -lfleetjit
+// -O2 here: a CGO_CFLAGS in the environment replaces cgo's default -g -O2,
+// which left these helpers unoptimised.
+#cgo CFLAGS: -O2
+#cgo pkg-config: fleetjit
 #include <stdlib.h>
 #include <string.h>
 #include <fleetjit/fleetjit.h>
@@ -124,23 +124,6 @@ func CheckVersion() error {
 }
 
 // ----------------------------------------------------------------- errors
-
-// Code mirrors fj_code.
-type Code int
-
-const (
-	OK                 Code = C.FJ_OK
-	InvalidArgument    Code = C.FJ_INVALID_ARGUMENT
-	NotFound           Code = C.FJ_NOT_FOUND
-	Unavailable        Code = C.FJ_UNAVAILABLE
-	FailedPrecondition Code = C.FJ_FAILED_PRECONDITION
-	BuildError         Code = C.FJ_BUILD_ERROR
-	CudaError          Code = C.FJ_CUDA_ERROR
-	ResourceExhausted  Code = C.FJ_RESOURCE_EXHAUSTED
-	OutOfRange         Code = C.FJ_OUT_OF_RANGE
-	Internal           Code = C.FJ_INTERNAL
-	DeadlineExceeded   Code = C.FJ_DEADLINE_EXCEEDED // since 1.2: fj_cache_flush's timeout
-)
 
 // String is the library's name for the code ("INVALID_ARGUMENT").
 func (c Code) String() string {
@@ -291,37 +274,7 @@ func fixedString(p *C.char, max int) string {
 
 // ------------------------------------------------------------------ enums
 
-// CopyImpl mirrors fj_copy_impl.
-type CopyImpl uint32
-
-const (
-	CopyAuto    CopyImpl = C.FJ_COPY_IMPL_AUTO
-	CopySync    CopyImpl = C.FJ_COPY_IMPL_SYNC
-	CopyCpAsync CopyImpl = C.FJ_COPY_IMPL_CP_ASYNC
-	CopyTMA     CopyImpl = C.FJ_COPY_IMPL_TMA
-)
-
 func (c CopyImpl) String() string { return C.GoString(C.fj_copy_impl_name(C.fj_copy_impl(c))) }
-
-// Output mirrors fj_output.
-type Output uint32
-
-const (
-	OutputAuto  Output = C.FJ_OUTPUT_AUTO
-	OutputCubin Output = C.FJ_OUTPUT_CUBIN
-	OutputPTX   Output = C.FJ_OUTPUT_PTX
-)
-
-// CacheResult mirrors fj_cache_result.
-type CacheResult uint32
-
-const (
-	CacheCompiled  CacheResult = C.FJ_CACHE_COMPILED
-	CacheMemoryHit CacheResult = C.FJ_CACHE_MEMORY_HIT
-	CacheDiskHit   CacheResult = C.FJ_CACHE_DISK_HIT
-	// Since 1.1: from the fleet's remote tier.
-	CacheRemoteHit CacheResult = C.FJ_CACHE_REMOTE_HIT
-)
 
 // -------------------------------------------------------------- copy plan
 
@@ -557,17 +510,6 @@ type CacheStats struct {
 	RemoteRejected, RemoteWrites           uint64
 	RemoteWriteDrops, RemoteBreakerOpens   uint64
 }
-
-// RemoteState mirrors fj_remote_state, the remote tier's circuit breaker.
-type RemoteState uint32
-
-const (
-	RemoteOff         RemoteState = C.FJ_REMOTE_OFF         // not configured
-	RemoteUnavailable RemoteState = C.FJ_REMOTE_UNAVAILABLE // configured but off
-	RemoteClosed      RemoteState = C.FJ_REMOTE_CLOSED      // in use
-	RemoteOpen        RemoteState = C.FJ_REMOTE_OPEN        // failing, cooling down
-	RemoteHalfOpen    RemoteState = C.FJ_REMOTE_HALF_OPEN   // the next call probes it
-)
 
 // CacheStats returns the module cache's counters.
 func (r *Runtime) CacheStats() (CacheStats, error) {

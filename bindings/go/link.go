@@ -12,20 +12,6 @@ import (
 	"unsafe"
 )
 
-// LinkInputKind mirrors fj_link_input_kind (since 1.3).
-type LinkInputKind int32
-
-const (
-	// LinkSource is CUDA C++, compiled by NVRTC for the link (-dc, or
-	// -dlto when the link has LTO).
-	LinkSource  LinkInputKind = C.FJ_LINK_SOURCE
-	LinkCubin   LinkInputKind = C.FJ_LINK_CUBIN
-	LinkPTX     LinkInputKind = C.FJ_LINK_PTX
-	LinkFatbin  LinkInputKind = C.FJ_LINK_FATBIN
-	LinkLTOIR   LinkInputKind = C.FJ_LINK_LTOIR
-	LinkLibrary LinkInputKind = C.FJ_LINK_LIBRARY
-)
-
 // LinkInput mirrors fj_link_input: a source or a prebuilt object.
 type LinkInput struct {
 	Kind LinkInputKind

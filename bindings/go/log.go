@@ -17,17 +17,6 @@ import (
 	"unsafe"
 )
 
-// LogLevel mirrors fj_log_level.
-type LogLevel int32
-
-const (
-	LogOff   LogLevel = C.FJ_LOG_OFF
-	LogError LogLevel = C.FJ_LOG_ERROR
-	LogWarn  LogLevel = C.FJ_LOG_WARN
-	LogInfo  LogLevel = C.FJ_LOG_INFO
-	LogDebug LogLevel = C.FJ_LOG_DEBUG
-)
-
 func (l LogLevel) String() string {
 	switch l {
 	case LogOff:

@@ -180,14 +180,6 @@ func (k *Kernel) Attributes() (KernelAttributes, error) {
 		PreferredCarveout: int(i.preferred_carveout)}, nil
 }
 
-// KernelAttr is an fj_kernel_attr.
-type KernelAttr int32
-
-const (
-	AttrMaxDynamicSharedBytes KernelAttr = C.FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES
-	AttrPreferredCarveout     KernelAttr = C.FJ_KERNEL_ATTR_PREFERRED_CARVEOUT
-)
-
 // SetAttribute sets a kernel attribute; a value out of range is an
 // OutOfRange error naming the range.
 func (k *Kernel) SetAttribute(attr KernelAttr, value int32) error {

@@ -16,16 +16,6 @@ import (
 	"unsafe"
 )
 
-// ImageKind mirrors fj_image_kind.
-type ImageKind uint32
-
-const (
-	ImageAuto   ImageKind = C.FJ_IMAGE_AUTO // sniffed
-	ImageCubin  ImageKind = C.FJ_IMAGE_CUBIN
-	ImagePTX    ImageKind = C.FJ_IMAGE_PTX
-	ImageFatbin ImageKind = C.FJ_IMAGE_FATBIN
-)
-
 // LoadOptions mirrors fj_module_load_options.
 type LoadOptions struct {
 	Image  []byte // copied by the load

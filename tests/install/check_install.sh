@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
-# check_install.sh BUILD_DIR PREFIX: `cmake --install BUILD_DIR --prefix PREFIX`
+# check_install.sh BUILD_DIR PREFIX VERSION: `cmake --install BUILD_DIR --prefix PREFIX`
 # into an empty PREFIX, then checks the tree: files and links, SONAME,
 # DT_RPATH (not RUNPATH) of each ELF file, every abseil library the core
 # needs shipped beside it, nothing unstripped, no absolute path into the
 # build, and `fleetjit info` running from it without LD_LIBRARY_PATH.
 set -euo pipefail
-build=$1 prefix=$2
+build=$1 prefix=$2 version=$3
 rm -rf "$prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 cd "$prefix"
 fail=0
 bad() { echo "FAIL: $*" >&2; fail=1; }
-for f in include/fleetjit/fleetjit.h include/fleetjit/copy.cuh include/fleetjit/copy/tma.cuh lib/libfleetjit.so.1.0.0 lib/libfleetjit.so.1 \
+for f in include/fleetjit/fleetjit.h include/fleetjit/copy.cuh include/fleetjit/copy/tma.cuh lib/libfleetjit.so.$version lib/libfleetjit.so.1 \
          lib/libfleetjit.so lib/fleetjit/libfleetjit_core.so \
          lib/cmake/fleetjit/fleetjitConfig.cmake lib/cmake/fleetjit/fleetjitConfigVersion.cmake \
          lib/pkgconfig/fleetjit.pc bin/fleetjit share/fleetjit/fleetjit_floor.txt; do
   [ -e "$f" ] || bad "missing $f"
 done
-[ "$(readlink lib/libfleetjit.so.1)" = libfleetjit.so.1.0.0 ] || bad "lib/libfleetjit.so.1 link"
+[ "$(readlink lib/libfleetjit.so.1)" = libfleetjit.so.$version ] || bad "lib/libfleetjit.so.1 link"
 [ "$(readlink lib/libfleetjit.so)" = libfleetjit.so.1 ] || bad "lib/libfleetjit.so link"
 ls lib/fleetjit/libabsl_*.so.20220623 >/dev/null 2>&1 || bad "no abseil in lib/fleetjit"
 
@@ -27,13 +27,13 @@ check_rpath() {
   [ "$got" = "$2" ] || bad "$1: DT_RPATH '$got', expected '$2'"
   ! readelf -d "$1" | grep >/dev/null RUNPATH || bad "$1 has DT_RUNPATH (transitive abseil would not resolve)"
 }
-readelf -d lib/libfleetjit.so.1.0.0 | grep >/dev/null 'SONAME.*\[libfleetjit.so.1\]' || bad "SONAME"
-check_rpath lib/libfleetjit.so.1.0.0 '$ORIGIN/fleetjit'
+readelf -d lib/libfleetjit.so.$version | grep >/dev/null 'SONAME.*\[libfleetjit.so.1\]' || bad "SONAME"
+check_rpath lib/libfleetjit.so.$version '$ORIGIN/fleetjit'
 check_rpath lib/fleetjit/libfleetjit_core.so '$ORIGIN'
 check_rpath bin/fleetjit '$ORIGIN/../lib/fleetjit:$ORIGIN/../lib'
 
 # Every libabsl_* needed by anything shipped is shipped.
-for f in lib/libfleetjit.so.1.0.0 lib/fleetjit/*.so* bin/fleetjit; do
+for f in lib/libfleetjit.so.$version lib/fleetjit/*.so* bin/fleetjit; do
   [ -L "$f" ] && continue
   for dep in $(readelf -d "$f" | sed -n 's/.*NEEDED.*\[\(libabsl_[^]]*\)\]/\1/p'); do
     [ -e "lib/fleetjit/$dep" ] || bad "$f needs $dep, not shipped"

@@ -23,6 +23,7 @@ ctypes. Framework ops: fleetjit.torch_ops (torch.library custom ops),
 fleetjit.jax_ffi (jax.ffi.ffi_call).
 """
 
+from . import _ffi
 from ._ffi import EXPECTED_MAJOR, EXPECTED_MINOR, library_path
 from .args import (Scalar, Tensor, bf16, c64, c128, f16, f32, f64, i8, i16, i32, i64,
                    pointer, u8, u16, u32, u64)
@@ -38,7 +39,7 @@ from . import globals as _globals  # 1.3: Module/Kernel/Runtime methods (globals
 from .tuning import TuneResult, TuneRow, tune  # fj_tune (since 1.3)
 from .link import LinkInput  # noqa: F401  (and Runtime.link, since 1.3)
 
-__version__ = "1.0.0"
+__version__ = _ffi.VERSION  # the library version (scripts/dev/gen-bindings)
 
 __all__ = [
     "BorrowedTensor", "BuildError", "c64", "c128", "BuildFuture", "CudaError", "DeadlineExceededError",

@@ -38,7 +38,7 @@ _KIND_NAMES = {
     "u8": _ffi.ARG_U8, "u16": _ffi.ARG_U16, "u32": _ffi.ARG_U32, "u64": _ffi.ARG_U64,
     "f16": _ffi.ARG_F16, "bf16": _ffi.ARG_BF16, "f32": _ffi.ARG_F32, "f64": _ffi.ARG_F64,
     "pointer": _ffi.ARG_POINTER,
-    "c64": 16, "c128": 17,  # FJ_ARG_C64 / C128 (since 1.3): cuFloatComplex, cuDoubleComplex
+    "c64": _ffi.ARG_C64, "c128": _ffi.ARG_C128,  # since 1.3: cuFloatComplex, cuDoubleComplex
 }
 _RANGES = {
     "i8": (-2**7, 2**7 - 1), "i16": (-2**15, 2**15 - 1), "i32": (-2**31, 2**31 - 1),

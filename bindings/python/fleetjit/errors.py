@@ -95,10 +95,11 @@ _BY_CODE = {
 }
 
 
-def _text(ptr, size):
-    if not ptr:
+def _text(data, size):
+    """A returned const char* (bytes from ctypes' c_char_p, None for NULL)."""
+    if data is None:
         return None
-    return ctypes.string_at(ptr, size).decode("utf-8", errors="replace")
+    return data[:size].decode("utf-8", errors="replace")
 
 
 def lib():

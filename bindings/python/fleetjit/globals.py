@@ -16,8 +16,7 @@ They are methods of the classes in fleetjit.runtime, attached here:
 """
 
 import ctypes
-from ctypes import (POINTER, Structure, c_char, c_float, c_int, c_int32, c_size_t,
-                    c_uint32, c_uint64, c_void_p)
+from ctypes import c_int32, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass
 
 from . import _ffi
@@ -28,52 +27,16 @@ from .runtime import Kernel, Module, Runtime, Stream, _dims
 
 MINOR = 3  # the header minor these entries came with
 
-LAUNCH_COOPERATIVE = 1 << 0
-LAUNCH_PROGRAMMATIC_DEPENDENT = 1 << 1
-KERNEL_ATTRS = {"max_dynamic_shared_bytes": 0, "preferred_carveout": 1}
+LAUNCH_COOPERATIVE = _ffi.FJ_LAUNCH_COOPERATIVE
+LAUNCH_PROGRAMMATIC_DEPENDENT = _ffi.FJ_LAUNCH_PROGRAMMATIC_DEPENDENT
+KERNEL_ATTRS = _ffi.ENUMS["fj_kernel_attr"]
 
 
-class fj_global_info(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p), ("address", c_uint64),
-                ("bytes", c_uint64), ("lowered_name", c_char * 512)]
-
-
-class fj_launch_config_13(Structure):
-    """fj_launch_config with its 1.3 tail (flags, the L2 window)."""
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
-                ("grid", c_uint32 * 3), ("block", c_uint32 * 3),
-                ("shared_bytes", c_uint32), ("cluster", c_uint32 * 3),
-                ("stream", c_void_p), ("flags", c_uint32), ("l2_hit_ratio", c_float),
-                ("l2_window_base", c_uint64), ("l2_window_bytes", c_uint64)]
-
-
-class fj_kernel_info_13(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
-                ("lowered_name", c_char * 512), ("num_params", c_int32),
-                ("param_bytes", c_uint32), ("max_threads_per_block", c_int32),
-                ("static_shared_bytes", c_int32), ("num_regs", c_int32),
-                ("uses_thunk", c_int32), ("const_bytes", c_int32),
-                ("local_bytes", c_int32), ("max_dynamic_shared_bytes", c_int32),
-                ("ptx_version", c_int32), ("binary_version", c_int32),
-                ("cache_mode_ca", c_int32), ("preferred_carveout", c_int32)]
-
-
-_S = ctypes.c_void_p  # fj_status*
-_H = ctypes.c_void_p  # any handle
-_PROTOTYPES = {
-    "fj_module_build_log": (_S, [_H, POINTER(ctypes.c_char_p), POINTER(c_size_t)]),
-    "fj_module_get_global": (_S, [_H, _ffi.fj_str, c_int32, POINTER(fj_global_info)]),
-    "fj_module_global_write": (_S, [_H, _ffi.fj_str, c_int32, c_uint64, c_void_p,
-                                    c_uint64, _H]),
-    "fj_module_global_read": (_S, [_H, _ffi.fj_str, c_int32, c_uint64, c_void_p,
-                                   c_uint64, _H]),
-    "fj_kernel_set_attribute": (_S, [_H, c_int, c_int32]),
-    "fj_kernel_occupancy": (_S, [_H, c_uint32, c_uint32, POINTER(c_int32)]),
-    "fj_kernel_suggest_block": (_S, [_H, c_uint32, POINTER(c_int32), POINTER(c_int32)]),
-    "fj_stream_priority_range": (_S, [_H, c_int32, POINTER(c_int32), POINTER(c_int32)]),
-    "fj_stream_create_with_priority": (_S, [_H, c_int32, c_int32, POINTER(_H)]),
-    "fj_device_set_persisting_l2": (_S, [_H, c_int32, c_uint64, POINTER(c_uint64)]),
-}
+# The generated structs (the whole 1.3 struct: flags and the L2 window,
+# the kernel's cuFuncGetAttribute fields).
+fj_global_info = _ffi.fj_global_info
+fj_launch_config_13 = _ffi.fj_launch_config
+fj_kernel_info_13 = _ffi.fj_kernel_info
 
 
 def _fn(name):
@@ -84,9 +47,6 @@ def _fn(name):
     if fn is None:
         raise FleetjitError("FAILED_PRECONDITION",
                             f"{_ffi.library_path()} lacks {name} (fleetjit 1.{MINOR} or later)")
-    restype, argtypes = _PROTOTYPES[name]
-    if fn.argtypes != argtypes:
-        fn.restype, fn.argtypes = restype, argtypes
     return fn
 
 
@@ -187,7 +147,7 @@ def attributes(self) -> KernelAttributes:
     out = fj_kernel_info_13()
     out.struct_size = ctypes.sizeof(out)
     _call(self, lib().fj_kernel_info_get,
-          ctypes.cast(ctypes.pointer(out), POINTER(_ffi.fj_kernel_info)))
+          ctypes.byref(out))
     return KernelAttributes(out.const_bytes, out.local_bytes, out.max_dynamic_shared_bytes,
                             out.ptx_version, out.binary_version, bool(out.cache_mode_ca),
                             out.preferred_carveout)
@@ -246,7 +206,7 @@ def launch_ex(self, grid, block, args=(), stream=None, shared_bytes=0, cluster=N
         cfg.l2_hit_ratio = ratio
     keep, arr, count = _args.build(args, stream=cu_stream, device_id=self.device)
     _call(self, lib().fj_launch,
-          ctypes.cast(ctypes.pointer(cfg), POINTER(_ffi.fj_launch_config)),
+          ctypes.byref(cfg),
           ctypes.cast(arr, c_void_p) if arr is not None else None, count,
           using=using)
     del keep

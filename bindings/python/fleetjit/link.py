@@ -18,7 +18,7 @@ FleetjitError("UNAVAILABLE") naming the library and where it was looked for.
 
 import ctypes
 import os
-from ctypes import POINTER, Structure, c_int, c_int32, c_size_t, c_uint32, c_void_p
+from ctypes import c_void_p
 from dataclasses import dataclass
 from typing import Sequence, Union
 
@@ -27,25 +27,9 @@ from .errors import FleetjitError, _call, _no_nul, _ordinal, lib
 from .runtime import Module, Runtime
 
 # fj_link_input_kind, by name.
-LINK_KINDS = {"source": 0, "cubin": 1, "ptx": 2, "fatbin": 3, "ltoir": 4, "library": 5}
-LINK_NO_CACHE, LINK_LTO, LINK_DEVRT = 1 << 0, 1 << 1, 1 << 2
-
-
-class fj_link_input(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p), ("kind", c_int),
-                ("name", _ffi.fj_str), ("data", c_void_p), ("size", c_size_t),
-                ("nvrtc_options", POINTER(_ffi.fj_str)), ("num_nvrtc_options", c_size_t),
-                ("name_expressions", POINTER(_ffi.fj_str)),
-                ("num_name_expressions", c_size_t)]
-
-
-class fj_link_options(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
-                ("inputs", POINTER(fj_link_input)), ("num_inputs", c_size_t),
-                ("name", _ffi.fj_str), ("target", _ffi.fj_str), ("device", c_int32),
-                ("link_options", POINTER(_ffi.fj_str)), ("num_link_options", c_size_t),
-                ("include_dirs", POINTER(_ffi.fj_str)), ("num_include_dirs", c_size_t),
-                ("flags", c_uint32)]
+LINK_KINDS = _ffi.ENUMS["fj_link_input_kind"]
+LINK_NO_CACHE, LINK_LTO, LINK_DEVRT = _ffi.FJ_LINK_NO_CACHE, _ffi.FJ_LINK_LTO, _ffi.FJ_LINK_DEVRT
+fj_link_input, fj_link_options = _ffi.fj_link_input, _ffi.fj_link_options
 
 
 @dataclass
@@ -65,8 +49,6 @@ def _fj_module_link():
     if not hasattr(fj, "fj_module_link"):
         raise FleetjitError("UNAVAILABLE",
                             "this libfleetjit.so.1 predates 1.3: it has no fj_module_link")
-    fj.fj_module_link.restype = c_void_p
-    fj.fj_module_link.argtypes = [c_void_p, POINTER(fj_link_options), POINTER(c_void_p)]
     return fj.fj_module_link
 
 
@@ -123,7 +105,7 @@ def link(runtime: Runtime, inputs: Sequence[LinkInput], *, name="", target=None,
         e.nvrtc_options, e.num_nvrtc_options = opts, nopts
         e.name_expressions, e.num_name_expressions = exprs, nexprs
     o = _ffi.new(fj_link_options)
-    o.inputs = ctypes.cast(arr, POINTER(fj_link_input)) if inputs else None
+    o.inputs = ctypes.addressof(arr) if inputs else None
     o.num_inputs = len(inputs)
     names = [_ffi.StrArg(name, "name"), _ffi.StrArg(target, "target")]
     o.name, o.target = names[0].value, names[1].value

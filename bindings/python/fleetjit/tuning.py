@@ -11,71 +11,19 @@ the live device, stored like a module (docs/tuning.md).
 """
 
 import ctypes
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int,
-                    c_int32, c_size_t, c_uint32, c_uint64, c_void_p)
+from ctypes import c_uint64, c_void_p
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from . import _ffi, args as _args
 from .errors import FleetjitError, _call, _fields, _no_nul, _unsigned, check
 
-TUNE_NO_CACHE_READ = 1 << 0
-TUNE_NO_CACHE_WRITE = 1 << 1
+TUNE_NO_CACHE_READ = _ffi.FJ_TUNE_NO_CACHE_READ
+TUNE_NO_CACHE_WRITE = _ffi.FJ_TUNE_NO_CACHE_WRITE
+# fj_cache_result, as a tuning result's source.
 CACHE_RESULTS = {0: "tuned", 1: "memory", 2: "disk", 3: "remote"}
-
-
-class fj_tune_shape(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
-                ("block", c_uint32 * 3), ("shared_bytes", c_uint32),
-                ("cluster", c_uint32 * 3)]
-
-
-GRID_FN = CFUNCTYPE(c_int32, c_void_p, c_size_t, _ffi.fj_str,
-                    POINTER(fj_tune_shape), POINTER(c_uint32))
-CHECK_FN = CFUNCTYPE(c_int32, c_void_p, c_size_t, POINTER(c_void_p),
-                     POINTER(c_uint64), c_size_t)
-
-
-class fj_tune_options(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
-                ("build", POINTER(_ffi.fj_build_options)), ("kernel", _ffi.fj_str),
-                ("macro_sets", POINTER(_ffi.fj_str)), ("num_macro_sets", c_size_t),
-                ("shapes", POINTER(fj_tune_shape)), ("num_shapes", c_size_t),
-                ("grid", c_uint32 * 3), ("grid_extent", c_uint64 * 3),
-                ("grid_divisor", _ffi.fj_str * 3), ("grid_fn", GRID_FN),
-                ("grid_user", c_void_p), ("args", c_void_p), ("num_args", c_size_t),
-                ("output_addresses", POINTER(c_uint64)),
-                ("output_bytes", POINTER(c_uint64)), ("num_outputs", c_size_t),
-                ("check_fn", CHECK_FN), ("check_user", c_void_p),
-                ("warmup", c_uint32), ("samples", c_uint32),
-                ("noise_threshold", c_double), ("timeout_ms", c_uint32),
-                ("flags", c_uint32)]
-
-
-class fj_tune_summary(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
-                ("num_rows", c_size_t), ("winner", c_size_t), ("source", c_int),
-                ("noisy", c_int32), ("stored", c_int32), ("tune_ms", c_double),
-                ("lookup_ms", c_double), ("key", ctypes.c_char * 65)]
-
-
-class fj_tune_row(Structure):
-    _fields_ = [("struct_size", c_size_t), ("ext", c_void_p),
-                ("macro_index", c_size_t), ("shape_index", c_size_t),
-                ("macros", _ffi.fj_str), ("block", c_uint32 * 3),
-                ("shared_bytes", c_uint32), ("cluster", c_uint32 * 3),
-                ("grid", c_uint32 * 3), ("status", c_int), ("message", _ffi.fj_str),
-                ("median_us", c_double), ("min_us", c_double), ("spread", c_double),
-                ("noisy", c_int32), ("samples", c_uint32), ("batch", c_uint32)]
-
-
-_PROTOTYPES = {
-    "fj_tune": (c_void_p, [c_void_p, POINTER(fj_tune_options), POINTER(c_void_p)]),
-    "fj_tune_result_summary": (c_void_p, [c_void_p, POINTER(fj_tune_summary)]),
-    "fj_tune_result_row": (c_void_p, [c_void_p, c_size_t, POINTER(fj_tune_row)]),
-    "fj_tune_result_free": (c_void_p, [c_void_p]),
-    "fj_tune_status_name": (c_char_p, [c_int]),
-}
+fj_tune_shape, fj_tune_options = _ffi.fj_tune_shape, _ffi.fj_tune_options
+fj_tune_summary, fj_tune_row = _ffi.fj_tune_summary, _ffi.fj_tune_row
 
 
 def _lib():
@@ -83,9 +31,6 @@ def _lib():
     if not hasattr(lib, "fj_tune"):
         raise FleetjitError("UNAVAILABLE",
                             f"{_ffi.library_path()} has no fj_tune (it needs 1.3)")
-    for name, (restype, argtypes) in _PROTOTYPES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
     return lib
 
 
@@ -191,7 +136,7 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     keep.append(_ffi.StrArg(kernel, "kernel name"))
     o = fj_tune_options()
     o.struct_size = ctypes.sizeof(o)
-    o.build = ctypes.pointer(b)
+    o.build = ctypes.addressof(b)
     o.kernel = keep[-1].value
     k3, o.macro_sets, o.num_macro_sets = _ffi.str_array(macro_sets, "macro_sets")
     shape_arr = (fj_tune_shape * len(shapes))()
@@ -201,7 +146,7 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
         shape_arr[i].block[:] = block
         shape_arr[i].shared_bytes = smem
         shape_arr[i].cluster[:] = cluster
-    o.shapes = shape_arr if len(shapes) else None
+    o.shapes = ctypes.addressof(shape_arr) if len(shapes) else None
     o.num_shapes = len(shapes)
     if grid is not None:
         o.grid[:] = _dims(grid, 32, "grid")

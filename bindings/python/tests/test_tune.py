@@ -127,7 +127,7 @@ class TuneTest(unittest.TestCase):
         class Lib:
             def fj_tune(self, runtime, options, out):
                 o = options._obj
-                b = o.build.contents
+                b = _ffi.fj_build_options.from_address(o.build)  # const fj_build_options*
                 strs = lambda p, n: [fj_tune._text(p[i]) for i in range(n)]
                 seen.update(
                     source=fj_tune._text(b.source), name=fj_tune._text(b.name),

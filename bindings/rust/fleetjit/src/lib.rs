@@ -55,6 +55,10 @@ use std::ptr::{self, NonNull};
 pub const EXPECTED_MAJOR: u32 = sys::FJ_VERSION_MAJOR;
 /// The minor version these bindings were written against.
 pub const EXPECTED_MINOR: u32 = sys::FJ_VERSION_MINOR;
+/// The release these bindings belong to, "major.minor.patch": the header's
+/// version and the release's patch (the crate's version, stamped by
+/// scripts/dev/gen-bindings).
+pub const CRATE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A library version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -471,7 +475,7 @@ unsafe extern "C" fn log_trampoline(user: *mut c_void, level: i32, message: sys:
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let f = unsafe { &*(user as *const std::sync::Arc<LogFn>) };
         let text = unsafe { c_bytes(message.data, message.size) };
-        f(LogLevel::from_raw(level), &text);
+        f(LogLevel::from_raw(level as sys::fj_log_level), &text);
     }));
 }
 
@@ -619,7 +623,7 @@ impl Runtime {
         if let Some(l) = &log {
             o.log_fn = Some(log_trampoline);
             o.log_user = &**l as *const std::sync::Arc<LogFn> as *mut c_void;
-            o.log_level = options.log_level.raw();
+            o.log_level = options.log_level.raw() as i32;
         }
         if !options.preopen_devices.is_empty() {
             o.preopen_devices = options.preopen_devices.as_ptr();
@@ -1211,7 +1215,7 @@ impl Arg<'_> {
             struct_size: std::mem::size_of::<sys::fj_arg>(),
             kind: 0,
             size: 0,
-            v: sys::fj_arg_value { u64_: 0 },
+            v: sys::fj_arg_v { u64_: 0 },
         };
         match self {
             Arg::I8(x) => (a.kind, a.v.i8_) = (sys::FJ_ARG_I8, x),
