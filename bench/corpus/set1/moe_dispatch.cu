@@ -4,15 +4,20 @@
 //
 // Arguments: (x: FJ_TENSOR(bf16, 2) [tokens][hidden], out: FJ_TENSOR(bf16,
 //             2) [rows][hidden], idx: const int* [rows])
-//   - x's box is (1, BC), out's box (G, BC), outermost-first (the manifest
-//     uses BC = 1024, G = 16: one stage is 16 gathered rows of 1024
-//     columns, 32 KiB); x.oob = zeros (the last column tile of a hidden
-//     size that is not a multiple of BC reads zeros; its store is clipped).
+//   - x's box is (1, BC), out's box (G, BC), outermost-first. The manifest
+//     uses G = 16 and BC = hidden / ceil(hidden / 1024), a column tile of
+//     at most 1024 that divides the row (1024 for 4096 and 7168, 960 for
+//     2880): the guide says a tile store that leaves the tensor becomes
+//     the threads' clipped stores, so the column tiles stay inside. One
+//     stage is 16 gathered rows, at most 32 KiB. BC % 64 == 0 keeps every
+//     gathered row's SMEM destination on a 128-byte boundary. x.oob =
+//     zeros (any other BC works too: a column tile past the row reads
+//     zeros and its store is clipped).
 //   - hidden % 8 == 0 (rows start on 16-byte boundaries, as a tensor map
 //     needs); 0 <= idx[i] < tokens.
 //   - Launch: any grid (blocks walk the tiles grid-stride), any block of
 //     whole warps, dynamic shared memory = 128 + MD_STAGES * G * BC * 2
-//     bytes (98,432 with the manifest's boxes).
+//     bytes (98,432 for BC = 1024).
 //   - -DMD_STAGES=N sets the pipeline depth (default 3, at least 2).
 // How it uses <fleetjit/copy.cuh>: a tile of the output is G rows by BC
 // columns; its rows are one fj::gather_tiles of x (tile i is x's (1, BC)
