@@ -4,7 +4,8 @@
 // (a stale handle, or FAILED_PRECONDITION "destroyed while this call
 // ran"); nothing crashes or touches freed memory (the CI runs this under
 // ASan and TSan). Rounds: FJ_RACE_ROUNDS (default 1000; 200 for the slower
-// races on builds).
+// races on builds). FJ_RACE_REAL_DRIVER=1 runs them on the system's driver
+// and its first GPU (the GPU host), skipping without one.
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -32,6 +33,50 @@ constexpr int kThreads = 8;
 int Rounds(int fallback) {
   const char* v = std::getenv("FJ_RACE_ROUNDS");
   return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+
+bool RealDriver() {
+  const char* v = std::getenv("FJ_RACE_REAL_DRIVER");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// The driver the races run on: the fake's path, or "" for the system's.
+std::string DriverPath() {
+  return RealDriver() ? "" : fleetjit::testing::FakeDriverPath();
+}
+
+// A runtime on DriverPath() (disk cache off; `cache_dir`, when given, on),
+// or a failure saying why.
+::testing::AssertionResult NewRuntime(fj_runtime** out,
+                                      const std::string& cache_dir = "") {
+  if (!RealDriver() && cache_dir.empty()) {
+    return fleetjit::testing::CreateFakeRuntime(out);
+  }
+  if (!RealDriver()) fjfake_reset(1);
+  const std::string driver = DriverPath();
+  fj_runtime_options ro{};
+  ro.struct_size = sizeof(ro);
+  ro.libcuda_path = S(driver);
+  if (cache_dir.empty()) {
+    ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
+  } else {
+    ro.cache_dir = S(cache_dir);
+  }
+  fj_status* st = fj_runtime_create(&ro, out);
+  if (st != nullptr) {
+    ::testing::AssertionResult failed = ::testing::AssertionFailure()
+                                        << fj_status_message(st, nullptr);
+    fj_status_free(st);
+    return failed;
+  }
+  int32_t n = 0;
+  fj_status_free(fj_device_count(*out, &n));
+  if (n < 1) {
+    fj_runtime_destroy(*out);
+    *out = nullptr;
+    return ::testing::AssertionFailure() << "no device";
+  }
+  return ::testing::AssertionSuccess();
 }
 
 // What the racing threads saw: every status code, and any message that is
@@ -78,10 +123,16 @@ void Race(const std::function<void(int, std::atomic<int>&)>& work,
 class DestroyRaceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // The saxpy image, built once for sm_90 (the fake device), loaded into
-    // each round's runtime without a compile.
+    // The saxpy image, built once for the device (the fake's sm_90, or the
+    // GPU), loaded into each round's runtime without a compile. On a GPU a
+    // runtime kept open all along keeps the primary context retained, so
+    // each round's runtime does not create it again.
     fj_runtime* rt = nullptr;
-    ASSERT_TRUE(fleetjit::testing::CreateFakeRuntime(&rt));
+    if (RealDriver()) {
+      ::testing::AssertionResult made = NewRuntime(&keeper_);
+      if (!made) GTEST_SKIP() << "no GPU: " << made.message();
+    }
+    ASSERT_TRUE(NewRuntime(&rt));
     fj_build_options o{};
     o.struct_size = sizeof(o);
     const std::string source = fleetjit::testing::SaxpySource();
@@ -94,6 +145,9 @@ class DestroyRaceTest : public ::testing::Test {
     image_.assign(static_cast<const char*>(data), size);
     FJ_ASSERT_OK(fj_runtime_destroy(rt));
   }
+  void TearDown() override {
+    if (keeper_ != nullptr) fj_runtime_destroy(keeper_);
+  }
 
   // A fresh runtime with saxpy loaded, its kernel, and a buffer of n floats
   // for y and x.
@@ -104,9 +158,8 @@ class DestroyRaceTest : public ::testing::Test {
     uint64_t buffer = 0;
   };
   ::testing::AssertionResult Start(Round* r) {
-    if (!fleetjit::testing::CreateFakeRuntime(&r->rt)) {
-      return ::testing::AssertionFailure() << "no fake runtime";
-    }
+    if (!NewRuntime(&r->rt))
+      return ::testing::AssertionFailure() << "no runtime";
     fj_module_load_options lo{};
     lo.struct_size = sizeof(lo);
     lo.image = image_.data();
@@ -168,6 +221,7 @@ class DestroyRaceTest : public ::testing::Test {
   static constexpr int kN = 1 << 12;
   static constexpr char kName[] = "saxpy";
   std::string image_;
+  fj_runtime* keeper_ = nullptr;
 };
 
 TEST_F(DestroyRaceTest, ModuleDestroyedWhileThreadsLaunch) {
@@ -249,18 +303,12 @@ TEST_F(DestroyRaceTest, ModuleDestroyedDuringGetKernel) {
 // hits (a temp cache folder) most rounds, a cold NVRTC compile every 25th.
 TEST_F(DestroyRaceTest, RuntimeDestroyedDuringBlockingBuilds) {
   fleetjit::testing::TempDir dir;
-  const std::string driver = fleetjit::testing::FakeDriverPath();
   const std::string cache = dir.path();
   const std::string source = fleetjit::testing::SaxpySource();
   Seen seen;
   for (int round = 0; round < Rounds(200); ++round) {
-    fjfake_reset(1);
-    fj_runtime_options ro{};
-    ro.struct_size = sizeof(ro);
-    ro.libcuda_path = S(driver);
-    ro.cache_dir = S(cache);
     fj_runtime* rt = nullptr;
-    FJ_ASSERT_OK(fj_runtime_create(&ro, &rt));
+    ASSERT_TRUE(NewRuntime(&rt, cache));
     // Every 25th round a source never built before: a compile in flight.
     const std::string text =
         round % 25 == 0 ? absl::StrCat(source, "\n// round ", round, "\n")
@@ -289,7 +337,7 @@ TEST_F(DestroyRaceTest, BuildDestroyedWhileThreadsWaitOnIt) {
   Seen seen;
   const std::string source = fleetjit::testing::SaxpySource();
   fj_runtime* rt = nullptr;
-  ASSERT_TRUE(fleetjit::testing::CreateFakeRuntime(&rt));
+  ASSERT_TRUE(NewRuntime(&rt));
   for (int round = 0; round < Rounds(200); ++round) {
     fj_build_options o{};
     o.struct_size = sizeof(o);
