@@ -13,7 +13,8 @@ namespace gate {
 // Constant-initialised: nothing runs at library load.
 CacheLinePadded<Shard> g_shards[kThreadShards];
 std::atomic<uint64_t> g_epoch{0};
-thread_local ThreadState t_state;
+constinit thread_local ThreadState t_state
+    __attribute__((tls_model("initial-exec")));
 
 namespace {
 
