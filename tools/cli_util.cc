@@ -11,6 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "jit/nvrtc_build.h"
+#include "jit/target.h"
+#include "platform/nvrtc_library.h"
+#include "platform/nvrtc_locate.h"
 #include "runtime/config.h"
 
 namespace fleetjit::cli {
@@ -73,6 +77,27 @@ bool TargetsAreValid(const std::vector<std::string>& targets,
     }
     fj_status_free(status);
     if (bad) return false;
+  }
+  if (targets.empty()) return true;
+  // Which architectures build is the NVRTC's list: the one the runtime
+  // would load (FLEETJIT_LIBNVRTC, else the search). Without one, a cache
+  // may still serve any target, so nothing more is checked.
+  RuntimeOptions options;
+  if (!ApplyEnvironment(options).ok()) return true;  // the runtime says why
+  absl::StatusOr<std::string> path = ResolveNvrtcLibrary(options.libnvrtc_path);
+  if (!path.ok()) return true;
+  NvrtcLibrary nvrtc({*path});
+  absl::StatusOr<const NvrtcApi*> api = nvrtc.Get();
+  if (!api.ok()) return true;
+  for (const std::string& t : targets) {
+    absl::StatusOr<jit::Target> target = jit::ParseTarget(t);
+    if (!target.ok()) continue;
+    absl::Status supported = jit::CheckTargetSupported(**api, *target);
+    if (!supported.ok()) {
+      std::fprintf(stderr, "%s: --target %s: %s\n", command, t.c_str(),
+                   std::string(supported.message()).c_str());
+      return false;
+    }
   }
   return true;
 }

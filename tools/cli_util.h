@@ -33,8 +33,11 @@ fj_runtime* CreateRuntime(int* exit_code,
                           const fj_runtime_options* options = nullptr);
 
 // Checks each of `targets` (the words of --target) with the planner's parser
-// (fj_copy_plan_for_target). On the first unknown one prints
-// "<command>: --target <value>: <why>" and returns false (exit kExitUsage).
+// (fj_copy_plan_for_target), then against the architectures the NVRTC the
+// runtime would load builds (nvrtcGetSupportedArchs; skipped where no NVRTC
+// loads, since a cache may still serve). On the first unknown or
+// unsupported one prints "<command>: --target <value>: <why>" and returns
+// false (exit kExitUsage).
 bool TargetsAreValid(const std::vector<std::string>& targets,
                      const char* command);
 
