@@ -134,7 +134,7 @@ TEST(CliTest, AMalformedCacheCapIsReportedNotIgnored) {
 TEST(CliTest, AMalformedVariableExits2) {
   ScratchDir dir;
   const std::pair<std::string, std::string> bad[] = {
-      {"FLEETJIT_CACHE", "maybe"},          {"FLEETJIT_TARGET", "sm_999"},
+      {"FLEETJIT_CACHE", "maybe"},          {"FLEETJIT_TARGET", "sm_9x"},
       {"FLEETJIT_LOG", "chatty"},           {"FLEETJIT_PREOPEN", "most"},
       {"FLEETJIT_CACHE_MAX_BYTES", "12zz"}, {"FLEETJIT_COPY_IMPL", "fast"}};
   for (const auto& [name, value] : bad) {
