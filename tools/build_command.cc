@@ -15,13 +15,17 @@
 //
 // Several targets build in parallel, -j N at once (default: the cores this
 // process may run on). NVRTC serialises the compiles of one process (a lock
-// inside libnvrtc: a second thread's nvrtcCompileProgram waits on it), so
-// each target of a parallel build is a child process, `fleetjit build
-// --json --target T` with the same flags, building into the same cache;
-// the parent prints one line per target as it finishes (a progress bar on
-// stderr when that is a terminal) or, with --json, one object.
+// inside libnvrtc: a second thread's nvrtcCompileProgram waits on it), so a
+// parallel build runs N worker processes, `fleetjit build --worker` with
+// the same flags, each loading NVRTC once and building the targets the
+// parent hands it over a pipe, one line each way per target, into the same
+// cache; the parent prints one line per target as it finishes (a progress
+// bar on stderr when that is a terminal) or, with --json, one object.
 
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -31,6 +35,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -48,7 +53,6 @@
 #include "platform/nvrtc_locate.h"
 #include "runtime/config.h"
 #include "tools/bundled_kernels.h"
-#include "tools/child_process.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -179,7 +183,8 @@ struct TargetRow {
   bool ok = false;
   int exit_code = kExitOk;  // a child's, else kExitOk or kExitFailure
   PublishCounts published;
-  std::string image;  // kept for a fatbin
+  std::string diagnostics;  // what failed, as stderr gets it
+  std::string image;        // kept for a fatbin
 };
 
 nlohmann::ordered_json RowJson(const TargetRow& r) {
@@ -252,9 +257,10 @@ class InProcessBuilder {
   }
 
   // Builds `job`; writes the image under `out_dir` when it is not empty;
-  // keeps it in the row when `keep_image`. Errors go to stderr as well.
+  // keeps it in the row when `keep_image`. What failed goes to
+  // row.diagnostics, and to stderr unless `quiet`.
   TargetRow Build(const TargetJob& job, const std::string& out_dir,
-                  bool keep_image) {
+                  bool keep_image, bool quiet = false) {
     const auto t0 = std::chrono::steady_clock::now();
     TargetRow row;
     row.asked = job.target;
@@ -304,7 +310,9 @@ class InProcessBuilder {
     if (status != nullptr) {
       row.error = StatusText(status);
       row.exit_code = kExitFailure;
-      Failed(status, what.c_str());
+      row.diagnostics = FailureText(status, what.c_str());
+      fj_status_free(status);
+      if (!quiet) std::fputs(row.diagnostics.c_str(), stderr);
       return finish();
     }
     fj_module_info info{};
@@ -328,7 +336,8 @@ class InProcessBuilder {
                 static_cast<std::streamsize>(size));
       if (!out) {
         row.error = "cannot write '" + row.path + "'";
-        std::fprintf(stderr, "fleetjit build: %s\n", row.error.c_str());
+        row.diagnostics = "fleetjit build: " + row.error + "\n";
+        if (!quiet) std::fputs(row.diagnostics.c_str(), stderr);
         row.ok = false;
         row.exit_code = kExitFailure;
       }
@@ -346,12 +355,11 @@ class InProcessBuilder {
   std::vector<fj_link_input> inputs_;
 };
 
-// The words of `fleetjit build` for one target in a child process.
-std::vector<std::string> ChildArgs(const BuildFlags& f, const TargetJob& job,
-                                   const std::string& out_dir) {
-  std::vector<std::string> a = {
-      "/proc/self/exe", "build", "--json", "-j", "1", "--target", job.target};
-  if (!job.emit.empty()) a.insert(a.end(), {"--emit", job.emit});
+// The words of a worker: `fleetjit build --worker` with the same flags,
+// building the targets it reads from stdin.
+std::vector<std::string> WorkerArgs(const BuildFlags& f,
+                                    const std::string& out_dir) {
+  std::vector<std::string> a = {"/proc/self/exe", "build", "--worker"};
   if (!out_dir.empty()) a.insert(a.end(), {"-o", out_dir});
   if (!f.impl_name.empty()) a.insert(a.end(), {"--impl", f.impl_name});
   if (f.publish) a.push_back("--publish");
@@ -371,64 +379,191 @@ std::vector<std::string> ChildArgs(const BuildFlags& f, const TargetJob& job,
   return a;
 }
 
-// Builds `job` in a child process; what the child printed besides its JSON
-// goes to *diagnostics.
-TargetRow BuildInChild(const BuildFlags& flags, const TargetJob& job,
-                       const std::string& out_dir, std::string* diagnostics) {
-  TargetRow row;
-  row.asked = job.target;
-  absl::StatusOr<ChildResult> child =
-      RunChild(ChildArgs(flags, job, out_dir), {}, nullptr, 1 << 20);
-  if (!child.ok()) {
-    row.error = absl::StrCat("cannot start a build process: ",
-                             child.status().message());
-    row.exit_code = kExitFailure;
-    *diagnostics = "fleetjit build: " + row.error + "\n";
-    return row;
-  }
-  row.seconds = child->seconds;
-  // The child's JSON is its last line; anything before it is its stderr.
-  std::string text = child->output_tail;
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  const size_t line = text.rfind('\n');
-  const std::string last =
-      line == std::string::npos ? text : text.substr(line + 1);
-  *diagnostics = line == std::string::npos ? "" : text.substr(0, line + 1);
-  nlohmann::json j =
-      nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
-  row.exit_code = child->passed()                  ? kExitOk
-                  : child->exit_code == kExitUsage ? kExitUsage
-                                                   : kExitFailure;
-  if (j.is_object() && j.contains("targets") && j["targets"].is_array() &&
-      j["targets"].size() == 1) {
-    const nlohmann::json& r = j["targets"][0];
-    row.ok = r.value("ok", false);
-    row.target = r.value("built_for", "");
-    row.impl = r.value("impl", "");
-    row.cache = r.value("cache", "");
-    row.build_ms = r.value("build_ms", 0.0);
-    row.bytes = r.value("image_bytes", 0ull);
-    row.path = r.value("path", "");
-    row.error = r.value("error", "");
-    if (j.contains("published")) {
-      row.published.published = j["published"].value("modules", 0ull);
-      row.published.already = j["published"].value("already", 0ull);
+// One line of the worker protocol: the job, "TARGET EMIT" ("-" for empty).
+std::string JobLine(const TargetJob& job) {
+  return absl::StrCat(job.target.empty() ? "-" : job.target, " ",
+                      job.emit.empty() ? "-" : job.emit, "\n");
+}
+
+// The worker side: builds the job of each line of stdin in this one
+// process (NVRTC loaded once) and answers each with one line of JSON,
+// {"row": ...}; at the end of its input, with --publish, one more line,
+// {"published": ...}. Exit status as a build's.
+int RunWorker(const BuildFlags& flags, const std::vector<std::string>& sources,
+              const std::vector<std::string>& object_bytes,
+              const std::vector<fj_link_input_kind>& object_kinds,
+              const std::string& out_dir) {
+  int rc = kExitOk;
+  fj_runtime* rt =
+      flags.publish ? CreatePublishingRuntime(&rc) : CreateRuntime(&rc);
+  if (rt == nullptr) return rc;
+  InProcessBuilder builder(rt, flags, sources, object_bytes, object_kinds);
+  std::string line;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof(buffer), stdin) != nullptr) {
+    line = buffer;
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) {
+      line.pop_back();
     }
-    if (row.ok && !child->passed()) {  // built, but publishing failed
-      row.ok = false;
-      row.error = "publishing to the remote cache failed";
+    const size_t space = line.find(' ');
+    TargetJob job{line.substr(0, space),
+                  space == std::string::npos ? "-" : line.substr(space + 1)};
+    if (job.target == "-") job.target.clear();
+    if (job.emit == "-") job.emit.clear();
+    TargetRow row = builder.Build(job, out_dir, /*keep_image=*/false,
+                                  /*quiet=*/true);
+    if (!row.ok) rc = kExitFailure;
+    nlohmann::ordered_json j = RowJson(row);
+    j["diagnostics"] = row.diagnostics;
+    std::printf("%s\n", DumpJson({{"row", std::move(j)}}).c_str());
+    std::fflush(stdout);
+  }
+  if (flags.publish && rc == kExitOk) {
+    PublishCounts counts;
+    rc = FinishPublishing(rt, /*quiet=*/true, &counts);
+    std::printf("%s\n", DumpJson({{"published",
+                                   {{"modules", counts.published},
+                                    {"already", counts.already}}}})
+                            .c_str());
+    std::fflush(stdout);
+  }
+  Failed(fj_runtime_destroy(rt), "destroying the runtime");
+  return rc;
+}
+
+// The parent side of one worker: a `fleetjit build --worker` child, its
+// stdin and stdout piped to this process, its stderr shared.
+class Worker {
+ public:
+  // Starts one; nullptr with *error set when it cannot.
+  static std::unique_ptr<Worker> Start(const std::vector<std::string>& argv,
+                                       std::string* error) {
+    int to_child[2], from_child[2];
+    if (::pipe2(to_child, O_CLOEXEC) != 0) {
+      *error = absl::StrCat("pipe: ", std::strerror(errno));
+      return nullptr;
     }
-    return row;
+    if (::pipe2(from_child, O_CLOEXEC) != 0) {
+      *error = absl::StrCat("pipe: ", std::strerror(errno));
+      ::close(to_child[0]);
+      ::close(to_child[1]);
+      return nullptr;
+    }
+    std::vector<std::string> args = argv;
+    std::vector<char*> ptrs;
+    for (std::string& a : args) ptrs.push_back(a.data());
+    ptrs.push_back(nullptr);
+    std::fflush(stdout);
+    const pid_t pid = ::fork();
+    if (pid == 0) {  // async-signal-safe calls only until exec
+      ::dup2(to_child[0], STDIN_FILENO);
+      ::dup2(from_child[1], STDOUT_FILENO);
+      ::execv(ptrs[0], ptrs.data());
+      const char* msg = "fleetjit build: cannot start a worker process\n";
+      (void)!::write(STDERR_FILENO, msg, std::strlen(msg));
+      ::_exit(127);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    if (pid < 0) {
+      *error = absl::StrCat("fork: ", std::strerror(errno));
+      ::close(to_child[1]);
+      ::close(from_child[0]);
+      return nullptr;
+    }
+    auto w = std::unique_ptr<Worker>(new Worker());
+    w->pid_ = pid;
+    w->in_ = to_child[1];
+    w->out_ = ::fdopen(from_child[0], "r");
+    return w;
   }
-  // No JSON: it stopped before it could say (a usage error, a crash).
-  row.ok = false;
-  row.error = absl::StrCat("the build process exited with status ",
-                           child->StatusText());
-  *diagnostics = child->output_tail;
-  if (!diagnostics->empty() && diagnostics->back() != '\n') {
-    diagnostics->push_back('\n');
+
+  ~Worker() { (void)Finish(); }
+
+  // Sends `line` and reads the worker's one-line answer; false when the
+  // worker is gone (its exit status then in exit_code()).
+  bool Ask(const std::string& line, std::string* answer) {
+    if (in_ < 0 || out_ == nullptr) return false;
+    if (!WriteAll(line)) return false;
+    return ReadLine(answer);
   }
-  return row;
+
+  // Closes its input; returns the lines it still wrote (the publication)
+  // and waits for it. Idempotent.
+  std::vector<std::string> Finish() {
+    std::vector<std::string> rest;
+    if (in_ >= 0) ::close(in_);
+    in_ = -1;
+    if (out_ != nullptr) {
+      std::string line;
+      while (ReadLine(&line)) rest.push_back(line);
+      std::fclose(out_);
+      out_ = nullptr;
+    }
+    if (pid_ > 0) {
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      signal_ = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      pid_ = -1;
+    }
+    return rest;
+  }
+
+  int exit_code() const { return exit_code_; }
+  std::string StatusText() const {
+    return signal_ != 0 ? absl::StrCat("signal ", signal_)
+                        : absl::StrCat("status ", exit_code_);
+  }
+
+ private:
+  Worker() = default;
+  bool WriteAll(const std::string& text) {
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(in_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;  // EPIPE: the worker is gone
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  }
+  bool ReadLine(std::string* line) {
+    line->clear();
+    int c;
+    while ((c = std::fgetc(out_)) != EOF) {
+      if (c == '\n') return true;
+      line->push_back(static_cast<char>(c));
+    }
+    return false;
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1;
+  std::FILE* out_ = nullptr;
+  int exit_code_ = 0, signal_ = 0;
+};
+
+// A row from a worker's answer ({"row": ...}); false if it is not one.
+bool ParseWorkerRow(const std::string& answer, TargetRow* row) {
+  const nlohmann::json j =
+      nlohmann::json::parse(answer, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("row") || !j["row"].is_object()) {
+    return false;
+  }
+  const nlohmann::json& r = j["row"];
+  row->ok = r.value("ok", false);
+  row->target = r.value("built_for", "");
+  row->impl = r.value("impl", "");
+  row->cache = r.value("cache", "");
+  row->build_ms = r.value("build_ms", 0.0);
+  row->bytes = r.value("image_bytes", 0ull);
+  row->path = r.value("path", "");
+  row->error = r.value("error", "");
+  row->diagnostics = r.value("diagnostics", "");
+  row->exit_code = row->ok ? kExitOk : kExitFailure;
+  return true;
 }
 
 // The finished-line printer and, on a terminal, the progress bar on stderr.
@@ -638,7 +773,7 @@ int RunBuild(std::vector<std::string> args) {
   BuildFlags flags;
   std::string targets, emit, out_dir;
   int jobs = 0;
-  bool json = false;
+  bool json = false, worker = false;
   CLI::App app(
       "Builds FILE.cu (a path, or a bundled examples/*.cu) for the live "
       "device or for each named target, filling the module cache (run it on "
@@ -679,6 +814,8 @@ int RunBuild(std::vector<std::string> args) {
       ->check(CLI::Range(1, 1024));
   app.add_flag("--json", json,
                "print one JSON object, a row per target, instead of lines");
+  // Internal: a parallel build's worker process (RunWorker).
+  app.add_flag("--worker", worker)->group("");
   app.add_option("--impl", flags.impl_name, "force a copy implementation")
       ->check(CLI::IsMember({"sync", "cp_async", "tma"}));
   app.add_flag("--publish", flags.publish,
@@ -756,6 +893,9 @@ int RunBuild(std::vector<std::string> args) {
       return kExitFailure;
     }
   }
+  if (worker) {
+    return RunWorker(flags, sources, object_bytes, object_kinds, out_dir);
+  }
   if (!TargetsAreValid(target_list, "fleetjit build")) return kExitUsage;
   std::vector<TargetJob> job_list;
   if (fatbin) {
@@ -785,6 +925,7 @@ int RunBuild(std::vector<std::string> args) {
   BuildReporter reporter(job_list.size(), !json);
   int rc = kExitOk;
   PublishCounts published;
+  bool usage_error = false, worker_failed = false;
   if (parallel) {
     // Check the FLEETJIT_* variables once here, not once per child.
     RuntimeOptions probe;
@@ -793,27 +934,74 @@ int RunBuild(std::vector<std::string> args) {
                    std::string(env.message()).c_str());
       return kExitUsage;
     }
+    // A worker process per job slot: each loads NVRTC once and builds the
+    // targets it is handed, one at a time, as slots free up.
+    const std::vector<std::string> argv = WorkerArgs(flags, image_dir);
+    struct sigaction ignore {
+    }, old_pipe{};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGPIPE, &ignore, &old_pipe);  // a worker that died: EPIPE
     std::atomic<size_t> next{0};
-    std::vector<std::thread> workers;
+    std::mutex counts_mu;
+    std::vector<std::thread> threads;
     const size_t n =
         std::min<size_t>(static_cast<size_t>(jobs), job_list.size());
     for (size_t w = 0; w < n; ++w) {
-      workers.emplace_back([&] {
+      threads.emplace_back([&] {
+        std::unique_ptr<Worker> worker;
+        auto finish = [&] {
+          if (worker == nullptr) return;
+          for (const std::string& line : worker->Finish()) {
+            const nlohmann::json j =
+                nlohmann::json::parse(line, nullptr, false);
+            if (j.is_object() && j.contains("published")) {
+              std::lock_guard<std::mutex> lock(counts_mu);
+              published.published += j["published"].value("modules", 0ull);
+              published.already += j["published"].value("already", 0ull);
+            }
+          }
+          if (worker->exit_code() == kExitUsage) {
+            std::lock_guard<std::mutex> lock(counts_mu);
+            usage_error = true;
+          } else if (worker->exit_code() != kExitOk) {
+            std::lock_guard<std::mutex> lock(counts_mu);
+            worker_failed = true;
+          }
+          worker.reset();
+        };
         for (size_t i = next++; i < job_list.size(); i = next++) {
           reporter.Started(job_list[i].target);
-          std::string diagnostics;
-          rows[i] = BuildInChild(flags, job_list[i], image_dir, &diagnostics);
-          reporter.Finished(rows[i], diagnostics);
+          const auto t0 = std::chrono::steady_clock::now();
+          TargetRow& row = rows[i];
+          row.asked = job_list[i].target;
+          std::string error, answer;
+          if (worker == nullptr) worker = Worker::Start(argv, &error);
+          if (worker == nullptr) {
+            row.error = "cannot start a build process: " + error;
+            row.diagnostics = "fleetjit build: " + row.error + "\n";
+            row.exit_code = kExitFailure;
+          } else if (!worker->Ask(JobLine(job_list[i]), &answer) ||
+                     !ParseWorkerRow(answer, &row)) {
+            finish();  // gone: the next job starts another
+            row.ok = false;
+            row.error = "the build process ended before it answered";
+            row.exit_code = kExitFailure;
+          }
+          row.seconds = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count();
+          reporter.Finished(row, row.diagnostics);
         }
+        finish();
       });
     }
-    for (std::thread& t : workers) t.join();
+    for (std::thread& t : threads) t.join();
+    ::sigaction(SIGPIPE, &old_pipe, nullptr);
     for (const TargetRow& r : rows) {
-      if (r.exit_code == kExitUsage) rc = kExitUsage;
       if (!r.ok && rc == kExitOk) rc = kExitFailure;
-      published.published += r.published.published;
-      published.already += r.published.already;
     }
+    if (worker_failed && rc == kExitOk) rc = kExitFailure;
+    if (usage_error) rc = kExitUsage;
     if (flags.publish && rc == kExitOk && !json) {
       std::printf(
           "published %llu module(s), %llu already in the remote cache\n",

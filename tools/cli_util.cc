@@ -22,15 +22,19 @@ namespace fleetjit::cli {
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
 fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
 
-bool Failed(fj_status* status, const char* what) {
-  if (status == nullptr) return false;
+std::string FailureText(fj_status* status, const char* what) {
   absl::string_view message = fj_status_message(status, nullptr);
   // The library may already have said what failed ("creating the runtime:
   // ..."): once is enough.
   absl::ConsumePrefix(&message, absl::StrCat(what, ": "));
-  std::fprintf(stderr, "fleetjit: %s: %s: %.*s\n", what,
-               fj_code_name(fj_status_code(status)),
-               static_cast<int>(message.size()), message.data());
+  return absl::StrCat("fleetjit: ", what, ": ",
+                      fj_code_name(fj_status_code(status)), ": ", message,
+                      "\n");
+}
+
+bool Failed(fj_status* status, const char* what) {
+  if (status == nullptr) return false;
+  std::fputs(FailureText(status, what).c_str(), stderr);
   fj_status_free(status);
   return true;
 }

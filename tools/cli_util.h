@@ -18,9 +18,12 @@ namespace fleetjit::cli {
 fj_str Str(const std::string& s);
 fj_str Str(const char* s);
 
-// Prints "fleetjit: <what>: <CODE>: <message>" (plus the build log) to
-// stderr, frees the status and returns true if `status` is an error.
+// Prints FailureText to stderr, frees the status and returns true if
+// `status` is an error.
 bool Failed(fj_status* status, const char* what);
+// "fleetjit: <what>: <CODE>: <message>\n" (the message carries the build
+// log) of an error `status`, which stays the caller's.
+std::string FailureText(fj_status* status, const char* what);
 
 // "compiled", "memory hit", "disk hit", "remote hit" (fj_module_info).
 const char* CacheResultName(fj_cache_result result);
