@@ -782,8 +782,8 @@ int RunBuild(std::vector<std::string> args) {
       "<stem>.fatbin (in DIR, default the current folder) holding each "
       "sm_XX target's cubin and PTX for the newest, made with nvFatbin "
       "(libnvfatbin, CUDA 12.4 or later). Several targets build in "
-      "parallel, each in a process of its own (NVRTC compiles one at a time "
-      "per process).",
+      "parallel, in -j worker processes (NVRTC compiles one program at a "
+      "time per process).",
       "fleetjit build");
   // Not ->required(): CLI11 would report a missing FILE before naming an
   // unknown flag.
