@@ -35,6 +35,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -896,7 +897,7 @@ int RunBuild(std::vector<std::string> args) {
   if (worker) {
     return RunWorker(flags, sources, object_bytes, object_kinds, out_dir);
   }
-  if (!TargetsAreValid(target_list, "fleetjit build")) return kExitUsage;
+  if (!TargetNamesAreValid(target_list, "fleetjit build")) return kExitUsage;
   std::vector<TargetJob> job_list;
   if (fatbin) {
     job_list = FatbinJobs(target_list);
@@ -906,6 +907,12 @@ int RunBuild(std::vector<std::string> args) {
   }
   if (jobs == 0) jobs = DefaultJobs();
   const bool parallel = jobs > 1 && job_list.size() > 1;
+  // Which targets the NVRTC builds: checked here before a serial build; in
+  // a parallel one while the workers start (each loads NVRTC too), which
+  // then wait for the answer before they build anything.
+  if (!parallel && !TargetsBuildWithNvrtc(target_list, "fleetjit build")) {
+    return kExitUsage;
+  }
   // The images of a fatbin: kept in memory in this process, or written by
   // the children to a scratch folder (or -o).
   std::optional<ScratchFolder> scratch;
@@ -941,6 +948,10 @@ int RunBuild(std::vector<std::string> args) {
     }, old_pipe{};
     ignore.sa_handler = SIG_IGN;
     ::sigaction(SIGPIPE, &ignore, &old_pipe);  // a worker that died: EPIPE
+    std::shared_future<bool> supported =
+        std::async(std::launch::async, [&target_list] {
+          return TargetsBuildWithNvrtc(target_list, "fleetjit build");
+        }).share();
     std::atomic<size_t> next{0};
     std::mutex counts_mu;
     std::vector<std::thread> threads;
@@ -969,15 +980,21 @@ int RunBuild(std::vector<std::string> args) {
           }
           worker.reset();
         };
+        std::string start_error;
+        worker = Worker::Start(argv, &start_error);
+        if (!supported.get()) {  // said on stderr; nothing is built
+          finish();
+          return;
+        }
         for (size_t i = next++; i < job_list.size(); i = next++) {
           reporter.Started(job_list[i].target);
           const auto t0 = std::chrono::steady_clock::now();
           TargetRow& row = rows[i];
           row.asked = job_list[i].target;
-          std::string error, answer;
-          if (worker == nullptr) worker = Worker::Start(argv, &error);
+          std::string answer;
+          if (worker == nullptr) worker = Worker::Start(argv, &start_error);
           if (worker == nullptr) {
-            row.error = "cannot start a build process: " + error;
+            row.error = "cannot start a build process: " + start_error;
             row.diagnostics = "fleetjit build: " + row.error + "\n";
             row.exit_code = kExitFailure;
           } else if (!worker->Ask(JobLine(job_list[i]), &answer) ||
@@ -997,6 +1014,10 @@ int RunBuild(std::vector<std::string> args) {
     }
     for (std::thread& t : threads) t.join();
     ::sigaction(SIGPIPE, &old_pipe, nullptr);
+    if (!supported.get()) {
+      reporter.Close();
+      return kExitUsage;
+    }
     for (const TargetRow& r : rows) {
       if (!r.ok && rc == kExitOk) rc = kExitFailure;
     }

@@ -68,6 +68,12 @@ fj_runtime* CreateRuntime(int* exit_code, const fj_runtime_options* options) {
 
 bool TargetsAreValid(const std::vector<std::string>& targets,
                      const char* command) {
+  return TargetNamesAreValid(targets, command) &&
+         TargetsBuildWithNvrtc(targets, command);
+}
+
+bool TargetNamesAreValid(const std::vector<std::string>& targets,
+                         const char* command) {
   for (const std::string& t : targets) {
     fj_copy_plan plan{};
     plan.struct_size = sizeof(plan);
@@ -82,6 +88,11 @@ bool TargetsAreValid(const std::vector<std::string>& targets,
     fj_status_free(status);
     if (bad) return false;
   }
+  return true;
+}
+
+bool TargetsBuildWithNvrtc(const std::vector<std::string>& targets,
+                           const char* command) {
   if (targets.empty()) return true;
   // Which architectures build is the NVRTC's list: the one the runtime
   // would load (FLEETJIT_LIBNVRTC, else the search). Without one, a cache

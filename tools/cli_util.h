@@ -43,6 +43,12 @@ fj_runtime* CreateRuntime(int* exit_code,
 // false (exit kExitUsage).
 bool TargetsAreValid(const std::vector<std::string>& targets,
                      const char* command);
+// TargetsAreValid's two halves: the names' form, and the NVRTC's list (for
+// names whose form was checked).
+bool TargetNamesAreValid(const std::vector<std::string>& targets,
+                         const char* command);
+bool TargetsBuildWithNvrtc(const std::vector<std::string>& targets,
+                           const char* command);
 
 // The implementation named `name` ("sync", "cp_async", "tma"), or nullopt.
 std::optional<fj_copy_impl> CopyImplNamed(const std::string& name);
