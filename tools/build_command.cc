@@ -960,8 +960,9 @@ int RunBuild(std::vector<std::string> args) {
     for (size_t w = 0; w < n; ++w) {
       threads.emplace_back([&] {
         std::unique_ptr<Worker> worker;
-        auto finish = [&] {
-          if (worker == nullptr) return;
+        // Ends the worker; says how it ended ("status 0", "signal 9").
+        auto finish = [&]() -> std::string {
+          if (worker == nullptr) return "";
           for (const std::string& line : worker->Finish()) {
             const nlohmann::json j =
                 nlohmann::json::parse(line, nullptr, false);
@@ -978,12 +979,14 @@ int RunBuild(std::vector<std::string> args) {
             std::lock_guard<std::mutex> lock(counts_mu);
             worker_failed = true;
           }
+          std::string ended = worker->StatusText();
           worker.reset();
+          return ended;
         };
         std::string start_error;
         worker = Worker::Start(argv, &start_error);
         if (!supported.get()) {  // said on stderr; nothing is built
-          finish();
+          (void)finish();
           return;
         }
         for (size_t i = next++; i < job_list.size(); i = next++) {
@@ -999,9 +1002,10 @@ int RunBuild(std::vector<std::string> args) {
             row.exit_code = kExitFailure;
           } else if (!worker->Ask(JobLine(job_list[i]), &answer) ||
                      !ParseWorkerRow(answer, &row)) {
-            finish();  // gone: the next job starts another
+            // Gone: the next job starts another.
             row.ok = false;
-            row.error = "the build process ended before it answered";
+            row.error =
+                "the build process ended (" + finish() + ") before it answered";
             row.exit_code = kExitFailure;
           }
           row.seconds = std::chrono::duration<double>(
@@ -1009,7 +1013,7 @@ int RunBuild(std::vector<std::string> args) {
                             .count();
           reporter.Finished(row, row.diagnostics);
         }
-        finish();
+        (void)finish();
       });
     }
     for (std::thread& t : threads) t.join();
