@@ -421,6 +421,7 @@ class Gpu {
     REFK_RETURN_IF_ERROR(
         Fj(fj_device_info_get(g->rt_, device, &info), "device info"));
     g->sms_ = info.sm_count;
+    g->shared_optin_ = info.shared_memory_per_block_optin;
     g->name_ = absl::StrFormat("%s (sm_%d%d, %d SMs)", info.name, info.cc_major,
                                info.cc_minor, info.sm_count);
     absl::StatusOr<DriverApiPtr> api = LoadDriverApi("");
@@ -464,6 +465,9 @@ class Gpu {
   fj_runtime* rt() const { return rt_; }
   fj_stream* stream() const { return wrapped_; }
   int sms() const { return sms_; }
+  // The device's own shared memory per block (opt-in), from the driver:
+  // 232448 bytes on an H100 or B200, 101376 on consumer Blackwell.
+  int shared_optin() const { return shared_optin_; }
   int device() const { return device_; }
   const std::string& name() const { return name_; }
 
@@ -525,7 +529,7 @@ class Gpu {
   CUstream stream_ = nullptr;
   CUevent e0_ = nullptr, e1_ = nullptr;
   fj_stream* wrapped_ = nullptr;
-  int device_ = 0, sms_ = 0;
+  int device_ = 0, sms_ = 0, shared_optin_ = 0;
   std::string name_;
 };
 
@@ -813,6 +817,28 @@ absl::StatusOr<std::vector<Result>> Run(const RunOptions& options,
       if (options.shape.threads > 0) shapes = {options.shape};
       double best = 1e30;
       std::string why;
+      // Shapes this device's shared memory per block cannot hold (the table
+      // is sized for 227 KiB; consumer Blackwell has 99 KiB) are not built:
+      // the launch check would refuse each of them.
+      size_t too_big = 0;
+      for (auto it = shapes.begin(); it != shapes.end();) {
+        fj_launch_config cfg{};
+        cfg.struct_size = sizeof(cfg);
+        (*p)->Configure(*it, gpu.sms(), v.impl, &cfg);
+        if (gpu.shared_optin() > 0 &&
+            cfg.shared_bytes > static_cast<uint32_t>(gpu.shared_optin())) {
+          it = shapes.erase(it);
+          ++too_big;
+        } else {
+          ++it;
+        }
+      }
+      if (too_big > 0) {
+        why = absl::StrCat(too_big,
+                           " shape(s) need more shared memory than "
+                           "this GPU's ",
+                           gpu.shared_optin(), " bytes per block");
+      }
       if (options.tune && options.shape.threads <= 0) {
         // fj_tune, one call per ArgsGroup; the fastest winner is kept.
         std::vector<int> groups;

@@ -246,7 +246,8 @@ absl::Status MalformedFatbin(absl::string_view what) {
 // The fatbin container, as nvcc, nvJitLink and fatbinary write it: a
 // 16-byte header (magic, version, header size, then the bytes of entries
 // that follow it), then entries, each a header (kind, version, header size,
-// payload size; flags at 40) and its payload. Containers may follow one
+// payload size; the architecture, e.g. 90, at 28; flags at 40) and its
+// payload. Containers may follow one
 // another, 8-byte aligned.
 constexpr uint64_t kFatbinHeaderBytes = 16;
 constexpr uint64_t kFatbinEntryHeaderBytes = 64;
@@ -256,8 +257,22 @@ constexpr uint64_t kFatbinCompressed = 0x2000 | 0x8000;
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
-    absl::string_view fatbin) {
+namespace {
+
+// One entry of a fatbin, as WalkFatbin hands it over.
+struct RawFatbinEntry {
+  int index = 0;
+  uint16_t kind = 0;
+  uint32_t arch = 0;
+  uint64_t flags = 0;
+  absl::string_view payload;
+};
+
+// Calls `visit` for each entry of each container of `fatbin`, in order;
+// stops at the first error `visit` returns. INVALID_ARGUMENT when the
+// container is malformed or holds no entries.
+template <typename Visit>
+absl::Status WalkFatbin(absl::string_view fatbin, Visit visit) {
   const Bytes bytes(fatbin);
   if (!bytes.Has(0, kFatbinHeaderBytes) ||
       bytes.Read<uint32_t>(0) != kFatbinMagic) {
@@ -266,9 +281,7 @@ absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
         "0xBA55ED50); name the image's kind (cubin, PTX) or let it be "
         "sniffed");
   }
-  std::vector<std::string> names;
-  absl::flat_hash_set<std::string> seen;
-  int entries = 0, cubins = 0, compressed = 0, ptx = 0;
+  int entries = 0;
   uint64_t at = 0;
   while (bytes.Has(at, kFatbinHeaderBytes) &&
          bytes.Read<uint32_t>(at) == kFatbinMagic) {
@@ -287,44 +300,77 @@ absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
     }
     const uint64_t end = body + body_bytes;
     for (uint64_t e = body; e < end;) {
-      const int index = entries++;
+      RawFatbinEntry entry;
+      entry.index = entries++;
       if (end - e < kFatbinEntryHeaderBytes) {
         return MalformedFatbin(
-            absl::StrCat("entry ", index, " is cut short at offset ", e));
+            absl::StrCat("entry ", entry.index, " is cut short at offset ", e));
       }
-      const uint16_t kind = bytes.Read<uint16_t>(e);
+      entry.kind = bytes.Read<uint16_t>(e);
       const uint64_t entry_header = bytes.Read<uint32_t>(e + 4);
       const uint64_t payload_bytes = bytes.Read<uint64_t>(e + 8);
-      const uint64_t flags = bytes.Read<uint64_t>(e + 40);
+      entry.arch = bytes.Read<uint32_t>(e + 28);
+      entry.flags = bytes.Read<uint64_t>(e + 40);
       if (entry_header < kFatbinEntryHeaderBytes || entry_header > end - e ||
           payload_bytes > end - e - entry_header) {
-        return MalformedFatbin(
-            absl::StrCat("entry ", index, " at offset ", e, " (a header of ",
-                         entry_header, " bytes and a payload of ",
-                         payload_bytes, ") overruns its container"));
-      }
-      const absl::string_view payload =
-          fatbin.substr(e + entry_header, payload_bytes);
-      e += entry_header + payload_bytes;
-      if ((flags & kFatbinCompressed) != 0) {
-        ++compressed;
-        continue;
-      }
-      if (kind == kFatbinEntryPtx) ++ptx;
-      if (kind != kFatbinEntryCubin) continue;
-      auto kernels = CubinKernelNames(payload);
-      if (!kernels.ok()) {
         return MalformedFatbin(absl::StrCat(
-            "entry ", index, " (a cubin): ", kernels.status().message()));
+            "entry ", entry.index, " at offset ", e, " (a header of ",
+            entry_header, " bytes and a payload of ", payload_bytes,
+            ") overruns its container"));
       }
-      ++cubins;
-      for (std::string& k : *kernels) {
-        if (seen.insert(k).second) names.push_back(std::move(k));
-      }
+      entry.payload = fatbin.substr(e + entry_header, payload_bytes);
+      e += entry_header + payload_bytes;
+      FJ_RETURN_IF_ERROR(visit(entry));
     }
     at = (end + 7) & ~uint64_t{7};  // the next container, if any
   }
   if (entries == 0) return MalformedFatbin("it holds no entries");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<FatbinEntry>> FatbinEntries(
+    absl::string_view fatbin) {
+  std::vector<FatbinEntry> out;
+  FJ_RETURN_IF_ERROR(WalkFatbin(fatbin, [&](const RawFatbinEntry& raw) {
+    FatbinEntry entry;
+    entry.kind = raw.kind == kFatbinEntryPtx     ? FatbinEntry::Kind::kPtx
+                 : raw.kind == kFatbinEntryCubin ? FatbinEntry::Kind::kCubin
+                                                 : FatbinEntry::Kind::kOther;
+    entry.arch = static_cast<int>(raw.arch);
+    entry.compressed = (raw.flags & kFatbinCompressed) != 0;
+    entry.payload_bytes = raw.payload.size();
+    out.push_back(entry);
+    return absl::OkStatus();
+  }));
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
+    absl::string_view fatbin) {
+  std::vector<std::string> names;
+  absl::flat_hash_set<std::string> seen;
+  int entries = 0, cubins = 0, compressed = 0, ptx = 0;
+  FJ_RETURN_IF_ERROR(WalkFatbin(fatbin, [&](const RawFatbinEntry& entry) {
+    ++entries;
+    if ((entry.flags & kFatbinCompressed) != 0) {
+      ++compressed;
+      return absl::OkStatus();
+    }
+    if (entry.kind == kFatbinEntryPtx) ++ptx;
+    if (entry.kind != kFatbinEntryCubin) return absl::OkStatus();
+    auto kernels = CubinKernelNames(entry.payload);
+    if (!kernels.ok()) {
+      return MalformedFatbin(absl::StrCat(
+          "entry ", entry.index, " (a cubin): ", kernels.status().message()));
+    }
+    ++cubins;
+    for (std::string& k : *kernels) {
+      if (seen.insert(k).second) names.push_back(std::move(k));
+    }
+    return absl::OkStatus();
+  }));
   if (cubins == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the fatbin holds no uncompressed cubin whose kernels could be listed "

@@ -12,6 +12,7 @@
 #ifndef FLEETJIT_JIT_IMAGE_READER_H_
 #define FLEETJIT_JIT_IMAGE_READER_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,6 +61,19 @@ absl::StatusOr<Target> CubinTarget(absl::string_view elf);
 // well-formed one holds no uncompressed cubin (e.g. compressed entries
 // only).
 absl::StatusOr<std::vector<std::string>> FatbinKernelNames(
+    absl::string_view fatbin);
+
+// One entry of a fatbin container: a cubin or PTX for an architecture.
+struct FatbinEntry {
+  enum class Kind { kCubin, kPtx, kOther };
+  Kind kind = Kind::kOther;
+  int arch = 0;             // e.g. 90 (sm_90 for a cubin, compute_90 for PTX)
+  bool compressed = false;  // LZ4 or zstd payload
+  uint64_t payload_bytes = 0;
+};
+
+// The entries of `fatbin`, in order. INVALID_ARGUMENT as FatbinKernelNames.
+absl::StatusOr<std::vector<FatbinEntry>> FatbinEntries(
     absl::string_view fatbin);
 
 // An artifact for `image` of `kind` (kAuto: sniffed). `target` overrides

@@ -216,6 +216,29 @@ std::string MissingHeader(absl::string_view log) {
   return "";
 }
 
+std::string SupportedTargetsText(const NvrtcApi& api) {
+  std::string out;
+  for (int arch : api.supported_archs) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", "sm_", arch);
+  }
+  return out;
+}
+
+absl::Status CheckTargetSupported(const NvrtcApi& api, const Target& target) {
+  if (api.supported_archs.empty() ||
+      std::find(api.supported_archs.begin(), api.supported_archs.end(),
+                target.arch) != api.supported_archs.end()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "target ", target.Name(), " is not supported by NVRTC ", api.major, ".",
+      api.minor, " (", api.library_path, "), which builds ",
+      SupportedTargetsText(api),
+      " (nvrtcGetSupportedArchs; compute_XX and the a/f suffixes of those "
+      "too): name one of them, or use an NVRTC that still builds ",
+      target.Name()));
+}
+
 absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
                                      const BuildRequest& request) {
   // Held until NVRTC is done with this build: exit() waits for it.
@@ -223,6 +246,8 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
                       absl::StrCat("building '", request.name, "'"));
   FJ_ASSIGN_OR_RETURN(const NvrtcApi* api, nvrtc.Get(),
                       absl::StrCat("building '", request.name, "'"));
+  FJ_RETURN_IF_ERROR(CheckTargetSupported(*api, request.target),
+                     absl::StrCat("building '", request.name, "'"));
   auto start = std::chrono::steady_clock::now();
 
   std::vector<const char*> header_names, header_sources;

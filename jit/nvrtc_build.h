@@ -19,7 +19,8 @@
 
 namespace fleetjit {
 class NvrtcLibrary;
-}
+struct NvrtcApi;
+}  // namespace fleetjit
 
 namespace fleetjit::jit {
 
@@ -89,6 +90,17 @@ std::vector<IncludeDir> SearchedDirs(const BuildRequest& request);
 
 // The header NVRTC's log says it could not open ("" if none).
 std::string MissingHeader(absl::string_view log);
+
+// "sm_75, sm_80, ..., sm_121": the architectures `api` builds
+// (nvrtcGetSupportedArchs), as sm_XX names.
+std::string SupportedTargetsText(const NvrtcApi& api);
+
+// OK when `api` builds `target`'s architecture (any suffix and output kind:
+// NVRTC lists plain architectures), else INVALID_ARGUMENT naming the NVRTC
+// and the targets it builds. An NVRTC that cannot list them accepts all.
+// BuildModule checks this before compiling: NVRTC's own refusal says only
+// "invalid value for --gpu-architecture".
+absl::Status CheckTargetSupported(const NvrtcApi& api, const Target& target);
 
 // Compiles with `nvrtc` (loaded on first use by the caller).
 absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,

@@ -1,32 +1,12 @@
 #include "jit/target.h"
 
 #include <algorithm>
-#include <array>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace fleetjit::jit {
-namespace {
-
-// Architectures any NVRTC of CUDA 12 or 13 knows. Whether the loaded NVRTC
-// supports one is checked by NVRTC itself (13 dropped sm_70 and below).
-constexpr std::array<int, 20> kKnownArchs = {50, 52,  53,  60,  61,  62, 70,
-                                             72, 75,  80,  86,  87,  88, 89,
-                                             90, 100, 103, 110, 120, 121};
-
-bool IsKnownArch(int arch) {
-  return std::find(kKnownArchs.begin(), kKnownArchs.end(), arch) !=
-         kKnownArchs.end();
-}
-
-}  // namespace
-
-absl::string_view KnownArchitectures() {
-  return "50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, "
-         "103, 110, 120, 121";
-}
 
 std::string Target::Name() const {
   std::string name = absl::StrCat(ptx ? "compute_" : "sm_", arch);
@@ -55,12 +35,13 @@ absl::StatusOr<Target> ParseTarget(absl::string_view name) {
   if (rest.empty() || rest.size() > 3 ||
       !std::all_of(rest.begin(), rest.end(),
                    [](char c) { return c >= '0' && c <= '9'; }) ||
-      !absl::SimpleAtoi(rest, &arch) || !IsKnownArch(arch)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown target '", name,
-                     "': expected sm_XX[a|f] or compute_XX[a|f] "
-                     "with XX one of ",
-                     KnownArchitectures()));
+      rest.size() < 2 || rest.front() == '0' ||
+      !absl::SimpleAtoi(rest, &arch)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown target '", name,
+        "': expected sm_XX[a|f] or compute_XX[a|f], XX a compute capability "
+        "such as 80, 90 or 100 (which ones build is the NVRTC's list: "
+        "nvrtcGetSupportedArchs)"));
   }
   if (t.suffix == 'a' && arch < 90) {
     return absl::InvalidArgumentError(absl::StrCat(

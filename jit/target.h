@@ -26,8 +26,11 @@ struct Target {
   bool operator==(const Target&) const = default;
 };
 
-// Parses "sm_XX[a|f]" / "compute_XX[a|f]" (also "XX" as sm_XX). Unknown
-// architectures are INVALID_ARGUMENT with the list of known ones.
+// Parses "sm_XX[a|f]" / "compute_XX[a|f]" (also "XX" as sm_XX), XX two or
+// three digits. Syntax only: which architectures build is the loaded
+// NVRTC's list (nvrtcGetSupportedArchs), checked when a build compiles
+// (jit/nvrtc_build.h, CheckTargetSupported), so a host without NVRTC still
+// names any target a cache entry may have been built for.
 absl::StatusOr<Target> ParseTarget(absl::string_view name);
 
 // The cubin target for a live device of compute capability major.minor.
@@ -38,9 +41,6 @@ Target TargetForDevice(int cc_major, int cc_minor);
 // minor <= the device's (arch-specific 'a' cubins need the exact arch);
 // PTX needs target arch <= device arch.
 bool TargetRunsOn(const Target& target, int device_arch);
-
-// The comma-separated list of architectures fleetjit knows.
-absl::string_view KnownArchitectures();
 
 }  // namespace fleetjit::jit
 

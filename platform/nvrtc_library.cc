@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/exit_gate.h"
+#include "base/status_macros.h"
 
 namespace fleetjit {
 
@@ -81,6 +83,29 @@ void WarmUpOncePerProcess(const NvrtcApi& api) {
   ExitGate::RunBeforeExistingExitHandlers();
 }
 
+// Fills api.supported_archs from nvrtcGetNumSupportedArchs and
+// nvrtcGetSupportedArchs (NVRTC 11.2 and later; an older one leaves it
+// empty).
+absl::Status ReadSupportedArchs(NvrtcApi& api) {
+  if (api.nvrtcGetNumSupportedArchs == nullptr ||
+      api.nvrtcGetSupportedArchs == nullptr) {
+    return absl::OkStatus();
+  }
+  int count = 0;
+  FJ_RETURN_IF_ERROR(CheckNvrtc(api, api.nvrtcGetNumSupportedArchs(&count),
+                                "nvrtcGetNumSupportedArchs"));
+  if (count <= 0 || count > 1024) {
+    return absl::InternalError(absl::StrCat(
+        "nvrtcGetNumSupportedArchs reported ", count, " architectures"));
+  }
+  std::vector<int> archs(static_cast<size_t>(count));
+  FJ_RETURN_IF_ERROR(CheckNvrtc(api, api.nvrtcGetSupportedArchs(archs.data()),
+                                "nvrtcGetSupportedArchs"));
+  std::sort(archs.begin(), archs.end());
+  api.supported_archs = std::move(archs);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 NvrtcLibrary& NvrtcLibrary::Default() {
@@ -129,6 +154,11 @@ absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
         api, api.nvrtcVersion(&api.major, &api.minor), "nvrtcVersion");
     if (!version.ok()) {
       errors.push_back(absl::StrCat(candidate, ": ", version.message()));
+      only_wrong_versions = false;
+      continue;
+    }
+    if (absl::Status archs = ReadSupportedArchs(api); !archs.ok()) {
+      errors.push_back(absl::StrCat(candidate, ": ", archs.message()));
       only_wrong_versions = false;
       continue;
     }

@@ -26,6 +26,10 @@ struct NvrtcApi {
   int major = 0;
   int minor = 0;
   std::string library_path;
+  // What nvrtcGetSupportedArchs lists, ascending (e.g. 75 ... 121 for NVRTC
+  // 13.0): the only architectures a build may name (jit/nvrtc_build.h,
+  // CheckTargetSupported). Empty only for an NVRTC without the call.
+  std::vector<int> supported_archs;
 };
 
 // The oldest NVRTC fleetjit builds with: sm_90 targets and the C++17 the

@@ -11,6 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "jit/nvrtc_build.h"
+#include "jit/target.h"
+#include "platform/nvrtc_library.h"
+#include "platform/nvrtc_locate.h"
 #include "runtime/config.h"
 
 namespace fleetjit::cli {
@@ -18,15 +22,19 @@ namespace fleetjit::cli {
 fj_str Str(const std::string& s) { return fj_str{s.data(), s.size()}; }
 fj_str Str(const char* s) { return fj_str{s, std::strlen(s)}; }
 
-bool Failed(fj_status* status, const char* what) {
-  if (status == nullptr) return false;
+std::string FailureText(fj_status* status, const char* what) {
   absl::string_view message = fj_status_message(status, nullptr);
   // The library may already have said what failed ("creating the runtime:
   // ..."): once is enough.
   absl::ConsumePrefix(&message, absl::StrCat(what, ": "));
-  std::fprintf(stderr, "fleetjit: %s: %s: %.*s\n", what,
-               fj_code_name(fj_status_code(status)),
-               static_cast<int>(message.size()), message.data());
+  return absl::StrCat("fleetjit: ", what, ": ",
+                      fj_code_name(fj_status_code(status)), ": ", message,
+                      "\n");
+}
+
+bool Failed(fj_status* status, const char* what) {
+  if (status == nullptr) return false;
+  std::fputs(FailureText(status, what).c_str(), stderr);
   fj_status_free(status);
   return true;
 }
@@ -60,6 +68,12 @@ fj_runtime* CreateRuntime(int* exit_code, const fj_runtime_options* options) {
 
 bool TargetsAreValid(const std::vector<std::string>& targets,
                      const char* command) {
+  return TargetNamesAreValid(targets, command) &&
+         TargetsBuildWithNvrtc(targets, command);
+}
+
+bool TargetNamesAreValid(const std::vector<std::string>& targets,
+                         const char* command) {
   for (const std::string& t : targets) {
     fj_copy_plan plan{};
     plan.struct_size = sizeof(plan);
@@ -73,6 +87,32 @@ bool TargetsAreValid(const std::vector<std::string>& targets,
     }
     fj_status_free(status);
     if (bad) return false;
+  }
+  return true;
+}
+
+bool TargetsBuildWithNvrtc(const std::vector<std::string>& targets,
+                           const char* command) {
+  if (targets.empty()) return true;
+  // Which architectures build is the NVRTC's list: the one the runtime
+  // would load (FLEETJIT_LIBNVRTC, else the search). Without one, a cache
+  // may still serve any target, so nothing more is checked.
+  RuntimeOptions options;
+  if (!ApplyEnvironment(options).ok()) return true;  // the runtime says why
+  absl::StatusOr<std::string> path = ResolveNvrtcLibrary(options.libnvrtc_path);
+  if (!path.ok()) return true;
+  NvrtcLibrary nvrtc({*path});
+  absl::StatusOr<const NvrtcApi*> api = nvrtc.Get();
+  if (!api.ok()) return true;
+  for (const std::string& t : targets) {
+    absl::StatusOr<jit::Target> target = jit::ParseTarget(t);
+    if (!target.ok()) continue;
+    absl::Status supported = jit::CheckTargetSupported(**api, *target);
+    if (!supported.ok()) {
+      std::fprintf(stderr, "%s: --target %s: %s\n", command, t.c_str(),
+                   std::string(supported.message()).c_str());
+      return false;
+    }
   }
   return true;
 }

@@ -18,9 +18,12 @@ namespace fleetjit::cli {
 fj_str Str(const std::string& s);
 fj_str Str(const char* s);
 
-// Prints "fleetjit: <what>: <CODE>: <message>" (plus the build log) to
-// stderr, frees the status and returns true if `status` is an error.
+// Prints FailureText to stderr, frees the status and returns true if
+// `status` is an error.
 bool Failed(fj_status* status, const char* what);
+// "fleetjit: <what>: <CODE>: <message>\n" (the message carries the build
+// log) of an error `status`, which stays the caller's.
+std::string FailureText(fj_status* status, const char* what);
 
 // "compiled", "memory hit", "disk hit", "remote hit" (fj_module_info).
 const char* CacheResultName(fj_cache_result result);
@@ -33,10 +36,19 @@ fj_runtime* CreateRuntime(int* exit_code,
                           const fj_runtime_options* options = nullptr);
 
 // Checks each of `targets` (the words of --target) with the planner's parser
-// (fj_copy_plan_for_target). On the first unknown one prints
-// "<command>: --target <value>: <why>" and returns false (exit kExitUsage).
+// (fj_copy_plan_for_target), then against the architectures the NVRTC the
+// runtime would load builds (nvrtcGetSupportedArchs; skipped where no NVRTC
+// loads, since a cache may still serve). On the first unknown or
+// unsupported one prints "<command>: --target <value>: <why>" and returns
+// false (exit kExitUsage).
 bool TargetsAreValid(const std::vector<std::string>& targets,
                      const char* command);
+// TargetsAreValid's two halves: the names' form, and the NVRTC's list (for
+// names whose form was checked).
+bool TargetNamesAreValid(const std::vector<std::string>& targets,
+                         const char* command);
+bool TargetsBuildWithNvrtc(const std::vector<std::string>& targets,
+                           const char* command);
 
 // The implementation named `name` ("sync", "cp_async", "tma"), or nullopt.
 std::optional<fj_copy_impl> CopyImplNamed(const std::string& name);

@@ -38,25 +38,62 @@ nlohmann::ordered_json CacheTiers() {
   return out;
 }
 
+// For each feature the plan emulates, the suffixed targets (sm_100a,
+// sm_100f) of the same architecture whose plan, under the same
+// implementation, has it natively: what a build could name to get it.
+std::vector<std::vector<std::string>> NativeWithSuffix(
+    const fj_copy_plan& plan) {
+  std::vector<std::vector<std::string>> out(FJ_FEATURE_COUNT);
+  std::string base = plan.target;
+  if (base.empty() || base.back() == 'a' || base.back() == 'f') return out;
+  for (const char* suffix : {"a", "f"}) {
+    const std::string target = base + suffix;
+    fj_copy_plan other{};
+    other.struct_size = sizeof(other);
+    fj_status* st = fj_copy_plan_for_target(Str(target), plan.impl, &other);
+    if (st != nullptr) {  // no such suffix for this architecture
+      fj_status_free(st);
+      continue;
+    }
+    for (int f = 0; f < FJ_FEATURE_COUNT; ++f) {
+      if (plan.support[f] != FJ_SUPPORT_NATIVE &&
+          other.support[f] == FJ_SUPPORT_NATIVE) {
+        out[f].push_back(target);
+      }
+    }
+  }
+  return out;
+}
+
 void PrintPlanText(const fj_copy_plan& plan, const char* indent) {
   std::printf("%scopy plan: target %s, implementation %s\n", indent,
               plan.target, fj_copy_impl_name(plan.impl));
+  const std::vector<std::vector<std::string>> hints = NativeWithSuffix(plan);
   for (int f = 0; f < FJ_FEATURE_COUNT; ++f) {
-    std::printf("%s  %-12s %s\n", indent,
+    std::string hint;
+    for (const std::string& t : hints[f]) {
+      hint += (hint.empty() ? " (native on " : ", ") + t;
+    }
+    if (!hint.empty()) hint += ")";
+    std::printf("%s  %-12s %s%s\n", indent,
                 fj_feature_name(static_cast<fj_feature>(f)),
-                fj_support_name(plan.support[f]));
+                fj_support_name(plan.support[f]), hint.c_str());
   }
 }
 
 nlohmann::ordered_json PlanJson(const fj_copy_plan& plan) {
   nlohmann::ordered_json features = nlohmann::ordered_json::object();
+  nlohmann::ordered_json native = nlohmann::ordered_json::object();
+  const std::vector<std::vector<std::string>> hints = NativeWithSuffix(plan);
   for (int f = 0; f < FJ_FEATURE_COUNT; ++f) {
-    features[fj_feature_name(static_cast<fj_feature>(f))] =
-        fj_support_name(plan.support[f]);
+    const char* name = fj_feature_name(static_cast<fj_feature>(f));
+    features[name] = fj_support_name(plan.support[f]);
+    if (!hints[f].empty()) native[name] = hints[f];
   }
   return {{"target", plan.target},
           {"impl", fj_copy_impl_name(plan.impl)},
-          {"features", std::move(features)}};
+          {"features", std::move(features)},
+          {"native_with_suffix", std::move(native)}};
 }
 
 // CUDA's header folders the runtime searches, with why each is listed.

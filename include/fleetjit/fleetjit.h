@@ -216,7 +216,9 @@ typedef struct fj_copy_plan {
 
 /* The copy plan for a target name ("sm_90", "sm_90a", "compute_80") and an
  * optional forced implementation. Needs no GPU and no runtime. Forcing an
- * implementation the target lacks is FJ_FAILED_PRECONDITION. (since 1.0) */
+ * implementation the target lacks is FJ_FAILED_PRECONDITION. The name is
+ * checked for its form only: which architectures build is the NVRTC's
+ * list, checked when a build compiles. (since 1.0) */
 FJ_API fj_status* fj_copy_plan_for_target(fj_str target, fj_copy_impl impl,
                                           fj_copy_plan* out_plan);
 
@@ -245,7 +247,15 @@ typedef struct fj_runtime_options {
   fj_str libcuda_path;
   fj_str libnvrtc_path;
   /* Build every module for this target instead of the live device's
-   * ("sm_80", "compute_80"). Empty = live device. */
+   * ("sm_80", "compute_80"). Empty = live device. Applies to the builds
+   * that name no target, except one whose fj_build_options.copy_impl the
+   * forced target lacks (tma under compute_80): it yields, and that build
+   * gets the device's target (fj_module_info says which; a log line at
+   * info says why), so rehearsing an older fleet does not refuse a suite's
+   * explicit builds; with no device such a build is
+   * FJ_FAILED_PRECONDITION. Which targets build at all is the NVRTC's
+   * list (nvrtcGetSupportedArchs): another is FJ_INVALID_ARGUMENT naming
+   * it. */
   fj_str target_override;
   /* Force a copy implementation for every build whose target has it (as
    * FLEETJIT_COPY_IMPL does). A build for a target that lacks it gets that

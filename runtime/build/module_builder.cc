@@ -184,6 +184,27 @@ absl::StatusOr<jit::BuildRequest> ModuleBuilder::ResolveRequest(
   // 1. The target: explicit, else the runtime's override, else the device.
   FJ_ASSIGN_OR_RETURN(jit::Target target,
                       ResolveTarget(spec.target, spec.device, "build"));
+  // The forced target yields to a build's own copy implementation that it
+  // lacks: such a build gets the device's target, as without the override
+  // (a rehearsal under FLEETJIT_TARGET=compute_80 does not fail a suite's
+  // explicit tma build). Without a device MakeCopyPlan refuses it below.
+  if (!spec.target.has_value() && options_.target_override.has_value() &&
+      spec.copy_impl.has_value() &&
+      !jit::TargetHasCopyImpl(target, *spec.copy_impl)) {
+    const jit::Target forced_target = target;
+    if (absl::StatusOr<Device*> d = devices_.at(spec.device); d.ok()) {
+      target =
+          jit::TargetForDevice((*d)->facts().cc_major, (*d)->facts().cc_minor);
+      LoggerFor(options_).Log(
+          LogLevel::kInfo,
+          absl::StrCat("building '", spec.name, "' for ", target.Name(),
+                       " (the device's target): the forced target ",
+                       forced_target.Name(),
+                       " lacks the build's copy "
+                       "implementation ",
+                       jit::CopyImplName(*spec.copy_impl)));
+    }
+  }
   // 2. The copy implementation: the build's own, checked against the
   // target's hardware; else the runtime's forced one where the target has
   // it (jit::RuntimeOverrideFor), else the target's best.

@@ -1,7 +1,10 @@
 // NVRTC builds on the CPU: named targets need no GPU.
 #include "jit/nvrtc_build.h"
 
+#include <algorithm>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -59,6 +62,42 @@ TEST_F(NvrtcBuildTest, BuildsPtxForComputeTargets) {
   EXPECT_TRUE(a->is_ptx);
   EXPECT_EQ(a->image, a->ptx);
   EXPECT_NE(a->image.find(".target sm_75"), std::string::npos);
+}
+
+// The architectures come from NVRTC (nvrtcGetSupportedArchs): one it does
+// not list is refused naming that list, before NVRTC's bare "invalid value
+// for --gpu-architecture".
+TEST_F(NvrtcBuildTest, TargetsAreCheckedAgainstNvrtcsOwnList) {
+  const NvrtcApi& api = **NvrtcLibrary::Default().Get();
+  ASSERT_FALSE(api.supported_archs.empty());
+  EXPECT_TRUE(
+      std::is_sorted(api.supported_archs.begin(), api.supported_archs.end()));
+  const int newest = api.supported_archs.back();
+  for (const std::string& name :
+       {absl::StrCat("sm_", newest), absl::StrCat("compute_", newest)}) {
+    EXPECT_TRUE(CheckTargetSupported(api, *ParseTarget(name)).ok()) << name;
+  }
+  // An architecture below the oldest listed (sm_70 on NVRTC 13) and one no
+  // NVRTC has.
+  std::vector<std::string> unlisted = {"sm_91"};
+  if (api.supported_archs.front() > 70) unlisted.push_back("sm_70");
+  for (const std::string& name : unlisted) {
+    SCOPED_TRACE(name);
+    absl::Status s = CheckTargetSupported(api, *ParseTarget(name));
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(SupportedTargetsText(api)),
+              absl::string_view::npos)
+        << s;
+    EXPECT_NE(s.message().find(absl::StrCat("sm_", newest)),
+              absl::string_view::npos)
+        << s;
+    auto built = BuildModule(Request(name.c_str()));
+    ASSERT_FALSE(built.ok());
+    EXPECT_EQ(built.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(built.status().message().find("nvrtcGetSupportedArchs"),
+              absl::string_view::npos)
+        << built.status();
+  }
 }
 
 TEST_F(NvrtcBuildTest, ArchSpecificTargetsBuild) {

@@ -134,7 +134,7 @@ TEST(CliTest, AMalformedCacheCapIsReportedNotIgnored) {
 TEST(CliTest, AMalformedVariableExits2) {
   ScratchDir dir;
   const std::pair<std::string, std::string> bad[] = {
-      {"FLEETJIT_CACHE", "maybe"},          {"FLEETJIT_TARGET", "sm_999"},
+      {"FLEETJIT_CACHE", "maybe"},          {"FLEETJIT_TARGET", "sm_9x"},
       {"FLEETJIT_LOG", "chatty"},           {"FLEETJIT_PREOPEN", "most"},
       {"FLEETJIT_CACHE_MAX_BYTES", "12zz"}, {"FLEETJIT_COPY_IMPL", "fast"}};
   for (const auto& [name, value] : bad) {
@@ -233,6 +233,25 @@ TEST(CliTest, SelftestWithoutAGpuExits3WithAReason) {
   CliRun run = RunCli({"selftest", "--device", "first"});
   EXPECT_EQ(run.code, 2);
   EXPECT_TRUE(absl::StrContains(run.err, "first")) << run.err;
+}
+
+// `fleetjit info --target` says where an arch- or family-specific target
+// would make an emulated feature native (plain sm_100: multicast).
+TEST(CliTest, InfoSaysWhichSuffixMakesAFeatureNative) {
+  CliRun run = RunCli({"info", "--target", "sm_100,sm_100a,sm_80"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_TRUE(absl::StrContains(
+      run.out, "multicast    emulated (native on sm_100a, sm_100f)"))
+      << run.out;
+  // sm_100a has it already; sm_80 has no suffixed target to point at.
+  EXPECT_EQ(run.out.find("(native on"), run.out.rfind("(native on")) << run.out;
+  run = RunCli({"info", "--json", "--target", "sm_100,sm_100a"});
+  ASSERT_EQ(run.code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << run.out;
+  EXPECT_EQ(j["targets"][0]["native_with_suffix"]["multicast"],
+            nlohmann::json::array({"sm_100a", "sm_100f"}));
+  EXPECT_TRUE(j["targets"][1]["native_with_suffix"].empty()) << run.out;
 }
 
 }  // namespace

@@ -99,6 +99,9 @@ struct State {
   std::mutex mu;
   int devices = 1;
   int p2p_devices = kMaxDevices;  // devices at or past this have no P2P path
+  // The part every device reports (fjfake_set_part): an H100-like sm_90.
+  int cc_major = 9, cc_minor = 0;
+  int shared_optin = 227 << 10, shared_per_sm = 228 << 10;
   bool initialised = false;
   Context contexts[kMaxDevices];
   std::map<uintptr_t, Allocation> allocations;  // by start address
@@ -280,12 +283,20 @@ CUresult fake_cuDeviceGetName(char* name, int len, CUdevice device) {
 CUresult fake_cuDeviceGetAttribute(int* out, CUdevice_attribute attribute,
                                    CUdevice device) {
   if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
-  switch (attribute) {  // an H100-like sm_90 part
+  int cc_major, cc_minor, shared_optin, shared_per_sm;
+  {
+    std::lock_guard<std::mutex> lock(S().mu);
+    cc_major = S().cc_major;
+    cc_minor = S().cc_minor;
+    shared_optin = S().shared_optin;
+    shared_per_sm = S().shared_per_sm;
+  }
+  switch (attribute) {  // an H100-like sm_90 part unless fjfake_set_part
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      *out = 9;
+      *out = cc_major;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      *out = 0;
+      *out = cc_minor;
       break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
       *out = 132;
@@ -294,10 +305,10 @@ CUresult fake_cuDeviceGetAttribute(int* out, CUdevice_attribute attribute,
       *out = 48 << 10;
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-      *out = 227 << 10;
+      *out = shared_optin;
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
-      *out = 228 << 10;
+      *out = shared_per_sm;
       break;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
       *out = 50 << 20;
@@ -971,7 +982,8 @@ CUresult fake_cuModuleGetGlobal(CUdeviceptr* out, size_t* bytes,
 }
 
 // Occupancy of an H100-like SM: 2048 threads, 32 blocks, 228 KiB of shared
-// memory (1 KiB reserved per block), whichever binds first.
+// memory (fjfake_set_part's; 1 KiB reserved per block), whichever binds
+// first.
 CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int* blocks, CUfunction function, int block_size, size_t dynamic_shared,
     unsigned int) {
@@ -980,7 +992,8 @@ CUresult fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
   if (block_size <= 0 || block_size > 1024) return CUDA_ERROR_INVALID_VALUE;
   int n = std::min(32, 2048 / block_size);
   const size_t per_block = dynamic_shared + 1024;
-  n = std::min<int>(n, static_cast<int>((228u << 10) / per_block));
+  n = std::min<int>(
+      n, static_cast<int>(static_cast<size_t>(S().shared_per_sm) / per_block));
   *blocks = n;
   return CUDA_SUCCESS;
 }
@@ -993,8 +1006,8 @@ CUresult fake_cuOccupancyMaxPotentialBlockSize(int* min_grid, int* block,
   std::lock_guard<std::mutex> lock(S().mu);
   if (LiveFunction(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   int b = limit > 0 ? std::min(limit, 1024) : 1024;
-  const int by_shared =
-      static_cast<int>((228u << 10) / (dynamic_shared + 1024));
+  const int by_shared = static_cast<int>(
+      static_cast<size_t>(S().shared_per_sm) / (dynamic_shared + 1024));
   *block = b;
   *min_grid = 132 * std::max(1, std::min(2048 / b, by_shared));
   return CUDA_SUCCESS;
@@ -1212,6 +1225,15 @@ FJFAKE_API int fjfake_hide(const char* name) {
   std::lock_guard<std::mutex> lock(S().mu);
   S().hidden[index] = true;
   return 0;
+}
+
+FJFAKE_API void fjfake_set_part(int cc_major, int cc_minor, int shared_optin,
+                                int shared_per_sm) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().cc_major = cc_major;
+  S().cc_minor = cc_minor;
+  S().shared_optin = shared_optin;
+  S().shared_per_sm = shared_per_sm;
 }
 
 FJFAKE_API void fjfake_set_p2p_devices(int devices) {

@@ -73,6 +73,13 @@ FJFAKE_API uint64_t fjfake_faults_fired(void);
 // unknown name.
 FJFAKE_API int fjfake_hide(const char* name);
 FJFAKE_API void fjfake_get_live(fjfake_live* out);
+// The part every device reports from now on (not undone by
+// fjfake_reset): compute capability and shared memory per block (opt-in)
+// and per SM, which also bound the occupancy. The start: an H100-like
+// sm_90, 232448 and 233472 bytes; consumer Blackwell (sm_120) allows
+// 101376 per block.
+FJFAKE_API void fjfake_set_part(int cc_major, int cc_minor, int shared_optin,
+                                int shared_per_sm);
 // Devices at or past `devices` have no P2P path to any other (reset: all
 // have one).
 FJFAKE_API void fjfake_set_p2p_devices(int devices);
