@@ -929,15 +929,11 @@ absl::StatusOr<Manifest> CheckManifest(Json data, const std::string& path) {
 
 absl::StatusOr<Manifest> LoadManifest(const std::string& path) {
   CORPUS_ASSIGN_OR_RETURN(text, ReadFile(path));
-  Json data = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (data.is_discarded()) {
-    // Parse again for the message (the library says where).
-    try {
-      (void)Json::parse(text);
-    } catch (const Json::exception& e) {
-      return Bad(absl::StrCat(path, ": not JSON: ", e.what()));
-    }
-    return Bad(absl::StrCat(path, ": not JSON"));
+  Json data;
+  try {
+    data = Json::parse(text);
+  } catch (const Json::exception& e) {
+    return Bad(absl::StrCat(path, ": not JSON: ", e.what()));
   }
   absl::StatusOr<Manifest> m = CheckManifest(std::move(data), path);
   if (!m.ok()) return Bad(absl::StrCat(path, ": ", m.status().message()));
