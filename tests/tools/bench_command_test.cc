@@ -2,7 +2,9 @@
 // without a GPU, copy and launch (and build without --target) exit 3
 // saying why; `bench build --target sm_90` measures on any machine with
 // NVRTC, and its JSON carries real figures in the order the table says
-// (a hit is faster than the compile it saves).
+// (a hit is faster than the compile it saves). `bench kernels --corpus`
+// runs the sample corpus (tests/data/corpus_sample) end to end on the fake
+// CUDA driver, whose kernels write nothing: every case is caught wrong.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -147,6 +149,73 @@ TEST(BenchCommandTest, BuildMeasuresTheCacheDirectoryItIsGiven) {
   }
   ASSERT_TRUE(std::filesystem::exists(dir));
   EXPECT_FALSE(Empty(dir));  // kept: it was the caller's
+}
+
+std::string SampleCorpus() {
+  std::error_code ec;
+  const std::string in_tree =
+      std::string(FJ_SOURCE_DIR) + "/tests/data/corpus_sample";
+  if (std::filesystem::is_directory(in_tree, ec)) return in_tree;
+  return std::filesystem::current_path(ec).string() +
+         "/tests/data/corpus_sample";
+}
+
+TEST(BenchCommandTest, CorpusFlagsAreForKernelsAndAFolderMustExist) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench", "copy", "--corpus", "x"},
+        {"bench", "launch", "--only", "corpus"},
+        {"bench", "kernels", "--only", "nothing"},
+        {"bench", "kernels", "--corpus", "/nonexistent/corpus"}}) {
+    CliRun run = RunCli(args);
+    EXPECT_EQ(run.code, 2) << args.back() << ": " << run.out << run.err;
+    EXPECT_EQ(run.out, "");
+  }
+  CliRun run = RunCli({"bench", "kernels", "--corpus", "/nonexistent/corpus"});
+  EXPECT_TRUE(absl::StrContains(run.err, "/nonexistent/corpus: no such folder"))
+      << run.err;
+}
+
+TEST(BenchCommandTest, CorpusWithoutAGpuExits3) {
+  if (GpuCount() > 0) GTEST_SKIP() << "a GPU is present";
+  CliRun run = RunCli(
+      {"bench", "kernels", "--only", "corpus", "--corpus", SampleCorpus()});
+  EXPECT_EQ(run.code, 3) << run.out << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "no GPU")) << run.err;
+}
+
+// The fake driver runs no kernel: both kernels leave their outputs as
+// poisoned, each with its own poison, and every case must be reported
+// wrong, with progress on stderr as each case finishes.
+TEST(BenchCommandTest, CorpusOnTheFakeDriverCatchesOutputsLeftPoisoned) {
+  CliRun run = RunCli({"bench", "kernels", "--only", "corpus", "--corpus",
+                       SampleCorpus(), "--json", "--reps", "2"},
+                      {{"FLEETJIT_LIBCUDA", FJ_FAKE_CUDA_PATH}});
+  if (absl::StrContains(run.err, "NVRTC")) GTEST_SKIP() << run.err;
+  EXPECT_EQ(run.code, 1) << run.out << run.err;
+  EXPECT_TRUE(absl::StrContains(
+      run.err,
+      "corpus: 1 kernel(s) of 1 set(s), 8 case(s) (tma, cp_async, "
+      "sync, cp_async@compute_80)"))
+      << run.err;
+  for (int i = 1; i <= 8; ++i) {
+    EXPECT_TRUE(absl::StrContains(
+        run.err, "corpus [" + std::to_string(i) + "/8] corpus_sample/"))
+        << i << ": " << run.err;
+  }
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["bench"], "kernels");
+  ASSERT_EQ(j["rows"].size(), 8u) << j.dump(1);
+  for (const nlohmann::json& row : j["rows"]) {
+    EXPECT_EQ(row["corpus"], "corpus_sample/gather_scale");
+    EXPECT_EQ(row["anchor"], "cuMemcpyDtoDAsync, bytes / 2");
+    const std::string v = row["verified"];
+    EXPECT_TRUE(absl::StrContains(v, "y[0,0] = ") &&
+                absl::StrContains(v, "the plain twin -nan") &&
+                absl::StrContains(v, "sums[0] = "))
+        << v;
+    EXPECT_GT(row["bytes"].get<double>(), 0);
+  }
+  EXPECT_TRUE(j["skipped"].empty()) << j["skipped"];
 }
 
 }  // namespace

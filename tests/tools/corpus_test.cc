@@ -109,25 +109,25 @@ TEST(CorpusManifest, TheSampleResolvesAtEachSize) {
   ASSERT_EQ(m->sizes.size(), 2u);
   absl::StatusOr<Problem> p = Resolve(*m, 0, 132);
   ASSERT_TRUE(p.ok()) << p.status();
-  EXPECT_EQ(p->label, "4096 x 4096");
-  EXPECT_EQ(p->bytes, 2ull * 4096 * 4096 * 2 + 4096 * 8);
+  EXPECT_EQ(p->label, "1024 x 2048");
+  EXPECT_EQ(p->bytes, 2ull * 1024 * 2048 * 2 + 1024 * 8);
   ASSERT_EQ(p->buffers.size(), 4u);
   const Buffer* x = p->Find("x");
   ASSERT_NE(x, nullptr);
-  EXPECT_EQ(x->shape, (std::vector<int64_t>{4096, 4096}));
-  EXPECT_EQ(x->bytes, 4096ull * 4096 * 2);
+  EXPECT_EQ(x->shape, (std::vector<int64_t>{1024, 2048}));
+  EXPECT_EQ(x->bytes, 1024ull * 2048 * 2);
   EXPECT_STREQ(x->dtype->name, "bf16");
   EXPECT_EQ(x->init, "randn");
   EXPECT_FALSE(x->output);
   const Buffer* idx = p->Find("idx");
   EXPECT_EQ(idx->init, "perm");
-  EXPECT_EQ(idx->init_args, (std::vector<int64_t>{4096}));
+  EXPECT_EQ(idx->init_args, (std::vector<int64_t>{1024}));
   const Buffer* sums = p->Find("sums");
   EXPECT_TRUE(sums->output);
   EXPECT_EQ(sums->init, "");
   EXPECT_DOUBLE_EQ(sums->atol, 0.001);
   EXPECT_DOUBLE_EQ(sums->rtol, 0.0001);
-  EXPECT_EQ(p->layer.grid[0], 1056u);  // min(R, 8 * sms)
+  EXPECT_EQ(p->layer.grid[0], 1024u);  // min(R, 8 * sms)
   EXPECT_EQ(p->layer.block[0], 128u);
   EXPECT_EQ(p->layer.block[1], 1u);
   EXPECT_EQ(p->layer.defines, (std::vector<std::string>{"-DTILE=256"}));
@@ -136,7 +136,7 @@ TEST(CorpusManifest, TheSampleResolvesAtEachSize) {
   EXPECT_EQ(p->layer.args[0].box, (std::vector<int64_t>{1, 256}));
   EXPECT_EQ(p->layer.args[0].oob, FJ_OOB_ZEROS);
   EXPECT_EQ(p->layer.args[5].kind, Arg::kI32);
-  EXPECT_EQ(p->layer.args[5].i, 4096);
+  EXPECT_EQ(p->layer.args[5].i, 2048);  // C
   EXPECT_EQ(p->layer.args[6].kind, Arg::kF32);
   EXPECT_EQ(p->layer.args[6].f, 0.5);
   EXPECT_TRUE(p->plain.defines.empty());
@@ -192,7 +192,8 @@ TEST(CorpusManifest, RefusesWhatCannotRunNamingIt) {
        Json{{"tensor", "x"}, {"box", Json::array({1, "C + 8"})}},
        "past the extent", true},
       {"/layer/args/0/view", Json::array({"R", "C", 2}), "does not hold", true},
-      {"/layer/args/5", Json{{"i32", "R * 1000000"}}, "does not fit i32", true},
+      {"/layer/args/5", Json{{"i32", "R * 100000000"}}, "does not fit i32",
+       true},
       {"/layer/args/5", Json{{"i64", "R / 3"}}, "not an integer", true},
       {"/layer/args/6", Json{{"f32", "1e39"}}, "not a finite f32", true},
       {"/layer/block", Json::array({2048}), "(1..1024)", true},
@@ -222,7 +223,7 @@ TEST(CorpusManifest, RefusesWhatCannotRunNamingIt) {
     absl::Status st = Resolve(*m, 0, 132).status();
     ASSERT_FALSE(st.ok());
     EXPECT_TRUE(absl::StrContains(st.message(), e.error)) << st;
-    EXPECT_TRUE(absl::StrContains(st.message(), "size '4096 x 4096'")) << st;
+    EXPECT_TRUE(absl::StrContains(st.message(), "size '1024 x 2048'")) << st;
   }
 }
 
