@@ -284,7 +284,8 @@ class Case:
         """Runs `run` once on prepared buffers: None, or what is wrong."""
         self.prepare()
         run()
-        self.torch.cuda.synchronize()
+        if self.copy_src.is_cuda:
+            self.torch.cuda.synchronize()
         errors = [compare(self.torch, b.name, self.tensors[b.name], self.want[b.name], b)
                   for b in self.p.outputs]
         errors = [e for e in errors if e]
@@ -378,6 +379,9 @@ def main(argv=None):
         return 2
     manifests = [m for m in manifests if a.filter in m.id]
     if not manifests:
+        if not a.sets and not a.filter:  # bench/corpus has no set yet
+            print(f"run.py: no corpus sets under {corpus.ROOT} (set*/): nothing to run")
+            return 0
         print("run.py: no manifests to run", file=sys.stderr)
         return 2
     try:
