@@ -126,7 +126,8 @@ int RunBench(std::vector<std::string> args) {
                "cache; a later run looks them up)");
   app.add_option("--corpus", options.corpus,
                  "kernels: a corpus set folder, or a folder of set*/ folders "
-                 "(repeatable; default: ./bench/corpus when it exists)");
+                 "(repeatable; default: ./bench/corpus when it exists)")
+      ->allow_extra_args(false);
   app.add_option("--only", options.only,
                  "kernels: only the corpus or only the reference kernels")
       ->check(CLI::IsMember({"corpus", "reference"}));
