@@ -40,6 +40,7 @@ sys.path.insert(1, str(HERE.parents[1] / "bindings" / "python"))
 
 import corpus  # noqa: E402  (bench/corpus/corpus.py)
 
+DEVICE_TYPE = "cuda"  # tests/corpus/ run main() on "cpu" with stand-ins
 SLEEP_CYCLES = 20_000_000  # ~10 ms at 2 GHz: longer than queuing a batch of launches
 NATIVE_IMPLS = ("tma", "cp_async", "sync")
 TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16",
@@ -393,8 +394,9 @@ def main(argv=None):
         print("run.py: torch sees no GPU", file=sys.stderr)
         return 3
     import fleetjit
-    device = torch.device("cuda", a.device)
-    torch.cuda.set_device(device)
+    device = torch.device(DEVICE_TYPE, a.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     rt = fleetjit.Runtime()
     dev = rt.device(a.device)
     sms = dev.sm_count
@@ -426,6 +428,15 @@ def main(argv=None):
             except corpus.ManifestError as e:
                 print(f"run.py: {e}", file=sys.stderr)
                 return 2
+            except Exception as e:  # the torch expression raised, or memory ran out
+                for v in variants:
+                    rows.append({"kernel": m.id, "size": p.label, "impl": v.name,
+                                 "bytes": p.bytes,
+                                 "verified": f"torch: {type(e).__name__}: {e}"[:400]})
+                    failed += 1
+                    log(f"[{len(rows):>3}/{total}] {fmt_row(rows[-1])}")
+                torch.cuda.empty_cache()
+                continue
             for v in variants:
                 row = {"kernel": m.id, "size": p.label, "impl": v.name, "bytes": p.bytes}
                 verdict = []

@@ -345,6 +345,159 @@ class TorchParts(unittest.TestCase):
         self.assertIn("the outputs are ['sums', 'y']", str(e.exception))
 
 
+class _FakeFleetjit:
+    """The part of the fleetjit binding run.main() uses, over CPU tensors:
+    each kernel is a Python function of the launch's arguments."""
+
+    class FleetjitError(Exception):
+        def __init__(self, message):
+            super().__init__(message)
+            self.message, self.code, self.build_log = message, "BUILD_ERROR", "x.cu(3): error: boom"
+
+    class Tensor:
+        def __init__(self, obj, box=None, oob=None, swizzle=0):
+            self.obj = obj
+
+    def __init__(self, kernels):
+        self.kernels, self.builds = kernels, []  # name -> fn(args), the builds asked for
+        self.i32 = self.i64 = self.f32 = lambda v: v
+
+    def copy_plan(self, target, impl):
+        return None
+
+    def Runtime(self):
+        fj = self
+
+        class Future:
+            def __init__(self, options):
+                self.options = options
+
+            def result(self, timeout=None):
+                if "-DBREAK=1" in self.options["nvrtc_options"]:
+                    raise fj.FleetjitError("the build failed")
+                return types.SimpleNamespace(kernel=lambda name: Kernel(name))
+
+        class Kernel:
+            def __init__(self, name):
+                self.name, self.info = name, types.SimpleNamespace(num_regs=40)
+
+            def launch(self, grid, block, args, stream=None, shared_bytes=0):
+                fj.kernels[self.name]([a.obj if isinstance(a, fj.Tensor) else a for a in args])
+
+        class Rt:
+            def device(self, i):
+                return types.SimpleNamespace(sm_count=8, name="fake GPU", compute_capability=(9, 0),
+                                             plan=types.SimpleNamespace(target="sm_90"))
+
+            def build_async(self, source, **options):
+                fj.builds.append(options)
+                return Future(options)
+        return Rt()
+
+
+@unittest.skipIf(torch is None, "torch is not installed")
+class MainOnCpu(unittest.TestCase):
+    """run.main() end to end on CPU tensors, its kernels Python functions:
+    progress, table, summary, JSON and exit status."""
+
+    def setUp(self):
+        self.saved = (run.DEVICE_TYPE, sys.modules.get("fleetjit"), torch.cuda.is_available,
+                      torch.cuda.synchronize, torch.cuda.Event, torch.cuda.current_stream,
+                      torch.cuda.empty_cache, getattr(torch.cuda, "_sleep", None))
+        run.DEVICE_TYPE = "cpu"
+        torch.cuda.is_available = lambda: True
+        torch.cuda.synchronize = torch.cuda.empty_cache = lambda *a: None
+        torch.cuda.current_stream = lambda *a: None
+        torch.cuda._sleep = lambda cycles: None
+        import time as _time
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = 0.0
+
+            def record(self):
+                self.t = _time.perf_counter()
+
+            def elapsed_time(self, end):
+                return (end.t - self.t) * 1e3
+        torch.cuda.Event = Event
+
+    def tearDown(self):
+        (run.DEVICE_TYPE, fj, torch.cuda.is_available, torch.cuda.synchronize, torch.cuda.Event,
+         torch.cuda.current_stream, torch.cuda.empty_cache, sleep) = self.saved
+        torch.cuda._sleep = sleep
+        if fj is None:
+            sys.modules.pop("fleetjit", None)
+        else:
+            sys.modules["fleetjit"] = fj
+
+    def main(self, kernels, *argv):
+        fake = _FakeFleetjit(kernels)
+        sys.modules["fleetjit"] = fake
+        import contextlib
+        import io
+        out = io.StringIO()
+        with tempfile.TemporaryDirectory() as d, contextlib.redirect_stdout(out):
+            rc = run.main([*argv, "--json", f"{d}/rows.json", "--samples", "2", "--batch", "2"])
+            rows = json.loads(pathlib.Path(d, "rows.json").read_text())
+        return rc, out.getvalue(), rows, fake
+
+    @staticmethod
+    def right(args):
+        x, idx, y, sums, rows, cols, scale = args
+        r = x[idx.long()].float() * scale
+        y.copy_(r.to(torch.bfloat16))
+        sums.copy_(r.sum(dim=1))
+
+    def test_right_kernels_pass_and_are_measured(self):
+        rc, out, rows, fake = self.main({"gather_scale": self.right,
+                                         "gather_scale_plain": self.right}, str(SAMPLE))
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(len(rows["rows"]), 8)  # 2 sizes x 4 variants
+        self.assertEqual(rows["variants"], ["tma", "cp_async", "sync", "cp_async@compute_80"])
+        for r in rows["rows"]:
+            self.assertEqual(r["verified"], "ok")
+            for k in ("layer", "plain", "torch", "copy"):
+                self.assertGreater(r[f"{k}_gbps"], 0)
+        self.assertIn("[  8/8] corpus_sample/gather_scale", out)
+        self.assertIn("layer/plain median", out)
+        self.assertIn("8 of 8 case(s) right", out)
+        # Builds: the layer per size (its defines differ) and variant.
+        layer = [b for b in fake.builds if b["name"] == "gather_scale.cu"]
+        self.assertEqual({(b["copy_impl"], b["target"]) for b in layer},
+                         {("cp_async", None), ("cp_async", "compute_80"), ("sync", None),
+                          ("tma", None)})
+        self.assertEqual(len(layer), 8)
+        self.assertEqual({tuple(b["nvrtc_options"]) for b in layer}, {("-DTILE=256",),
+                                                                       ("-DTILE=200",)})
+        # The twin has no defines: one build per target serves both sizes.
+        plain = [b for b in fake.builds if b["name"] == "gather_scale_plain.cu"]
+        self.assertEqual({(b["copy_impl"], b["target"]) for b in plain},
+                         {(None, None), (None, "compute_80")})
+        self.assertEqual(len(plain), 2)
+
+    def test_a_wrong_kernel_fails_the_run_and_check_times_nothing(self):
+        def off_by_one_row(args):
+            self.right(args)
+            args[3][-1] += 1.0
+        rc, out, rows, _ = self.main({"gather_scale": off_by_one_row,
+                                      "gather_scale_plain": self.right},
+                                     str(SAMPLE), "--check", "--variants", "sync")
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(len(rows["rows"]), 2)
+        for r in rows["rows"]:
+            self.assertTrue(r["verified"].startswith("layer: sums["), r["verified"])
+            self.assertNotIn("layer_gbps", r)
+        self.assertIn("WRONG or failed: 2", out)
+
+    def test_a_twin_that_writes_nothing_fails_too(self):
+        rc, out, rows, _ = self.main({"gather_scale": self.right,
+                                      "gather_scale_plain": lambda args: None},
+                                     str(SAMPLE), "--check", "--variants", "tma")
+        self.assertEqual(rc, 1, out)
+        self.assertIn("plain: y[0,0] = nan", rows["rows"][0]["verified"])
+
+
 @unittest.skipUnless(os.environ.get("FLEETJIT_LIBRARY"), "FLEETJIT_LIBRARY is not set")
 class Builds(unittest.TestCase):
     def test_the_sample_builds_for_sm_90_through_runs_builds(self):
