@@ -490,6 +490,23 @@ class MainOnCpu(unittest.TestCase):
             self.assertNotIn("layer_gbps", r)
         self.assertIn("WRONG or failed: 2", out)
 
+    def test_a_build_that_fails_fails_its_cases_with_the_log(self):
+        with tempfile.TemporaryDirectory() as d:
+            for f in SAMPLE.iterdir():
+                pathlib.Path(d, f.name).write_bytes(f.read_bytes())
+            m = json.loads(SAMPLE_JSON.read_text())
+            m["layer"]["defines"]["BREAK"] = 1
+            pathlib.Path(d, SAMPLE_JSON.name).write_text(json.dumps(m))
+            rc, out, rows, _ = self.main({"gather_scale": self.right,
+                                          "gather_scale_plain": self.right},
+                                         d, "--variants", "tma")
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(len(rows["rows"]), 2)
+        for r in rows["rows"]:
+            self.assertIn("layer: FleetjitError: the build failed", r["verified"])
+            self.assertIn("x.cu(3): error: boom", r["verified"])
+            self.assertNotIn("layer_gbps", r)
+
     def test_a_twin_that_writes_nothing_fails_too(self):
         rc, out, rows, _ = self.main({"gather_scale": self.right,
                                       "gather_scale_plain": lambda args: None},
