@@ -254,9 +254,10 @@ TEST(CorpusSets, AFolderOfManifestsIsASetAnyOtherARootOfSetFolders) {
   EXPECT_EQ(sets->size(), 2u);
   absl::StatusOr<std::vector<Manifest>> ms = LoadSets(*sets);
   ASSERT_TRUE(ms.ok()) << ms.status();
-  ASSERT_EQ(ms->size(), 2u);
+  ASSERT_EQ(ms->size(), 3u);
   EXPECT_EQ((*ms)[0].id(), "corpus_sample/gather_scale");
-  EXPECT_EQ((*ms)[1].id(), "set2/gather_scale");
+  EXPECT_EQ((*ms)[1].id(), "corpus_sample/row_quant");
+  EXPECT_EQ((*ms)[2].id(), "set2/gather_scale");
   EXPECT_EQ(FindSets({tmp.Sub("nowhere")}).status().code(),
             absl::StatusCode::kNotFound);
 }
