@@ -1,4 +1,4 @@
-"""bench/corpus/corpus.py and run.py without a GPU (ctest: corpus_python_test).
+"""bench/corpus/corpus.py and run.py without a GPU (ctest: python_corpus_test).
 
 - the expression evaluator against the table the C++ one is tested on
   (tests/data/corpus_expr_cases.json);
