@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/test_paths.h"
 #include "tests/tools/cli_process.h"
 
 namespace fleetjit {
