@@ -634,8 +634,22 @@ absl::Status Run(const BenchOptions& options,
   for (const auto& [m, ps] : problems) {
     for (size_t s = 0; s < ps.size(); ++s) {
       const Problem& p = ps[s];
-      FJ_ASSIGN_OR_RETURN(std::unique_ptr<Case> c,
-                          Case::Make(*gpu, fill_kernel, p, seed0 + 1000 * s));
+      absl::StatusOr<std::unique_ptr<Case>> made =
+          Case::Make(*gpu, fill_kernel, p, seed0 + 1000 * s);
+      if (!made.ok()) {  // out of memory, say: this size's cases fail
+        for (const Variant& v : variants) {
+          const std::string name =
+              absl::StrCat(m->id(), " [", p.label, "], ", v.name);
+          report->skipped.emplace_back(
+              name, absl::StrCat("inputs: ", made.status().message()));
+          say(absl::StrCat("corpus [", ++done, "/", total, "] ", name,
+                           ": FAILED: inputs: ", made.status().message()));
+        }
+        report->failed = true;
+        gpu->FreeAll();
+        continue;
+      }
+      std::unique_ptr<Case> c = std::move(*made);
       for (const Variant& v : variants) {
         ++done;
         const std::string name =

@@ -6,6 +6,7 @@
 // runs the sample corpus (tests/data/corpus_sample) end to end on the fake
 // CUDA driver, whose kernels write nothing: every case is caught wrong.
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -218,6 +219,42 @@ TEST(BenchCommandTest, CorpusOnTheFakeDriverCatchesOutputsLeftPoisoned) {
     EXPECT_GT(row["bytes"].get<double>(), 0);
   }
   EXPECT_TRUE(j["skipped"].empty()) << j["skipped"];
+}
+
+// A size whose buffers cannot be allocated (the fake driver refuses more
+// than 1 TiB) fails its cases, named, and the others still run.
+TEST(BenchCommandTest, CorpusCasesWhoseInputsCannotBeMadeFailByName) {
+  ScratchDir dir;
+  const std::string set = dir.Sub("set_big");
+  std::filesystem::create_directories(set);
+  for (const char* f : {"gather_scale.cu", "gather_scale_plain.cu"}) {
+    std::filesystem::copy_file(SampleCorpus() + "/" + f, set + "/" + f);
+  }
+  std::ifstream in(SampleCorpus() + "/gather_scale.json");
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(in);
+  m["sizes"][1]["vars"] = {{"R", 1 << 20}, {"C", 1 << 20}};  // 2 TiB of x
+  m["sizes"][1]["label"] = "too big";
+  std::ofstream(set + "/gather_scale.json") << m.dump();
+  CliRun run = RunCli({"bench", "kernels", "--only", "corpus", "--corpus", set,
+                       "--json", "--reps", "1"},
+                      {{"FLEETJIT_LIBCUDA",
+                        testing::BesideExecutable("../lib/libfj_fake_cuda.so",
+                                                  FJ_FAKE_CUDA_PATH)}});
+  if (absl::StrContains(run.err, "NVRTC")) GTEST_SKIP() << run.err;
+  EXPECT_EQ(run.code, 1) << run.out << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["rows"].size(), 4u);  // the first size, poisoned as above
+  ASSERT_EQ(j["skipped"].size(), 4u) << j["skipped"];
+  for (const nlohmann::json& s : j["skipped"]) {
+    EXPECT_TRUE(absl::StrContains(s["case"].get<std::string>(),
+                                  "set_big/gather_scale [too big]"))
+        << s;
+    EXPECT_TRUE(absl::StrContains(s["why"].get<std::string>(), "inputs: "))
+        << s;
+  }
+  EXPECT_TRUE(
+      absl::StrContains(run.err, "[8/8] set_big/gather_scale [too big]"))
+      << run.err;
 }
 
 }  // namespace
