@@ -19,6 +19,7 @@
 #ifndef FLEETJIT_TOOLS_BENCH_H_
 #define FLEETJIT_TOOLS_BENCH_H_
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -36,6 +37,11 @@ struct BenchOptions {
   int reps = 0;  // samples (copy), rounds (launch), builds (build); 0 = default
   std::string cache_dir;  // build: "" = a scratch directory, removed after
   bool tune = false;  // kernels: the shapes through fj_tune (cached per fleet)
+  // kernels: the corpus's folders (sets, or roots of set*/ folders); empty:
+  // ./bench/corpus when it exists.
+  std::vector<std::string> corpus;
+  std::string only;    // kernels: "corpus" or "reference" ("" = both)
+  std::string filter;  // kernels: only names containing it
 };
 
 // One line of the table: the anchor and fleetjit, in one unit.
@@ -57,6 +63,7 @@ struct BenchReport {
       nlohmann::ordered_json::object();  // device, sizes
   std::vector<BenchRow> rows;
   std::vector<std::pair<std::string, std::string>> skipped;  // case, why
+  bool failed = false;  // a case ran wrong (the command exits 1)
 };
 
 // UNAVAILABLE when the bench needs a GPU and there is none (build: without
@@ -67,6 +74,14 @@ absl::StatusOr<BenchReport> BenchBuild(const BenchOptions& options);
 // kernels: the reference kernels x copy implementations vs the D2D copy
 // of the same bytes (tools/bench_kernels.cc).
 absl::StatusOr<BenchReport> BenchKernels(const BenchOptions& options);
+// The newcomer corpus's sets (bench/corpus/README.md) x the GPU's variants:
+// layer kernel and plain twin vs the D2D copy, appended to `report`
+// (failed when an output differs); `say` gets a progress line per case
+// (tools/bench_corpus.cc).
+absl::Status BenchCorpus(const BenchOptions& options,
+                         const std::vector<std::string>& sets,
+                         BenchReport* report,
+                         const std::function<void(const std::string&)>& say);
 
 // An fj_status as an absl::Status ("what: CODE: message"), freeing it.
 absl::Status FromFj(fj_status* status, const char* what);

@@ -57,6 +57,8 @@ void PrintText(const std::string& verb, const BenchReport& report) {
   if (c.contains("timing"))
     std::printf("; %s", c["timing"].get<std::string>().c_str());
   std::printf("\n");
+  if (c.contains("corpus_timing"))
+    std::printf("%s\n", c["corpus_timing"].get<std::string>().c_str());
   for (const BenchRow& r : report.rows) {
     std::printf(
         "  %s\n    %-44s %12.3f %s\n    %-44s %12.3f %s   %.3gx the anchor (%s "
@@ -65,6 +67,16 @@ void PrintText(const std::string& verb, const BenchReport& report) {
         r.name.c_str(), (r.anchor + " (anchor)").c_str(), r.anchor_value,
         r.unit.c_str(), r.fleetjit.c_str(), r.fleetjit_value, r.unit.c_str(),
         r.ratio(), r.higher_is_better ? "higher" : "lower");
+    if (r.notes.contains("plain_gbps")) {  // a corpus row: its plain twin
+      const double plain = r.notes["plain_gbps"].get<double>();
+      std::printf(
+          "    %-44s %12.3f %s   %.3gx the anchor; layer/plain %.3f; "
+          "%s\n",
+          "plain twin", plain, r.unit.c_str(),
+          r.anchor_value > 0 ? plain / r.anchor_value : 0.0,
+          r.notes["layer_over_plain"].get<double>(),
+          r.notes["verified"].get<std::string>().c_str());
+    }
   }
   for (const auto& [name, why] : report.skipped) {
     std::printf("  %s: not measured: %s\n", name.c_str(), why.c_str());
@@ -91,8 +103,9 @@ int RunBench(std::vector<std::string> args) {
       "  build   plain NVRTC compile vs fleetjit cold build, disk hit and "
       "memory hit (runs "
       "without a GPU for a named --target)\n"
-      "  kernels the reference kernels (examples/) under each copy "
-      "implementation vs a D2D copy of the same bytes",
+      "  kernels the reference kernels (examples/) and the newcomer corpus "
+      "(bench/corpus/: each layer kernel and its plain twin) under each copy "
+      "implementation vs a D2D copy of the same bytes; progress on stderr",
       "fleetjit bench");
   app.add_option("what", verb, "copy, launch, build or kernels")
       ->check(CLI::IsMember({"copy", "launch", "build", "kernels"}));
@@ -111,6 +124,15 @@ int RunBench(std::vector<std::string> args) {
                "kernels: sweep the launch shapes through fj_tune, once per "
                "GPU model, driver and implementation (kept in the module "
                "cache; a later run looks them up)");
+  app.add_option("--corpus", options.corpus,
+                 "kernels: a corpus set folder, or a folder of set*/ folders "
+                 "(repeatable; default: ./bench/corpus when it exists)")
+      ->allow_extra_args(false);
+  app.add_option("--only", options.only,
+                 "kernels: only the corpus or only the reference kernels")
+      ->check(CLI::IsMember({"corpus", "reference"}));
+  app.add_option("--filter", options.filter,
+                 "kernels: only the kernels whose name contains this");
   app.add_option("--cache-dir", options.cache_dir,
                  "build: the cache directory to measure (default: a scratch "
                  "one, removed)");
@@ -123,6 +145,13 @@ int RunBench(std::vector<std::string> args) {
   }
   if (verb != "kernels" && options.tune) {
     std::fprintf(stderr, "fleetjit bench: --tune is for 'bench kernels'\n");
+    return kExitUsage;
+  }
+  if (verb != "kernels" && (!options.corpus.empty() || !options.only.empty() ||
+                            !options.filter.empty())) {
+    std::fprintf(stderr,
+                 "fleetjit bench: --corpus, --only and --filter are for "
+                 "'bench kernels'\n");
     return kExitUsage;
   }
   if (verb != "build" && !options.target.empty()) {
@@ -148,6 +177,14 @@ int RunBench(std::vector<std::string> args) {
     std::printf("%s\n", DumpJson(ReportJson(verb, *report)).c_str());
   } else {
     PrintText(verb, *report);
+  }
+  if (report->failed) {
+    std::fprintf(stderr,
+                 "fleetjit bench %s: a corpus kernel's output differs from "
+                 "its plain twin's, or a case failed (see 'verified' and "
+                 "'skipped')\n",
+                 verb.c_str());
+    return kExitFailure;
   }
   return kExitOk;
 }

@@ -2,8 +2,11 @@
 // without a GPU, copy and launch (and build without --target) exit 3
 // saying why; `bench build --target sm_90` measures on any machine with
 // NVRTC, and its JSON carries real figures in the order the table says
-// (a hit is faster than the compile it saves).
+// (a hit is faster than the compile it saves). `bench kernels --corpus`
+// runs the sample corpus (tests/data/corpus_sample) end to end on the fake
+// CUDA driver, whose kernels write nothing: every case is caught wrong.
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/common/test_paths.h"
 #include "tests/tools/cli_process.h"
 
 namespace fleetjit {
@@ -147,6 +151,110 @@ TEST(BenchCommandTest, BuildMeasuresTheCacheDirectoryItIsGiven) {
   }
   ASSERT_TRUE(std::filesystem::exists(dir));
   EXPECT_FALSE(Empty(dir));  // kept: it was the caller's
+}
+
+std::string SampleCorpus() {
+  std::error_code ec;
+  const std::string in_tree =
+      std::string(FJ_SOURCE_DIR) + "/tests/data/corpus_sample";
+  if (std::filesystem::is_directory(in_tree, ec)) return in_tree;
+  return std::filesystem::current_path(ec).string() +
+         "/tests/data/corpus_sample";
+}
+
+TEST(BenchCommandTest, CorpusFlagsAreForKernelsAndAFolderMustExist) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench", "copy", "--corpus", "x"},
+        {"bench", "launch", "--only", "corpus"},
+        {"bench", "kernels", "--only", "nothing"},
+        {"bench", "kernels", "--corpus", "/nonexistent/corpus"}}) {
+    CliRun run = RunCli(args);
+    EXPECT_EQ(run.code, 2) << args.back() << ": " << run.out << run.err;
+    EXPECT_EQ(run.out, "");
+  }
+  CliRun run = RunCli({"bench", "kernels", "--corpus", "/nonexistent/corpus"});
+  EXPECT_TRUE(absl::StrContains(run.err, "/nonexistent/corpus: no such folder"))
+      << run.err;
+}
+
+TEST(BenchCommandTest, CorpusWithoutAGpuExits3) {
+  if (GpuCount() > 0) GTEST_SKIP() << "a GPU is present";
+  CliRun run = RunCli(
+      {"bench", "kernels", "--only", "corpus", "--corpus", SampleCorpus()});
+  EXPECT_EQ(run.code, 3) << run.out << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "no GPU")) << run.err;
+}
+
+// The fake driver runs no kernel: both kernels leave their outputs as
+// poisoned, each with its own poison, and every case must be reported
+// wrong, with progress on stderr as each case finishes.
+TEST(BenchCommandTest, CorpusOnTheFakeDriverCatchesOutputsLeftPoisoned) {
+  CliRun run =
+      RunCli({"bench", "kernels", "--only", "corpus", "--corpus",
+              SampleCorpus(), "--filter", "gather", "--json", "--reps", "2"},
+             {{"FLEETJIT_LIBCUDA", FJ_FAKE_CUDA_PATH}});
+  if (absl::StrContains(run.err, "NVRTC")) GTEST_SKIP() << run.err;
+  EXPECT_EQ(run.code, 1) << run.out << run.err;
+  EXPECT_TRUE(absl::StrContains(
+      run.err,
+      "corpus: 1 kernel(s) of 1 set(s), 8 case(s) (tma, cp_async, "
+      "sync, cp_async@compute_80)"))
+      << run.err;
+  for (int i = 1; i <= 8; ++i) {
+    EXPECT_TRUE(absl::StrContains(
+        run.err, "corpus [" + std::to_string(i) + "/8] corpus_sample/"))
+        << i << ": " << run.err;
+  }
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["bench"], "kernels");
+  ASSERT_EQ(j["rows"].size(), 8u) << j.dump(1);
+  for (const nlohmann::json& row : j["rows"]) {
+    EXPECT_EQ(row["corpus"], "corpus_sample/gather_scale");
+    EXPECT_EQ(row["anchor"], "cuMemcpyDtoDAsync, bytes / 2");
+    const std::string v = row["verified"];
+    EXPECT_TRUE(absl::StrContains(v, "y[0,0] = ") &&
+                absl::StrContains(v, "the plain twin -nan") &&
+                absl::StrContains(v, "sums[0] = "))
+        << v;
+    EXPECT_GT(row["bytes"].get<double>(), 0);
+  }
+  EXPECT_TRUE(j["skipped"].empty()) << j["skipped"];
+}
+
+// A size whose buffers cannot be allocated (the fake driver refuses more
+// than 1 TiB) fails its cases, named, and the others still run.
+TEST(BenchCommandTest, CorpusCasesWhoseInputsCannotBeMadeFailByName) {
+  ScratchDir dir;
+  const std::string set = dir.Sub("set_big");
+  std::filesystem::create_directories(set);
+  for (const char* f : {"gather_scale.cu", "gather_scale_plain.cu"}) {
+    std::filesystem::copy_file(SampleCorpus() + "/" + f, set + "/" + f);
+  }
+  std::ifstream in(SampleCorpus() + "/gather_scale.json");
+  nlohmann::ordered_json m = nlohmann::ordered_json::parse(in);
+  m["sizes"][1]["vars"] = {{"R", 1 << 20}, {"C", 1 << 20}};  // 2 TiB of x
+  m["sizes"][1]["label"] = "too big";
+  std::ofstream(set + "/gather_scale.json") << m.dump();
+  CliRun run = RunCli({"bench", "kernels", "--only", "corpus", "--corpus", set,
+                       "--json", "--reps", "1"},
+                      {{"FLEETJIT_LIBCUDA",
+                        testing::BesideExecutable("../lib/libfj_fake_cuda.so",
+                                                  FJ_FAKE_CUDA_PATH)}});
+  if (absl::StrContains(run.err, "NVRTC")) GTEST_SKIP() << run.err;
+  EXPECT_EQ(run.code, 1) << run.out << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j["rows"].size(), 4u);  // the first size, poisoned as above
+  ASSERT_EQ(j["skipped"].size(), 4u) << j["skipped"];
+  for (const nlohmann::json& s : j["skipped"]) {
+    EXPECT_TRUE(absl::StrContains(s["case"].get<std::string>(),
+                                  "set_big/gather_scale [too big]"))
+        << s;
+    EXPECT_TRUE(absl::StrContains(s["why"].get<std::string>(), "inputs: "))
+        << s;
+  }
+  EXPECT_TRUE(
+      absl::StrContains(run.err, "[8/8] set_big/gather_scale [too big]"))
+      << run.err;
 }
 
 }  // namespace
