@@ -58,22 +58,31 @@ class Variant:
     """A column of the table: a copy implementation and the target its
     builds are for (None: the device's own; "compute_80": PTX)."""
 
-    def __init__(self, impl, target=None):
-        self.impl, self.target = impl, target
+    def __init__(self, impl, target=None, extra=()):
+        # extra: NAME=VALUE macros the layer kernel is built with (a layer
+        # experiment measured beside the default in one run).
+        self.impl, self.target, self.extra = impl, target, tuple(extra)
 
     @property
     def name(self):
-        return self.impl + (f"@{self.target}" if self.target else "")
+        return (self.impl + (f"@{self.target}" if self.target else "") +
+                "".join(f"+{e}" for e in self.extra))
 
 
 def parse_variants(text):
-    """Variants named as in `fleetjit matrix --variants`: tma,cp_async@compute_80."""
+    """Variants named as in `fleetjit matrix --variants`: tma,cp_async@compute_80,
+    each optionally followed by +NAME=VALUE macros for the layer kernel
+    (sync+FJ_SYNC_L2_FIRST=1)."""
     out = []
     for part in filter(None, (p.strip() for p in text.split(","))):
-        impl, _, target = part.partition("@")
+        head, *extra = part.split("+")
+        impl, _, target = head.partition("@")
         if impl not in NATIVE_IMPLS:
             raise ValueError(f"unknown implementation in {part!r}: use tma, cp_async or sync")
-        out.append(Variant(impl, target or None))
+        for e in extra:
+            if not e or "=" not in e or not e.split("=")[0].isidentifier():
+                raise ValueError(f"bad macro {e!r} in {part!r}: use +NAME=VALUE")
+        out.append(Variant(impl, target or None, extra))
     return out
 
 
@@ -212,17 +221,18 @@ class Builds:
     def __init__(self, rt):
         self.rt, self.futures, self.modules, self.started = rt, {}, {}, time.time()
 
-    def start(self, launch, target, impl):
-        key = launch.build_key(target, impl)
+    def start(self, launch, target, impl, extra=()):
+        key = launch.build_key(target, impl) + tuple(extra)
         if key not in self.futures:
             self.futures[key] = self.rt.build_async(
                 launch.source.read_text(), name=launch.source.name, target=target,
-                copy_impl=impl, nvrtc_options=list(launch.defines))
+                copy_impl=impl,
+                nvrtc_options=list(launch.defines) + [f"-D{e}" for e in extra])
         return key
 
-    def kernel(self, launch, target, impl):
+    def kernel(self, launch, target, impl, extra=()):
         """The launch's kernel, or raises the build's error."""
-        key = self.start(launch, target, impl)
+        key = self.start(launch, target, impl, extra)
         if key not in self.modules:
             self.modules[key] = self.futures[key].result()
         return self.modules[key].kernel(launch.kernel)
@@ -415,7 +425,7 @@ def main(argv=None):
     for _, ps in problems:
         for p in ps:
             for v in variants:
-                builds.start(p.layer, v.target, v.impl)
+                builds.start(p.layer, v.target, v.impl, v.extra)
                 builds.start(p.plain, v.target, None)
     log(f"building {len(builds.futures)} module(s) in the background")
     stream = torch.cuda.current_stream()
@@ -437,13 +447,18 @@ def main(argv=None):
                     log(f"[{len(rows):>3}/{total}] {fmt_row(rows[-1])}")
                 torch.cuda.empty_cache()
                 continue
+            # The anchors (copy, plain twin, torch) are timed once per size
+            # and target, beside the first variant that needs them; each
+            # variant's layer kernel is timed in the same run.
+            anchors = {}
             for v in variants:
                 row = {"kernel": m.id, "size": p.label, "impl": v.name, "bytes": p.bytes}
                 verdict = []
                 runs = {}
                 for side, launch, impl in (("plain", p.plain, None), ("layer", p.layer, v.impl)):
                     try:
-                        kern = builds.kernel(launch, v.target, impl)
+                        extra = v.extra if side == "layer" else ()
+                        kern = builds.kernel(launch, v.target, impl, extra)
                         runs[side] = runner(fleetjit, kern, launch, case.tensors, stream)
                         info = kern.info
                         row[f"{side}_regs"] = info.num_regs
@@ -461,11 +476,14 @@ def main(argv=None):
                 if not a.check and len(runs) == 2:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", RuntimeWarning)
-                        ms = {"copy": gpu_ms(torch, lambda: case.copy_dst.copy_(case.copy_src),
-                                             a.samples, a.batch),
-                              "plain": gpu_ms(torch, runs["plain"], a.samples, a.batch),
-                              "torch": gpu_ms(torch, case.torch_call, a.samples, a.batch),
-                              "layer": gpu_ms(torch, runs["layer"], a.samples, a.batch)}
+                        if v.target not in anchors:
+                            anchors[v.target] = {
+                                "copy": gpu_ms(torch, lambda: case.copy_dst.copy_(case.copy_src),
+                                               a.samples, a.batch),
+                                "plain": gpu_ms(torch, runs["plain"], a.samples, a.batch),
+                                "torch": gpu_ms(torch, case.torch_call, a.samples, a.batch)}
+                        ms = dict(anchors[v.target],
+                                  layer=gpu_ms(torch, runs["layer"], a.samples, a.batch))
                     for w in ("layer", "plain", "torch", "copy"):
                         row[f"{w}_us"] = ms[w] * 1e3
                         row[f"{w}_gbps"] = gbps(p.bytes, ms[w])

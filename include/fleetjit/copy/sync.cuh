@@ -316,9 +316,18 @@ __device__ __noinline__ void load_tile_slow(void* dst, const tensor_param& p,
 // memory, which the streaming loads evicted to L2: +16% L2 write sectors
 // under Nsight Compute) and a tenth of its bandwidth on the H200 (sync
 // 0.85x -> 0.93x of cuMemcpyDtoD, bench/copy_bench).
+//
+// FJ_SYNC_L2_FIRST=1 (an experiment, off by default; docs/copy-macros.md):
+// the team first asks L2 for every line of the tile, then copies, so a
+// warp-scope copy has the whole tile in flight rather than its lanes'
+// batches (a producer warp's copy under sync is bound by that).
+#ifndef FJ_SYNC_L2_FIRST
+#define FJ_SYNC_L2_FIRST 0
+#endif
 template <int R>
 FJ_DEV void issue_tile(void* dst, const tensor_param& p, const coords& c,
                        bool pred, pred_mode mode, detail::team tm) {
+  if (FJ_SYNC_L2_FIRST && pred) detail::prefetch_tile_team<R>(p, c, tm);
   const bool fast = detail::load_fast<R>(p, c, dst, pred);
   if (fast && load_rows<R>((unsigned char*)dst, p, c, tm)) return;
 #if FJ_NARROW_INLINE

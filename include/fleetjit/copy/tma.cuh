@@ -499,6 +499,74 @@ FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 #undef FJ_TP
 }
 
+// Rows by bulk copy (FJ_TMA_BULK_ROWS=1, an experiment, off by default;
+// docs/copy-macros.md): a tile wholly inside the tensor whose rows are
+// 16-byte aligned whole 16-byte multiples, unswizzled, goes as 1-D bulk
+// copies (cp.async.bulk), one per row or one for the whole tile when its
+// rows are adjacent in GMEM, where that is no more copies than the tensor
+// map's pieces: a gathered row of 4096 bf16 is one bulk copy rather than 16
+// tensor copies of 256 elements, with no tensor map read.
+#ifndef FJ_TMA_BULK_ROWS
+#define FJ_TMA_BULK_ROWS 0
+#endif
+template <int R>
+FJ_DEV unsigned tile_pieces(const tensor_param& p);
+// The number of bulk copies the tile at `c` into `smem` needs, or 0 when it
+// cannot go that way.
+template <int R>
+FJ_DEV unsigned bulk_rows(const tensor_param& p, const void* smem,
+                          const coords& c) {
+  const long long eb = p.elem_bytes;
+  if (p.stride[0] != 1 || (p.swizzle & 3u) != 0 ||
+      (detail::addr(smem) & 15) != 0 || (p.box[0] * eb) % 16 != 0 ||
+      (detail::addr(p.data) & 15) != 0 || (c.v[0] * eb) % 16 != 0) {
+    return 0;
+  }
+  unsigned rows = 1;
+  bool adjacent = true;  // row i + 1 starts where row i ends in GMEM
+  long long span = p.box[0];
+#pragma unroll
+  for (int d = 0; d < R; ++d) {
+    if (c.v[d] < 0 || (long long)c.v[d] + p.box[d] > p.shape[d]) return 0;
+    if (d == 0) continue;
+    if ((p.stride[d] * eb) % 16 != 0) return 0;
+    rows *= (unsigned)p.box[d];
+    adjacent = adjacent && (p.box[d] == 1 || p.stride[d] == span);
+    span *= p.box[d];
+  }
+  const unsigned copies = adjacent ? 1u : rows;
+  return copies <= tile_pieces<R>(p) ? copies : 0u;
+}
+// Issues the tile's bulk copies (bulk_rows said `copies`) on barrier
+// address `bb`, the team's first 32 lanes taking them in turn from `first`.
+template <int R>
+FJ_DEV void issue_bulk_rows(unsigned s, const tensor_param& p,
+                            const coords& c, unsigned bb, unsigned copies,
+                            unsigned first, unsigned step) {
+  const unsigned eb = (unsigned)p.elem_bytes;
+  const unsigned row_bytes =
+      copies == 1 ? detail::box_bytes(p, R) : (unsigned)p.box[0] * eb;
+  for (unsigned i = first; i < copies; i += step) {
+    long long off = c.v[0];
+    unsigned rest = i;
+#pragma unroll
+    for (int d = 1; d < R; ++d) {
+      unsigned id = rest;
+      if (d < R - 1) {
+        id = rest % (unsigned)p.box[d];
+        rest /= (unsigned)p.box[d];
+      }
+      off += ((long long)c.v[d] + id) * p.stride[d];
+    }
+    const unsigned char* g = (const unsigned char*)p.data + off * eb;
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+        "[%0], [%1], %2, [%3];" ::"r"(s + i * row_bytes),
+        "l"(g), "r"(row_bytes), "r"(bb)
+        : "memory");
+  }
+}
+
 // A box larger than the tensor map's (FJ_TP_SPLIT_BOX): piece i of the
 // tile, its start coordinates and SMEM byte offset. The host chose hw_box
 // so that the pieces tile the box exactly and each is contiguous in SMEM.
@@ -586,6 +654,13 @@ __device__ __noinline__ void load_tile_bar(void* dst, const tensor_param& p,
   // The full box is counted, in-bounds or not: TMA writes all of it.
   if (tm.rank == 0) expect_tx(b, detail::box_bytes(p, R));
   if (tm.rank >= 32 || (mask != 0 && !is_multicast_issuer(mask))) return;
+  if (FJ_TMA_BULK_ROWS && mask == 0) {
+    if (const unsigned copies = bulk_rows<R>(p, dst, c)) {
+      issue_bulk_rows<R>(detail::smem_u32(dst), p, c, detail::smem_u32(&b),
+                         copies, tm.rank, tm.size < 32 ? tm.size : 32);
+      return;
+    }
+  }
   issue_pieces<R>(detail::smem_u32(dst), p, c, detail::smem_u32(&b), mask,
                   tm.rank, tm.size < 32 ? tm.size : 32);
 }
@@ -661,7 +736,13 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
     if (use_tmap(p, dst + i * bb, c)) {
       if (tm.rank < 32) {  // piece j of tile i: lane (i + j) % lanes
         const unsigned first = (tm.rank + lanes - (unsigned)i % lanes) % lanes;
-        issue_pieces<R>(s0 + i * bb, p, c, sb, 0, first, lanes);
+        const unsigned copies =
+            FJ_TMA_BULK_ROWS ? bulk_rows<R>(p, dst + i * bb, c) : 0u;
+        if (copies != 0) {
+          issue_bulk_rows<R>(s0 + i * bb, p, c, sb, copies, first, lanes);
+        } else {
+          issue_pieces<R>(s0 + i * bb, p, c, sb, 0, first, lanes);
+        }
       }
     } else {
       cpa::issue_tile<R>(dst + i * bb, p, c, true, mode, tm);
