@@ -584,6 +584,10 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
             raise calls.fatal
         if calls.failures:
             raise TuneCallbackError(calls.failures, None, e) from calls.failures[0].exception
+        if calls.notes:  # the library's rows say "refused"; the binding knows why
+            why = "; ".join(f"candidate {u}: {note}" for u, note in sorted(calls.notes.items()))
+            raise FleetjitError(e.code, f"{e.message} (from the binding: {why})", e.build_log,
+                                e.details) from None
         raise
     finally:
         # The trampolines and everything the C call read, alive until here.
