@@ -372,6 +372,19 @@ class FakeTuneTest(unittest.TestCase):
         self.assertEqual([r.status for r in res.rows], ["ok", "ok", "wrong_output", "ok"])
         self.assertEqual((res.rows[2].macro_index, res.rows[2].shape_index), (1, 0))
 
+    def test_the_gpu_tests_reduction_builds_and_expands(self):
+        # test_tune_gpu.py's kernel, its macro sets and shared= on the fake:
+        # every candidate builds, and each macro set gets its own bytes.
+        from test_tune_gpu import BLOCKS, MACRO_SETS, ROW_STATS, row_stats_shared
+        res = fleetjit.tune(self.rt, ROW_STATS, "row_stats", macro_sets=MACRO_SETS,
+                            shapes=BLOCKS, shared=row_stats_shared,
+                            grid=lambda m, b, s: 256, args=[self.x, self.y, self.y, 256, 4],
+                            outputs=[self.y], check=lambda i, o: True, target="compute_90",
+                            retune=True, store=False)
+        self.assertEqual([(r.status, r.block[0], r.shared_bytes) for r in res.rows],
+                         [("ok", b, (p + 2) * b * 4) for p in (1, 4) for b in BLOCKS])
+        self.assertEqual(len(res.all_rows), 2 * 8)
+
 
 if __name__ == "__main__":
     unittest.main()
