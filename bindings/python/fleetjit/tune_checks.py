@@ -47,6 +47,11 @@ DTYPES = {
 }
 FLOATING = frozenset(("f16", "bf16", "f32", "f64", "c64", "c128"))
 _BY_DLPACK = {(code, bits): name for name, (code, bits, _, _) in DTYPES.items()}
+# The buffer protocol's formats ("B", bytes, is raw: any dtype).
+_BY_FORMAT = {"?": "bool", "b": "i8", "h": "i16", "i": "i32", "q": "i64", "H": "u16",
+              "I": "u32", "Q": "u64", "e": "f16", "f": "f32", "d": "f64", "Zf": "c64",
+              "Zd": "c128"}
+_BY_FORMAT.update({"l": "i64", "L": "u64"} if struct.calcsize("l") == 8 else {})
 # Other spellings a dtype argument may take: NumPy's and torch's names
 # (str(np.float32), str(torch.bfloat16) minus "torch.").
 _ALIASES = {np_name: name for name, (_, _, _, np_name) in DTYPES.items() if np_name}
@@ -90,8 +95,8 @@ def _dlpack_dtype(code_bits_lanes, what):
         raise FleetjitError("INVALID_ARGUMENT",
                             f"{what} has the DLPack dtype (code {code}, {bits} bits, "
                             f"{lanes} lanes), which tune cannot read as one of "
-                            f"{', '.join(DTYPES)}: pass fleetjit.TuneOutput(...) with the "
-                            "address, size and a dtype")
+                            f"{', '.join(DTYPES)}: pass it as an (address, nbytes) pair "
+                            "(raw bytes, compared exactly)")
     return name
 
 
@@ -278,7 +283,8 @@ def reference_bytes(value, spec: OutputSpec, runtime, what) -> bytes:
             if np is not None and isinstance(value, np.ndarray):
                 have_dtype = dtype_name(value.dtype, f"{what}'s dtype")
                 data = np.ascontiguousarray(value).tobytes()
-            else:
+            else:  # array.array, ...: its struct format says the dtype; bytes are raw
+                have_dtype = _BY_FORMAT.get(view.format.lstrip("@=<"))
                 data = view.tobytes()
         elif _tensors.is_tensor_like(value):
             t = _tensors.borrow(value)

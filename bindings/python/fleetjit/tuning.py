@@ -303,11 +303,10 @@ class _Callbacks:
     """The grid_fn and check_fn of one fj_tune call: Python functions behind
     ctypes trampolines that never let an exception into C."""
 
-    def __init__(self, macros: List[Macros], user_shapes, pair_of_c, num_c_shapes):
+    def __init__(self, macros: List[Macros], user_shapes, pair_of_c):
         self.macros = macros
         self.user_shapes = user_shapes    # [(block, smem, cluster)] as given
         self.pair_of_c = pair_of_c        # C candidate -> (macro, user shape) or None
-        self.num_c_shapes = num_c_shapes
         self.failures: List[CallbackFailure] = []
         self.fatal: Optional[BaseException] = None  # KeyboardInterrupt, SystemExit...
         self.notes = {}                   # user candidate index -> row message
@@ -521,7 +520,7 @@ def tune(runtime, source: str, kernel: str, *, shapes: Sequence, args: Sequence,
     for m, row in enumerate(per_macro):
         for s, cs in enumerate(row):
             pair_of_c[m * len(c_shapes) + cs] = (m, s)
-    calls = _Callbacks(macros, user_shapes, pair_of_c, len(c_shapes))
+    calls = _Callbacks(macros, user_shapes, pair_of_c)
 
     shape_arr = (fj_tune_shape * len(c_shapes))()
     for i, (block, smem, cluster) in enumerate(c_shapes):

@@ -197,6 +197,21 @@ class HostOutputTest(unittest.TestCase):
         m = numpy.asfortranarray(numpy.arange(4, dtype=numpy.float32).reshape(2, 2))
         self.assertEqual(tune_checks.reference_bytes(m, s, None, "r"), f32([0, 1, 2, 3]))
 
+    def test_a_buffers_format_must_be_the_outputs_dtype(self):
+        s = spec("f32", (4,))
+        for ok in (array.array("f", range(4)), f32(range(4)), bytearray(f32(range(4)))):
+            self.assertEqual(tune_checks.reference_bytes(ok, s, None, "r"), f32(range(4)))
+        with self.assertRaises(fleetjit.InvalidArgumentError) as cm:
+            tune_checks.reference_bytes(array.array("i", range(4)), s, None, "reference[0]")
+        self.assertIn("reference[0] is i32, the output f32", cm.exception.message)
+        with self.assertRaises(fleetjit.InvalidArgumentError) as cm:
+            tune_checks.reference_bytes(array.array("d", range(4)), s, None, "reference[0]")
+        self.assertIn("reference[0] is f64, the output f32", cm.exception.message)
+        # bf16 has no format of its own: its bits as u16 are taken.
+        self.assertEqual(tune_checks.reference_bytes(array.array("H", [0x3F80]),
+                                                     spec("bf16", (1,)), None, "r"),
+                         b"\x80\x3f")
+
     def test_dtype_names(self):
         for given, want in (("f32", "f32"), ("float32", "f32"), ("bfloat16", "bf16"),
                             ("torch.bfloat16", "bf16"), ("int64", "i64"), ("half", "f16"),
