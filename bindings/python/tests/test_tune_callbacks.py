@@ -223,6 +223,18 @@ class FakeTuneTest(unittest.TestCase):
         self.assertIn("ValueError: bad output", e.result.rows[3].message)
         self.assertFalse(e.result.stored)
 
+    def test_a_stored_result_found_without_a_candidate_says_so(self):
+        def check(index, outputs):
+            if index == 0:
+                raise ValueError("oops")
+            return True
+
+        with self.assertRaises(fleetjit.TuneCallbackError) as cm:
+            self.tune(check=check, store=True, macro_sets=["-DFJ_PY_TUNE_STORED_RAISE=1"])
+        self.assertTrue(cm.exception.result.stored)
+        self.assertIn("was stored: tune with retune=True", str(cm.exception))
+        self.assertEqual([r.status for r in cm.exception.result.rows], ["wrong_output", "ok"])
+
     def test_close_with_a_reference(self):
         ref = array.array("f", self.values)
         ref[100] += 1e-4

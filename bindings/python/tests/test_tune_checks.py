@@ -224,6 +224,38 @@ class HostOutputTest(unittest.TestCase):
             tune_checks.dtype_name("f8")
 
 
+class Cai:
+    def __init__(self, shape, typestr="<f4", strides=None, address=0x7F0000000000):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "version": 3,
+                                         "data": (address, False), "strides": strides}
+
+
+class OutputSpecTest(unittest.TestCase):
+    def test_a_tensor_brings_its_dtype_and_shape(self):
+        s = tune_checks.output_spec(Cai((3, 5), "<i2"), 1, "idx", 0)
+        self.assertEqual((s.address, s.nbytes, s.dtype, s.shape, s.label),
+                         (0x7F0000000000, 30, "i16", (3, 5), "outputs['idx']"))
+        s = tune_checks.output_spec(fleetjit.Tensor(Cai((4,))), 0, 0, 0)
+        self.assertEqual((s.dtype, s.shape, s.label), ("f32", (4,), "outputs[0]"))
+        s = tune_checks.output_spec(fleetjit.TuneOutput((0x1000, 64), dtype="f16",
+                                                        shape=(4, 8)), 0, 0, 0)
+        self.assertEqual((s.nbytes, s.dtype, s.shape), (64, "f16", (4, 8)))
+        s = tune_checks.output_spec((0x1000, 64), 0, 0, 0)
+        self.assertEqual((s.dtype, s.shape), (None, (64,)))
+
+    def test_what_cannot_be_an_output(self):
+        cases = [(Cai((4, 4), strides=(4, 16)), "is not contiguous"),
+                 (fleetjit.TuneOutput(Cai((4,)), dtype="i32"),
+                  "TuneOutput's dtype i32 differs from the tensor's, f32"),
+                 ((0x1000,), "expected (address, nbytes)")]
+        if numpy is not None:  # a host array: DLPack's CPU device
+            cases.append((numpy.zeros(4, numpy.float32), "is not in CUDA memory"))
+        for value, says in cases:
+            with self.subTest(says=says), self.assertRaises(fleetjit.InvalidArgumentError) as cm:
+                tune_checks.output_spec(value, 0, 0, 0)
+            self.assertIn(says, cm.exception.message)
+
+
 class MacrosTest(unittest.TestCase):
     def test_macros_read_as_the_library_reads_them(self):
         m = fleetjit.Macros("-DTILE=0x40\t-DFLAG  -DNAME=abc -O3 -DNEG=-1\n-DBIG=99", 2)
