@@ -36,7 +36,8 @@ from .runtime import (CacheStats, CopyPlan, Device, DeviceBuffer, Kernel, Kernel
                       library_version, tensor_check)
 from .tensors import BorrowedTensor, borrow
 from . import globals as _globals  # 1.3: Module/Kernel/Runtime methods (globals.py)
-from .tuning import TuneResult, TuneRow, tune  # fj_tune (since 1.3)
+from .tuning import (CallbackFailure, HostOutput, Macros, TuneCallbackError, TuneOutput,  # fj_tune
+                     TuneResult, TuneRow, close, tune)  # (since 1.3)
 from .link import LinkInput  # noqa: F401  (and Runtime.link, since 1.3)
 
 __version__ = _ffi.VERSION  # the library version (scripts/dev/gen-bindings)
@@ -49,4 +50,6 @@ __all__ = [
     "Runtime", "Scalar", "Stream", "Tensor", "bf16", "borrow", "check_version", "copy_plan",
     "f16", "f32", "f64", "i8", "i16", "i32", "i64", "library_path", "library_version",
     "pointer", "tensor_check", "u8", "u16", "u32", "u64",
+    "tune", "TuneResult", "TuneRow", "TuneOutput", "TuneCallbackError", "CallbackFailure",
+    "HostOutput", "Macros", "close",
 ]
