@@ -1,6 +1,6 @@
-// What the standalone probes of bench/experiments/probes share (nvcc and the driver
-// API only, no fleetjit): a checked driver call, a stream and two events on
-// device 0's primary context, and the median of timed runs.
+// What the standalone probes of bench/experiments/probes share (nvcc and the
+// driver API only, no fleetjit): a checked driver call, a stream and two events
+// on device 0's primary context, and the median of timed runs.
 #ifndef FLEETJIT_BENCH_EXPERIMENTS_PROBES_PROBE_UTIL_H_
 #define FLEETJIT_BENCH_EXPERIMENTS_PROBES_PROBE_UTIL_H_
 
