@@ -14,6 +14,10 @@
 //       from 16 threads on 16 streams: host launch throughput, all threads
 //       together                                      goal >= 0.9x raw
 //
+// `launch_bench attributes` instead times ABI 1.3's launch attributes
+// (programmatic dependent launch, a persisting L2 window) against their
+// anchors: bench/launch_bench_attributes.cc.
+//
 // Also: the thunk JIT time (IR + ELF emission, and loading the object into
 // a fresh JIT) and its share of a cold module build, and, on the CPU alone,
 // the cost of packing the parameter buffer through each path. Without a
@@ -747,10 +751,21 @@ int RunGpu(Runtime& rt) {
 }
 
 }  // namespace
+
+// bench/launch_bench_attributes.cc
+int RunLaunchAttributes();
+
 }  // namespace fleetjit::bench
 
-int main() {
+int main(int argc, char** argv) {
   using namespace fleetjit;
+  if (argc > 1) {
+    if (argc == 2 && std::strcmp(argv[1], "attributes") == 0) {
+      return bench::RunLaunchAttributes();
+    }
+    std::fprintf(stderr, "usage: launch_bench [attributes]\n");
+    return 2;
+  }
   std::printf("fleetjit launch_bench\n");
   RuntimeOptions options;
   // FLEETJIT_* as a server's runtime reads them: FLEETJIT_CACHE_DIR, and

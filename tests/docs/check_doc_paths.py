@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """Every docs/..., bench/results/... and examples/... path that a comment of
-the source tree, README.md or DEVELOPERS.md names must exist.
+the source tree or a Markdown file (README.md, DEVELOPERS.md, docs/*.md, ...)
+names must exist, and every file under bench/results/ must be named by one.
+
+A results file may be named by its path or by its bare name (a dated
+2026-12-05-....txt is a file of bench/results/). So the runs the docs cite
+cannot be deleted, and a run no doc cites does not stay in the tree
+(docs/measurements.md keeps the newest figure of each measurement; what it
+replaced is in git).
 
 Usage: check_doc_paths.py [REPO_ROOT | --self-test]. Prints each missing path with the
-file and line that names it; exits 1 if there is one. A token with a glob or
-a placeholder (*, <, $, {) names no one file and is skipped; one ending in /
-must be a folder.
+file and line that names it, and each results file nothing names; exits 1 if
+there is one. A token with a glob or a placeholder (*, <, $, {) names no one
+file and is skipped; one ending in / must be a folder.
 """
 import os
 import re
@@ -19,6 +26,9 @@ ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 and
 # (bindings/python/examples/... is not examples/...).
 PATH = re.compile(
     r"(?<![\w./-])((?:docs|bench/results|examples)/[\w./*<>${}-]*)")
+# A results file named without its folder: a dated log.
+RESULT = re.compile(r"(?<![\w./*-])(20\d\d-\d\d-\d\d-[\w.-]*\.txt)(?![\w*])")
+RESULTS = "bench/results/"
 C_LIKE = (".h", ".hh", ".hpp", ".c", ".cc", ".cpp", ".cu", ".cuh", ".rs",
           ".go", ".inc")
 HASH = (".py", ".sh", ".cmake", ".txt", ".toml", ".cfg")
@@ -47,7 +57,7 @@ def tracked_files():
 def comments(path, text):
     """(line, comment text) for each comment of `text`."""
     base = os.path.basename(path)
-    if path in ("README.md", "DEVELOPERS.md"):
+    if path.endswith(".md"):
         return [(1, text)]
     if path.endswith(C_LIKE):
         pattern = C_COMMENT
@@ -63,7 +73,9 @@ def comments(path, text):
 def main():
     missing = []
     checked = 0
-    for rel in tracked_files():
+    cited = set()
+    files = tracked_files()
+    for rel in files:
         if rel.startswith(SKIP_DIRS) or not os.path.isfile(
                 os.path.join(ROOT, rel)):
             continue
@@ -84,27 +96,50 @@ def main():
                 ok = (os.path.isdir(target) if token.endswith("/") else
                       os.path.exists(target))
                 checked += 1
+                cited.add(token)
                 if not ok:
                     missing.append(f"{rel}:{where}: {token}")
+            for m in RESULT.finditer(comment):
+                token = RESULTS + m.group(1)
+                if token in cited and os.path.exists(os.path.join(ROOT, token)):
+                    continue
+                where = line + comment.count("\n", 0, m.start())
+                checked += 1
+                cited.add(token)
+                if not os.path.exists(os.path.join(ROOT, token)):
+                    missing.append(f"{rel}:{where}: {m.group(1)} (in {RESULTS})")
+    uncited = sorted(f for f in files if f.startswith(RESULTS) and
+                     os.path.isfile(os.path.join(ROOT, f)) and f not in cited)
     for m in missing:
         print(f"missing: {m}")
-    print(f"check_doc_paths: {checked} references, {len(missing)} missing")
-    return 1 if missing else 0
+    for u in uncited:
+        print(f"uncited: {u} (no doc or comment names it: cite it where its "
+              "figures are quoted, or git rm it)")
+    print(f"check_doc_paths: {checked} references, {len(missing)} missing, "
+          f"{len(uncited)} results files uncited")
+    return 1 if missing or uncited else 0
 
 
 def self_test():
     """The check run on a scratch repository: one named path exists, one
-    does not, a glob and a longer path are skipped; exactly one is missing."""
+    does not, a glob and a longer path are skipped; a results file named by
+    its path and one by its bare name count as cited, a bare name whose
+    file is gone is missing, and a results file nothing names is uncited."""
     import tempfile
     global ROOT
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "docs"))
         os.makedirs(os.path.join(root, "src"))
-        open(os.path.join(root, "docs", "here.md"), "w").write("# here\n")
+        os.makedirs(os.path.join(root, "bench", "results"))
+        for name in ("2026-01-01-a.txt", "2026-01-02-b.txt", "2026-01-03-c.txt"):
+            open(os.path.join(root, "bench", "results", name), "w").write("run\n")
+        open(os.path.join(root, "docs", "here.md"), "w").write(
+            "Here. From `bench/results/2026-01-01-a.txt`.\n")
         open(os.path.join(root, "src", "a.cc"), "w").write(
             "// see docs/here.md, and docs/gone.md.\n"
             "const char* s = \"docs/not-a-comment.md\";\n"
-            "/* examples/*.cu; bindings/python/examples/x.py */\n")
+            "/* examples/*.cu; bindings/python/examples/x.py */\n"
+            "// 2026-01-02-b.txt, 2026-01-09-gone.txt; 2026-01-0*.txt\n")
         open(os.path.join(root, "README.md"), "w").write(
             "Read `docs/here.md`.\n")
         subprocess.run(["git", "-C", root, "init", "-q"], check=True)
@@ -115,9 +150,13 @@ def self_test():
         with contextlib.redirect_stdout(buf):
             rc = main()
         out = buf.getvalue()
-        want = "missing: src/a.cc:1: docs/gone.md"
-        if rc != 1 or want not in out or "not-a-comment" in out or \
-                "3 references, 1 missing" not in out:
+        wants = ("missing: src/a.cc:1: docs/gone.md",
+                 "missing: src/a.cc:4: 2026-01-09-gone.txt",
+                 "uncited: bench/results/2026-01-03-c.txt",
+                 "6 references, 2 missing, 1 results files uncited")
+        if rc != 1 or any(w not in out for w in wants) or \
+                "not-a-comment" in out or "2026-01-01-a" in out or \
+                "2026-01-02-b" in out:
             print(f"self-test failed (rc {rc}):\n{out}")
             return 1
     print("check_doc_paths self-test: passed")

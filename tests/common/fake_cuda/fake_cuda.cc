@@ -823,9 +823,8 @@ size_t KibFromEnv(const char* name) {
 
 // FJFAKE_LAUNCH_TOUCH_KIB=N (benchmarks only): each launch also writes one
 // byte in every 64-byte line of an N KiB buffer of its own, as a real
-// driver's launch leaves its caller's data colder (on a GPU host fleetjit's
-// launch work costs 5-6 times what it costs over this driver;
-// docs/measurements.md, "An H100 host"). 0 or unset: nothing touched.
+// driver's launch leaves its caller's data colder (docs/measurements.md,
+// "A driver's footprint on the build machine"). 0 or unset: nothing touched.
 void TouchLikeADriver() {
   static const size_t bytes = KibFromEnv("FJFAKE_LAUNCH_TOUCH_KIB");
   if (bytes == 0) return;

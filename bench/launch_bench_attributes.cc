@@ -1,5 +1,5 @@
-// Launch attributes of ABI 1.3, each next to its anchor measured in the
-// same run, through the C ABI only:
+// `launch_bench attributes`: the launch attributes of ABI 1.3, each next to
+// its anchor measured in the same run, through the C ABI only:
 //  1. Programmatic dependent launch: a chain of small dependent kernels
 //     (each reads what the previous one wrote, after griddepcontrol.wait,
 //     and lets its dependents launch first thing) launched with
@@ -225,25 +225,27 @@ void L2Window(Setup& s) {
   for (uint64_t p : {d_hot, d_cold, d_out}) Check(fj_mem_free(s.rt, p), "free");
 }
 
-int Main() {
+}  // namespace
+
+int RunLaunchAttributes() {
   Setup s;
   Check(fj_runtime_create(nullptr, &s.rt), "runtime");
   int32_t n = 0;
   Check(fj_device_count(s.rt, &n), "devices");
   if (n == 0) {
-    std::printf("launch_attr_bench: skipped: no GPU (%s)\n",
+    std::printf("launch_bench attributes: skipped: no GPU (%s)\n",
                 fj_runtime_driver_error(s.rt));
     fj_runtime_destroy(s.rt);
     return 0;
   }
   s.info.struct_size = sizeof(s.info);
   Check(fj_device_info_get(s.rt, 0, &s.info), "device info");
-  std::printf("launch_attr_bench: %s (sm_%d%d, %d SMs)\n", s.info.name,
+  std::printf("launch_bench attributes: %s (sm_%d%d, %d SMs)\n", s.info.name,
               s.info.cc_major, s.info.cc_minor, s.info.sm_count);
   fj_build_options o{};
   o.struct_size = sizeof(o);
   o.source = Str(kSource);
-  o.name = Str("launch_attr_bench.cu");
+  o.name = Str("launch_bench_attributes.cu");
   Check(fj_module_build(s.rt, &o, &s.module), "build");
   Check(fj_stream_create(s.rt, 0, &s.stream), "stream");
   PdlChain(s);
@@ -254,7 +256,4 @@ int Main() {
   return 0;
 }
 
-}  // namespace
 }  // namespace fleetjit::bench
-
-int main() { return fleetjit::bench::Main(); }

@@ -3,8 +3,8 @@
 // cuMemsetD2D32Async (the fill bands) against cuMemcpyDtoDAsync of the
 // same bytes, for the window of fj_copy_bench (rows of 64 KiB) and narrower
 // rows. Standalone (the driver API only), built and run on the GPU host:
-//   nvcc -O2 -std=c++17 bench/probes/copy2d_probe.cu -lcuda -o copy2d &&
-//   ./copy2d
+//   nvcc -O2 -std=c++17 bench/experiments/probes/copy2d_probe.cu \
+//     -lcuda -o copy2d && ./copy2d
 // Its result is in docs/measurements.md: the driver's pitched copy ran at
 // 0.40x, so fj_copy keeps its kernel for windows.
 #include <cstdio>

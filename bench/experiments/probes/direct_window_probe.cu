@@ -12,7 +12,8 @@
 // the anchor of the same bytes, in the same run; each kernel is first
 // checked against a host reference. Standalone (the driver API and nvcc), on
 // the GPU host:
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/probes/direct_window_probe.cu \
+//   nvcc -O3 -std=c++17 -arch=sm_90 \
+//     bench/experiments/probes/direct_window_probe.cu \
 //     -lcuda -o direct_window && ./direct_window
 // If a shape reaches 0.95x at both column starts, fj_copy's window can
 // take it as a tuning candidate next to the tile kernel's shapes (it needs

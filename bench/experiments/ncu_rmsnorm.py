@@ -4,7 +4,7 @@
 Run on the GPU host under ncu (needs torch):
 
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \\
-        -k regex:norm python3 bench/ncu_rmsnorm.py
+        -k regex:norm python3 bench/experiments/ncu_rmsnorm.py
 
 Launches, in this order, each once after a warm-up: examples/rmsnorm.cu
 under sync at the tuned shape (32 threads, 24 CTAs per SM, 1 stage,
@@ -15,7 +15,7 @@ torch's. The figures are in docs/measurements.md.
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 from kernels_torch import gpu_session, r128  # noqa: E402

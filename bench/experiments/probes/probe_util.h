@@ -1,8 +1,8 @@
-// What the standalone probes of bench/probes share (nvcc and the driver
-// API only, no fleetjit): a checked driver call, a stream and two events on
-// device 0's primary context, and the median of timed runs.
-#ifndef FLEETJIT_BENCH_PROBES_PROBE_UTIL_H_
-#define FLEETJIT_BENCH_PROBES_PROBE_UTIL_H_
+// What the standalone probes of bench/experiments/probes share (nvcc and the
+// driver API only, no fleetjit): a checked driver call, a stream and two events
+// on device 0's primary context, and the median of timed runs.
+#ifndef FLEETJIT_BENCH_EXPERIMENTS_PROBES_PROBE_UTIL_H_
+#define FLEETJIT_BENCH_EXPERIMENTS_PROBES_PROBE_UTIL_H_
 
 #include <cuda.h>
 
@@ -58,4 +58,4 @@ struct Probe {
   }
 };
 
-#endif  // FLEETJIT_BENCH_PROBES_PROBE_UTIL_H_
+#endif  // FLEETJIT_BENCH_EXPERIMENTS_PROBES_PROBE_UTIL_H_
