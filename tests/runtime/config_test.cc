@@ -335,6 +335,7 @@ TEST(ConfigTest, OnlyConfigReadsTheEnvironment) {
                                    // search
       "jit/nvrtc_pch.cc",          // TMPDIR: where scratch files go
       "tools/bench_build.cc",      // TMPDIR: where its scratch cache goes
+      "tools/build_command.cc",    // TMPDIR: the -j workers' scratch folder
       "tools/child_process.cc",  // environ: the child's, for `fleetjit matrix`
   };
   const std::regex reads(R"(\bgetenv\b|\benviron\b)");
