@@ -43,6 +43,7 @@ find_program(FJ_OBJDUMP NAMES objdump REQUIRED)
 add_custom_command(OUTPUT ${FJ_FLOOR_TEXT}
   COMMAND ${CMAKE_COMMAND} -DOBJDUMP=${FJ_OBJDUMP} -DLIBDIR=${CMAKE_BINARY_DIR}/lib
           -DHEADER=${FJ_FLOOR_HEADER} -DTEXT=${FJ_FLOOR_TEXT}
+          "-DCXX=${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}"
           -P ${CMAKE_SOURCE_DIR}/cmake/floor.cmake
   DEPENDS fleetjit fleetjit_core ${CMAKE_SOURCE_DIR}/cmake/floor.cmake
   BYPRODUCTS ${FJ_FLOOR_HEADER}
