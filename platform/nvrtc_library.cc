@@ -1,6 +1,7 @@
 #include "platform/nvrtc_library.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <string>
@@ -108,6 +109,29 @@ absl::Status ReadSupportedArchs(NvrtcApi& api) {
 
 }  // namespace
 
+namespace {
+
+// NVRTC dlopens libnvrtc-builtins.so.MAJOR.MINOR by name, which the loader
+// finds only on its own search path: a libnvrtc found beside the toolkit
+// (CUDA_HOME, /usr/local/cuda/lib64) without that folder on the search
+// path then fails every compile with NVRTC_ERROR_BUILTIN_OPERATION_FAILURE
+// (seen in a Debian 11 root with the toolkit mounted). Loaded from beside
+// the library first, NVRTC's dlopen finds it by its soname. Never closed.
+void PreloadBuiltins(const void* nvrtc_symbol, int major, int minor) {
+  Dl_info info;
+  if (dladdr(nvrtc_symbol, &info) == 0 || info.dli_fname == nullptr) return;
+  const std::string library = info.dli_fname;
+  const size_t slash = library.rfind('/');
+  if (slash == std::string::npos) return;
+  const std::string builtins = absl::StrCat(
+      library.substr(0, slash), "/libnvrtc-builtins.so.", major, ".", minor);
+  if (access(builtins.c_str(), R_OK) == 0) {
+    dlopen(builtins.c_str(), RTLD_NOW | RTLD_LOCAL);  // best effort
+  }
+}
+
+}  // namespace
+
 NvrtcLibrary& NvrtcLibrary::Default() {
   static NvrtcLibrary* library = new NvrtcLibrary();  // never destroyed
   return *library;
@@ -169,6 +193,8 @@ absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
       continue;
     }
     api.library_path = candidate;
+    PreloadBuiltins(reinterpret_cast<const void*>(api.nvrtcVersion), api.major,
+                    api.minor);
     api_ = std::move(api);
     WarmUpOncePerProcess(api_);
     return &api_;
