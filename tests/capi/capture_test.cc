@@ -53,8 +53,8 @@ template <typename F>
 F Proc(const char* name) {
   void* fn = nullptr;
   CUdriverProcAddressQueryResult found{};
-  if (cuGetProcAddress(name, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT,
-                       &found) != CUDA_SUCCESS) {
+  if (cuGetProcAddress(name, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=
+      CUDA_SUCCESS) {
     return nullptr;
   }
   return reinterpret_cast<F>(fn);
@@ -131,8 +131,8 @@ class CaptureTest : public ::testing::Test {
     ASSERT_NE(raw_.begin, nullptr);
     ASSERT_EQ(raw_.retain(&ctx_, 0), CUDA_SUCCESS);
     ASSERT_EQ(raw_.set_current(ctx_), CUDA_SUCCESS);
-    raw_stream_ = blocking ? fjfake_create_blocking_stream(0)
-                           : fjfake_create_stream(0);
+    raw_stream_ =
+        blocking ? fjfake_create_blocking_stream(0) : fjfake_create_stream(0);
     ASSERT_NE(raw_stream_, 0u);
     FJ_ASSERT_OK(fj_stream_wrap(rt_, 0, raw_stream_, &stream_));
     FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 4096, &x_));
@@ -429,8 +429,7 @@ TEST_F(CaptureTest, AStagedCopyIsRefusedOnACapturingStream) {
   const std::string message = Describe(st);
   EXPECT_NE(message.find("capturing a CUDA graph"), std::string::npos)
       << message;
-  EXPECT_NE(message.find("outside the capture"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("outside the capture"), std::string::npos) << message;
   EXPECT_EQ(fjfake_calls("cuStreamSynchronize"), syncs);
   EXPECT_EQ(EndCapture(Raw()), 0);
   FJ_ASSERT_OK(fj_mem_free(rt_, src));
