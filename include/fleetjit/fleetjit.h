@@ -1129,9 +1129,11 @@ FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
  *    restored after), so the driver counts none of them against a capture
  *    in progress, in any mode, on any thread; its own threads
  *    (fj_module_build_async, the background tuning of fj_copy's launch
- *    shape) do the same. From CUDA 12.3 on the driver loads modules during
- *    a capture: a build, a load or a first fj_module_get_kernel inside the
- *    capture works, and the capture goes on.
+ *    shape) do the same, and so does fj_tune, whose allocations and
+ *    synchronisations are of its own stream. From CUDA 12.3 on the driver
+ *    loads modules during a capture: a build, a load or a first
+ *    fj_module_get_kernel inside the capture works, and the capture goes
+ *    on.
  *  - Before CUDA 12.3 the driver refuses a module load during a capture
  *    (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, which invalidates the capture).
  *    There a call that must load, while fleetjit sees a capture (the calling
@@ -1145,7 +1147,7 @@ FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
  *    synchronous calls (fj_stream_synchronize of the capturing stream,
  *    fj_mem_alloc, fj_mem_free, copies and fills with a NULL stream),
  *    launches on the legacy default stream while a blocking stream captures
- *    (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), fj_tune, fj_runtime_destroy. An
+ *    (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), fj_runtime_destroy. An
  *    fj_copy between GPUs with no P2P path is staged through host memory
  *    and synchronises: FJ_FAILED_PRECONDITION on a capturing stream.
  *  - A graph uses its kernels' code: fj_module_destroy leaves the module

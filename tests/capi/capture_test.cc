@@ -10,8 +10,8 @@
 // older driver a capture fleetjit can see refuses the load before the
 // driver is called, and one it cannot see gets the driver's refusal as
 // FJ_FAILED_PRECONDITION; a staged fj_copy, which synchronises, is refused
-// on a capturing stream. tests/gpu/capture_gpu_test.cc runs the same on a
-// GPU.
+// on a capturing stream; fj_tune on another thread (relaxed too) leaves a
+// global capture intact. tests/gpu/capture_gpu_test.cc runs the GPU cases.
 #include <cuda.h>
 
 #include <cstring>
@@ -398,6 +398,59 @@ TEST_F(CaptureTest, OnAnOldDriverAnUnseenCaptureGetsTheDriversRefusal) {
       << message;
   EXPECT_EQ(EndCapture(Raw()), -1);
   FJ_ASSERT_OK(fj_module_destroy(m));
+}
+
+TEST_F(CaptureTest, ATuningOnAnotherThreadLeavesAGlobalCaptureIntact) {
+  // fj_tune allocates copies of the outputs and synchronises its own
+  // stream: in relaxed mode, so a global capture elsewhere survives it.
+  Start();
+  ASSERT_EQ(raw_.begin(Raw(), CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  const uint64_t allocs = fjfake_calls("cuMemAlloc");
+  std::string tuned;
+  std::thread([&] {
+    std::string macro = "-DFJ_CAPTURE_TEST=1", block_x = "block.x";
+    fj_str macros[1] = {S(macro)};
+    fj_build_options build{};
+    build.struct_size = sizeof(build);
+    build.source = fj_str{kSource, std::strlen(kSource)};
+    build.target = S(target_);
+    fj_tune_shape shapes[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      shapes[i].struct_size = sizeof(fj_tune_shape);
+      shapes[i].block[0] = 128u << i;
+    }
+    fj_arg a[3] = {};
+    for (fj_arg& arg : a) arg.struct_size = sizeof(fj_arg);
+    a[0].kind = FJ_ARG_POINTER;
+    a[0].v.pointer = x_;
+    a[1].kind = FJ_ARG_F32;
+    a[1].v.f32 = 1.0f;
+    a[2].kind = FJ_ARG_I32;
+    a[2].v.i32 = 1024;
+    uint64_t out_bytes = 4096;
+    fj_tune_options o{};
+    o.struct_size = sizeof(o);
+    o.build = &build;
+    o.kernel = S(kernel_);
+    o.macro_sets = macros;
+    o.num_macro_sets = 1;
+    o.shapes = shapes;
+    o.num_shapes = 2;
+    o.grid_extent[0] = 1024;
+    o.grid_divisor[0] = S(block_x);
+    o.args = a;
+    o.num_args = 3;
+    o.output_addresses = &x_;
+    o.output_bytes = &out_bytes;
+    o.num_outputs = 1;
+    fj_tune_result* result = nullptr;
+    tuned = Describe(fj_tune(rt_, &o, &result));
+    fj_tune_result_free(result);
+  }).join();
+  EXPECT_EQ(tuned, "OK");
+  EXPECT_GT(fjfake_calls("cuMemAlloc"), allocs) << "the tuning allocated";
+  EXPECT_EQ(CaptureStatus(Raw()), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(EndCapture(Raw()), 0);
 }
 
 TEST_F(CaptureTest, AStagedCopyIsRefusedOnACapturingStream) {
