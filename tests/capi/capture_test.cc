@@ -266,6 +266,27 @@ INSTANTIATE_TEST_SUITE_P(Modes, CaptureModeTest,
                                            CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
                                            CU_STREAM_CAPTURE_MODE_RELAXED));
 
+TEST_F(CaptureTest, ThePerThreadDefaultStreamCapturesABuildAndItsLaunch) {
+  // CU_STREAM_PER_THREAD, wrapped: the other stream a caller may capture.
+  Start();
+  fj_stream* per_thread = nullptr;
+  FJ_ASSERT_OK(fj_stream_wrap(
+      rt_, 0, reinterpret_cast<uint64_t>(CU_STREAM_PER_THREAD), &per_thread));
+  ASSERT_EQ(raw_.begin(CU_STREAM_PER_THREAD, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_SUCCESS);
+  fj_module* m = nullptr;
+  fj_kernel* k = nullptr;
+  FJ_ASSERT_OK(Build(&m));
+  FJ_ASSERT_OK(GetKernel(m, &k));
+  FJ_ASSERT_OK(Launch(k, per_thread));
+  FJ_ASSERT_OK(Launch(k, per_thread));
+  EXPECT_EQ(CaptureStatus(CU_STREAM_PER_THREAD),
+            CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(EndCapture(CU_STREAM_PER_THREAD), 2);
+  FJ_ASSERT_OK(fj_stream_destroy(per_thread));
+  FJ_ASSERT_OK(fj_module_destroy(m));
+}
+
 TEST_F(CaptureTest, WithoutRelaxedModeTheBuildsUnloadWouldInvalidateIt) {
   // The control: a driver without cuThreadExchangeStreamCaptureMode leaves
   // the runtime's calls in the thread's GLOBAL mode, and the fake enforces
