@@ -125,4 +125,24 @@ absl::Status CheckCu(const DriverApi& api, CUresult result,
   return status;
 }
 
+absl::StatusOr<std::optional<CUstreamCaptureMode>> EnterRelaxedCaptureMode(
+    const DriverApi& api) {
+  if (api.cuThreadExchangeStreamCaptureMode == nullptr) return std::nullopt;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuThreadExchangeStreamCaptureMode(&mode),
+                             "cuThreadExchangeStreamCaptureMode"),
+                     "entering relaxed stream-capture mode");
+  return mode;
+}
+
+absl::Status LeaveRelaxedCaptureMode(
+    const DriverApi& api, std::optional<CUstreamCaptureMode> previous) {
+  if (!previous.has_value() || api.cuThreadExchangeStreamCaptureMode == nullptr)
+    return absl::OkStatus();
+  CUstreamCaptureMode mode = *previous;
+  return Annotate(CheckCu(api, api.cuThreadExchangeStreamCaptureMode(&mode),
+                          "cuThreadExchangeStreamCaptureMode"),
+                  "restoring the thread's stream-capture mode");
+}
+
 }  // namespace fleetjit

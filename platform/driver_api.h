@@ -14,7 +14,9 @@
 #include <cuda.h>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +54,43 @@ absl::Status CheckCu(const DriverApi& api, CUresult result,
 
 // True when this process is a fork() child of the one that loaded CUDA.
 bool IsForkedChild(const DriverApi& api);
+
+// Stream capture (docs/launch.md, "Graph capture"). While a stream
+// captures in CU_STREAM_CAPTURE_MODE_GLOBAL (the default) or THREAD_LOCAL,
+// the driver refuses "potentially unsafe" calls (cuMemAlloc, cuModuleUnload,
+// synchronisations, ...) with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+// invalidates the capture: global mode from any thread whose interaction
+// mode is GLOBAL, the others from the capturing thread. A thread in
+// CU_STREAM_CAPTURE_MODE_RELAXED is not prohibited (cuThreadExchange-
+// StreamCaptureMode). fleetjit's own driver work that joins no stream of
+// the caller (loading and unloading modules, the background tuning of its
+// copy kernels) runs in relaxed mode, so it never counts against a capture.
+//
+// Sets this thread's interaction mode to RELAXED (returning the one it
+// had) and back. Without the entry point (a test double) nothing is done:
+// nullopt.
+absl::StatusOr<std::optional<CUstreamCaptureMode>> EnterRelaxedCaptureMode(
+    const DriverApi& api);
+absl::Status LeaveRelaxedCaptureMode(
+    const DriverApi& api, std::optional<CUstreamCaptureMode> previous);
+
+// Runs `fn` (returning absl::Status or absl::StatusOr<T>) in relaxed mode,
+// restoring the thread's mode after it. A null `api` runs `fn` as it is.
+// The status is fn's, else the failure to set or restore the mode.
+//
+//   return WithRelaxedCaptureMode(driver_, [&] { return Load(...); });
+template <typename Fn>
+auto WithRelaxedCaptureMode(const DriverApi* api, Fn&& fn) -> decltype(fn()) {
+  using Result = decltype(fn());
+  if (api == nullptr) return fn();
+  absl::StatusOr<std::optional<CUstreamCaptureMode>> previous =
+      EnterRelaxedCaptureMode(*api);
+  if (!previous.ok()) return Result(previous.status());
+  Result result = fn();
+  absl::Status left = LeaveRelaxedCaptureMode(*api, *previous);
+  if (!left.ok() && result.ok()) return Result(std::move(left));
+  return result;
+}
 
 }  // namespace fleetjit
 

@@ -356,7 +356,12 @@ void Runtime::ScheduleCopyTune(int ordinal, jit::CopyImpl impl) {
   }
   builder_->PostBackground([this, ordinal, impl] {
     if (copy_tune_cancel_.load()) return;
-    absl::StatusOr<TuneOutcome> outcome = TuneCopyWindow(ordinal, impl);
+    // Relaxed: the first fj_copy may be inside the caller's stream capture,
+    // and this job's allocations and synchronisations (of its own stream)
+    // would otherwise invalidate a global-mode capture from this thread
+    // (docs/launch.md, "Graph capture").
+    absl::StatusOr<TuneOutcome> outcome = WithRelaxedCaptureMode(
+        driver_.get(), [&] { return TuneCopyWindow(ordinal, impl); });
     const std::string what = absl::StrCat("fj_copy on device ", ordinal, " (",
                                           jit::CopyImplName(impl), "): ");
     if (!outcome.ok()) {

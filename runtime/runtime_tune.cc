@@ -382,13 +382,18 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
   } end_flight{this, key.digest, flight};
 
   FJ_ASSIGN_OR_RETURN(Device * dev, device(request.build.device));
-  FJ_ASSIGN_OR_RETURN(tune::TuneRecord record, [&] {
-    GpuBackend backend(*this, *build_pool_, request, *dev);
-    absl::Status opened = backend.Open();
-    if (!opened.ok()) return absl::StatusOr<tune::TuneRecord>(opened);
-    return tune::RunTuning(candidates, request.settings, request.kernel,
-                           backend);
-  }());
+  // Relaxed: the tuning allocates and synchronises its own stream, none of
+  // which joins a caller's stream capture (docs/launch.md, "Graph
+  // capture"); in global mode it would invalidate one on any thread.
+  FJ_ASSIGN_OR_RETURN(tune::TuneRecord record,
+                      WithRelaxedCaptureMode(driver_.get(), [&] {
+                        GpuBackend backend(*this, *build_pool_, request, *dev);
+                        absl::Status opened = backend.Open();
+                        if (!opened.ok())
+                          return absl::StatusOr<tune::TuneRecord>(opened);
+                        return tune::RunTuning(candidates, request.settings,
+                                               request.kernel, backend);
+                      }));
   if (!record.has_winner()) {
     return absl::NotFoundError(
         absl::StrCat("tuning ", request.kernel,

@@ -441,6 +441,8 @@ FJ_API fj_status* fj_stream_create_with_priority(fj_runtime* runtime,
  * dereferences it, and on the H200 a forged one crashed the process.
  * A bad device is FJ_NOT_FOUND, no GPU FJ_UNAVAILABLE.
  * Wrapping the same CUstream twice gives two independent wrappers.
+ * The caller may capture the stream into a CUDA graph around fleetjit
+ * calls on the wrapper (see "Graph capture" after fj_launch).
  * (since 1.1) */
 FJ_API fj_status* fj_stream_wrap(fj_runtime* runtime, int32_t device,
                                  uint64_t cu_stream, fj_stream** out_stream);
@@ -568,7 +570,10 @@ typedef struct fj_module_info {
 /* Builds (or fetches from the cache) a module. A compile error is
  * FJ_BUILD_ERROR with the log in the "build_log" detail; a header NVRTC
  * could not open is named in the message with every folder searched
- * (details "missing_header" and "searched"). (since 1.0) */
+ * (details "missing_header" and "searched"). While a stream captures a
+ * CUDA graph a build works from CUDA 12.3 on and leaves the capture
+ * intact; before 12.3 one that must load its image is
+ * FJ_FAILED_PRECONDITION (see "Graph capture" after fj_launch). (since 1.0) */
 FJ_API fj_status* fj_module_build(fj_runtime* runtime,
                                   const fj_build_options* options,
                                   fj_module** out_module);
@@ -976,8 +981,9 @@ FJ_API fj_status* fj_tensor_arg_check(const fj_tensor_arg* arg,
 typedef struct fj_kernel fj_kernel;
 
 /* Looks a kernel up by its extern "C" name or one of the module's name
- * expressions, loading the module on `device` (its context) if needed. The
- * kernel belongs to the module. (since 1.0) */
+ * expressions, loading the module on `device` (its context) if needed, and
+ * the kernel whole, so that no launch loads code (see "Graph capture" after
+ * fj_launch). The kernel belongs to the module. (since 1.0) */
 FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
                                        int32_t device, fj_kernel** out_kernel);
 
@@ -1096,6 +1102,57 @@ typedef struct fj_launch_config {
  * (FJ_ARG_C64, FJ_ARG_C128). (since 1.0) */
 FJ_API fj_status* fj_launch(fj_kernel* kernel, const fj_launch_config* config,
                             const fj_arg* args, size_t num_args);
+
+/* Graph capture. A caller may capture fleetjit's work into a CUDA graph:
+ * cuStreamBeginCapture on a stream of its own, wrapped with fj_stream_wrap
+ * (or CU_STREAM_PER_THREAD), fleetjit calls on the wrapper, then
+ * cuStreamEndCapture. What fleetjit does while that stream captures
+ * (docs/launch.md, "Graph capture", has the reasons and the tests):
+ *  - Launches. fj_module_get_kernel loads a kernel whole: the module
+ *    (cuModuleLoadData), the function, and cuFuncLoad where lazy loading
+ *    (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2) left it partly
+ *    loaded. So fj_launch never loads code, the kernel's first launch
+ *    included, and makes no call a capture forbids (no allocation,
+ *    synchronisation, stream or event query): cuLaunchKernelEx and, on
+ *    first-time paths, cuCtxGetCurrent / cuCtxSetCurrent, cuFuncSetAttribute
+ *    (dynamic shared memory above 48 KiB, non-portable clusters), the
+ *    occupancy query of a cooperative launch and cuTensorMapEncodeTiled.
+ *    Each launch on the capturing stream is captured like the caller's own.
+ *  - Builds and loads. A build the cache serves calls no driver. A compile
+ *    for a target a local GPU runs, fj_module_load of a cubin and
+ *    fj_module_link load the image and unload it again (to read the
+ *    driver's parameter layout); fj_module_get_kernel, fj_module_get_global
+ *    and the global copies load the module on a device the first time, as
+ *    do fj_copy and fj_prefetch their own kernels. fleetjit makes these
+ *    calls with the thread's stream-capture mode set to
+ *    CU_STREAM_CAPTURE_MODE_RELAXED (cuThreadExchangeStreamCaptureMode,
+ *    restored after), so the driver counts none of them against a capture
+ *    in progress, in any mode, on any thread; its own threads
+ *    (fj_module_build_async, the background tuning of fj_copy's launch
+ *    shape) do the same, and so does fj_tune, whose allocations and
+ *    synchronisations are of its own stream. From CUDA 12.3 on the driver
+ *    loads modules during a capture: a build, a load or a first
+ *    fj_module_get_kernel inside the capture works, and the capture goes
+ *    on.
+ *  - Before CUDA 12.3 the driver refuses a module load during a capture
+ *    (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, which invalidates the capture).
+ *    There a call that must load, while fleetjit sees a capture (the calling
+ *    thread's per-thread default stream, or a blocking stream of the device,
+ *    which the legacy stream reports), is FJ_FAILED_PRECONDITION before the
+ *    driver is called, and the capture goes on; a capture it cannot see (a
+ *    stream created CU_STREAM_NON_BLOCKING) gets the driver's refusal, as
+ *    FJ_FAILED_PRECONDITION. Both say what to do: build the module and get
+ *    its kernels before cuStreamBeginCapture.
+ *  - Not during a capture of the thread, as with CUDA itself: the
+ *    synchronous calls (fj_stream_synchronize of the capturing stream,
+ *    fj_mem_alloc, fj_mem_free, copies and fills with a NULL stream),
+ *    launches on the legacy default stream while a blocking stream captures
+ *    (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT), fj_runtime_destroy. An
+ *    fj_copy between GPUs with no P2P path is staged through host memory
+ *    and synchronises: FJ_FAILED_PRECONDITION on a capturing stream.
+ *  - A graph uses its kernels' code: fj_module_destroy leaves the module
+ *    loaded and fj_runtime_destroy unloads it, so keep the runtime while a
+ *    graph holding its kernels may launch. */
 
 /* A kernel's lowered name, parameters and resources (since 1.0). */
 typedef struct fj_kernel_info {

@@ -297,6 +297,31 @@ absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
   return absl::InternalError("fj_copy: unknown route");
 }
 
+absl::Status CopyEngine::RefuseIfCapturing(Device& caller, CUstream stream,
+                                           const copy::CopyRoute& route) {
+  if (api_->cuStreamIsCapturing == nullptr) return absl::OkStatus();
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = api_->cuStreamIsCapturing(stream, &capture);
+  // IMPLICIT: the legacy stream, while a blocking stream captures.
+  if (r != CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) {
+    FJ_RETURN_IF_ERROR(
+        CheckStickyError(caller, *api_, r, "cuStreamIsCapturing"),
+        "asking whether the caller's stream captures, before a staged copy");
+    if (capture == CU_STREAM_CAPTURE_STATUS_NONE) return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the caller's stream is capturing a CUDA graph (",
+      r == CUDA_SUCCESS
+          ? "cuStreamIsCapturing"
+          : "the legacy stream: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+      "), but this copy has no P2P path: it is staged through host memory "
+      "and runs on GPU ",
+      route.exec_device,
+      " after waiting for the caller's stream, and a synchronisation cannot "
+      "be captured (the driver would invalidate the capture). Make this copy "
+      "outside the capture"));
+}
+
 absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
                                         const ValidatedCopy& v,
                                         const CopyRoute& route,
@@ -314,6 +339,7 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
   if (stream.device >= 0) {
     FJ_ASSIGN_OR_RETURN(Device * caller, devices_.at(stream.device));
     FJ_RETURN_IF_ERROR(caller->MakeCurrent().status());
+    FJ_RETURN_IF_ERROR(RefuseIfCapturing(*caller, stream.stream, route));
     FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuStreamSynchronize(stream.stream),
                                "cuStreamSynchronize"),
                        "waiting for the caller's stream before a staged copy");

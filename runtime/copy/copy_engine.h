@@ -115,6 +115,10 @@ class CopyEngine {
   absl::Status CheckDriver() const;
   copy::PeerState Peers();
   absl::StatusOr<CUstream> OwnStream(int device);
+  // FAILED_PRECONDITION when `stream` (of `caller`, current) is capturing
+  // a graph: a staged copy synchronises it, which no capture allows.
+  absl::Status RefuseIfCapturing(Device& caller, CUstream stream,
+                                 const copy::CopyRoute& route);
   absl::Status RunKernelRoute(const copy::CopySpec& spec,
                               const copy::ValidatedCopy& v,
                               const copy::CopyRoute& route,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "jit/param_layout.h"
+#include "runtime/load/module_image.h"
 #include "runtime/load/param_relayout.h"
 
 namespace fleetjit {
@@ -79,7 +80,10 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::LoadKernel(
       return Loaded{it->second->kernel, false, it->second->image_artifact};
     }
   }
-  FJ_ASSIGN_OR_RETURN(Loaded loaded, Load(module, name, ordinal));
+  // Relaxed: loading is no part of any stream's capture (module_image.h).
+  FJ_ASSIGN_OR_RETURN(Loaded loaded, WithRelaxedCaptureMode(driver_, [&] {
+                        return Load(module, name, ordinal);
+                      }));
   auto known = std::make_unique<KnownKernel>();
   known->storage = absl::StrCat(module.key, name);
   known->kernel = loaded.kernel;
@@ -143,11 +147,8 @@ absl::StatusOr<ModuleLoader::LoadedImage*> ModuleLoader::ImageFor(
       loaded->device = dev;
       loaded->context = ctx;
       loaded->artifact = module.artifact;
-      FJ_RETURN_IF_ERROR(
-          CheckCu(
-              *driver_,
-              driver_->cuModuleLoadData(&loaded->module, artifact.image.data()),
-              "cuModuleLoadData"),
+      FJ_ASSIGN_OR_RETURN(
+          loaded->module, LoadModuleImage(*driver_, artifact.image.data()),
           absl::StrCat("loading '", module.name, "' (", artifact.target.Name(),
                        ") on device ", ordinal));
       it = images_
@@ -165,6 +166,12 @@ absl::StatusOr<ModuleLoader::Global> ModuleLoader::LoadGlobal(
     return absl::UnavailableError(
         "this CUDA driver lacks cuModuleGetGlobal (module globals)");
   }
+  return WithRelaxedCaptureMode(
+      driver_, [&] { return FindGlobal(module, name, ordinal); });
+}
+
+absl::StatusOr<ModuleLoader::Global> ModuleLoader::FindGlobal(
+    const ModuleRecord& module, absl::string_view name, int ordinal) {
   FJ_ASSIGN_OR_RETURN(LoadedImage * image, ImageFor(module, ordinal));
   Global g;
   g.symbol = image->artifact->GlobalSymbol(name);
@@ -221,6 +228,16 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::AddKernel(
                                              entry->lowered_name.c_str()),
                 "cuModuleGetFunction"),
         absl::StrCat("looking up kernel '", name, "'"));
+    // Lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2)
+    // may leave the function partly loaded, to be finished by whichever
+    // call first needs it. Finished here, so no launch loads code: a
+    // kernel's first launch inside a stream capture is like any other.
+    if (driver_->cuFuncLoad != nullptr) {
+      FJ_RETURN_IF_ERROR(
+          CheckCu(*driver_, driver_->cuFuncLoad(kernel->function),
+                  "cuFuncLoad"),
+          absl::StrCat("loading kernel '", name, "'"));
+    }
     struct {
       CUfunction_attribute attribute;
       int* out;

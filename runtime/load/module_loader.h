@@ -47,6 +47,10 @@ class ModuleLoader {
   // whose driver layout differs from the artifact's gets a relaid entry.
   // A kernel loaded before is found in this thread's shard of the loader
   // (base/thread_shards.h): the lookup writes nothing other threads write.
+  // A kernel is loaded whole (cuFuncLoad after lazy loading), so launching
+  // it never loads code; the loading runs in relaxed stream-capture mode
+  // and goes through LoadModuleImage (module_image.h): during a capture it
+  // works from CUDA 12.3 on and is FAILED_PRECONDITION before.
   absl::StatusOr<Loaded> LoadKernel(const ModuleRecord& module,
                                     absl::string_view name, int ordinal);
 
@@ -62,6 +66,7 @@ class ModuleLoader {
   // `module` on device `ordinal`, loading the image there if needed
   // (cuModuleGetGlobal). NOT_FOUND naming the module's global name
   // expressions when there is none. Leaves the device's context current.
+  // Loads as LoadKernel does (relaxed capture mode, LoadModuleImage).
   absl::StatusOr<Global> LoadGlobal(const ModuleRecord& module,
                                     absl::string_view name, int ordinal);
 
@@ -100,13 +105,17 @@ class ModuleLoader {
   std::unique_ptr<CacheLinePadded<Shard>[]> shards_ {
     new CacheLinePadded<Shard>[ kThreadShards ]
   };
-  // The slow path of LoadKernel: loads what is missing.
+  // The slow path of LoadKernel: loads what is missing (in relaxed capture
+  // mode: module_image.h).
   absl::StatusOr<Loaded> Load(const ModuleRecord& module,
                               absl::string_view name, int ordinal);
   // The image of `module` on device `ordinal`, loaded once; makes the
   // device's context current.
   absl::StatusOr<LoadedImage*> ImageFor(const ModuleRecord& module,
                                         int ordinal);
+  // LoadGlobal's work, in relaxed capture mode.
+  absl::StatusOr<Global> FindGlobal(const ModuleRecord& module,
+                                    absl::string_view name, int ordinal);
   // Load's second half: the kernel `entry` of a loaded image, loaded once.
   absl::StatusOr<Loaded> AddKernel(const ModuleRecord& module,
                                    LoadedImage& image,

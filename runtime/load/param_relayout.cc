@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "jit/param_layout.h"
+#include "runtime/load/module_image.h"
 
 namespace fleetjit {
 
@@ -29,16 +30,15 @@ absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
   return params;
 }
 
-absl::Status ForEachKernelFunction(
+namespace {
+absl::Status ForEachKernelFunctionRelaxed(
     const DriverApi& api, Device& device, jit::Artifact& artifact,
     absl::string_view purpose,
     absl::FunctionRef<absl::Status(jit::KernelEntry&, CUfunction)> fn) {
   FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
-  CUmodule module = nullptr;
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuModuleLoadData(&module, artifact.image.data()),
-              "cuModuleLoadData"),
-      absl::StrCat("loading the image to ", purpose));
+  FJ_ASSIGN_OR_RETURN(CUmodule module,
+                      LoadModuleImage(api, artifact.image.data()),
+                      absl::StrCat("loading the image to ", purpose));
   absl::Status status;
   for (jit::KernelEntry& entry : artifact.kernels) {
     CUfunction function = nullptr;
@@ -57,6 +57,18 @@ absl::Status ForEachKernelFunction(
       CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
       absl::StrCat("a module loaded to ", purpose));
   return status;
+}
+}  // namespace
+
+absl::Status ForEachKernelFunction(
+    const DriverApi& api, Device& device, jit::Artifact& artifact,
+    absl::string_view purpose,
+    absl::FunctionRef<absl::Status(jit::KernelEntry&, CUfunction)> fn) {
+  // Relaxed: the load and the unload are no part of any stream's capture;
+  // an unload in another mode would invalidate one (module_image.h).
+  return WithRelaxedCaptureMode(&api, [&] {
+    return ForEachKernelFunctionRelaxed(api, device, artifact, purpose, fn);
+  });
 }
 
 absl::Status AdoptDeviceParamLayouts(const DriverApi& api, Device& device,

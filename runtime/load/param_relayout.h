@@ -32,6 +32,8 @@ absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
 // the image lacks fails, naming it), and unloads the image again. `purpose`
 // ends the messages: "loading the image to <purpose>", "a module loaded to
 // <purpose>". Serves the parameter reads at build (image_import) and load.
+// Loads through LoadModuleImage and does its module work in relaxed
+// stream-capture mode (module_image.h): a capture in progress survives it.
 absl::Status ForEachKernelFunction(
     const DriverApi& api, Device& device, jit::Artifact& artifact,
     absl::string_view purpose,

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "tests/common/fake_cuda/fake_images.h"
@@ -69,6 +70,10 @@ struct Function {
   Module* module;
   std::string name;
   fleetjit::fake_cuda::Layout layout;
+  // Lazy loading, at its most lazy: a function is only partly loaded until
+  // cuFuncLoad, or a launch, finishes it (attribute queries answer from
+  // the image's metadata).
+  bool loaded = false;
 };
 
 struct Module {
@@ -81,8 +86,27 @@ struct Module {
   std::map<std::string, std::vector<char>, std::less<>> globals;
 };
 
+struct Capture;
 struct Stream {
   Context* context;
+  bool blocking = false;       // created without CU_STREAM_NON_BLOCKING
+  Capture* capture = nullptr;  // the capture sequence it is in, if any
+};
+
+// A stream capture sequence (section 4b): begun by `thread` on `stream`
+// (null: that thread's per-thread default stream) in `mode`.
+struct Capture {
+  Stream* stream;
+  Context* context;
+  std::thread::id thread;
+  CUstreamCaptureMode mode;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  uint64_t nodes = 0;  // work captured so far
+};
+
+// What cuStreamEndCapture returns: how much work was captured.
+struct Graph {
+  uint64_t nodes;
 };
 
 struct Event {
@@ -117,6 +141,11 @@ struct State {
   bool hidden[kSymbolCount] = {};
   uint64_t faults_fired = 0;
   uint64_t reclaimed = 0;  // objects freed with their context
+  // Stream capture (section 4b).
+  int driver_version = 13000;
+  std::set<Capture*> captures;
+  std::set<Graph*> graphs;
+  uint64_t launch_loads = 0;  // launches that had to finish loading code
 };
 
 State& S() {
@@ -125,6 +154,11 @@ State& S() {
 }
 
 thread_local Context* current_context = nullptr;
+// cuThreadExchangeStreamCaptureMode's per-thread mode, and the capture of
+// this thread's per-thread default stream (one per thread, whatever the
+// context).
+thread_local CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+thread_local Capture* per_thread_capture = nullptr;
 
 // Counts the call from `site`; the injected result if this call is planned
 // to fail.
@@ -188,6 +222,122 @@ bool ValidStream(CUstream stream) {
 }
 
 // ---------------------------------------------------------------------------
+// 2b. Stream capture, as cuStreamBeginCapture and
+//     cuThreadExchangeStreamCaptureMode document it. Work on a capturing
+//     stream is recorded, not run. A "potentially unsafe" call (UnsafeCall)
+//     from a thread in GLOBAL mode is refused while that thread has a
+//     capture not begun RELAXED, or another thread has a GLOBAL one; in
+//     THREAD_LOCAL mode only the former; in RELAXED mode never. A refusal
+//     is CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures
+//     that caused it. Modules: from CUDA 12.3 on a load is allowed during
+//     a capture; before, the fake takes the worst case the reports allow
+//     (a load on a thread with a capture of its own is refused whatever
+//     its mode). An unload is potentially unsafe. All callers hold mu.
+
+bool IsLegacy(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY;
+}
+
+Capture* CaptureOf(CUstream stream) {
+  if (IsLegacy(stream)) return nullptr;
+  if (stream == CU_STREAM_PER_THREAD) return per_thread_capture;
+  return reinterpret_cast<Stream*>(stream)->capture;
+}
+
+bool Active(const Capture* c) {
+  return c != nullptr && c->status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+// The blocking streams of the current context that capture: what the
+// legacy stream would implicitly depend on.
+std::vector<Capture*> BlockingCaptures() {
+  std::vector<Capture*> found;
+  for (Capture* c : S().captures) {
+    if (Active(c) && c->stream != nullptr && c->stream->blocking &&
+        c->context == current_context) {
+      found.push_back(c);
+    }
+  }
+  return found;
+}
+
+CUresult Invalidate(const std::vector<Capture*>& captures, CUresult result) {
+  for (Capture* c : captures) c->status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  return result;
+}
+
+// Asynchronous work queued on `stream`: CUDA_SUCCESS with *captured set
+// when the stream captures it; the capture's error when it cannot.
+CUresult StreamWork(CUstream stream, bool* captured) {
+  *captured = false;
+  if (IsLegacy(stream)) {
+    std::vector<Capture*> blocking = BlockingCaptures();
+    if (!blocking.empty())
+      return Invalidate(blocking, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    return CUDA_SUCCESS;
+  }
+  Capture* c = CaptureOf(stream);
+  if (c == nullptr) return CUDA_SUCCESS;
+  if (!Active(c)) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  ++c->nodes;
+  *captured = true;
+  return CUDA_SUCCESS;
+}
+
+// A potentially unsafe call from this thread (the rules above).
+CUresult UnsafeCall() {
+  if (capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+  const std::thread::id self = std::this_thread::get_id();
+  std::vector<Capture*> prohibiting;
+  for (Capture* c : S().captures) {
+    if (!Active(c)) continue;
+    if (c->thread == self ? c->mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                          : capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                                c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+      prohibiting.push_back(c);
+    }
+  }
+  return Invalidate(prohibiting, prohibiting.empty()
+                                     ? CUDA_SUCCESS
+                                     : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+}
+
+// A synchronous call on `stream` (a wait, a synchronous copy on the
+// legacy stream): never on a capturing stream, in any mode.
+CUresult SyncCall(CUstream stream) {
+  if (IsLegacy(stream)) {
+    std::vector<Capture*> blocking = BlockingCaptures();
+    if (!blocking.empty())
+      return Invalidate(blocking, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  } else if (Capture* c = CaptureOf(stream); c != nullptr) {
+    return Invalidate({c}, Active(c) ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+                                     : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  }
+  return UnsafeCall();
+}
+
+// A module load: allowed during a capture from CUDA 12.3 on.
+CUresult ModuleLoadCall() {
+  if (S().driver_version >= 12030) return CUDA_SUCCESS;
+  const std::thread::id self = std::this_thread::get_id();
+  std::vector<Capture*> own;
+  for (Capture* c : S().captures) {
+    if (Active(c) && c->thread == self) own.push_back(c);
+  }
+  if (!own.empty())
+    return Invalidate(own, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  return UnsafeCall();
+}
+
+void EndCaptureOf(Capture* c) {
+  if (c == nullptr) return;
+  if (c->stream != nullptr) c->stream->capture = nullptr;
+  if (per_thread_capture == c) per_thread_capture = nullptr;
+  S().captures.erase(c);
+  delete c;
+}
+
+// ---------------------------------------------------------------------------
 // 3. Images: kernels and layouts (fake_images.h).
 
 void ParsePtx(Module& m) {
@@ -238,6 +388,11 @@ CUresult fake_cuGetErrorName(CUresult error, const char** out) {
     NAME(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
     NAME(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED)
     NAME(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED)
+    NAME(CUDA_ERROR_ILLEGAL_STATE)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+    NAME(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
 #undef NAME
     default:
       *out = nullptr;
@@ -256,7 +411,8 @@ CUresult fake_cuGetErrorString(CUresult error, const char** out) {
 }
 
 CUresult fake_cuDriverGetVersion(int* version) {
-  *version = 13000;
+  std::lock_guard<std::mutex> lock(S().mu);
+  *version = S().driver_version;
   return CUDA_SUCCESS;
 }
 
@@ -394,6 +550,7 @@ void DestroyContextObjects(Context& c) {
       ++it;
       continue;
     }
+    EndCaptureOf((*it)->capture);
     delete *it;
     it = s.streams.erase(it);
     ++s.reclaimed;
@@ -444,12 +601,14 @@ CUresult fake_cuCtxGetCurrent(CUcontext* ctx) {
 
 CUresult fake_cuCtxSynchronize() {
   std::lock_guard<std::mutex> lock(S().mu);
-  return RequireContext();
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  return UnsafeCall();
 }
 
 CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = UnsafeCall(); r != CUDA_SUCCESS) return r;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (bytes > (size_t{1} << 40)) return CUDA_ERROR_OUT_OF_MEMORY;  // 1 TiB
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
@@ -462,6 +621,7 @@ CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
 
 CUresult FreeAllocation(uintptr_t p, bool host) {
   std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = UnsafeCall(); r != CUDA_SUCCESS) return r;
   auto it = S().allocations.find(p);
   if (it == S().allocations.end() || (it->second.device < 0) != host) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -478,6 +638,7 @@ CUresult fake_cuMemFree(CUdeviceptr p) {
 CUresult fake_cuMemHostAlloc(void** out, size_t bytes, unsigned int) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = UnsafeCall(); r != CUDA_SUCCESS) return r;
   if (bytes > (size_t{1} << 40)) return CUDA_ERROR_OUT_OF_MEMORY;  // 1 TiB
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -492,12 +653,19 @@ CUresult fake_cuMemFreeHost(void* p) {
 }
 
 // Copies between any two addresses the fake knows or the caller owns;
-// device ranges must lie inside allocations.
+// device ranges must lie inside allocations. `sync`: a synchronous copy
+// (on the legacy stream); else an asynchronous one on `stream`, which a
+// capturing stream records instead of running.
 CUresult Copy(void* dst, bool dst_device, const void* src, bool src_device,
-              size_t bytes, CUstream stream) {
+              size_t bytes, CUstream stream, bool sync = false) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  bool captured = false;
+  if (CUresult r = sync ? SyncCall(stream) : StreamWork(stream, &captured);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   if (dst_device &&
       CheckDevice(reinterpret_cast<CUdeviceptr>(dst), bytes) != CUDA_SUCCESS) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -506,20 +674,20 @@ CUresult Copy(void* dst, bool dst_device, const void* src, bool src_device,
       CheckDevice(reinterpret_cast<CUdeviceptr>(src), bytes) != CUDA_SUCCESS) {
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (bytes > 0) memmove(dst, src, bytes);
+  if (bytes > 0 && !captured) memmove(dst, src, bytes);
   return CUDA_SUCCESS;
 }
 
 void* Ptr(CUdeviceptr p) { return reinterpret_cast<void*>(p); }
 
 CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) {
-  return Copy(Ptr(dst), true, src, false, n, nullptr);
+  return Copy(Ptr(dst), true, src, false, n, nullptr, true);
 }
 CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) {
-  return Copy(dst, false, Ptr(src), true, n, nullptr);
+  return Copy(dst, false, Ptr(src), true, n, nullptr, true);
 }
 CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return Copy(Ptr(dst), true, Ptr(src), true, n, nullptr);
+  return Copy(Ptr(dst), true, Ptr(src), true, n, nullptr, true);
 }
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t n,
                                 CUstream s) {
@@ -552,17 +720,23 @@ CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src,
   return Copy(Ptr(dst), true, Ptr(src), true, n, s);
 }
 
-CUresult Fill(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream) {
+CUresult Fill(CUdeviceptr dst, unsigned char value, size_t n, CUstream stream,
+              bool sync = false) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  bool captured = false;
+  if (CUresult r = sync ? SyncCall(stream) : StreamWork(stream, &captured);
+      r != CUDA_SUCCESS) {
+    return r;
+  }
   if (CheckDevice(dst, n) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
-  if (n > 0) memset(Ptr(dst), value, n);
+  if (n > 0 && !captured) memset(Ptr(dst), value, n);
   return CUDA_SUCCESS;
 }
 
 CUresult fake_cuMemsetD8(CUdeviceptr dst, unsigned char v, size_t n) {
-  return Fill(dst, v, n, nullptr);
+  return Fill(dst, v, n, nullptr, true);
 }
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n,
                               CUstream s) {
@@ -615,10 +789,11 @@ CUresult fake_cuPointerGetAttributes(unsigned int n,
   return CUDA_SUCCESS;
 }
 
-CUresult fake_cuStreamCreate(CUstream* out, unsigned int) {
+CUresult fake_cuStreamCreate(CUstream* out, unsigned int flags) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
   auto* s = new Stream{current_context};
+  s->blocking = (flags & CU_STREAM_NON_BLOCKING) == 0;
   S().streams.insert(s);
   *out = reinterpret_cast<CUstream>(s);
   return CUDA_SUCCESS;
@@ -633,13 +808,15 @@ CUresult fake_cuStreamDestroy(CUstream stream) {
   std::lock_guard<std::mutex> lock(S().mu);
   auto* s = reinterpret_cast<Stream*>(stream);
   if (S().streams.erase(s) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  EndCaptureOf(s->capture);
   delete s;
   return CUDA_SUCCESS;
 }
 
 CUresult fake_cuStreamSynchronize(CUstream stream) {
   std::lock_guard<std::mutex> lock(S().mu);
-  return ValidStream(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  return SyncCall(stream);
 }
 
 CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext* out) {
@@ -709,6 +886,7 @@ CUresult fake_cuEventDestroy(CUevent event) {
 CUresult fake_cuModuleLoadData(CUmodule* out, const void* image) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = ModuleLoadCall(); r != CUDA_SUCCESS) return r;
   if (image == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto m = std::make_unique<Module>();
   m->context = current_context;
@@ -744,7 +922,9 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* out, const void* image, unsigned int,
 CUresult fake_cuModuleUnload(CUmodule module) {
   std::lock_guard<std::mutex> lock(S().mu);
   auto* m = reinterpret_cast<Module*>(module);
-  if (S().modules.erase(m) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (S().modules.count(m) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = UnsafeCall(); r != CUDA_SUCCESS) return r;
+  S().modules.erase(m);
   for (auto& [name, f] : m->functions) S().functions.erase(f.get());
   delete m;
   return CUDA_SUCCESS;
@@ -793,6 +973,14 @@ CUresult fake_cuFuncGetAttribute(int* out, CUfunction_attribute attribute,
       *out = 0;
       break;
   }
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuFuncLoad(CUfunction function) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  Function* f = LiveFunction(function);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  f->loaded = true;
   return CUDA_SUCCESS;
 }
 
@@ -889,6 +1077,12 @@ CUresult CheckLaunch(CUfunction function, CUstream stream, void** extra,
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (f->module->context != current_context) return CUDA_ERROR_INVALID_CONTEXT;
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  bool captured = false;
+  if (CUresult r = StreamWork(stream, &captured); r != CUDA_SUCCESS) return r;
+  if (!f->loaded) {
+    f->loaded = true;
+    ++S().launch_loads;
+  }
   if (!f->layout.known) return CUDA_SUCCESS;
   if (kernel_params != nullptr && extra == nullptr) return CUDA_SUCCESS;
   size_t given = 0;
@@ -1089,8 +1283,8 @@ CUresult fake_cuCtxDisablePeerAccess(CUcontext owner) {
   return CUDA_SUCCESS;
 }
 
-// Entry points fleetjit declares but the runtime does not call (graph
-// capture is the caller's business): present, and not supported.
+// Entry points fleetjit declares but the runtime does not call (graphs
+// are the caller's business): present, and not supported.
 template <typename F>
 struct Unsupported;
 template <typename... A>
@@ -1099,14 +1293,91 @@ struct Unsupported<CUresult(CUDAAPI*)(A...)> {
 };
 #define FJ_UNSUPPORTED(name) \
   constexpr auto fake_##name = &Unsupported<decltype(&::name)>::Fn;
-FJ_UNSUPPORTED(cuStreamBeginCapture)
-FJ_UNSUPPORTED(cuStreamEndCapture)
 FJ_UNSUPPORTED(cuGraphInstantiateWithFlags)
 FJ_UNSUPPORTED(cuGraphLaunch)
 FJ_UNSUPPORTED(cuGraphExecDestroy)
-FJ_UNSUPPORTED(cuGraphDestroy)
 FJ_UNSUPPORTED(cuPointerGetAttribute)
 #undef FJ_UNSUPPORTED
+
+// Stream capture (section 2b): a test captures as a caller would, through
+// the entry points cuGetProcAddress hands out; a graph only counts what
+// was captured (nothing is instantiated or replayed).
+CUresult fake_cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (CUresult r = RequireContext(); r != CUDA_SUCCESS) return r;
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL &&
+      mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (IsLegacy(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CaptureOf(stream) != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  auto* s = stream == CU_STREAM_PER_THREAD ? nullptr
+                                           : reinterpret_cast<Stream*>(stream);
+  auto* c = new Capture{s, s != nullptr ? s->context : current_context,
+                        std::this_thread::get_id(), mode};
+  (s != nullptr ? s->capture : per_thread_capture) = c;
+  S().captures.insert(c);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamEndCapture(CUstream stream, CUgraph* out) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  Capture* c = CaptureOf(stream);
+  if (c == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+      c->thread != std::this_thread::get_id()) {
+    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  }
+  const bool invalidated = !Active(c);
+  const uint64_t nodes = c->nodes;
+  EndCaptureOf(c);
+  if (invalidated) {
+    *out = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  auto* g = new Graph{nodes};
+  S().graphs.insert(g);
+  *out = reinterpret_cast<CUgraph>(g);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphDestroy(CUgraph graph) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* g = reinterpret_cast<Graph*>(graph);
+  if (S().graphs.erase(g) == 0) return CUDA_ERROR_INVALID_VALUE;
+  delete g;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamIsCapturing(CUstream stream,
+                                  CUstreamCaptureStatus* status) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (IsLegacy(stream)) {
+    // The legacy stream cannot capture; a blocking stream's capture makes
+    // the question an implicit dependency (that capture stays intact).
+    if (!BlockingCaptures().empty()) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+  const Capture* c = CaptureOf(stream);
+  *status = c == nullptr ? CU_STREAM_CAPTURE_STATUS_NONE : c->status;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (mode == nullptr || *mode < CU_STREAM_CAPTURE_MODE_GLOBAL ||
+      *mode > CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::swap(*mode, capture_mode);
+  return CUDA_SUCCESS;
+}
 
 // ---------------------------------------------------------------------------
 // 5. The table cuGetProcAddress hands out: each body behind its fault check,
@@ -1173,6 +1444,8 @@ FJFAKE_API void fjfake_reset(int devices) {
   std::lock_guard<std::mutex> lock(S().mu);
   State& s = S();
   if (devices > 0 && devices <= kMaxDevices) s.devices = devices;
+  s.driver_version = 13000;
+  s.launch_loads = 0;
   s.p2p_devices = kMaxDevices;
   for (int i = 0; i < kSymbolCount; ++i) {
     s.calls[i] = 0;
@@ -1252,7 +1525,32 @@ FJFAKE_API uint64_t fjfake_create_stream(int device) {
 FJFAKE_API void fjfake_destroy_stream(uint64_t stream) {
   std::lock_guard<std::mutex> lock(S().mu);
   auto* s = reinterpret_cast<Stream*>(stream);
-  if (S().streams.erase(s) != 0) delete s;
+  if (S().streams.erase(s) == 0) return;
+  EndCaptureOf(s->capture);
+  delete s;
+}
+
+FJFAKE_API uint64_t fjfake_create_blocking_stream(int device) {
+  const uint64_t stream = fjfake_create_stream(device);
+  std::lock_guard<std::mutex> lock(S().mu);
+  if (stream != 0) reinterpret_cast<Stream*>(stream)->blocking = true;
+  return stream;
+}
+
+FJFAKE_API void fjfake_set_driver_version(int version) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  S().driver_version = version;
+}
+
+FJFAKE_API int64_t fjfake_graph_nodes(uint64_t graph) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  auto* g = reinterpret_cast<Graph*>(graph);
+  return S().graphs.count(g) != 0 ? static_cast<int64_t>(g->nodes) : -1;
+}
+
+FJFAKE_API uint64_t fjfake_launch_loads(void) {
+  std::lock_guard<std::mutex> lock(S().mu);
+  return S().launch_loads;
 }
 
 FJFAKE_API void fjfake_get_live(fjfake_live* out) {

@@ -6,7 +6,8 @@
 // through the same dlopen + cuGetProcAddress path as the real driver, so
 // nothing in the library changes for tests. It simulates a small device:
 // primary contexts, memory (host malloc; copies and fills are real),
-// streams and events (work completes at once), modules that load any image
+// streams and events (work completes at once), stream capture, modules that
+// load any image
 // (kernels and parameter layouts are read from PTX text, or from a
 // cubin's symbol table and .nv.info records), launches that check their
 // parameter buffer's size and then do nothing. Releasing a primary
@@ -88,6 +89,32 @@ FJFAKE_API void fjfake_set_p2p_devices(int devices);
 // stream but not as a driver call. 0 if the context is not retained.
 FJFAKE_API uint64_t fjfake_create_stream(int device);
 FJFAKE_API void fjfake_destroy_stream(uint64_t stream);
+// fjfake_create_stream's stream, blocking (created without
+// CU_STREAM_NON_BLOCKING): the legacy stream depends on it implicitly, so
+// the legacy stream reports its capture (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT).
+FJFAKE_API uint64_t fjfake_create_blocking_stream(int device);
+
+// Stream capture. A test captures as a caller would, through the entry
+// points cuGetProcAddress hands out (cuStreamBeginCapture, ...); the fake
+// follows the rules cuStreamBeginCapture and
+// cuThreadExchangeStreamCaptureMode document (fake_cuda.cc, section 2b):
+// work on a capturing stream is recorded, not run, and a potentially
+// unsafe call (cuMemAlloc, cuMemFree, cuModuleUnload, synchronisations)
+// that the calling thread's mode prohibits is
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture.
+//
+// The version cuDriverGetVersion reports (13000 at start and after
+// fjfake_reset). Below 12030 a module load on a thread that is capturing
+// is refused too, whatever its mode (the driver before CUDA 12.3).
+FJFAKE_API void fjfake_set_driver_version(int version);
+// The work a graph from cuStreamEndCapture captured; -1 for an unknown
+// graph.
+FJFAKE_API int64_t fjfake_graph_nodes(uint64_t graph);
+// Launches, since the last reset, that found their function partly loaded
+// (lazy loading) and had to finish loading it: code loaded by a launch.
+// cuFuncLoad finishes loading a function; attribute and parameter queries
+// do not.
+FJFAKE_API uint64_t fjfake_launch_loads(void);
 
 #ifdef __cplusplus
 }  // extern "C"
