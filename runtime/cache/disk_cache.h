@@ -53,6 +53,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "base/log.h"
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
@@ -140,6 +142,52 @@ class DiskCache {
   // entry's checksum, payload and that its key hashes to its file name.
   absl::StatusOr<std::vector<CacheEntryInfo>> List(bool verify) const;
 
+  // The bytes of the entry named `digest`, checked as `fleetjit cache
+  // verify` checks it: a regular file of ours, not group- or
+  // world-writable, whose header, lengths and payload checksum are right,
+  // whose key hashes to `digest` and whose payload parses. For `fleetjit
+  // cache export`. NOT_FOUND when there is no such entry; DATA_LOSS or
+  // FAILED_PRECONDITION names the problem.
+  absl::StatusOr<std::string> ReadEntryBytes(absl::string_view digest) const;
+
+  // Cross-process single flight: the processes that build one key into
+  // this folder take turns on a lock, so one compiles and the others find
+  // its entry. The lock is an open-file-description byte-range lock
+  // (fcntl F_OFD_SETLK) on the byte of the shard's lock file that the
+  // digest names (the 60 bits after the shard's two digits), which the
+  // kernel drops when the holder's descriptor closes, however the process
+  // ends: a holder killed with SIGKILL frees its waiters at once.
+  //
+  // The lock file, <dir>/<shard>/.fleetjit-lock, follows the folder's
+  // ownership rules: created O_EXCL | O_NOFOLLOW, mode 0600, only under a
+  // tagged folder, and used (or deleted, by Clear) only when it is a
+  // regular file of ours holding fleetjit's lock text (or a prefix of it:
+  // a creator killed while writing it). Any other file under that name is
+  // left alone and the shard's builds go without the lock (logged once).
+  class KeyLock {
+   public:
+    ~KeyLock();
+    KeyLock(const KeyLock&) = delete;
+    KeyLock& operator=(const KeyLock&) = delete;
+
+   private:
+    friend class DiskCache;
+    explicit KeyLock(int fd);
+    int fd_;
+    int pid_;
+  };
+  struct LockResult {
+    std::unique_ptr<KeyLock> lock;  // null: building without the lock
+    bool waited = false;            // another process held it at first
+    std::string why_none;           // why there is no lock ("" if locked)
+  };
+  // Takes the lock of `digest`, waiting (polling every few milliseconds)
+  // while another process holds it, until `deadline`; past it, returns no
+  // lock (why_none says so) and the caller builds anyway. No lock either
+  // when the folder or shard is refused, the lock file is not ours, or
+  // the file system refuses such locks.
+  LockResult LockKey(absl::string_view digest, absl::Time deadline);
+
   uint64_t evictions() const { return evictions_.load(); }
   uint64_t rejected_entries() const { return rejected_.load(); }
   // Loads that missed because an entry could not be read (an I/O error,
@@ -189,6 +237,7 @@ class DiskCache {
   mutable std::atomic<bool> read_failure_logged_{false};
   mutable std::atomic<bool> dir_refusal_logged_{false};
   std::atomic<bool> shard_refusal_logged_[256] = {};
+  mutable std::atomic<bool> lock_refusal_logged_{false};
   std::atomic<bool> evicting_{false};
   // The directory last found tagged (st_dev, st_ino): a hit skips reading
   // the tag again.
