@@ -162,6 +162,30 @@ bool IsOurLockFile(int dir_fd, const std::string& name) {
   return file.ok() && LockFileProblem(file.get()).empty();
 }
 
+// The names WriteTag gives its temp file: ".tag-" pid "-" hex.
+bool IsTagTempName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, ".tag-")) return false;
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '-');
+  return parts.size() == 2 && IsDecimal(parts[0]) && IsHexRun(parts[1]);
+}
+
+// Whether `name` under `root` is a tag temp file of ours: a regular file of
+// this user holding a prefix of the tag's text.
+bool IsOurTagTemp(int root, const std::string& name) {
+  Fd file(files::OpenAt(root, name.c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (!file.ok() || ::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid() ||
+      static_cast<uint64_t>(st.st_size) > kTagText.size()) {
+    return false;
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  return ::pread(file.get(), text.data(), text.size(), 0) ==
+             static_cast<ssize_t>(text.size()) &&
+         absl::StartsWith(kTagText, text);
+}
+
 enum class Tag { kOurs, kAbsent, kForeign, kUnreadable };
 
 // Whether `root` carries fleetjit's tag; kUnreadable (with the reason in
@@ -226,6 +250,9 @@ bool LooksLikeOurCache(int root, std::string* foreign) {
   for (const std::string& name : files::ListNames(root)) {
     struct stat st;
     if (::fstatat(root, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    // Another process writing the tag of a folder just made (processes
+    // starting together on a new cache folder).
+    if (IsTagTempName(name) && IsOurTagTemp(root, name)) continue;
     const bool dir = S_ISDIR(st.st_mode) && files::OwnershipProblem(st).empty();
     if (dir && absl::StartsWith(name, kRejectedPrefix)) continue;
     if (dir && IsShardName(name)) {
