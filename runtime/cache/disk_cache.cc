@@ -46,7 +46,7 @@ constexpr absl::string_view kTagText =
     "# fleetjit deletes only the files it wrote here: see fleetjit's\n"
     "# docs/security.md. `fleetjit cache clear` empties it.\n";
 constexpr absl::string_view kEntryMagic{"FJCACHE\0", 8};
-// Each shard's lock file (DiskCache::LockKey) and what fleetjit writes in
+// The folder's lock file (DiskCache::LockKey) and what fleetjit writes in
 // it: a file of ours under that name holding this text, or a prefix of it
 // (a creator killed while writing), is fleetjit's.
 constexpr absl::string_view kLockName = ".fleetjit-lock";
@@ -251,8 +251,9 @@ bool LooksLikeOurCache(int root, std::string* foreign) {
     struct stat st;
     if (::fstatat(root, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     // Another process writing the tag of a folder just made (processes
-    // starting together on a new cache folder).
+    // starting together on a new cache folder), or the build lock.
     if (IsTagTempName(name) && IsOurTagTemp(root, name)) continue;
+    if (IsOurLockFile(root, name)) continue;
     const bool dir = S_ISDIR(st.st_mode) && files::OwnershipProblem(st).empty();
     if (dir && absl::StartsWith(name, kRejectedPrefix)) continue;
     if (dir && IsShardName(name)) {
@@ -262,8 +263,7 @@ bool LooksLikeOurCache(int root, std::string* foreign) {
       for (const std::string& f : shard.ok() ? files::ListNames(shard.get())
                                              : std::vector<std::string>()) {
         if (!((IsEntryName(f) && IsOurFile(shard.get(), f, false)) ||
-              (IsTempName(f) && IsOurFile(shard.get(), f, true)) ||
-              IsOurLockFile(shard.get(), f))) {
+              (IsTempName(f) && IsOurFile(shard.get(), f, true)))) {
           *foreign = absl::StrCat(name, "/", f);
           return false;
         }
@@ -468,7 +468,9 @@ void DiskCache::Reject(int shard_fd, const std::string& name,
   Log(absl::StrCat("rejected entry ", path, ": ", reason, "; ", outcome));
 }
 
-std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
+std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key,
+                                             bool* present) {
+  if (present != nullptr) *present = false;
   if (!IsCacheDigest(key.digest)) return std::nullopt;
   auto refuse = [this](absl::string_view m) {
     if (!dir_refusal_logged_.exchange(true)) Log(m);
@@ -487,6 +489,7 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
   // O_NONBLOCK: a FIFO planted under an entry's name must not block open.
   Fd file(files::OpenAt(shard.get(), name.c_str(),
                         O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (present != nullptr) *present = file.ok() || errno != ENOENT;
   if (!file.ok()) {
     int err = errno;
     if (err == ELOOP) {
@@ -875,12 +878,8 @@ absl::Status DiskCache::Clear() {
     }
     for (const std::string& file : files::ListNames(shard.get())) {
       const bool entry = IsEntryName(file);
-      // The lock file goes too (a build holding it keeps its descriptor
-      // and finishes; LockKey notices the file was replaced).
-      if (!IsOurLockFile(shard.get(), file)) {
-        if (!entry && !IsTempName(file)) continue;
-        if (!IsOurFile(shard.get(), file, /*empty_ok=*/!entry)) continue;
-      }
+      if (!entry && !IsTempName(file)) continue;
+      if (!IsOurFile(shard.get(), file, /*empty_ok=*/!entry)) continue;
       if (::unlinkat(shard.get(), file.c_str(), 0) != 0 && errno != ENOENT &&
           status.ok()) {
         status = absl::PermissionDeniedError(
@@ -889,6 +888,13 @@ absl::Status DiskCache::Clear() {
       }
     }
     ::unlinkat(root.get(), name.c_str(), AT_REMOVEDIR);  // if now empty
+  }
+  // The build lock goes too, if ours: a build holding it keeps its
+  // descriptor and finishes; a later one makes a new file (LockKey checks
+  // that the file it locked is still the folder's).
+  const std::string lock_name(kLockName);
+  if (IsOurLockFile(root.get(), lock_name)) {
+    ::unlinkat(root.get(), lock_name.c_str(), 0);
   }
   absl::MutexLock lock(&mu_);
   std::fill(std::begin(shard_bytes_), std::end(shard_bytes_), 0);
@@ -1083,22 +1089,22 @@ void NoteHeldLock(int fd) {
   pthread_mutex_unlock(&held_locks_mu);
 }
 
-// The byte of the shard's lock file that `digest` locks: the 60 bits after
-// the shard's two digits (offsets past the end of a file may be locked).
+// The byte of the lock file that `digest` locks: the digest's first 60
+// bits (offsets past the end of a file may be locked).
 off_t LockByte(absl::string_view digest) {
   uint64_t v = 0;
-  for (char c : digest.substr(2, 15)) {
+  for (char c : digest.substr(0, 15)) {
     v = v * 16 + static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
   }
   return static_cast<off_t>(v);
 }
 
-// Opens the lock file of the shard open at `shard_fd`, creating it when
+// Opens the lock file of the cache folder open at `root`, creating it when
 // absent. -1 and *problem when the name holds something not ours.
-Fd OpenLockFile(int shard_fd, std::string* problem) {
+Fd OpenLockFile(int root, std::string* problem) {
   const std::string name(kLockName);
   for (int attempt = 0; attempt < 3; ++attempt) {
-    Fd fd(files::OpenAt(shard_fd, name.c_str(),
+    Fd fd(files::OpenAt(root, name.c_str(),
                         O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (fd.ok()) {
       *problem = LockFileProblem(fd.get());
@@ -1112,7 +1118,7 @@ Fd OpenLockFile(int shard_fd, std::string* problem) {
       *problem = ErrnoText(errno);
       return Fd();
     }
-    fd = Fd(files::OpenAt(shard_fd, name.c_str(),
+    fd = Fd(files::OpenAt(root, name.c_str(),
                           O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                           0600));
     if (!fd.ok()) {
@@ -1169,7 +1175,6 @@ DiskCache::LockResult DiskCache::LockKey(absl::string_view digest,
         refusal.empty() ? "the cache folder is not usable" : refusal;
     return result;
   }
-  const std::string shard_name(digest.substr(0, 2));
   struct flock range = {};
   range.l_type = F_WRLCK;
   range.l_whence = SEEK_SET;
@@ -1177,19 +1182,12 @@ DiskCache::LockResult DiskCache::LockKey(absl::string_view digest,
   range.l_len = 1;
   auto delay = std::chrono::microseconds(500);
   for (;;) {
-    Fd shard =
-        OpenShard(root.get(), shard_name, true,
-                  [&](absl::string_view p) { RefuseShard(shard_name, p); });
-    if (!shard.ok()) {
-      result.why_none = "the shard directory is not usable";
-      return result;
-    }
     std::string problem;
-    Fd fd = OpenLockFile(shard.get(), &problem);
+    Fd fd = OpenLockFile(root.get(), &problem);
     if (!fd.ok()) {
       if (!lock_refusal_logged_.exchange(true)) {
-        Log(absl::StrCat("not locking builds in ", dir_, "/", shard_name, "/",
-                         kLockName, ": ", problem,
+        Log(absl::StrCat("not locking builds in ", dir_, ": its ", kLockName,
+                         ": ", problem,
                          "; processes may compile the same kernel at once "
                          "(remove the file to restore the lock)"));
       }
@@ -1226,7 +1224,7 @@ DiskCache::LockResult DiskCache::LockKey(absl::string_view digest,
     // process made a new one, locked by others): then lock that one.
     struct stat locked, named;
     if (::fstat(fd.get(), &locked) == 0 &&
-        ::fstatat(shard.get(), std::string(kLockName).c_str(), &named,
+        ::fstatat(root.get(), std::string(kLockName).c_str(), &named,
                   AT_SYMLINK_NOFOLLOW) == 0 &&
         SameFile(locked, named)) {
       result.lock.reset(new KeyLock(fd.Release()));

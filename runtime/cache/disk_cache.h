@@ -27,7 +27,12 @@
 //  - a shard that is a link, a file or a folder not ours is refused and
 //    left as it is (its entries are not cached);
 //  - a file is deleted or replaced only if it is a regular file of ours
-//    named as an entry (or temp file) that starts with the entry magic.
+//    named as an entry (or temp file) that starts with the entry magic;
+//  - the build lock file (LockKey) is made O_EXCL | O_NOFOLLOW 0600 under
+//    a tagged folder, and used or deleted (by Clear) only if it is a
+//    regular file of ours holding fleetjit's lock text. While another
+//    process writes the tag of a new folder, its temp file (".tag-PID-HEX",
+//    ours, a prefix of the tag's text) does not make the folder foreign.
 //
 // LRU by modification time. A hit sets the entry's mtime to now (at most
 // once a minute per entry, to spare metadata writes when a fleet starts);
@@ -112,7 +117,10 @@ class DiskCache {
   // rejected (then deleted and logged). Never an error: a cache that cannot
   // be read is a cache that misses (the first such failure is logged; the
   // entry stays, and the rebuild's Store replaces it).
-  std::optional<jit::Artifact> Load(const CacheKey& key);
+  // *present (optional) says whether a file stood under the entry's name
+  // (a hit, or one refused or unreadable) rather than none.
+  std::optional<jit::Artifact> Load(const CacheKey& key,
+                                    bool* present = nullptr);
 
   // Publishes `artifact` under `key` (replacing any entry), creating the
   // directory (0700) if needed, then evicts if over the cap.
@@ -153,17 +161,17 @@ class DiskCache {
   // Cross-process single flight: the processes that build one key into
   // this folder take turns on a lock, so one compiles and the others find
   // its entry. The lock is an open-file-description byte-range lock
-  // (fcntl F_OFD_SETLK) on the byte of the shard's lock file that the
-  // digest names (the 60 bits after the shard's two digits), which the
-  // kernel drops when the holder's descriptor closes, however the process
-  // ends: a holder killed with SIGKILL frees its waiters at once.
+  // (fcntl F_OFD_SETLK) on the byte of the folder's lock file that the
+  // digest names (its first 60 bits): a lock per key, in one file. The
+  // kernel drops it when the holder's descriptor closes, however the
+  // process ends: a holder killed with SIGKILL frees its waiters at once.
   //
-  // The lock file, <dir>/<shard>/.fleetjit-lock, follows the folder's
-  // ownership rules: created O_EXCL | O_NOFOLLOW, mode 0600, only under a
-  // tagged folder, and used (or deleted, by Clear) only when it is a
-  // regular file of ours holding fleetjit's lock text (or a prefix of it:
-  // a creator killed while writing it). Any other file under that name is
-  // left alone and the shard's builds go without the lock (logged once).
+  // The lock file, <dir>/.fleetjit-lock, follows the folder's ownership
+  // rules: created O_EXCL | O_NOFOLLOW, mode 0600, only under a tagged
+  // folder, and used (or deleted, by Clear) only when it is a regular file
+  // of ours holding fleetjit's lock text (or a prefix of it: a creator
+  // killed while writing it). Any other file under that name is left alone
+  // and builds go without the lock (logged once). Eviction leaves it.
   class KeyLock {
    public:
     ~KeyLock();

@@ -263,8 +263,9 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
                     CacheSource::kBundle};
     }
   }
+  bool on_disk = false;  // a file stood under the entry's name
   if (use_disk_) {
-    if (std::optional<jit::Artifact> found = disk_->Load(key)) {
+    if (std::optional<jit::Artifact> found = disk_->Load(key, &on_disk)) {
       disk_hits_.fetch_add(1, std::memory_order_relaxed);
       return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
                     CacheSource::kDisk};
@@ -293,9 +294,10 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
               .count(),
           std::memory_order_relaxed);
     }
-    // The holder before us (or one that finished between our look and our
-    // lock) stored the entry.
-    if (locked.lock != nullptr || locked.waited) {
+    // The holder before us stored the entry, or one that finished between
+    // our look and our lock (where there was none: a file refused just now
+    // is not looked at twice).
+    if (locked.waited || (locked.lock != nullptr && !on_disk)) {
       if (std::optional<jit::Artifact> found = disk_->Load(key)) {
         disk_hits_.fetch_add(1, std::memory_order_relaxed);
         return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
@@ -369,13 +371,22 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::FillPublished(
     }
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
-  return absl::NotFoundError(absl::StrCat(
-      "no published entry for this build (", agnostic_key.digest.substr(0, 12),
-      "...) in the ", bundle_ != nullptr ? "bundle, the " : "",
-      remote_ != nullptr    ? "local or remote cache"
-      : remote_status_.ok() ? "local cache (no remote tier is configured)"
-                            : absl::StrCat("local cache (remote tier off: ",
-                                           remote_status_.message(), ")")));
+  // Where it was looked for, and why a configured tier was not asked.
+  std::string where = bundle_ != nullptr
+                          ? absl::StrCat("the bundle ", bundle_->path(), ", ")
+                          : "";
+  absl::StrAppend(&where,
+                  remote_ != nullptr ? "the local or remote cache"
+                  : remote_status_.ok()
+                      ? "the local cache (no remote tier is configured)"
+                      : absl::StrCat("the local cache (remote tier off: ",
+                                     remote_status_.message(), ")"));
+  if (!bundle_status_.ok()) {
+    absl::StrAppend(&where, " (bundle off: ", bundle_status_.message(), ")");
+  }
+  return absl::NotFoundError(absl::StrCat("no published entry for this build (",
+                                          agnostic_key.digest.substr(0, 12),
+                                          "...) in ", where));
 }
 
 bool ModuleCache::FlushRemote(absl::Duration timeout) {
