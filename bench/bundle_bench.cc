@@ -3,8 +3,8 @@
 // hidden (FLEETJIT_LIBNVRTC=/nonexistent), no remote tier and no disk cache
 // asks for each kernel. Timed from fj_module_build to a launchable kernel
 // (fj_module_get_kernel: module load, launch thunk attached). Goal <= 2 ms.
-// Medians over 9 fresh processes per row, next to the same processes'
-// driver start and a disk hit of the same kernel with NVRTC present.
+// Medians (and the best) over 15 fresh processes per row, next to the same
+// processes' driver start and a disk hit of the same kernel with NVRTC present.
 //
 //   FLEETJIT_LIBCUDA=build/lib/libfj_fake_cuda.so build/bench/bundle_bench
 //
@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,7 @@ struct Kernel {
   const char* file;  // examples/...
   const char* name;  // the kernel fj_module_get_kernel looks up
 };
+constexpr int kRounds = 15;  // fresh processes per row
 constexpr Kernel kKernels[] = {{"examples/saxpy.cu", "saxpy"},
                                {"examples/rmsnorm.cu", "rmsnorm"},
                                {"examples/transpose.cu", "transpose"}};
@@ -211,14 +213,14 @@ int main(int argc, char** argv) {
                                              "FLEETJIT_REMOTE_CACHE="};
   std::printf(
       "bundle_bench: fresh server processes, NVRTC hidden, no remote tier, "
-      "no disk cache: median of 9 per row\n");
-  std::printf("%-40s %10s %10s %12s %10s\n", "kernel (bundle hit)", "start",
+      "no disk cache: median of 15 per row\n");
+  std::printf("%-24s %11s %10s %25s %10s\n", "kernel (bundle hit)", "start",
               "build", "launchable", "launch");
   bool ok = true;
   for (int i = 0; i < 3; ++i) {
     std::vector<double> start, build, ready, launch, disk_ready;
     int nvrtc = 0;
-    for (int r = 0; r < 9; ++r) {
+    for (int r = 0; r < kRounds; ++r) {
       Sample s =
           Parse(RunSelf(argv[0], {"--server", std::to_string(i)}, server_env));
       if (s.cache_result != FJ_CACHE_DISK_HIT) {
@@ -236,11 +238,13 @@ int main(int argc, char** argv) {
       disk_ready.push_back(d.launchable_ms);
     }
     std::printf(
-        "%-40s %8.3f ms %7.3f ms %9.3f ms %7.3f ms   (goal <= 2 ms; "
-        "disk hit with NVRTC present: %.3f ms; NVRTC mapped in %d "
-        "of 9)\n",
+        "%-24s %8.3f ms %7.3f ms %9.3f ms (best %.3f) %7.3f ms   (goal <= 2 "
+        "ms; disk hit with NVRTC present: %.3f ms, best %.3f; NVRTC mapped "
+        "in %d of 15)\n",
         kKernels[i].file, Median(start), Median(build), Median(ready),
-        Median(launch), Median(disk_ready), nvrtc);
+        *std::min_element(ready.begin(), ready.end()), Median(launch),
+        Median(disk_ready),
+        *std::min_element(disk_ready.begin(), disk_ready.end()), nvrtc);
     ok = ok && nvrtc == 0;
   }
   std::printf(
