@@ -17,6 +17,9 @@ std::string ResolvedDir(const CacheConfig& config) {
 
 constexpr absl::string_view kFileScheme = "file://";
 
+// Set by NoSiblingWaitScope: builds on this thread never wait for a lock.
+thread_local bool t_no_sibling_wait = false;
+
 // A remote URL file:///PATH names a bundle (fj_runtime_options has one URL
 // field for the fleet's tier); FLEETJIT_CACHE_BUNDLE, when set, wins.
 CacheConfig WithBundleFromUrl(CacheConfig config) {
@@ -117,6 +120,15 @@ std::vector<ModuleCache::TierState> ModuleCache::Tiers() const {
 }
 
 ModuleCache::~ModuleCache() = default;
+
+ModuleCache::NoSiblingWaitScope::NoSiblingWaitScope()
+    : previous_(t_no_sibling_wait) {
+  t_no_sibling_wait = true;
+}
+
+ModuleCache::NoSiblingWaitScope::~NoSiblingWaitScope() {
+  t_no_sibling_wait = previous_;
+}
 
 const std::string& ModuleCache::dir() const { return disk_->dir(); }
 
@@ -285,7 +297,10 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
   if (use_disk_ && config_.lock_wait_ms > 0) {
     const auto wait_start = std::chrono::steady_clock::now();
     DiskCache::LockResult locked = disk_->LockKey(
-        key.digest, absl::Now() + absl::Milliseconds(config_.lock_wait_ms));
+        key.digest,
+        t_no_sibling_wait
+            ? absl::InfinitePast()
+            : absl::Now() + absl::Milliseconds(config_.lock_wait_ms));
     if (locked.waited) {
       lock_waits_.fetch_add(1, std::memory_order_relaxed);
       lock_wait_us_total_.fetch_add(

@@ -182,6 +182,23 @@ class ModuleCache {
       const CacheKey& agnostic_key,
       absl::FunctionRef<absl::Status(absl::string_view compiler)> accept);
 
+  // While one lives on a thread, builds there never wait for another
+  // process's build of their key: they take its lock only if it is free,
+  // else compile at once. The runtime's background worker holds one: its
+  // queue holds the jobs that release this process's locks (deferred
+  // stores), so a job waiting there for another process's lock could wait
+  // on a process that waits on this one.
+  class NoSiblingWaitScope {
+   public:
+    NoSiblingWaitScope();
+    ~NoSiblingWaitScope();
+    NoSiblingWaitScope(const NoSiblingWaitScope&) = delete;
+    NoSiblingWaitScope& operator=(const NoSiblingWaitScope&) = delete;
+
+   private:
+    bool previous_;
+  };
+
   // Waits (at most `timeout`) until the remote tier has written what was
   // queued; true if it did or there is no remote tier (`fleetjit build
   // --publish`).

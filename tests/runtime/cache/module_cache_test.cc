@@ -589,6 +589,36 @@ TEST_F(ModuleCacheTest, AWaitEndsAtTheDeadlineAndTheSiblingBuildsToo) {
   holder.join();
 }
 
+// On a thread that must not wait (the runtime's background worker, whose
+// queue releases this process's locks): the lock is tried once, and the
+// build goes on.
+TEST_F(ModuleCacheTest, ABuildThatMustNotWaitTriesTheLockOnce) {
+  const CacheKey key = KeyFor(seed_, 0);
+  ModuleCache a(Config()), b(Config());
+  absl::Notification building, release;
+  std::thread holder([&] {
+    auto h = a.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> {
+      building.Notify();
+      release.WaitForNotification();
+      return ArtifactFor(seed_, 0, 4096);
+    });
+    EXPECT_TRUE(h.ok());
+  });
+  building.WaitForNotification();
+  {
+    ModuleCache::NoSiblingWaitScope no_wait;
+    std::atomic<int> calls{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = b.GetOrBuild(key, Builder(0, calls));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source, CacheSource::kCompiled);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    EXPECT_EQ(calls.load(), 1);
+  }
+  release.Notify();
+  holder.join();
+}
+
 // With the disk store deferred (the runtime's builds: the entry waits for
 // its launch thunk), the caller holds the lock until its Update wrote it.
 TEST_F(ModuleCacheTest, ADeferredStoreHoldsTheLockUntilItsUpdate) {
