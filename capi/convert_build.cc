@@ -166,6 +166,7 @@ fj_module_info FjModuleInfo(const ModuleRecord& record) {
       info.cache_result = FJ_CACHE_MEMORY_HIT;
       break;
     case CacheSource::kDisk:
+    case CacheSource::kBundle:  // a local file too (the header says so)
       info.cache_result = FJ_CACHE_DISK_HIT;
       break;
     case CacheSource::kRemote:
@@ -182,7 +183,8 @@ fj_cache_stats FjCacheStats(const CacheStats& s) {
   fj_cache_stats out{};
   out.struct_size = sizeof(out);
   out.memory_hits = s.memory_hits;
-  out.disk_hits = s.disk_hits;
+  // A bundle hit is a hit on a local file: counted with the disk's.
+  out.disk_hits = s.disk_hits + s.bundle_hits;
   out.misses = s.misses;
   out.compiles = s.compiles;
   out.compile_ms_total = s.compile_ms_total;

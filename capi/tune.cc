@@ -32,6 +32,7 @@ fj_cache_result CacheResultOf(CacheSource s) {
     case CacheSource::kMemory:
       return FJ_CACHE_MEMORY_HIT;
     case CacheSource::kDisk:
+    case CacheSource::kBundle:
       return FJ_CACHE_DISK_HIT;
     case CacheSource::kRemote:
       return FJ_CACHE_REMOTE_HIT;

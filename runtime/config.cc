@@ -117,6 +117,30 @@ constexpr EnvVariable kVariables[] = {
        return absl::OkStatus();
      },
      true},
+    {"FLEETJIT_CACHE_BUNDLE", "PATH",
+     "A cache bundle (`fleetjit cache export`) served read-only before the "
+     "disk cache; with FLEETJIT_FLEET_KEY set, only one signed with it "
+     "(docs/fleet-cache.md).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       o.cache.bundle = std::string(v);
+       return absl::OkStatus();
+     },
+     true},
+    {"FLEETJIT_BUILD_WAIT", "SECONDS",
+     "How long a build waits for another process building the same kernel "
+     "into the same cache folder before compiling it too (default 120; 0: "
+     "never waits).",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       double seconds = 0;
+       if (!absl::SimpleAtod(v, &seconds) || !(seconds >= 0) ||
+           seconds > 86400) {
+         return absl::InvalidArgumentError(absl::StrCat(
+             "'", v, "': expected seconds, from 0 (never wait) to 86400"));
+       }
+       o.cache.lock_wait_ms = static_cast<int64_t>(seconds * 1000 + 0.5);
+       return absl::OkStatus();
+     },
+     true},
     {"FLEETJIT_PCH", kSwitchSyntax,
      "Turns NVRTC precompiled headers of the copy layer on or off (default "
      "off: they slow a process's first build and pay off from about its "

@@ -122,7 +122,8 @@ absl::Status ApplyEnvironment(RuntimeOptions& options);
 // The cache's part of ApplyEnvironment, for callers that want only that
 // (test fixtures): the table's cache rows (FLEETJIT_CACHE_DIR,
 // FLEETJIT_CACHE_MAX_BYTES, FLEETJIT_CACHE, FLEETJIT_REMOTE_CACHE,
-// FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS; recorded in `overrides`), and
+// FLEETJIT_FLEET_KEY, FLEETJIT_LIBHIREDIS, FLEETJIT_CACHE_BUNDLE,
+// FLEETJIT_BUILD_WAIT; recorded in `overrides`), and
 // where the default directory lies, XDG_CACHE_HOME and HOME (not
 // overrides: not recorded).
 absl::Status ApplyCacheEnvironment(CacheConfig& cache,

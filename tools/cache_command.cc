@@ -7,6 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/hmac_sha256.h"
+#include "runtime/cache/cache_bundle.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/cache/redis_client.h"
 #include "runtime/runtime.h"
@@ -31,6 +35,7 @@ std::string HumanBytes(uint64_t bytes) {
 }
 
 std::string LocalTime(int64_t unix_seconds) {
+  if (unix_seconds == 0) return "-";  // a bundle's entry: never used here
   time_t t = static_cast<time_t>(unix_seconds);
   struct tm tm;
   char buffer[32];
@@ -43,7 +48,10 @@ std::string LocalTime(int64_t unix_seconds) {
 
 struct Options {
   std::string verb = "stats";
+  std::string file;  // export: the bundle to write
   std::string dir;
+  std::string bundle;   // ls, verify: a bundle to list instead
+  std::string targets;  // export: only these targets
   bool json = false;
 };
 
@@ -135,9 +143,16 @@ int Stats(const ModuleCache& cache, const CacheConfig& config, bool json,
   return kExitOk;
 }
 
-int ListEntries(const ModuleCache& cache, bool verify, bool json,
-                std::FILE* out) {
-  absl::StatusOr<std::vector<CacheEntryInfo>> list = cache.List(verify);
+int ListEntries(const ModuleCache& cache, const std::string& bundle,
+                bool verify, bool json, std::FILE* out) {
+  // A bundle is listed through the runtime's own checks (its seal under
+  // the fleet key, or its owner), every entry read as a hit reads it.
+  absl::StatusOr<std::vector<CacheEntryInfo>> list =
+      bundle.empty() ? cache.List(verify)
+      : cache.bundle() != nullptr
+          ? absl::StatusOr<std::vector<CacheEntryInfo>>(cache.bundle()->List())
+          : absl::StatusOr<std::vector<CacheEntryInfo>>(cache.bundle_status());
+  const std::string where = bundle.empty() ? cache.dir() : bundle;
   if (!list.ok()) {
     std::fprintf(stderr, "fleetjit cache: %s\n",
                  std::string(list.status().message()).c_str());
@@ -168,7 +183,7 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
                       {"last_used_unix", e.last_used_unix},
                       {"problem", e.problem}});
     }
-    const Json j = {{"dir", cache.dir()},
+    const Json j = {{bundle.empty() ? "dir" : "bundle", where},
                     {"verified", verify},
                     {"entries", std::move(list)},
                     {"bad", bad}};
@@ -197,7 +212,8 @@ int ListEntries(const ModuleCache& cache, bool verify, bool json,
   }
   std::fprintf(out, "%zu entries, %s, %zu bad%s, in %s\n", entries.size(),
                HumanBytes(bytes).c_str(), bad,
-               verify ? " (fully verified)" : "", cache.dir().c_str());
+               verify || !bundle.empty() ? " (fully verified)" : "",
+               where.c_str());
   return verify && bad > 0 ? kExitFailure : kExitOk;
 }
 
@@ -227,6 +243,91 @@ int Clear(ModuleCache& cache, bool json, std::FILE* out) {
   return kExitOk;
 }
 
+// `fleetjit cache export FILE`: the folder's entries (modules and tuning
+// results, not precompiled headers: they serve only a compiling host), each
+// read and checked as `verify` checks it, into one bundle, signed with the
+// fleet key when one is set.
+int Export(const ModuleCache& cache, const CacheConfig& config,
+           const Options& o, std::FILE* out) {
+  absl::StatusOr<std::vector<CacheEntryInfo>> list = cache.List(false);
+  if (!list.ok()) {
+    std::fprintf(stderr, "fleetjit cache: %s\n",
+                 std::string(list.status().message()).c_str());
+    return kExitFailure;
+  }
+  std::string key;
+  if (!config.remote.fleet_key.empty()) {
+    absl::StatusOr<std::string> parsed = ParseFleetKey(config.remote.fleet_key);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "fleetjit cache: FLEETJIT_FLEET_KEY: %s\n",
+                   std::string(parsed.status().message()).c_str());
+      return kExitUsage;
+    }
+    key = *std::move(parsed);
+  }
+  std::vector<std::string> wanted;
+  for (absl::string_view t : absl::StrSplit(o.targets, ',', absl::SkipEmpty()))
+    wanted.emplace_back(t);
+  DiskCache disk(cache.dir(), config.max_bytes, config.log);
+  std::vector<std::string> entries;
+  std::vector<std::string> targets;
+  uint64_t bytes = 0;
+  size_t skipped = 0;
+  std::sort(list->begin(), list->end(),
+            [](const auto& a, const auto& b) { return a.digest < b.digest; });
+  for (const CacheEntryInfo& e : *list) {
+    if (e.kind == "pch" || e.digest.empty()) continue;
+    if (!wanted.empty() &&
+        std::find(wanted.begin(), wanted.end(), e.target) == wanted.end()) {
+      continue;
+    }
+    absl::StatusOr<std::string> entry = disk.ReadEntryBytes(e.digest);
+    if (!entry.ok()) {
+      std::fprintf(stderr, "fleetjit cache: skipping %s: %s\n", e.path.c_str(),
+                   std::string(entry.status().message()).c_str());
+      ++skipped;
+      continue;
+    }
+    bytes += entry->size();
+    entries.push_back(*std::move(entry));
+    if (std::find(targets.begin(), targets.end(), e.target) == targets.end()) {
+      targets.push_back(e.target);
+    }
+  }
+  std::sort(targets.begin(), targets.end());
+  if (entries.empty()) {
+    std::fprintf(stderr,
+                 "fleetjit cache: nothing to export from %s%s (build into it "
+                 "first: fleetjit build --target LIST FILE.cu)\n",
+                 cache.dir().c_str(),
+                 wanted.empty()
+                     ? ""
+                     : absl::StrCat(" for --target ", o.targets).c_str());
+    return kExitFailure;
+  }
+  if (absl::Status written = WriteCacheBundle(o.file, entries, key);
+      !written.ok()) {
+    std::fprintf(stderr, "fleetjit cache: %s\n",
+                 std::string(written.message()).c_str());
+    return kExitFailure;
+  }
+  if (o.json) {
+    const Json j = {{"bundle", o.file},          {"dir", cache.dir()},
+                    {"entries", entries.size()}, {"bytes", bytes},
+                    {"targets", targets},        {"signed", !key.empty()},
+                    {"skipped", skipped}};
+    std::fprintf(out, "%s\n", DumpJson(j).c_str());
+  } else {
+    std::fprintf(out, "exported %zu entries (%s) for %s from %s to %s, %s\n",
+                 entries.size(), HumanBytes(bytes).c_str(),
+                 absl::StrJoin(targets, ", ").c_str(), cache.dir().c_str(),
+                 o.file.c_str(),
+                 key.empty() ? "unsigned (FLEETJIT_FLEET_KEY signs it)"
+                             : "signed with the fleet key");
+  }
+  return skipped == 0 ? kExitOk : kExitFailure;
+}
+
 }  // namespace
 
 int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out) {
@@ -241,19 +342,49 @@ int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out) {
       "(FLEETJIT_CACHE_MAX_BYTES)\n"
       "  ls      every entry, with any problem the cheap checks find\n"
       "  verify  ls with full checks; exit 1 if any entry is bad\n"
-      "  clear   delete every entry",
+      "  clear   delete every entry\n"
+      "  export FILE  write the entries (modules and tuning results, of "
+      "every target or --target's) into one bundle FILE for servers "
+      "(FLEETJIT_CACHE_BUNDLE=FILE); signed with FLEETJIT_FLEET_KEY when it "
+      "is set",
       "fleetjit cache");
-  app.add_option("verb", options.verb, "stats (default), ls, verify or clear")
-      ->check(CLI::IsMember({"stats", "ls", "verify", "clear"}));
+  app.add_option("verb", options.verb,
+                 "stats (default), ls, verify, clear or export")
+      ->check(CLI::IsMember({"stats", "ls", "verify", "clear", "export"}));
+  app.add_option("file", options.file, "export: the bundle to write");
   app.add_flag("--json", options.json, "print one JSON object");
   app.add_option("--dir", options.dir, "the cache directory");
+  app.add_option("--target", options.targets,
+                 "export: only entries for these targets, e.g. sm_80,sm_90");
+  app.add_option("--bundle", options.bundle,
+                 "ls, verify: list this bundle's entries instead, checked as "
+                 "a runtime checks them");
   if (auto rc = cli::ParseCommandLine(app, words, out)) return *rc;
+  if ((options.verb == "export") != !options.file.empty()) {
+    std::fprintf(stderr, "fleetjit cache: %s\n",
+                 options.verb == "export"
+                     ? "export needs the bundle FILE to write"
+                     : "only export takes a FILE");
+    return kExitUsage;
+  }
+  if (!options.targets.empty() && options.verb != "export") {
+    std::fprintf(stderr, "fleetjit cache: --target is export's option\n");
+    return kExitUsage;
+  }
+  if (!options.bundle.empty() && options.verb != "ls" &&
+      options.verb != "verify") {
+    std::fprintf(stderr, "fleetjit cache: --bundle is for ls and verify\n");
+    return kExitUsage;
+  }
   absl::StatusOr<CacheConfig> config = ConfigFor(options);
   if (!config.ok()) {
     std::fprintf(stderr, "fleetjit cache: %s\n",
                  std::string(config.status().message()).c_str());
     return kExitUsage;
   }
+  // The bundle the runtime would serve is not what `cache` inspects, but
+  // for --bundle.
+  config->bundle = options.bundle;
   ModuleCache cache(*config);
   if (cache.dir().empty()) {
     std::fprintf(stderr,
@@ -262,10 +393,13 @@ int RunCacheCommand(const std::vector<std::string>& args, std::FILE* out) {
     return kExitFailure;
   }
   if (options.verb == "stats") return Stats(cache, *config, options.json, out);
-  if (options.verb == "ls") return ListEntries(cache, false, options.json, out);
-  if (options.verb == "verify") {
-    return ListEntries(cache, true, options.json, out);
+  if (options.verb == "ls") {
+    return ListEntries(cache, options.bundle, false, options.json, out);
   }
+  if (options.verb == "verify") {
+    return ListEntries(cache, options.bundle, true, options.json, out);
+  }
+  if (options.verb == "export") return Export(cache, *config, options, out);
   return Clear(cache, options.json, out);
 }
 

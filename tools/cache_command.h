@@ -1,5 +1,5 @@
-// `fleetjit cache stats|ls|clear|verify [--json] [--dir DIR]`: inspect and
-// manage the module cache's disk directory.
+// `fleetjit cache stats|ls|clear|verify|export [--json] [--dir DIR]`: inspect
+// and manage the module cache's disk directory, and export it as a bundle.
 //
 //   stats   entries and bytes on disk, the cap, and this process's counters
 //           (a fresh process has served nothing: a runtime's own counters
@@ -10,6 +10,14 @@
 //           any entry is bad (the runtime deletes and rebuilds such entries
 //           when it meets them)
 //   clear   delete every entry
+//   export FILE [--target LIST]
+//           write the entries (modules and tuning results; not precompiled
+//           headers) into one bundle for servers (cache_bundle.h), signed
+//           with the fleet key when one is set; exit 1 if an entry had to
+//           be skipped (named on stderr)
+//
+// ls and verify with --bundle FILE list a bundle's entries instead, checked
+// as a runtime checks them.
 //
 // The directory is --dir, else the runtime's default (FLEETJIT_CACHE_DIR,
 // XDG_CACHE_HOME/fleetjit, ~/.cache/fleetjit). The cap and the directory

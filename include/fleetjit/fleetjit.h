@@ -277,11 +277,17 @@ typedef struct fj_runtime_options {
    * unix://[[user]:password@]/path.sock[?db=N]; rediss:// is refused (this
    * build's hiredis 0.14 has no TLS). Needs libhiredis.so.0.14 at run time
    * (loaded only then; without it the tier is off and fj_cache_stats says
-   * why) and a fleet key. The password is never logged. */
+   * why) and a fleet key. The password is never logged.
+   * file:///PATH names a cache bundle instead (no Redis): one read-only file
+   * of built modules that `fleetjit cache export PATH` wrote, served before
+   * the disk cache; with fleet_key set, only a bundle signed with it is
+   * used. Its hits count as disk hits (FJ_CACHE_DISK_HIT). The variable
+   * FLEETJIT_CACHE_BUNDLE sets one beside a Redis tier (and wins over this
+   * field). */
   fj_str remote_cache_url;
-  /* HMAC-SHA256 key that signs and checks remote entries: hex (at least 32
-   * digits) or raw bytes (at least 16). Entries not signed with it are
-   * refused and rebuilt. */
+  /* HMAC-SHA256 key that signs and checks remote entries (and bundles): hex
+   * (at least 32 digits) or raw bytes (at least 16). Entries not signed with
+   * it are refused and rebuilt. */
   fj_str fleet_key;
   /* Since 1.1 (a caller built before these fields gets no callback and no
    * pre-opening): log lines through the caller; see fj_log_level under
@@ -316,7 +322,11 @@ typedef struct fj_runtime_options {
  * docs/slow-path-library.md), since 1.3, and FLEETJIT_COPY_TUNE (default
  * on: fj_copy's window kernel takes the launch shape tuned for the device
  * model, looked up in the cache tiers or tuned once in the background,
- * docs/tuning.md), since 1.3. The switches (FLEETJIT_CACHE, _THUNKS, _PCH,
+ * docs/tuning.md), since 1.3, and FLEETJIT_CACHE_BUNDLE (a cache bundle, as
+ * remote_cache_url's file:// form) and FLEETJIT_BUILD_WAIT (seconds a build
+ * waits for another process building the same kernel into the same cache
+ * folder before compiling it too; default 120, 0 = never), added after
+ * 1.3 (docs/fleet-cache.md). The switches (FLEETJIT_CACHE, _THUNKS, _PCH,
  * _PRELOAD_NVRTC, _SLOW_PATH_LIBRARY, _COPY_TUNE) take 1|0, true|false,
  * on|off or yes|no in any case; a malformed value of any variable fails
  * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the
@@ -550,7 +560,7 @@ typedef struct fj_build_options {
 typedef enum fj_cache_result {
   FJ_CACHE_COMPILED = 0, /* NVRTC ran */
   FJ_CACHE_MEMORY_HIT = 1,
-  FJ_CACHE_DISK_HIT = 2,
+  FJ_CACHE_DISK_HIT = 2,  /* a local file: the disk cache or a cache bundle */
   FJ_CACHE_REMOTE_HIT = 3 /* from the fleet's remote tier (since 1.1) */
 } fj_cache_result;
 
@@ -848,7 +858,7 @@ typedef struct fj_cache_stats {
   size_t struct_size;
   const void* ext;
   uint64_t memory_hits;
-  uint64_t disk_hits;
+  uint64_t disk_hits; /* the disk cache's and a cache bundle's */
   uint64_t misses;
   uint64_t compiles;
   double compile_ms_total;

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <set>
 
+#include "runtime/cache/module_cache.h"
+
 namespace fleetjit {
 namespace {
 
@@ -66,6 +68,7 @@ void BackgroundWorker::Post(std::function<void()> job) {
       return;
     }
   }
+  ModuleCache::NoSiblingWaitScope no_sibling_wait;
   job();  // forked child: no worker thread here
 }
 
@@ -144,6 +147,9 @@ void BackgroundWorker::AfterFork(bool in_child) {
 }
 
 void BackgroundWorker::Loop() {
+  // Jobs never wait for another process's build: this queue holds the jobs
+  // that release this process's build locks (ModuleCache, DiskCache).
+  ModuleCache::NoSiblingWaitScope no_sibling_wait;
   absl::MutexLock lock(&mu_);
   started_ = true;
   for (;;) {

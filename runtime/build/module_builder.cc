@@ -390,7 +390,7 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
     record.source = result->source;
     record.key = key.digest;
     ScheduleFollowUp(std::move(key), record.key, record.artifact,
-                     result->disk_store_pending);
+                     result->disk_store_pending, std::move(result->build_lock));
   } else {
     FJ_ASSIGN_OR_RETURN(jit::Artifact artifact, compile());
     record.artifact =
@@ -409,7 +409,8 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::BuildRecord(const BuildSpec& spec) {
 
 void ModuleBuilder::ScheduleFollowUp(
     std::optional<CacheKey> key, const std::string& record_key,
-    std::shared_ptr<const jit::Artifact> artifact, bool disk_pending) {
+    std::shared_ptr<const jit::Artifact> artifact, bool disk_pending,
+    std::shared_ptr<DiskCache::KeyLock> build_lock) {
   bool need_thunk = false;
   if (thunks_.enabled() && artifact->thunk_object.empty()) {
     // Once per record key: memory hits of a module whose thunk is being
@@ -418,9 +419,13 @@ void ModuleBuilder::ScheduleFollowUp(
     need_thunk = thunk_jobs_.try_emplace(record_key).second;
   }
   if (!need_thunk && !disk_pending) return;
+  // The lock goes with the job, released when the job is done (or
+  // dropped, at exit).
   background_->Post([this, key = std::move(key), record_key,
-                     artifact = std::move(artifact), need_thunk, disk_pending] {
+                     artifact = std::move(artifact), need_thunk, disk_pending,
+                     build_lock = std::move(build_lock)] {
     RunFollowUp(key, record_key, artifact, need_thunk, disk_pending);
+    (void)build_lock;  // held to here
   });
 }
 

@@ -123,10 +123,13 @@ class ModuleBuilder {
   // Queues what a build leaves to the background: the thunk object of
   // `artifact` when it has none (thunks on, once per record key), and the
   // disk store when `disk_pending`. `key` is absent for uncached builds.
+  // `build_lock` (ModuleCache::Result::build_lock) is held until the disk
+  // store is done, so other processes wait for the entry.
   void ScheduleFollowUp(std::optional<CacheKey> key,
                         const std::string& record_key,
                         std::shared_ptr<const jit::Artifact> artifact,
-                        bool disk_pending);
+                        bool disk_pending,
+                        std::shared_ptr<DiskCache::KeyLock> build_lock = {});
   void RunFollowUp(const std::optional<CacheKey>& key,
                    const std::string& record_key,
                    const std::shared_ptr<const jit::Artifact>& artifact,

@@ -395,7 +395,7 @@ absl::StatusOr<ModuleRecord> ModuleBuilder::LinkRecord(const LinkSpec& spec) {
     record.source = result.source;
     record.key = key.digest;
     ScheduleFollowUp(std::move(key), record.key, record.artifact,
-                     result.disk_store_pending);
+                     result.disk_store_pending, std::move(result.build_lock));
   }
   record.build_ms = std::chrono::duration<double, std::milli>(
                         std::chrono::steady_clock::now() - start)

@@ -2,16 +2,20 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <tuple>
 
+#include "absl/base/call_once.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -19,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "base/files.h"
 #include "base/sha256.h"
+#include "base/status_macros.h"
 #include "runtime/cache/cache_entry.h"
 
 namespace fleetjit {
@@ -41,6 +46,13 @@ constexpr absl::string_view kTagText =
     "# fleetjit deletes only the files it wrote here: see fleetjit's\n"
     "# docs/security.md. `fleetjit cache clear` empties it.\n";
 constexpr absl::string_view kEntryMagic{"FJCACHE\0", 8};
+// The folder's lock file (DiskCache::LockKey) and what fleetjit writes in
+// it: a file of ours under that name holding this text, or a prefix of it
+// (a creator killed while writing), is fleetjit's.
+constexpr absl::string_view kLockName = ".fleetjit-lock";
+constexpr absl::string_view kLockText =
+    "fleetjit build lock: processes building one kernel into this cache "
+    "take turns on a byte of this file (fcntl). Empty on purpose.\n";
 constexpr uint64_t kDefaultMaxBytes = uint64_t{1} << 30;
 constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 32;  // larger is damage
 constexpr int64_t kTouchIntervalSeconds = 60;
@@ -121,6 +133,59 @@ bool UnlinkOurs(int dir_fd, const std::string& name, bool empty_ok) {
          ::unlinkat(dir_fd, name.c_str(), 0) == 0;
 }
 
+// Whether `fd` (opened without following links) is a lock file fleetjit
+// wrote: a regular file of ours, not group- or world-writable, holding
+// kLockText or a prefix of it. Else the problem.
+std::string LockFileProblem(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoText(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (std::string problem = files::OwnershipProblem(st); !problem.empty()) {
+    return problem;
+  }
+  if (static_cast<uint64_t>(st.st_size) > kLockText.size()) {
+    return "not fleetjit's lock file (too long)";
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  if (::pread(fd, text.data(), text.size(), 0) !=
+          static_cast<ssize_t>(text.size()) ||
+      !absl::StartsWith(kLockText, text)) {
+    return "not fleetjit's lock file";
+  }
+  return "";
+}
+
+bool IsOurLockFile(int dir_fd, const std::string& name) {
+  if (name != kLockName) return false;
+  Fd file(files::OpenAt(dir_fd, name.c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  return file.ok() && LockFileProblem(file.get()).empty();
+}
+
+// The names WriteTag gives its temp file: ".tag-" pid "-" hex.
+bool IsTagTempName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, ".tag-")) return false;
+  std::vector<absl::string_view> parts = absl::StrSplit(name, '-');
+  return parts.size() == 2 && IsDecimal(parts[0]) && IsHexRun(parts[1]);
+}
+
+// Whether `name` under `root` is a tag temp file of ours: a regular file of
+// this user holding a prefix of the tag's text.
+bool IsOurTagTemp(int root, const std::string& name) {
+  Fd file(files::OpenAt(root, name.c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (!file.ok() || ::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      st.st_uid != ::geteuid() ||
+      static_cast<uint64_t>(st.st_size) > kTagText.size()) {
+    return false;
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  return ::pread(file.get(), text.data(), text.size(), 0) ==
+             static_cast<ssize_t>(text.size()) &&
+         absl::StartsWith(kTagText, text);
+}
+
 enum class Tag { kOurs, kAbsent, kForeign, kUnreadable };
 
 // Whether `root` carries fleetjit's tag; kUnreadable (with the reason in
@@ -185,6 +250,10 @@ bool LooksLikeOurCache(int root, std::string* foreign) {
   for (const std::string& name : files::ListNames(root)) {
     struct stat st;
     if (::fstatat(root, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    // Another process writing the tag of a folder just made (processes
+    // starting together on a new cache folder), or the build lock.
+    if (IsTagTempName(name) && IsOurTagTemp(root, name)) continue;
+    if (IsOurLockFile(root, name)) continue;
     const bool dir = S_ISDIR(st.st_mode) && files::OwnershipProblem(st).empty();
     if (dir && absl::StartsWith(name, kRejectedPrefix)) continue;
     if (dir && IsShardName(name)) {
@@ -399,7 +468,9 @@ void DiskCache::Reject(int shard_fd, const std::string& name,
   Log(absl::StrCat("rejected entry ", path, ": ", reason, "; ", outcome));
 }
 
-std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
+std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key,
+                                             bool* present) {
+  if (present != nullptr) *present = false;
   if (!IsCacheDigest(key.digest)) return std::nullopt;
   auto refuse = [this](absl::string_view m) {
     if (!dir_refusal_logged_.exchange(true)) Log(m);
@@ -418,6 +489,7 @@ std::optional<jit::Artifact> DiskCache::Load(const CacheKey& key) {
   // O_NONBLOCK: a FIFO planted under an entry's name must not block open.
   Fd file(files::OpenAt(shard.get(), name.c_str(),
                         O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (present != nullptr) *present = file.ok() || errno != ENOENT;
   if (!file.ok()) {
     int err = errno;
     if (err == ELOOP) {
@@ -817,6 +889,13 @@ absl::Status DiskCache::Clear() {
     }
     ::unlinkat(root.get(), name.c_str(), AT_REMOVEDIR);  // if now empty
   }
+  // The build lock goes too, if ours: a build holding it keeps its
+  // descriptor and finishes; a later one makes a new file (LockKey checks
+  // that the file it locked is still the folder's).
+  const std::string lock_name(kLockName);
+  if (IsOurLockFile(root.get(), lock_name)) {
+    ::unlinkat(root.get(), lock_name.c_str(), 0);
+  }
   absl::MutexLock lock(&mu_);
   std::fill(std::begin(shard_bytes_), std::end(shard_bytes_), 0);
   return status;
@@ -922,6 +1001,240 @@ absl::StatusOr<std::vector<CacheEntryInfo>> DiskCache::List(bool verify) const {
     }
   }
   return infos;
+}
+
+absl::StatusOr<std::string> DiskCache::ReadEntryBytes(
+    absl::string_view digest) const {
+  if (!IsCacheDigest(digest)) {
+    return absl::InvalidArgumentError("not a cache digest");
+  }
+  std::string refusal;
+  bool tagged;
+  Fd root(OpenRoot(
+      false, [&](absl::string_view m) { refusal = std::string(m); }, &tagged));
+  if (!root.ok()) {
+    if (refusal.empty()) return absl::NotFoundError("no cache directory");
+    return absl::FailedPreconditionError(refusal);
+  }
+  const std::string shard_name(digest.substr(0, 2));
+  std::string shard_problem;
+  Fd shard = OpenShard(root.get(), shard_name, false, [&](absl::string_view p) {
+    shard_problem = std::string(p);
+  });
+  if (!shard.ok()) {
+    if (shard_problem.empty()) return absl::NotFoundError("no such entry");
+    return absl::FailedPreconditionError(
+        absl::StrCat("shard directory ", shard_name, ": ", shard_problem));
+  }
+  const std::string name = absl::StrCat(digest, kEntrySuffix);
+  Fd file(files::OpenAt(shard.get(), name.c_str(),
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!file.ok()) {
+    if (errno == ENOENT) return absl::NotFoundError("no such entry");
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open it: ", ErrnoText(errno)));
+  }
+  struct stat st;
+  if (::fstat(file.get(), &st) != 0) {
+    return absl::UnavailableError(absl::StrCat("fstat: ", ErrnoText(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError("not a regular file");
+  }
+  if (std::string p = files::OwnershipProblem(st); !p.empty()) {
+    return absl::FailedPreconditionError(p);
+  }
+  if (static_cast<uint64_t>(st.st_size) > kMaxEntryBytes) {
+    return absl::DataLossError("implausibly large");
+  }
+  FJ_ASSIGN_OR_RETURN(std::string bytes,
+                      files::ReadFully(file.get(), st.st_size));
+  absl::StatusOr<CacheEntryView> entry = DecodeCacheEntry(bytes);
+  if (!entry.ok()) return entry.status();
+  if (Sha256::Hex(Sha256::Hash(entry->key)) != digest) {
+    return absl::DataLossError(
+        "key does not hash to the file name (misplaced or damaged)");
+  }
+  absl::Status parsed = jit::DeserializeArtifact(entry->payload).status();
+  if (!parsed.ok()) return absl::DataLossError(parsed.message());
+  return bytes;
+}
+
+namespace {
+
+// The descriptors of the key locks this process holds. A child made by
+// fork() shares their open file descriptions, so it would hold the locks
+// until it exits: it closes its copies at once (the parent keeps its own).
+pthread_mutex_t held_locks_mu = PTHREAD_MUTEX_INITIALIZER;
+std::vector<int>* held_locks = nullptr;  // guarded by held_locks_mu
+
+void LockHeldLocks() { pthread_mutex_lock(&held_locks_mu); }
+void UnlockHeldLocks() { pthread_mutex_unlock(&held_locks_mu); }
+void CloseHeldLocksInChild() {
+  if (held_locks != nullptr) {
+    for (int fd : *held_locks) ::close(fd);
+    held_locks->clear();
+  }
+  pthread_mutex_unlock(&held_locks_mu);
+}
+
+void NoteHeldLock(int fd) {
+  static absl::once_flag registered;
+  absl::call_once(registered, [] {
+    pthread_atfork(&LockHeldLocks, &UnlockHeldLocks, &CloseHeldLocksInChild);
+  });
+  pthread_mutex_lock(&held_locks_mu);
+  if (held_locks == nullptr) held_locks = new std::vector<int>();
+  held_locks->push_back(fd);
+  pthread_mutex_unlock(&held_locks_mu);
+}
+
+// The byte of the lock file that `digest` locks: the digest's first 60
+// bits (offsets past the end of a file may be locked).
+off_t LockByte(absl::string_view digest) {
+  uint64_t v = 0;
+  for (char c : digest.substr(0, 15)) {
+    v = v * 16 + static_cast<uint64_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+  }
+  return static_cast<off_t>(v);
+}
+
+// Opens the lock file of the cache folder open at `root`, creating it when
+// absent. -1 and *problem when the name holds something not ours.
+Fd OpenLockFile(int root, std::string* problem) {
+  const std::string name(kLockName);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Fd fd(files::OpenAt(root, name.c_str(),
+                        O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (fd.ok()) {
+      *problem = LockFileProblem(fd.get());
+      return problem->empty() ? std::move(fd) : Fd();
+    }
+    if (errno == ELOOP) {
+      *problem = "a symbolic link";
+      return Fd();
+    }
+    if (errno != ENOENT) {
+      *problem = ErrnoText(errno);
+      return Fd();
+    }
+    fd = Fd(files::OpenAt(root, name.c_str(),
+                          O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                          0600));
+    if (!fd.ok()) {
+      if (errno == EEXIST) continue;  // another process made it: open it
+      *problem = ErrnoText(errno);
+      return Fd();
+    }
+    // A reader meanwhile sees a prefix of the text: also fleetjit's.
+    (void)files::WriteFully(fd.get(), kLockText);
+    return fd;
+  }
+  *problem = "its name kept changing";
+  return Fd();
+}
+
+}  // namespace
+
+DiskCache::KeyLock::KeyLock(int fd) : fd_(fd), pid_(::getpid()) {
+  NoteHeldLock(fd);
+}
+
+DiskCache::KeyLock::~KeyLock() {
+  pthread_mutex_lock(&held_locks_mu);
+  // In a forked child the descriptor was closed at the fork (and its
+  // number may have been reused since): nothing to do.
+  if (pid_ == ::getpid() && held_locks != nullptr) {
+    auto it = std::find(held_locks->begin(), held_locks->end(), fd_);
+    if (it != held_locks->end()) {
+      held_locks->erase(it);
+      ::close(fd_);  // releases the lock
+    }
+  }
+  pthread_mutex_unlock(&held_locks_mu);
+}
+
+DiskCache::LockResult DiskCache::LockKey(absl::string_view digest,
+                                         absl::Time deadline) {
+  LockResult result;
+  if (!IsCacheDigest(digest)) {
+    result.why_none = "not a cache digest";
+    return result;
+  }
+  std::string refusal;
+  bool tagged = false;
+  Fd root(OpenRoot(
+      /*create=*/true,
+      [&](absl::string_view m) {
+        refusal = std::string(m);
+        if (!dir_refusal_logged_.exchange(true)) Log(m);
+      },
+      &tagged));
+  if (!root.ok() || !tagged) {
+    result.why_none =
+        refusal.empty() ? "the cache folder is not usable" : refusal;
+    return result;
+  }
+  struct flock range = {};
+  range.l_type = F_WRLCK;
+  range.l_whence = SEEK_SET;
+  range.l_start = LockByte(digest);
+  range.l_len = 1;
+  auto delay = std::chrono::microseconds(500);
+  for (;;) {
+    std::string problem;
+    Fd fd = OpenLockFile(root.get(), &problem);
+    if (!fd.ok()) {
+      if (!lock_refusal_logged_.exchange(true)) {
+        Log(absl::StrCat("not locking builds in ", dir_, ": its ", kLockName,
+                         ": ", problem,
+                         "; processes may compile the same kernel at once "
+                         "(remove the file to restore the lock)"));
+      }
+      result.why_none = problem;
+      return result;
+    }
+    // Wait while another process holds the byte, until the deadline.
+    for (;;) {
+      if (::fcntl(fd.get(), F_OFD_SETLK, &range) == 0) break;
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EACCES) {
+        const std::string why = absl::StrCat("the file system refuses locks (",
+                                             ErrnoText(errno), ")");
+        if (!lock_refusal_logged_.exchange(true)) {
+          Log(absl::StrCat("not locking builds in ", dir_, ": ", why,
+                           "; processes may compile the same kernel at once"),
+              LogLevel::kInfo);
+        }
+        result.why_none = why;
+        return result;
+      }
+      result.waited = true;
+      const absl::Time now = absl::Now();
+      if (now >= deadline) {
+        result.why_none = "another process is still building it";
+        return result;
+      }
+      std::this_thread::sleep_for(
+          std::min(delay, absl::ToChronoMicroseconds(deadline - now) +
+                              std::chrono::microseconds(1)));
+      delay = std::min(delay * 2, std::chrono::microseconds(20000));
+    }
+    // Locked. Clear may have deleted the file meanwhile (and another
+    // process made a new one, locked by others): then lock that one.
+    struct stat locked, named;
+    if (::fstat(fd.get(), &locked) == 0 &&
+        ::fstatat(root.get(), std::string(kLockName).c_str(), &named,
+                  AT_SYMLINK_NOFOLLOW) == 0 &&
+        SameFile(locked, named)) {
+      result.lock.reset(new KeyLock(fd.Release()));
+      return result;
+    }
+    if (absl::Now() >= deadline) {
+      result.why_none = "the lock file kept changing";
+      return result;
+    }
+  }
 }
 
 }  // namespace fleetjit

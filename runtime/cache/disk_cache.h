@@ -27,7 +27,12 @@
 //  - a shard that is a link, a file or a folder not ours is refused and
 //    left as it is (its entries are not cached);
 //  - a file is deleted or replaced only if it is a regular file of ours
-//    named as an entry (or temp file) that starts with the entry magic.
+//    named as an entry (or temp file) that starts with the entry magic;
+//  - the build lock file (LockKey) is made O_EXCL | O_NOFOLLOW 0600 under
+//    a tagged folder, and used or deleted (by Clear) only if it is a
+//    regular file of ours holding fleetjit's lock text. While another
+//    process writes the tag of a new folder, its temp file (".tag-PID-HEX",
+//    ours, a prefix of the tag's text) does not make the folder foreign.
 //
 // LRU by modification time. A hit sets the entry's mtime to now (at most
 // once a minute per entry, to spare metadata writes when a fleet starts);
@@ -53,6 +58,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "base/log.h"
 #include "jit/artifact.h"
 #include "runtime/cache/cache_key.h"
@@ -110,7 +117,10 @@ class DiskCache {
   // rejected (then deleted and logged). Never an error: a cache that cannot
   // be read is a cache that misses (the first such failure is logged; the
   // entry stays, and the rebuild's Store replaces it).
-  std::optional<jit::Artifact> Load(const CacheKey& key);
+  // *present (optional) says whether a file stood under the entry's name
+  // (a hit, or one refused or unreadable) rather than none.
+  std::optional<jit::Artifact> Load(const CacheKey& key,
+                                    bool* present = nullptr);
 
   // Publishes `artifact` under `key` (replacing any entry), creating the
   // directory (0700) if needed, then evicts if over the cap.
@@ -139,6 +149,52 @@ class DiskCache {
   // Every entry with its metadata; with `verify`, also checks each
   // entry's checksum, payload and that its key hashes to its file name.
   absl::StatusOr<std::vector<CacheEntryInfo>> List(bool verify) const;
+
+  // The bytes of the entry named `digest`, checked as `fleetjit cache
+  // verify` checks it: a regular file of ours, not group- or
+  // world-writable, whose header, lengths and payload checksum are right,
+  // whose key hashes to `digest` and whose payload parses. For `fleetjit
+  // cache export`. NOT_FOUND when there is no such entry; DATA_LOSS or
+  // FAILED_PRECONDITION names the problem.
+  absl::StatusOr<std::string> ReadEntryBytes(absl::string_view digest) const;
+
+  // Cross-process single flight: the processes that build one key into
+  // this folder take turns on a lock, so one compiles and the others find
+  // its entry. The lock is an open-file-description byte-range lock
+  // (fcntl F_OFD_SETLK) on the byte of the folder's lock file that the
+  // digest names (its first 60 bits): a lock per key, in one file. The
+  // kernel drops it when the holder's descriptor closes, however the
+  // process ends: a holder killed with SIGKILL frees its waiters at once.
+  //
+  // The lock file, <dir>/.fleetjit-lock, follows the folder's ownership
+  // rules: created O_EXCL | O_NOFOLLOW, mode 0600, only under a tagged
+  // folder, and used (or deleted, by Clear) only when it is a regular file
+  // of ours holding fleetjit's lock text (or a prefix of it: a creator
+  // killed while writing it). Any other file under that name is left alone
+  // and builds go without the lock (logged once). Eviction leaves it.
+  class KeyLock {
+   public:
+    ~KeyLock();
+    KeyLock(const KeyLock&) = delete;
+    KeyLock& operator=(const KeyLock&) = delete;
+
+   private:
+    friend class DiskCache;
+    explicit KeyLock(int fd);
+    int fd_;
+    int pid_;
+  };
+  struct LockResult {
+    std::unique_ptr<KeyLock> lock;  // null: building without the lock
+    bool waited = false;            // another process held it at first
+    std::string why_none;           // why there is no lock ("" if locked)
+  };
+  // Takes the lock of `digest`, waiting (polling every few milliseconds)
+  // while another process holds it, until `deadline`; past it, returns no
+  // lock (why_none says so) and the caller builds anyway. No lock either
+  // when the folder or shard is refused, the lock file is not ours, or
+  // the file system refuses such locks.
+  LockResult LockKey(absl::string_view digest, absl::Time deadline);
 
   uint64_t evictions() const { return evictions_.load(); }
   uint64_t rejected_entries() const { return rejected_.load(); }
@@ -189,6 +245,7 @@ class DiskCache {
   mutable std::atomic<bool> read_failure_logged_{false};
   mutable std::atomic<bool> dir_refusal_logged_{false};
   std::atomic<bool> shard_refusal_logged_[256] = {};
+  mutable std::atomic<bool> lock_refusal_logged_{false};
   std::atomic<bool> evicting_{false};
   // The directory last found tagged (st_dev, st_ino): a hit skips reading
   // the tag again.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "runtime/cache/redis_client.h"
@@ -12,6 +13,23 @@ namespace {
 
 std::string ResolvedDir(const CacheConfig& config) {
   return ResolveCacheDir(config.dir, config.xdg_cache_home, config.home);
+}
+
+constexpr absl::string_view kFileScheme = "file://";
+
+// Set by NoSiblingWaitScope: builds on this thread never wait for a lock.
+thread_local bool t_no_sibling_wait = false;
+
+// A remote URL file:///PATH names a bundle (fj_runtime_options has one URL
+// field for the fleet's tier); FLEETJIT_CACHE_BUNDLE, when set, wins.
+CacheConfig WithBundleFromUrl(CacheConfig config) {
+  if (absl::StartsWith(config.remote.url, kFileScheme)) {
+    if (config.bundle.empty()) {
+      config.bundle = config.remote.url.substr(kFileScheme.size());
+    }
+    config.remote.url.clear();
+  }
+  return config;
 }
 
 }  // namespace
@@ -24,7 +42,7 @@ struct ModuleCache::Slot {
 };
 
 ModuleCache::ModuleCache(CacheConfig config)
-    : config_(std::move(config)),
+    : config_(WithBundleFromUrl(std::move(config))),
       use_disk_(config_.disk && !ResolvedDir(config_).empty()),
       disk_(std::make_unique<DiskCache>(ResolvedDir(config_), config_.max_bytes,
                                         config_.log)),
@@ -42,6 +60,17 @@ ModuleCache::ModuleCache(CacheConfig config)
                absl::StrCat("remote tier off: ", remote_status_.message()));
     }
   }
+  if (!config_.bundle.empty()) {
+    absl::StatusOr<std::unique_ptr<CacheBundle>> bundle = CacheBundle::Open(
+        config_.bundle, config_.remote.fleet_key, config_.log);
+    if (bundle.ok()) {
+      bundle_ = *std::move(bundle);
+    } else {
+      bundle_status_ = bundle.status();
+      CacheLog(config_.log, LogLevel::kWarn,
+               absl::StrCat("bundle tier off: ", bundle_status_.message()));
+    }
+  }
   // A directory that is refused turns the disk tier off: say so now, at
   // warn, rather than at the first build.
   if (use_disk_) disk_->Health().IgnoreError();
@@ -51,6 +80,20 @@ std::vector<ModuleCache::TierState> ModuleCache::Tiers() const {
   std::vector<TierState> tiers;
   tiers.push_back({"memory", config_.memory,
                    config_.memory ? "this process" : "off by option"});
+  if (config_.bundle.empty()) {
+    tiers.push_back({"bundle", false,
+                     "not configured (FLEETJIT_CACHE_BUNDLE, "
+                     "docs/fleet-cache.md)"});
+  } else if (bundle_ == nullptr) {
+    tiers.push_back({"bundle", false, std::string(bundle_status_.message())});
+  } else {
+    tiers.push_back(
+        {"bundle", true,
+         absl::StrCat(bundle_->path(), ": ", bundle_->entries(), " entries, ",
+                      bundle_->sealed_with_key()
+                          ? "signed with the fleet key"
+                          : "unsigned (trusted as its owner's file)")});
+  }
   if (!config_.disk) {
     tiers.push_back({"disk", false,
                      "off by option (FLEETJIT_CACHE=0 or "
@@ -78,6 +121,15 @@ std::vector<ModuleCache::TierState> ModuleCache::Tiers() const {
 
 ModuleCache::~ModuleCache() = default;
 
+ModuleCache::NoSiblingWaitScope::NoSiblingWaitScope()
+    : previous_(t_no_sibling_wait) {
+  t_no_sibling_wait = true;
+}
+
+ModuleCache::NoSiblingWaitScope::~NoSiblingWaitScope() {
+  t_no_sibling_wait = previous_;
+}
+
 const std::string& ModuleCache::dir() const { return disk_->dir(); }
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
@@ -88,6 +140,13 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::GetOrBuild(
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::Find(const CacheKey& key) {
   return Get(key, [&]() -> absl::StatusOr<Result> {
+    if (bundle_ != nullptr) {
+      if (std::optional<jit::Artifact> found = bundle_->Load(key)) {
+        bundle_hits_.fetch_add(1, std::memory_order_relaxed);
+        return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
+                      CacheSource::kBundle};
+      }
+    }
     if (use_disk_) {
       if (std::optional<jit::Artifact> found = disk_->Load(key)) {
         disk_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -209,8 +268,16 @@ void ModuleCache::Publish(
 absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
     const CacheKey& key,
     absl::FunctionRef<absl::StatusOr<jit::Artifact>()> build, DiskStore store) {
+  if (bundle_ != nullptr) {
+    if (std::optional<jit::Artifact> found = bundle_->Load(key)) {
+      bundle_hits_.fetch_add(1, std::memory_order_relaxed);
+      return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
+                    CacheSource::kBundle};
+    }
+  }
+  bool on_disk = false;  // a file stood under the entry's name
   if (use_disk_) {
-    if (std::optional<jit::Artifact> found = disk_->Load(key)) {
+    if (std::optional<jit::Artifact> found = disk_->Load(key, &on_disk)) {
       disk_hits_.fetch_add(1, std::memory_order_relaxed);
       return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
                     CacheSource::kDisk};
@@ -223,6 +290,42 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
       if (use_disk_) (void)StoreToDisk(key, *artifact);
       return Result{std::move(artifact), CacheSource::kRemote};
     }
+  }
+  // Across processes: one builds the key into this folder, the others wait
+  // for its entry (module_cache.h).
+  std::unique_ptr<DiskCache::KeyLock> lock;
+  if (use_disk_ && config_.lock_wait_ms > 0) {
+    const auto wait_start = std::chrono::steady_clock::now();
+    DiskCache::LockResult locked = disk_->LockKey(
+        key.digest,
+        t_no_sibling_wait
+            ? absl::InfinitePast()
+            : absl::Now() + absl::Milliseconds(config_.lock_wait_ms));
+    if (locked.waited) {
+      lock_waits_.fetch_add(1, std::memory_order_relaxed);
+      lock_wait_us_total_.fetch_add(
+          std::chrono::duration_cast<std::chrono::microseconds>(
+              std::chrono::steady_clock::now() - wait_start)
+              .count(),
+          std::memory_order_relaxed);
+    }
+    // The holder before us stored the entry, or one that finished between
+    // our look and our lock (where there was none: a file refused just now
+    // is not looked at twice).
+    if (locked.waited || (locked.lock != nullptr && !on_disk)) {
+      if (std::optional<jit::Artifact> found = disk_->Load(key)) {
+        disk_hits_.fetch_add(1, std::memory_order_relaxed);
+        return Result{std::make_shared<const jit::Artifact>(std::move(*found)),
+                      CacheSource::kDisk};
+      }
+    }
+    if (locked.lock == nullptr && locked.waited) {
+      CacheLog(config_.log, LogLevel::kInfo,
+               absl::StrCat("building ", key.digest.substr(0, 12),
+                            "... without waiting longer for another process: ",
+                            locked.why_none));
+    }
+    lock = std::move(locked.lock);
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
   const auto start = std::chrono::steady_clock::now();
@@ -244,12 +347,25 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::Fill(
       if (remote_ != nullptr) remote_->Publish(key, artifact);
     }
   }
-  return Result{std::move(artifact), CacheSource::kCompiled, pending};
+  // Released here once the entry is on disk, else by the caller after its
+  // Update.
+  return Result{
+      std::move(artifact), CacheSource::kCompiled, pending,
+      pending ? std::shared_ptr<DiskCache::KeyLock>(std::move(lock)) : nullptr};
 }
 
 absl::StatusOr<ModuleCache::Result> ModuleCache::FillPublished(
     const CacheKey& agnostic_key,
     absl::FunctionRef<absl::Status(absl::string_view compiler)> accept) {
+  if (bundle_ != nullptr) {
+    if (std::optional<CacheBundle::Published> found =
+            bundle_->LoadPublished(agnostic_key, accept)) {
+      bundle_hits_.fetch_add(1, std::memory_order_relaxed);
+      return Result{
+          std::make_shared<const jit::Artifact>(std::move(found->artifact)),
+          CacheSource::kBundle};
+    }
+  }
   // The disk holds agnostic keys only as this function wrote them, after
   // the checks below.
   if (use_disk_) {
@@ -270,13 +386,22 @@ absl::StatusOr<ModuleCache::Result> ModuleCache::FillPublished(
     }
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
-  return absl::NotFoundError(absl::StrCat(
-      "no published entry for this build (", agnostic_key.digest.substr(0, 12),
-      "...) in the ",
-      remote_ != nullptr    ? "local or remote cache"
-      : remote_status_.ok() ? "local cache (no remote tier is configured)"
-                            : absl::StrCat("local cache (remote tier off: ",
-                                           remote_status_.message(), ")")));
+  // Where it was looked for, and why a configured tier was not asked.
+  std::string where = bundle_ != nullptr
+                          ? absl::StrCat("the bundle ", bundle_->path(), ", ")
+                          : "";
+  absl::StrAppend(&where,
+                  remote_ != nullptr ? "the local or remote cache"
+                  : remote_status_.ok()
+                      ? "the local cache (no remote tier is configured)"
+                      : absl::StrCat("the local cache (remote tier off: ",
+                                     remote_status_.message(), ")"));
+  if (!bundle_status_.ok()) {
+    absl::StrAppend(&where, " (bundle off: ", bundle_status_.message(), ")");
+  }
+  return absl::NotFoundError(absl::StrCat("no published entry for this build (",
+                                          agnostic_key.digest.substr(0, 12),
+                                          "...) in ", where));
 }
 
 bool ModuleCache::FlushRemote(absl::Duration timeout) {
@@ -344,6 +469,14 @@ CacheStats ModuleCache::stats() const {
     s.memory_hits += shards_[i]->memory_hits.load(std::memory_order_relaxed);
   }
   s.disk_hits = disk_hits_.load(std::memory_order_relaxed);
+  s.bundle_hits = bundle_hits_.load(std::memory_order_relaxed);
+  if (bundle_ != nullptr) {
+    s.bundle_rejected = bundle_->rejected();
+    s.bundle_entries = bundle_->entries();
+  }
+  s.lock_waits = lock_waits_.load(std::memory_order_relaxed);
+  s.lock_wait_ms_total =
+      lock_wait_us_total_.load(std::memory_order_relaxed) / 1000.0;
   s.misses = misses_.load(std::memory_order_relaxed);
   s.compiles = compiles_.load(std::memory_order_relaxed);
   s.compile_ms_total =

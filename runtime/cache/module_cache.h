@@ -1,12 +1,17 @@
 // The module cache: built artifacts by cache key, in memory and on disk.
 //
-// GetOrBuild looks in the memory tier, then the disk tier, then the remote
-// tier (remote_tier.h, when configured), and only then calls `build`. Within a
-// process one key is built once at a time (single flight): concurrent callers
-// of a key wait for the one build and share its result, while distinct keys
-// build in parallel (no lock is held around `build`). Across processes
-// duplicate builds are harmless: entries are published atomically and any one
-// of them is a correct result.
+// GetOrBuild looks in the memory tier, then the bundle (cache_bundle.h, when
+// configured), the disk tier, then the remote tier (remote_tier.h, when
+// configured), and only then calls `build`. Within a process one key is
+// built once at a time (single flight): concurrent callers of a key wait for
+// the one build and share its result, while distinct keys build in parallel
+// (no lock is held around `build`). Across processes sharing a disk folder
+// too: before it builds, a process takes the key's lock in the folder
+// (DiskCache::LockKey); one that finds it held waits, at most
+// CacheConfig::lock_wait_ms, then takes the entry its holder stored. A holder
+// that dies (even by SIGKILL) frees the lock at once; one that outlasts the
+// wait is built beside. Duplicate builds stay harmless: entries are published
+// atomically and any one of them is a correct result.
 //
 //   ModuleCache cache(CacheConfig{});            // no I/O yet
 //   CacheKey key = MakeCacheKey(inputs);
@@ -47,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "base/thread_shards.h"
 #include "jit/artifact.h"
+#include "runtime/cache/cache_bundle.h"
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/disk_cache.h"
 #include "runtime/cache/remote_tier.h"
@@ -66,14 +72,23 @@ struct CacheConfig {
   bool disk = true;
   bool memory = true;
   // The shared tier behind memory and disk; off unless remote.url is set.
+  // A remote.url of file:///PATH names a bundle instead (see `bundle`).
   RemoteCacheConfig remote;
+  // A cache bundle (cache_bundle.h) served read-only before the disk tier;
+  // "" = none. FLEETJIT_CACHE_BUNDLE. Sealed bundles are checked with
+  // remote.fleet_key (FLEETJIT_FLEET_KEY).
+  std::string bundle;
+  // How long a build waits for another process that builds the same key
+  // into the same disk folder, before compiling it too; 0 = no
+  // cross-process lock at all. FLEETJIT_BUILD_WAIT (seconds).
+  int64_t lock_wait_ms = 120000;
   // Rejection, eviction and write-failure lines ("cache: ...", each at its
   // level: see CacheLog); a default Logger drops them (Runtime::Create
   // gives the cache its own Logger).
   Logger log;
 };
 
-enum class CacheSource { kCompiled, kMemory, kDisk, kRemote };
+enum class CacheSource { kCompiled, kMemory, kDisk, kRemote, kBundle };
 
 // Counters of one ModuleCache, plus the disk directory's size now. Every
 // GetOrBuild that returns an artifact counts once in memory_hits, disk_hits
@@ -88,6 +103,14 @@ struct CacheStats {
   uint64_t rejected_entries = 0;  // disk entries refused and deleted
   uint64_t disk_entries = 0;
   uint64_t disk_bytes = 0;
+  // The bundle (counted apart from disk_hits).
+  uint64_t bundle_hits = 0;
+  uint64_t bundle_rejected = 0;  // entries refused (damaged), not served
+  uint64_t bundle_entries = 0;
+  // Builds that found another process building their key and waited
+  // (then took its entry from disk, or built it after all).
+  uint64_t lock_waits = 0;
+  double lock_wait_ms_total = 0;
   // The remote tier: off (not configured), unavailable (configured but
   // refused, e.g. no hiredis or no fleet key), or its breaker's state.
   // remote_state is its name for people: "off", "unavailable: <why>",
@@ -120,6 +143,10 @@ class ModuleCache {
     // Only with DiskStore::kDeferred: the artifact was built but not yet
     // written to disk; the caller owes an Update(key, ...) for it.
     bool disk_store_pending = false;
+    // With disk_store_pending: the key's cross-process lock, which the
+    // caller holds until that Update is done (other processes wait for the
+    // entry rather than compile it). Null when there is none.
+    std::shared_ptr<DiskCache::KeyLock> build_lock = nullptr;
   };
 
   // When a built artifact is written to the disk tier.
@@ -155,6 +182,23 @@ class ModuleCache {
       const CacheKey& agnostic_key,
       absl::FunctionRef<absl::Status(absl::string_view compiler)> accept);
 
+  // While one lives on a thread, builds there never wait for another
+  // process's build of their key: they take its lock only if it is free,
+  // else compile at once. The runtime's background worker holds one: its
+  // queue holds the jobs that release this process's locks (deferred
+  // stores), so a job waiting there for another process's lock could wait
+  // on a process that waits on this one.
+  class NoSiblingWaitScope {
+   public:
+    NoSiblingWaitScope();
+    ~NoSiblingWaitScope();
+    NoSiblingWaitScope(const NoSiblingWaitScope&) = delete;
+    NoSiblingWaitScope& operator=(const NoSiblingWaitScope&) = delete;
+
+   private:
+    bool previous_;
+  };
+
   // Waits (at most `timeout`) until the remote tier has written what was
   // queued; true if it did or there is no remote tier (`fleetjit build
   // --publish`).
@@ -163,11 +207,12 @@ class ModuleCache {
   // FAILED_PRECONDITION: no fleet key; INVALID_ARGUMENT: bad URL).
   const absl::Status& remote_status() const { return remote_status_; }
 
-  // Each tier (memory, disk, remote), on or off, with why (fleetjit info).
+  // Each tier (memory, bundle, disk, remote), on or off, with why
+  // (fleetjit info).
   // A tier that turned itself off was also logged at warn when the cache
   // was made.
   struct TierState {
-    std::string tier;  // "memory", "disk", "remote"
+    std::string tier;  // "memory", "bundle", "disk", "remote"
     bool on = false;
     std::string detail;  // where it is, or why it is off
   };
@@ -211,6 +256,10 @@ class ModuleCache {
 
   // The resolved directory ("" when there is none).
   const std::string& dir() const;
+  // The bundle, null when none is configured or it was refused
+  // (bundle_status() then says why).
+  const CacheBundle* bundle() const { return bundle_.get(); }
+  const absl::Status& bundle_status() const { return bundle_status_; }
 
  private:
   struct Slot;
@@ -251,6 +300,8 @@ class ModuleCache {
   std::unique_ptr<DiskCache> disk_;  // also kept when off, for listings
   absl::Status remote_status_;       // why remote_ is null though configured
   std::unique_ptr<RemoteTier> remote_;
+  absl::Status bundle_status_;  // why bundle_ is null though configured
+  std::unique_ptr<CacheBundle> bundle_;
 
   mutable absl::Mutex mu_;
   // Digest -> finished artifact, or a build in flight.
@@ -259,8 +310,9 @@ class ModuleCache {
 
   std::unique_ptr<CacheLinePadded<Shard>[]> shards_;
 
-  std::atomic<uint64_t> disk_hits_{0}, remote_hits_{0}, misses_{0},
-      compiles_{0}, compile_us_total_{0};
+  std::atomic<uint64_t> disk_hits_{0}, remote_hits_{0}, bundle_hits_{0},
+      misses_{0}, compiles_{0}, compile_us_total_{0}, lock_waits_{0},
+      lock_wait_us_total_{0};
   std::atomic<bool> write_failure_logged_{false};
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "runtime/cache/module_cache.h"
+#include "tests/common/env.h"
 #include "tests/runtime/cache/cache_test_util.h"
 
 namespace fleetjit {
@@ -173,6 +174,80 @@ TEST_F(CacheCommandTest, MissingDirectoryIsEmptyNotAnError) {
   struct stat st;
   EXPECT_NE(::stat(dir_.Sub("nothing-here").c_str(), &st), 0)
       << "ls created it";
+}
+
+// `fleetjit cache export FILE`: the folder's entries (every target's, or
+// --target's) into one bundle, signed when FLEETJIT_FLEET_KEY is set;
+// `ls --bundle` lists it through the runtime's checks.
+TEST_F(CacheCommandTest, ExportWritesEveryOrTheNamedTargetsIntoABundle) {
+  ::fleetjit::testing::ScopedEnv no_key("FLEETJIT_FLEET_KEY", nullptr);
+  Fill(3);  // sm_90a
+  {
+    CacheConfig config;
+    config.dir = cache_dir_;
+    ModuleCache cache(config);
+    CacheKeyInputs in = ::fleetjit::testing::KeyInputsFor(seed_, 10);
+    in.target = "sm_80";
+    ASSERT_TRUE(cache
+                    .GetOrBuild(MakeCacheKey(in),
+                                [&]() -> absl::StatusOr<jit::Artifact> {
+                                  return ArtifactFor(seed_, 10, 2048);
+                                })
+                    .ok());
+  }
+  const std::string bundle = dir_.Sub("app.fjb");
+  auto [code, text] = Run({"export", bundle, "--dir", cache_dir_, "--json"});
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"entries\":4,")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"targets\":[\"sm_80\",\"sm_90a\"]"))
+      << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"signed\":false")) << text;
+  std::tie(code, text) = Run({"verify", "--bundle", bundle});
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "4 entries")) << text;
+  std::tie(code, text) = Run({"ls", "--bundle", bundle});
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, KeyFor(seed_, 0).digest.substr(0, 16)))
+      << text;
+
+  // One target; a target with nothing is a failure.
+  std::tie(code, text) = Run({"export", dir_.Sub("sm80.fjb"), "--dir",
+                              cache_dir_, "--target", "sm_80", "--json"});
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "\"entries\":1,")) << text;
+  std::tie(code, text) = Run({"export", dir_.Sub("sm75.fjb"), "--dir",
+                              cache_dir_, "--target", "sm_75"});
+  EXPECT_EQ(code, 1);
+
+  // Signed with the fleet key: a runtime with another key refuses it.
+  {
+    ::fleetjit::testing::ScopedEnv key(
+        "FLEETJIT_FLEET_KEY",
+        "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    std::tie(code, text) = Run({"export", bundle, "--dir", cache_dir_});
+    EXPECT_EQ(code, 0) << text;
+    EXPECT_TRUE(absl::StrContains(text, "signed with the fleet key")) << text;
+    std::tie(code, text) = Run({"ls", "--bundle", bundle});
+    EXPECT_EQ(code, 0) << text;
+  }
+  {
+    ::fleetjit::testing::ScopedEnv key(
+        "FLEETJIT_FLEET_KEY",
+        "ff112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    std::tie(code, text) = Run({"ls", "--bundle", bundle});
+    EXPECT_EQ(code, 1);
+  }
+
+  // Another file under the name is not replaced.
+  WriteFile(dir_.Sub("notes"), "my notes");
+  std::tie(code, text) =
+      Run({"export", dir_.Sub("notes"), "--dir", cache_dir_});
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(ReadFile(dir_.Sub("notes")), "my notes");
+  // Usage errors.
+  EXPECT_EQ(Run({"export", "--dir", cache_dir_}).first, 2);
+  EXPECT_EQ(Run({"ls", bundle}).first, 2);
+  EXPECT_EQ(Run({"stats", "--target", "sm_80"}).first, 2);
 }
 
 }  // namespace

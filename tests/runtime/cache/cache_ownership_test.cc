@@ -143,11 +143,14 @@ TEST_F(CacheOwnershipTest, AFolderThatIsNotACacheIsNeverTouched) {
     Build(cache, 0, 64);
     Build(cache, 0, 8);
     EXPECT_EQ(cache.stats().disk_hits, 0u);
-    std::vector<ModuleCache::TierState> tiers = cache.Tiers();
-    ASSERT_EQ(tiers.size(), 3u);
-    EXPECT_FALSE(tiers[1].on);
-    EXPECT_TRUE(absl::StrContains(tiers[1].detail, "not a fleetjit cache"))
-        << tiers[1].detail;
+    ModuleCache::TierState disk;
+    for (const ModuleCache::TierState& t : cache.Tiers()) {
+      if (t.tier == "disk") disk = t;
+    }
+    ASSERT_EQ(disk.tier, "disk");
+    EXPECT_FALSE(disk.on);
+    EXPECT_TRUE(absl::StrContains(disk.detail, "not a fleetjit cache"))
+        << disk.detail;
     EXPECT_FALSE(cache.Clear().ok());
   }
   EXPECT_TRUE(absl::StrContains(log_, "is not a fleetjit cache")) << log_;
@@ -177,6 +180,7 @@ TEST_F(CacheOwnershipTest, ACacheKeepsWhatItDidNotWrite) {
   }
   Plant(d);
   auto user_files = Snapshot(d);
+  user_files.erase("/.fleetjit-lock");  // fleetjit's (the first builds')
   for (auto& [name, aside] : ours) {
     if (::lstat((d + "/" + name).c_str(), &st) != 0) {
       std::filesystem::rename(aside, d + "/" + name);
@@ -230,6 +234,63 @@ TEST_F(CacheOwnershipTest, AnEmptyFolderBecomesACache) {
   Build(cache, 0, 4);
   Build(cache, 0, 4);
   EXPECT_EQ(cache.stats().disk_hits, 4u) << log_;
+}
+
+// The build lock's file (DiskCache::LockKey) follows the same rules: made
+// 0600 in fleetjit's folder, used and deleted only when fleetjit's; a
+// user's file or a link under that name is left alone (builds then go
+// without the lock, and say so).
+TEST_F(CacheOwnershipTest, TheLockFileIsFleetjitsAndNothingElseIsTouched) {
+  const std::string d = dir_.Sub("cache");
+  const std::string lock = d + "/.fleetjit-lock";
+  {
+    ModuleCache cache(Config(d));
+    Build(cache, 0, 3);
+  }
+  struct stat st;
+  ASSERT_EQ(::lstat(lock.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_TRUE(absl::StartsWith(ReadFile(lock), "fleetjit build lock"));
+  {
+    // Ours: a clear deletes it with the entries; the next build makes it.
+    ModuleCache cache(Config(d));
+    ASSERT_TRUE(cache.Clear().ok());
+    EXPECT_NE(::lstat(lock.c_str(), &st), 0);
+    Build(cache, 0, 1);
+    EXPECT_EQ(::lstat(lock.c_str(), &st), 0);
+  }
+  // The user's file, then a link, under its name.
+  ASSERT_TRUE(std::filesystem::create_directories(dir_.Sub("elsewhere")));
+  WriteFile(dir_.Sub("elsewhere/keep.txt"), "linked-to data");
+  for (bool link : {false, true}) {
+    ASSERT_EQ(::unlink(lock.c_str()), 0);
+    if (link) {
+      ASSERT_EQ(::symlink(dir_.Sub("elsewhere/keep.txt").c_str(), lock.c_str()),
+                0);
+    } else {
+      WriteFile(lock, "the user's lock");
+    }
+    const auto before = Snapshot(d);
+    {
+      ModuleCache cache(Config(d));
+      ASSERT_TRUE(cache.Clear().ok());
+      Build(cache, 0, 3);  // built again, without the lock
+      EXPECT_EQ(cache.stats().misses, 3u);
+      ASSERT_TRUE(cache.Clear().ok());
+    }
+    EXPECT_TRUE(absl::StrContains(log_, "not locking builds")) << log_;
+    ASSERT_EQ(::lstat(lock.c_str(), &st), 0);
+    if (link) {
+      EXPECT_TRUE(S_ISLNK(st.st_mode));
+    } else {
+      EXPECT_EQ(ReadFile(lock), "the user's lock");
+    }
+    const auto after = Snapshot(d);
+    EXPECT_EQ(after.at("/.fleetjit-lock"), before.at("/.fleetjit-lock"));
+    log_.clear();
+  }
+  EXPECT_EQ(ReadFile(dir_.Sub("elsewhere/keep.txt")), "linked-to data");
 }
 
 }  // namespace

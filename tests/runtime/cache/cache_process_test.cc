@@ -3,12 +3,14 @@
 // Each process is cache_stress_helper (FJ_CACHE_STRESS_HELPER).
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/cache/module_cache.h"
 #include "tests/common/test_paths.h"
@@ -170,6 +172,99 @@ TEST(CacheProcessTest, HitInAProcessWithoutNvrtc) {
                        "FLEETJIT_LIBNVRTC=/nonexistent/libnvrtc.so.13"});
   ASSERT_GT(child, 0);
   EXPECT_EQ(Wait(child), 0);
+}
+
+// Cross-process single flight (issue 47): 16 processes start together on
+// one new cache folder, 8 of them building one key (a build takes 400 ms,
+// about a compile), the other 8 a key each. The key is built once; its 7
+// siblings wait and take the entry from disk.
+TEST(CacheProcessTest, SixteenProcessesEightOfOneKeyCompileItOnce) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  TempDir dir;
+  const std::string cache_dir = dir.Sub("cache");
+  constexpr size_t kImage = 64 << 10;
+  std::vector<pid_t> pids;
+  std::vector<std::string> outs;
+  for (int p = 0; p < 16; ++p) {
+    // Even: the shared key 0; odd: keys 1..8.
+    const int index = p % 2 == 0 ? 0 : 1 + p / 2;
+    outs.push_back(dir.Sub(absl::StrCat("out-", p)));
+    std::vector<std::string> args =
+        HelperArgs("build-one", cache_dir, seed, index, kImage);
+    args.push_back("400");
+    args.push_back(outs.back());
+    pids.push_back(Spawn(args));
+    ASSERT_GT(pids.back(), 0);
+  }
+  for (pid_t pid : pids) EXPECT_EQ(Wait(pid), 0);
+  int shared_compiles = 0, shared_hits = 0, shared_waits = 0, other = 0;
+  for (int p = 0; p < 16; ++p) {
+    const std::string line = ::fleetjit::testing::ReadFile(outs[p]);
+    SCOPED_TRACE(line);
+    if (p % 2 == 0) {
+      shared_compiles += absl::StrContains(line, "compiles=1");
+      shared_hits += absl::StrContains(line, "source=disk");
+      shared_waits += absl::StrContains(line, "lock_waits=1");
+    } else {
+      other += absl::StrContains(line, "source=compiled");
+    }
+  }
+  std::printf(
+      "one key in 8 processes: %d compile(s), %d disk hits (%d "
+      "waited); 8 other keys: %d compiled\n",
+      shared_compiles, shared_hits, shared_waits, other);
+  EXPECT_EQ(shared_compiles, 1);
+  EXPECT_EQ(shared_hits, 7);
+  EXPECT_EQ(other, 8);
+  ExpectAllValid(cache_dir, seed, 9, kImage, 9);
+}
+
+// A holder killed with SIGKILL mid-build frees the key at once: the waiter
+// takes the lock over (the kernel dropped it with the process), builds the
+// key itself, and is not held up for more than a few seconds.
+TEST(CacheProcessTest, AHolderKilledWithSigkillIsTakenOverAtOnce) {
+  const uint64_t seed = FreshSeed();
+  TempDir dir;
+  const std::string cache_dir = dir.Sub("cache");
+  const std::string ready = dir.Sub("ready");
+  constexpr size_t kImage = 16 << 10;
+  std::vector<std::string> hold_args =
+      HelperArgs("hold", cache_dir, seed, 0, kImage);
+  hold_args.push_back(ready);
+  pid_t holder = Spawn(hold_args);
+  ASSERT_GT(holder, 0);
+  struct stat st;
+  for (int waited = 0; ::stat(ready.c_str(), &st) != 0 && waited < 60000;
+       ++waited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(::stat(ready.c_str(), &st), 0) << "the holder never built";
+  const std::string out = dir.Sub("out");
+  std::vector<std::string> args =
+      HelperArgs("build-one", cache_dir, seed, 0, kImage);
+  args.push_back("0");
+  args.push_back(out);
+  pid_t waiter = Spawn(args);
+  ASSERT_GT(waiter, 0);
+  // It waits while the holder lives.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(::waitpid(waiter, nullptr, WNOHANG), 0)
+      << "the waiter did not wait for the holder";
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(holder, SIGKILL), 0);
+  EXPECT_EQ(Wait(holder), 128 + SIGKILL);
+  EXPECT_EQ(Wait(waiter), 0);
+  const double after_ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - killed)
+                              .count();
+  const std::string line = ::fleetjit::testing::ReadFile(out);
+  std::printf("waiter done %.0f ms after the holder's SIGKILL: %s", after_ms,
+              line.c_str());
+  EXPECT_TRUE(absl::StrContains(line, "source=compiled")) << line;
+  EXPECT_TRUE(absl::StrContains(line, "lock_waits=1")) << line;
+  EXPECT_LT(after_ms, 3000);
+  ExpectAllValid(cache_dir, seed, 1, kImage, 1);
 }
 
 }  // namespace

@@ -15,6 +15,13 @@
 //   cache_stress_helper hit DIR SEED INDEX IMAGE_BYTES
 //       GetOrBuild one item that must come from disk: exit 3 if the build
 //       callback runs, 4 if any NVRTC library is mapped into the process.
+//   cache_stress_helper build-one DIR SEED INDEX IMAGE_BYTES BUILD_MS OUT
+//       GetOrBuild one item whose build takes BUILD_MS (a compile's time);
+//       writes "source=compiled|disk compiles=N disk_hits=N lock_waits=N"
+//       to file OUT. Exit 0, or 1 on an error or a wrong artifact.
+//   cache_stress_helper hold DIR SEED INDEX IMAGE_BYTES READY
+//       GetOrBuild one item whose build creates file READY and never
+//       returns (to be killed with SIGKILL while it holds the key's lock).
 #include <unistd.h>
 
 #include <chrono>
@@ -23,6 +30,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "platform/nvrtc_locate.h"
 #include "runtime/cache/disk_cache.h"
@@ -156,6 +164,43 @@ int Hit(const std::string& dir, uint64_t seed, int index, size_t image) {
   return 0;
 }
 
+int BuildOne(const std::string& dir, uint64_t seed, int index, size_t image,
+             int build_ms, const std::string& out) {
+  CacheConfig config;
+  config.dir = dir;
+  ModuleCache cache(config);
+  absl::StatusOr<ModuleCache::Result> r = cache.GetOrBuild(
+      KeyFor(seed, index), [&]() -> absl::StatusOr<jit::Artifact> {
+        std::this_thread::sleep_for(std::chrono::milliseconds(build_ms));
+        return ArtifactFor(seed, index, image);
+      });
+  if (!r.ok()) return Fail(r.status().ToString());
+  if (!SameArtifact(*r->artifact, ArtifactFor(seed, index, image))) {
+    return Fail("wrong artifact");
+  }
+  CacheStats s = cache.stats();
+  WriteFile(out, absl::StrCat("source=",
+                              r->source == CacheSource::kCompiled ? "compiled"
+                              : r->source == CacheSource::kDisk   ? "disk"
+                                                                  : "other",
+                              " compiles=", s.compiles, " disk_hits=",
+                              s.disk_hits, " lock_waits=", s.lock_waits, "\n"));
+  return 0;
+}
+
+int Hold(const std::string& dir, uint64_t seed, int index,
+         const std::string& ready) {
+  CacheConfig config;
+  config.dir = dir;
+  ModuleCache cache(config);
+  (void)cache.GetOrBuild(KeyFor(seed, index),
+                         [&]() -> absl::StatusOr<jit::Artifact> {
+                           WriteFile(ready, "ready");
+                           for (;;) ::pause();
+                         });
+  return Fail("the hold ended");
+}
+
 }  // namespace
 }  // namespace fleetjit::testing
 
@@ -181,5 +226,9 @@ int main(int argc, char** argv) {
                     argc > 7 ? argv[7] : "");
   }
   if (mode == "hit") return Hit(dir, seed, n, image);
+  if (mode == "build-one" && argc > 7) {
+    return BuildOne(dir, seed, n, image, std::atoi(argv[6]), argv[7]);
+  }
+  if (mode == "hold" && argc > 6) return Hold(dir, seed, n, argv[6]);
   return 2;
 }

@@ -1,7 +1,9 @@
 #include "runtime/cache/disk_cache.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -497,6 +499,55 @@ TEST_F(DiskCacheTest, ReaderWithTheEntryOpenSurvivesItsDeletion) {
             static_cast<ssize_t>(good.size()));
   EXPECT_EQ(read, good);
   ::close(fd);
+}
+
+// The build lock (DiskCache::LockKey) is one per key and folder, released
+// with its holder, and not kept by a child forked while it was held (the
+// child shares the parent's open file description).
+TEST_F(DiskCacheTest, TheBuildLockIsPerKeyAndAForkedChildDoesNotKeepIt) {
+  ModuleCache cache(Config());
+  ExpectServed(cache, 0, CacheSource::kCompiled);  // makes and tags the folder
+  DiskCache a(dir_.Sub("cache"), 0, Logger()),
+      b(dir_.Sub("cache"), 0, Logger());
+  const std::string digest = KeyFor(seed_, 1).digest;
+  DiskCache::LockResult held = a.LockKey(digest, absl::Now());
+  ASSERT_NE(held.lock, nullptr) << held.why_none;
+  EXPECT_FALSE(held.waited);
+  // Held: another holder's try fails, and says why; another key is free.
+  DiskCache::LockResult second = b.LockKey(digest, absl::Now());
+  EXPECT_EQ(second.lock, nullptr);
+  EXPECT_TRUE(second.waited);
+  EXPECT_TRUE(absl::StrContains(second.why_none, "still building"))
+      << second.why_none;
+  EXPECT_NE(b.LockKey(KeyFor(seed_, 2).digest, absl::Now()).lock, nullptr);
+  // A child forked now lives on; the parent's release frees the key.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // fork() has returned here: the atfork handlers have run.
+    (void)!::write(ready[1], "r", 1);
+    ::sleep(30);
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  char byte;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  held.lock.reset();
+  DiskCache::LockResult after = b.LockKey(digest, absl::Now());
+  EXPECT_NE(after.lock, nullptr)
+      << "the forked child kept the lock: " << after.why_none;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  // A wait until a deadline: about that long, then no lock.
+  const absl::Time start = absl::Now();
+  DiskCache::LockResult timed =
+      a.LockKey(digest, start + absl::Milliseconds(200));
+  EXPECT_EQ(timed.lock, nullptr);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(190));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/barrier.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "tests/common/env.h"
 #include "tests/runtime/cache/cache_test_util.h"
@@ -490,6 +491,161 @@ TEST_F(ModuleCacheTest, ABuildThatThrowsReleasesWaiters) {
   std::atomic<int> calls{0};
   EXPECT_EQ(cache.GetOrBuild(key, Builder(7, calls))->source,
             CacheSource::kCompiled);
+}
+
+// Cross-process single flight, with two caches on one folder standing for
+// two processes: the lock belongs to an open file description, so two
+// caches exclude each other as two processes do (cache_process_test runs
+// the processes).
+TEST_F(ModuleCacheTest, ASiblingOnTheFolderWaitsForTheBuildAndTakesItsEntry) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const CacheKey key = KeyFor(seed_, 0);
+  ModuleCache a(Config()), b(Config());
+  absl::Notification building, release;
+  std::thread first([&] {
+    auto r = a.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> {
+      building.Notify();
+      release.WaitForNotification();
+      return ArtifactFor(seed_, 0, 4096);
+    });
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source, CacheSource::kCompiled);
+  });
+  building.WaitForNotification();
+  std::atomic<int> calls{0};
+  absl::Notification done;
+  std::thread second([&] {
+    auto r = b.GetOrBuild(key, Builder(0, calls));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source, CacheSource::kDisk);
+    EXPECT_TRUE(SameArtifact(*r->artifact, ArtifactFor(seed_, 0, 4096)));
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+      << "the sibling did not wait";
+  release.Notify();
+  first.join();
+  second.join();
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_EQ(b.stats().lock_waits, 1u);
+  EXPECT_EQ(b.stats().disk_hits, 1u);
+  EXPECT_EQ(b.stats().compiles, 0u);
+}
+
+TEST_F(ModuleCacheTest, AWaitEndsAtTheDeadlineAndTheSiblingBuildsToo) {
+  const CacheKey key = KeyFor(seed_, 0);
+  CacheConfig patient = Config();
+  patient.lock_wait_ms = 250;
+  ModuleCache a(Config()), b(patient);
+  absl::Notification building, release;
+  std::thread first([&] {
+    auto r = a.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> {
+      building.Notify();
+      release.WaitForNotification();
+      return ArtifactFor(seed_, 0, 4096);
+    });
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  building.WaitForNotification();
+  std::atomic<int> calls{0};
+  const auto start = std::chrono::steady_clock::now();
+  auto r = b.GetOrBuild(key, Builder(0, calls));
+  const double waited_ms = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+  release.Notify();
+  first.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, CacheSource::kCompiled);
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_GE(waited_ms, 240);
+  EXPECT_LT(waited_ms, 5000);
+  EXPECT_EQ(b.stats().lock_waits, 1u);
+  bool said = false;
+  for (const std::string& l : log_) {
+    said = said || absl::StrContains(l, "without waiting longer");
+  }
+  EXPECT_TRUE(said);
+  // Off: no waiting at all.
+  CacheConfig off = Config();
+  off.lock_wait_ms = 0;
+  ModuleCache c(off);
+  absl::Notification building2, release2;
+  const CacheKey key2 = KeyFor(seed_, 1);
+  std::thread holder([&] {
+    auto h = a.GetOrBuild(key2, [&]() -> absl::StatusOr<jit::Artifact> {
+      building2.Notify();
+      release2.WaitForNotification();
+      return ArtifactFor(seed_, 1, 4096);
+    });
+    EXPECT_TRUE(h.ok());
+  });
+  building2.WaitForNotification();
+  std::atomic<int> calls2{0};
+  EXPECT_TRUE(c.GetOrBuild(key2, Builder(1, calls2)).ok());
+  EXPECT_EQ(calls2.load(), 1);
+  EXPECT_EQ(c.stats().lock_waits, 0u);
+  release2.Notify();
+  holder.join();
+}
+
+// On a thread that must not wait (the runtime's background worker, whose
+// queue releases this process's locks): the lock is tried once, and the
+// build goes on.
+TEST_F(ModuleCacheTest, ABuildThatMustNotWaitTriesTheLockOnce) {
+  const CacheKey key = KeyFor(seed_, 0);
+  ModuleCache a(Config()), b(Config());
+  absl::Notification building, release;
+  std::thread holder([&] {
+    auto h = a.GetOrBuild(key, [&]() -> absl::StatusOr<jit::Artifact> {
+      building.Notify();
+      release.WaitForNotification();
+      return ArtifactFor(seed_, 0, 4096);
+    });
+    EXPECT_TRUE(h.ok());
+  });
+  building.WaitForNotification();
+  {
+    ModuleCache::NoSiblingWaitScope no_wait;
+    std::atomic<int> calls{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = b.GetOrBuild(key, Builder(0, calls));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->source, CacheSource::kCompiled);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+    EXPECT_EQ(calls.load(), 1);
+  }
+  release.Notify();
+  holder.join();
+}
+
+// With the disk store deferred (the runtime's builds: the entry waits for
+// its launch thunk), the caller holds the lock until its Update wrote it.
+TEST_F(ModuleCacheTest, ADeferredStoreHoldsTheLockUntilItsUpdate) {
+  const CacheKey key = KeyFor(seed_, 0);
+  ModuleCache a(Config()), b(Config());
+  std::atomic<int> a_calls{0}, b_calls{0};
+  auto r =
+      a.GetOrBuild(key, Builder(0, a_calls), ModuleCache::DiskStore::kDeferred);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->disk_store_pending);
+  ASSERT_NE(r->build_lock, nullptr);
+  absl::Notification done;
+  std::thread second([&] {
+    auto h = b.GetOrBuild(key, Builder(0, b_calls));
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_EQ(h->source, CacheSource::kDisk);
+    done.Notify();
+  });
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  ASSERT_TRUE(a.Update(key, r->artifact).ok());
+  r->build_lock.reset();
+  second.join();
+  EXPECT_EQ(b_calls.load(), 0);
+  // A store done at once releases it at once.
+  auto now = a.GetOrBuild(KeyFor(seed_, 1), Builder(1, a_calls));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->build_lock, nullptr);
 }
 
 TEST(CacheDirTest, ResolutionOrder) {

@@ -31,6 +31,8 @@ const char* SourceName(fleetjit::CacheSource s) {
       return "disk";
     case fleetjit::CacheSource::kRemote:
       return "remote";
+    case fleetjit::CacheSource::kBundle:
+      return "bundle";
   }
   return "?";
 }
