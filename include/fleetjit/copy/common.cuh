@@ -481,6 +481,30 @@ FJ_DEV span_split split_span(const void* dst, const void* src, unsigned bytes) {
   return s;
 }
 
+// The element offset of row `row` (rows counted over the box's dimensions
+// 1..R-1, dimension 1 fastest) of the tile at `c`, without dimension 0's;
+// *inside says whether the row lies in the tensor.
+template <int R>
+FJ_DEV i64 tile_row_offset(const tensor_param& p, const coords& c, unsigned row,
+                           bool* inside) {
+  i64 goff = 0;
+  bool ok = true;
+  unsigned rest = row;
+#pragma unroll
+  for (int d = 1; d < R; ++d) {
+    unsigned id = rest;
+    if (d < R - 1) {
+      id = rest % (unsigned)p.box[d];
+      rest /= (unsigned)p.box[d];
+    }
+    const i64 g = (i64)c.v[d] + id;
+    ok = ok && g >= 0 && g < p.shape[d];
+    goff += g * p.stride[d];
+  }
+  *inside = ok;
+  return goff;
+}
+
 // ------------------------------------------------------------ tile walker
 // Walks a tile of `p` starting at `c` in chunks that threads of the block
 // share. A chunk is `w` bytes of one box row (dimension-0 line): w is the
@@ -537,20 +561,8 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
   const i64 lo0 = -(i64)c.v[0], hi0 = p.shape[0] - (i64)c.v[0];
   for (unsigned row = tm.rank / lanes; row < rows; row += groups) {
     // Outer coordinates of this row, and whether they are in bounds.
-    i64 goff = 0;
-    bool ok = true;
-    unsigned rest = row;
-#pragma unroll
-    for (int d = 1; d < R; ++d) {
-      unsigned id = rest;
-      if (d < R - 1) {
-        id = rest % (unsigned)p.box[d];
-        rest /= (unsigned)p.box[d];
-      }
-      const i64 g = (i64)c.v[d] + id;
-      ok = ok && g >= 0 && g < p.shape[d];
-      goff += g * p.stride[d];
-    }
+    bool ok;
+    const i64 goff = tile_row_offset<R>(p, c, row, &ok);
     const unsigned char* grow = base + (goff + (i64)c.v[0] * s0) * (i64)eb;
     const i64 gstep = (i64)k * s0 * eb;  // GMEM bytes per chunk
     const unsigned srow = row * row_bytes;
@@ -1117,20 +1129,8 @@ FJ_DEV void prefetch_tile_team(const tensor_param& p, const coords& c,
   const unsigned per_row = (span + 127) / 128 + 1;
   for (unsigned i = tm.rank; i < rows * per_row; i += tm.size) {
     const unsigned row = i / per_row, line = i % per_row;
-    i64 goff = 0;
-    bool ok = true;
-    unsigned rest = row;
-#pragma unroll
-    for (int d = 1; d < R; ++d) {
-      unsigned id = rest;
-      if (d < R - 1) {
-        id = rest % (unsigned)p.box[d];
-        rest /= (unsigned)p.box[d];
-      }
-      const i64 g = (i64)c.v[d] + id;
-      ok = ok && g >= 0 && g < p.shape[d];
-      goff += g * p.stride[d];
-    }
+    bool ok;
+    const i64 goff = tile_row_offset<R>(p, c, row, &ok);
     const u64 a0 = addr(base + (goff + xlo) * (i64)eb);
     const u64 a = (a0 & ~127ull) + 128ull * line;
     if (ok && a < a0 + span) {
@@ -1152,20 +1152,8 @@ FJ_DEV void prefetch_tile_lines(const tensor_param& p, const coords& c) {
   if (xlo >= xhi) return;
   const unsigned char* base = (const unsigned char*)p.data;
   for (unsigned row = thread_rank(); row < rows; row += block_threads()) {
-    i64 goff = 0;
-    bool ok = true;
-    unsigned rest = row;
-#pragma unroll
-    for (int d = 1; d < R; ++d) {
-      unsigned id = rest;
-      if (d < R - 1) {
-        id = rest % (unsigned)p.box[d];
-        rest /= (unsigned)p.box[d];
-      }
-      const i64 g = (i64)c.v[d] + id;
-      ok = ok && g >= 0 && g < p.shape[d];
-      goff += g * p.stride[d];
-    }
+    bool ok;
+    const i64 goff = tile_row_offset<R>(p, c, row, &ok);
     if (!ok) continue;
     if (p.stride[0] == 1) {
       const u64 a0 = addr(base + (goff + xlo) * (i64)eb);
