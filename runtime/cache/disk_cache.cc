@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -216,11 +217,20 @@ bool HasOurTag(int root) {
 
 // Writes the tag; "" or why it could not be written.
 std::string WriteTag(int root) {
-  const std::string temp = absl::StrFormat(".tag-%d-%x", ::getpid(),
-                                           static_cast<uint32_t>(NowUnix()));
-  Fd file(files::OpenAt(root, temp.c_str(),
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                        0600));
+  // Threads of one process may mark a new folder at once: each its own
+  // temp file (the pid, then the time and a per-process count, in hex).
+  static std::atomic<uint32_t> count{0};
+  std::string temp;
+  Fd file;
+  for (int attempt = 0; attempt < 8 && !file.ok(); ++attempt) {
+    temp = absl::StrFormat(".tag-%d-%x%08x", ::getpid(),
+                           static_cast<uint32_t>(NowUnix()),
+                           count.fetch_add(1, std::memory_order_relaxed));
+    file = Fd(files::OpenAt(
+        root, temp.c_str(),
+        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!file.ok() && errno != EEXIST) break;
+  }
   if (!file.ok()) return ErrnoText(errno);
   absl::Status status = files::WriteFully(file.get(), kTagText);
   if (status.ok() && files::Fsync(file.get()) != 0) {
@@ -1185,7 +1195,12 @@ DiskCache::LockResult DiskCache::LockKey(absl::string_view digest,
     std::string problem;
     Fd fd = OpenLockFile(root.get(), &problem);
     if (!fd.ok()) {
-      if (!lock_refusal_logged_.exchange(true)) {
+      // A cache this process may only read stores nothing, so there is
+      // nothing to share: no lock, and the store's own line says why.
+      const bool read_only =
+          ::faccessat(root.get(), ".", W_OK, AT_EACCESS) != 0 &&
+          (errno == EACCES || errno == EROFS || errno == EPERM);
+      if (!read_only && !lock_refusal_logged_.exchange(true)) {
         Log(absl::StrCat("not locking builds in ", dir_, ": its ", kLockName,
                          ": ", problem,
                          "; processes may compile the same kernel at once "

@@ -26,8 +26,9 @@
 // consumer warps read the stage from SMEM, add the bias, apply GELU and
 // write y with 16-byte stores straight from registers, then release the
 // stage on its empty barrier. No block barrier after the set-up.
-#include <fleetjit/copy.cuh>
 #include <cuda_bf16.h>
+
+#include <fleetjit/copy.cuh>
 
 #ifndef BG_STAGES
 #define BG_STAGES 3
@@ -92,8 +93,8 @@ extern "C" __global__ void __launch_bounds__(256)
   if (consumers < 1) __trap();
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      full[s].init(P);             // one arrival per producer warp
-      empty[s].init(consumers);    // one arrival per consumer warp
+      full[s].init(P);           // one arrival per producer warp
+      empty[s].init(consumers);  // one arrival per consumer warp
     }
   }
   __syncthreads();  // the only block barrier

@@ -54,7 +54,8 @@ extern "C" __global__ void __launch_bounds__(CV_TW / 4 * CV_TH / 4)
     __trap();
   }
   extern __shared__ unsigned char smem_raw[];
-  float* ring = (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  float* ring =
+      (float*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   __shared__ fj::barrier full[S];
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) full[s].init(fj::block_threads());
@@ -107,7 +108,7 @@ extern "C" __global__ void __launch_bounds__(CV_TW / 4 * CV_TH / 4)
 #pragma unroll
     for (int j = 0; j < 6; ++j) {
       const int sr = 4 * rg + j;
-      const int ir = r0 - 1 + sr;  // image row
+      const int ir = r0 - 1 + sr;                      // image row
       const float* row = tile + sr * BW + 4 + 4 * cg;  // output column c0+4cg
       float v[6];
       const float4 m = *(const float4*)row;

@@ -25,8 +25,9 @@
 // store was committed, once fj::wait_group_read<1>() says that store has
 // read its SMEM. Tiles are ordered head-fastest, so neighbouring tiles
 // write neighbouring 256-byte pieces of the same output rows.
-#include <fleetjit/copy.cuh>
 #include <cuda_fp16.h>
+
+#include <fleetjit/copy.cuh>
 
 #ifndef KV_STAGES
 #define KV_STAGES 3
@@ -56,8 +57,8 @@ extern "C" __global__ void kv_layout(FJ_TENSOR(__half, 2) in,
     const int t = blockIdx.x + k * gridDim.x;
     const bool ok = t < tiles;
     const int h = ok ? t % heads : 0, t0 = ok ? (t / heads) * TT : 0;
-    fj::load_tile(ring + (k % S) * stage_elems, in,
-                  fj::at(0, h * tokens + t0), full[k % S], ok);
+    fj::load_tile(ring + (k % S) * stage_elems, in, fj::at(0, h * tokens + t0),
+                  full[k % S], ok);
     full[k % S].arrive();
   };
   for (int k = 0; k < S; ++k) fill(k);

@@ -30,7 +30,8 @@ extern "C" __global__ void __launch_bounds__(256)
   for (int j = 0; j < KVP_UNROLL; ++j) {
     const long long i = base + j * blockDim.x + threadIdx.x;
     if (i < total) {
-      const long long o = i / 16;  // output row: token o / heads, head o % heads
+      const long long o =
+          i / 16;  // output row: token o / heads, head o % heads
       const int t = (int)(o / heads), h = (int)(o % heads);
       v[j] = __ldg(src + ((long long)h * tokens + t) * 16 + (i % 16));
     }

@@ -28,8 +28,9 @@
 // two passes over its row in SMEM: an online max and sum of exponentials,
 // then the normalised output, written with 16-byte stores from registers
 // (element stores at the ends of an unaligned row; zeros past the mask).
-#include <fleetjit/copy.cuh>
 #include <cuda_bf16.h>
+
+#include <fleetjit/copy.cuh>
 
 #ifndef MS_STAGES
 #define MS_STAGES 3
@@ -148,8 +149,8 @@ extern "C" __global__ void masked_softmax(const __nv_bfloat16* x,
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
           const int idx = 8 * j + e - mis;
-          p[e] = (idx >= 0 && idx < len) ? ex2(bf_at(q, e) * sl2 - m) * inv
-                                         : 0.f;
+          p[e] =
+              (idx >= 0 && idx < len) ? ex2(bf_at(q, e) * sl2 - m) * inv : 0.f;
         }
       } else {
 #pragma unroll

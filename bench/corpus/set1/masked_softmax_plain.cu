@@ -88,9 +88,9 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int e = 0; e < 8; ++e)
           h[e] = c0 + 8 * j + e < total ? xh[c0 + 8 * j + e] : 0;
-        q[i] = make_uint4(h[0] | ((unsigned)h[1] << 16), h[2] | ((unsigned)h[3] << 16),
-                          h[4] | ((unsigned)h[5] << 16),
-                          h[6] | ((unsigned)h[7] << 16));
+        q[i] = make_uint4(
+            h[0] | ((unsigned)h[1] << 16), h[2] | ((unsigned)h[3] << 16),
+            h[4] | ((unsigned)h[5] << 16), h[6] | ((unsigned)h[7] << 16));
       }
     }
   }

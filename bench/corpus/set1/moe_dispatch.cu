@@ -28,8 +28,9 @@
 // stage is refilled one iteration after its store was committed, once
 // fj::wait_group_read<1>() says that store has read its SMEM, so the
 // copy engine's store and the next gathers overlap.
-#include <fleetjit/copy.cuh>
 #include <cuda_bf16.h>
+
+#include <fleetjit/copy.cuh>
 
 #ifndef MD_STAGES
 #define MD_STAGES 3

@@ -19,8 +19,8 @@ extern "C" __global__ void __launch_bounds__(256)
     moe_dispatch_plain(const __nv_bfloat16* __restrict__ x,
                        const int* __restrict__ idx,
                        __nv_bfloat16* __restrict__ out, int rows, int hidden) {
-  const long long row = (long long)blockIdx.x * (blockDim.x / 32) +
-                        threadIdx.x / 32;
+  const long long row =
+      (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const int nch = hidden / 8;

@@ -1,7 +1,8 @@
 // rowquant_fp8: per-row (per-token) quantization of a bf16 [rows][cols]
 // matrix to fp8 e4m3 with one f32 scale per row:
 //   scale[r] = max(amax_c |x[r][c]|, 1e-12) / 448
-//   q[r][c]  = e4m3(clamp(x[r][c] * (1 / scale[r]), -448, 448))  (RN, satfinite)
+//   q[r][c]  = e4m3(clamp(x[r][c] * (1 / scale[r]), -448, 448))  (RN,
+//   satfinite)
 // One source for every copy implementation (sync, cp_async, tma).
 //
 // Arguments: (x: const bf16* [rows][cols], q: fp8e4m3* [rows][cols],
@@ -18,9 +19,10 @@
 // load's block barrier keeps it from overwriting a row a warp still reads).
 // Each warp reads its row from SMEM twice: the absolute maximum, then the
 // scaled conversion, written as 8 fp8 bytes per lane per 16-byte chunk.
-#include <fleetjit/copy.cuh>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
+
+#include <fleetjit/copy.cuh>
 
 #ifndef RQ_STAGES
 #define RQ_STAGES 2

@@ -1,7 +1,8 @@
 // rowquant_fp8_plain: per-row quantization of a bf16 [rows][cols] matrix
 // to fp8 e4m3 with one f32 scale per row, without the copy layer:
 //   scale[r] = max(amax_c |x[r][c]|, 1e-12) / 448
-//   q[r][c]  = e4m3(clamp(x[r][c] * (1 / scale[r]), -448, 448))  (RN, satfinite)
+//   q[r][c]  = e4m3(clamp(x[r][c] * (1 / scale[r]), -448, 448))  (RN,
+//   satfinite)
 //
 // Arguments: (x: const bf16* [rows][cols], q: fp8e4m3* [rows][cols],
 //             scales: f32* [rows], cols: int)

@@ -59,12 +59,9 @@ __device__ __forceinline__ unsigned round128(unsigned n) {
 
 }  // namespace
 
-extern "C" __global__ void add_rmsnorm(const unsigned short* x,
-                                       const unsigned short* res,
-                                       const unsigned short* w,
-                                       unsigned short* res_out,
-                                       unsigned short* y, int rows, int cols,
-                                       float eps) {
+extern "C" __global__ void add_rmsnorm(
+    const unsigned short* x, const unsigned short* res, const unsigned short* w,
+    unsigned short* res_out, unsigned short* y, int rows, int cols, float eps) {
   // 1. SMEM: the weights, then AR_STAGES stages of W rows of x and W rows
   //    of res, each 128-byte aligned.
   extern __shared__ unsigned char smem_raw[];
@@ -73,7 +70,7 @@ extern "C" __global__ void add_rmsnorm(const unsigned short* x,
   const int lane = threadIdx.x % 32;
   const unsigned row_bytes = 2u * cols;
   const unsigned half_bytes = round128(warps * row_bytes);  // W rows
-  const unsigned stage_bytes = 2 * half_bytes;               // x, then res
+  const unsigned stage_bytes = 2 * half_bytes;              // x, then res
   const uint4* wv = (const uint4*)base;
   unsigned char* stages = base + round128(row_bytes);
   __shared__ fj::barrier full[AR_STAGES], wbar;

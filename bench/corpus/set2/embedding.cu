@@ -28,8 +28,8 @@
 #ifndef EM_STAGES
 #define EM_STAGES 3
 #endif
-#define EM_ROWS 4                                   // tokens per stage
-#define EM_WARPS 8                                  // warps per block
+#define EM_ROWS 4                                  // tokens per stage
+#define EM_WARPS 8                                 // warps per block
 #define EM_PRODUCERS (fj::copy_impl == 2 ? 2 : 4)  // warps that gather
 
 namespace {
@@ -71,7 +71,7 @@ extern "C" __global__ void __launch_bounds__(EM_WARPS * 32)
   const int groups = (tokens + EM_ROWS - 1) / EM_ROWS;
   const int warp = threadIdx.x / 32;
   const int producers = EM_PRODUCERS, consumers = EM_WARPS - producers;
-  const int share = EM_ROWS / producers;  // rows per producer warp
+  const int share = EM_ROWS / producers;      // rows per producer warp
   if (blockDim.x != EM_WARPS * 32) __trap();  // the roles follow the size
   if (threadIdx.x == 0) {
     for (int s = 0; s < EM_STAGES; ++s) {

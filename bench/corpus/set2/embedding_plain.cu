@@ -45,8 +45,7 @@ extern "C" __global__ void __launch_bounds__(256)
   const long long t = blockIdx.x;
   if (t >= tokens) return;
   const int vrow = hidden / 8;
-  const uint4* src =
-      (const uint4*)(table + (long long)__ldg(ids + t) * hidden);
+  const uint4* src = (const uint4*)(table + (long long)__ldg(ids + t) * hidden);
   uint4* dst = (uint4*)(out + t * hidden);
   for (int v0 = threadIdx.x; v0 < vrow; v0 += EP_VPT * blockDim.x) {
     uint4 e[EP_VPT];

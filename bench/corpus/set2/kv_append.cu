@@ -56,7 +56,7 @@ extern "C" __global__ void __launch_bounds__(KV_WARPS * 32)
   __syncthreads();  // the only block barrier
 
   const int kb = k.box(1), dim = k.box(0);  // tokens per group, row length
-  if (kb > 32) __trap();                     // one slot per lane
+  if (kb > 32) __trap();                    // one slot per lane
   const long long tokens = k.shape(1);
   const unsigned stage_bytes = round128(k.box_bytes());
   unsigned char* ring = base + warp * KV_STAGES * stage_bytes;
@@ -85,7 +85,8 @@ extern "C" __global__ void __launch_bounds__(KV_WARPS * 32)
     // The group's slots, one per lane, loaded while its rows land.
     const int my_slot = lane < n ? __ldg(slot_mapping + t0 + lane) : 0;
     bar[s].wait((i / KV_STAGES) & 1);
-    const unsigned short* rows = (const unsigned short*)(ring + s * stage_bytes);
+    const unsigned short* rows =
+        (const unsigned short*)(ring + s * stage_bytes);
     for (int r = 0; r < n; ++r) {
       const int slot = __shfl_sync(0xffffffffu, my_slot, r);
       fj::store_tile(fj::warp, cache, fj::at(0, slot), rows + r * dim);

@@ -15,8 +15,7 @@
 extern "C" __global__ void __launch_bounds__(256)
     kv_append_plain(const unsigned short* __restrict__ k,
                     unsigned short* __restrict__ cache,
-                    const int* __restrict__ slot_mapping, int tokens,
-                    int dim) {
+                    const int* __restrict__ slot_mapping, int tokens, int dim) {
   const int vrow = dim / 8;
   const long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (v >= (long long)tokens * vrow) return;

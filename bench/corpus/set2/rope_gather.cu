@@ -79,7 +79,7 @@ extern "C" __global__ void __launch_bounds__(256)
   // 1. RG_STAGES stages: the q tile, then TB cos rows, then TB sin rows.
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127);
-  const int tb = q.box(1);               // tokens per group
+  const int tb = q.box(1);                  // tokens per group
   const int heads = q.box(0) / (2 * HALF);  // a token's row is H * 128
   const long long tokens = q.shape(1);
   const unsigned q_bytes = round128(q.box_bytes());
@@ -127,9 +127,9 @@ extern "C" __global__ void __launch_bounds__(256)
     unsigned char* st = base + s * stage_bytes;
     const long long t0 = (long long)g * tb;
     for (int i = threadIdx.x; i < chunks; i += blockDim.x) {
-      const int j = i % (HALF / 8);         // chunk in the half
-      const int th = i / (HALF / 8);        // token * heads + head
-      const int t = th / heads;             // token in the group
+      const int j = i % (HALF / 8);   // chunk in the half
+      const int th = i / (HALF / 8);  // token * heads + head
+      const int t = th / heads;       // token in the group
       uint4* a = (uint4*)(st + ((unsigned)th * 2 * HALF + j * 8) * 2);
       uint4* b = a + HALF / 8;
       const uint4 c = *(const uint4*)(st + q_bytes + (t * HALF + j * 8) * 2);

@@ -26,8 +26,8 @@
 #ifndef SG_STAGES
 #define SG_STAGES 3
 #endif
-#define SG_WARPS 10                                  // warps per block
-#define SG_PRODUCERS (fj::copy_impl == 2 ? 2 : 4)    // warps that load
+#define SG_WARPS 10                                // warps per block
+#define SG_PRODUCERS (fj::copy_impl == 2 ? 2 : 4)  // warps that load
 #define SG_LOADS 4  // boxes per stage: gate rows 0-15, 16-31, up the same
 
 namespace {
@@ -68,8 +68,8 @@ extern "C" __global__ void __launch_bounds__(SG_WARPS * 32)
   unsigned char* base = smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127);
   __shared__ fj::barrier full[SG_STAGES], empty[SG_STAGES];
 
-  const int bc = x.box(0), br = x.box(1);    // one box: br rows of bc columns
-  const int rows_per_tile = 2 * br;          // two boxes per half
+  const int bc = x.box(0), br = x.box(1);  // one box: br rows of bc columns
+  const int rows_per_tile = 2 * br;        // two boxes per half
   const unsigned box_bytes = (x.box_bytes() + 127) & ~127u;
   const unsigned stage_bytes = SG_LOADS * box_bytes;
   const long long rows = x.shape(1);

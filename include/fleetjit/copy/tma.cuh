@@ -540,9 +540,9 @@ FJ_DEV unsigned bulk_rows(const tensor_param& p, const void* smem,
 // Issues the tile's bulk copies (bulk_rows said `copies`) on barrier
 // address `bb`, the team's first 32 lanes taking them in turn from `first`.
 template <int R>
-FJ_DEV void issue_bulk_rows(unsigned s, const tensor_param& p,
-                            const coords& c, unsigned bb, unsigned copies,
-                            unsigned first, unsigned step) {
+FJ_DEV void issue_bulk_rows(unsigned s, const tensor_param& p, const coords& c,
+                            unsigned bb, unsigned copies, unsigned first,
+                            unsigned step) {
   const unsigned eb = (unsigned)p.elem_bytes;
   const unsigned row_bytes =
       copies == 1 ? detail::box_bytes(p, R) : (unsigned)p.box[0] * eb;

@@ -1,8 +1,7 @@
 // The plain twin of gather_scale.cu: the same job with plain loads.
 extern "C" __global__ void gather_scale_plain(const unsigned short* x,
-                                              const int* idx,
-                                              unsigned short* y, float* sums,
-                                              int rows, int cols,
+                                              const int* idx, unsigned short* y,
+                                              float* sums, int rows, int cols,
                                               float scale) {
   __shared__ float partial[32];
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {

@@ -10,7 +10,8 @@ __device__ unsigned char to_e4m3(float f) {
   u &= 0x7fffffffu;
   if (u >= 0x43e00000u) return (unsigned char)(s | 0x7e);  // 448 (no NaN here)
   const int e = (int)(u >> 23) - 127;
-  if (e < -6) return (unsigned char)(s | __float2int_rn(__uint_as_float(u) * 512.f));
+  if (e < -6)
+    return (unsigned char)(s | __float2int_rn(__uint_as_float(u) * 512.f));
   const unsigned m = u & 0x7fffffu;
   const unsigned code =
       ((unsigned)(e + 7) << 3) + ((m + 0x7ffffu + ((m >> 20) & 1u)) >> 20);
@@ -18,8 +19,8 @@ __device__ unsigned char to_e4m3(float f) {
 }
 
 extern "C" __global__ void row_quant(FJ_TENSOR(unsigned short, 2) x,
-                                     unsigned char* q, float* scale,
-                                     int* done, long long cols) {
+                                     unsigned char* q, float* scale, int* done,
+                                     long long cols) {
   extern __shared__ __align__(128) unsigned short row[];
   __shared__ fj::barrier bar;
   __shared__ float part[32];

@@ -4,7 +4,8 @@ __device__ unsigned char to_e4m3(float f) {
   u &= 0x7fffffffu;
   if (u >= 0x43e00000u) return (unsigned char)(s | 0x7e);
   const int e = (int)(u >> 23) - 127;
-  if (e < -6) return (unsigned char)(s | __float2int_rn(__uint_as_float(u) * 512.f));
+  if (e < -6)
+    return (unsigned char)(s | __float2int_rn(__uint_as_float(u) * 512.f));
   const unsigned m = u & 0x7fffffu;
   const unsigned code =
       ((unsigned)(e + 7) << 3) + ((m + 0x7ffffu + ((m >> 20) & 1u)) >> 20);
