@@ -52,7 +52,8 @@
  *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
  *     this boundary.
  * 10. Each declaration says which minor version brought it: "(since 1.0)",
- *     "(since 1.1)", "(since 1.2)" or "(since 1.3)". A field or enumerator
+ *     "(since 1.1)", "(since 1.2)", "(since 1.3)" or "(since 1.4)". A field
+ *     or enumerator
  * added later says so where it stands; a 1.0 caller's shorter struct_size never
  * reaches it (rule 5).
  * 11. Coordinates in this header (shape, strides, fj_tensor_arg.box,
@@ -94,7 +95,7 @@ extern "C" {
 
 /* The version of this header (since 1.0). */
 #define FJ_VERSION_MAJOR 1
-#define FJ_VERSION_MINOR 3
+#define FJ_VERSION_MINOR 4
 /* (major << 16) | minor of the library actually loaded (since 1.0). */
 FJ_API uint32_t fj_version(void);
 
@@ -306,8 +307,13 @@ typedef struct fj_runtime_options {
  * docs/slow-path-library.md), since 1.3, and FLEETJIT_COPY_TUNE (default
  * on: fj_copy's window kernel takes the launch shape tuned for the device
  * model, looked up in the cache tiers or tuned once in the background,
- * docs/tuning.md), since 1.3. The switches (FLEETJIT_CACHE, _THUNKS, _PCH,
- * _PRELOAD_NVRTC, _SLOW_PATH_LIBRARY, _COPY_TUNE) take 1|0, true|false,
+ * docs/tuning.md), since 1.3, and FLEETJIT_CHECK (default off: the
+ * caller's builds get -DFJ_CHECK=1, the copy layer's checked mode, which
+ * traps on a tile load outside a promise-in-bounds tensor naming the call;
+ * under FLEETJIT_LOG=debug each launch of a checked kernel then waits and
+ * logs the tiles that left TMA once per call site; `fleetjit matrix` sets
+ * it), since 1.4. The switches (FLEETJIT_CACHE, _THUNKS, _PCH,
+ * _PRELOAD_NVRTC, _SLOW_PATH_LIBRARY, _COPY_TUNE, _CHECK) take 1|0, true|false,
  * on|off or yes|no in any case; a malformed value of any variable fails
  * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the
  * values it accepts. */
@@ -1075,12 +1081,18 @@ typedef struct fj_launch_config {
 
 /* Launches `kernel` asynchronously. Arguments are checked against the
  * kernel's parameters (count, size, kind, tensor rank and dtype where the
- * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type, or
+ * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type
+ * (float, __half, __nv_bfloat16, __nv_fp8_e4m3, int, ...: the dtype must
+ * match), an unsigned integer type (raw bits: any dtype of its size), or
  * another type such as float4 or a struct of the caller's own, whose
- * element size must then match the tensor's; a kernel declared extern "C"
- * has no signature to declare them, so only count and sizes are checked)
- * and the configuration against the device's limits before the driver is
- * called. Since 1.3 the same call makes cooperative,
+ * element size must then match the tensor's. A C++ kernel's signature
+ * declares them; for an extern "C" kernel (since 1.4) the build reads its
+ * FJ_TENSOR parameters from its declaration in the source, through the
+ * source's #defines, typedefs and -D options: a kernel declared by a
+ * function-like macro, or built elsewhere (fj_module_load), has only
+ * count and sizes checked) and the configuration against the device's
+ * limits before the driver is called. Since 1.3 the same call makes
+ * cooperative,
  * programmatic dependent and L2-window launches (fj_launch_config.flags and
  * l2_window_*; see fj_launch_flags) and takes complex scalars
  * (FJ_ARG_C64, FJ_ARG_C128). (since 1.0) */
