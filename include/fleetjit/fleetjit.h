@@ -1229,6 +1229,21 @@ FJ_API fj_status* fj_module_global_read(fj_module* module, fj_str name,
  * dst. A row whose index lies outside src reads as the fill (zeros under
  * FJ_OOB_PROMISE_IN_BOUNDS): a bad index never faults.
  *
+ * With scatter_index (since 1.4), the window has one row per entry of the
+ * index (its outermost extent is the index's length; the others are dst's)
+ * and window row i0 is written to dst row scatter_index[i0]:
+ *
+ * dst[scatter_index[i0], j...] = src[src_start + (i0, j...)]
+ *
+ * (src's row gather_index[i0] + src_start[0] with both): new rows of a
+ * paged KV cache appended at their slots. A row whose index lies outside
+ * dst (negative, or >= dst->shape[0]) is not written, so -1 skips a row:
+ * a bad index never faults either. dst rows no entry names keep their
+ * contents; two equal entries write the same row in an unspecified order.
+ * The device-side gather and scatter (fj::gather_tiles, fj::scatter_tiles
+ * of <fleetjit/copy.cuh>) follow the same rule. A scatter always runs the
+ * copy kernel.
+ *
  * Tensors are 1-5-D, of one dtype (no conversion), with any strides; each may
  * be device memory of this GPU, of a peer GPU, or pinned host memory
  * (kDLCUDAHost, or kDLCPU if the driver knows it as pinned), classified with
@@ -1247,8 +1262,12 @@ typedef struct fj_copy_desc {
   int64_t src_start[5];
   fj_oob oob;
   const fj_tensor* dst;
-  /* Optional (NULL = none): 1-D int32/int64 with dst->shape[0] entries. */
+  /* Optional (NULL = none): 1-D int32/int64 with an entry per window row
+   * (dst->shape[0], or scatter_index's length). */
   const fj_tensor* gather_index;
+  /* Optional (NULL = none; since 1.4): 1-D int32/int64, an entry per window
+   * row: the dst row it is written to (see above). Not overlapping dst. */
+  const fj_tensor* scatter_index;
 } fj_copy_desc;
 
 /* Copies per `desc`, ordered on `stream` (whose GPU runs the kernel), or
