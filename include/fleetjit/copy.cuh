@@ -173,7 +173,8 @@
 //    transpose from 0.37 to 0.39-0.44 (H200). Cap the rest with
 //    __launch_bounds__(threads, blocks per SM) where occupancy matters:
 //    the paged decode under sync, capped at 4 CTAs of 256 threads (64
-//    registers), went from 0.95 to 1.01 of a copy. Under sync a load waits
+//    registers), went from 0.95 to 1.01 of a copy (spills and the rule of
+//    thumb per implementation: 7.). Under sync a load waits
 //    for its own bytes, so warm L2 ahead of it: fj::prefetch_l2 /
 //    fj::prefetch_tile of the group the next refill will load (no wait)
 //    took RMSNorm under sync from 0.73 to 0.75-0.78 of a copy and the
@@ -223,6 +224,43 @@
 //    on, checked or not: a gather or scatter dimension the tensor does not
 //    have traps with a message, and does not compile when given as
 //    fj::dim<D>.
+//
+// 7. Registers and spills. Check a kernel with ptxas -v, per
+//    implementation and target:
+//      fleetjit build --target sm_90 --impl tma --emit ptx -o out k.cu
+//      /usr/local/cuda/bin/ptxas -v -arch=sm_90 out/k.sm_90.ptx -o /dev/null
+//    ("N bytes spill stores" per function: the kernel and the layer's
+//    out-of-line functions it calls; then --impl cp_async / sync, and
+//    --target sm_80 / sm_75). What spills, and what to do:
+//      - A layer kernel calls functions: the rare paths (the walker, the
+//        chunk cursor, narrow rows) everywhere, and under tma the tile
+//        load's and a gather's issue. Registers live across a call are
+//        saved to local memory when ptxas is short of them, and -v counts
+//        those saves as spills; a plain kernel (no calls) does not have
+//        them. So give ptxas the registers the code wants:
+//      - __launch_bounds__(T) alone made ptxas (CUDA 13) aim at a register
+//        count of its own, lower than the code wanted: examples/
+//        paged_decode.cu at 256 threads got 80 registers and spilled
+//        24-76 bytes at those calls, kv_append.cu at 128 threads 64-80 and
+//        8-52 bytes. Give both numbers, __launch_bounds__(T, M) (M resident
+//        CTAs per SM): ptxas may then take 65536 / (T x M) registers (at
+//        most 255), and with enough of them spills nothing.
+//      - The rule of thumb, 65536 / (T x M) at least: sync 128 (each
+//        thread keeps FJ_FAST_UNROLL = 8 16-byte loads in flight;
+//        -DFJ_FAST_UNROLL=4 needs fewer), cp_async 120, tma 112 (one thread
+//        issues the copies; the rest is the kernel's own). The examples at
+//        their defaults take 58-128 (sync 64-128, cp_async 58-118, tma
+//        64-110) and spill nothing on sm_90, sm_80 and sm_75
+//        (tests/jit/copy_checks_test.cc checks it): T = 128 -> M <= 4,
+//        T = 256 -> M <= 2. Leaving the bound out also spills nothing, but
+//        then a launch of more threads than the registers allow fails.
+//      - __launch_bounds__(1024) leaves 64 registers a thread: below what
+//        the layer's loads keep in flight (spills of 20-392 bytes in a
+//        newcomer's builds); use it only for a kernel that needs 1024.
+//      - Fewer registers can still win where the threads copy (sync): a
+//        fourth resident CTA of paged_decode (MIN_CTAS=4, 64 registers)
+//        spills 64-116 bytes and ran faster on the H200. Measure it; start
+//        spill-free.
 //
 // ============================================================ reference
 //
