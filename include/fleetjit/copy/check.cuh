@@ -299,6 +299,9 @@ FJ_DEV void check_tiles(Scope sc, int call, const tensor_param& p,
                         const Coords& cs, int k, const void* smem, bool pred,
                         bool load, bool group, int skip, const site& s) {
 #if FJ_CHECK
+  // The list may be SMEM the block wrote right before the call, which the
+  // call's own barrier publishes: read it after one here too.
+  enter_scope(sc);
   check_elem<T>(sc, call, p, s);
   if (group) note_group_load(sc, call, p, pred && k > 0, s);
   const unsigned bb = box_bytes(p, R);
