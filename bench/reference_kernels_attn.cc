@@ -453,6 +453,9 @@ KernelCase PagedDecodeCase() {
   // of the copy against 0.95, H200, 2026-12-04).
   c.shapes.push_back({256, 1, 3, "MIN_CTAS=4"});
   c.shapes.push_back({256, 1, 2, "MIN_CTAS=4"});
+  // Three resident CTAs (80 registers, spilling at the layer's calls): what
+  // the bound without a minimum gave ptxas before the example named 2.
+  c.shapes.push_back({256, 1, 3, "MIN_CTAS=3"});
   // Not here: each producer warp prefetching its next slot's pages into L2
   // before its gather. Under sync it measured 256.5 against 258.7 us (S3),
   // and with MIN_CTAS=4 it lost (289 us); docs/measurements.md.

@@ -21,6 +21,7 @@ absl::StatusOr<copy::CopySpec> ReadCopyDesc(const fj_copy_desc* desc) {
                       .oob = RawEnum(d.oob),
                       .dst = DlTensorOf(d.dst),
                       .index = DlTensorOf(d.gather_index),
+                      .scatter = DlTensorOf(d.scatter_index),
                       .impl = std::nullopt,
                       .force_kernel = false};
   static_assert(sizeof(d.src_start) == sizeof(spec.start));

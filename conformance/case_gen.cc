@@ -60,6 +60,13 @@ const std::vector<Variant>& Variants() {
       // 3-stage barrier ring with per-tile predicates.
       {"pipeline", "pipeline", Kind::kPipeline, 15, Done::kBarrier, true, false,
        false, kOobPromise | kOobZeros | kOobNan},
+      // Tiles at index lists: stores of a coordinate list and scatters
+      // (every dtype at every rank), gathers; indices outside the tensor
+      // (never written, read as the fill).
+      {"scatter", "indexed", Kind::kScatter, 65, Done::kAny, true, false, false,
+       kOobPromise | kOobZeros, false, true},
+      {"gather.index", "indexed", Kind::kGather, 30, Done::kBarrier, false,
+       false, false, kOobPromise | kOobZeros | kOobNan},
   };
   return *v;
 }

@@ -107,7 +107,9 @@ enum class Kind {
   kGroups,
   kTileLoad,
   kTileStore,
-  kPipeline
+  kPipeline,
+  kScatter,  // fj::store_tiles / fj::scatter_tiles
+  kGather,   // fj::gather_tiles, indices outside the tensor included
 };
 enum class Done { kAny, kBarrier, kGroup };
 inline constexpr int kOobPromise = 1 << fj::oob_promise_in_bounds;

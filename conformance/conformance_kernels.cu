@@ -45,11 +45,17 @@
 //                             one producer warp (fj::warp,
 //                             fj::pipeline, full/empty
 //                             barriers); blockDim.x % 32 == 0
-// fj_ct_gather_e{E}_r{R}      `tiles` tiles per block in   (as fj_ct_pipeline;
-//                             one fj::load_tiles (warp     preds and pred_mode
-//                             scope when blockDim.x % 32   unused) smem: tiles
-//                             *
-//                             == 0), one barrier           round_up(box, 128)
+// fj_ct_gather_e{E}_r{R}      `tiles` tiles per block in   (as fj_ct_pipeline,
+//                             one fj::load_tiles or, with  pred_mode is `dim`,
+//                             dim >= 0, fj::gather_tiles   -1 for the list;
+//                             (warp scope when blockDim.x  preds unused)
+//                             % 32 == 0), one barrier      smem: as pipeline
+// fj_ct_scatter_e{E}_r{R}     `tiles` tiles per block in   (FJ_TENSOR(T, R) t,
+//                             one fj::store_tiles or, with  const int* coords,
+//                             dim >= 0, fj::scatter_tiles   const u8* preds,
+//                             (warp scope on odd blocks     int dim, int tiles,
+//                             when blockDim.x % 32 == 0)    const T* src)
+//                                                          smem: as pipeline
 // E = element bytes (1, 2, 4, 8; T = u8, u16, u32, u64: the copies are
 // bitwise, the tensor's dtype decides the NaN fill), R = rank 1..5.
 //
@@ -391,30 +397,91 @@ __device__ void fj_ct_warp_pipeline(const fj::tensor<T, R>& t,
 
 // `tiles` tiles per block (cases blockIdx.x * tiles + k) in one tile-list
 // load on one barrier: by warp 0 (fj::warp) when blockDim.x is a multiple
-// of 32, else by the block; all dumped.
+// of 32, else by the block; all dumped. With dim >= 0 it is an
+// fj::gather_tiles along `dim` instead: the block's tiles share their other
+// coordinates (the first tile's are the base) and the indices, copied to
+// SMEM, are their coordinates along dim (some outside the tensor: their
+// whole tile is the fill).
+#define FJ_CT_MAX_LIST 8
 template <class T, int R>
 __device__ void fj_ct_gather(const fj::tensor<T, R>& t, const int* coords,
-                             int tiles, T* out) {
+                             int dim, int tiles, T* out) {
   unsigned char* sm = fj_ct_buffer();
   __shared__ fj::barrier bar;
+  __shared__ int idx[FJ_CT_MAX_LIST];
   const unsigned elems = t.box_elems(), bytes = tiles * t.box_bytes();
   const bool warp = blockDim.x % 32 == 0;
   for (unsigned i = threadIdx.x; i < bytes; i += blockDim.x)
     sm[i] = fj_ct_stale(blockIdx.x, i);
+  const int* c = coords + blockIdx.x * tiles * 5;
+  for (int i = threadIdx.x; dim >= 0 && i < tiles; i += blockDim.x)
+    idx[i] = c[i * 5 + dim];
   if (threadIdx.x == 0) bar.init(warp ? 1 : fj::block_threads());
   __syncthreads();
-  const fj::coords* cs = (const fj::coords*)(coords + blockIdx.x * tiles * 5);
+  const fj::coords* cs = (const fj::coords*)c;
   if (!warp) {
-    fj::load_tiles((T*)sm, t, cs, tiles, bar);
+    if (dim >= 0) {
+      fj::gather_tiles((T*)sm, t, fj_ct_coords(c), dim, idx, tiles, bar);
+    } else {
+      fj::load_tiles((T*)sm, t, cs, tiles, bar);
+    }
     bar.arrive();
   } else if (threadIdx.x < 32) {
-    fj::load_tiles(fj::warp, (T*)sm, t, cs, tiles, bar);
+    if (dim >= 0) {
+      fj::gather_tiles(fj::warp, (T*)sm, t, fj_ct_coords(c), dim, idx, tiles,
+                       bar);
+    } else {
+      fj::load_tiles(fj::warp, (T*)sm, t, cs, tiles, bar);
+    }
     bar.arrive(fj::warp);
   }
   bar.wait(0);
   T* o = out + (unsigned long long)blockIdx.x * tiles * elems;
   for (unsigned i = threadIdx.x; i < tiles * elems; i += blockDim.x)
     o[i] = ((const T*)sm)[i];
+}
+
+// `tiles` tiles per block from src (block b's tile k at src + (b * tiles +
+// k) * box) into the tensor in one call: fj::store_tiles at the tiles'
+// coordinates (dim < 0), or fj::scatter_tiles along `dim` (the tiles share
+// their other coordinates, the first tile's are the base; the indices,
+// copied to SMEM, are their coordinates along dim, some outside the
+// tensor: those tiles are not written). Predicate preds[b]; odd blocks use
+// warp 0 (fj::warp) when blockDim.x is a multiple of 32.
+template <class T, int R>
+__device__ void fj_ct_scatter(const fj::tensor<T, R>& t, const int* coords,
+                              const unsigned char* preds, int dim, int tiles,
+                              const T* src) {
+  T* tile = (T*)fj_ct_buffer();
+  __shared__ int idx[FJ_CT_MAX_LIST];
+  const unsigned elems = tiles * t.box_elems();
+  const T* s = src + (unsigned long long)blockIdx.x * elems;
+  for (unsigned i = threadIdx.x; i < elems; i += blockDim.x) tile[i] = s[i];
+  const int* c = coords + blockIdx.x * tiles * 5;
+  for (int i = threadIdx.x; dim >= 0 && i < tiles; i += blockDim.x)
+    idx[i] = c[i * 5 + dim];
+  fj::fence_smem();  // the warp-scope store reads what every thread wrote
+  __syncthreads();
+  const bool p = preds[blockIdx.x] != 0;
+  const bool warp = blockDim.x % 32 == 0 && (blockIdx.x & 1);
+  const fj::coords* cs = (const fj::coords*)c;
+  if (!warp) {
+    if (dim >= 0) {
+      fj::scatter_tiles(t, fj_ct_coords(c), dim, idx, tiles, tile, p);
+    } else {
+      fj::store_tiles(t, cs, tiles, tile, p);
+    }
+    fj::commit_group();
+    fj::wait_group<0>();
+  } else if (threadIdx.x < 32) {
+    if (dim >= 0) {
+      fj::scatter_tiles(fj::warp, t, fj_ct_coords(c), dim, idx, tiles, tile, p);
+    } else {
+      fj::store_tiles(fj::warp, t, cs, tiles, tile, p);
+    }
+    fj::commit_group(fj::warp);
+    fj::wait_group<0>(fj::warp);
+  }
 }
 
 #define FJ_CT_TILE_KERNELS(E, T, R)                                     \
@@ -440,8 +507,13 @@ __device__ void fj_ct_gather(const fj::tensor<T, R>& t, const int* coords,
   }                                                                     \
   extern "C" __global__ void fj_ct_gather_e##E##_r##R(                  \
       FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
-      int pred_mode, int tiles, T* out) {                               \
-    fj_ct_gather<T, R>(t, coords, tiles, out);                          \
+      int dim, int tiles, T* out) {                                     \
+    fj_ct_gather<T, R>(t, coords, dim, tiles, out);                     \
+  }                                                                     \
+  extern "C" __global__ void fj_ct_scatter_e##E##_r##R(                 \
+      FJ_TENSOR(T, R) t, const int* coords, const unsigned char* preds, \
+      int dim, int tiles, const T* src) {                               \
+    fj_ct_scatter<T, R>(t, coords, preds, dim, tiles, src);             \
   }
 
 // -DFJ_CT_ELEM=e and/or -DFJ_CT_RANK=r build only those tile kernels (the

@@ -103,6 +103,12 @@ absl::Status Matrix::RunVariant(Row& row, const Variant& v,
       case Kind::kPipeline:
         s = Pipeline(c);
         break;
+      case Kind::kScatter:
+        s = Scatter(c);
+        break;
+      case Kind::kGather:
+        s = GatherIndex(c);
+        break;
     }
     if (s.ok()) continue;
     if (absl::StartsWith(s.message(), "the device stopped working")) return s;

@@ -7,7 +7,8 @@
 //
 // The per-kind launch functions live beside this file: span_cells.cc
 // (barrier, span loads and stores, groups) and tile_cells.cc (tile loads and
-// stores, pipeline); matrix.cc holds the rest.
+// stores, pipeline, scatters and gathers by index); matrix.cc holds the
+// rest.
 #ifndef FLEETJIT_CONFORMANCE_MATRIX_H_
 #define FLEETJIT_CONFORMANCE_MATRIX_H_
 
@@ -207,6 +208,8 @@ class Matrix {
   absl::Status TileLoad(Ctx& c);
   absl::Status TileStore(Ctx& c);
   absl::Status Pipeline(Ctx& c);
+  absl::Status Scatter(Ctx& c);
+  absl::Status GatherIndex(Ctx& c);
 
   fj_runtime* rt_;
   int device_;

@@ -182,6 +182,43 @@ void RefPipeline(const HostTensor& t, const int32_t* coords,
   }
 }
 
+bool IndexInside(const fj::tensor_param& p, const int32_t* coords, int dim) {
+  return coords[dim] >= 0 &&
+         int64_t{coords[dim]} + p.box[dim] <= int64_t{p.shape[dim]};
+}
+
+void RefGatherTiles(const HostTensor& t, const int32_t* coords, int tiles,
+                    int dim, void* out) {
+  const fj::tensor_param& p = t.param;
+  const int eb = p.elem_bytes;
+  const size_t elems = BoxElems(p), bytes = elems * eb;
+  const uint64_t fill = p.oob == fj::oob_nan ? NanPattern(p.dtype) : 0;
+  for (int k = 0; k < tiles; ++k) {
+    uint8_t* tile = static_cast<uint8_t*>(out) + k * bytes;
+    const int32_t* c = coords + static_cast<size_t>(k) * kCaseInts;
+    if (IndexInside(p, c, dim)) {
+      RefLoadTileInto(t, c, true, kPredSkip, tile);
+    } else {
+      for (size_t i = 0; i < elems; ++i) std::memcpy(tile + i * eb, &fill, eb);
+    }
+  }
+}
+
+void RefScatterTiles(const HostTensor& t, const int32_t* coords,
+                     const uint8_t* preds, int blocks, int tiles, int dim,
+                     const void* src) {
+  const size_t bytes = BoxElems(t.param) * t.param.elem_bytes;
+  for (int b = 0; b < blocks; ++b) {
+    for (int k = 0; k < tiles; ++k) {
+      const size_t i = static_cast<size_t>(b) * tiles + k;
+      const int32_t* c = coords + i * kCaseInts;
+      const uint8_t go =
+          preds[b] != 0 && (dim < 0 || IndexInside(t.param, c, dim)) ? 1 : 0;
+      RefTileStore(t, c, &go, 1, static_cast<const uint8_t*>(src) + i * bytes);
+    }
+  }
+}
+
 uint64_t NanPattern(int dtype) {
   switch (dtype) {
     case fj::dtype_f32:

@@ -97,6 +97,23 @@ void RefPipeline(const HostTensor& t, const int32_t* coords,
                  const uint8_t* preds, int pred_mode, int blocks, int tiles,
                  void* out);
 
+// The index rule of gathers and scatters (<fleetjit/copy.cuh>, contract
+// 7): the tile at `coords` lies inside the tensor along dimension `dim`.
+bool IndexInside(const fj::tensor_param& p, const int32_t* coords, int dim);
+// fj_ct_gather_e*_r* with a dimension (fj::gather_tiles): `out` gets
+// `tiles` boxes, tile k the tile at coords[k] when IndexInside along `dim`,
+// else the whole box the fill (NaN under oob_nan for float dtypes, zeros).
+void RefGatherTiles(const HostTensor& t, const int32_t* coords, int tiles,
+                    int dim, void* out);
+// fj_ct_scatter_e*_r*: block b stores its `tiles` tiles (coords[b * tiles +
+// k], data src + (b * tiles + k) * box) when preds[b], each clipped at the
+// bounds (fj::store_tiles, dim < 0), or skipped whole when not IndexInside
+// along `dim` (fj::scatter_tiles). `t.data` holds the poisoned tensor on
+// entry and is updated in place.
+void RefScatterTiles(const HostTensor& t, const int32_t* coords,
+                     const uint8_t* preds, int blocks, int tiles, int dim,
+                     const void* src);
+
 // The layer's NaN for `dtype` (fj::dtype_code) as elem_bytes little-endian
 // bytes in the low bits; 0 for integer dtypes.
 uint64_t NanPattern(int dtype);

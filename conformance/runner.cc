@@ -133,7 +133,7 @@ const std::vector<std::string>& MatrixFeatures() {
   static const auto* f = new std::vector<std::string>{
       "barrier",   "group_wait",  "copy_g2s",  "copy_s2g",
       "predicate", "tile_copy",   "oob_zeros", "oob_nan",
-      "multicast", "l2_prefetch", "pipeline"};
+      "multicast", "l2_prefetch", "pipeline",  "indexed"};
   return *f;
 }
 

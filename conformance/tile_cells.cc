@@ -1,7 +1,9 @@
 // The tile cells of the matrix: tile loads (every dtype and rank, ragged
-// and out-of-bounds fill, multicast, prefetch), clipped tile stores and the
-// 3-stage pipeline. Each generates one launch's cases, runs it and compares
-// with the host reference.
+// and out-of-bounds fill, multicast, prefetch), clipped tile stores, the
+// 3-stage pipeline, and tiles at index lists (stores of a coordinate list,
+// scatters, gathers by index, with indices outside the tensor). Each
+// generates one launch's cases, runs it and compares with the host
+// reference.
 
 #include <algorithm>
 #include <cstring>
@@ -373,6 +375,7 @@ absl::Status Matrix::Pipeline(Ctx& c) {
   if (form == 1) t.threads = WholeWarps(c.row, t.kernel, t.threads);
   HostTensor ht = g.Host();
   if (form == 2) {
+    t.pred_mode = -1;  // fj_ct_gather's `dim`: the coordinate list
     std::fill(t.preds.begin(), t.preds.end(), 1);  // one call, no predicates
     RefTileLoad(ht, t.coords.data(), t.preds.data(), t.pred_mode, n, 1,
                 t.want.data());
@@ -392,6 +395,182 @@ absl::Status Matrix::Pipeline(Ctx& c) {
       : t.pred_mode == kPredZero ? "zero"
                                  : "skip",
       form == 2 ? ")" : "", ", tensor ", TensorText(c, g, t.targ, t.threads));
+  return RunCell(c, l, [&] {
+    return TileLoadVerdict(g, t, n, 1, "tile (block * tiles + k)");
+  });
+}
+
+namespace {
+
+// An index along `dim` that puts its tile outside the tensor (wholly or in
+// part): never written by a scatter, the fill for a gather.
+int32_t BadIndex(Rng& rng, const fj::tensor_param& p, int dim) {
+  const int64_t b = p.box[dim], s = p.shape[dim];
+  const int64_t kind = rng.Int(0, 3);
+  if (kind == 0) return -1;
+  if (kind == 1) return static_cast<int32_t>(-b - rng.Int(0, 3));
+  // The tile starts inside but ends past the edge, where it can.
+  const int64_t first = std::max<int64_t>(s - b + 1, 0);
+  if (kind == 2 && b > 1 && first <= s - 1)
+    return static_cast<int32_t>(rng.Int(first, s - 1));
+  return static_cast<int32_t>(s + rng.Int(0, 3));
+}
+
+}  // namespace
+
+absl::Status Matrix::Scatter(Ctx& c) {
+  Rng& rng = c.rng;
+  const Variant& v = c.v;
+  const auto [dtype, rank] = PickDtypeRank(c.v, c.index, c.rng);
+  // Stores clip at the bounds whatever the mode; promise only with tiles
+  // inside the tensor (but for bad indices, which write nothing).
+  const bool in_bounds = rng.Chance(0.25);
+  const int oob = in_bounds ? fj::oob_promise_in_bounds : fj::oob_zeros;
+  GenTensor g = MakeTensor(rng, rank, dtype, oob, in_bounds);
+  const fj::tensor_param& p = g.p;
+  // A coordinate list (fj::store_tiles) or a scatter along `dim`.
+  const int dim = rng.Chance(0.4) ? -1 : static_cast<int>(rng.Int(0, rank - 1));
+  // Tiles on a grid shifted by `origin` (as TileStore), distinct cells.
+  int64_t origin[FJ_TP_MAX_RANK] = {}, lo[FJ_TP_MAX_RANK] = {},
+          hi[FJ_TP_MAX_RANK] = {};
+  for (int d = 0; d < rank; ++d) {
+    const int64_t b = p.box[d];
+    if (in_bounds) {
+      hi[d] = p.shape[d] / b;
+    } else {
+      origin[d] = -rng.Int(0, b - 1);
+      lo[d] = rng.Chance(0.2) ? -1 : 0;
+      hi[d] = (p.shape[d] - origin[d] + b - 1) / b + (rng.Chance(0.2) ? 1 : 0);
+    }
+  }
+  const int blocks = static_cast<int>(rng.Int(1, 4));
+  const int tiles = static_cast<int>(rng.Int(1, kPipelineStages));
+  const int n = blocks * tiles;
+  std::set<std::vector<int64_t>> used;
+  std::vector<int32_t> coords(static_cast<size_t>(n) * kCaseInts, 0);
+  std::vector<uint8_t> preds(blocks), tile_preds(n);
+  auto fresh = [&](std::vector<int64_t>& cell, int free_dim) {
+    for (int tries = 0; tries < 64; ++tries) {
+      for (int d = 0; d < rank; ++d) {
+        if (free_dim < 0 || d == free_dim) cell[d] = rng.Int(lo[d], hi[d] - 1);
+      }
+      if (used.insert(cell).second) return true;
+    }
+    return false;
+  };
+  for (int b = 0; b < blocks; ++b) {
+    preds[b] = v.preds ? (rng.Chance(0.7) ? 1 : 0) : 1;
+    std::vector<int64_t> base(rank);
+    for (int d = 0; d < rank; ++d) base[d] = rng.Int(lo[d], hi[d] - 1);
+    for (int k = 0; k < tiles; ++k) {
+      const int i = b * tiles + k;
+      int32_t* cc = coords.data() + static_cast<size_t>(i) * kCaseInts;
+      std::vector<int64_t> cell = base;
+      const bool ok = fresh(cell, dim < 0 ? -1 : dim);
+      for (int d = 0; d < rank; ++d)
+        cc[d] = static_cast<int32_t>(origin[d] + cell[d] * p.box[d]);
+      if (dim >= 0 && (!ok || rng.Chance(0.2))) {
+        cc[dim] = BadIndex(rng, p, dim);
+      } else if (!ok) {
+        preds[b] = 0;  // no free cell left: the block stores nothing
+      }
+      if (in_bounds && (dim < 0 || IndexInside(p, cc, dim)) &&
+          !TileInBounds(p, cc)) {
+        return absl::InternalError(
+            "selftest bug: promise_in_bounds scatter tile out of bounds");
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) tile_preds[i] = preds[i / tiles];
+  const size_t box_bytes = BoxBytes(p);
+  std::vector<uint8_t> src(box_bytes * n);
+  rng.Fill(src.data(), src.size());
+  const std::string kernel =
+      absl::StrCat("fj_ct_scatter_e", p.elem_bytes, "_r", rank);
+  const int threads = PickThreads(rng, c.row, kernel);
+  const uint8_t poison = kPoisons[rng.Int(0, 4)];
+  const size_t span = g.host.size();
+  if (span + g.shift > kArenaBytes || src.size() > kArenaBytes) {
+    return absl::InternalError("selftest bug: tensor larger than the arena");
+  }
+  std::fill(g.host.begin(), g.host.end(), poison);
+  HostTensor ht = g.Host();
+  RefScatterTiles(ht, coords.data(), preds.data(), blocks, tiles, dim,
+                  src.data());
+  std::vector<uint8_t> got(span);
+  fj_tensor tensor;
+  fj_tensor_arg targ;
+  CellLaunch l;
+  l.inputs = StageTiles(c, g, out_, {in_, src.data(), src.size()}, coords,
+                        preds, &tensor, &targ);
+  l.poison_at = out_ + g.shift;
+  l.poison = poison;
+  l.poison_bytes = span;
+  l.kernel = kernel;
+  l.args = {TensorArg(&targ), PtrArg(aux_),  PtrArg(aux_ + kAuxPredsOffset),
+            I32Arg(dim),      I32Arg(tiles), PtrArg(in_)};
+  l.shape.grid = blocks;
+  l.shape.block = threads;
+  l.shape.smem = PipelineSmemBytes(p);
+  l.cases = blocks;
+  l.what = absl::StrCat(kernel, " <<<", blocks, ", ", threads, ", ",
+                        l.shape.smem, ">>> ", tiles, " tiles/block by ",
+                        dim < 0 ? "fj::store_tiles"
+                                : absl::StrCat("fj::scatter_tiles along ", dim),
+                        ", tensor ", TensorText(c, g, targ, threads));
+  l.got = got.data();
+  l.got_from = out_ + g.shift;
+  l.got_bytes = span;
+  return RunCell(c, l, [&] {
+    return CompareStore(g, got, coords, tile_preds, n, poison);
+  });
+}
+
+absl::Status Matrix::GatherIndex(Ctx& c) {
+  Rng& rng = c.rng;
+  const auto [dtype, rank] = PickDtypeRank(c.v, c.index, c.rng);
+  const int oob = PickOob(c.v, c.rng, dtype);
+  const bool in_bounds = oob == fj::oob_promise_in_bounds;
+  GenTensor g = MakeTensor(rng, rank, dtype, oob, in_bounds);
+  const fj::tensor_param& p = g.p;
+  const int dim = static_cast<int>(rng.Int(0, rank - 1));
+  const int blocks = static_cast<int>(rng.Int(1, 4));
+  const int tiles = static_cast<int>(rng.Int(1, kPipelineStages));
+  const int n = blocks * tiles;
+  TileLoads t;
+  t.coords.assign(static_cast<size_t>(n) * kCaseInts, 0);
+  t.preds.assign(n, 1);
+  t.pred_mode = dim;  // fj_ct_gather's `dim`
+  t.kernel = absl::StrCat("fj_ct_gather_e", p.elem_bytes, "_r", rank);
+  t.threads = PickThreads(rng, c.row, t.kernel);
+  t.poison = kPoisons[rng.Int(0, 4)];
+  for (int b = 0; b < blocks; ++b) {
+    int32_t base[kCaseInts];
+    MakeCoords(rng, p, in_bounds, base);
+    for (int k = 0; k < tiles; ++k) {
+      int32_t* cc = t.coords.data() + static_cast<size_t>(b * tiles + k) * 5;
+      std::copy(base, base + kCaseInts, cc);
+      cc[dim] =
+          rng.Chance(0.3)
+              ? BadIndex(rng, p, dim)
+              : static_cast<int32_t>(rng.Int(0, p.shape[dim] - p.box[dim]));
+    }
+  }
+  const size_t out_bytes = BoxBytes(p) * n;
+  if (g.host.size() + g.shift > kArenaBytes || out_bytes > kArenaBytes) {
+    return absl::InternalError("selftest bug: tensor larger than the arena");
+  }
+  t.want.assign(out_bytes, 0);
+  t.got.assign(out_bytes, 0);
+  HostTensor ht = g.Host();
+  RefGatherTiles(ht, t.coords.data(), n, dim, t.want.data());
+  CellLaunch l =
+      TileLoadLaunch(c, g, t, tiles, blocks, PipelineSmemBytes(p), n);
+  l.what = absl::StrCat(t.kernel, " <<<", blocks, ", ", t.threads, ", ",
+                        l.shape.smem, ">>> ", tiles,
+                        " tiles/block by fj::gather_tiles along ", dim, " (",
+                        t.threads % 32 ? "block" : "warp", "), tensor ",
+                        TensorText(c, g, t.targ, t.threads));
   return RunCell(c, l, [&] {
     return TileLoadVerdict(g, t, n, 1, "tile (block * tiles + k)");
   });

@@ -11,9 +11,9 @@
 // source runs under every copy implementation (sync, cp_async, tma), on sm_75
 // and newer.
 //
-// Arguments: (a: FJ_TENSOR(unsigned short, R), b: FJ_TENSOR(unsigned short,
-//             R), c: unsigned short*, m, n, k), R = 2 (SWIZZLE=128, the
-//             default) or 3 (SWIZZLE=0)
+// Arguments: (a: FJ_TENSOR(__half, R), b: FJ_TENSOR(__half, R), c: __half*,
+//             m, n, k), R = 2 (SWIZZLE=128, the default) or 3
+//             (SWIZZLE=0)
 //   - A is f16 [M][K] and B is f16 [N][K] (both K-contiguous, as
 //     torch.nn.functional.linear takes them).
 //     SWIZZLE=128 (the default): plain 2-D tensors, box (BM, 64) for A and
@@ -50,6 +50,8 @@
 // larger warp tiles. SMEM: the default needs 99.4 KB per block (sm_80,
 // sm_86, sm_89, sm_90), BM=256 148.5 KB (sm_80, sm_90); on sm_75 (64 KB)
 // use -DBN=64 -DNSTAGES=2 (50.2 KB).
+#include <cuda_fp16.h>
+
 #include <fleetjit/copy.cuh>
 
 #ifndef BM
@@ -196,9 +198,9 @@ constexpr unsigned kRowBytes = SWIZZLE ? 128 : 16;  // row r to row r + 1
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
-    gemm_mma(FJ_TENSOR(unsigned short, OPERAND_RANK) a,
-             FJ_TENSOR(unsigned short, OPERAND_RANK) b,
-             unsigned short* __restrict__ c, int m, int n, int k) {
+    gemm_mma(FJ_TENSOR(__half, OPERAND_RANK) a,
+             FJ_TENSOR(__half, OPERAND_RANK) b, __half* __restrict__ c, int m,
+             int n, int k) {
   // The warps' roles follow from the block size: any other size would
   // leave a load unissued and the MMA warps waiting forever.
   if (blockDim.x != (MMA_WARPS + PRODUCER) * 32 || blockDim.y * blockDim.z != 1)
@@ -206,9 +208,8 @@ extern "C" __global__ void __launch_bounds__((MMA_WARPS + PRODUCER) * 32)
   // 1. NSTAGES slots of one A tile [BK/8][BM][8] and one B tile
   //    [BK/8][BN][8], a barrier per slot.
   extern __shared__ unsigned char smem_raw[];
-  unsigned short* ring =
-      (unsigned short*)(smem_raw +
-                        (-__cvta_generic_to_shared(smem_raw) & (ALIGN - 1)));
+  __half* ring =
+      (__half*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & (ALIGN - 1)));
   __shared__ fj::barrier full[NSTAGES];
 #if PRODUCER
   __shared__ fj::barrier empty[NSTAGES];

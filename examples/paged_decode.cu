@@ -3,7 +3,7 @@
 // 16-token pages, ragged sequence lengths. The same source runs under every
 // copy implementation (sync, cp_async, tma).
 //
-// Arguments: (k_cache, v_cache: FJ_TENSOR(unsigned short, 2), q, page_table,
+// Arguments: (k_cache, v_cache: FJ_TENSOR(__half, 2), q, page_table,
 //             seq_lens, max_pages, scale_log2, part, counters, out)
 //   - k_cache, v_cache: f16 pages [num_pages][H][16][128] passed as 2-D
 //     [num_pages * H * 16][128] (DLPack order, outermost first) with box
@@ -47,6 +47,8 @@
 // slot; the warps merge in SMEM at the end. A sequence of one chunk writes
 // `out` directly. Otherwise each CTA writes its unnormalised partial to
 // `part`, and the last CTA of (b, h) to finish (a counter) merges them.
+#include <cuda_fp16.h>
+
 #include <fleetjit/copy.cuh>
 
 #ifndef NSTAGES
@@ -64,17 +66,20 @@
 #ifndef PRODUCER  // producer warps: 4 (two pairs), 2 (one pair: K and V), 1, or
 #define PRODUCER 4  // 0 (the block issues the gathers between slots)
 #endif
-// -DMIN_CTAS=N: __launch_bounds__' resident CTAs per SM. 4 caps the
-// registers at 64 for 256 threads: a fourth resident CTA, more loads in
-// flight where the threads copy (sync: 248 against 259 us on the H200, 2
-// stages, now level with SDPA). Left out, the bound names no minimum:
-// ptxas' own choice, not that of a minimum of 1 (which took cp_async from
-// 80 to 102 registers).
-#ifdef MIN_CTAS
-#define DEC_BOUNDS __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
-#else
-#define DEC_BOUNDS __launch_bounds__((WARPS + PRODUCER) * 32)
+// -DMIN_CTAS=N: __launch_bounds__' resident CTAs per SM (default 2). The
+// bound names both numbers so that ptxas keeps what the code needs: 2 lets
+// it take 96-128 registers (256 threads) and spill nothing under any
+// implementation (ptxas -v, CUDA 13: sm_90 tma / cp_async / sync, sm_80,
+// sm_75). The thread count alone made ptxas aim at 3 CTAs (80 registers)
+// and spill 24-76 bytes at the layer's out-of-line calls, as MIN_CTAS=3
+// does; the tuned spaces measured those (bench/reference_kernels_attn.cc).
+// MIN_CTAS=4 caps the registers at 64: a fourth resident CTA, more loads
+// in flight where the threads copy (sync: 248 against 259 us on the H200,
+// 2 stages, level with SDPA), at 64-116 bytes of spills: measure it.
+#ifndef MIN_CTAS
+#define MIN_CTAS 2
 #endif
+#define DEC_BOUNDS __launch_bounds__((WARPS + PRODUCER) * 32, MIN_CTAS)
 #if PRODUCER != 0 && PRODUCER != 1 && PRODUCER != 2 && PRODUCER != 4
 #error "paged_decode: PRODUCER is 0, 1, 2 or 4"
 #endif
@@ -107,11 +112,7 @@ __device__ __forceinline__ float h2f(unsigned short h) {
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
 }
-__device__ __forceinline__ unsigned short f2h(float f) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  return h;
-}
+__device__ __forceinline__ __half f2h(float f) { return __float2half_rn(f); }
 // Both halves of a packed f16 pair, low half first.
 __device__ __forceinline__ void h2x2(unsigned v, float& lo, float& hi) {
   lo = h2f((unsigned short)(v & 0xFFFFu));
@@ -131,12 +132,12 @@ __device__ __forceinline__ float exp2_(float x) {
 
 }  // namespace
 
-extern "C" __global__ void DEC_BOUNDS paged_decode(
-    FJ_TENSOR(unsigned short, 2) k_cache, FJ_TENSOR(unsigned short, 2) v_cache,
-    const unsigned short* __restrict__ q, const int* __restrict__ page_table,
-    const int* __restrict__ seq_lens, int max_pages, float scale_log2,
-    float* __restrict__ part, unsigned* __restrict__ counters,
-    unsigned short* __restrict__ out) {
+extern "C" __global__ void DEC_BOUNDS
+paged_decode(FJ_TENSOR(__half, 2) k_cache, FJ_TENSOR(__half, 2) v_cache,
+             const __half* __restrict__ q, const int* __restrict__ page_table,
+             const int* __restrict__ seq_lens, int max_pages, float scale_log2,
+             float* __restrict__ part, unsigned* __restrict__ counters,
+             __half* __restrict__ out) {
   const int c = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const int heads = gridDim.y, max_chunks = gridDim.x;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -166,8 +167,8 @@ extern "C" __global__ void DEC_BOUNDS paged_decode(
   // 1. NSTAGES slots of STAGE_PAGES K pages then STAGE_PAGES V pages, a
   //    barrier per slot, this chunk's page ids.
   extern __shared__ unsigned char smem_raw[];
-  unsigned short* ring =
-      (unsigned short*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
+  __half* ring =
+      (__half*)(smem_raw + (-__cvta_generic_to_shared(smem_raw) & 127));
   __shared__ fj::barrier full[NSTAGES];
 #if PRODUCER
   __shared__ fj::barrier empty[NSTAGES];
@@ -209,7 +210,7 @@ extern "C" __global__ void DEC_BOUNDS paged_decode(
     for (int k = PRODUCER == 1 ? 0 : p / 2; k < slots; k += pairs) {
       const int st = k % NSTAGES, phase = (k / NSTAGES) & 1;
       const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
-      unsigned short* slot = slot_of(st);
+      __half* slot = slot_of(st);
       fj::barrier& bar = full[st];
       empty[st].wait(phase ^ 1);
       if (gather_k) {
@@ -227,7 +228,7 @@ extern "C" __global__ void DEC_BOUNDS paged_decode(
   auto fill = [&](int k) {
     const int st = k % NSTAGES;
     const int n = min(STAGE_PAGES, pages - k * STAGE_PAGES);
-    unsigned short* slot = slot_of(st);
+    __half* slot = slot_of(st);
     fj::gather_tiles(slot, k_cache, fj::at(0, 0), 1,
                      page_rows + k * STAGE_PAGES, n, full[st]);
     fj::gather_tiles(slot + STAGE_PAGES * PAGE * DIM, v_cache, fj::at(0, 0), 1,
@@ -256,10 +257,10 @@ extern "C" __global__ void DEC_BOUNDS paged_decode(
   const int tok_base = p0 * PAGE + warp * WARP_TOKENS;
   fj::pipeline<NSTAGES> pl;
   for (int k = 0; k < slots && warp < WARPS; ++k, pl.advance()) {
-    const unsigned short* slot = slot_of(pl.stage());
+    const __half* slot = slot_of(pl.stage());
     full[pl.stage()].wait(pl.phase());
-    const unsigned short* kw = slot + warp * WARP_TOKENS * DIM;
-    const unsigned short* vw = kw + STAGE_PAGES * PAGE * DIM;
+    const __half* kw = slot + warp * WARP_TOKENS * DIM;
+    const __half* vw = kw + STAGE_PAGES * PAGE * DIM;
     const int tok0 = tok_base + k * SLOT_TOKENS;     // this warp's first token
     const int valid = min(WARP_TOKENS, len - tok0);  // may be <= 0
     if (valid > 0) {

@@ -2,10 +2,12 @@
 // in and out, f32 math. One source for every copy implementation (sync,
 // cp_async, tma).
 //
-// Arguments: (x: const bf16* [rows][cols], w: const bf16* [cols],
-//             y: bf16* [rows][cols], rows: int, cols: int, eps: float)
-//   - bf16 travels as unsigned short; cols % 8 == 0 and x, y 16-byte
-//     aligned (rows are whole 16-byte vectors; cols = 4000 qualifies).
+// Arguments: (x: const __nv_bfloat16* [rows][cols], w: const
+//             __nv_bfloat16* [cols], y: __nv_bfloat16* [rows][cols],
+//             rows: int, cols: int, eps: float)
+//   - cols % 8 == 0 and x, y 16-byte aligned (rows are whole 16-byte
+//     vectors; cols = 4000 qualifies). The math reads bf16 pairs as bits
+//     (a bf16 is the top half of an f32).
 //   - Launch: any grid (blocks walk row groups grid-stride), block =
 //     32 * W threads (W warps: one row per warp, W rows per stage),
 //     dynamic shared memory = rmsnorm_smem(W, cols) bytes:
@@ -24,6 +26,8 @@
 // barrier is what keeps it from overwriting a row a warp still reads.
 // Each warp then reads its row from SMEM twice (sum of squares, then the
 // scaled output) and writes y with 16-byte stores straight from registers.
+#include <cuda_bf16.h>
+
 #include <fleetjit/copy.cuh>
 
 #ifndef RMS_STAGES
@@ -60,8 +64,8 @@ __device__ __forceinline__ unsigned round128(unsigned n) {
 
 }  // namespace
 
-extern "C" __global__ void rmsnorm(const unsigned short* x,
-                                   const unsigned short* w, unsigned short* y,
+extern "C" __global__ void rmsnorm(const __nv_bfloat16* x,
+                                   const __nv_bfloat16* w, __nv_bfloat16* y,
                                    int rows, int cols, float eps) {
   // 1. SMEM: the weights, then RMS_STAGES stages of W rows, 128-aligned.
   extern __shared__ unsigned char smem_raw[];

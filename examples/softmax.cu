@@ -2,10 +2,10 @@
 // x[r]) over each row of a bf16 matrix, f32 math. One source for every
 // copy implementation (sync, cp_async, tma).
 //
-// Arguments: (x: const bf16* [rows][cols], y: bf16* [rows][cols],
-//             rows: int, cols: int)
-//   - bf16 travels as unsigned short; cols % 8 == 0 and x, y 16-byte
-//     aligned (rows are whole 16-byte vectors).
+// Arguments: (x: const __nv_bfloat16* [rows][cols], y: __nv_bfloat16*
+//             [rows][cols], rows: int, cols: int)
+//   - cols % 8 == 0 and x, y 16-byte aligned (rows are whole 16-byte
+//     vectors). The math reads bf16 pairs as bits.
 //   - Launch: any grid (blocks walk row groups grid-stride), block =
 //     32 * W threads (one row per warp, W rows per stage), dynamic shared
 //     memory = 128 + SMX_STAGES * round128(W * 2 * cols) bytes.
@@ -19,6 +19,8 @@
 // fits is read from SMEM once into registers instead, and its stage
 // refilled at once, so the next group's copy is in flight while the row
 // is reduced and written.
+#include <cuda_bf16.h>
+
 #include <fleetjit/copy.cuh>
 
 #ifndef SMX_STAGES
@@ -67,7 +69,7 @@ __device__ __forceinline__ float ex2(float x) {
 
 }  // namespace
 
-extern "C" __global__ void softmax(const unsigned short* x, unsigned short* y,
+extern "C" __global__ void softmax(const __nv_bfloat16* x, __nv_bfloat16* y,
                                    int rows, int cols) {
   // 1. SMEM: SMX_STAGES stages of W rows, 128-byte aligned.
   extern __shared__ unsigned char smem_raw[];

@@ -13,6 +13,7 @@
 #include "jit/embedded.h"
 #include "jit/nvrtc_pch.h"
 #include "jit/param_layout.h"
+#include "jit/source_signature.h"
 #include "platform/nvrtc_library.h"
 
 namespace fleetjit::jit {
@@ -402,6 +403,9 @@ absl::StatusOr<Artifact> BuildModule(NvrtcLibrary& nvrtc,
                         absl::StrCat("reading the parameters of ", entry.name));
     FJ_RETURN_IF_ERROR(ApplyCxxSignature(entry.lowered_name, entry.params),
                        absl::StrCat("reading the signature of ", entry.name));
+    // An extern "C" kernel's FJ_TENSOR types, from its declaration.
+    ApplySourceSignature(request.source, options, entry.lowered_name,
+                         entry.params);
     entry.param_bytes = ParamBufferBytes(entry.params);
   }
   artifact.compile_ms = std::chrono::duration<double, std::milli>(

@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "fleetjit/copy/tensor_param.h"
+#include "jit/source_signature.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -162,53 +163,6 @@ std::vector<std::string> SplitTopLevel(absl::string_view list) {
   return out;
 }
 
-int DtypeOfCxxType(absl::string_view t) {
-  t = absl::StripAsciiWhitespace(t);
-  if (t == "float") return fj::dtype_f32;
-  if (t == "double") return fj::dtype_f64;
-  if (t == "__half" || t == "half" || absl::EndsWith(t, "::f16"))
-    return fj::dtype_f16;
-  if (absl::StrContains(t, "bfloat16") || absl::EndsWith(t, "::bf16"))
-    return fj::dtype_bf16;
-  if (absl::StrContains(t, "e4m3")) return fj::dtype_f8e4m3;
-  if (absl::StrContains(t, "e5m2")) return fj::dtype_f8e5m2;
-  if (t == "signed char" || t == "char") return fj::dtype_i8;
-  if (t == "unsigned char") return fj::dtype_u8;
-  if (t == "short") return fj::dtype_i16;
-  if (t == "unsigned short") return fj::dtype_u16;
-  if (t == "int") return fj::dtype_i32;
-  if (t == "unsigned int") return fj::dtype_u32;
-  if (t == "long" || t == "long long") return fj::dtype_i64;
-  return -1;
-}
-
-// sizeof(T) for CUDA's vector types (float4, __half2, ...), which name no
-// dtype but whose size the runtime can check; 0 for any other type. A
-// user's own struct is not known here: the mangled name gives its name,
-// not its size.
-int VectorTypeBytes(absl::string_view t) {
-  t = absl::StripAsciiWhitespace(t);
-  if (t == "__half2" || t == "half2" || t == "__nv_bfloat162") return 4;
-  struct Base {
-    absl::string_view name;
-    int bytes;
-  };
-  static constexpr Base kBases[] = {
-      {"char", 1},  {"uchar", 1},    {"short", 2},     {"ushort", 2},
-      {"int", 4},   {"uint", 4},     {"float", 4},     {"long", 8},
-      {"ulong", 8}, {"longlong", 8}, {"ulonglong", 8}, {"double", 8},
-  };
-  if (t.empty()) return 0;
-  const char lanes = t.back();
-  if (lanes != '1' && lanes != '2' && lanes != '3' && lanes != '4') return 0;
-  absl::string_view base = t.substr(0, t.size() - 1);
-  for (const Base& b : kBases) {
-    // CUDA's 3-lane types have no padding (float3 is 12 bytes).
-    if (base == b.name) return b.bytes * (lanes - '0');
-  }
-  return 0;
-}
-
 void ClassifyCxxParam(absl::string_view type, ParamSpec& spec) {
   spec.type_name = std::string(type);
   absl::string_view t = absl::StripSuffix(type, " const");
@@ -223,13 +177,15 @@ void ClassifyCxxParam(absl::string_view type, ParamSpec& spec) {
     std::vector<std::string> parts = SplitTopLevel(inner);
     // fj::tensor<T, R, sizeof(T)> (<T, R> before the size was a parameter).
     if (parts.size() == 2 || parts.size() == 3) {
-      spec.tensor_dtype = DtypeOfCxxType(parts[0]);
-      int element_bytes = VectorTypeBytes(parts[0]);
+      // A dtype, or a size (unsigned integers, vector types), or nothing
+      // (jit/source_signature.h); the mangled sizeof(T) sizes the rest.
+      spec.tensor_dtype = DeclaredTensorDtype(parts[0]);
+      int element_bytes = 0;
       if (parts.size() == 3 &&
           (!absl::SimpleAtoi(parts[2], &element_bytes) || element_bytes <= 0)) {
         element_bytes = 0;
       }
-      if (spec.tensor_dtype < 0 && element_bytes > 0) {
+      if (spec.tensor_dtype == -1 && element_bytes > 0) {
         spec.tensor_dtype = -1 - element_bytes;
       }
       int rank = 0;

@@ -4,8 +4,9 @@
 // offset in the parameter buffer, on any machine (no GPU needed). The
 // mangled name of a C++ kernel adds what PTX erases: pointer vs integer,
 // float vs int, and the dtype and rank of each fj::tensor<T, R>. An extern
-// "C" kernel has only the PTX facts; its 320-byte, 64-aligned parameters
-// are taken to be tensors of undeclared dtype and rank.
+// "C" kernel has only the PTX facts (its 320-byte, 64-aligned parameters
+// are tensors of undeclared dtype and rank) until its source declaration
+// fills them in (jit/source_signature.h).
 #ifndef FLEETJIT_JIT_PARAM_LAYOUT_H_
 #define FLEETJIT_JIT_PARAM_LAYOUT_H_
 

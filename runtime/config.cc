@@ -155,6 +155,15 @@ constexpr EnvVariable kVariables[] = {
        return SetSwitch(v, o.slow_path_library);
      },
      false},
+    {"FLEETJIT_CHECK", kSwitchSyntax,
+     "Builds the caller's kernels in the copy layer's checked mode "
+     "(-DFJ_CHECK=1): a tile load outside a promise-in-bounds tensor traps "
+     "naming the call, and under FLEETJIT_LOG=debug the tiles that left "
+     "TMA are logged once per call site (default off).",
+     [](absl::string_view v, RuntimeOptions& o) {
+       return SetSwitch(v, o.check);
+     },
+     false},
     {"FLEETJIT_COPY_TUNE", kSwitchSyntax,
      "fj_copy's window kernel uses the launch shape tuned for the device "
      "model, tuned once in the background where none is stored (default "

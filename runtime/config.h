@@ -58,6 +58,14 @@ struct RuntimeOptions {
   // up in the cache tiers, else tuned once in the background on the first
   // copy that needs it (runtime/runtime_copy_tune.cc, docs/tuning.md).
   bool copy_tune = true;
+  // The copy layer's checked mode (<fleetjit/copy.cuh>, guide 6.): every
+  // build made for a caller gets -DFJ_CHECK=1 (unless its options define
+  // FJ_CHECK themselves), so a tile load outside a promise-in-bounds tensor
+  // traps naming the call; with the log level at debug, the tiles that left
+  // TMA are logged once per call site after each launch (which then waits
+  // for the kernel). The runtime's own kernels are never checked.
+  // FLEETJIT_CHECK=1; `fleetjit matrix` sets it for every variant.
+  bool check = false;
   CacheConfig cache;
   // Where CUDA's headers are searched (platform/cuda_headers.h); the NVRTC
   // in use is added by the runtime. ApplyEnvironment fills it from CUDA_HOME,

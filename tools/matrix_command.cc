@@ -5,7 +5,10 @@
 // target, through the variables the runtime reads (FLEETJIT_COPY_IMPL and
 // FLEETJIT_TARGET; a native variant removes FLEETJIT_TARGET so the runtime
 // targets the device), then prints the pass/fail matrix and optionally
-// writes JUnit XML for CI. The variants are, in this order of precedence:
+// writes JUnit XML for CI. Every variant also runs in the copy layer's
+// checked mode (FLEETJIT_CHECK=1: a tile load outside a promise-in-bounds
+// tensor traps naming the call) unless --no-check leaves FLEETJIT_CHECK as
+// the environment has it. The variants are, in this order of precedence:
 //   --variants   exactly these, e.g. tma,sync@compute_75 (no @: native);
 //   --target     each named target under every implementation it has;
 //   the GPU      the rows `fleetjit selftest` runs on device 0, e.g. on
@@ -205,12 +208,14 @@ bool WriteJUnit(const std::string& path, const std::vector<Outcome>& outcomes) {
 
 int RunMatrix(std::vector<std::string> args) {
   std::string junit, variant_list, target_list;
-  bool json = false, quiet = false;
+  bool json = false, quiet = false, no_check = false;
   std::vector<std::string> command;
   CLI::App app(
       "Runs CMD once per copy implementation and PTX target (through "
-      "FLEETJIT_COPY_IMPL and FLEETJIT_TARGET), prints the pass/fail matrix "
-      "and writes JUnit XML. Default variants: those device 0 can execute "
+      "FLEETJIT_COPY_IMPL and FLEETJIT_TARGET), in the copy layer's checked "
+      "mode (FLEETJIT_CHECK=1; --no-check to leave it), prints the pass/fail "
+      "matrix and writes JUnit XML. Default variants: those device 0 can "
+      "execute "
       "(the rows of `fleetjit selftest`). Exit codes: 0 all passed, 1 any "
       "failed, 2 usage, 3 no GPU and no --variants/--target.",
       "fleetjit matrix");
@@ -223,6 +228,9 @@ int RunMatrix(std::vector<std::string> args) {
   app.add_option("--junit", junit, "write JUnit XML to FILE");
   app.add_flag("--json", json, "print one JSON object instead of the table");
   app.add_flag("--quiet", quiet, "do not echo the command's output");
+  app.add_flag("--no-check", no_check,
+               "do not set FLEETJIT_CHECK=1 (the copy layer's checked mode, "
+               "on by default in every variant)");
   app.add_option("command", command, "the test command, after --");
   if (auto rc = ParseCommandLine(app, std::move(args))) return *rc;
   if (command.empty()) {
@@ -270,6 +278,7 @@ int RunMatrix(std::vector<std::string> args) {
                  variants->size(), v.Name().c_str(),
                  absl::StrJoin(command, " ").c_str());
     std::vector<EnvChange> env = {{"FLEETJIT_COPY_IMPL", v.impl}};
+    if (!no_check) env.emplace_back("FLEETJIT_CHECK", "1");
     env.emplace_back(
         "FLEETJIT_TARGET",
         v.native ? std::nullopt : std::optional<std::string>(v.target));

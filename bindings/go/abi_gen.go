@@ -7,7 +7,7 @@ import "C"
 
 // ModuleVersion is the library version this module carries: the header's
 // major.minor and the release's patch.
-const ModuleVersion = "1.3.0"
+const ModuleVersion = "1.4.0"
 
 // Code mirrors fj_code.
 type Code int

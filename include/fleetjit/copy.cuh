@@ -66,11 +66,14 @@
 //   block (scope tags), in_group (group tag), pred_skip / pred_zero
 //   (pred_mode), swz_none / swz32 / swz64 / swz128, swizzle<S>::offset,
 //   tile_ref<T, S>, load, load_tile, load_tiles, gather_tiles, store,
-//   store_tile, commit_group, wait_group<N>, wait_group_read<N>,
-//   fence_smem, prefetch_l2, prefetch_tile, prefetch_tensormap,
-//   block_threads, cluster_rank, cluster_size, cluster_sync, copy_impl.
+//   store_tile, store_tiles, scatter_tiles, dim<D>, commit_group,
+//   wait_group<N>, wait_group_read<N>, fence_smem, prefetch_l2,
+//   prefetch_tile, prefetch_tensormap, block_threads, cluster_rank,
+//   cluster_size, cluster_sync, copy_impl. A tensor tells its rank
+//   (t.rank), dtype(), elem_bytes(), oob(), shape(d), stride(d), box(d).
 //   (barrier, coords, at, pipeline, the tags and swizzles are declared in
-//   copy/common.cuh, which this header includes; the rest below.)
+//   copy/common.cuh, dim<D> in copy/check.cuh, which this header
+//   includes; the rest below.)
 //
 // 2. When a tile goes through the tensor map (tma). The host encodes a
 //    CUtensorMap (cuTensorMapEncodeTiled) when the tensor has
@@ -94,6 +97,17 @@
 //    elem_bytes % 16 == 0; see tma.cuh's FJ_TMA_ANY_START). fj_tensor_arg_
 //    check (<fleetjit/fleetjit.h>) says whether a tensor gets a map, and
 //    why not; a launch that falls back logs it once (FLEETJIT_LOG=info).
+//    Which coordinates stay on TMA: the outer ones (c1..c4) any value,
+//    negative or past the end (the map fills what lies outside, loads);
+//    the innermost c0 a multiple of 16 / elem_bytes elements (4 for f32,
+//    8 for bf16/f16, 16 for fp8/i8), negative ones too (-8 for bf16 is on
+//    TMA, -1 is not). So a halo of one column (at(x - 1, y)) takes every
+//    tile off TMA: start at x - 8 (bf16) with a box 16 columns wider, or
+//    keep the halo in the outer dimensions. A store stays on TMA while its
+//    tile lies wholly inside the tensor; an edge tile is stored by the
+//    threads, clipped. Loads given fj::in_group are cp.async. A checked
+//    build (FLEETJIT_CHECK=1, section 6.) notes each call site whose tiles
+//    leave TMA so, and logs it once at debug level (FLEETJIT_LOG=debug).
 //
 // 3. Fallbacks and their cost (H200, fraction of a cuMemcpyDtoD of the
 //    same bytes; bench/copy_bench and bench/results/):
@@ -159,7 +173,8 @@
 //    transpose from 0.37 to 0.39-0.44 (H200). Cap the rest with
 //    __launch_bounds__(threads, blocks per SM) where occupancy matters:
 //    the paged decode under sync, capped at 4 CTAs of 256 threads (64
-//    registers), went from 0.95 to 1.01 of a copy. Under sync a load waits
+//    registers), went from 0.95 to 1.01 of a copy (spills and the rule of
+//    thumb per implementation: 7.). Under sync a load waits
 //    for its own bytes, so warm L2 ahead of it: fj::prefetch_l2 /
 //    fj::prefetch_tile of the group the next refill will load (no wait)
 //    took RMSNorm under sync from 0.73 to 0.75-0.78 of a copy and the
@@ -187,6 +202,65 @@
 //    fj::swizzle<fj::swz128>::offset(byte). The kernel checks the tensor's
 //    mode with t.swizzled_as<fj::swz128>() (the runtime cannot see which
 //    accessor a kernel uses). Stores read SMEM through the same pattern.
+//
+// 6. Checked builds. -DFJ_CHECK=1 (FLEETJIT_CHECK=1 adds it to every build
+//    the runtime makes for you; `fleetjit matrix` rehearses with it on)
+//    turns the layer's promises into checks that trap with one line naming
+//    the call (the fj:: function, the function and line that called it, the
+//    tile's coordinates, box and the tensor's shape):
+//      - a load (load_tile, load_tiles, gather_tiles, multicast) of a tile
+//        that starts or ends outside a tensor passed with
+//        oob_promise_in_bounds (a gather's gathered dimension excepted:
+//        its bad indices read the fill by contract 7);
+//      - an fj::tensor<T, R> whose sizeof(T) is not the element size of
+//        the tensor passed (the launch checks it too, where the kernel's
+//        source or signature names T);
+//      - a tensor that is not the kernel's FJ_TENSOR parameter
+//        (FJ_CHECK_TENSORS, contract 9).
+//    Under tma it also notes, once per call site, a tile that leaves the
+//    tensor map for a reason of its own call (2.); the runtime logs each
+//    note at debug level after the launch. The checks cost a compare per
+//    tile and some registers: keep them out of production builds. Always
+//    on, checked or not: a gather or scatter dimension the tensor does not
+//    have traps with a message, and does not compile when given as
+//    fj::dim<D>.
+//
+// 7. Registers and spills. Check a kernel with ptxas -v, per
+//    implementation and target:
+//      fleetjit build --target sm_90 --impl tma --emit ptx -o out k.cu
+//      /usr/local/cuda/bin/ptxas -v -arch=sm_90 out/k.sm_90.ptx -o /dev/null
+//    ("N bytes spill stores" per function: the kernel and the layer's
+//    out-of-line functions it calls; then --impl cp_async / sync, and
+//    --target sm_80 / sm_75). What spills, and what to do:
+//      - A layer kernel calls functions: the rare paths (the walker, the
+//        chunk cursor, narrow rows) everywhere, and under tma the tile
+//        load's and a gather's issue. Registers live across a call are
+//        saved to local memory when ptxas is short of them, and -v counts
+//        those saves as spills; a plain kernel (no calls) does not have
+//        them. So give ptxas the registers the code wants:
+//      - __launch_bounds__(T) alone made ptxas (CUDA 13) aim at a register
+//        count of its own, lower than the code wanted: examples/
+//        paged_decode.cu at 256 threads got 80 registers and spilled
+//        24-76 bytes at those calls, kv_append.cu at 128 threads 64-80 and
+//        8-52 bytes. Give both numbers, __launch_bounds__(T, M) (M resident
+//        CTAs per SM): ptxas may then take 65536 / (T x M) registers (at
+//        most 255), and with enough of them spills nothing.
+//      - The rule of thumb, 65536 / (T x M) at least: sync 128 (each
+//        thread keeps FJ_FAST_UNROLL = 8 16-byte loads in flight;
+//        -DFJ_FAST_UNROLL=4 needs fewer), cp_async 120, tma 112 (one thread
+//        issues the copies; the rest is the kernel's own). The examples at
+//        their defaults take 58-128 (sync 64-128, cp_async 58-118, tma
+//        64-110) and spill nothing on sm_90, sm_80 and sm_75
+//        (tests/jit/copy_checks_test.cc checks it): T = 128 -> M <= 4,
+//        T = 256 -> M <= 2. Leaving the bound out also spills nothing, but
+//        then a launch of more threads than the registers allow fails.
+//      - __launch_bounds__(1024) leaves 64 registers a thread: below what
+//        the layer's loads keep in flight (spills of 20-392 bytes in a
+//        newcomer's builds); use it only for a kernel that needs 1024.
+//      - Fewer registers can still win where the threads copy (sync): a
+//        fourth resident CTA of paged_decode (MIN_CTAS=4, 64 registers)
+//        spills 64-116 bytes and ran faster on the H200. Measure it; start
+//        spill-free.
 //
 // ============================================================ reference
 //
@@ -266,9 +340,19 @@
 //     smem + i * box_elems, all on one barrier. Elements outside the
 //     tensor read per the tensor's oob mode: oob_zeros gives 0, oob_nan a
 //     quiet NaN (f32 7FC00000, f64 7FF8..., f16 7E00, bf16 7FC0, e4m3 7F,
-//     e5m2 7E; integer dtypes read 0), oob_promise_in_bounds is unchecked.
-//     Tile stores write only in-bounds elements. SMEM tiles must be
-//     128-byte aligned for TMA (others still work, without TMA).
+//     e5m2 7E; integer dtypes read 0), oob_promise_in_bounds is unchecked
+//     (a checked build traps instead, guide 6.). Tile stores write only
+//     in-bounds elements. SMEM tiles must be 128-byte aligned for TMA
+//     (others still work, without TMA).
+//     Indices (gather_tiles, scatter_tiles; fj_copy's gather_index and
+//     scatter_index follow the same rule): an index whose tile does not
+//     lie wholly inside the tensor along the indexed dimension (idx < 0
+//     or idx + box(dim) > shape(dim)) never faults, under every oob mode:
+//     a gather reads that whole tile as the fill (zeros, NaN under
+//     oob_nan; zeros under oob_promise_in_bounds), a scatter writes
+//     nothing of it. So -1 marks an unused page-table slot. A dimension
+//     the tensor does not have traps (an int) or fails to compile
+//     (fj::dim<D>).
 //  8. Multicast: load(_tile)_multicast is cluster-collective: every CTA in
 //     `cta_mask` (bit i = cluster rank i; it must include the caller) calls
 //     it with the same tile, predicate and the same SMEM/barrier offsets.
@@ -341,6 +425,7 @@
 #else
 #include <fleetjit/copy/sync.cuh>
 #endif
+#include <fleetjit/copy/check.cuh>
 
 namespace fj {
 
@@ -388,7 +473,15 @@ struct tensor {
   tensor& operator=(const tensor&) = delete;
   // ---- end of the check ---------------------------------------------------
 
+  // The rank, a constant: t.rank, fj::tensor<T, R>::rank.
+  enum : int { rank = R };
   FJ_DEV T* data() const { return (T*)p.data; }
+  // The element type the caller passed (fj::dtype_code: dtype_bf16, ...),
+  // its size in bytes (sizeof(T): the launch checks it) and the fill mode
+  // of tiles read outside the tensor (fj::oob_mode).
+  FJ_DEV dtype_code dtype() const { return (dtype_code)p.dtype; }
+  FJ_DEV int elem_bytes() const { return p.elem_bytes; }
+  FJ_DEV oob_mode oob() const { return (oob_mode)p.oob; }
   FJ_DEV long long shape(int d) const { return p.shape[d]; }
   FJ_DEV long long stride(int d) const { return p.stride[d]; }
   FJ_DEV int box(int d) const { return p.box[d]; }
@@ -549,24 +642,36 @@ FJ_DEV void store(block_t, void* gmem_dst, const void* smem_src, unsigned bytes,
 }
 
 // ------------------------------------------------------------------ tiles
+// Every tile call takes a last, defaulted argument: where it was called
+// (detail::site; never pass it), which a checked build's messages name.
 // Loads the tile of `t` at `c` into `smem_dst` (box elements, dense).
 template <class T, int R>
 FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
                       barrier& bar, bool pred = true,
-                      pred_mode mode = pred_skip) {
+                      pred_mode mode = pred_skip,
+                      detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(block, check_load_tile, t.p, c, smem_dst, pred, true,
+                           s);
   impl::load_tile<R>(smem_dst, detail::checked(t), c, bar, pred, mode);
 }
 template <class T, int R>
 FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
                       in_group_t g, bool pred = true,
-                      pred_mode mode = pred_skip) {
+                      pred_mode mode = pred_skip,
+                      detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(block, check_load_tile, t.p, c, smem_dst, pred, true,
+                           s);
+  detail::note_group_load(block, check_load_tile, t.p, pred, s);
   impl::load_tile<R>(smem_dst, detail::checked(t), c, g, pred, mode);
 }
 // The same tile into every CTA in `cta_mask` (hardware multicast on tma).
 template <class T, int R>
 FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t, coords c,
                                 barrier& bar, unsigned short cta_mask,
-                                bool pred = true, pred_mode mode = pred_skip) {
+                                bool pred = true, pred_mode mode = pred_skip,
+                                detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(block, check_load_tile_multicast, t.p, c, smem_dst,
+                           pred, true, s);
   impl::load_tile_multicast<R>(smem_dst, detail::checked(t), c, bar, cta_mask,
                                pred, mode);
 }
@@ -574,17 +679,26 @@ FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t, coords c,
 // group; elements outside the tensor are not written.
 template <class T, int R>
 FJ_DEV void store_tile(const tensor<T, R>& t, coords c, const T* smem_src,
-                       bool pred = true) {
+                       bool pred = true,
+                       detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(block, check_store_tile, t.p, c, smem_src, pred,
+                           false, s);
   impl::store_tile<R>(detail::checked(t), c, smem_src, pred);
 }
 template <class T, int R>
 FJ_DEV void store_tile(block_t, const tensor<T, R>& t, coords c,
-                       const T* smem_src, bool pred = true) {
+                       const T* smem_src, bool pred = true,
+                       detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(block, check_store_tile, t.p, c, smem_src, pred,
+                           false, s);
   impl::store_tile<R>(detail::checked(t), c, smem_src, pred);
 }
 template <class T, int R>
 FJ_DEV void store_tile(warp_t w, const tensor<T, R>& t, coords c,
-                       const T* smem_src, bool pred = true) {
+                       const T* smem_src, bool pred = true,
+                       detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(w, check_store_tile, t.p, c, smem_src, pred, false,
+                           s);
   impl::store_tile<R>(w, detail::checked(t), c, smem_src, pred);
 }
 
@@ -592,13 +706,18 @@ FJ_DEV void store_tile(warp_t w, const tensor<T, R>& t, coords c,
 template <class T, int R>
 FJ_DEV void load_tile(warp_t w, T* smem_dst, const tensor<T, R>& t, coords c,
                       barrier& bar, bool pred = true,
-                      pred_mode mode = pred_skip) {
+                      pred_mode mode = pred_skip,
+                      detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(w, check_load_tile, t.p, c, smem_dst, pred, true, s);
   impl::load_tile<R>(w, smem_dst, detail::checked(t), c, bar, pred, mode);
 }
 template <class T, int R>
 FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
                       barrier& bar, bool pred = true,
-                      pred_mode mode = pred_skip) {
+                      pred_mode mode = pred_skip,
+                      detail::site s = detail::site::here()) {
+  detail::check_tile<T, R>(block, check_load_tile, t.p, c, smem_dst, pred, true,
+                           s);
   impl::load_tile<R>(smem_dst, detail::checked(t), c, bar, pred, mode);
 }
 
@@ -610,37 +729,118 @@ FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
 template <class T, int R, class Done>
 FJ_DEV void load_tiles(T* smem_dst, const tensor<T, R>& t, const coords* cs,
                        int k, Done& bar, bool pred = true,
-                       pred_mode mode = pred_skip) {
+                       pred_mode mode = pred_skip,
+                       detail::site s = detail::site::here()) {
   detail::check_done<Done>();
+  detail::check_tiles<T, R>(block, check_load_tiles, t.p,
+                            detail::coord_list{cs}, k, smem_dst, pred, true,
+                            detail::is_group<Done>::value, -1, s);
   impl::load_tiles<R>(block, smem_dst, detail::checked(t),
                       detail::coord_list{cs}, k, bar, pred, mode);
 }
 template <class Scope, class T, int R, class Done>
 FJ_DEV void load_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
                        const coords* cs, int k, Done& bar, bool pred = true,
-                       pred_mode mode = pred_skip) {
+                       pred_mode mode = pred_skip,
+                       detail::site s = detail::site::here()) {
   detail::check_done<Done, Scope>();
+  detail::check_tiles<T, R>(sc, check_load_tiles, t.p, detail::coord_list{cs},
+                            k, smem_dst, pred, true,
+                            detail::is_group<Done>::value, -1, s);
   impl::load_tiles<R>(sc, smem_dst, detail::checked(t), detail::coord_list{cs},
                       k, bar, pred, mode);
 }
 // A gather (a page table): tile i is the tile at `base` with coordinate
 // `dim` replaced by idx[i] (idx in GMEM or SMEM, read by the issuing
-// threads), landing at smem_dst + i * t.box_elems().
-template <class T, int R, class Done>
+// threads), landing at smem_dst + i * t.box_elems(). `dim` is an int, or
+// fj::dim<D> to have it checked at compile time; a dimension the tensor
+// does not have traps (the int) or does not compile (fj::dim<D>). An index
+// that puts its tile outside the tensor along `dim` (idx[i] < 0 or idx[i] +
+// t.box(dim) > t.shape(dim)) never faults: the whole tile reads as the
+// fill, zeros under oob_promise_in_bounds (contract 7).
+template <class T, int R, class Dim, class Done>
 FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R>& t, coords base,
-                         int dim, const int* idx, int k, Done& bar,
-                         bool pred = true, pred_mode mode = pred_skip) {
+                         Dim dim, const int* idx, int k, Done& bar,
+                         bool pred = true, pred_mode mode = pred_skip,
+                         detail::site s = detail::site::here()) {
   detail::check_done<Done>();
-  impl::load_tiles<R>(block, smem_dst, detail::checked(t),
-                      detail::coord_gather{base, dim, idx}, k, bar, pred, mode);
+  const int d = detail::checked_dim<R>(block, check_gather_tiles, dim, s);
+  const detail::coord_gather g = detail::gather_of(t.p, base, d, idx);
+  detail::check_tiles<T, R>(block, check_gather_tiles, t.p, g, k, smem_dst,
+                            pred, true, detail::is_group<Done>::value, d, s);
+  impl::load_tiles<R>(block, smem_dst, detail::checked(t), g, k, bar, pred,
+                      mode);
 }
-template <class Scope, class T, int R, class Done>
+template <class Scope, class T, int R, class Dim, class Done>
 FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
-                         coords base, int dim, const int* idx, int k, Done& bar,
-                         bool pred = true, pred_mode mode = pred_skip) {
+                         coords base, Dim dim, const int* idx, int k, Done& bar,
+                         bool pred = true, pred_mode mode = pred_skip,
+                         detail::site s = detail::site::here()) {
   detail::check_done<Done, Scope>();
-  impl::load_tiles<R>(sc, smem_dst, detail::checked(t),
-                      detail::coord_gather{base, dim, idx}, k, bar, pred, mode);
+  const int d = detail::checked_dim<R>(sc, check_gather_tiles, dim, s);
+  const detail::coord_gather g = detail::gather_of(t.p, base, d, idx);
+  detail::check_tiles<T, R>(sc, check_gather_tiles, t.p, g, k, smem_dst, pred,
+                            true, detail::is_group<Done>::value, d, s);
+  impl::load_tiles<R>(sc, smem_dst, detail::checked(t), g, k, bar, pred, mode);
+}
+
+// k tiles from SMEM (tile i at smem_src + i * t.box_elems()) to the tiles
+// of `t` at cs[0..k-1], in the open group (commit_group, then wait_group
+// before the SMEM is reused or the block exits), each clipped at the
+// tensor's bounds as store_tile. Scope: none/fj::block or fj::warp. Tiles
+// that overlap in GMEM are written in an unspecified order.
+template <class T, int R>
+FJ_DEV void store_tiles(const tensor<T, R>& t, const coords* cs, int k,
+                        const T* smem_src, bool pred = true,
+                        detail::site s = detail::site::here()) {
+  detail::check_tiles<T, R>(block, check_store_tiles, t.p,
+                            detail::coord_list{cs}, k, smem_src, pred, false,
+                            false, -1, s);
+  impl::store_tiles<R>(block, detail::checked(t), detail::coord_list{cs}, k,
+                       smem_src, pred);
+}
+template <class Scope, class T, int R>
+FJ_DEV void store_tiles(Scope sc, const tensor<T, R>& t, const coords* cs,
+                        int k, const T* smem_src, bool pred = true,
+                        detail::site s = detail::site::here()) {
+  static_assert(detail::is_scope<Scope>::value,
+                "a scope is fj::block or fj::warp");
+  detail::check_tiles<T, R>(sc, check_store_tiles, t.p, detail::coord_list{cs},
+                            k, smem_src, pred, false, false, -1, s);
+  impl::store_tiles<R>(sc, detail::checked(t), detail::coord_list{cs}, k,
+                       smem_src, pred);
+}
+// A scatter (a paged KV-cache append), the store twin of gather_tiles:
+// tile i, at smem_src + i * t.box_elems(), goes to the tile at `base` with
+// coordinate `dim` replaced by idx[i], in the open group. An index that
+// puts its tile outside the tensor along `dim` (idx[i] < 0 or idx[i] +
+// t.box(dim) > t.shape(dim)) writes nothing and never faults, so -1 skips
+// tile i: a per-index predicate. Elsewhere a tile is clipped at the
+// tensor's bounds (store_tile). Two indices that are equal write the same
+// tile in an unspecified order. Scope: none/fj::block or fj::warp.
+template <class T, int R, class Dim>
+FJ_DEV void scatter_tiles(const tensor<T, R>& t, coords base, Dim dim,
+                          const int* idx, int k, const T* smem_src,
+                          bool pred = true,
+                          detail::site s = detail::site::here()) {
+  const int d = detail::checked_dim<R>(block, check_scatter_tiles, dim, s);
+  const detail::coord_gather g = detail::gather_of(t.p, base, d, idx);
+  detail::check_tiles<T, R>(block, check_scatter_tiles, t.p, g, k, smem_src,
+                            pred, false, false, d, s);
+  impl::store_tiles<R>(block, detail::checked(t), g, k, smem_src, pred);
+}
+template <class Scope, class T, int R, class Dim>
+FJ_DEV void scatter_tiles(Scope sc, const tensor<T, R>& t, coords base, Dim dim,
+                          const int* idx, int k, const T* smem_src,
+                          bool pred = true,
+                          detail::site s = detail::site::here()) {
+  static_assert(detail::is_scope<Scope>::value,
+                "a scope is fj::block or fj::warp");
+  const int d = detail::checked_dim<R>(sc, check_scatter_tiles, dim, s);
+  const detail::coord_gather g = detail::gather_of(t.p, base, d, idx);
+  detail::check_tiles<T, R>(sc, check_scatter_tiles, t.p, g, k, smem_src, pred,
+                            false, false, d, s);
+  impl::store_tiles<R>(sc, detail::checked(t), g, k, smem_src, pred);
 }
 
 // --------------------------------------------------------------- prefetch

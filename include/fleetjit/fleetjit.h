@@ -52,7 +52,8 @@
  *  9. Exported symbols all begin with fj_. No C++ exception or abort crosses
  *     this boundary.
  * 10. Each declaration says which minor version brought it: "(since 1.0)",
- *     "(since 1.1)", "(since 1.2)" or "(since 1.3)". A field or enumerator
+ *     "(since 1.1)", "(since 1.2)", "(since 1.3)" or "(since 1.4)". A field
+ *     or enumerator
  * added later says so where it stands; a 1.0 caller's shorter struct_size never
  * reaches it (rule 5).
  * 11. Coordinates in this header (shape, strides, fj_tensor_arg.box,
@@ -94,7 +95,7 @@ extern "C" {
 
 /* The version of this header (since 1.0). */
 #define FJ_VERSION_MAJOR 1
-#define FJ_VERSION_MINOR 3
+#define FJ_VERSION_MINOR 4
 /* (major << 16) | minor of the library actually loaded (since 1.0). */
 FJ_API uint32_t fj_version(void);
 
@@ -322,12 +323,17 @@ typedef struct fj_runtime_options {
  * docs/slow-path-library.md), since 1.3, and FLEETJIT_COPY_TUNE (default
  * on: fj_copy's window kernel takes the launch shape tuned for the device
  * model, looked up in the cache tiers or tuned once in the background,
- * docs/tuning.md), since 1.3, and FLEETJIT_CACHE_BUNDLE (a cache bundle, as
- * remote_cache_url's file:// form) and FLEETJIT_BUILD_WAIT (seconds a build
+ * docs/tuning.md), since 1.3; FLEETJIT_CACHE_BUNDLE (a cache bundle, as
+ * remote_cache_url's file:// form), FLEETJIT_BUILD_WAIT (seconds a build
  * waits for another process building the same kernel into the same cache
- * folder before compiling it too; default 120, 0 = never), added after
- * 1.3 (docs/fleet-cache.md). The switches (FLEETJIT_CACHE, _THUNKS, _PCH,
- * _PRELOAD_NVRTC, _SLOW_PATH_LIBRARY, _COPY_TUNE) take 1|0, true|false,
+ * folder before compiling it too; default 120, 0 = never;
+ * docs/fleet-cache.md) and FLEETJIT_CHECK (default off: the caller's builds
+ * get -DFJ_CHECK=1, the copy layer's checked mode, which traps on a tile
+ * load outside a promise-in-bounds tensor naming the call; under
+ * FLEETJIT_LOG=debug each launch of a checked kernel then waits and logs
+ * the tiles that left TMA once per call site; `fleetjit matrix` sets it),
+ * since 1.4. The switches (FLEETJIT_CACHE, _THUNKS, _PCH, _PRELOAD_NVRTC,
+ * _SLOW_PATH_LIBRARY, _COPY_TUNE, _CHECK) take 1|0, true|false,
  * on|off or yes|no in any case; a malformed value of any variable fails
  * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the
  * values it accepts. */
@@ -1101,12 +1107,18 @@ typedef struct fj_launch_config {
 
 /* Launches `kernel` asynchronously. Arguments are checked against the
  * kernel's parameters (count, size, kind, tensor rank and dtype where the
- * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type, or
+ * kernel declares them: FJ_TENSOR(T, R) with T a dtype's C++ type
+ * (float, __half, __nv_bfloat16, __nv_fp8_e4m3, int, ...: the dtype must
+ * match), an unsigned integer type (raw bits: any dtype of its size), or
  * another type such as float4 or a struct of the caller's own, whose
- * element size must then match the tensor's; a kernel declared extern "C"
- * has no signature to declare them, so only count and sizes are checked)
- * and the configuration against the device's limits before the driver is
- * called. Since 1.3 the same call makes cooperative,
+ * element size must then match the tensor's. A C++ kernel's signature
+ * declares them; for an extern "C" kernel (since 1.4) the build reads its
+ * FJ_TENSOR parameters from its declaration in the source, through the
+ * source's #defines, typedefs and -D options: a kernel declared by a
+ * function-like macro, or built elsewhere (fj_module_load), has only
+ * count and sizes checked) and the configuration against the device's
+ * limits before the driver is called. Since 1.3 the same call makes
+ * cooperative,
  * programmatic dependent and L2-window launches (fj_launch_config.flags and
  * l2_window_*; see fj_launch_flags) and takes complex scalars
  * (FJ_ARG_C64, FJ_ARG_C128). (since 1.0) */
@@ -1294,6 +1306,21 @@ FJ_API fj_status* fj_module_global_read(fj_module* module, fj_str name,
  * dst. A row whose index lies outside src reads as the fill (zeros under
  * FJ_OOB_PROMISE_IN_BOUNDS): a bad index never faults.
  *
+ * With scatter_index (since 1.4), the window has one row per entry of the
+ * index (its outermost extent is the index's length; the others are dst's)
+ * and window row i0 is written to dst row scatter_index[i0]:
+ *
+ * dst[scatter_index[i0], j...] = src[src_start + (i0, j...)]
+ *
+ * (src's row gather_index[i0] + src_start[0] with both): new rows of a
+ * paged KV cache appended at their slots. A row whose index lies outside
+ * dst (negative, or >= dst->shape[0]) is not written, so -1 skips a row:
+ * a bad index never faults either. dst rows no entry names keep their
+ * contents; two equal entries write the same row in an unspecified order.
+ * The device-side gather and scatter (fj::gather_tiles, fj::scatter_tiles
+ * of <fleetjit/copy.cuh>) follow the same rule. A scatter always runs the
+ * copy kernel.
+ *
  * Tensors are 1-5-D, of one dtype (no conversion), with any strides; each may
  * be device memory of this GPU, of a peer GPU, or pinned host memory
  * (kDLCUDAHost, or kDLCPU if the driver knows it as pinned), classified with
@@ -1312,8 +1339,12 @@ typedef struct fj_copy_desc {
   int64_t src_start[5];
   fj_oob oob;
   const fj_tensor* dst;
-  /* Optional (NULL = none): 1-D int32/int64 with dst->shape[0] entries. */
+  /* Optional (NULL = none): 1-D int32/int64 with an entry per window row
+   * (dst->shape[0], or scatter_index's length). */
   const fj_tensor* gather_index;
+  /* Optional (NULL = none; since 1.4): 1-D int32/int64, an entry per window
+   * row: the dst row it is written to (see above). Not overlapping dst. */
+  const fj_tensor* scatter_index;
 } fj_copy_desc;
 
 /* Copies per `desc`, ordered on `stream` (whose GPU runs the kernel), or

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/exit_gate.h"
@@ -232,6 +233,16 @@ absl::StatusOr<jit::BuildRequest> ModuleBuilder::ResolveRequest(
   request.copy_impl = plan.impl;
   request.emit_ptx = spec.output == BuildSpec::Output::kPtx;
   request.options = spec.options;
+  if (options_.check && spec.checkable) {
+    // The copy layer's checked mode, unless the build says otherwise.
+    bool says = false;
+    for (const std::string& o : spec.options) {
+      says = says || absl::StartsWith(o, "-DFJ_CHECK=") || o == "-DFJ_CHECK" ||
+             o == "-UFJ_CHECK" || o == "FJ_CHECK" ||
+             absl::StartsWith(o, "FJ_CHECK=");
+    }
+    if (!says) request.options.push_back("-DFJ_CHECK=1");
+  }
   request.name_expressions = spec.name_expressions;
   request.use_pch = options_.pch;
   for (const std::string& dir : spec.include_dirs) {

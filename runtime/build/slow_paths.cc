@@ -136,6 +136,7 @@ BuildSpec ModuleBuilder::SlowPathLibrarySpec(const BuildSpec& spec,
   lib.copy_impl = request.copy_impl;
   lib.device = spec.device;
   lib.use_cache = true;
+  lib.checkable = false;
   return lib;
 }
 

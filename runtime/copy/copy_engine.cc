@@ -244,17 +244,22 @@ absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
   FJ_ASSIGN_OR_RETURN(Placement dst,
                       copy::ClassifyAddress(*api_, v.dst_span.lo),
                       "fj_copy: dst");
-  Placement index;
+  Placement index, scatter;
   if (v.gather.has_value()) {
     FJ_ASSIGN_OR_RETURN(index, copy::ClassifyAddress(*api_, v.gather->span.lo),
                         "fj_copy: index");
+  }
+  if (v.scatter.has_value()) {
+    FJ_ASSIGN_OR_RETURN(scatter,
+                        copy::ClassifyAddress(*api_, v.scatter->span.lo),
+                        "fj_copy: scatter_index");
   }
   // 3. The route.
   FJ_ASSIGN_OR_RETURN(
       CopyRoute route,
       copy::PlanCopyRoute(v, src, dst, v.gather.has_value() ? &index : nullptr,
                           stream.device, devices_.count(), spec.force_kernel,
-                          Peers()),
+                          Peers(), v.scatter.has_value() ? &scatter : nullptr),
       "fj_copy");
   if (!route.note.empty()) Note(route.note);
 

@@ -66,6 +66,7 @@ absl::StatusOr<BuildSpec> TileCopyBuild(int elem_bytes, int rank, int device,
   spec.device = device;
   spec.copy_impl = impl;
   spec.target = target;
+  spec.checkable = false;  // the runtime's own kernel: never checked
   return spec;
 }
 
@@ -80,6 +81,7 @@ absl::StatusOr<BuildSpec> PrefetchBuild(int device,
   spec.device = device;
   spec.copy_impl = impl;
   spec.target = target;
+  spec.checkable = false;  // the runtime's own kernel: never checked
   return spec;
 }
 
@@ -157,9 +159,10 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
         shape.has_value() && i == asked ? *shape : ShapeFor(device, i);
     const uint32_t budget = static_cast<uint32_t>(
         std::max(1024, (f.shared_per_block_optin - 256) / kCopyStages));
-    tiles =
-        ChooseTiles(v.dst, v.gather.has_value(), launch_shape.max_row_bytes,
-                    FloorPow2(std::min(launch_shape.max_tile_bytes, budget)));
+    tiles = ChooseTiles(
+        WindowDesc(v), v.gather.has_value() || v.scatter.has_value(),
+        launch_shape.max_row_bytes,
+        FloorPow2(std::min(launch_shape.max_tile_bytes, budget)));
     src_t = KernelTensor(v.src, src_address, tiles, src_oob);
     dst_t = KernelTensor(v.dst, v.dst.address, tiles, fj::oob_zeros);
   };
@@ -205,6 +208,12 @@ absl::Status CopyKernels::LaunchCopy(const ValidatedCopy& v,
     a.index_stride = v.gather->stride;
   }
   a.src_rows = v.src.shape[v.src.rank - 1];
+  if (v.scatter.has_value()) {
+    a.scatter_bytes = v.scatter->elem_bytes;
+    a.scatter = v.scatter->address;
+    a.scatter_stride = v.scatter->stride;
+  }
+  a.dst_rows = v.dst.shape[v.dst.rank - 1];
   const EncodedParam encoded[3] = {{&params[0], sizeof(params[0])},
                                    {&params[1], sizeof(params[1])},
                                    {&a, sizeof(a)}};

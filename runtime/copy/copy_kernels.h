@@ -52,8 +52,13 @@ struct CopyKernelArgs {
   uint64_t index;
   int64_t index_stride;
   int64_t src_rows;
+  int32_t scatter_bytes;
+  int32_t unused;
+  uint64_t scatter;
+  int64_t scatter_stride;
+  int64_t dst_rows;
 };
-static_assert(sizeof(CopyKernelArgs) == 96, "matches fj_copy_args");
+static_assert(sizeof(CopyKernelArgs) == 128, "matches fj_copy_args");
 
 struct PrefetchKernelArgs {
   uint64_t base;

@@ -67,11 +67,36 @@ std::string SpanText(const Span& s) {
   return absl::StrFormat("[0x%x, 0x%x)", s.lo, s.hi);
 }
 
+// A gather or scatter index: 1-D, int32 or int64, described like any
+// operand.
+absl::StatusOr<GatherIndex> ReadIndex(const DlTensor& t,
+                                      absl::string_view name) {
+  int32_t dt = 0, id = 0;
+  FJ_ASSIGN_OR_RETURN(TensorDesc idx, Describe(t, name, &dt, &id));
+  if (idx.rank != 1) {
+    return Invalid(name,
+                   absl::StrCat("has rank ", idx.rank, "; an index is 1-D"));
+  }
+  if (t.dtype.code != kDLInt || (t.dtype.bits != 32 && t.dtype.bits != 64)) {
+    return Invalid(name, absl::StrCat("has dtype ", DtypeName(idx.dtype),
+                                      "; an index is int32 or int64"));
+  }
+  GatherIndex g;
+  g.address = idx.address;
+  g.elem_bytes = idx.elem_bytes;
+  g.length = idx.shape[0];
+  g.stride = idx.stride[0];
+  g.device_type = dt;
+  g.device_id = id;
+  FJ_ASSIGN_OR_RETURN(g.span, SpanOf(idx, name));
+  return g;
+}
+
 }  // namespace
 
 bool ValidatedCopy::WindowInBounds() const {
   for (int d = 0; d < dst.rank; ++d) {
-    if (start[d] < 0 || start[d] + dst.shape[d] > src.shape[d]) return false;
+    if (start[d] < 0 || start[d] + window[d] > src.shape[d]) return false;
   }
   return true;
 }
@@ -96,9 +121,15 @@ TensorDesc WindowView(const ValidatedCopy& v) {
   int64_t offset = 0;
   for (int d = 0; d < v.src.rank; ++d) {
     offset += v.start[d] * v.src.stride[d];
-    w.shape[d] = v.dst.shape[d];
+    w.shape[d] = v.window[d];
   }
   w.address = v.src.address + uint64_t(offset * v.src.elem_bytes);
+  return w;
+}
+
+TensorDesc WindowDesc(const ValidatedCopy& v) {
+  TensorDesc w = v.dst;
+  for (int d = 0; d < w.rank; ++d) w.shape[d] = v.window[d];
   return w;
 }
 
@@ -162,48 +193,37 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
                        v.dst.shape[d], ": its elements overlap"));
     }
   }
+  for (int d = 0; d < rank; ++d) v.window[d] = v.dst.shape[d];
+  if (spec.scatter.has_value()) {
+    FJ_ASSIGN_OR_RETURN(v.scatter, ReadIndex(*spec.scatter, "scatter_index"));
+    v.window[rank - 1] = v.scatter->length;  // one window row per entry
+  }
   v.elements = 1;
-  for (int d = 0; d < rank; ++d) v.elements *= v.dst.shape[d];
+  for (int d = 0; d < rank; ++d) v.elements *= v.window[d];
 
   if (spec.index.has_value()) {
-    int32_t dt = 0, id = 0;
-    FJ_ASSIGN_OR_RETURN(TensorDesc idx,
-                        Describe(spec.index, "index", &dt, &id));
-    if (idx.rank != 1) {
-      return Invalid("index", absl::StrCat("has rank ", idx.rank,
-                                           "; a gather index is 1-D"));
-    }
-    const DlDtype t = spec.index->dtype;
-    if (t.code != kDLInt || (t.bits != 32 && t.bits != 64)) {
-      return Invalid("index",
-                     absl::StrCat("has dtype ", DtypeName(idx.dtype),
-                                  "; a gather index is int32 or int64"));
-    }
-    if (idx.shape[0] != v.dst.shape[rank - 1]) {
+    FJ_ASSIGN_OR_RETURN(v.gather, ReadIndex(*spec.index, "index"));
+    if (v.gather->length != v.window[rank - 1]) {
       return Invalid(
           "index",
-          absl::StrCat("has ", idx.shape[0], " entries but dst has ",
-                       v.dst.shape[rank - 1], " rows (its outermost extent)"));
+          v.scatter.has_value()
+              ? absl::StrCat(
+                    "has ", v.gather->length, " entries but scatter_index has ",
+                    v.window[rank - 1], " (one per row of the window, in both)")
+              : absl::StrCat("has ", v.gather->length, " entries but dst has ",
+                             v.window[rank - 1],
+                             " rows (its outermost extent)"));
     }
-    GatherIndex g;
-    g.address = idx.address;
-    g.elem_bytes = idx.elem_bytes;
-    g.length = idx.shape[0];
-    g.stride = idx.stride[0];
-    g.device_type = dt;
-    g.device_id = id;
-    FJ_ASSIGN_OR_RETURN(g.span, SpanOf(idx, "index"));
-    v.gather = g;
   }
   // Under promise_in_bounds nothing may fall outside src (a gathered
   // dimension is checked per row by the kernel, which fills a bad row).
   if (v.oob == fj::oob_promise_in_bounds) {
     for (int d = 0; d < rank; ++d) {
       if (v.gather.has_value() && d == rank - 1) continue;
-      if (v.start[d] < 0 || v.start[d] + v.dst.shape[d] > v.src.shape[d]) {
+      if (v.start[d] < 0 || v.start[d] + v.window[d] > v.src.shape[d]) {
         const int i = rank - 1 - d;
         return absl::InvalidArgumentError(absl::StrCat(
-            "the window [", v.start[d], ", ", v.start[d] + v.dst.shape[d],
+            "the window [", v.start[d], ", ", v.start[d] + v.window[d],
             ") of dimension ", i, " leaves src (extent ", v.src.shape[d],
             ") under FJ_OOB_PROMISE_IN_BOUNDS; use FJ_OOB_ZEROS or FJ_OOB_NAN "
             "to fill what lies outside"));
@@ -221,6 +241,12 @@ absl::StatusOr<ValidatedCopy> ValidateCopy(const CopySpec& spec) {
       v.gather->span.Overlaps(v.dst_span)) {
     return absl::InvalidArgumentError(
         absl::StrCat("index ", SpanText(v.gather->span), " and dst ",
+                     SpanText(v.dst_span), " overlap"));
+  }
+  if (v.scatter.has_value() && v.elements > 0 &&
+      v.scatter->span.Overlaps(v.dst_span)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scatter_index ", SpanText(v.scatter->span), " and dst ",
                      SpanText(v.dst_span), " overlap"));
   }
   v.impl = spec.impl;

@@ -10,7 +10,11 @@
 // gather index, the outermost coordinate of src is index[i0] + start[0]
 // instead (rows of a paged KV cache); a row whose index falls outside src
 // reads as the fill (zeros under FJ_OOB_PROMISE_IN_BOUNDS), so a bad index
-// never faults.
+// never faults. With a scatter index the window's outermost extent is the
+// index's length and window row i0 goes to dst row scatter[i0] (a paged
+// KV-cache append); a row whose index falls outside dst is not written, so
+// a bad index never faults either: the device gather and scatter
+// (<fleetjit/copy.cuh>, contract 7) follow the same rule.
 //
 // ValidateCopy runs every check that needs only the caller's structs:
 // ranks, dtypes (known, equal), element alignment, strides, windows under
@@ -47,8 +51,12 @@ struct CopySpec {
   // ValidateCopy).
   int32_t oob = fj::oob_promise_in_bounds;
   std::optional<DlTensor> dst;
-  // Optional gather: a 1-D int32/int64 tensor with dst->shape[0] entries.
+  // Optional gather: a 1-D int32/int64 tensor with an entry per window row
+  // (dst->shape[0], or the scatter index's length).
   std::optional<DlTensor> index;
+  // Optional scatter: a 1-D int32/int64 tensor, an entry per window row:
+  // the dst row it goes to (outermost coordinate).
+  std::optional<DlTensor> scatter;
   // Forces the copy implementation of the kernel path (tests, benchmarks);
   // unset = the runtime's choice for the device (and its overrides).
   std::optional<jit::CopyImpl> impl;
@@ -86,13 +94,17 @@ struct ValidatedCopy {
   int64_t start[FJ_TP_MAX_RANK] = {};  // dimension 0 innermost
   fj::oob_mode oob = fj::oob_promise_in_bounds;
   std::optional<GatherIndex> gather;
+  std::optional<GatherIndex> scatter;
+  // The window's extent per dimension (dimension 0 innermost): dst's shape,
+  // save the outermost under a scatter (the scatter index's length).
+  int64_t window[FJ_TP_MAX_RANK] = {};
   int32_t src_device_type = 0;  // DLPack device types as the caller said
   int32_t dst_device_type = 0;
   int32_t src_device_id = 0;
   int32_t dst_device_id = 0;
   Span src_span;  // bytes src covers (all of src, not only the window)
   Span dst_span;
-  int64_t elements = 0;  // of dst
+  int64_t elements = 0;  // of the window
   std::optional<jit::CopyImpl> impl;
 
   uint64_t bytes() const { return uint64_t(elements) * dst.elem_bytes; }
@@ -112,9 +124,13 @@ Span TensorSpan(const TensorDesc& t);
 bool IsDense(const TensorDesc& t);
 
 // The window of src that dst receives, as a view of src (src's strides,
-// dst's shape, the address of the window's first element). Only meaningful
-// when v.WindowInBounds() and there is no gather.
+// the window's shape, the address of the window's first element). Only
+// meaningful when v.WindowInBounds() and there is no gather.
 TensorDesc WindowView(const ValidatedCopy& v);
+
+// dst with the window's shape (dst itself without a scatter): what the
+// copy kernel tiles.
+TensorDesc WindowDesc(const ValidatedCopy& v);
 
 // ------------------------------------------------------------------ tiles
 // How the copy kernel tiles dst: the box (dimension 0 innermost) and the
@@ -134,8 +150,9 @@ inline constexpr int64_t kMaxTileRowElems = 65536;
 // of at least 16 bytes, as TMA wants, no longer than a tile, at most
 // kMaxTileRowElems elements; under tma a row longer than 256, TMA's box
 // limit, is copied as hardware boxes of 256), then outer dimensions
-// innermost-first up to the budget (256 each). With a gather the outermost
-// dimension's box is 1 (each row has its own source).
+// innermost-first up to the budget (256 each). With a gather or scatter the
+// outermost dimension's box is 1 (each row has its own source or
+// destination). `dst` is the window (dst's shape, or WindowDesc).
 TileShape ChooseTiles(const TensorDesc& dst, bool gather,
                       uint32_t max_row_bytes, uint32_t max_tile_bytes);
 

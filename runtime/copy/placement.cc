@@ -148,7 +148,7 @@ absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api,
 absl::StatusOr<CopyRoute> PlanCopyRoute(
     const ValidatedCopy& v, const Placement& src, const Placement& dst,
     const Placement* index, int stream_device, int device_count,
-    bool force_kernel, const PeerState& peers) {
+    bool force_kernel, const PeerState& peers, const Placement* scatter) {
   // Every operand: pinned if host, what the caller said, inside its allocation.
   FJ_RETURN_IF_ERROR(
       CheckOperand("src", src, v.src_device_type, v.src_device_id, v.src_span));
@@ -159,6 +159,13 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(
       return absl::InternalError("gather without the index's placement");
     FJ_RETURN_IF_ERROR(CheckOperand("index", *index, v.gather->device_type,
                                     v.gather->device_id, v.gather->span));
+  }
+  if (v.scatter.has_value()) {
+    if (scatter == nullptr)
+      return absl::InternalError("scatter without the index's placement");
+    FJ_RETURN_IF_ERROR(CheckOperand("scatter_index", *scatter,
+                                    v.scatter->device_type,
+                                    v.scatter->device_id, v.scatter->span));
   }
   CopyRoute route;
   if (stream_device >= 0) {
@@ -177,9 +184,10 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(
   }
   if (v.elements == 0) return route;
 
-  // The driver's copy engine: dense, in bounds, nothing to fill or gather.
-  if (!force_kernel && !v.gather.has_value() && v.WindowInBounds() &&
-      IsDense(WindowView(v)) && IsDense(v.dst)) {
+  // The driver's copy engine: dense, in bounds, nothing to fill, gather or
+  // scatter.
+  if (!force_kernel && !v.gather.has_value() && !v.scatter.has_value() &&
+      v.WindowInBounds() && IsDense(WindowView(v)) && IsDense(v.dst)) {
     const bool two_gpus = src.kind == MemoryKind::kDevice &&
                           dst.kind == MemoryKind::kDevice &&
                           src.device != dst.device;
@@ -214,18 +222,26 @@ absl::StatusOr<CopyRoute> PlanCopyRoute(
     src_reach = absl::OkStatus();
   }
   FJ_RETURN_IF_ERROR(src_reach);
-  if (index != nullptr) {
-    absl::Status index_reach = Reach(route.exec_device, *index, peers, "index");
+  struct Index {
+    const Placement* where;
+    const char* name;  // the operand, as ValidateCopy names it
+    const char* what;  // in the advice
+  };
+  for (const Index& i : {Index{index, "index", "gather index"},
+                         Index{scatter, "scatter_index", "scatter index"}}) {
+    if (i.where == nullptr) continue;
+    absl::Status index_reach =
+        Reach(route.exec_device, *i.where, peers, i.name);
     if (absl::IsNotFound(index_reach)) {
       return absl::InvalidArgumentError(
-          absl::StrCat(index_reach.message(), "; put the gather index on GPU ",
+          absl::StrCat(index_reach.message(), "; put the ", i.what, " on GPU ",
                        route.exec_device, " or in pinned host memory"));
     }
     FJ_RETURN_IF_ERROR(index_reach);
   }
   for (int d = 0; d < v.dst.rank; ++d) {
-    const int64_t reach = std::max<int64_t>(
-        std::abs(v.start[d]) + v.dst.shape[d], v.src.shape[d]);
+    const int64_t reach = std::max(
+        {std::abs(v.start[d]) + v.window[d], v.src.shape[d], v.dst.shape[d]});
     if (reach > kMaxKernelCoord) {
       return absl::OutOfRangeError(absl::StrCat(
           "dimension ", v.dst.rank - 1 - d, " reaches element ", reach,

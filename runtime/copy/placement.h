@@ -79,10 +79,13 @@ struct CopyRoute {
 // inside the allocation) and picks the route. `stream_device` is the
 // caller's stream's GPU, or -1 for none. `device_count` bounds the
 // fallback choice of a GPU for host-to-host copies. Pure.
+// `index` / `scatter`: where the gather / scatter index lives (each set
+// exactly when the copy has one).
 absl::StatusOr<CopyRoute> PlanCopyRoute(
     const ValidatedCopy& v, const Placement& src, const Placement& dst,
     const Placement* index, int stream_device, int device_count,
-    bool force_kernel, const PeerState& peers);
+    bool force_kernel, const PeerState& peers,
+    const Placement* scatter = nullptr);
 
 struct PrefetchRoute {
   PrefetchMode mode = PrefetchMode::kLocalL2;  // never kAuto

@@ -7,6 +7,7 @@
 #include "base/status_macros.h"
 #include "jit/thunk/arg_rules.h"
 #include "jit/thunk/thunk_abi.h"
+#include "runtime/launch/check_notes.h"
 
 namespace fleetjit {
 namespace {
@@ -628,6 +629,10 @@ __attribute__((hot)) absl::Status LaunchAndNote(
   absl::Status status =
       LaunchInline(k, cfg, stream, args, num_args, arg_stride);
   if (__builtin_expect(status.ok(), 1)) k.device->NoteLaunch(&k.display_name);
+  // A checked build's notes (check_notes.h): debug logging only.
+  if (__builtin_expect(k.check_notes != nullptr, 0) && status.ok()) {
+    return ReportCheckNotes(k, stream);
+  }
   return status;
 }
 

@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "base/log.h"
 #include "jit/artifact.h"
 #include "jit/copy_plan.h"
@@ -62,6 +65,16 @@ inline LaunchLimits ResolveLaunchLimits(const DeviceFacts& facts,
   return l;
 }
 
+// A checked module's note table on one device (<fleetjit/copy/
+// check_notes.h>): where it lives, and the notes already logged, so each
+// call site's is logged once (runtime/launch/check_notes.h).
+struct CheckNotes {
+  CUdeviceptr table = 0;
+  std::string module_name;
+  absl::Mutex mu;
+  std::vector<uint64_t> logged ABSL_GUARDED_BY(mu);
+};
+
 struct LoadedKernel {
   const DriverApi* api = nullptr;
   Device* device = nullptr;
@@ -98,6 +111,9 @@ struct LoadedKernel {
   std::atomic<uint64_t> tma_fallback_reported{0};
   // The runtime's logger (set by the loader; may be null).
   const Logger* logger = nullptr;
+  // Set when the module was built in the copy layer's checked mode under
+  // tma (it has the note table): owned by the loaded image.
+  CheckNotes* check_notes = nullptr;
 
   // --- Parameter layout (runtime/runtime.cc) --------------------------------
   // Set when this device's driver lays the parameters out differently from

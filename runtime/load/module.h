@@ -39,6 +39,10 @@ struct BuildSpec {
   std::optional<jit::CopyImpl> copy_impl;  // else override, else chosen
   enum class Output { kAuto, kCubin, kPtx } output = Output::kAuto;
   bool use_cache = true;
+  // Whether the runtime's checked mode (RuntimeOptions::check) applies: a
+  // caller's build. The runtime's own kernels (fj_copy, fj_prefetch, the
+  // slow-path library) set it false.
+  bool checkable = true;
 };
 
 // One input of a device link (since 1.3): a CUDA source, compiled by NVRTC

@@ -2,8 +2,10 @@
 
 #include <climits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "fleetjit/copy/check_notes.h"
 #include "jit/param_layout.h"
 #include "runtime/load/module_image.h"
 #include "runtime/load/param_relayout.h"
@@ -21,6 +23,8 @@ struct ModuleLoader::LoadedImage {
   // Stable addresses: LoadedKernel* are handed out to callers.
   std::map<std::string, std::unique_ptr<LoadedKernel>, std::less<>> kernels
       ABSL_GUARDED_BY(mu);
+  // The checked mode's note table, when the image has one.
+  std::unique_ptr<CheckNotes> check_notes;
 };
 
 ModuleLoader::ModuleLoader(const DriverApi* driver, const DeviceList& devices,
@@ -151,6 +155,7 @@ absl::StatusOr<ModuleLoader::LoadedImage*> ModuleLoader::ImageFor(
           loaded->module, LoadModuleImage(*driver_, artifact.image.data()),
           absl::StrCat("loading '", module.name, "' (", artifact.target.Name(),
                        ") on device ", ordinal));
+      FindCheckNotes(module.name, *loaded);
       it = images_
                .emplace(std::make_pair(module.key, ordinal), std::move(loaded))
                .first;
@@ -158,6 +163,27 @@ absl::StatusOr<ModuleLoader::LoadedImage*> ModuleLoader::ImageFor(
     image = it->second.get();
   }
   return image;
+}
+
+void ModuleLoader::FindCheckNotes(absl::string_view name, LoadedImage& image) {
+  // Only an image that names the table can have it: no driver call for
+  // the others.
+  const jit::Artifact& artifact = *image.artifact;
+  if (driver_ == nullptr || driver_->cuModuleGetGlobal == nullptr ||
+      (!absl::StrContains(artifact.ptx, FJ_CHECK_NOTES_SYMBOL) &&
+       !absl::StrContains(artifact.image, FJ_CHECK_NOTES_SYMBOL))) {
+    return;
+  }
+  CUdeviceptr table = 0;
+  size_t bytes = 0;
+  if (driver_->cuModuleGetGlobal(&table, &bytes, image.module,
+                                 FJ_CHECK_NOTES_SYMBOL) != CUDA_SUCCESS ||
+      bytes != 2 * FJ_CHECK_NOTE_SLOTS * sizeof(uint64_t)) {
+    return;  // not the layer's table: nothing to read
+  }
+  image.check_notes = std::make_unique<CheckNotes>();
+  image.check_notes->table = table;
+  image.check_notes->module_name = std::string(name);
 }
 
 absl::StatusOr<ModuleLoader::Global> ModuleLoader::LoadGlobal(
@@ -218,6 +244,7 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::AddKernel(
     kernel->api = driver_;
     kernel->device = dev;
     kernel->logger = logger_;
+    kernel->check_notes = image->check_notes.get();
     kernel->context = ctx;
     kernel->entry = entry;
     kernel->copy_impl = artifact.copy_impl;

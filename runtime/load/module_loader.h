@@ -109,6 +109,8 @@ class ModuleLoader {
   // mode: module_image.h).
   absl::StatusOr<Loaded> Load(const ModuleRecord& module,
                               absl::string_view name, int ordinal);
+  // Sets image.check_notes when the image has the checked mode's table.
+  void FindCheckNotes(absl::string_view name, LoadedImage& image);
   // The image of `module` on device `ordinal`, loaded once; makes the
   // device's context current.
   absl::StatusOr<LoadedImage*> ImageFor(const ModuleRecord& module,

@@ -213,6 +213,7 @@ int main(void) {
   FIELD(fj_copy_desc, oob);
   FIELD(fj_copy_desc, dst);
   FIELD(fj_copy_desc, gather_index);
+  FIELD(fj_copy_desc, scatter_index);
   SIZE(fj_prefetch_desc);
   FIELD(fj_prefetch_desc, struct_size);
   FIELD(fj_prefetch_desc, ext);

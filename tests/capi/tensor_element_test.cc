@@ -116,4 +116,107 @@ TEST_F(TensorElementTest, AStructElementOfAnotherSizeIsRefusedNamingBoth) {
   fj_status_free(st);
 }
 
+// An extern "C" kernel's name carries no types: the build reads its
+// FJ_TENSOR declarations from the source (jit/source_signature.h), so the
+// launch checks them as it does a C++ kernel's. Before, any tensor of the
+// right rank-less shape launched: an f32 tensor reached an
+// FJ_TENSOR(unsigned short, 2).
+constexpr char kExternC[] = R"(
+#include <fleetjit/copy.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#define ROWS_T float
+typedef __half half_t;
+extern "C" __global__ void raw16(FJ_TENSOR(unsigned short, 2) t, int* out) {
+  if (threadIdx.x == 0) out[0] = t.box(0);
+}
+extern "C" __global__ void __launch_bounds__(128)
+    bf16(FJ_TENSOR(__nv_bfloat16, 2) t, int* out) {
+  if (threadIdx.x == 0) out[0] = t.box(0);
+}
+extern "C" __global__ void aliased(FJ_TENSOR(half_t, 2) t, int* out) {
+  if (threadIdx.x == 0) out[0] = t.box(0);
+}
+extern "C" {
+__global__ void macro_t(FJ_TENSOR(ROWS_T, RANK) t, int* out) {
+  if (threadIdx.x == 0) out[0] = t.box(0);
+}
+}
+// Declared by a macro: not read, so not checked (as before).
+#define MAKE(name, T) \
+  extern "C" __global__ void name(FJ_TENSOR(T, 2) t, int* out) { out[0] = 1; }
+MAKE(from_macro, float)
+)";
+
+class ExternCTensorTest : public TensorElementTest {
+ protected:
+  void SetUp() override {
+    source_ = kExternC;
+    exprs_[0] = S(rank_option_);
+    ASSERT_TRUE(fleetjit::testing::CreateFakeRuntime(&rt_));
+    fj_build_options o{};
+    o.struct_size = sizeof(o);
+    o.source = S(source_);
+    o.target = S(target_);
+    o.nvrtc_options = exprs_;
+    o.num_nvrtc_options = 1;
+    FJ_ASSERT_OK(fj_module_build(rt_, &o, &module_));
+    FJ_ASSERT_OK(fj_mem_alloc(rt_, 0, 1 << 20, &memory_));
+  }
+  // The status message of a launch that must be refused ("" if it was not).
+  std::string Refused(const std::string& kernel, int rank, uint8_t code,
+                      uint8_t bits) {
+    fj_status* st = Launch(kernel, rank, code, bits);
+    std::string m = st == nullptr ? "" : fj_status_message(st, nullptr);
+    EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT)
+        << kernel << " " << int{code} << "/" << int{bits} << ": " << m;
+    fj_status_free(st);
+    return m;
+  }
+  void Accepted(const std::string& kernel, int rank, uint8_t code,
+                uint8_t bits) {
+    fj_status* st = Launch(kernel, rank, code, bits);
+    EXPECT_EQ(fj_status_code(st), FJ_OK)
+        << kernel << " " << int{code} << "/" << int{bits} << ": "
+        << (st == nullptr ? "" : fj_status_message(st, nullptr));
+    fj_status_free(st);
+  }
+  std::string rank_option_ = "-DRANK=2";
+};
+
+TEST_F(ExternCTensorTest, AnUnsignedElementTypeChecksTheElementSize) {
+  // unsigned short holds 2-byte raw bits: bf16, f16, u16, i16 launch...
+  for (auto [code, bits] : {std::pair<int, int>{4, 16}, {2, 16}, {1, 16}}) {
+    Accepted("raw16", 2, code, bits);
+  }
+  // ...an f32 tensor, the issue's case, does not.
+  const std::string m = Refused("raw16", 2, 2, 32);
+  EXPECT_TRUE(absl::StrContains(m, "2-byte elements")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "f32")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "argument 0")) << m;
+  // The rank is declared too.
+  EXPECT_TRUE(absl::StrContains(Refused("raw16", 1, 4, 16), "rank-2")) << m;
+}
+
+TEST_F(ExternCTensorTest, Bf16AndHalfNameTheirDtype) {
+  Accepted("bf16", 2, 4, 16);
+  std::string m = Refused("bf16", 2, 2, 16);  // f16 into __nv_bfloat16
+  EXPECT_TRUE(absl::StrContains(m, "declares dtype bf16")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "passed f16")) << m;
+  Refused("bf16", 2, 1, 16);  // u16
+  // A typedef of __half.
+  Accepted("aliased", 2, 2, 16);
+  m = Refused("aliased", 2, 4, 16);
+  EXPECT_TRUE(absl::StrContains(m, "declares dtype f16")) << m;
+}
+
+TEST_F(ExternCTensorTest, MacrosAndOptionsResolve) {
+  // #define ROWS_T float, and RANK from -DRANK=2.
+  Accepted("macro_t", 2, 2, 32);
+  EXPECT_TRUE(absl::StrContains(Refused("macro_t", 2, 4, 16), "dtype f32"));
+  EXPECT_TRUE(absl::StrContains(Refused("macro_t", 1, 2, 32), "rank-2"));
+  // A kernel a function-like macro declares is not read: unchecked.
+  Accepted("from_macro", 2, 4, 16);
+}
+
 }  // namespace

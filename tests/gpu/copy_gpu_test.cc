@@ -108,6 +108,42 @@ TEST_F(CopyGpuTest, PagedGatherWithBadIndicesFills) {
   }
 }
 
+// fj_copy's scatter index (since 1.4), a paged KV-cache append: window row
+// i goes to cache row scatter_index[i]; -1 and 40 lie outside the cache
+// and write nothing; every row no index names keeps its poison. With a
+// gather index too, and under every fill mode and index width.
+TEST_F(CopyGpuTest, PagedAppendWritesOnlyTheRowsItsIndexNames) {
+  for (jit::CopyImpl impl : Impls(0)) {
+    SCOPED_TRACE(std::string(jit::CopyImplName(impl)));
+    // src: 9 new tokens of [4 heads, 64] bf16; dst: a cache of 32 rows.
+    CopyCase c = CopyCase::Dense({9, 4, 64}, testutil::kBF16);
+    c.dst_shape = {32, 4, 64};
+    c.scatter = true;
+    c.scatter_index = {3, 31, 0, 7, -1, 8, 40, 12, 1};
+    for (int oob : {FJ_OOB_PROMISE_IN_BOUNDS, FJ_OOB_ZEROS, FJ_OOB_NAN}) {
+      c.oob = oob;
+      for (int index_bits : {32, 64}) {
+        c.index_bits = index_bits;
+        SCOPED_TRACE(absl::StrCat("oob ", oob, ", int", index_bits, " index"));
+        const auto before = rt().copy().counters();
+        ASSERT_NO_FATAL_FAILURE(RunAndCheck(c, impl, false));
+        EXPECT_EQ(rt().copy().counters().kernel, before.kernel + 1);
+      }
+    }
+    // Gathered and scattered at once: src rows by one index, dst rows by
+    // the other (a bad gather index reads the fill, a bad scatter index
+    // writes nothing).
+    CopyCase g = CopyCase::Dense({16, 4, 64}, testutil::kBF16);
+    g.dst_shape = {32, 4, 64};
+    g.gather = true;
+    g.index = {15, 2, -3, 0, 9};
+    g.scatter = true;
+    g.scatter_index = {30, 1, 2, -1, 16};
+    g.oob = FJ_OOB_ZEROS;
+    ASSERT_NO_FATAL_FAILURE(RunAndCheck(g, impl, false));
+  }
+}
+
 TEST_F(CopyGpuTest, PinnedHostSourceAndDestination) {
   CopyCase c = CopyCase::Dense({48, 300}, testutil::kF16);
   c.src_place = testutil::Place::kPinnedHost;

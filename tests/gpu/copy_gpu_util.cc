@@ -190,7 +190,10 @@ std::string CopyCase::Describe() const {
       absl::StrJoin(src_strides, ","), "] dst [", absl::StrJoin(dst_shape, ","),
       "] strides [", absl::StrJoin(dst_strides, ","), "] start [",
       absl::StrJoin(start, ","), "] oob ", oob,
-      gather ? absl::StrCat(" gather [", absl::StrJoin(index, ","), "]") : "");
+      gather ? absl::StrCat(" gather [", absl::StrJoin(index, ","), "]") : "",
+      scatter
+          ? absl::StrCat(" scatter [", absl::StrJoin(scatter_index, ","), "]")
+          : "");
 }
 
 // --------------------------------------------------------------- fixture
@@ -298,21 +301,27 @@ absl::Status GpuFixture::RunInto(const CopyCase& c,
   src.Upload(*src_bytes);
   dst.Upload(std::vector<uint8_t>(dst_n, 0xCD));  // poison
   const int exec = c.dst_place == Place::kDevice ? c.dst_device : c.src_device;
-  Buffer index;
-  std::vector<int64_t> index_shape = {static_cast<int64_t>(c.index.size())};
-  if (c.gather) {
-    std::vector<uint8_t> raw(c.index.size() * (c.index_bits / 8));
-    for (size_t i = 0; i < c.index.size(); ++i) {
+  // An index in device memory, as int32 or int64.
+  auto upload_index = [&](const std::vector<int64_t>& values) {
+    std::vector<uint8_t> raw(values.size() * (c.index_bits / 8));
+    for (size_t i = 0; i < values.size(); ++i) {
       if (c.index_bits == 32) {
-        const int32_t v = static_cast<int32_t>(c.index[i]);
+        const int32_t v = static_cast<int32_t>(values[i]);
         std::memcpy(&raw[i * 4], &v, 4);
       } else {
-        std::memcpy(&raw[i * 8], &c.index[i], 8);
+        std::memcpy(&raw[i * 8], &values[i], 8);
       }
     }
-    index = Device(exec, raw.size());
-    index.Upload(raw);
-  }
+    Buffer b = Device(exec, std::max<size_t>(raw.size(), 8));
+    b.Upload(raw);
+    return b;
+  };
+  Buffer index, scatter;
+  std::vector<int64_t> index_shape = {static_cast<int64_t>(c.index.size())};
+  std::vector<int64_t> scatter_shape = {
+      static_cast<int64_t>(c.scatter_index.size())};
+  if (c.gather) index = upload_index(c.index);
+  if (c.scatter) scatter = upload_index(c.scatter_index);
   auto place = [](Place p, int d) {
     return p == Place::kDevice ? fj_dl_device{2, d} : fj_dl_device{3, 0};
   };
@@ -338,12 +347,20 @@ absl::Status GpuFixture::RunInto(const CopyCase& c,
                index_shape.data(),
                nullptr,
                0};
+  fj_tensor sx{reinterpret_cast<void*>(scatter.address),
+               {2, exec},
+               1,
+               {0, static_cast<uint8_t>(c.index_bits), 1},
+               scatter_shape.data(),
+               nullptr,
+               0};
   CopySpec spec;
   spec.src = DlTensorOf(s);
   spec.dst = DlTensorOf(d);
   spec.start = c.start;
   spec.oob = c.oob;
   spec.index = c.gather ? DlTensorOf(&ix) : std::nullopt;
+  spec.scatter = c.scatter ? DlTensorOf(&sx) : std::nullopt;
   spec.impl = impl;
   spec.force_kernel = force_kernel;
   absl::Status st = rt().copy().CopyTensorWindow(spec, {exec, stream(exec)});
@@ -368,7 +385,10 @@ void GpuFixture::RunAndCheck(const CopyCase& c,
       c.oob == FJ_OOB_NAN && c.dtype.is_float ? c.dtype.nan : 0;
   std::vector<bool> written(got.size() / eb, false);
   int mismatches = 0;
-  ForEach(c.dst_shape, [&](const std::vector<int64_t>& i) {
+  // The window: dst's shape, or one row per scatter index entry.
+  std::vector<int64_t> window = c.dst_shape;
+  if (c.scatter) window[0] = static_cast<int64_t>(c.scatter_index.size());
+  ForEach(window, [&](const std::vector<int64_t>& i) {
     bool inside = true;
     int64_t src_off = 0, dst_off = 0;
     for (int k = 0; k < rank; ++k) {
@@ -376,7 +396,12 @@ void GpuFixture::RunAndCheck(const CopyCase& c,
       if (c.gather && k == 0) at = c.index[i[0]] + c.start[0];
       inside = inside && at >= 0 && at < c.src_shape[k];
       src_off += at * ss[k];
-      dst_off += i[k] * ds[k];
+      int64_t to = i[k];
+      if (c.scatter && k == 0) {
+        to = c.scatter_index[i[0]];
+        if (to < 0 || to >= c.dst_shape[0]) return;  // not written
+      }
+      dst_off += to * ds[k];
     }
     written[dst_off] = true;
     const uint8_t* want =

@@ -60,6 +60,11 @@ struct CopyCase {
   bool gather = false;
   std::vector<int64_t> index;
   int index_bits = 32;
+  // A scatter (fj_copy_desc.scatter_index, since 1.4): window row i goes to
+  // dst row scatter_index[i] (none outside dst); the window has
+  // scatter_index.size() rows and dst's other extents.
+  bool scatter = false;
+  std::vector<int64_t> scatter_index;
   Place src_place = Place::kDevice, dst_place = Place::kDevice;
   int src_device = 0, dst_device = 0;
 

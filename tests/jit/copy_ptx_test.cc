@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "jit/embedded.h"
 #include "jit/nvrtc_build.h"
+#include "platform/cuda_headers.h"
 #include "platform/nvrtc_library.h"
 #include "tools/bundled_kernels.h"
 
@@ -124,6 +125,10 @@ absl::StatusOr<Artifact> Build(const std::string& source, const char* target,
   r.target = *ParseTarget(target);
   r.copy_impl = impl;
   r.options = std::move(options);
+  // CUDA's headers, as the runtime offers them (the examples include
+  // <cuda_fp16.h> and <cuda_bf16.h>).
+  for (const CudaIncludeDir& d : FindCudaIncludeDirs(CudaHeaderSearch{}))
+    r.include_dirs.push_back({d.path, d.origin});
   return BuildModule(r);
 }
 

@@ -23,7 +23,7 @@ using ::fleetjit::testing::Slurp;
 // Prints what it was given; fails under cp_async, with output that needs
 // escaping in XML (markup, quotes, an invalid byte, a control character).
 constexpr char kStub[] = R"(#!/bin/sh
-echo "impl=$FLEETJIT_COPY_IMPL target=${FLEETJIT_TARGET-unset}"
+echo "impl=$FLEETJIT_COPY_IMPL check=${FLEETJIT_CHECK-unset} target=${FLEETJIT_TARGET-unset}"
 if [ "$FLEETJIT_COPY_IMPL" = cp_async ]; then
   printf 'cp_async broke: <tile> & "box" \377 \001\n'
   exit 7
@@ -95,11 +95,24 @@ TEST_F(MatrixCommandTest, JsonReportsEveryVariantAndTheEnvironment) {
   EXPECT_EQ(native["impl"], "sync");
   EXPECT_EQ(native["native"], true);
   EXPECT_EQ(native["pass"], true);
-  // A native variant removes the caller's FLEETJIT_TARGET.
+  // A native variant removes the caller's FLEETJIT_TARGET; every variant
+  // runs in the copy layer's checked mode.
   EXPECT_TRUE(absl::StrContains(native["output_tail"].get<std::string>(),
-                                "impl=sync target=unset"))
+                                "impl=sync check=1 target=unset"))
       << native;
   EXPECT_EQ(j["variants"][1]["exit_status"], 7);
+}
+
+// --no-check leaves FLEETJIT_CHECK as the caller's environment has it.
+TEST_F(MatrixCommandTest, NoCheckLeavesTheCheckedModeAlone) {
+  CliRun run = RunCli({"matrix", "--quiet", "--json", "--no-check",
+                       "--variants", "sync", "--", stub_},
+                      {{"FLEETJIT_CHECK", std::nullopt}});
+  EXPECT_EQ(run.code, 0) << run.err;
+  nlohmann::json j = nlohmann::json::parse(run.out);
+  EXPECT_TRUE(absl::StrContains(
+      j["variants"][0]["output_tail"].get<std::string>(), "check=unset"))
+      << j;
 }
 
 TEST_F(MatrixCommandTest, NamedTargetsGiveEachImplementationTheyHave) {

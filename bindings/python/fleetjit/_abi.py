@@ -11,10 +11,10 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, Union, c_char, c_char_p, c_do
 
 # The library version these bindings carry: the header's major.minor and
 # the release's patch (CMakeLists.txt).
-VERSION = "1.3.0"
+VERSION = "1.4.0"
 
 FJ_VERSION_MAJOR = 1
-FJ_VERSION_MINOR = 3
+FJ_VERSION_MINOR = 4
 
 
 class fj_str(Structure):
@@ -304,7 +304,7 @@ class fj_global_info(Structure):
 class fj_copy_desc(Structure):
     _fields_ = [("struct_size", c_size_t), ("ext", c_void_p), ("src", c_void_p),
                 ("src_start", c_int64 * 5), ("oob", c_int), ("dst", c_void_p),
-                ("gather_index", c_void_p)]
+                ("gather_index", c_void_p), ("scatter_index", c_void_p)]
 
 
 # fj_prefetch_mode

@@ -208,16 +208,21 @@ FJ_DEV team warp_team() { return team{lane_id(), 32u}; }
 FJ_DEV team team_of(block_t) { return block_team(); }
 FJ_DEV team team_of(warp_t) { return warp_team(); }
 
-// The coordinates of a tile list (fj::load_tiles) and of a gather
-// (fj::gather_tiles): tile i's start.
+// The coordinates of a tile list (fj::load_tiles, fj::store_tiles) and of
+// a gather or scatter (fj::gather_tiles, fj::scatter_tiles): tile i's
+// start, and ok(i): whether tile i lies inside the tensor along a gathered
+// dimension. A gathered tile that does not reads as the fill, a scattered
+// one is not written (copy.cuh, contract 7); a list's tiles are always ok.
 struct coord_list {
   const coords* cs;
   FJ_DEV coords operator()(int i) const { return cs[i]; }
+  FJ_DEV bool ok(int) const { return true; }
 };
 struct coord_gather {
   coords base;
   int dim;
   const int* idx;
+  i64 last;  // the largest index whose tile fits: shape[dim] - box[dim]
   FJ_DEV coords operator()(int i) const {
     coords c = base;
     const int v = idx[i];
@@ -226,7 +231,21 @@ struct coord_gather {
       if (d == dim) c.v[d] = v;
     return c;
   }
+  FJ_DEV bool ok(int i) const {
+    const int v = idx[i];
+    return v >= 0 && (i64)v <= last;
+  }
 };
+// The gather of `p` along `dim` from `base`.
+FJ_DEV coord_gather gather_of(const tensor_param& p, const coords& base,
+                              int dim, const int* idx) {
+  coord_gather g;
+  g.base = base;
+  g.dim = dim;
+  g.idx = idx;
+  g.last = p.shape[dim] - p.box[dim];
+  return g;
+}
 
 // Entering a copy call: the block's barrier, or the warp's.
 FJ_DEV void enter_scope(block_t) { __syncthreads(); }
@@ -1205,6 +1224,22 @@ FJ_DEV void store(warp_t, void* dst, const void* src, unsigned bytes,
                   bool pred) {
   __syncwarp();
   if (pred) detail::move_block(dst, src, bytes, detail::warp_team());
+}
+// k tiles from SMEM (tile i at src + i * box bytes) to the tiles at
+// cs(0..k-1), by the block's or the warp's threads; a tile that is not
+// cs.ok (a scatter's index outside the tensor) is not written.
+template <int R, class Scope, class Coords>
+FJ_DEV void store_tiles(Scope sc, const tensor_param& p, const Coords& cs,
+                        int k, const void* src, bool pred) {
+  detail::enter_scope(sc);
+  if (!pred) return;
+  const unsigned bb = detail::box_bytes(p, R);
+  for (int i = 0; i < k; ++i) {
+    if (!cs.ok(i)) continue;
+    detail::store_tile_generic<R>(p, cs(i),
+                                  (const unsigned char*)src + (unsigned)i * bb,
+                                  true, detail::team_of(sc));
+  }
 }
 FJ_DEV void prefetch_l2(const void* src, unsigned long long bytes) {
   detail::prefetch_span_lines(src, bytes);

@@ -374,16 +374,24 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
   issue_tile<R>(dst, p, c, pred, mode, detail::warp_team());
   attach(b);
 }
-// k tiles at cs(0..k-1), tile i at dst + i * box bytes, all on `done`.
+// k tiles at cs(0..k-1), tile i at dst + i * box bytes, all on `done`. A
+// tile that is not cs.ok (a gathered index outside the tensor) is the
+// fill, stored by the threads.
 template <int R, class Scope, class Coords, class Done>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done& done, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
   const unsigned bb = detail::box_bytes(p, R);
-  for (int i = 0; i < k; ++i)
-    issue_tile<R>((unsigned char*)dst + (unsigned)i * bb, p, cs(i), pred, mode,
-                  detail::team_of(sc));
+  for (int i = 0; i < k; ++i) {
+    unsigned char* d = (unsigned char*)dst + (unsigned)i * bb;
+    if (pred && !cs.ok(i)) {
+      detail::fill_block(d, bb, detail::oob_fill_pattern(p),
+                         detail::team_of(sc));
+      continue;
+    }
+    issue_tile<R>(d, p, cs(i), pred, mode, detail::team_of(sc));
+  }
   attach(done);
 }
 // Stores and prefetches: the software ones (common.cuh, soft_impl).
@@ -392,6 +400,7 @@ using soft_impl::prefetch_tensormap;
 using soft_impl::prefetch_tile;
 using soft_impl::store;
 using soft_impl::store_tile;
+using soft_impl::store_tiles;
 
 }  // namespace cp_async_impl
 }  // namespace fj

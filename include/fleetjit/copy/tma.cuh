@@ -713,7 +713,9 @@ FJ_DEV void load_tile_multicast(void* dst, const tensor_param& p,
 
 // k tiles at cs(0..k-1) on one barrier, tile i at dst + i * box bytes: one
 // expect_tx for the tiles TMA takes, their pieces spread over the first
-// warp's lanes; a tile TMA cannot take goes through cp.async (attached).
+// warp's lanes; a tile TMA cannot take goes through cp.async (attached). A
+// tile that is not cs.ok (a gathered index outside the tensor) is the fill,
+// stored by the threads.
 template <int R, class Coords>
 __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
                                             const tensor_param& p,
@@ -726,12 +728,17 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
     return;
   }
   unsigned ok = 0;
-  for (int i = 0; i < k; ++i) ok += use_tmap(p, dst + i * bb, cs(i)) ? 1 : 0;
+  for (int i = 0; i < k; ++i)
+    ok += cs.ok(i) && use_tmap(p, dst + i * bb, cs(i)) ? 1 : 0;
   if (tm.rank == 0 && ok != 0) expect_tx(b, ok * bb);
   const unsigned lanes = tm.size < 32 ? tm.size : 32;
   const unsigned sb = detail::smem_u32(&b), s0 = detail::smem_u32(dst);
   bool soft = false;
   for (int i = 0; i < k; ++i) {
+    if (!cs.ok(i)) {
+      detail::fill_block(dst + i * bb, bb, detail::oob_fill_pattern(p), tm);
+      continue;
+    }
     const coords c = cs(i);
     if (use_tmap(p, dst + i * bb, c)) {
       if (tm.rank < 32) {  // piece j of tile i: lane (i + j) % lanes
@@ -765,9 +772,15 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        pred_mode mode) {
   enter(sc);
   const unsigned bb = detail::box_bytes(p, R);
-  for (int i = 0; i < k; ++i)
-    cpa::issue_tile<R>((unsigned char*)dst + i * bb, p, cs(i), pred, mode,
-                       detail::team_of(sc));
+  for (int i = 0; i < k; ++i) {
+    unsigned char* d = (unsigned char*)dst + i * bb;
+    if (pred && !cs.ok(i)) {
+      detail::fill_block(d, bb, detail::oob_fill_pattern(p),
+                         detail::team_of(sc));
+      continue;
+    }
+    cpa::issue_tile<R>(d, p, cs(i), pred, mode, detail::team_of(sc));
+  }
 }
 
 // Tile store: the tensor map clips at the tensor's bounds in hardware; a
@@ -813,6 +826,30 @@ FJ_DEV void store_tile(warp_t, const tensor_param& p, const coords& c,
     return;
   }
   if (pred && detail::lane_id() == 0) store_pieces<R>(p, c, src);
+}
+
+// k tiles from SMEM (tile i at src + i * box bytes) to the tiles at
+// cs(0..k-1): each tile TMA can store is a tensor store (its pieces) issued
+// by the team's first thread, which commits the bulk groups; the others are
+// the clipped thread stores of the team. A tile that is not cs.ok (a
+// scatter's index outside the tensor) is not written.
+template <int R, class Scope, class Coords>
+FJ_DEV void store_tiles(Scope sc, const tensor_param& p, const Coords& cs,
+                        int k, const void* src, bool pred) {
+  enter(sc);
+  if (!pred) return;
+  const detail::team tm = detail::team_of(sc);
+  const unsigned bb = detail::box_bytes(p, R);
+  for (int i = 0; i < k; ++i) {
+    if (!cs.ok(i)) continue;
+    const coords c = cs(i);
+    const unsigned char* s = (const unsigned char*)src + (unsigned)i * bb;
+    if (store_tmap_ok<R>(p, c, s)) {
+      if (tm.rank == 0) store_pieces<R>(p, c, s);
+    } else {
+      detail::store_tile_generic<R>(p, c, s, true, tm);
+    }
+  }
 }
 
 // --------------------------------------------------------------- prefetch

@@ -7,11 +7,14 @@
 // element type is an unsigned integer of that width (the tensors carry the
 // real dtype, which picks the NaN pattern and the TMA element type).
 //
-// Tile t of dst starts at dst coordinates d (tile index times box per
-// dimension, dimension 0 fastest) and reads src at d + start. With a
-// gather, dimension FJ_RANK-1 (the outermost) has box 1 and reads src row
-// index[d] + start: a row outside src is read fully out of bounds, hence
-// filled (the runtime passes promise_in_bounds copies with oob_zeros).
+// Tile t of the window starts at window coordinates w (tile index times box
+// per dimension, dimension 0 fastest), reads src at w + start and is stored
+// at dst coordinates w. With a gather, dimension FJ_RANK-1 (the outermost)
+// has box 1 and reads src row index[w] + start: a row outside src is read
+// fully out of bounds, hence filled (the runtime passes promise_in_bounds
+// copies with oob_zeros). With a scatter, the outermost box is 1 too and
+// the tile is stored at dst row scatter[w]: a row outside dst is not
+// stored (its predicate is false), so a bad index never faults.
 //
 // Persistent CTAs: each walks tiles blockIdx.x, + gridDim.x, ...; FJ_STAGES
 // buffers keep loads in flight while the previous tile is stored (the
@@ -47,9 +50,25 @@ struct fj_copy_args {
   const void* index;       // gather index (entry per outermost dst row)
   long long index_stride;  // elements
   long long src_rows;      // src extent of the outermost dimension
+  int scatter_bytes;       // 0: no scatter; 4: int32; 8: int64
+  int unused;
+  const void* scatter;       // scatter index (dst row per outermost window row)
+  long long scatter_stride;  // elements
+  long long dst_rows;        // dst extent of the outermost dimension
 };
 
-__device__ __forceinline__ void fj_tile_at(
+// Entry `row` of a 4- or 8-byte index.
+__device__ __forceinline__ long long fj_index_at(int bytes, const void* index,
+                                                 long long stride,
+                                                 long long row) {
+  const long long at = row * stride;
+  return bytes == 4 ? (long long)((const int*)index)[at]
+                    : ((const long long*)index)[at];
+}
+
+// Tile t's dst and src coordinates; false when a scatter sends it outside
+// dst (not stored).
+__device__ __forceinline__ bool fj_tile_at(
     const fj_copy_args& a, const fj::tensor<fj_elem, FJ_RANK>& dst, long long t,
     fj::coords& d, fj::coords& s) {
   for (int k = 0; k < 5; ++k) {
@@ -63,15 +82,20 @@ __device__ __forceinline__ void fj_tile_at(
     d.v[k] = (int)(i * dst.box(k));
     s.v[k] = d.v[k] + a.start[k];
   }
+  const long long row = d.v[FJ_RANK - 1];
   if (a.index_bytes != 0) {
-    const long long row = d.v[FJ_RANK - 1];
-    const long long at = row * a.index_stride;
-    const long long i = a.index_bytes == 4
-                            ? (long long)((const int*)a.index)[at]
-                            : ((const long long*)a.index)[at];
-    const long long c = i + a.start[FJ_RANK - 1];
+    const long long c =
+        fj_index_at(a.index_bytes, a.index, a.index_stride, row) +
+        a.start[FJ_RANK - 1];
     s.v[FJ_RANK - 1] = (c >= 0 && c < a.src_rows) ? (int)c : -1;
   }
+  if (a.scatter_bytes != 0) {
+    const long long r =
+        fj_index_at(a.scatter_bytes, a.scatter, a.scatter_stride, row);
+    if (r < 0 || r >= a.dst_rows) return false;
+    d.v[FJ_RANK - 1] = (int)r;
+  }
+  return true;
 }
 
 extern "C" __global__ void fj_tile_copy(FJ_TENSOR(fj_elem, FJ_RANK) src,
@@ -103,8 +127,8 @@ extern "C" __global__ void fj_tile_copy(FJ_TENSOR(fj_elem, FJ_RANK) src,
     if (t >= a.total) break;
     const int slot = (int)(k % FJ_STAGES);
     bars[slot].wait((unsigned)((k / FJ_STAGES) & 1));
-    fj_tile_at(a, dst, t, d, s);
-    fj::store_tile(dst, d, buf + slot * tile_elems);
+    const bool stored = fj_tile_at(a, dst, t, d, s);
+    fj::store_tile(dst, d, buf + slot * tile_elems, stored);
     fj::commit_group();
     if (k >= 1) {
       fj::wait_group_read<1>();

@@ -175,6 +175,57 @@ TEST(ValidateCopy, ChecksTheGatherIndex) {
   ExpectInvalid(s, "overlap");
 }
 
+// A scatter index (since 1.4): the window has one row per entry (its
+// outermost extent), the other extents are dst's; the gather index, with
+// both, has as many entries; the index is 1-D int32/int64 and does not
+// overlap dst; a scatter never takes the driver's copy.
+TEST(ValidateCopy, ChecksTheScatterIndex) {
+  // k [5][8] rows into a cache of 64 rows of 8.
+  T src(kBase, {5, 8}), dst(kBase + 4096, {64, 8});
+  T idx(kBase + 8192, {5}, {0, 32, 1});
+  CopySpec s = Spec(src, dst);
+  s.scatter = DlTensorOf(idx.t);
+  auto v = ValidateCopy(s);
+  ASSERT_TRUE(v.ok()) << v.status();
+  ASSERT_TRUE(v->scatter.has_value());
+  EXPECT_EQ(v->scatter->length, 5);
+  EXPECT_EQ(v->window[1], 5);  // parameter order: dimension 1 outermost
+  EXPECT_EQ(v->window[0], 8);
+  EXPECT_EQ(v->elements, 40);  // the window's, not dst's 512
+  EXPECT_TRUE(v->WindowInBounds());
+  EXPECT_EQ(WindowDesc(*v).shape[1], 5);
+  // Without the index the same tensors are a window of dst's 64 rows,
+  // which leaves src under promise_in_bounds.
+  s.scatter.reset();
+  ExpectInvalid(s, "leaves src");
+  // A window past src's rows under promise_in_bounds.
+  T long_idx(kBase + 8192, {6}, {0, 32, 1});
+  s.scatter = DlTensorOf(long_idx.t);
+  ExpectInvalid(s, "leaves src");
+  s.oob = FJ_OOB_ZEROS;
+  EXPECT_TRUE(ValidateCopy(s).ok());
+  // With a gather index too: one entry per window row in both.
+  s.oob = FJ_OOB_PROMISE_IN_BOUNDS;
+  s.scatter = DlTensorOf(idx.t);
+  T gidx(kBase + 12288, {5}, {0, 64, 1});
+  s.index = DlTensorOf(gidx.t);
+  EXPECT_TRUE(ValidateCopy(s).ok());
+  T gidx_short(kBase + 12288, {4}, {0, 64, 1});
+  s.index = DlTensorOf(gidx_short.t);
+  ExpectInvalid(s, "scatter_index has 5");
+  s.index.reset();
+  T fidx(kBase + 8192, {5}, {2, 32, 1});
+  s.scatter = DlTensorOf(fidx.t);
+  ExpectInvalid(s, "scatter_index: has dtype f32");
+  T idx2(kBase + 8192, {5, 1}, {0, 32, 1});
+  s.scatter = DlTensorOf(idx2.t);
+  ExpectInvalid(s, "1-D");
+  T over(kBase + 4096 + 64, {5}, {0, 32, 1});
+  s.scatter = DlTensorOf(over.t);
+  ExpectInvalid(s, "scatter_index");
+  ExpectInvalid(s, "overlap");
+}
+
 TEST(ValidateCopy, EmptyCopiesValidate) {
   T a(kBase, {0, 4}), b(kBase + 4096, {0, 4});
   auto v = ValidateCopy(Spec(a, b));

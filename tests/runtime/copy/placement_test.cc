@@ -198,6 +198,33 @@ TEST(PlanCopyRoute, AGatherIndexMustBeReachable) {
   EXPECT_EQ(r->path, CopyPath::kKernel);
 }
 
+// A scatter (since 1.4) always runs the kernel, even dense and in bounds,
+// and its index must be reachable like a gather's.
+TEST(PlanCopyRoute, AScatterTakesTheKernelAndItsIndexMustBeReachable) {
+  T src(kA, {4, 8}), dst(kB, {64, 8}), idx(kB + 4096, {4}, {}, 2, 1);
+  idx.t.dtype = {0, 32, 1};
+  CopySpec s;
+  s.src = DlTensorOf(src.t);
+  s.dst = DlTensorOf(dst.t);
+  s.scatter = DlTensorOf(idx.t);
+  auto v = ValidateCopy(s);
+  ASSERT_TRUE(v.ok()) << v.status();
+  Placement index = Dev(1);
+  auto r = PlanCopyRoute(*v, Dev(0), Dev(0), nullptr, 0, 2, false,
+                         Peers(false, false), &index);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("scatter index"), absl::string_view::npos)
+      << r.status();
+  r = PlanCopyRoute(*v, Dev(0), Dev(0), nullptr, 0, 2, false, Peers(true, true),
+                    &index);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->path, CopyPath::kKernel);
+  // Its placement is required.
+  EXPECT_FALSE(
+      PlanCopyRoute(*v, Dev(0), Dev(0), nullptr, 0, 2, false, Peers(true, true))
+          .ok());
+}
+
 TEST(PlanCopyRoute, HugeDimensionsOnTheKernelPathAreOutOfRange) {
   T src(kA, {int64_t{3} << 31}), dst(kB, {16});
   auto r = Plan(V(src, dst, FJ_OOB_ZEROS, {-1}), Dev(0), Dev(0));

@@ -5,7 +5,7 @@
 use core::ffi::{c_char, c_void};
 
 pub const FJ_VERSION_MAJOR: u32 = 1;
-pub const FJ_VERSION_MINOR: u32 = 3;
+pub const FJ_VERSION_MINOR: u32 = 4;
 
 extern "C" {
     pub fn fj_version() -> u32;
@@ -734,6 +734,7 @@ pub struct fj_copy_desc {
     pub oob: fj_oob,
     pub dst: *const fj_tensor,
     pub gather_index: *const fj_tensor,
+    pub scatter_index: *const fj_tensor,
 }
 
 extern "C" {
