@@ -819,15 +819,6 @@ CUresult fake_cuStreamSynchronize(CUstream stream) {
   return SyncCall(stream);
 }
 
-// The fake never captures (cuStreamBeginCapture is unsupported).
-CUresult fake_cuStreamIsCapturing(CUstream stream,
-                                  CUstreamCaptureStatus* status) {
-  std::lock_guard<std::mutex> lock(S().mu);
-  if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-  *status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
-}
-
 CUresult fake_cuStreamGetCtx(CUstream stream, CUcontext* out) {
   std::lock_guard<std::mutex> lock(S().mu);
   if (!ValidStream(stream)) return CUDA_ERROR_INVALID_HANDLE;
