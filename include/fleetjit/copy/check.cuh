@@ -111,7 +111,7 @@ FJ_DEV void fail(warp_t) {
 }
 
 // ------------------------------------------------ the dimension of a gather
-__device__ __noinline__ void report_dim(int call, int d, int rank,
+static __device__ __noinline__ void report_dim(int call, int d, int rank,
                                         const site& s) {
   printf(
       "fleetjit: %s in %s, line %u: dimension %d is not a dimension of this "
@@ -139,7 +139,7 @@ FJ_DEV int checked_dim(Scope, int, dim_t<D>, const site&) {
 // ------------------------------------------------------- checked builds
 #if FJ_CHECK
 template <int R>
-__device__ __noinline__ void report_outside(int call, const tensor_param& p,
+static __device__ __noinline__ void report_outside(int call, const tensor_param& p,
                                             const coords& c, const site& s) {
   const int* v = c.v;
   const int* b = p.box;
@@ -185,7 +185,7 @@ __device__ __noinline__ void report_outside(int call, const tensor_param& p,
 #undef FJ_CHECK_HEAD
 #undef FJ_CHECK_TAIL
 }
-__device__ __noinline__ void report_elem(int call, int declared, int passed,
+static __device__ __noinline__ void report_elem(int call, int declared, int passed,
                                          int dtype, const site& s) {
   printf(
       "fleetjit check: %s in %s, line %u: the kernel's fj::tensor has "
