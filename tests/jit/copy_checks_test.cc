@@ -17,45 +17,11 @@
 #include "jit/nvrtc_build.h"
 #include "platform/cuda_headers.h"
 #include "platform/nvrtc_library.h"
+#include "tests/jit/copy_build_util.h"
 #include "tools/bundled_kernels.h"
 
 namespace fleetjit::jit {
 namespace {
-
-struct Combo {
-  const char* target;
-  CopyImpl impl;
-};
-
-// Each implementation on the oldest target that has it, and all three on
-// sm_90.
-std::vector<Combo> EveryImplOnce() {
-  return {{"sm_75", CopyImpl::kSync},
-          {"sm_80", CopyImpl::kCpAsync},
-          {"sm_90", CopyImpl::kSync},
-          {"sm_90", CopyImpl::kCpAsync},
-          {"sm_90", CopyImpl::kTma}};
-}
-
-bool Has(const std::string& ptx, const std::string& needle) {
-  return ptx.find(needle) != std::string::npos;
-}
-
-absl::StatusOr<Artifact> Build(const std::string& source, const char* target,
-                               CopyImpl impl,
-                               std::vector<std::string> options = {}) {
-  BuildRequest r;
-  r.source = source;
-  r.name = "copy_test.cu";
-  r.target = *ParseTarget(target);
-  r.copy_impl = impl;
-  r.options = std::move(options);
-  // CUDA's headers, as the runtime offers them (the examples include
-  // <cuda_fp16.h> and <cuda_bf16.h>).
-  for (const CudaIncludeDir& d : FindCudaIncludeDirs(CudaHeaderSearch{}))
-    r.include_dirs.push_back({d.path, d.origin});
-  return BuildModule(r);
-}
 
 // The strings of a PTX module (its `$str` byte arrays), decoded.
 std::vector<std::string> PtxStrings(const std::string& ptx) {

@@ -13,6 +13,7 @@
 #include "jit/nvrtc_build.h"
 #include "platform/cuda_headers.h"
 #include "platform/nvrtc_library.h"
+#include "tests/jit/copy_build_util.h"
 #include "tools/bundled_kernels.h"
 
 namespace fleetjit::jit {
@@ -80,11 +81,6 @@ extern "C" __global__ void rank4(FJ_TENSOR(float, 4) a, FJ_TENSOR(float, 4) b) {
 extern "C" __global__ void rank5(FJ_TENSOR(float, 5) a, FJ_TENSOR(float, 5) b) { rank_tile(a, b); }
 )";
 
-struct Combo {
-  const char* target;
-  CopyImpl impl;
-};
-
 std::string ComboName(const ::testing::TestParamInfo<Combo>& info) {
   return absl::StrCat(info.param.target, "_", CopyImplName(info.param.impl));
 }
@@ -100,36 +96,6 @@ std::vector<Combo> AllCombos() {
     if (arch >= 90) combos.push_back({target, CopyImpl::kTma});
   }
   return combos;
-}
-
-// Each implementation on the oldest target that has it, and all three on
-// sm_90.
-std::vector<Combo> EveryImplOnce() {
-  return {{"sm_75", CopyImpl::kSync},
-          {"sm_80", CopyImpl::kCpAsync},
-          {"sm_90", CopyImpl::kSync},
-          {"sm_90", CopyImpl::kCpAsync},
-          {"sm_90", CopyImpl::kTma}};
-}
-
-bool Has(const std::string& ptx, const std::string& needle) {
-  return ptx.find(needle) != std::string::npos;
-}
-
-absl::StatusOr<Artifact> Build(const std::string& source, const char* target,
-                               CopyImpl impl,
-                               std::vector<std::string> options = {}) {
-  BuildRequest r;
-  r.source = source;
-  r.name = "copy_test.cu";
-  r.target = *ParseTarget(target);
-  r.copy_impl = impl;
-  r.options = std::move(options);
-  // CUDA's headers, as the runtime offers them (the examples include
-  // <cuda_fp16.h> and <cuda_bf16.h>).
-  for (const CudaIncludeDir& d : FindCudaIncludeDirs(CudaHeaderSearch{}))
-    r.include_dirs.push_back({d.path, d.origin});
-  return BuildModule(r);
 }
 
 void SkipWithoutNvrtc() {
