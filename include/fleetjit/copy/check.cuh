@@ -112,7 +112,7 @@ FJ_DEV void fail(warp_t) {
 
 // ------------------------------------------------ the dimension of a gather
 static __device__ __noinline__ void report_dim(int call, int d, int rank,
-                                        const site& s) {
+                                               const site& s) {
   printf(
       "fleetjit: %s in %s, line %u: dimension %d is not a dimension of this "
       "rank-%d tensor (0, the innermost, to %d): the index list would be "
@@ -139,8 +139,10 @@ FJ_DEV int checked_dim(Scope, int, dim_t<D>, const site&) {
 // ------------------------------------------------------- checked builds
 #if FJ_CHECK
 template <int R>
-static __device__ __noinline__ void report_outside(int call, const tensor_param& p,
-                                            const coords& c, const site& s) {
+static __device__ __noinline__ void report_outside(int call,
+                                                   const tensor_param& p,
+                                                   const coords& c,
+                                                   const site& s) {
   const int* v = c.v;
   const int* b = p.box;
   const long long* n = p.shape;
@@ -185,8 +187,9 @@ static __device__ __noinline__ void report_outside(int call, const tensor_param&
 #undef FJ_CHECK_HEAD
 #undef FJ_CHECK_TAIL
 }
-static __device__ __noinline__ void report_elem(int call, int declared, int passed,
-                                         int dtype, const site& s) {
+static __device__ __noinline__ void report_elem(int call, int declared,
+                                                int passed, int dtype,
+                                                const site& s) {
   printf(
       "fleetjit check: %s in %s, line %u: the kernel's fj::tensor has "
       "%d-byte elements but the tensor passed has %d-byte elements (dtype "
