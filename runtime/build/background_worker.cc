@@ -28,6 +28,10 @@ BackgroundWorker::BackgroundWorker() {
   static std::once_flag registered;
   std::call_once(registered, [] {
     std::atexit(&StopAllAtExit);
+    // A queued job may hold a build's key lock: the disk cache's handlers
+    // must run inside these (its list locked after the workers park,
+    // unlocked in the child before the child drops the queued jobs).
+    DiskCache::RegisterForkHandlers();
     pthread_atfork(&PrepareForkAll, &AfterForkInParentAll,
                    &AfterForkInChildAll);
   });

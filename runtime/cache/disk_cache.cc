@@ -1089,10 +1089,7 @@ void CloseHeldLocksInChild() {
 }
 
 void NoteHeldLock(int fd) {
-  static absl::once_flag registered;
-  absl::call_once(registered, [] {
-    pthread_atfork(&LockHeldLocks, &UnlockHeldLocks, &CloseHeldLocksInChild);
-  });
+  DiskCache::RegisterForkHandlers();
   pthread_mutex_lock(&held_locks_mu);
   if (held_locks == nullptr) held_locks = new std::vector<int>();
   held_locks->push_back(fd);
@@ -1145,6 +1142,13 @@ Fd OpenLockFile(int root, std::string* problem) {
 }
 
 }  // namespace
+
+void DiskCache::RegisterForkHandlers() {
+  static absl::once_flag registered;
+  absl::call_once(registered, [] {
+    pthread_atfork(&LockHeldLocks, &UnlockHeldLocks, &CloseHeldLocksInChild);
+  });
+}
 
 DiskCache::KeyLock::KeyLock(int fd) : fd_(fd), pid_(::getpid()) {
   NoteHeldLock(fd);

@@ -195,6 +195,12 @@ class DiskCache {
   // when the folder or shard is refused, the lock file is not ours, or
   // the file system refuses such locks.
   LockResult LockKey(absl::string_view digest, absl::Time deadline);
+  // Registers (once) the fork handlers of the key locks a process holds:
+  // before fork() their list is locked, in the child its descriptors are
+  // closed. Code whose own fork handlers may release a KeyLock (a queued
+  // job holding one) calls this before registering them, so that these
+  // run inside theirs: prepare last, child first (pthread_atfork's order).
+  static void RegisterForkHandlers();
 
   uint64_t evictions() const { return evictions_.load(); }
   uint64_t rejected_entries() const { return rejected_.load(); }
