@@ -26,7 +26,7 @@ absl::Status EnterKernelContext(const LoadedKernel& k) {
       current == k.context) {
     return absl::OkStatus();
   }
-  return CheckCu(*k.api, k.api->cuCtxSetCurrent(k.context), "cuCtxSetCurrent");
+  return FJ_CU_CALL(*k.api, cuCtxSetCurrent, k.context);
 }
 
 }  // namespace
@@ -170,11 +170,9 @@ absl::StatusOr<int> Runtime::KernelOccupancy(const LoadedKernel& k,
   }
   int blocks = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*k.api,
-              k.api->cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-                  &blocks, k.function, static_cast<int>(threads),
-                  dynamic_shared, CU_OCCUPANCY_DEFAULT),
-              "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"),
+      FJ_CU_CALL(*k.api, cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                 &blocks, k.function, static_cast<int>(threads), dynamic_shared,
+                 CU_OCCUPANCY_DEFAULT),
       absl::StrCat("the occupancy of '", k.display_name, "'"));
   return blocks;
 }
@@ -188,10 +186,8 @@ absl::StatusOr<std::pair<int, int>> Runtime::SuggestBlock(
   }
   int min_grid = 0, block = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*k.api,
-              k.api->cuOccupancyMaxPotentialBlockSize(
-                  &min_grid, &block, k.function, nullptr, dynamic_shared, 0),
-              "cuOccupancyMaxPotentialBlockSize"),
+      FJ_CU_CALL(*k.api, cuOccupancyMaxPotentialBlockSize, &min_grid, &block,
+                 k.function, nullptr, dynamic_shared, 0),
       absl::StrCat("a block size for '", k.display_name, "'"));
   return std::make_pair(block, min_grid);
 }

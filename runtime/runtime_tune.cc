@@ -207,10 +207,8 @@ absl::Status TimedStreamBackend::OpenStream() {
   FJ_RETURN_IF_ERROR(device_.poisoned());
   FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
   FJ_ASSIGN_OR_RETURN(stream_, Stream::Create(&rt_, api_, device_));
-  FJ_RETURN_IF_ERROR(CheckCu(
-      api_, api_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
-  return CheckCu(api_, api_.cuEventCreate(&stop_, CU_EVENT_DEFAULT),
-                 "cuEventCreate");
+  FJ_CU_RETURN_IF_ERROR(api_, cuEventCreate, &start_, CU_EVENT_DEFAULT);
+  return FJ_CU_CALL(api_, cuEventCreate, &stop_, CU_EVENT_DEFAULT);
 }
 
 absl::Status TimedStreamBackend::RunOnce(size_t i, absl::Duration deadline) {
@@ -220,22 +218,18 @@ absl::Status TimedStreamBackend::RunOnce(size_t i, absl::Duration deadline) {
 
 absl::StatusOr<double> TimedStreamBackend::Time(size_t i, uint32_t count,
                                                 absl::Duration deadline) {
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api_, api_.cuEventRecord(start_, stream()), "cuEventRecord"));
+  FJ_CU_RETURN_IF_ERROR(api_, cuEventRecord, start_, stream());
   for (uint32_t n = 0; n < count; ++n) FJ_RETURN_IF_ERROR(LaunchOne(i));
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api_, api_.cuEventRecord(stop_, stream()), "cuEventRecord"));
+  FJ_CU_RETURN_IF_ERROR(api_, cuEventRecord, stop_, stream());
   FJ_RETURN_IF_ERROR(WaitEvent(stop_, deadline, "a timed sample"));
   float ms = 0;
-  FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuEventElapsedTime(&ms, start_, stop_),
-                             "cuEventElapsedTime"));
+  FJ_CU_RETURN_IF_ERROR(api_, cuEventElapsedTime, &ms, start_, stop_);
   return static_cast<double>(ms);
 }
 
 absl::Status TimedStreamBackend::Wait(absl::Duration deadline,
                                       absl::string_view what) {
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api_, api_.cuEventRecord(stop_, stream()), "cuEventRecord"));
+  FJ_CU_RETURN_IF_ERROR(api_, cuEventRecord, stop_, stream());
   return WaitEvent(stop_, deadline, what);
 }
 
