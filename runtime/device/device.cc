@@ -189,6 +189,38 @@ absl::Status Device::CheckAfterWork(CUresult result, absl::string_view call) {
   return status;
 }
 
+absl::StatusOr<uint64_t> Device::SetPersistingL2(uint64_t bytes) {
+  const DeviceFacts& f = facts_;
+  const int ordinal = f.ordinal;
+  if (f.cc_major < 8 || f.max_persisting_l2_bytes <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", ordinal, " (sm_", f.arch(),
+        ") has no persisting L2 set-aside (sm_80 and newer have it)"));
+  }
+  if (bytes > static_cast<uint64_t>(f.max_persisting_l2_bytes)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "a persisting L2 set-aside of ", bytes, " bytes exceeds device ",
+        ordinal, "'s maximum, ", f.max_persisting_l2_bytes, " bytes"));
+  }
+  if (api_.cuCtxSetLimit == nullptr || api_.cuCtxGetLimit == nullptr) {
+    return absl::UnavailableError(
+        "this CUDA driver lacks cuCtxSetLimit / cuCtxGetLimit");
+  }
+  if (is_poisoned()) return poisoned();
+  FJ_RETURN_IF_ERROR(MakeCurrent().status());
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api_,
+              api_.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, bytes),
+              "cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)"),
+      absl::StrCat("setting aside L2 on device ", ordinal));
+  size_t set = 0;
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api_, api_.cuCtxGetLimit(&set, CU_LIMIT_PERSISTING_L2_CACHE_SIZE),
+              "cuCtxGetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)"),
+      absl::StrCat("reading the L2 set-aside of device ", ordinal));
+  return static_cast<uint64_t>(set);
+}
+
 absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
                                             absl::Status driver_status,
                                             const Logger* logger) {
