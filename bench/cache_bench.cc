@@ -339,7 +339,7 @@ void IncludeScanHits(const std::string& dir) {
   ScanRows("include scan on a hit, <cub/block/block_reduce.cuh>",
            "#include <cub/block/block_reduce.cuh>\n", dirs);
   // The whole memory hit of such a kernel (key, scan, cache), as
-  // tests/runtime/cuda_headers_build_test prints it once.
+  // tests/runtime/builder/cuda_headers_build_test prints it once.
   if (!(*rt)->compiler_identity().ok()) return;
   BuildSpec spec;
   spec.name = "block_sum.cu";

@@ -64,9 +64,7 @@ struct Ctx {
   }
   void Sync(int d) {
     Current(d);
-    Die(CheckCu(*api, api->cuStreamSynchronize(stream[d]),
-                "cuStreamSynchronize"),
-        "sync");
+    Die(FJ_CU_CALL(*api, cuStreamSynchronize, stream[d]), "sync");
   }
 };
 

@@ -351,8 +351,7 @@ int RunGpu(Runtime& rt) {
   const LaunchThunk* kt_thunk = kt.thunk.load();
 
   CUstream stream = nullptr;
-  DieIf(CheckCu(api, api.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
-                "cuStreamCreate"),
+  DieIf(FJ_CU_CALL(api, cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING),
         "stream");
   auto a = rt.Allocate(0, 4 << 20);
   DieIf(a.status(), "allocating");
@@ -674,15 +673,13 @@ int RunGpu(Runtime& rt) {
     constexpr int kPhases = 4;
     constexpr int kBatchesPerPhase = 100;
     CUcontext ctx = nullptr;
-    DieIf(CheckCu(api, api.cuCtxGetCurrent(&ctx), "cuCtxGetCurrent"),
-          "context");
+    DieIf(FJ_CU_CALL(api, cuCtxGetCurrent, &ctx), "context");
     std::vector<CUstream> raw_streams(kThreads);
     std::vector<fj_stream*> fj_streams(kThreads);
     std::vector<fj_launch_config> fj_cfgs(kThreads, cfg);
     for (int t = 0; t < kThreads; ++t) {
-      DieIf(CheckCu(api,
-                    api.cuStreamCreate(&raw_streams[t], CU_STREAM_NON_BLOCKING),
-                    "cuStreamCreate"),
+      DieIf(FJ_CU_CALL(api, cuStreamCreate, &raw_streams[t],
+                       CU_STREAM_NON_BLOCKING),
             "stream");
       Check(fj_stream_create(crt, 0, &fj_streams[t]), "fj_stream_create");
       fj_cfgs[t].stream = fj_streams[t];

@@ -429,19 +429,14 @@ class Gpu {
     g->api_ = std::move(*api);
     const DriverApi& a = *g->api_;
     CUdevice dev;
+    REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuDeviceGet, &dev, device));
     REFK_RETURN_IF_ERROR(
-        CheckCu(a, a.cuDeviceGet(&dev, device), "cuDeviceGet"));
-    REFK_RETURN_IF_ERROR(CheckCu(a, a.cuDevicePrimaryCtxRetain(&g->ctx_, dev),
-                                 "cuDevicePrimaryCtxRetain"));
+        FJ_CU_CALL(a, cuDevicePrimaryCtxRetain, &g->ctx_, dev));
+    REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuCtxSetCurrent, g->ctx_));
     REFK_RETURN_IF_ERROR(
-        CheckCu(a, a.cuCtxSetCurrent(g->ctx_), "cuCtxSetCurrent"));
-    REFK_RETURN_IF_ERROR(
-        CheckCu(a, a.cuStreamCreate(&g->stream_, CU_STREAM_NON_BLOCKING),
-                "cuStreamCreate"));
-    REFK_RETURN_IF_ERROR(
-        CheckCu(a, a.cuEventCreate(&g->e0_, 0), "cuEventCreate"));
-    REFK_RETURN_IF_ERROR(
-        CheckCu(a, a.cuEventCreate(&g->e1_, 0), "cuEventCreate"));
+        FJ_CU_CALL(a, cuStreamCreate, &g->stream_, CU_STREAM_NON_BLOCKING));
+    REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuEventCreate, &g->e0_, 0));
+    REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuEventCreate, &g->e1_, 0));
     REFK_RETURN_IF_ERROR(
         Fj(fj_stream_wrap(g->rt_, device,
                           reinterpret_cast<uint64_t>(g->stream_), &g->wrapped_),
@@ -476,21 +471,16 @@ class Gpu {
   absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work,
                                 int samples, int batch) {
     const DriverApi& a = *api_;
-    REFK_RETURN_IF_ERROR(
-        CheckCu(a, a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+    REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuCtxSetCurrent, ctx_));
     for (int i = 0; i < 3; ++i) REFK_RETURN_IF_ERROR(work());
     std::vector<double> ms;
     for (int s = 0; s < samples; ++s) {
-      REFK_RETURN_IF_ERROR(
-          CheckCu(a, a.cuEventRecord(e0_, stream_), "cuEventRecord"));
+      REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuEventRecord, e0_, stream_));
       for (int i = 0; i < batch; ++i) REFK_RETURN_IF_ERROR(work());
-      REFK_RETURN_IF_ERROR(
-          CheckCu(a, a.cuEventRecord(e1_, stream_), "cuEventRecord"));
-      REFK_RETURN_IF_ERROR(
-          CheckCu(a, a.cuEventSynchronize(e1_), "cuEventSynchronize"));
+      REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuEventRecord, e1_, stream_));
+      REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuEventSynchronize, e1_));
       float t = 0;
-      REFK_RETURN_IF_ERROR(
-          CheckCu(a, a.cuEventElapsedTime(&t, e0_, e1_), "cuEventElapsedTime"));
+      REFK_RETURN_IF_ERROR(FJ_CU_CALL(a, cuEventElapsedTime, &t, e0_, e1_));
       ms.push_back(double(t) / batch);
     }
     return measure::Median(std::move(ms));
@@ -510,8 +500,7 @@ class Gpu {
       const DriverApi& a = *api_;
       ms = TimeMs(
           [&] {
-            return CheckCu(a, a.cuMemcpyDtoDAsync(dst, src, bytes, stream_),
-                           "cuMemcpyDtoDAsync");
+            return FJ_CU_CALL(a, cuMemcpyDtoDAsync, dst, src, bytes, stream_);
           },
           samples, batch);
     }

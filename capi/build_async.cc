@@ -12,8 +12,8 @@ using namespace fleetjit::capi;  // NOLINT
 extern "C" {
 
 // ------------------------------------------- asynchronous builds, loading
-// fj_build a PendingBuild (runtime/build/build_pool.h); fj_module_load over
-// Runtime::LoadModule (runtime/build/image_import.h).
+// fj_build a PendingBuild (runtime/builder/build_pool.h); fj_module_load over
+// Runtime::LoadModule (runtime/builder/image_import.h).
 
 FJ_API fj_status* fj_module_build_async(fj_runtime* runtime,
                                         const fj_build_options* options,

@@ -32,8 +32,9 @@
 #include "fleetjit/fleetjit.h"
 #include "jit/copy_plan.h"
 #include "jit/target.h"
-#include "runtime/build/image_import.h"
+#include "runtime/builder/image_import.h"
 #include "runtime/copy/copy_request.h"
+#include "runtime/load/kernel_attributes.h"
 #include "runtime/runtime.h"
 
 namespace fleetjit::capi {
@@ -205,8 +206,7 @@ fj_device_info FjDeviceInfo(const DeviceReport& report);
 fj_module_info FjModuleInfo(const ModuleRecord& record);
 fj_kernel_info FjKernelInfo(const LoadedKernel& kernel);
 // fj_kernel_info's 1.3 fields.
-void AddKernelAttributes(const Runtime::KernelAttributes& a,
-                         fj_kernel_info& info);
+void AddKernelAttributes(const KernelAttributes& a, fj_kernel_info& info);
 fj_global_info FjGlobalInfo(const ModuleLoader::Global& g);
 fj_cache_stats FjCacheStats(const CacheStats& stats);
 absl::StatusOr<fj_tensor_check> CheckTensorArg(const fj_tensor_arg* arg);

@@ -45,8 +45,7 @@ fj_kernel_info FjKernelInfo(const LoadedKernel& k) {
   return info;
 }
 
-void AddKernelAttributes(const Runtime::KernelAttributes& a,
-                         fj_kernel_info& info) {
+void AddKernelAttributes(const KernelAttributes& a, fj_kernel_info& info) {
   info.const_bytes = a.const_bytes;
   info.local_bytes = a.local_bytes;
   info.max_dynamic_shared_bytes = a.max_dynamic_shared_bytes;

@@ -293,8 +293,8 @@ FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
     // still answer then, as they always did).
     if (StructSize(out_info) > offsetof(fj_kernel_info, const_bytes) &&
         !k->kernel->device->is_poisoned()) {
-      FJ_ASSIGN_OR_RETURN(Runtime::KernelAttributes a,
-                          Runtime::ReadKernelAttributes(*k->kernel));
+      FJ_ASSIGN_OR_RETURN(KernelAttributes a,
+                          fleetjit::ReadKernelAttributes(*k->kernel));
       AddKernelAttributes(a, info);
     }
     return WriteOutStruct(info, out_info);

@@ -1,6 +1,6 @@
 // fj_module_link (since 1.3): reads fj_link_options into a LinkSpec
 // (runtime/load/module.h), checking every input, and publishes the linked
-// module like a built one (runtime/build/module_link.cc links it).
+// module like a built one (runtime/builder/module_link.cc links it).
 #include <cstring>
 
 #include "absl/strings/str_cat.h"

@@ -1,5 +1,5 @@
 // The C ABI of tuning (fj_tune, fj_tune_result_*), over Runtime::Tune
-// (runtime/runtime_tune.cc). Kept out of fleetjit.cc so the shim's other
+// (runtime/tuning/tune_kernel.cc). Kept out of fleetjit.cc so the shim's other
 // entries stay as they are; the same rules apply (entry.h, convert.h).
 #include <cstring>
 

@@ -5,10 +5,11 @@
 #   fj_jit -> fj_runtime_device
 #   fj_runtime_device + fj_runtime_cache -> fj_runtime_load
 #   fj_runtime_load + fj_thunk -> fj_runtime_launch
-#   fj_runtime_launch + fj_runtime_config -> fj_runtime_build
+#   fj_runtime_launch + fj_runtime_config -> fj_runtime_builder
 #   fj_runtime_launch -> fj_runtime_copy
 #   fj_runtime_cache -> fj_runtime_tune
-#   fj_runtime_build + fj_runtime_copy + fj_runtime_tune -> fj_runtime (the facade)
+#   fj_runtime_builder + fj_runtime_copy + fj_runtime_tune -> fj_runtime_tuning
+#   fj_runtime_tuning -> fj_runtime (the facade)
 #   fj_runtime -> libfleetjit_core.so -> libfleetjit.so.1 (capi/)
 #
 # Each is an OBJECT library whose sources live in one folder (the runtime's
@@ -19,7 +20,7 @@
 # through a link under ${CMAKE_BINARY_DIR}/layers/<target>/, never through
 # the repository root. scripts/ci/check-layers (run by .ci/run) additionally
 # rejects an include that points up or across the graph, e.g. from
-# runtime/copy/ into runtime/build/ or from jit/ into runtime/.
+# runtime/copy/ into runtime/builder/ or from jit/ into runtime/.
 
 # The standard and abseil headers that most of the library's files include,
 # precompiled: parsing them was a third of a layer file's compile time. The

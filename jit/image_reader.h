@@ -4,7 +4,7 @@
 // PTX carries everything: kernel names and parameter layouts come from the
 // text (param_layout.h), as for a build. A cubin carries no PTX: its kernel
 // names come from the ELF symbol table here, and its parameter sizes and
-// offsets from the driver at load (runtime/build/image_import.cc). A fatbin's
+// offsets from the driver at load (runtime/builder/image_import.cc). A fatbin's
 // names come from the uncompressed cubins embedded in it.
 //
 // Every reader is bounds-checked: a malformed or hostile image is a status

@@ -80,10 +80,8 @@ absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path) {
   }
   FJ_RETURN_IF_ERROR(CheckCu(*api, init(0), "cuInit"),
                      "initialising the CUDA driver");
-  FJ_RETURN_IF_ERROR(
-      CheckCu(*api, api->cuDriverGetVersion(&api->driver_version),
-              "cuDriverGetVersion"),
-      "reading the driver version");
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(*api, cuDriverGetVersion, &api->driver_version),
+                     "reading the driver version");
   return api;
 }
 
@@ -129,8 +127,7 @@ absl::StatusOr<std::optional<CUstreamCaptureMode>> EnterRelaxedCaptureMode(
     const DriverApi& api) {
   if (api.cuThreadExchangeStreamCaptureMode == nullptr) return std::nullopt;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuThreadExchangeStreamCaptureMode(&mode),
-                             "cuThreadExchangeStreamCaptureMode"),
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, cuThreadExchangeStreamCaptureMode, &mode),
                      "entering relaxed stream-capture mode");
   return mode;
 }
@@ -140,8 +137,7 @@ absl::Status LeaveRelaxedCaptureMode(
   if (!previous.has_value() || api.cuThreadExchangeStreamCaptureMode == nullptr)
     return absl::OkStatus();
   CUstreamCaptureMode mode = *previous;
-  return Annotate(CheckCu(api, api.cuThreadExchangeStreamCaptureMode(&mode),
-                          "cuThreadExchangeStreamCaptureMode"),
+  return Annotate(FJ_CU_CALL(api, cuThreadExchangeStreamCaptureMode, &mode),
                   "restoring the thread's stream-capture mode");
 }
 

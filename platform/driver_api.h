@@ -4,10 +4,14 @@
 // every entry point is resolved through cuGetProcAddress with a pinned API
 // version (driver_symbols.inc). No driver, an old driver or no GPU are
 // statuses, not crashes. Every call goes through CheckCu(), which names the
-// call and carries the driver's own error text:
+// call and carries the driver's own error text; FJ_CU_CALL names the entry
+// point once, making the call and checking it:
 //
-//   FJ_RETURN_IF_ERROR(CheckCu(api, api.cuMemAlloc(&p, n), "cuMemAlloc"),
+//   FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, cuMemAlloc, &p, n),
 //                      "allocating the output");
+//
+// A call whose message says more than the entry point's name (which
+// attribute, which buffer) spells it out with CheckCu.
 #ifndef FLEETJIT_PLATFORM_DRIVER_API_H_
 #define FLEETJIT_PLATFORM_DRIVER_API_H_
 
@@ -21,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/status_macros.h"
 
 namespace fleetjit {
 
@@ -51,6 +56,19 @@ absl::StatusOr<DriverApiPtr> LoadDriverApi(absl::string_view path);
 // FAILED_PRECONDITION in a forked child: CUDA is not fork-safe.
 absl::Status CheckCu(const DriverApi& api, CUresult result,
                      absl::string_view call);
+
+// FJ_CU_CALL(api, cuXxx, args...): calls `api.cuXxx(args...)` (`api` a
+// DriverApi lvalue, e.g. `*driver_`) and returns CheckCu's status for it,
+// named "cuXxx": the entry point is typed once, so the message cannot drift
+// from the call. `api` is evaluated twice.
+#define FJ_CU_CALL(api, name, ...) \
+  ::fleetjit::CheckCu((api), (api).name(__VA_ARGS__), #name)
+
+// FJ_CU_RETURN_IF_ERROR(api, cuXxx, args...): FJ_CU_CALL, returning its
+// status from the enclosing function on failure (FJ_RETURN_IF_ERROR without
+// a context).
+#define FJ_CU_RETURN_IF_ERROR(api, name, ...) \
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, name, __VA_ARGS__))
 
 // True when this process is a fork() child of the one that loaded CUDA.
 bool IsForkedChild(const DriverApi& api);

@@ -51,12 +51,12 @@ struct RuntimeOptions {
   bool pch = false;
   // Kernels that include <fleetjit/copy.cuh> compile without the layer's
   // slow paths and link a library of them built once per target and
-  // implementation (runtime/build/slow_paths.cc, docs/slow-path-library.md).
+  // implementation (runtime/builder/slow_paths.cc, docs/slow-path-library.md).
   // Off until it is measured on a GPU; FLEETJIT_SLOW_PATH_LIBRARY=1.
   bool slow_path_library = false;
   // fj_copy's window kernel takes each device's own launch shape: looked
   // up in the cache tiers, else tuned once in the background on the first
-  // copy that needs it (runtime/runtime_copy_tune.cc, docs/tuning.md).
+  // copy that needs it (runtime/tuning/copy_window_tune.cc, docs/tuning.md).
   bool copy_tune = true;
   // The copy layer's checked mode (<fleetjit/copy.cuh>, guide 6.): every
   // build made for a caller gets -DFJ_CHECK=1 (unless its options define

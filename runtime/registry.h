@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "base/thread_shards.h"
-#include "runtime/build/build_pool.h"
+#include "runtime/builder/build_pool.h"
 #include "runtime/device/stream.h"
 #include "runtime/load/kernel.h"
 #include "runtime/load/module.h"

@@ -1,5 +1,7 @@
 #include "runtime/runtime.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "base/exit_gate.h"
@@ -80,6 +82,25 @@ absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(
   rt->builder_ = std::make_unique<ModuleBuilder>(
       rt->options_, rt->driver_.get(), rt->devices_, *rt->cache_, *rt->thunks_,
       *rt->loader_);
+  Runtime* self = rt.get();
+  TuningParts parts;
+  parts.owner = self;
+  parts.driver = rt->driver_.get();
+  parts.devices = &rt->devices_;
+  parts.cache = rt->cache_.get();
+  parts.builder = rt->builder_.get();
+  parts.build_pool = rt->build_pool_.get();
+  parts.logger = &rt->logger_;
+  parts.copy_tune = rt->options_.copy_tune;
+  parts.describe = [self](int ordinal) {
+    return self->DescribeDevice(ordinal);
+  };
+  parts.load_kernel = [self](const ModuleRecord& module, absl::string_view name,
+                             int ordinal) {
+    return self->LoadKernel(module, name, ordinal);
+  };
+  parts.copy = [self]() -> CopyEngine& { return self->copy(); };
+  rt->tuning_ = std::make_unique<Tuning>(std::move(parts));
   FJ_RETURN_IF_ERROR(rt->StartUp(), "starting up (fj_runtime_options)");
   return rt;
 }
@@ -115,12 +136,8 @@ Runtime::~Runtime() {
   // The copy engine goes first: its streams and kernels use all of these.
   // A copy-shape tuning queued or running (it uses the engine) stops at its
   // next candidate and stores nothing.
-  copy_tune_cancel_.store(true);
-  bool copy_tune_asked;
-  {
-    absl::MutexLock lock(&copy_tune_mu_);
-    copy_tune_asked = !copy_tune_asked_.empty();
-  }
+  const bool copy_tune_asked =
+      tuning_ != nullptr && tuning_->CancelCopyTuning();
   if (copy_tune_asked && builder_ != nullptr) builder_->WaitForBackgroundWork();
   {
     absl::MutexLock lock(&copy_mu_);
@@ -197,6 +214,102 @@ __attribute__((hot)) absl::Status Runtime::LaunchKernel(
   return LaunchAndNote(*k.kernel, cfg,
                        stream == nullptr ? nullptr : stream->handle(), args,
                        num_args, arg_stride);
+}
+
+PendingBuild* Runtime::SubmitBuild(BuildSpec spec) {
+  // The spec is owned here: the caller's strings may die once this returns.
+  std::shared_ptr<BuildJob> job = build_pool_->Submit(
+      [this, spec = std::move(spec)] { return BuildRecord(spec); });
+  return registry_.AddBuild(this, std::move(job));
+}
+
+absl::StatusOr<Module*> Runtime::TakeBuild(BuildJob& job) {
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, job.Take());
+  return registry_.AddModule(this, std::move(record));
+}
+
+absl::StatusOr<Module*> Runtime::LoadModule(const ImageSpec& spec) {
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record,
+                      ImportImage(driver_.get(), devices_, spec));
+  return registry_.AddModule(this, std::move(record));
+}
+
+absl::StatusOr<Module*> Runtime::LinkModule(const LinkSpec& spec) {
+  FJ_ASSIGN_OR_RETURN(ModuleRecord record, builder_->LinkRecord(spec));
+  return registry_.AddModule(this, std::move(record));
+}
+
+absl::StatusOr<ModuleLoader::Global> Runtime::FindGlobal(const Module& module,
+                                                         absl::string_view name,
+                                                         int ordinal) {
+  if (name.empty()) return absl::InvalidArgumentError("name is empty");
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
+  if (dev->is_poisoned()) return dev->poisoned();
+  return loader_->LoadGlobal(module.record, name, ordinal);
+}
+
+absl::Status Runtime::CopyGlobal(const Module& module, absl::string_view name,
+                                 int ordinal, uint64_t offset, void* host,
+                                 uint64_t bytes, bool to_global,
+                                 Stream* stream) {
+  if (host == nullptr && bytes > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        to_global ? "src" : "dst", " is NULL but bytes is ", bytes));
+  }
+  if (stream != nullptr && stream->device().facts().ordinal != ordinal) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream is of device ", stream->device().facts().ordinal,
+                     ", the global was asked for on device ", ordinal));
+  }
+  FJ_ASSIGN_OR_RETURN(ModuleLoader::Global g,
+                      FindGlobal(module, name, ordinal));
+  if (offset > g.bytes || bytes > g.bytes - offset) {
+    return absl::OutOfRangeError(
+        absl::StrCat("bytes [", offset, ", ", offset + bytes,
+                     ") run past the end of global '", name, "', which has ",
+                     g.bytes, " bytes"));
+  }
+  if (bytes == 0) return absl::OkStatus();
+  const DriverApi& api = *driver_;
+  const CUdeviceptr at = g.address + offset;
+  CUresult r;
+  const char* call;
+  if (stream == nullptr) {
+    r = to_global ? api.cuMemcpyHtoD(at, host, bytes)
+                  : api.cuMemcpyDtoH(host, at, bytes);
+    call = to_global ? "cuMemcpyHtoD" : "cuMemcpyDtoH";
+  } else {
+    r = to_global ? api.cuMemcpyHtoDAsync(at, host, bytes, stream->handle())
+                  : api.cuMemcpyDtoHAsync(host, at, bytes, stream->handle());
+    call = to_global ? "cuMemcpyHtoDAsync" : "cuMemcpyDtoHAsync";
+  }
+  return CheckStickyError(*g.device, api, r,
+                          absl::StrCat(to_global ? "writing" : "reading",
+                                       " global '", name, "': ", call));
+}
+
+absl::StatusOr<std::pair<int, int>> Runtime::StreamPriorityRange(int ordinal) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
+  return Stream::PriorityRange(*driver_, *dev);
+}
+
+absl::StatusOr<Stream*> Runtime::CreateStreamWithPriority(int ordinal,
+                                                          int priority) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
+  FJ_ASSIGN_OR_RETURN(
+      std::unique_ptr<Stream> stream,
+      Stream::CreateWithPriority(this, *driver_, *dev, priority));
+  return registry_.AddStream(std::move(stream));
+}
+
+absl::StatusOr<uint64_t> Runtime::SetPersistingL2(int ordinal, uint64_t bytes) {
+  FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
+  return dev->SetPersistingL2(bytes);
+}
+
+absl::StatusOr<copy::CopyLaunchShape> Runtime::CopyWindowShapeOf(
+    const tune::TuneRow& row) {
+  return Tuning::CopyWindowShapeOf(row);
 }
 
 CopyEngine& Runtime::copy() {

@@ -1,23 +1,30 @@
 // The fleetjit runtime: one per fj_runtime handle, and the facade over the
 // rooms that do the work. It constructs every part, hands each the narrow
-// pieces it needs, and defines every Runtime:: method. The rooms, each its
-// own layer (cmake/layers.cmake; runtime/CMakeLists.txt), bottom up:
+// pieces it needs, and forwards to them; it keeps its configuration
+// (config.h) and the registry of the objects handed to callers
+// (registry.h). The rooms, each its own layer (cmake/layers.cmake;
+// runtime/CMakeLists.txt), bottom up:
 //   cache/     the module cache: keys, entries, memory, disk, remote tiers
-//   device/    devices and their poisoning (device.h), device memory,
-//              copies and fills (memory.h), streams (stream.h)
+//   device/    devices, their poisoning and their plain settings (the
+//              persisting L2) (device.h), device memory, copies and fills
+//              (memory.h), streams and their priorities (stream.h)
 //   config.h   RuntimeOptions and the FLEETJIT_* environment
 //   load/      module records (module.h: BuildSpec, ModuleRecord), per-context
 //              loading of images and kernels (module_loader.h, kernel.h),
+//              kernel attributes and occupancy (kernel_attributes.h),
 //              parameter relayout
 //   launch/    the launch wire format (wire.h), launches (launch.h), launch
 //              thunks, the tensor encoder
-//   build/     builds: cache, NVRTC and the background thunk pipeline
+//   builder/   builds: cache, NVRTC and the background thunk pipeline
 //              (module_builder.h), builds that do not block (build_pool.h,
 //              fj_module_build_async), modules built elsewhere
 //              (image_import.h, fj_module_load)
 //   copy/      fj_copy, fj_prefetch, fj_peer_* (copy_engine.h), which sees
 //              the runtime only through a kernel source, the devices and the
 //              launcher
+//   tune/      the tuning loop, its spaces and records (no device)
+//   tuning/    tuning on the live device (fj_tune, fj_copy's launch shapes):
+//              the single flight of each key and its locks (tuning.h)
 //   registry.h the objects handed to callers and their destroy cascade
 //
 // It owns the driver (loaded at creation; absent is not an error), the
@@ -30,24 +37,20 @@
 #include <cuda.h>
 
 #include <atomic>
-#include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "jit/copy_plan.h"
 #include "platform/driver_api.h"
 #include "platform/nvrtc_library.h"
-#include "runtime/build/build_pool.h"
-#include "runtime/build/image_import.h"
-#include "runtime/build/module_builder.h"
+#include "runtime/builder/build_pool.h"
+#include "runtime/builder/image_import.h"
+#include "runtime/builder/module_builder.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/config.h"
 #include "runtime/device/device.h"
@@ -60,55 +63,14 @@
 #include "runtime/load/module_loader.h"
 #include "runtime/registry.h"
 #include "runtime/tune/tune_record.h"
-#include "runtime/tune/tune_space.h"
-#include "runtime/tune/tuner.h"
+#include "runtime/tuning/tuning.h"
 
 namespace fleetjit {
 
 class CopyEngine;  // runtime/copy/copy_engine.h
 namespace copy {
-class KernelSource;      // runtime/copy/copy_kernels.h
-struct CopyLaunchShape;  // runtime/copy/copy_kernels.h
+class KernelSource;  // runtime/copy/copy_kernels.h
 }  // namespace copy
-
-// What fj_device_info reports about one device.
-struct DeviceReport {
-  const DeviceFacts* facts;
-  jit::CopyPlan plan;  // PlanForDevice
-  int driver_version;
-};
-
-// What fj_tune asks (runtime/runtime_tune.cc).
-struct TuneRequest {
-  // The base build: source, name, options, name expressions, device,
-  // target and copy implementation; each candidate adds its macro set.
-  BuildSpec build;
-  std::string kernel;  // looked up in every candidate's module
-  tune::TuneSpace space;
-  tune::TuneSettings settings;
-  // The arguments every candidate is launched with (the wire format).
-  const fj_arg* args = nullptr;
-  size_t num_args = 0;
-  size_t arg_stride = 0;
-  // (address, bytes) of the buffers the kernel writes: saved before the
-  // tuning, reset before each check run, compared, restored at the end.
-  std::vector<std::pair<uint64_t, uint64_t>> outputs;
-  // Replaces the byte comparison: true = candidate's outputs correct.
-  std::function<absl::StatusOr<bool>(size_t candidate,
-                                     const std::vector<std::string>& outputs)>
-      check;
-  bool read_cache = true;   // take a stored result
-  bool write_cache = true;  // store a result that is not noisy
-};
-
-struct TuneOutcome {
-  tune::TuneRecord record;
-  // kCompiled: tuned by this call; else the tier it came from.
-  CacheSource source = CacheSource::kCompiled;
-  bool stored = false;     // written to the cache tiers
-  std::string key_digest;  // the tuning entry's digest
-  double lookup_ms = 0;    // key + lookup
-};
 
 class Runtime {
  public:
@@ -232,8 +194,9 @@ class Runtime {
                             Stream* stream, const fj_arg* args, size_t num_args,
                             size_t arg_stride);
 
-  // Since ABI 1.3 (runtime/runtime_module.cc): module globals, kernel
-  // attributes and occupancy, stream priorities, the persisting L2.
+  // Since ABI 1.3: module globals, stream priorities (Stream), the
+  // persisting L2 (Device::SetPersistingL2); kernel attributes and
+  // occupancy are the loaded kernel's (runtime/load/kernel_attributes.h).
   //
   // The global `name` of `module` on `ordinal` (ModuleLoader::LoadGlobal).
   absl::StatusOr<ModuleLoader::Global> FindGlobal(const Module& module,
@@ -245,29 +208,12 @@ class Runtime {
   absl::Status CopyGlobal(const Module& module, absl::string_view name,
                           int ordinal, uint64_t offset, void* host,
                           uint64_t bytes, bool to_global, Stream* stream);
-  // What fj_kernel_info's 1.3 fields report (cuFuncGetAttribute).
-  struct KernelAttributes {
-    int const_bytes = 0, local_bytes = 0, max_dynamic_shared_bytes = 0;
-    int ptx_version = 0, binary_version = 0, cache_mode_ca = 0;
-    int preferred_carveout = -1;
-  };
-  static absl::StatusOr<KernelAttributes> ReadKernelAttributes(
-      const LoadedKernel& k);
-  // fj_kernel_set_attribute: `attr` is an fj_kernel_attr, range-checked.
-  static absl::Status SetKernelAttribute(LoadedKernel& k, int attr, int value);
-  // Blocks of `threads` threads and `dynamic_shared` bytes per SM.
-  static absl::StatusOr<int> KernelOccupancy(const LoadedKernel& k,
-                                             uint32_t threads,
-                                             uint32_t dynamic_shared);
-  // (block threads, minimum grid) for the most occupancy.
-  static absl::StatusOr<std::pair<int, int>> SuggestBlock(
-      const LoadedKernel& k, uint32_t dynamic_shared);
   absl::StatusOr<std::pair<int, int>> StreamPriorityRange(int ordinal);
   absl::StatusOr<Stream*> CreateStreamWithPriority(int ordinal, int priority);
   // cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE); returns what is set.
   absl::StatusOr<uint64_t> SetPersistingL2(int ordinal, uint64_t bytes);
 
-  // Asynchronous builds and imported images (runtime/runtime_async.cc).
+  // Asynchronous builds and imported images.
   // Queues BuildRecord(spec) on this runtime's build pool (at most
   // BuildPool::DefaultThreads() at once); kept until DestroyBuild or the
   // runtime's destruction, which cancels queued builds and waits for the
@@ -278,7 +224,7 @@ class Runtime {
   absl::StatusOr<Module*> TakeBuild(BuildJob& job);
   // An image built elsewhere (image_import.h), kept like BuildModule's.
   absl::StatusOr<Module*> LoadModule(const ImageSpec& spec);
-  // A device link of several inputs (runtime/build/module_link.cc), kept
+  // A device link of several inputs (runtime/builder/module_link.cc), kept
   // like BuildModule's. Since 1.3.
   absl::StatusOr<ModuleRecord> LinkRecord(const LinkSpec& spec) {
     return builder_->LinkRecord(spec);
@@ -296,48 +242,40 @@ class Runtime {
   // tune one at a time: a call that finds the key being tuned waits for
   // that run, then looks again (a hit, or its own run when none was
   // stored), so concurrent callers neither tune twice nor time each other.
-  absl::StatusOr<TuneOutcome> Tune(const TuneRequest& request);
+  absl::StatusOr<TuneOutcome> Tune(const TuneRequest& request) {
+    return tuning_->Tune(request);
+  }
   // The key fj_tune would use, and its inputs (fleetjit tune --key).
   absl::StatusOr<CacheKey> TuneKey(const TuneRequest& request,
-                                   std::vector<tune::TuneCandidate>* out);
+                                   std::vector<tune::TuneCandidate>* out) {
+    return tuning_->TuneKey(request, out);
+  }
 
   // fj_copy's window kernel on `device` under `impl`
-  // (runtime/runtime_copy_tune.cc): the stored launch shape of the device
-  // model, else a tuning run of the shapes on a scratch window (about 0.5
-  // GiB of device memory, well under a second on an H200), stored unless
-  // noisy. The winner is set on the copy kernels (CopyKernels::SetShape).
-  // With options().copy_tune, the first copy on a (device, impl) queues
-  // this on the background worker; benchmarks and tests call it directly.
-  absl::StatusOr<TuneOutcome> TuneCopyWindow(int device, jit::CopyImpl impl);
+  // (runtime/tuning/copy_window_tune.cc): the stored launch shape of the
+  // device model, else a tuning run of the shapes on a scratch window
+  // (about 0.5 GiB of device memory, well under a second on an H200),
+  // stored unless noisy. The winner is set on the copy kernels
+  // (CopyKernels::SetShape). With options().copy_tune, the first copy on a
+  // (device, impl) queues this on the background worker; benchmarks and
+  // tests call it directly.
+  absl::StatusOr<TuneOutcome> TuneCopyWindow(int device, jit::CopyImpl impl) {
+    return tuning_->TuneCopyWindow(device, impl);
+  }
   // The launch shape a row of such a record names (DATA_LOSS if none).
   static absl::StatusOr<copy::CopyLaunchShape> CopyWindowShapeOf(
       const tune::TuneRow& row);
   // Queues TuneCopyWindow(device, impl) on the background worker, once per
   // pair and only with options().copy_tune; its outcome is logged (info),
   // never an error of the copy that asked.
-  void ScheduleCopyTune(int device, jit::CopyImpl impl);
+  void ScheduleCopyTune(int device, jit::CopyImpl impl) {
+    tuning_->ScheduleCopyTune(device, impl);
+  }
 
  private:
   Runtime();
   // Start-up work the options ask for: preopen_devices, preload_nvrtc.
   absl::Status StartUp();
-
-  struct TuneFlight;
-  // Tune's single flight, shared with TuneCopyWindow. FindOrStartTuning
-  // looks `key` up (when `read_cache`) and, on a miss, makes this call the
-  // one tuning it: a hit fills `outcome` (record, source) and returns null;
-  // else the flight returned is this call's, ended by EndTuneFlight (which
-  // wakes the calls waiting for it to look again).
-  std::shared_ptr<TuneFlight> FindOrStartTuning(const CacheKey& key,
-                                                bool read_cache,
-                                                absl::string_view name,
-                                                TuneOutcome& outcome);
-  void EndTuneFlight(const std::string& digest,
-                     const std::shared_ptr<TuneFlight>& flight);
-  // Stores `record` in the cache tiers (the memory tier always; a failed
-  // disk write is logged).
-  void StoreTuneRecord(const CacheKey& key, const tune::TuneRecord& record,
-                       const jit::Target& target, jit::CopyImpl impl);
 
   RuntimeOptions options_;
   Logger logger_;
@@ -354,19 +292,9 @@ class Runtime {
   // Threads start on demand; ~Runtime ends it before the builder it uses.
   std::unique_ptr<BuildPool> build_pool_ =
       std::make_unique<BuildPool>(BuildPool::DefaultThreads());
-  // The tuning runs in progress, by key digest: Tune's single flight.
-  struct TuneFlight {
-    absl::Notification done;
-  };
-  absl::Mutex tune_mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<TuneFlight>> tune_flights_
-      ABSL_GUARDED_BY(tune_mu_);
-  // fj_copy's window tuning: the (device, impl) pairs queued or done, and
-  // the flag ~Runtime raises so a run in progress stops at its next
-  // candidate (and stores nothing).
-  absl::Mutex copy_tune_mu_;
-  std::set<std::pair<int, int>> copy_tune_asked_ ABSL_GUARDED_BY(copy_tune_mu_);
-  std::atomic<bool> copy_tune_cancel_{false};
+  // The tuning's state and locks (runtime/tuning/); its runs use the
+  // parts above, and ~Runtime ends its background work before them.
+  std::unique_ptr<Tuning> tuning_;
   // Last: destroyed first, before the devices and the driver it uses (its
   // streams and peer contexts).
   absl::Mutex copy_mu_;

@@ -246,18 +246,13 @@ class Gpu {
                         "loading the driver");
     const DriverApi& a = *g->api_;
     CUdevice dev;
-    FJ_RETURN_IF_ERROR(CheckCu(a, a.cuDeviceGet(&dev, device), "cuDeviceGet"));
-    FJ_RETURN_IF_ERROR(CheckCu(a, a.cuDevicePrimaryCtxRetain(&g->ctx_, dev),
-                               "cuDevicePrimaryCtxRetain"));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(a, a.cuCtxSetCurrent(g->ctx_), "cuCtxSetCurrent"));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(a, a.cuStreamCreate(&g->stream_, CU_STREAM_NON_BLOCKING),
-                "cuStreamCreate"));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(a, a.cuEventCreate(&g->e0_, 0), "cuEventCreate"));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(a, a.cuEventCreate(&g->e1_, 0), "cuEventCreate"));
+    FJ_CU_RETURN_IF_ERROR(a, cuDeviceGet, &dev, device);
+    FJ_CU_RETURN_IF_ERROR(a, cuDevicePrimaryCtxRetain, &g->ctx_, dev);
+    FJ_CU_RETURN_IF_ERROR(a, cuCtxSetCurrent, g->ctx_);
+    FJ_CU_RETURN_IF_ERROR(a, cuStreamCreate, &g->stream_,
+                          CU_STREAM_NON_BLOCKING);
+    FJ_CU_RETURN_IF_ERROR(a, cuEventCreate, &g->e0_, 0);
+    FJ_CU_RETURN_IF_ERROR(a, cuEventCreate, &g->e1_, 0);
     FJ_RETURN_IF_ERROR(
         Fj(fj_stream_wrap(g->rt_, device,
                           reinterpret_cast<uint64_t>(g->stream_), &g->wrapped_),
@@ -301,25 +296,22 @@ class Gpu {
   absl::StatusOr<double> TimeMs(const std::function<absl::Status()>& work,
                                 int samples, int batch) {
     const DriverApi& a = *api_;
-    FJ_RETURN_IF_ERROR(CheckCu(a, a.cuCtxSetCurrent(ctx_), "cuCtxSetCurrent"));
+    FJ_CU_RETURN_IF_ERROR(a, cuCtxSetCurrent, ctx_);
     for (int i = 0; i < 3; ++i) FJ_RETURN_IF_ERROR(work());
     std::vector<double> ms;
     for (int s = 0; s < samples; ++s) {
       FJ_RETURN_IF_ERROR(CheckCu(a, a.cuEventRecord(e0_, stream_), "record"));
       for (int i = 0; i < batch; ++i) FJ_RETURN_IF_ERROR(work());
       FJ_RETURN_IF_ERROR(CheckCu(a, a.cuEventRecord(e1_, stream_), "record"));
-      FJ_RETURN_IF_ERROR(
-          CheckCu(a, a.cuEventSynchronize(e1_), "cuEventSynchronize"));
+      FJ_CU_RETURN_IF_ERROR(a, cuEventSynchronize, e1_);
       float t = 0;
-      FJ_RETURN_IF_ERROR(
-          CheckCu(a, a.cuEventElapsedTime(&t, e0_, e1_), "cuEventElapsedTime"));
+      FJ_CU_RETURN_IF_ERROR(a, cuEventElapsedTime, &t, e0_, e1_);
       ms.push_back(double(t) / batch);
     }
     return measure::Median(std::move(ms));
   }
   absl::Status CopyD2D(uint64_t dst, uint64_t src, uint64_t bytes) {
-    return CheckCu(*api_, api_->cuMemcpyDtoDAsync(dst, src, bytes, stream_),
-                   "cuMemcpyDtoDAsync");
+    return FJ_CU_CALL(*api_, cuMemcpyDtoDAsync, dst, src, bytes, stream_);
   }
 
  private:

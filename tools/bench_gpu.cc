@@ -75,16 +75,14 @@ class GpuBench {
   // The GPUs opened: [0] the one asked for, [1] the other (if any).
   const std::vector<int>& devices() const { return devices_; }
   absl::Status Enter(size_t i) const {
-    return CheckCu(*api_, api_->cuCtxSetCurrent(contexts_[i]),
-                   "cuCtxSetCurrent");
+    return FJ_CU_CALL(*api_, cuCtxSetCurrent, contexts_[i]);
   }
   CUcontext context(size_t i) const { return contexts_[i]; }
   CUstream stream(size_t i) const { return streams_[i]; }
   fj_stream* wrapped(size_t i) const { return wrapped_[i]; }
   absl::Status Sync(size_t i) const {
     FJ_RETURN_IF_ERROR(Enter(i));
-    return CheckCu(*api_, api_->cuStreamSynchronize(streams_[i]),
-                   "cuStreamSynchronize");
+    return FJ_CU_CALL(*api_, cuStreamSynchronize, streams_[i]);
   }
   // fj_mem_alloc on opened device i, freed with the bench.
   absl::StatusOr<uint64_t> Alloc(size_t i, uint64_t bytes) {
@@ -101,15 +99,11 @@ class GpuBench {
     CUdevice dev;
     CUcontext ctx = nullptr;
     CUstream stream = nullptr;
-    FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuDeviceGet(&dev, ordinal), "cuDeviceGet"));
-    FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuDevicePrimaryCtxRetain(&ctx, dev),
-                               "cuDevicePrimaryCtxRetain"));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(*api_, api_->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
-                "cuStreamCreate"));
+    FJ_CU_RETURN_IF_ERROR(*api_, cuDeviceGet, &dev, ordinal);
+    FJ_CU_RETURN_IF_ERROR(*api_, cuDevicePrimaryCtxRetain, &ctx, dev);
+    FJ_CU_RETURN_IF_ERROR(*api_, cuCtxSetCurrent, ctx);
+    FJ_CU_RETURN_IF_ERROR(*api_, cuStreamCreate, &stream,
+                          CU_STREAM_NON_BLOCKING);
     fj_stream* wrapped = nullptr;
     absl::Status st =
         FromFj(fj_stream_wrap(rt_, ordinal, reinterpret_cast<uint64_t>(stream),
@@ -283,11 +277,8 @@ absl::StatusOr<BenchReport> BenchCopy(const BenchOptions& o) {
   FJ_RETURN_IF_ERROR(b->Sync(1));
   const double peer_anchor_ms = measure::TimeMs(
       [&] {
-        err.Keep(
-            CheckCu(api,
-                    api.cuMemcpyPeerAsync(dst, b->context(0), peer,
-                                          b->context(1), bytes, b->stream(0)),
-                    "cuMemcpyPeerAsync"));
+        err.Keep(FJ_CU_CALL(api, cuMemcpyPeerAsync, dst, b->context(0), peer,
+                            b->context(1), bytes, b->stream(0)));
       },
       sync0, samples);
   fj_tensor ps = Tensor2(peer, other, shape);
@@ -353,8 +344,7 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   FJ_RETURN_IF_ERROR(b->Enter(0));
   CUmodule raw_module = nullptr;
   CUfunction function = nullptr;
-  FJ_RETURN_IF_ERROR(CheckCu(api, api.cuModuleLoadData(&raw_module, image),
-                             "cuModuleLoadData"));
+  FJ_CU_RETURN_IF_ERROR(api, cuModuleLoadData, &raw_module, image);
   absl::Cleanup unload = [&] { api.cuModuleUnload(raw_module); };
   FJ_RETURN_IF_ERROR(
       CheckCu(api, api.cuModuleGetFunction(&function, raw_module, "empty_args"),
@@ -384,10 +374,8 @@ absl::StatusOr<BenchReport> BenchLaunch(const BenchOptions& o) {
   const int rounds = o.reps > 0 ? o.reps : 200, batch = 64;
   std::vector<double> us = measure::InterleavedMedians(
       {[&] {
-         err.Keep(CheckCu(api,
-                          api.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0,
-                                             b->stream(0), params, nullptr),
-                          "cuLaunchKernel"));
+         err.Keep(FJ_CU_CALL(api, cuLaunchKernel, function, 1, 1, 1, 32, 1, 1,
+                             0, b->stream(0), params, nullptr));
        },
        [&] { err.Keep(fj_launch(kernel, &cfg, args, 4), "fj_launch"); }},
       [&] { err.Keep(b->Sync(0)); }, rounds, /*warmup=*/rounds / 10 + 1, batch);

@@ -888,7 +888,7 @@ type LaunchConfig struct {
 	SharedBytes uint32 // dynamic shared memory; above 48 KiB is opted in
 	Cluster     [3]uint32
 	Stream      *Stream
-	// Since 1.3 (module_abi13.go): cooperative and programmatic dependent
+	// Since 1.3 (globals_and_attributes.go): cooperative and programmatic dependent
 	// launches, an L2 access-policy window (L2WindowBytes 0 = none).
 	Cooperative   bool
 	Programmatic  bool

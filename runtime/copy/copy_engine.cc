@@ -37,8 +37,7 @@ CopyEngine::~CopyEngine() {
     auto dev = devices_.at(device);
     absl::Status status =
         dev.ok() ? (*dev)->MakeCurrent().status() : dev.status();
-    if (status.ok())
-      status = CheckCu(*api_, api_->cuStreamDestroy(stream), "cuStreamDestroy");
+    if (status.ok()) status = FJ_CU_CALL(*api_, cuStreamDestroy, stream);
     if (!status.ok()) {
       logger_.Log(LogLevel::kWarn,
                   absl::StrCat("fj_copy: GPU ", device,
@@ -104,9 +103,7 @@ absl::StatusOr<bool> CopyEngine::CanAccessPeer(int reader, int owner) {
   }
   int can = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_,
-              api_->cuDeviceCanAccessPeer(&can, r->handle(), o->handle()),
-              "cuDeviceCanAccessPeer"),
+      FJ_CU_CALL(*api_, cuDeviceCanAccessPeer, &can, r->handle(), o->handle()),
       absl::StrCat("GPU ", reader, " -> GPU ", owner));
   absl::MutexLock lock(&mu_);
   paths_[{reader, owner}] = can != 0;
@@ -183,8 +180,7 @@ absl::StatusOr<CUstream> CopyEngine::OwnStream(int device) {
   if (it != streams_.end()) return it->second;
   CUstream s = nullptr;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*api_, api_->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING),
-              "cuStreamCreate"),
+      FJ_CU_CALL(*api_, cuStreamCreate, &s, CU_STREAM_NON_BLOCKING),
       absl::StrCat("creating the copy stream of GPU ", device));
   streams_[device] = s;
   return s;
@@ -199,19 +195,15 @@ class HostStage {
       : api_(api), engine_(engine) {}
   ~HostStage() {
     if (ptr_ == nullptr) return;
-    const absl::Status freed =
-        CheckCu(api_, api_.cuMemFreeHost(ptr_), "cuMemFreeHost");
+    const absl::Status freed = FJ_CU_CALL(api_, cuMemFreeHost, ptr_);
     if (!freed.ok()) {
       engine_.Warn(absl::StrCat(
           "the host staging buffer is left to the driver: ", freed.message()));
     }
   }
   absl::Status Allocate(uint64_t bytes) {
-    return CheckCu(
-        api_,
-        api_.cuMemHostAlloc(
-            &ptr_, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
-        "cuMemHostAlloc");
+    return FJ_CU_CALL(api_, cuMemHostAlloc, &ptr_, bytes,
+                      CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
   }
   uint64_t address() const { return reinterpret_cast<uint64_t>(ptr_); }
 
@@ -271,10 +263,8 @@ absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
       return absl::OkStatus();
     case CopyPath::kDriver: {
       FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
-      FJ_RETURN_IF_ERROR(CheckCu(*api_,
-                                 api_->cuMemcpyAsync(v.dst.address, src_at,
-                                                     v.bytes(), stream.stream),
-                                 "cuMemcpyAsync"),
+      FJ_RETURN_IF_ERROR(FJ_CU_CALL(*api_, cuMemcpyAsync, v.dst.address, src_at,
+                                    v.bytes(), stream.stream),
                          absl::StrCat("fj_copy of ", v.bytes(), " bytes"));
       n_driver_.fetch_add(1, std::memory_order_relaxed);
       return absl::OkStatus();
@@ -286,10 +276,8 @@ absl::Status CopyEngine::CopyTensorWindow(const CopySpec& spec, Stream stream) {
       FJ_ASSIGN_OR_RETURN(CUcontext dst_ctx, d->MakeCurrent(), "fj_copy");
       FJ_RETURN_IF_ERROR(exec->MakeCurrent().status(), "fj_copy");
       FJ_RETURN_IF_ERROR(
-          CheckCu(*api_,
-                  api_->cuMemcpyPeerAsync(v.dst.address, dst_ctx, src_at,
-                                          src_ctx, v.bytes(), stream.stream),
-                  "cuMemcpyPeerAsync"),
+          FJ_CU_CALL(*api_, cuMemcpyPeerAsync, v.dst.address, dst_ctx, src_at,
+                     src_ctx, v.bytes(), stream.stream),
           absl::StrCat("fj_copy of ", v.bytes(), " bytes from GPU ", src.device,
                        " to GPU ", dst.device));
       n_driver_peer_.fetch_add(1, std::memory_order_relaxed);
@@ -345,8 +333,7 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
     FJ_ASSIGN_OR_RETURN(Device * caller, devices_.at(stream.device));
     FJ_RETURN_IF_ERROR(caller->MakeCurrent().status());
     FJ_RETURN_IF_ERROR(RefuseIfCapturing(*caller, stream.stream, route));
-    FJ_RETURN_IF_ERROR(CheckCu(*api_, api_->cuStreamSynchronize(stream.stream),
-                               "cuStreamSynchronize"),
+    FJ_RETURN_IF_ERROR(FJ_CU_CALL(*api_, cuStreamSynchronize, stream.stream),
                        "waiting for the caller's stream before a staged copy");
   }
   CUstream run = stream.stream;
@@ -361,12 +348,10 @@ absl::Status CopyEngine::RunKernelRoute(const CopySpec& spec,
     FJ_RETURN_IF_ERROR(owner->MakeCurrent().status());
     FJ_RETURN_IF_ERROR(stage.Allocate(v.src_span.size()),
                        absl::StrCat("staging ", v.src_span.size(), " bytes"));
-    FJ_RETURN_IF_ERROR(
-        CheckCu(*api_,
-                api_->cuMemcpyDtoH(reinterpret_cast<void*>(stage.address()),
-                                   v.src_span.lo, v.src_span.size()),
-                "cuMemcpyDtoH"),
-        absl::StrCat("staging src from GPU ", src.device));
+    FJ_RETURN_IF_ERROR(FJ_CU_CALL(*api_, cuMemcpyDtoH,
+                                  reinterpret_cast<void*>(stage.address()),
+                                  v.src_span.lo, v.src_span.size()),
+                       absl::StrCat("staging src from GPU ", src.device));
     src_address = stage.address() + (v.src.address - v.src_span.lo);
     n_staged_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -430,39 +415,31 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec,
       CUevent before = nullptr, after = nullptr;
       FJ_RETURN_IF_ERROR(reader->MakeCurrent().status(), "fj_prefetch");
       FJ_RETURN_IF_ERROR(
-          CheckCu(*api_, api_->cuEventCreate(&before, CU_EVENT_DISABLE_TIMING),
-                  "cuEventCreate"),
+          FJ_CU_CALL(*api_, cuEventCreate, &before, CU_EVENT_DISABLE_TIMING),
           "fj_prefetch");
-      absl::Status status = CheckCu(
-          *api_, api_->cuEventRecord(before, stream.stream), "cuEventRecord");
+      absl::Status status =
+          FJ_CU_CALL(*api_, cuEventRecord, before, stream.stream);
       if (status.ok()) status = owner->MakeCurrent().status();
       if (status.ok()) {
-        status =
-            CheckCu(*api_, api_->cuStreamWaitEvent(owner_stream, before, 0),
-                    "cuStreamWaitEvent");
+        status = FJ_CU_CALL(*api_, cuStreamWaitEvent, owner_stream, before, 0);
       }
       if (status.ok())
         status = kernels_.LaunchPrefetch(v.rows, route.owner, owner_stream);
       if (status.ok()) {
         status =
-            CheckCu(*api_, api_->cuEventCreate(&after, CU_EVENT_DISABLE_TIMING),
-                    "cuEventCreate");
+            FJ_CU_CALL(*api_, cuEventCreate, &after, CU_EVENT_DISABLE_TIMING);
       }
       if (status.ok()) {
-        status = CheckCu(*api_, api_->cuEventRecord(after, owner_stream),
-                         "cuEventRecord");
+        status = FJ_CU_CALL(*api_, cuEventRecord, after, owner_stream);
       }
       if (status.ok()) status = reader->MakeCurrent().status();
       if (status.ok()) {
-        status =
-            CheckCu(*api_, api_->cuStreamWaitEvent(stream.stream, after, 0),
-                    "cuStreamWaitEvent");
+        status = FJ_CU_CALL(*api_, cuStreamWaitEvent, stream.stream, after, 0);
       }
       // Destroying a recorded event is fine: the driver frees it once done.
       for (CUevent event : {before, after}) {
         if (event == nullptr) continue;
-        const absl::Status destroyed =
-            CheckCu(*api_, api_->cuEventDestroy(event), "cuEventDestroy");
+        const absl::Status destroyed = FJ_CU_CALL(*api_, cuEventDestroy, event);
         if (!destroyed.ok()) {
           Warn(absl::StrCat("fj_prefetch: an event is left to the driver: ",
                             destroyed.message()));
@@ -509,17 +486,13 @@ absl::Status CopyEngine::Prefetch(const copy::PrefetchSpec& spec,
                             "fj_prefetch");
         FJ_ASSIGN_OR_RETURN(CUcontext reader_ctx, reader->MakeCurrent(),
                             "fj_prefetch");
-        return Annotate(CheckCu(*api_,
-                                api_->cuMemcpyPeerAsync(
-                                    v.stage_address, reader_ctx, v.rows.base,
-                                    owner_ctx, v.bytes(), stream.stream),
-                                "cuMemcpyPeerAsync"),
-                        "fj_prefetch (stage_local)");
+        return Annotate(
+            FJ_CU_CALL(*api_, cuMemcpyPeerAsync, v.stage_address, reader_ctx,
+                       v.rows.base, owner_ctx, v.bytes(), stream.stream),
+            "fj_prefetch (stage_local)");
       }
-      return Annotate(CheckCu(*api_,
-                              api_->cuMemcpyAsync(v.stage_address, v.rows.base,
-                                                  v.bytes(), stream.stream),
-                              "cuMemcpyAsync"),
+      return Annotate(FJ_CU_CALL(*api_, cuMemcpyAsync, v.stage_address,
+                                 v.rows.base, v.bytes(), stream.stream),
                       "fj_prefetch (stage_local)");
     }
     case PrefetchMode::kAuto:

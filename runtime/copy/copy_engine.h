@@ -103,7 +103,7 @@ class CopyEngine {
 
   Counters counters() const;
   // The copy kernels, for the runtime's tuning of their launch shapes
-  // (runtime/runtime_copy_tune.cc).
+  // (runtime/tuning/copy_window_tune.cc).
   copy::CopyKernels& kernels() { return kernels_; }
   // Notes (staging through host memory) go to the runtime's logger (the
   // caller's sink; stderr when FLEETJIT_LOG is set).

@@ -80,8 +80,9 @@ inline constexpr int kCopyStages = 2;
 // bench/copy_bench's sweep on the H200 (2026-11-30): tma is best with few
 // large tiles (one thread issues them), cp_async and sync with more, smaller
 // CTAs (their threads do the copying). These are the shipped shapes: each
-// device's own are tuned once per device model (runtime/runtime_copy_tune.cc,
-// docs/tuning.md) and set with CopyKernels::SetShape.
+// device's own are tuned once per device model
+// (runtime/tuning/copy_window_tune.cc, docs/tuning.md) and set with
+// CopyKernels::SetShape.
 struct CopyLaunchShape {
   uint32_t max_row_bytes;
   uint32_t max_tile_bytes;

@@ -123,12 +123,9 @@ absl::StatusOr<Placement> ClassifyAddress(const DriverApi& api,
       CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
       CU_POINTER_ATTRIBUTE_RANGE_SIZE};
   void* data[] = {&memory_type, &ordinal, &managed, &range_start, &range_size};
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api,
-              api.cuPointerGetAttributes(5, attrs, data,
-                                         static_cast<CUdeviceptr>(address)),
-              "cuPointerGetAttributes"),
-      absl::StrFormat("classifying address 0x%x", address));
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, cuPointerGetAttributes, 5, attrs, data,
+                                static_cast<CUdeviceptr>(address)),
+                     absl::StrFormat("classifying address 0x%x", address));
   Placement p;
   if (managed != 0) {
     p.kind = MemoryKind::kManaged;

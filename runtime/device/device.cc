@@ -12,23 +12,20 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
                                                      int ordinal,
                                                      const Logger* logger) {
   CUdevice handle = 0;
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuDeviceGet(&handle, ordinal), "cuDeviceGet"),
-      absl::StrCat("opening device ", ordinal));
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, cuDeviceGet, &handle, ordinal),
+                     absl::StrCat("opening device ", ordinal));
   std::unique_ptr<Device> device(new Device(api, handle));
   device->logger_ = logger;
   DeviceFacts& f = device->facts_;
   f.ordinal = ordinal;
   char name[256] = {};
   FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuDeviceGetName(name, sizeof(name) - 1, handle),
-              "cuDeviceGetName"),
+      FJ_CU_CALL(api, cuDeviceGetName, name, sizeof(name) - 1, handle),
       absl::StrCat("reading device ", ordinal));
   f.name = name;
   size_t total = 0;
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuDeviceTotalMem(&total, handle), "cuDeviceTotalMem"),
-      absl::StrCat("reading device ", ordinal));
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, cuDeviceTotalMem, &total, handle),
+                     absl::StrCat("reading device ", ordinal));
   f.total_memory = total;
   struct AttributeSlot {
     CUdevice_attribute attribute;
@@ -61,8 +58,7 @@ absl::StatusOr<std::unique_ptr<Device>> Device::Open(const DriverApi& api,
   };
   for (const AttributeSlot& slot : slots) {
     FJ_RETURN_IF_ERROR(
-        CheckCu(api, api.cuDeviceGetAttribute(slot.out, slot.attribute, handle),
-                "cuDeviceGetAttribute"),
+        FJ_CU_CALL(api, cuDeviceGetAttribute, slot.out, slot.attribute, handle),
         absl::StrCat("reading attribute ", static_cast<int>(slot.attribute),
                      " of device ", ordinal));
   }
@@ -76,8 +72,7 @@ Device::~Device() {
   // destroys devices from fj_runtime_destroy, never from a static destructor.
   absl::MutexLock lock(&mu_);
   if (context_ != nullptr && !IsForkedChild(api_)) {
-    LogReleaseFailure(CheckCu(api_, api_.cuDevicePrimaryCtxRelease(device_),
-                              "cuDevicePrimaryCtxRelease"),
+    LogReleaseFailure(FJ_CU_CALL(api_, cuDevicePrimaryCtxRelease, device_),
                       "the primary context");
   }
 }
@@ -135,9 +130,8 @@ absl::StatusOr<CUcontext> Device::MakeCurrent() {
   CUcontext current = nullptr;
   if (api_.cuCtxGetCurrent(&current) != CUDA_SUCCESS) current = nullptr;
   if (current != ctx) {
-    FJ_RETURN_IF_ERROR(
-        CheckCu(api_, api_.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"),
-        absl::StrCat("entering device ", facts_.ordinal));
+    FJ_RETURN_IF_ERROR(FJ_CU_CALL(api_, cuCtxSetCurrent, ctx),
+                       absl::StrCat("entering device ", facts_.ordinal));
   }
   return ctx;
 }
@@ -195,6 +189,38 @@ absl::Status Device::CheckAfterWork(CUresult result, absl::string_view call) {
   return status;
 }
 
+absl::StatusOr<uint64_t> Device::SetPersistingL2(uint64_t bytes) {
+  const DeviceFacts& f = facts_;
+  const int ordinal = f.ordinal;
+  if (f.cc_major < 8 || f.max_persisting_l2_bytes <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device ", ordinal, " (sm_", f.arch(),
+        ") has no persisting L2 set-aside (sm_80 and newer have it)"));
+  }
+  if (bytes > static_cast<uint64_t>(f.max_persisting_l2_bytes)) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "a persisting L2 set-aside of ", bytes, " bytes exceeds device ",
+        ordinal, "'s maximum, ", f.max_persisting_l2_bytes, " bytes"));
+  }
+  if (api_.cuCtxSetLimit == nullptr || api_.cuCtxGetLimit == nullptr) {
+    return absl::UnavailableError(
+        "this CUDA driver lacks cuCtxSetLimit / cuCtxGetLimit");
+  }
+  if (is_poisoned()) return poisoned();
+  FJ_RETURN_IF_ERROR(MakeCurrent().status());
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api_,
+              api_.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, bytes),
+              "cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)"),
+      absl::StrCat("setting aside L2 on device ", ordinal));
+  size_t set = 0;
+  FJ_RETURN_IF_ERROR(
+      CheckCu(api_, api_.cuCtxGetLimit(&set, CU_LIMIT_PERSISTING_L2_CACHE_SIZE),
+              "cuCtxGetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE)"),
+      absl::StrCat("reading the L2 set-aside of device ", ordinal));
+  return static_cast<uint64_t>(set);
+}
+
 absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
                                             absl::Status driver_status,
                                             const Logger* logger) {
@@ -203,8 +229,7 @@ absl::StatusOr<DeviceList> DeviceList::Open(const DriverApi* api,
   list.driver_status_ = std::move(driver_status);
   if (api == nullptr) return list;
   int count = 0;
-  absl::Status counted =
-      CheckCu(*api, api->cuDeviceGetCount(&count), "cuDeviceGetCount");
+  absl::Status counted = FJ_CU_CALL(*api, cuDeviceGetCount, &count);
   if (!counted.ok()) {
     list.driver_status_ = counted;
     count = 0;

@@ -44,6 +44,13 @@ struct DeviceFacts {
   int arch() const { return cc_major * 10 + cc_minor; }
 };
 
+// What fj_device_info reports about one device.
+struct DeviceReport {
+  const DeviceFacts* facts;
+  jit::CopyPlan plan;  // the runtime's PlanForDevice
+  int driver_version;
+};
+
 class Device {
  public:
   // Reads the facts of device `ordinal`. Release failures are logged to
@@ -86,6 +93,10 @@ class Device {
   // this device, naming the last kernel launched (PoisonAfterFault). For
   // copies and synchronisations, where a kernel's fault surfaces.
   absl::Status CheckAfterWork(CUresult result, absl::string_view call);
+  // cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE) in this device's
+  // context (fj_device_set_persisting_l2), checked against its facts;
+  // returns what the driver set.
+  absl::StatusOr<uint64_t> SetPersistingL2(uint64_t bytes);
   bool is_poisoned() const {
     return poisoned_flag_.load(std::memory_order_acquire);
   }

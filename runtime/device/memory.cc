@@ -22,8 +22,7 @@ absl::Status DeviceMemory::Release(Device& device, uint64_t address) {
   absl::Status status = device.MakeCurrent().status();
   if (!device.CanRelease()) return status;
   absl::Status freed =
-      CheckCu(*driver_, driver_->cuMemFree(static_cast<CUdeviceptr>(address)),
-              "cuMemFree");
+      FJ_CU_CALL(*driver_, cuMemFree, static_cast<CUdeviceptr>(address));
   return status.ok() ? freed : status;
 }
 
@@ -34,7 +33,7 @@ absl::StatusOr<uint64_t> DeviceMemory::Allocate(int ordinal, uint64_t bytes) {
   FJ_RETURN_IF_ERROR(dev->MakeCurrent().status(), "allocating device memory");
   CUdeviceptr ptr = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(*driver_, driver_->cuMemAlloc(&ptr, bytes), "cuMemAlloc"),
+      FJ_CU_CALL(*driver_, cuMemAlloc, &ptr, bytes),
       absl::StrCat("allocating ", bytes, " bytes on device ", ordinal));
   absl::MutexLock lock(&mu_);
   allocations_[ptr] = Allocation{bytes, ordinal};

@@ -11,9 +11,8 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Create(Runtime* owner,
                                                        Device& device) {
   FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
   std::unique_ptr<Stream> stream(new Stream(owner, api, device));
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuStreamCreate(&stream->stream_, CU_STREAM_NON_BLOCKING),
-              "cuStreamCreate"));
+  FJ_CU_RETURN_IF_ERROR(api, cuStreamCreate, &stream->stream_,
+                        CU_STREAM_NON_BLOCKING);
   return stream;
 }
 
@@ -26,8 +25,7 @@ absl::StatusOr<std::pair<int, int>> Stream::PriorityRange(const DriverApi& api,
   FJ_RETURN_IF_ERROR(device.MakeCurrent().status());
   int least = 0, greatest = 0;
   FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuCtxGetStreamPriorityRange(&least, &greatest),
-              "cuCtxGetStreamPriorityRange"),
+      FJ_CU_CALL(api, cuCtxGetStreamPriorityRange, &least, &greatest),
       absl::StrCat("reading the stream priorities of device ",
                    device.facts().ordinal));
   return std::make_pair(least, greatest);
@@ -48,11 +46,8 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::CreateWithPriority(
         "this CUDA driver lacks cuStreamCreateWithPriority");
   }
   std::unique_ptr<Stream> stream(new Stream(owner, api, device));
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api,
-              api.cuStreamCreateWithPriority(&stream->stream_,
-                                             CU_STREAM_NON_BLOCKING, priority),
-              "cuStreamCreateWithPriority"));
+  FJ_CU_RETURN_IF_ERROR(api, cuStreamCreateWithPriority, &stream->stream_,
+                        CU_STREAM_NON_BLOCKING, priority);
   return stream;
 }
 
@@ -115,11 +110,9 @@ absl::Status Stream::Close() {
   // (the handle names its context; work still queued completes first).
   if (device_.CanRelease()) {
     if (status.ok()) {
-      status = CheckCu(api_, api_.cuStreamSynchronize(stream_),
-                       "cuStreamSynchronize");
+      status = FJ_CU_CALL(api_, cuStreamSynchronize, stream_);
     }
-    absl::Status destroyed =
-        CheckCu(api_, api_.cuStreamDestroy(stream_), "cuStreamDestroy");
+    absl::Status destroyed = FJ_CU_CALL(api_, cuStreamDestroy, stream_);
     if (status.ok()) status = destroyed;
   }
   stream_ = nullptr;

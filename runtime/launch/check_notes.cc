@@ -103,10 +103,8 @@ absl::Status ReportCheckNotes(LoadedKernel& k, CUstream stream) {
                                     "prints its reason on the device's "
                                     "printf stream): cuStreamSynchronize")));
   std::vector<uint64_t> table(2 * FJ_CHECK_NOTE_SLOTS);
-  FJ_RETURN_IF_ERROR(CheckCu(api,
-                             api.cuMemcpyDtoH(table.data(), notes.table,
-                                              table.size() * sizeof(uint64_t)),
-                             "cuMemcpyDtoH"),
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, cuMemcpyDtoH, table.data(), notes.table,
+                                table.size() * sizeof(uint64_t)),
                      absl::StrCat("reading the checked build's notes of '",
                                   k.display_name, "'"));
   std::vector<std::string> lines;

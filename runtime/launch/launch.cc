@@ -422,9 +422,8 @@ __attribute__((noinline, cold)) absl::StatusOr<bool> EnterKernelContext(
   if (api.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == k.context) {
     return false;
   }
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuCtxSetCurrent(k.context), "cuCtxSetCurrent"),
-      absl::StrCat("launching '", k.display_name, "'"));
+  FJ_RETURN_IF_ERROR(FJ_CU_CALL(api, cuCtxSetCurrent, k.context),
+                     absl::StrCat("launching '", k.display_name, "'"));
   return true;
 }
 
@@ -649,12 +648,10 @@ absl::Status CheckCooperativeGrid(const LoadedKernel& k,
   const uint64_t threads =
       uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
   int per_sm = 0;
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api,
-              api.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
-                  &per_sm, k.function, static_cast<int>(threads),
-                  shape.dynamic_shared, CU_OCCUPANCY_DEFAULT),
-              "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"));
+  FJ_CU_RETURN_IF_ERROR(api,
+                        cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags,
+                        &per_sm, k.function, static_cast<int>(threads),
+                        shape.dynamic_shared, CU_OCCUPANCY_DEFAULT);
   const uint64_t grid = uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
   const uint64_t most = uint64_t(std::max(per_sm, 0)) * f.sm_count;
   if (grid > most) {

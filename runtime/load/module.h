@@ -1,6 +1,6 @@
 // The records of a module: what a build is asked for (BuildSpec) and what
 // it, or an import of a prebuilt image, produces (ModuleRecord). The
-// builder (runtime/build/) makes records, the loader (runtime/load/) loads
+// builder (runtime/builder/) makes records, the loader (runtime/load/) loads
 // them, the registry hands them to callers.
 #ifndef FLEETJIT_RUNTIME_LOAD_MODULE_H_
 #define FLEETJIT_RUNTIME_LOAD_MODULE_H_
@@ -56,7 +56,7 @@ struct LinkInputSpec {
   std::vector<std::string> name_expressions;  // kSource: C++ kernel names
 };
 
-// What a device link is asked for (runtime/build/module_link.cc).
+// What a device link is asked for (runtime/builder/module_link.cc).
 struct LinkSpec {
   std::vector<LinkInputSpec> inputs;
   std::string name = "link";

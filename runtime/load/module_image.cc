@@ -39,8 +39,7 @@ absl::StatusOr<std::string> VisibleCapture(const DriverApi& api) {
   if (api.cuStreamIsCapturing == nullptr) return "";
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   FJ_RETURN_IF_ERROR(
-      CheckCu(api, api.cuStreamIsCapturing(CU_STREAM_PER_THREAD, &status),
-              "cuStreamIsCapturing"),
+      FJ_CU_CALL(api, cuStreamIsCapturing, CU_STREAM_PER_THREAD, &status),
       "asking whether the per-thread default stream captures");
   if (status != CU_STREAM_CAPTURE_STATUS_NONE) {
     return "the calling thread's per-thread default stream is capturing";

@@ -42,8 +42,8 @@ ModuleLoader::~ModuleLoader() {
       Device& device = *image->device;
       absl::Status status = device.MakeCurrent().status();
       if (device.CanRelease()) {
-        absl::Status unloaded = CheckCu(
-            *driver_, driver_->cuModuleUnload(image->module), "cuModuleUnload");
+        absl::Status unloaded =
+            FJ_CU_CALL(*driver_, cuModuleUnload, image->module);
         if (status.ok()) status = unloaded;
       }
       device.LogReleaseFailure(
@@ -250,20 +250,16 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::AddKernel(
     kernel->copy_impl = artifact.copy_impl;
     kernel->display_name = absl::StrCat(module.name, ":", entry->name);
     FJ_RETURN_IF_ERROR(
-        CheckCu(*driver_,
-                driver_->cuModuleGetFunction(&kernel->function, image->module,
-                                             entry->lowered_name.c_str()),
-                "cuModuleGetFunction"),
+        FJ_CU_CALL(*driver_, cuModuleGetFunction, &kernel->function,
+                   image->module, entry->lowered_name.c_str()),
         absl::StrCat("looking up kernel '", name, "'"));
     // Lazy loading (CUDA_MODULE_LOADING=LAZY, the default since CUDA 12.2)
     // may leave the function partly loaded, to be finished by whichever
     // call first needs it. Finished here, so no launch loads code: a
     // kernel's first launch inside a stream capture is like any other.
     if (driver_->cuFuncLoad != nullptr) {
-      FJ_RETURN_IF_ERROR(
-          CheckCu(*driver_, driver_->cuFuncLoad(kernel->function),
-                  "cuFuncLoad"),
-          absl::StrCat("loading kernel '", name, "'"));
+      FJ_RETURN_IF_ERROR(FJ_CU_CALL(*driver_, cuFuncLoad, kernel->function),
+                         absl::StrCat("loading kernel '", name, "'"));
     }
     struct {
       CUfunction_attribute attribute;
@@ -275,10 +271,8 @@ absl::StatusOr<ModuleLoader::Loaded> ModuleLoader::AddKernel(
         {CU_FUNC_ATTRIBUTE_NUM_REGS, &kernel->num_regs},
     };
     for (auto& a : attributes) {
-      FJ_RETURN_IF_ERROR(CheckCu(*driver_,
-                                 driver_->cuFuncGetAttribute(a.out, a.attribute,
-                                                             kernel->function),
-                                 "cuFuncGetAttribute"),
+      FJ_RETURN_IF_ERROR(FJ_CU_CALL(*driver_, cuFuncGetAttribute, a.out,
+                                    a.attribute, kernel->function),
                          absl::StrCat("reading attributes of '", name, "'"));
     }
     kernel->limits =

@@ -15,8 +15,7 @@ absl::StatusOr<std::optional<std::vector<jit::ParamSpec>>> DriverParamLayout(
   for (size_t i = 0; i < params.size(); ++i) {
     size_t offset = 0, size = 0;
     FJ_RETURN_IF_ERROR(
-        CheckCu(api, api.cuFuncGetParamInfo(function, i, &offset, &size),
-                "cuFuncGetParamInfo"),
+        FJ_CU_CALL(api, cuFuncGetParamInfo, function, i, &offset, &size),
         absl::StrCat("parameter ", i));
     if (size != params[i].size) {
       return absl::InternalError(
@@ -42,10 +41,8 @@ absl::Status ForEachKernelFunctionRelaxed(
   absl::Status status;
   for (jit::KernelEntry& entry : artifact.kernels) {
     CUfunction function = nullptr;
-    status = CheckCu(
-        api,
-        api.cuModuleGetFunction(&function, module, entry.lowered_name.c_str()),
-        "cuModuleGetFunction");
+    status = FJ_CU_CALL(api, cuModuleGetFunction, &function, module,
+                        entry.lowered_name.c_str());
     if (!status.ok()) {
       status = Annotate(status, absl::StrCat("kernel '", entry.name, "'"));
       break;
@@ -53,9 +50,8 @@ absl::Status ForEachKernelFunctionRelaxed(
     status = fn(entry, function);
     if (!status.ok()) break;
   }
-  device.LogReleaseFailure(
-      CheckCu(api, api.cuModuleUnload(module), "cuModuleUnload"),
-      absl::StrCat("a module loaded to ", purpose));
+  device.LogReleaseFailure(FJ_CU_CALL(api, cuModuleUnload, module),
+                           absl::StrCat("a module loaded to ", purpose));
   return status;
 }
 }  // namespace

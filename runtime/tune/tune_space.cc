@@ -99,7 +99,7 @@ absl::StatusOr<std::vector<TuneCandidate>> ExpandSpace(const TuneSpace& space) {
   std::vector<std::string> macro_sets = space.macro_sets;
   if (macro_sets.empty()) macro_sets.push_back("");
   // Each set split once: a space of a hundred candidates expands on a
-  // fresh process's lookup path (runtime/runtime_copy_tune.cc).
+  // fresh process's lookup path (runtime/tuning/copy_window_tune.cc).
   std::vector<std::vector<std::string>> split;
   split.reserve(macro_sets.size());
   std::set<std::vector<std::string>> seen_macros;

@@ -1,5 +1,5 @@
 // The tuning loop, over a backend that builds, launches and times
-// (runtime/runtime_tune.cc gives the GPU one; tests give a fake).
+// (runtime/tuning/tune_kernel.cc gives the GPU one; tests give a fake).
 //
 //   Tuner::Run(candidates, settings, backend) -> TuneRecord
 //

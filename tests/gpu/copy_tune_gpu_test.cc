@@ -1,5 +1,5 @@
-// fj_copy's window kernel tuned per device (runtime/runtime_copy_tune.cc) on
-// the live GPU (skips without one): a tuning run under each implementation
+// fj_copy's window kernel tuned per device (runtime/tuning/copy_window_tune.cc)
+// on the live GPU (skips without one): a tuning run under each implementation
 // picks a correct shape and stores it, a second runtime on the same cache
 // folder takes it from disk without timing anything, the first copy of a
 // runtime queues the tuning in the background and later copies use its

@@ -17,7 +17,7 @@
 #include "jit/thunk/thunk_codegen.h"
 #include "jit/thunk/thunk_jit.h"
 #include "runtime/runtime.h"
-#include "tests/runtime/launch_test_util.h"
+#include "tests/runtime/launch/launch_test_util.h"
 
 namespace fleetjit::jit {
 namespace {

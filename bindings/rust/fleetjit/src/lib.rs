@@ -1506,14 +1506,14 @@ mod build_async;
 pub use build_async::{BuildFuture, PendingBuild};
 // Since 1.1: images built elsewhere (fj_module_load), the cache flush,
 // CUDA's header folders, wrapped streams, device-to-device copies.
-mod more;
-pub use more::{tensor_check, ImageKind, IncludeDir, LoadOptions, TensorCheck};
+mod images_streams_memory;
+pub use images_streams_memory::{tensor_check, ImageKind, IncludeDir, LoadOptions, TensorCheck};
 // Since 1.1: tensor copies, L2 prefetch and peer access.
 mod copy;
 pub use copy::{CopyDesc, Oob, PrefetchDesc, PrefetchMode, Tensor, TensorArg};
 // --- module globals, kernel attributes, launch flags, priorities (1.3)
-mod module_abi13;
-pub use module_abi13::{GlobalInfo, KernelAttr, KernelAttributes, LaunchAttrs};
+mod globals_and_attributes;
+pub use globals_and_attributes::{GlobalInfo, KernelAttr, KernelAttributes, LaunchAttrs};
 mod tuning; // fj_tune (1.3)
 pub use tuning::{tune_status_name, TuneOptions, TuneResult, TuneRow, TuneShape};
 // Device linking (since 1.3).

@@ -1,4 +1,4 @@
-// The copy layer's slow paths built once (runtime/build/slow_paths.cc,
+// The copy layer's slow paths built once (runtime/builder/slow_paths.cc,
 // docs/slow-path-library.md), on the CPU: NVRTC and nvJitLink for sm_90,
 // no GPU. The first layer kernel compiles whole and queues the library;
 // later ones link it, under keys of their own, without raising any

@@ -1,4 +1,4 @@
-#include "runtime/build/module_builder.h"
+#include "runtime/builder/module_builder.h"
 
 #include <chrono>
 #include <optional>

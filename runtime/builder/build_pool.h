@@ -27,8 +27,8 @@
 // Threads still starting are waited for until they reach their loop, for
 // the reason background_worker.h gives. A fork() from inside a build (a log
 // callback, say) does not wait for itself.
-#ifndef FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
-#define FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
+#ifndef FLEETJIT_RUNTIME_BUILDER_BUILD_POOL_H_
+#define FLEETJIT_RUNTIME_BUILDER_BUILD_POOL_H_
 
 #include <atomic>
 #include <deque>
@@ -119,4 +119,4 @@ class BuildPool {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_BUILD_BUILD_POOL_H_
+#endif  // FLEETJIT_RUNTIME_BUILDER_BUILD_POOL_H_

@@ -12,8 +12,8 @@
 // Imports are not cached by build key: the record's key is "image-" plus
 // the image's SHA-256, so importing one image twice shares its loaded copy
 // per device, and nothing is written to any cache tier.
-#ifndef FLEETJIT_RUNTIME_BUILD_IMAGE_IMPORT_H_
-#define FLEETJIT_RUNTIME_BUILD_IMAGE_IMPORT_H_
+#ifndef FLEETJIT_RUNTIME_BUILDER_IMAGE_IMPORT_H_
+#define FLEETJIT_RUNTIME_BUILDER_IMAGE_IMPORT_H_
 
 #include <optional>
 #include <string>
@@ -49,4 +49,4 @@ absl::Status ReadDriverParams(const DriverApi& api, Device& device,
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_BUILD_IMAGE_IMPORT_H_
+#endif  // FLEETJIT_RUNTIME_BUILDER_IMAGE_IMPORT_H_

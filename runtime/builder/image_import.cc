@@ -1,4 +1,4 @@
-#include "runtime/build/image_import.h"
+#include "runtime/builder/image_import.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "runtime/build/build_pool.h"
+#include "runtime/builder/build_pool.h"
 
 #include <pthread.h>
 

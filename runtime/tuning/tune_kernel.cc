@@ -1,15 +1,15 @@
 // fj_tune on the live device: the GPU backend of the tuning loop
-// (tune/tuner.h) and the tuning entries' lookup and store.
+// (tune/tuner.h), the key and the run (Tuning::Tune).
 #include <chrono>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "runtime/copy/placement.h"
+#include "runtime/launch/launch.h"
 #include "runtime/launch/wire.h"
-#include "runtime/runtime.h"
-#include "runtime/tune_backend.h"
+#include "runtime/tuning/timed_stream_backend.h"
+#include "runtime/tuning/tuning.h"
 
 namespace fleetjit {
 namespace {
@@ -26,10 +26,11 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 // cache, launched with the caller's arguments on the base's stream.
 class GpuBackend final : public TimedStreamBackend {
  public:
-  GpuBackend(Runtime& rt, BuildPool& pool, const TuneRequest& request,
+  GpuBackend(const TuningParts& parts, const TuneRequest& request,
              Device& device)
-      : TimedStreamBackend(rt, device, absl::StrCat("tuning ", request.kernel)),
-        pool_(pool),
+      : TimedStreamBackend(parts.owner, *parts.driver, device,
+                           absl::StrCat("tuning ", request.kernel)),
+        parts_(parts),
         request_(request) {}
 
   ~GpuBackend() override {
@@ -94,9 +95,10 @@ class GpuBackend final : public TimedStreamBackend {
       BuildSpec spec = request_.build;
       spec.options.insert(spec.options.end(), cands[i].options.begin(),
                           cands[i].options.end());
-      Runtime* rt = &rt_;
-      jobs[i] = pool_.Submit(
-          [rt, spec = std::move(spec)] { return rt->BuildRecord(spec); });
+      ModuleBuilder* builder = parts_.builder;
+      jobs[i] = parts_.build_pool->Submit([builder, spec = std::move(spec)] {
+        return builder->BuildRecord(spec);
+      });
     }
     std::vector<absl::Status> out(cands.size());
     kernels_.assign(cands.size(), nullptr);
@@ -110,8 +112,8 @@ class GpuBackend final : public TimedStreamBackend {
         continue;
       }
       records_[i] = *std::move(record);
-      absl::StatusOr<LoadedKernel*> k =
-          rt_.LoadKernel(records_[i], request_.kernel, request_.build.device);
+      absl::StatusOr<LoadedKernel*> k = parts_.load_kernel(
+          records_[i], request_.kernel, request_.build.device);
       if (!k.ok()) {
         out[i] = k.status();
         continue;
@@ -165,7 +167,7 @@ class GpuBackend final : public TimedStreamBackend {
                          request_.num_args, request_.arg_stride);
   }
 
-  BuildPool& pool_;
+  const TuningParts& parts_;
   const TuneRequest& request_;
   std::vector<CUdeviceptr> saved_;
   const std::vector<TuneCandidate>* candidates_ = nullptr;
@@ -187,99 +189,7 @@ std::string RowsSummary(const tune::TuneRecord& record) {
 
 }  // namespace
 
-// ---------------------------------------------------------- the base
-
-TimedStreamBackend::~TimedStreamBackend() {
-  // A candidate still running (deadline) keeps its stream: waiting for it
-  // could take forever, so it is left behind.
-  if (abandoned_) {
-    (void)stream_.release();
-    return;
-  }
-  (void)device_.MakeCurrent();
-  for (CUevent e : {start_, stop_}) {
-    if (e != nullptr) (void)api_.cuEventDestroy(e);
-  }
-  if (stream_ != nullptr) (void)stream_->Close();
-}
-
-absl::Status TimedStreamBackend::OpenStream() {
-  FJ_RETURN_IF_ERROR(device_.poisoned());
-  FJ_RETURN_IF_ERROR(device_.MakeCurrent().status());
-  FJ_ASSIGN_OR_RETURN(stream_, Stream::Create(&rt_, api_, device_));
-  FJ_RETURN_IF_ERROR(CheckCu(
-      api_, api_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate"));
-  return CheckCu(api_, api_.cuEventCreate(&stop_, CU_EVENT_DEFAULT),
-                 "cuEventCreate");
-}
-
-absl::Status TimedStreamBackend::RunOnce(size_t i, absl::Duration deadline) {
-  FJ_RETURN_IF_ERROR(LaunchOne(i));
-  return Wait(deadline, "the check run");
-}
-
-absl::StatusOr<double> TimedStreamBackend::Time(size_t i, uint32_t count,
-                                                absl::Duration deadline) {
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api_, api_.cuEventRecord(start_, stream()), "cuEventRecord"));
-  for (uint32_t n = 0; n < count; ++n) FJ_RETURN_IF_ERROR(LaunchOne(i));
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api_, api_.cuEventRecord(stop_, stream()), "cuEventRecord"));
-  FJ_RETURN_IF_ERROR(WaitEvent(stop_, deadline, "a timed sample"));
-  float ms = 0;
-  FJ_RETURN_IF_ERROR(CheckCu(api_, api_.cuEventElapsedTime(&ms, start_, stop_),
-                             "cuEventElapsedTime"));
-  return static_cast<double>(ms);
-}
-
-absl::Status TimedStreamBackend::Wait(absl::Duration deadline,
-                                      absl::string_view what) {
-  FJ_RETURN_IF_ERROR(
-      CheckCu(api_, api_.cuEventRecord(stop_, stream()), "cuEventRecord"));
-  return WaitEvent(stop_, deadline, what);
-}
-
-absl::Status TimedStreamBackend::WaitEvent(CUevent event,
-                                           absl::Duration deadline,
-                                           absl::string_view what) {
-  const std::string call = absl::StrCat(what_, ": ", what);
-  if (api_.cuEventQuery == nullptr) {
-    return CheckStickyError(device_, api_, api_.cuEventSynchronize(event),
-                            call);
-  }
-  const auto end =
-      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline);
-  auto pause = std::chrono::microseconds(2);
-  while (true) {
-    CUresult r = api_.cuEventQuery(event);
-    if (r != CUDA_ERROR_NOT_READY) {
-      return CheckStickyError(device_, api_, r, call);
-    }
-    if (std::chrono::steady_clock::now() >= end) {
-      abandoned_ = true;
-      return absl::DeadlineExceededError(absl::StrCat(
-          call, " did not finish within ", absl::FormatDuration(deadline)));
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(200));
-  }
-}
-
-tune::TuneKeyInputs TuneKeyOfDevice(const DeviceReport& report,
-                                    jit::CopyImpl impl,
-                                    const jit::Target& target) {
-  tune::TuneKeyInputs in;
-  in.device_name = report.facts->name;
-  in.sm_count = report.facts->sm_count;
-  in.cc_major = report.facts->cc_major;
-  in.cc_minor = report.facts->cc_minor;
-  in.driver_version = report.driver_version;
-  in.copy_impl = std::string(jit::CopyImplName(impl));
-  in.target = target.Name();
-  return in;
-}
-
-absl::StatusOr<CacheKey> Runtime::TuneKey(
+absl::StatusOr<CacheKey> Tuning::TuneKey(
     const TuneRequest& request, std::vector<tune::TuneCandidate>* out) {
   if (request.kernel.empty()) {
     return absl::InvalidArgumentError("kernel: empty kernel name");
@@ -287,7 +197,7 @@ absl::StatusOr<CacheKey> Runtime::TuneKey(
   FJ_ASSIGN_OR_RETURN(std::vector<tune::TuneCandidate> candidates,
                       tune::ExpandSpace(request.space));
   FJ_ASSIGN_OR_RETURN(DeviceReport report,
-                      DescribeDevice(request.build.device));
+                      parts_.describe(request.build.device));
   jit::Target target = request.build.target.value_or(report.plan.target);
   jit::CopyImpl impl = request.build.copy_impl.value_or(report.plan.impl);
   tune::TuneKeyInputs in = TuneKeyOfDevice(report, impl, target);
@@ -302,69 +212,7 @@ absl::StatusOr<CacheKey> Runtime::TuneKey(
   return tune::MakeTuneKey(in);
 }
 
-std::shared_ptr<Runtime::TuneFlight> Runtime::FindOrStartTuning(
-    const CacheKey& key, bool read_cache, absl::string_view name,
-    TuneOutcome& outcome) {
-  // Look up the key; when another call is tuning it, wait for that run and
-  // look again. The loop ends with a hit or with this call as the one
-  // tuning the key.
-  while (true) {
-    if (read_cache) {
-      absl::StatusOr<ModuleCache::Result> found = cache_->Find(key);
-      if (found.ok()) {
-        absl::StatusOr<tune::TuneRecord> record =
-            tune::RecordOfArtifact(*found->artifact);
-        if (record.ok()) {
-          outcome.record = *std::move(record);
-          outcome.source = found->source;
-          return nullptr;
-        }
-        logger_.Log(LogLevel::kWarn,
-                    absl::StrCat("tune: ignoring the stored entry ",
-                                 key.digest.substr(0, 12),
-                                 "...: ", record.status().message()));
-      }
-    }
-    std::shared_ptr<TuneFlight> running;
-    {
-      absl::MutexLock lock(&tune_mu_);
-      auto [it, inserted] = tune_flights_.try_emplace(key.digest);
-      if (inserted) {
-        it->second = std::make_shared<TuneFlight>();
-        return it->second;
-      }
-      running = it->second;
-    }
-    logger_.Log(LogLevel::kInfo,
-                absl::StrCat("tune: ", name, " (", key.digest.substr(0, 12),
-                             "...) is being tuned by another call; waiting "
-                             "for its result"));
-    running->done.WaitForNotification();
-  }
-}
-
-void Runtime::EndTuneFlight(const std::string& digest,
-                            const std::shared_ptr<TuneFlight>& flight) {
-  {
-    absl::MutexLock lock(&tune_mu_);
-    tune_flights_.erase(digest);
-  }
-  flight->done.Notify();
-}
-
-void Runtime::StoreTuneRecord(const CacheKey& key,
-                              const tune::TuneRecord& record,
-                              const jit::Target& target, jit::CopyImpl impl) {
-  absl::Status stored =
-      cache_->Update(key, std::make_shared<const jit::Artifact>(
-                              tune::TuneArtifact(record, target, impl)));
-  if (!stored.ok()) {
-    logger_.Log(LogLevel::kWarn,
-                absl::StrCat("tune: not saved to disk: ", stored.message()));
-  }
-}
-
-absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
+absl::StatusOr<TuneOutcome> Tuning::Tune(const TuneRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<tune::TuneCandidate> candidates;
   FJ_ASSIGN_OR_RETURN(CacheKey key, TuneKey(request, &candidates));
@@ -375,10 +223,10 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
   outcome.lookup_ms = MsSince(start);
   if (flight == nullptr) return outcome;
   struct EndFlight {
-    Runtime* rt;
+    Tuning* tuning;
     const std::string& digest;
     std::shared_ptr<TuneFlight> flight;
-    ~EndFlight() { rt->EndTuneFlight(digest, flight); }
+    ~EndFlight() { tuning->EndTuneFlight(digest, flight); }
   } end_flight{this, key.digest, flight};
 
   FJ_ASSIGN_OR_RETURN(Device * dev, device(request.build.device));
@@ -386,8 +234,8 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
   // which joins a caller's stream capture (docs/launch.md, "Graph
   // capture"); in global mode it would invalidate one on any thread.
   FJ_ASSIGN_OR_RETURN(tune::TuneRecord record,
-                      WithRelaxedCaptureMode(driver_.get(), [&] {
-                        GpuBackend backend(*this, *build_pool_, request, *dev);
+                      WithRelaxedCaptureMode(parts_.driver, [&] {
+                        GpuBackend backend(parts_, request, *dev);
                         absl::Status opened = backend.Open();
                         if (!opened.ok())
                           return absl::StatusOr<tune::TuneRecord>(opened);
@@ -400,10 +248,11 @@ absl::StatusOr<TuneOutcome> Runtime::Tune(const TuneRequest& request) {
                      ": no candidate ran correctly: ", RowsSummary(record)));
   }
   if (request.write_cache && !record.noisy) {
-    FJ_ASSIGN_OR_RETURN(jit::CopyPlan plan,
-                        PlanForDevice(request.build.device));
-    StoreTuneRecord(key, record, request.build.target.value_or(plan.target),
-                    request.build.copy_impl.value_or(plan.impl));
+    FJ_ASSIGN_OR_RETURN(DeviceReport report,
+                        parts_.describe(request.build.device));
+    StoreTuneRecord(key, record,
+                    request.build.target.value_or(report.plan.target),
+                    request.build.copy_impl.value_or(report.plan.impl));
     outcome.stored = true;
   }
   outcome.record = std::move(record);

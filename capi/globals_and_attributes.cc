@@ -13,8 +13,9 @@ using namespace fleetjit::capi;  // NOLINT
 extern "C" {
 
 // ------------------------------------------- the whole module (since 1.3)
-// Globals, kernel attributes and occupancy, stream priorities, the
-// persisting L2 (runtime/runtime_module.cc).
+// Globals and stream priorities (the facade, runtime/runtime.cc), kernel
+// attributes and occupancy (runtime/load/kernel_attributes.h), the
+// persisting L2 (Device::SetPersistingL2, runtime/device/device.h).
 
 FJ_API fj_status* fj_module_build_log(const fj_module* module,
                                       const char** out_log, size_t* out_size) {
@@ -72,6 +73,14 @@ FJ_API fj_status* fj_module_global_read(fj_module* module, fj_str name,
                          /*to_global=*/false, stream);
 }
 
+// The room of kernel attributes speaks C++ (runtime/load/kernel_attributes.h)
+// and numbers the attributes as the ABI does.
+static_assert(kKernelAttrMaxDynamicSharedBytes ==
+              FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES);
+static_assert(kKernelAttrPreferredCarveout ==
+              FJ_KERNEL_ATTR_PREFERRED_CARVEOUT);
+static_assert(kKernelAttrLast == FJ_KERNEL_ATTR_LAST);
+
 FJ_API fj_status* fj_kernel_set_attribute(fj_kernel* kernel,
                                           fj_kernel_attr attr, int32_t value) {
   return Guard([&]() -> absl::Status {
@@ -80,7 +89,7 @@ FJ_API fj_status* fj_kernel_set_attribute(fj_kernel* kernel,
                         CheckEnum(RawEnum(attr), "attr", "fj_kernel_attr",
                                   FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES,
                                   FJ_KERNEL_ATTR_LAST));
-    return Runtime::SetKernelAttribute(*k->kernel, a, value);
+    return fleetjit::SetKernelAttribute(*k->kernel, a, value);
   });
 }
 
@@ -92,8 +101,8 @@ FJ_API fj_status* fj_kernel_occupancy(const fj_kernel* kernel,
     FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
     if (out_blocks_per_sm == nullptr) return NullArgument("out_blocks_per_sm");
     FJ_ASSIGN_OR_RETURN(*out_blocks_per_sm,
-                        Runtime::KernelOccupancy(*k->kernel, block_threads,
-                                                 dynamic_shared_bytes));
+                        fleetjit::KernelOccupancy(*k->kernel, block_threads,
+                                                  dynamic_shared_bytes));
     return absl::OkStatus();
   });
 }
@@ -105,7 +114,7 @@ FJ_API fj_status* fj_kernel_suggest_block(const fj_kernel* kernel,
   return Guard([&]() -> absl::Status {
     FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
     if (out_block_threads == nullptr) return NullArgument("out_block_threads");
-    FJ_ASSIGN_OR_RETURN(auto suggested, Runtime::SuggestBlock(
+    FJ_ASSIGN_OR_RETURN(auto suggested, fleetjit::SuggestBlock(
                                             *k->kernel, dynamic_shared_bytes));
     *out_block_threads = suggested.first;
     if (out_min_grid != nullptr) *out_min_grid = suggested.second;

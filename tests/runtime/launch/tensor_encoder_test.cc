@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "tests/runtime/launch_test_util.h"
+#include "tests/runtime/launch/launch_test_util.h"
 
 namespace fleetjit {
 namespace {

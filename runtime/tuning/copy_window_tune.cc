@@ -11,7 +11,10 @@
 // so every candidate launches the same module.
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -19,8 +22,8 @@
 #include "base/status_macros.h"
 #include "runtime/copy/copy_engine.h"
 #include "runtime/copy/copy_kernels.h"
-#include "runtime/runtime.h"
-#include "runtime/tune_backend.h"
+#include "runtime/tuning/timed_stream_backend.h"
+#include "runtime/tuning/tuning.h"
 
 namespace fleetjit {
 namespace {
@@ -106,9 +109,11 @@ absl::StatusOr<copy::CopyLaunchShape> ShapeOf(absl::string_view macros,
 // window's known contents (sampled rows), so a fast wrong shape never wins.
 class CopyWindowBackend final : public TimedStreamBackend {
  public:
-  CopyWindowBackend(Runtime& rt, Device& device, copy::CopyKernels& kernels,
-                    jit::CopyImpl impl, const std::atomic<bool>& cancel)
-      : TimedStreamBackend(rt, device, "tuning fj_copy's window kernel"),
+  CopyWindowBackend(const TuningParts& parts, Device& device,
+                    copy::CopyKernels& kernels, jit::CopyImpl impl,
+                    const std::atomic<bool>& cancel)
+      : TimedStreamBackend(parts.owner, *parts.driver, device,
+                           "tuning fj_copy's window kernel"),
         kernels_(kernels),
         impl_(impl),
         cancel_(cancel) {}
@@ -265,20 +270,20 @@ class CopyWindowBackend final : public TimedStreamBackend {
 
 }  // namespace
 
-absl::StatusOr<copy::CopyLaunchShape> Runtime::CopyWindowShapeOf(
+absl::StatusOr<copy::CopyLaunchShape> Tuning::CopyWindowShapeOf(
     const tune::TuneRow& row) {
   return ShapeOf(row.macros, row.block[0]);
 }
 
-absl::StatusOr<TuneOutcome> Runtime::TuneCopyWindow(int ordinal,
-                                                    jit::CopyImpl impl) {
+absl::StatusOr<TuneOutcome> Tuning::TuneCopyWindow(int ordinal,
+                                                   jit::CopyImpl impl) {
   const auto start = std::chrono::steady_clock::now();
   auto since = [&] {
     return std::chrono::duration<double, std::milli>(
                std::chrono::steady_clock::now() - start)
         .count();
   };
-  FJ_ASSIGN_OR_RETURN(DeviceReport report, DescribeDevice(ordinal));
+  FJ_ASSIGN_OR_RETURN(DeviceReport report, parts_.describe(ordinal));
   FJ_ASSIGN_OR_RETURN(std::vector<tune::TuneCandidate> candidates,
                       tune::ExpandSpace(WindowSpace(
                           impl, std::max(1, report.facts->sm_count))));
@@ -299,17 +304,17 @@ absl::StatusOr<TuneOutcome> Runtime::TuneCopyWindow(int ordinal,
   std::shared_ptr<TuneFlight> flight =
       FindOrStartTuning(key, true, "fj_copy's window kernel", outcome);
   outcome.lookup_ms = since();
-  CopyEngine& engine = copy();
+  CopyEngine& engine = parts_.copy();
   if (flight != nullptr) {
     struct EndFlight {
-      Runtime* rt;
+      Tuning* tuning;
       const std::string& digest;
       std::shared_ptr<TuneFlight> flight;
-      ~EndFlight() { rt->EndTuneFlight(digest, flight); }
+      ~EndFlight() { tuning->EndTuneFlight(digest, flight); }
     } end_flight{this, key.digest, flight};
     FJ_ASSIGN_OR_RETURN(Device * dev, device(ordinal));
     FJ_ASSIGN_OR_RETURN(outcome.record, [&] {
-      CopyWindowBackend backend(*this, *dev, engine.kernels(), impl,
+      CopyWindowBackend backend(parts_, *dev, engine.kernels(), impl,
                                 copy_tune_cancel_);
       absl::Status opened = backend.Open();
       if (!opened.ok()) return absl::StatusOr<tune::TuneRecord>(opened);
@@ -346,32 +351,32 @@ absl::StatusOr<TuneOutcome> Runtime::TuneCopyWindow(int ordinal,
   return outcome;
 }
 
-void Runtime::ScheduleCopyTune(int ordinal, jit::CopyImpl impl) {
-  if (!options_.copy_tune) return;
+void Tuning::ScheduleCopyTune(int ordinal, jit::CopyImpl impl) {
+  if (!parts_.copy_tune) return;
   {
     absl::MutexLock lock(&copy_tune_mu_);
     if (!copy_tune_asked_.emplace(ordinal, static_cast<int>(impl)).second) {
       return;
     }
   }
-  builder_->PostBackground([this, ordinal, impl] {
+  parts_.builder->PostBackground([this, ordinal, impl] {
     if (copy_tune_cancel_.load()) return;
     // Relaxed: the first fj_copy may be inside the caller's stream capture,
     // and this job's allocations and synchronisations (of its own stream)
     // would otherwise invalidate a global-mode capture from this thread
     // (docs/launch.md, "Graph capture").
     absl::StatusOr<TuneOutcome> outcome = WithRelaxedCaptureMode(
-        driver_.get(), [&] { return TuneCopyWindow(ordinal, impl); });
+        parts_.driver, [&] { return TuneCopyWindow(ordinal, impl); });
     const std::string what = absl::StrCat("fj_copy on device ", ordinal, " (",
                                           jit::CopyImplName(impl), "): ");
     if (!outcome.ok()) {
-      logger_.Log(LogLevel::kInfo,
-                  absl::StrCat(what, "keeps the shipped launch shape: ",
-                               outcome.status().message()));
+      parts_.logger->Log(LogLevel::kInfo,
+                         absl::StrCat(what, "keeps the shipped launch shape: ",
+                                      outcome.status().message()));
       return;
     }
     const tune::TuneRow& win = outcome->record.rows[outcome->record.winner];
-    logger_.Log(
+    parts_.logger->Log(
         LogLevel::kInfo,
         absl::StrCat(
             what,

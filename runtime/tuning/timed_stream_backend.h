@@ -1,10 +1,10 @@
-// What the runtime's two tuning runs share (runtime_tune.cc: fj_tune's
-// candidates; runtime_copy_tune.cc: fj_copy's window shapes): a stream of
+// What the runtime's two tuning runs share (tune_kernel.cc: fj_tune's
+// candidates; copy_window_tune.cc: fj_copy's window shapes): a stream of
 // their own on the device, two events, the watchdog wait and the timed
 // samples. A subclass says how candidate `i` launches (LaunchOne) and
 // what the outputs are.
-#ifndef FLEETJIT_RUNTIME_TUNE_BACKEND_H_
-#define FLEETJIT_RUNTIME_TUNE_BACKEND_H_
+#ifndef FLEETJIT_RUNTIME_TUNING_TIMED_STREAM_BACKEND_H_
+#define FLEETJIT_RUNTIME_TUNING_TIMED_STREAM_BACKEND_H_
 
 #include <cuda.h>
 
@@ -15,8 +15,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "runtime/runtime.h"
+#include "runtime/device/device.h"
+#include "runtime/device/stream.h"
 #include "runtime/tune/tuner.h"
+#include "runtime/tuning/tuning.h"
 
 namespace fleetjit {
 
@@ -28,9 +30,11 @@ tune::TuneKeyInputs TuneKeyOfDevice(const DeviceReport& report,
 
 class TimedStreamBackend : public tune::TuneBackend {
  public:
-  // `what` names the run in errors ("tuning saxpy: ...").
-  TimedStreamBackend(Runtime& rt, Device& device, std::string what)
-      : rt_(rt), device_(device), api_(*rt.driver()), what_(std::move(what)) {}
+  // `what` names the run in errors ("tuning saxpy: ..."); the stream is
+  // `owner`'s (Stream::Create).
+  TimedStreamBackend(Runtime* owner, const DriverApi& api, Device& device,
+                     std::string what)
+      : owner_(owner), device_(device), api_(api), what_(std::move(what)) {}
   ~TimedStreamBackend() override;
 
   absl::Status RunOnce(size_t i, absl::Duration deadline) override;
@@ -52,7 +56,7 @@ class TimedStreamBackend : public tune::TuneBackend {
   // so nothing it may touch is released (a subclass keeps its buffers).
   bool abandoned() const { return abandoned_; }
 
-  Runtime& rt_;
+  Runtime* const owner_;
   Device& device_;
   const DriverApi& api_;
 
@@ -70,4 +74,4 @@ class TimedStreamBackend : public tune::TuneBackend {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_TUNE_BACKEND_H_
+#endif  // FLEETJIT_RUNTIME_TUNING_TIMED_STREAM_BACKEND_H_

@@ -31,8 +31,8 @@
 #include "base/status_macros.h"
 #include "jit/link_build.h"
 #include "platform/nvrtc_locate.h"
-#include "runtime/build/image_import.h"
-#include "runtime/build/module_builder.h"
+#include "runtime/builder/image_import.h"
+#include "runtime/builder/module_builder.h"
 #include "runtime/load/param_relayout.h"
 
 namespace fleetjit {

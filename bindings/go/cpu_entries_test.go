@@ -425,7 +425,7 @@ func TestBadInputTable(t *testing.T) {
 		{"priority stream past int32 priority", func() error { _, err := rt.NewStreamWithPriority(0, 1<<40); return err }, inv},
 		{"persisting L2 past int32 ordinal", func() error { _, err := rt.SetPersistingL2(1<<40, 1<<20); return err }, inv},
 	}
-	// Every method of the ABI 1.3 entries (module_abi13.go) and of Kernel on
+	// Every method of the ABI 1.3 entries (globals_and_attributes.go) and of Kernel on
 	// a nil, a zero-value and a closed handle: InvalidArgument, no panic.
 	var nilMod *fleetjit.Module
 	for _, h := range []struct {

@@ -3,8 +3,8 @@
 // use), and runs the thunk pipeline: after a cold build, the background
 // worker generates the launch thunk object, attaches it to the kernels
 // loaded meanwhile and publishes the artifact to the disk cache.
-#ifndef FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
-#define FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
+#ifndef FLEETJIT_RUNTIME_BUILDER_MODULE_BUILDER_H_
+#define FLEETJIT_RUNTIME_BUILDER_MODULE_BUILDER_H_
 
 #include <atomic>
 #include <functional>
@@ -26,7 +26,7 @@
 #include "jit/target.h"
 #include "platform/nvjitlink_library.h"
 #include "platform/nvrtc_library.h"
-#include "runtime/build/background_worker.h"
+#include "runtime/builder/background_worker.h"
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/config.h"
@@ -51,7 +51,7 @@ class ModuleBuilder {
 
   // See Runtime::BuildRecord.
   absl::StatusOr<ModuleRecord> BuildRecord(const BuildSpec& spec);
-  // See Runtime::LinkRecord (runtime/build/module_link.cc).
+  // See Runtime::LinkRecord (runtime/builder/module_link.cc).
   absl::StatusOr<ModuleRecord> LinkRecord(const LinkSpec& spec);
 
   // Gives `k` (a kernel just loaded from the image of `record_key`) its
@@ -181,4 +181,4 @@ class ModuleBuilder {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_BUILD_MODULE_BUILDER_H_
+#endif  // FLEETJIT_RUNTIME_BUILDER_MODULE_BUILDER_H_

@@ -35,7 +35,7 @@
 #include "jit/image_reader.h"
 #include "jit/include_scan.h"
 #include "jit/link_build.h"
-#include "runtime/build/module_builder.h"
+#include "runtime/builder/module_builder.h"
 
 namespace fleetjit {
 namespace {

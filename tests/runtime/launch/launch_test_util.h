@@ -2,8 +2,8 @@
 // hand, a fake cuTensorMapEncodeTiled that checks the driver's documented
 // rules and writes a digest of its inputs, and DLPack tensors the test owns.
 // Seeded random sources: tests/common/seed.h (SeededRng).
-#ifndef FLEETJIT_TESTS_RUNTIME_LAUNCH_TEST_UTIL_H_
-#define FLEETJIT_TESTS_RUNTIME_LAUNCH_TEST_UTIL_H_
+#ifndef FLEETJIT_TESTS_RUNTIME_LAUNCH_LAUNCH_TEST_UTIL_H_
+#define FLEETJIT_TESTS_RUNTIME_LAUNCH_LAUNCH_TEST_UTIL_H_
 
 #include <cuda.h>
 
@@ -212,4 +212,4 @@ struct TestTensor {
 
 }  // namespace fleetjit::testing
 
-#endif  // FLEETJIT_TESTS_RUNTIME_LAUNCH_TEST_UTIL_H_
+#endif  // FLEETJIT_TESTS_RUNTIME_LAUNCH_LAUNCH_TEST_UTIL_H_

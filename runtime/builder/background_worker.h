@@ -28,8 +28,8 @@
 // callback) does not wait for itself. Threads that are not workers are the
 // caller's: fork() while another thread is inside a fleetjit call is not
 // supported.
-#ifndef FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_
-#define FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_
+#ifndef FLEETJIT_RUNTIME_BUILDER_BACKGROUND_WORKER_H_
+#define FLEETJIT_RUNTIME_BUILDER_BACKGROUND_WORKER_H_
 
 #include <sys/types.h>
 
@@ -86,4 +86,4 @@ class BackgroundWorker {
 
 }  // namespace fleetjit
 
-#endif  // FLEETJIT_RUNTIME_BUILD_BACKGROUND_WORKER_H_
+#endif  // FLEETJIT_RUNTIME_BUILDER_BACKGROUND_WORKER_H_

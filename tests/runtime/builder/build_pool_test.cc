@@ -1,10 +1,10 @@
-// BuildPool (runtime/build/build_pool.h): builds on its threads, and a
+// BuildPool (runtime/builder/build_pool.h): builds on its threads, and a
 // fork() while builds run. A child inherits every lock a running build
 // holds (here a stand-in for NVRTC's: every build takes `g_compiler`), so
 // the pool's fork handlers let running builds finish first; the child then
 // builds on threads of its own, and the parent's pool resumes. Each build
 // returns a fresh random tag that its job must hand back.
-#include "runtime/build/build_pool.h"
+#include "runtime/builder/build_pool.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "runtime/build/background_worker.h"
+#include "runtime/builder/background_worker.h"
 
 #include <pthread.h>
 #include <unistd.h>
