@@ -117,8 +117,9 @@ def nvrtc_phases(path, target, impl):
     elif "#include <fleetjit/copy.cuh>" in path.read_text():
         arch = int(target.split("_")[1])
         opts.append(f"-DFJ_COPY_IMPL={2 if arch >= 90 else 1 if arch >= 80 else 0}")
-    with tempfile.NamedTemporaryFile(suffix=".csv") as csv:
-        opts.append(f"--time={csv.name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = Path(tmp) / "time.csv"  # a new file: NVRTC writes it whole
+        opts.append(f"--time={csv}")
         prog = ctypes.c_void_p()
         src = path.read_text().encode()
         if lib.nvrtcCreateProgram(ctypes.byref(prog), src, path.name.encode(),
@@ -134,7 +135,7 @@ def nvrtc_phases(path, target, impl):
         if lib.nvrtcDestroyProgram(ctypes.byref(prog)) != 0:
             sys.exit("nvrtcDestroyProgram failed")
         phases = {}
-        for line in Path(csv.name).read_text().splitlines()[1:]:
+        for line in csv.read_text().splitlines()[1:]:
             cells = [c.strip() for c in line.split(",")]
             if len(cells) >= 3:
                 phases[cells[1]] = float(cells[2])

@@ -111,8 +111,10 @@ FJ_DEV void fail(warp_t) {
 }
 
 // ------------------------------------------------ the dimension of a gather
-__device__ __noinline__ void report_dim(int call, int d, int rank,
-                                        const site& s) {
+// The reports that are not templates are `inline`: a relocatable build (the
+// slow-path library's route) links two objects that both define them.
+__device__ __noinline__ inline void report_dim(int call, int d, int rank,
+                                               const site& s) {
   printf(
       "fleetjit: %s in %s, line %u: dimension %d is not a dimension of this "
       "rank-%d tensor (0, the innermost, to %d): the index list would be "
@@ -185,8 +187,9 @@ __device__ __noinline__ void report_outside(int call, const tensor_param& p,
 #undef FJ_CHECK_HEAD
 #undef FJ_CHECK_TAIL
 }
-__device__ __noinline__ void report_elem(int call, int declared, int passed,
-                                         int dtype, const site& s) {
+__device__ __noinline__ inline void report_elem(int call, int declared,
+                                                int passed, int dtype,
+                                                const site& s) {
   printf(
       "fleetjit check: %s in %s, line %u: the kernel's fj::tensor has "
       "%d-byte elements but the tensor passed has %d-byte elements (dtype "

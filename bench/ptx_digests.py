@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""SHA-256 of the PTX NVRTC makes of every layer kernel (examples/*.cu and
+bench/corpus/set*/*.cu that include <fleetjit/copy.cuh>) under each copy
+implementation and target: sm_90 tma, cp_async, sync; sm_80 cp_async, sync;
+sm_75 sync (compute_XX, so ptxas does not run: the same PTX gives the same
+SASS). A change to the copy layer that must keep the generated code the same
+runs it before and after and compares:
+
+  python3 bench/ptx_digests.py [-D NAME=VALUE]... > before.txt
+  (change include/fleetjit/...)
+  python3 bench/ptx_digests.py [-D NAME=VALUE]... | diff before.txt -
+
+or, for a committed state's headers (git archive COMMIT include | tar -x -C
+OLD): python3 bench/ptx_digests.py --include OLD/include ...
+
+The headers come from ./include (-I), as the library embeds them at build
+time. Extra -D options reach every compile (e.g. -D FJ_CHECK=1).
+
+The names NVRTC gives internal-linkage entities carry a hash of the whole
+translation unit (`_ZN49_INTERNAL_00000000_18_pipelined_tiles_cu_1e3612c2...`),
+so any edit of a header changes them: the digest is of the PTX with that
+hash replaced by `TUHASH`.
+"""
+import ctypes
+import hashlib
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMBOS = [("compute_90", 2), ("compute_90", 1), ("compute_90", 0),
+          ("compute_80", 1), ("compute_80", 0), ("compute_75", 0)]
+NAMES = {0: "sync", 1: "cp_async", 2: "tma"}
+
+
+def main():
+    defines = []
+    include = ROOT / "include"
+    args = sys.argv[1:]
+    while args:
+        if args[0] == "--include" and len(args) > 1:
+            include = Path(args[1]).resolve()
+            args = args[2:]
+        elif args[0] == "-D" and len(args) > 1:
+            defines.append("-D" + args[1])
+            args = args[2:]
+        else:
+            sys.exit(__doc__)
+    lib = ctypes.CDLL(os.environ.get("FJ_LIBNVRTC", "libnvrtc.so"))
+    files = sorted((ROOT / "examples").glob("*.cu")) + sorted(
+        (ROOT / "bench" / "corpus").glob("set*/*.cu"))
+    for f in files:
+        src = f.read_text()
+        if "#include <fleetjit/copy.cuh>" not in src:
+            continue
+        for arch, impl in COMBOS:
+            opts = [f"-arch={arch}", "-std=c++17", f"-DFJ_COPY_IMPL={impl}",
+                    f"-I{include}", "-I/usr/local/cuda/include"] + defines
+            prog = ctypes.c_void_p()
+            if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(),
+                                      f.name.encode(), 0, None, None) != 0:
+                sys.exit("nvrtcCreateProgram failed")
+            arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+            r = lib.nvrtcCompileProgram(prog, len(opts), arr)
+            rel = f.relative_to(ROOT)
+            if r != 0:
+                digest = f"compile error {r}"
+            else:
+                n = ctypes.c_size_t()
+                if lib.nvrtcGetPTXSize(prog, ctypes.byref(n)) != 0:
+                    sys.exit("nvrtcGetPTXSize failed")
+                buf = ctypes.create_string_buffer(n.value)
+                if lib.nvrtcGetPTX(prog, buf) != 0:
+                    sys.exit("nvrtcGetPTX failed")
+                ptx = re.sub(rb"(_INTERNAL_[0-9a-f]{8}_[0-9]+_[A-Za-z0-9_]*?_cu_)[0-9a-f]{8}",
+                             rb"\1TUHASH", buf.raw)
+                digest = hashlib.sha256(ptx).hexdigest()[:16]
+            if lib.nvrtcDestroyProgram(ctypes.byref(prog)) != 0:
+                sys.exit("nvrtcDestroyProgram failed")
+            print(f"{rel} {arch} {NAMES[impl]} {digest}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
