@@ -16,10 +16,11 @@ OLD): python3 bench/ptx_digests.py --include OLD/include ...
 The headers come from ./include (-I), as the library embeds them at build
 time. Extra -D options reach every compile (e.g. -D FJ_CHECK=1).
 
-The names NVRTC gives internal-linkage entities carry a hash of the whole
-translation unit (`_ZN49_INTERNAL_00000000_18_pipelined_tiles_cu_1e3612c2...`),
-so any edit of a header changes them: the digest is of the PTX with that
-hash replaced by `TUHASH`.
+The names NVRTC gives internal-linkage entities carry a token of the whole
+translation unit (`_ZN49_INTERNAL_00000000_18_pipelined_tiles_cu_1e3612c2...`,
+`_ZN40_INTERNAL_00000000_10_rmsnorm_cu_rmsnorm...`) that an edit of a
+header may change: the digest is of the PTX with each such length-prefixed
+name replaced by `TU`.
 """
 import ctypes
 import hashlib
@@ -32,6 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 COMBOS = [("compute_90", 2), ("compute_90", 1), ("compute_90", 0),
           ("compute_80", 1), ("compute_80", 0), ("compute_75", 0)]
 NAMES = {0: "sync", 1: "cp_async", 2: "tma"}
+
+
+def tu_name(m):
+    """`41_INTERNAL_..._rmsnorm_cu_1e3612c2` + the rest -> `TU` + the rest."""
+    n = int(m.group(1))
+    name = m.group(2)
+    return b"TU" + name[n:] if len(name) >= n else m.group(0)
 
 
 def main():
@@ -73,8 +81,7 @@ def main():
                 buf = ctypes.create_string_buffer(n.value)
                 if lib.nvrtcGetPTX(prog, buf) != 0:
                     sys.exit("nvrtcGetPTX failed")
-                ptx = re.sub(rb"(_INTERNAL_[0-9a-f]{8}_[0-9]+_[A-Za-z0-9_]*?_cu_)[0-9a-f]{8}",
-                             rb"\1TUHASH", buf.raw)
+                ptx = re.sub(rb"(\d+)(_INTERNAL_\w+)", tu_name, buf.raw)
                 digest = hashlib.sha256(ptx).hexdigest()[:16]
             if lib.nvrtcDestroyProgram(ctypes.byref(prog)) != 0:
                 sys.exit("nvrtcDestroyProgram failed")
