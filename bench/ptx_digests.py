@@ -35,11 +35,49 @@ COMBOS = [("compute_90", 2), ("compute_90", 1), ("compute_90", 0),
 NAMES = {0: "sync", 1: "cp_async", 2: "tma"}
 
 
+TU_NAME = rb"(\d+)(_(?:INTERNAL|GLOBAL__N)_\w+)"
+
+
 def tu_name(m):
     """`41_INTERNAL_..._rmsnorm_cu_1e3612c2` + the rest -> `TU` + the rest."""
     n = int(m.group(1))
     name = m.group(2)
-    return b"TU" + name[n:] if len(name) >= n else m.group(0)
+    if len(name) < n:
+        return m.group(0)
+    return b"TU" + re.sub(TU_NAME, tu_name, name[n:])  # nested ones too
+
+
+def canonical(ptx):
+    """The PTX with what an edit of a header may change without changing
+    the code: the translation unit's token in internal names (see above),
+    the numbering of the string constants ($str, $str$1, ...: renumbered
+    in the order they appear) and the forward declarations of functions
+    (a `.func`/`.extern .func` header ending in `;`, which NVRTC orders by
+    when it first meets each function)."""
+    ptx = re.sub(TU_NAME, tu_name, ptx)
+    names = {}
+    ptx = re.sub(rb"\$str(?:\$\d+)?\b",
+                 lambda m: names.setdefault(m.group(0), b"$s%d" % len(names)),
+                 ptx)
+    out, block = [], None
+    for line in ptx.split(b"\n"):
+        if block is not None:
+            block.append(line)
+            if line.strip() == b";":
+                block = None  # a declaration: dropped
+            elif line.strip().startswith(b"{"):
+                out += block
+                block = None
+            continue
+        if re.match(rb"(\.extern |\.weak |\.visible )?\.func\b", line):
+            if line.rstrip().endswith(b";"):
+                continue
+            block = [line]
+            continue
+        out.append(line)
+    if block is not None:
+        out += block
+    return b"\n".join(out)
 
 
 def main():
@@ -81,7 +119,7 @@ def main():
                 buf = ctypes.create_string_buffer(n.value)
                 if lib.nvrtcGetPTX(prog, buf) != 0:
                     sys.exit("nvrtcGetPTX failed")
-                ptx = re.sub(rb"(\d+)(_INTERNAL_\w+)", tu_name, buf.raw)
+                ptx = canonical(buf.raw)
                 digest = hashlib.sha256(ptx).hexdigest()[:16]
             if lib.nvrtcDestroyProgram(ctypes.byref(prog)) != 0:
                 sys.exit("nvrtcDestroyProgram failed")
