@@ -10,17 +10,18 @@ runs it before and after and compares:
   (change include/fleetjit/...)
   python3 bench/ptx_digests.py [-D NAME=VALUE]... | diff before.txt -
 
-or, for a committed state's headers (git archive COMMIT include | tar -x -C
-OLD): python3 bench/ptx_digests.py --include OLD/include ...
+--impl NAME keeps one implementation's rows. For a committed state's
+headers: git archive COMMIT include | tar -x -C OLD, then
+python3 bench/ptx_digests.py --include OLD/include ...
 
 The headers come from ./include (-I), as the library embeds them at build
 time. Extra -D options reach every compile (e.g. -D FJ_CHECK=1).
 
-The names NVRTC gives internal-linkage entities carry a token of the whole
-translation unit (`_ZN49_INTERNAL_00000000_18_pipelined_tiles_cu_1e3612c2...`,
-`_ZN40_INTERNAL_00000000_10_rmsnorm_cu_rmsnorm...`) that an edit of a
-header may change: the digest is of the PTX with each such length-prefixed
-name replaced by `TU`.
+The digest is of canonical PTX (canonical() below): an edit of a header
+changes the token of the translation unit in internal names
+(`_ZN49_INTERNAL_00000000_18_pipelined_tiles_cu_1e3612c2...`), and may
+renumber the string constants or reorder the forward declarations of
+functions, none of which changes the code.
 """
 import ctypes
 import hashlib
@@ -83,9 +84,13 @@ def canonical(ptx):
 def main():
     defines = []
     include = ROOT / "include"
+    only = None
     args = sys.argv[1:]
     while args:
-        if args[0] == "--include" and len(args) > 1:
+        if args[0] == "--impl" and len(args) > 1:  # that implementation only
+            only = args[1]
+            args = args[2:]
+        elif args[0] == "--include" and len(args) > 1:
             include = Path(args[1]).resolve()
             args = args[2:]
         elif args[0] == "-D" and len(args) > 1:
@@ -101,6 +106,8 @@ def main():
         if "#include <fleetjit/copy.cuh>" not in src:
             continue
         for arch, impl in COMBOS:
+            if only is not None and NAMES[impl] != only:
+                continue
             opts = [f"-arch={arch}", "-std=c++17", f"-DFJ_COPY_IMPL={impl}",
                     f"-I{include}", "-I/usr/local/cuda/include"] + defines
             prog = ctypes.c_void_p()

@@ -721,7 +721,11 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
                                             const tensor_param& p,
                                             const Coords& cs, int k, barrier& b,
                                             bool pred, pred_mode mode,
-                                            detail::team tm) {
+                                            detail::team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   const unsigned bb = detail::box_bytes(p, R);
   if (!pred) {
     if (mode == pred_zero) detail::fill_block(dst, bb * (unsigned)k, 0, tm);
@@ -758,6 +762,7 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
   }
   if (soft) cpa::attach(b);
 }
+#endif
 template <int R, class Scope, class Coords>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, barrier& b, bool pred,
