@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "jit/image_reader.h"
 #include "jit/nvrtc_build.h"
+#include "platform/cuda_headers.h"
 #include "platform/nvjitlink_library.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/runtime.h"
@@ -186,6 +187,37 @@ TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
   auto names = jit::CubinKernelNames(saxpy->artifact->image);
   ASSERT_TRUE(names.ok()) << names.status();
   EXPECT_FALSE(names->empty());
+}
+
+// tma's gathers (load_tiles_bar, fj::gather_tiles) are in the library too:
+// a gathering kernel compiled for the route holds none of them, and once
+// its level's library is on disk it links them.
+TEST_F(SlowPathsTest, GathersUnderTmaLinkFromTheLibrary) {
+  if (!ResolveNvJitLinkLibrary("", "").ok())
+    GTEST_SKIP() << "nvJitLink is not installed";
+  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+  ASSERT_NE(rt, nullptr);
+  auto first = Build(*rt, Unique("paged_decode.cu", rng_));
+  ASSERT_TRUE(first.ok()) << first.status();
+  rt->WaitForBackgroundWork();
+  const std::string source = Unique("paged_decode.cu", rng_);
+  jit::BuildRequest own;
+  own.source = source;
+  own.target = *jit::ParseTarget("sm_90");
+  own.copy_impl = jit::CopyImpl::kTma;
+  own.device_code = jit::DeviceCode::kRelocatable;
+  own.options = {"-DFJ_SLOW_PATHS_EXTERN"};
+  for (const CudaIncludeDir& d : FindCudaIncludeDirs(CudaHeaderSearch{}))
+    own.include_dirs.push_back({d.path, d.origin});
+  auto alone = jit::BuildModule(own);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(RegistersOf(alone->image, "load_tiles_bar").empty())
+      << "the route's own compile still defines the gather";
+  auto linked = Build(*rt, source);
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_TRUE(HasSeparateSlowPaths(linked->artifact->image));
+  EXPECT_FALSE(RegistersOf(linked->artifact->image, "load_tiles_bar").empty())
+      << "the linked image lacks the library's gather";
 }
 
 // Linked modules run slower than whole ones in some kernels
