@@ -1,5 +1,5 @@
-// The plain twins of the examples (bench/kernels/plain_X.cu, the same job
-// as examples/X.cu written without <fleetjit/copy.cuh>), which
+// The plain twins of the examples (bench/kernels/plain_<X>.cu, the same job
+// as examples/<X>.cu written without <fleetjit/copy.cuh>), which
 // bench/build_cost.py builds against the examples: each is plain (no copy
 // layer), has its example, and builds on sm_75, sm_80 and sm_90 (NVRTC, no
 // GPU) with its one extern "C" kernel, plain_X, spilling nothing.
