@@ -176,9 +176,22 @@ FJ_DEV bool is_multicast_issuer(unsigned short m) {
 // Span load on a barrier. The 16-byte-aligned body is one bulk copy with
 // its bytes expected on `b`; the ends go through threads' stores.
 // `mask` != 0 multicasts the body to those CTAs (each expects it itself).
-FJ_DEV void load_span_bar(void* dst, const void* src, unsigned bytes,
-                          barrier& b, unsigned short mask, bool pred,
-                          pred_mode mode) {
+// Inline, except in the slow-path library's route (FJ_SLOW_PATHS_EXTERN,
+// docs/slow-path-library.md), where it is one of the library's functions:
+// its ends and fallbacks, inlined at each call site, were most of a row
+// kernel's own code (examples/rmsnorm.cu's entry: 2,196 PTX lines, 862).
+#if defined(FJ_SLOW_PATHS_EXTERN) || defined(FJ_SLOW_PATHS_LIBRARY)
+#define FJ_SPAN_DEV __device__ __noinline__
+#else
+#define FJ_SPAN_DEV FJ_DEV
+#endif
+FJ_SPAN_DEV void load_span_bar(void* dst, const void* src, unsigned bytes,
+                               barrier& b, unsigned short mask, bool pred,
+                               pred_mode mode)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   enter();
   const detail::span_split sp = detail::split_span(dst, src, bytes);
   if (sp.w < 16 || sp.body == 0) {
@@ -204,6 +217,8 @@ FJ_DEV void load_span_bar(void* dst, const void* src, unsigned bytes,
   detail::move_bytes(d, s, sp.head);
   detail::move_bytes(d + tail, s + tail, sp.tail);
 }
+#endif
+#undef FJ_SPAN_DEV
 FJ_DEV void load(void* dst, const void* src, unsigned bytes, barrier& b,
                  bool pred, pred_mode mode) {
   load_span_bar(dst, src, bytes, b, 0, pred, mode);
