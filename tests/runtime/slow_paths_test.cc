@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -189,18 +190,26 @@ TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
   EXPECT_FALSE(names->empty());
 }
 
-// tma's gathers (load_tiles_bar, fj::gather_tiles) are in the library too:
-// a gathering kernel compiled for the route holds none of them, and once
-// its level's library is on disk it links them.
-TEST_F(SlowPathsTest, GathersUnderTmaLinkFromTheLibrary) {
+// Beyond the slow paths, the library holds two of tma's functions that a
+// whole build inlines or compiles per kernel: the gathers (load_tiles_bar,
+// fj::gather_tiles) and the span load on a barrier (load_span_bar,
+// fj::load). A kernel that uses one, compiled for the route, holds none of
+// it, and once its level's library is on disk links the library's, no
+// kernel above the registers its own code needs.
+class LibraryFunctionTest : public SlowPathsTest,
+                            public ::testing::WithParamInterface<
+                                std::pair<const char*, const char*>> {};
+
+TEST_P(LibraryFunctionTest, LinksFromTheLibrary) {
   if (!ResolveNvJitLinkLibrary("", "").ok())
     GTEST_SKIP() << "nvJitLink is not installed";
+  const std::string file = GetParam().first, function = GetParam().second;
   std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
   ASSERT_NE(rt, nullptr);
-  auto first = Build(*rt, Unique("paged_decode.cu", rng_));
+  auto first = Build(*rt, Unique(file, rng_));
   ASSERT_TRUE(first.ok()) << first.status();
   rt->WaitForBackgroundWork();
-  const std::string source = Unique("paged_decode.cu", rng_);
+  const std::string source = Unique(file, rng_);
   jit::BuildRequest own;
   own.source = source;
   own.target = *jit::ParseTarget("sm_90");
@@ -211,14 +220,27 @@ TEST_F(SlowPathsTest, GathersUnderTmaLinkFromTheLibrary) {
     own.include_dirs.push_back({d.path, d.origin});
   auto alone = jit::BuildModule(own);
   ASSERT_TRUE(alone.ok()) << alone.status();
-  EXPECT_TRUE(RegistersOf(alone->image, "load_tiles_bar").empty())
-      << "the route's own compile still defines the gather";
+  EXPECT_TRUE(RegistersOf(alone->image, function).empty())
+      << "the route's own compile still defines " << function;
   auto linked = Build(*rt, source);
   ASSERT_TRUE(linked.ok()) << linked.status();
-  EXPECT_TRUE(HasSeparateSlowPaths(linked->artifact->image));
-  EXPECT_FALSE(RegistersOf(linked->artifact->image, "load_tiles_bar").empty())
-      << "the linked image lacks the library's gather";
+  EXPECT_FALSE(RegistersOf(linked->artifact->image, function).empty())
+      << "the linked image lacks the library's " << function;
+  for (const jit::KernelEntry& k : linked->artifact->kernels) {
+    const std::vector<int> own_regs = RegistersOf(alone->image, k.lowered_name);
+    const std::vector<int> linked_regs =
+        RegistersOf(linked->artifact->image, k.lowered_name);
+    ASSERT_FALSE(own_regs.empty()) << k.lowered_name;
+    ASSERT_FALSE(linked_regs.empty()) << k.lowered_name;
+    EXPECT_LE(linked_regs[0], std::max(own_regs[0], 32))
+        << k.lowered_name << ": linking raised its register count";
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Tma, LibraryFunctionTest,
+    ::testing::Values(std::make_pair("paged_decode.cu", "load_tiles_bar"),
+                      std::make_pair("rmsnorm.cu", "load_span_bar")));
 
 // Linked modules run slower than whole ones in some kernels
 // (docs/slow-path-library.md), so they live under keys of their own: a
