@@ -918,7 +918,10 @@ FJ_DEV void prefetch_tensormap(const tensor<T, R>& t) {
       void*, const fj::tensor_param&, fj::coords, fj::barrier&, \
       unsigned short, bool, fj::pred_mode, fj::detail::team);   \
   FJ_SLOW_PATHS_OF_GATHER(R, fj::detail::coord_list)            \
-  FJ_SLOW_PATHS_OF_GATHER(R, fj::detail::coord_gather)
+  FJ_SLOW_PATHS_OF_GATHER(R, fj::detail::coord_gather)          \
+  template __device__ void fj::tma_impl::store_generic<R>(      \
+      const fj::tensor_param&, fj::coords, const void*, bool,   \
+      fj::detail::team);
 #endif
 #endif
 FJ_SLOW_PATHS_OF_RANK(1)

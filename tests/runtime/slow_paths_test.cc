@@ -190,12 +190,13 @@ TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
   EXPECT_FALSE(names->empty());
 }
 
-// Beyond the slow paths, the library holds two of tma's functions that a
-// whole build inlines or compiles per kernel: the gathers (load_tiles_bar,
-// fj::gather_tiles) and the span load on a barrier (load_span_bar,
-// fj::load). A kernel that uses one, compiled for the route, holds none of
-// it, and once its level's library is on disk links the library's, no
-// kernel above the registers its own code needs.
+// Beyond the slow paths, the library holds three of tma's functions that
+// a whole build inlines or compiles per kernel: the gathers
+// (load_tiles_bar, fj::gather_tiles), the span load on a barrier
+// (load_span_bar, fj::load) and the threads' tile store (store_generic,
+// fj::store_tile of a tile the tensor map cannot take). A kernel that uses one,
+// compiled for the route, holds none of it, and once its level's library is on
+// disk links the library's, no kernel above the registers its own code needs.
 class LibraryFunctionTest : public SlowPathsTest,
                             public ::testing::WithParamInterface<
                                 std::pair<const char*, const char*>> {};
@@ -240,7 +241,8 @@ TEST_P(LibraryFunctionTest, LinksFromTheLibrary) {
 INSTANTIATE_TEST_SUITE_P(
     Tma, LibraryFunctionTest,
     ::testing::Values(std::make_pair("paged_decode.cu", "load_tiles_bar"),
-                      std::make_pair("rmsnorm.cu", "load_span_bar")));
+                      std::make_pair("rmsnorm.cu", "load_span_bar"),
+                      std::make_pair("transpose.cu", "store_generic")));
 
 // Linked modules run slower than whole ones in some kernels
 // (docs/slow-path-library.md), so they live under keys of their own: a

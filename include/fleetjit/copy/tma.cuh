@@ -827,12 +827,32 @@ FJ_DEV void store_pieces(const tensor_param& p, const coords& c,
     tensor_store<R>(p.tmap, q, s + off);
   }
 }
+// The threads' store, for a tile the tensor map cannot take. Inline,
+// except in the slow-path library's route (FJ_SLOW_PATHS_EXTERN,
+// docs/slow-path-library.md), where it is one of the library's functions
+// rather than a copy at each call site.
+#if defined(FJ_SLOW_PATHS_EXTERN) || defined(FJ_SLOW_PATHS_LIBRARY)
+template <int R>
+__device__ __noinline__ void store_generic(const tensor_param& p, coords c,
+                                           const void* smem, bool pred,
+                                           detail::team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
+  detail::store_tile_generic<R>(p, c, smem, pred, tm);
+}
+#endif
+#define FJ_TMA_STORE_GENERIC store_generic
+#else
+#define FJ_TMA_STORE_GENERIC detail::store_tile_generic
+#endif
 template <int R>
 FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
                        bool pred) {
   enter();
   if (!store_tmap_ok<R>(p, c, src)) {
-    detail::store_tile_generic<R>(p, c, src, pred);
+    FJ_TMA_STORE_GENERIC<R>(p, c, src, pred, detail::block_team());
     return;
   }
   if (pred && leader()) store_pieces<R>(p, c, src);
@@ -842,7 +862,7 @@ FJ_DEV void store_tile(warp_t, const tensor_param& p, const coords& c,
                        const void* src, bool pred) {
   enter(warp);
   if (!store_tmap_ok<R>(p, c, src)) {
-    detail::store_tile_generic<R>(p, c, src, pred, detail::warp_team());
+    FJ_TMA_STORE_GENERIC<R>(p, c, src, pred, detail::warp_team());
     return;
   }
   if (pred && detail::lane_id() == 0) store_pieces<R>(p, c, src);
@@ -867,10 +887,11 @@ FJ_DEV void store_tiles(Scope sc, const tensor_param& p, const Coords& cs,
     if (store_tmap_ok<R>(p, c, s)) {
       if (tm.rank == 0) store_pieces<R>(p, c, s);
     } else {
-      detail::store_tile_generic<R>(p, c, s, true, tm);
+      FJ_TMA_STORE_GENERIC<R>(p, c, s, true, tm);
     }
   }
 }
+#undef FJ_TMA_STORE_GENERIC
 
 // --------------------------------------------------------------- prefetch
 // Bulk prefetch covers the 16-byte-aligned interior in 64 KiB pieces shared
