@@ -10,7 +10,8 @@ runs it before and after and compares:
   (change include/fleetjit/...)
   python3 bench/ptx_digests.py [-D NAME=VALUE]... | diff before.txt -
 
---impl NAME keeps one implementation's rows. For a committed state's
+--impl NAME keeps one implementation's rows; --self-test checks canonical()
+(ctest's ptx_digests_self_test). For a committed state's
 headers: git archive COMMIT include | tar -x -C OLD, then
 python3 bench/ptx_digests.py --include OLD/include ...
 
@@ -81,7 +82,59 @@ def canonical(ptx):
     return b"\n".join(out)
 
 
+SELF_TEST_A = b"""\
+.extern .func  (.param .b32 func_retval0) vprintf
+(
+\t.param .b64 vprintf_param_0
+)
+;
+.func _ZN2fj6detail11report_elemEi
+(
+\t.param .b32 _ZN2fj6detail11report_elemEi_param_0
+)
+;
+.global .align 4 .u32 _ZN41_INTERNAL_00000000_10_rmsnorm_cu_1e3612c22fj9copy_implE = 2;
+.global .align 4 .f32 _ZN41_INTERNAL_00000000_10_rmsnorm_cu_1e3612c243_GLOBAL__N__00000000_10_rmsnorm_cu_1e3612c26kLog2eE;
+.global .align 1 .b8 $str$9[2] = {65, 0};
+.func _ZN2fj6detail11report_elemEi(
+\t.param .b32 _ZN2fj6detail11report_elemEi_param_0
+)
+{
+\tmov.u64 %rd1, $str$9;
+\tadd.s32 %r1, %r1, 1;
+}
+"""
+
+
+def self_test():
+    """canonical() equates what a header edit changes without changing the
+    code, and nothing else."""
+    a = SELF_TEST_A
+    # Another TU token (the stem instead of a hash), the forward
+    # declarations in another order, the string renumbered.
+    b = (a.replace(b"41_INTERNAL_00000000_10_rmsnorm_cu_1e3612c2",
+                   b"40_INTERNAL_00000000_10_rmsnorm_cu_rmsnorm")
+          .replace(b"43_GLOBAL__N__00000000_10_rmsnorm_cu_1e3612c2",
+                   b"42_GLOBAL__N__00000000_10_rmsnorm_cu_rmsnorm")
+          .replace(b"$str$9", b"$str$8"))
+    decl_v = a[:a.index(b".func _ZN2fj6detail11report_elemEi\n")]
+    decl_r = a[len(decl_v):a.index(b".global")]
+    b = decl_r + decl_v + b[len(decl_v) + len(decl_r):]
+    assert b != a and canonical(b) == canonical(a), "equal code must match"
+    for changed in (a.replace(b"add.s32 %r1, %r1, 1", b"add.s32 %r1, %r1, 2"),
+                    a.replace(b"{65, 0}", b"{66, 0}"),
+                    a.replace(b"copy_implE = 2", b"copy_implE = 1"),
+                    a.replace(b"(\n\t.param .b32 _ZN2fj6detail11report_elemEi_param_0\n)\n{",
+                              b"(\n\t.param .b64 _ZN2fj6detail11report_elemEi_param_0\n)\n{")):
+        assert changed != a and canonical(changed) != canonical(a), \
+            "a change of code must not match"
+    print("ptx_digests self-test: ok")
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return
     defines = []
     include = ROOT / "include"
     only = None
