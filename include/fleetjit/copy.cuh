@@ -905,12 +905,23 @@ FJ_DEV void prefetch_tensormap(const tensor<T, R>& t) {
 #define FJ_SLOW_PATHS_OF_RANK(R) \
   FJ_SLOW_PATHS_OF_RANK_COMMON(R) FJ_SLOW_PATHS_OF_CP_ASYNC(R)
 #else
+// tma's gathers (fj::gather_tiles and the coordinate-list loads): one
+// out-of-line load_tiles_bar per rank and kind of coordinates.
+#define FJ_SLOW_PATHS_OF_GATHER(R, C)                                       \
+  template __device__ void fj::tma_impl::load_tiles_bar<R, C>(              \
+      unsigned char*, const fj::tensor_param&, const C&, int, fj::barrier&, \
+      bool, fj::pred_mode, fj::detail::team);
 #define FJ_SLOW_PATHS_OF_RANK(R)                                \
   FJ_SLOW_PATHS_OF_RANK_COMMON(R)                               \
   FJ_SLOW_PATHS_OF_CP_ASYNC(R)                                  \
   template __device__ void fj::tma_impl::load_tile_bar<R>(      \
       void*, const fj::tensor_param&, fj::coords, fj::barrier&, \
-      unsigned short, bool, fj::pred_mode, fj::detail::team);
+      unsigned short, bool, fj::pred_mode, fj::detail::team);   \
+  FJ_SLOW_PATHS_OF_GATHER(R, fj::detail::coord_list)            \
+  FJ_SLOW_PATHS_OF_GATHER(R, fj::detail::coord_gather)          \
+  template __device__ void fj::tma_impl::store_generic<R>(      \
+      const fj::tensor_param&, fj::coords, const void*, bool,   \
+      fj::detail::team);
 #endif
 #endif
 FJ_SLOW_PATHS_OF_RANK(1)

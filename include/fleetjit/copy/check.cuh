@@ -111,7 +111,9 @@ FJ_DEV void fail(warp_t) {
 }
 
 // ------------------------------------------------ the dimension of a gather
-static __device__ __noinline__ void report_dim(int call, int d, int rank,
+// The reports that are not templates are `inline`: a relocatable build (the
+// slow-path library's route) links two objects that both define them.
+__device__ __noinline__ inline void report_dim(int call, int d, int rank,
                                                const site& s) {
   printf(
       "fleetjit: %s in %s, line %u: dimension %d is not a dimension of this "
@@ -187,7 +189,7 @@ static __device__ __noinline__ void report_outside(int call,
 #undef FJ_CHECK_HEAD
 #undef FJ_CHECK_TAIL
 }
-static __device__ __noinline__ void report_elem(int call, int declared,
+__device__ __noinline__ inline void report_elem(int call, int declared,
                                                 int passed, int dtype,
                                                 const site& s) {
   printf(

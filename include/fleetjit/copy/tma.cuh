@@ -176,9 +176,22 @@ FJ_DEV bool is_multicast_issuer(unsigned short m) {
 // Span load on a barrier. The 16-byte-aligned body is one bulk copy with
 // its bytes expected on `b`; the ends go through threads' stores.
 // `mask` != 0 multicasts the body to those CTAs (each expects it itself).
-FJ_DEV void load_span_bar(void* dst, const void* src, unsigned bytes,
-                          barrier& b, unsigned short mask, bool pred,
-                          pred_mode mode) {
+// Inline, except in the slow-path library's route (FJ_SLOW_PATHS_EXTERN,
+// docs/slow-path-library.md), where it is one of the library's functions:
+// its ends and fallbacks, inlined at each call site, were most of a row
+// kernel's own code (examples/rmsnorm.cu's entry: 2,196 PTX lines, 862).
+#if defined(FJ_SLOW_PATHS_EXTERN) || defined(FJ_SLOW_PATHS_LIBRARY)
+#define FJ_SPAN_DEV __device__ __noinline__
+#else
+#define FJ_SPAN_DEV FJ_DEV
+#endif
+FJ_SPAN_DEV void load_span_bar(void* dst, const void* src, unsigned bytes,
+                               barrier& b, unsigned short mask, bool pred,
+                               pred_mode mode)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   enter();
   const detail::span_split sp = detail::split_span(dst, src, bytes);
   if (sp.w < 16 || sp.body == 0) {
@@ -204,6 +217,8 @@ FJ_DEV void load_span_bar(void* dst, const void* src, unsigned bytes,
   detail::move_bytes(d, s, sp.head);
   detail::move_bytes(d + tail, s + tail, sp.tail);
 }
+#endif
+#undef FJ_SPAN_DEV
 FJ_DEV void load(void* dst, const void* src, unsigned bytes, barrier& b,
                  bool pred, pred_mode mode) {
   load_span_bar(dst, src, bytes, b, 0, pred, mode);
@@ -721,7 +736,11 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
                                             const tensor_param& p,
                                             const Coords& cs, int k, barrier& b,
                                             bool pred, pred_mode mode,
-                                            detail::team tm) {
+                                            detail::team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
   const unsigned bb = detail::box_bytes(p, R);
   if (!pred) {
     if (mode == pred_zero) detail::fill_block(dst, bb * (unsigned)k, 0, tm);
@@ -758,6 +777,7 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
   }
   if (soft) cpa::attach(b);
 }
+#endif
 template <int R, class Scope, class Coords>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, barrier& b, bool pred,
@@ -807,12 +827,32 @@ FJ_DEV void store_pieces(const tensor_param& p, const coords& c,
     tensor_store<R>(p.tmap, q, s + off);
   }
 }
+// The threads' store, for a tile the tensor map cannot take. Inline,
+// except in the slow-path library's route (FJ_SLOW_PATHS_EXTERN,
+// docs/slow-path-library.md), where it is one of the library's functions
+// rather than a copy at each call site.
+#if defined(FJ_SLOW_PATHS_EXTERN) || defined(FJ_SLOW_PATHS_LIBRARY)
+template <int R>
+__device__ __noinline__ void store_generic(const tensor_param& p, coords c,
+                                           const void* smem, bool pred,
+                                           detail::team tm)
+#ifdef FJ_SLOW_PATHS_EXTERN
+    ;  // in the prebuilt slow-path library (FJ_SLOW_PATHS_LIBRARY)
+#else
+{
+  detail::store_tile_generic<R>(p, c, smem, pred, tm);
+}
+#endif
+#define FJ_TMA_STORE_GENERIC store_generic
+#else
+#define FJ_TMA_STORE_GENERIC detail::store_tile_generic
+#endif
 template <int R>
 FJ_DEV void store_tile(const tensor_param& p, const coords& c, const void* src,
                        bool pred) {
   enter();
   if (!store_tmap_ok<R>(p, c, src)) {
-    detail::store_tile_generic<R>(p, c, src, pred);
+    FJ_TMA_STORE_GENERIC<R>(p, c, src, pred, detail::block_team());
     return;
   }
   if (pred && leader()) store_pieces<R>(p, c, src);
@@ -822,7 +862,7 @@ FJ_DEV void store_tile(warp_t, const tensor_param& p, const coords& c,
                        const void* src, bool pred) {
   enter(warp);
   if (!store_tmap_ok<R>(p, c, src)) {
-    detail::store_tile_generic<R>(p, c, src, pred, detail::warp_team());
+    FJ_TMA_STORE_GENERIC<R>(p, c, src, pred, detail::warp_team());
     return;
   }
   if (pred && detail::lane_id() == 0) store_pieces<R>(p, c, src);
@@ -847,10 +887,11 @@ FJ_DEV void store_tiles(Scope sc, const tensor_param& p, const Coords& cs,
     if (store_tmap_ok<R>(p, c, s)) {
       if (tm.rank == 0) store_pieces<R>(p, c, s);
     } else {
-      detail::store_tile_generic<R>(p, c, s, true, tm);
+      FJ_TMA_STORE_GENERIC<R>(p, c, s, true, tm);
     }
   }
 }
+#undef FJ_TMA_STORE_GENERIC
 
 // --------------------------------------------------------------- prefetch
 // Bulk prefetch covers the 16-byte-aligned interior in 64 KiB pieces shared

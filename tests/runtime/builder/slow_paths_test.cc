@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -14,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "jit/image_reader.h"
 #include "jit/nvrtc_build.h"
+#include "platform/cuda_headers.h"
 #include "platform/nvjitlink_library.h"
 #include "platform/nvrtc_library.h"
 #include "runtime/runtime.h"
@@ -187,6 +189,60 @@ TEST_F(SlowPathsTest, KernelsTheRouteDoesNotFitCompileWhole) {
   ASSERT_TRUE(names.ok()) << names.status();
   EXPECT_FALSE(names->empty());
 }
+
+// Beyond the slow paths, the library holds three of tma's functions that
+// a whole build inlines or compiles per kernel: the gathers
+// (load_tiles_bar, fj::gather_tiles), the span load on a barrier
+// (load_span_bar, fj::load) and the threads' tile store (store_generic,
+// fj::store_tile of a tile the tensor map cannot take). A kernel that uses one,
+// compiled for the route, holds none of it, and once its level's library is on
+// disk links the library's, no kernel above the registers its own code needs.
+class LibraryFunctionTest : public SlowPathsTest,
+                            public ::testing::WithParamInterface<
+                                std::pair<const char*, const char*>> {};
+
+TEST_P(LibraryFunctionTest, LinksFromTheLibrary) {
+  if (!ResolveNvJitLinkLibrary("", "").ok())
+    GTEST_SKIP() << "nvJitLink is not installed";
+  const std::string file = GetParam().first, function = GetParam().second;
+  std::unique_ptr<Runtime> rt = NewRuntime(/*library=*/true);
+  ASSERT_NE(rt, nullptr);
+  auto first = Build(*rt, Unique(file, rng_));
+  ASSERT_TRUE(first.ok()) << first.status();
+  rt->WaitForBackgroundWork();
+  const std::string source = Unique(file, rng_);
+  jit::BuildRequest own;
+  own.source = source;
+  own.target = *jit::ParseTarget("sm_90");
+  own.copy_impl = jit::CopyImpl::kTma;
+  own.device_code = jit::DeviceCode::kRelocatable;
+  own.options = {"-DFJ_SLOW_PATHS_EXTERN"};
+  for (const CudaIncludeDir& d : FindCudaIncludeDirs(CudaHeaderSearch{}))
+    own.include_dirs.push_back({d.path, d.origin});
+  auto alone = jit::BuildModule(own);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(RegistersOf(alone->image, function).empty())
+      << "the route's own compile still defines " << function;
+  auto linked = Build(*rt, source);
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_FALSE(RegistersOf(linked->artifact->image, function).empty())
+      << "the linked image lacks the library's " << function;
+  for (const jit::KernelEntry& k : linked->artifact->kernels) {
+    const std::vector<int> own_regs = RegistersOf(alone->image, k.lowered_name);
+    const std::vector<int> linked_regs =
+        RegistersOf(linked->artifact->image, k.lowered_name);
+    ASSERT_FALSE(own_regs.empty()) << k.lowered_name;
+    ASSERT_FALSE(linked_regs.empty()) << k.lowered_name;
+    EXPECT_LE(linked_regs[0], std::max(own_regs[0], 32))
+        << k.lowered_name << ": linking raised its register count";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tma, LibraryFunctionTest,
+    ::testing::Values(std::make_pair("paged_decode.cu", "load_tiles_bar"),
+                      std::make_pair("rmsnorm.cu", "load_span_bar"),
+                      std::make_pair("transpose.cu", "store_generic")));
 
 // Linked modules run slower than whole ones in some kernels
 // (docs/slow-path-library.md), so they live under keys of their own: a
