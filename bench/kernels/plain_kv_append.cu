@@ -25,7 +25,8 @@ extern "C" __global__ void plain_kv_append(const __half* __restrict__ k,
     const __half* src = k + t * D;
     __half* dst = cache + (long long)s * D;
     if (D % 8 == 0 && ((reinterpret_cast<unsigned long long>(src) |
-                        reinterpret_cast<unsigned long long>(dst)) & 15) == 0) {
+                        reinterpret_cast<unsigned long long>(dst)) &
+                       15) == 0) {
       const uint4* sv = reinterpret_cast<const uint4*>(src);
       uint4* dv = reinterpret_cast<uint4*>(dst);
       for (int v = lane; v < D / 8; v += 32) dv[v] = sv[v];

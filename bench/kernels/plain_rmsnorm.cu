@@ -12,7 +12,9 @@
 
 namespace {
 
-__device__ __forceinline__ float lo(unsigned v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float lo(unsigned v) {
+  return __uint_as_float(v << 16);
+}
 __device__ __forceinline__ float hi(unsigned v) {
   return __uint_as_float(v & 0xffff0000u);
 }
@@ -39,7 +41,8 @@ extern "C" __global__ void plain_rmsnorm(const __nv_bfloat16* __restrict__ x,
       const uint4 q = xv[v];
       const unsigned u[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) ss += lo(u[e]) * lo(u[e]) + hi(u[e]) * hi(u[e]);
+      for (int e = 0; e < 4; ++e)
+        ss += lo(u[e]) * lo(u[e]) + hi(u[e]) * hi(u[e]);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);

@@ -13,7 +13,9 @@
 
 namespace {
 
-__device__ __forceinline__ float lo(unsigned v) { return __uint_as_float(v << 16); }
+__device__ __forceinline__ float lo(unsigned v) {
+  return __uint_as_float(v << 16);
+}
 __device__ __forceinline__ float hi(unsigned v) {
   return __uint_as_float(v & 0xffff0000u);
 }
@@ -54,7 +56,9 @@ extern "C" __global__ void plain_softmax(const __nv_bfloat16* __restrict__ x,
       const float om = __shfl_xor_sync(~0u, m, o);
       const float os = __shfl_xor_sync(~0u, s, o);
       const float n = fmaxf(m, om);
-      s = (n == -__int_as_float(0x7f800000)) ? 0.f : s * __expf(m - n) + os * __expf(om - n);
+      s = (n == -__int_as_float(0x7f800000))
+              ? 0.f
+              : s * __expf(m - n) + os * __expf(om - n);
       m = n;
     }
     const float inv = 1.f / s;

@@ -21,16 +21,19 @@ extern "C" __global__ void plain_tiled_copy(const float* __restrict__ in,
   __shared__ float tile[PC_BY][PC_BX];
   const int x0 = blockIdx.x * PC_BX, y0 = blockIdx.y * PC_BY;
   const int threads = blockDim.x * blockDim.y * blockDim.z;
-  const int me = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int me =
+      threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   for (int i = me; i < PC_BX * PC_BY; i += threads) {
     const int r = i / PC_BX, c = i % PC_BX;
     const int y = y0 + r, x = x0 + c;
-    tile[r][c] = (y < in_rows && x < in_cols) ? in[(long long)y * in_cols + x] : 0.f;
+    tile[r][c] =
+        (y < in_rows && x < in_cols) ? in[(long long)y * in_cols + x] : 0.f;
   }
   __syncthreads();
   for (int i = me; i < PC_BX * PC_BY; i += threads) {
     const int r = i / PC_BX, c = i % PC_BX;
     const int y = y0 + r, x = x0 + c;
-    if (y < out_rows && x < out_cols) out[(long long)y * out_cols + x] = tile[r][c];
+    if (y < out_rows && x < out_cols)
+      out[(long long)y * out_cols + x] = tile[r][c];
   }
 }
