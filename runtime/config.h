@@ -58,7 +58,7 @@ struct RuntimeOptions {
   // up in the cache tiers, else tuned once in the background on the first
   // copy that needs it (runtime/tuning/copy_window_tune.cc, docs/tuning.md).
   bool copy_tune = true;
-  // The copy layer's checked mode (<fleetjit/copy.cuh>, guide 6.): every
+  // The copy layer's checked mode (docs/copy-guide.md, 6.): every
   // build made for a caller gets -DFJ_CHECK=1 (unless its options define
   // FJ_CHECK themselves), so a tile load outside a promise-in-bounds tensor
   // traps naming the call; with the log level at debug, the tiles that left

@@ -415,7 +415,7 @@ extern "C" __global__ void one_tile(FJ_TENSOR(unsigned short, 2) in, int y) {
 }
 )";
 
-// The guide's idiom (copy.cuh, performance guide 1.), with a swizzled
+// The guide's idiom (docs/copy-guide.md, 1.), with a swizzled
 // read for the consumers' work: it builds everywhere, and its only block
 // barrier is the one after the barriers' init.
 constexpr const char* kGuideIdiom = R"(

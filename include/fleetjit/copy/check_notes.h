@@ -44,7 +44,7 @@ enum check_call : int {
 
 // Why a tile copy left the tensor map. Values are shared with the host.
 enum check_reason : int {
-  // c0 * elem_bytes % 16 != 0 (copy.cuh's guide, 2.): cp.async loads,
+  // c0 * elem_bytes % 16 != 0 (docs/copy-guide.md, 2.): cp.async loads,
   // thread stores.
   check_unaligned_start = 1,
   // The SMEM tile is not 128-byte aligned (or at the swizzle's repeat).
