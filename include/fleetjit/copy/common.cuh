@@ -1027,6 +1027,97 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
   return n;
 }
 
+// ------------------------------------------------------ flat tile lists
+// k tiles of one tensor (a gather or a coordinate list, tile i at SMEM
+// dst + i * box bytes) moved as one job: the team's threads take the
+// 16-byte chunks of all k tiles together (chunk q of the list is chunk
+// q % cpt of tile q / cpt), so each thread has chunks of several tiles in
+// flight at once and a list of small tiles keeps the whole team busy. A
+// loop over the tiles moved one tile per round trip under sync, and a
+// 128-byte row kept 8 threads of a block busy while the rest waited.
+// The list qualifies when its tiles are unswizzled, dimension 0 contiguous
+// and every row 16-byte aligned in SMEM and GMEM, with rows along dimension
+// 1 only (box[d] == 1 for d >= 2); a tile qualifies when it is cs.ok, its
+// innermost start is 16-byte aligned and it lies inside the tensor (or is
+// promised to). Tiles that do not go through the per-tile path.
+// FJ_FLAT_LISTS=0 turns it off (the per-tile loop, as before 2026-12-07).
+#ifndef FJ_FLAT_LISTS
+#define FJ_FLAT_LISTS 1
+#endif
+template <int R>
+FJ_DEV bool flat_list_ok(const tensor_param& p, const void* smem) {
+  if (p.stride[0] != 1 || p.box[0] <= 0 || swz_mask(p) != 0) return false;
+  const i64 eb = p.elem_bytes;
+  u64 bits = addr(smem) | addr(p.data) | (u64)(p.box[0] * eb);
+#pragma unroll
+  for (int d = 1; d < R; ++d) {
+    bits |= (u64)(p.stride[d] * eb);
+    if (p.box[d] <= 0 || (d >= 2 && p.box[d] != 1)) return false;
+  }
+  return (bits & 15) == 0;
+}
+// Tile `c` of a qualifying list: whether it goes flat, and its GMEM byte
+// offset from p.data.
+template <int R>
+FJ_DEV bool flat_tile_at(const tensor_param& p, const coords& c, i64& g) {
+  const i64 eb = p.elem_bytes;
+  if ((((i64)c.v[0] * eb) & 15) != 0) return false;
+  const bool check = p.oob != oob_promise_in_bounds;
+  g = 0;
+#pragma unroll
+  for (int d = 0; d < R; ++d) {
+    if (check && (c.v[d] < 0 || (i64)c.v[d] + p.box[d] > p.shape[d]))
+      return false;
+    g += (i64)c.v[d] * p.stride[d] * eb;
+  }
+  return true;
+}
+// The list's shape in chunks: per row, per tile, row pitch in GMEM bytes.
+struct flat_shape {
+  unsigned cpr, cpt;
+  i64 pitch;
+};
+template <int R>
+FJ_DEV flat_shape flat_shape_of(const tensor_param& p) {
+  flat_shape f;
+  f.cpr = (unsigned)(p.box[0] * p.elem_bytes) / 16;
+  f.cpt = f.cpr * (R > 1 ? (unsigned)p.box[R > 1 ? 1 : 0] : 1u);
+  f.pitch = R > 1 ? p.stride[R > 1 ? 1 : 0] * p.elem_bytes : 0;
+  return f;
+}
+// Chunk q of the list: its GMEM address (null when its tile does not go
+// flat) and its SMEM byte offset from dst.
+template <int R, class Coords>
+FJ_DEV const unsigned char* flat_chunk(const tensor_param& p,
+                                       const Coords& cs, const flat_shape& f,
+                                       unsigned bb, unsigned q, unsigned& so) {
+  const unsigned i = q / f.cpt, w = q - i * f.cpt;
+  so = i * bb + w * 16;
+  i64 g;
+  if (!cs.ok((int)i) || !flat_tile_at<R>(p, cs((int)i), g)) return nullptr;
+  const unsigned r = f.cpr == f.cpt ? 0u : w / f.cpr;
+  return (const unsigned char*)p.data + g + (i64)r * f.pitch +
+         (i64)(w - r * f.cpr) * 16;
+}
+// The tiles of the list that did not go flat, through `one(d, c)` (the
+// per-tile path), or the fill for those not cs.ok. Every thread of the team
+// walks the same tiles, so the per-tile path sees the whole team.
+template <int R, class Coords, class One>
+FJ_DEV void flat_rest(unsigned char* dst, const tensor_param& p,
+                      const Coords& cs, int k, team tm, One one) {
+  const unsigned bb = box_bytes(p, R);
+  for (int i = 0; i < k; ++i) {
+    unsigned char* d = dst + (unsigned)i * bb;
+    if (!cs.ok(i)) {
+      fill_block(d, bb, oob_fill_pattern(p), tm);
+      continue;
+    }
+    const coords c = cs(i);
+    i64 g;
+    if (!flat_tile_at<R>(p, c, g)) one(d, c);
+  }
+}
+
 // Whether a tile load takes the fast path (see tile_fast): asked once, at
 // the call site, and passed on to the out-of-line rest.
 template <int R>

@@ -377,11 +377,36 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // k tiles at cs(0..k-1), tile i at dst + i * box bytes, all on `done`. A
 // tile that is not cs.ok (a gathered index outside the tensor) is the
 // fill, stored by the threads.
+// A list of two or more tiles goes flat where it can (detail::flat_list_ok):
+// the team's threads issue the chunks of all its tiles together, rather
+// than each tile's few chunks by a few threads in turn.
+template <int R, class Coords>
+FJ_DEV void issue_list_flat(unsigned char* dst, const tensor_param& p,
+                            const Coords& cs, int k, detail::team tm) {
+  const detail::flat_shape f = detail::flat_shape_of<R>(p);
+  const unsigned bb = detail::box_bytes(p, R), total = f.cpt * (unsigned)k;
+#pragma unroll 4
+  for (unsigned q = tm.rank; q < total; q += tm.size) {
+    unsigned so;
+    if (const unsigned char* g = detail::flat_chunk<R>(p, cs, f, bb, q, so))
+      cp_async(dst + so, g, 16, 16);
+  }
+}
 template <int R, class Scope, class Coords, class Done>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done& done, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
+  if (FJ_FLAT_LISTS && pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
+    const detail::team tm = detail::team_of(sc);
+    issue_list_flat<R>((unsigned char*)dst, p, cs, k, tm);
+    detail::flat_rest<R>((unsigned char*)dst, p, cs, k, tm,
+                         [&](unsigned char* d, const coords& c) {
+                           issue_tile<R>(d, p, c, true, mode, tm);
+                         });
+    attach(done);
+    return;
+  }
   const unsigned bb = detail::box_bytes(p, R);
   for (int i = 0; i < k; ++i) {
     unsigned char* d = (unsigned char*)dst + (unsigned)i * bb;

@@ -355,11 +355,47 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // k tiles at cs(0..k-1), tile i at dst + i * box bytes (the block's or the
 // warp's threads); they complete with the call. A tile that is not cs.ok (a
 // gathered index outside the tensor) is the fill.
+// A list of two or more tiles goes flat where it can (detail::flat_list_ok):
+// each thread loads FJ_FAST_UNROLL chunks of any of the tiles, then stores
+// them, so the list takes about one round trip per batch rather than one
+// per tile.
+template <int R, class Coords>
+FJ_DEV void load_list_flat(unsigned char* dst, const tensor_param& p,
+                           const Coords& cs, int k, detail::team tm) {
+  const detail::flat_shape f = detail::flat_shape_of<R>(p);
+  const unsigned bb = detail::box_bytes(p, R), total = f.cpt * (unsigned)k;
+  for (unsigned q = tm.rank; q < total; q += FJ_FAST_UNROLL * tm.size) {
+    const unsigned char* g[FJ_FAST_UNROLL];
+    unsigned so[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
+      const unsigned qj = q + j * tm.size;
+      g[j] = qj < total ? detail::flat_chunk<R>(p, cs, f, bb, qj, so[j])
+                        : nullptr;
+    }
+    uint4 v[FJ_FAST_UNROLL];
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+      if (g[j]) v[j] = detail::ld_global16(g[j]);
+#pragma unroll
+    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+      if (g[j]) detail::st_shared16(dst + so[j], v[j]);
+  }
+}
 template <int R, class Scope, class Coords, class Done>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done&, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
+  if (FJ_FLAT_LISTS && pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
+    const detail::team tm = detail::team_of(sc);
+    load_list_flat<R>((unsigned char*)dst, p, cs, k, tm);
+    detail::flat_rest<R>((unsigned char*)dst, p, cs, k, tm,
+                         [&](unsigned char* d, const coords& c) {
+                           issue_tile<R>(d, p, c, true, mode, tm);
+                         });
+    return;
+  }
   const unsigned bb = detail::box_bytes(p, R);
   for (int i = 0; i < k; ++i) {
     unsigned char* d = (unsigned char*)dst + (unsigned)i * bb;
