@@ -521,6 +521,9 @@ FJ_DEV void tensor_prefetch(const void* m, const coords& c) {
 // rows are adjacent in GMEM, where that is no more copies than the tensor
 // map's pieces: a gathered row of 4096 bf16 is one bulk copy rather than 16
 // tensor copies of 256 elements, with no tensor map read.
+#ifndef FJ_TMA_SMALL_TILES
+#define FJ_TMA_SMALL_TILES 0
+#endif
 #ifndef FJ_TMA_BULK_ROWS
 #define FJ_TMA_BULK_ROWS 0
 #endif
@@ -744,6 +747,19 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
   const unsigned bb = detail::box_bytes(p, R);
   if (!pred) {
     if (mode == pred_zero) detail::fill_block(dst, bb * (unsigned)k, 0, tm);
+    return;
+  }
+  // Small tiles (FJ_TMA_SMALL_TILES: at most that many bytes each; an
+  // experiment, 0 = off): the team's cp.async over the whole list, as
+  // cp_async does (detail::flat_list_ok), not one tensor copy per tile.
+  if (FJ_TMA_SMALL_TILES != 0 && k > 1 && bb <= FJ_TMA_SMALL_TILES &&
+      detail::flat_list_ok<R>(p, dst)) {
+    cpa::issue_list_flat<R>(dst, p, cs, k, tm);
+    detail::flat_rest<R>(dst, p, cs, k, tm,
+                         [&](unsigned char* d, const coords& c) {
+                           cpa::issue_tile<R>(d, p, c, true, mode, tm);
+                         });
+    cpa::attach(b);
     return;
   }
   unsigned ok = 0;
