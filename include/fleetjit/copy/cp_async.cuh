@@ -377,9 +377,12 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // k tiles at cs(0..k-1), tile i at dst + i * box bytes, all on `done`. A
 // tile that is not cs.ok (a gathered index outside the tensor) is the
 // fill, stored by the threads.
-// A list of two or more tiles goes flat where it can (detail::flat_list_ok):
-// the team's threads issue the chunks of all its tiles together, rather
-// than each tile's few chunks by a few threads in turn.
+// A list of two or more tiles smaller than the team (fewer 16-byte chunks
+// than threads: a 128-byte row gathered by a block) goes flat where it can
+// (detail::flat_list_ok): the team's threads issue the chunks of all its
+// tiles together, rather than each tile's few chunks by a few threads in
+// turn. A larger tile already keeps every thread issuing, more cheaply
+// (the row walk has no division per chunk), so it keeps the per-tile loop.
 template <int R, class Coords>
 FJ_DEV void issue_list_flat(unsigned char* dst, const tensor_param& p,
                             const Coords& cs, int k, detail::team tm) {
@@ -397,7 +400,9 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done& done, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
-  if (FJ_FLAT_LISTS && pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
+  if (FJ_FLAT_LISTS && pred && k > 1 &&
+      detail::flat_shape_of<R>(p).cpt < detail::team_of(sc).size &&
+      detail::flat_list_ok<R>(p, dst)) {
     const detail::team tm = detail::team_of(sc);
     issue_list_flat<R>((unsigned char*)dst, p, cs, k, tm);
     detail::flat_rest<R>((unsigned char*)dst, p, cs, k, tm,
