@@ -1040,9 +1040,15 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
 // 1 only (box[d] == 1 for d >= 2); a tile qualifies when it is cs.ok, its
 // innermost start is 16-byte aligned and it lies inside the tensor (or is
 // promised to). Tiles that do not go through the per-tile path.
-// FJ_FLAT_LISTS=0 turns it off (the per-tile loop, as before 2026-12-07).
+// FJ_FLAT_LISTS: 0 off (the per-tile loop, as before 2026-12-07); 1 (the
+// default) under sync, where each tile was a round trip the team waited
+// for; 2 under cp_async too (an experiment; see cp_async's
+// issue_list_flat).
 #ifndef FJ_FLAT_LISTS
 #define FJ_FLAT_LISTS 1
+#endif
+#ifndef FJ_FLAT_UNROLL
+#define FJ_FLAT_UNROLL (FJ_FAST_UNROLL / 2)
 #endif
 template <int R>
 FJ_DEV bool flat_list_ok(const tensor_param& p, const void* smem) {
@@ -1085,19 +1091,41 @@ FJ_DEV flat_shape flat_shape_of(const tensor_param& p) {
   f.pitch = R > 1 ? p.stride[R > 1 ? 1 : 0] * p.elem_bytes : 0;
   return f;
 }
-// Chunk q of the list: its GMEM address (null when its tile does not go
-// flat) and its SMEM byte offset from dst.
+// A thread's place in the list: tile i, chunk w of it; next() steps by the
+// team's size (split once into whole tiles and chunks: no division per
+// chunk).
+struct flat_cursor {
+  unsigned i, w, di, dw;
+  FJ_DEV flat_cursor(const flat_shape& f, unsigned q, unsigned step) {
+    i = q / f.cpt;
+    w = q - i * f.cpt;
+    di = step / f.cpt;
+    dw = step - di * f.cpt;
+  }
+  FJ_DEV void next(const flat_shape& f) {
+    w += dw;
+    i += di;
+    if (w >= f.cpt) {
+      w -= f.cpt;
+      ++i;
+    }
+  }
+};
+// The cursor's chunk: its GMEM address (null when its tile does not go
+// flat or is past the list's k) and its SMEM byte offset from dst.
 template <int R, class Coords>
 FJ_DEV const unsigned char* flat_chunk(const tensor_param& p,
                                        const Coords& cs, const flat_shape& f,
-                                       unsigned bb, unsigned q, unsigned& so) {
-  const unsigned i = q / f.cpt, w = q - i * f.cpt;
-  so = i * bb + w * 16;
+                                       unsigned bb, int k,
+                                       const flat_cursor& at, unsigned& so) {
+  so = at.i * bb + at.w * 16;
   i64 g;
-  if (!cs.ok((int)i) || !flat_tile_at<R>(p, cs((int)i), g)) return nullptr;
-  const unsigned r = f.cpr == f.cpt ? 0u : w / f.cpr;
+  if (at.i >= (unsigned)k || !cs.ok((int)at.i) ||
+      !flat_tile_at<R>(p, cs((int)at.i), g))
+    return nullptr;
+  const unsigned r = f.cpr == f.cpt ? 0u : at.w / f.cpr;
   return (const unsigned char*)p.data + g + (i64)r * f.pitch +
-         (i64)(w - r * f.cpr) * 16;
+         (i64)(at.w - r * f.cpr) * 16;
 }
 // The tiles of the list that did not go flat, through `one(d, c)` (the
 // per-tile path), or the fill for those not cs.ok. Every thread of the team

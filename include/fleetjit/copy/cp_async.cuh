@@ -381,34 +381,47 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // than threads: a 128-byte row gathered by a block) goes flat where it can
 // (detail::flat_list_ok): the team's threads issue the chunks of all its
 // tiles together, rather than each tile's few chunks by a few threads in
-// turn. A larger tile already keeps every thread issuing, more cheaply
-// (the row walk has no division per chunk), so it keeps the per-tile loop.
+// turn; the tiles that cannot go flat follow, one by one. A larger tile
+// already keeps every thread issuing, more cheaply (the row walk has no
+// division per chunk), so it keeps the per-tile loop. Not inlined: one copy
+// per rank and index kind, however many call sites (build time). An
+// experiment (FJ_FLAT_LISTS=2), off by default: unlike sync's, nothing
+// waits for a tile here, and it added 1,200-1,300 PTX lines (16-20 %) to a
+// gathering kernel (bench/corpus moe_dispatch, rope_gather). tma's
+// FJ_TMA_SMALL_TILES uses it for the small tiles of a list.
 template <int R, class Coords>
-FJ_DEV void issue_list_flat(unsigned char* dst, const tensor_param& p,
-                            const Coords& cs, int k, detail::team tm) {
+__device__ __noinline__ void issue_list_flat(unsigned char* dst,
+                                             const tensor_param& p, Coords cs,
+                                             int k, pred_mode mode,
+                                             detail::team tm) {
   const detail::flat_shape f = detail::flat_shape_of<R>(p);
   const unsigned bb = detail::box_bytes(p, R), total = f.cpt * (unsigned)k;
+  detail::flat_cursor at(f, tm.rank, tm.size);
 #pragma unroll 4
-  for (unsigned q = tm.rank; q < total; q += tm.size) {
+  for (unsigned q = tm.rank; q < total; q += tm.size, at.next(f)) {
     unsigned so;
-    if (const unsigned char* g = detail::flat_chunk<R>(p, cs, f, bb, q, so))
+    if (const unsigned char* g = detail::flat_chunk<R>(p, cs, f, bb, k, at, so))
       cp_async(dst + so, g, 16, 16);
   }
+  // The rest are not fast-path tiles (flat_list_ok held for the list).
+  detail::flat_rest<R>(dst, p, cs, k, tm,
+                       [&](unsigned char* d, const coords& c) {
+#if FJ_NARROW_INLINE
+                         if (issue_narrow<R>(d, p, c, tm)) return;
+#endif
+                         issue_tile_slow<R>(d, p, c, true, mode, false, tm);
+                       });
 }
 template <int R, class Scope, class Coords, class Done>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done& done, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
-  if (FJ_FLAT_LISTS && pred && k > 1 &&
+  if (FJ_FLAT_LISTS >= 2 && pred && k > 1 &&
       detail::flat_shape_of<R>(p).cpt < detail::team_of(sc).size &&
       detail::flat_list_ok<R>(p, dst)) {
-    const detail::team tm = detail::team_of(sc);
-    issue_list_flat<R>((unsigned char*)dst, p, cs, k, tm);
-    detail::flat_rest<R>((unsigned char*)dst, p, cs, k, tm,
-                         [&](unsigned char* d, const coords& c) {
-                           issue_tile<R>(d, p, c, true, mode, tm);
-                         });
+    issue_list_flat<R, Coords>((unsigned char*)dst, p, cs, k, mode,
+                               detail::team_of(sc));
     attach(done);
     return;
   }

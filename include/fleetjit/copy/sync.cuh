@@ -356,31 +356,45 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // warp's threads); they complete with the call. A tile that is not cs.ok (a
 // gathered index outside the tensor) is the fill.
 // A list of two or more tiles goes flat where it can (detail::flat_list_ok):
-// each thread loads FJ_FAST_UNROLL chunks of any of the tiles, then stores
+// each thread loads FJ_FLAT_UNROLL chunks of any of the tiles, then stores
 // them, so the list takes about one round trip per batch rather than one
-// per tile.
+// per tile; the tiles that cannot go flat follow, one by one. Not inlined:
+// one copy per rank and index kind, however many call sites (build time).
+// FJ_FLAT_UNROLL (half FJ_FAST_UNROLL) per batch: each chunk finds its own
+// tile (an index read, the bounds), and a batch of 8 added 40 KB of PTX to
+// a gathering kernel (bench/corpus moe_dispatch), 4 about 30 KB.
 template <int R, class Coords>
-FJ_DEV void load_list_flat(unsigned char* dst, const tensor_param& p,
-                           const Coords& cs, int k, detail::team tm) {
+__device__ __noinline__ void load_list_flat(unsigned char* dst,
+                                            const tensor_param& p, Coords cs,
+                                            int k, pred_mode mode,
+                                            detail::team tm) {
   const detail::flat_shape f = detail::flat_shape_of<R>(p);
   const unsigned bb = detail::box_bytes(p, R), total = f.cpt * (unsigned)k;
-  for (unsigned q = tm.rank; q < total; q += FJ_FAST_UNROLL * tm.size) {
-    const unsigned char* g[FJ_FAST_UNROLL];
-    unsigned so[FJ_FAST_UNROLL];
+  detail::flat_cursor at(f, tm.rank, tm.size);
+  for (unsigned q = tm.rank; q < total; q += FJ_FLAT_UNROLL * tm.size) {
+    const unsigned char* g[FJ_FLAT_UNROLL];
+    unsigned so[FJ_FLAT_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j) {
-      const unsigned qj = q + j * tm.size;
-      g[j] = qj < total ? detail::flat_chunk<R>(p, cs, f, bb, qj, so[j])
-                        : nullptr;
+    for (int j = 0; j < FJ_FLAT_UNROLL; ++j) {
+      g[j] = detail::flat_chunk<R>(p, cs, f, bb, k, at, so[j]);
+      at.next(f);
     }
-    uint4 v[FJ_FAST_UNROLL];
+    uint4 v[FJ_FLAT_UNROLL];
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+    for (int j = 0; j < FJ_FLAT_UNROLL; ++j)
       if (g[j]) v[j] = detail::ld_global16(g[j]);
 #pragma unroll
-    for (int j = 0; j < FJ_FAST_UNROLL; ++j)
+    for (int j = 0; j < FJ_FLAT_UNROLL; ++j)
       if (g[j]) detail::st_shared16(dst + so[j], v[j]);
   }
+  // The rest are not fast-path tiles (flat_list_ok held for the list).
+  detail::flat_rest<R>(dst, p, cs, k, tm,
+                       [&](unsigned char* d, const coords& c) {
+#if FJ_NARROW_INLINE
+                         if (load_narrow<R>(d, p, c, tm)) return;
+#endif
+                         load_tile_slow<R>(d, p, c, true, mode, false, tm);
+                       });
 }
 template <int R, class Scope, class Coords, class Done>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
@@ -388,12 +402,8 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        pred_mode mode) {
   detail::enter_scope(sc);
   if (FJ_FLAT_LISTS && pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
-    const detail::team tm = detail::team_of(sc);
-    load_list_flat<R>((unsigned char*)dst, p, cs, k, tm);
-    detail::flat_rest<R>((unsigned char*)dst, p, cs, k, tm,
-                         [&](unsigned char* d, const coords& c) {
-                           issue_tile<R>(d, p, c, true, mode, tm);
-                         });
+    load_list_flat<R, Coords>((unsigned char*)dst, p, cs, k, mode,
+                              detail::team_of(sc));
     return;
   }
   const unsigned bb = detail::box_bytes(p, R);

@@ -754,11 +754,7 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
   // cp_async does (detail::flat_list_ok), not one tensor copy per tile.
   if (FJ_TMA_SMALL_TILES != 0 && k > 1 && bb <= FJ_TMA_SMALL_TILES &&
       detail::flat_list_ok<R>(p, dst)) {
-    cpa::issue_list_flat<R>(dst, p, cs, k, tm);
-    detail::flat_rest<R>(dst, p, cs, k, tm,
-                         [&](unsigned char* d, const coords& c) {
-                           cpa::issue_tile<R>(d, p, c, true, mode, tm);
-                         });
+    cpa::issue_list_flat<R, Coords>(dst, p, cs, k, mode, tm);
     cpa::attach(b);
     return;
   }
