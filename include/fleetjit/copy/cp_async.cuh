@@ -417,7 +417,8 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done& done, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
-  if (FJ_FLAT_LISTS >= 2 && pred && k > 1 &&
+#if FJ_FLAT_LISTS >= 2  // (off: not even instantiated, so no PTX for it)
+  if (pred && k > 1 &&
       detail::flat_shape_of<R>(p).cpt < detail::team_of(sc).size &&
       detail::flat_list_ok<R>(p, dst)) {
     issue_list_flat<R, Coords>((unsigned char*)dst, p, cs, k, mode,
@@ -425,6 +426,7 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
     attach(done);
     return;
   }
+#endif
   const unsigned bb = detail::box_bytes(p, R);
   for (int i = 0; i < k; ++i) {
     unsigned char* d = (unsigned char*)dst + (unsigned)i * bb;

@@ -358,16 +358,18 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // A list of two or more tiles goes flat where it can (detail::flat_list_ok):
 // each thread loads FJ_FLAT_UNROLL chunks of any of the tiles, then stores
 // them, so the list takes about one round trip per batch rather than one
-// per tile; the tiles that cannot go flat follow, one by one. Not inlined:
-// one copy per rank and index kind, however many call sites (build time).
+// per tile; the tiles that cannot go flat follow, one by one (they are not
+// fast-path tiles: the slow path, with the predicate true).
 // FJ_FLAT_UNROLL (half FJ_FAST_UNROLL) per batch: each chunk finds its own
-// tile (an index read, the bounds), and a batch of 8 added 40 KB of PTX to
-// a gathering kernel (bench/corpus moe_dispatch), 4 about 30 KB.
+// tile (an index read, the bounds); bench/corpus moe_dispatch's PTX went
+// 180 -> 229 KB with 4, 247 KB with 8 (NVRTC 13, sm_90).
+// Inline: as a call (one per rank and index kind) it cost a third less
+// PTX, but examples/paged_decode.cu (128 registers) spilled 4-8 bytes at
+// it, however few its arguments. Only sync builds (sm_75, or forced) carry
+// it; the default route on sm_80+ compiles none of it.
 template <int R, class Coords>
-__device__ __noinline__ void load_list_flat(unsigned char* dst,
-                                            const tensor_param& p, Coords cs,
-                                            int k, pred_mode mode,
-                                            detail::team tm) {
+FJ_DEV void load_list_flat(unsigned char* dst, const tensor_param& p,
+                           const Coords& cs, int k, detail::team tm) {
   const detail::flat_shape f = detail::flat_shape_of<R>(p);
   const unsigned bb = detail::box_bytes(p, R), total = f.cpt * (unsigned)k;
   detail::flat_cursor at(f, tm.rank, tm.size);
@@ -387,13 +389,13 @@ __device__ __noinline__ void load_list_flat(unsigned char* dst,
     for (int j = 0; j < FJ_FLAT_UNROLL; ++j)
       if (g[j]) detail::st_shared16(dst + so[j], v[j]);
   }
-  // The rest are not fast-path tiles (flat_list_ok held for the list).
   detail::flat_rest<R>(dst, p, cs, k, tm,
                        [&](unsigned char* d, const coords& c) {
 #if FJ_NARROW_INLINE
                          if (load_narrow<R>(d, p, c, tm)) return;
 #endif
-                         load_tile_slow<R>(d, p, c, true, mode, false, tm);
+                         load_tile_slow<R>(d, p, c, true, pred_skip, false,
+                                           tm);
                        });
 }
 template <int R, class Scope, class Coords, class Done>
@@ -402,8 +404,7 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        pred_mode mode) {
   detail::enter_scope(sc);
   if (FJ_FLAT_LISTS && pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
-    load_list_flat<R, Coords>((unsigned char*)dst, p, cs, k, mode,
-                              detail::team_of(sc));
+    load_list_flat<R>((unsigned char*)dst, p, cs, k, detail::team_of(sc));
     return;
   }
   const unsigned bb = detail::box_bytes(p, R);

@@ -752,12 +752,13 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
   // Small tiles (FJ_TMA_SMALL_TILES: at most that many bytes each; an
   // experiment, 0 = off): the team's cp.async over the whole list, as
   // cp_async does (detail::flat_list_ok), not one tensor copy per tile.
-  if (FJ_TMA_SMALL_TILES != 0 && k > 1 && bb <= FJ_TMA_SMALL_TILES &&
-      detail::flat_list_ok<R>(p, dst)) {
+#if FJ_TMA_SMALL_TILES > 0  // (off: not even instantiated, so no PTX for it)
+  if (k > 1 && bb <= FJ_TMA_SMALL_TILES && detail::flat_list_ok<R>(p, dst)) {
     cpa::issue_list_flat<R, Coords>(dst, p, cs, k, mode, tm);
     cpa::attach(b);
     return;
   }
+#endif
   unsigned ok = 0;
   for (int i = 0; i < k; ++i)
     ok += cs.ok(i) && use_tmap(p, dst + i * bb, cs(i)) ? 1 : 0;
