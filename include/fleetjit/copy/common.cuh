@@ -1114,9 +1114,8 @@ struct flat_cursor {
 // The cursor's chunk: its GMEM address (null when its tile does not go
 // flat or is past the list's k) and its SMEM byte offset from dst.
 template <int R, class Coords>
-FJ_DEV const unsigned char* flat_chunk(const tensor_param& p,
-                                       const Coords& cs, const flat_shape& f,
-                                       unsigned bb, int k,
+FJ_DEV const unsigned char* flat_chunk(const tensor_param& p, const Coords& cs,
+                                       const flat_shape& f, unsigned bb, int k,
                                        const flat_cursor& at, unsigned& so) {
   so = at.i * bb + at.w * 16;
   i64 g;

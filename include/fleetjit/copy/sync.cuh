@@ -394,8 +394,7 @@ FJ_DEV void load_list_flat(unsigned char* dst, const tensor_param& p,
 #if FJ_NARROW_INLINE
                          if (load_narrow<R>(d, p, c, tm)) return;
 #endif
-                         load_tile_slow<R>(d, p, c, true, pred_skip, false,
-                                           tm);
+                         load_tile_slow<R>(d, p, c, true, pred_skip, false, tm);
                        });
 }
 template <int R, class Scope, class Coords, class Done>
