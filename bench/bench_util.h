@@ -1,6 +1,6 @@
 // Helpers shared by the benchmarks: checked C ABI calls, launch arguments
 // (the selftest's builders, conformance/c_abi.h: their one home), and the
-// timing helpers `fleetjit bench` uses too (tools/measure.h: their home).
+// timing helpers `fleetjit bench` uses too (reference/measure.h: their home).
 #ifndef FLEETJIT_BENCH_BENCH_UTIL_H_
 #define FLEETJIT_BENCH_BENCH_UTIL_H_
 
@@ -9,7 +9,7 @@
 
 #include "conformance/c_abi.h"
 #include "fleetjit/fleetjit.h"
-#include "tools/measure.h"
+#include "reference/measure.h"
 
 namespace fleetjit::bench {
 

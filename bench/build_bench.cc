@@ -53,8 +53,8 @@
 #include "jit/nvrtc_pch.h"
 #include "jit/target.h"
 #include "platform/nvrtc_library.h"
+#include "reference/bundled_kernels.h"
 #include "runtime/runtime.h"
-#include "tools/bundled_kernels.h"
 
 extern char** environ;
 
@@ -186,10 +186,11 @@ ColdTimes FleetjitCold(fleetjit::Runtime& rt, const std::string& source) {
 // --- fresh-process mode -----------------------------------------------
 
 std::string FreshSource(const std::string& kind) {
-  const fleetjit::cli::BundledKernel* k = fleetjit::cli::FindBundledKernel(
-      kind == "tiles"       ? "examples/pipelined_tiles.cu"
-      : kind == "transpose" ? "examples/transpose.cu"
-                            : "examples/saxpy.cu");
+  const fleetjit::bundled::BundledKernel* k =
+      fleetjit::bundled::FindBundledKernel(
+          kind == "tiles"       ? "examples/pipelined_tiles.cu"
+          : kind == "transpose" ? "examples/transpose.cu"
+                                : "examples/saxpy.cu");
   if (k == nullptr) return "";
   std::string source(k->content);
   if (kind == "include") source = "#include <fleetjit/copy.cuh>\n" + source;
@@ -421,10 +422,10 @@ int main(int argc, char** argv) {
           "#include <cuda_bf16.h>\n") +
       kPlain;
   const std::vector<std::string> cuda_include = {"-I/usr/local/cuda/include"};
-  const fleetjit::cli::BundledKernel* saxpy =
-      fleetjit::cli::FindBundledKernel("examples/saxpy.cu");
-  const fleetjit::cli::BundledKernel* tiles =
-      fleetjit::cli::FindBundledKernel("examples/pipelined_tiles.cu");
+  const fleetjit::bundled::BundledKernel* saxpy =
+      fleetjit::bundled::FindBundledKernel("examples/saxpy.cu");
+  const fleetjit::bundled::BundledKernel* tiles =
+      fleetjit::bundled::FindBundledKernel("examples/pipelined_tiles.cu");
   if (saxpy == nullptr || tiles == nullptr) {
     std::fprintf(stderr, "build_bench: the examples are not embedded\n");
     return 1;

@@ -23,9 +23,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "bench/bench_util.h"
+#include "reference/bundled_kernels.h"
 #include "runtime/cache/cache_bundle.h"
 #include "runtime/cache/disk_cache.h"
-#include "tools/bundled_kernels.h"
 
 namespace fleetjit::bench {
 namespace {
@@ -40,7 +40,7 @@ constexpr Kernel kKernels[] = {{"examples/saxpy.cu", "saxpy"},
                                {"examples/transpose.cu", "transpose"}};
 
 std::string SourceOf(const char* file) {
-  const cli::BundledKernel* k = cli::FindBundledKernel(file);
+  const bundled::BundledKernel* k = bundled::FindBundledKernel(file);
   if (k == nullptr) {
     std::fprintf(stderr, "bundle_bench: %s is not bundled\n", file);
     std::exit(1);

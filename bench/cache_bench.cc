@@ -41,10 +41,10 @@
 #include "bench/bench_util.h"
 #include "jit/artifact.h"
 #include "jit/include_scan.h"
+#include "reference/bundled_kernels.h"
 #include "runtime/cache/cache_key.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/runtime.h"
-#include "tools/bundled_kernels.h"
 
 namespace fleetjit::bench {
 namespace {
@@ -179,7 +179,7 @@ void HitRow(const std::string& what, ThreadedNs ns, double goal_ns) {
 // it on every request.
 const std::string& Saxpy() {
   static const std::string* source = new std::string(
-      fleetjit::cli::FindBundledKernel("examples/saxpy.cu")->content);
+      fleetjit::bundled::FindBundledKernel("examples/saxpy.cu")->content);
   return *source;
 }
 

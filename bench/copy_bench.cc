@@ -171,7 +171,7 @@ struct Bench {
   // Median ms of one copy, timed `reps` times as `batch` back-to-back
   // copies (the sweep uses a short timing, ~15 copies; anchors and the
   // best configuration of each implementation the full one).
-  // measure::TimeMs (tools/measure.h), after 3 untimed copies.
+  // measure::TimeMs (reference/measure.h), after 3 untimed copies.
   template <typename F>
   double Time(F&& copy, int reps = 10, int batch = 5) {
     return measure::TimeMs(

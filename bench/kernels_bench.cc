@@ -1,4 +1,4 @@
-// The reference kernels (bench/reference_kernels.h: RMSNorm, softmax,
+// The reference kernels (reference/reference_kernels.h: RMSNorm, softmax,
 // transpose, ...) under every copy implementation, each against a
 // cuMemcpyDtoDAsync of the same bytes in the same run: GPU time (CUDA
 // events, 3 warm-ups, median of 10 timings of 10 launches), the fraction
@@ -26,7 +26,7 @@
 #include <set>
 #include <string>
 
-#include "bench/reference_kernels.h"
+#include "reference/reference_kernels.h"
 
 int main(int argc, char** argv) {
   using namespace fleetjit::refk;  // NOLINT

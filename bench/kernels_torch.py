@@ -6,7 +6,7 @@ Run on the GPU host (needs torch; Triton is used where it is installed):
     PYTHONPATH=bindings/python FLEETJIT_LIBRARY=build/lib/libfleetjit.so.1 \\
         python3 bench/kernels_torch.py
 
-In ONE process and on one stream, for each kernel of bench/reference_kernels.cc
+In ONE process and on one stream, for each kernel of reference/reference_kernels.cc
 (RMSNorm [8192, 4096] and [8191, 4000] bf16, softmax [8192, 4096] bf16,
 transpose [5000, 4100] and [4097, 3001] f32): the fleetjit example
 (examples/*.cu) under tma, cp_async, sync and cp_async@compute_80, torch's op
@@ -28,7 +28,7 @@ SAMPLES = 10
 BATCH = 10
 SLEEP_CYCLES = 20_000_000  # ~10 ms at 2 GHz: longer than queuing BATCH launches
 
-# The launch shapes bench/reference_kernels.cc sweeps: (threads, CTAs/SM, stages).
+# The launch shapes reference/reference_kernels.cc sweeps: (threads, CTAs/SM, stages).
 ROW_SHAPES = [(256, 1, 2), (128, 2, 2), (128, 3, 2), (64, 4, 3), (128, 4, 1), (256, 2, 1),
               (128, 5, 1), (128, 6, 1), (256, 3, 1), (64, 6, 2), (64, 8, 1), (64, 12, 1),
               (32, 16, 1), (32, 24, 1)]

@@ -29,10 +29,10 @@
 #include "absl/strings/str_format.h"
 #include "jit/artifact.h"
 #include "jit/target.h"
+#include "reference/bundled_kernels.h"
+#include "reference/measure.h"
 #include "runtime/cache/module_cache.h"
 #include "runtime/runtime.h"
-#include "tools/bundled_kernels.h"
-#include "tools/measure.h"
 
 namespace fleetjit::bench {
 namespace {
@@ -146,8 +146,9 @@ int Main(int argc, char** argv) {
     for (int i = 0; rt.ok() && i < 5; ++i) {
       BuildSpec spec;
       // The corpus's saxpy (examples/saxpy.cu), a new key each round.
-      spec.source = absl::StrCat(
-          cli::FindBundledKernel("examples/saxpy.cu")->content, "// ", i, "\n");
+      spec.source =
+          absl::StrCat(bundled::FindBundledKernel("examples/saxpy.cu")->content,
+                       "// ", i, "\n");
       spec.target = *jit::ParseTarget("sm_90");
       spec.use_cache = false;
       auto start = Clock::now();

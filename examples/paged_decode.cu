@@ -72,7 +72,7 @@
 // implementation (ptxas -v, CUDA 13: sm_90 tma / cp_async / sync, sm_80,
 // sm_75). The thread count alone made ptxas aim at 3 CTAs (80 registers)
 // and spill 24-76 bytes at the layer's out-of-line calls, as MIN_CTAS=3
-// does; the tuned spaces measured those (bench/reference_kernels_attn.cc).
+// does; the tuned spaces measured those (reference/reference_kernels_attn.cc).
 // MIN_CTAS=4 caps the registers at 64: a fourth resident CTA, more loads
 // in flight where the threads copy (sync: 248 against 259 us on the H200,
 // 2 stages, level with SDPA), at 64-116 bytes of spills: measure it.

@@ -1,6 +1,6 @@
 // `fleetjit bench copy|launch|build`: what this node gets from fleetjit next
 // to what a user would call instead (the anchor), both measured in the
-// same run (tools/measure.h says how). Each Bench* returns the table; the
+// same run (reference/measure.h says how). Each Bench* returns the table; the
 // command (bench_command.cc) prints it as text or JSON.
 //
 //   copy    cuMemcpyDtoDAsync vs fj_copy of the same contiguous bytes; a

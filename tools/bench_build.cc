@@ -16,10 +16,10 @@
 #include "base/status_macros.h"
 #include "platform/nvrtc_library.h"
 #include "platform/nvrtc_locate.h"
+#include "reference/measure.h"
 #include "runtime/config.h"
 #include "tools/bench.h"
 #include "tools/cli_util.h"
-#include "tools/measure.h"
 
 namespace fleetjit::cli {
 namespace {

@@ -27,11 +27,11 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "platform/driver_api.h"
+#include "reference/measure.h"
 #include "runtime/config.h"
 #include "tools/bench.h"
 #include "tools/cli_util.h"
 #include "tools/corpus.h"
-#include "tools/measure.h"
 
 namespace fleetjit::cli {
 namespace corpus_bench {

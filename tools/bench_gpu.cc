@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "platform/driver_api.h"
+#include "reference/measure.h"
 #include "runtime/config.h"
 #include "tools/bench.h"
-#include "tools/measure.h"
 
 namespace fleetjit::cli {
 namespace {

@@ -1,5 +1,5 @@
 // `fleetjit bench kernels`: the reference kernels' table
-// (bench/reference_kernels.h) and the newcomer corpus (bench/corpus/,
+// (reference/reference_kernels.h) and the newcomer corpus (bench/corpus/,
 // tools/bench_corpus.cc) as bench rows: each kernel under each copy
 // implementation against a cuMemcpyDtoDAsync of the same bytes, in GB/s
 // of (bytes read + written), so the ratio is the fraction of the copy.
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "bench/reference_kernels.h"
+#include "reference/reference_kernels.h"
 #include "tools/bench.h"
 #include "tools/corpus.h"
 

@@ -52,8 +52,8 @@
 #include "jit/target.h"
 #include "platform/nvfatbin_library.h"
 #include "platform/nvrtc_locate.h"
+#include "reference/bundled_kernels.h"
 #include "runtime/config.h"
-#include "tools/bundled_kernels.h"
 #include "tools/cli_util.h"
 #include "tools/commands.h"
 
@@ -763,7 +763,7 @@ int WriteFatbin(const std::vector<TargetRow>& rows, const std::string& file,
 // Reads FILE from disk, or the bundled copy of that path (examples/...).
 bool LoadKernelSource(const std::string& file, std::string* source) {
   if (ReadFile(file, source)) return true;
-  if (const BundledKernel* f = FindBundledKernel(file)) {
+  if (const bundled::BundledKernel* f = bundled::FindBundledKernel(file)) {
     source->assign(f->content.data(), f->content.size());
     return true;
   }

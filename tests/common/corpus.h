@@ -1,6 +1,6 @@
 // The one kernel corpus: examples/*.cu, the kernels the C++ tests, the
 // benches, the CLI and the bindings' tests all build. Embedded at build
-// time (tools/bundled_kernels.h, the fj_bundled_kernels objects that
+// time (reference/bundled_kernels.h, the fj_bundled_kernels objects that
 // fj_add_test links), so a test staged on another host finds them too.
 // The bindings read the same files from the repository (examples/).
 #ifndef FLEETJIT_TESTS_COMMON_CORPUS_H_
@@ -10,15 +10,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "tools/bundled_kernels.h"
+#include "reference/bundled_kernels.h"
 
 namespace fleetjit::testing {
 
 // The text of examples/`file` ("saxpy.cu"); "" when it is not in the
 // corpus (a test then fails on an empty source).
 inline std::string CorpusKernel(absl::string_view file) {
-  const cli::BundledKernel* k =
-      cli::FindBundledKernel(absl::StrCat("examples/", file));
+  const bundled::BundledKernel* k =
+      bundled::FindBundledKernel(absl::StrCat("examples/", file));
   return k != nullptr ? std::string(k->content) : std::string();
 }
 

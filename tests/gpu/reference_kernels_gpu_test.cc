@@ -1,4 +1,4 @@
-// Each reference kernel (bench/reference_kernels.h) on the GPU under each
+// Each reference kernel (reference/reference_kernels.h) on the GPU under each
 // copy implementation the device runs (tma, cp_async, sync, and cp_async
 // as compute_80 PTX), against its CPU reference: fresh random inputs
 // (seed printed; FLEETJIT_TEST_SEED replays), outputs poisoned with 0xFF
@@ -15,8 +15,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "bench/reference_kernels.h"
 #include "gtest/gtest.h"
+#include "reference/reference_kernels.h"
 #include "tests/common/seed.h"
 
 namespace fleetjit::refk {

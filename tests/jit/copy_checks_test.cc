@@ -17,8 +17,8 @@
 #include "jit/nvrtc_build.h"
 #include "platform/cuda_headers.h"
 #include "platform/nvrtc_library.h"
+#include "reference/bundled_kernels.h"
 #include "tests/jit/copy_build_util.h"
-#include "tools/bundled_kernels.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -265,8 +265,8 @@ TEST_F(CopyChecksTest, TheExamplesSpillNothing) {
   const std::regex spills(
       R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
   const std::regex props(R"(Function properties for (\S+))");
-  for (size_t i = 0; i < cli::kBundledKernelsCount; ++i) {
-    const cli::BundledKernel& k = cli::kBundledKernels[i];
+  for (size_t i = 0; i < bundled::kBundledKernelsCount; ++i) {
+    const bundled::BundledKernel& k = bundled::kBundledKernels[i];
     for (const Combo& c : EveryImplOnce()) {
       SCOPED_TRACE(
           absl::StrCat(k.path, " ", c.target, " ", CopyImplName(c.impl)));

@@ -13,8 +13,8 @@
 #include "jit/nvrtc_build.h"
 #include "platform/cuda_headers.h"
 #include "platform/nvrtc_library.h"
+#include "reference/bundled_kernels.h"
 #include "tests/jit/copy_build_util.h"
-#include "tools/bundled_kernels.h"
 
 namespace fleetjit::jit {
 namespace {
@@ -273,9 +273,9 @@ TEST_F(CopyBuildTest, HeadersAreEmbeddedUnderTheirIncludeNames) {
 TEST_F(CopyBuildTest, ExamplesAndConformanceKernelsBuild) {
   const std::vector<Combo> combos = EveryImplOnce();
   std::vector<std::pair<absl::string_view, absl::string_view>> files;
-  for (size_t i = 0; i < cli::kBundledKernelsCount; ++i) {
-    files.emplace_back(cli::kBundledKernels[i].path,
-                       cli::kBundledKernels[i].content);
+  for (size_t i = 0; i < bundled::kBundledKernelsCount; ++i) {
+    files.emplace_back(bundled::kBundledKernels[i].path,
+                       bundled::kBundledKernels[i].content);
   }
   for (size_t i = 0; i < selftest::kConformanceKernelsCount; ++i) {
     files.emplace_back(selftest::kConformanceKernels[i].path,

@@ -1,4 +1,4 @@
-// The reference kernels (bench/reference_kernels.h: examples/rmsnorm.cu,
+// The reference kernels (reference/reference_kernels.h: examples/rmsnorm.cu,
 // softmax.cu, transpose.cu, ...) build for every named target and copy
 // implementation CI cares about, without a GPU: sm_75 sync, sm_80
 // cp_async, sm_90 tma / cp_async / sync and compute_80 PTX (cp_async).
@@ -6,7 +6,7 @@
 // to PTX holding the instructions its implementation promises (the span
 // and tile loads of the kernel become bulk copies under tma, cp.async
 // under cp_async, neither under sync).
-#include "bench/reference_kernels.h"
+#include "reference/reference_kernels.h"
 
 #include <string>
 #include <vector>

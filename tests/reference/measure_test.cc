@@ -1,7 +1,7 @@
-// tools/measure.h, the one timing library of bench/ and `fleetjit bench`:
+// reference/measure.h, the one timing library of bench/ and `fleetjit bench`:
 // its statistics against a sorted reference on fresh random samples, and
 // the run counts TimeMs and OnThreadsTogether promise.
-#include "tools/measure.h"
+#include "reference/measure.h"
 
 #include <algorithm>
 #include <atomic>

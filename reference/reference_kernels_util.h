@@ -1,9 +1,9 @@
 // What the reference-kernel problems (reference_kernels.cc,
 // reference_kernels_attn.cc) share: an fj_status as an absl::Status, the
 // return-if-error macro over it, and the device buffers a problem owns.
-// Internal to bench/: the problems speak the C ABI only.
-#ifndef FLEETJIT_BENCH_REFERENCE_KERNELS_UTIL_H_
-#define FLEETJIT_BENCH_REFERENCE_KERNELS_UTIL_H_
+// Internal to reference/: the problems speak the C ABI only.
+#ifndef FLEETJIT_REFERENCE_REFERENCE_KERNELS_UTIL_H_
+#define FLEETJIT_REFERENCE_REFERENCE_KERNELS_UTIL_H_
 
 #include <cstdint>
 #include <string>
@@ -73,4 +73,4 @@ class Buffers {
 
 }  // namespace fleetjit::refk
 
-#endif  // FLEETJIT_BENCH_REFERENCE_KERNELS_UTIL_H_
+#endif  // FLEETJIT_REFERENCE_REFERENCE_KERNELS_UTIL_H_

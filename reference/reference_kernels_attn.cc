@@ -1,5 +1,5 @@
 // The reference kernels' table entries for examples/paged_decode.cu and
-// examples/gemm_mma.cu (bench/reference_kernels.h): the problems on the GPU
+// examples/gemm_mma.cu (reference/reference_kernels.h): the problems on the GPU
 // and their CPU references. The GEMM's anchor here is the D2D copy of its
 // operands and result, like every row of the table; its real anchor,
 // cuBLAS, is measured by bench/attn_gemm_torch.py.
@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "bench/reference_kernels.h"
-#include "bench/reference_kernels_util.h"
 #include "conformance/c_abi.h"
+#include "reference/reference_kernels.h"
+#include "reference/reference_kernels_util.h"
 
 namespace fleetjit::refk {
 namespace {

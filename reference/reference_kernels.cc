@@ -1,4 +1,4 @@
-#include "bench/reference_kernels.h"
+#include "reference/reference_kernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "bench/reference_kernels_util.h"
 #include "conformance/c_abi.h"
 #include "platform/driver_api.h"
-#include "tools/bundled_kernels.h"
-#include "tools/measure.h"
+#include "reference/bundled_kernels.h"
+#include "reference/measure.h"
+#include "reference/reference_kernels_util.h"
 
 namespace fleetjit::refk {
 namespace {
@@ -721,7 +721,7 @@ const std::vector<KernelCase>& Cases() {
 }
 
 absl::StatusOr<std::string> Source(const KernelCase& c) {
-  const cli::BundledKernel* k = cli::FindBundledKernel(c.example);
+  const bundled::BundledKernel* k = bundled::FindBundledKernel(c.example);
   if (k == nullptr) {
     return absl::NotFoundError(absl::StrCat(c.example, " is not bundled"));
   }

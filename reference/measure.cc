@@ -1,4 +1,4 @@
-#include "tools/measure.h"
+#include "reference/measure.h"
 
 #include <unistd.h>
 

@@ -11,8 +11,8 @@
 // except GPU timing: the C ABI has no events, so the runner loads the
 // driver (platform/driver_api.h) for cuEvent* and cuMemcpyDtoDAsync, the
 // anchor, on the same stream (a CUstream wrapped with fj_stream_wrap).
-#ifndef FLEETJIT_BENCH_REFERENCE_KERNELS_H_
-#define FLEETJIT_BENCH_REFERENCE_KERNELS_H_
+#ifndef FLEETJIT_REFERENCE_REFERENCE_KERNELS_H_
+#define FLEETJIT_REFERENCE_REFERENCE_KERNELS_H_
 
 #include <cstdint>
 #include <functional>
@@ -87,7 +87,7 @@ class Problem {
 struct KernelCase {
   std::string name;           // "rmsnorm [8192, 4096] bf16"
   std::string kernel;         // "rmsnorm": the family, for filters
-  std::string example;        // "examples/rmsnorm.cu" (bundled with the CLI)
+  std::string example;        // "examples/rmsnorm.cu", embedded
   std::string entry;          // the extern "C" kernel
   std::string stages_macro;   // "RMS_STAGES"
   uint64_t copy_bytes = 0;    // the D2D anchor copies this many bytes
@@ -99,7 +99,7 @@ struct KernelCase {
 };
 const std::vector<KernelCase>& Cases();
 // The entries of examples/paged_decode.cu and examples/gemm_mma.cu
-// (bench/reference_kernels_attn.cc).
+// (reference/reference_kernels_attn.cc).
 KernelCase PagedDecodeCase();
 KernelCase GemmMmaCase(int n);
 
@@ -168,4 +168,4 @@ std::string FormatTable(const std::vector<Result>& results);
 
 }  // namespace fleetjit::refk
 
-#endif  // FLEETJIT_BENCH_REFERENCE_KERNELS_H_
+#endif  // FLEETJIT_REFERENCE_REFERENCE_KERNELS_H_

@@ -15,8 +15,8 @@
 //   double anchor = TimeMs([&] { memcpy_async(); }, sync);
 //   double ours = TimeMs([&] { fj_copy(...); }, sync);
 //   printf("%.3fx\n", anchor / ours);  // bandwidth relative to the anchor
-#ifndef FLEETJIT_TOOLS_MEASURE_H_
-#define FLEETJIT_TOOLS_MEASURE_H_
+#ifndef FLEETJIT_REFERENCE_MEASURE_H_
+#define FLEETJIT_REFERENCE_MEASURE_H_
 
 #include <functional>
 #include <string>
@@ -92,4 +92,4 @@ absl::StatusOr<double> BareNvrtcMs(const NvrtcApi& api,
 
 }  // namespace fleetjit::measure
 
-#endif  // FLEETJIT_TOOLS_MEASURE_H_
+#endif  // FLEETJIT_REFERENCE_MEASURE_H_

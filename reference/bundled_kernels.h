@@ -1,14 +1,15 @@
-// The example kernels bundled with the CLI (examples/*.cu), compiled in by
-// cmake/embed.cmake so `fleetjit demo` and `fleetjit build examples/...`
-// work from any directory.
-#ifndef FLEETJIT_TOOLS_BUNDLED_KERNELS_H_
-#define FLEETJIT_TOOLS_BUNDLED_KERNELS_H_
+// The example kernels (examples/*.cu), compiled in by cmake/embed.cmake
+// (reference/CMakeLists.txt, target fj_bundled_kernels) so `fleetjit demo`
+// and `fleetjit build examples/...` work from any directory, and the
+// benchmarks, the reference kernels and the tests build the same corpus.
+#ifndef FLEETJIT_REFERENCE_BUNDLED_KERNELS_H_
+#define FLEETJIT_REFERENCE_BUNDLED_KERNELS_H_
 
 #include <cstddef>
 
 #include "absl/strings/string_view.h"
 
-namespace fleetjit::cli {
+namespace fleetjit::bundled {
 
 struct BundledKernel {
   absl::string_view path;  // "examples/tiled_copy.cu"
@@ -26,6 +27,6 @@ inline const BundledKernel* FindBundledKernel(absl::string_view path) {
   return nullptr;
 }
 
-}  // namespace fleetjit::cli
+}  // namespace fleetjit::bundled
 
-#endif  // FLEETJIT_TOOLS_BUNDLED_KERNELS_H_
+#endif  // FLEETJIT_REFERENCE_BUNDLED_KERNELS_H_
