@@ -28,16 +28,14 @@ FJ_API fj_status* fj_module_build_async(fj_runtime* runtime,
 }
 
 FJ_API fj_status* fj_build_poll(const fj_build* build, int32_t* out_done) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
+  return OnHandle<GetBuild>(build, [&](PendingBuild* b) -> absl::Status {
     return WriteBool(b->job->done(), out_done, "out_done");
   });
 }
 
 FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms,
                                 int32_t* out_done) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
+  return OnHandle<GetBuild>(build, [&](PendingBuild* b) -> absl::Status {
     if (out_done == nullptr) return NullArgument("out_done");
     // Waits outside the gate, holding the job and the runtime.
     std::shared_ptr<BuildJob> job = b->job;
@@ -52,8 +50,7 @@ FJ_API fj_status* fj_build_wait(fj_build* build, uint32_t timeout_ms,
 }
 
 FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b, GetBuild(build));
+  return OnHandle<GetBuild>(build, [&](PendingBuild* b) -> absl::Status {
     if (out_module == nullptr) return NullArgument("out_module");
     // Waits outside the gate, holding the job and the runtime.
     std::shared_ptr<BuildJob> job = b->job;
@@ -70,12 +67,7 @@ FJ_API fj_status* fj_build_take(fj_build* build, fj_module** out_module) {
 }
 
 FJ_API fj_status* fj_build_destroy(fj_build* build) {
-  return Guard([&]() -> absl::Status {
-    if (build == nullptr) return absl::OkStatus();
-    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
-    FJ_RETURN_IF_ERROR(GetBuild(build).status());  // fork: refused
-    FJ_ASSIGN_OR_RETURN(PendingBuild * b,
-                        Take<PendingBuild>(build, HandleType::kBuild, "build"));
+  return OnDestroy<GetBuild>(build, [&](PendingBuild* b) -> absl::Status {
     Runtime* rt = b->runtime;
     std::unique_ptr<PendingBuild> taken = rt->registry().TakeBuild(b);
     return BuryOutsideGate(rt, [&] {

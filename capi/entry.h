@@ -2,18 +2,22 @@
 // conversions (convert.h): Guard, which lets no exception escape and keeps
 // the call inside the call gate (call_gate.h); the checked handle lookups,
 // which name the argument of a NULL, destroyed, foreign or forged handle
-// and refuse a parent's objects in a fork() child; Take and Destroy, for
-// destroy calls; and Publish, which names a new object with a handle
-// (handles.h).
+// and refuse a parent's objects in a fork() child; OnHandle (and
+// OnRuntime), an entry's Guard and lookup in one; Take, BuryOutsideGate and
+// OnDestroy, for destroy calls; and Publish, which names a new object with
+// a handle (handles.h).
 #ifndef FLEETJIT_CAPI_ENTRY_H_
 #define FLEETJIT_CAPI_ENTRY_H_
 
 #include <exception>
 #include <memory>
 #include <new>
+#include <type_traits>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "capi/call_gate.h"
 #include "capi/convert.h"
 #include "capi/handles.h"
@@ -89,15 +93,23 @@ inline absl::Status WriteBool(bool value, int32_t* out, const char* name) {
   return absl::OkStatus();
 }
 
-// Guard around `body(Runtime*)` for the runtime behind `h` (a status
-// naming "runtime" when it is not live).
+// Guard around `body(Object*)` for the object behind `h`, found by the
+// checked lookup `Get` (GetRuntime, GetModule, ...: a status naming the
+// argument when it is NULL or not live, or in a fork() child), which runs
+// first, before `body` reads any other argument:
+//   return OnHandle<GetModule>(module, [&](Module* m) { ... });
+template <auto Get, typename Handle, typename F>
+fj_status* OnHandle(const Handle* h, F&& body) {
+  return Guard([&]() -> absl::Status {
+    auto object = Get(h);
+    if (!object.ok()) return object.status();
+    return body(*object);
+  });
+}
+// The same for a runtime (most entries).
 template <typename F>
 fj_status* OnRuntime(const fj_runtime* h, F&& body) {
-  return Guard([&]() -> absl::Status {
-    absl::StatusOr<Runtime*> rt = GetRuntime(h);
-    if (!rt.ok()) return rt.status();
-    return body(*rt);
-  });
+  return OnHandle<GetRuntime>(h, std::forward<F>(body));
 }
 
 // For destroy calls: invalidates the handle and returns its object, or
@@ -137,6 +149,41 @@ absl::Status BuryOutsideGate(Runtime* rt, F&& bury) {
   OutsideGate outside;
   WaitForCallsInFlight();
   return bury();
+}
+
+// The handle kind and argument name of a runtime's objects that have a
+// destroy entry.
+struct DestroyedKind {
+  HandleType type;
+  const char* name;
+};
+inline DestroyedKind KindOf(const fj_stream*) {
+  return {HandleType::kStream, "stream"};
+}
+inline DestroyedKind KindOf(const fj_module*) {
+  return {HandleType::kModule, "module"};
+}
+inline DestroyedKind KindOf(const fj_build*) {
+  return {HandleType::kBuild, "build"};
+}
+
+// A destroy entry of a runtime's object (a stream, module or build): NULL
+// is OK and does nothing; else it is refused inside a nested call
+// (CheckCanWaitHere) and, by the checked lookup `Get`, for a handle that is
+// not live or in a fork() child; then the handle is released (Take) and
+// `body(object)` takes it from its runtime's registry and buries it
+// (BuryOutsideGate).
+template <auto Get, typename Handle, typename F>
+fj_status* OnDestroy(Handle* h, F&& body) {
+  using Object = std::remove_pointer_t<typename decltype(Get(h))::value_type>;
+  return Guard([&]() -> absl::Status {
+    if (h == nullptr) return absl::OkStatus();
+    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
+    FJ_RETURN_IF_ERROR(Get(h).status());  // fork: refused
+    const DestroyedKind kind = KindOf(h);
+    FJ_ASSIGN_OR_RETURN(Object * object, Take<Object>(h, kind.type, kind.name));
+    return body(object);
+  });
 }
 
 // Names `object`, just added to `rt`'s registry, with a new handle in

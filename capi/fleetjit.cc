@@ -190,19 +190,12 @@ FJ_API fj_status* fj_stream_create(fj_runtime* runtime, int32_t ordinal,
 }
 
 FJ_API fj_status* fj_stream_synchronize(fj_stream* stream) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Stream * s, GetStream(stream));
-    return s->Synchronize();
-  });
+  return OnHandle<GetStream>(
+      stream, [&](Stream* s) -> absl::Status { return s->Synchronize(); });
 }
 
 FJ_API fj_status* fj_stream_destroy(fj_stream* stream) {
-  return Guard([&]() -> absl::Status {
-    if (stream == nullptr) return absl::OkStatus();
-    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
-    FJ_RETURN_IF_ERROR(GetStream(stream).status());  // fork: refused
-    FJ_ASSIGN_OR_RETURN(Stream * s,
-                        Take<Stream>(stream, HandleType::kStream, "stream"));
+  return OnDestroy<GetStream>(stream, [&](Stream* s) -> absl::Status {
     Runtime* rt = s->owner();
     std::unique_ptr<Stream> taken = rt->registry().TakeStream(s);
     return BuryOutsideGate(rt, [&] {
@@ -232,8 +225,7 @@ FJ_API fj_status* fj_module_build(fj_runtime* runtime,
 
 FJ_API fj_status* fj_module_info_get(const fj_module* module,
                                      fj_module_info* out_info) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
+  return OnHandle<GetModule>(module, [&](Module* m) -> absl::Status {
     FJ_RETURN_IF_ERROR(
         CheckOutStruct(out_info, "out_info", sizeof(fj_module_info)));
     return WriteOutStruct(FjModuleInfo(m->record), out_info);
@@ -242,8 +234,7 @@ FJ_API fj_status* fj_module_info_get(const fj_module* module,
 
 FJ_API fj_status* fj_module_image(const fj_module* module,
                                   const void** out_data, size_t* out_size) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
+  return OnHandle<GetModule>(module, [&](Module* m) -> absl::Status {
     if (out_data == nullptr) return NullArgument("out_data");
     if (out_size == nullptr) return NullArgument("out_size");
     *out_data = m->record.artifact->image.data();
@@ -253,12 +244,7 @@ FJ_API fj_status* fj_module_image(const fj_module* module,
 }
 
 FJ_API fj_status* fj_module_destroy(fj_module* module) {
-  return Guard([&]() -> absl::Status {
-    if (module == nullptr) return absl::OkStatus();
-    FJ_RETURN_IF_ERROR(CheckCanWaitHere());
-    FJ_RETURN_IF_ERROR(GetModule(module).status());  // fork: refused
-    FJ_ASSIGN_OR_RETURN(Module * m,
-                        Take<Module>(module, HandleType::kModule, "module"));
+  return OnDestroy<GetModule>(module, [&](Module* m) -> absl::Status {
     Runtime* rt = m->runtime;
     std::unique_ptr<Module> taken = rt->registry().TakeModule(m, ReleaseTag);
     return BuryOutsideGate(rt, [&] {
@@ -270,8 +256,7 @@ FJ_API fj_status* fj_module_destroy(fj_module* module) {
 
 FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
                                        int32_t device, fj_kernel** out_kernel) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
+  return OnHandle<GetModule>(module, [&](Module* m) -> absl::Status {
     if (out_kernel == nullptr) return NullArgument("out_kernel");
     FJ_ASSIGN_OR_RETURN(std::string kernel_name, ReadStr(name, "name"));
     FJ_ASSIGN_OR_RETURN(KernelRef * k,
@@ -283,8 +268,7 @@ FJ_API fj_status* fj_module_get_kernel(fj_module* module, fj_str name,
 
 FJ_API fj_status* fj_kernel_info_get(const fj_kernel* kernel,
                                      fj_kernel_info* out_info) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
+  return OnHandle<GetKernel>(kernel, [&](KernelRef* k) -> absl::Status {
     FJ_RETURN_IF_ERROR(CheckOutStruct(out_info, "out_info",
                                       offsetof(fj_kernel_info, const_bytes)));
     fj_kernel_info info = FjKernelInfo(*k->kernel);

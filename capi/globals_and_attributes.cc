@@ -19,8 +19,7 @@ extern "C" {
 
 FJ_API fj_status* fj_module_build_log(const fj_module* module,
                                       const char** out_log, size_t* out_size) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
+  return OnHandle<GetModule>(module, [&](Module* m) -> absl::Status {
     if (out_log == nullptr) return NullArgument("out_log");
     const std::string& log = m->record.artifact->log;
     *out_log = log.c_str();
@@ -32,8 +31,7 @@ FJ_API fj_status* fj_module_build_log(const fj_module* module,
 FJ_API fj_status* fj_module_get_global(fj_module* module, fj_str name,
                                        int32_t device,
                                        fj_global_info* out_info) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
+  return OnHandle<GetModule>(module, [&](Module* m) -> absl::Status {
     FJ_RETURN_IF_ERROR(
         CheckOutStruct(out_info, "out_info", sizeof(fj_global_info)));
     FJ_ASSIGN_OR_RETURN(std::string global, ReadStr(name, "name"));
@@ -47,8 +45,7 @@ namespace {
 fj_status* GlobalCopyEntry(fj_module* module, fj_str name, int32_t device,
                            uint64_t offset, void* host, uint64_t bytes,
                            bool to_global, fj_stream* stream) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(Module * m, GetModule(module));
+  return OnHandle<GetModule>(module, [&](Module* m) -> absl::Status {
     FJ_ASSIGN_OR_RETURN(std::string global, ReadStr(name, "name"));
     FJ_ASSIGN_OR_RETURN(Stream * s, StreamOf(stream, m->runtime));
     return m->runtime->CopyGlobal(*m, global, device, offset, host, bytes,
@@ -83,8 +80,7 @@ static_assert(kKernelAttrLast == FJ_KERNEL_ATTR_LAST);
 
 FJ_API fj_status* fj_kernel_set_attribute(fj_kernel* kernel,
                                           fj_kernel_attr attr, int32_t value) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
+  return OnHandle<GetKernel>(kernel, [&](KernelRef* k) -> absl::Status {
     FJ_ASSIGN_OR_RETURN(int32_t a,
                         CheckEnum(RawEnum(attr), "attr", "fj_kernel_attr",
                                   FJ_KERNEL_ATTR_MAX_DYNAMIC_SHARED_BYTES,
@@ -97,8 +93,7 @@ FJ_API fj_status* fj_kernel_occupancy(const fj_kernel* kernel,
                                       uint32_t block_threads,
                                       uint32_t dynamic_shared_bytes,
                                       int32_t* out_blocks_per_sm) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
+  return OnHandle<GetKernel>(kernel, [&](KernelRef* k) -> absl::Status {
     if (out_blocks_per_sm == nullptr) return NullArgument("out_blocks_per_sm");
     FJ_ASSIGN_OR_RETURN(*out_blocks_per_sm,
                         fleetjit::KernelOccupancy(*k->kernel, block_threads,
@@ -111,8 +106,7 @@ FJ_API fj_status* fj_kernel_suggest_block(const fj_kernel* kernel,
                                           uint32_t dynamic_shared_bytes,
                                           int32_t* out_block_threads,
                                           int32_t* out_min_grid) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(KernelRef * k, GetKernel(kernel));
+  return OnHandle<GetKernel>(kernel, [&](KernelRef* k) -> absl::Status {
     if (out_block_threads == nullptr) return NullArgument("out_block_threads");
     FJ_ASSIGN_OR_RETURN(auto suggested, fleetjit::SuggestBlock(
                                             *k->kernel, dynamic_shared_bytes));

@@ -218,8 +218,7 @@ FJ_API fj_status* fj_tune(fj_runtime* runtime, const fj_tune_options* options,
 
 FJ_API fj_status* fj_tune_result_summary(const fj_tune_result* result,
                                          fj_tune_summary* out_summary) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(TuneResultObject * r, GetTuneResult(result));
+  return OnHandle<GetTuneResult>(result, [&](TuneResultObject* r) {
     FJ_RETURN_IF_ERROR(
         CheckOutStruct(out_summary, "out_summary", sizeof(fj_tune_summary)));
     const TuneOutcome& o = r->outcome;
@@ -239,8 +238,7 @@ FJ_API fj_status* fj_tune_result_summary(const fj_tune_result* result,
 
 FJ_API fj_status* fj_tune_result_row(const fj_tune_result* result, size_t index,
                                      fj_tune_row* out_row) {
-  return Guard([&]() -> absl::Status {
-    FJ_ASSIGN_OR_RETURN(TuneResultObject * r, GetTuneResult(result));
+  return OnHandle<GetTuneResult>(result, [&](TuneResultObject* r) {
     FJ_RETURN_IF_ERROR(CheckOutStruct(out_row, "out_row", sizeof(fj_tune_row)));
     const std::vector<tune::TuneRow>& rows = r->outcome.record.rows;
     if (index >= rows.size()) {

@@ -7,11 +7,11 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "platform/lazy_library.h"
 
 namespace fleetjit {
 
@@ -59,10 +59,7 @@ class NvFatbinLibrary {
 
  private:
   const std::string path_;
-  absl::Mutex mu_;
-  bool tried_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  NvFatbinApi api_ ABSL_GUARDED_BY(mu_);
+  LazyTable<NvFatbinApi> table_;
 };
 
 }  // namespace fleetjit

@@ -1,29 +1,15 @@
 #include "platform/nvjitlink_library.h"
 
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
-
-#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "platform/nvrtc_locate.h"
+#include "platform/lazy_library.h"
 
 namespace fleetjit {
 namespace {
-
-bool IsRegularFile(const std::string& path, struct stat* st = nullptr) {
-  struct stat local;
-  if (st == nullptr) st = &local;
-  return ::stat(path.c_str(), st) == 0 && S_ISREG(st->st_mode);
-}
-
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -34,34 +20,18 @@ std::string Basename(const std::string& path) {
 
 absl::StatusOr<std::string> ResolveNvJitLinkLibrary(
     const std::string& explicit_path, const std::string& nvrtc_library) {
-  std::vector<std::string> dirs;
-  if (!explicit_path.empty()) {
-    if (IsRegularFile(explicit_path)) return explicit_path;
-    if (!IsDirectory(explicit_path)) {
-      return absl::UnavailableError(absl::StrCat(
-          "nvJitLink library '", explicit_path,
-          "' (FLEETJIT_NVJITLINK) is neither a file nor a folder"));
-    }
-    dirs.push_back(explicit_path);
-  } else {
-    dirs = LibrarySearchDirs();
-    size_t slash = nvrtc_library.rfind('/');
-    if (slash != std::string::npos && slash > 0) {
-      std::string beside = nvrtc_library.substr(0, slash);
-      bool known = false;
-      for (const std::string& d : dirs) known = known || d == beside;
-      if (!known) dirs.push_back(beside);
-    }
+  LibrarySearch search =
+      FindLibraryBesideNvrtc(explicit_path, nvrtc_library, kNvJitLinkSonames);
+  if (search.neither_file_nor_folder) {
+    return absl::UnavailableError(
+        absl::StrCat("nvJitLink library '", explicit_path,
+                     "' (FLEETJIT_NVJITLINK) is neither a file nor a folder"));
   }
-  for (const char* soname : kNvJitLinkSonames) {
-    for (const std::string& dir : dirs) {
-      std::string path = absl::StrCat(dir, "/", soname);
-      if (IsRegularFile(path)) return path;
-    }
-  }
+  if (!search.path.empty()) return search.path;
   return absl::UnavailableError(absl::StrCat(
       "nvJitLink (", absl::StrJoin(kNvJitLinkSonames, ", "),
-      ", needed to link device code) not found in ", absl::StrJoin(dirs, ":"),
+      ", needed to link device code) not found in ",
+      absl::StrJoin(search.dirs, ":"),
       "; install the CUDA toolkit's nvJitLink (e.g. the cuda-nvjitlink "
       "package, or the nvidia-nvjitlink wheel) or set FLEETJIT_NVJITLINK to "
       "the library or its folder"));
@@ -127,48 +97,35 @@ absl::Status CheckNvJitLink(int result, const char* call) {
 }
 
 absl::StatusOr<const NvJitLinkApi*> NvJitLinkLibrary::Get() {
-  absl::MutexLock lock(&mu_);
-  if (tried_) {
-    if (!error_.ok()) return error_;
-    return &api_;
-  }
-  tried_ = true;
-  // Never dlclose'd, like NVRTC: its thread pool may outlive a link.
-  void* handle = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* err = dlerror();
-    error_ = absl::UnavailableError(
-        absl::StrCat("cannot load nvJitLink (needed to link device code): ",
-                     err ? err : path_,
-                     "; install the CUDA toolkit's nvJitLink or set "
-                     "FLEETJIT_NVJITLINK"));
-    return error_;
-  }
-  NvJitLinkApi api;
-  std::string missing;
-#define FJ_NVJITLINK(name, type)                                         \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name)); \
-  if (api.name == nullptr) {                                             \
-    absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);       \
-  }
+  return table_.Get([this]() -> absl::StatusOr<NvJitLinkApi> {
+    // Never dlclose'd, like NVRTC: its thread pool may outlive a link.
+    std::string error;
+    void* handle = OpenLibrary(path_, &error);
+    if (handle == nullptr) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot load nvJitLink (needed to link device code): ", error,
+          "; install the CUDA toolkit's nvJitLink or set "
+          "FLEETJIT_NVJITLINK"));
+    }
+    NvJitLinkApi api;
+    SymbolResolver resolve(handle);
+#define FJ_NVJITLINK(name, type) resolve(api.name, #name);
 #include "platform/nvjitlink_symbols.inc"
 #undef FJ_NVJITLINK
-  if (!missing.empty()) {
-    error_ = absl::UnavailableError(
-        absl::StrCat("nvJitLink '", path_, "' lacks ", missing,
-                     "; install the CUDA toolkit's nvJitLink 12 or later"));
-    return error_;
-  }
-  absl::Status version = CheckNvJitLink(
-      api.nvJitLinkVersion(&api.major, &api.minor), "nvJitLinkVersion");
-  if (!version.ok()) {
-    error_ = absl::UnavailableError(
-        absl::StrCat("nvJitLink '", path_, "': ", version.message()));
-    return error_;
-  }
-  api.library_path = path_;
-  api_ = std::move(api);
-  return &api_;
+    if (!resolve.missing().empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("nvJitLink '", path_, "' lacks ", resolve.missing(),
+                       "; install the CUDA toolkit's nvJitLink 12 or later"));
+    }
+    absl::Status version = CheckNvJitLink(
+        api.nvJitLinkVersion(&api.major, &api.minor), "nvJitLinkVersion");
+    if (!version.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("nvJitLink '", path_, "': ", version.message()));
+    }
+    api.library_path = path_;
+    return api;
+  });
 }
 
 }  // namespace fleetjit

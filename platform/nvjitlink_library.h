@@ -12,11 +12,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "platform/lazy_library.h"
 
 namespace fleetjit {
 
@@ -74,10 +74,7 @@ class NvJitLinkLibrary {
 
  private:
   const std::string path_;
-  absl::Mutex mu_;
-  bool tried_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  NvJitLinkApi api_ ABSL_GUARDED_BY(mu_);
+  LazyTable<NvJitLinkApi> table_;
 };
 
 }  // namespace fleetjit

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "base/exit_gate.h"
 #include "base/status_macros.h"
+#include "platform/lazy_library.h"
 
 namespace fleetjit {
 
@@ -137,40 +138,31 @@ NvrtcLibrary& NvrtcLibrary::Default() {
   return *library;
 }
 
-bool NvrtcLibrary::loaded() const {
-  absl::MutexLock lock(&mu_);
-  return tried_ && error_.ok();
-}
+bool NvrtcLibrary::loaded() const { return table_.loaded(); }
 
 absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
-  absl::MutexLock lock(&mu_);
-  if (tried_) {
-    if (!error_.ok()) return error_;
-    return &api_;
-  }
-  tried_ = true;
+  return table_.Get([this] { return Load(); });
+}
+
+absl::StatusOr<NvrtcApi> NvrtcLibrary::Load() const {
   std::vector<std::string> errors;
   bool only_wrong_versions = true;
   for (const std::string& candidate : candidates_) {
     // Never dlclose'd: NVRTC keeps state that its own exit handlers touch.
-    void* handle = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string error;
+    void* handle = OpenLibrary(candidate, &error);
     if (handle == nullptr) {
-      const char* err = dlerror();
-      errors.push_back(err ? err : candidate);
+      errors.push_back(std::move(error));
       only_wrong_versions = false;
       continue;
     }
     NvrtcApi api;
-    std::string missing;
-#define FJ_NVRTC(name, required)                                         \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name)); \
-  if (api.name == nullptr && required) {                                 \
-    absl::StrAppend(&missing, missing.empty() ? "" : ", ", #name);       \
-  }
+    SymbolResolver resolve(handle);
+#define FJ_NVRTC(name, required) resolve(api.name, #name, required);
 #include "platform/nvrtc_symbols.inc"
 #undef FJ_NVRTC
-    if (!missing.empty()) {
-      errors.push_back(absl::StrCat(candidate, " lacks ", missing));
+    if (!resolve.missing().empty()) {
+      errors.push_back(absl::StrCat(candidate, " lacks ", resolve.missing()));
       only_wrong_versions = false;
       continue;
     }
@@ -195,19 +187,17 @@ absl::StatusOr<const NvrtcApi*> NvrtcLibrary::Get() {
     api.library_path = candidate;
     PreloadBuiltins(reinterpret_cast<const void*>(api.nvrtcVersion), api.major,
                     api.minor);
-    api_ = std::move(api);
-    WarmUpOncePerProcess(api_);
-    return &api_;
+    WarmUpOncePerProcess(api);
+    return api;
   }
   std::string message = absl::StrCat(
       "cannot load NVRTC (needed to compile; cache hits do not need it): ",
       absl::StrJoin(errors, "; "),
       "; install the CUDA toolkit's NVRTC (libnvrtc.so.13 or .12) or set "
       "FLEETJIT_LIBNVRTC");
-  error_ = only_wrong_versions && !errors.empty()
-               ? absl::FailedPreconditionError(message)
-               : absl::UnavailableError(message);
-  return error_;
+  return only_wrong_versions && !errors.empty()
+             ? absl::FailedPreconditionError(message)
+             : absl::UnavailableError(message);
 }
 
 }  // namespace fleetjit

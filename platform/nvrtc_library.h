@@ -12,10 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "platform/lazy_library.h"
 
 namespace fleetjit {
 
@@ -64,13 +63,12 @@ class NvrtcLibrary {
  private:
   // Why a library reporting `major`.`minor` is refused, or "".
   std::string WrongVersion(int major, int minor) const;
+  // The first candidate that loads with the right version (Get's one try).
+  absl::StatusOr<NvrtcApi> Load() const;
 
   std::vector<std::string> candidates_;
   std::string expected_version_;
-  mutable absl::Mutex mu_;
-  bool tried_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  NvrtcApi api_ ABSL_GUARDED_BY(mu_);
+  LazyTable<NvrtcApi> table_;
 };
 
 }  // namespace fleetjit

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "platform/lazy_library.h"
 
 namespace fleetjit {
 namespace {
@@ -30,12 +31,6 @@ constexpr const char* kMultiarch = "";
 #endif
 
 constexpr const char* kSonames[] = {"libnvrtc.so.13", "libnvrtc.so.12"};
-
-bool IsRegularFile(const std::string& path, struct stat* st = nullptr) {
-  struct stat local;
-  if (st == nullptr) st = &local;
-  return ::stat(path.c_str(), st) == 0 && S_ISREG(st->st_mode);
-}
 
 std::vector<std::string> ListDirectory(const std::string& dir) {
   std::vector<std::string> names;
@@ -136,11 +131,8 @@ absl::StatusOr<std::string> ResolveNvrtcLibrary(
         "or point FLEETJIT_LIBNVRTC (libnvrtc_path) at libnvrtc.so.13 or .12"));
   }
   std::vector<std::string> dirs = SearchDirs();
-  for (const char* soname : kSonames) {
-    for (const std::string& dir : dirs) {
-      std::string path = absl::StrCat(dir, "/", soname);
-      if (IsRegularFile(path)) return path;
-    }
+  if (std::string path = FindLibraryIn(kSonames, dirs); !path.empty()) {
+    return path;
   }
   return absl::UnavailableError(absl::StrCat(
       "NVRTC (", absl::StrJoin(kSonames, " or "), ") not found in ",

@@ -34,10 +34,11 @@
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "tests/common/corpus.h"
+#include "tests/gpu/capi_gpu_util.h"
 
+// Inside fleetjit::testing: capi_gpu_util.h's builders and S unqualified.
+namespace fleetjit::testing {
 namespace {
-
-fj_str S(const std::string& s) { return fj_str{s.data(), s.size()}; }
 
 struct LogLines {
   std::mutex mu;
@@ -123,37 +124,6 @@ struct Tensor2d {
   }
 };
 
-fj_arg TensorArg(const fj_tensor_arg* a) {
-  fj_arg x{};
-  x.struct_size = sizeof(x);
-  x.kind = FJ_ARG_TENSOR;
-  x.v.tensor = a;
-  return x;
-}
-fj_arg PtrArg(uint64_t p) {
-  fj_arg x{};
-  x.struct_size = sizeof(x);
-  x.kind = FJ_ARG_POINTER;
-  x.v.pointer = p;
-  return x;
-}
-fj_arg I32Arg(int32_t v) {
-  fj_arg x{};
-  x.struct_size = sizeof(x);
-  x.kind = FJ_ARG_I32;
-  x.v.i32 = v;
-  return x;
-}
-
-fj_launch_config Config(uint32_t grid, uint32_t block, uint32_t smem = 0) {
-  fj_launch_config c{};
-  c.struct_size = sizeof(c);
-  c.grid[0] = grid;
-  c.block[0] = block;
-  c.shared_bytes = smem;
-  return c;
-}
-
 // ------------------------------------------------- traps, in a child
 // A tile load at (x, y) of a 64 x 64 tensor with a 32 x 32 box; the host
 // passes y = -1 under promise_in_bounds: outside the tensor.
@@ -228,7 +198,7 @@ int TrapChild(const char* source, const char* kernel, fj_copy_impl impl,
     args.push_back(I32Arg(a));
   }
   args.push_back(PtrArg(out));
-  fj_launch_config cfg = Config(1, 128);
+  fj_launch_config cfg = LaunchOn(1, 128);
   cfg.stream = s;
   if (fj_status* st = fj_launch(k, &cfg, args.data(), args.size())) {
     std::fprintf(stderr, "launch: %s\n", fj_status_message(st, nullptr));
@@ -332,7 +302,7 @@ TEST(CheckedModeGpu, TilesThatLeaveTmaAreLoggedOncePerCallSite) {
       b(out, 64, 64, 32, 32, FJ_OOB_ZEROS);
   for (int launch = 0; launch < 3; ++launch) {
     fj_arg args[3] = {TensorArg(&a.arg), TensorArg(&b.arg), I32Arg(0)};
-    fj_launch_config cfg = Config(2, 128);
+    fj_launch_config cfg = LaunchOn(2, 128);
     fj_status* st = fj_launch(k, &cfg, args, 3);
     ASSERT_EQ(st, nullptr) << fj_status_message(st, nullptr);
   }
@@ -377,7 +347,7 @@ TEST(CheckedModeGpu, TilesThatLeaveTmaAreLoggedOncePerCallSite) {
 TEST(KvAppendGpu, RowsLandAtTheirSlotsAndOnlyThere) {
   fj_runtime* rt = OpenRuntime();
   if (rt == nullptr) GTEST_SKIP() << "no GPU";
-  const std::string source = fleetjit::testing::CorpusKernel("kv_append.cu");
+  const std::string source = CorpusKernel("kv_append.cu");
   ASSERT_FALSE(source.empty());
   std::mt19937 rng(49);
   for (fj_copy_impl impl : Impls(DeviceCc(rt))) {
@@ -419,8 +389,8 @@ TEST(KvAppendGpu, RowsLandAtTheirSlotsAndOnlyThere) {
         fj_arg args[4] = {TensorArg(&kt.arg), TensorArg(&ct.arg), PtrArg(sbuf),
                           I32Arg(tokens)};
         const int groups = (tokens + kRows - 1) / kRows;
-        fj_launch_config cfg =
-            Config(std::min(groups, 3), 128, 2 * kRows * d * 2 + 128);
+        fj_launch_config cfg = LaunchOn(std::min(groups, 3), 128, nullptr,
+                                        2 * kRows * d * 2 + 128);
         st = fj_launch(k, &cfg, args, 4);
         ASSERT_EQ(st, nullptr) << fj_status_message(st, nullptr);
         std::vector<uint16_t> got(static_cast<size_t>(rows) * d);
@@ -450,3 +420,4 @@ TEST(KvAppendGpu, RowsLandAtTheirSlotsAndOnlyThere) {
 }
 
 }  // namespace
+}  // namespace fleetjit::testing

@@ -26,17 +26,16 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "conformance/c_abi.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
 #include "tests/common/capi_fixture.h"
 #include "tests/common/seed.h"
+#include "tests/gpu/capi_gpu_util.h"
 
+// Inside fleetjit::testing: capi_gpu_util.h's builders, S and Code
+// unqualified.
+namespace fleetjit::testing {
 namespace {
-
-using fleetjit::selftest::internal::PtrArg;
-using fleetjit::testing::Code;
-using fleetjit::testing::S;
 
 constexpr const char* kSource = R"(
 #include <cooperative_groups.h>
@@ -153,30 +152,7 @@ __global__ void cscale_cpp(cuFloatComplex a, int n, cuDoubleComplex b,
 }
 )";
 
-fj_arg I32(int32_t v) {
-  fj_arg a{};
-  a.struct_size = sizeof(a);
-  a.kind = FJ_ARG_I32;
-  a.v.i32 = v;
-  return a;
-}
-fj_arg U64(uint64_t v) {
-  fj_arg a{};
-  a.struct_size = sizeof(a);
-  a.kind = FJ_ARG_U64;
-  a.v.u64 = v;
-  return a;
-}
-fj_launch_config Cfg(uint32_t grid, uint32_t block, fj_stream* s) {
-  fj_launch_config c{};
-  c.struct_size = sizeof(c);
-  c.grid[0] = grid;
-  c.block[0] = block;
-  c.stream = s;
-  return c;
-}
-
-class Abi13GpuTest : public fleetjit::testing::CapiRuntimeTest<> {
+class Abi13GpuTest : public CapiRuntimeTest<> {
  protected:
   void SetUp() override {
     CapiRuntimeTest::SetUp();
@@ -238,7 +214,7 @@ class Abi13GpuTest : public fleetjit::testing::CapiRuntimeTest<> {
 };
 
 TEST_F(Abi13GpuTest, AConstantTableRewrittenBetweenLaunchesIsSeenByEach) {
-  std::mt19937_64 rng = fleetjit::testing::SeededRng("ConstantTable");
+  std::mt19937_64 rng = SeededRng("ConstantTable");
   constexpr int kN = 4096, kRounds = 6;
   std::vector<int> idx(kN);
   for (int& i : idx) i = static_cast<int>(rng() % 64);
@@ -263,8 +239,8 @@ TEST_F(Abi13GpuTest, AConstantTableRewrittenBetweenLaunchesIsSeenByEach) {
     for (float& v : tables[r]) v = dist(rng);
     FJ_ASSERT_OK(fj_module_global_write(module_, S(table), 0, 0,
                                         tables[r].data(), g.bytes, stream_));
-    fj_arg args[] = {PtrArg(d_idx), PtrArg(d_out), I32(kN), I32(r)};
-    fj_launch_config c = Cfg((kN + 255) / 256, 256, stream_);
+    fj_arg args[] = {PtrArg(d_idx), PtrArg(d_out), I32Arg(kN), I32Arg(r)};
+    fj_launch_config c = LaunchOn((kN + 255) / 256, 256, stream_);
     FJ_ASSERT_OK(fj_launch(k, &c, args, 4));
   }
   // The last table read back through the stream too.
@@ -283,7 +259,7 @@ TEST_F(Abi13GpuTest, AConstantTableRewrittenBetweenLaunchesIsSeenByEach) {
 }
 
 TEST_F(Abi13GpuTest, ADeviceCounterIsReadBack) {
-  std::mt19937_64 rng = fleetjit::testing::SeededRng("DeviceCounter");
+  std::mt19937_64 rng = SeededRng("DeviceCounter");
   constexpr int kN = 100000;
   std::vector<unsigned> v(kN);
   unsigned long long want = rng() >> 8;
@@ -296,8 +272,8 @@ TEST_F(Abi13GpuTest, ADeviceCounterIsReadBack) {
   const std::string counter = "counter";
   FJ_ASSERT_OK(fj_module_global_write(module_, S(counter), 0, 0, &start,
                                       sizeof(start), stream_));
-  fj_arg args[] = {PtrArg(d_v), I32(kN)};
-  fj_launch_config c = Cfg((kN + 255) / 256, 256, stream_);
+  fj_arg args[] = {PtrArg(d_v), I32Arg(kN)};
+  fj_launch_config c = LaunchOn((kN + 255) / 256, 256, stream_);
   FJ_ASSERT_OK(fj_launch(Kernel("count"), &c, args, 2));
   unsigned long long got = ~want;
   FJ_ASSERT_OK(fj_module_global_read(module_, S(counter), 0, 0, &got,
@@ -314,7 +290,7 @@ TEST_F(Abi13GpuTest, ACooperativeGridSyncsAndAnOversizedGridIsRefused) {
   if (info_.cooperative_launch == 0) {
     GTEST_SKIP() << "device 0 has no cooperative launches";
   }
-  std::mt19937_64 rng = fleetjit::testing::SeededRng("CooperativeGridSync");
+  std::mt19937_64 rng = SeededRng("CooperativeGridSync");
   fj_kernel* k = Kernel("grid_sum");
   ASSERT_NE(k, nullptr);
   int32_t per_sm = 0;
@@ -331,8 +307,8 @@ TEST_F(Abi13GpuTest, ACooperativeGridSyncsAndAnOversizedGridIsRefused) {
   const uint64_t d_in = Upload(in);
   const uint64_t d_partial = Alloc(sizeof(long long) * (blocks + 1));
   const uint64_t d_out = Alloc(sizeof(long long) * (blocks + 1));
-  fj_arg args[] = {PtrArg(d_in), I32(kN), PtrArg(d_partial), PtrArg(d_out)};
-  fj_launch_config c = Cfg(blocks, 256, stream_);
+  fj_arg args[] = {PtrArg(d_in), I32Arg(kN), PtrArg(d_partial), PtrArg(d_out)};
+  fj_launch_config c = LaunchOn(blocks, 256, stream_);
   c.flags = FJ_LAUNCH_COOPERATIVE;
   FJ_ASSERT_OK(fj_launch(k, &c, args, 4));
   FJ_ASSERT_OK(fj_stream_synchronize(stream_));
@@ -360,10 +336,11 @@ TEST_F(Abi13GpuTest, ADependentLaunchOverlapsThePrimarysTail) {
   const uint64_t d_out = Alloc(sizeof(int) * kN);
   const uint64_t d_end = Alloc(sizeof(uint64_t) * sms, 0);
   const uint64_t d_start = Alloc(sizeof(uint64_t) * 8, 0);
-  std::mt19937_64 rng = fleetjit::testing::SeededRng("ProgrammaticLaunch");
+  std::mt19937_64 rng = SeededRng("ProgrammaticLaunch");
   if (info_.cc_major < 9) {
-    fj_arg sargs[] = {PtrArg(d_data), PtrArg(d_out), I32(kN), PtrArg(d_start)};
-    fj_launch_config c = Cfg(8, 128, stream_);
+    fj_arg sargs[] = {PtrArg(d_data), PtrArg(d_out), I32Arg(kN),
+                      PtrArg(d_start)};
+    fj_launch_config c = LaunchOn(8, 128, stream_);
     c.flags = FJ_LAUNCH_PROGRAMMATIC_DEPENDENT;
     EXPECT_EQ(Code(fj_launch(s, &c, sargs, 4)), FJ_FAILED_PRECONDITION);
     GTEST_SKIP() << "no programmatic dependent launch before sm_90";
@@ -372,12 +349,13 @@ TEST_F(Abi13GpuTest, ADependentLaunchOverlapsThePrimarysTail) {
     SCOPED_TRACE(pdl ? "with PDL" : "without PDL (the anchor)");
     const int32_t salt = static_cast<int32_t>(rng() % 100000);
     FJ_ASSERT_OK(fj_memset_d8(rt_, d_out, 0xFF, sizeof(int) * kN, stream_));
-    fj_arg pargs[] = {PtrArg(d_data), I32(kN), I32(salt), U64(200000),
+    fj_arg pargs[] = {PtrArg(d_data), I32Arg(kN), I32Arg(salt), U64Arg(200000),
                       PtrArg(d_end)};
-    fj_launch_config pc = Cfg(sms, 128, stream_);
+    fj_launch_config pc = LaunchOn(sms, 128, stream_);
     FJ_ASSERT_OK(fj_launch(p, &pc, pargs, 5));
-    fj_arg sargs[] = {PtrArg(d_data), PtrArg(d_out), I32(kN), PtrArg(d_start)};
-    fj_launch_config sc = Cfg(8, 128, stream_);
+    fj_arg sargs[] = {PtrArg(d_data), PtrArg(d_out), I32Arg(kN),
+                      PtrArg(d_start)};
+    fj_launch_config sc = LaunchOn(8, 128, stream_);
     sc.flags = pdl ? FJ_LAUNCH_PROGRAMMATIC_DEPENDENT : 0;
     FJ_ASSERT_OK(fj_launch(s, &sc, sargs, 4));
     FJ_ASSERT_OK(fj_stream_synchronize(stream_));
@@ -400,7 +378,7 @@ TEST_F(Abi13GpuTest, ADependentLaunchOverlapsThePrimarysTail) {
 }
 
 TEST_F(Abi13GpuTest, APriorityStreamAndAnL2WindowKeepResultsRight) {
-  std::mt19937_64 rng = fleetjit::testing::SeededRng("PriorityAndWindow");
+  std::mt19937_64 rng = SeededRng("PriorityAndWindow");
   int32_t least = 0, greatest = 0;
   FJ_ASSERT_OK(fj_stream_priority_range(rt_, 0, &least, &greatest));
   EXPECT_LE(greatest, least);
@@ -417,8 +395,8 @@ TEST_F(Abi13GpuTest, APriorityStreamAndAnL2WindowKeepResultsRight) {
   const unsigned long long zero = 0;
   FJ_ASSERT_OK(
       fj_module_global_write(module_, S(counter), 0, 0, &zero, 8, high));
-  fj_arg args[] = {PtrArg(d_v), I32(kN)};
-  fj_launch_config c = Cfg((kN + 255) / 256, 256, high);
+  fj_arg args[] = {PtrArg(d_v), I32Arg(kN)};
+  fj_launch_config c = LaunchOn((kN + 255) / 256, 256, high);
   if (info_.cc_major >= 8 && info_.max_persisting_l2_bytes > 0) {
     const uint64_t aside =
         std::min<uint64_t>(info_.max_persisting_l2_bytes, 4u << 20);
@@ -492,7 +470,7 @@ TEST_F(Abi13GpuTest, KernelAttributesAndOccupancy) {
 }
 
 TEST_F(Abi13GpuTest, ComplexScalarsReachBothKindsOfKernel) {
-  std::mt19937_64 rng = fleetjit::testing::SeededRng("ComplexScalars");
+  std::mt19937_64 rng = SeededRng("ComplexScalars");
   std::uniform_real_distribution<float> fd(-10.f, 10.f);
   constexpr int kN = 5000;
   std::vector<float> x(2 * kN);
@@ -507,12 +485,12 @@ TEST_F(Abi13GpuTest, ComplexScalarsReachBothKindsOfKernel) {
     for (fj_arg& arg : args) arg.struct_size = sizeof(fj_arg);
     args[0].kind = FJ_ARG_C64;
     std::memcpy(&args[0].v, a, sizeof(a));
-    args[1] = I32(kN);
+    args[1] = I32Arg(kN);
     args[2].kind = FJ_ARG_C128;
     args[2].v.bytes = b;
     args[3] = PtrArg(d_x);
     args[4] = PtrArg(d_y);
-    fj_launch_config c = Cfg((kN + 127) / 128, 128, stream_);
+    fj_launch_config c = LaunchOn((kN + 127) / 128, 128, stream_);
     FJ_ASSERT_OK(fj_launch(Kernel(name), &c, args, 5));
     FJ_ASSERT_OK(fj_stream_synchronize(stream_));
     std::vector<double> y = Download<double>(d_y, 2 * kN);
@@ -527,3 +505,4 @@ TEST_F(Abi13GpuTest, ComplexScalarsReachBothKindsOfKernel) {
 }
 
 }  // namespace
+}  // namespace fleetjit::testing
