@@ -1040,12 +1040,13 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
 // 1 only (box[d] == 1 for d >= 2); a tile qualifies when it is cs.ok, its
 // innermost start is 16-byte aligned and it lies inside the tensor (or is
 // promised to). Tiles that do not go through the per-tile path.
-// FJ_FLAT_LISTS: 0 off (the per-tile loop, as before 2026-12-07); 1 (the
-// default) under sync, where each tile was a round trip the team waited
-// for; 2 under cp_async too (an experiment; see cp_async's
-// issue_list_flat).
+// FJ_FLAT_LISTS, an experiment (off until a GPU measures it; see
+// docs/copy-macros.md): 0 off (the per-tile loop); 1 under sync, where each
+// tile was a round trip the team waited for; 2 under cp_async too (see
+// cp_async's issue_list_flat). It costs build time: sync's inline flat list
+// took bench/corpus rope_gather from 10,854 to 14,230 PTX lines.
 #ifndef FJ_FLAT_LISTS
-#define FJ_FLAT_LISTS 1
+#define FJ_FLAT_LISTS 0
 #endif
 #ifndef FJ_FLAT_UNROLL
 #define FJ_FLAT_UNROLL (FJ_FAST_UNROLL / 2)

@@ -365,8 +365,8 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // 180 -> 229 KB with 4, 247 KB with 8 (NVRTC 13, sm_90).
 // Inline: as a call (one per rank and index kind) it cost a third less
 // PTX, but examples/paged_decode.cu (128 registers) spilled 4-8 bytes at
-// it, however few its arguments. Only sync builds (sm_75, or forced) carry
-// it; the default route on sm_80+ compiles none of it.
+// it, however few its arguments. Only sync builds with FJ_FLAT_LISTS >= 1
+// (an experiment, off by default) carry it.
 template <int R, class Coords>
 FJ_DEV void load_list_flat(unsigned char* dst, const tensor_param& p,
                            const Coords& cs, int k, detail::team tm) {
@@ -402,10 +402,12 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done&, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
-  if (FJ_FLAT_LISTS && pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
+#if FJ_FLAT_LISTS >= 1  // (off: not even instantiated, so no PTX for it)
+  if (pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
     load_list_flat<R>((unsigned char*)dst, p, cs, k, detail::team_of(sc));
     return;
   }
+#endif
   const unsigned bb = detail::box_bytes(p, R);
   for (int i = 0; i < k; ++i) {
     unsigned char* d = (unsigned char*)dst + (unsigned)i * bb;
