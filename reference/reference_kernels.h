@@ -2,7 +2,7 @@
 // whoever joins the table) as one table that the benchmark
 // (bench/kernels_bench.cc), `fleetjit bench kernels` (tools/bench_kernels.cc)
 // and the tests (tests/jit/reference_kernels_test.cc,
-// tests/gpu/reference_kernels_gpu_test.cc) all read. A kernel joins with
+// tests/reference/reference_kernels_gpu_test.cc) all read. A kernel joins with
 // one entry in Cases() (reference_kernels.cc): its example, entry point,
 // problem (inputs, arguments, launch shape, CPU reference and tolerance)
 // and the launch shapes the benchmark tries.

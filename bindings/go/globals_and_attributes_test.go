@@ -61,7 +61,7 @@ func TestDeviceEntriesWithoutAGPU(t *testing.T) {
 	rt := newRuntime(t)
 	defer rt.Close()
 	if n, _ := rt.DeviceCount(); n > 0 {
-		t.Skip("a GPU is present (tests/gpu covers it)")
+		t.Skip("a GPU is present (globals_and_attributes_gpu_test covers it)")
 	}
 	if _, _, err := rt.StreamPriorityRange(0); fleetjit.CodeOf(err) != fleetjit.Unavailable {
 		t.Fatalf("StreamPriorityRange: %v", err)

@@ -11,7 +11,7 @@
 // driver is called, and one it cannot see gets the driver's refusal as
 // FJ_FAILED_PRECONDITION; a staged fj_copy, which synchronises, is refused
 // on a capturing stream; fj_tune on another thread (relaxed too) leaves a
-// global capture intact. tests/gpu/capture_gpu_test.cc runs the GPU cases.
+// global capture intact. tests/capi/capture_gpu_test.cc runs the GPU cases.
 #include <cuda.h>
 
 #include <cstring>

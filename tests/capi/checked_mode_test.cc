@@ -5,7 +5,7 @@
 // log level at debug, each note the device left is logged once per call
 // site, naming the call, the line and the coordinates that stay on TMA.
 // The device's side (the trap, the notes it writes) runs on the GPU host:
-// tests/gpu/checked_mode_gpu_test.cc.
+// tests/jit/checked_mode_gpu_test.cc.
 #include <mutex>
 #include <string>
 #include <vector>

@@ -5,7 +5,7 @@
 // with no GPU; the paths that need a device run on the fake CUDA driver
 // (tests/common/fake_cuda: an H100-like sm_90, 132 SMs, whose copies are
 // real), with PTX built by the real NVRTC. What the GPU does with them is
-// tests/gpu/globals_and_attributes_gpu_test.cc.
+// tests/capi/globals_and_attributes_gpu_test.cc.
 #include <unistd.h>
 
 #include <cstddef>

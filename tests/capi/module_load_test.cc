@@ -2,7 +2,7 @@
 // `fleetjit build -o` writes them: PTX for compute_90, a cubin for sm_90)
 // load back through the C ABI. PTX needs no GPU to load; a cubin's
 // parameters come from the driver, so without a GPU its load is
-// FJ_UNAVAILABLE. The launches are tests/gpu/module_load_test.cc.
+// FJ_UNAVAILABLE. The launches are tests/runtime/load/module_load_test.cc.
 #include <cstring>
 #include <string>
 

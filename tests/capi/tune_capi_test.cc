@@ -179,7 +179,8 @@ TEST_F(TuneCapiTest, OutputsChecksAndSettings) {
 }
 
 TEST_F(TuneCapiTest, ValidOptionsWithoutAGpuSayWhy) {
-  if (gpus_ > 0) GTEST_SKIP() << "a GPU is present: tests/gpu/tune_gpu_test";
+  if (gpus_ > 0)
+    GTEST_SKIP() << "a GPU is present: tests/runtime/tuning/tune_gpu_test";
   fj_status* st = Tune(&o_);
   EXPECT_NE(fj_status_code(st), FJ_OK);
   EXPECT_NE(fj_status_code(st), FJ_INTERNAL) << fj_status_message(st, nullptr);

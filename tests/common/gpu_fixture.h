@@ -1,8 +1,9 @@
-// The harness of the GPU launch tests (tests/gpu/launch_*_test.cc): one
-// runtime and thunk JIT per process (GetGpu), the test kernels
-// (kLaunchSource) built uncached and loaded on either launch path
-// (LoadKernel), device buffers the test owns, launch helpers and DLPack
-// tensors. Without a GPU, REQUIRE_GPU() skips the test and says why.
+// The harness of the GPU launch tests
+// (tests/runtime/launch/launch_*_test.cc): one runtime and thunk JIT per
+// process (GetGpu), the test kernels (kLaunchSource) built uncached and
+// loaded on either launch path (LoadKernel), device buffers the test owns,
+// launch helpers and DLPack tensors. Without a GPU, REQUIRE_GPU() skips the
+// test and says why.
 //
 //   TEST(LaunchGpu, Example) {
 //     REQUIRE_GPU();

@@ -3,7 +3,7 @@
 // a trap with a message in the PTX), what the checked build (FJ_CHECK=1)
 // adds and what an ordinary build does not, and the instructions the
 // scatter emits under each implementation. The traps themselves run on the
-// GPU host (tests/gpu/checked_mode_gpu_test.cc); the gather and scatter
+// GPU host (tests/jit/checked_mode_gpu_test.cc); the gather and scatter
 // semantics run on the CPU in tests/jit/copy_emulation_test.cc.
 #include <regex>
 #include <sstream>

@@ -78,7 +78,8 @@ TEST(TuneCliTest, WithoutAGpuItSaysSo) {
           "args": [{"buffer": 256, "fill": "zero", "output": true}]})");
   auto probe = RunCli({"info"});
   if (!absl::StrContains(probe.out + probe.err, "devices: none")) {
-    GTEST_SKIP() << "a GPU is present: tests/gpu/tune_gpu_test tunes on it";
+    GTEST_SKIP()
+        << "a GPU is present: tests/runtime/tuning/tune_gpu_test tunes on it";
   }
   for (bool isolate : {false, true}) {
     std::vector<std::string> args = {"tune", cu, "--space", space};

@@ -72,7 +72,7 @@ class DeviceEntriesTest(unittest.TestCase):
     def test_without_a_gpu_the_device_entries_say_so(self):
         with fleetjit.Runtime() as rt:
             if rt.device_count > 0:
-                self.skipTest("a GPU is present (tests/gpu covers it)")
+                self.skipTest("a GPU is present (globals_and_attributes_gpu_test covers it)")
             for call in (lambda: rt.stream_priority_range(0),
                          lambda: rt.stream_with_priority(0, 0),
                          lambda: rt.set_persisting_l2(0, 1 << 20)):

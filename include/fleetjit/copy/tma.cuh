@@ -315,7 +315,7 @@ FJ_DEV void store(void* dst, const void* src, unsigned bytes, bool pred) {
 // Emulation (FJ_TMA_ANY_START=0, the default): a tile-mode tensor copy whose
 // innermost start coordinate is not 16-byte aligned (c0 * elem_bytes % 16
 // != 0) faulted on the H200 with an illegal instruction (measured in
-// November, tests/gpu/tma_tile_test.cc), so such tiles take the cp.async
+// November, tests/jit/tma_tile_test.cc), so such tiles take the cp.async
 // path instead. The PTX ISA allows any signed start coordinate; build with
 // -DFJ_TMA_ANY_START=1 to send them through TMA (tma_tile_test's
 // "any_start" variants check that build on the GPU).

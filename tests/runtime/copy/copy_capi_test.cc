@@ -132,7 +132,7 @@ TEST_F(CopyCapiTest, EveryBadInputIsInvalidBeforeTheDriver) {
 
 TEST_F(CopyCapiTest, AValidCopyNeedsAGpu) {
   if (devices_ > 0)
-    GTEST_SKIP() << "a GPU is present (tests/gpu/copy_gpu_test.cc runs it)";
+    GTEST_SKIP() << "a GPU is present (copy_gpu_test.cc runs it)";
   fj_tensor a = Tensor(kA, shape_, 2), b = Tensor(kB, shape_, 2);
   fj_copy_desc d = Desc(&a, &b);
   EXPECT_EQ(Status(fj_copy(rt_, &d, nullptr)).code(), FJ_UNAVAILABLE);

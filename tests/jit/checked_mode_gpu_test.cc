@@ -33,8 +33,8 @@
 #include "absl/strings/str_cat.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/capi/capi_gpu_util.h"
 #include "tests/common/corpus.h"
-#include "tests/gpu/capi_gpu_util.h"
 
 // Inside fleetjit::testing: capi_gpu_util.h's builders and S unqualified.
 namespace fleetjit::testing {

@@ -28,9 +28,9 @@
 #include "absl/strings/str_cat.h"
 #include "fleetjit/fleetjit.h"
 #include "gtest/gtest.h"
+#include "tests/capi/capi_gpu_util.h"
 #include "tests/common/capi_fixture.h"
 #include "tests/common/seed.h"
-#include "tests/gpu/capi_gpu_util.h"
 
 // Inside fleetjit::testing: capi_gpu_util.h's builders, S and Code
 // unqualified.

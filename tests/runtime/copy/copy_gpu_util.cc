@@ -1,4 +1,4 @@
-#include "tests/gpu/copy_gpu_util.h"
+#include "tests/runtime/copy/copy_gpu_util.h"
 
 #include <algorithm>
 #include <cstring>

@@ -10,13 +10,13 @@ PASS or FAIL and exits non-zero on failure (2 when torch or a GPU is
 missing).
 
     FLEETJIT_LIBRARY=.device/build/lib/libfleetjit.so.1 \
-        python3 tests/gpu/torch_stream_test.py
+        python3 bindings/python/tests/torch_stream_test.py
 """
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bindings" / "python"))
+# bindings/python: this tree's package.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 AFFINE = r'''
 extern "C" __global__ void affine(const float* x, float* y, float a, float b, int n) {

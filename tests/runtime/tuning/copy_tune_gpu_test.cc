@@ -13,7 +13,7 @@
 #include "runtime/copy/copy_engine.h"
 #include "runtime/copy/copy_kernels.h"
 #include "runtime/runtime.h"
-#include "tests/gpu/copy_gpu_util.h"
+#include "tests/runtime/copy/copy_gpu_util.h"
 
 namespace fleetjit::copy {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "tests/gpu/copy_gpu_util.h"
+#include "tests/runtime/copy/copy_gpu_util.h"
 
 namespace fleetjit::copy {
 namespace {

@@ -1,10 +1,10 @@
 // What the GPU tests that drive the C ABI by hand share
-// (checked_mode_gpu_test.cc, globals_and_attributes_gpu_test.cc;
+// (tests/jit/checked_mode_gpu_test.cc, globals_and_attributes_gpu_test.cc;
 // header-only, link fleetjit): the fj_arg builders (their one home is
 // conformance/c_abi.h; U64Arg added here) and 1-D launch configurations,
 // with tests/common/capi_fixture.h's S and Code.
-#ifndef FLEETJIT_TESTS_GPU_CAPI_GPU_UTIL_H_
-#define FLEETJIT_TESTS_GPU_CAPI_GPU_UTIL_H_
+#ifndef FLEETJIT_TESTS_CAPI_CAPI_GPU_UTIL_H_
+#define FLEETJIT_TESTS_CAPI_CAPI_GPU_UTIL_H_
 
 #include <cstdint>
 
@@ -38,4 +38,4 @@ inline fj_launch_config LaunchOn(uint32_t grid, uint32_t block,
 
 }  // namespace fleetjit::testing
 
-#endif  // FLEETJIT_TESTS_GPU_CAPI_GPU_UTIL_H_
+#endif  // FLEETJIT_TESTS_CAPI_CAPI_GPU_UTIL_H_

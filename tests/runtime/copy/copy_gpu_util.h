@@ -2,8 +2,8 @@
 // on a GPU or in pinned host memory, random copy cases and their host
 // reference (the semantics of runtime/copy/copy_request.h, written again
 // independently, element by element).
-#ifndef FLEETJIT_TESTS_GPU_COPY_GPU_UTIL_H_
-#define FLEETJIT_TESTS_GPU_COPY_GPU_UTIL_H_
+#ifndef FLEETJIT_TESTS_RUNTIME_COPY_COPY_GPU_UTIL_H_
+#define FLEETJIT_TESTS_RUNTIME_COPY_COPY_GPU_UTIL_H_
 
 #include <cuda.h>
 
@@ -112,4 +112,4 @@ void ReadPeerTensorThroughTma(GpuFixture& fixture);
 
 }  // namespace fleetjit::copy::testutil
 
-#endif  // FLEETJIT_TESTS_GPU_COPY_GPU_UTIL_H_
+#endif  // FLEETJIT_TESTS_RUNTIME_COPY_COPY_GPU_UTIL_H_
