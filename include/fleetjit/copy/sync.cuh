@@ -98,10 +98,16 @@ FJ_DEV void wait_group_read(warp_t) {
 }
 
 // ------------------------------------------------------------ contiguous
+#ifndef FJ_SYNC_L2_FIRST
+#define FJ_SYNC_L2_FIRST 0  // an experiment: see issue_tile below
+#endif
 FJ_DEV void load_span(void* dst, const void* src, unsigned bytes, bool pred,
                       pred_mode mode) {
   __syncthreads();  // every thread is done with dst's old contents
   if (pred) {
+    // FJ_SYNC_L2_FIRST: every line of the span asked of L2 first, so the
+    // threads' batches after the first find theirs there.
+    if (FJ_SYNC_L2_FIRST) detail::prefetch_span_lines(src, bytes);
     detail::move_block(dst, src, bytes);
   } else if (mode == pred_zero) {
     detail::fill_block(dst, bytes, 0);
