@@ -616,6 +616,15 @@ __device__ __noinline__ void walk_tile(const tensor_param& p, const coords& c,
 // offset 16 * i, and each thread steps from its chunk i to i + threads with
 // a cursor (adds and compares only: the walker above divides per chunk), so
 // the loops can keep several independent 16-byte accesses in flight.
+// Whether the box at `c` lies wholly inside the tensor.
+template <int R>
+FJ_DEV bool box_inside(const tensor_param& p, const coords& c) {
+#pragma unroll
+  for (int d = 0; d < R; ++d) {
+    if (c.v[d] < 0 || (i64)c.v[d] + p.box[d] > p.shape[d]) return false;
+  }
+  return true;
+}
 template <int R>
 FJ_DEV bool tile_fast(const tensor_param& p, const coords& c, const void* smem,
                       bool check) {
@@ -630,13 +639,7 @@ FJ_DEV bool tile_fast(const tensor_param& p, const coords& c, const void* smem,
   for (int d = 1; d < R; ++d) {
     if (p.box[d] <= 0) return false;  // an empty box: the walker's business
   }
-  if (check) {
-#pragma unroll
-    for (int d = 0; d < R; ++d) {
-      if (c.v[d] < 0 || (i64)c.v[d] + p.box[d] > p.shape[d]) return false;
-    }
-  }
-  return true;
+  return !check || box_inside<R>(p, c);
 }
 
 // Chunks of a fast-path box: `total` of them, `cpr` per row.
@@ -1035,11 +1038,10 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
 // flight at once and a list of small tiles keeps the whole team busy. A
 // loop over the tiles moved one tile per round trip under sync, and a
 // 128-byte row kept 8 threads of a block busy while the rest waited.
-// The list qualifies when its tiles are unswizzled, dimension 0 contiguous
-// and every row 16-byte aligned in SMEM and GMEM, with rows along dimension
-// 1 only (box[d] == 1 for d >= 2); a tile qualifies when it is cs.ok, its
-// innermost start is 16-byte aligned and it lies inside the tensor (or is
-// promised to). Tiles that do not go through the per-tile path.
+// The list qualifies when its tiles are unswizzled with rows along
+// dimension 1 only (box[d] == 1 for d >= 2); a tile goes flat when it is
+// cs.ok and a fast-path tile (tile_fast: aligned, inside or promised to).
+// Tiles that do not go through the per-tile path.
 // FJ_FLAT_LISTS, an experiment (off until a GPU measures it; see
 // docs/copy-macros.md): 0 off (the per-tile loop); 1 under sync, where each
 // tile was a round trip the team waited for; 2 under cp_async too (see
@@ -1051,32 +1053,28 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
 #ifndef FJ_FLAT_UNROLL
 #define FJ_FLAT_UNROLL (FJ_FAST_UNROLL / 2)
 #endif
+// The list's own conditions: unswizzled, whole 16-byte chunks per row,
+// rows along dimension 1 only (so the chunk arithmetic below holds); each
+// tile then goes flat where it is a fast-path tile (tile_fast).
 template <int R>
-FJ_DEV bool flat_list_ok(const tensor_param& p, const void* smem) {
-  if (p.stride[0] != 1 || p.box[0] <= 0 || swz_mask(p) != 0) return false;
-  const i64 eb = p.elem_bytes;
-  u64 bits = addr(smem) | addr(p.data) | (u64)(p.box[0] * eb);
+FJ_DEV bool flat_list_ok(const tensor_param& p) {
+  if (swz_mask(p) != 0 || p.box[0] <= 0 || (p.box[0] * p.elem_bytes) % 16 != 0)
+    return false;
 #pragma unroll
   for (int d = 1; d < R; ++d) {
-    bits |= (u64)(p.stride[d] * eb);
     if (p.box[d] <= 0 || (d >= 2 && p.box[d] != 1)) return false;
   }
-  return (bits & 15) == 0;
+  return true;
 }
-// Tile `c` of a qualifying list: whether it goes flat, and its GMEM byte
-// offset from p.data.
+// Tile `c` of a qualifying list at SMEM `d`: whether it goes flat, and its
+// GMEM byte offset from p.data.
 template <int R>
-FJ_DEV bool flat_tile_at(const tensor_param& p, const coords& c, i64& g) {
-  const i64 eb = p.elem_bytes;
-  if ((((i64)c.v[0] * eb) & 15) != 0) return false;
-  const bool check = p.oob != oob_promise_in_bounds;
+FJ_DEV bool flat_tile_at(const tensor_param& p, const coords& c, const void* d,
+                         i64& g) {
+  if (!tile_fast<R>(p, c, d, p.oob != oob_promise_in_bounds)) return false;
   g = 0;
 #pragma unroll
-  for (int d = 0; d < R; ++d) {
-    if (check && (c.v[d] < 0 || (i64)c.v[d] + p.box[d] > p.shape[d]))
-      return false;
-    g += (i64)c.v[d] * p.stride[d] * eb;
-  }
+  for (int i = 0; i < R; ++i) g += (i64)c.v[i] * p.stride[i] * p.elem_bytes;
   return true;
 }
 // The list's shape in chunks: per row, per tile, row pitch in GMEM bytes.
@@ -1088,8 +1086,8 @@ template <int R>
 FJ_DEV flat_shape flat_shape_of(const tensor_param& p) {
   flat_shape f;
   f.cpr = (unsigned)(p.box[0] * p.elem_bytes) / 16;
-  f.cpt = f.cpr * (R > 1 ? (unsigned)p.box[R > 1 ? 1 : 0] : 1u);
-  f.pitch = R > 1 ? p.stride[R > 1 ? 1 : 0] * p.elem_bytes : 0;
+  f.cpt = f.cpr * (R > 1 ? (unsigned)p.box[1] : 1u);
+  f.pitch = R > 1 ? p.stride[1] * p.elem_bytes : 0;
   return f;
 }
 // A thread's place in the list: tile i, chunk w of it; next() steps by the
@@ -1116,12 +1114,13 @@ struct flat_cursor {
 // flat or is past the list's k) and its SMEM byte offset from dst.
 template <int R, class Coords>
 FJ_DEV const unsigned char* flat_chunk(const tensor_param& p, const Coords& cs,
+                                       const unsigned char* dst,
                                        const flat_shape& f, unsigned bb, int k,
                                        const flat_cursor& at, unsigned& so) {
   so = at.i * bb + at.w * 16;
   i64 g;
   if (at.i >= (unsigned)k || !cs.ok((int)at.i) ||
-      !flat_tile_at<R>(p, cs((int)at.i), g))
+      !flat_tile_at<R>(p, cs((int)at.i), dst + at.i * bb, g))
     return nullptr;
   const unsigned r = f.cpr == f.cpt ? 0u : at.w / f.cpr;
   return (const unsigned char*)p.data + g + (i64)r * f.pitch +
@@ -1142,7 +1141,7 @@ FJ_DEV void flat_rest(unsigned char* dst, const tensor_param& p,
     }
     const coords c = cs(i);
     i64 g;
-    if (!flat_tile_at<R>(p, c, g)) one(d, c);
+    if (!flat_tile_at<R>(p, c, d, g)) one(d, c);
   }
 }
 

@@ -379,7 +379,7 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // fill, stored by the threads.
 // A list of two or more tiles smaller than the team (fewer 16-byte chunks
 // than threads: a 128-byte row gathered by a block) goes flat where it can
-// (detail::flat_list_ok): the team's threads issue the chunks of all its
+// (detail::flat_*): the team's threads issue the chunks of all its
 // tiles together, rather than each tile's few chunks by a few threads in
 // turn; the tiles that cannot go flat follow, one by one. A larger tile
 // already keeps every thread issuing, more cheaply (the row walk has no
@@ -392,25 +392,25 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 template <int R, class Coords>
 __device__ __noinline__ void issue_list_flat(unsigned char* dst,
                                              const tensor_param& p, Coords cs,
-                                             int k, pred_mode mode,
-                                             detail::team tm) {
+                                             int k, detail::team tm) {
   const detail::flat_shape f = detail::flat_shape_of<R>(p);
   const unsigned bb = detail::box_bytes(p, R), total = f.cpt * (unsigned)k;
   detail::flat_cursor at(f, tm.rank, tm.size);
 #pragma unroll 4
   for (unsigned q = tm.rank; q < total; q += tm.size, at.next(f)) {
     unsigned so;
-    if (const unsigned char* g = detail::flat_chunk<R>(p, cs, f, bb, k, at, so))
+    if (const unsigned char* g =
+            detail::flat_chunk<R>(p, cs, dst, f, bb, k, at, so))
       cp_async(dst + so, g, 16, 16);
   }
   // The rest are not fast-path tiles (flat_list_ok held for the list).
-  detail::flat_rest<R>(dst, p, cs, k, tm,
-                       [&](unsigned char* d, const coords& c) {
+  detail::flat_rest<R>(
+      dst, p, cs, k, tm, [&](unsigned char* d, const coords& c) {
 #if FJ_NARROW_INLINE
-                         if (issue_narrow<R>(d, p, c, tm)) return;
+        if (issue_narrow<R>(d, p, c, tm)) return;
 #endif
-                         issue_tile_slow<R>(d, p, c, true, mode, false, tm);
-                       });
+        issue_tile_slow<R>(d, p, c, true, pred_skip, false, tm);
+      });
 }
 template <int R, class Scope, class Coords, class Done>
 FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
@@ -420,8 +420,8 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
 #if FJ_FLAT_LISTS >= 2  // (off: not even instantiated, so no PTX for it)
   if (pred && k > 1 &&
       detail::flat_shape_of<R>(p).cpt < detail::team_of(sc).size &&
-      detail::flat_list_ok<R>(p, dst)) {
-    issue_list_flat<R, Coords>((unsigned char*)dst, p, cs, k, mode,
+      detail::flat_list_ok<R>(p)) {
+    issue_list_flat<R, Coords>((unsigned char*)dst, p, cs, k,
                                detail::team_of(sc));
     attach(done);
     return;

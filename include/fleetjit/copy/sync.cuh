@@ -361,7 +361,7 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // k tiles at cs(0..k-1), tile i at dst + i * box bytes (the block's or the
 // warp's threads); they complete with the call. A tile that is not cs.ok (a
 // gathered index outside the tensor) is the fill.
-// A list of two or more tiles goes flat where it can (detail::flat_list_ok):
+// A list of two or more tiles goes flat where it can (detail::flat_*):
 // each thread loads FJ_FLAT_UNROLL chunks of any of the tiles, then stores
 // them, so the list takes about one round trip per batch rather than one
 // per tile; the tiles that cannot go flat follow, one by one (they are not
@@ -384,7 +384,7 @@ FJ_DEV void load_list_flat(unsigned char* dst, const tensor_param& p,
     unsigned so[FJ_FLAT_UNROLL];
 #pragma unroll
     for (int j = 0; j < FJ_FLAT_UNROLL; ++j) {
-      g[j] = detail::flat_chunk<R>(p, cs, f, bb, k, at, so[j]);
+      g[j] = detail::flat_chunk<R>(p, cs, dst, f, bb, k, at, so[j]);
       at.next(f);
     }
     uint4 v[FJ_FLAT_UNROLL];
@@ -409,7 +409,7 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        pred_mode mode) {
   detail::enter_scope(sc);
 #if FJ_FLAT_LISTS >= 1  // (off: not even instantiated, so no PTX for it)
-  if (pred && k > 1 && detail::flat_list_ok<R>(p, dst)) {
+  if (pred && k > 1 && detail::flat_list_ok<R>(p)) {
     load_list_flat<R>((unsigned char*)dst, p, cs, k, detail::team_of(sc));
     return;
   }

@@ -343,10 +343,7 @@ FJ_DEV bool tile_inside(const tensor_param& p, const coords& c) {
 #if FJ_TMA_EDGE_STORE
   return true;
 #else
-  for (int d = 0; d < R; ++d) {
-    if (c.v[d] < 0 || (long long)c.v[d] + p.box[d] > p.shape[d]) return false;
-  }
-  return true;
+  return detail::box_inside<R>(p, c);
 #endif
 }
 // SMEM alignment a tensor copy needs: 128 bytes, or the swizzle pattern's
@@ -534,20 +531,14 @@ FJ_DEV unsigned tile_pieces(const tensor_param& p);
 template <int R>
 FJ_DEV unsigned bulk_rows(const tensor_param& p, const void* smem,
                           const coords& c) {
-  const long long eb = p.elem_bytes;
-  if (p.stride[0] != 1 || (p.swizzle & 3u) != 0 ||
-      (detail::addr(smem) & 15) != 0 || (p.box[0] * eb) % 16 != 0 ||
-      (detail::addr(p.data) & 15) != 0 || (c.v[0] * eb) % 16 != 0) {
+  // Unswizzled, and a fast-path tile wholly inside (aligned rows).
+  if ((p.swizzle & 3u) != 0 || !detail::tile_fast<R>(p, c, smem, true))
     return 0;
-  }
   unsigned rows = 1;
   bool adjacent = true;  // row i + 1 starts where row i ends in GMEM
   long long span = p.box[0];
 #pragma unroll
-  for (int d = 0; d < R; ++d) {
-    if (c.v[d] < 0 || (long long)c.v[d] + p.box[d] > p.shape[d]) return 0;
-    if (d == 0) continue;
-    if ((p.stride[d] * eb) % 16 != 0) return 0;
+  for (int d = 1; d < R; ++d) {
     rows *= (unsigned)p.box[d];
     adjacent = adjacent && (p.box[d] == 1 || p.stride[d] == span);
     span *= p.box[d];
@@ -751,10 +742,10 @@ __device__ __noinline__ void load_tiles_bar(unsigned char* dst,
   }
   // Small tiles (FJ_TMA_SMALL_TILES: at most that many bytes each; an
   // experiment, 0 = off): the team's cp.async over the whole list, as
-  // cp_async does (detail::flat_list_ok), not one tensor copy per tile.
+  // cp_async does (detail::flat_*), not one tensor copy per tile.
 #if FJ_TMA_SMALL_TILES > 0  // (off: not even instantiated, so no PTX for it)
-  if (k > 1 && bb <= FJ_TMA_SMALL_TILES && detail::flat_list_ok<R>(p, dst)) {
-    cpa::issue_list_flat<R, Coords>(dst, p, cs, k, mode, tm);
+  if (k > 1 && bb <= FJ_TMA_SMALL_TILES && detail::flat_list_ok<R>(p)) {
+    cpa::issue_list_flat<R, Coords>(dst, p, cs, k, tm);
     cpa::attach(b);
     return;
   }
