@@ -404,8 +404,8 @@ FJ_DEV void store(block_t, void* gmem_dst, const void* smem_src, unsigned bytes,
 // Every tile call takes a last, defaulted argument: where it was called
 // (detail::site; never pass it), which a checked build's messages name.
 // Loads the tile of `t` at `c` into `smem_dst` (box elements, dense).
-template <class T, int R>
-FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
+template <class T, int R, int B>
+FJ_DEV void load_tile(T* smem_dst, const tensor<T, R, B>& t, coords c,
                       barrier& bar, bool pred = true,
                       pred_mode mode = pred_skip,
                       detail::site s = detail::site::here()) {
@@ -413,8 +413,8 @@ FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
                            s);
   impl::load_tile<R>(smem_dst, detail::checked(t), c, bar, pred, mode);
 }
-template <class T, int R>
-FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
+template <class T, int R, int B>
+FJ_DEV void load_tile(T* smem_dst, const tensor<T, R, B>& t, coords c,
                       in_group_t g, bool pred = true,
                       pred_mode mode = pred_skip,
                       detail::site s = detail::site::here()) {
@@ -424,8 +424,8 @@ FJ_DEV void load_tile(T* smem_dst, const tensor<T, R>& t, coords c,
   impl::load_tile<R>(smem_dst, detail::checked(t), c, g, pred, mode);
 }
 // The same tile into every CTA in `cta_mask` (hardware multicast on tma).
-template <class T, int R>
-FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t, coords c,
+template <class T, int R, int B>
+FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R, B>& t, coords c,
                                 barrier& bar, unsigned short cta_mask,
                                 bool pred = true, pred_mode mode = pred_skip,
                                 detail::site s = detail::site::here()) {
@@ -436,24 +436,24 @@ FJ_DEV void load_tile_multicast(T* smem_dst, const tensor<T, R>& t, coords c,
 }
 // Stores the box at `smem_src` to the tile of `t` at `c`, in the open
 // group; elements outside the tensor are not written.
-template <class T, int R>
-FJ_DEV void store_tile(const tensor<T, R>& t, coords c, const T* smem_src,
+template <class T, int R, int B>
+FJ_DEV void store_tile(const tensor<T, R, B>& t, coords c, const T* smem_src,
                        bool pred = true,
                        detail::site s = detail::site::here()) {
   detail::check_tile<T, R>(block, check_store_tile, t.p, c, smem_src, pred,
                            false, s);
   impl::store_tile<R>(detail::checked(t), c, smem_src, pred);
 }
-template <class T, int R>
-FJ_DEV void store_tile(block_t, const tensor<T, R>& t, coords c,
+template <class T, int R, int B>
+FJ_DEV void store_tile(block_t, const tensor<T, R, B>& t, coords c,
                        const T* smem_src, bool pred = true,
                        detail::site s = detail::site::here()) {
   detail::check_tile<T, R>(block, check_store_tile, t.p, c, smem_src, pred,
                            false, s);
   impl::store_tile<R>(detail::checked(t), c, smem_src, pred);
 }
-template <class T, int R>
-FJ_DEV void store_tile(warp_t w, const tensor<T, R>& t, coords c,
+template <class T, int R, int B>
+FJ_DEV void store_tile(warp_t w, const tensor<T, R, B>& t, coords c,
                        const T* smem_src, bool pred = true,
                        detail::site s = detail::site::here()) {
   detail::check_tile<T, R>(w, check_store_tile, t.p, c, smem_src, pred, false,
@@ -462,16 +462,16 @@ FJ_DEV void store_tile(warp_t w, const tensor<T, R>& t, coords c,
 }
 
 // Warp-scope tile load: attaches to `bar` (no arrival; see load above).
-template <class T, int R>
-FJ_DEV void load_tile(warp_t w, T* smem_dst, const tensor<T, R>& t, coords c,
+template <class T, int R, int B>
+FJ_DEV void load_tile(warp_t w, T* smem_dst, const tensor<T, R, B>& t, coords c,
                       barrier& bar, bool pred = true,
                       pred_mode mode = pred_skip,
                       detail::site s = detail::site::here()) {
   detail::check_tile<T, R>(w, check_load_tile, t.p, c, smem_dst, pred, true, s);
   impl::load_tile<R>(w, smem_dst, detail::checked(t), c, bar, pred, mode);
 }
-template <class T, int R>
-FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
+template <class T, int R, int B>
+FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R, B>& t, coords c,
                       barrier& bar, bool pred = true,
                       pred_mode mode = pred_skip,
                       detail::site s = detail::site::here()) {
@@ -485,8 +485,8 @@ FJ_DEV void load_tile(block_t, T* smem_dst, const tensor<T, R>& t, coords c,
 // k tiles at the k coordinates cs[0..k-1]: tile i lands at smem_dst + i *
 // t.box_elems(), all completing on `bar` (one expect_tx under tma) or in
 // the open group. Scope: none/fj::block (block-collective) or fj::warp.
-template <class T, int R, class Done>
-FJ_DEV void load_tiles(T* smem_dst, const tensor<T, R>& t, const coords* cs,
+template <class T, int R, int B, class Done>
+FJ_DEV void load_tiles(T* smem_dst, const tensor<T, R, B>& t, const coords* cs,
                        int k, Done& bar, bool pred = true,
                        pred_mode mode = pred_skip,
                        detail::site s = detail::site::here()) {
@@ -497,8 +497,8 @@ FJ_DEV void load_tiles(T* smem_dst, const tensor<T, R>& t, const coords* cs,
   impl::load_tiles<R>(block, smem_dst, detail::checked(t),
                       detail::coord_list{cs}, k, bar, pred, mode);
 }
-template <class Scope, class T, int R, class Done>
-FJ_DEV void load_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
+template <class Scope, class T, int R, int B, class Done>
+FJ_DEV void load_tiles(Scope sc, T* smem_dst, const tensor<T, R, B>& t,
                        const coords* cs, int k, Done& bar, bool pred = true,
                        pred_mode mode = pred_skip,
                        detail::site s = detail::site::here()) {
@@ -517,8 +517,8 @@ FJ_DEV void load_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
 // that puts its tile outside the tensor along `dim` (idx[i] < 0 or idx[i] +
 // t.box(dim) > t.shape(dim)) never faults: the whole tile reads as the
 // fill, zeros under oob_promise_in_bounds (contract 7).
-template <class T, int R, class Dim, class Done>
-FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R>& t, coords base,
+template <class T, int R, int B, class Dim, class Done>
+FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R, B>& t, coords base,
                          Dim dim, const int* idx, int k, Done& bar,
                          bool pred = true, pred_mode mode = pred_skip,
                          detail::site s = detail::site::here()) {
@@ -530,8 +530,8 @@ FJ_DEV void gather_tiles(T* smem_dst, const tensor<T, R>& t, coords base,
   impl::load_tiles<R>(block, smem_dst, detail::checked(t), g, k, bar, pred,
                       mode);
 }
-template <class Scope, class T, int R, class Dim, class Done>
-FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
+template <class Scope, class T, int R, int B, class Dim, class Done>
+FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R, B>& t,
                          coords base, Dim dim, const int* idx, int k, Done& bar,
                          bool pred = true, pred_mode mode = pred_skip,
                          detail::site s = detail::site::here()) {
@@ -548,8 +548,8 @@ FJ_DEV void gather_tiles(Scope sc, T* smem_dst, const tensor<T, R>& t,
 // before the SMEM is reused or the block exits), each clipped at the
 // tensor's bounds as store_tile. Scope: none/fj::block or fj::warp. Tiles
 // that overlap in GMEM are written in an unspecified order.
-template <class T, int R>
-FJ_DEV void store_tiles(const tensor<T, R>& t, const coords* cs, int k,
+template <class T, int R, int B>
+FJ_DEV void store_tiles(const tensor<T, R, B>& t, const coords* cs, int k,
                         const T* smem_src, bool pred = true,
                         detail::site s = detail::site::here()) {
   detail::check_tiles<T, R>(block, check_store_tiles, t.p,
@@ -558,8 +558,8 @@ FJ_DEV void store_tiles(const tensor<T, R>& t, const coords* cs, int k,
   impl::store_tiles<R>(block, detail::checked(t), detail::coord_list{cs}, k,
                        smem_src, pred);
 }
-template <class Scope, class T, int R>
-FJ_DEV void store_tiles(Scope sc, const tensor<T, R>& t, const coords* cs,
+template <class Scope, class T, int R, int B>
+FJ_DEV void store_tiles(Scope sc, const tensor<T, R, B>& t, const coords* cs,
                         int k, const T* smem_src, bool pred = true,
                         detail::site s = detail::site::here()) {
   static_assert(detail::is_scope<Scope>::value,
@@ -577,8 +577,8 @@ FJ_DEV void store_tiles(Scope sc, const tensor<T, R>& t, const coords* cs,
 // tile i: a per-index predicate. Elsewhere a tile is clipped at the
 // tensor's bounds (store_tile). Two indices that are equal write the same
 // tile in an unspecified order. Scope: none/fj::block or fj::warp.
-template <class T, int R, class Dim>
-FJ_DEV void scatter_tiles(const tensor<T, R>& t, coords base, Dim dim,
+template <class T, int R, int B, class Dim>
+FJ_DEV void scatter_tiles(const tensor<T, R, B>& t, coords base, Dim dim,
                           const int* idx, int k, const T* smem_src,
                           bool pred = true,
                           detail::site s = detail::site::here()) {
@@ -588,9 +588,9 @@ FJ_DEV void scatter_tiles(const tensor<T, R>& t, coords base, Dim dim,
                             pred, false, false, d, s);
   impl::store_tiles<R>(block, detail::checked(t), g, k, smem_src, pred);
 }
-template <class Scope, class T, int R, class Dim>
-FJ_DEV void scatter_tiles(Scope sc, const tensor<T, R>& t, coords base, Dim dim,
-                          const int* idx, int k, const T* smem_src,
+template <class Scope, class T, int R, int B, class Dim>
+FJ_DEV void scatter_tiles(Scope sc, const tensor<T, R, B>& t, coords base,
+                          Dim dim, const int* idx, int k, const T* smem_src,
                           bool pred = true,
                           detail::site s = detail::site::here()) {
   static_assert(detail::is_scope<Scope>::value,
@@ -618,13 +618,13 @@ FJ_DEV void scatter_tiles(Scope sc, const tensor<T, R>& t, coords base, Dim dim,
 FJ_DEV void prefetch_l2(const void* gmem, unsigned long long bytes) {
   impl::prefetch_l2(gmem, bytes);
 }
-template <class T, int R>
-FJ_DEV void prefetch_tile(const tensor<T, R>& t, coords c) {
+template <class T, int R, int B>
+FJ_DEV void prefetch_tile(const tensor<T, R, B>& t, coords c) {
   impl::prefetch_tile<R>(detail::checked(t), c);
 }
 // Brings the tensor map itself into the cache (tma only; else nothing).
-template <class T, int R>
-FJ_DEV void prefetch_tensormap(const tensor<T, R>& t) {
+template <class T, int R, int B>
+FJ_DEV void prefetch_tensormap(const tensor<T, R, B>& t) {
   impl::prefetch_tensormap(detail::checked(t));
 }
 

@@ -182,6 +182,49 @@ TEST_F(CopyChecksTest, ACheckedBuildTrapsNamingTheCallAndAPlainOneDoesNot) {
   }
 }
 
+// ------------------------------------------- the line a message names
+// A checked build's message names the line of the fj:: call (its defaulted
+// detail::site). NVRTC 13 gave 0 for every call on an FJ_TENSOR parameter
+// (a __grid_constant__ one) while the layer's signatures read
+// `const tensor<T, R>&` (the element size B a default argument): the GPU
+// host printed "fj::load_tile in outside, line 0". Each call here sits on
+// a line set by #line; its number must reach the PTX as an immediate.
+constexpr const char* kSiteLines = R"(
+#include <fleetjit/copy.cuh>
+extern "C" __global__ void lines(FJ_TENSOR(float, 2) t, FJ_TENSOR(float, 2) o,
+                                 const int* idx, int n, int x, int y) {
+  __shared__ __align__(128) float tile[4 * 32 * 32];
+  __shared__ fj::barrier bar;
+  if (threadIdx.x == 0) bar.init(fj::block_threads());
+  __syncthreads();
+#line 4321
+  fj::load_tile(tile, t, fj::at(x, y), bar);
+#line 5432
+  fj::gather_tiles(tile, t, fj::at(x, 0), 1, idx, n, bar);
+  bar.arrive_and_wait(0);
+#line 6543
+  fj::store_tile(o, fj::at(x, y), tile);
+#line 7654
+  fj::scatter_tiles(o, fj::at(x, 0), 1, idx, n, tile);
+  fj::commit_group();
+  fj::wait_group<0>();
+}
+)";
+
+TEST_F(CopyChecksTest, ACheckedMessageNamesTheLineOfACallOnAnFjTensor) {
+  for (const Combo& c : EveryImplOnce()) {
+    SCOPED_TRACE(absl::StrCat(c.target, " ", CopyImplName(c.impl)));
+    auto checked = Build(kSiteLines, c.target, c.impl, {"-DFJ_CHECK=1"});
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    for (const char* line : {"4321", "5432", "6543", "7654"}) {
+      const std::regex imm(absl::StrCat("[ ,]", line, "[;,]"));
+      EXPECT_TRUE(std::regex_search(checked->ptx, imm))
+          << "no immediate " << line << ": the call's line did not reach "
+          << "its checks";
+    }
+  }
+}
+
 // ------------------------------------------------------------- scatter
 // fj::scatter_tiles and fj::store_tiles build for every target CI cares
 // about under each implementation it has (to a cubin: ptxas checks the
