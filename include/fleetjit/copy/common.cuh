@@ -1030,6 +1030,19 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
   return n;
 }
 
+// FJ_WAIT_READ_LOADS: 1 makes wait_group_read<N>() under cp_async and tma
+// also wait for the thread's cp.asyncs, as it did until 2026-12-07
+// (docs/copy-macros.md). A store under those implementations either is the
+// threads' own (ld.shared + st.global: it has read its SMEM when the
+// threads pass the block barrier) or a bulk copy (its bulk group), so that
+// wait covered only loads, and it caught every cp.async a barrier tracks:
+// a ring that stores a stage, waits for the store to read it and refills
+// it had at most one stage of loads in flight (bench/corpus moe_dispatch
+// under cp_async: 0.50 of its plain twin on an H100).
+#ifndef FJ_WAIT_READ_LOADS
+#define FJ_WAIT_READ_LOADS 0
+#endif
+
 // ------------------------------------------------------ flat tile lists
 // k tiles of one tensor (a gather or a coordinate list, tile i at SMEM
 // dst + i * box bytes) moved as one job: the team's threads take the

@@ -98,9 +98,17 @@ FJ_DEV void wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
   __syncthreads();
 }
+// A store here is the threads' ld.shared + st.global: once every thread
+// is past the barrier, the stores have read their SMEM. No cp.async wait:
+// it would also wait for the loads in flight on barriers
+// (FJ_WAIT_READ_LOADS, common.cuh).
 template <int N>
 FJ_DEV void wait_group_read() {
+#if FJ_WAIT_READ_LOADS
   wait_group<N>();
+#else
+  __syncthreads();
+#endif
 }
 FJ_DEV void commit_group(warp_t) { commit_group(); }
 template <int N>
@@ -110,7 +118,11 @@ FJ_DEV void wait_group(warp_t) {
 }
 template <int N>
 FJ_DEV void wait_group_read(warp_t w) {
+#if FJ_WAIT_READ_LOADS
   cp_async_impl::wait_group<N>(w);
+#else
+  __syncwarp();
+#endif
 }
 
 // One cp.async of `w` bytes (4, 8 or 16): the first `src_bytes` come from

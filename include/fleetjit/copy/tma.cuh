@@ -108,10 +108,14 @@ FJ_DEV void wait_group() {
     asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
   __syncthreads();
 }
-// Like wait_group, but a store only needs to have read its SMEM source.
+// Like wait_group, but a store only needs to have read its SMEM source: a
+// bulk store its bulk group's .read, a store by the threads the barrier.
+// cp.asyncs are loads only: not waited for (FJ_WAIT_READ_LOADS, common.cuh).
 template <int N>
 FJ_DEV void wait_group_read() {
+#if FJ_WAIT_READ_LOADS
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
   if (leader())
     asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
   __syncthreads();
@@ -132,7 +136,9 @@ FJ_DEV void wait_group(warp_t) {
 }
 template <int N>
 FJ_DEV void wait_group_read(warp_t) {
+#if FJ_WAIT_READ_LOADS
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
   if (detail::lane_id() == 0)
     asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
   __syncwarp();
