@@ -1055,13 +1055,17 @@ FJ_DEV unsigned box_bytes(const tensor_param& p, int rank) {
 // dimension 1 only (box[d] == 1 for d >= 2); a tile goes flat when it is
 // cs.ok and a fast-path tile (tile_fast: aligned, inside or promised to).
 // Tiles that do not go through the per-tile path.
-// FJ_FLAT_LISTS, an experiment (off until a GPU measures it; see
-// docs/copy-macros.md): 0 off (the per-tile loop); 1 under sync, where each
-// tile was a round trip the team waited for; 2 under cp_async too (see
-// cp_async's issue_list_flat). It costs build time: sync's inline flat list
-// took bench/corpus rope_gather from 10,854 to 14,230 PTX lines.
+// FJ_FLAT_LISTS, bits (docs/copy-macros.md): 2 (the default) under
+// cp_async, for tiles smaller than the team (cp_async's issue_list_flat);
+// 1 under sync, where each tile was a round trip the team waited for.
+// Timed on an H100 (bench/results/2026-12-07-h100-layer-corpus-cf9063b.txt):
+// cp_async's lifted bench/corpus rope_gather 0.51 -> 0.64 and moe_dispatch
+// 0.50 -> 0.53 of their plain twins, nothing else by more than 0.02, for
+// 16-20 % more PTX in a gathering kernel; sync's lifted rope_gather 0.34 ->
+// 0.38 but cost moe_dispatch 0.29 -> 0.27 and build time (rope_gather
+// 10,854 -> 14,230 PTX lines), so it stays off.
 #ifndef FJ_FLAT_LISTS
-#define FJ_FLAT_LISTS 0
+#define FJ_FLAT_LISTS 2
 #endif
 #ifndef FJ_FLAT_UNROLL
 #define FJ_FLAT_UNROLL (FJ_FAST_UNROLL / 2)

@@ -371,8 +371,8 @@ FJ_DEV void load_tile(warp_t, void* dst, const tensor_param& p, const coords& c,
 // 180 -> 229 KB with 4, 247 KB with 8 (NVRTC 13, sm_90).
 // Inline: as a call (one per rank and index kind) it cost a third less
 // PTX, but examples/paged_decode.cu (128 registers) spilled 4-8 bytes at
-// it, however few its arguments. Only sync builds with FJ_FLAT_LISTS >= 1
-// (an experiment, off by default) carry it.
+// it, however few its arguments. Only sync builds with bit 1 of
+// FJ_FLAT_LISTS (off by default: common.cuh) carry it.
 template <int R, class Coords>
 FJ_DEV void load_list_flat(unsigned char* dst, const tensor_param& p,
                            const Coords& cs, int k, detail::team tm) {
@@ -408,7 +408,7 @@ FJ_DEV void load_tiles(Scope sc, void* dst, const tensor_param& p,
                        const Coords& cs, int k, Done&, bool pred,
                        pred_mode mode) {
   detail::enter_scope(sc);
-#if FJ_FLAT_LISTS >= 1  // (off: not even instantiated, so no PTX for it)
+#if (FJ_FLAT_LISTS & 1)  // (off: not even instantiated, so no PTX for it)
   if (pred && k > 1 && detail::flat_list_ok<R>(p)) {
     load_list_flat<R>((unsigned char*)dst, p, cs, k, detail::team_of(sc));
     return;
