@@ -18,7 +18,12 @@ every file once), so a slow spell of the shared machine hits every row.
 
   python3 bench/build_cost.py [--fleetjit build/bin/fleetjit] [--target sm_90]
       [--rounds 3] [--impl tma|cp_async|sync] [--filter TEXT]
-      [--slow-path-library] [--env NAME=VALUE]... [--phases]
+      [--slow-path-library] [--env NAME=VALUE]... [--define NAME=VALUE]...
+      [--phases]
+
+--define passes -D NAME=VALUE to every build (a copy-layer macro of
+docs/copy-macros.md: `--define FJ_TMA_SMALL_TILES=0` times a default's
+cost against the path it replaced; the plain twins ignore it).
 
 --phases adds NVRTC's own phase times (front end, NVVM optimizer, PTX
 translation, i.e. ptxas) of one in-process compile of each file through
@@ -85,6 +90,8 @@ class Runner:
                str(f), "-o", str(out)]
         if self.args.impl:
             cmd += ["--impl", self.args.impl]
+        for d in self.args.define:
+            cmd += ["-D", d]
         env = dict(self.env)
         env["FLEETJIT_CACHE_DIR"] = str(cache_dir)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -152,6 +159,7 @@ def main():
     ap.add_argument("--filter", default="")
     ap.add_argument("--slow-path-library", action="store_true")
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--define", action="append", default=[])
     ap.add_argument("--phases", action="store_true")
     args = ap.parse_args()
     todo = pairs(args.filter)
@@ -171,7 +179,8 @@ def main():
                 for i, f in enumerate((layer, plain)):
                     times[name][i].append(run.build(f, run.cache_for_run()))
     mode = "FLEETJIT_SLOW_PATH_LIBRARY=1, libraries on disk" if args.slow_path_library else "default route, new cache folder"
-    print(f"# fleetjit build --target {args.target}{' --impl ' + args.impl if args.impl else ''}: "
+    defines = "".join(f" -D {d}" for d in args.define)
+    print(f"# fleetjit build --target {args.target}{' --impl ' + args.impl if args.impl else ''}{defines}: "
           f"fresh process per build, {mode}, median of {args.rounds} (wall; CPU = user + sys)")
     print(f"{'kernel':28} {'layer ms':>9} {'plain ms':>9} {'ratio':>6}   {'layer CPU':>9} {'plain CPU':>9} {'ratio':>6}")
     ratios = []
