@@ -359,6 +359,37 @@ def summary(rows, variants):
     return lines
 
 
+def against_base(rows, variants, margin=0.02):
+    """Lines: each variant with macros (impl+NAME=VALUE) against its bare
+    implementation, case by case (same kernel and size, both timed in this
+    run): the median change of layer/plain, and the cases that gained or
+    lost more than `margin`, the largest of each named. What a default
+    change needs to know: where a macro helps and what it costs."""
+    by = {}
+    for r in rows:
+        if r.get("layer_over_plain"):
+            by[(r["impl"], r["kernel"], r["size"])] = r["layer_over_plain"]
+    lines = []
+    for v in variants:
+        if not v.extra:
+            continue
+        base = Variant(v.impl, v.target).name
+        d = [(by[(v.name, k, s)] - x, k, s) for (i, k, s), x in by.items()
+             if i == base and (v.name, k, s) in by]
+        if not d:
+            continue
+        up = sorted((e for e in d if e[0] > margin), reverse=True)
+        down = sorted(e for e in d if e[0] < -margin)
+        line = (f"{v.name} vs {base}: median change {statistics.median(e[0] for e in d):+.3f} "
+                f"over {len(d)} case(s); {len(up)} gained > {margin}, {len(down)} lost > {margin}")
+        if up:
+            line += f"; most gained {up[0][0]:+.3f} ({up[0][1]}, {up[0][2]})"
+        if down:
+            line += f"; most lost {down[0][0]:+.3f} ({down[0][1]}, {down[0][2]})"
+        lines.append(line)
+    return lines
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="The newcomer corpus (bench/corpus/README.md): layer kernel vs plain "
@@ -497,7 +528,7 @@ def main(argv=None):
     log("\n" + HEADER)
     for r in rows:
         log(fmt_row(r))
-    lines = summary(rows, variants)
+    lines = summary(rows, variants) + against_base(rows, variants)
     log("")
     for line in lines:
         log(line)

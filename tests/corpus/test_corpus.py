@@ -242,6 +242,26 @@ class RunnerParts(unittest.TestCase):
         self.assertIn("0.800", run.fmt_row(rows[0]))
         self.assertIn("BuildError: boom", run.fmt_row(rows[-1]))
 
+    def test_a_macro_against_its_bare_implementation(self):
+        # tma+X against tma case by case: s0 gains 0.25, s1 loses 0.05, s2
+        # moves 0.01 (inside the margin); s3 has no tma row and is left out;
+        # a failed case (no ratio) is left out too.
+        def row(impl, size, r):
+            return {"kernel": "set1/k", "size": size, "impl": impl, "layer_over_plain": r}
+        rows = [row("tma", "s0", 0.25), row("tma+X=1", "s0", 0.50),
+                row("tma", "s1", 0.90), row("tma+X=1", "s1", 0.85),
+                row("tma", "s2", 0.70), row("tma+X=1", "s2", 0.71),
+                row("tma+X=1", "s3", 0.10),
+                {"kernel": "set1/k", "size": "s4", "impl": "tma", "verified": "boom"},
+                row("sync", "s0", 0.30)]
+        lines = run.against_base(rows, run.parse_variants("tma,tma+X=1,sync"))
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("tma+X=1 vs tma: median change +0.010 over 3 case(s)", lines[0])
+        self.assertIn("1 gained > 0.02, 1 lost > 0.02", lines[0])
+        self.assertIn("most gained +0.250 (set1/k, s0)", lines[0])
+        self.assertIn("most lost -0.050 (set1/k, s1)", lines[0])
+        self.assertEqual(run.against_base(rows, run.parse_variants("tma,sync")), [])
+
 
 @unittest.skipIf(torch is None, "torch is not installed")
 class TorchParts(unittest.TestCase):
