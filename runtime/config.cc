@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -38,6 +39,42 @@ absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text) {
     ordinals.push_back(ordinal);
   }
   return ordinals;
+}
+
+// "FJ_NAME=INT" items separated by commas or spaces, each a copy-layer
+// macro (FJ_ and an identifier) with an integer value, into "-DNAME=VALUE"
+// options; a name given twice is an error.
+absl::StatusOr<std::vector<std::string>> ParseCopyDefines(
+    absl::string_view text) {
+  std::vector<std::string> out;
+  std::vector<std::string> names;
+  for (absl::string_view item :
+       absl::StrSplit(text, absl::ByAnyChar(", \t"), absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    const absl::string_view name = item.substr(0, eq);
+    bool ident = absl::StartsWith(name, "FJ_") && name.size() > 3;
+    for (char ch : name) {
+      ident = ident && (absl::ascii_isalnum(static_cast<unsigned char>(ch)) ||
+                        ch == '_');
+    }
+    int64_t value = 0;
+    if (eq == absl::string_view::npos || !ident ||
+        !absl::SimpleAtoi(item.substr(eq + 1), &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", item,
+          "': expected FJ_NAME=INTEGER items (a copy-layer macro of "
+          "docs/copy-macros.md), separated by commas"));
+    }
+    for (const std::string& seen : names) {
+      if (seen == name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("'", name, "' is given twice"));
+      }
+    }
+    names.emplace_back(name);
+    out.push_back(absl::StrCat("-D", name, "=", value));
+  }
+  return out;
 }
 
 absl::Status SetSwitch(absl::string_view v, bool& field) {
@@ -162,6 +199,15 @@ constexpr EnvVariable kVariables[] = {
      "TMA are logged once per call site (default off).",
      [](absl::string_view v, RuntimeOptions& o) {
        return SetSwitch(v, o.check);
+     },
+     false},
+    {"FLEETJIT_COPY_DEFINES", "FJ_NAME=INT[,FJ_NAME=INT...]",
+     "Copy-layer macros (docs/copy-macros.md) for every build of the "
+     "caller's kernels, e.g. FJ_TMA_SMALL_TILES=0; a build whose own "
+     "options define or undefine the macro keeps its own.",
+     [](absl::string_view v, RuntimeOptions& o) -> absl::Status {
+       FJ_ASSIGN_OR_RETURN(o.copy_defines, ParseCopyDefines(v));
+       return absl::OkStatus();
      },
      false},
     {"FLEETJIT_COPY_TUNE", kSwitchSyntax,

@@ -66,6 +66,13 @@ struct RuntimeOptions {
   // for the kernel). The runtime's own kernels are never checked.
   // FLEETJIT_CHECK=1; `fleetjit matrix` sets it for every variant.
   bool check = false;
+  // Copy-layer macros (docs/copy-macros.md) for every build made for a
+  // caller, as "-DNAME=VALUE" options: a fleet-wide knob or an A/B run of
+  // a layer default without touching the kernels. A build whose own options
+  // define or undefine NAME keeps its own. The runtime's kernels and the
+  // slow-path library are built without them.
+  // FLEETJIT_COPY_DEFINES="FJ_TMA_SMALL_TILES=0,FJ_FLAT_LISTS=0".
+  std::vector<std::string> copy_defines;
   CacheConfig cache;
   // Where CUDA's headers are searched (platform/cuda_headers.h); the NVRTC
   // in use is added by the runtime. ApplyEnvironment fills it from CUDA_HOME,

@@ -331,8 +331,11 @@ typedef struct fj_runtime_options {
  * get -DFJ_CHECK=1, the copy layer's checked mode, which traps on a tile
  * load outside a promise-in-bounds tensor naming the call; under
  * FLEETJIT_LOG=debug each launch of a checked kernel then waits and logs
- * the tiles that left TMA once per call site; `fleetjit matrix` sets it),
- * since 1.4. The switches (FLEETJIT_CACHE, _THUNKS, _PCH, _PRELOAD_NVRTC,
+ * the tiles that left TMA once per call site; `fleetjit matrix` sets it)
+ * and FLEETJIT_COPY_DEFINES (FJ_NAME=INT[,FJ_NAME=INT...]: copy-layer
+ * macros of docs/copy-macros.md for the caller's builds, e.g.
+ * FJ_TMA_SMALL_TILES=0; a build whose own options name the macro keeps its
+ * own), since 1.4. The switches (FLEETJIT_CACHE, _THUNKS, _PCH, _PRELOAD_NVRTC,
  * _SLOW_PATH_LIBRARY, _COPY_TUNE, _CHECK) take 1|0, true|false,
  * on|off or yes|no in any case; a malformed value of any variable fails
  * fj_runtime_create with FJ_INVALID_ARGUMENT naming the variable and the

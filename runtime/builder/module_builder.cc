@@ -22,6 +22,21 @@
 namespace fleetjit {
 namespace {
 
+// Whether NVRTC `options` define or undefine macro `name`: -DNAME[=V],
+// -UNAME, --define-macro=NAME[=V], --undefine-macro=NAME, or NAME[=V]
+// standing alone (the value of a lone -D or -U before it).
+bool OptionsNameMacro(const std::vector<std::string>& options,
+                      absl::string_view name) {
+  for (absl::string_view o : options) {
+    for (absl::string_view prefix :
+         {"--define-macro=", "--undefine-macro=", "-D", "-U"}) {
+      if (absl::ConsumePrefix(&o, prefix)) break;
+    }
+    if (o.substr(0, o.find('=')) == name) return true;
+  }
+  return false;
+}
+
 bool IsEmbeddedHeader(absl::string_view name) {
   for (size_t i = 0; i < jit::kEmbeddedHeadersCount; ++i) {
     if (jit::kEmbeddedHeaders[i].path == name) return true;
@@ -233,15 +248,18 @@ absl::StatusOr<jit::BuildRequest> ModuleBuilder::ResolveRequest(
   request.copy_impl = plan.impl;
   request.emit_ptx = spec.output == BuildSpec::Output::kPtx;
   request.options = spec.options;
-  if (options_.check && spec.checkable) {
+  if (options_.check && spec.checkable &&
+      !OptionsNameMacro(spec.options, "FJ_CHECK")) {
     // The copy layer's checked mode, unless the build says otherwise.
-    bool says = false;
-    for (const std::string& o : spec.options) {
-      says = says || absl::StartsWith(o, "-DFJ_CHECK=") || o == "-DFJ_CHECK" ||
-             o == "-UFJ_CHECK" || o == "FJ_CHECK" ||
-             absl::StartsWith(o, "FJ_CHECK=");
+    request.options.push_back("-DFJ_CHECK=1");
+  }
+  if (spec.checkable) {
+    // FLEETJIT_COPY_DEFINES, each unless the build says otherwise.
+    for (const std::string& d : options_.copy_defines) {
+      const absl::string_view name =
+          absl::string_view(d).substr(2, d.find('=') - 2);  // "-D" NAME "="
+      if (!OptionsNameMacro(spec.options, name)) request.options.push_back(d);
     }
-    if (!says) request.options.push_back("-DFJ_CHECK=1");
   }
   request.name_expressions = spec.name_expressions;
   request.use_pch = options_.pch;

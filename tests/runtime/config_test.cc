@@ -107,6 +107,37 @@ TEST(ConfigTest, ABadPreopenValueNamesTheVariableAndTheItem) {
 
 // Every switch takes the one syntax, in any case, and refuses anything
 // else by the variable's name and the accepted words.
+// FLEETJIT_COPY_DEFINES: copy-layer macros as -D options, in order; a value
+// that is not FJ_NAME=INTEGER items, or names a macro twice, fails naming
+// the variable and the item.
+TEST(ConfigTest, CopyDefinesAreCopyLayerMacrosWithIntegerValues) {
+  EnvGuard guard({"FLEETJIT_COPY_DEFINES"});
+  std::mt19937 rng(std::random_device{}());
+  const int a = static_cast<int>(rng() % 100000),
+            b = -1 - static_cast<int>(rng() % 9);
+  const std::string value = absl::StrCat(" FJ_TMA_SMALL_TILES=", a,
+                                         ",FJ_FLAT_LISTS=", b, "  FJ_X9=0");
+  ::setenv("FLEETJIT_COPY_DEFINES", value.c_str(), 1);
+  RuntimeOptions options;
+  ASSERT_TRUE(ApplyEnvironment(options).ok()) << value;
+  const std::vector<std::string> want = {
+      absl::StrCat("-DFJ_TMA_SMALL_TILES=", a),
+      absl::StrCat("-DFJ_FLAT_LISTS=", b), "-DFJ_X9=0"};
+  EXPECT_EQ(options.copy_defines, want);
+  EXPECT_NE(std::find(options.env_overrides.begin(),
+                      options.env_overrides.end(), "FLEETJIT_COPY_DEFINES"),
+            options.env_overrides.end());
+  for (const char* bad :
+       {"FJ_TMA_SMALL_TILES", "TMA_SMALL_TILES=1", "FJ_=1", "FJ_A=x",
+        "FJ_A=1.5", "FJ_A-B=1", "FJ_A=1,FJ_A=2", "FJ_A=1;FJ_B=2"}) {
+    ::setenv("FLEETJIT_COPY_DEFINES", bad, 1);
+    RuntimeOptions o;
+    const absl::Status st = ApplyEnvironment(o);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(st.message(), "FLEETJIT_COPY_DEFINES")) << st;
+  }
+}
+
 TEST(ConfigTest, EverySwitchTakesOneSyntax) {
   struct Switch {
     const char* name;
