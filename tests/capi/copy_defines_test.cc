@@ -34,9 +34,9 @@ extern "C" __global__ void k(float* out) { out[threadIdx.x] = 1.0f; }
 
 class CopyDefinesTest : public ::testing::Test {
  protected:
-  // A runtime on the fake driver with FLEETJIT_COPY_DEFINES = `defines`
-  // (unset when null).
-  void Start(const char* defines) {
+  // fj_runtime_create on the fake driver with FLEETJIT_COPY_DEFINES =
+  // `defines` (unset when null); its status.
+  fj_status* Create(const char* defines, fj_runtime** rt) {
     fleetjit::testing::EnvGuard env({"FLEETJIT_COPY_DEFINES"});
     if (defines != nullptr) ::setenv("FLEETJIT_COPY_DEFINES", defines, 1);
     fjfake_reset(1);
@@ -45,8 +45,10 @@ class CopyDefinesTest : public ::testing::Test {
     ro.struct_size = sizeof(ro);
     ro.libcuda_path = S(driver);
     ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
-    FJ_ASSERT_OK(fj_runtime_create(&ro, &rt_));
+    return fj_runtime_create(&ro, rt);
   }
+  // rt_, created so.
+  void Start(const char* defines) { FJ_ASSERT_OK(Create(defines, &rt_)); }
   void TearDown() override {
     if (rt_ != nullptr) EXPECT_EQ(Code(fj_runtime_destroy(rt_)), FJ_OK);
     fjfake_reset(1);
@@ -107,16 +109,8 @@ TEST_F(CopyDefinesTest, WithoutTheVariableTheLayersDefaultHolds) {
 }
 
 TEST_F(CopyDefinesTest, AMalformedValueFailsTheRuntimeNamingIt) {
-  fleetjit::testing::EnvGuard env({"FLEETJIT_COPY_DEFINES"});
-  ::setenv("FLEETJIT_COPY_DEFINES", "TMA_SMALL_TILES=0", 1);
-  fjfake_reset(1);
-  const std::string driver = fleetjit::testing::FakeDriverPath();
-  fj_runtime_options ro{};
-  ro.struct_size = sizeof(ro);
-  ro.libcuda_path = S(driver);
-  ro.flags = FJ_RUNTIME_DISABLE_DISK_CACHE;
   fj_runtime* rt = nullptr;
-  fj_status* st = fj_runtime_create(&ro, &rt);
+  fj_status* st = Create("TMA_SMALL_TILES=0", &rt);
   ASSERT_NE(st, nullptr) << "a malformed FLEETJIT_COPY_DEFINES was taken";
   EXPECT_EQ(fj_status_code(st), FJ_INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(fj_status_message(st, nullptr),
